@@ -1,0 +1,87 @@
+# train_llama: CPU targets always build; CUDA targets when nvcc is found.
+# MPI and NCCL are detected for the multi-process builds to come and never required.
+#
+#   make tinystories        prepare TinyStories, build, train (CUDA build on a GPU, else CPU)
+#   make test               every CPU test (and a compile of the CUDA build when nvcc exists)
+#   make train_llama_cpu test_llama_cpu           CPU build (g++ -fopenmp -DLLMC_CPU)
+#   make train_llama test_llama [PRECISION=FP32] [CUDA_ARCH=90]   CUDA build
+
+CXX ?= g++
+CPU_FLAGS = -O3 -march=native -fopenmp -std=c++17 -DLLMC_CPU -Wall -Wextra -Wno-unused-function -I.
+HEADERS = $(wildcard llmc/*.h llmc/*.cuh llmc/cpu/*.h)
+
+NVCC ?= $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
+# compute capability of the first visible GPU (9.0 -> 90); sm_90 (H100/H200) when there is none
+CUDA_ARCH ?= $(shell nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n1 | tr -d '. ')
+ifeq ($(strip $(CUDA_ARCH)),)
+CUDA_ARCH = 90
+endif
+NVCC_FLAGS = -O3 -std=c++17 -I. -gencode arch=compute_$(CUDA_ARCH),code=sm_$(CUDA_ARCH) \
+             -Xcompiler -Wall,-Wno-unused-function --expt-relaxed-constexpr
+NVCC_LIBS = -lcublasLt -lcublas
+PRECISION ?= BF16
+ifeq ($(PRECISION),FP32)
+NVCC_FLAGS += -DENABLE_FP32
+CUDA_SUFFIX = _fp32
+else
+CUDA_SUFFIX =
+endif
+
+# detected, not required: multi-process builds will use them
+MPI_FOUND := $(shell command -v mpicc >/dev/null 2>&1 && echo 1)
+NCCL_FOUND := $(shell ls /usr/include/nccl.h /usr/local/include/nccl.h /usr/local/cuda/include/nccl.h 2>/dev/null | head -n1)
+
+PYTHON = $(shell bash scripts/ensure_python_deps.sh 2>/dev/null | tail -n1)
+
+.PHONY: all cpu cuda test tinystories data clean info cuda-compile
+
+all: cpu
+
+cpu: train_llama_cpu test_llama_cpu
+
+train_llama_cpu: train_llama.cu $(HEADERS)
+	$(CXX) $(CPU_FLAGS) -x c++ $< -o $@ -lm
+
+test_llama_cpu: test_llama.cu train_llama.cu $(HEADERS)
+	$(CXX) $(CPU_FLAGS) -x c++ $< -o $@ -lm
+
+train_llama$(CUDA_SUFFIX): train_llama.cu $(HEADERS)
+	@test -n "$(NVCC)" || { echo "nvcc not found: install the CUDA Toolkit or use the CPU targets"; exit 1; }
+	$(NVCC) $(NVCC_FLAGS) $< -o $@ $(NVCC_LIBS)
+
+test_llama$(CUDA_SUFFIX): test_llama.cu train_llama.cu $(HEADERS)
+	@test -n "$(NVCC)" || { echo "nvcc not found: install the CUDA Toolkit or use the CPU targets"; exit 1; }
+	$(NVCC) $(NVCC_FLAGS) $< -o $@ $(NVCC_LIBS)
+
+cuda: train_llama$(CUDA_SUFFIX) test_llama$(CUDA_SUFFIX)
+
+build/test_dataloader: dev/test/test_dataloader.c llmc/dataloader.h
+	@mkdir -p build
+	$(CXX) -O2 -x c++ -Wall -Wextra -I. $< -o $@
+
+build/test_tokenizer: dev/test/test_tokenizer.c llmc/tokenizer.h
+	@mkdir -p build
+	$(CXX) -O2 -x c++ -Wall -Wextra -I. $< -o $@
+
+# compiles both CUDA precisions into build/ (no GPU needed); part of make test
+cuda-compile:
+	@test -n "$(NVCC)" || { echo "nvcc not found: skipping the CUDA compile"; exit 0; }
+	@mkdir -p build
+	$(NVCC) $(NVCC_FLAGS) train_llama.cu -o build/train_llama $(NVCC_LIBS)
+	$(NVCC) $(NVCC_FLAGS) test_llama.cu -o build/test_llama $(NVCC_LIBS)
+	$(NVCC) $(NVCC_FLAGS) -DENABLE_FP32 test_llama.cu -o build/test_llama_fp32 $(NVCC_LIBS)
+
+test: cpu build/test_dataloader build/test_tokenizer
+	@bash dev/test/run_tests.sh
+
+data:
+	$(PYTHON) data/prepare_tinystories.py
+
+tinystories: data
+	@bash scripts/run_tinystories.sh
+
+info:
+	@echo "CXX=$(CXX) NVCC=$(NVCC) CUDA_ARCH=$(CUDA_ARCH) PRECISION=$(PRECISION) MPI=$(if $(MPI_FOUND),yes,no) NCCL=$(if $(NCCL_FOUND),$(NCCL_FOUND),no)"
+
+clean:
+	rm -rf build train_llama_cpu test_llama_cpu train_llama test_llama train_llama_fp32 test_llama_fp32

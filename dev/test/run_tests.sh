@@ -1,0 +1,190 @@
+#!/usr/bin/env bash
+# make test: every CPU test, one line per check, ending with "N passed, N failed".
+# Each check runs in its own process, so a crash or an exit(1) is one failed check,
+# never the end of the run. Exit status: non-zero when anything failed.
+set -u
+cd "$(dirname "$0")/../.."
+PY=$(bash scripts/ensure_python_deps.sh | tail -n1)
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/llmc_test.XXXXXX")
+trap 'rm -rf "$TMP"' EXIT
+passed=0; failed=0; failed_names=""
+
+pass() { echo "PASS $1"; passed=$((passed + 1)); }
+fail() { echo "FAIL $1${2:+: $2}"; failed=$((failed + 1)); failed_names="$failed_names $1"; }
+
+# check NAME CMD...: passes when CMD exits 0; its output is kept in $TMP/NAME.log
+check() {
+  local name=$1; shift
+  if "$@" >"$TMP/$name.log" 2>&1; then pass "$name"; else fail "$name" "exit $? ($*)"; tail -n 15 "$TMP/$name.log" | sed 's/^/    /'; fi
+}
+# check_error NAME "WORDS" CMD...: passes when CMD exits non-zero and prints every word
+# (case-insensitive) of WORDS: bad input must end with a clear message, not a crash
+check_error() {
+  local name=$1 words=$2; shift 2
+  "$@" >"$TMP/$name.log" 2>&1
+  local rc=$?
+  local missing=""
+  for w in $words; do grep -qi -- "$w" "$TMP/$name.log" || missing="$missing $w"; done
+  if [ $rc -ne 0 ] && [ $rc -lt 128 ] && [ -z "$missing" ]; then pass "$name"
+  elif [ $rc -eq 0 ]; then fail "$name" "exit 0, expected an error"
+  elif [ $rc -ge 128 ]; then fail "$name" "crashed (exit $rc) instead of a clear error"
+  else fail "$name" "exit $rc but the message lacks:$missing"; head -n 5 "$TMP/$name.log" | sed 's/^/    /'; fi
+}
+# a sub-test that prints its own PASS/FAIL lines: each line counts
+sub_tests() {
+  local name=$1; shift
+  "$@" >"$TMP/$name.log" 2>&1
+  local rc=$?
+  while IFS= read -r line; do
+    case "$line" in
+      PASS\ *) pass "$name/${line#PASS }" ;;
+      FAIL\ *) fail "$name/${line#FAIL }" ;;
+    esac
+  done < "$TMP/$name.log"
+  [ $rc -eq 0 ] || grep -q '^FAIL' "$TMP/$name.log" || fail "$name" "exit $rc"
+}
+
+echo "== test_llama against the committed references (dev/ref)"
+for f in dev/ref/*.lref; do check "ref_$(basename "$f" .lref)" ./test_llama_cpu --ref "$f"; done
+
+echo "== test_llama against fresh references (configs not in dev/ref)"
+# name V D L H KV F max_seq_len B T n_steps tied seed
+while read -r name V D L H KV F S B T N tied seed; do
+  if "$PY" scripts/reference_llama.py --quiet --out "$TMP/$name.lref" --V "$V" --D "$D" --L "$L" --H "$H" --KV "$KV" \
+      --F "$F" --max-seq-len "$S" --B "$B" --T "$T" --n-steps "$N" --tied "$tied" --seed "$seed" >"$TMP/gen_$name.log" 2>&1; then
+    check "fresh_$name" ./test_llama_cpu --ref "$TMP/$name.lref"
+    FRESH="${FRESH:-} $TMP/$name.lref"
+  else fail "fresh_$name" "reference_llama.py failed: $(tail -n 2 "$TMP/gen_$name.log")"; fi
+done <<'CONFIGS'
+gqa8x2_odd 101 40 3 8 2 77 24 2 13 3 0 11
+mqa_tied_long 50 32 1 2 1 45 40 1 37 2 1 12
+mha_wide_ff 73 30 2 5 5 130 10 4 10 3 0 13
+CONFIGS
+
+echo "== memory flags: same results as the reference, bitwise where the arithmetic order is unchanged"
+FLAGSETS=(
+  "--ffn-chunks 3"
+  "--ffn-chunks 5 --ffn-chunk-dim seq"
+  "--ce-chunks 5"
+  "--ce-chunks 2"
+  "--offload-act -1"
+  "--offload-act 1"
+  "--offload-act 3"
+  "--recompute 1"
+  "--recompute 2"
+  "--ffn-chunks 3 --ce-chunks 5 --offload-act -1 --recompute 1"
+  "--ffn-chunks 4 --ffn-chunk-dim seq --ce-chunks 3 --offload-act 2 --recompute 2"
+  "--ffn-chunks 2 --ce-chunks 7 --recompute 2"
+)
+for f in dev/ref/*.lref ${FRESH:-}; do
+  base=$(basename "$f" .lref)
+  for fl in "${FLAGSETS[@]}"; do
+    # --offload-act N beyond the model's L is a user error, tested below; skip it here
+    L=$("$PY" -c "import sys; sys.path.insert(0,'scripts'); import lref; print(lref.read_lref('$f')['cfg']['L'])")
+    n=$(echo "$fl" | sed -n 's/.*--offload-act \([0-9]*\).*/\1/p')
+    [ -n "$n" ] && [ "$n" -gt "$L" ] && continue
+    check "flags_${base}_$(echo "$fl" | tr -d ' -' )" ./test_llama_cpu --ref "$f" $fl
+  done
+done
+
+echo "== offload poison: a backward that skips the prefetch must fail the gradient check"
+for f in dev/ref/mha_untied_small.lref dev/ref/gqa_h4kv2_tied.lref; do
+  check_error "poison_$(basename "$f" .lref)" "FAIL" ./test_llama_cpu --ref "$f" --offload-act -1 --test-skip-prefetch 1
+done
+
+echo "== memory plan against the formulas of docs/memory.md"
+check memory_plan "$PY" scripts/check_memory_plan.py ./train_llama_cpu
+
+echo "== dataloader and tokenizer"
+sub_tests dataloader ./build/test_dataloader
+sub_tests bad_shards bash dev/test/bad_shards.sh ./build/test_dataloader
+sub_tests tokenizer ./build/test_tokenizer ../shared/data/tinystories/tokenizer/tokenizer.bin
+
+echo "== bad input: a clear message and a non-zero exit"
+R=dev/ref/mha_untied_small.lref
+head -c 3000 "$R" > "$TMP/truncated.lref"
+{ printf '\x01\x02\x03\x04'; tail -c +5 "$R"; } > "$TMP/badmagic.lref"
+# header with D=30, H=4 (D % H != 0), else intact
+"$PY" - "$R" "$TMP/badcfg.lref" <<'PYEOF'
+import struct, sys
+b = bytearray(open(sys.argv[1], 'rb').read()); struct.pack_into('<i', b, 3 * 4, 30); open(sys.argv[2], 'wb').write(b)
+PYEOF
+check_error ref_missing_file "cannot open" ./test_llama_cpu --ref "$TMP/no_such.lref"
+check_error ref_truncated "truncated" ./test_llama_cpu --ref "$TMP/truncated.lref"
+check_error ref_bad_magic "magic" ./test_llama_cpu --ref "$TMP/badmagic.lref"
+check_error ref_bad_config "divisible" ./test_llama_cpu --ref "$TMP/badcfg.lref"
+check_error ref_no_args "usage" ./test_llama_cpu
+check_error test_unknown_flag "unknown flag" ./test_llama_cpu --ref "$R" --frobnicate 1
+check_error train_unknown_flag "unknown flag" ./train_llama_cpu --frobnicate 1
+check_error train_flag_without_value "needs a value" ./train_llama_cpu --steps
+check_error train_bad_int "integer" ./train_llama_cpu --steps ten
+check_error train_unknown_model "unknown --model" ./train_llama_cpu --model gpt5
+check_error config_D_not_div_H "divisible" ./train_llama_cpu --D 30 --H 4 --plan-only 1
+check_error config_H_not_div_KV "divisible" ./train_llama_cpu --H 4 --KV 3 --plan-only 1
+check_error config_odd_head_dim "even" ./train_llama_cpu --D 60 --H 4 --KV 4 --plan-only 1
+check_error config_T_too_long "max_seq_len" ./train_llama_cpu --seq 512 --plan-only 1
+check_error flag_bad_recompute "recompute" ./train_llama_cpu --recompute 3 --plan-only 1
+check_error flag_bad_offload "offload" ./train_llama_cpu --offload-act 9 --plan-only 1
+check_error flag_bad_chunk_dim "ffn-chunk-dim" ./train_llama_cpu --ffn-chunk-dim rows --plan-only 1
+check_error flag_total_batch "multiple" ./train_llama_cpu --batch 4 --seq 64 --total-batch 1000 --plan-only 1
+check_error train_missing_data "no" ./train_llama_cpu --train-data "$TMP/none_*.bin" --run-dir "$TMP/run_missing"
+# a shard whose token ids do not fit a smaller vocabulary
+"$PY" - "$TMP/big_ids.bin" <<'PYEOF'
+import struct, sys
+toks = [1] + [500 + i % 300 for i in range(4000)]
+h = [20240520, 1, len(toks)] + [0] * 253
+open(sys.argv[1], 'wb').write(struct.pack('<256i', *h) + struct.pack('<%dH' % len(toks), *toks))
+PYEOF
+check_error train_token_ge_V "vocab" ./train_llama_cpu --V 256 --train-data "$TMP/big_ids.bin" --val-every 0 --run-dir "$TMP/run_bigids"
+check_error resume_missing "cannot open" ./train_llama_cpu --resume "$TMP/none.bin" --train-data "$TMP/big_ids.bin" --val-every 0 --run-dir "$TMP/run_noresume"
+
+echo "== checkpoint resume continues bit-exactly"
+# a small shard so the test needs no prepared data: ids below the tiny model's V
+"$PY" - "$TMP/train.bin" "$TMP/val.bin" <<'PYEOF'
+import random, struct, sys
+for path, n, seed in ((sys.argv[1], 20000, 1), (sys.argv[2], 5000, 2)):
+    r = random.Random(seed); toks = [1] + [r.randrange(2, 500) for _ in range(n)]
+    open(path, 'wb').write(struct.pack('<256i', *([20240520, 1, len(toks)] + [0] * 253)) + struct.pack('<%dH' % len(toks), *toks))
+PYEOF
+for fl in "" "--ffn-chunks 2 --ce-chunks 3 --offload-act -1 --recompute 1"; do
+  tag=$( [ -z "$fl" ] && echo plain || echo flags )
+  common=(--model tiny --V 512 --batch 2 --seq 32 --total-batch 128 --steps 6 --warmup 2 --val-every 3 --val-batches 2
+          --ckpt-every 3 --train-data "$TMP/train.bin" --val-data "$TMP/val.bin" $fl)
+  ./train_llama_cpu "${common[@]}" --run-dir "$TMP/full_$tag" >"$TMP/full_$tag.log" 2>&1 &&
+  ./train_llama_cpu "${common[@]}" --run-dir "$TMP/resumed_$tag" --resume "$TMP/full_$tag/ckpt_000003.bin" >"$TMP/resumed_$tag.log" 2>&1
+  if [ $? -ne 0 ]; then fail "resume_$tag" "a training run failed"; tail -n 5 "$TMP/full_$tag.log" "$TMP/resumed_$tag.log"
+  else check "resume_$tag" "$PY" - "$TMP/full_$tag/metrics.jsonl" "$TMP/resumed_$tag/metrics.jsonl" <<'PYEOF'
+import json, sys
+full = {r["step"]: r for r in map(json.loads, open(sys.argv[1]))}
+res = [json.loads(l) for l in open(sys.argv[2])]
+assert [r["step"] for r in res] == [4, 5, 6], [r["step"] for r in res]
+for r in res:
+    for k in ("loss", "grad_norm", "lr", "val_loss"):
+        if k in r or k in full[r["step"]]:
+            assert r[k] == full[r["step"]][k], (r["step"], k, r[k], full[r["step"]][k])
+print("steps 4-6 identical:", [(r["step"], r["loss"]) for r in res])
+PYEOF
+  fi
+done
+check_error resume_config_mismatch "checkpoint has" ./train_llama_cpu --model tiny --V 512 --D 128 --batch 2 --seq 32 --steps 6 \
+  --train-data "$TMP/train.bin" --val-every 0 --run-dir "$TMP/mismatch" --resume "$TMP/full_plain/ckpt_000003.bin"
+
+echo "== a short training run learns (loss falls on a repeating toy corpus)"
+"$PY" - "$TMP/pattern.bin" <<'PYEOF'
+import struct, sys
+toks = ([1] + list(range(10, 60))) * 200
+open(sys.argv[1], 'wb').write(struct.pack('<256i', *([20240520, 1, len(toks)] + [0] * 253)) + struct.pack('<%dH' % len(toks), *toks))
+PYEOF
+check learns bash -c "./train_llama_cpu --model tiny --V 64 --batch 4 --seq 32 --steps 60 --lr 3e-3 --warmup 5 \
+  --train-data $TMP/pattern.bin --val-data $TMP/pattern.bin --val-every 60 --val-batches 2 --run-dir $TMP/learn >/dev/null &&
+  $PY -c \"import json; r=[json.loads(l) for l in open('$TMP/learn/metrics.jsonl')]; print(r[0]['loss'], r[-1]['loss'], r[-1]['val_loss']); assert r[-1]['loss'] < 0.3 * r[0]['loss'] and r[-1]['val_loss'] < 0.3 * r[0]['loss']\""
+
+if [ -n "$(bash -c 'command -v nvcc || ls /usr/local/cuda/bin/nvcc' 2>/dev/null)" ]; then
+  echo "== CUDA build compiles (sm_90, bf16 and FP32); it cannot run here"
+  check cuda_compile make -s cuda-compile CUDA_ARCH=90
+fi
+
+echo
+[ $failed -eq 0 ] || echo "failed:$failed_names"
+echo "$passed passed, $failed failed"
+[ $failed -eq 0 ]

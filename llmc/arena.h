@@ -1,0 +1,77 @@
+/*
+The memory plan and the arena that carries it out (DESIGN 4). Every buffer is added
+to the plan by name, with its kind and its size computed from the config and the
+flags, before anything is allocated; then one allocation per space (device, pinned
+host) holds them all. Nothing is allocated after that. The plan is printed at start
+and can be written as JSON, so tests can hold it against the formulas of
+docs/memory.md.
+*/
+#pragma once
+#include "common.h"
+
+#define ARENA_MAX_ENTRIES 64
+#define ARENA_ALIGN 256
+
+typedef struct {
+    char name[48];
+    const char* kind;   // "parameters", "gradients", "optimizer", "activations", "offload", "scratch", ...
+    size_t bytes;
+    size_t offset;
+} ArenaEntry;
+
+typedef struct {
+    const char* space;  // "device" or "host (pinned)"
+    ArenaEntry entries[ARENA_MAX_ENTRIES];
+    int n;
+    size_t total;
+    char* base;
+} Arena;
+
+static inline void arena_init(Arena* a, const char* space) { memset(a, 0, sizeof(*a)); a->space = space; }
+
+// adds a buffer to the plan; returns its handle
+static inline int arena_add(Arena* a, const char* name, const char* kind, size_t bytes) {
+    if (a->base) FAIL("arena '%s': '%s' added after allocation (everything must be planned up front)", a->space, name);
+    if (a->n == ARENA_MAX_ENTRIES) FAIL("arena '%s' is full: raise ARENA_MAX_ENTRIES", a->space);
+    ArenaEntry* e = &a->entries[a->n];
+    snprintf(e->name, sizeof(e->name), "%s", name);
+    e->kind = kind;
+    e->bytes = bytes;
+    e->offset = a->total;
+    a->total += ceil_div(bytes, ARENA_ALIGN) * ARENA_ALIGN;
+    return a->n++;
+}
+
+static inline void arena_allocate(Arena* a, void* (*alloc)(size_t)) {
+    a->base = a->total ? (char*)alloc(a->total) : NULL;
+}
+
+static inline void* arena_ptr(const Arena* a, int handle) {
+    if (handle < 0 || a->entries[handle].bytes == 0) return NULL;
+    return a->base + a->entries[handle].offset;
+}
+
+static inline size_t arena_kind_bytes(const Arena* a, const char* kind) {
+    size_t sum = 0;
+    for (int i = 0; i < a->n; i++) if (strcmp(a->entries[i].kind, kind) == 0) sum += a->entries[i].bytes;
+    return sum;
+}
+
+static inline void arena_print(const Arena* a, FILE* f) {
+    fprintf(f, "| %-28s | %-12s | %14s | %10s |\n", a->space, "kind", "bytes", "MiB");
+    fprintf(f, "|------------------------------|--------------|----------------|------------|\n");
+    for (int i = 0; i < a->n; i++) {
+        const ArenaEntry* e = &a->entries[i];
+        if (e->bytes == 0) continue;
+        fprintf(f, "| %-28s | %-12s | %14zu | %10.2f |\n", e->name, e->kind, e->bytes, e->bytes / 1048576.0);
+    }
+    fprintf(f, "| %-28s | %-12s | %14zu | %10.2f |\n", "total (aligned)", "", a->total, a->total / 1048576.0);
+}
+
+static inline void arena_write_json(const Arena* a, FILE* f) {
+    fprintf(f, "{\"space\": \"%s\", \"total\": %zu, \"entries\": [", a->space, a->total);
+    for (int i = 0; i < a->n; i++)
+        fprintf(f, "%s{\"name\": \"%s\", \"kind\": \"%s\", \"bytes\": %zu}", i ? ", " : "", a->entries[i].name,
+                a->entries[i].kind, a->entries[i].bytes);
+    fprintf(f, "]}");
+}

@@ -1,0 +1,40 @@
+/*
+CPU twin of llmc/device.cuh: memory, copies, streams and events. "Device" memory is
+host memory, a stream runs its work inline (so every call is complete when it
+returns) and events are always complete. Signatures match the CUDA file exactly.
+*/
+#pragma once
+#include "../common.h"
+#include <sys/resource.h>
+
+static inline void* dev_malloc(size_t bytes) { return xmalloc(bytes); }
+static inline void dev_free(void* p) { free(p); }
+static inline void* host_malloc_pinned(size_t bytes) { return xmalloc(bytes); }
+static inline void host_free_pinned(void* p) { free(p); }
+
+static inline void dev_memset(void* p, int byte, size_t bytes, stream_t s) { (void)s; memset(p, byte, bytes); }
+static inline void dev_memcpy_h2d(void* dst, const void* src, size_t bytes, stream_t s) { (void)s; memcpy(dst, src, bytes); }
+static inline void dev_memcpy_d2h(void* dst, const void* src, size_t bytes, stream_t s) { (void)s; memcpy(dst, src, bytes); }
+static inline void dev_memcpy_d2d(void* dst, const void* src, size_t bytes, stream_t s) { (void)s; memmove(dst, src, bytes); }
+
+static inline stream_t stream_create(void) { return 0; }
+static inline void stream_destroy(stream_t s) { (void)s; }
+static inline void stream_synchronize(stream_t s) { (void)s; }
+static inline event_t event_create(void) { return 0; }
+static inline void event_destroy(event_t e) { (void)e; }
+static inline void event_record(event_t e, stream_t s) { (void)e; (void)s; }
+static inline void stream_wait_event(stream_t s, event_t e) { (void)s; (void)e; }
+static inline void event_synchronize(event_t e) { (void)e; }
+static inline void dev_synchronize(void) {}
+
+static inline void dev_upload_floats(floatX* dst, const float* src, size_t n) { memcpy(dst, src, n * sizeof(float)); }
+static inline void dev_download_floats(float* dst, const floatX* src, size_t n) { memcpy(dst, src, n * sizeof(float)); }
+
+// What the operating system says this process holds at its peak (the CPU's
+// analogue of the driver's view on a GPU): resident set high-water mark.
+static inline size_t dev_peak_bytes_measured(void) {
+    struct rusage ru; getrusage(RUSAGE_SELF, &ru);
+    return (size_t)ru.ru_maxrss * 1024;
+}
+static inline const char* dev_measured_name(void) { return "process peak RSS"; }
+static inline const char* dev_name(void) { return "CPU"; }

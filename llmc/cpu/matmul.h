@@ -1,0 +1,78 @@
+/*
+CPU twin of llmc/matmul.cuh. Weights are stored as nn.Linear stores them, [OC, C]
+row-major, with a row stride ldw so that a slice of columns (w2[:, c0:c1] in the
+hidden-chunked FFN) is addressed in place: pass w + c0 and ldw = F.
+Summation order is fixed (8 explicit lanes, then a fixed tree), so results do not
+depend on the number of OpenMP threads: resume and offload stay bit-exact.
+*/
+#pragma once
+#include "../common.h"
+
+// out[N, OC] (+)= inp[N, C] . W^T
+static inline void matmul_forward(floatX* out, const floatX* inp, const floatX* w, int N, int C, int OC, int ldw,
+                           int accumulate, stream_t s) {
+    (void)s;
+    const int RB = 4, OB = 32;
+    #pragma omp parallel for collapse(2) schedule(static)
+    for (int ib = 0; ib < N; ib += RB) {
+        for (int ob = 0; ob < OC; ob += OB) {
+            int iend = ib + RB < N ? ib + RB : N;
+            int oend = ob + OB < OC ? ob + OB : OC;
+            for (int o = ob; o < oend; o++) {
+                const float* wr = w + (size_t)o * ldw;
+                for (int i = ib; i < iend; i++) {
+                    const float* xr = inp + (size_t)i * C;
+                    float lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+                    int c = 0;
+                    for (; c + 8 <= C; c += 8)
+                        for (int k = 0; k < 8; k++) lane[k] += xr[c + k] * wr[c + k];
+                    float sum = ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+                    for (; c < C; c++) sum += xr[c] * wr[c];
+                    float* y = out + (size_t)i * OC + o;
+                    *y = accumulate ? *y + sum : sum;
+                }
+            }
+        }
+    }
+}
+
+// dinp[N, C] (+)= dout[N, OC] . W
+static inline void matmul_backward_input(floatX* dinp, const floatX* dout, const floatX* w, int N, int C, int OC, int ldw,
+                                  int accumulate, stream_t s) {
+    (void)s;
+    #pragma omp parallel for schedule(static)
+    for (int i = 0; i < N; i++) {
+        float* dx = dinp + (size_t)i * C;
+        if (!accumulate) for (int c = 0; c < C; c++) dx[c] = 0.0f;
+        const float* dy = dout + (size_t)i * OC;
+        for (int o = 0; o < OC; o++) {
+            float a = dy[o];
+            const float* wr = w + (size_t)o * ldw;
+            for (int c = 0; c < C; c++) dx[c] += a * wr[c];
+        }
+    }
+}
+
+// dW[OC, C] += dout[N, OC]^T . inp[N, C]   (always accumulates: gradient accumulation)
+static inline void matmul_backward_weight(floatX* dw, const floatX* dout, const floatX* inp, int N, int C, int OC, int ldw,
+                                   stream_t s) {
+    (void)s;
+    const int OB = 4;
+    #pragma omp parallel for schedule(static)
+    for (int ob = 0; ob < OC; ob += OB) {
+        int oend = ob + OB < OC ? ob + OB : OC;
+        for (int i = 0; i < N; i++) {
+            const float* x = inp + (size_t)i * C;
+            for (int o = ob; o < oend; o++) {
+                float a = dout[(size_t)i * OC + o];
+                float* g = dw + (size_t)o * ldw;
+                for (int c = 0; c < C; c++) g[c] += a * x[c];
+            }
+        }
+    }
+}
+
+// The CUDA build creates its cuBLASLt handle and workspace here; nothing to do on the CPU.
+static inline void matmul_setup(void) {}
+static inline void matmul_teardown(void) {}
+static inline size_t matmul_workspace_bytes(void) { return 0; }

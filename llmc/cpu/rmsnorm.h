@@ -1,0 +1,45 @@
+/* CPU twin of llmc/rmsnorm.cuh. y = x * rstd * w with rstd = 1/sqrt(mean(x^2) + eps), in fp32. */
+#pragma once
+#include "../common.h"
+
+static inline void rmsnorm_forward(floatX* out, float* rstd, const floatX* inp, const floatX* w, int N, int C, float eps,
+                            stream_t s) {
+    (void)s;
+    #pragma omp parallel for schedule(static)
+    for (int i = 0; i < N; i++) {
+        const float* x = inp + (size_t)i * C;
+        float ss = 0.0f;
+        for (int c = 0; c < C; c++) ss += x[c] * x[c];
+        float r = 1.0f / sqrtf(ss / C + eps);
+        float* y = out + (size_t)i * C;
+        for (int c = 0; c < C; c++) y[c] = x[c] * r * w[c];
+        rstd[i] = r;
+    }
+}
+
+// dinp += dL/dx (the residual stream's gradient accumulates), dw += dL/dw
+static inline void rmsnorm_backward(floatX* dinp, floatX* dw, const floatX* dout, const floatX* inp, const floatX* w,
+                             const float* rstd, int N, int C, stream_t s) {
+    (void)s;
+    #pragma omp parallel for schedule(static)
+    for (int i = 0; i < N; i++) {
+        const float* x = inp + (size_t)i * C;
+        const float* dy = dout + (size_t)i * C;
+        float r = rstd[i];
+        float dot = 0.0f;  // sum_k dy_k w_k x_k
+        for (int c = 0; c < C; c++) dot += dy[c] * w[c] * x[c];
+        float k = dot * r * r * r / C;
+        float* dx = dinp + (size_t)i * C;
+        for (int c = 0; c < C; c++) dx[c] += r * w[c] * dy[c] - k * x[c];
+    }
+    const int CB = 64;
+    #pragma omp parallel for schedule(static)
+    for (int cb = 0; cb < C; cb += CB) {
+        int cend = cb + CB < C ? cb + CB : C;
+        for (int i = 0; i < N; i++) {
+            const float* x = inp + (size_t)i * C;
+            const float* dy = dout + (size_t)i * C;
+            for (int c = cb; c < cend; c++) dw[c] += dy[c] * x[c] * rstd[i];
+        }
+    }
+}

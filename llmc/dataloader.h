@@ -1,0 +1,442 @@
+/*
+Token shard dataloader (header-only, plain C; compiles as C++ with g++ and with nvcc).
+
+Shard format (DESIGN.md 5.1, llm.c's): a header of 256 int32 (little-endian):
+  [0] magic 20240520, [1] version 1, [2] number of tokens, then uint16 tokens; or
+  [0] magic 20240801, [1] version 7, [2] number of tokens, then uint32 tokens.
+Shards of both kinds may be mixed under one pattern.
+
+All shards matching the glob pattern (sorted by name) are memory-mapped at init and
+validated (magic/version, header token count vs file size, at least T+1 tokens).
+Each batch row is a window of T+1 consecutive tokens of one shard:
+inputs = window[0..T-1], targets = window[1..T].
+
+Sequential mode (random_windows = 0, used for validation):
+  the windows of a shard are [j*T, j*T+T] for j = 0 .. (n-1)/T - 1 (non-overlapping
+  inputs; the last target of a window is the first input of the next). Windows are
+  numbered globally over the shards in order: g = 0 .. num_windows-1. Rank r of world w
+  reads the windows g = r, r+w, r+2w, ... (disjoint between ranks), B per batch, and
+  wraps around to its first window after its last one. With world = 1 the batches
+  cover every shard's tokens in order (the tail of fewer than T+1 tokens of each
+  shard is never read).
+
+Random mode (random_windows = 1, used for training):
+  every shard is cut into world contiguous regions; rank r owns region r of every
+  shard, [floor(n*r/w), floor(n*(r+1)/w)), so ranks read disjoint tokens. Each row is
+  a window whose start is drawn uniformly over all start positions of the rank's
+  regions that keep the whole window inside the region (so shards are weighted by
+  size). The RNG is splitmix64 seeded from (seed, rank); the draw is unbiased
+  (rejection sampling). Same seed, rank and world -> same batches.
+
+Checkpointing: dataloader_get_state/set_state write/read DATALOADER_STATE_SIZE bytes,
+16 little-endian uint64: magic "LLMCDL01", state version, B, T, rank, world,
+random_windows, seed, num_shards, num_tokens, rng state, next window index (sequential
+mode, within this rank's list), batches served, and 3 reserved zeros. set_state checks
+that the loader was initialized with the same B, T, rank, world, mode, seed and data
+(number of shards and tokens) and exits with a clear message otherwise.
+
+Errors (bad pattern, bad/truncated/short shard, token >= vocab) print a message naming
+the file and the problem on stderr and exit(1).
+*/
+#ifndef LLMC_DATALOADER_H
+#define LLMC_DATALOADER_H
+
+#include <stdio.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <stdint.h>
+#include <errno.h>
+#include <glob.h>
+#include <fcntl.h>
+#include <unistd.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+
+#define DATALOADER_HEADER_INTS 256
+#define DATALOADER_HEADER_BYTES (DATALOADER_HEADER_INTS * 4)
+#define DATALOADER_MAGIC_U16 20240520
+#define DATALOADER_VERSION_U16 1
+#define DATALOADER_MAGIC_U32 20240801
+#define DATALOADER_VERSION_U32 7
+#define DATALOADER_STATE_WORDS 16
+#define DATALOADER_STATE_SIZE (DATALOADER_STATE_WORDS * 8)
+#define DATALOADER_STATE_MAGIC 0x31304C44434D4C4CULL /* "LLMCDL01" as little-endian bytes */
+#define DATALOADER_STATE_VERSION 1
+
+typedef struct {
+    char* path;             // file name (owned)
+    void* map;              // mmap of the whole file
+    size_t map_bytes;
+    const void* tokens;     // map + header
+    size_t num_tokens;
+    int token_bytes;        // 2 (version 1) or 4 (version 7)
+    // sequential mode: windows of this shard are global windows [win_begin, win_begin + num_windows)
+    size_t num_windows;
+    size_t win_begin;
+    // random mode: this rank's region and its number of window starts
+    size_t region_lo;
+    size_t region_starts;   // starts in [region_lo, region_lo + region_starts)
+    size_t start_begin;     // prefix sum of region_starts over the earlier shards
+} DataLoaderShard;
+
+typedef struct {
+    // configuration
+    int B, T, rank, world, random_windows;
+    unsigned long long seed;
+    // data
+    int num_shards;
+    DataLoaderShard* shards;
+    size_t num_tokens;          // total tokens over all shards
+    size_t num_windows;         // sequential: windows over all shards (all ranks)
+    size_t rank_windows;        // sequential: windows of this rank per epoch
+    size_t rank_starts;         // random: window starts available to this rank
+    // state
+    unsigned long long rng_state;
+    size_t next_window;         // sequential: index into this rank's window list
+    size_t batches;             // batches served since init/reset
+    // output of the last dataloader_next_batch
+    int* inputs;                // [B*T]
+    int* targets;               // [B*T]
+    int* row_shard;             // [B] shard index of each row's window (for tests/debugging)
+    size_t* row_offset;         // [B] token offset of each row's window in its shard
+} DataLoader;
+
+// ----------------------------------------------------------------------------
+// helpers
+
+static inline void dataloader_fail_(const char* fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "dataloader: error: ");
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\n");
+    va_end(ap);
+    fflush(stderr);
+    exit(1);
+}
+
+static inline void* dataloader_malloc_(size_t bytes) {
+    void* p = malloc(bytes > 0 ? bytes : 1);
+    if (p == NULL) {
+        fprintf(stderr, "dataloader: error: out of memory allocating %zu bytes\n", bytes);
+        exit(1);
+    }
+    return p;
+}
+
+static inline unsigned long long dataloader_splitmix64_(unsigned long long* s) {
+    unsigned long long z = (*s += 0x9E3779B97F4A7C15ULL);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+}
+
+// uniform in [0, n), n > 0, unbiased
+static inline unsigned long long dataloader_rand_below_(unsigned long long* s, unsigned long long n) {
+    unsigned long long threshold = (0ULL - n) % n; // 2^64 mod n: reject the first values
+    unsigned long long r;
+    do { r = dataloader_splitmix64_(s); } while (r < threshold);
+    return r % n;
+}
+
+static inline unsigned long long dataloader_initial_rng_(unsigned long long seed, int rank) {
+    unsigned long long s = seed ^ 0x243F6A8885A308D3ULL;
+    unsigned long long a = dataloader_splitmix64_(&s);
+    unsigned long long t = (unsigned long long)rank * 0xD1B54A32D192ED03ULL + a;
+    return dataloader_splitmix64_(&t);
+}
+
+static inline unsigned int dataloader_token_(const DataLoaderShard* sh, size_t i) {
+    if (sh->token_bytes == 2) { return ((const uint16_t*)sh->tokens)[i]; }
+    return ((const uint32_t*)sh->tokens)[i];
+}
+
+// maps and validates one shard; T+1 tokens at least
+static inline void dataloader_open_shard_(DataLoaderShard* sh, const char* path, int T) {
+    char buf[256];
+    memset(sh, 0, sizeof(*sh));
+    size_t plen = strlen(path);
+    sh->path = (char*)dataloader_malloc_(plen + 1);
+    memcpy(sh->path, path, plen + 1);
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) { dataloader_fail_("cannot open shard %s: %s", path, strerror(errno)); }
+    struct stat st;
+    if (fstat(fd, &st) != 0) { dataloader_fail_("cannot stat shard %s: %s", path, strerror(errno)); }
+    size_t bytes = (size_t)st.st_size;
+    if (bytes < DATALOADER_HEADER_BYTES) {
+        snprintf(buf, sizeof(buf), "%zu bytes, smaller than the %d-byte header (truncated or not a shard)",
+                 bytes, DATALOADER_HEADER_BYTES);
+        dataloader_fail_("bad shard %s: %s", path, buf);
+    }
+    void* map = mmap(NULL, bytes, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (map == MAP_FAILED) { dataloader_fail_("cannot mmap shard %s: %s", path, strerror(errno)); }
+    close(fd);
+    const int32_t* h = (const int32_t*)map;
+    int magic = h[0], version = h[1];
+    if (magic == DATALOADER_MAGIC_U16) {
+        if (version != DATALOADER_VERSION_U16) {
+            snprintf(buf, sizeof(buf), "unsupported version %d for magic %d (expected %d)",
+                     version, magic, DATALOADER_VERSION_U16);
+            dataloader_fail_("bad shard %s: %s", path, buf);
+        }
+        sh->token_bytes = 2;
+    } else if (magic == DATALOADER_MAGIC_U32) {
+        if (version != DATALOADER_VERSION_U32) {
+            snprintf(buf, sizeof(buf), "unsupported version %d for magic %d (expected %d)",
+                     version, magic, DATALOADER_VERSION_U32);
+            dataloader_fail_("bad shard %s: %s", path, buf);
+        }
+        sh->token_bytes = 4;
+    } else {
+        snprintf(buf, sizeof(buf), "bad magic number %d (expected %d for uint16 or %d for uint32 tokens)",
+                 magic, DATALOADER_MAGIC_U16, DATALOADER_MAGIC_U32);
+        dataloader_fail_("bad shard %s: %s", path, buf);
+    }
+    if (h[2] < 0) {
+        snprintf(buf, sizeof(buf), "negative token count %d in the header", h[2]);
+        dataloader_fail_("bad shard %s: %s", path, buf);
+    }
+    size_t n = (size_t)h[2];
+    size_t expect = DATALOADER_HEADER_BYTES + n * (size_t)sh->token_bytes;
+    if (bytes < expect) {
+        snprintf(buf, sizeof(buf), "truncated: header says %zu tokens (%zu bytes) but the file has %zu bytes",
+                 n, expect, bytes);
+        dataloader_fail_("bad shard %s: %s", path, buf);
+    }
+    if (bytes > expect) {
+        snprintf(buf, sizeof(buf), "size mismatch: header says %zu tokens (%zu bytes) but the file has %zu bytes",
+                 n, expect, bytes);
+        dataloader_fail_("bad shard %s: %s", path, buf);
+    }
+    if (n < (size_t)T + 1) {
+        snprintf(buf, sizeof(buf), "too short: %zu tokens, shorter than T+1 = %d", n, T + 1);
+        dataloader_fail_("bad shard %s: %s", path, buf);
+    }
+    sh->map = map;
+    sh->map_bytes = bytes;
+    sh->tokens = (const char*)map + DATALOADER_HEADER_BYTES;
+    sh->num_tokens = n;
+}
+
+// fills batch row b with the window starting at token off of shard s
+static inline void dataloader_fill_row_(DataLoader* dl, int b, int s, size_t off) {
+    const DataLoaderShard* sh = &dl->shards[s];
+    int T = dl->T;
+    int* in = dl->inputs + (size_t)b * T;
+    int* tg = dl->targets + (size_t)b * T;
+    if (sh->token_bytes == 2) {
+        const uint16_t* p = (const uint16_t*)sh->tokens + off;
+        for (int t = 0; t < T; t++) { in[t] = (int)p[t]; tg[t] = (int)p[t + 1]; }
+    } else {
+        const uint32_t* p = (const uint32_t*)sh->tokens + off;
+        for (int t = 0; t < T; t++) { in[t] = (int)p[t]; tg[t] = (int)p[t + 1]; }
+    }
+    dl->row_shard[b] = s;
+    dl->row_offset[b] = off;
+}
+
+// ----------------------------------------------------------------------------
+// API
+
+static inline void dataloader_reset(DataLoader* dl) {
+    dl->rng_state = dataloader_initial_rng_(dl->seed, dl->rank);
+    dl->next_window = 0;
+    dl->batches = 0;
+}
+
+static inline void dataloader_init(DataLoader* dl, const char* pattern, int B, int T, int rank, int world,
+                                   int random_windows, unsigned long long seed) {
+    char buf[512];
+    memset(dl, 0, sizeof(*dl));
+    if (pattern == NULL || pattern[0] == '\0') { dataloader_fail_("empty shard pattern"); }
+    if (B <= 0 || T <= 0 || world <= 0 || rank < 0 || rank >= world) {
+        snprintf(buf, sizeof(buf), "B=%d T=%d rank=%d world=%d (need B,T >= 1 and 0 <= rank < world)",
+                 B, T, rank, world);
+        dataloader_fail_("invalid arguments for pattern %s: %s", pattern, buf);
+    }
+    dl->B = B; dl->T = T; dl->rank = rank; dl->world = world;
+    dl->random_windows = random_windows ? 1 : 0;
+    dl->seed = seed;
+
+    glob_t g;
+    memset(&g, 0, sizeof(g));
+    int gr = glob(pattern, 0, NULL, &g);
+    if (gr == GLOB_NOMATCH || (gr == 0 && g.gl_pathc == 0)) {
+        globfree(&g);
+        dataloader_fail_("no files match pattern %s (run data/prepare_tinystories.py to make shards?)",
+                         pattern);
+    }
+    if (gr != 0) {
+        globfree(&g);
+        dataloader_fail_("glob failed for pattern %s", pattern);
+    }
+    dl->num_shards = (int)g.gl_pathc;
+    dl->shards = (DataLoaderShard*)dataloader_malloc_(sizeof(DataLoaderShard) * g.gl_pathc);
+    for (size_t i = 0; i < g.gl_pathc; i++) { // glob sorts the names
+        dataloader_open_shard_(&dl->shards[i], g.gl_pathv[i], T);
+    }
+    globfree(&g);
+
+    size_t win = 0, starts = 0, tokens = 0;
+    for (int s = 0; s < dl->num_shards; s++) {
+        DataLoaderShard* sh = &dl->shards[s];
+        size_t n = sh->num_tokens;
+        tokens += n;
+        sh->num_windows = (n - 1) / (size_t)T;
+        sh->win_begin = win;
+        win += sh->num_windows;
+        size_t lo = (size_t)((unsigned long long)n * (unsigned long long)rank / (unsigned long long)world);
+        size_t hi = (size_t)((unsigned long long)n * (unsigned long long)(rank + 1) / (unsigned long long)world);
+        sh->region_lo = lo;
+        sh->region_starts = (hi - lo > (size_t)T) ? (hi - lo - (size_t)T) : 0;
+        sh->start_begin = starts;
+        starts += sh->region_starts;
+    }
+    dl->num_tokens = tokens;
+    dl->num_windows = win;
+    dl->rank_windows = (win > (size_t)rank) ? (win - (size_t)rank + (size_t)world - 1) / (size_t)world : 0;
+    dl->rank_starts = starts;
+    if (!dl->random_windows && dl->rank_windows == 0) {
+        snprintf(buf, sizeof(buf), "%zu windows of T+1 = %d tokens in all, none left for rank %d of %d",
+                 win, T + 1, rank, world);
+        dataloader_fail_("too little data for pattern %s: %s", pattern, buf);
+    }
+    if (dl->random_windows && starts == 0) {
+        snprintf(buf, sizeof(buf), "rank %d of %d owns 1/%d of each shard, shorter than T+1 = %d tokens in every shard",
+                 rank, world, world, T + 1);
+        dataloader_fail_("too little data for pattern %s: %s", pattern, buf);
+    }
+    dl->inputs = (int*)dataloader_malloc_(sizeof(int) * (size_t)B * (size_t)T);
+    dl->targets = (int*)dataloader_malloc_(sizeof(int) * (size_t)B * (size_t)T);
+    dl->row_shard = (int*)dataloader_malloc_(sizeof(int) * (size_t)B);
+    dl->row_offset = (size_t*)dataloader_malloc_(sizeof(size_t) * (size_t)B);
+    dataloader_reset(dl);
+}
+
+// shard index whose [begin, begin + count) range holds x (binary search over a prefix sum)
+static inline int dataloader_find_shard_(const DataLoader* dl, size_t x, int by_starts) {
+    int lo = 0, hi = dl->num_shards - 1;
+    while (lo < hi) {
+        int mid = (lo + hi + 1) / 2;
+        size_t begin = by_starts ? dl->shards[mid].start_begin : dl->shards[mid].win_begin;
+        if (begin <= x) { lo = mid; } else { hi = mid - 1; }
+    }
+    // skip shards contributing nothing (equal begins): move forward to the one that holds x
+    while (lo < dl->num_shards - 1) {
+        const DataLoaderShard* sh = &dl->shards[lo];
+        size_t begin = by_starts ? sh->start_begin : sh->win_begin;
+        size_t count = by_starts ? sh->region_starts : sh->num_windows;
+        if (x < begin + count) { break; }
+        lo++;
+    }
+    return lo;
+}
+
+static inline void dataloader_next_batch(DataLoader* dl) {
+    for (int b = 0; b < dl->B; b++) {
+        if (dl->random_windows) {
+            size_t x = (size_t)dataloader_rand_below_(&dl->rng_state, (unsigned long long)dl->rank_starts);
+            int s = dataloader_find_shard_(dl, x, 1);
+            const DataLoaderShard* sh = &dl->shards[s];
+            dataloader_fill_row_(dl, b, s, sh->region_lo + (x - sh->start_begin));
+        } else {
+            if (dl->next_window >= dl->rank_windows) { dl->next_window = 0; } // wrap around
+            size_t gw = (size_t)dl->rank + dl->next_window * (size_t)dl->world;
+            int s = dataloader_find_shard_(dl, gw, 0);
+            const DataLoaderShard* sh = &dl->shards[s];
+            dataloader_fill_row_(dl, b, s, (gw - sh->win_begin) * (size_t)dl->T);
+            dl->next_window++;
+        }
+    }
+    dl->batches++;
+}
+
+static inline void dataloader_validate_vocab(DataLoader* dl, int V) {
+    for (int s = 0; s < dl->num_shards; s++) {
+        const DataLoaderShard* sh = &dl->shards[s];
+        if (sh->token_bytes == 2 && V > 65535) { continue; } // every uint16 fits
+        for (size_t i = 0; i < sh->num_tokens; i++) {
+            unsigned int id = dataloader_token_(sh, i);
+            if (V <= 0 || id >= (unsigned int)V) {
+                char buf[256];
+                snprintf(buf, sizeof(buf), "token id %u at token position %zu is out of range for vocab size %d",
+                         id, i, V);
+                dataloader_fail_("bad shard %s: %s", sh->path, buf);
+            }
+        }
+    }
+}
+
+static inline size_t dataloader_state_size(void) { return DATALOADER_STATE_SIZE; }
+
+static inline void dataloader_put_u64_(unsigned char* p, unsigned long long v) {
+    for (int i = 0; i < 8; i++) { p[i] = (unsigned char)(v >> (8 * i)); }
+}
+
+static inline unsigned long long dataloader_get_u64_(const unsigned char* p) {
+    unsigned long long v = 0;
+    for (int i = 0; i < 8; i++) { v |= (unsigned long long)p[i] << (8 * i); }
+    return v;
+}
+
+static inline void dataloader_get_state(const DataLoader* dl, void* out) {
+    unsigned long long w[DATALOADER_STATE_WORDS];
+    memset(w, 0, sizeof(w));
+    w[0] = DATALOADER_STATE_MAGIC;
+    w[1] = DATALOADER_STATE_VERSION;
+    w[2] = (unsigned long long)dl->B;
+    w[3] = (unsigned long long)dl->T;
+    w[4] = (unsigned long long)dl->rank;
+    w[5] = (unsigned long long)dl->world;
+    w[6] = (unsigned long long)dl->random_windows;
+    w[7] = dl->seed;
+    w[8] = (unsigned long long)dl->num_shards;
+    w[9] = (unsigned long long)dl->num_tokens;
+    w[10] = dl->rng_state;
+    w[11] = (unsigned long long)dl->next_window;
+    w[12] = (unsigned long long)dl->batches;
+    for (int i = 0; i < DATALOADER_STATE_WORDS; i++) { dataloader_put_u64_((unsigned char*)out + 8 * i, w[i]); }
+}
+
+static inline void dataloader_set_state(DataLoader* dl, const void* in) {
+    unsigned long long w[DATALOADER_STATE_WORDS];
+    for (int i = 0; i < DATALOADER_STATE_WORDS; i++) { w[i] = dataloader_get_u64_((const unsigned char*)in + 8 * i); }
+    if (w[0] != DATALOADER_STATE_MAGIC || w[1] != DATALOADER_STATE_VERSION) {
+        dataloader_fail_("bad dataloader state: wrong magic or version (not a dataloader state?)");
+    }
+    const char* names[8] = {"B", "T", "rank", "world", "random_windows", "seed", "num_shards", "num_tokens"};
+    unsigned long long mine[8] = {(unsigned long long)dl->B, (unsigned long long)dl->T,
+                                  (unsigned long long)dl->rank, (unsigned long long)dl->world,
+                                  (unsigned long long)dl->random_windows, dl->seed,
+                                  (unsigned long long)dl->num_shards, (unsigned long long)dl->num_tokens};
+    for (int i = 0; i < 8; i++) {
+        if (w[2 + i] != mine[i]) {
+            fprintf(stderr, "dataloader: error: saved state does not match this loader: %s is %llu in the state "
+                    "but %llu here (resume with the same B, T, ranks, seed and data)\n",
+                    names[i], w[2 + i], mine[i]);
+            exit(1);
+        }
+    }
+    if (w[11] > (unsigned long long)dl->rank_windows) {
+        dataloader_fail_("bad dataloader state: window index out of range");
+    }
+    dl->rng_state = w[10];
+    dl->next_window = (size_t)w[11];
+    dl->batches = (size_t)w[12];
+}
+
+static inline void dataloader_free(DataLoader* dl) {
+    for (int s = 0; s < dl->num_shards; s++) {
+        if (dl->shards[s].map) { munmap(dl->shards[s].map, dl->shards[s].map_bytes); }
+        free(dl->shards[s].path);
+    }
+    free(dl->shards);
+    free(dl->inputs);
+    free(dl->targets);
+    free(dl->row_shard);
+    free(dl->row_offset);
+    memset(dl, 0, sizeof(*dl));
+}
+
+#endif // LLMC_DATALOADER_H

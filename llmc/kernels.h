@@ -1,0 +1,28 @@
+/*
+The launchers the trainers call, from one backend or the other (DESIGN 3). Each
+llmc/X.cuh has its CPU twin llmc/cpu/X.h with the same signatures; the trainer
+never sees which one it got.
+*/
+#pragma once
+#include "common.h"
+#ifdef LLMC_CPU
+#include "cpu/device.h"
+#include "cpu/matmul.h"
+#include "cpu/encoder.h"
+#include "cpu/rmsnorm.h"
+#include "cpu/rope.h"
+#include "cpu/swiglu.h"
+#include "cpu/attention.h"
+#include "cpu/crossentropy.h"
+#include "cpu/adamw.h"
+#else
+#include "device.cuh"
+#include "matmul.cuh"
+#include "encoder.cuh"
+#include "rmsnorm.cuh"
+#include "rope.cuh"
+#include "swiglu.cuh"
+#include "attention.cuh"
+#include "crossentropy.cuh"
+#include "adamw.cuh"
+#endif

@@ -1,0 +1,247 @@
+/*
+test_llama: checks train_llama against a reference state file (DESIGN 5.3) written by
+scripts/reference_llama.py, an independent PyTorch implementation in float64.
+
+  test_llama --ref FILE [--ffn-chunks K] [--ffn-chunk-dim hidden|seq] [--ce-chunks K]
+                        [--offload-act N] [--recompute 0|1|2]
+
+Loads the parameters, runs forward and backward on the file's batch and compares the
+logits, the loss and every gradient tensor (max abs error and ||got-ref||/||ref||),
+then runs the file's AdamW steps comparing each loss. With any memory flag it also
+runs the flag-off model in the same process: flags that keep the arithmetic order
+(offload, recompute) must give bitwise the same gradients and losses; the others must
+agree within the reference tolerance. Exits non-zero on any failure.
+*/
+#define TESTING
+#include "train_llama.cu"
+
+// Tolerances on the per-tensor relative error ||got - ref|| / ||ref||. The reference is
+// float64; an fp32 build of the same math lands near 1e-7..1e-6 on these small
+// models, so 1e-5 leaves room for summation order and still catches a wrong term
+// (a missing scale, a wrong head mapping, an off-by-one in RoPE are all >= 1e-3).
+// bf16 keeps 8 bits of mantissa (relative rounding 2^-9 ~ 2e-3 per stored value):
+// activations and gradients are rounded at every layer boundary, so errors of
+// 1e-2 relative are expected; 3e-2 still fails any real bug listed above.
+#if defined(LLMC_CPU) || defined(ENABLE_FP32)
+static const double TOL_LOGITS = 1e-5, TOL_GRADS = 1e-5, TOL_LOSS = 1e-5, TOL_STEP_LOSS = 1e-5;
+#else
+static const double TOL_LOGITS = 2e-2, TOL_GRADS = 3e-2, TOL_LOSS = 1e-2, TOL_STEP_LOSS = 2e-2;
+#endif
+
+#define LREF_MAGIC 20261121
+#define LREF_VERSION 1
+
+typedef struct {
+    LlamaConfig cfg;
+    int B, T, n_steps;
+    float lr, beta1, beta2, adam_eps, weight_decay, grad_clip;
+    size_t num_params;
+    float *params, *logits, *grads, *losses;
+    int *inputs, *targets;
+    float loss;
+} Reference;
+
+static void lref_read(Reference* r, const char* path) {
+    memset(r, 0, sizeof(*r));
+    FILE* f = fopen(path, "rb");
+    if (!f) FAIL("cannot open reference file '%s': %s", path, strerror(errno));
+    fseek(f, 0, SEEK_END);
+    long file_bytes = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    int h[256];
+    if (file_bytes < (long)sizeof(h) || fread(h, sizeof(int), 256, f) != 256)
+        FAIL("%s: too short for an LREF header (%ld bytes, need 1024)", path, file_bytes);
+    const float* hf = (const float*)h;
+    if (h[0] != LREF_MAGIC) FAIL("%s: bad magic %d (an LREF file starts with %d)", path, h[0], LREF_MAGIC);
+    if (h[1] != LREF_VERSION) FAIL("%s: LREF version %d, this test reads version %d", path, h[1], LREF_VERSION);
+    for (int i = 13; i < 32; i++) if (h[i] != 0) FAIL("%s: header word %d must be zero (got %d)", path, i, h[i]);
+    LlamaConfig c = {h[2], h[3], h[4], h[5], h[6], h[7], h[8], h[12], hf[32], hf[33]};
+    if (h[12] != 0 && h[12] != 1) FAIL("%s: tied must be 0 or 1 (got %d)", path, h[12]);
+    config_validate(&c);
+    r->cfg = c; r->B = h[9]; r->T = h[10]; r->n_steps = h[11];
+    if (r->B < 1 || r->T < 1 || r->T > c.max_seq_len || r->n_steps < 0)
+        FAIL("%s: bad batch B=%d T=%d (max_seq_len %d) n_steps=%d", path, r->B, r->T, c.max_seq_len, r->n_steps);
+    r->lr = hf[34]; r->beta1 = hf[35]; r->beta2 = hf[36]; r->adam_eps = hf[37]; r->weight_decay = hf[38];
+    r->grad_clip = hf[39];
+    size_t sizes[NUM_PARAM_TENSORS];
+    param_sizes(&c, sizes);
+    for (int i = 0; i < NUM_PARAM_TENSORS; i++) r->num_params += sizes[i];
+    size_t BT = (size_t)r->B * r->T, np = r->num_params;
+    size_t want = 1024 + 4 * (np + 2 * BT + BT * c.V + 1 + np + r->n_steps);
+    if ((size_t)file_bytes != want)
+        FAIL("%s: file has %ld bytes but its header (V=%d D=%d L=%d H=%d KV=%d F=%d B=%d T=%d n_steps=%d tied=%d) "
+             "implies %zu (truncated or not an LREF file)", path, file_bytes, c.V, c.D, c.L, c.H, c.KV, c.F, r->B,
+             r->T, r->n_steps, c.tied, want);
+    r->params = (float*)xmalloc(np * sizeof(float));
+    r->inputs = (int*)xmalloc(BT * sizeof(int));
+    r->targets = (int*)xmalloc(BT * sizeof(int));
+    r->logits = (float*)xmalloc(BT * c.V * sizeof(float));
+    r->grads = (float*)xmalloc(np * sizeof(float));
+    r->losses = (float*)xmalloc((r->n_steps + 1) * sizeof(float));
+    xfread(r->params, sizeof(float), np, f, path);
+    xfread(r->inputs, sizeof(int), BT, f, path);
+    xfread(r->targets, sizeof(int), BT, f, path);
+    xfread(r->logits, sizeof(float), BT * c.V, f, path);
+    xfread(&r->loss, sizeof(float), 1, f, path);
+    xfread(r->grads, sizeof(float), np, f, path);
+    xfread(r->losses, sizeof(float), r->n_steps, f, path);
+    fclose(f);
+    for (size_t i = 0; i < BT; i++)
+        if (r->inputs[i] < 0 || r->inputs[i] >= c.V || r->targets[i] < 0 || r->targets[i] >= c.V)
+            FAIL("%s: token %zu is out of range [0, %d) (input %d, target %d)", path, i, c.V, r->inputs[i], r->targets[i]);
+}
+
+static int failures = 0, checks = 0;
+
+// per-tensor comparison; prints one line
+static void compare(const char* what, const float* got, const float* ref, size_t n, double tol) {
+    double num = 0.0, den = 0.0, maxabs = 0.0;
+    int finite = 1;
+    for (size_t i = 0; i < n; i++) {
+        double d = (double)got[i] - ref[i];
+        if (!isfinite(got[i])) finite = 0;
+        num += d * d; den += (double)ref[i] * ref[i];
+        if (fabs(d) > maxabs) maxabs = fabs(d);
+    }
+    double rel = den > 0 ? sqrt(num / den) : sqrt(num);
+    int ok = finite && rel <= tol;
+    checks++; failures += !ok;
+    printf("  %-16s n=%-9zu max|err| %.3e  rel %.3e  (tol %.0e)  %s\n", what, n, maxabs, rel, tol,
+           ok ? "ok" : (finite ? "FAIL" : "FAIL (not finite)"));
+}
+
+static void check_scalar(const char* what, double got, double ref, double tol) {
+    double err = fabs(got - ref) / (fabs(ref) > 1.0 ? fabs(ref) : 1.0);
+    int ok = isfinite(got) && err <= tol;
+    checks++; failures += !ok;
+    printf("  %-16s got %.9g ref %.9g  rel %.3e (tol %.0e)  %s\n", what, got, ref, err, tol, ok ? "ok" : "FAIL");
+}
+
+// one forward/backward on the reference batch; grads and (optionally) logits to host
+static float run_step(Llama* m, const Reference* r, float* grads_out, float* logits_out) {
+    llama_zero_grads(m);
+    m->capture_logits = logits_out;
+    float loss = llama_forward_backward(m, r->inputs, r->targets, r->B, r->T, MODE_TRAIN,
+                                        1.0f / (float)((size_t)r->B * r->T));
+    m->capture_logits = NULL;
+    stream_synchronize(m->stream);
+    if (grads_out) dev_download_floats(grads_out, m->grads, m->num_params);
+    return loss;
+}
+
+// the AdamW steps of the file on its batch; losses[i] before update i
+static void run_steps(Llama* m, const Reference* r, float* losses) {
+    for (int i = 0; i < r->n_steps; i++) {
+        losses[i] = run_step(m, r, NULL, NULL);
+        llama_update(m, r->lr, r->beta1, r->beta2, r->adam_eps, r->weight_decay, r->grad_clip, i + 1);
+    }
+}
+
+int main(int argc, char** argv) {
+    const char* ref_path = NULL;
+    MemoryFlags flags = memory_flags_default();
+    for (int i = 1; i < argc; i++) {
+        const char* a = argv[i];
+        if (i + 1 >= argc) FAIL("flag '%s' needs a value (usage: test_llama --ref FILE [memory flags])", a);
+        const char* v = argv[++i];
+        if (strcmp(a, "--ref") == 0) ref_path = v;
+        else if (strcmp(a, "--ffn-chunks") == 0) flags.ffn_chunks = parse_int("ffn-chunks", v);
+        else if (strcmp(a, "--ffn-chunk-dim") == 0) {
+            if (strcmp(v, "hidden") == 0) flags.ffn_chunk_seq = 0;
+            else if (strcmp(v, "seq") == 0) flags.ffn_chunk_seq = 1;
+            else FAIL("--ffn-chunk-dim must be hidden or seq, got '%s'", v);
+        }
+        else if (strcmp(a, "--ce-chunks") == 0) flags.ce_chunks = parse_int("ce-chunks", v);
+        else if (strcmp(a, "--offload-act") == 0) flags.offload_act = parse_int("offload-act", v);
+        else if (strcmp(a, "--recompute") == 0) flags.recompute = parse_int("recompute", v);
+        else if (strcmp(a, "--test-skip-prefetch") == 0) g_test_skip_prefetch = parse_int("test-skip-prefetch", v);
+        else FAIL("unknown flag '%s' (usage: test_llama --ref FILE [--ffn-chunks K] [--ffn-chunk-dim hidden|seq] "
+                  "[--ce-chunks K] [--offload-act N] [--recompute 0|1|2])", a);
+    }
+    if (!ref_path) FAIL("usage: test_llama --ref FILE [memory flags]");
+    Reference r;
+    lref_read(&r, ref_path);
+    const LlamaConfig* c = &r.cfg;
+    printf("test_llama %s | %s | V=%d D=%d L=%d H=%d KV=%d F=%d T=%d/%d B=%d tied=%d n_steps=%d\n", ref_path,
+           PRECISION_NAME, c->V, c->D, c->L, c->H, c->KV, c->F, r.T, c->max_seq_len, r.B, c->tied, r.n_steps);
+    printf("flags: --ffn-chunks %d --ffn-chunk-dim %s --ce-chunks %d --offload-act %d --recompute %d\n",
+           flags.ffn_chunks, flags.ffn_chunk_seq ? "seq" : "hidden", flags.ce_chunks, flags.offload_act,
+           flags.recompute);
+
+    Llama m;
+    llama_build(&m, c, &flags, r.B, r.T);
+    llama_set_params(&m, r.params);
+    size_t BT = (size_t)r.B * r.T, np = m.num_params;
+    float* logits = (float*)xmalloc(BT * c->V * sizeof(float));
+    float* grads = (float*)xmalloc(np * sizeof(float));
+    for (size_t i = 0; i < BT * c->V; i++) logits[i] = NAN;  // a chunk that is never written fails
+    float loss = run_step(&m, &r, grads, logits);
+
+    printf("forward:\n");
+    compare("logits", logits, r.logits, BT * c->V, TOL_LOGITS);
+    check_scalar("loss", loss, r.loss, TOL_LOSS);
+    printf("gradients:\n");
+    size_t off = 0;
+    for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
+        if (m.param_sizes[i] == 0) continue;  // the absent output of a tied model
+        compare(PARAM_NAMES[i], grads + off, r.grads + off, m.param_sizes[i], TOL_GRADS);
+        off += m.param_sizes[i];
+    }
+
+    // the flag-off run in the same process
+    MemoryFlags off_flags = memory_flags_default();
+    int any_flag = memcmp(&flags, &off_flags, sizeof(flags)) != 0;
+    int same_order = flags.ffn_chunks == 1 && flags.ce_chunks == 1;  // offload and recompute change no sum
+    float* base_grads = NULL;
+    if (any_flag) {
+        Llama base;
+        llama_build(&base, c, &off_flags, r.B, r.T);
+        llama_set_params(&base, r.params);
+        base_grads = (float*)xmalloc(np * sizeof(float));
+        float base_loss = run_step(&base, &r, base_grads, NULL);
+        double maxdiff = 0.0;
+        for (size_t i = 0; i < np; i++) maxdiff = fmax(maxdiff, fabs((double)grads[i] - base_grads[i]));
+        int bitwise = memcmp(grads, base_grads, np * sizeof(float)) == 0 && loss == base_loss;
+        printf("against the flag-off run: loss %.9g vs %.9g, max |grad diff| %.3e, bitwise %s", loss, base_loss,
+               maxdiff, bitwise ? "identical" : "different");
+        if (same_order) {
+            checks++; failures += !bitwise;
+            printf(" (required: %s)\n", bitwise ? "ok" : "FAIL");
+        } else printf(" (chunking reorders sums: the reference tolerance applies)\n");
+        size_t saved_on = arena_kind_bytes(&m.dev, "activations") + arena_kind_bytes(&m.dev, "offload");
+        size_t saved_off = arena_kind_bytes(&base.dev, "activations");
+        printf("plan: device activations %zu -> %zu bytes, device total %zu -> %zu bytes, host %zu bytes\n",
+               saved_off, saved_on, base.dev.total, m.dev.total, m.host.total);
+        if (r.n_steps > 0) {
+            float* l_on = (float*)xmalloc(r.n_steps * sizeof(float));
+            float* l_off = (float*)xmalloc(r.n_steps * sizeof(float));
+            llama_set_params(&m, r.params);
+            run_steps(&m, &r, l_on);
+            run_steps(&base, &r, l_off);
+            int same = memcmp(l_on, l_off, r.n_steps * sizeof(float)) == 0;
+            printf("AdamW steps against the flag-off run: losses bitwise %s", same ? "identical" : "different");
+            if (same_order) { checks++; failures += !same; printf(" (required: %s)\n", same ? "ok" : "FAIL"); }
+            else printf("\n");
+            free(l_on); free(l_off);
+        }
+        llama_free(&base);
+    }
+
+    if (r.n_steps > 0) {
+        printf("AdamW steps (lr %g, betas %g %g, eps %g, wd %g, clip %g):\n", r.lr, r.beta1, r.beta2, r.adam_eps,
+               r.weight_decay, r.grad_clip);
+        float* losses = (float*)xmalloc(r.n_steps * sizeof(float));
+        llama_set_params(&m, r.params);
+        run_steps(&m, &r, losses);
+        for (int i = 0; i < r.n_steps; i++) {
+            char name[32]; snprintf(name, sizeof(name), "step %d loss", i);
+            check_scalar(name, losses[i], r.losses[i], TOL_STEP_LOSS);
+        }
+        free(losses);
+    }
+    llama_free(&m);
+    printf("%s: %d checks, %d failed\n", failures ? "FAIL" : "PASS", checks, failures);
+    free(logits); free(grads); free(base_grads);
+    free(r.params); free(r.inputs); free(r.targets); free(r.logits); free(r.grads); free(r.losses);
+    return failures ? 1 : 0;
+}

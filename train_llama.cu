@@ -1,0 +1,1139 @@
+/*
+train_llama: trains a Llama-style language model, in one file of host code.
+
+The same file builds two programs (DESIGN 3): nvcc makes the CUDA trainer, and
+g++ -x c++ -fopenmp -DLLMC_CPU makes the CPU one, which runs the exact same
+orchestration (chunking, offload schedule, memory plan) with the CPU twins of the
+kernels. This file has no kernels: it calls the launchers of llmc/kernels.h.
+
+Memory techniques, each a flag that leaves the mathematics unchanged:
+  --ffn-chunks K --ffn-chunk-dim hidden|seq   FFN in K slices, recomputed in backward
+  --ce-chunks K                               output projection + cross-entropy in K row slices
+  --offload-act N                             saved activations of N layers live in pinned host memory
+  --recompute 0|1|2                           what backward recomputes instead of keeping
+Every buffer is planned before the loop (print it with --plan-only); nothing is
+allocated inside it.
+*/
+#include <time.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <unistd.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+#include "llmc/common.h"
+#include "llmc/kernels.h"
+#include "llmc/arena.h"
+#include "llmc/rand.h"
+#include "llmc/dataloader.h"
+#include "llmc/tokenizer.h"
+#include "llmc/logger.h"
+#include "llmc/schedule.h"
+
+#if !defined(LLMC_CPU) && !defined(ENABLE_FP32)
+#define HAVE_MASTER_WEIGHTS 1
+#else
+#define HAVE_MASTER_WEIGHTS 0
+#endif
+
+// ----------------------------------------------------------------------------
+// model configuration (DESIGN 5.2)
+
+typedef struct {
+    int V, D, L, H, KV, F, max_seq_len, tied;
+    float rope_theta, norm_eps;
+} LlamaConfig;
+
+typedef struct {
+    const char* name;
+    LlamaConfig cfg;
+} ModelPreset;
+
+// Published shapes. The stories* models are llama2.c's (FFN hidden = 2/3 * 4D rounded
+// up to a multiple of 32, embeddings tied); "tiny" is ours, sized so that the CPU
+// build shows a falling TinyStories loss in minutes.
+static const ModelPreset MODEL_PRESETS[] = {
+    {"tiny",        {32000, 64, 4, 4, 2, 176, 256, 1, 10000.0f, 1e-5f}},
+    {"stories15M",  {32000, 288, 6, 6, 6, 768, 256, 1, 10000.0f, 1e-5f}},
+    {"stories42M",  {32000, 512, 8, 8, 8, 1376, 1024, 1, 10000.0f, 1e-5f}},
+    {"stories110M", {32000, 768, 12, 12, 12, 2048, 1024, 1, 10000.0f, 1e-5f}},
+    {"llama3-1B",   {128256, 2048, 16, 32, 8, 8192, 8192, 1, 500000.0f, 1e-5f}},
+};
+#define NUM_MODEL_PRESETS ((int)(sizeof(MODEL_PRESETS) / sizeof(MODEL_PRESETS[0])))
+
+// the checks every config must pass, with the reason when it does not
+static void config_validate(const LlamaConfig* c) {
+    if (c->V < 2 || c->D < 1 || c->L < 1 || c->H < 1 || c->KV < 1 || c->F < 1 || c->max_seq_len < 1)
+        FAIL("config: every dimension must be positive (V=%d D=%d L=%d H=%d KV=%d F=%d max_seq_len=%d)", c->V, c->D,
+             c->L, c->H, c->KV, c->F, c->max_seq_len);
+    if (c->D % c->H != 0) FAIL("config: D=%d is not divisible by the number of heads H=%d", c->D, c->H);
+    if (c->H % c->KV != 0) FAIL("config: H=%d is not divisible by the number of kv heads KV=%d (GQA groups)", c->H, c->KV);
+    if ((c->D / c->H) % 2 != 0) FAIL("config: head dim D/H=%d must be even (RoPE rotates pairs)", c->D / c->H);
+    if (!(c->rope_theta > 0.0f)) FAIL("config: rope theta must be > 0 (got %g)", c->rope_theta);
+    if (!(c->norm_eps > 0.0f)) FAIL("config: norm eps must be > 0 (got %g)", c->norm_eps);
+}
+
+// ----------------------------------------------------------------------------
+// parameters, tensor-major in the order of DESIGN 5.2
+
+enum { P_EMB, P_ATTN_NORM, P_WQ, P_WK, P_WV, P_WO, P_FFN_NORM, P_W1, P_W2, P_W3, P_NORM, P_OUT, NUM_PARAM_TENSORS };
+static const char* PARAM_NAMES[NUM_PARAM_TENSORS] = {"tok_embeddings", "attn_norm", "wq", "wk", "wv", "wo",
+                                                     "ffn_norm", "w1", "w2", "w3", "norm", "output"};
+
+static void param_sizes(const LlamaConfig* c, size_t sizes[NUM_PARAM_TENSORS]) {
+    size_t V = c->V, D = c->D, L = c->L, F = c->F, hd = c->D / c->H;
+    sizes[P_EMB] = V * D;
+    sizes[P_ATTN_NORM] = L * D;
+    sizes[P_WQ] = L * c->H * hd * D;
+    sizes[P_WK] = L * c->KV * hd * D;
+    sizes[P_WV] = L * c->KV * hd * D;
+    sizes[P_WO] = L * D * c->H * hd;
+    sizes[P_FFN_NORM] = L * D;
+    sizes[P_W1] = L * F * D;
+    sizes[P_W2] = L * D * F;
+    sizes[P_W3] = L * F * D;
+    sizes[P_NORM] = D;
+    sizes[P_OUT] = c->tied ? 0 : V * D;
+}
+
+// weight decay applies to 2-D tensors only (embeddings, output, linear weights)
+static int param_is_matrix(int i) { return i != P_ATTN_NORM && i != P_FFN_NORM && i != P_NORM; }
+
+// ----------------------------------------------------------------------------
+// memory flags
+
+typedef struct {
+    int ffn_chunks;     // 1 = off
+    int ffn_chunk_seq;  // 0: split the hidden dimension F, 1: split the tokens
+    int ce_chunks;      // 1 = off
+    int offload_act;    // layers whose saved activations go to host; -1 = all but the last
+    int recompute;      // 0, 1, 2
+} MemoryFlags;
+
+static MemoryFlags memory_flags_default(void) { MemoryFlags f = {1, 0, 1, 0, 0}; return f; }
+
+// ----------------------------------------------------------------------------
+// activations. What one layer keeps for backward, field by field; the fields a
+// flag drops are computed into the shared work buffer instead (and recomputed).
+
+enum {
+    A_X,      // layer input, the residual stream             [BT, D]
+    A_RSTD1,  // 1/rms of x                                   [BT] fp32
+    A_XN1,    // attn_norm(x)                                 [BT, D]
+    A_Q,      // queries after RoPE                           [BT, H*hd]
+    A_K,      // keys after RoPE                              [BT, KV*hd]
+    A_V,      // values                                       [BT, KV*hd]
+    A_ATT,    // attention output, before wo                  [BT, H*hd]
+    A_LSE,    // log-sum-exp of each attention row            [B, H, T] fp32
+    A_XMID,   // x + attention                                [BT, D]
+    A_RSTD2,  // 1/rms of xmid                                [BT] fp32
+    A_XN2,    // ffn_norm(xmid), the FFN input                [BT, D]
+    A_H1,     // w1 xn2                                       [BT, F]
+    A_H3,     // w3 xn2                                       [BT, F]
+    A_G,      // silu(h1) * h3                                [BT, F]
+    NUM_ACT_FIELDS
+};
+static const char* ACT_NAMES[NUM_ACT_FIELDS] = {"x", "rstd1", "xn1", "q", "k", "v", "att", "lse",
+                                                "xmid", "rstd2", "xn2", "h1", "h3", "g"};
+
+static size_t act_field_bytes(const LlamaConfig* c, int B, int T, int field) {
+    size_t BT = (size_t)B * T, hd = c->D / c->H;
+    switch (field) {
+        case A_X: case A_XN1: case A_XMID: case A_XN2: return BT * c->D * sizeof(floatX);
+        case A_RSTD1: case A_RSTD2: return BT * sizeof(float);
+        case A_Q: case A_ATT: return BT * c->H * hd * sizeof(floatX);
+        case A_K: case A_V: return BT * c->KV * hd * sizeof(floatX);
+        case A_LSE: return BT * c->H * sizeof(float);
+        default: return BT * c->F * sizeof(floatX);  // A_H1, A_H3, A_G
+    }
+}
+
+// the one place that says what a layer keeps for backward under the flags
+static int act_field_saved(const MemoryFlags* f, int field) {
+    if (f->recompute >= 2) return field == A_X;  // keep the layer input, recompute the rest
+    if (f->recompute >= 1 && (field == A_XN1 || field == A_XN2 || field == A_G)) return 0;
+    if (f->ffn_chunks > 1 && (field == A_H1 || field == A_H3 || field == A_G)) return 0;
+    return 1;
+}
+
+// the fields the shared work buffer must hold: what is not saved, except the FFN's
+// intermediates when chunked (they live in the chunk scratch at chunk size)
+static int act_field_in_work(const MemoryFlags* f, int field) {
+    if (act_field_saved(f, field)) return 0;
+    if (f->ffn_chunks > 1 && (field == A_H1 || field == A_H3 || field == A_G)) return 0;
+    return 1;
+}
+
+typedef struct { void* f[NUM_ACT_FIELDS]; } LayerActs;
+
+#define ACT(a, field) ((floatX*)(a).f[field])
+#define ACTF(a, field) ((float*)(a).f[field])
+
+// lays out the selected fields in a block starting at base; returns the block's bytes
+static size_t act_block_layout(const LlamaConfig* c, int B, int T, const MemoryFlags* fl, int work, char* base,
+                               LayerActs* out) {
+    size_t off = 0;
+    for (int i = 0; i < NUM_ACT_FIELDS; i++) {
+        int take = work ? act_field_in_work(fl, i) : act_field_saved(fl, i);
+        if (out) out->f[i] = take && base ? base + off : NULL;
+        if (take) off += ceil_div(act_field_bytes(c, B, T, i), ARENA_ALIGN) * ARENA_ALIGN;
+    }
+    return off;
+}
+
+// ----------------------------------------------------------------------------
+// the model
+
+enum { EV_FWD_DONE, EV_COPY_DONE, EV_PREFETCH_DONE, EV_BWD_DONE, NUM_LAYER_EVENTS };
+
+typedef struct {
+    LlamaConfig cfg;
+    MemoryFlags flags;
+    int B, T;          // the largest batch any call will use (buffers are sized for it)
+    int n_offload;     // resolved --offload-act
+    size_t param_sizes[NUM_PARAM_TENSORS];
+    size_t num_params;
+
+    Arena dev, host;   // the memory plan (device and pinned host)
+    floatX* params; floatX* grads; float* master; float* adam_m; float* adam_v;
+    floatX* p[NUM_PARAM_TENSORS];    // views into params
+    floatX* g[NUM_PARAM_TENSORS];    // views into grads
+
+    size_t act_block_bytes;           // one layer's saved activations
+    char* layer_block[1024];          // device block of each layer (resident or its offload slot)
+    char* host_block[1024];           // pinned host copy of each offloaded layer
+    LayerActs work;                   // fields that are not saved, shared by all layers
+    floatX* x_final;                  // output of the last layer [BT, D]
+    // FFN chunk scratch (chunked) or backward scratch (always)
+    floatX *ffn_h1, *ffn_h3, *ffn_g, *ffn_dg, *ffn_dh3;
+    int ffn_rows, ffn_cols;           // one chunk's shape
+    // backward scratch
+    floatX *dx, *dxn, *dq, *dk, *dv, *datt;
+    float* rstd_scratch;
+    // head
+    floatX *xf, *dxf, *logits;
+    float *rstdf, *losses;
+    int ce_rows;                      // rows per CE chunk
+    int *inputs, *targets;            // device copies of the batch
+    float *rope_cos, *rope_sin;       // [max_seq_len, hd/2]
+    float* norm_scratch;              // one float on the device
+    float* host_losses;               // [BT] on the host
+
+    stream_t stream, offload_stream, prefetch_stream;
+    event_t events[NUM_LAYER_EVENTS][1024];
+    int prefetched[1024];
+#ifdef TESTING
+    float* capture_logits;            // when set, every logits chunk is copied here (host, [BT, V])
+#endif
+} Llama;
+
+static int layer_offloaded(const Llama* m, int l) { return l < m->n_offload; }
+
+static LayerActs layer_acts(const Llama* m, int l) {
+    LayerActs a;
+    act_block_layout(&m->cfg, m->B, m->T, &m->flags, 0, m->layer_block[l], &a);
+    for (int i = 0; i < NUM_ACT_FIELDS; i++) if (!a.f[i]) a.f[i] = m->work.f[i];
+    return a;
+}
+
+// where layer l's output (layer l+1's input) goes
+static floatX* layer_output(const Llama* m, int l) {
+    return l + 1 < m->cfg.L ? ACT(layer_acts(m, l + 1), A_X) : m->x_final;
+}
+
+// Plans every buffer from the config and the flags, then allocates once.
+static void llama_build(Llama* m, const LlamaConfig* cfg, const MemoryFlags* flags, int B, int T) {
+    memset(m, 0, sizeof(*m));
+    m->cfg = *cfg; m->flags = *flags; m->B = B; m->T = T;
+    const LlamaConfig* c = cfg;
+    config_validate(c);
+    if (B < 1 || T < 1) FAIL("batch: B=%d and T=%d must be positive", B, T);
+    if (T > c->max_seq_len) FAIL("batch: T=%d exceeds the model's max_seq_len=%d", T, c->max_seq_len);
+    if (c->L > 1024) FAIL("config: L=%d layers; this build supports at most 1024", c->L);
+    if (flags->ffn_chunks < 1) FAIL("--ffn-chunks must be >= 1 (got %d)", flags->ffn_chunks);
+    if (flags->ce_chunks < 1) FAIL("--ce-chunks must be >= 1 (got %d)", flags->ce_chunks);
+    if (flags->recompute < 0 || flags->recompute > 2) FAIL("--recompute must be 0, 1 or 2 (got %d)", flags->recompute);
+    if (flags->offload_act < -1 || flags->offload_act > c->L)
+        FAIL("--offload-act must be -1 (all but the last layer), 0 (off) or a layer count up to L=%d (got %d)", c->L,
+             flags->offload_act);
+    m->n_offload = flags->offload_act == -1 ? c->L - 1 : flags->offload_act;
+    size_t BT = (size_t)B * T, D = c->D, hd = c->D / c->H;
+    if (flags->ffn_chunk_seq) {
+        if ((size_t)flags->ffn_chunks > BT) FAIL("--ffn-chunks %d exceeds the %zu tokens of a batch", flags->ffn_chunks, BT);
+    } else if (flags->ffn_chunks > c->F) FAIL("--ffn-chunks %d exceeds the FFN hidden size F=%d", flags->ffn_chunks, c->F);
+    if ((size_t)flags->ce_chunks > BT) FAIL("--ce-chunks %d exceeds the %zu tokens of a batch", flags->ce_chunks, BT);
+
+    param_sizes(c, m->param_sizes);
+    m->num_params = 0;
+    for (int i = 0; i < NUM_PARAM_TENSORS; i++) m->num_params += m->param_sizes[i];
+
+    // the plan
+    Arena* d = &m->dev;
+    arena_init(d, "device");
+    arena_init(&m->host, "host (pinned)");
+    int h_params = arena_add(d, "parameters", "parameters", m->num_params * sizeof(floatX));
+    int h_grads = arena_add(d, "gradients", "gradients", m->num_params * sizeof(floatX));
+    int h_master = arena_add(d, "master weights (fp32)", "optimizer", HAVE_MASTER_WEIGHTS ? m->num_params * sizeof(float) : 0);
+    int h_m = arena_add(d, "adam m", "optimizer", m->num_params * sizeof(float));
+    int h_v = arena_add(d, "adam v", "optimizer", m->num_params * sizeof(float));
+
+    m->act_block_bytes = act_block_layout(c, B, T, flags, 0, NULL, NULL);
+    int n_resident = c->L - m->n_offload;
+    int n_slots = m->n_offload < 2 ? m->n_offload : 2;
+    int h_acts = arena_add(d, "saved activations (layers)", "activations", (size_t)n_resident * m->act_block_bytes);
+    int h_xfinal = arena_add(d, "saved activations (x_final)", "activations", BT * D * sizeof(floatX));
+    int h_slots = arena_add(d, "offload slots", "offload", (size_t)n_slots * m->act_block_bytes);
+    int h_host = arena_add(&m->host, "offloaded activations", "offload", (size_t)m->n_offload * m->act_block_bytes);
+
+    int h_work = arena_add(d, "layer work (not saved)", "scratch", act_block_layout(c, B, T, flags, 1, NULL, NULL));
+    if (flags->ffn_chunks > 1 && flags->ffn_chunk_seq) {
+        m->ffn_rows = (int)ceil_div(BT, flags->ffn_chunks); m->ffn_cols = c->F;
+    } else {
+        m->ffn_rows = (int)BT; m->ffn_cols = (int)ceil_div(c->F, flags->ffn_chunks);
+    }
+    size_t ffn_chunk_bytes = (size_t)m->ffn_rows * m->ffn_cols * sizeof(floatX);
+    int chunked = flags->ffn_chunks > 1;
+    int h_fh1 = arena_add(d, "ffn chunk h1", "scratch", chunked ? ffn_chunk_bytes : 0);
+    int h_fh3 = arena_add(d, "ffn chunk h3", "scratch", chunked ? ffn_chunk_bytes : 0);
+    int h_fg = arena_add(d, "ffn chunk g", "scratch", chunked ? ffn_chunk_bytes : 0);
+    int h_fdg = arena_add(d, "ffn d(g), d(h1)", "scratch", ffn_chunk_bytes);
+    int h_fdh3 = arena_add(d, "ffn d(h3)", "scratch", ffn_chunk_bytes);
+    int h_dx = arena_add(d, "d residual", "scratch", BT * D * sizeof(floatX));
+    int h_dxn = arena_add(d, "d normed input", "scratch", BT * D * sizeof(floatX));
+    int h_dq = arena_add(d, "dq", "scratch", BT * c->H * hd * sizeof(floatX));
+    int h_dk = arena_add(d, "dk", "scratch", BT * c->KV * hd * sizeof(floatX));
+    int h_dv = arena_add(d, "dv", "scratch", BT * c->KV * hd * sizeof(floatX));
+    int h_datt = arena_add(d, "d attention output", "scratch", BT * c->H * hd * sizeof(floatX));
+    int h_rstd = arena_add(d, "rstd (recompute)", "scratch", BT * sizeof(float));
+    m->ce_rows = (int)ceil_div(BT, flags->ce_chunks);
+    int h_xf = arena_add(d, "final norm output", "scratch", BT * D * sizeof(floatX));
+    int h_rstdf = arena_add(d, "final norm rstd", "scratch", BT * sizeof(float));
+    int h_dxf = arena_add(d, "d final norm output", "scratch", BT * D * sizeof(floatX));
+    int h_logits = arena_add(d, "logits (one CE chunk)", "scratch", (size_t)m->ce_rows * c->V * sizeof(floatX));
+    int h_losses = arena_add(d, "per-token losses", "scratch", BT * sizeof(float));
+    int h_tokens = arena_add(d, "inputs + targets", "scratch", 2 * BT * sizeof(int));
+    int h_rope = arena_add(d, "rope cos + sin", "scratch", 2 * (size_t)c->max_seq_len * (hd / 2) * sizeof(float));
+    int h_norm = arena_add(d, "grad norm", "scratch", sizeof(float));
+
+    arena_allocate(d, dev_malloc);
+    arena_allocate(&m->host, host_malloc_pinned);
+
+    m->params = (floatX*)arena_ptr(d, h_params);
+    m->grads = (floatX*)arena_ptr(d, h_grads);
+    m->master = (float*)arena_ptr(d, h_master);
+    m->adam_m = (float*)arena_ptr(d, h_m);
+    m->adam_v = (float*)arena_ptr(d, h_v);
+    size_t off = 0;
+    for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
+        m->p[i] = m->param_sizes[i] ? m->params + off : NULL;
+        m->g[i] = m->param_sizes[i] ? m->grads + off : NULL;
+        off += m->param_sizes[i];
+    }
+    if (c->tied) { m->p[P_OUT] = m->p[P_EMB]; m->g[P_OUT] = m->g[P_EMB]; }
+
+    char* acts = (char*)arena_ptr(d, h_acts);
+    char* slots = (char*)arena_ptr(d, h_slots);
+    char* host = (char*)arena_ptr(&m->host, h_host);
+    for (int l = 0; l < c->L; l++) {
+        if (layer_offloaded(m, l)) {
+            m->layer_block[l] = slots + (size_t)(l % 2) * m->act_block_bytes;
+            m->host_block[l] = host + (size_t)l * m->act_block_bytes;
+        } else {
+            m->layer_block[l] = acts + (size_t)(l - m->n_offload) * m->act_block_bytes;
+        }
+    }
+    act_block_layout(c, B, T, flags, 1, (char*)arena_ptr(d, h_work), &m->work);
+    m->x_final = (floatX*)arena_ptr(d, h_xfinal);
+    m->ffn_h1 = (floatX*)arena_ptr(d, h_fh1);
+    m->ffn_h3 = (floatX*)arena_ptr(d, h_fh3);
+    m->ffn_g = (floatX*)arena_ptr(d, h_fg);
+    m->ffn_dg = (floatX*)arena_ptr(d, h_fdg);
+    m->ffn_dh3 = (floatX*)arena_ptr(d, h_fdh3);
+    m->dx = (floatX*)arena_ptr(d, h_dx);
+    m->dxn = (floatX*)arena_ptr(d, h_dxn);
+    m->dq = (floatX*)arena_ptr(d, h_dq);
+    m->dk = (floatX*)arena_ptr(d, h_dk);
+    m->dv = (floatX*)arena_ptr(d, h_dv);
+    m->datt = (floatX*)arena_ptr(d, h_datt);
+    m->rstd_scratch = (float*)arena_ptr(d, h_rstd);
+    m->xf = (floatX*)arena_ptr(d, h_xf);
+    m->rstdf = (float*)arena_ptr(d, h_rstdf);
+    m->dxf = (floatX*)arena_ptr(d, h_dxf);
+    m->logits = (floatX*)arena_ptr(d, h_logits);
+    m->losses = (float*)arena_ptr(d, h_losses);
+    m->inputs = (int*)arena_ptr(d, h_tokens);
+    m->targets = m->inputs + BT;
+    m->rope_cos = (float*)arena_ptr(d, h_rope);
+    m->rope_sin = m->rope_cos + (size_t)c->max_seq_len * (hd / 2);
+    m->norm_scratch = (float*)arena_ptr(d, h_norm);
+    m->host_losses = (float*)xmalloc(BT * sizeof(float));
+
+    m->stream = stream_create();
+    m->offload_stream = stream_create();
+    m->prefetch_stream = stream_create();
+    for (int e = 0; e < NUM_LAYER_EVENTS; e++)
+        for (int l = 0; l < c->L; l++) m->events[e][l] = event_create();
+    matmul_setup();
+
+    // RoPE table: angle pos * theta^(-2i/hd) for the adjacent pair (2i, 2i+1)
+    size_t half = hd / 2, n_rope = (size_t)c->max_seq_len * half;
+    float* tab = (float*)xmalloc(2 * n_rope * sizeof(float));
+    for (int t = 0; t < c->max_seq_len; t++)
+        for (size_t i = 0; i < half; i++) {
+            double freq = pow((double)c->rope_theta, -2.0 * (double)i / (double)hd);
+            double ang = (double)t * freq;
+            tab[t * half + i] = (float)cos(ang);
+            tab[n_rope + t * half + i] = (float)sin(ang);
+        }
+    dev_memcpy_h2d(m->rope_cos, tab, 2 * n_rope * sizeof(float), m->stream);
+    stream_synchronize(m->stream);
+    free(tab);
+}
+
+static void llama_free(Llama* m) {
+    stream_synchronize(m->stream);
+    for (int e = 0; e < NUM_LAYER_EVENTS; e++)
+        for (int l = 0; l < m->cfg.L; l++) event_destroy(m->events[e][l]);
+    stream_destroy(m->stream);
+    stream_destroy(m->offload_stream);
+    stream_destroy(m->prefetch_stream);
+    matmul_teardown();
+    if (m->dev.base) dev_free(m->dev.base);
+    if (m->host.base) host_free_pinned(m->host.base);
+    free(m->host_losses);
+}
+
+// Writes fp32 parameters (DESIGN 5.2 layout) into the model, master copy included.
+static void llama_set_params(Llama* m, const float* host_params) {
+    dev_upload_floats(m->params, host_params, m->num_params);
+    if (m->master) dev_memcpy_h2d(m->master, host_params, m->num_params * sizeof(float), m->stream);
+    dev_memset(m->adam_m, 0, m->num_params * sizeof(float), m->stream);
+    dev_memset(m->adam_v, 0, m->num_params * sizeof(float), m->stream);
+    stream_synchronize(m->stream);
+}
+
+// the fp32 view of the parameters (master weights where the build has them)
+static void llama_get_params(Llama* m, float* host_params) {
+    stream_synchronize(m->stream);
+    if (m->master) dev_memcpy_d2h(host_params, m->master, m->num_params * sizeof(float), m->stream);
+    else dev_download_floats(host_params, m->params, m->num_params);
+    stream_synchronize(m->stream);
+}
+
+// Initialisation of llama2.c's model.py: normal(0, 0.02) for the embedding and every
+// linear weight, normal(0, 0.02/sqrt(2L)) for the two projections that write into the
+// residual stream (wo and w2), ones for the norms.
+static void llama_init_params(Llama* m, uint64_t seed) {
+    float* h = (float*)xmalloc(m->num_params * sizeof(float));
+    Rng rng; rng_init(&rng, seed);
+    float* t = h;
+    for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
+        size_t n = m->param_sizes[i];
+        if (i == P_ATTN_NORM || i == P_FFN_NORM || i == P_NORM) {
+            for (size_t j = 0; j < n; j++) t[j] = 1.0f;
+        } else {
+            float std = (i == P_WO || i == P_W2) ? 0.02f / sqrtf(2.0f * m->cfg.L) : 0.02f;
+            for (size_t j = 0; j < n; j++) t[j] = std * rng_normal(&rng);
+        }
+        t += n;
+    }
+    llama_set_params(m, h);
+    free(h);
+}
+
+// ----------------------------------------------------------------------------
+// forward and backward of one layer
+
+typedef enum { MODE_TRAIN, MODE_EVAL } RunMode;
+
+static const floatX* layer_w(const Llama* m, int t, int l) {
+    return m->p[t] + (size_t)l * (m->param_sizes[t] / m->cfg.L);
+}
+static floatX* layer_dw(const Llama* m, int t, int l) {
+    return m->g[t] + (size_t)l * (m->param_sizes[t] / m->cfg.L);
+}
+
+// attention half of the layer: x -> xmid (and xn2, the FFN input)
+static void attention_block_forward(Llama* m, int l, LayerActs a, int B, int T, float* rstd1) {
+    const LlamaConfig* c = &m->cfg;
+    int N = B * T, D = c->D, hd = D / c->H, qd = c->H * hd, kvd = c->KV * hd;
+    stream_t s = m->stream;
+    rmsnorm_forward(ACT(a, A_XN1), rstd1, ACT(a, A_X), layer_w(m, P_ATTN_NORM, l), N, D, c->norm_eps, s);
+    matmul_forward(ACT(a, A_Q), ACT(a, A_XN1), layer_w(m, P_WQ, l), N, D, qd, D, 0, s);
+    matmul_forward(ACT(a, A_K), ACT(a, A_XN1), layer_w(m, P_WK, l), N, D, kvd, D, 0, s);
+    matmul_forward(ACT(a, A_V), ACT(a, A_XN1), layer_w(m, P_WV, l), N, D, kvd, D, 0, s);
+    rope_forward(ACT(a, A_Q), ACT(a, A_Q), m->rope_cos, m->rope_sin, B, T, c->H, hd, s);
+    rope_forward(ACT(a, A_K), ACT(a, A_K), m->rope_cos, m->rope_sin, B, T, c->KV, hd, s);
+    attention_forward(ACT(a, A_ATT), ACTF(a, A_LSE), ACT(a, A_Q), ACT(a, A_K), ACT(a, A_V), B, T, c->H, c->KV, hd, s);
+    // the residual add is the GEMM's accumulate: xmid = x, then xmid += att wo^T
+    dev_memcpy_d2d(ACT(a, A_XMID), ACT(a, A_X), (size_t)N * D * sizeof(floatX), s);
+    matmul_forward(ACT(a, A_XMID), ACT(a, A_ATT), layer_w(m, P_WO, l), N, qd, D, qd, 1, s);
+}
+
+// One FFN chunk: rows [r0, r0+nr) of the tokens, hidden units [f0, f0+nf).
+// Computes h1, h3 and g for the chunk into the given buffers.
+static void ffn_chunk_hidden(Llama* m, int l, const floatX* xn2, int nr, int f0, int nf, floatX* h1, floatX* h3,
+                             floatX* g) {
+    int D = m->cfg.D;
+    stream_t s = m->stream;
+    matmul_forward(h1, xn2, layer_w(m, P_W1, l) + (size_t)f0 * D, nr, D, nf, D, 0, s);
+    matmul_forward(h3, xn2, layer_w(m, P_W3, l) + (size_t)f0 * D, nr, D, nf, D, 0, s);
+    swiglu_forward(g, h1, h3, (size_t)nr * nf, s);
+}
+
+// the chunk's position: rows [r0, r0+nr), hidden units [f0, f0+nf)
+static void ffn_chunk_range(const Llama* m, int N, int chunk, int* r0, int* nr, int* f0, int* nf) {
+    if (m->flags.ffn_chunk_seq) {
+        *r0 = chunk * m->ffn_rows; *nr = N - *r0 < m->ffn_rows ? N - *r0 : m->ffn_rows;
+        *f0 = 0; *nf = m->cfg.F;
+    } else {
+        *r0 = 0; *nr = N;
+        *f0 = chunk * m->ffn_cols; *nf = m->cfg.F - *f0 < m->ffn_cols ? m->cfg.F - *f0 : m->ffn_cols;
+    }
+}
+
+static int ffn_num_chunks(const Llama* m, int N) {
+    // the last chunks can be empty when K does not divide evenly into the chunk size
+    int K = m->flags.ffn_chunks, n = 0;
+    for (int k = 0; k < K; k++) {
+        int r0, nr, f0, nf; ffn_chunk_range(m, N, k, &r0, &nr, &f0, &nf);
+        if (nr > 0 && nf > 0) n = k + 1;
+    }
+    return n;
+}
+
+// FFN: out += w2(silu(w1 xn2) * w3 xn2), chunk by chunk when --ffn-chunks > 1
+static void ffn_forward(Llama* m, int l, LayerActs a, int N, floatX* out) {
+    int D = m->cfg.D, F = m->cfg.F;
+    stream_t s = m->stream;
+    if (m->flags.ffn_chunks == 1) {
+        ffn_chunk_hidden(m, l, ACT(a, A_XN2), N, 0, F, ACT(a, A_H1), ACT(a, A_H3), ACT(a, A_G));
+        matmul_forward(out, ACT(a, A_G), layer_w(m, P_W2, l), N, F, D, F, 1, s);
+        return;
+    }
+    int K = ffn_num_chunks(m, N);
+    for (int k = 0; k < K; k++) {
+        int r0, nr, f0, nf; ffn_chunk_range(m, N, k, &r0, &nr, &f0, &nf);
+        ffn_chunk_hidden(m, l, ACT(a, A_XN2) + (size_t)r0 * D, nr, f0, nf, m->ffn_h1, m->ffn_h3, m->ffn_g);
+        matmul_forward(out + (size_t)r0 * D, m->ffn_g, layer_w(m, P_W2, l) + f0, nr, nf, D, F, 1, s);
+    }
+}
+
+// FFN backward: dout is the gradient at the FFN output; writes d(xn2) into m->dxn
+static void ffn_backward(Llama* m, int l, LayerActs a, int N, const floatX* dout) {
+    int D = m->cfg.D, F = m->cfg.F;
+    stream_t s = m->stream;
+    int K = m->flags.ffn_chunks == 1 ? 1 : ffn_num_chunks(m, N);
+    for (int k = 0; k < K; k++) {
+        int r0, nr, f0, nf; ffn_chunk_range(m, N, k, &r0, &nr, &f0, &nf);
+        const floatX* xn2 = ACT(a, A_XN2) + (size_t)r0 * D;
+        const floatX* dy = dout + (size_t)r0 * D;
+        floatX *h1, *h3, *g;
+        if (m->flags.ffn_chunks == 1) {
+            h1 = ACT(a, A_H1); h3 = ACT(a, A_H3); g = ACT(a, A_G);
+        } else {  // recompute this chunk's intermediates
+            h1 = m->ffn_h1; h3 = m->ffn_h3; g = m->ffn_g;
+            ffn_chunk_hidden(m, l, xn2, nr, f0, nf, h1, h3, g);
+        }
+        matmul_backward_weight(layer_dw(m, P_W2, l) + f0, dy, g, nr, nf, D, F, s);
+        matmul_backward_input(m->ffn_dg, dy, layer_w(m, P_W2, l) + f0, nr, nf, D, F, 0, s);
+        swiglu_backward(m->ffn_dg, m->ffn_dh3, m->ffn_dg, h1, h3, (size_t)nr * nf, s);  // ffn_dg now holds d(h1)
+        matmul_backward_weight(layer_dw(m, P_W1, l) + (size_t)f0 * D, m->ffn_dg, xn2, nr, D, nf, D, s);
+        matmul_backward_weight(layer_dw(m, P_W3, l) + (size_t)f0 * D, m->ffn_dh3, xn2, nr, D, nf, D, s);
+        floatX* dxn2 = m->dxn + (size_t)r0 * D;
+        int first = m->flags.ffn_chunk_seq || k == 0;  // hidden chunks all add into the same rows
+        matmul_backward_input(dxn2, m->ffn_dg, layer_w(m, P_W1, l) + (size_t)f0 * D, nr, D, nf, D, !first, s);
+        matmul_backward_input(dxn2, m->ffn_dh3, layer_w(m, P_W3, l) + (size_t)f0 * D, nr, D, nf, D, 1, s);
+    }
+}
+
+static void layer_forward(Llama* m, int l, int B, int T, RunMode mode) {
+    const LlamaConfig* c = &m->cfg;
+    int N = B * T, D = c->D;
+    stream_t s = m->stream;
+    LayerActs a = layer_acts(m, l);
+    attention_block_forward(m, l, a, B, T, ACTF(a, A_RSTD1));
+    rmsnorm_forward(ACT(a, A_XN2), ACTF(a, A_RSTD2), ACT(a, A_XMID), layer_w(m, P_FFN_NORM, l), N, D, c->norm_eps, s);
+    floatX* out = layer_output(m, l);
+    // the output lands in the next layer's block; with offload that block is a slot
+    // whose previous tenant (layer l-1) must have reached the host first
+    if (mode == MODE_TRAIN && l + 1 < c->L && layer_offloaded(m, l + 1) && l >= 1)
+        stream_wait_event(s, m->events[EV_COPY_DONE][l - 1]);
+    dev_memcpy_d2d(out, ACT(a, A_XMID), (size_t)N * D * sizeof(floatX), s);
+    ffn_forward(m, l, a, N, out);
+    if (mode == MODE_TRAIN && layer_offloaded(m, l)) {
+        // copy the layer's block to the host on its own stream, then free the slot
+        event_record(m->events[EV_FWD_DONE][l], s);
+        stream_wait_event(m->offload_stream, m->events[EV_FWD_DONE][l]);
+        dev_memcpy_d2h(m->host_block[l], m->layer_block[l], m->act_block_bytes, m->offload_stream);
+#ifdef TESTING
+        // a backward that reads the slot without prefetching it back sees NaN
+        dev_memset(m->layer_block[l], 0xFF, m->act_block_bytes, m->offload_stream);
+#endif
+        event_record(m->events[EV_COPY_DONE][l], m->offload_stream);
+        m->prefetched[l] = 0;
+    }
+}
+
+#ifdef TESTING
+static int g_test_skip_prefetch = 0;  // simulates a missing prefetch: the poisoned slot must fail the check
+#endif
+
+// brings layer l's activations back into its slot, on the prefetch stream
+static void layer_prefetch(Llama* m, int l) {
+    // the slot's last tenant was layer l+2 (its backward is done) or, at the start of
+    // backward, whatever forward left there (all copies done once the last one is)
+    stream_wait_event(m->prefetch_stream, m->events[EV_COPY_DONE][m->n_offload - 1]);
+    if (l + 2 < m->n_offload) stream_wait_event(m->prefetch_stream, m->events[EV_BWD_DONE][l + 2]);
+#ifdef TESTING
+    if (!g_test_skip_prefetch)
+#endif
+    dev_memcpy_h2d(m->layer_block[l], m->host_block[l], m->act_block_bytes, m->prefetch_stream);
+    event_record(m->events[EV_PREFETCH_DONE][l], m->prefetch_stream);
+    m->prefetched[l] = 1;
+}
+
+// m->dx holds dL/d(layer output) on entry and dL/d(layer input) on return
+static void layer_backward(Llama* m, int l, int B, int T) {
+    const LlamaConfig* c = &m->cfg;
+    int N = B * T, D = c->D, hd = D / c->H, qd = c->H * hd, kvd = c->KV * hd;
+    stream_t s = m->stream;
+    if (layer_offloaded(m, l)) {
+        if (!m->prefetched[l]) layer_prefetch(m, l);
+        stream_wait_event(s, m->events[EV_PREFETCH_DONE][l]);
+    }
+    if (l >= 1 && layer_offloaded(m, l - 1)) layer_prefetch(m, l - 1);  // overlaps with this layer's compute
+    LayerActs a = layer_acts(m, l);
+
+    // recompute what was not kept (bitwise the same values: same launchers, same inputs)
+    if (m->flags.recompute >= 2) {  // only x was kept: the whole forward of the layer again, minus its output
+        attention_block_forward(m, l, a, B, T, ACTF(a, A_RSTD1));
+        rmsnorm_forward(ACT(a, A_XN2), ACTF(a, A_RSTD2), ACT(a, A_XMID), layer_w(m, P_FFN_NORM, l), N, D, c->norm_eps, s);
+        if (m->flags.ffn_chunks == 1) ffn_chunk_hidden(m, l, ACT(a, A_XN2), N, 0, c->F, ACT(a, A_H1), ACT(a, A_H3), ACT(a, A_G));
+    } else if (m->flags.recompute == 1) {
+        rmsnorm_forward(ACT(a, A_XN1), m->rstd_scratch, ACT(a, A_X), layer_w(m, P_ATTN_NORM, l), N, D, c->norm_eps, s);
+        rmsnorm_forward(ACT(a, A_XN2), m->rstd_scratch, ACT(a, A_XMID), layer_w(m, P_FFN_NORM, l), N, D, c->norm_eps, s);
+        if (m->flags.ffn_chunks == 1) swiglu_forward(ACT(a, A_G), ACT(a, A_H1), ACT(a, A_H3), (size_t)N * c->F, s);
+    }
+
+    // FFN and its norm: dx is the gradient at the FFN output and also, through the
+    // residual, at xmid; the norm's backward adds the FFN path into it
+    ffn_backward(m, l, a, N, m->dx);
+    rmsnorm_backward(m->dx, layer_dw(m, P_FFN_NORM, l), m->dxn, ACT(a, A_XMID), layer_w(m, P_FFN_NORM, l),
+                     ACTF(a, A_RSTD2), N, D, s);
+    // attention
+    matmul_backward_weight(layer_dw(m, P_WO, l), m->dx, ACT(a, A_ATT), N, qd, D, qd, s);
+    matmul_backward_input(m->datt, m->dx, layer_w(m, P_WO, l), N, qd, D, qd, 0, s);
+    attention_backward(m->dq, m->dk, m->dv, m->datt, ACT(a, A_Q), ACT(a, A_K), ACT(a, A_V), ACT(a, A_ATT),
+                       ACTF(a, A_LSE), B, T, c->H, c->KV, hd, s);
+    rope_backward(m->dq, m->dq, m->rope_cos, m->rope_sin, B, T, c->H, hd, s);
+    rope_backward(m->dk, m->dk, m->rope_cos, m->rope_sin, B, T, c->KV, hd, s);
+    matmul_backward_weight(layer_dw(m, P_WQ, l), m->dq, ACT(a, A_XN1), N, D, qd, D, s);
+    matmul_backward_weight(layer_dw(m, P_WK, l), m->dk, ACT(a, A_XN1), N, D, kvd, D, s);
+    matmul_backward_weight(layer_dw(m, P_WV, l), m->dv, ACT(a, A_XN1), N, D, kvd, D, s);
+    matmul_backward_input(m->dxn, m->dq, layer_w(m, P_WQ, l), N, D, qd, D, 0, s);
+    matmul_backward_input(m->dxn, m->dk, layer_w(m, P_WK, l), N, D, kvd, D, 1, s);
+    matmul_backward_input(m->dxn, m->dv, layer_w(m, P_WV, l), N, D, kvd, D, 1, s);
+    rmsnorm_backward(m->dx, layer_dw(m, P_ATTN_NORM, l), m->dxn, ACT(a, A_X), layer_w(m, P_ATTN_NORM, l),
+                     ACTF(a, A_RSTD1), N, D, s);
+    if (layer_offloaded(m, l)) event_record(m->events[EV_BWD_DONE][l], s);
+}
+
+// ----------------------------------------------------------------------------
+// the whole model
+
+// Final norm, output projection and cross-entropy, --ce-chunks rows at a time. In
+// training the backward of this head runs at once, chunk by chunk, so the [BT, V]
+// logits never exist: it leaves dL/d(x_final) in m->dx.
+static void head_forward_backward(Llama* m, int N, RunMode mode, float dloss) {
+    const LlamaConfig* c = &m->cfg;
+    int D = c->D, V = c->V;
+    stream_t s = m->stream;
+    rmsnorm_forward(m->xf, m->rstdf, m->x_final, m->p[P_NORM], N, D, c->norm_eps, s);
+    for (int r0 = 0; r0 < N; r0 += m->ce_rows) {
+        int nr = N - r0 < m->ce_rows ? N - r0 : m->ce_rows;
+        matmul_forward(m->logits, m->xf + (size_t)r0 * D, m->p[P_OUT], nr, D, V, D, 0, s);
+#ifdef TESTING
+        if (m->capture_logits) {
+            stream_synchronize(s);
+            dev_download_floats(m->capture_logits + (size_t)r0 * V, m->logits, (size_t)nr * V);
+        }
+#endif
+        crossentropy_forward_backward(m->losses + r0, m->logits, m->targets + r0, nr, V, dloss, mode == MODE_TRAIN, s);
+        if (mode == MODE_TRAIN) {
+            matmul_backward_weight(m->g[P_OUT], m->logits, m->xf + (size_t)r0 * D, nr, D, V, D, s);
+            matmul_backward_input(m->dxf + (size_t)r0 * D, m->logits, m->p[P_OUT], nr, D, V, D, 0, s);
+        }
+    }
+    if (mode == MODE_TRAIN) {
+        dev_memset(m->dx, 0, (size_t)N * D * sizeof(floatX), s);
+        rmsnorm_backward(m->dx, m->g[P_NORM], m->dxf, m->x_final, m->p[P_NORM], m->rstdf, N, D, s);
+    }
+}
+
+// One micro-batch: forward, and in training the backward too, adding into the
+// gradients (dloss = 1 / (tokens in the whole step)). Returns the mean loss.
+static float llama_forward_backward(Llama* m, const int* inputs, const int* targets, int B, int T, RunMode mode,
+                                    float dloss) {
+    const LlamaConfig* c = &m->cfg;
+    int N = B * T;
+    if (B * T > m->B * m->T || T > m->T) FAIL("batch %dx%d exceeds the planned %dx%d", B, T, m->B, m->T);
+    stream_t s = m->stream;
+    dev_memcpy_h2d(m->inputs, inputs, (size_t)N * sizeof(int), s);
+    dev_memcpy_h2d(m->targets, targets, (size_t)N * sizeof(int), s);
+    encoder_forward(ACT(layer_acts(m, 0), A_X), m->inputs, m->p[P_EMB], N, c->D, s);
+    for (int l = 0; l < c->L; l++) layer_forward(m, l, B, T, mode);
+    head_forward_backward(m, N, mode, dloss);
+    if (mode == MODE_TRAIN) {
+        for (int l = c->L - 1; l >= 0; l--) layer_backward(m, l, B, T);
+        encoder_backward(m->g[P_EMB], m->dx, m->inputs, N, c->D, s);
+    }
+    dev_memcpy_d2h(m->host_losses, m->losses, (size_t)N * sizeof(float), s);
+    stream_synchronize(s);
+    double sum = 0.0;
+    for (int i = 0; i < N; i++) sum += m->host_losses[i];
+    return (float)(sum / N);
+}
+
+static void llama_zero_grads(Llama* m) {
+    dev_memset(m->grads, 0, m->num_params * sizeof(floatX), m->stream);
+}
+
+// Global-norm clipping (as torch.nn.utils.clip_grad_norm_) and one AdamW step.
+// Returns the gradient norm before clipping.
+static float llama_update(Llama* m, float lr, float beta1, float beta2, float eps, float weight_decay, float grad_clip,
+                          int t) {
+    stream_t s = m->stream;
+    dev_memset(m->norm_scratch, 0, sizeof(float), s);
+    global_norm_squared(m->norm_scratch, m->grads, m->num_params, s);
+    float norm2 = 0.0f;
+    dev_memcpy_d2h(&norm2, m->norm_scratch, sizeof(float), s);
+    stream_synchronize(s);
+    float norm = sqrtf(norm2);
+    float scale = 1.0f;
+    if (grad_clip > 0.0f) {
+        float coef = grad_clip / (norm + 1e-6f);
+        if (coef < 1.0f) scale = coef;
+    }
+    size_t off = 0;
+    for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
+        size_t n = m->param_sizes[i];
+        if (n == 0) continue;
+        float wd = param_is_matrix(i) ? weight_decay : 0.0f;
+        adamw_update(m->params + off, m->master ? m->master + off : NULL, m->grads + off, m->adam_m + off,
+                     m->adam_v + off, n, lr, beta1, beta2, eps, wd, scale, t, s);
+        off += n;
+    }
+    stream_synchronize(s);
+    return norm;
+}
+
+
+// Logits of the last position of one sequence (for sampling): the layers on [1, T]
+// in eval mode, then the head on one row only.
+static void llama_next_token_logits(Llama* m, const int* tokens, int T, float* host_logits) {
+    const LlamaConfig* c = &m->cfg;
+    stream_t s = m->stream;
+    dev_memcpy_h2d(m->inputs, tokens, (size_t)T * sizeof(int), s);
+    encoder_forward(ACT(layer_acts(m, 0), A_X), m->inputs, m->p[P_EMB], T, c->D, s);
+    for (int l = 0; l < c->L; l++) layer_forward(m, l, 1, T, MODE_EVAL);
+    rmsnorm_forward(m->xf, m->rstdf, m->x_final + (size_t)(T - 1) * c->D, m->p[P_NORM], 1, c->D, c->norm_eps, s);
+    matmul_forward(m->logits, m->xf, m->p[P_OUT], 1, c->D, c->V, c->D, 0, s);
+    stream_synchronize(s);
+    dev_download_floats(host_logits, m->logits, c->V);
+}
+
+// ----------------------------------------------------------------------------
+// checkpoints (format in docs/formats.md): written to a temporary file, then renamed,
+// so a crash never leaves a half-written checkpoint under the real name
+
+#define CKPT_MAGIC 20261123
+#define CKPT_VERSION 1
+
+static void checkpoint_write(Llama* m, const char* path, int step, int grad_accum, const DataLoader* train_loader) {
+    const LlamaConfig* c = &m->cfg;
+    int header[256] = {0};
+    float* hf = (float*)header;
+    size_t ds = dataloader_state_size();
+    header[0] = CKPT_MAGIC; header[1] = CKPT_VERSION;
+    header[2] = c->V; header[3] = c->D; header[4] = c->L; header[5] = c->H; header[6] = c->KV; header[7] = c->F;
+    header[8] = c->max_seq_len; header[9] = c->tied; header[10] = m->B; header[11] = m->T; header[12] = step;
+    header[13] = grad_accum; header[14] = train_loader ? (int)ds : 0;
+    hf[32] = c->rope_theta; hf[33] = c->norm_eps;
+    size_t n = m->num_params;
+    float* buf = (float*)xmalloc(n * sizeof(float));
+    char tmp[1200];
+    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+    FILE* f = xfopen(tmp, "wb");
+    xfwrite(header, sizeof(int), 256, f, tmp);
+    llama_get_params(m, buf);
+    xfwrite(buf, sizeof(float), n, f, tmp);
+    dev_memcpy_d2h(buf, m->adam_m, n * sizeof(float), m->stream); stream_synchronize(m->stream);
+    xfwrite(buf, sizeof(float), n, f, tmp);
+    dev_memcpy_d2h(buf, m->adam_v, n * sizeof(float), m->stream); stream_synchronize(m->stream);
+    xfwrite(buf, sizeof(float), n, f, tmp);
+    if (train_loader) {
+        unsigned char state[512];
+        if (ds > sizeof(state)) FAIL("dataloader state (%zu bytes) is larger than the checkpoint's buffer", ds);
+        dataloader_get_state(train_loader, state);
+        xfwrite(state, 1, ds, f, tmp);
+    }
+    if (fflush(f) != 0 || fsync(fileno(f)) != 0) FAIL("checkpoint %s: flush failed: %s", tmp, strerror(errno));
+    fclose(f);
+    if (rename(tmp, path) != 0) FAIL("checkpoint: cannot rename %s to %s: %s", tmp, path, strerror(errno));
+    free(buf);
+}
+
+// loads parameters and optimizer state; returns the step the checkpoint was taken at
+static int checkpoint_read(Llama* m, const char* path, int grad_accum, DataLoader* train_loader) {
+    const LlamaConfig* c = &m->cfg;
+    FILE* f = xfopen(path, "rb");
+    int header[256];
+    xfread(header, sizeof(int), 256, f, path);
+    if (header[0] != CKPT_MAGIC) FAIL("%s is not a train_llama checkpoint (magic %d, expected %d)", path, header[0], CKPT_MAGIC);
+    if (header[1] != CKPT_VERSION) FAIL("%s: checkpoint version %d, this build reads %d", path, header[1], CKPT_VERSION);
+    int want[12] = {c->V, c->D, c->L, c->H, c->KV, c->F, c->max_seq_len, c->tied, m->B, m->T, 0, grad_accum};
+    const char* names[12] = {"V", "D", "L", "H", "KV", "F", "max_seq_len", "tied", "batch", "seq", "", "grad accumulation"};
+    for (int i = 0; i < 12; i++)
+        if (i != 10 && header[2 + i] != want[i])
+            FAIL("%s: the checkpoint has %s=%d but this run has %s=%d (resume needs the same model and batch)", path,
+                 names[i], header[2 + i], names[i], want[i]);
+    int step = header[12];
+    size_t n = m->num_params;
+    float* buf = (float*)xmalloc(n * sizeof(float));
+    xfread(buf, sizeof(float), n, f, path);
+    llama_set_params(m, buf);
+    xfread(buf, sizeof(float), n, f, path);
+    dev_memcpy_h2d(m->adam_m, buf, n * sizeof(float), m->stream); stream_synchronize(m->stream);
+    xfread(buf, sizeof(float), n, f, path);
+    dev_memcpy_h2d(m->adam_v, buf, n * sizeof(float), m->stream); stream_synchronize(m->stream);
+    size_t ds = (size_t)header[14];
+    if (train_loader) {
+        if (ds != dataloader_state_size()) FAIL("%s: dataloader state of %zu bytes, expected %zu", path, ds, dataloader_state_size());
+        unsigned char state[512];
+        xfread(state, 1, ds, f, path);
+        dataloader_set_state(train_loader, state);
+    }
+    free(buf);
+    fclose(f);
+    return step;
+}
+
+// flag values: a bad number is an error, never a silent 0
+static int parse_int(const char* flag, const char* v) {
+    char* end; errno = 0;
+    long x = strtol(v, &end, 10);
+    if (*v == 0 || *end != 0 || errno || x < -2147483647L || x > 2147483647L) FAIL("--%s expects an integer, got '%s'", flag, v);
+    return (int)x;
+}
+
+static float parse_float(const char* flag, const char* v) {
+    char* end; errno = 0;
+    float x = strtof(v, &end);
+    if (*v == 0 || *end != 0 || errno || !isfinite(x)) FAIL("--%s expects a number, got '%s'", flag, v);
+    return x;
+}
+
+// ----------------------------------------------------------------------------
+// the trainer (left out of test_llama, which includes this file with TESTING)
+#ifndef TESTING
+
+typedef struct {
+    const char* model;
+    LlamaConfig cfg;
+    MemoryFlags flags;
+    const char* ffn_chunk_dim;
+    int B, T, total_batch, steps, warmup, val_every, val_batches, sample_every, sample_len, ckpt_every, save_init;
+    int plan_only, log_every;
+    float lr, min_lr_frac, weight_decay, beta1, beta2, adam_eps, grad_clip, temperature;
+    long long seed;
+    const char *train_data, *val_data, *tokenizer, *run_dir, *resume, *plan_json;
+} TrainArgs;
+
+typedef struct { const char* name; char type; void* ptr; const char* help; } Flag;
+
+static void usage(const Flag* flags, int n) {
+    printf("usage: train_llama [--flag value]...\n\n");
+    for (int i = 0; i < n; i++) printf("  --%-18s %s\n", flags[i].name, flags[i].help);
+    printf("\nmodels: ");
+    for (int i = 0; i < NUM_MODEL_PRESETS; i++) printf("%s%s", i ? ", " : "", MODEL_PRESETS[i].name);
+    printf("\n");
+}
+
+static void parse_args(int argc, char** argv, TrainArgs* a) {
+    memset(a, 0, sizeof(*a));
+    a->model = "tiny";
+    a->flags = memory_flags_default();
+    a->ffn_chunk_dim = "hidden";
+    a->B = 8; a->T = 256; a->total_batch = 0; a->steps = 200; a->warmup = 20;
+    a->val_every = 50; a->val_batches = 20; a->sample_every = 0; a->sample_len = 64; a->ckpt_every = 0;
+    a->log_every = 1;
+    a->lr = 1e-3f; a->min_lr_frac = 0.1f; a->weight_decay = 0.1f; a->beta1 = 0.9f; a->beta2 = 0.95f;
+    a->adam_eps = 1e-8f; a->grad_clip = 1.0f; a->temperature = 1.0f; a->seed = 1337;
+    a->train_data = "data/tinystories/tinystories_train_*.bin";
+    a->val_data = "data/tinystories/tinystories_val_*.bin";
+    a->tokenizer = "../shared/data/tinystories/tokenizer/tokenizer.bin";
+    a->run_dir = "runs/train_llama";
+    // the preset first, so explicit dimensions override it wherever they stand
+    for (int i = 1; i + 1 < argc; i++) if (strcmp(argv[i], "--model") == 0) a->model = argv[i + 1];
+    int found = 0;
+    for (int i = 0; i < NUM_MODEL_PRESETS; i++)
+        if (strcmp(MODEL_PRESETS[i].name, a->model) == 0) { a->cfg = MODEL_PRESETS[i].cfg; found = 1; }
+    if (!found) FAIL("unknown --model '%s' (known: tiny, stories15M, stories42M, stories110M, llama3-1B)", a->model);
+    a->T = a->T < a->cfg.max_seq_len ? a->T : a->cfg.max_seq_len;
+
+    const Flag flags[] = {
+        {"model", 's', &a->model, "tiny | stories15M | stories42M | stories110M | llama3-1B (default tiny)"},
+        {"V", 'i', &a->cfg.V, "vocabulary size (overrides the preset)"},
+        {"D", 'i', &a->cfg.D, "model width"},
+        {"L", 'i', &a->cfg.L, "layers"},
+        {"H", 'i', &a->cfg.H, "attention heads"},
+        {"KV", 'i', &a->cfg.KV, "key/value heads (GQA)"},
+        {"F", 'i', &a->cfg.F, "FFN hidden size"},
+        {"max-seq-len", 'i', &a->cfg.max_seq_len, "longest sequence (RoPE table)"},
+        {"tied", 'i', &a->cfg.tied, "1: output projection shares the token embedding"},
+        {"rope-theta", 'f', &a->cfg.rope_theta, "RoPE base"},
+        {"norm-eps", 'f', &a->cfg.norm_eps, "RMSNorm epsilon"},
+        {"batch", 'i', &a->B, "micro-batch size B (default 8)"},
+        {"seq", 'i', &a->T, "sequence length T (default min(256, max_seq_len))"},
+        {"total-batch", 'i', &a->total_batch, "tokens per optimizer step; a multiple of B*T (default B*T)"},
+        {"steps", 'i', &a->steps, "optimizer steps (default 200)"},
+        {"lr", 'f', &a->lr, "peak learning rate (default 1e-3)"},
+        {"min-lr-frac", 'f', &a->min_lr_frac, "final lr as a fraction of the peak (default 0.1)"},
+        {"warmup", 'i', &a->warmup, "linear warmup steps (default 20)"},
+        {"weight-decay", 'f', &a->weight_decay, "AdamW weight decay on 2-D tensors (default 0.1)"},
+        {"beta1", 'f', &a->beta1, "AdamW beta1 (default 0.9)"},
+        {"beta2", 'f', &a->beta2, "AdamW beta2 (default 0.95)"},
+        {"adam-eps", 'f', &a->adam_eps, "AdamW epsilon (default 1e-8)"},
+        {"grad-clip", 'f', &a->grad_clip, "global-norm clipping, 0 = off (default 1.0)"},
+        {"seed", 'l', &a->seed, "initialisation and data order (default 1337)"},
+        {"train-data", 's', &a->train_data, "glob of training token shards"},
+        {"val-data", 's', &a->val_data, "glob of validation token shards"},
+        {"val-every", 'i', &a->val_every, "validation loss every N steps and at the end, 0 = never (default 50)"},
+        {"val-batches", 'i', &a->val_batches, "batches per validation (default 20)"},
+        {"sample-every", 'i', &a->sample_every, "print a sampled story every N steps and at the end, 0 = never"},
+        {"sample-len", 'i', &a->sample_len, "tokens per sample (default 64, at most seq)"},
+        {"temperature", 'f', &a->temperature, "sampling temperature (default 1.0)"},
+        {"tokenizer", 's', &a->tokenizer, "llama2.c tokenizer.bin for decoding samples"},
+        {"run-dir", 's', &a->run_dir, "directory for main.log, metrics.jsonl, checkpoints (default runs/train_llama)"},
+        {"ckpt-every", 'i', &a->ckpt_every, "checkpoint every N steps and at the end, 0 = never"},
+        {"save-init", 'i', &a->save_init, "1: write the initial weights as ckpt_000000.bin"},
+        {"resume", 's', &a->resume, "checkpoint file to continue from"},
+        {"log-every", 'i', &a->log_every, "print a step line every N steps (metrics.jsonl gets every step)"},
+        {"ffn-chunks", 'i', &a->flags.ffn_chunks, "split the FFN into K chunks, recomputed in backward (default 1)"},
+        {"ffn-chunk-dim", 's', &a->ffn_chunk_dim, "hidden | seq: what --ffn-chunks splits (default hidden)"},
+        {"ce-chunks", 'i', &a->flags.ce_chunks, "output projection + cross-entropy in K row chunks (default 1)"},
+        {"offload-act", 'i', &a->flags.offload_act, "offload the saved activations of N layers to host, -1 = all but the last"},
+        {"recompute", 'i', &a->flags.recompute, "0 keep all, 1 recompute norms and SwiGLU, 2 keep only layer inputs"},
+        {"plan-only", 'i', &a->plan_only, "1: print the memory plan and exit"},
+        {"plan-json", 's', &a->plan_json, "write the memory plan as JSON to this file"},
+    };
+    int nflags = (int)(sizeof(flags) / sizeof(flags[0]));
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) { usage(flags, nflags); exit(0); }
+        if (strncmp(argv[i], "--", 2) != 0) FAIL("unexpected argument '%s' (flags look like --name value; see --help)", argv[i]);
+        const Flag* f = NULL;
+        for (int j = 0; j < nflags; j++) if (strcmp(argv[i] + 2, flags[j].name) == 0) f = &flags[j];
+        if (!f) FAIL("unknown flag '%s' (see --help)", argv[i]);
+        if (i + 1 >= argc) FAIL("flag '%s' needs a value", argv[i]);
+        const char* v = argv[++i];
+        switch (f->type) {
+            case 'i': *(int*)f->ptr = parse_int(f->name, v); break;
+            case 'l': *(long long*)f->ptr = parse_int(f->name, v); break;
+            case 'f': *(float*)f->ptr = parse_float(f->name, v); break;
+            default: *(const char**)f->ptr = v; break;
+        }
+    }
+    if (strcmp(a->ffn_chunk_dim, "hidden") == 0) a->flags.ffn_chunk_seq = 0;
+    else if (strcmp(a->ffn_chunk_dim, "seq") == 0) a->flags.ffn_chunk_seq = 1;
+    else FAIL("--ffn-chunk-dim must be 'hidden' or 'seq', got '%s'", a->ffn_chunk_dim);
+    if (a->total_batch == 0) a->total_batch = a->B * a->T;
+    if (a->steps < 1) FAIL("--steps must be >= 1");
+    if (a->warmup < 0) FAIL("--warmup must be >= 0");
+    if (a->total_batch <= 0 || a->total_batch % (a->B * a->T) != 0)
+        FAIL("--total-batch %d must be a positive multiple of batch*seq = %d", a->total_batch, a->B * a->T);
+    if (a->val_every < 0 || a->sample_every < 0 || a->ckpt_every < 0 || a->val_batches < 1 || a->log_every < 1)
+        FAIL("--val-every, --sample-every, --ckpt-every must be >= 0; --val-batches and --log-every >= 1");
+    if (a->sample_len < 1) FAIL("--sample-len must be >= 1");
+}
+
+static void print_config(Logger* lg, const TrainArgs* a, const Llama* m, int grad_accum) {
+    const LlamaConfig* c = &m->cfg;
+    logf_(lg, "train_llama | %s | %s | %s\n", dev_name(), PRECISION_NAME, a->model);
+    logf_(lg, "model: V=%d D=%d L=%d H=%d KV=%d F=%d max_seq_len=%d tied=%d rope_theta=%g | %.2fM parameters\n",
+          c->V, c->D, c->L, c->H, c->KV, c->F, c->max_seq_len, c->tied, c->rope_theta, m->num_params / 1e6);
+    logf_(lg, "parameters:");
+    for (int i = 0; i < NUM_PARAM_TENSORS; i++) if (m->param_sizes[i]) logf_(lg, " %s %zu", PARAM_NAMES[i], m->param_sizes[i]);
+    logf_(lg, "\n");
+    logf_(lg, "batch: B=%d T=%d, %d tokens per step (%d micro-steps) | steps %d, lr %g warmup %d, wd %g, clip %g\n",
+          a->B, a->T, a->total_batch, grad_accum, a->steps, a->lr, a->warmup, a->weight_decay, a->grad_clip);
+    logf_(lg, "memory flags: --ffn-chunks %d --ffn-chunk-dim %s --ce-chunks %d --offload-act %d (%d layers) --recompute %d\n",
+          m->flags.ffn_chunks, a->ffn_chunk_dim, m->flags.ce_chunks, m->flags.offload_act, m->n_offload, m->flags.recompute);
+#ifdef _OPENMP
+    logf_(lg, "threads: %d (OpenMP)\n", omp_get_max_threads());
+#endif
+}
+
+static void print_plan(Logger* lg, const Llama* m) {
+    logf_(lg, "memory plan (everything allocated before the first step):\n");
+    arena_print(&m->dev, stdout);
+    if (lg->log) arena_print(&m->dev, lg->log);
+    if (m->host.total) { arena_print(&m->host, stdout); if (lg->log) arena_print(&m->host, lg->log); }
+    logf_(lg, "saved activations per layer: %zu bytes (%.2f MiB):", m->act_block_bytes, m->act_block_bytes / 1048576.0);
+    for (int i = 0; i < NUM_ACT_FIELDS; i++) if (act_field_saved(&m->flags, i)) logf_(lg, " %s", ACT_NAMES[i]);
+    logf_(lg, "\n");
+}
+
+static void write_plan_json(const Llama* m, const char* path) {
+    FILE* f = xfopen(path, "w");
+    fprintf(f, "{\"act_block_bytes\": %zu, \"n_offload\": %d, \"num_params\": %zu, \"sizeof_floatX\": %zu, \"device\": ",
+            m->act_block_bytes, m->n_offload, m->num_params, sizeof(floatX));
+    arena_write_json(&m->dev, f);
+    fprintf(f, ", \"host\": ");
+    arena_write_json(&m->host, f);
+    fprintf(f, "}\n");
+    fclose(f);
+}
+
+static float evaluate(Llama* m, DataLoader* val, int batches) {
+    dataloader_reset(val);
+    double sum = 0.0;
+    for (int i = 0; i < batches; i++) {
+        dataloader_next_batch(val);
+        sum += llama_forward_backward(m, val->inputs, val->targets, m->B, m->T, MODE_EVAL, 0.0f);
+    }
+    return (float)(sum / batches);
+}
+
+// a story from BOS, sampled with its own generator seeded by the step, so a resumed
+// run prints the same samples as an uninterrupted one
+static void sample_story(Llama* m, Tokenizer* tok, Logger* lg, int len, float temperature, uint64_t seed, int* tokens,
+                         float* logits) {
+    const LlamaConfig* c = &m->cfg;
+    Rng rng; rng_init(&rng, seed);
+    tokens[0] = 1;  // BOS
+    logf_(lg, "--- sample ---\n");
+    for (int t = 1; t < len; t++) {
+        llama_next_token_logits(m, tokens, t, logits);
+        float mx = -INFINITY;
+        for (int j = 0; j < c->V; j++) { logits[j] /= temperature; mx = logits[j] > mx ? logits[j] : mx; }
+        double sum = 0.0;
+        for (int j = 0; j < c->V; j++) sum += exp(logits[j] - mx);
+        double u = rng_uniform(&rng) * sum, acc = 0.0;
+        int next = c->V - 1;
+        for (int j = 0; j < c->V; j++) { acc += exp(logits[j] - mx); if (acc > u) { next = j; break; } }
+        tokens[t] = next;
+        if (next == 1) break;  // BOS starts the next story
+        const char* piece = tokenizer_decode(tok, tokens[t - 1], next);
+        safe_print(piece);
+        if (lg->log) fputs(piece, lg->log);
+    }
+    logf_(lg, "\n--------------\n");
+}
+
+static double now_seconds(void) {
+    struct timespec ts; clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+int main(int argc, char** argv) {
+    TrainArgs a;
+    parse_args(argc, argv, &a);
+    config_validate(&a.cfg);
+    int grad_accum = a.total_batch / (a.B * a.T);
+    Llama m;
+    llama_build(&m, &a.cfg, &a.flags, a.B, a.T);
+    Logger lg = {NULL, NULL};
+    if (a.plan_only) {
+        print_config(&lg, &a, &m, grad_accum);
+        print_plan(&lg, &m);
+        if (a.plan_json) write_plan_json(&m, a.plan_json);
+        llama_free(&m);
+        return 0;
+    }
+    logger_open(&lg, a.run_dir, a.resume != NULL);
+    print_config(&lg, &a, &m, grad_accum);
+    print_plan(&lg, &m);
+    if (a.plan_json) write_plan_json(&m, a.plan_json);
+
+    DataLoader train, val;
+    dataloader_init(&train, a.train_data, a.B, a.T, 0, 1, 1, (unsigned long long)a.seed);
+    dataloader_validate_vocab(&train, a.cfg.V);
+    logf_(&lg, "train data: %s (%zu tokens)\n", a.train_data, train.num_tokens);
+    if (a.val_every > 0) {
+        dataloader_init(&val, a.val_data, a.B, a.T, 0, 1, 0, 0);
+        dataloader_validate_vocab(&val, a.cfg.V);
+        logf_(&lg, "val data: %s (%zu tokens), %d batches per evaluation\n", a.val_data, val.num_tokens, a.val_batches);
+    }
+    Tokenizer tok;
+    int have_tok = a.sample_every > 0 && tokenizer_init(&tok, a.tokenizer, a.cfg.V) == 0;
+    int sample_len = a.sample_len < a.T ? a.sample_len : a.T;
+    int* sample_tokens = (int*)xmalloc((size_t)sample_len * sizeof(int));
+    float* sample_logits = (float*)xmalloc((size_t)a.cfg.V * sizeof(float));
+
+    int start = 0;
+    if (a.resume) {
+        start = checkpoint_read(&m, a.resume, grad_accum, &train);
+        logf_(&lg, "resumed from %s at step %d\n", a.resume, start);
+    } else {
+        llama_init_params(&m, (uint64_t)a.seed);
+    }
+    char path[1200];
+    if (a.save_init && !a.resume) {
+        snprintf(path, sizeof(path), "%s/ckpt_%06d.bin", a.run_dir, 0);
+        checkpoint_write(&m, path, 0, grad_accum, &train);
+        logf_(&lg, "initial weights written to %s\n", path);
+    }
+
+    size_t peak_measured = 0;
+    float dloss = 1.0f / (float)((size_t)a.B * a.T * grad_accum);
+    for (int step = start + 1; step <= a.steps; step++) {
+        double t0 = now_seconds();
+        float lr = lr_at_step(step, a.steps, a.warmup, a.lr, a.min_lr_frac);
+        llama_zero_grads(&m);
+        double loss = 0.0;
+        for (int micro = 0; micro < grad_accum; micro++) {
+            dataloader_next_batch(&train);
+            loss += llama_forward_backward(&m, train.inputs, train.targets, a.B, a.T, MODE_TRAIN, dloss);
+        }
+        loss /= grad_accum;
+        float norm = llama_update(&m, lr, a.beta1, a.beta2, a.adam_eps, a.weight_decay, a.grad_clip, step);
+        double ms = (now_seconds() - t0) * 1e3;
+        size_t measured = dev_peak_bytes_measured();
+        peak_measured = measured > peak_measured ? measured : peak_measured;
+        double tok_s = a.total_batch / (ms / 1e3);
+        int last = step == a.steps;
+        if (step % a.log_every == 0 || last || step == start + 1)
+            logf_(&lg, "step %5d/%d | loss %.6f | lr %.3e | norm %.4f | %.1f ms | %.0f tok/s | peak %.1f MiB\n", step,
+                  a.steps, loss, lr, norm, ms, tok_s, peak_measured / 1048576.0);
+        float val_loss = NAN;
+        if (a.val_every > 0 && (step % a.val_every == 0 || last)) {
+            val_loss = evaluate(&m, &val, a.val_batches);
+            logf_(&lg, "step %5d | val loss %.6f\n", step, val_loss);
+        }
+        fprintf(lg.metrics, "{\"step\": %d, \"loss\": %.9g, \"lr\": %.9g, \"grad_norm\": %.9g, \"ms\": %.3f, "
+                "\"tok_per_s\": %.1f, \"peak_mem\": %zu, \"arena_bytes\": %zu",
+                step, loss, lr, norm, ms, tok_s, peak_measured, m.dev.total);
+        if (!isnan(val_loss)) fprintf(lg.metrics, ", \"val_loss\": %.9g", val_loss);
+        fprintf(lg.metrics, "}\n");
+        fflush(lg.metrics);
+        if (have_tok && (step % a.sample_every == 0 || last))
+            sample_story(&m, &tok, &lg, sample_len, a.temperature, (uint64_t)a.seed * 1000003ull + step, sample_tokens,
+                         sample_logits);
+        if (a.ckpt_every > 0 && (step % a.ckpt_every == 0 || last)) {
+            snprintf(path, sizeof(path), "%s/ckpt_%06d.bin", a.run_dir, step);
+            checkpoint_write(&m, path, step, grad_accum, &train);
+            logf_(&lg, "checkpoint: %s\n", path);
+        }
+    }
+    logf_(&lg, "done: peak memory measured %.1f MiB (%s), arena %.1f MiB planned\n", peak_measured / 1048576.0,
+          dev_measured_name(), m.dev.total / 1048576.0);
+    if (have_tok) tokenizer_free(&tok);
+    free(sample_tokens); free(sample_logits);
+    dataloader_free(&train);
+    if (a.val_every > 0) dataloader_free(&val);
+    logger_close(&lg);
+    llama_free(&m);
+    return 0;
+}
+#endif  // TESTING
