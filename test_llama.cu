@@ -169,7 +169,7 @@ int main(int argc, char** argv) {
            flags.recompute);
 
     Llama m;
-    llama_build(&m, c, &flags, r.B, r.T);
+    llama_build(&m, c, &flags, r.B, r.T, 1);
     llama_set_params(&m, r.params);
     size_t BT = (size_t)r.B * r.T, np = m.num_params;
     float* logits = (float*)xmalloc(BT * c->V * sizeof(float));
@@ -195,7 +195,7 @@ int main(int argc, char** argv) {
     float* base_grads = NULL;
     if (any_flag) {
         Llama base;
-        llama_build(&base, c, &off_flags, r.B, r.T);
+        llama_build(&base, c, &off_flags, r.B, r.T, 1);
         llama_set_params(&base, r.params);
         base_grads = (float*)xmalloc(np * sizeof(float));
         float base_loss = run_step(&base, &r, base_grads, NULL);

@@ -133,7 +133,7 @@ enum {
     A_G,      // silu(h1) * h3                                [BT, F]
     NUM_ACT_FIELDS
 };
-static const char* ACT_NAMES[NUM_ACT_FIELDS] = {"x", "rstd1", "xn1", "q", "k", "v", "att", "lse",
+[[maybe_unused]] static const char* ACT_NAMES[NUM_ACT_FIELDS] = {"x", "rstd1", "xn1", "q", "k", "v", "att", "lse",
                                                 "xmid", "rstd2", "xn2", "h1", "h3", "g"};
 
 static size_t act_field_bytes(const LlamaConfig* c, int B, int T, int field) {
@@ -191,6 +191,7 @@ typedef struct {
     MemoryFlags flags;
     int B, T;          // the largest batch any call will use (buffers are sized for it)
     int n_offload;     // resolved --offload-act
+    int allocated;     // 0: only the plan exists
     size_t param_sizes[NUM_PARAM_TENSORS];
     size_t num_params;
 
@@ -241,8 +242,10 @@ static floatX* layer_output(const Llama* m, int l) {
     return l + 1 < m->cfg.L ? ACT(layer_acts(m, l + 1), A_X) : m->x_final;
 }
 
-// Plans every buffer from the config and the flags, then allocates once.
-static void llama_build(Llama* m, const LlamaConfig* cfg, const MemoryFlags* flags, int B, int T) {
+// Plans every buffer from the config and the flags, then (allocate = 1) allocates once.
+// With allocate = 0 only the plan exists: no device is touched, so a CUDA build can
+// print its plan on a machine without a GPU.
+static void llama_build(Llama* m, const LlamaConfig* cfg, const MemoryFlags* flags, int B, int T, int allocate) {
     memset(m, 0, sizeof(*m));
     m->cfg = *cfg; m->flags = *flags; m->B = B; m->T = T;
     const LlamaConfig* c = cfg;
@@ -315,6 +318,8 @@ static void llama_build(Llama* m, const LlamaConfig* cfg, const MemoryFlags* fla
     int h_rope = arena_add(d, "rope cos + sin", "scratch", 2 * (size_t)c->max_seq_len * (hd / 2) * sizeof(float));
     int h_norm = arena_add(d, "grad norm", "scratch", sizeof(float));
 
+    if (!allocate) return;
+    m->allocated = 1;
     arena_allocate(d, dev_malloc);
     arena_allocate(&m->host, host_malloc_pinned);
 
@@ -391,6 +396,7 @@ static void llama_build(Llama* m, const LlamaConfig* cfg, const MemoryFlags* fla
 }
 
 static void llama_free(Llama* m) {
+    if (!m->allocated) return;
     stream_synchronize(m->stream);
     for (int e = 0; e < NUM_LAYER_EVENTS; e++)
         for (int l = 0; l < m->cfg.L; l++) event_destroy(m->events[e][l]);
@@ -959,7 +965,7 @@ static void parse_args(int argc, char** argv, TrainArgs* a) {
 
 static void print_config(Logger* lg, const TrainArgs* a, const Llama* m, int grad_accum) {
     const LlamaConfig* c = &m->cfg;
-    logf_(lg, "train_llama | %s | %s | %s\n", dev_name(), PRECISION_NAME, a->model);
+    logf_(lg, "train_llama | %s | %s | %s\n", m->allocated ? dev_name() : "plan only", PRECISION_NAME, a->model);
     logf_(lg, "model: V=%d D=%d L=%d H=%d KV=%d F=%d max_seq_len=%d tied=%d rope_theta=%g | %.2fM parameters\n",
           c->V, c->D, c->L, c->H, c->KV, c->F, c->max_seq_len, c->tied, c->rope_theta, m->num_params / 1e6);
     logf_(lg, "parameters:");
@@ -1042,7 +1048,7 @@ int main(int argc, char** argv) {
     config_validate(&a.cfg);
     int grad_accum = a.total_batch / (a.B * a.T);
     Llama m;
-    llama_build(&m, &a.cfg, &a.flags, a.B, a.T);
+    llama_build(&m, &a.cfg, &a.flags, a.B, a.T, !a.plan_only);
     Logger lg = {NULL, NULL};
     if (a.plan_only) {
         print_config(&lg, &a, &m, grad_accum);

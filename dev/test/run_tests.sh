@@ -56,7 +56,7 @@ while read -r name V D L H KV F S B T N tied seed; do
     FRESH="${FRESH:-} $TMP/$name.lref"
   else fail "fresh_$name" "reference_llama.py failed: $(tail -n 2 "$TMP/gen_$name.log")"; fi
 done <<'CONFIGS'
-gqa8x2_odd 101 40 3 8 2 77 24 2 13 3 0 11
+gqa8x2_odd 101 48 3 8 2 77 24 2 13 3 0 11
 mqa_tied_long 50 32 1 2 1 45 40 1 37 2 1 12
 mha_wide_ff 73 30 2 5 5 130 10 4 10 3 0 13
 CONFIGS

@@ -37,34 +37,47 @@ static inline void matmul_forward(floatX* out, const floatX* inp, const floatX* 
 }
 
 // dinp[N, C] (+)= dout[N, OC] . W
+// Rows in blocks and W in tiles of rows, so a tile of W is reused from cache by a
+// whole block of rows; each row still sums over o in increasing order.
 static inline void matmul_backward_input(floatX* dinp, const floatX* dout, const floatX* w, int N, int C, int OC, int ldw,
                                   int accumulate, stream_t s) {
     (void)s;
+    const int RB = 16, OT = 128;
     #pragma omp parallel for schedule(static)
-    for (int i = 0; i < N; i++) {
-        float* dx = dinp + (size_t)i * C;
-        if (!accumulate) for (int c = 0; c < C; c++) dx[c] = 0.0f;
-        const float* dy = dout + (size_t)i * OC;
-        for (int o = 0; o < OC; o++) {
-            float a = dy[o];
-            const float* wr = w + (size_t)o * ldw;
-            for (int c = 0; c < C; c++) dx[c] += a * wr[c];
+    for (int ib = 0; ib < N; ib += RB) {
+        int iend = ib + RB < N ? ib + RB : N;
+        if (!accumulate)
+            for (int i = ib; i < iend; i++) memset(dinp + (size_t)i * C, 0, C * sizeof(floatX));
+        for (int ot = 0; ot < OC; ot += OT) {
+            int oend = ot + OT < OC ? ot + OT : OC;
+            for (int i = ib; i < iend; i++) {
+                float* dx = dinp + (size_t)i * C;
+                const float* dy = dout + (size_t)i * OC;
+                for (int o = ot; o < oend; o++) {
+                    float a = dy[o];
+                    const float* wr = w + (size_t)o * ldw;
+                    for (int c = 0; c < C; c++) dx[c] += a * wr[c];
+                }
+            }
         }
     }
 }
 
 // dW[OC, C] += dout[N, OC]^T . inp[N, C]   (always accumulates: gradient accumulation)
+// A block of W's rows stays in cache while every input row streams past it once;
+// each element sums over i in increasing order.
 static inline void matmul_backward_weight(floatX* dw, const floatX* dout, const floatX* inp, int N, int C, int OC, int ldw,
                                    stream_t s) {
     (void)s;
-    const int OB = 4;
+    const int OB = 16;
     #pragma omp parallel for schedule(static)
     for (int ob = 0; ob < OC; ob += OB) {
         int oend = ob + OB < OC ? ob + OB : OC;
         for (int i = 0; i < N; i++) {
             const float* x = inp + (size_t)i * C;
+            const float* dy = dout + (size_t)i * OC;
             for (int o = ob; o < oend; o++) {
-                float a = dout[(size_t)i * OC + o];
+                float a = dy[o];
                 float* g = dw + (size_t)o * ldw;
                 for (int c = 0; c < C; c++) g[c] += a * x[c];
             }
