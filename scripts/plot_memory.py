@@ -80,6 +80,8 @@ def main():
         ax.annotate(n, (t, m / GIB), textcoords="offset points", xytext=(6, 4), fontsize=8)
     if a.logx:
         ax.set_xscale("log")
+    else:
+        ax.set_xlim(left=0, right=max(t for _, t, _ in pts) * 1.25)
     ax.set_xlabel("throughput (tok/s)")
     ax.set_ylabel("peak memory (GiB)")
     ax.set_ylim(bottom=0)
