@@ -72,6 +72,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from lref import num_params, param_shapes  # noqa: E402  (one definition of DESIGN 5.2's layout)
+
 sys.dont_write_bytecode = True  # no __pycache__ in scripts/
 
 # (V, D, L, H, KV, F, max_seq_len, tied, rope_theta); norm_eps 1e-5 for all
@@ -104,31 +107,6 @@ def preset_cfg(name):
     c = dict(zip(CFG_KEYS, PRESETS[name]))
     c["norm_eps"] = 1e-5
     return c
-
-
-def param_shapes(c):
-    """OrderedDict name -> shape in DESIGN 5.2 order (output absent when tied)."""
-    V, D, L, H, KV, Fh = c["V"], c["D"], c["L"], c["H"], c["KV"], c["F"]
-    hd = D // H
-    s = OrderedDict()
-    s["tok_embeddings"] = (V, D)
-    s["attn_norm"] = (L, D)
-    s["wq"] = (L, H * hd, D)
-    s["wk"] = (L, KV * hd, D)
-    s["wv"] = (L, KV * hd, D)
-    s["wo"] = (L, D, H * hd)
-    s["ffn_norm"] = (L, D)
-    s["w1"] = (L, Fh, D)
-    s["w2"] = (L, D, Fh)
-    s["w3"] = (L, Fh, D)
-    s["norm"] = (D,)
-    if not c["tied"]:
-        s["output"] = (V, D)
-    return s
-
-
-def num_params(c):
-    return sum(int(np.prod(s)) for s in param_shapes(c).values())
 
 
 def flops_per_token(c, T):
