@@ -985,6 +985,9 @@ static void print_plan(Logger* lg, const Llama* m) {
     arena_print(&m->dev, stdout);
     if (lg->log) arena_print(&m->dev, lg->log);
     if (m->host.total) { arena_print(&m->host, stdout); if (lg->log) arena_print(&m->host, lg->log); }
+    if (matmul_workspace_bytes())
+        logf_(lg, "outside the arena: cuBLASLt workspace %.1f MiB, the CUDA context and library code (the driver's "
+              "figure each step includes them)\n", matmul_workspace_bytes() / 1048576.0);
     logf_(lg, "saved activations per layer: %zu bytes (%.2f MiB):", m->act_block_bytes, m->act_block_bytes / 1048576.0);
     for (int i = 0; i < NUM_ACT_FIELDS; i++) if (act_field_saved(&m->flags, i)) logf_(lg, " %s", ACT_NAMES[i]);
     logf_(lg, "\n");

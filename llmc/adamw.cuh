@@ -35,7 +35,7 @@ __global__ void adamw_kernel(floatX* param, float* master, const floatX* grad, f
     }
 }
 
-static void adamw_update(floatX* param, float* master, const floatX* grad, float* m, float* v, size_t n, float lr,
+static inline void adamw_update(floatX* param, float* master, const floatX* grad, float* m, float* v, size_t n, float lr,
                          float beta1, float beta2, float eps, float weight_decay, float grad_scale, int t,
                          stream_t s) {
     if (n == 0) return;
@@ -79,7 +79,7 @@ __global__ void gnorm_final_kernel(float* out) {
 }
 
 // out[0] += sum of squares of g
-static void global_norm_squared(float* out, const floatX* g, size_t n, stream_t s) {
+static inline void global_norm_squared(float* out, const floatX* g, size_t n, stream_t s) {
     gnorm_partial_kernel<<<GNORM_BLOCKS, GNORM_THREADS, 0, s>>>(g, n);
     cudaCheck(cudaGetLastError());
     gnorm_final_kernel<<<1, 32, 0, s>>>(out);

@@ -81,6 +81,7 @@ __global__ void __launch_bounds__(ATT_THREADS) attention_forward_kernel(floatX* 
     att_load_tile(sQ, q, b, q0, T, H, h, hd, hp);
     for (int idx = threadIdx.x; idx < ATT_TILE * hp; idx += blockDim.x) sO[idx] = 0.0f;
     float m[ATT_ROWS_PER_WARP], l[ATT_ROWS_PER_WARP];
+    #pragma unroll
     for (int rr = 0; rr < ATT_ROWS_PER_WARP; rr++) { m[rr] = -INFINITY; l[rr] = 0.0f; }
 
     for (int kt = 0; kt <= qt; kt++) {
@@ -89,6 +90,7 @@ __global__ void __launch_bounds__(ATT_THREADS) attention_forward_kernel(floatX* 
         att_load_tile(sK, k, b, k0, T, KV, kvh, hd, hp);
         att_load_tile(sV, v, b, k0, T, KV, kvh, hd, hp);
         __syncthreads();
+        #pragma unroll
         for (int rr = 0; rr < ATT_ROWS_PER_WARP; rr++) {
             const int r = warp + rr * ATT_WARPS, t = q0 + r;
             const int j = lane, u = k0 + j;
@@ -117,6 +119,7 @@ __global__ void __launch_bounds__(ATT_THREADS) attention_forward_kernel(floatX* 
             __syncwarp();
         }
     }
+    #pragma unroll
     for (int rr = 0; rr < ATT_ROWS_PER_WARP; rr++) {
         const int r = warp + rr * ATT_WARPS, t = q0 + r;
         if (t >= T) continue;  // uniform in the warp
@@ -161,6 +164,7 @@ __global__ void __launch_bounds__(ATT_THREADS) attention_backward_dkdv_kernel(
             att_load_tile(sdO, dout, b, q0, T, H, h, hd, hp);
             __syncthreads();
             // per row: lse and delta = dO . O
+            #pragma unroll
             for (int rr = 0; rr < ATT_ROWS_PER_WARP; rr++) {
                 const int r = warp + rr * ATT_WARPS, t = q0 + r;
                 float dl = 0.0f;
@@ -176,6 +180,7 @@ __global__ void __launch_bounds__(ATT_THREADS) attention_backward_dkdv_kernel(
             }
             __syncwarp();
             // P and dS (thread = (row r, key j = lane)); each warp reads only its own rows' sLse/sDelta
+            #pragma unroll
             for (int rr = 0; rr < ATT_ROWS_PER_WARP; rr++) {
                 const int r = warp + rr * ATT_WARPS, t = q0 + r;
                 const int j = lane, u = k0 + j;
@@ -192,6 +197,7 @@ __global__ void __launch_bounds__(ATT_THREADS) attention_backward_dkdv_kernel(
             }
             __syncthreads();
             // dV_j += sum_r P_rj dO_r, dK_j += sum_r dS_rj Q_r (thread = (key j, dim d))
+            #pragma unroll
             for (int rr = 0; rr < ATT_ROWS_PER_WARP; rr++) {
                 const int j = warp + rr * ATT_WARPS;
                 for (int d = lane; d < hd; d += 32) {
@@ -241,6 +247,7 @@ __global__ void __launch_bounds__(ATT_THREADS) attention_backward_dq_kernel(
     __syncthreads();
     // lse and delta of this warp's rows, kept in registers of the owning warp
     float row_lse[ATT_ROWS_PER_WARP], row_delta[ATT_ROWS_PER_WARP];
+    #pragma unroll
     for (int rr = 0; rr < ATT_ROWS_PER_WARP; rr++) {
         const int r = warp + rr * ATT_WARPS, t = q0 + r;
         float dl = 0.0f;
@@ -258,6 +265,7 @@ __global__ void __launch_bounds__(ATT_THREADS) attention_backward_dq_kernel(
         att_load_tile(sK, k, b, k0, T, KV, kvh, hd, hp);
         att_load_tile(sV, v, b, k0, T, KV, kvh, hd, hp);
         __syncthreads();
+        #pragma unroll
         for (int rr = 0; rr < ATT_ROWS_PER_WARP; rr++) {
             const int r = warp + rr * ATT_WARPS, t = q0 + r;
             const int j = lane, u = k0 + j;
@@ -291,13 +299,13 @@ __global__ void __launch_bounds__(ATT_THREADS) attention_backward_dq_kernel(
 // ---------------------------------------------------------------------------------
 // host side
 
-static size_t att_smem_forward(int hd) { return (size_t)(4 * ATT_TILE * (hd + 1) + ATT_TILE * ATT_TILE) * sizeof(float); }
-static size_t att_smem_dkdv(int hd) {
+static inline size_t att_smem_forward(int hd) { return (size_t)(4 * ATT_TILE * (hd + 1) + ATT_TILE * ATT_TILE) * sizeof(float); }
+static inline size_t att_smem_dkdv(int hd) {
     return (size_t)(6 * ATT_TILE * (hd + 1) + 2 * ATT_TILE * (ATT_TILE + 1) + 2 * ATT_TILE) * sizeof(float);
 }
-static size_t att_smem_dq(int hd) { return (size_t)(5 * ATT_TILE * (hd + 1) + ATT_TILE * (ATT_TILE + 1)) * sizeof(float); }
+static inline size_t att_smem_dq(int hd) { return (size_t)(5 * ATT_TILE * (hd + 1) + ATT_TILE * (ATT_TILE + 1)) * sizeof(float); }
 
-static void att_check_args(const char* who, int B, int T, int H, int KV, int hd) {
+static inline void att_check_args(const char* who, int B, int T, int H, int KV, int hd) {
     if (B < 0 || T < 0 || H <= 0 || KV <= 0 || hd <= 0) FAIL("%s: bad sizes B=%d T=%d H=%d KV=%d hd=%d", who, B, T, H, KV, hd);
     if (H % KV != 0) FAIL("%s: H (%d) is not a multiple of KV (%d)", who, H, KV);
     if (hd > ATT_MAX_HD) FAIL("%s: head dim %d > %d is not supported", who, hd, ATT_MAX_HD);
@@ -306,7 +314,7 @@ static void att_check_args(const char* who, int B, int T, int H, int KV, int hd)
 
 // Opts a kernel in to more than 48 KiB of dynamic shared memory when it needs it.
 // Called before every launch (a cheap host call); fails clearly if the device has too little.
-static void att_prepare_smem(const void* kernel, size_t bytes, const char* who) {
+static inline void att_prepare_smem(const void* kernel, size_t bytes, const char* who) {
     if (bytes <= 48 * 1024) return;
     int dev = 0, optin = 0;
     cudaCheck(cudaGetDevice(&dev));
@@ -317,7 +325,7 @@ static void att_prepare_smem(const void* kernel, size_t bytes, const char* who) 
     cudaCheck(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
 }
 
-static void attention_forward(floatX* out, float* lse, const floatX* q, const floatX* k, const floatX* v, int B, int T,
+static inline void attention_forward(floatX* out, float* lse, const floatX* q, const floatX* k, const floatX* v, int B, int T,
                               int H, int KV, int hd, stream_t s) {
     att_check_args("attention_forward", B, T, H, KV, hd);
     if (B == 0 || T == 0) return;
@@ -329,7 +337,7 @@ static void attention_forward(floatX* out, float* lse, const floatX* q, const fl
 }
 
 // dq, dk, dv are overwritten
-static void attention_backward(floatX* dq, floatX* dk, floatX* dv, const floatX* dout, const floatX* q, const floatX* k,
+static inline void attention_backward(floatX* dq, floatX* dk, floatX* dv, const floatX* dout, const floatX* q, const floatX* k,
                                const floatX* v, const floatX* out, const float* lse, int B, int T, int H, int KV,
                                int hd, stream_t s) {
     att_check_args("attention_backward", B, T, H, KV, hd);

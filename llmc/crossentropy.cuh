@@ -52,7 +52,7 @@ __global__ void __launch_bounds__(CE_THREADS) crossentropy_kernel(float* losses,
     }
 }
 
-static void crossentropy_forward_backward(float* losses, floatX* logits, const int* targets, int N, int V, float dloss,
+static inline void crossentropy_forward_backward(float* losses, floatX* logits, const int* targets, int N, int V, float dloss,
                                           int write_dlogits, stream_t s) {
     if (N <= 0) return;
     if (V <= 0) FAIL("crossentropy: vocabulary size %d", V);

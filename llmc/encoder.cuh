@@ -38,7 +38,7 @@ __global__ void encoder_forward_kernel(floatX* out, const int* tokens, const flo
     }
 }
 
-static void encoder_forward(floatX* out, const int* tokens, const floatX* wte, int N, int D, stream_t s) {
+static inline void encoder_forward(floatX* out, const int* tokens, const floatX* wte, int N, int D, stream_t s) {
     if (N <= 0 || D <= 0) return;
     const int block = 256;
     size_t blocks = ceil_div((size_t)N * D, block);
@@ -54,7 +54,7 @@ static void encoder_forward(floatX* out, const int* tokens, const floatX* wte, i
 static __device__ int encoder_max_token_dev;
 
 // one block of 1024 threads: largest token id, left in encoder_max_token_dev
-__global__ void encoder_max_token_kernel(const int* tokens, int N) {
+__global__ void __launch_bounds__(1024) encoder_max_token_kernel(const int* tokens, int N) {
     __shared__ int wmax[32];
     int mx = -1;
     for (int i = threadIdx.x; i < N; i += blockDim.x) mx = max(mx, tokens[i]);
@@ -120,7 +120,7 @@ __global__ void __launch_bounds__(ENC_CT) encoder_backward_kernel(floatX* dwte, 
 }
 
 // dwte[tokens[i]] += dout[i], deterministic (see the header comment)
-static void encoder_backward(floatX* dwte, const floatX* dout, const int* tokens, int N, int D, stream_t s) {
+static inline void encoder_backward(floatX* dwte, const floatX* dout, const int* tokens, int N, int D, stream_t s) {
     if (N <= 0 || D <= 0) return;
     encoder_max_token_kernel<<<1, 1024, 0, s>>>(tokens, N);
     cudaCheck(cudaGetLastError());

@@ -48,13 +48,13 @@ static void* matmul_workspace = NULL;
 static int matmul_refcount = 0;
 static int matmul_fallback_warned = 0;
 
-static void matmul_setup(void) {
+static inline void matmul_setup(void) {
     if (matmul_refcount++ > 0) return;
     cublasLtCheck(cublasLtCreate(&matmul_handle));
     cudaCheck(cudaMalloc(&matmul_workspace, MATMUL_WORKSPACE_BYTES));
 }
 
-static void matmul_teardown(void) {
+static inline void matmul_teardown(void) {
     if (matmul_refcount <= 0) return;
     if (--matmul_refcount > 0) return;
     cudaCheck(cudaFree(matmul_workspace));
@@ -63,7 +63,7 @@ static void matmul_teardown(void) {
     matmul_handle = NULL;
 }
 
-static size_t matmul_workspace_bytes(void) { return MATMUL_WORKSPACE_BYTES; }
+static inline size_t matmul_workspace_bytes(void) { return MATMUL_WORKSPACE_BYTES; }
 
 // ---------------------------------------------------------------------------------
 // Fallback: a plain 16x16 shared-memory tiled product, fp32 accumulation, written in
@@ -95,7 +95,7 @@ __global__ void matmul_fallback_kernel(floatX* d, const floatX* a, const floatX*
     }
 }
 
-static void matmul_fallback(floatX* d, const floatX* a, const floatX* b, int M, int Ncol, int K, size_t a_i,
+static inline void matmul_fallback(floatX* d, const floatX* a, const floatX* b, int M, int Ncol, int K, size_t a_i,
                             size_t a_k, size_t b_k, size_t b_j, size_t ldd, int accumulate, stream_t s) {
     dim3 block(MATMUL_FB_TILE, MATMUL_FB_TILE);
     dim3 grid((unsigned)ceil_div((size_t)Ncol, MATMUL_FB_TILE), (unsigned)ceil_div((size_t)M, MATMUL_FB_TILE));
@@ -114,7 +114,7 @@ static inline uint32_t matmul_alignment(const void* p) {
 // Column-major D (m x n, ld ldd) = op(A) op(B) + beta D, with op(A) m x k and op(B) k x n.
 // A is stored (transa ? k x m : m x k) with ld lda; B is stored (transb ? n x k : k x n)
 // with ld ldb. Returns 0 if cuBLASLt has no algorithm for it (the caller falls back).
-static int matmul_cublaslt(floatX* d, const floatX* a, const floatX* b, int m, int n, int k, int transa, int transb,
+static inline int matmul_cublaslt(floatX* d, const floatX* a, const floatX* b, int m, int n, int k, int transa, int transb,
                            int64_t lda, int64_t ldb, int64_t ldd, int accumulate, stream_t s) {
     if (!matmul_handle) FAIL("matmul: matmul_setup() was not called before the first matmul");
     cublasLtMatmulDesc_t op;
@@ -163,7 +163,7 @@ static int matmul_cublaslt(floatX* d, const floatX* a, const floatX* b, int m, i
 }
 
 // A product with an empty inner dimension is zero: out = 0, or unchanged when accumulating.
-static void matmul_zero_rows(floatX* d, int rows, int cols, size_t ld_elems, int accumulate, stream_t s) {
+static inline void matmul_zero_rows(floatX* d, int rows, int cols, size_t ld_elems, int accumulate, stream_t s) {
     if (accumulate || rows == 0 || cols == 0) return;
     cudaCheck(cudaMemset2DAsync(d, ld_elems * sizeof(floatX), 0, (size_t)cols * sizeof(floatX), rows, s));
 }
@@ -173,7 +173,7 @@ static void matmul_zero_rows(floatX* d, int rows, int cols, size_t ld_elems, int
 //   W_cm   = W read column-major   = (C x OC, ld ldw)  -> A, transa = T
 //   inp_cm = inp read column-major = (C x N,  ld C)    -> B, transb = N
 //   m = OC, n = N, k = C; D = out read column-major (OC x N, ld OC).
-static void matmul_forward(floatX* out, const floatX* inp, const floatX* w, int N, int C, int OC, int ldw,
+static inline void matmul_forward(floatX* out, const floatX* inp, const floatX* w, int N, int C, int OC, int ldw,
                            int accumulate, stream_t s) {
     if (N <= 0 || OC <= 0) return;
     if (ldw < C) FAIL("matmul_forward: ldw (%d) < C (%d)", ldw, C);
@@ -187,7 +187,7 @@ static void matmul_forward(floatX* out, const floatX* inp, const floatX* w, int 
 //   W_cm    = (C x OC, ld ldw) -> A, transa = N
 //   dout_cm = (OC x N, ld OC)  -> B, transb = N
 //   m = C, n = N, k = OC; D = dinp read column-major (C x N, ld C).
-static void matmul_backward_input(floatX* dinp, const floatX* dout, const floatX* w, int N, int C, int OC, int ldw,
+static inline void matmul_backward_input(floatX* dinp, const floatX* dout, const floatX* w, int N, int C, int OC, int ldw,
                                   int accumulate, stream_t s) {
     if (N <= 0 || C <= 0) return;
     if (ldw < C) FAIL("matmul_backward_input: ldw (%d) < C (%d)", ldw, C);
@@ -201,7 +201,7 @@ static void matmul_backward_input(floatX* dinp, const floatX* dout, const floatX
 //   inp_cm  = (C x N,  ld C)  -> A, transa = N
 //   dout_cm = (OC x N, ld OC) -> B, transb = T
 //   m = C, n = OC, k = N; D = dW read column-major (C x OC, ld ldw), beta = 1.
-static void matmul_backward_weight(floatX* dw, const floatX* dout, const floatX* inp, int N, int C, int OC, int ldw,
+static inline void matmul_backward_weight(floatX* dw, const floatX* dout, const floatX* inp, int N, int C, int OC, int ldw,
                                    stream_t s) {
     if (C <= 0 || OC <= 0 || N <= 0) return;  // N == 0 adds nothing
     if (ldw < C) FAIL("matmul_backward_weight: ldw (%d) < C (%d)", ldw, C);

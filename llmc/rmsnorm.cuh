@@ -41,7 +41,7 @@ __global__ void rmsnorm_forward_kernel(floatX* out, float* rstd, const floatX* i
     if (lane == 0) rstd[i] = r;
 }
 
-static void rmsnorm_forward(floatX* out, float* rstd, const floatX* inp, const floatX* w, int N, int C, float eps,
+static inline void rmsnorm_forward(floatX* out, float* rstd, const floatX* inp, const floatX* w, int N, int C, float eps,
                             stream_t s) {
     if (N <= 0 || C <= 0) return;
     unsigned grid = (unsigned)ceil_div((size_t)N, RMSNORM_ROWS_PER_BLOCK);
@@ -88,7 +88,7 @@ __global__ void rmsnorm_backward_dw_kernel(floatX* dw, const floatX* dout, const
 }
 
 // dinp += dL/dx, dw += dL/dw
-static void rmsnorm_backward(floatX* dinp, floatX* dw, const floatX* dout, const floatX* inp, const floatX* w,
+static inline void rmsnorm_backward(floatX* dinp, floatX* dw, const floatX* dout, const floatX* inp, const floatX* w,
                              const float* rstd, int N, int C, stream_t s) {
     if (N <= 0 || C <= 0) return;
     unsigned grid = (unsigned)ceil_div((size_t)N, RMSNORM_ROWS_PER_BLOCK);

@@ -24,7 +24,7 @@ __global__ void rope_kernel(floatX* out, const floatX* inp, const float* cos_t, 
     }
 }
 
-static void rope_launch(floatX* out, const floatX* inp, const float* cos_t, const float* sin_t, int B, int T, int nh,
+static inline void rope_launch(floatX* out, const floatX* inp, const float* cos_t, const float* sin_t, int B, int T, int nh,
                         int hd, float sign, stream_t s) {
     if (hd % 2 != 0) FAIL("rope: head dim %d is odd", hd);
     int half = hd / 2;
@@ -37,13 +37,13 @@ static void rope_launch(floatX* out, const floatX* inp, const float* cos_t, cons
     cudaCheck(cudaGetLastError());
 }
 
-static void rope_forward(floatX* out, const floatX* inp, const float* cos_t, const float* sin_t, int B, int T, int nh,
+static inline void rope_forward(floatX* out, const floatX* inp, const float* cos_t, const float* sin_t, int B, int T, int nh,
                          int hd, stream_t s) {
     rope_launch(out, inp, cos_t, sin_t, B, T, nh, hd, 1.0f, s);
 }
 
 // the rotation's transpose: rotate the gradient back by -angle
-static void rope_backward(floatX* dinp, const floatX* dout, const float* cos_t, const float* sin_t, int B, int T,
+static inline void rope_backward(floatX* dinp, const floatX* dout, const float* cos_t, const float* sin_t, int B, int T,
                           int nh, int hd, stream_t s) {
     rope_launch(dinp, dout, cos_t, sin_t, B, T, nh, hd, -1.0f, s);
 }

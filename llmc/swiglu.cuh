@@ -27,19 +27,19 @@ __global__ void swiglu_backward_kernel(floatX* dh1, floatX* dh3, const floatX* d
     }
 }
 
-static unsigned swiglu_blocks(size_t n, int block) {
+static inline unsigned swiglu_blocks(size_t n, int block) {
     size_t blocks = ceil_div(n, block);
     return (unsigned)(blocks > 65536 ? 65536 : blocks);
 }
 
-static void swiglu_forward(floatX* out, const floatX* h1, const floatX* h3, size_t n, stream_t s) {
+static inline void swiglu_forward(floatX* out, const floatX* h1, const floatX* h3, size_t n, stream_t s) {
     if (n == 0) return;
     swiglu_forward_kernel<<<swiglu_blocks(n, 256), 256, 0, s>>>(out, h1, h3, n);
     cudaCheck(cudaGetLastError());
 }
 
 // dh1 may alias dout (each element is read before it is written)
-static void swiglu_backward(floatX* dh1, floatX* dh3, const floatX* dout, const floatX* h1, const floatX* h3, size_t n,
+static inline void swiglu_backward(floatX* dh1, floatX* dh3, const floatX* dout, const floatX* h1, const floatX* h3, size_t n,
                             stream_t s) {
     if (n == 0) return;
     swiglu_backward_kernel<<<swiglu_blocks(n, 256), 256, 0, s>>>(dh1, dh3, dout, h1, h3, n);

@@ -1,0 +1,110 @@
+/*
+Ladder for llmc/encoder.cuh.
+  forward  version 1: one thread per element (llmc)
+  backward version 1: one thread per channel walking the tokens in order and
+                      adding into dwte directly (deterministic, but in bf16 builds
+                      every addition is rounded to bf16)
+  backward version 2: the llmc kernel: vocabulary tiles x channel blocks, tokens
+                      compacted in order, fp32 sums in shared memory, one rounding
+Validated against the CPU twin (llmc/cpu/encoder.h) on random tokens with many
+repeats (small V) and with more vocabulary tiles than blocks (V = 10000 > 256 * 32),
+D that is not a multiple of the channel block. Determinism: v2 run twice, bitwise.
+*/
+#include "ladder.h"
+#include "../../llmc/encoder.cuh"
+
+// version 1 of the backward: thread c walks tokens in order, read-modify-write in floatX
+__global__ void encoder_backward_v1_kernel(floatX* dwte, const floatX* dout, const int* tokens, int N, int D) {
+    int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= D) return;
+    for (int i = 0; i < N; i++) {
+        floatX* g = dwte + (size_t)tokens[i] * D + c;
+        *g = (floatX)((float)*g + (float)dout[(size_t)i * D + c]);
+    }
+}
+static void encoder_backward_v1(floatX* dwte, const floatX* dout, const int* tokens, int N, int D, stream_t s) {
+    encoder_backward_v1_kernel<<<(unsigned)ceil_div(D, 128), 128, 0, s>>>(dwte, dout, tokens, N, D);
+    cudaCheck(cudaGetLastError());
+}
+
+static void backward(int version, floatX* dwte, const floatX* dout, const int* tokens, int N, int D) {
+    if (version == 1) encoder_backward_v1(dwte, dout, tokens, N, D, 0);
+    else encoder_backward(dwte, dout, tokens, N, D, 0);
+}
+
+struct Shape { int N, D, V; };
+
+static void run_version(int version, const Shape& sh, uint64_t seed) {
+    const int N = sh.N, D = sh.D, V = sh.V;
+    LadderRng r(seed);
+    std::vector<int> tokens(N);
+    std::vector<int> count(V, 0);
+    for (int i = 0; i < N; i++) { tokens[i] = r.below(V); count[tokens[i]]++; }
+    tokens[N - 1] = V - 1;  // the largest id is present: the last vocabulary tile is exercised
+    int max_rep = 0;
+    for (int c : count) max_rep = c > max_rep ? c : max_rep;
+    max_rep += 1;
+    std::vector<float> wte = rand_floatX((size_t)V * D, -1.0f, 1.0f, seed + 1);
+    std::vector<float> dout = rand_floatX((size_t)N * D, -1.0f, 1.0f, seed + 2);
+    std::vector<float> dwte0 = rand_floatX((size_t)V * D, -1.0f, 1.0f, seed + 3);
+    int* d_tok = upload_i(tokens);
+    floatX* d_wte = upload_x(wte);
+    floatX* d_dout = upload_x(dout);
+    floatX* d_out = (floatX*)dev_malloc((size_t)N * D * sizeof(floatX));
+    floatX* d_dwte = upload_x(dwte0);
+
+    std::vector<float> r_out((size_t)N * D), r_dwte = dwte0;
+    ref_encoder_forward(r_out.data(), tokens.data(), wte.data(), N, D);
+    ref_encoder_backward(r_dwte.data(), dout.data(), tokens.data(), N, D);
+
+    printf("  v%d N=%d D=%d V=%d (a token repeats up to %d times)\n", version, N, D, V, max_rep);
+    encoder_forward(d_out, d_tok, d_wte, N, D, 0);
+    check("forward out (exact)", download_x(d_out, (size_t)N * D), r_out, 0.0, 0.0);  // a copy: bit-exact
+    backward(version, d_dwte, d_dout, d_tok, N, D);
+    std::vector<float> got = download_x(d_dwte, dwte0.size());
+    // Tolerance. fp32 build: v2 performs the CPU's additions in the CPU's order, so
+    // it is exact; v1 too. bf16 build: v2 sums the same bf16 inputs in fp32 (exact
+    // order as CPU) and rounds once: <= 2^-8 relative (bf16 has 8 significant bits; rtol 2^-7), plus cancellation against
+    // the rms of the terms. v1 rounds after each of up to max_rep additions:
+    // <= max_rep * 2^-8 of the running magnitude.
+    double rms = rms_of(r_dwte);
+    double rtol = LADDER_FP32 ? 0.0 : (version == 1 ? max_rep * ldexp(1.0, -8) : ldexp(1.0, -7));
+    check("backward dwte", got, r_dwte, rtol * rms * (version == 1 ? 2.0 : 1.0), rtol);
+    if (version == 2) {
+        upload_x_to(d_dwte, dwte0);
+        backward(version, d_dwte, d_dout, d_tok, N, D);
+        check_same("backward dwte", download_x(d_dwte, dwte0.size()), got);
+    }
+    dev_free(d_tok); dev_free(d_wte); dev_free(d_dout); dev_free(d_out); dev_free(d_dwte);
+}
+
+static void bench_version(int version, int N, int D, int V) {
+    LadderRng r(7);
+    std::vector<int> tokens(N);
+    for (int i = 0; i < N; i++) tokens[i] = r.below(V);
+    int* d_tok = upload_i(tokens);
+    floatX* d_wte = upload_x(rand_floatX((size_t)V * D, -1.0f, 1.0f, 8));
+    floatX* d_dout = upload_x(rand_floatX((size_t)N * D, -1.0f, 1.0f, 9));
+    floatX* d_out = (floatX*)dev_malloc((size_t)N * D * sizeof(floatX));
+    float tf = bench_ms([&] { encoder_forward(d_out, d_tok, d_wte, N, D, 0); }, 20);
+    float tb = bench_ms([&] { backward(version, d_wte, d_dout, d_tok, N, D); }, version == 1 ? 3 : 10);
+    double bytes_f = 2.0 * N * D * sizeof(floatX);
+    double bytes_b = 3.0 * N * D * sizeof(floatX);  // dout read + (at most) N rows read and written
+    printf("  v%d bench N=%d D=%d V=%d: forward %.3f ms (%.0f GB/s), backward %.3f ms (%.0f GB/s upper bound)\n",
+           version, N, D, V, tf, bytes_f / tf * 1e-6, tb, bytes_b / tb * 1e-6);
+    dev_free(d_tok); dev_free(d_wte); dev_free(d_dout); dev_free(d_out);
+}
+
+int main(int argc, char** argv) {
+    ladder_init(argc, argv, "encoder", 2);
+    const Shape shapes[] = {{300, 24, 67}, {64, 48, 5}, {1000, 300, 1000}, {4096, 64, 10000}, {3, 1, 2}};
+    for (int version = 1; version <= 2; version++) {
+        if (!want(version)) continue;
+        printf("version %d: %s\n", version, version == 1 ? "thread per channel, floatX accumulation"
+                                                         : "vocab tiles, ordered compaction, fp32 sums (llmc)");
+        uint64_t seed = 200;
+        for (const Shape& sh : shapes) run_version(version, sh, seed++);
+        if (!ladder_quick()) bench_version(version, 8192, 2048, 32000);
+    }
+    return ladder_finish("encoder");
+}

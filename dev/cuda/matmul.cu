@@ -1,0 +1,124 @@
+/*
+Ladder for llmc/matmul.cuh (forward, backward_input, backward_weight).
+  version 1: the 16x16 shared-memory tiled kernel (matmul_fallback in
+             llmc/matmul.cuh, used there only when cuBLASLt offers no algorithm)
+  version 2: cuBLASLt, the launchers of llmc/matmul.cuh
+Validated against the CPU twin (llmc/cpu/matmul.h) on random data, with a weight
+slice (w + c0, ldw > C) like the hidden-chunked FFN uses, and with pointer offsets
+that are not 16-byte aligned; the whole weight buffer is compared, so writes
+outside the slice would show.
+Build: make -C dev/cuda matmul; run: ./build/bf16/matmul [version]
+*/
+#include "ladder.h"
+#include "../../llmc/matmul.cuh"
+
+struct Shape { int N, C, OC, ldw, c0; };
+
+// Tolerance. Inputs are identical (rounded to floatX before the CPU sees them), so
+// products are exact in fp32 and the only differences are (a) the fp32 summation
+// order, bounded by K * 2^-24 * sum|a_k b_k| <= K * 2^-24 * K * max|a| max|b| (we use
+// the smaller K * 2^-22 * max|a|max|b| * sqrt(K): random signs), and (b) in bf16
+// builds the final rounding of the output to bf16, <= 2^-8 relative (8 significant bits).
+// So rtol = 2^-7 (bf16, 2x margin) or 0, atol from (a). In fp32 builds the comparison is tight.
+static void tol_for(int K, double amax, double bmax, double* atol, double* rtol) {
+    *atol = (double)K * sqrt((double)K) * ldexp(1.0, -22) * amax * bmax + 1e-7;
+    *rtol = LADDER_FP32 ? 1e-6 : ldexp(1.0, -7);
+}
+
+static void run_version(int version, const Shape& sh, int accumulate, uint64_t seed) {
+    const int N = sh.N, C = sh.C, OC = sh.OC, ldw = sh.ldw, c0 = sh.c0;
+    // W_full is [OC, ldw] (plus slack) and w = W_full + c0 is the column slice
+    // [c0, c0 + C) of it, as the hidden-chunked FFN addresses w2; the columns outside
+    // the slice must come back untouched by backward_weight.
+    if (c0 + C > ldw) FAIL("bad test shape: c0 + C > ldw");
+    size_t nw = (size_t)OC * ldw + 8;
+    std::vector<float> w = rand_floatX(nw, -1.0f, 1.0f, seed + 1);
+    std::vector<float> inp = rand_floatX((size_t)N * C + 1, -1.0f, 1.0f, seed + 2);   // +1: offset test below
+    std::vector<float> dout = rand_floatX((size_t)N * OC + 1, -1.0f, 1.0f, seed + 3);
+    std::vector<float> out0 = rand_floatX((size_t)N * OC + 1, -1.0f, 1.0f, seed + 4);
+    std::vector<float> dinp0 = rand_floatX((size_t)N * C + 1, -1.0f, 1.0f, seed + 5);
+    std::vector<float> dw0 = rand_floatX(nw, -1.0f, 1.0f, seed + 6);
+
+    floatX* d_w = upload_x(w);
+    floatX* d_inp = upload_x(inp);
+    floatX* d_dout = upload_x(dout);
+    floatX* d_out = upload_x(out0);
+    floatX* d_dinp = upload_x(dinp0);
+    floatX* d_dw = upload_x(dw0);
+    // element offset 1 makes inp/dout/out/dinp 2-byte (bf16) or 4-byte (fp32) aligned only
+    const int off = (seed & 1) ? 1 : 0;
+    std::vector<float> r_out = out0, r_dinp = dinp0, r_dw = dw0;
+    ref_matmul_forward(r_out.data() + off, inp.data() + off, w.data() + c0, N, C, OC, ldw, accumulate);
+    ref_matmul_backward_input(r_dinp.data() + off, dout.data() + off, w.data() + c0, N, C, OC, ldw, accumulate);
+    ref_matmul_backward_weight(r_dw.data() + c0, dout.data() + off, inp.data() + off, N, C, OC, ldw);
+
+    stream_t s = 0;
+    if (version == 1) {
+        matmul_fallback(d_out + off, d_inp + off, d_w + c0, N, OC, C, C, 1, 1, ldw, OC, accumulate, s);
+        matmul_fallback(d_dinp + off, d_dout + off, d_w + c0, N, C, OC, OC, 1, ldw, 1, C, accumulate, s);
+        matmul_fallback(d_dw + c0, d_dout + off, d_inp + off, OC, C, N, 1, OC, C, 1, ldw, 1, s);
+    } else {
+        matmul_forward(d_out + off, d_inp + off, d_w + c0, N, C, OC, ldw, accumulate, s);
+        matmul_backward_input(d_dinp + off, d_dout + off, d_w + c0, N, C, OC, ldw, accumulate, s);
+        matmul_backward_weight(d_dw + c0, d_dout + off, d_inp + off, N, C, OC, ldw, s);
+    }
+    printf("  v%d N=%d C=%d OC=%d ldw=%d c0=%d offset=%d accumulate=%d\n", version, N, C, OC, ldw, c0, off, accumulate);
+    double atol, rtol;
+    tol_for(C, 1.0, 1.0, &atol, &rtol);
+    check("forward out", download_x(d_out, out0.size()), r_out, atol + (accumulate ? 1e-7 : 0), rtol);
+    tol_for(OC, 1.0, 1.0, &atol, &rtol);
+    check("backward_input dinp", download_x(d_dinp, dinp0.size()), r_dinp, atol, rtol);
+    tol_for(N, 1.0, 1.0, &atol, &rtol);
+    check("backward_weight dW", download_x(d_dw, dw0.size()), r_dw, atol, rtol);
+    dev_free(d_w); dev_free(d_inp); dev_free(d_dout); dev_free(d_out); dev_free(d_dinp); dev_free(d_dw);
+}
+
+static void bench_version(int version, int N, int C, int OC) {
+    floatX* d_w = upload_x(rand_floatX((size_t)OC * C, -1.0f, 1.0f, 11));
+    floatX* d_inp = upload_x(rand_floatX((size_t)N * C, -1.0f, 1.0f, 12));
+    floatX* d_dout = upload_x(rand_floatX((size_t)N * OC, -1.0f, 1.0f, 13));
+    floatX* d_out = (floatX*)dev_malloc((size_t)N * OC * sizeof(floatX));
+    floatX* d_dinp = (floatX*)dev_malloc((size_t)N * C * sizeof(floatX));
+    floatX* d_dw = (floatX*)dev_malloc((size_t)OC * C * sizeof(floatX));
+    cudaCheck(cudaMemset(d_dw, 0, (size_t)OC * C * sizeof(floatX)));
+    int reps = version == 1 ? 2 : 20;
+    double flop = 2.0 * N * C * OC;
+    float t1 = bench_ms([&] {
+        if (version == 1) matmul_fallback(d_out, d_inp, d_w, N, OC, C, C, 1, 1, C, OC, 0, 0);
+        else matmul_forward(d_out, d_inp, d_w, N, C, OC, C, 0, 0);
+    }, reps);
+    float t2 = bench_ms([&] {
+        if (version == 1) matmul_fallback(d_dinp, d_dout, d_w, N, C, OC, OC, 1, C, 1, C, 0, 0);
+        else matmul_backward_input(d_dinp, d_dout, d_w, N, C, OC, C, 0, 0);
+    }, reps);
+    float t3 = bench_ms([&] {
+        if (version == 1) matmul_fallback(d_dw, d_dout, d_inp, OC, C, N, 1, OC, C, 1, C, 1, 0);
+        else matmul_backward_weight(d_dw, d_dout, d_inp, N, C, OC, C, 0);
+    }, reps);
+    printf("  v%d bench N=%d C=%d OC=%d: forward %.3f ms (%.1f TFLOP/s), backward_input %.3f ms (%.1f TFLOP/s), "
+           "backward_weight %.3f ms (%.1f TFLOP/s)\n", version, N, C, OC, t1, flop / t1 * 1e-9, t2,
+           flop / t2 * 1e-9, t3, flop / t3 * 1e-9);
+    dev_free(d_w); dev_free(d_inp); dev_free(d_dout); dev_free(d_out); dev_free(d_dinp); dev_free(d_dw);
+}
+
+int main(int argc, char** argv) {
+    ladder_init(argc, argv, "matmul", 2);
+    matmul_setup();
+    // odd sizes from the test references (D=24, V=67, F=61), a slice with c0 > 0 and
+    // ldw > C (hidden-chunked w2), GQA-like shapes, a size that is a multiple of 64
+    const Shape shapes[] = {
+        {7, 24, 67, 24, 0}, {33, 61, 24, 61, 0}, {33, 20, 24, 61, 21}, {64, 48, 96, 48, 0},
+        {5, 3, 2, 9, 5},    {130, 64, 192, 64, 0}, {257, 128, 96, 200, 33},
+    };
+    for (int version = 1; version <= 2; version++) {
+        if (!want(version)) continue;
+        printf("version %d: %s\n", version, version == 1 ? "tiled shared-memory kernel (fallback)" : "cuBLASLt");
+        uint64_t seed = 100;
+        for (const Shape& sh : shapes)
+            for (int acc = 0; acc <= 1; acc++) run_version(version, sh, acc, seed++);
+        if (version == 2 && matmul_fallback_warned) printf("  note: cuBLASLt fell back to the tiled kernel for some shape\n");
+        if (!ladder_quick()) bench_version(version, 8192, 2048, 8192);
+    }
+    matmul_teardown();
+    return ladder_finish("matmul");
+}
