@@ -74,8 +74,10 @@ cuda-compile:
 test: cpu build/test_dataloader build/test_tokenizer
 	@bash dev/test/run_tests.sh
 
+# the shared sample when it is there (no network), else the official download
 data:
-	$(PYTHON) data/prepare_tinystories.py
+	@if [ -d ../shared/data/tinystories ]; then $(PYTHON) data/prepare_tinystories.py; \
+	else $(PYTHON) data/prepare_tinystories.py --download; fi
 
 tinystories: data
 	@bash scripts/run_tinystories.sh

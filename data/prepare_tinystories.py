@@ -56,6 +56,7 @@ REPO_ROOT = os.path.dirname(SCRIPT_DIR)
 DEFAULT_SHARED = os.path.normpath(os.path.join(REPO_ROOT, "..", "shared", "data", "tinystories"))
 DEFAULT_OUT = os.path.join(SCRIPT_DIR, "tinystories")
 DEFAULT_TOKENIZER = os.path.join(DEFAULT_SHARED, "tokenizer", "tokenizer.model")
+LLAMA2C_TOKENIZER_URL = "https://raw.githubusercontent.com/karpathy/llama2.c/master/"
 DOWNLOAD_URL = ("https://huggingface.co/datasets/roneneldan/TinyStories/resolve/main/"
                 "TinyStories_all_data.tar.gz")
 
@@ -337,8 +338,19 @@ def main():
 
     if args.shard_tokens < 1 or args.shard_tokens >= 2**31:
         die("--shard-tokens must be in [1, 2^31)")
+    if not os.path.isfile(args.tokenizer) and args.download:
+        # users without the shared copy: the Llama 2 tokenizer as llama2.c publishes it
+        # (tokenizer.model for encoding here, tokenizer.bin for train_llama's samples)
+        tok_dir = os.path.join(args.out_dir, "tokenizer")
+        os.makedirs(tok_dir, exist_ok=True)
+        for name in ("tokenizer.model", "tokenizer.bin"):
+            dest = os.path.join(tok_dir, name)
+            if not os.path.isfile(dest):
+                download(LLAMA2C_TOKENIZER_URL + name, dest)
+        args.tokenizer = os.path.join(tok_dir, "tokenizer.model")
+        log(f"tokenizer downloaded to {tok_dir}; pass --tokenizer {tok_dir}/tokenizer.bin to train_llama")
     if not os.path.isfile(args.tokenizer):
-        die(f"tokenizer model not found: {args.tokenizer} (pass --tokenizer PATH)")
+        die(f"tokenizer model not found: {args.tokenizer} (pass --tokenizer PATH, or --download to fetch it)")
     try:
         import sentencepiece as spm
     except ImportError:
