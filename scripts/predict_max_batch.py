@@ -4,7 +4,8 @@
     python3 scripts/predict_max_batch.py [--binary build/train_llama] [--gib 77]
 
 Runs `BINARY --plan-only 1` (no GPU needed) and bisects the micro-batch so that the
-planned device arena stays within --gib GiB (default 77: an 80 GB H100 shows about
+planned device arena stays within --gib GiB and the pinned host buffers of offload
+within --host-gib GiB (default 77: an 80 GB H100 shows about
 79 GiB, minus ~1 GiB for the CUDA context, cuBLASLt workspace and allocator slack,
 which the plan does not own). This is a prediction; scripts/sweep_memory.py
 --find-max-batch measures the real one on a GPU.
@@ -29,28 +30,37 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--binary", default="build/train_llama")
     ap.add_argument("--gib", type=float, default=77.0)
+    ap.add_argument("--host-gib", type=float, default=100.0,
+                    help="pinned host memory the offloaded activations may take (default 100 of a 128 GiB host)")
     ap.add_argument("--configs", default="stories110M:1024,llama3-1B:2048")
     args = ap.parse_args()
     budget = args.gib * 2**30
     path = os.path.join(tempfile.mkdtemp(), "plan.json")
 
-    def total(model, T, B, flags):
+    def plan(model, T, B, flags):
         subprocess.run([args.binary, "--model", model, "--seq", str(T), "--batch", str(B), "--plan-only", "1",
                         "--plan-json", path] + flags, check=True, stdout=subprocess.DEVNULL)
-        return json.load(open(path))["device"]["total"]
+        return json.load(open(path))
 
-    print(f"| model | flags | largest B within {args.gib:g} GiB | plan at B=1 (GiB) | per extra sequence (GiB) |")
+    def total(model, T, B, flags):
+        return plan(model, T, B, flags)["device"]["total"]
+
+    def fits(model, T, B, flags):
+        p = plan(model, T, B, flags)
+        return p["device"]["total"] <= budget and p["host"]["total"] <= args.host_gib * 2**30
+
+    print(f"| model | flags | largest B (device {args.gib:g} GiB, host {args.host_gib:g} GiB) | plan at B=1 (GiB) | per extra sequence (GiB) |")
     print("|---|---|---|---|---|")
     for cfg in args.configs.split(","):
         model, T = cfg.split(":")
         T = int(T)
         for name, flags in FLAG_SETS:
             lo, hi = 0, 1
-            while total(model, T, hi, flags) <= budget:
+            while fits(model, T, hi, flags):
                 lo, hi = hi, hi * 2
             while hi - lo > 1:
                 mid = (lo + hi) // 2
-                lo, hi = (mid, hi) if total(model, T, mid, flags) <= budget else (lo, mid)
+                lo, hi = (mid, hi) if fits(model, T, mid, flags) else (lo, mid)
             t1, t2 = total(model, T, 1, flags), total(model, T, 2, flags)
             print(f"| {model} T={T} | {name} | {lo} | {t1 / 2**30:.2f} | {(t2 - t1) / 2**30:.3f} |")
 
