@@ -64,7 +64,7 @@ __global__ void __launch_bounds__(GNORM_THREADS) gnorm_partial_kernel(const floa
     red[threadIdx.x] = acc;
     __syncthreads();
     for (int half = GNORM_THREADS / 2; half > 0; half >>= 1) {
-        if (threadIdx.x < half) red[threadIdx.x] += red[threadIdx.x + half];
+        if ((int)threadIdx.x < half) red[threadIdx.x] += red[threadIdx.x + half];
         __syncthreads();
     }
     if (threadIdx.x == 0) gnorm_partials[blockIdx.x] = red[0];

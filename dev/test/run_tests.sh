@@ -179,6 +179,9 @@ check learns bash -c "./train_llama_cpu --model tiny --V 64 --batch 4 --seq 32 -
   --train-data $TMP/pattern.bin --val-data $TMP/pattern.bin --val-every 60 --val-batches 2 --run-dir $TMP/learn >/dev/null &&
   $PY -c \"import json; r=[json.loads(l) for l in open('$TMP/learn/metrics.jsonl')]; print(r[0]['loss'], r[-1]['loss'], r[-1]['val_loss']); assert r[-1]['loss'] < 0.3 * r[0]['loss'] and r[-1]['val_loss'] < 0.3 * r[0]['loss']\""
 
+echo "== the CUDA kernels of llmc/*.cuh run in the host emulator against their CPU twins (dev/emu)"
+sub_tests emu bash dev/emu/run.sh
+
 if [ -n "$(bash -c 'command -v nvcc || ls /usr/local/cuda/bin/nvcc' 2>/dev/null)" ]; then
   echo "== CUDA build compiles (sm_90, bf16 and FP32); it cannot run here"
   check cuda_compile make -s cuda-compile CUDA_ARCH=90

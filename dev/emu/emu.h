@@ -1,0 +1,706 @@
+/*
+Host emulation of the CUDA execution model, for checking the llmc kernels without a GPU.
+Included (through the shim include/cuda_runtime.h) by every transformed llmc/*.cuh.
+See dev/emu/README.md for what is and is not emulated.
+
+Model
+  - A launch runs its blocks one after another (grid order x, then y, then z; reversed
+    when the schedule is "rev"). Blocks never overlap.
+  - The threads of a block are cooperative fibers on ONE OS thread, each with its own
+    stack. A thread runs uninterrupted until it reaches a synchronisation point
+    (__syncthreads, __syncwarp, a shuffle, a vote) or returns; then the next runnable
+    thread runs. So between two synchronisation points each thread runs its whole
+    segment in one go, in thread order 0..n-1 ("fwd") or n-1..0 ("rev"). A kernel
+    that relies on ordering that no barrier guarantees gives different results under
+    the two schedules (the harness compares them bitwise) or reads poison.
+  - Warp collectives (shuffles, ballot, __syncwarp) are barriers of the 32 lanes of a
+    warp: only the full mask 0xffffffff is supported, every lane of the warp must be
+    alive, and all lanes must be at the same call site; anything else is reported as
+    an error (it is undefined behaviour or a hang on the GPU).
+  - __syncthreads: all live threads of the block must arrive at the same call site
+    (file:line); threads that have returned are not waited for (as on sm_70+).
+    Divergent barriers and deadlocks are reported as errors, never silently matched.
+  - Shared memory (static __shared__ and the dynamic extern __shared__ buffer) is
+    filled with 0xFF bytes (NaN as float and as bf16, -1 as int) before every block,
+    so reading shared memory that no thread wrote shows up. The dynamic buffer ends
+    at a PROT_NONE page (overruns fault) and its alignment slack is canary-checked.
+  - "Device" memory is host memory; cudaMalloc'ed buffers are filled with 0xFF and
+    have 4 KiB guard zones (0xFF) on both sides, checked by emu::check_guards().
+  - Launch configuration is validated as CUDA does: block size <= 1024 and the
+    per-dimension limits, grid limits, __launch_bounds__, dynamic shared memory
+    above 48 KiB only after cudaFuncSetAttribute(MaxDynamicSharedMemorySize), and
+    at most the H100 opt-in limit (227 KiB). A bad launch is reported through
+    cudaGetLastError(), as on the GPU, and the kernel does not run.
+*/
+#pragma once
+#define EMU_HOST_EMULATION 1
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <stdarg.h>
+#include <math.h>
+#include <unistd.h>
+#include <sys/mman.h>
+#include <tuple>
+#include <utility>
+#include <type_traits>
+#include <map>
+#include <vector>
+#include <string>
+#if !(defined(__x86_64__) && defined(__linux__)) || defined(EMU_UCONTEXT)
+#include <ucontext.h>
+#endif
+
+// ---------------------------------------------------------------------------------
+// CUDA language keywords
+#define __global__
+#define __device__
+#define __host__
+#define __constant__
+#define __forceinline__ inline
+#define __noinline__ __attribute__((noinline))
+#define __launch_bounds__(...)
+#define __align__(n) __attribute__((aligned(n)))
+// static storage in a section of its own, so that the emulator can poison all of it
+// before each block (the linker provides __start_emu_smem / __stop_emu_smem)
+#define __shared__ static __attribute__((section("emu_smem")))
+
+// ---------------------------------------------------------------------------------
+// vector types and the built-in index variables
+struct uint3 { unsigned x, y, z; };
+struct dim3 {
+    unsigned x, y, z;
+    constexpr dim3(unsigned x_ = 1, unsigned y_ = 1, unsigned z_ = 1) : x(x_), y(y_), z(z_) {}
+    constexpr dim3(uint3 v) : x(v.x), y(v.y), z(v.z) {}
+};
+struct __attribute__((aligned(8))) float2 { float x, y; };
+struct __attribute__((aligned(16))) float4 { float x, y, z, w; };
+struct __attribute__((aligned(8))) int2 { int x, y; };
+struct __attribute__((aligned(16))) int4 { int x, y, z, w; };
+struct __attribute__((aligned(8))) uint2 { unsigned x, y; };
+struct __attribute__((aligned(16))) uint4 { unsigned x, y, z, w; };
+static inline float2 make_float2(float x, float y) { return {x, y}; }
+static inline float4 make_float4(float x, float y, float z, float w) { return {x, y, z, w}; }
+static inline int2 make_int2(int x, int y) { return {x, y}; }
+static inline int4 make_int4(int x, int y, int z, int w) { return {x, y, z, w}; }
+static inline uint3 make_uint3(unsigned x, unsigned y, unsigned z) { return {x, y, z}; }
+
+namespace emu {
+inline uint3 cur_thread, cur_block;
+inline dim3 cur_block_dim, cur_grid_dim;
+}
+static const uint3& threadIdx = emu::cur_thread;
+static const uint3& blockIdx = emu::cur_block;
+static const dim3& blockDim = emu::cur_block_dim;
+static const dim3& gridDim = emu::cur_grid_dim;
+static const int warpSize = 32;
+
+// ---------------------------------------------------------------------------------
+// device math: host libm (CUDA's expf/logf are within 2 ulp of it; see README)
+static inline int max(int a, int b) { return a > b ? a : b; }
+static inline int min(int a, int b) { return a < b ? a : b; }
+static inline unsigned max(unsigned a, unsigned b) { return a > b ? a : b; }
+static inline unsigned min(unsigned a, unsigned b) { return a < b ? a : b; }
+static inline long long max(long long a, long long b) { return a > b ? a : b; }
+static inline long long min(long long a, long long b) { return a < b ? a : b; }
+static inline unsigned long long max(unsigned long long a, unsigned long long b) { return a > b ? a : b; }
+static inline unsigned long long min(unsigned long long a, unsigned long long b) { return a < b ? a : b; }
+static inline float max(float a, float b) { return fmaxf(a, b); }
+static inline float min(float a, float b) { return fminf(a, b); }
+static inline double max(double a, double b) { return fmax(a, b); }
+static inline double min(double a, double b) { return fmin(a, b); }
+static inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
+// __expf and __logf: glibc declares functions of these names that compute expf/logf
+static inline float __fdividef(float a, float b) { return a / b; }
+static inline float __saturatef(float x) { return x < 0.0f ? 0.0f : (x > 1.0f ? 1.0f : x); }
+static inline int __float_as_int(float f) { int i; memcpy(&i, &f, 4); return i; }
+static inline unsigned __float_as_uint(float f) { unsigned i; memcpy(&i, &f, 4); return i; }
+static inline float __int_as_float(int i) { float f; memcpy(&f, &i, 4); return f; }
+static inline float __uint_as_float(unsigned i) { float f; memcpy(&f, &i, 4); return f; }
+static inline int __popc(unsigned x) { return __builtin_popcount(x); }
+static inline int __popcll(unsigned long long x) { return __builtin_popcountll(x); }
+static inline int __clz(int x) { return x ? __builtin_clz((unsigned)x) : 32; }
+static inline int __ffs(int x) { return __builtin_ffs(x); }
+template <class T> static inline T __ldg(const T* p) { return *p; }
+static inline void __threadfence(void) {}
+static inline void __threadfence_block(void) {}
+// one OS thread runs everything, so atomics are atomic; their ORDER follows the schedule
+// (the fwd/rev comparison exposes order-dependent float atomics)
+static inline float atomicAdd(float* p, float v) { float o = *p; *p = o + v; return o; }
+static inline double atomicAdd(double* p, double v) { double o = *p; *p = o + v; return o; }
+static inline int atomicAdd(int* p, int v) { int o = *p; *p = o + v; return o; }
+static inline unsigned atomicAdd(unsigned* p, unsigned v) { unsigned o = *p; *p = o + v; return o; }
+static inline unsigned long long atomicAdd(unsigned long long* p, unsigned long long v) { auto o = *p; *p = o + v; return o; }
+static inline int atomicMax(int* p, int v) { int o = *p; if (v > o) *p = v; return o; }
+static inline int atomicMin(int* p, int v) { int o = *p; if (v < o) *p = v; return o; }
+static inline int atomicExch(int* p, int v) { int o = *p; *p = v; return o; }
+static inline int atomicCAS(int* p, int cmp, int v) { int o = *p; if (o == cmp) *p = v; return o; }
+static inline unsigned atomicCAS(unsigned* p, unsigned cmp, unsigned v) { unsigned o = *p; if (o == cmp) *p = v; return o; }
+
+// ---------------------------------------------------------------------------------
+// CUDA runtime types (the subset llmc uses)
+typedef enum cudaError {
+    cudaSuccess = 0,
+    cudaErrorInvalidValue = 1,
+    cudaErrorMemoryAllocation = 2,
+    cudaErrorInvalidConfiguration = 9,
+    cudaErrorLaunchOutOfResources = 701,
+    cudaErrorLaunchFailure = 719,
+} cudaError_t;
+typedef struct CUstream_st* cudaStream_t;
+typedef struct CUevent_st* cudaEvent_t;
+enum cudaMemcpyKind { cudaMemcpyHostToHost = 0, cudaMemcpyHostToDevice = 1, cudaMemcpyDeviceToHost = 2, cudaMemcpyDeviceToDevice = 3, cudaMemcpyDefault = 4 };
+enum cudaDeviceAttr { cudaDevAttrMaxSharedMemoryPerBlock = 8, cudaDevAttrMultiProcessorCount = 16, cudaDevAttrMaxSharedMemoryPerBlockOptin = 97 };
+enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize = 8, cudaFuncAttributePreferredSharedMemoryCarveout = 9 };
+#define cudaStreamDefault 0x00
+#define cudaStreamNonBlocking 0x01
+#define cudaEventDefault 0x00
+#define cudaEventDisableTiming 0x02
+struct cudaDeviceProp {
+    char name[256];
+    size_t totalGlobalMem, sharedMemPerBlock, sharedMemPerBlockOptin;
+    int multiProcessorCount, major, minor, warpSize, maxThreadsPerBlock;
+};
+
+// section bounds of the static __shared__ variables (provided by the linker)
+extern "C" char __start_emu_smem[] __attribute__((weak));
+extern "C" char __stop_emu_smem[] __attribute__((weak));
+
+namespace emu {
+
+// ---------------------------------------------------------------------------------
+// errors: the harness installs a handler (prints a FAIL line and exits the check)
+inline void (*error_handler)(const char* msg) = nullptr;
+inline const char* cur_kernel = "(no kernel)";
+[[noreturn]] inline void error(const char* fmt, ...) {
+    char msg[2048];
+    va_list ap; va_start(ap, fmt); vsnprintf(msg, sizeof msg, fmt, ap); va_end(ap);
+    char full[2600];
+    snprintf(full, sizeof full, "%s [kernel %s, block (%u,%u,%u), thread (%u,%u,%u)]", msg, cur_kernel, cur_block.x,
+             cur_block.y, cur_block.z, cur_thread.x, cur_thread.y, cur_thread.z);
+    if (error_handler) error_handler(full);
+    fprintf(stderr, "emu error: %s\n", full);
+    fflush(stderr);
+    _exit(3);
+}
+
+// ---------------------------------------------------------------------------------
+// configuration and statistics
+inline bool sched_reverse = false;        // thread and block order: false = fwd, true = rev
+inline unsigned long long n_launches = 0, n_fibers = 0, n_switches = 0;
+inline cudaError_t last_error = cudaSuccess;
+inline char last_error_msg[512] = "";
+inline void set_launch_error(cudaError_t e, const char* fmt, ...) {
+    va_list ap; va_start(ap, fmt); vsnprintf(last_error_msg, sizeof last_error_msg, fmt, ap); va_end(ap);
+    fprintf(stderr, "emu: launch of %s failed: %s\n", cur_kernel, last_error_msg);
+    last_error = e;
+}
+inline const int OPTIN_SMEM = 232448;     // H100: 227 KiB of dynamic shared memory per block (opt-in)
+inline const int DEFAULT_SMEM = 48 * 1024;
+inline std::map<const void*, int>& func_max_dyn_smem() { static std::map<const void*, int> m; return m; }
+
+// Kernels found by transform.py (name, __launch_bounds__ max threads or 0); the harness
+// fills this from the generated table and points `covered` at shared memory.
+struct KernelInfo { const char* name; int max_threads; };
+inline const KernelInfo* kernel_table = nullptr;
+inline int kernel_table_n = 0;
+inline unsigned char* covered = nullptr;
+
+// ---------------------------------------------------------------------------------
+// fibers
+#if defined(__x86_64__) && defined(__linux__) && !defined(EMU_UCONTEXT)
+// save callee-saved registers + SSE/x87 control words on the current stack, store sp,
+// switch to the other stack, restore, return there
+extern "C" void emu_ctx_switch(void** save_sp, void* new_sp);
+extern "C" void emu_ctx_entry(void);
+asm(R"(
+    .text
+    .globl emu_ctx_switch
+    .type emu_ctx_switch,@function
+emu_ctx_switch:
+    pushq %rbp
+    pushq %rbx
+    pushq %r12
+    pushq %r13
+    pushq %r14
+    pushq %r15
+    subq $8, %rsp
+    stmxcsr (%rsp)
+    fnstcw 4(%rsp)
+    movq %rsp, (%rdi)
+    movq %rsi, %rsp
+    ldmxcsr (%rsp)
+    fldcw 4(%rsp)
+    addq $8, %rsp
+    popq %r15
+    popq %r14
+    popq %r13
+    popq %r12
+    popq %rbx
+    popq %rbp
+    ret
+    .size emu_ctx_switch, .-emu_ctx_switch
+    .globl emu_ctx_entry
+    .type emu_ctx_entry,@function
+emu_ctx_entry:
+    movq %r12, %rdi
+    callq *%r13
+    ud2
+    .size emu_ctx_entry, .-emu_ctx_entry
+)");
+#define EMU_ASM_FIBERS 1
+#endif
+
+enum FiberState : unsigned char { F_READY, F_WAIT_BLOCK, F_WAIT_WARP, F_DONE };
+struct Fiber {
+#ifdef EMU_ASM_FIBERS
+    void* sp;
+#else
+    ucontext_t uc;
+#endif
+    uint3 tid;
+    FiberState state;
+    const char* wait_file;
+    int wait_line;
+    const char* wait_what;
+};
+struct WarpState {
+    int nlanes;            // lanes that exist (32 except a partial last warp)
+    unsigned exited;       // lanes that returned
+    int arrived;
+    unsigned gen;
+    const char* file; int line; const char* what;
+    uint64_t buf[2][32];   // values deposited by the lanes, double-buffered by generation parity
+};
+
+inline const size_t STACK_BYTES = 256 * 1024, GUARD_BYTES = 4096;
+inline const int MAX_THREADS = 1024;
+inline char* stack_region = nullptr;
+inline Fiber* fibers = nullptr;
+inline WarpState* warps = nullptr;
+inline int n_threads = 0, n_live = 0, cur_fiber = -1;
+inline int blk_arrived = 0;
+inline const char* blk_file = nullptr;
+inline int blk_line = 0;
+#ifdef EMU_ASM_FIBERS
+inline void* sched_sp = nullptr;
+#else
+inline ucontext_t sched_uc;
+#endif
+inline void (*body_fn)(void*) = nullptr;
+inline void* body_ctx = nullptr;
+
+inline void init_stacks() {
+    if (stack_region) return;
+    size_t per = STACK_BYTES + GUARD_BYTES;
+    void* p = mmap(nullptr, per * MAX_THREADS, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) { fprintf(stderr, "emu: cannot map fiber stacks\n"); _exit(3); }
+    stack_region = (char*)p;
+    for (int i = 0; i < MAX_THREADS; i++) mprotect(stack_region + i * per, GUARD_BYTES, PROT_NONE);  // overflow faults
+    fibers = new Fiber[MAX_THREADS];
+    warps = new WarpState[MAX_THREADS / 32];
+}
+
+inline void switch_to_scheduler() {
+    n_switches++;
+    Fiber& f = fibers[cur_fiber];
+#ifdef EMU_ASM_FIBERS
+    emu_ctx_switch(&f.sp, sched_sp);
+#else
+    swapcontext(&f.uc, &sched_uc);
+#endif
+}
+
+inline void thread_exit();
+extern "C" inline void emu_fiber_main(void*) {
+    body_fn(body_ctx);
+    thread_exit();
+    fibers[cur_fiber].state = F_DONE;
+    switch_to_scheduler();
+    abort();  // never resumed
+}
+#ifndef EMU_ASM_FIBERS
+inline void fiber_main_uc() { emu_fiber_main(nullptr); }
+#endif
+
+inline void fiber_init(int i) {
+    char* lo = stack_region + (size_t)i * (STACK_BYTES + GUARD_BYTES) + GUARD_BYTES;
+    char* top = lo + STACK_BYTES;
+#ifdef EMU_ASM_FIBERS
+    uint64_t* sp = (uint64_t*)(((uintptr_t)top - 128) & ~(uintptr_t)15);
+    sp -= 8;  // [csr][r15][r14][r13][r12][rbx][rbp][ret]; after ret rsp is 16-aligned
+    uint32_t mxcsr; uint16_t fpucw;
+    asm volatile("stmxcsr %0" : "=m"(mxcsr));
+    asm volatile("fnstcw %0" : "=m"(fpucw));
+    sp[0] = (uint64_t)mxcsr | ((uint64_t)fpucw << 32);
+    sp[1] = 0; sp[2] = 0;                        // r15, r14
+    sp[3] = (uint64_t)(void*)&emu_fiber_main;    // r13: function
+    sp[4] = 0;                                   // r12: argument
+    sp[5] = 0; sp[6] = 0;                        // rbx, rbp
+    sp[7] = (uint64_t)(void*)&emu_ctx_entry;     // ret
+    fibers[i].sp = sp;
+#else
+    getcontext(&fibers[i].uc);
+    fibers[i].uc.uc_stack.ss_sp = lo;
+    fibers[i].uc.uc_stack.ss_size = STACK_BYTES;
+    fibers[i].uc.uc_link = nullptr;
+    makecontext(&fibers[i].uc, (void (*)())fiber_main_uc, 0);
+#endif
+}
+
+inline void resume(int i) {
+    cur_fiber = i;
+    cur_thread = fibers[i].tid;
+    n_switches++;
+#ifdef EMU_ASM_FIBERS
+    emu_ctx_switch(&sched_sp, fibers[i].sp);
+#else
+    swapcontext(&sched_uc, &fibers[i].uc);
+#endif
+}
+
+inline void block_barrier_complete() {
+    for (int i = 0; i < n_threads; i++)
+        if (fibers[i].state == F_WAIT_BLOCK) fibers[i].state = F_READY;
+    blk_arrived = 0;
+    blk_file = nullptr;
+}
+
+inline void thread_exit() {
+    Fiber& f = fibers[cur_fiber];
+    int t = cur_fiber, w = t >> 5, lane = t & 31;
+    WarpState& W = warps[w];
+    if (W.arrived > 0)
+        error("thread exited while other lanes of its warp wait at %s (%s:%d): undefined behaviour on the GPU",
+              W.what, W.file, W.line);
+    W.exited |= 1u << lane;
+    n_live--;
+    (void)f;
+    if (blk_arrived > 0 && blk_arrived == n_live) block_barrier_complete();
+}
+
+// __syncthreads at file:line
+inline void syncthreads(const char* file, int line) {
+    Fiber& f = fibers[cur_fiber];
+    if (blk_arrived == 0) { blk_file = file; blk_line = line; }
+    else if (blk_line != line || strcmp(blk_file, file) != 0)
+        error("divergent __syncthreads: this thread is at %s:%d, others wait at %s:%d", file, line, blk_file, blk_line);
+    f.state = F_WAIT_BLOCK; f.wait_file = file; f.wait_line = line; f.wait_what = "__syncthreads";
+    if (++blk_arrived == n_live) block_barrier_complete();
+    switch_to_scheduler();
+}
+
+// a warp collective: deposit v, wait for the 32 lanes, return the deposit of lane src(lane)
+template <class F>
+inline uint64_t warp_collective(unsigned mask, uint64_t v, const char* what, const char* file, int line, F src_of) {
+    int t = cur_fiber, w = t >> 5, lane = t & 31;
+    WarpState& W = warps[w];
+    if (mask != 0xffffffffu)
+        error("%s with mask 0x%08x at %s:%d: the emulator supports only full-warp masks", what, mask, file, line);
+    if (W.nlanes != 32) error("%s at %s:%d in a partial warp (block size not a multiple of 32)", what, file, line);
+    if (W.exited)
+        error("%s with full mask at %s:%d after lanes 0x%08x of the warp returned: undefined behaviour on the GPU", what,
+              file, line, W.exited);
+    if (W.arrived == 0) { W.file = file; W.line = line; W.what = what; }
+    else if (W.line != line || strcmp(W.file, file) != 0 || strcmp(W.what, what) != 0)
+        error("divergent warp collective: lane %d at %s (%s:%d), other lanes at %s (%s:%d)", lane, what, file, line,
+              W.what, W.file, W.line);
+    unsigned g = W.gen;
+    W.buf[g & 1][lane] = v;
+    Fiber& f = fibers[cur_fiber];
+    f.state = F_WAIT_WARP; f.wait_file = file; f.wait_line = line; f.wait_what = what;
+    if (++W.arrived == 32) {
+        W.arrived = 0; W.gen++;
+        for (int l = 0; l < 32; l++) fibers[w * 32 + l].state = F_READY;
+    }
+    switch_to_scheduler();
+    return W.buf[g & 1][src_of(lane)];
+}
+
+template <class T> inline uint64_t to_bits(T v) {
+    static_assert(sizeof(T) <= 8 && std::is_trivially_copyable<T>::value, "shuffle of a type over 8 bytes");
+    uint64_t x = 0; memcpy(&x, &v, sizeof(T)); return x;
+}
+template <class T> inline T from_bits(uint64_t x) { T v; memcpy(&v, &x, sizeof(T)); return v; }
+
+// dynamic shared memory of the current launch
+inline char* dyn_smem = nullptr;
+inline size_t dyn_smem_bytes = 0, dyn_smem_span = 0;
+inline char* dyn_map = nullptr;
+inline size_t dyn_map_bytes = 0;
+
+inline void run_grid(dim3 grid, dim3 block) {
+    init_stacks();
+    int nt = (int)(block.x * block.y * block.z);
+    n_threads = nt;
+    unsigned long long nb = (unsigned long long)grid.x * grid.y * grid.z;
+    for (unsigned long long bi = 0; bi < nb; bi++) {
+        unsigned long long b = sched_reverse ? nb - 1 - bi : bi;
+        cur_block = {(unsigned)(b % grid.x), (unsigned)((b / grid.x) % grid.y), (unsigned)(b / ((unsigned long long)grid.x * grid.y))};
+        // fresh shared memory: poison everything
+        if ((uintptr_t)__start_emu_smem && (uintptr_t)__stop_emu_smem > (uintptr_t)__start_emu_smem)
+            memset(__start_emu_smem, 0xFF, (uintptr_t)__stop_emu_smem - (uintptr_t)__start_emu_smem);
+        if (dyn_smem_span) {
+            memset(dyn_smem, 0xFF, dyn_smem_bytes);
+            memset(dyn_smem + dyn_smem_bytes, 0xA5, dyn_smem_span - dyn_smem_bytes);
+        }
+        for (int i = 0; i < nt; i++) {
+            fibers[i].tid = {(unsigned)(i % block.x), (unsigned)((i / block.x) % block.y), (unsigned)(i / (block.x * block.y))};
+            fibers[i].state = F_READY;
+            fiber_init(i);
+        }
+        for (int w = 0; w < (nt + 31) / 32; w++) {
+            WarpState& W = warps[w];
+            W.nlanes = nt - 32 * w < 32 ? nt - 32 * w : 32;
+            W.exited = W.nlanes == 32 ? 0u : ~0u << W.nlanes;
+            W.arrived = 0; W.gen = 0;
+        }
+        n_live = nt; blk_arrived = 0; blk_file = nullptr;
+        n_fibers += nt;
+        for (;;) {
+            bool progressed = false;
+            for (int k = 0; k < nt; k++) {
+                int i = sched_reverse ? nt - 1 - k : k;
+                if (fibers[i].state == F_READY) { resume(i); progressed = true; }
+            }
+            if (n_live == 0) break;
+            if (!progressed) {
+                // every live thread waits for something that cannot happen
+                char where[1024]; size_t o = 0;
+                for (int i = 0; i < nt && o < sizeof where - 100; i++)
+                    if (fibers[i].state == F_WAIT_BLOCK || fibers[i].state == F_WAIT_WARP) {
+                        bool first = true;
+                        for (int j = 0; j < i; j++)
+                            if (fibers[j].state == fibers[i].state && fibers[j].wait_line == fibers[i].wait_line &&
+                                fibers[j].wait_file == fibers[i].wait_file) { first = false; break; }
+                        if (first) o += snprintf(where + o, sizeof where - o, " thread %d at %s (%s:%d);", i,
+                                                 fibers[i].wait_what, fibers[i].wait_file, fibers[i].wait_line);
+                    }
+                cur_thread = {0, 0, 0};
+                error("deadlock: %d live threads, none can proceed:%s", n_live, where);
+            }
+        }
+        if (dyn_smem_span)
+            for (size_t i = dyn_smem_bytes; i < dyn_smem_span; i++)
+                if ((unsigned char)dyn_smem[i] != 0xA5)
+                    error("write past the end of dynamic shared memory (%zu bytes requested; byte %zu written)",
+                          dyn_smem_bytes, i);
+    }
+    cur_fiber = -1;
+}
+
+inline int kernel_index(const char* name) {
+    for (int i = 0; i < kernel_table_n; i++)
+        if (strcmp(kernel_table[i].name, name) == 0) return i;
+    return -1;
+}
+
+// a launch: validate like the CUDA runtime, then run every block
+template <class... P, class... A>
+inline void launch(const char* name, const char* file, int line, dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+                   void (*k)(P...), A&&... args) {
+    (void)stream;
+    cur_kernel = name;
+    n_launches++;
+    unsigned long long nt = (unsigned long long)block.x * block.y * block.z;
+    if (block.x == 0 || block.y == 0 || block.z == 0 || block.x > 1024 || block.y > 1024 || block.z > 64 || nt > 1024)
+        return set_launch_error(cudaErrorInvalidConfiguration, "invalid block (%u,%u,%u) at %s:%d", block.x, block.y, block.z, file, line);
+    if (grid.x == 0 || grid.y == 0 || grid.z == 0 || grid.x > 2147483647u || grid.y > 65535 || grid.z > 65535)
+        return set_launch_error(cudaErrorInvalidConfiguration, "invalid grid (%u,%u,%u) at %s:%d", grid.x, grid.y, grid.z, file, line);
+    int ki = kernel_index(name);
+    if (ki >= 0 && kernel_table[ki].max_threads > 0 && nt > (unsigned long long)kernel_table[ki].max_threads)
+        return set_launch_error(cudaErrorLaunchOutOfResources, "%llu threads per block > __launch_bounds__(%d) at %s:%d", nt,
+                                kernel_table[ki].max_threads, file, line);
+    int allowed = DEFAULT_SMEM;
+    auto it = func_max_dyn_smem().find((const void*)k);
+    if (it != func_max_dyn_smem().end()) allowed = it->second;
+    if (smem > (size_t)allowed)
+        return set_launch_error(cudaErrorInvalidValue, "%zu bytes of dynamic shared memory > %d allowed (%s) at %s:%d", smem,
+                                allowed, allowed == DEFAULT_SMEM ? "no cudaFuncSetAttribute" : "cudaFuncSetAttribute", file, line);
+    if (ki < 0 && kernel_table)
+        error("launch of %s at %s:%d: kernel not in the table transform.py generated", name, file, line);
+    if (ki >= 0 && covered) covered[ki] = 1;
+
+    // kernel arguments are converted to the parameter types once, as a launch does
+    std::tuple<std::decay_t<P>...> params(std::forward<A>(args)...);
+    auto invoke = [](void* ctx) {
+        auto* pp = (std::pair<void (*)(P...), std::tuple<std::decay_t<P>...>*>*)ctx;
+        std::apply(pp->first, *pp->second);
+    };
+    std::pair<void (*)(P...), std::tuple<std::decay_t<P>...>*> ctx(k, &params);
+    body_fn = invoke; body_ctx = &ctx;
+
+    // dynamic shared memory ends at a PROT_NONE page; the slack below it is canary-checked
+    size_t span = (smem + 127) / 128 * 128;
+    size_t page = 4096, mapped = (span + page - 1) / page * page + page;
+    dyn_map = (char*)mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (dyn_map == (char*)MAP_FAILED) { fprintf(stderr, "emu: mmap failed\n"); _exit(3); }
+    dyn_map_bytes = mapped;
+    mprotect(dyn_map + mapped - page, page, PROT_NONE);
+    dyn_smem = dyn_map + mapped - page - span;
+    dyn_smem_bytes = smem; dyn_smem_span = span;
+
+    cur_block_dim = block; cur_grid_dim = grid;
+    run_grid(grid, block);
+
+    munmap(dyn_map, dyn_map_bytes);
+    dyn_map = nullptr; dyn_smem = nullptr; dyn_smem_bytes = dyn_smem_span = 0;
+    cur_kernel = "(no kernel)";
+}
+
+// ---------------------------------------------------------------------------------
+// "device" allocations: 0xFF-filled, with 0xFF guard zones checked by check_guards()
+inline const size_t ALLOC_GUARD = 4096;
+struct Alloc { size_t bytes; };
+inline std::map<char*, Alloc>& allocs() { static std::map<char*, Alloc> m; return m; }
+inline void* dev_alloc(size_t n) {
+    size_t tot = ALLOC_GUARD + (n + 255) / 256 * 256 + ALLOC_GUARD;
+    char* base = (char*)aligned_alloc(256, tot);
+    if (!base) return nullptr;
+    memset(base, 0xFF, tot);
+    char* p = base + ALLOC_GUARD;
+    allocs()[p] = {n};
+    return p;
+}
+// returns a description of the first damaged guard zone, or empty
+inline std::string check_one(char* p, const Alloc& a) {
+    size_t tot = ALLOC_GUARD + (a.bytes + 255) / 256 * 256 + ALLOC_GUARD;
+    char* base = p - ALLOC_GUARD;
+    for (size_t i = 0; i < ALLOC_GUARD; i++)
+        if ((unsigned char)base[i] != 0xFF) {
+            char m[200]; snprintf(m, sizeof m, "out-of-bounds write %zu bytes before a %zu-byte allocation", ALLOC_GUARD - i, a.bytes);
+            return m;
+        }
+    for (size_t i = ALLOC_GUARD + a.bytes; i < tot; i++)
+        if ((unsigned char)base[i] != 0xFF) {
+            char m[200]; snprintf(m, sizeof m, "out-of-bounds write at byte %zu of a %zu-byte allocation", i - ALLOC_GUARD, a.bytes);
+            return m;
+        }
+    return "";
+}
+inline std::string check_guards() {
+    for (auto& kv : allocs()) { std::string s = check_one(kv.first, kv.second); if (!s.empty()) return s; }
+    return "";
+}
+inline bool dev_free(void* p) {
+    auto it = allocs().find((char*)p);
+    if (it == allocs().end()) return false;
+    std::string s = check_one(it->first, it->second);
+    if (!s.empty()) error("cudaFree: %s", s.c_str());
+    free((char*)p - ALLOC_GUARD);
+    allocs().erase(it);
+    return true;
+}
+
+}  // namespace emu
+
+// ---------------------------------------------------------------------------------
+// what kernels call
+#define __syncthreads() ::emu::syncthreads(__FILE__, __LINE__)
+#define __syncwarp(...) ((void)::emu::warp_collective(emu_mask_or_full(__VA_ARGS__), 0, "__syncwarp", __FILE__, __LINE__, [](int l) { return l; }))
+static inline unsigned emu_mask_or_full(unsigned m = 0xffffffffu) { return m; }
+template <class T> static inline T emu_shfl_xor(unsigned mask, T v, int lm, int width, const char* file, int line) {
+    return emu::from_bits<T>(emu::warp_collective(mask, emu::to_bits(v), "__shfl_xor_sync", file, line, [=](int l) {
+        int s = l ^ lm;
+        return s >= ((l / width) + 1) * width ? l : s;
+    }));
+}
+template <class T> static inline T emu_shfl(unsigned mask, T v, int src, int width, const char* file, int line) {
+    return emu::from_bits<T>(emu::warp_collective(mask, emu::to_bits(v), "__shfl_sync", file, line,
+                                                  [=](int l) { return (l / width) * width + (src % width); }));
+}
+template <class T> static inline T emu_shfl_down(unsigned mask, T v, unsigned d, int width, const char* file, int line) {
+    return emu::from_bits<T>(emu::warp_collective(mask, emu::to_bits(v), "__shfl_down_sync", file, line,
+                                                  [=](int l) { return (l % width) + (int)d >= width ? l : l + (int)d; }));
+}
+template <class T> static inline T emu_shfl_up(unsigned mask, T v, unsigned d, int width, const char* file, int line) {
+    return emu::from_bits<T>(emu::warp_collective(mask, emu::to_bits(v), "__shfl_up_sync", file, line,
+                                                  [=](int l) { return (l % width) < (int)d ? l : l - (int)d; }));
+}
+static inline unsigned emu_ballot(unsigned mask, int pred, const char* what, const char* file, int line) {
+    // every lane deposits its predicate; each then reads all 32 deposits of this generation
+    int t = emu::cur_fiber, w = t >> 5;
+    unsigned g = emu::warps[w].gen;
+    emu::warp_collective(mask, pred ? 1 : 0, what, file, line, [](int l) { return l; });
+    unsigned m = 0;
+    for (int l = 0; l < 32; l++) if (emu::warps[w].buf[g & 1][l]) m |= 1u << l;
+    return m;
+}
+#define __shfl_xor_sync(mask, v, lm, ...) emu_shfl_xor((mask), (v), (lm), emu_width(__VA_ARGS__), __FILE__, __LINE__)
+#define __shfl_sync(mask, v, src, ...) emu_shfl((mask), (v), (src), emu_width(__VA_ARGS__), __FILE__, __LINE__)
+#define __shfl_down_sync(mask, v, d, ...) emu_shfl_down((mask), (v), (d), emu_width(__VA_ARGS__), __FILE__, __LINE__)
+#define __shfl_up_sync(mask, v, d, ...) emu_shfl_up((mask), (v), (d), emu_width(__VA_ARGS__), __FILE__, __LINE__)
+static inline int emu_width(int w = 32) { return w; }
+#define __ballot_sync(mask, pred) emu_ballot((mask), (pred), "__ballot_sync", __FILE__, __LINE__)
+#define __any_sync(mask, pred) (emu_ballot((mask), (pred), "__any_sync", __FILE__, __LINE__) != 0u)
+#define __all_sync(mask, pred) (emu_ballot((mask), (pred), "__all_sync", __FILE__, __LINE__) == 0xffffffffu)
+static inline void* emu_dyn_smem() { return emu::dyn_smem; }
+
+// ---------------------------------------------------------------------------------
+// CUDA runtime API (the subset llmc uses); memory is host memory, streams are synchronous
+static inline cudaError_t cudaGetLastError(void) { cudaError_t e = emu::last_error; emu::last_error = cudaSuccess; return e; }
+static inline cudaError_t cudaPeekAtLastError(void) { return emu::last_error; }
+static inline const char* cudaGetErrorString(cudaError_t e) {
+    static char buf[600];
+    snprintf(buf, sizeof buf, "emulated CUDA error %d (%s)", (int)e, emu::last_error_msg);
+    return buf;
+}
+static inline cudaError_t cudaMalloc(void** p, size_t n) { *p = emu::dev_alloc(n); return *p ? cudaSuccess : cudaErrorMemoryAllocation; }
+template <class T> static inline cudaError_t cudaMalloc(T** p, size_t n) { return cudaMalloc((void**)p, n); }
+static inline cudaError_t cudaFree(void* p) {
+    if (!p) return cudaSuccess;
+    return emu::dev_free(p) ? cudaSuccess : cudaErrorInvalidValue;
+}
+static inline cudaError_t cudaMallocHost(void** p, size_t n) { *p = malloc(n ? n : 1); return *p ? cudaSuccess : cudaErrorMemoryAllocation; }
+template <class T> static inline cudaError_t cudaMallocHost(T** p, size_t n) { return cudaMallocHost((void**)p, n); }
+static inline cudaError_t cudaFreeHost(void* p) { free(p); return cudaSuccess; }
+static inline cudaError_t cudaMemcpy(void* d, const void* s, size_t n, cudaMemcpyKind) { memmove(d, s, n); return cudaSuccess; }
+static inline cudaError_t cudaMemcpyAsync(void* d, const void* s, size_t n, cudaMemcpyKind, cudaStream_t = 0) { memmove(d, s, n); return cudaSuccess; }
+static inline cudaError_t cudaMemset(void* p, int v, size_t n) { memset(p, v, n); return cudaSuccess; }
+static inline cudaError_t cudaMemsetAsync(void* p, int v, size_t n, cudaStream_t = 0) { memset(p, v, n); return cudaSuccess; }
+static inline cudaError_t cudaMemset2DAsync(void* p, size_t pitch, int v, size_t w, size_t h, cudaStream_t = 0) {
+    if (w > pitch && h > 1) return cudaErrorInvalidValue;
+    for (size_t r = 0; r < h; r++) memset((char*)p + r * pitch, v, w);
+    return cudaSuccess;
+}
+static inline cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned) { static int dummy; *s = (cudaStream_t)&dummy; return cudaSuccess; }
+static inline cudaError_t cudaStreamCreate(cudaStream_t* s) { return cudaStreamCreateWithFlags(s, 0); }
+static inline cudaError_t cudaStreamDestroy(cudaStream_t) { return cudaSuccess; }
+static inline cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
+static inline cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned) { static int dummy; *e = (cudaEvent_t)&dummy; return cudaSuccess; }
+static inline cudaError_t cudaEventCreate(cudaEvent_t* e) { return cudaEventCreateWithFlags(e, 0); }
+static inline cudaError_t cudaEventDestroy(cudaEvent_t) { return cudaSuccess; }
+static inline cudaError_t cudaEventRecord(cudaEvent_t, cudaStream_t = 0) { return cudaSuccess; }
+static inline cudaError_t cudaEventSynchronize(cudaEvent_t) { return cudaSuccess; }
+static inline cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t, cudaEvent_t) { *ms = 0.0f; return cudaSuccess; }
+static inline cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t, unsigned = 0) { return cudaSuccess; }
+static inline cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
+static inline cudaError_t cudaMemGetInfo(size_t* f, size_t* t) { *f = (size_t)80 << 30; *t = (size_t)80 << 30; return cudaSuccess; }
+static inline cudaError_t cudaGetDevice(int* d) { *d = 0; return cudaSuccess; }
+static inline cudaError_t cudaSetDevice(int) { return cudaSuccess; }
+static inline cudaError_t cudaGetDeviceCount(int* n) { *n = 1; return cudaSuccess; }
+static inline cudaError_t cudaDeviceGetAttribute(int* v, cudaDeviceAttr a, int) {
+    switch (a) {
+        case cudaDevAttrMaxSharedMemoryPerBlockOptin: *v = emu::OPTIN_SMEM; return cudaSuccess;
+        case cudaDevAttrMaxSharedMemoryPerBlock: *v = emu::DEFAULT_SMEM; return cudaSuccess;
+        case cudaDevAttrMultiProcessorCount: *v = 132; return cudaSuccess;
+    }
+    return cudaErrorInvalidValue;
+}
+static inline cudaError_t cudaGetDeviceProperties(cudaDeviceProp* p, int) {
+    memset(p, 0, sizeof *p);
+    strcpy(p->name, "HOST EMULATION (dev/emu)");
+    p->totalGlobalMem = (size_t)80 << 30; p->sharedMemPerBlock = emu::DEFAULT_SMEM; p->sharedMemPerBlockOptin = emu::OPTIN_SMEM;
+    p->multiProcessorCount = 132; p->major = 9; p->minor = 0; p->warpSize = 32; p->maxThreadsPerBlock = 1024;
+    return cudaSuccess;
+}
+static inline cudaError_t cudaFuncSetAttribute(const void* f, cudaFuncAttribute a, int v) {
+    if (a == cudaFuncAttributeMaxDynamicSharedMemorySize) {
+        if (v < 0 || v > emu::OPTIN_SMEM) return cudaErrorInvalidValue;
+        emu::func_max_dyn_smem()[f] = v;
+    }
+    return cudaSuccess;
+}
+template <class T> static inline cudaError_t cudaFuncSetAttribute(T* f, cudaFuncAttribute a, int v) { return cudaFuncSetAttribute((const void*)f, a, v); }

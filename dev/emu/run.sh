@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# Host-emulation check of the llmc CUDA kernels (no GPU needed). From any directory:
+#     bash dev/emu/run.sh
+# Transforms the CURRENT llmc/*.cuh into dev/emu/build/src (rebuilt on every run, never
+# committed), builds the emulator self-test and the harness with g++ in fp32
+# (-DENABLE_FP32) and bf16, runs them, and prints one line per check:
+#     PASS <name>      or      FAIL <name>: why
+# then a summary with the time taken. Exit status: non-zero when anything failed.
+#
+# Environment:
+#   EMU_SRC_DIR   directory with the .cuh files, kernels.h, common.h and cpu/ to check
+#                 (default: llmc). Used to show that a broken kernel fails.
+#   EMU_FILTER    only the checks whose name contains this string (no coverage check)
+#   CXX           the C++ compiler (default g++; C++17 and GNU inline asm on x86-64)
+# Details (errors, tolerances, worst err/tol of every output) are in
+# dev/emu/build/{selftest,fp32,bf16}.log.
+set -u
+cd "$(dirname "$0")/../.."
+T0=$(date +%s.%N)
+SRC=${EMU_SRC_DIR:-llmc}
+B=dev/emu/build
+CXX=${CXX:-g++}
+PY=$(command -v python3 || command -v python)
+passed=0; failed=0
+
+rm -rf "$B"
+mkdir -p "$B/src"
+elapsed() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }'; }
+count() {  # print and count the PASS/FAIL lines of a file
+  local f=$1
+  grep -E '^(PASS|FAIL) ' "$f"
+  passed=$((passed + $(grep -c '^PASS ' "$f")))
+  failed=$((failed + $(grep -c '^FAIL ' "$f")))
+}
+finish() {
+  echo "emu: $passed passed, $failed failed in $(elapsed "$T0") s (sources: $SRC)"
+  [ "$failed" -eq 0 ]
+  exit $?
+}
+
+# 1. transform: fails loudly on any launch or construct it cannot convert
+if "$PY" dev/emu/transform.py "$SRC" "$B/src" >"$B/transform.log" 2>&1; then
+  echo "PASS emu.transform"; passed=$((passed + 1))
+else
+  echo "FAIL emu.transform: $(tail -n 1 "$B/transform.log")"; failed=$((failed + 1)); finish
+fi
+
+# 2. build: the self-test and the harness in both precisions, in parallel
+FLAGS=(-std=c++17 -O1 -g0 -pthread -I"$B/src" -Idev/emu/include -I"$SRC" -Wall -Wno-unused-function -Wno-unknown-pragmas -Wno-comment)
+# uninitialised local variables get a recognisable garbage pattern instead of whatever
+# the stack held (GCC >= 12, clang >= 8)
+echo 'int main(){return 0;}' > "$B/probe.cpp"
+"$CXX" -ftrivial-auto-var-init=pattern "$B/probe.cpp" -o "$B/probe" 2>/dev/null && FLAGS+=(-ftrivial-auto-var-init=pattern)
+"$CXX" "${FLAGS[@]}" -DENABLE_FP32 dev/emu/selftest.cpp -o "$B/selftest" >"$B/build_selftest.log" 2>&1 & p0=$!
+"$CXX" "${FLAGS[@]}" -DENABLE_FP32 dev/emu/harness.cpp -o "$B/harness_fp32" >"$B/build_fp32.log" 2>&1 & p1=$!
+"$CXX" "${FLAGS[@]}" dev/emu/harness.cpp -o "$B/harness_bf16" >"$B/build_bf16.log" 2>&1 & p2=$!
+ok=1
+for x in "selftest $p0" "fp32 $p1" "bf16 $p2"; do
+  set -- $x
+  if wait "$2"; then echo "PASS emu.build_$1"; passed=$((passed + 1))
+  else
+    echo "FAIL emu.build_$1: $CXX failed: $(grep -m1 -E 'error' "$B/build_$1.log")"; failed=$((failed + 1)); ok=0
+    head -n 30 "$B/build_$1.log" | sed 's/^/    /'
+  fi
+done
+echo "emu: transform and build took $(elapsed "$T0") s"
+[ $ok -eq 1 ] || finish
+
+# 3. run: the self-test first (it shows that the emulator's own checks can fail), then
+# both harnesses in parallel
+ARGS=()
+[ -n "${EMU_FILTER:-}" ] && ARGS=(--filter "$EMU_FILTER")
+if [ -z "${EMU_FILTER:-}" ]; then
+  "$B/selftest" >"$B/selftest.out" 2>"$B/selftest.log"; rc0=$?
+  count "$B/selftest.out"
+  [ $rc0 -eq 0 ] || grep -q '^FAIL' "$B/selftest.out" || { echo "FAIL emu.selftest: exit $rc0"; failed=$((failed + 1)); }
+fi
+"$B/harness_fp32" ${ARGS[@]+"${ARGS[@]}"} >"$B/fp32.out" 2>"$B/fp32.log" & p1=$!
+"$B/harness_bf16" ${ARGS[@]+"${ARGS[@]}"} >"$B/bf16.out" 2>"$B/bf16.log" & p2=$!
+wait $p1; rc1=$?
+wait $p2; rc2=$?
+count "$B/fp32.out"
+count "$B/bf16.out"
+[ $rc1 -eq 0 ] || grep -q '^FAIL' "$B/fp32.out" || { echo "FAIL emu.harness_fp32: exit $rc1 $(tail -n 1 "$B/fp32.log")"; failed=$((failed + 1)); }
+[ $rc2 -eq 0 ] || grep -q '^FAIL' "$B/bf16.out" || { echo "FAIL emu.harness_bf16: exit $rc2 $(tail -n 1 "$B/bf16.log")"; failed=$((failed + 1)); }
+finish

@@ -1,0 +1,290 @@
+#!/usr/bin/env python3
+"""
+Turns the CUDA sources llmc/*.cuh into C++ that the host emulator (dev/emu/emu.h)
+compiles with g++. Usage:
+
+    transform.py SRC_DIR OUT_DIR
+
+For every SRC_DIR/*.cuh it writes OUT_DIR/<name>.cuh with
+  - each launch  kernel<<<grid, block[, smem[, stream]]>>>(args);  replaced by
+        ::emu::launch("kernel", __FILE__, __LINE__, dim3(grid), dim3(block), smem, stream, kernel, args);
+  - each  extern __shared__ [__align__(N)] T name[];  replaced by
+        T* name = (T*)emu_dyn_smem();
+  - a #line directive, and the line count of every replaced span kept, so that compiler
+    messages, __FILE__ and __LINE__ point into the original file.
+Everything else (__global__, __shared__, __syncthreads, shuffles, ...) is left to the
+macros and functions of emu.h. It also copies SRC_DIR/kernels.h and writes
+OUT_DIR/emu_kernels.inc, the table of every __global__ kernel (of the files that
+kernels.h includes) with its __launch_bounds__, which the harness uses to check that
+every kernel was launched and that launches respect the bounds.
+
+It fails (exit status 1, with file:line) on anything it cannot transform faithfully:
+a <<< that is not a launch statement of the form above, an extern __shared__ of
+another form, a __global__ it cannot name, or a construct the emulator does not
+support (inline PTX, cooperative groups, CUB, textures, legacy non-_sync warp
+intrinsics, wmma, CUDA headers without a shim in dev/emu/include). Comments and
+string literals are ignored.
+"""
+import os
+import re
+import sys
+
+UNSUPPORTED = [
+    (r'\basm\s*(volatile\s*)?\(|\b__asm__\b', 'inline PTX'),
+    (r'\bcooperative_groups\b|<cooperative_groups\.h>', 'cooperative groups'),
+    (r'\bcub::|<cub/', 'CUB'),
+    (r'\btex[123]D\w*\s*\(|\bsurf[123]D\w*\s*\(|\bcudaTextureObject_t\b', 'textures/surfaces'),
+    (r'\b__shfl(_xor|_up|_down)?\s*\(|\b__ballot\s*\(|\b__any\s*\(|\b__all\s*\(', 'legacy warp intrinsics without _sync'),
+    (r'\bnvcuda::wmma\b|\bwmma::|<mma\.h>', 'tensor-core wmma (not emulated, see README)'),
+    (r'\b__activemask\s*\(', '__activemask (lane divergence is not modelled)'),
+    (r'\b__nanosleep\s*\(|\bclock(64)?\s*\(', 'clocks/sleeps'),
+]
+
+
+# headers of the CUDA toolkit that dev/emu/include provides a shim for; any other one is an
+# error (on a machine with the toolkit installed it would otherwise be picked up silently)
+SHIMS = {'cuda_runtime.h', 'cuda_bf16.h', 'cublasLt.h'}
+CUDA_HEADER = re.compile(r'^(cuda|cu[a-z]*|nv|mma|sm_\d|crt/|thrust/|cub/|cooperative_groups|library_types|vector_types|device_)')
+
+
+class TransformError(Exception):
+    pass
+
+
+def code_mask(s):
+    """s with comments and string/char literals replaced by spaces (newlines kept), so
+    that offsets match the original text."""
+    out = list(s)
+    i, n = 0, len(s)
+    while i < n:
+        c = s[i]
+        if s.startswith('//', i):
+            j = s.find('\n', i)
+            j = n if j < 0 else j
+            for k in range(i, j):
+                out[k] = ' '
+            i = j
+        elif s.startswith('/*', i):
+            j = s.find('*/', i + 2)
+            if j < 0:
+                raise TransformError('unterminated /* comment at offset %d' % i)
+            for k in range(i, j + 2):
+                if s[k] != '\n':
+                    out[k] = ' '
+            i = j + 2
+        elif c == '"' or c == "'":
+            j = i + 1
+            while j < n and s[j] != c:
+                j += 2 if s[j] == '\\' else 1
+            for k in range(i + 1, min(j, n)):
+                if s[k] != '\n':
+                    out[k] = ' '
+            i = j + 1
+        else:
+            i += 1
+    return ''.join(out)
+
+
+def line_of(s, off):
+    return s.count('\n', 0, off) + 1
+
+
+def match_close(m, i, open_ch, close_ch):
+    """index just past the bracket that closes m[i] == open_ch (m is the code mask)"""
+    depth = 0
+    for j in range(i, len(m)):
+        if m[j] in '([{':
+            depth += 1
+        elif m[j] in ')]}':
+            depth -= 1
+            if depth == 0:
+                if m[j] != close_ch:
+                    return -1
+                return j + 1
+    return -1
+
+
+def split_top(x):
+    parts, depth, cur = [], 0, ''
+    for ch in x:
+        if ch in '([{':
+            depth += 1
+        elif ch in ')]}':
+            depth -= 1
+        if ch == ',' and depth == 0:
+            parts.append(cur.strip())
+            cur = ''
+        else:
+            cur += ch
+    if cur.strip():
+        parts.append(cur.strip())
+    return parts
+
+
+def transform(path):
+    s = open(path).read()
+    m = code_mask(s)
+    where = lambda off: '%s:%d' % (path, line_of(s, off))
+
+    for inc in re.finditer(r'^[ \t]*#[ \t]*include[ \t]*<([^>]+)>', s, re.M):
+        h = inc.group(1).strip()
+        if m[inc.end() - 1] == ' ':
+            continue  # inside a comment
+        if h not in SHIMS and CUDA_HEADER.match(h):
+            raise TransformError('%s: <%s> has no emulation shim in dev/emu/include (have: %s)' % (
+                where(inc.start()), h, ', '.join(sorted(SHIMS))))
+
+    for pat, what in UNSUPPORTED:
+        mm = re.search(pat, m)
+        if mm:
+            raise TransformError('%s: %s is not supported by the emulator (found %r)' % (where(mm.start()), what, mm.group(0)))
+
+    # kernels and their launch bounds
+    kernels = []
+    for g in re.finditer(r'\b__global__\b', m):
+        rest = m[g.end():]
+        k = re.match(r'\s*(?:static\s+)?(?:__launch_bounds__\s*(\((?:[^()]|\([^()]*\))*\))\s*)?void\s+'
+                     r'(?:__launch_bounds__\s*(\((?:[^()]|\([^()]*\))*\))\s*)?(\w+)\s*\(', rest)
+        if not k:
+            raise TransformError('%s: cannot read the kernel declared here; write it as '
+                                 '"__global__ void [__launch_bounds__(N)] name(...)"' % where(g.start()))
+        bounds = k.group(1) or k.group(2)
+        bound = split_top(bounds[1:-1])[0] if bounds else '0'
+        kernels.append((k.group(3), bound, line_of(s, g.start())))
+
+    edits = []  # (start, end, replacement)
+
+    # launches
+    for L in re.finditer(r'<<<', m):
+        start_cfg = L.end()
+        # kernel name: identifier, possibly qualified or with template arguments, before <<<
+        j = L.start()
+        while j > 0 and m[j - 1] in ' \t':
+            j -= 1
+        name_end = j
+        if j > 0 and m[j - 1] == '>':  # template arguments
+            depth = 0
+            while j > 0:
+                j -= 1
+                if m[j] == '>':
+                    depth += 1
+                elif m[j] == '<':
+                    depth -= 1
+                    if depth == 0:
+                        break
+        while j > 0 and (m[j - 1].isalnum() or m[j - 1] in '_:'):
+            j -= 1
+        name = s[j:name_end].strip()
+        if not re.match(r'^[A-Za-z_][\w:]*(<.*>)?$', name, re.S):
+            raise TransformError('%s: cannot find the kernel name before "<<<" (write "kernel<<<...>>>(...);")' % where(L.start()))
+        # configuration up to >>> at bracket depth 0
+        depth, k = 0, start_cfg
+        while k < len(m):
+            if m[k] in '([{':
+                depth += 1
+            elif m[k] in ')]}':
+                depth -= 1
+            elif depth == 0 and m.startswith('>>>', k):
+                break
+            k += 1
+        if k >= len(m):
+            raise TransformError('%s: no ">>>" closes this launch configuration' % where(L.start()))
+        cfg = split_top(s[start_cfg:k])
+        if not 2 <= len(cfg) <= 4:
+            raise TransformError('%s: launch configuration needs 2 to 4 arguments, found %d' % (where(L.start()), len(cfg)))
+        p = k + 3
+        while p < len(m) and m[p] in ' \t\n':
+            p += 1
+        if p >= len(m) or m[p] != '(':
+            raise TransformError('%s: expected "(" with the kernel arguments after ">>>"' % where(L.start()))
+        q = match_close(m, p, '(', ')')
+        if q < 0:
+            raise TransformError('%s: unbalanced kernel argument list' % where(L.start()))
+        r = q
+        while r < len(m) and m[r] in ' \t\n':
+            r += 1
+        if r >= len(m) or m[r] != ';':
+            raise TransformError('%s: a launch must be a statement of its own, "kernel<<<...>>>(...);"' % where(L.start()))
+        args = s[p + 1:q - 1].strip()
+        grid, block = cfg[0], cfg[1]
+        smem = cfg[2] if len(cfg) > 2 else '0'
+        stream = cfg[3] if len(cfg) > 3 else '0'
+        kname = re.sub(r'\s+', ' ', name)
+        rep = '::emu::launch("%s", __FILE__, __LINE__, dim3(%s), dim3(%s), (size_t)(%s), (cudaStream_t)(%s), %s%s%s);' % (
+            kname, grid, block, smem, stream, name, ', ' if args else '', args)
+        rep = rep.replace('\n', ' ') + '\n' * s.count('\n', j, r + 1)
+        edits.append((j, r + 1, rep))
+
+    # dynamic shared memory
+    for e in re.finditer(r'\bextern\s+__shared__\b', m):
+        semi = m.find(';', e.end())
+        decl = m[e.end():semi]
+        d = re.sub(r'__align__\s*\(\s*\d+\s*\)', ' ', decl)
+        dm = re.match(r'^\s*([A-Za-z_][\w:]*(?:\s+[A-Za-z_][\w:]*)*)\s+([A-Za-z_]\w*)\s*\[\s*\]\s*$', d)
+        if semi < 0 or not dm:
+            raise TransformError('%s: write dynamic shared memory as "extern __shared__ [__align__(N)] T name[];"' % where(e.start()))
+        typ, nm = dm.group(1), dm.group(2)
+        rep = '%s* %s = (%s*)emu_dyn_smem();' % (typ, nm, typ)
+        rep += '\n' * s.count('\n', e.start(), semi + 1)
+        edits.append((e.start(), semi + 1, rep))
+
+    edits.sort()
+    for a, b in zip(edits, edits[1:]):
+        if a[1] > b[0]:
+            raise TransformError('%s: overlapping constructs' % where(b[0]))
+    out, pos = [], 0
+    for a, b, rep in edits:
+        out.append(s[pos:a])
+        out.append(rep)
+        pos = b
+    out.append(s[pos:])
+    t = ''.join(out)
+    tm = code_mask(t)
+    if '<<<' in tm or '>>>' in tm:
+        raise TransformError('%s: a "<<<" or ">>>" is left after the transform' % path)
+    if re.search(r'\bextern\s+__shared__\b', tm):
+        raise TransformError('%s: an extern __shared__ is left after the transform' % path)
+    if t.count('\n') != s.count('\n'):
+        raise TransformError('%s: internal error: line count changed' % path)
+    n_launch = sum(1 for e in edits if e[2].startswith('::emu::launch'))
+    return '#line 1 "%s"\n%s' % (path, t), kernels, n_launch
+
+
+def main():
+    if len(sys.argv) != 3:
+        sys.exit('usage: transform.py SRC_DIR OUT_DIR')
+    src, dst = sys.argv[1], sys.argv[2]
+    os.makedirs(dst, exist_ok=True)
+    files = sorted(f for f in os.listdir(src) if f.endswith('.cuh'))
+    if not files:
+        sys.exit('transform.py: no .cuh files in %s' % src)
+    kh = open(os.path.join(src, 'kernels.h')).read()
+    compiled = set(re.findall(r'^[ \t]*#[ \t]*include[ \t]*"(\w+\.cuh)"', kh, re.M))
+    table, seen = [], {}
+    try:
+        for f in files:
+            text, kernels, n_launch = transform(os.path.join(src, f))
+            with open(os.path.join(dst, f), 'w') as fo:
+                fo.write(text)
+            for name, bound, line in kernels:
+                if name in seen:
+                    raise TransformError('%s/%s:%d: kernel %s also defined in %s' % (src, f, line, name, seen[name]))
+                seen[name] = f
+                if f in compiled:
+                    table.append((name, bound, f))
+            print('transform: %-18s %d kernels, %d launches%s' % (f, len(kernels), n_launch,
+                  '' if f in compiled else '  (not included by kernels.h: transformed, not compiled)'))
+    except TransformError as e:
+        sys.exit('transform.py: error: %s' % e)
+    with open(os.path.join(src, 'kernels.h')) as fi, open(os.path.join(dst, 'kernels.h'), 'w') as fo:
+        fo.write(fi.read())
+    with open(os.path.join(dst, 'emu_kernels.inc'), 'w') as fo:
+        fo.write('// generated by dev/emu/transform.py from %s: every __global__ kernel, its __launch_bounds__ (0: none)\n' % src)
+        fo.write('static const emu::KernelInfo emu_kernel_list[] = {\n')
+        for name, bound, f in table:
+            fo.write('    {"%s", (int)(%s)},  // %s\n' % (name, bound, f))
+        fo.write('};\n')
+
+
+if __name__ == '__main__':
+    main()
