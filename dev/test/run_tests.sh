@@ -184,6 +184,20 @@ check learns bash -c "./train_llama_cpu --model tiny --V 64 --batch 4 --seq 32 -
   --train-data $TMP/pattern.bin --val-data $TMP/pattern.bin --val-every 60 --val-batches 2 --run-dir $TMP/learn >/dev/null &&
   $PY -c \"import json; r=[json.loads(l) for l in open('$TMP/learn/metrics.jsonl')]; print(r[0]['loss'], r[-1]['loss'], r[-1]['val_loss']); assert r[-1]['loss'] < 0.3 * r[0]['loss'] and r[-1]['val_loss'] < 0.3 * r[0]['loss']\""
 
+echo "== scripts/gpu_check.sh, dry run on the CPU (every step, file and table of the GPU script)"
+check gpu_check_dry_run bash -c "GPU_CHECK_CPU=1 GPU_CHECK_DATA=$TMP/train.bin PYTHON=$PY OUT=$TMP/gpu_dry \
+  GPU_CHECK_SCRATCH=$TMP/gpu_dry_scratch bash scripts/gpu_check.sh && $PY - $TMP/gpu_dry <<'PYEOF'
+import json, os, re, sys
+out = sys.argv[1]
+for f in ('summary.md', 'gpu_check.log', 'bench.jsonl', 'ours_tiny.jsonl', 'torch_tiny.jsonl'):
+    assert os.path.getsize(os.path.join(out, f)) > 0, f
+bench = [json.loads(l) for l in open(os.path.join(out, 'bench.jsonl'))]
+assert len(bench) == 8 and all(b['tok_per_s'] > 0 for b in bench), bench
+gap = re.search(r'max_abs_gap ([0-9.e+-]+)', open(os.path.join(out, 'summary.md')).read())
+assert gap and float(gap.group(1)) < 1e-3, 'train_llama and the PyTorch peer disagree: %s' % gap
+print('dry run: 8 throughput rows, loss gap', gap.group(1))
+PYEOF"
+
 echo "== the CUDA kernels of llmc/*.cuh run in the host emulator against their CPU twins (dev/emu)"
 sub_tests emu bash dev/emu/run.sh
 
