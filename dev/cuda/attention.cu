@@ -13,8 +13,11 @@ Ladder for llmc/attention.cuh (causal GQA attention, forward keeps out and lse).
              are rounded to bf16 for the P V, P^T dO, dS^T Q and dS K products (as
              FlashAttention-2 does). Same structure as v2, no atomics. bf16 builds only,
              hd % 16 == 0 and hd <= 128.
-             *** NOT YET VALIDATED ON A GPU: written without one. It stays here until
-             this ladder passes on an H100; only then may it move to llmc. ***
+             *** NOT YET VALIDATED ON A GPU: written without one. Its logic (tiling,
+             indices, masks, synchronisation) passes the host emulator (dev/emu, a wmma
+             shim with bf16 tolerances), which says nothing of the tensor cores'
+             numerics or speed. It stays here until this ladder passes on an H100; only
+             then may it move to llmc. ***
 Validated against the CPU twin (llmc/cpu/attention.h) on random q, k, v, dout at
 odd sizes: T not a multiple of any tile, GQA ratios 1, 2, 3, 4 and MQA, hd from 6
 to 256. Determinism: each backward run twice, bitwise.
@@ -563,6 +566,8 @@ int main(int argc, char** argv) {
         {1, 7, 4, 2, 6},    {2, 33, 6, 2, 8},  {1, 65, 4, 1, 12},  {2, 100, 6, 3, 48}, {1, 70, 2, 2, 64},
         {1, 40, 2, 1, 256}, {1, 37, 2, 2, 130}, {1, 130, 4, 2, 64}, {2, 64, 2, 1, 16},  {1, 200, 2, 2, 128},
         {1, 1, 1, 1, 2},
+        // small and ragged T at head sizes version 3 accepts (hd % 16 == 0), GQA ratio 3
+        {1, 1, 1, 1, 16},   {2, 7, 4, 2, 16},  {1, 33, 2, 1, 32},  {1, 63, 2, 2, 80}, {1, 129, 3, 1, 112},
     };
     const char* names[] = {"", "naive, thread per row", "flash tiles fp32 (llmc)",
                            "WMMA bf16 tensor cores -- NOT YET VALIDATED"};

@@ -207,6 +207,10 @@ struct KernelInfo { const char* name; int max_threads; };
 inline const KernelInfo* kernel_table = nullptr;
 inline int kernel_table_n = 0;
 inline unsigned char* covered = nullptr;
+// __launch_bounds__ registered next to a kernel's body (transform.py --ladders does this
+// for the dev/cuda ladders, whose bounds may name constants of the kernel's namespace)
+inline std::map<std::string, int>& registered_bounds() { static std::map<std::string, int> m; return m; }
+struct BoundReg { BoundReg(const char* name, int bound) { registered_bounds()[name] = bound; } };
 
 // ---------------------------------------------------------------------------------
 // fibers
@@ -392,9 +396,14 @@ inline void syncthreads(const char* file, int line) {
     switch_to_scheduler();
 }
 
-// a warp collective: deposit v, wait for the 32 lanes, return the deposit of lane src(lane)
-template <class F>
-inline uint64_t warp_collective(unsigned mask, uint64_t v, const char* what, const char* file, int line, F src_of) {
+// a warp collective: deposit v, wait for the 32 lanes, return the deposit of lane src(lane).
+// on_complete(deposits) runs once, when the 32nd lane arrives: every lane is then blocked
+// inside this call, so the 32 deposits (and anything they point to on the lanes' stacks)
+// are valid (the wmma shim, include/mma.h, computes a fragment operation there once per warp)
+struct NoCompletion { void operator()(const uint64_t*) const {} };
+template <class F, class G = NoCompletion>
+inline uint64_t warp_collective(unsigned mask, uint64_t v, const char* what, const char* file, int line, F src_of,
+                                G on_complete = G()) {
     int t = cur_fiber, w = t >> 5, lane = t & 31;
     WarpState& W = warps[w];
     if (mask != 0xffffffffu)
@@ -412,6 +421,7 @@ inline uint64_t warp_collective(unsigned mask, uint64_t v, const char* what, con
     Fiber& f = fibers[cur_fiber];
     f.state = F_WAIT_WARP; f.wait_file = file; f.wait_line = line; f.wait_what = what;
     if (++W.arrived == 32) {
+        on_complete(W.buf[g & 1]);
         W.arrived = 0; W.gen++;
         for (int l = 0; l < 32; l++) fibers[w * 32 + l].state = F_READY;
     }
@@ -656,8 +666,20 @@ static inline cudaError_t cudaFree(void* p) {
 static inline cudaError_t cudaMallocHost(void** p, size_t n) { *p = malloc(n ? n : 1); return *p ? cudaSuccess : cudaErrorMemoryAllocation; }
 template <class T> static inline cudaError_t cudaMallocHost(T** p, size_t n) { return cudaMallocHost((void**)p, n); }
 static inline cudaError_t cudaFreeHost(void* p) { free(p); return cudaSuccess; }
-static inline cudaError_t cudaMemcpy(void* d, const void* s, size_t n, cudaMemcpyKind) { memmove(d, s, n); return cudaSuccess; }
-static inline cudaError_t cudaMemcpyAsync(void* d, const void* s, size_t n, cudaMemcpyKind, cudaStream_t = 0) { memmove(d, s, n); return cudaSuccess; }
+namespace emu {
+// FNV-1a hash of every byte copied device -> host: run_ladders.sh compares it between the
+// fwd and rev schedules (equal hashes: every result the program downloaded is bitwise equal)
+inline uint64_t d2h_hash = 0xcbf29ce484222325ull;
+inline unsigned long long d2h_bytes = 0;
+inline void d2h_note(const void* p, size_t n, cudaMemcpyKind k) {
+    if (k != cudaMemcpyDeviceToHost) return;
+    const unsigned char* b = (const unsigned char*)p;
+    for (size_t i = 0; i < n; i++) d2h_hash = (d2h_hash ^ b[i]) * 0x100000001b3ull;
+    d2h_bytes += n;
+}
+}  // namespace emu
+static inline cudaError_t cudaMemcpy(void* d, const void* s, size_t n, cudaMemcpyKind k) { memmove(d, s, n); emu::d2h_note(d, n, k); return cudaSuccess; }
+static inline cudaError_t cudaMemcpyAsync(void* d, const void* s, size_t n, cudaMemcpyKind k, cudaStream_t = 0) { memmove(d, s, n); emu::d2h_note(d, n, k); return cudaSuccess; }
 static inline cudaError_t cudaMemset(void* p, int v, size_t n) { memset(p, v, n); return cudaSuccess; }
 static inline cudaError_t cudaMemsetAsync(void* p, int v, size_t n, cudaStream_t = 0) { memset(p, v, n); return cudaSuccess; }
 static inline cudaError_t cudaMemset2DAsync(void* p, size_t pitch, int v, size_t w, size_t h, cudaStream_t = 0) {

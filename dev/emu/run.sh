@@ -12,6 +12,9 @@
 #                 (default: llmc). Used to show that a broken kernel fails.
 #   EMU_FILTER    only the checks whose name contains this string (no coverage check)
 #   CXX           the C++ compiler (default g++; C++17 and GNU inline asm on x86-64)
+#   EMU_LADDERS   0: skip the last stage, the dev/cuda ladders' validation (run_ladders.sh);
+#                 1: run it even when EMU_FILTER is set. EMU_LADDER_DIR (default dev/cuda)
+#                 and EMU_LADDER_FILTER are passed on to run_ladders.sh.
 # Details (errors, tolerances, worst err/tol of every output) are in
 # dev/emu/build/{selftest,fp32,bf16}.log.
 set -u
@@ -83,4 +86,14 @@ count "$B/fp32.out"
 count "$B/bf16.out"
 [ $rc1 -eq 0 ] || grep -q '^FAIL' "$B/fp32.out" || { echo "FAIL emu.harness_fp32: exit $rc1 $(tail -n 1 "$B/fp32.log")"; failed=$((failed + 1)); }
 [ $rc2 -eq 0 ] || grep -q '^FAIL' "$B/bf16.out" || { echo "FAIL emu.harness_bf16: exit $rc2 $(tail -n 1 "$B/bf16.log")"; failed=$((failed + 1)); }
+
+# 4. the dev/cuda kernel ladders' validation under the emulator (run_ladders.sh): skipped
+# with EMU_LADDERS=0, and when EMU_FILTER is set unless EMU_LADDERS=1
+if [ "${EMU_LADDERS:-}" = 1 ] || { [ "${EMU_LADDERS:-}" != 0 ] && [ -z "${EMU_FILTER:-}" ]; }; then
+  echo "emu: llmc checks done after $(elapsed "$T0") s; now the dev/cuda ladders"
+  bash dev/emu/run_ladders.sh >"$B/ladders.out" 2>"$B/ladders.log"; rc3=$?
+  count "$B/ladders.out"
+  grep '^ladders:' "$B/ladders.out"
+  [ $rc3 -eq 0 ] || grep -q '^FAIL' "$B/ladders.out" || { echo "FAIL emu.ladders: exit $rc3 $(tail -n 1 "$B/ladders.log")"; failed=$((failed + 1)); }
+fi
 finish

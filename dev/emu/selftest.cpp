@@ -7,6 +7,7 @@ Each case runs in a child process (emulator errors end the process).
 */
 #include <cuda_runtime.h>
 #include <cuda_bf16.h>
+#include <mma.h>
 #include <sys/wait.h>
 #include <signal.h>
 #include <functional>
@@ -290,6 +291,97 @@ static std::string tree() {
     return "";
 }
 
+// ---- the wmma shim (include/mma.h)
+using namespace nvcuda;
+// D = A B + C with every layout the shim supports, against an exact reference (small
+// integers: every product and sum is exact in fp32)
+template <class LA, class LB, int M, int N, int K>
+__global__ void wmma_kernel(float* d, const __nv_bfloat16* a, const __nv_bfloat16* b, const float* c, int lda, int ldb,
+                            int ldc, int c_col, int d_col) {
+    wmma::fragment<wmma::matrix_a, M, N, K, __nv_bfloat16, LA> fa;
+    wmma::fragment<wmma::matrix_b, M, N, K, __nv_bfloat16, LB> fb;
+    wmma::fragment<wmma::accumulator, M, N, K, float> fc;
+    wmma::load_matrix_sync(fa, a, lda);
+    wmma::load_matrix_sync(fb, b, ldb);
+    wmma::load_matrix_sync(fc, c, ldc, c_col ? wmma::mem_col_major : wmma::mem_row_major);
+    wmma::mma_sync(fc, fa, fb, fc);
+    wmma::store_matrix_sync(d, fc, ldc, d_col ? wmma::mem_col_major : wmma::mem_row_major);
+}
+template <class LA, class LB, int M, int N, int K>
+static std::string wmma_case(int c_col, int d_col) {
+    const int lda = 40, ldb = 48, ldc = 40;  // multiples of 16 bytes, larger than any extent
+    alignas(32) static __nv_bfloat16 a[64 * 48], b[64 * 48];
+    alignas(32) static float c[64 * 40], d[64 * 40];
+    bool acol = std::is_same<LA, wmma::col_major>::value, bcol = std::is_same<LB, wmma::col_major>::value;
+    auto A = [&](int i, int k) { return (float)((i * 7 + k * 3) % 11 - 5); };
+    auto Bm = [&](int k, int j) { return (float)((k * 5 + j * 2) % 9 - 4); };
+    auto C = [&](int i, int j) { return (float)((i + 3 * j) % 13 - 6); };
+    for (int i = 0; i < M; i++) for (int k = 0; k < K; k++) a[acol ? k * lda + i : i * lda + k] = A(i, k);
+    for (int k = 0; k < K; k++) for (int j = 0; j < N; j++) b[bcol ? j * ldb + k : k * ldb + j] = Bm(k, j);
+    for (int i = 0; i < M; i++) for (int j = 0; j < N; j++) c[c_col ? j * ldc + i : i * ldc + j] = C(i, j);
+    LAUNCH((wmma_kernel<LA, LB, M, N, K>), 1, 32, 0, d, a, b, c, lda, ldb, ldc, c_col, d_col);
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) {
+            float ref = C(i, j);
+            for (int k = 0; k < K; k++) ref += A(i, k) * Bm(k, j);
+            float got = d[d_col ? j * ldc + i : i * ldc + j];
+            if (got != ref) {
+                char m[200];
+                snprintf(m, sizeof m, "m%dn%dk%d a_col=%d b_col=%d: D[%d][%d] = %g, expected %g", M, N, K, acol, bcol, i, j, got, ref);
+                return m;
+            }
+        }
+    return "";
+}
+static std::string wmma_layouts() {
+    std::string r;
+    for (int cc = 0; cc <= 1; cc++)
+        for (int dc = 0; dc <= 1; dc++) {
+            if (r.empty()) r = wmma_case<wmma::row_major, wmma::row_major, 16, 16, 16>(cc, dc);
+            if (r.empty()) r = wmma_case<wmma::row_major, wmma::col_major, 16, 16, 16>(cc, dc);
+            if (r.empty()) r = wmma_case<wmma::col_major, wmma::row_major, 16, 16, 16>(cc, dc);
+            if (r.empty()) r = wmma_case<wmma::col_major, wmma::col_major, 16, 16, 16>(cc, dc);
+            if (r.empty()) r = wmma_case<wmma::row_major, wmma::col_major, 32, 8, 16>(cc, dc);
+            if (r.empty()) r = wmma_case<wmma::col_major, wmma::row_major, 8, 32, 16>(cc, dc);
+        }
+    return r;
+}
+// lanes read what store_matrix_sync wrote without a __syncwarp: some lane reads another
+// lane's share before that lane has written it (poison, NaN) in one of the schedules
+template <int SYNC>
+__global__ void wmma_store_then_read_kernel(float* out) {
+    __shared__ __align__(32) float tile[16 * 16];
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> f;
+    wmma::fill_fragment(f, 1.0f);
+    wmma::store_matrix_sync(tile, f, 16, wmma::mem_row_major);
+    if (SYNC) __syncwarp();
+    out[threadIdx.x] = tile[(threadIdx.x * 8 + 7) % 256];
+}
+template <int SYNC>
+static std::string wmma_store_then_read() {
+    bool bad = false;
+    for (int rev = 0; rev <= 1; rev++) {
+        float o[32];
+        emu::sched_reverse = rev;
+        LAUNCH(wmma_store_then_read_kernel<SYNC>, 1, 32, 0, o);
+        for (float x : o) bad |= x != 1.0f;
+    }
+    emu::sched_reverse = false;
+    if (SYNC) return bad ? "a correct __syncwarp after store_matrix_sync still read wrong values" : "";
+    return bad ? "" : "a read of another lane's store_matrix_sync share without __syncwarp was not seen";
+}
+__global__ void wmma_bad_args_kernel(float* p, int what) {
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> f;
+    if (what == 0) wmma::load_matrix_sync(f, p + (threadIdx.x == 5 ? 16 : 0), 16, wmma::mem_row_major);  // lane-dependent
+    if (what == 1) wmma::load_matrix_sync(f, p + 4, 16, wmma::mem_row_major);                             // 16-byte aligned
+    if (what == 2) wmma::load_matrix_sync(f, p, 18, wmma::mem_row_major);                                 // ldm 72 bytes
+}
+static std::string wmma_bad_args(int what) {
+    alignas(32) static float buf[64 * 64];
+    LAUNCH(wmma_bad_args_kernel, 1, 32, 0, buf, what);
+    return "not caught";
+}
+
 int main() {
     run_case("bf16_round_to_nearest_even", bf16_rounding);
     run_case("warp_shuffles_and_votes", shuffles);
@@ -306,6 +398,12 @@ int main() {
     run_case("schedules_expose_atomic_order", atomics_order);
     run_case("schedules_expose_block_race", block_race);
     run_case("tree_reduction_schedule_independent", tree);
+    run_case("wmma_layouts_and_mma_exact", wmma_layouts);
+    run_case("wmma_store_syncwarp_read_correct", wmma_store_then_read<1>);
+    run_case("catches_wmma_read_without_syncwarp", wmma_store_then_read<0>);
+    run_case("catches_wmma_lane_dependent_pointer", [] { return wmma_bad_args(0); }, "warp-uniform");
+    run_case("catches_wmma_misaligned_pointer", [] { return wmma_bad_args(1); }, "32-byte");
+    run_case("catches_wmma_bad_ldm", [] { return wmma_bad_args(2); }, "multiple of 16 bytes");
     fprintf(stderr, "emu selftest: %d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
 }

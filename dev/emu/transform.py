@@ -4,6 +4,7 @@ Turns the CUDA sources llmc/*.cuh into C++ that the host emulator (dev/emu/emu.h
 compiles with g++. Usage:
 
     transform.py SRC_DIR OUT_DIR
+    transform.py --ladders LLMC_DIR CUDA_DIR OUT_DIR    (the dev/cuda ladders; see ladders())
 
 For every SRC_DIR/*.cuh it writes OUT_DIR/<name>.cuh with
   - each launch  kernel<<<grid, block[, smem[, stream]]>>>(args);  replaced by
@@ -22,11 +23,12 @@ It fails (exit status 1, with file:line) on anything it cannot transform faithfu
 a <<< that is not a launch statement of the form above, an extern __shared__ of
 another form, a __global__ it cannot name, or a construct the emulator does not
 support (inline PTX, cooperative groups, CUB, textures, legacy non-_sync warp
-intrinsics, wmma, CUDA headers without a shim in dev/emu/include). Comments and
-string literals are ignored.
+intrinsics, wmma beyond the include/mma.h shim, CUDA headers without a shim in
+dev/emu/include). Comments and string literals are ignored.
 """
 import os
 import re
+import shutil
 import sys
 
 UNSUPPORTED = [
@@ -35,7 +37,11 @@ UNSUPPORTED = [
     (r'\bcub::|<cub/', 'CUB'),
     (r'\btex[123]D\w*\s*\(|\bsurf[123]D\w*\s*\(|\bcudaTextureObject_t\b', 'textures/surfaces'),
     (r'\b__shfl(_xor|_up|_down)?\s*\(|\b__ballot\s*\(|\b__any\s*\(|\b__all\s*\(', 'legacy warp intrinsics without _sync'),
-    (r'\bnvcuda::wmma\b|\bwmma::|<mma\.h>', 'tensor-core wmma (not emulated, see README)'),
+    # wmma: include/mma.h emulates bf16 matrix_a/matrix_b, fp32 accumulators, load/store/fill/mma_sync
+    (r'\bwmma::(experimental|precision)\b|\b(bmma_sync|__hmma\w*|__imma\w*)\b',
+     'wmma sub-byte/tf32/experimental types (the wmma shim emulates bf16 inputs with fp32 accumulation only)'),
+    (r'\bnum_elements\b', 'per-element wmma fragment access (x[], num_elements: the element-to-lane mapping is '
+     'unspecified and not emulated)'),
     (r'\b__activemask\s*\(', '__activemask (lane divergence is not modelled)'),
     (r'\b__nanosleep\s*\(|\bclock(64)?\s*\(', 'clocks/sleeps'),
 ]
@@ -43,7 +49,7 @@ UNSUPPORTED = [
 
 # headers of the CUDA toolkit that dev/emu/include provides a shim for; any other one is an
 # error (on a machine with the toolkit installed it would otherwise be picked up silently)
-SHIMS = {'cuda_runtime.h', 'cuda_bf16.h', 'cublasLt.h'}
+SHIMS = {'cuda_runtime.h', 'cuda_bf16.h', 'cublasLt.h', 'mma.h'}
 CUDA_HEADER = re.compile(r'^(cuda|cu[a-z]*|nv|mma|sm_\d|crt/|thrust/|cub/|cooperative_groups|library_types|vector_types|device_)')
 
 
@@ -121,7 +127,7 @@ def split_top(x):
     return parts
 
 
-def transform(path):
+def transform(path, register_bounds=False):
     s = open(path).read()
     m = code_mask(s)
     where = lambda off: '%s:%d' % (path, line_of(s, off))
@@ -140,7 +146,7 @@ def transform(path):
             raise TransformError('%s: %s is not supported by the emulator (found %r)' % (where(mm.start()), what, mm.group(0)))
 
     # kernels and their launch bounds
-    kernels = []
+    kernels, edits_bounds = [], []
     for g in re.finditer(r'\b__global__\b', m):
         rest = m[g.end():]
         k = re.match(r'\s*(?:static\s+)?(?:__launch_bounds__\s*(\((?:[^()]|\([^()]*\))*\))\s*)?void\s+'
@@ -151,8 +157,23 @@ def transform(path):
         bounds = k.group(1) or k.group(2)
         bound = split_top(bounds[1:-1])[0] if bounds else '0'
         kernels.append((k.group(3), bound, line_of(s, g.start())))
+        if register_bounds and bounds:
+            # the bound may name constants of the kernel's namespace: register it right
+            # after the kernel's body, in the kernel's scope (ladder_emu.h reads it)
+            p = g.end() + k.end() - 1
+            q = match_close(m, p, '(', ')')
+            r = q
+            while 0 <= r < len(m) and m[r] in ' \t\n':
+                r += 1
+            if q < 0 or r >= len(m) or m[r] != '{':
+                raise TransformError('%s: cannot find the body of kernel %s' % (where(g.start()), k.group(3)))
+            e = match_close(m, r, '{', '}')
+            if e < 0:
+                raise TransformError('%s: unbalanced body of kernel %s' % (where(g.start()), k.group(3)))
+            edits_bounds.append((e, e, ' static ::emu::BoundReg emu_bound_%s("%s", (int)(%s));' % (
+                k.group(3), k.group(3), bound)))
 
-    edits = []  # (start, end, replacement)
+    edits = list(edits_bounds)  # (start, end, replacement)
 
     # launches
     for L in re.finditer(r'<<<', m):
@@ -250,9 +271,86 @@ def transform(path):
     return '#line 1 "%s"\n%s' % (path, t), kernels, n_launch
 
 
+def ladders(llmc, cuda, dst):
+    """--ladders mode: the dev/cuda kernel ladders (standalone programs with a main) and
+    the llmc sources they include, for dev/emu/run_ladders.sh. Writes
+      DST/llmc/*.cuh          transformed, and llmc's other top-level files copied, so that
+                              a ladder's #include "../../llmc/X.cuh" gets the transformed one
+      DST/llmc/cpu/           copied (the CPU twins, for cpu_reference.cpp)
+      DST/dev/cuda/*.h        transformed (ladder.h, cpu_reference.h); *.cpp copied
+      DST/dev/cuda/X.cu       transformed, with the kernel table (the ladder's own kernels and
+                              llmc's) and #include "ladder_emu.h" (dev/emu) appended after its
+                              last line, so that the line numbers of the ladder are unchanged
+    and prints the ladder name and its own kernels, one ladder a line: "X k1 k2 ..."."""
+    os.makedirs(os.path.join(dst, 'llmc'), exist_ok=True)
+    os.makedirs(os.path.join(dst, 'dev', 'cuda'), exist_ok=True)
+    llmc_kernels, seen = [], {}
+    for f in sorted(os.listdir(llmc)):
+        src = os.path.join(llmc, f)
+        if os.path.isdir(src) and f == 'cpu':  # the CPU twins, for cpu_reference.cpp
+            shutil.copytree(src, os.path.join(dst, 'llmc', f), dirs_exist_ok=True)
+            continue
+        if not os.path.isfile(src):
+            continue
+        if f.endswith('.cuh'):
+            text, kernels, _ = transform(src)
+            for name, bound, line in kernels:
+                if name in seen:
+                    raise TransformError('%s:%d: kernel %s also defined in %s' % (src, line, name, seen[name]))
+                seen[name] = src
+            llmc_kernels += [(name, bound, src) for name, bound, line in kernels]
+        else:
+            text = open(src).read()
+        with open(os.path.join(dst, 'llmc', f), 'w') as fo:
+            fo.write(text)
+    for f in sorted(os.listdir(cuda)):
+        src = os.path.join(cuda, f)
+        if f.endswith('.cpp') and os.path.isfile(src):  # cpu_reference.cpp: host code, copied
+            shutil.copy(src, os.path.join(dst, 'dev', 'cuda', f))
+            continue
+        if not (f.endswith('.h') and os.path.isfile(src)):
+            continue
+        text, kernels, _ = transform(src)
+        if kernels:
+            raise TransformError('%s: kernels in a shared ladder header are not supported' % src)
+        with open(os.path.join(dst, 'dev', 'cuda', f), 'w') as fo:
+            fo.write(text)
+    for f in sorted(os.listdir(cuda)):
+        src = os.path.join(cuda, f)
+        if not f.endswith('.cu'):
+            continue
+        text, kernels, n_launch = transform(src, register_bounds=True)
+        own = {}
+        for name, bound, line in kernels:
+            if name in seen or name in own:
+                raise TransformError('%s:%d: kernel %s also defined in %s' % (src, line, name, seen.get(name, src)))
+            own[name] = line
+        lad = f[:-3]
+        # the ladder's kernels (bounds registered next to each, see transform) and those
+        # of the llmc files it includes (whose bound macros are visible here)
+        incs = set(re.findall(r'^[ \t]*#[ \t]*include[ \t]*"\.\./\.\./llmc/(\w+\.cuh)"', open(src).read(), re.M))
+        table = [(name, '0', src) for name, bound, line in kernels] + \
+                [k for k in llmc_kernels if os.path.basename(k[2]) in incs]
+        tail = ['', '#line 1 "%s (dev/emu/transform.py: kernel table)"' % src,
+                'static const emu::KernelInfo emu_kernel_list[] = {']
+        tail += ['    {"%s", (int)(%s)},  // %s' % k for k in table]
+        tail += ['};', 'static const int emu_ladder_own_kernels = %d;' % len(kernels),
+                 '#define EMU_LADDER_NAME "%s"' % lad, '#include "ladder_emu.h"', '']
+        with open(os.path.join(dst, 'dev', 'cuda', f), 'w') as fo:
+            fo.write(text if text.endswith('\n') else text + '\n')
+            fo.write('\n'.join(tail))
+        print('%s %s' % (lad, ' '.join(name for name, bound, line in kernels)))
+
+
 def main():
+    if len(sys.argv) == 5 and sys.argv[1] == '--ladders':
+        try:
+            ladders(sys.argv[2], sys.argv[3], sys.argv[4])
+        except TransformError as e:
+            sys.exit('transform.py: error: %s' % e)
+        return
     if len(sys.argv) != 3:
-        sys.exit('usage: transform.py SRC_DIR OUT_DIR')
+        sys.exit('usage: transform.py SRC_DIR OUT_DIR  |  transform.py --ladders LLMC_DIR CUDA_DIR OUT_DIR')
     src, dst = sys.argv[1], sys.argv[2]
     os.makedirs(dst, exist_ok=True)
     files = sorted(f for f in os.listdir(src) if f.endswith('.cuh'))
