@@ -351,12 +351,6 @@ def main():
         log(f"tokenizer downloaded to {tok_dir}; pass --tokenizer {tok_dir}/tokenizer.bin to train_llama")
     if not os.path.isfile(args.tokenizer):
         die(f"tokenizer model not found: {args.tokenizer} (pass --tokenizer PATH, or --download to fetch it)")
-    try:
-        import sentencepiece as spm
-    except ImportError:
-        die("python module sentencepiece missing; run with the interpreter printed by "
-            "`bash scripts/ensure_python_deps.sh`")
-
     out_dir = os.path.abspath(args.out_dir)
     if args.download:
         sources, inputs, settings = download_sources(
@@ -373,6 +367,12 @@ def main():
             f"val {m['val']['tokens']:,} tokens); --force to rebuild")
         return
 
+    # imported only now: up-to-date shards need no sentencepiece (a GPU box may lack it)
+    try:
+        import sentencepiece as spm
+    except ImportError:
+        die("python module sentencepiece missing; run with the interpreter printed by "
+            "`bash scripts/ensure_python_deps.sh`")
     sp = spm.SentencePieceProcessor(model_file=args.tokenizer)
     vocab = sp.get_piece_size()
     if sp.bos_id() != BOS:

@@ -23,6 +23,11 @@
 # Run directories, checkpoints and fresh reference files go to a scratch directory
 # (GPU_CHECK_SCRATCH, default a mktemp dir) that is not copied back.
 #
+# Data: the TinyStories shards are prepared by data/prepare_tinystories.py, which needs
+# sentencepiece and ../shared/data/tinystories. A GPU machine without them can use shards
+# prepared elsewhere: run `make data` first and bring data/tinystories along (with the
+# device tool: carry ["data/tinystories"], about 3 MB for the shared sample).
+#
 # Environment: OUT, PYTHON (default python3, with CUDA torch), GPU_CHECK_BUDGET,
 # CUDA_ARCH (default 90), GPU_CHECK_HP (hyperparameter flags given to both trainers in
 # the loss-curve run), PEAK_FLOPS (default 989e12, H100 SXM bf16 dense),
