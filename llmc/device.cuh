@@ -28,10 +28,14 @@ static inline void dev_synchronize(void) { cudaCheck(cudaDeviceSynchronize()); }
 
 // fp32 host arrays to and from floatX device arrays. Used at start-up, in tests and
 // for checkpoints, never in the step loop; converts through a bounded host buffer.
+// Both end (upload) or start (download) with a device-wide synchronisation: a cudaMemcpy
+// from pageable memory may return before its DMA lands, and the legacy stream it runs on
+// neither waits for nor is waited for by the trainer's non-blocking streams.
 #define DEV_CONVERT_CHUNK (1u << 20)
 static inline void dev_upload_floats(floatX* dst, const float* src, size_t n) {
 #if defined(ENABLE_FP32)
     cudaCheck(cudaMemcpy(dst, src, n * sizeof(float), cudaMemcpyHostToDevice));
+    cudaCheck(cudaDeviceSynchronize());
 #else
     floatX* tmp = (floatX*)xmalloc(DEV_CONVERT_CHUNK * sizeof(floatX));
     for (size_t i = 0; i < n; i += DEV_CONVERT_CHUNK) {
@@ -39,10 +43,12 @@ static inline void dev_upload_floats(floatX* dst, const float* src, size_t n) {
         for (size_t j = 0; j < m; j++) tmp[j] = __float2bfloat16(src[i + j]);
         cudaCheck(cudaMemcpy(dst + i, tmp, m * sizeof(floatX), cudaMemcpyHostToDevice));
     }
+    cudaCheck(cudaDeviceSynchronize());  // before tmp is freed and before any stream reads dst
     free(tmp);
 #endif
 }
 static inline void dev_download_floats(float* dst, const floatX* src, size_t n) {
+    cudaCheck(cudaDeviceSynchronize());
 #if defined(ENABLE_FP32)
     cudaCheck(cudaMemcpy(dst, src, n * sizeof(float), cudaMemcpyDeviceToHost));
 #else

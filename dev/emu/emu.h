@@ -49,6 +49,9 @@ Model
 #include <map>
 #include <vector>
 #include <string>
+#include <deque>
+#include <functional>
+#include <memory>
 #if !(defined(__x86_64__) && defined(__linux__)) || defined(EMU_UCONTEXT)
 #include <ucontext.h>
 #endif
@@ -146,6 +149,7 @@ typedef enum cudaError {
     cudaErrorInvalidValue = 1,
     cudaErrorMemoryAllocation = 2,
     cudaErrorInvalidConfiguration = 9,
+    cudaErrorInvalidResourceHandle = 400,
     cudaErrorLaunchOutOfResources = 701,
     cudaErrorLaunchFailure = 719,
 } cudaError_t;
@@ -162,6 +166,23 @@ struct cudaDeviceProp {
     char name[256];
     size_t totalGlobalMem, sharedMemPerBlock, sharedMemPerBlockOptin;
     int multiProcessorCount, major, minor, warpSize, maxThreadsPerBlock;
+};
+
+// Streams and events (see "Streams and events" below). In the default SYNCHRONOUS model
+// (emu::lazy_streams == false) every operation runs when it is issued. In the LAZY model
+// an operation is queued on its stream and runs only when something forces it.
+struct CUstream_st {
+    int id;                                   // 0: the legacy default stream
+    unsigned flags;                           // cudaStreamNonBlocking or 0 (blocking)
+    bool destroyed, flushing;
+    bool eager;                               // lazy model: this stream runs its work when issued
+    std::deque<std::function<void()>> q;      // queued operations (lazy model)
+    unsigned long long enq, done;             // operations issued / executed so far
+};
+struct CUevent_st {
+    CUstream_st* s;                           // stream of the last cudaEventRecord
+    unsigned long long seq;                   // it completes when s has executed seq operations
+    bool recorded, destroyed;
 };
 
 // section bounds of the static __shared__ variables (provided by the linker)
@@ -389,7 +410,7 @@ inline void thread_exit() {
 inline void syncthreads(const char* file, int line) {
     Fiber& f = fibers[cur_fiber];
     if (blk_arrived == 0) { blk_file = file; blk_line = line; }
-    else if (blk_line != line || strcmp(blk_file, file) != 0)
+    else if (blk_line != line || (blk_file != file && strcmp(blk_file, file) != 0))
         error("divergent __syncthreads: this thread is at %s:%d, others wait at %s:%d", file, line, blk_file, blk_line);
     f.state = F_WAIT_BLOCK; f.wait_file = file; f.wait_line = line; f.wait_what = "__syncthreads";
     if (++blk_arrived == n_live) block_barrier_complete();
@@ -413,7 +434,7 @@ inline uint64_t warp_collective(unsigned mask, uint64_t v, const char* what, con
         error("%s with full mask at %s:%d after lanes 0x%08x of the warp returned: undefined behaviour on the GPU", what,
               file, line, W.exited);
     if (W.arrived == 0) { W.file = file; W.line = line; W.what = what; }
-    else if (W.line != line || strcmp(W.file, file) != 0 || strcmp(W.what, what) != 0)
+    else if (W.line != line || (W.file != file && strcmp(W.file, file) != 0) || (W.what != what && strcmp(W.what, what) != 0))
         error("divergent warp collective: lane %d at %s (%s:%d), other lanes at %s (%s:%d)", lane, what, file, line,
               W.what, W.file, W.line);
     unsigned g = W.gen;
@@ -507,11 +528,118 @@ inline int kernel_index(const char* name) {
     return -1;
 }
 
+// ---------------------------------------------------------------------------------
+// Streams and events.
+//  SYNCHRONOUS model (lazy_streams == false, the default; the kernel harness and the ladders
+//    use it): every operation runs when it is issued, so stream order is program order and
+//    events are trivially complete.
+//  LAZY model (lazy_streams == true; run_trainer.sh turns it on with EMU_STREAMS=lazy): an
+//    operation is queued on its stream and runs only when something forces it: a
+//    synchronisation of its stream, of an event recorded after it or of the device, a
+//    cudaStreamWaitEvent op of another stream that is itself being run, a synchronous copy
+//    or memset on the legacy stream (which runs the legacy stream and the BLOCKING streams
+//    first, not the non-blocking ones), cudaFree/cudaFreeHost (they synchronise the device),
+//    cudaStreamDestroy (its work completes), or the end of the program. This is one
+//    schedule that CUDA allows -- every stream as late as the dependencies permit -- so a
+//    missing cudaStreamWaitEvent or stream synchronisation becomes an operation that runs
+//    too late (stale or poisoned data), and the results differ. It is ONE legal schedule,
+//    not all of them: concurrency (two streams at once) is never emulated.
+//  Copies from pageable host memory are staged when issued (the source is read at once);
+//  copies to pageable host memory complete before cudaMemcpyAsync returns (their stream
+//  is run first), as the CUDA documentation of API synchronisation behaviour says.
+//  Copies to and from pinned memory (cudaMallocHost) are queued like kernels.
+inline bool lazy_streams = false;
+// EMU_H2D_ASYNC (lazy model only): a SYNCHRONOUS cudaMemcpy from pageable host memory to the
+// device returns once the source is staged, before the copy has landed, and the copy is
+// queued on the legacy stream, which non-blocking streams do not wait for. CUDA documents
+// this ("the DMA to final destination may not have completed"). On unless EMU_H2D_ASYNC=0.
+inline bool pageable_h2d_async = !(getenv("EMU_H2D_ASYNC") && strcmp(getenv("EMU_H2D_ASYNC"), "0") == 0);
+//  In the lazy model, the streams whose ids (1, 2, ... in creation order) are in eager_ids
+//  run their work when it is issued instead (after forcing what it waits for): with the
+//  compute stream lazy and a copy stream eager, a copy that lacks its wait on the compute
+//  stream runs before the data it copies exists.
+inline std::vector<int> eager_ids;
+inline CUstream_st* legacy_stream() { static CUstream_st s{0, 0, false, false, false, {}, 0, 0}; return &s; }
+inline std::vector<CUstream_st*>& created_streams() { static std::vector<CUstream_st*> v; return v; }
+inline CUstream_st* stream_of(cudaStream_t s) { return s ? s : legacy_stream(); }
+inline unsigned long long n_deferred = 0, n_stream_waits = 0;
+// runs the first `upto` operations of s (and, through their waits, what they depend on)
+inline void flush(CUstream_st* s, unsigned long long upto) {
+    if (s->done >= upto) return;
+    if (s->flushing)
+        error("stream dependency cycle: stream %d must run past operation %llu while it is running operation %llu", s->id,
+              upto, s->done);
+    s->flushing = true;
+    while (s->done < upto && !s->q.empty()) {
+        std::function<void()> op = std::move(s->q.front());
+        s->q.pop_front();
+        op();
+        s->done++;
+    }
+    s->flushing = false;
+}
+inline void flush_all(CUstream_st* s) { flush(s, s->enq); }
+inline void device_synchronize() {
+    for (CUstream_st* s : created_streams()) flush_all(s);
+    flush_all(legacy_stream());
+}
+// what an operation on the legacy stream waits for: its own earlier work and the blocking streams'
+inline void legacy_synchronize() {
+    for (CUstream_st* s : created_streams())
+        if (!(s->flags & 0x01) && !s->destroyed) flush_all(s);
+    flush_all(legacy_stream());
+}
+// issues an operation on stream s
+inline void submit(cudaStream_t stream, std::function<void()> op) {
+    CUstream_st* s = stream_of(stream);
+    if (s->destroyed) error("an operation issued on a destroyed stream (%d)", s->id);
+    if (!lazy_streams) { op(); s->enq++; s->done++; return; }
+    if (s->eager) {
+        if (!(s->flags & 0x01)) flush_all(legacy_stream());  // a blocking stream follows the legacy stream
+        flush_all(s);
+        s->flushing = true;
+        op();
+        s->flushing = false;
+        s->enq++; s->done++;
+        return;
+    }
+    n_deferred++;
+    if (s->id == 0) {
+        // the legacy stream waits for the blocking streams' earlier work
+        std::vector<std::pair<CUstream_st*, unsigned long long>> deps;
+        for (CUstream_st* b : created_streams())
+            if (!(b->flags & 0x01) && !b->destroyed && b->enq > b->done) deps.push_back({b, b->enq});
+        if (!deps.empty()) {
+            s->q.push_back([deps]() { for (auto& d : deps) flush(d.first, d.second); });
+            s->enq++;
+        }
+    } else if (!(s->flags & 0x01)) {
+        // a blocking stream waits for the legacy stream's earlier work
+        CUstream_st* l = legacy_stream();
+        if (l->enq > l->done) {
+            unsigned long long upto = l->enq;
+            s->q.push_back([l, upto]() { flush(l, upto); });
+            s->enq++;
+        }
+    }
+    s->q.push_back(std::move(op));
+    s->enq++;
+}
+
+// pinned host allocations (cudaMallocHost), and a lookup of device allocations by address
+inline std::map<char*, size_t>& pinned() { static std::map<char*, size_t> m; return m; }
+// is [p, p + n) inside one pinned allocation?
+inline bool is_pinned(const void* p, size_t n = 1) {
+    auto it = pinned().upper_bound((char*)p);
+    if (it == pinned().begin()) return false;
+    --it;
+    return (char*)p >= it->first && (char*)p + n <= it->first + (it->second ? it->second : 1);
+}
+
 // a launch: validate like the CUDA runtime, then run every block
 template <class... P, class... A>
 inline void launch(const char* name, const char* file, int line, dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
                    void (*k)(P...), A&&... args) {
-    (void)stream;
     cur_kernel = name;
     n_launches++;
     unsigned long long nt = (unsigned long long)block.x * block.y * block.z;
@@ -533,31 +661,36 @@ inline void launch(const char* name, const char* file, int line, dim3 grid, dim3
         error("launch of %s at %s:%d: kernel not in the table transform.py generated", name, file, line);
     if (ki >= 0 && covered) covered[ki] = 1;
 
-    // kernel arguments are converted to the parameter types once, as a launch does
+    // kernel arguments are converted to the parameter types once, as a launch does; the
+    // launch then runs on its stream (now, or later in the lazy stream model)
     std::tuple<std::decay_t<P>...> params(std::forward<A>(args)...);
-    auto invoke = [](void* ctx) {
-        auto* pp = (std::pair<void (*)(P...), std::tuple<std::decay_t<P>...>*>*)ctx;
-        std::apply(pp->first, *pp->second);
-    };
-    std::pair<void (*)(P...), std::tuple<std::decay_t<P>...>*> ctx(k, &params);
-    body_fn = invoke; body_ctx = &ctx;
-
-    // dynamic shared memory ends at a PROT_NONE page; the slack below it is canary-checked
-    size_t span = (smem + 127) / 128 * 128;
-    size_t page = 4096, mapped = (span + page - 1) / page * page + page;
-    dyn_map = (char*)mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (dyn_map == (char*)MAP_FAILED) { fprintf(stderr, "emu: mmap failed\n"); _exit(3); }
-    dyn_map_bytes = mapped;
-    mprotect(dyn_map + mapped - page, page, PROT_NONE);
-    dyn_smem = dyn_map + mapped - page - span;
-    dyn_smem_bytes = smem; dyn_smem_span = span;
-
-    cur_block_dim = block; cur_grid_dim = grid;
-    run_grid(grid, block);
-
-    munmap(dyn_map, dyn_map_bytes);
-    dyn_map = nullptr; dyn_smem = nullptr; dyn_smem_bytes = dyn_smem_span = 0;
     cur_kernel = "(no kernel)";
+    submit(stream, [=]() mutable {
+        cur_kernel = name;
+        auto invoke = [](void* ctx) {
+            auto* pp = (std::pair<void (*)(P...), std::tuple<std::decay_t<P>...>*>*)ctx;
+            std::apply(pp->first, *pp->second);
+        };
+        std::pair<void (*)(P...), std::tuple<std::decay_t<P>...>*> ctx(k, &params);
+        body_fn = invoke; body_ctx = &ctx;
+
+        // dynamic shared memory ends at a PROT_NONE page; the slack below it is canary-checked
+        size_t span = (smem + 127) / 128 * 128;
+        size_t page = 4096, mapped = (span + page - 1) / page * page + page;
+        dyn_map = (char*)mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (dyn_map == (char*)MAP_FAILED) { fprintf(stderr, "emu: mmap failed\n"); _exit(3); }
+        dyn_map_bytes = mapped;
+        mprotect(dyn_map + mapped - page, page, PROT_NONE);
+        dyn_smem = dyn_map + mapped - page - span;
+        dyn_smem_bytes = smem; dyn_smem_span = span;
+
+        cur_block_dim = block; cur_grid_dim = grid;
+        run_grid(grid, block);
+
+        munmap(dyn_map, dyn_map_bytes);
+        dyn_map = nullptr; dyn_smem = nullptr; dyn_smem_bytes = dyn_smem_span = 0;
+        cur_kernel = "(no kernel)";
+    });
 }
 
 // ---------------------------------------------------------------------------------
@@ -593,6 +726,19 @@ inline std::string check_one(char* p, const Alloc& a) {
 inline std::string check_guards() {
     for (auto& kv : allocs()) { std::string s = check_one(kv.first, kv.second); if (!s.empty()) return s; }
     return "";
+}
+// is [p, p + n) inside one device allocation? (false for host memory)
+inline bool is_device(const void* p, size_t n = 1) {
+    auto it = allocs().upper_bound((char*)p);
+    if (it == allocs().begin()) return false;
+    --it;
+    return (char*)p >= it->first && (char*)p + n <= it->first + (it->second.bytes ? it->second.bytes : 1);
+}
+inline bool touches_device(const void* p) {  // p inside a device allocation or its guard zones
+    auto it = allocs().upper_bound((char*)p + ALLOC_GUARD);
+    if (it == allocs().begin()) return false;
+    --it;
+    return (char*)p >= it->first - ALLOC_GUARD && (char*)p < it->first + (it->second.bytes + 255) / 256 * 256 + ALLOC_GUARD;
 }
 inline bool dev_free(void* p) {
     auto it = allocs().find((char*)p);
@@ -649,7 +795,8 @@ static inline int emu_width(int w = 32) { return w; }
 static inline void* emu_dyn_smem() { return emu::dyn_smem; }
 
 // ---------------------------------------------------------------------------------
-// CUDA runtime API (the subset llmc uses); memory is host memory, streams are synchronous
+// CUDA runtime API (the subset llmc and the trainer use); memory is host memory; streams follow
+// the model chosen above (synchronous by default, lazy for run_trainer.sh)
 static inline cudaError_t cudaGetLastError(void) { cudaError_t e = emu::last_error; emu::last_error = cudaSuccess; return e; }
 static inline cudaError_t cudaPeekAtLastError(void) { return emu::last_error; }
 static inline const char* cudaGetErrorString(cudaError_t e) {
@@ -659,47 +806,194 @@ static inline const char* cudaGetErrorString(cudaError_t e) {
 }
 static inline cudaError_t cudaMalloc(void** p, size_t n) { *p = emu::dev_alloc(n); return *p ? cudaSuccess : cudaErrorMemoryAllocation; }
 template <class T> static inline cudaError_t cudaMalloc(T** p, size_t n) { return cudaMalloc((void**)p, n); }
+// cudaFree and cudaFreeHost synchronise the device first (as CUDA does)
 static inline cudaError_t cudaFree(void* p) {
     if (!p) return cudaSuccess;
+    emu::device_synchronize();
     return emu::dev_free(p) ? cudaSuccess : cudaErrorInvalidValue;
 }
-static inline cudaError_t cudaMallocHost(void** p, size_t n) { *p = malloc(n ? n : 1); return *p ? cudaSuccess : cudaErrorMemoryAllocation; }
+// pinned host memory: host memory, registered so that copies to and from it are queued
+// like kernels (truly asynchronous); filled with 0xFF like device memory
+static inline cudaError_t cudaMallocHost(void** p, size_t n) {
+    *p = malloc(n ? n : 1);
+    if (!*p) return cudaErrorMemoryAllocation;
+    memset(*p, 0xFF, n ? n : 1);
+    emu::pinned()[(char*)*p] = n;
+    return cudaSuccess;
+}
 template <class T> static inline cudaError_t cudaMallocHost(T** p, size_t n) { return cudaMallocHost((void**)p, n); }
-static inline cudaError_t cudaFreeHost(void* p) { free(p); return cudaSuccess; }
+static inline cudaError_t cudaFreeHost(void* p) {
+    if (!p) return cudaSuccess;
+    emu::device_synchronize();
+    auto it = emu::pinned().find((char*)p);
+    if (it == emu::pinned().end()) { fprintf(stderr, "emu: cudaFreeHost of %p, which cudaMallocHost did not return\n", p); return cudaErrorInvalidValue; }
+    emu::pinned().erase(it);
+    free(p);
+    return cudaSuccess;
+}
 namespace emu {
-// FNV-1a hash of every byte copied device -> host: run_ladders.sh compares it between the
-// fwd and rev schedules (equal hashes: every result the program downloaded is bitwise equal)
+// FNV-1a hash of every byte copied device -> pageable host memory (the results a program
+// reads; copies into pinned memory, such as activation offload, are left out):
+// run_ladders.sh compares it between the fwd and rev schedules (equal hashes: every
+// result the program downloaded is bitwise equal), run_trainer.sh between stream models
 inline uint64_t d2h_hash = 0xcbf29ce484222325ull;
 inline unsigned long long d2h_bytes = 0;
 inline void d2h_note(const void* p, size_t n, cudaMemcpyKind k) {
-    if (k != cudaMemcpyDeviceToHost) return;
+    if (k != cudaMemcpyDeviceToHost || is_pinned(p, n)) return;
     const unsigned char* b = (const unsigned char*)p;
     for (size_t i = 0; i < n; i++) d2h_hash = (d2h_hash ^ b[i]) * 0x100000001b3ull;
     d2h_bytes += n;
 }
-}  // namespace emu
-static inline cudaError_t cudaMemcpy(void* d, const void* s, size_t n, cudaMemcpyKind k) { memmove(d, s, n); emu::d2h_note(d, n, k); return cudaSuccess; }
-static inline cudaError_t cudaMemcpyAsync(void* d, const void* s, size_t n, cudaMemcpyKind k, cudaStream_t = 0) { memmove(d, s, n); emu::d2h_note(d, n, k); return cudaSuccess; }
-static inline cudaError_t cudaMemset(void* p, int v, size_t n) { memset(p, v, n); return cudaSuccess; }
-static inline cudaError_t cudaMemsetAsync(void* p, int v, size_t n, cudaStream_t = 0) { memset(p, v, n); return cudaSuccess; }
-static inline cudaError_t cudaMemset2DAsync(void* p, size_t pitch, int v, size_t w, size_t h, cudaStream_t = 0) {
-    if (w > pitch && h > 1) return cudaErrorInvalidValue;
-    for (size_t r = 0; r < h; r++) memset((char*)p + r * pitch, v, w);
+inline cudaError_t api_error(cudaError_t e, const char* fmt, ...) {
+    va_list ap; va_start(ap, fmt); vsnprintf(last_error_msg, sizeof last_error_msg, fmt, ap); va_end(ap);
+    fprintf(stderr, "emu: %s\n", last_error_msg);
+    return e;
+}
+// the direction of a copy: cudaMemcpyDefault is resolved from the pointers; an explicit
+// kind must match them, and the device side must lie inside one cudaMalloc allocation
+inline cudaError_t check_copy(void* d, const void* s, size_t n, cudaMemcpyKind* k, const char* what) {
+    if (n == 0) return cudaSuccess;
+    bool dd = touches_device(d), sd = touches_device(s);
+    if (*k == cudaMemcpyDefault) *k = sd ? (dd ? cudaMemcpyDeviceToDevice : cudaMemcpyDeviceToHost) : (dd ? cudaMemcpyHostToDevice : cudaMemcpyHostToHost);
+    bool want_dd = *k == cudaMemcpyHostToDevice || *k == cudaMemcpyDeviceToDevice;
+    bool want_sd = *k == cudaMemcpyDeviceToHost || *k == cudaMemcpyDeviceToDevice;
+    if (dd != want_dd || sd != want_sd)
+        return api_error(cudaErrorInvalidValue, "%s of %zu bytes, kind %d: the destination %p is %s memory and the source %p is %s memory",
+                         what, n, (int)*k, d, dd ? "device" : "host", s, sd ? "device" : "host");
+    if (dd && !is_device(d, n)) return api_error(cudaErrorInvalidValue, "%s: %zu bytes at destination %p run past the end of its device allocation", what, n, d);
+    if (sd && !is_device(s, n)) return api_error(cudaErrorInvalidValue, "%s: %zu bytes at source %p run past the end of its device allocation", what, n, s);
     return cudaSuccess;
 }
-static inline cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned) { static int dummy; *s = (cudaStream_t)&dummy; return cudaSuccess; }
-static inline cudaError_t cudaStreamCreate(cudaStream_t* s) { return cudaStreamCreateWithFlags(s, 0); }
-static inline cudaError_t cudaStreamDestroy(cudaStream_t) { return cudaSuccess; }
-static inline cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
-static inline cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned) { static int dummy; *e = (cudaEvent_t)&dummy; return cudaSuccess; }
-static inline cudaError_t cudaEventCreate(cudaEvent_t* e) { return cudaEventCreateWithFlags(e, 0); }
-static inline cudaError_t cudaEventDestroy(cudaEvent_t) { return cudaSuccess; }
-static inline cudaError_t cudaEventRecord(cudaEvent_t, cudaStream_t = 0) { return cudaSuccess; }
-static inline cudaError_t cudaEventSynchronize(cudaEvent_t) { return cudaSuccess; }
+inline cudaError_t check_set(void* p, size_t n, const char* what) {
+    if (n == 0) return cudaSuccess;
+    if (!is_device(p, n)) return api_error(cudaErrorInvalidValue, "%s: %zu bytes at %p are not inside one device allocation", what, n, p);
+    return cudaSuccess;
+}
+inline bool valid_stream(cudaStream_t s) {
+    if (!s) return true;
+    for (CUstream_st* c : created_streams()) if (c == s) return !c->destroyed;
+    return false;
+}
+}  // namespace emu
+// a synchronous copy runs on the legacy stream and returns when it is done (except under
+// EMU_H2D_ASYNC, above)
+static inline cudaError_t cudaMemcpy(void* d, const void* s, size_t n, cudaMemcpyKind k) {
+    cudaError_t e = emu::check_copy(d, s, n, &k, "cudaMemcpy");
+    if (e != cudaSuccess) return e;
+    if (emu::lazy_streams && emu::pageable_h2d_async && k == cudaMemcpyHostToDevice && !emu::is_pinned(s, n)) {
+        emu::legacy_synchronize();
+        auto buf = std::make_shared<std::vector<char>>((const char*)s, (const char*)s + n);
+        emu::submit(0, [=]() { memmove(d, buf->data(), n); });
+        return cudaSuccess;
+    }
+    emu::submit(0, [=]() { memmove(d, s, n); emu::d2h_note(d, n, k); });
+    emu::legacy_synchronize();
+    return cudaSuccess;
+}
+static inline cudaError_t cudaMemcpyAsync(void* d, const void* s, size_t n, cudaMemcpyKind k, cudaStream_t st = 0) {
+    cudaError_t e = emu::check_copy(d, s, n, &k, "cudaMemcpyAsync");
+    if (e != cudaSuccess) return e;
+    if (!emu::valid_stream(st)) return emu::api_error(cudaErrorInvalidResourceHandle, "cudaMemcpyAsync on an invalid stream");
+    bool to_host = k == cudaMemcpyDeviceToHost || k == cudaMemcpyHostToHost;
+    bool from_host = k == cudaMemcpyHostToDevice || k == cudaMemcpyHostToHost;
+    if (to_host && !emu::is_pinned(d, n)) {
+        // to pageable memory: returns once the copy is done (its stream's earlier work first)
+        emu::submit(st, [=]() { memmove(d, s, n); emu::d2h_note(d, n, k); });
+        emu::flush_all(emu::stream_of(st));
+    } else if (from_host && !emu::is_pinned(s, n)) {
+        // from pageable memory: the source is staged now, the copy runs in stream order
+        auto buf = std::make_shared<std::vector<char>>((const char*)s, (const char*)s + n);
+        emu::submit(st, [=]() { memmove(d, buf->data(), n); });
+    } else {
+        emu::submit(st, [=]() { memmove(d, s, n); emu::d2h_note(d, n, k); });
+    }
+    return cudaSuccess;
+}
+static inline cudaError_t cudaMemset(void* p, int v, size_t n) {
+    cudaError_t e = emu::check_set(p, n, "cudaMemset");
+    if (e != cudaSuccess) return e;
+    emu::submit(0, [=]() { memset(p, v, n); });  // asynchronous for device memory
+    return cudaSuccess;
+}
+static inline cudaError_t cudaMemsetAsync(void* p, int v, size_t n, cudaStream_t st = 0) {
+    cudaError_t e = emu::check_set(p, n, "cudaMemsetAsync");
+    if (e != cudaSuccess) return e;
+    if (!emu::valid_stream(st)) return emu::api_error(cudaErrorInvalidResourceHandle, "cudaMemsetAsync on an invalid stream");
+    emu::submit(st, [=]() { memset(p, v, n); });
+    return cudaSuccess;
+}
+static inline cudaError_t cudaMemset2DAsync(void* p, size_t pitch, int v, size_t w, size_t h, cudaStream_t st = 0) {
+    if (w > pitch && h > 1) return cudaErrorInvalidValue;
+    if (h > 0 && w > 0) {
+        cudaError_t e = emu::check_set(p, (h - 1) * pitch + w, "cudaMemset2DAsync");
+        if (e != cudaSuccess) return e;
+    }
+    if (!emu::valid_stream(st)) return emu::api_error(cudaErrorInvalidResourceHandle, "cudaMemset2DAsync on an invalid stream");
+    emu::submit(st, [=]() { for (size_t r = 0; r < h; r++) memset((char*)p + r * pitch, v, w); });
+    return cudaSuccess;
+}
+static inline cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned flags) {
+    static int next_id = 1;
+    int id = next_id++;
+    bool eager = false;
+    for (int e : emu::eager_ids) eager |= e == id;
+    *s = new CUstream_st{id, flags, false, false, eager, {}, 0, 0};
+    emu::created_streams().push_back(*s);
+    return cudaSuccess;
+}
+static inline cudaError_t cudaStreamCreate(cudaStream_t* s) { return cudaStreamCreateWithFlags(s, cudaStreamDefault); }
+// the stream's pending work completes; the object is kept (events may still name it)
+static inline cudaError_t cudaStreamDestroy(cudaStream_t s) {
+    if (!s || !emu::valid_stream(s)) return emu::api_error(cudaErrorInvalidResourceHandle, "cudaStreamDestroy of an invalid or destroyed stream");
+    emu::flush_all(s);
+    s->destroyed = true;
+    return cudaSuccess;
+}
+static inline cudaError_t cudaStreamSynchronize(cudaStream_t s) {
+    if (!emu::valid_stream(s)) return emu::api_error(cudaErrorInvalidResourceHandle, "cudaStreamSynchronize of an invalid stream");
+    if (s) emu::flush_all(s);
+    else emu::legacy_synchronize();
+    return cudaSuccess;
+}
+static inline cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned) { *e = new CUevent_st{nullptr, 0, false, false}; return cudaSuccess; }
+static inline cudaError_t cudaEventCreate(cudaEvent_t* e) { return cudaEventCreateWithFlags(e, cudaEventDefault); }
+static inline cudaError_t cudaEventDestroy(cudaEvent_t e) {
+    if (!e || e->destroyed) return emu::api_error(cudaErrorInvalidResourceHandle, "cudaEventDestroy of an invalid or destroyed event");
+    e->destroyed = true;  // kept: waits already issued hold their own copy of what to wait for
+    return cudaSuccess;
+}
+// the event completes when the work issued on the stream so far has run
+static inline cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s = 0) {
+    if (!e || e->destroyed) return emu::api_error(cudaErrorInvalidResourceHandle, "cudaEventRecord of an invalid or destroyed event");
+    if (!emu::valid_stream(s)) return emu::api_error(cudaErrorInvalidResourceHandle, "cudaEventRecord on an invalid stream");
+    e->s = emu::stream_of(s); e->seq = e->s->enq; e->recorded = true;
+    return cudaSuccess;
+}
+static inline cudaError_t cudaEventSynchronize(cudaEvent_t e) {
+    if (!e || e->destroyed) return emu::api_error(cudaErrorInvalidResourceHandle, "cudaEventSynchronize of an invalid or destroyed event");
+    if (e->recorded) emu::flush(e->s, e->seq);
+    return cudaSuccess;
+}
 static inline cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t, cudaEvent_t) { *ms = 0.0f; return cudaSuccess; }
-static inline cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t, unsigned = 0) { return cudaSuccess; }
-static inline cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
-static inline cudaError_t cudaMemGetInfo(size_t* f, size_t* t) { *f = (size_t)80 << 30; *t = (size_t)80 << 30; return cudaSuccess; }
+// later work on s waits for the event's most recent record (a no-op if it was never recorded)
+static inline cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned = 0) {
+    if (!e || e->destroyed) return emu::api_error(cudaErrorInvalidResourceHandle, "cudaStreamWaitEvent on an invalid or destroyed event");
+    if (!emu::valid_stream(s)) return emu::api_error(cudaErrorInvalidResourceHandle, "cudaStreamWaitEvent of an invalid stream");
+    if (!e->recorded) return cudaSuccess;
+    CUstream_st* es = e->s;
+    unsigned long long seq = e->seq;
+    emu::submit(s, [es, seq]() { emu::n_stream_waits++; emu::flush(es, seq); });
+    return cudaSuccess;
+}
+static inline cudaError_t cudaDeviceSynchronize(void) { emu::device_synchronize(); return cudaSuccess; }
+// an 80 GiB device; what is in use is what cudaMalloc handed out
+static inline cudaError_t cudaMemGetInfo(size_t* f, size_t* t) {
+    size_t used = 0;
+    for (auto& kv : emu::allocs()) used += (kv.second.bytes + 255) / 256 * 256;
+    *t = (size_t)80 << 30;
+    *f = *t - used;
+    return cudaSuccess;
+}
 static inline cudaError_t cudaGetDevice(int* d) { *d = 0; return cudaSuccess; }
 static inline cudaError_t cudaSetDevice(int) { return cudaSuccess; }
 static inline cudaError_t cudaGetDeviceCount(int* n) { *n = 1; return cudaSuccess; }

@@ -218,7 +218,7 @@ static inline cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t h, 
 static inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t op, const void* alpha, const void* A,
                                             cublasLtMatrixLayout_t la, const void* B, cublasLtMatrixLayout_t lb, const void* beta,
                                             const void* C, cublasLtMatrixLayout_t lc, void* D, cublasLtMatrixLayout_t ld,
-                                            const cublasLtMatmulAlgo_t* algo, void* ws, size_t ws_bytes, cudaStream_t) {
+                                            const cublasLtMatmulAlgo_t* algo, void* ws, size_t ws_bytes, cudaStream_t stream) {
     emu::lt_matmul_calls++;
     if (!h || h->magic != emu::LT_MAGIC) return CUBLAS_STATUS_NOT_INITIALIZED;
     uint64_t m, n, k;
@@ -237,27 +237,33 @@ static inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDe
             return CUBLAS_STATUS_INVALID_VALUE;
         }
     }
+    // alpha and beta (host pointers) and the descriptors are read now, as cuBLASLt does;
+    // the product runs on the stream (now, or later in the emulator's lazy stream model)
     float al, be;
     memcpy(&al, alpha, 4);
     memcpy(&be, beta, 4);
     bool bf = la->type == CUDA_R_16BF;
-    auto rd = [bf](const void* base, uint64_t r, uint64_t c, int64_t ldm) -> double {
-        uint64_t i = r + c * (uint64_t)ldm;
-        return bf ? (double)(float)((const __nv_bfloat16*)base)[i] : (double)((const float*)base)[i];
-    };
-    for (uint64_t j = 0; j < n; j++)
-        for (uint64_t i = 0; i < m; i++) {
-            double s = 0.0;
-            for (uint64_t kk = 0; kk < k; kk++) {
-                double av = op->transa ? rd(A, kk, i, la->ld) : rd(A, i, kk, la->ld);
-                double bv = op->transb ? rd(B, j, kk, lb->ld) : rd(B, kk, j, lb->ld);
-                s += av * bv;
+    bool ta = op->transa, tb = op->transb;
+    int64_t lda = la->ld, ldb = lb->ld, ldc = lc->ld, ldd = ld->ld;
+    emu::submit(stream, [=]() {
+        auto rd = [bf](const void* base, uint64_t r, uint64_t c, int64_t ldm) -> double {
+            uint64_t i = r + c * (uint64_t)ldm;
+            return bf ? (double)(float)((const __nv_bfloat16*)base)[i] : (double)((const float*)base)[i];
+        };
+        for (uint64_t j = 0; j < n; j++)
+            for (uint64_t i = 0; i < m; i++) {
+                double s = 0.0;
+                for (uint64_t kk = 0; kk < k; kk++) {
+                    double av = ta ? rd(A, kk, i, lda) : rd(A, i, kk, lda);
+                    double bv = tb ? rd(B, j, kk, ldb) : rd(B, kk, j, ldb);
+                    s += av * bv;
+                }
+                s *= al;
+                if (be != 0.0f) s += (double)be * rd(C, i, j, ldc);  // C is not read when beta == 0
+                uint64_t di = i + j * (uint64_t)ldd;
+                if (bf) ((__nv_bfloat16*)D)[di] = __nv_bfloat16(s);
+                else ((float*)D)[di] = (float)s;
             }
-            s *= al;
-            if (be != 0.0f) s += (double)be * rd(C, i, j, lc->ld);  // C is not read when beta == 0
-            uint64_t di = i + j * (uint64_t)ld->ld;
-            if (bf) ((__nv_bfloat16*)D)[di] = __nv_bfloat16(s);
-            else ((float*)D)[di] = (float)s;
-        }
+    });
     return CUBLAS_STATUS_SUCCESS;
 }

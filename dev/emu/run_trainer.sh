@@ -1,0 +1,237 @@
+#!/usr/bin/env bash
+# The WHOLE CUDA build of test_llama (and train_llama) under the host emulator, no GPU.
+# From anywhere:
+#     bash dev/emu/run_trainer.sh          (dev/emu/run.sh runs it as its last stage)
+# 1. transforms llmc/*.cuh (transform.py) into dev/emu/build/trainer/src/llmc, next to copies
+#    of llmc's other files, train_llama.cu and test_llama.cu; the copies get
+#    `#include "trainer_emu.h"` appended after their last line (line numbers unchanged),
+#    which installs the kernel table and reads the EMU_* environment;
+# 2. builds test_llama and train_llama with g++ against the emulator (no -DLLMC_CPU: the
+#    CUDA host code paths, device.cuh, the cuBLASLt calls), in fp32 (-DENABLE_FP32) and in
+#    bf16 (bf16 params/activations, fp32 master weights);
+# 3. runs test_llama on every dev/ref/*.lref and dev/emu/ref/*.lref (an L=5 model, so that
+#    activation offload reuses its two device slots) with flag sets that cover every memory
+#    flag, against the committed references, at test_llama's own tolerances:
+#        none | --ffn-chunks 3 --ce-chunks 5 --offload-act -1 --recompute 1
+#             | --ffn-chunks 2 --ffn-chunk-dim seq --recompute 2 | --offload-act 1
+#    No flags on every reference, in both precisions; the three flag sets on two
+#    references per precision (fp32: the L=5 GQA one and MHA tied with odd sizes; bf16:
+#    the L=5 one and GQA untied with other hyperparameters), to keep the stage near 45 s
+#    on 2 cores. EMU_TRAINER_FULL=1 runs every flag set on every reference in both
+#    precisions (about 30 s more);
+# 4. checks that the results do not depend on the stream model or the thread schedule
+#    (sync / lazy / lazy with eager copy streams / reverse thread order: same downloaded
+#    bytes), that the cuBLASLt fallback kernel path passes too, and that a missing
+#    prefetch (test_llama --test-skip-prefetch 1) FAILS;
+# 5. (EMU_TRAINER_RESUME=0 skips it) train_llama on a tiny synthetic shard: 6 steps with a
+#    checkpoint at 3, then a run resumed from it must give bit-identical metrics for
+#    steps 4-6; and --offload-act -1 --recompute 2 must give bit-identical metrics to the
+#    plain run (L=4: 3 offloaded layers share 2 slots). Both precisions.
+# Every process runs in the LAZY stream model unless said otherwise (dev/emu/emu.h,
+# "Streams and events"), with cuBLASLt replaced by the MODEL of its documented contract
+# (include/cublasLt.h; EMU_LT_MODE=1): this checks the host code's calls, not cuBLASLt.
+# Prints one line per run:  PASS <name>  or  FAIL <name>: why;  exit status non-zero when
+# anything failed. Outputs: dev/emu/build/trainer/out/<name>.out (stdout and stderr).
+# Environment: EMU_SRC_DIR (llmc sources, default llmc), EMU_TRAINER_SRC (directory with
+# train_llama.cu and test_llama.cu, default the repository root), EMU_TRAINER_FULL,
+# EMU_TRAINER_RESUME, EMU_TRAINER_FILTER (only runs whose name contains it), CXX, and
+# EMU_H2D_ASYNC=0 (emu.h: by default a synchronous cudaMemcpy from pageable memory to the
+# device returns before its copy lands, as CUDA documents it may; 0 turns that off).
+set -u
+cd "$(dirname "$0")/../.."
+T0=$(date +%s.%N)
+LLMC=${EMU_SRC_DIR:-llmc}
+TSRC=${EMU_TRAINER_SRC:-.}
+B=dev/emu/build/trainer
+CXX=${CXX:-g++}
+PY=$(command -v python3 || command -v python)
+NJ=$(nproc 2>/dev/null || echo 2)
+TIMEOUT_S=${EMU_TRAINER_TIMEOUT:-300}
+elapsed() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }'; }
+rm -rf "$B"
+mkdir -p "$B/src/llmc" "$B/bin" "$B/out" "$B/jobs" "$B/data"
+np=0; nf=0
+pass() { echo "PASS $1"; np=$((np + 1)); }
+fail() { echo "FAIL $1: $2"; nf=$((nf + 1)); }
+finish() { echo "trainer: $np passed, $nf failed in $(elapsed "$T0") s (llmc: $LLMC, trainer: $TSRC)"; [ "$nf" -eq 0 ]; exit $?; }
+
+# 1. sources
+if "$PY" dev/emu/transform.py "$LLMC" "$B/src/llmc" >"$B/transform.log" 2>&1; then pass trainer.transform
+else fail trainer.transform "$(tail -n 1 "$B/transform.log")"; finish; fi
+for f in "$LLMC"/*.h; do [ -e "$B/src/llmc/$(basename "$f")" ] || cp "$f" "$B/src/llmc/"; done
+cp -r "$LLMC/cpu" "$B/src/llmc/"
+for f in train_llama.cu test_llama.cu; do
+  { cat "$TSRC/$f"; printf '\n#include "trainer_emu.h"\n'; } > "$B/src/$f"
+done
+
+# 2. build (in parallel)
+FLAGS=(-std=c++17 -O1 -g0 -pthread -Idev/emu/include -Idev/emu -I"$B/src/llmc" -Wall -Wno-unused-function -Wno-unknown-pragmas -Wno-comment)
+echo 'int main(){return 0;}' > "$B/probe.cpp"
+"$CXX" -ftrivial-auto-var-init=pattern "$B/probe.cpp" -o "$B/probe" 2>/dev/null && FLAGS+=(-ftrivial-auto-var-init=pattern)
+TARGETS="test_llama"
+[ "${EMU_TRAINER_RESUME:-1}" = 0 ] || TARGETS="test_llama train_llama"
+pids=()
+for p in fp32 bf16; do
+  for t in $TARGETS; do
+    d=(); [ $p = fp32 ] && d=(-DENABLE_FP32)
+    "$CXX" "${FLAGS[@]}" ${d[@]+"${d[@]}"} -x c++ "$B/src/$t.cu" -o "$B/bin/$t.$p" >"$B/build.$t.$p.log" 2>&1 & pids+=("$! $t.$p")
+  done
+done
+ok=1
+for x in "${pids[@]}"; do
+  set -- $x
+  if wait "$1"; then pass "trainer.build.$2"
+  else fail "trainer.build.$2" "$CXX failed: $(grep -m1 -E 'error' "$B/build.$2.log")"; ok=0; fi
+done
+echo "trainer: transform and build took $(elapsed "$T0") s"
+[ $ok -eq 1 ] || finish
+
+# 3-5. the runs: one small script per run, run in parallel
+REFS=$(ls dev/ref/*.lref dev/emu/ref/*.lref)
+SETS=("none|" "chunks3_ce5_offloadall_rc1|--ffn-chunks 3 --ce-chunks 5 --offload-act -1 --recompute 1"
+      "seqchunks2_rc2|--ffn-chunks 2 --ffn-chunk-dim seq --recompute 2" "offload1|--offload-act 1")
+FLAG_REFS_fp32="dev/emu/ref/deep_l5_gqa.lref dev/ref/mha_tied_odd.lref"
+FLAG_REFS_bf16="dev/emu/ref/deep_l5_gqa.lref dev/ref/gqa_h6kv2_untied_hparams.lref"
+job() {  # job NAME ENV COMMAND...: writes $B/jobs/NAME.sh
+  local name=$1 env=$2; shift 2
+  case "$name" in *"${EMU_TRAINER_FILTER:-}"*) ;; *) return ;; esac
+  { echo "cd '$PWD'"; printf 'env %s timeout %s' "$env" "$TIMEOUT_S"; printf ' %q' "$@"
+    echo " > '$B/out/$name.out' 2>&1"; echo "echo \$? > '$B/out/$name.rc'"; } > "$B/jobs/$name.sh"
+}
+for p in fp32 bf16; do
+  for r in $REFS; do
+    rn=$(basename "$r" .lref)
+    for s in "${SETS[@]}"; do
+      sn=${s%%|*}; fl=${s#*|}
+      if [ "$sn" != none ] && [ "${EMU_TRAINER_FULL:-0}" != 1 ]; then
+        fr=FLAG_REFS_$p
+        case " ${!fr} " in *" $r "*) ;; *) continue ;; esac
+      fi
+      job "test_llama.$p.$rn.$sn" "" "$B/bin/test_llama.$p" --ref "$r" $fl
+    done
+  done
+  # the same run under every stream model and the reverse thread order: same downloads
+  DR=dev/emu/ref/deep_l5_gqa.lref
+  # (the lazy model's run is the flag-set run above with the same flags)
+  DF=(--ffn-chunks 3 --ce-chunks 5 --offload-act -1 --recompute 1)
+  job "test_llama.$p.models.sync" "EMU_STREAMS=sync" "$B/bin/test_llama.$p" --ref $DR "${DF[@]}"
+  # per model: compute, offload, prefetch streams (test_llama builds two models: ids 1-3, 4-6)
+  job "test_llama.$p.models.lazy_eager_copies" "EMU_STREAMS=lazy EMU_EAGER_STREAMS=2,3,5,6" "$B/bin/test_llama.$p" --ref $DR "${DF[@]}"
+  job "test_llama.$p.models.rev_schedule" "EMU_SCHEDULE=rev" "$B/bin/test_llama.$p" --ref $DR "${DF[@]}"
+  # cuBLASLt finds no algorithm: llmc's fallback kernel does every product
+  job "test_llama.$p.mha_tied_odd.fallback_matmul" "EMU_LT_MODE=0" "$B/bin/test_llama.$p" --ref dev/ref/mha_tied_odd.lref
+done
+# must fail: backward reads offload slots that were never prefetched (poisoned)
+job "test_llama.fp32.catches_missing_prefetch" "" "$B/bin/test_llama.fp32" --ref $DR --offload-act -1 --test-skip-prefetch 1
+if [ "${EMU_TRAINER_RESUME:-1}" != 0 ]; then
+  "$PY" - "$B/data/train.bin" "$B/data/val.bin" <<'PYEOF'
+import random, struct, sys
+for path, n, seed in ((sys.argv[1], 4000, 1), (sys.argv[2], 1000, 2)):
+    r = random.Random(seed); toks = [1] + [r.randrange(2, 128) for _ in range(n)]
+    open(path, 'wb').write(struct.pack('<256i', *([20240520, 1, len(toks)] + [0] * 253)) + struct.pack('<%dH' % len(toks), *toks))
+PYEOF
+  TR=(--model tiny --V 128 --D 32 --L 4 --H 4 --KV 2 --F 64 --batch 2 --seq 16 --total-batch 64 --steps 6 --warmup 2
+      --val-every 3 --val-batches 2 --ckpt-every 3 --train-data "$B/data/train.bin" --val-data "$B/data/val.bin")
+  for p in fp32 bf16; do
+    job "train_llama.$p.full" "" "$B/bin/train_llama.$p" "${TR[@]}" --run-dir "$B/out/run.$p.full"
+    job "train_llama.$p.offload" "" "$B/bin/train_llama.$p" "${TR[@]}" --offload-act -1 --recompute 2 --run-dir "$B/out/run.$p.offload"
+  done
+fi
+ls "$B"/jobs/*.sh 2>/dev/null | xargs -r -P "$NJ" -n 1 bash
+echo "trainer: first runs done after $(elapsed "$T0") s"
+# the resumed runs need the full runs' checkpoints
+if [ "${EMU_TRAINER_RESUME:-1}" != 0 ]; then
+  rm -f "$B"/jobs/*.sh
+  for p in fp32 bf16; do
+    job "train_llama.$p.resumed" "" "$B/bin/train_llama.$p" "${TR[@]}" --run-dir "$B/out/run.$p.resumed" --resume "$B/out/run.$p.full/ckpt_000003.bin"
+  done
+  ls "$B"/jobs/*.sh 2>/dev/null | xargs -r -P "$NJ" -n 1 bash
+fi
+
+# verdicts
+field() { grep -o "$2=[^ ]*" "$1" | tail -n 1 | cut -d= -f2; }
+# emulator-level problems of one run's output; prints the reason, empty when fine
+emu_problem() {
+  local o=$1
+  if grep -q '^EMU_ERROR' "$o"; then grep -m1 '^EMU_ERROR' "$o" | cut -c1-300; return; fi
+  if ! grep -q '^EMU_REPORT' "$o"; then echo "no EMU_REPORT line (crash? exit $(cat "${o%.out}.rc"))"; return; fi
+  [ "$(field "$o" guards)" = ok ] || { echo "device memory guard zones damaged: $(grep -o 'guards=.*covered' "$o")"; return; }
+  # work left queued is a finding only when the program ended normally (FAIL() exits at once)
+  [ "$(field "$o" pending)" = 0 ] || [ "$(cat "${o%.out}.rc")" != 0 ] ||
+    echo "$(field "$o" pending) stream operations never ran (issued, never synchronised)"
+}
+for o in "$B"/out/test_llama.*.out; do
+  [ -e "$o" ] || continue
+  n=$(basename "$o" .out); rc=$(cat "$B/out/$n.rc")
+  prob=$(emu_problem "$o")
+  case "$n" in
+    *.catches_missing_prefetch)
+      if [ -n "$prob" ] && ! grep -q '^EMU_ERROR' "$o"; then fail "trainer.$n" "$prob"
+      elif [ "$rc" = 1 ] && grep -q '^FAIL: ' "$o" && grep -q 'FAIL (not finite)' "$o"; then
+        pass "trainer.$n[$(grep -c 'FAIL (not finite)' "$o") tensors not finite, as they must be]"
+      else fail "trainer.$n" "a backward that skips the prefetch was not caught (exit $rc; $(grep -m1 -E '^(PASS|FAIL):' "$o"))"; fi ;;
+    *)
+      if [ -n "$prob" ]; then fail "trainer.$n" "$prob"
+      elif [ "$rc" = 0 ] && grep -q '^PASS: .* 0 failed' "$o"; then pass "trainer.$n[$(grep -m1 -oE '^PASS: [0-9]+ checks' "$o" | cut -c7-)]"
+      else
+        why=$(grep -E ' FAIL|^FAIL|^error|^emu[: ]|required: FAIL' "$o" | head -n 3 | sed 's/  */ /g' | tr '\n' ';')
+        fail "trainer.$n" "exit $rc: ${why:-$(tail -n 1 "$o")}"
+      fi ;;
+  esac
+done
+for p in fp32 bf16; do
+  hs=""; ok=1
+  for m in sync lazy lazy_eager_copies rev_schedule; do
+    o="$B/out/test_llama.$p.models.$m.out"
+    [ $m = lazy ] && o="$B/out/test_llama.$p.deep_l5_gqa.chunks3_ce5_offloadall_rc1.out"
+    [ -e "$o" ] || { ok=0; break; }
+    hs="$hs $m=$(field "$o" d2h_hash)"
+  done
+  [ $ok = 1 ] || continue
+  if [ "$(echo "$hs" | tr ' ' '\n' | grep . | cut -d= -f2 | sort -u | wc -l)" = 1 ]; then
+    pass "trainer.test_llama.$p.models.identical[deep_l5_gqa with chunks, offload and recompute under sync, lazy, lazy+eager copy streams, rev schedule: $(field "$B/out/test_llama.$p.models.sync.out" d2h_bytes) bytes downloaded, bitwise equal]"
+  else fail "trainer.test_llama.$p.models.identical" "the downloads differ between stream models/schedules:$hs"; fi
+done
+if [ "${EMU_TRAINER_RESUME:-1}" != 0 ]; then
+  for p in fp32 bf16; do
+    for n in full offload resumed; do
+      o="$B/out/train_llama.$p.$n.out"; [ -e "$o" ] || continue
+      prob=$(emu_problem "$o"); rc=$(cat "$B/out/train_llama.$p.$n.rc")
+      if [ -n "$prob" ]; then fail "trainer.train_llama.$p.$n" "$prob"
+      elif [ "$rc" != 0 ]; then fail "trainer.train_llama.$p.$n" "exit $rc: $(grep -m1 -E '^error' "$o")"
+      elif grep -qiE '^step .*loss -?(nan|inf)' "$o"; then fail "trainer.train_llama.$p.$n" "non-finite loss: $(grep -m1 -iE '^step .*loss -?(nan|inf)' "$o")"
+      else pass "trainer.train_llama.$p.$n[$(grep -c "^step .*/" "$o") steps, $(grep -c "^checkpoint:" "$o") checkpoints written]"; fi
+    done
+    F="$B/out/run.$p.full/metrics.jsonl"
+    for cmp in resumed offload; do
+      G="$B/out/run.$p.$cmp/metrics.jsonl"
+      [ -e "$F" ] && [ -e "$G" ] || continue
+      if msg=$("$PY" - "$F" "$G" "$cmp" 2>&1 <<'PYEOF'
+import json, sys
+full = {r["step"]: r for r in map(json.loads, open(sys.argv[1]))}
+other = [json.loads(l) for l in open(sys.argv[2])]
+want = [4, 5, 6] if sys.argv[3] == "resumed" else [1, 2, 3, 4, 5, 6]
+assert [r["step"] for r in other] == want, ("steps", [r["step"] for r in other])
+for r in other:
+    for k in ("loss", "grad_norm", "lr", "val_loss"):
+        if k in r or k in full[r["step"]]:
+            assert r.get(k) == full[r["step"]].get(k), (r["step"], k, r.get(k), full[r["step"]].get(k))
+print("steps %s bit-identical, last loss %.9g" % (want[0] if len(want) == 1 else "%d-%d" % (want[0], want[-1]), other[-1]["loss"]))
+PYEOF
+      ); then pass "trainer.train_llama.$p.$cmp.identical[$msg]"
+      else fail "trainer.train_llama.$p.$cmp.identical" "$(echo "$msg" | tail -n 1)"; fi
+    done
+  done
+fi
+# the worst relative errors that test_llama printed, per precision (information only)
+for p in fp32 bf16; do
+  ls "$B"/out/test_llama.$p.*.out >/dev/null 2>&1 || continue
+  awk -v p=$p '
+    /^  [a-z_0-9]+ +n=/ { for (i = 1; i <= NF; i++) if ($i == "rel") { v = $(i + 1) + 0; k = ($1 == "logits") ? "logits" : "grads";
+                          if (v > w[k]) { w[k] = v; at[k] = $1 " in " FILENAME } } }
+    /^  (loss|step [0-9]+ loss) / { for (i = 1; i <= NF; i++) if ($i == "rel") { v = $(i + 1) + 0; k = ($1 == "loss") ? "loss" : "step_loss";
+                          if (v > w[k]) { w[k] = v; at[k] = FILENAME } } }
+    END { for (k in w) { sub(/.*\//, "", at[k]); printf "trainer: %s worst rel %-9s %.3e (%s)\n", p, k, w[k], at[k] == "" ? "all equal" : at[k] } }' \
+    $(ls "$B"/out/test_llama.$p.*.out | grep -v catches_missing) | sort
+done
+finish
