@@ -426,9 +426,11 @@ static void llama_get_params(Llama* m, float* host_params) {
     stream_synchronize(m->stream);
 }
 
-// Initialisation of llama2.c's model.py: normal(0, 0.02) for the embedding and every
-// linear weight, normal(0, 0.02/sqrt(2L)) for the two projections that write into the
-// residual stream (wo and w2), ones for the norms.
+// Initialisation in the scheme of llama2.c's model.py: normal(0, 0.02) for the embedding
+// and every linear weight, normal(0, 0.02/sqrt(2L)) for the two projections that write
+// into the residual stream (wo and w2), ones for the norms. llama2.c's code scales w3
+// (its up-projection) instead of w2; we scale the output projection its comment means
+// (docs/formats.md).
 static void llama_init_params(Llama* m, uint64_t seed) {
     float* h = (float*)xmalloc(m->num_params * sizeof(float));
     Rng rng; rng_init(&rng, seed);
