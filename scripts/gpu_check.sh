@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The one script for a GPU machine (DESIGN.md 6, 7): builds the CUDA trainer and tests,
-# runs the CUDA gradient checks, the kernel ladders, a short TinyStories run of
+# runs the CUDA gradient checks, bit-exact resume in both builds, compute-sanitizer
+# (memcheck, racecheck), the kernel ladders, a short TinyStories run of
 # train_llama next to the PyTorch peer from the same initial checkpoint, and a throughput
 # benchmark of both; ends with a results table. Run from anywhere, in one call:
 #
@@ -173,6 +174,31 @@ done
 # the PyTorch peer against the same references, on the GPU in bf16 autocast
 if (( ${#REFS[@]} > 0 )); then
   run_step peer_selftest_model 90 "$PY" scripts/pytorch_llama.py --selftest-model "${REFS[@]}" --device "$DEVICE"
+fi
+
+# checkpoint resume continues bit-exactly in each build (plain, and with memory flags)
+if [ "$DRY" = 1 ]; then RESUME_BINS=(train_llama_cpu); else RESUME_BINS=(train_llama train_llama_fp32); fi
+for bin in "${RESUME_BINS[@]}"; do
+  for fl in plain flags; do
+    extra=(); [ $fl = flags ] && extra=(--ffn-chunks 2 --ce-chunks 3 --offload-act -1 --recompute 1)
+    if [[ -x ./$bin ]]; then
+      run_step "resume_${bin}_$fl" 60 env PYTHON="$PY" bash scripts/check_resume.sh "./$bin" "$SCRATCH/resume_${bin}_$fl" "${extra[@]}"
+    else
+      record "resume_${bin}_$fl" FAIL 0 "./$bin missing (build failed?)"
+    fi
+  done
+done
+# compute-sanitizer on one small reference, with every memory flag (offload: three streams)
+SANITIZER=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null)
+if [ "$DRY" = 1 ]; then
+  record sanitizer SKIP 0 "dry run (needs a GPU)"
+elif [ -z "$SANITIZER" ]; then
+  record sanitizer FAIL 0 "compute-sanitizer not found"
+else
+  for tool in memcheck racecheck; do
+    run_step "sanitizer_$tool" 120 "$SANITIZER" --tool "$tool" --error-exitcode 3 ./test_llama \
+      --ref dev/ref/mha_untied_small.lref --ffn-chunks 2 --ce-chunks 3 --offload-act -1 --recompute 1
+  done
 fi
 
 # ---------------------------------------------------------------- (c) kernel ladders

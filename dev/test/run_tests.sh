@@ -143,36 +143,19 @@ PYEOF
 check_error train_token_ge_V "vocab" ./train_llama_cpu --V 256 --train-data "$TMP/big_ids.bin" --val-every 0 --run-dir "$TMP/run_bigids"
 check_error resume_missing "cannot open" ./train_llama_cpu --resume "$TMP/none.bin" --train-data "$TMP/big_ids.bin" --val-every 0 --run-dir "$TMP/run_noresume"
 
-echo "== checkpoint resume continues bit-exactly"
-# a small shard so the test needs no prepared data: ids below the tiny model's V
+echo "== checkpoint resume continues bit-exactly (scripts/check_resume.sh)"
+# a small shard for the tests below, so they need no prepared data: ids below the tiny model's V
 "$PY" - "$TMP/train.bin" "$TMP/val.bin" <<'PYEOF'
 import random, struct, sys
 for path, n, seed in ((sys.argv[1], 20000, 1), (sys.argv[2], 5000, 2)):
     r = random.Random(seed); toks = [1] + [r.randrange(2, 500) for _ in range(n)]
     open(path, 'wb').write(struct.pack('<256i', *([20240520, 1, len(toks)] + [0] * 253)) + struct.pack('<%dH' % len(toks), *toks))
 PYEOF
-for fl in "" "--ffn-chunks 2 --ce-chunks 3 --offload-act -1 --recompute 1"; do
-  tag=$( [ -z "$fl" ] && echo plain || echo flags )
-  common=(--model tiny --V 512 --batch 2 --seq 32 --total-batch 128 --steps 6 --warmup 2 --val-every 3 --val-batches 2
-          --ckpt-every 3 --train-data "$TMP/train.bin" --val-data "$TMP/val.bin" $fl)
-  ./train_llama_cpu "${common[@]}" --run-dir "$TMP/full_$tag" >"$TMP/full_$tag.log" 2>&1 &&
-  ./train_llama_cpu "${common[@]}" --run-dir "$TMP/resumed_$tag" --resume "$TMP/full_$tag/ckpt_000003.bin" >"$TMP/resumed_$tag.log" 2>&1
-  if [ $? -ne 0 ]; then fail "resume_$tag" "a training run failed"; tail -n 5 "$TMP/full_$tag.log" "$TMP/resumed_$tag.log"
-  else check "resume_$tag" "$PY" - "$TMP/full_$tag/metrics.jsonl" "$TMP/resumed_$tag/metrics.jsonl" <<'PYEOF'
-import json, sys
-full = {r["step"]: r for r in map(json.loads, open(sys.argv[1]))}
-res = [json.loads(l) for l in open(sys.argv[2])]
-assert [r["step"] for r in res] == [4, 5, 6], [r["step"] for r in res]
-for r in res:
-    for k in ("loss", "grad_norm", "lr", "val_loss"):
-        if k in r or k in full[r["step"]]:
-            assert r[k] == full[r["step"]][k], (r["step"], k, r[k], full[r["step"]][k])
-print("steps 4-6 identical:", [(r["step"], r["loss"]) for r in res])
-PYEOF
-  fi
-done
+check resume_plain env PYTHON="$PY" bash scripts/check_resume.sh ./train_llama_cpu "$TMP/resume_plain"
+check resume_flags env PYTHON="$PY" bash scripts/check_resume.sh ./train_llama_cpu "$TMP/resume_flags" \
+  --ffn-chunks 2 --ce-chunks 3 --offload-act -1 --recompute 1
 check_error resume_config_mismatch "checkpoint has" ./train_llama_cpu --model tiny --V 512 --D 128 --batch 2 --seq 32 --steps 6 \
-  --train-data "$TMP/train.bin" --val-every 0 --run-dir "$TMP/mismatch" --resume "$TMP/full_plain/ckpt_000003.bin"
+  --train-data "$TMP/train.bin" --val-every 0 --run-dir "$TMP/mismatch" --resume "$TMP/resume_plain/full/ckpt_000003.bin"
 
 echo "== a short training run learns (loss falls on a repeating toy corpus)"
 "$PY" - "$TMP/pattern.bin" <<'PYEOF'
