@@ -12,6 +12,10 @@ Backward, two kernels on the same stream, both deterministic:
     y, y+16, y+32, ... in order, then one thread per channel adds the 16 partials
     in order. The partition is fixed by constants (not by the GPU), so the result
     is the same on every run and every device, without float atomics or scratch.
+Where the residual add went: the forward add x + f(x) is done by the GEMM that
+produces f(x) (beta = 1 into a copy of x, train_llama.cu), so it costs no extra
+kernel and no extra pass; the backward add is the "dinp +=" above, so the residual
+gradient and the norm's gradient are summed in the same pass over the row.
 */
 #pragma once
 #include "common.h"
