@@ -17,13 +17,9 @@ PY=${PYTHON:-python3}
 [ -x "$BIN" ] || { echo "check_resume: $BIN is not an executable (build it first)" >&2; exit 2; }
 rm -rf "$W/full" "$W/resumed"
 mkdir -p "$W" || exit 2
-# token ids below the tiny model's V, a BOS at the start (docs/formats.md's shard format)
-"$PY" - "$W/train.bin" "$W/val.bin" <<'PYEOF' || exit 2
-import random, struct, sys
-for path, n, seed in ((sys.argv[1], 20000, 1), (sys.argv[2], 5000, 2)):
-    r = random.Random(seed); toks = [1] + [r.randrange(2, 500) for _ in range(n)]
-    open(path, 'wb').write(struct.pack('<256i', *([20240520, 1, len(toks)] + [0] * 253)) + struct.pack('<%dH' % len(toks), *toks))
-PYEOF
+# token ids below the tiny model's V (scripts/write_toy_shard.py)
+HERE=$(cd "$(dirname "$0")" && pwd)
+"$PY" "$HERE/write_toy_shard.py" "$W/train.bin" 20000 1 500 && "$PY" "$HERE/write_toy_shard.py" "$W/val.bin" 5000 2 500 || exit 2
 common=(--model tiny --V 512 --batch 2 --seq 32 --total-batch 128 --steps 6 --warmup 2 --val-every 3 --val-batches 2
         --ckpt-every 3 --sample-every 0 --train-data "$W/train.bin" --val-data "$W/val.bin" "$@")
 if ! "$BIN" "${common[@]}" --run-dir "$W/full" > "$W/full.log" 2>&1; then

@@ -124,12 +124,7 @@ done
 # must fail: backward reads offload slots that were never prefetched (poisoned)
 job "test_llama.fp32.catches_missing_prefetch" "" "$B/bin/test_llama.fp32" --ref $DR --offload-act -1 --test-skip-prefetch 1
 if [ "${EMU_TRAINER_RESUME:-1}" != 0 ]; then
-  "$PY" - "$B/data/train.bin" "$B/data/val.bin" <<'PYEOF'
-import random, struct, sys
-for path, n, seed in ((sys.argv[1], 4000, 1), (sys.argv[2], 1000, 2)):
-    r = random.Random(seed); toks = [1] + [r.randrange(2, 128) for _ in range(n)]
-    open(path, 'wb').write(struct.pack('<256i', *([20240520, 1, len(toks)] + [0] * 253)) + struct.pack('<%dH' % len(toks), *toks))
-PYEOF
+  "$PY" scripts/write_toy_shard.py "$B/data/train.bin" 4000 1 128 && "$PY" scripts/write_toy_shard.py "$B/data/val.bin" 1000 2 128
   TR=(--model tiny --V 128 --D 32 --L 4 --H 4 --KV 2 --F 64 --batch 2 --seq 16 --total-batch 64 --steps 6 --warmup 2
       --val-every 3 --val-batches 2 --ckpt-every 3 --train-data "$B/data/train.bin" --val-data "$B/data/val.bin")
   for p in fp32 bf16; do

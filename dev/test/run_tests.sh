@@ -145,12 +145,7 @@ check_error resume_missing "cannot open" ./train_llama_cpu --resume "$TMP/none.b
 
 echo "== checkpoint resume continues bit-exactly (scripts/check_resume.sh)"
 # a small shard for the tests below, so they need no prepared data: ids below the tiny model's V
-"$PY" - "$TMP/train.bin" "$TMP/val.bin" <<'PYEOF'
-import random, struct, sys
-for path, n, seed in ((sys.argv[1], 20000, 1), (sys.argv[2], 5000, 2)):
-    r = random.Random(seed); toks = [1] + [r.randrange(2, 500) for _ in range(n)]
-    open(path, 'wb').write(struct.pack('<256i', *([20240520, 1, len(toks)] + [0] * 253)) + struct.pack('<%dH' % len(toks), *toks))
-PYEOF
+"$PY" scripts/write_toy_shard.py "$TMP/train.bin" 20000 1 500 && "$PY" scripts/write_toy_shard.py "$TMP/val.bin" 5000 2 500
 check resume_plain env PYTHON="$PY" bash scripts/check_resume.sh ./train_llama_cpu "$TMP/resume_plain"
 check resume_flags env PYTHON="$PY" bash scripts/check_resume.sh ./train_llama_cpu "$TMP/resume_flags" \
   --ffn-chunks 2 --ce-chunks 3 --offload-act -1 --recompute 1
