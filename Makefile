@@ -1,5 +1,7 @@
 # train_llama: CPU targets always build; CUDA targets when nvcc is found.
-# MPI and NCCL are detected for the multi-process builds to come and never required.
+# MPI (Open MPI: mpicxx) and NCCL are detected: with them the trainers run on many
+# processes (mpirun, srun); without them they build as one-process programs. MPI=0 or
+# NCCL=0 on the command line leaves them out.
 #
 #   make tinystories        prepare TinyStories, build, train (CUDA build on a GPU, else CPU)
 #   make test               every CPU test (and a compile of the CUDA build when nvcc exists)
@@ -27,9 +29,25 @@ else
 CUDA_SUFFIX =
 endif
 
-# detected, not required: multi-process builds will use them
-MPI_FOUND := $(shell command -v mpicc >/dev/null 2>&1 && echo 1)
-NCCL_FOUND := $(shell ls /usr/include/nccl.h /usr/local/include/nccl.h /usr/local/cuda/include/nccl.h 2>/dev/null | head -n1)
+# detected, not required
+MPI ?= 1
+NCCL ?= 1
+MPI_FOUND := $(if $(filter 1,$(MPI)),$(shell command -v mpicxx >/dev/null 2>&1 && echo 1))
+NCCL_FOUND := $(if $(filter 1,$(NCCL)),$(shell ls /usr/include/nccl.h /usr/local/include/nccl.h /usr/local/cuda/include/nccl.h 2>/dev/null | head -n1))
+ifeq ($(MPI_FOUND),1)
+# the C bindings only (OMPI_SKIP_MPICXX): the C++ ones are deprecated and not needed
+MPI_CFLAGS := -DUSE_MPI -DOMPI_SKIP_MPICXX -DMPICH_SKIP_MPICXX $(shell mpicxx --showme:compile)
+MPI_LIBS := $(filter-out -lmpi_cxx,$(shell mpicxx --showme:link))
+CPU_FLAGS += $(MPI_CFLAGS)
+CPU_LIBS = $(MPI_LIBS)
+NVCC_FLAGS += -DUSE_MPI -DOMPI_SKIP_MPICXX -DMPICH_SKIP_MPICXX $(shell mpicxx --showme:compile)
+NVCC_LIBS += $(foreach f,$(MPI_LIBS),$(if $(filter -L%,$(f)),-Xlinker -rpath=$(patsubst -L%,%,$(f)) $(f),$(f)))
+# NCCL's unique ids travel over MPI: NCCL is used only with MPI
+ifneq ($(NCCL_FOUND),)
+NVCC_FLAGS += -DUSE_NCCL
+NVCC_LIBS += -lnccl
+endif
+endif
 
 PYTHON = $(shell bash scripts/ensure_python_deps.sh 2>/dev/null | tail -n1)
 
@@ -40,10 +58,15 @@ all: cpu
 cpu: train_llama_cpu test_llama_cpu
 
 train_llama_cpu: train_llama.cu $(HEADERS)
-	$(CXX) $(CPU_FLAGS) -x c++ $< -o $@ -lm
+	$(CXX) $(CPU_FLAGS) -x c++ $< -o $@ -lm $(CPU_LIBS)
 
 test_llama_cpu: test_llama.cu train_llama.cu $(HEADERS)
-	$(CXX) $(CPU_FLAGS) -x c++ $< -o $@ -lm
+	$(CXX) $(CPU_FLAGS) -x c++ $< -o $@ -lm $(CPU_LIBS)
+
+# the one-process CPU build, as on a machine without MPI (make test builds and runs it)
+build/train_llama_cpu_nompi: train_llama.cu $(HEADERS)
+	@mkdir -p build
+	$(CXX) $(filter-out $(MPI_CFLAGS),$(CPU_FLAGS)) -x c++ $< -o $@ -lm
 
 train_llama$(CUDA_SUFFIX): train_llama.cu $(HEADERS)
 	@test -n "$(NVCC)" || { echo "nvcc not found: install the CUDA Toolkit or use the CPU targets"; exit 1; }
@@ -71,7 +94,7 @@ cuda-compile:
 	$(NVCC) $(NVCC_FLAGS) test_llama.cu -o build/test_llama $(NVCC_LIBS)
 	$(NVCC) $(NVCC_FLAGS) -DENABLE_FP32 test_llama.cu -o build/test_llama_fp32 $(NVCC_LIBS)
 
-test: cpu build/test_dataloader build/test_tokenizer
+test: cpu build/test_dataloader build/test_tokenizer build/train_llama_cpu_nompi
 	@bash dev/test/run_tests.sh
 
 # the shared sample when it is there (no network), else the official download
@@ -83,7 +106,9 @@ tinystories: data
 	@bash scripts/run_tinystories.sh
 
 info:
-	@echo "CXX=$(CXX) NVCC=$(NVCC) CUDA_ARCH=$(CUDA_ARCH) PRECISION=$(PRECISION) MPI=$(if $(MPI_FOUND),yes,no) NCCL=$(if $(NCCL_FOUND),$(NCCL_FOUND),no)"
+	@echo "CXX=$(CXX) NVCC=$(NVCC) CUDA_ARCH=$(CUDA_ARCH) PRECISION=$(PRECISION)"
+	@echo "MPI: $(if $(MPI_FOUND),yes - multi-process builds ($(MPI_LIBS)),no - one-process builds; apt-get install openmpi-bin libopenmpi-dev)"
+	@echo "NCCL: $(if $(and $(MPI_FOUND),$(NCCL_FOUND)),yes - the CUDA build has --comm nccl ($(NCCL_FOUND)),no - CUDA multi-process runs use --comm mpi; NCCL needs MPI for its ids)"
 
 clean:
 	rm -rf build train_llama_cpu test_llama_cpu train_llama test_llama train_llama_fp32 test_llama_fp32

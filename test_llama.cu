@@ -3,7 +3,13 @@ test_llama: checks train_llama against a reference state file (DESIGN 5.3) writt
 scripts/reference_llama.py, an independent PyTorch implementation in float64.
 
   test_llama --ref FILE [--ffn-chunks K] [--ffn-chunk-dim hidden|seq] [--ce-chunks K]
-                        [--offload-act N] [--recompute 0|1|2]
+                        [--offload-act N] [--recompute 0|1|2] [--zero 0|1] [--shard-vocab 0|1]
+                        [--comm nccl|mpi] [--comm-timeout S]
+  mpirun -np N test_llama --ref FILE [...]    the same check with data parallelism
+
+Under mpirun the file's batch is split over the N DP ranks (B must be a multiple of N):
+each rank runs B/N rows, the gradients are reduced as in training, and rank 0 gathers
+the logits and every gradient in the reference layout before comparing them.
 
 Loads the parameters, runs forward and backward on the file's batch and compares the
 logits, the loss and every gradient tensor (max abs error and ||got-ref||/||ref||),
@@ -86,6 +92,15 @@ static void lref_read(Reference* r, const char* path) {
     xfread(r->grads, sizeof(float), np, f, path);
     xfread(r->losses, sizeof(float), r->n_steps, f, path);
     fclose(f);
+    // a reference with a NaN or Inf in it checks nothing: reject it
+    struct { const char* what; const float* x; size_t n; } arrays[] = {
+        {"parameters", r->params, np}, {"logits", r->logits, BT * c.V}, {"loss", &r->loss, 1},
+        {"gradients", r->grads, np}, {"step losses", r->losses, (size_t)r->n_steps}};
+    for (int a = 0; a < 5; a++)
+        for (size_t i = 0; i < arrays[a].n; i++)
+            if (!isfinite(arrays[a].x[i]))
+                FAIL("%s: the reference's %s hold a non-finite value (%g at index %zu): not a usable reference", path,
+                     arrays[a].what, arrays[a].x[i], i);
     for (size_t i = 0; i < BT; i++)
         if (r->inputs[i] < 0 || r->inputs[i] >= c.V || r->targets[i] < 0 || r->targets[i] >= c.V)
             FAIL("%s: token %zu is out of range [0, %d) (input %d, target %d)", path, i, c.V, r->inputs[i], r->targets[i]);
@@ -117,15 +132,20 @@ static void check_scalar(const char* what, double got, double ref, double tol) {
     printf("  %-16s got %.9g ref %.9g  rel %.3e (tol %.0e)  %s\n", what, got, ref, err, tol, ok ? "ok" : "FAIL");
 }
 
-// one forward/backward on the reference batch; grads and (optionally) logits to host
+// One forward/backward on the reference batch, this rank's B/dp rows of it. On rank 0:
+// the DP-reduced gradients in the reference layout and (optionally) all the logits.
 static float run_step(Llama* m, const Reference* r, float* grads_out, float* logits_out) {
+    int dp = m->comm->dp, Bl = r->B / dp;
+    size_t rows = (size_t)Bl * r->T, off = (size_t)m->comm->dp_rank * rows;
+    float* mine = logits_out ? (float*)xmalloc(rows * r->cfg.V * sizeof(float)) : NULL;
+    if (mine) for (size_t i = 0; i < rows * r->cfg.V; i++) mine[i] = NAN;  // a chunk that is never written fails
     llama_zero_grads(m);
-    m->capture_logits = logits_out;
-    float loss = llama_forward_backward(m, r->inputs, r->targets, r->B, r->T, MODE_TRAIN,
-                                        1.0f / (float)((size_t)r->B * r->T));
+    m->capture_logits = mine;
+    float loss = llama_forward_backward(m, r->inputs + off, r->targets + off, Bl, r->T, MODE_TRAIN,
+                                        1.0f / (float)((size_t)r->B * r->T), 1);
     m->capture_logits = NULL;
-    stream_synchronize(m->stream);
-    if (grads_out) dev_download_floats(grads_out, m->grads, m->num_params);
+    if (grads_out) llama_get_grads(m, grads_out);
+    if (mine) { comm_host_gather(m->comm, GROUP_DP, mine, rows * r->cfg.V * sizeof(float), logits_out); free(mine); }
     return loss;
 }
 
@@ -139,6 +159,8 @@ static void run_steps(Llama* m, const Reference* r, float* losses) {
 
 int main(int argc, char** argv) {
     const char* ref_path = NULL;
+    const char* comm_backend = "nccl";
+    float comm_timeout = 300.0f;
     MemoryFlags flags = memory_flags_default();
     for (int i = 1; i < argc; i++) {
         const char* a = argv[i];
@@ -155,26 +177,42 @@ int main(int argc, char** argv) {
         else if (strcmp(a, "--offload-act") == 0) flags.offload_act = parse_int("offload-act", v);
         else if (strcmp(a, "--recompute") == 0) flags.recompute = parse_int("recompute", v);
         else if (strcmp(a, "--test-skip-prefetch") == 0) g_test_skip_prefetch = parse_int("test-skip-prefetch", v);
+        else if (strcmp(a, "--zero") == 0) flags.zero = parse_int("zero", v);
+        else if (strcmp(a, "--shard-vocab") == 0) flags.shard_vocab = parse_int("shard-vocab", v);
+        else if (strcmp(a, "--comm") == 0) comm_backend = v;
+        else if (strcmp(a, "--comm-timeout") == 0) comm_timeout = parse_float("comm-timeout", v);
         else FAIL("unknown flag '%s' (usage: test_llama --ref FILE [--ffn-chunks K] [--ffn-chunk-dim hidden|seq] "
-                  "[--ce-chunks K] [--offload-act N] [--recompute 0|1|2])", a);
+                  "[--ce-chunks K] [--offload-act N] [--recompute 0|1|2] [--zero 0|1] [--shard-vocab 0|1] "
+                  "[--comm nccl|mpi] [--comm-timeout S])", a);
     }
     if (!ref_path) FAIL("usage: test_llama --ref FILE [memory flags]");
+    if (strcmp(comm_backend, "nccl") != 0 && strcmp(comm_backend, "mpi") != 0)
+        FAIL("--comm must be 'nccl' or 'mpi', got '%s'", comm_backend);
+    Comm comm;
+    comm_init(&comm, 1, strcmp(comm_backend, "nccl") == 0, comm_timeout);
+    if (comm.rank != 0 && !freopen("/dev/null", "w", stdout)) FAIL("cannot silence rank %d", comm.rank);  // rank 0 reports
     Reference r;
     lref_read(&r, ref_path);
     const LlamaConfig* c = &r.cfg;
+    if (r.B % comm.dp != 0)
+        FAIL("the reference batch B=%d cannot be split over %d DP ranks: B must be a multiple of the number of ranks",
+             r.B, comm.dp);
+    dev_select(comm_device_index(&comm, dev_count()));
+    comm_setup_device(&comm);
     printf("test_llama %s | %s | V=%d D=%d L=%d H=%d KV=%d F=%d T=%d/%d B=%d tied=%d n_steps=%d\n", ref_path,
            PRECISION_NAME, c->V, c->D, c->L, c->H, c->KV, c->F, r.T, c->max_seq_len, r.B, c->tied, r.n_steps);
-    printf("flags: --ffn-chunks %d --ffn-chunk-dim %s --ce-chunks %d --offload-act %d --recompute %d\n",
-           flags.ffn_chunks, flags.ffn_chunk_seq ? "seq" : "hidden", flags.ce_chunks, flags.offload_act,
-           flags.recompute);
+    printf("flags: --ffn-chunks %d --ffn-chunk-dim %s --ce-chunks %d --offload-act %d --recompute %d | dp %d (%d rows "
+           "each) --zero %d --shard-vocab %d\n", flags.ffn_chunks, flags.ffn_chunk_seq ? "seq" : "hidden",
+           flags.ce_chunks, flags.offload_act, flags.recompute, comm.dp, r.B / comm.dp, flags.zero, flags.shard_vocab);
 
     Llama m;
-    llama_build(&m, c, &flags, r.B, r.T, 1);
+    llama_build(&m, c, &flags, &comm, r.B / comm.dp, r.T, 1);
     llama_set_params(&m, r.params);
     size_t BT = (size_t)r.B * r.T, np = m.num_params;
     float* logits = (float*)xmalloc(BT * c->V * sizeof(float));
     float* grads = (float*)xmalloc(np * sizeof(float));
-    for (size_t i = 0; i < BT * c->V; i++) logits[i] = NAN;  // a chunk that is never written fails
+    for (size_t i = 0; i < BT * c->V; i++) logits[i] = NAN;
+    for (size_t i = 0; i < np; i++) grads[i] = NAN;
     float loss = run_step(&m, &r, grads, logits);
 
     printf("forward:\n");
@@ -189,13 +227,15 @@ int main(int argc, char** argv) {
     }
 
     // the flag-off run in the same process
+    // (the same data-parallel layout: --zero and --shard-vocab stay as given)
     MemoryFlags off_flags = memory_flags_default();
+    off_flags.zero = flags.zero; off_flags.shard_vocab = flags.shard_vocab;
     int any_flag = memcmp(&flags, &off_flags, sizeof(flags)) != 0;
     int same_order = flags.ffn_chunks == 1 && flags.ce_chunks == 1;  // offload and recompute change no sum
     float* base_grads = NULL;
     if (any_flag) {
         Llama base;
-        llama_build(&base, c, &off_flags, r.B, r.T, 1);
+        llama_build(&base, c, &off_flags, &comm, r.B / comm.dp, r.T, 1);
         llama_set_params(&base, r.params);
         base_grads = (float*)xmalloc(np * sizeof(float));
         float base_loss = run_step(&base, &r, base_grads, NULL);
@@ -241,7 +281,10 @@ int main(int argc, char** argv) {
     }
     llama_free(&m);
     printf("%s: %d checks, %d failed\n", failures ? "FAIL" : "PASS", checks, failures);
+    fflush(stdout);
     free(logits); free(grads); free(base_grads);
     free(r.params); free(r.inputs); free(r.targets); free(r.logits); free(r.grads); free(r.losses);
-    return failures ? 1 : 0;
+    int rc = comm.rank == 0 && failures ? 1 : 0;  // only rank 0 holds the gathered results it compared
+    comm_finalize(&comm);
+    return rc;
 }

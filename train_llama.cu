@@ -29,6 +29,8 @@ allocated inside it.
 #include "llmc/tokenizer.h"
 #include "llmc/logger.h"
 #include "llmc/schedule.h"
+#include "llmc/comm.h"
+#include "llmc/checkpoint.h"
 
 #if !defined(LLMC_CPU) && !defined(ENABLE_FP32)
 #define HAVE_MASTER_WEIGHTS 1
@@ -98,6 +100,127 @@ static void param_sizes(const LlamaConfig* c, size_t sizes[NUM_PARAM_TENSORS]) {
 
 // weight decay applies to 2-D tensors only (embeddings, output, linear weights)
 static int param_is_matrix(int i) { return i != P_ATTN_NORM && i != P_FFN_NORM && i != P_NORM; }
+static int param_is_layer(int i) { return i != P_EMB && i != P_NORM && i != P_OUT; }
+
+// ----------------------------------------------------------------------------
+// where each parameter lives on this rank
+//
+// The reference layout (DESIGN 5.2) is tensor-major; on the device the parameters,
+// gradients and optimizer state are laid out in buckets, one per layer (its nine
+// tensors) and one for the rest (embedding, final norm, output), so that a layer's
+// gradients are one contiguous range that data parallelism reduces as soon as the
+// layer's backward is done. With --zero 1 every bucket is padded to a multiple of dp
+// and rank r owns part r of each: the fp32 master weights and AdamW moments exist only
+// for the owned parts (the optimizer layout), shard boundaries cut across tensors.
+// With --shard-vocab 1 the embedding and the output projection leave the buckets:
+// each rank keeps rows [r*Vs, (r+1)*Vs) of them (Vs = ceil(V/dp)), reduced at use.
+
+typedef struct {
+    int tensor, layer;   // layer -1 for the embedding, final norm and output
+    size_t ref_off;      // offset in the reference layout
+    size_t local_off;    // offset in this rank's parameter (and gradient) buffer
+    size_t n;
+} Segment;
+
+typedef struct { size_t start, padded; } Bucket;  // a range of the local buffer; padded % dp == 0 under --zero 1
+
+typedef struct {
+    int dp, rank, zero, shard_vocab;
+    int n_seg, n_buckets;
+    Segment seg[NUM_PARAM_TENSORS * 1024];
+    int seg_bucket[NUM_PARAM_TENSORS * 1024];   // -1: the owned vocabulary region
+    Bucket bucket[1025];
+    size_t vocab_start, vocab_rows;             // owned vocabulary region; Vs rows per tensor
+    size_t n_local;                             // elements of the local parameter buffer
+    size_t n_opt;                               // elements of the optimizer state (owned)
+} ParamLayout;
+
+// what this rank owns of bucket b: [lo, lo + n) of the local buffer
+static void bucket_owned(const ParamLayout* p, int b, size_t* lo, size_t* n) {
+    const Bucket* k = &p->bucket[b];
+    if (p->zero) { *n = k->padded / p->dp; *lo = k->start + (size_t)p->rank * *n; }
+    else { *n = k->padded; *lo = k->start; }
+}
+
+static void param_layout_build(ParamLayout* p, const LlamaConfig* c, int dp, int rank, int zero, int shard_vocab) {
+    memset(p, 0, sizeof(*p));
+    p->dp = dp; p->rank = rank; p->zero = zero; p->shard_vocab = shard_vocab;
+    size_t sizes[NUM_PARAM_TENSORS], ref_base[NUM_PARAM_TENSORS], off = 0;
+    param_sizes(c, sizes);
+    for (int i = 0; i < NUM_PARAM_TENSORS; i++) { ref_base[i] = off; off += sizes[i]; }
+    size_t cur = 0;
+    #define ADD_SEG(t, l, roff, cnt, b) do { Segment* s_ = &p->seg[p->n_seg]; s_->tensor = (t); s_->layer = (l); \
+        s_->ref_off = (roff); s_->local_off = cur; s_->n = (cnt); p->seg_bucket[p->n_seg++] = (b); cur += (cnt); } while (0)
+    #define CLOSE_BUCKET(b) do { size_t len_ = cur - p->bucket[b].start; \
+        p->bucket[b].padded = zero ? ceil_div(len_, dp) * dp : len_; cur = p->bucket[b].start + p->bucket[b].padded; } while (0)
+    static const int layer_tensors[9] = {P_ATTN_NORM, P_WQ, P_WK, P_WV, P_WO, P_FFN_NORM, P_W1, P_W2, P_W3};
+    for (int l = 0; l < c->L; l++) {
+        p->bucket[l].start = cur;
+        for (int k = 0; k < 9; k++) {
+            int t = layer_tensors[k];
+            size_t per = sizes[t] / c->L;
+            ADD_SEG(t, l, ref_base[t] + (size_t)l * per, per, l);
+        }
+        CLOSE_BUCKET(l);
+    }
+    int hb = c->L;
+    p->bucket[hb].start = cur;
+    if (!shard_vocab) ADD_SEG(P_EMB, -1, ref_base[P_EMB], sizes[P_EMB], hb);
+    ADD_SEG(P_NORM, -1, ref_base[P_NORM], sizes[P_NORM], hb);
+    if (!shard_vocab && !c->tied) ADD_SEG(P_OUT, -1, ref_base[P_OUT], sizes[P_OUT], hb);
+    CLOSE_BUCKET(hb);
+    p->n_buckets = hb + 1;
+    p->vocab_start = cur;
+    if (shard_vocab) {
+        size_t Vs = ceil_div(c->V, dp), D = c->D;
+        size_t r0 = (size_t)rank * Vs, r1 = r0 + Vs < (size_t)c->V ? r0 + Vs : (size_t)c->V;
+        size_t rows = r1 > r0 ? r1 - r0 : 0;
+        p->vocab_rows = Vs;
+        int ntens = c->tied ? 1 : 2;
+        for (int k = 0; k < ntens; k++) {
+            int t = k == 0 ? P_EMB : P_OUT;
+            size_t start = cur;
+            ADD_SEG(t, -1, ref_base[t] + r0 * D, rows * D, -1);
+            cur = start + Vs * D;  // padding rows of the last shard stay zero
+        }
+    }
+    #undef ADD_SEG
+    #undef CLOSE_BUCKET
+    p->n_local = cur;
+    size_t opt = 0;
+    for (int b = 0; b < p->n_buckets; b++) { size_t lo, n; bucket_owned(p, b, &lo, &n); opt += n; }
+    p->n_opt = opt + (p->n_local - p->vocab_start);
+}
+
+// A piece of a tensor that this rank owns: its place in the reference layout, in the
+// local buffer and in the optimizer state. Calls fn for each, in optimizer order.
+typedef struct { int tensor; size_t ref_off, local_off, opt_off, n; } Piece;
+
+static int param_layout_pieces(const ParamLayout* p, Piece* out) {
+    int np = 0;
+    size_t opt = 0;
+    for (int b = 0; b < p->n_buckets; b++) {
+        size_t lo, n; bucket_owned(p, b, &lo, &n);
+        for (int i = 0; i < p->n_seg; i++) {
+            if (p->seg_bucket[i] != b) continue;
+            const Segment* s = &p->seg[i];
+            size_t a = s->local_off > lo ? s->local_off : lo;
+            size_t e = s->local_off + s->n < lo + n ? s->local_off + s->n : lo + n;
+            if (e <= a) continue;
+            Piece q = {s->tensor, s->ref_off + (a - s->local_off), a, opt + (a - lo), e - a};
+            out[np++] = q;
+        }
+        opt += n;
+    }
+    for (int i = 0; i < p->n_seg; i++) {
+        if (p->seg_bucket[i] != -1 || p->seg[i].n == 0) continue;
+        const Segment* s = &p->seg[i];
+        Piece q = {s->tensor, s->ref_off, s->local_off, opt + (s->local_off - p->vocab_start), s->n};
+        out[np++] = q;
+    }
+    return np;
+}
+#define MAX_PIECES (2 * NUM_PARAM_TENSORS * 1024 + 8)
 
 // ----------------------------------------------------------------------------
 // memory flags
@@ -108,9 +231,11 @@ typedef struct {
     int ce_chunks;      // 1 = off
     int offload_act;    // layers whose saved activations go to host; -1 = all but the last
     int recompute;      // 0, 1, 2
+    int zero;           // 1: optimizer state (fp32 master, AdamW m and v) sharded over DP (ZeRO-1)
+    int shard_vocab;    // 1: embedding and output projection as 1/dp row shards, gathered around their use
 } MemoryFlags;
 
-static MemoryFlags memory_flags_default(void) { MemoryFlags f = {1, 0, 1, 0, 0}; return f; }
+static MemoryFlags memory_flags_default(void) { MemoryFlags f = {1, 0, 1, 0, 0, 0, 0}; return f; }
 
 // ----------------------------------------------------------------------------
 // activations. What one layer keeps for backward, field by field; the fields a
@@ -189,16 +314,23 @@ enum { EV_FWD_DONE, EV_COPY_DONE, EV_PREFETCH_DONE, EV_BWD_DONE, NUM_LAYER_EVENT
 typedef struct {
     LlamaConfig cfg;
     MemoryFlags flags;
+    Comm* comm;        // ranks and groups (one process: a world of one)
     int B, T;          // the largest batch any call will use (buffers are sized for it)
     int n_offload;     // resolved --offload-act
     int allocated;     // 0: only the plan exists
-    size_t param_sizes[NUM_PARAM_TENSORS];
+    size_t param_sizes[NUM_PARAM_TENSORS];  // the whole model, reference layout
     size_t num_params;
 
     Arena dev, host;   // the memory plan (device and pinned host)
+    ParamLayout* lay;  // where each parameter lives on this rank
+    Piece* pieces; int n_pieces;       // what this rank owns, in optimizer order
     floatX* params; floatX* grads; float* master; float* adam_m; float* adam_v;
-    floatX* p[NUM_PARAM_TENSORS];    // views into params
-    floatX* g[NUM_PARAM_TENSORS];    // views into grads
+    floatX* p[NUM_PARAM_TENSORS];    // whole-model tensors (norm; embedding and output unless sharded)
+    floatX* g[NUM_PARAM_TENSORS];
+    size_t* layer_off;               // [NUM_PARAM_TENSORS * L]: local offset of tensor t, layer l
+    floatX* vocab_w;                 // --shard-vocab: the gathered [Vp, D] weights (recycled)
+    floatX* vocab_dw;                // --shard-vocab: the unsharded [Vp, D] gradient, reduce-scattered
+    int vocab_gathered;              // which tensor vocab_w holds now (-1 none)
 
     size_t act_block_bytes;           // one layer's saved activations
     char* layer_block[1024];          // device block of each layer (resident or its offload slot)
@@ -245,9 +377,10 @@ static floatX* layer_output(const Llama* m, int l) {
 // Plans every buffer from the config and the flags, then (allocate = 1) allocates once.
 // With allocate = 0 only the plan exists: no device is touched, so a CUDA build can
 // print its plan on a machine without a GPU.
-static void llama_build(Llama* m, const LlamaConfig* cfg, const MemoryFlags* flags, int B, int T, int allocate) {
+static void llama_build(Llama* m, const LlamaConfig* cfg, const MemoryFlags* flags, Comm* comm, int B, int T,
+                        int allocate) {
     memset(m, 0, sizeof(*m));
-    m->cfg = *cfg; m->flags = *flags; m->B = B; m->T = T;
+    m->cfg = *cfg; m->flags = *flags; m->B = B; m->T = T; m->comm = comm;
     const LlamaConfig* c = cfg;
     config_validate(c);
     if (B < 1 || T < 1) FAIL("batch: B=%d and T=%d must be positive", B, T);
@@ -265,20 +398,35 @@ static void llama_build(Llama* m, const LlamaConfig* cfg, const MemoryFlags* fla
         if ((size_t)flags->ffn_chunks > BT) FAIL("--ffn-chunks %d exceeds the %zu tokens of a batch", flags->ffn_chunks, BT);
     } else if (flags->ffn_chunks > c->F) FAIL("--ffn-chunks %d exceeds the FFN hidden size F=%d", flags->ffn_chunks, c->F);
     if ((size_t)flags->ce_chunks > BT) FAIL("--ce-chunks %d exceeds the %zu tokens of a batch", flags->ce_chunks, BT);
+    if (flags->zero != 0 && flags->zero != 1) FAIL("--zero must be 0 or 1 (got %d)", flags->zero);
+    if (flags->shard_vocab != 0 && flags->shard_vocab != 1) FAIL("--shard-vocab must be 0 or 1 (got %d)", flags->shard_vocab);
 
     param_sizes(c, m->param_sizes);
     m->num_params = 0;
     for (int i = 0; i < NUM_PARAM_TENSORS; i++) m->num_params += m->param_sizes[i];
+    m->lay = (ParamLayout*)xmalloc(sizeof(ParamLayout));
+    param_layout_build(m->lay, c, comm->dp, comm->dp_rank, flags->zero, flags->shard_vocab);
+    m->pieces = (Piece*)xmalloc(MAX_PIECES * sizeof(Piece));
+    m->n_pieces = param_layout_pieces(m->lay, m->pieces);
+    size_t n_local = m->lay->n_local, n_opt = m->lay->n_opt;
+    size_t vocab_full = flags->shard_vocab ? m->lay->vocab_rows * comm->dp * D : 0;
 
     // the plan
     Arena* d = &m->dev;
     arena_init(d, "device");
     arena_init(&m->host, "host (pinned)");
-    int h_params = arena_add(d, "parameters", "parameters", m->num_params * sizeof(floatX));
-    int h_grads = arena_add(d, "gradients", "gradients", m->num_params * sizeof(floatX));
-    int h_master = arena_add(d, "master weights (fp32)", "optimizer", HAVE_MASTER_WEIGHTS ? m->num_params * sizeof(float) : 0);
-    int h_m = arena_add(d, "adam m", "optimizer", m->num_params * sizeof(float));
-    int h_v = arena_add(d, "adam v", "optimizer", m->num_params * sizeof(float));
+    int h_params = arena_add(d, "parameters", "parameters", n_local * sizeof(floatX));
+    int h_grads = arena_add(d, "gradients", "gradients", n_local * sizeof(floatX));
+    int h_master = arena_add(d, "master weights (fp32)", "optimizer", HAVE_MASTER_WEIGHTS ? n_opt * sizeof(float) : 0);
+    int h_m = arena_add(d, "adam m", "optimizer", n_opt * sizeof(float));
+    int h_v = arena_add(d, "adam v", "optimizer", n_opt * sizeof(float));
+    int h_vw = arena_add(d, "vocab gather (weights)", "comm", vocab_full * sizeof(floatX));
+    int h_vdw = arena_add(d, "vocab gradient (unsharded)", "comm", vocab_full * sizeof(floatX));
+    // --comm mpi in the CUDA build: the largest collective passes through pinned host memory
+    size_t largest = vocab_full;
+    for (int b = 0; b < m->lay->n_buckets; b++) largest = m->lay->bucket[b].padded > largest ? m->lay->bucket[b].padded : largest;
+    int h_staging = arena_add(&m->host, "comm staging (--comm mpi)", "comm",
+                              comm_staging_needed(comm) ? largest * sizeof(floatX) : 0);
 
     m->act_block_bytes = act_block_layout(c, B, T, flags, 0, NULL, NULL);
     int n_resident = c->L - m->n_offload;
@@ -328,11 +476,15 @@ static void llama_build(Llama* m, const LlamaConfig* cfg, const MemoryFlags* fla
     m->master = (float*)arena_ptr(d, h_master);
     m->adam_m = (float*)arena_ptr(d, h_m);
     m->adam_v = (float*)arena_ptr(d, h_v);
-    size_t off = 0;
-    for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
-        m->p[i] = m->param_sizes[i] ? m->params + off : NULL;
-        m->g[i] = m->param_sizes[i] ? m->grads + off : NULL;
-        off += m->param_sizes[i];
+    m->vocab_w = (floatX*)arena_ptr(d, h_vw);
+    m->vocab_dw = (floatX*)arena_ptr(d, h_vdw);
+    m->vocab_gathered = -1;
+    if (comm_staging_needed(comm)) comm_set_staging(comm, arena_ptr(&m->host, h_staging), largest * sizeof(floatX));
+    m->layer_off = (size_t*)xmalloc((size_t)NUM_PARAM_TENSORS * c->L * sizeof(size_t));
+    for (int i = 0; i < m->lay->n_seg; i++) {
+        const Segment* sg = &m->lay->seg[i];
+        if (sg->layer >= 0) m->layer_off[(size_t)sg->tensor * c->L + sg->layer] = sg->local_off;
+        else { m->p[sg->tensor] = m->params + sg->local_off; m->g[sg->tensor] = m->grads + sg->local_off; }
     }
     if (c->tied) { m->p[P_OUT] = m->p[P_EMB]; m->g[P_OUT] = m->g[P_EMB]; }
 
@@ -379,6 +531,9 @@ static void llama_build(Llama* m, const LlamaConfig* cfg, const MemoryFlags* fla
     for (int e = 0; e < NUM_LAYER_EVENTS; e++)
         for (int l = 0; l < c->L; l++) m->events[e][l] = event_create();
     matmul_setup();
+    // bucket padding and the padded vocabulary rows stay zero for good
+    dev_memset(m->params, 0, n_local * sizeof(floatX), m->stream);
+    dev_memset(m->grads, 0, n_local * sizeof(floatX), m->stream);
 
     // RoPE table: angle pos * theta^(-2i/hd) for the adjacent pair (2i, 2i+1)
     size_t half = hd / 2, n_rope = (size_t)c->max_seq_len * half;
@@ -396,7 +551,7 @@ static void llama_build(Llama* m, const LlamaConfig* cfg, const MemoryFlags* fla
 }
 
 static void llama_free(Llama* m) {
-    if (!m->allocated) return;
+    if (!m->allocated) { free(m->lay); free(m->pieces); return; }
     stream_synchronize(m->stream);
     for (int e = 0; e < NUM_LAYER_EVENTS; e++)
         for (int l = 0; l < m->cfg.L; l++) event_destroy(m->events[e][l]);
@@ -407,23 +562,106 @@ static void llama_free(Llama* m) {
     if (m->dev.base) dev_free(m->dev.base);
     if (m->host.base) host_free_pinned(m->host.base);
     free(m->host_losses);
+    free(m->layer_off);
+    free(m->lay); free(m->pieces);
 }
 
-// Writes fp32 parameters (DESIGN 5.2 layout) into the model, master copy included.
-static void llama_set_params(Llama* m, const float* host_params) {
-    dev_upload_floats(m->params, host_params, m->num_params);
-    if (m->master) dev_memcpy_h2d(m->master, host_params, m->num_params * sizeof(float), m->stream);
-    dev_memset(m->adam_m, 0, m->num_params * sizeof(float), m->stream);
-    dev_memset(m->adam_v, 0, m->num_params * sizeof(float), m->stream);
+// Writes one part of the state from the whole model's fp32 array in the reference
+// layout (DESIGN 5.2, the same on every rank) into this rank's layout: part 0 the
+// parameters (and this rank's part of the master weights), 1 AdamW m, 2 AdamW v.
+static void llama_set_state_part(Llama* m, int part, const float* ref) {
+    const ParamLayout* lay = m->lay;
+    if (part == 0) {
+        float* local = (float*)xmalloc(lay->n_local * sizeof(float));
+        memset(local, 0, lay->n_local * sizeof(float));
+        for (int i = 0; i < lay->n_seg; i++)
+            memcpy(local + lay->seg[i].local_off, ref + lay->seg[i].ref_off, lay->seg[i].n * sizeof(float));
+        dev_upload_floats(m->params, local, lay->n_local);
+        free(local);
+        m->vocab_gathered = -1;
+    }
+    float* dst = part == 0 ? m->master : part == 1 ? m->adam_m : m->adam_v;
+    if (!dst) return;
+    float* opt = (float*)xmalloc(lay->n_opt * sizeof(float));
+    memset(opt, 0, lay->n_opt * sizeof(float));
+    if (ref)
+        for (int i = 0; i < m->n_pieces; i++)
+            memcpy(opt + m->pieces[i].opt_off, ref + m->pieces[i].ref_off, m->pieces[i].n * sizeof(float));
+    dev_memcpy_h2d(dst, opt, lay->n_opt * sizeof(float), m->stream);
     stream_synchronize(m->stream);
+    free(opt);
 }
 
-// the fp32 view of the parameters (master weights where the build has them)
+// fresh parameters: the optimizer's moments start at zero
+static void llama_set_state(Llama* m, const float* ref_params, const float* ref_m, const float* ref_v) {
+    llama_set_state_part(m, 0, ref_params);
+    llama_set_state_part(m, 1, ref_m);
+    llama_set_state_part(m, 2, ref_v);
+}
+
+static void llama_set_params(Llama* m, const float* host_params) { llama_set_state(m, host_params, NULL, NULL); }
+
+// Assembles the whole model's view of an owned array (n_opt floats on every rank, in
+// optimizer order) in the reference layout, on rank 0 (ref_out may be NULL elsewhere).
+static void llama_gather_owned(Llama* m, const float* owned, float* ref_out) {
+    Comm* c = m->comm;
+    size_t n_opt = m->lay->n_opt;
+    float* all = c->dp_rank == 0 ? (float*)xmalloc(n_opt * c->dp * sizeof(float)) : NULL;
+    comm_host_gather(c, GROUP_DP, owned, n_opt * sizeof(float), all);
+    if (c->dp_rank == 0) {
+        ParamLayout* lay = (ParamLayout*)xmalloc(sizeof(ParamLayout));
+        Piece* pieces = (Piece*)xmalloc(MAX_PIECES * sizeof(Piece));
+        for (int q = 0; q < c->dp; q++) {
+            param_layout_build(lay, &m->cfg, c->dp, q, m->flags.zero, m->flags.shard_vocab);
+            int np = param_layout_pieces(lay, pieces);
+            for (int i = 0; i < np; i++)
+                memcpy(ref_out + pieces[i].ref_off, all + (size_t)q * n_opt + pieces[i].opt_off, pieces[i].n * sizeof(float));
+        }
+        free(lay); free(pieces); free(all);
+    }
+}
+
+// an owned fp32 array from a local floatX buffer (parameters or gradients)
+static void llama_owned_from_local(Llama* m, const floatX* dev_local, float* owned) {
+    float* local = (float*)xmalloc(m->lay->n_local * sizeof(float));
+    comm_join(m->comm, m->stream);
+    stream_synchronize(m->stream);
+    dev_download_floats(local, dev_local, m->lay->n_local);
+    for (int i = 0; i < m->n_pieces; i++)
+        memcpy(owned + m->pieces[i].opt_off, local + m->pieces[i].local_off, m->pieces[i].n * sizeof(float));
+    free(local);
+}
+
+// The fp32 parameters (master weights where the build has them), AdamW m and v of the
+// whole model in the reference layout, on rank 0 (the pointers are not used on the
+// other ranks). A collective: every rank calls it, with ref_m non-NULL on all or none.
+static void llama_get_state(Llama* m, float* ref_params, float* ref_m, float* ref_v) {
+    size_t n_opt = m->lay->n_opt;
+    float* owned = (float*)xmalloc(n_opt * sizeof(float));
+    stream_synchronize(m->stream);
+    if (m->master) { dev_memcpy_d2h(owned, m->master, n_opt * sizeof(float), m->stream); stream_synchronize(m->stream); }
+    else llama_owned_from_local(m, m->params, owned);
+    llama_gather_owned(m, owned, ref_params);
+    dev_memcpy_d2h(owned, m->adam_m, n_opt * sizeof(float), m->stream); stream_synchronize(m->stream);
+    llama_gather_owned(m, owned, ref_m);
+    dev_memcpy_d2h(owned, m->adam_v, n_opt * sizeof(float), m->stream); stream_synchronize(m->stream);
+    llama_gather_owned(m, owned, ref_v);
+    free(owned);
+}
+
 static void llama_get_params(Llama* m, float* host_params) {
-    stream_synchronize(m->stream);
-    if (m->master) dev_memcpy_d2h(host_params, m->master, m->num_params * sizeof(float), m->stream);
-    else dev_download_floats(host_params, m->params, m->num_params);
-    stream_synchronize(m->stream);
+    int root = m->comm->dp_rank == 0;
+    float* scratch = root ? (float*)xmalloc(2 * m->num_params * sizeof(float)) : NULL;
+    llama_get_state(m, host_params, scratch, root ? scratch + m->num_params : NULL);
+    free(scratch);
+}
+
+// the DP-reduced gradients of the whole model in the reference layout, on rank 0
+static void llama_get_grads(Llama* m, float* ref_grads) {
+    float* owned = (float*)xmalloc(m->lay->n_opt * sizeof(float));
+    llama_owned_from_local(m, m->grads, owned);
+    llama_gather_owned(m, owned, ref_grads);
+    free(owned);
 }
 
 // Initialisation in the scheme of llama2.c's model.py: normal(0, 0.02) for the embedding
@@ -454,11 +692,64 @@ static void llama_init_params(Llama* m, uint64_t seed) {
 
 typedef enum { MODE_TRAIN, MODE_EVAL } RunMode;
 
-static const floatX* layer_w(const Llama* m, int t, int l) {
-    return m->p[t] + (size_t)l * (m->param_sizes[t] / m->cfg.L);
+static const floatX* layer_w(const Llama* m, int t, int l) { return m->params + m->layer_off[(size_t)t * m->cfg.L + l]; }
+static floatX* layer_dw(const Llama* m, int t, int l) { return m->grads + m->layer_off[(size_t)t * m->cfg.L + l]; }
+
+// ----------------------------------------------------------------------------
+// data parallelism: gradient reduction per bucket, the sharded vocabulary
+
+// Starts the DP reduction of bucket b's gradients on the communication stream, after
+// the work already on the compute stream: an all-reduce, or with --zero 1 a
+// reduce-scatter that leaves each rank the sum over its own part.
+static void grads_reduce_bucket(Llama* m, int b) {
+    const Bucket* k = &m->lay->bucket[b];
+    if (m->flags.zero) comm_reduce_scatter(m->comm, GROUP_DP, m->grads + k->start, k->padded / m->comm->dp, COMM_FLOATX, m->stream);
+    else comm_all_reduce(m->comm, GROUP_DP, m->grads + k->start, k->padded, COMM_FLOATX, COMM_SUM, m->stream);
 }
-static floatX* layer_dw(const Llama* m, int t, int l) {
-    return m->g[t] + (size_t)l * (m->param_sizes[t] / m->cfg.L);
+
+// the local shard (Vs rows) of the embedding (t = P_EMB) or the output (P_OUT)
+static floatX* vocab_shard(floatX* base, const Llama* m, int t) {
+    size_t Vs = m->lay->vocab_rows, D = m->cfg.D;
+    return base + m->lay->vocab_start + (t == P_OUT && !m->cfg.tied ? Vs * D : 0);
+}
+
+// The whole [V, D] matrix of tensor t (P_EMB or P_OUT) for a lookup or the head: the
+// tensor itself, or with --shard-vocab 1 the shards all-gathered into the recycled
+// vocab buffer (once: a tied model's lookup and head share the gathered copy).
+static const floatX* vocab_weights(Llama* m, int t) {
+    if (!m->flags.shard_vocab) return m->p[t];
+    int which = m->cfg.tied ? P_EMB : t;
+    if (m->vocab_gathered != which) {
+        size_t block = m->lay->vocab_rows * m->cfg.D;
+        floatX* mine = m->vocab_w + (size_t)m->comm->dp_rank * block;
+        dev_memcpy_d2d(mine, vocab_shard(m->params, m, which), block * sizeof(floatX), m->stream);
+        comm_all_gather(m->comm, GROUP_DP, m->vocab_w, block, COMM_FLOATX, m->stream);
+        comm_join(m->comm, m->stream);
+        m->vocab_gathered = which;
+    }
+    return m->vocab_w;
+}
+
+// Where the gradient of tensor t (P_EMB or P_OUT) accumulates in this micro-step: the
+// tensor's own gradient, or with --shard-vocab 1 the unsharded buffer, which starts
+// with this rank's accumulated shard in its own rows and zeros elsewhere, so that the
+// reduce-scatter of vocab_grad_done leaves (accumulated + this micro-step's sum) there.
+static floatX* vocab_grad_begin(Llama* m, int t) {
+    if (!m->flags.shard_vocab) return m->g[t];
+    size_t block = m->lay->vocab_rows * m->cfg.D;
+    dev_memset(m->vocab_dw, 0, block * m->comm->dp * sizeof(floatX), m->stream);
+    dev_memcpy_d2d(m->vocab_dw + (size_t)m->comm->dp_rank * block, vocab_shard(m->grads, m, t), block * sizeof(floatX),
+                   m->stream);
+    return m->vocab_dw;
+}
+
+static void vocab_grad_done(Llama* m, int t) {
+    if (!m->flags.shard_vocab) return;
+    size_t block = m->lay->vocab_rows * m->cfg.D;
+    comm_reduce_scatter(m->comm, GROUP_DP, m->vocab_dw, block, COMM_FLOATX, m->stream);
+    comm_join(m->comm, m->stream);
+    dev_memcpy_d2d(vocab_shard(m->grads, m, t), m->vocab_dw + (size_t)m->comm->dp_rank * block, block * sizeof(floatX),
+                   m->stream);
 }
 
 // attention half of the layer: x -> xmid (and xn2, the FFN input)
@@ -658,9 +949,11 @@ static void head_forward_backward(Llama* m, int N, RunMode mode, float dloss) {
     int D = c->D, V = c->V;
     stream_t s = m->stream;
     rmsnorm_forward(m->xf, m->rstdf, m->x_final, m->p[P_NORM], N, D, c->norm_eps, s);
+    const floatX* w_out = vocab_weights(m, P_OUT);
+    floatX* dw_out = mode == MODE_TRAIN ? vocab_grad_begin(m, P_OUT) : NULL;
     for (int r0 = 0; r0 < N; r0 += m->ce_rows) {
         int nr = N - r0 < m->ce_rows ? N - r0 : m->ce_rows;
-        matmul_forward(m->logits, m->xf + (size_t)r0 * D, m->p[P_OUT], nr, D, V, D, 0, s);
+        matmul_forward(m->logits, m->xf + (size_t)r0 * D, w_out, nr, D, V, D, 0, s);
 #ifdef TESTING
         if (m->capture_logits) {
             stream_synchronize(s);
@@ -669,70 +962,107 @@ static void head_forward_backward(Llama* m, int N, RunMode mode, float dloss) {
 #endif
         crossentropy_forward_backward(m->losses + r0, m->logits, m->targets + r0, nr, V, dloss, mode == MODE_TRAIN, s);
         if (mode == MODE_TRAIN) {
-            matmul_backward_weight(m->g[P_OUT], m->logits, m->xf + (size_t)r0 * D, nr, D, V, D, s);
-            matmul_backward_input(m->dxf + (size_t)r0 * D, m->logits, m->p[P_OUT], nr, D, V, D, 0, s);
+            matmul_backward_weight(dw_out, m->logits, m->xf + (size_t)r0 * D, nr, D, V, D, s);
+            matmul_backward_input(m->dxf + (size_t)r0 * D, m->logits, w_out, nr, D, V, D, 0, s);
         }
     }
     if (mode == MODE_TRAIN) {
+        if (!c->tied) vocab_grad_done(m, P_OUT);  // tied: the embedding's backward adds to it first
         dev_memset(m->dx, 0, (size_t)N * D * sizeof(floatX), s);
         rmsnorm_backward(m->dx, m->g[P_NORM], m->dxf, m->x_final, m->p[P_NORM], m->rstdf, N, D, s);
     }
 }
 
 // One micro-batch: forward, and in training the backward too, adding into the
-// gradients (dloss = 1 / (tokens in the whole step)). Returns the mean loss.
+// gradients (dloss = 1 / (tokens in the whole step, all DP ranks)). With reduce = 1
+// (the step's last micro-batch) each bucket's DP reduction starts as soon as its
+// gradients are complete. Returns the mean loss over the DP group.
 static float llama_forward_backward(Llama* m, const int* inputs, const int* targets, int B, int T, RunMode mode,
-                                    float dloss) {
+                                    float dloss, int reduce) {
     const LlamaConfig* c = &m->cfg;
     int N = B * T;
     if (B * T > m->B * m->T || T > m->T) FAIL("batch %dx%d exceeds the planned %dx%d", B, T, m->B, m->T);
     stream_t s = m->stream;
     dev_memcpy_h2d(m->inputs, inputs, (size_t)N * sizeof(int), s);
     dev_memcpy_h2d(m->targets, targets, (size_t)N * sizeof(int), s);
-    encoder_forward(ACT(layer_acts(m, 0), A_X), m->inputs, m->p[P_EMB], N, c->D, s);
+    encoder_forward(ACT(layer_acts(m, 0), A_X), m->inputs, vocab_weights(m, P_EMB), N, c->D, s);
     for (int l = 0; l < c->L; l++) layer_forward(m, l, B, T, mode);
     head_forward_backward(m, N, mode, dloss);
     if (mode == MODE_TRAIN) {
-        for (int l = c->L - 1; l >= 0; l--) layer_backward(m, l, B, T);
-        encoder_backward(m->g[P_EMB], m->dx, m->inputs, N, c->D, s);
+        for (int l = c->L - 1; l >= 0; l--) {
+            layer_backward(m, l, B, T);
+            if (reduce) grads_reduce_bucket(m, l);  // overlaps the backward of the layers below
+        }
+        // a tied, sharded model's unsharded gradient already holds the head's part
+        floatX* demb = m->flags.shard_vocab && c->tied ? m->vocab_dw : vocab_grad_begin(m, P_EMB);
+        encoder_backward(demb, m->dx, m->inputs, N, c->D, s);
+        vocab_grad_done(m, P_EMB);
+        if (reduce) grads_reduce_bucket(m, c->L);
     }
     dev_memcpy_d2h(m->host_losses, m->losses, (size_t)N * sizeof(float), s);
     stream_synchronize(s);
     double sum = 0.0;
     for (int i = 0; i < N; i++) sum += m->host_losses[i];
-    return (float)(sum / N);
+    sum /= N;
+    comm_host_all_reduce(m->comm, GROUP_DP, &sum, 1, COMM_SUM);
+    return (float)(sum / m->comm->dp);
 }
 
 static void llama_zero_grads(Llama* m) {
-    dev_memset(m->grads, 0, m->num_params * sizeof(floatX), m->stream);
+    dev_memset(m->grads, 0, m->lay->n_local * sizeof(floatX), m->stream);
 }
 
-// Global-norm clipping (as torch.nn.utils.clip_grad_norm_) and one AdamW step.
-// Returns the gradient norm before clipping.
-static float llama_update(Llama* m, float lr, float beta1, float beta2, float eps, float weight_decay, float grad_clip,
-                          int t) {
+// The global gradient norm (before clipping), once the DP reductions are done: each
+// rank sums the squares of what it owns (the replicated buckets count once, on DP
+// rank 0), then one all-reduce.
+static float llama_grad_norm(Llama* m) {
     stream_t s = m->stream;
+    comm_join(m->comm, s);
     dev_memset(m->norm_scratch, 0, sizeof(float), s);
-    global_norm_squared(m->norm_scratch, m->grads, m->num_params, s);
+    for (int i = 0; i < m->n_pieces; i++) {
+        const Piece* pc = &m->pieces[i];
+        int vocab = pc->local_off >= m->lay->vocab_start;
+        if (m->flags.zero || vocab || m->comm->dp_rank == 0)
+            global_norm_squared(m->norm_scratch, m->grads + pc->local_off, pc->n, s);
+    }
+    comm_all_reduce(m->comm, GROUP_DP, m->norm_scratch, 1, COMM_FLOAT, COMM_SUM, s);
+    comm_join(m->comm, s);
     float norm2 = 0.0f;
     dev_memcpy_d2h(&norm2, m->norm_scratch, sizeof(float), s);
     stream_synchronize(s);
-    float norm = sqrtf(norm2);
+    return sqrtf(norm2);
+}
+
+// Global-norm clipping (as torch.nn.utils.clip_grad_norm_) and one AdamW step on what
+// this rank owns; with --zero 1 the updated parts are then all-gathered.
+static void llama_apply_update(Llama* m, float lr, float beta1, float beta2, float eps, float weight_decay,
+                               float grad_clip, float norm, int t) {
+    stream_t s = m->stream;
     float scale = 1.0f;
     if (grad_clip > 0.0f) {
         float coef = grad_clip / (norm + 1e-6f);
         if (coef < 1.0f) scale = coef;
     }
-    size_t off = 0;
-    for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
-        size_t n = m->param_sizes[i];
-        if (n == 0) continue;
-        float wd = param_is_matrix(i) ? weight_decay : 0.0f;
-        adamw_update(m->params + off, m->master ? m->master + off : NULL, m->grads + off, m->adam_m + off,
-                     m->adam_v + off, n, lr, beta1, beta2, eps, wd, scale, t, s);
-        off += n;
+    for (int i = 0; i < m->n_pieces; i++) {
+        const Piece* pc = &m->pieces[i];
+        float wd = param_is_matrix(pc->tensor) ? weight_decay : 0.0f;
+        adamw_update(m->params + pc->local_off, m->master ? m->master + pc->opt_off : NULL, m->grads + pc->local_off,
+                     m->adam_m + pc->opt_off, m->adam_v + pc->opt_off, pc->n, lr, beta1, beta2, eps, wd, scale, t, s);
     }
+    if (m->flags.zero)
+        for (int b = 0; b < m->lay->n_buckets; b++)
+            comm_all_gather(m->comm, GROUP_DP, m->params + m->lay->bucket[b].start, m->lay->bucket[b].padded / m->comm->dp,
+                            COMM_FLOATX, s);
+    comm_join(m->comm, s);
+    m->vocab_gathered = -1;
     stream_synchronize(s);
+}
+
+// both, for callers that need no check in between; returns the norm before clipping
+static float llama_update(Llama* m, float lr, float beta1, float beta2, float eps, float weight_decay, float grad_clip,
+                          int t) {
+    float norm = llama_grad_norm(m);
+    llama_apply_update(m, lr, beta1, beta2, eps, weight_decay, grad_clip, norm, t);
     return norm;
 }
 
@@ -743,87 +1073,151 @@ static void llama_next_token_logits(Llama* m, const int* tokens, int T, float* h
     const LlamaConfig* c = &m->cfg;
     stream_t s = m->stream;
     dev_memcpy_h2d(m->inputs, tokens, (size_t)T * sizeof(int), s);
-    encoder_forward(ACT(layer_acts(m, 0), A_X), m->inputs, m->p[P_EMB], T, c->D, s);
+    encoder_forward(ACT(layer_acts(m, 0), A_X), m->inputs, vocab_weights(m, P_EMB), T, c->D, s);
     for (int l = 0; l < c->L; l++) layer_forward(m, l, 1, T, MODE_EVAL);
     rmsnorm_forward(m->xf, m->rstdf, m->x_final + (size_t)(T - 1) * c->D, m->p[P_NORM], 1, c->D, c->norm_eps, s);
-    matmul_forward(m->logits, m->xf, m->p[P_OUT], 1, c->D, c->V, c->D, 0, s);
+    matmul_forward(m->logits, m->xf, vocab_weights(m, P_OUT), 1, c->D, c->V, c->D, 0, s);
     stream_synchronize(s);
     dev_download_floats(host_logits, m->logits, c->V);
 }
 
 // ----------------------------------------------------------------------------
-// checkpoints (format in docs/formats.md): written to a temporary file, then renamed,
-// so a crash never leaves a half-written checkpoint under the real name
+// checkpoints (format in docs/formats.md): one format whatever the number of ranks and
+// the flags. Rank 0 gathers the whole model in the reference layout (fp32 parameters,
+// AdamW m and v) and every DP rank's dataloader state, and writes them through
+// llmc/checkpoint.h (atomic, checksummed). Any layout can resume from it.
 
 #define CKPT_MAGIC 20261123
-#define CKPT_VERSION 1
+#define CKPT_VERSION 2
+
+typedef struct { int header[256]; size_t num_params, loader_bytes; int dp; } CkptInfo;
+
+// the sizes of the blocks that follow the header
+static int ckpt_blocks(const CkptInfo* ci, size_t* blocks) {
+    blocks[0] = blocks[1] = blocks[2] = ci->num_params * sizeof(float);
+    blocks[3] = ci->loader_bytes;
+    return 4;
+}
 
 static void checkpoint_write(Llama* m, const char* path, int step, int grad_accum, const DataLoader* train_loader) {
     const LlamaConfig* c = &m->cfg;
-    int header[256] = {0};
-    float* hf = (float*)header;
-    size_t ds = dataloader_state_size();
-    header[0] = CKPT_MAGIC; header[1] = CKPT_VERSION;
-    header[2] = c->V; header[3] = c->D; header[4] = c->L; header[5] = c->H; header[6] = c->KV; header[7] = c->F;
-    header[8] = c->max_seq_len; header[9] = c->tied; header[10] = m->B; header[11] = m->T; header[12] = step;
-    header[13] = grad_accum; header[14] = train_loader ? (int)ds : 0;
-    hf[32] = c->rope_theta; hf[33] = c->norm_eps;
-    size_t n = m->num_params;
-    float* buf = (float*)xmalloc(n * sizeof(float));
-    char tmp[1200];
-    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-    FILE* f = xfopen(tmp, "wb");
-    xfwrite(header, sizeof(int), 256, f, tmp);
-    llama_get_params(m, buf);
-    xfwrite(buf, sizeof(float), n, f, tmp);
-    dev_memcpy_d2h(buf, m->adam_m, n * sizeof(float), m->stream); stream_synchronize(m->stream);
-    xfwrite(buf, sizeof(float), n, f, tmp);
-    dev_memcpy_d2h(buf, m->adam_v, n * sizeof(float), m->stream); stream_synchronize(m->stream);
-    xfwrite(buf, sizeof(float), n, f, tmp);
-    if (train_loader) {
-        unsigned char state[512];
-        if (ds > sizeof(state)) FAIL("dataloader state (%zu bytes) is larger than the checkpoint's buffer", ds);
-        dataloader_get_state(train_loader, state);
-        xfwrite(state, 1, ds, f, tmp);
+    Comm* cm = m->comm;
+    int root = cm->rank == 0;
+    size_t n = m->num_params, ds = train_loader ? dataloader_state_size() : 0;
+    float *p = root ? (float*)xmalloc(n * sizeof(float)) : NULL, *mm = root ? (float*)xmalloc(n * sizeof(float)) : NULL,
+          *vv = root ? (float*)xmalloc(n * sizeof(float)) : NULL;
+    llama_get_state(m, p, mm, vv);  // collective
+    unsigned char state[512] = {0};  // the loader reads the global batch: its state is the same on every rank
+    if (ds > sizeof(state)) FAIL("dataloader state (%zu bytes) is larger than the checkpoint's buffer", ds);
+    if (train_loader) dataloader_get_state(train_loader, state);
+    if (root) {
+        int header[256] = {0};
+        float* hf = (float*)header;
+        header[0] = CKPT_MAGIC; header[1] = CKPT_VERSION;
+        header[2] = c->V; header[3] = c->D; header[4] = c->L; header[5] = c->H; header[6] = c->KV; header[7] = c->F;
+        header[8] = c->max_seq_len; header[9] = c->tied; header[10] = step; header[11] = cm->dp;
+        header[12] = m->B; header[13] = m->T; header[14] = grad_accum; header[15] = (int)ds;
+        header[16] = m->flags.zero; header[17] = m->flags.shard_vocab;
+        header[18] = (int)(n & 0x7fffffff); header[19] = (int)(n >> 31);
+        hf[32] = c->rope_theta; hf[33] = c->norm_eps;
+        CkptWriter w;
+        ckpt_writer_open(&w, path);
+        ckpt_write(&w, header, sizeof(header));
+        ckpt_write(&w, p, n * sizeof(float));
+        ckpt_write(&w, mm, n * sizeof(float));
+        ckpt_write(&w, vv, n * sizeof(float));
+        ckpt_write(&w, state, ds);
+        ckpt_writer_close(&w);
     }
-    if (fflush(f) != 0 || fsync(fileno(f)) != 0) FAIL("checkpoint %s: flush failed: %s", tmp, strerror(errno));
-    fclose(f);
-    if (rename(tmp, path) != 0) FAIL("checkpoint: cannot rename %s to %s: %s", tmp, path, strerror(errno));
-    free(buf);
+    free(p); free(mm); free(vv);
 }
 
-// loads parameters and optimizer state; returns the step the checkpoint was taken at
-static int checkpoint_read(Llama* m, const char* path, int grad_accum, DataLoader* train_loader) {
+// reads and checks the header; returns NULL, or why the file cannot be used
+static const char* checkpoint_header(const char* path, CkptInfo* ci) {
+    static char why[1400];
+    memset(ci, 0, sizeof(*ci));
+    FILE* f = fopen(path, "rb");
+    if (!f) { snprintf(why, sizeof(why), "cannot open checkpoint %s: %s", path, strerror(errno)); return why; }
+    int ok = fread(ci->header, sizeof(int), 256, f) == 256;
+    fclose(f);
+    const int* h = ci->header;
+    if (!ok) { snprintf(why, sizeof(why), "%s: too short for a checkpoint header (truncated)", path); return why; }
+    if (h[0] != CKPT_MAGIC) { snprintf(why, sizeof(why), "%s is not a train_llama checkpoint (magic %d, expected %d)", path, h[0], CKPT_MAGIC); return why; }
+    if (h[1] != CKPT_VERSION) { snprintf(why, sizeof(why), "%s: checkpoint version %d, this build reads %d", path, h[1], CKPT_VERSION); return why; }
+    if (h[11] < 1 || h[15] < 0 || h[15] > 512 || h[18] < 0 || h[19] < 0) { snprintf(why, sizeof(why), "%s: malformed checkpoint header", path); return why; }
+    ci->num_params = (size_t)h[18] | ((size_t)h[19] << 31);
+    ci->dp = h[11];
+    ci->loader_bytes = (size_t)h[15];
+    size_t blocks[4];
+    int nb = ckpt_blocks(ci, blocks);
+    return ckpt_verify(path, blocks, nb);
+}
+
+// The newest complete checkpoint of the run directory whose checksum holds (for
+// --resume auto), or NULL when there is none. Rank 0 looks; every rank gets the answer.
+static const char* checkpoint_find_latest(Comm* cm, const char* run_dir, Logger* lg) {
+    static char path[1200];
+    path[0] = 0;
+    if (cm->rank == 0) {
+        int steps[4096];
+        int n = ckpt_list(run_dir, steps, 4096);
+        for (int i = 0; i < n && !path[0]; i++) {
+            char cand[1200]; CkptInfo ci;
+            snprintf(cand, sizeof(cand), "%s/ckpt_%06d.bin", run_dir, steps[i]);
+            const char* why = checkpoint_header(cand, &ci);
+            if (why) logf_(lg, "warning: --resume auto skips %s\n", why);
+            else snprintf(path, sizeof(path), "%s", cand);
+        }
+    }
+    comm_host_broadcast(cm, GROUP_WORLD, path, sizeof(path), 0);
+    return path[0] ? path : NULL;
+}
+
+// Loads the model and optimizer state of a checkpoint written by any layout; restores
+// the dataloader's position when the layout is the one that wrote it (same dp, batch,
+// sequence and accumulation) and returns 0 in *loader_restored otherwise. Returns the
+// step the checkpoint was taken at.
+static int checkpoint_read(Llama* m, const char* path, int grad_accum, DataLoader* train_loader, int* loader_restored) {
     const LlamaConfig* c = &m->cfg;
-    FILE* f = xfopen(path, "rb");
-    int header[256];
-    xfread(header, sizeof(int), 256, f, path);
-    if (header[0] != CKPT_MAGIC) FAIL("%s is not a train_llama checkpoint (magic %d, expected %d)", path, header[0], CKPT_MAGIC);
-    if (header[1] != CKPT_VERSION) FAIL("%s: checkpoint version %d, this build reads %d", path, header[1], CKPT_VERSION);
-    int want[12] = {c->V, c->D, c->L, c->H, c->KV, c->F, c->max_seq_len, c->tied, m->B, m->T, 0, grad_accum};
-    const char* names[12] = {"V", "D", "L", "H", "KV", "F", "max_seq_len", "tied", "batch", "seq", "", "grad accumulation"};
-    for (int i = 0; i < 12; i++)
-        if (i != 10 && header[2 + i] != want[i])
-            FAIL("%s: the checkpoint has %s=%d but this run has %s=%d (resume needs the same model and batch)", path,
-                 names[i], header[2 + i], names[i], want[i]);
-    int step = header[12];
+    Comm* cm = m->comm;
+    CkptInfo ci;
+    char why[1400] = {0};
+    if (cm->rank == 0) { const char* w = checkpoint_header(path, &ci); if (w) snprintf(why, sizeof(why), "%s", w); }
+    comm_host_broadcast(cm, GROUP_WORLD, why, sizeof(why), 0);
+    if (why[0]) FAIL("%s", why);
+    comm_host_broadcast(cm, GROUP_WORLD, &ci, sizeof(ci), 0);
+    const int* h = ci.header;
+    int want[8] = {c->V, c->D, c->L, c->H, c->KV, c->F, c->max_seq_len, c->tied};
+    const char* names[8] = {"V", "D", "L", "H", "KV", "F", "max_seq_len", "tied"};
+    for (int i = 0; i < 8; i++)
+        if (h[2 + i] != want[i])
+            FAIL("%s: the checkpoint has %s=%d but this run has %s=%d (resume needs the same model; the number of "
+                 "ranks, --zero and --shard-vocab may differ)", path, names[i], h[2 + i], names[i], want[i]);
+    if (ci.num_params != m->num_params) FAIL("%s: %zu parameters, the model has %zu", path, ci.num_params, m->num_params);
+    int step = h[10];
     size_t n = m->num_params;
     float* buf = (float*)xmalloc(n * sizeof(float));
-    xfread(buf, sizeof(float), n, f, path);
-    llama_set_params(m, buf);
-    xfread(buf, sizeof(float), n, f, path);
-    dev_memcpy_h2d(m->adam_m, buf, n * sizeof(float), m->stream); stream_synchronize(m->stream);
-    xfread(buf, sizeof(float), n, f, path);
-    dev_memcpy_h2d(m->adam_v, buf, n * sizeof(float), m->stream); stream_synchronize(m->stream);
-    size_t ds = (size_t)header[14];
-    if (train_loader) {
-        if (ds != dataloader_state_size()) FAIL("%s: dataloader state of %zu bytes, expected %zu", path, ds, dataloader_state_size());
-        unsigned char state[512];
-        xfread(state, 1, ds, f, path);
-        dataloader_set_state(train_loader, state);
+    FILE* f = cm->rank == 0 ? xfopen(path, "rb") : NULL;
+    if (f) fseek(f, 1024, SEEK_SET);
+    for (int k = 0; k < 3; k++) {  // parameters, m, v: one array at a time bounds the host memory
+        if (f) xfread(buf, sizeof(float), n, f, path);
+        comm_host_broadcast(cm, GROUP_WORLD, buf, n * sizeof(float), 0);
+        llama_set_state_part(m, k, buf);
     }
+    size_t ds = ci.loader_bytes;
+    unsigned char* states = (unsigned char*)xmalloc(ds + 1);
+    if (f) { xfread(states, 1, ds, f, path); fclose(f); }
+    comm_host_broadcast(cm, GROUP_WORLD, states, ds, 0);
+    *loader_restored = 0;
+    // the loader reads the global batch (rank_rows), so its position carries over to any
+    // layout with the same global micro-batch B*dp, sequence and accumulation
+    if (train_loader && (long long)h[11] * h[12] == (long long)cm->dp * m->B && h[13] == m->T && h[14] == grad_accum &&
+        ds == dataloader_state_size()) {
+        dataloader_set_state(train_loader, states);
+        *loader_restored = 1;
+    }
+    free(states);
     free(buf);
-    fclose(f);
     return step;
 }
 
@@ -852,7 +1246,9 @@ typedef struct {
     MemoryFlags flags;
     const char* ffn_chunk_dim;
     int B, T, total_batch, steps, warmup, val_every, val_batches, sample_every, sample_len, ckpt_every, save_init;
-    int plan_only, log_every;
+    int plan_only, log_every, tp, dp_plan;
+    const char* comm_backend;
+    float comm_timeout;
     float lr, min_lr_frac, weight_decay, beta1, beta2, adam_eps, grad_clip, temperature;
     long long seed;
     const char *train_data, *val_data, *tokenizer, *run_dir, *resume, *plan_json;
@@ -882,6 +1278,12 @@ static void parse_args(int argc, char** argv, TrainArgs* a) {
     a->val_data = "data/tinystories/tinystories_val_*.bin";
     a->tokenizer = "../shared/data/tinystories/tokenizer/tokenizer.bin";
     a->run_dir = "runs/train_llama";
+    a->tp = 1; a->comm_timeout = 300.0f;
+#ifdef LLMC_CPU
+    a->comm_backend = "mpi";
+#else
+    a->comm_backend = "nccl";
+#endif
     // the preset first, so explicit dimensions override it wherever they stand
     for (int i = 1; i + 1 < argc; i++) if (strcmp(argv[i], "--model") == 0) a->model = argv[i + 1];
     int found = 0;
@@ -902,9 +1304,9 @@ static void parse_args(int argc, char** argv, TrainArgs* a) {
         {"tied", 'i', &a->cfg.tied, "1: output projection shares the token embedding"},
         {"rope-theta", 'f', &a->cfg.rope_theta, "RoPE base"},
         {"norm-eps", 'f', &a->cfg.norm_eps, "RMSNorm epsilon"},
-        {"batch", 'i', &a->B, "micro-batch size B (default 8)"},
+        {"batch", 'i', &a->B, "micro-batch size B per rank (default 8)"},
         {"seq", 'i', &a->T, "sequence length T (default min(256, max_seq_len))"},
-        {"total-batch", 'i', &a->total_batch, "tokens per optimizer step; a multiple of B*T (default B*T)"},
+        {"total-batch", 'i', &a->total_batch, "tokens per optimizer step over all ranks; a multiple of B*T*dp (default B*T*dp)"},
         {"steps", 'i', &a->steps, "optimizer steps (default 200)"},
         {"lr", 'f', &a->lr, "peak learning rate (default 1e-3)"},
         {"min-lr-frac", 'f', &a->min_lr_frac, "final lr as a fraction of the peak (default 0.1)"},
@@ -926,13 +1328,19 @@ static void parse_args(int argc, char** argv, TrainArgs* a) {
         {"run-dir", 's', &a->run_dir, "directory for main.log, metrics.jsonl, checkpoints (default runs/train_llama)"},
         {"ckpt-every", 'i', &a->ckpt_every, "checkpoint every N steps and at the end, 0 = never"},
         {"save-init", 'i', &a->save_init, "1: write the initial weights as ckpt_000000.bin"},
-        {"resume", 's', &a->resume, "checkpoint file to continue from"},
+        {"resume", 's', &a->resume, "checkpoint file to continue from, or 'auto': the newest good one of --run-dir, if any"},
         {"log-every", 'i', &a->log_every, "print a step line every N steps (metrics.jsonl gets every step)"},
         {"ffn-chunks", 'i', &a->flags.ffn_chunks, "split the FFN into K chunks, recomputed in backward (default 1)"},
         {"ffn-chunk-dim", 's', &a->ffn_chunk_dim, "hidden | seq: what --ffn-chunks splits (default hidden)"},
         {"ce-chunks", 'i', &a->flags.ce_chunks, "output projection + cross-entropy in K row chunks (default 1)"},
         {"offload-act", 'i', &a->flags.offload_act, "offload the saved activations of N layers to host, -1 = all but the last"},
         {"recompute", 'i', &a->flags.recompute, "0 keep all, 1 recompute norms and SwiGLU, 2 keep only layer inputs"},
+        {"zero", 'i', &a->flags.zero, "1: shard master weights and AdamW state over the DP ranks (ZeRO-1)"},
+        {"shard-vocab", 'i', &a->flags.shard_vocab, "1: embedding and output projection as 1/dp row shards, gathered at use"},
+        {"comm", 's', &a->comm_backend, "nccl | mpi: how a CUDA build's ranks talk (mpi: staged via host, GPUs may be shared)"},
+        {"comm-timeout", 'f', &a->comm_timeout, "seconds a collective may wait before the job is aborted (default 300)"},
+        {"tp", 'i', &a->tp, "tensor-parallel group size (only 1 in this build: DP only)"},
+        {"dp", 'i', &a->dp_plan, "with --plan-only: plan for this many DP ranks (a run takes dp from the launcher)"},
         {"plan-only", 'i', &a->plan_only, "1: print the memory plan and exit"},
         {"plan-json", 's', &a->plan_json, "write the memory plan as JSON to this file"},
     };
@@ -955,11 +1363,13 @@ static void parse_args(int argc, char** argv, TrainArgs* a) {
     if (strcmp(a->ffn_chunk_dim, "hidden") == 0) a->flags.ffn_chunk_seq = 0;
     else if (strcmp(a->ffn_chunk_dim, "seq") == 0) a->flags.ffn_chunk_seq = 1;
     else FAIL("--ffn-chunk-dim must be 'hidden' or 'seq', got '%s'", a->ffn_chunk_dim);
-    if (a->total_batch == 0) a->total_batch = a->B * a->T;
     if (a->steps < 1) FAIL("--steps must be >= 1");
     if (a->warmup < 0) FAIL("--warmup must be >= 0");
-    if (a->total_batch <= 0 || a->total_batch % (a->B * a->T) != 0)
-        FAIL("--total-batch %d must be a positive multiple of batch*seq = %d", a->total_batch, a->B * a->T);
+    if (a->tp != 1) FAIL("--tp %d: tensor parallelism is not in this build yet; world = dp ranks (use --tp 1)", a->tp);
+    if (strcmp(a->comm_backend, "nccl") != 0 && strcmp(a->comm_backend, "mpi") != 0)
+        FAIL("--comm must be 'nccl' or 'mpi', got '%s'", a->comm_backend);
+    if (!(a->comm_timeout > 0.0f)) FAIL("--comm-timeout must be > 0 seconds");
+    if (a->dp_plan < 0) FAIL("--dp must be >= 1");
     if (a->val_every < 0 || a->sample_every < 0 || a->ckpt_every < 0 || a->val_batches < 1 || a->log_every < 1)
         FAIL("--val-every, --sample-every, --ckpt-every must be >= 0; --val-batches and --log-every >= 1");
     if (a->sample_len < 1) FAIL("--sample-len must be >= 1");
@@ -973,8 +1383,13 @@ static void print_config(Logger* lg, const TrainArgs* a, const Llama* m, int gra
     logf_(lg, "parameters:");
     for (int i = 0; i < NUM_PARAM_TENSORS; i++) if (m->param_sizes[i]) logf_(lg, " %s %zu", PARAM_NAMES[i], m->param_sizes[i]);
     logf_(lg, "\n");
-    logf_(lg, "batch: B=%d T=%d, %d tokens per step (%d micro-steps) | steps %d, lr %g warmup %d, wd %g, clip %g\n",
-          a->B, a->T, a->total_batch, grad_accum, a->steps, a->lr, a->warmup, a->weight_decay, a->grad_clip);
+    logf_(lg, "batch: B=%d T=%d per rank, %d tokens per step (%d micro-steps x %d DP ranks) | steps %d, lr %g warmup %d, "
+          "wd %g, clip %g\n", a->B, a->T, a->total_batch, grad_accum, m->comm->dp, a->steps, a->lr, a->warmup,
+          a->weight_decay, a->grad_clip);
+    logf_(lg, "parallel: world %d = dp %d x tp %d | --zero %d --shard-vocab %d | comm %s, timeout %g s\n", m->comm->size,
+          m->comm->dp, m->comm->tp, m->flags.zero, m->flags.shard_vocab,
+          m->comm->backend == BACKEND_NCCL ? "nccl" : m->comm->backend == BACKEND_MPI ? "mpi" : "none (one process)",
+          a->comm_timeout);
     logf_(lg, "memory flags: --ffn-chunks %d --ffn-chunk-dim %s --ce-chunks %d --offload-act %d (%d layers) --recompute %d\n",
           m->flags.ffn_chunks, a->ffn_chunk_dim, m->flags.ce_chunks, m->flags.offload_act, m->n_offload, m->flags.recompute);
 #ifdef _OPENMP
@@ -983,7 +1398,8 @@ static void print_config(Logger* lg, const TrainArgs* a, const Llama* m, int gra
 }
 
 static void print_plan(Logger* lg, const Llama* m) {
-    logf_(lg, "memory plan (everything allocated before the first step):\n");
+    if (lg->quiet) return;
+    logf_(lg, "memory plan%s (everything allocated before the first step):\n", m->comm->dp > 1 ? " per rank" : "");
     arena_print(&m->dev, stdout);
     if (lg->log) arena_print(&m->dev, lg->log);
     if (m->host.total) { arena_print(&m->host, stdout); if (lg->log) arena_print(&m->host, lg->log); }
@@ -997,8 +1413,10 @@ static void print_plan(Logger* lg, const Llama* m) {
 
 static void write_plan_json(const Llama* m, const char* path) {
     FILE* f = xfopen(path, "w");
-    fprintf(f, "{\"act_block_bytes\": %zu, \"n_offload\": %d, \"num_params\": %zu, \"sizeof_floatX\": %zu, \"device\": ",
-            m->act_block_bytes, m->n_offload, m->num_params, sizeof(floatX));
+    fprintf(f, "{\"act_block_bytes\": %zu, \"n_offload\": %d, \"num_params\": %zu, \"sizeof_floatX\": %zu, "
+            "\"dp\": %d, \"zero\": %d, \"shard_vocab\": %d, \"n_local\": %zu, \"n_opt\": %zu, \"master\": %d, \"device\": ",
+            m->act_block_bytes, m->n_offload, m->num_params, sizeof(floatX), m->comm->dp, m->flags.zero,
+            m->flags.shard_vocab, m->lay->n_local, m->lay->n_opt, HAVE_MASTER_WEIGHTS);
     arena_write_json(&m->dev, f);
     fprintf(f, ", \"host\": ");
     arena_write_json(&m->host, f);
@@ -1006,12 +1424,19 @@ static void write_plan_json(const Llama* m, const char* path) {
     fclose(f);
 }
 
+// Data parallelism reads one global batch of B*dp rows (the same loader, seed and
+// position on every rank) and rank r takes rows [r*B, (r+1)*B): the ranks read disjoint
+// windows, and the data order depends only on the global batch, not on how many ranks
+// share it (dp=1 with B*dp rows sees the same data as dp ranks with B rows each).
+static const int* rank_rows(const Llama* m, const int* global) { return global + (size_t)m->comm->dp_rank * m->B * m->T; }
+
 static float evaluate(Llama* m, DataLoader* val, int batches) {
     dataloader_reset(val);
     double sum = 0.0;
     for (int i = 0; i < batches; i++) {
         dataloader_next_batch(val);
-        sum += llama_forward_backward(m, val->inputs, val->targets, m->B, m->T, MODE_EVAL, 0.0f);
+        sum += llama_forward_backward(m, rank_rows(m, val->inputs), rank_rows(m, val->targets), m->B, m->T, MODE_EVAL,
+                                      0.0f, 0);
     }
     return (float)(sum / batches);
 }
@@ -1035,6 +1460,7 @@ static void sample_story(Llama* m, Tokenizer* tok, Logger* lg, int len, float te
         for (int j = 0; j < c->V; j++) { acc += exp(logits[j] - mx); if (acc > u) { next = j; break; } }
         tokens[t] = next;
         if (next == 1) break;  // BOS starts the next story
+        if (lg->quiet) continue;  // every rank samples (the sharded head is a collective); rank 0 prints
         const char* piece = tokenizer_decode(tok, tokens[t - 1], next);
         safe_print(piece);
         if (lg->log) fputs(piece, lg->log);
@@ -1047,34 +1473,84 @@ static double now_seconds(void) {
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+// the fields every rank must agree on (comm_check_same_config)
+static void check_same_config(Comm* comm, const TrainArgs* a) {
+    char v[40][COMM_CONFIG_VALUE_BYTES];
+    const char* names[40];
+    const char* values[40];
+    int n = 0;
+    #define FIELD(name, fmt, x) do { names[n] = name; snprintf(v[n], COMM_CONFIG_VALUE_BYTES, fmt, x); values[n] = v[n]; n++; } while (0)
+    FIELD("model V", "%d", a->cfg.V); FIELD("model D", "%d", a->cfg.D); FIELD("model L", "%d", a->cfg.L);
+    FIELD("model H", "%d", a->cfg.H); FIELD("model KV", "%d", a->cfg.KV); FIELD("model F", "%d", a->cfg.F);
+    FIELD("max-seq-len", "%d", a->cfg.max_seq_len); FIELD("tied", "%d", a->cfg.tied);
+    FIELD("rope-theta", "%.9g", a->cfg.rope_theta); FIELD("norm-eps", "%.9g", a->cfg.norm_eps);
+    FIELD("batch", "%d", a->B); FIELD("seq", "%d", a->T); FIELD("total-batch", "%d", a->total_batch);
+    FIELD("steps", "%d", a->steps); FIELD("lr", "%.9g", a->lr); FIELD("min-lr-frac", "%.9g", a->min_lr_frac);
+    FIELD("warmup", "%d", a->warmup); FIELD("weight-decay", "%.9g", a->weight_decay); FIELD("beta1", "%.9g", a->beta1);
+    FIELD("beta2", "%.9g", a->beta2); FIELD("adam-eps", "%.9g", a->adam_eps); FIELD("grad-clip", "%.9g", a->grad_clip);
+    FIELD("seed", "%lld", a->seed); FIELD("ffn-chunks", "%d", a->flags.ffn_chunks);
+    FIELD("ffn-chunk-dim", "%s", a->ffn_chunk_dim); FIELD("ce-chunks", "%d", a->flags.ce_chunks);
+    FIELD("offload-act", "%d", a->flags.offload_act); FIELD("recompute", "%d", a->flags.recompute);
+    FIELD("zero", "%d", a->flags.zero); FIELD("shard-vocab", "%d", a->flags.shard_vocab);
+    FIELD("comm", "%s", a->comm_backend); FIELD("val-every", "%d", a->val_every); FIELD("val-batches", "%d", a->val_batches);
+    FIELD("sample-every", "%d", a->sample_every); FIELD("ckpt-every", "%d", a->ckpt_every);
+    FIELD("train-data", "%s", a->train_data); FIELD("val-data", "%s", a->val_data); FIELD("run-dir", "%s", a->run_dir);
+    FIELD("resume", "%s", a->resume ? a->resume : "");
+    #undef FIELD
+    comm_check_same_config(comm, names, values, n);
+}
+
 int main(int argc, char** argv) {
     TrainArgs a;
     parse_args(argc, argv, &a);
     config_validate(&a.cfg);
-    int grad_accum = a.total_batch / (a.B * a.T);
-    Llama m;
-    llama_build(&m, &a.cfg, &a.flags, a.B, a.T, !a.plan_only);
-    Logger lg = {NULL, NULL};
+    Comm comm;
     if (a.plan_only) {
+        comm_init_plan(&comm, a.dp_plan > 0 ? a.dp_plan : 1);  // no launcher, no device: the plan of one rank
+    } else {
+        comm_init(&comm, a.tp, strcmp(a.comm_backend, "nccl") == 0, a.comm_timeout);
+        if (a.dp_plan > 0 && a.dp_plan != comm.dp)
+            FAIL("--dp %d is for --plan-only; this run has dp = %d ranks (from the launcher)", a.dp_plan, comm.dp);
+    }
+    if (a.total_batch == 0) a.total_batch = a.B * a.T * comm.dp;
+    if (a.total_batch <= 0 || a.total_batch % (a.B * a.T * comm.dp) != 0)
+        FAIL("--total-batch %d must be a positive multiple of batch*seq*dp = %d*%d*%d", a.total_batch, a.B, a.T, comm.dp);
+    int grad_accum = a.total_batch / (a.B * a.T * comm.dp);
+    check_same_config(&comm, &a);
+    Logger lg = {NULL, NULL, comm.rank != 0};
+    Llama m;
+    if (a.plan_only) {
+        llama_build(&m, &a.cfg, &a.flags, &comm, a.B, a.T, 0);
         print_config(&lg, &a, &m, grad_accum);
         print_plan(&lg, &m);
         if (a.plan_json) write_plan_json(&m, a.plan_json);
         llama_free(&m);
         return 0;
     }
-    logger_open(&lg, a.run_dir, a.resume != NULL);
+    dev_select(comm_device_index(&comm, dev_count()));
+    comm_setup_device(&comm);
+    llama_build(&m, &a.cfg, &a.flags, &comm, a.B, a.T, 1);
+
+    // --resume auto: the newest complete checkpoint of the run directory, if any
+    const char* resume = a.resume;
+    if (resume && strcmp(resume, "auto") == 0) {
+        resume = checkpoint_find_latest(&comm, a.run_dir, &lg);
+        if (!resume) logf_(&lg, "--resume auto: no checkpoint in %s, starting fresh\n", a.run_dir);
+    }
+    if (!lg.quiet) logger_open(&lg, a.run_dir, resume != NULL);
     print_config(&lg, &a, &m, grad_accum);
     print_plan(&lg, &m);
-    if (a.plan_json) write_plan_json(&m, a.plan_json);
+    if (a.plan_json && !lg.quiet) write_plan_json(&m, a.plan_json);
 
     DataLoader train, val;
-    dataloader_init(&train, a.train_data, a.B, a.T, 0, 1, 1, (unsigned long long)a.seed);
+    dataloader_init(&train, a.train_data, a.B * comm.dp, a.T, 0, 1, 1, (unsigned long long)a.seed);
     dataloader_validate_vocab(&train, a.cfg.V);
     logf_(&lg, "train data: %s (%zu tokens)\n", a.train_data, train.num_tokens);
     if (a.val_every > 0) {
-        dataloader_init(&val, a.val_data, a.B, a.T, 0, 1, 0, 0);
+        dataloader_init(&val, a.val_data, a.B * comm.dp, a.T, 0, 1, 0, 0);
         dataloader_validate_vocab(&val, a.cfg.V);
-        logf_(&lg, "val data: %s (%zu tokens), %d batches per evaluation\n", a.val_data, val.num_tokens, a.val_batches);
+        logf_(&lg, "val data: %s (%zu tokens), %d batches per evaluation per rank\n", a.val_data, val.num_tokens,
+              a.val_batches);
     }
     Tokenizer tok;
     int have_tok = a.sample_every > 0 && tokenizer_init(&tok, a.tokenizer, a.cfg.V) == 0;
@@ -1083,21 +1559,33 @@ int main(int argc, char** argv) {
     float* sample_logits = (float*)xmalloc((size_t)a.cfg.V * sizeof(float));
 
     int start = 0;
-    if (a.resume) {
-        start = checkpoint_read(&m, a.resume, grad_accum, &train);
-        logf_(&lg, "resumed from %s at step %d\n", a.resume, start);
+    char path[1200];
+    if (resume) {
+        int restored = 0;
+        start = checkpoint_read(&m, resume, grad_accum, &train, &restored);
+        logf_(&lg, "resumed from %s at step %d\n", resume, start);
+        if (!restored) {
+            // another layout wrote it: its data positions do not apply; continue on a new,
+            // deterministic data order so that no rank replays the first steps' windows
+            dataloader_free(&train);
+            dataloader_init(&train, a.train_data, a.B * comm.dp, a.T, 0, 1, 1,
+                            (unsigned long long)a.seed ^ (0x9E3779B97F4A7C15ull * (unsigned long long)(start + 1)));
+            logf_(&lg, "the checkpoint's global micro-batch (dp x batch), sequence or accumulation differs from this run's: "
+                  "the model and optimizer state carry over, the data order restarts from a seed derived from --seed "
+                  "and step %d\n", start);
+        }
     } else {
         llama_init_params(&m, (uint64_t)a.seed);
     }
-    char path[1200];
-    if (a.save_init && !a.resume) {
+    if (a.save_init && !resume) {
         snprintf(path, sizeof(path), "%s/ckpt_%06d.bin", a.run_dir, 0);
         checkpoint_write(&m, path, 0, grad_accum, &train);
         logf_(&lg, "initial weights written to %s\n", path);
     }
 
     size_t peak_measured = 0;
-    float dloss = 1.0f / (float)((size_t)a.B * a.T * grad_accum);
+    int last_ckpt = resume ? start : -1;
+    float dloss = 1.0f / (float)((size_t)a.B * a.T * grad_accum * comm.dp);
     for (int step = start + 1; step <= a.steps; step++) {
         double t0 = now_seconds();
         float lr = lr_at_step(step, a.steps, a.warmup, a.lr, a.min_lr_frac);
@@ -1105,46 +1593,59 @@ int main(int argc, char** argv) {
         double loss = 0.0;
         for (int micro = 0; micro < grad_accum; micro++) {
             dataloader_next_batch(&train);
-            loss += llama_forward_backward(&m, train.inputs, train.targets, a.B, a.T, MODE_TRAIN, dloss);
+            loss += llama_forward_backward(&m, rank_rows(&m, train.inputs), rank_rows(&m, train.targets), a.B, a.T, MODE_TRAIN, dloss,
+                                           micro == grad_accum - 1);
         }
         loss /= grad_accum;
-        float norm = llama_update(&m, lr, a.beta1, a.beta2, a.adam_eps, a.weight_decay, a.grad_clip, step);
+        float norm = llama_grad_norm(&m);
+        if (!isfinite(loss) || !isfinite(norm)) {
+            char where[1300] = "no checkpoint was written";
+            if (last_ckpt >= 0) snprintf(where, sizeof(where), "%s/ckpt_%06d.bin is untouched", a.run_dir, last_ckpt);
+            FAIL("step %d: the loss is %g and the gradient norm %g; a non-finite value stops the run before the "
+                 "optimizer applies it (%s). Hint: lower --lr, keep --grad-clip on, check the data", step, loss, norm, where);
+        }
+        llama_apply_update(&m, lr, a.beta1, a.beta2, a.adam_eps, a.weight_decay, a.grad_clip, norm, step);
         double ms = (now_seconds() - t0) * 1e3;
-        size_t measured = dev_peak_bytes_measured();
-        peak_measured = measured > peak_measured ? measured : peak_measured;
+        double measured = (double)dev_peak_bytes_measured();
+        comm_host_all_reduce(&comm, GROUP_WORLD, &measured, 1, COMM_MAX);  // the largest rank's
+        peak_measured = (size_t)measured > peak_measured ? (size_t)measured : peak_measured;
         double tok_s = a.total_batch / (ms / 1e3);
         int last = step == a.steps;
         if (step % a.log_every == 0 || last || step == start + 1)
-            logf_(&lg, "step %5d/%d | loss %.6f | lr %.3e | norm %.4f | %.1f ms | %.0f tok/s | peak %.1f MiB\n", step,
-                  a.steps, loss, lr, norm, ms, tok_s, peak_measured / 1048576.0);
+            logf_(&lg, "step %5d/%d | loss %.6f | lr %.3e | norm %.4f | %.1f ms | %.0f tok/s | peak %.1f MiB%s\n", step,
+                  a.steps, loss, lr, norm, ms, tok_s, peak_measured / 1048576.0, comm.dp > 1 ? " (largest rank)" : "");
         float val_loss = NAN;
         if (a.val_every > 0 && (step % a.val_every == 0 || last)) {
             val_loss = evaluate(&m, &val, a.val_batches);
             logf_(&lg, "step %5d | val loss %.6f\n", step, val_loss);
         }
-        fprintf(lg.metrics, "{\"step\": %d, \"loss\": %.9g, \"lr\": %.9g, \"grad_norm\": %.9g, \"ms\": %.3f, "
-                "\"tok_per_s\": %.1f, \"peak_mem\": %zu, \"arena_bytes\": %zu",
-                step, loss, lr, norm, ms, tok_s, peak_measured, m.dev.total);
-        if (!isnan(val_loss)) fprintf(lg.metrics, ", \"val_loss\": %.9g", val_loss);
-        fprintf(lg.metrics, "}\n");
-        fflush(lg.metrics);
+        if (lg.metrics) {
+            fprintf(lg.metrics, "{\"step\": %d, \"loss\": %.9g, \"lr\": %.9g, \"grad_norm\": %.9g, \"ms\": %.3f, "
+                    "\"tok_per_s\": %.1f, \"peak_mem\": %zu, \"arena_bytes\": %zu",
+                    step, loss, lr, norm, ms, tok_s, peak_measured, m.dev.total);
+            if (!isnan(val_loss)) fprintf(lg.metrics, ", \"val_loss\": %.9g", val_loss);
+            fprintf(lg.metrics, "}\n");
+            fflush(lg.metrics);
+        }
         if (have_tok && (step % a.sample_every == 0 || last))
             sample_story(&m, &tok, &lg, sample_len, a.temperature, (uint64_t)a.seed * 1000003ull + step, sample_tokens,
                          sample_logits);
         if (a.ckpt_every > 0 && (step % a.ckpt_every == 0 || last)) {
             snprintf(path, sizeof(path), "%s/ckpt_%06d.bin", a.run_dir, step);
             checkpoint_write(&m, path, step, grad_accum, &train);
+            last_ckpt = step;
             logf_(&lg, "checkpoint: %s\n", path);
         }
     }
-    logf_(&lg, "done: peak memory measured %.1f MiB (%s), arena %.1f MiB planned\n", peak_measured / 1048576.0,
-          dev_measured_name(), m.dev.total / 1048576.0);
+    logf_(&lg, "done: peak memory measured %.1f MiB (%s%s), arena %.1f MiB planned per rank\n",
+          peak_measured / 1048576.0, dev_measured_name(), comm.dp > 1 ? ", largest rank" : "", m.dev.total / 1048576.0);
     if (have_tok) tokenizer_free(&tok);
     free(sample_tokens); free(sample_logits);
     dataloader_free(&train);
     if (a.val_every > 0) dataloader_free(&val);
     logger_close(&lg);
     llama_free(&m);
+    comm_finalize(&comm);
     return 0;
 }
 #endif  // TESTING

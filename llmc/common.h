@@ -34,10 +34,15 @@ typedef cudaStream_t stream_t;
 typedef cudaEvent_t event_t;
 #endif
 
+// the rank of this process in a multi-process run (-1: one process), named in errors
+static int llmc_error_rank = -1;
+
 // A fatal error: message, where, then exit(1). Used for bad input as well as for
-// failed library calls, so every failure ends the same way.
+// failed library calls, so every failure ends the same way. Under mpirun an exit(1)
+// of one rank ends the whole job.
 static inline void fail_at(const char* file, int line, const char* fmt, ...) {
-    fprintf(stderr, "error: ");
+    if (llmc_error_rank >= 0) fprintf(stderr, "error (rank %d): ", llmc_error_rank);
+    else fprintf(stderr, "error: ");
     va_list ap; va_start(ap, fmt); vfprintf(stderr, fmt, ap); va_end(ap);
     fprintf(stderr, "\n  (at %s:%d)\n", file, line);
     fflush(stderr);

@@ -75,3 +75,5 @@ static inline const char* dev_name(void) {
     if (!have) { int d; cudaCheck(cudaGetDevice(&d)); cudaCheck(cudaGetDeviceProperties(&prop, d)); have = 1; }
     return prop.name;
 }
+static inline int dev_count(void) { int n = 0; cudaError_t e = cudaGetDeviceCount(&n); return e == cudaSuccess ? n : 0; }
+static inline void dev_select(int index) { cudaCheck(cudaSetDevice(index)); }

@@ -7,7 +7,8 @@ JSON object per step). Lines are flushed as written so a crashed run keeps its l
 #include <sys/stat.h>
 #include <sys/types.h>
 
-typedef struct { FILE* log; FILE* metrics; } Logger;
+// quiet: a rank other than 0 of a multi-process run, which prints and writes nothing
+typedef struct { FILE* log; FILE* metrics; int quiet; } Logger;
 
 static void mkdir_p(const char* path) {
     char buf[1024];
@@ -30,6 +31,7 @@ static void logger_open(Logger* lg, const char* run_dir, int append) {
 
 // printf to stdout and main.log
 static void logf_(Logger* lg, const char* fmt, ...) {
+    if (lg && lg->quiet) return;
     va_list ap;
     va_start(ap, fmt); vprintf(fmt, ap); va_end(ap);
     fflush(stdout);

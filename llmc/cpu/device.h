@@ -38,3 +38,5 @@ static inline size_t dev_peak_bytes_measured(void) {
 }
 static inline const char* dev_measured_name(void) { return "process peak RSS"; }
 static inline const char* dev_name(void) { return "CPU"; }
+static inline int dev_count(void) { return 1; }
+static inline void dev_select(int index) { (void)index; }

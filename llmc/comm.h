@@ -1,0 +1,572 @@
+/*
+The communication layer (DESIGN 8): ranks, process groups and the collectives the
+trainers call, with the same one-program-two-backends rule as the kernels.
+
+  world = dp x tp. A TP group is tp consecutive ranks, a DP group the ranks with the
+  same position in their TP group (strided by tp).
+
+Backends, chosen at build time and by --comm:
+  - no MPI in the build (USE_MPI undefined): one process; every collective over a
+    group of one is the identity, so the trainer's code is the same.
+  - CPU build with MPI: collectives on host memory through MPI.
+  - CUDA build, --comm nccl: NCCL communicators for the world, TP and DP groups (the
+    unique ids travel over MPI), on a communication stream ordered with events, in
+    NCCL's non-blocking mode so that a wait can time out and abort.
+  - CUDA build, --comm mpi: device buffers staged through pinned host memory and
+    reduced by MPI. Slower, but several ranks can share one GPU (NCCL refuses that),
+    so the whole CUDA orchestration can be tested on a single GPU.
+
+A one-process run never calls MPI_Init: MPI is initialised only when a launcher
+(mpirun, srun) started the process, so `./train_llama` alone needs no MPI at run time.
+
+Every wait is bounded (--comm-timeout seconds): a rank that died or hangs makes the
+others fail with a message naming the collective that did not complete, instead of
+waiting forever. Every MPI and NCCL call is checked and fails with file, line, rank
+and a hint.
+
+Collectives on "device" buffers are in place and asynchronous with respect to the
+host: comm_* enqueues after the work already on stream `after`, and comm_join(c, s)
+makes stream s wait for everything enqueued so far. On the CPU and with --comm mpi
+they complete before they return.
+*/
+#pragma once
+#include "common.h"
+#include <time.h>
+#ifdef USE_MPI
+#include <mpi.h>
+#endif
+#if !defined(LLMC_CPU) && defined(USE_NCCL)
+#include <nccl.h>
+#endif
+
+typedef enum { GROUP_WORLD, GROUP_TP, GROUP_DP, NUM_GROUPS } CommGroup;
+typedef enum { COMM_SUM, COMM_MAX } CommOp;
+typedef enum { COMM_FLOATX, COMM_FLOAT } CommDtype;  // element types of device buffers
+typedef enum { BACKEND_SINGLE, BACKEND_MPI, BACKEND_NCCL } CommBackend;
+
+[[maybe_unused]] static const char* GROUP_NAMES[NUM_GROUPS] = {"world", "tp", "dp"};
+
+typedef struct {
+    int rank, size;                   // world
+    int tp, dp, tp_rank, dp_rank;
+    int local_rank;                   // position among the ranks of this node (device choice)
+    int group_rank[NUM_GROUPS], group_size[NUM_GROUPS];
+    CommBackend backend;
+    double timeout_s;
+    int mpi_initialised;
+#ifdef USE_MPI
+    MPI_Comm mpi[NUM_GROUPS];
+    MPI_Op op_sum_bf16, op_max_bf16;  // reductions of bf16 buffers staged on the host
+#endif
+#if !defined(LLMC_CPU) && defined(USE_NCCL)
+    ncclComm_t nccl[NUM_GROUPS];
+#endif
+    stream_t stream;                  // the communication stream
+    event_t ev_ready, ev_done;
+    char* staging;                    // pinned host staging for --comm mpi in the CUDA build
+    size_t staging_bytes;
+} Comm;
+
+// the rank that failures name (common.h prints it)
+static inline void comm_set_rank_for_errors(int rank) { llmc_error_rank = rank; }
+
+static inline double comm_now(void) {
+    struct timespec ts; clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static inline int env_int(const char* name, int fallback) {
+    const char* v = getenv(name);
+    return v && *v ? atoi(v) : fallback;
+}
+
+// started by a launcher? (Open MPI's mpirun, PMI/PMIx as under SLURM's srun)
+static inline int comm_launched_by_mpi(void) {
+    return getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMIX_RANK") || getenv("PMI_RANK") || getenv("PMI_SIZE") ||
+           (getenv("SLURM_PROCID") && env_int("SLURM_NTASKS", 1) > 1) || env_int("LLMC_FORCE_MPI", 0);
+}
+
+#ifdef USE_MPI
+#define mpiCheck(call) do { int err_ = (call); if (err_ != MPI_SUCCESS) { \
+    char msg_[MPI_MAX_ERROR_STRING]; int len_ = 0; MPI_Error_string(err_, msg_, &len_); \
+    FAIL("MPI: %s failed: %s (hint: did a rank die? see the other ranks' messages and mpirun's)", #call, msg_); } } while (0)
+
+static inline MPI_Datatype comm_mpi_type(CommDtype t) {
+#if defined(LLMC_CPU) || defined(ENABLE_FP32)
+    (void)t; return MPI_FLOAT;
+#else
+    return t == COMM_FLOAT ? MPI_FLOAT : MPI_UINT16_T;
+#endif
+}
+
+#if !defined(LLMC_CPU) && !defined(ENABLE_FP32)
+// MPI has no bf16: sums and maxima of staged bf16 buffers, elementwise through fp32
+static void comm_bf16_sum(void* in, void* inout, int* len, MPI_Datatype* dt) {
+    (void)dt;
+    const __nv_bfloat16* a = (const __nv_bfloat16*)in; __nv_bfloat16* b = (__nv_bfloat16*)inout;
+    for (int i = 0; i < *len; i++) b[i] = __float2bfloat16(__bfloat162float(a[i]) + __bfloat162float(b[i]));
+}
+static void comm_bf16_max(void* in, void* inout, int* len, MPI_Datatype* dt) {
+    (void)dt;
+    const __nv_bfloat16* a = (const __nv_bfloat16*)in; __nv_bfloat16* b = (__nv_bfloat16*)inout;
+    for (int i = 0; i < *len; i++) b[i] = __float2bfloat16(fmaxf(__bfloat162float(a[i]), __bfloat162float(b[i])));
+}
+#endif
+
+static inline MPI_Op comm_mpi_op(const Comm* c, CommDtype t, CommOp op) {
+#if !defined(LLMC_CPU) && !defined(ENABLE_FP32)
+    if (t == COMM_FLOATX) return op == COMM_SUM ? c->op_sum_bf16 : c->op_max_bf16;
+#else
+    (void)c; (void)t;
+#endif
+    return op == COMM_SUM ? MPI_SUM : MPI_MAX;
+}
+
+// Waits for a non-blocking MPI request, at most the timeout. On expiry the whole job
+// is aborted with a message naming what did not complete.
+static inline void comm_mpi_wait(const Comm* c, MPI_Request* req, const char* what, CommGroup g, size_t n) {
+    double t0 = comm_now();
+    long spins = 0;
+    for (;;) {
+        int done = 0;
+        mpiCheck(MPI_Test(req, &done, MPI_STATUS_IGNORE));
+        if (done) return;
+        if (++spins > 1000) {  // past the first microseconds, stop burning the core other ranks may share
+            struct timespec ts = {0, 200000};
+            nanosleep(&ts, NULL);
+        }
+        if (comm_now() - t0 > c->timeout_s) {
+            fprintf(stderr, "error (rank %d): %s of %zu elements over the %s group did not complete within %.0f s "
+                    "(--comm-timeout). Another rank died, hangs, or stopped calling the same collectives; "
+                    "aborting the job.\n", c->rank, what, n, GROUP_NAMES[g], c->timeout_s);
+            fflush(stderr);
+            MPI_Abort(MPI_COMM_WORLD, 3);
+            exit(3);
+        }
+    }
+}
+#endif  // USE_MPI
+
+#if !defined(LLMC_CPU) && defined(USE_NCCL)
+#define ncclCheck(call) do { ncclResult_t r_ = (call); if (r_ != ncclSuccess && r_ != ncclInProgress) { \
+    FAIL("NCCL: %s failed: %s (hint: NCCL_DEBUG=WARN shows why; two ranks on one GPU need --comm mpi)", #call, \
+         ncclGetErrorString(r_)); } } while (0)
+static inline ncclDataType_t comm_nccl_type(CommDtype t) {
+#if defined(ENABLE_FP32)
+    (void)t; return ncclFloat32;
+#else
+    return t == COMM_FLOAT ? ncclFloat32 : ncclBfloat16;
+#endif
+}
+// In non-blocking mode a call may return before NCCL has finished with it: wait,
+// bounded, until the communicator is no longer in progress.
+static inline void comm_nccl_settle(const Comm* c, ncclComm_t comm, const char* what) {
+    double t0 = comm_now();
+    for (;;) {
+        ncclResult_t state;
+        ncclCheck(ncclCommGetAsyncError(comm, &state));
+        if (state == ncclSuccess) return;
+        if (state != ncclInProgress) FAIL("NCCL: %s: %s (hint: NCCL_DEBUG=WARN)", what, ncclGetErrorString(state));
+        if (comm_now() - t0 > c->timeout_s) {
+            ncclCommAbort(comm);
+            FAIL("NCCL: %s did not complete within %.0f s (--comm-timeout); communicator aborted", what, c->timeout_s);
+        }
+    }
+}
+#endif
+
+static inline size_t comm_type_bytes(CommDtype t) { return t == COMM_FLOAT ? sizeof(float) : sizeof(floatX); }
+
+// Ranks and groups. tp must divide the world size; dp = world / tp.
+static inline void comm_init(Comm* c, int tp, int use_nccl, double timeout_s) {
+    memset(c, 0, sizeof(*c));
+    c->rank = 0; c->size = 1; c->local_rank = 0;
+    c->timeout_s = timeout_s > 0 ? timeout_s : 300.0;
+    c->backend = BACKEND_SINGLE;
+    if (comm_launched_by_mpi()) {
+#ifdef USE_MPI
+        mpiCheck(MPI_Init(NULL, NULL));
+        c->mpi_initialised = 1;
+        mpiCheck(MPI_Comm_rank(MPI_COMM_WORLD, &c->rank));
+        mpiCheck(MPI_Comm_size(MPI_COMM_WORLD, &c->size));
+        comm_set_rank_for_errors(c->rank);
+        MPI_Comm node;
+        mpiCheck(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, c->rank, MPI_INFO_NULL, &node));
+        mpiCheck(MPI_Comm_rank(node, &c->local_rank));
+        mpiCheck(MPI_Comm_free(&node));
+#else
+        if (env_int("OMPI_COMM_WORLD_SIZE", 1) > 1 || env_int("PMI_SIZE", 1) > 1 || env_int("SLURM_NTASKS", 1) > 1)
+            FAIL("started by an MPI launcher with several ranks, but this build has no MPI (make info; install "
+                 "libopenmpi-dev and rebuild)");
+#endif
+    }
+    if (tp < 1 || c->size % tp != 0) FAIL("--tp %d must divide the number of ranks %d", tp, c->size);
+    c->tp = tp; c->dp = c->size / tp;
+    c->tp_rank = c->rank % tp; c->dp_rank = c->rank / tp;
+    c->group_rank[GROUP_WORLD] = c->rank;   c->group_size[GROUP_WORLD] = c->size;
+    c->group_rank[GROUP_TP] = c->tp_rank;   c->group_size[GROUP_TP] = c->tp;
+    c->group_rank[GROUP_DP] = c->dp_rank;   c->group_size[GROUP_DP] = c->dp;
+#ifdef USE_MPI
+    if (c->mpi_initialised) {
+        c->backend = BACKEND_MPI;
+        mpiCheck(MPI_Comm_dup(MPI_COMM_WORLD, &c->mpi[GROUP_WORLD]));
+        mpiCheck(MPI_Comm_split(MPI_COMM_WORLD, c->rank / tp, c->tp_rank, &c->mpi[GROUP_TP]));
+        mpiCheck(MPI_Comm_split(MPI_COMM_WORLD, c->tp_rank, c->dp_rank, &c->mpi[GROUP_DP]));
+#if !defined(LLMC_CPU) && !defined(ENABLE_FP32)
+        mpiCheck(MPI_Op_create(comm_bf16_sum, 1, &c->op_sum_bf16));
+        mpiCheck(MPI_Op_create(comm_bf16_max, 1, &c->op_max_bf16));
+#endif
+    }
+#endif
+#ifdef LLMC_CPU
+    (void)use_nccl;
+#else
+    if (use_nccl && c->size > 1) {
+#ifdef USE_NCCL
+        c->backend = BACKEND_NCCL;
+#else
+        FAIL("--comm nccl: this build has no NCCL (make info); use --comm mpi or rebuild with NCCL");
+#endif
+    }
+#endif
+}
+
+// A world of dp ranks seen from rank 0, for --plan-only: no launcher, no device, and
+// no collective may be called.
+static inline void comm_init_plan(Comm* c, int dp) {
+    memset(c, 0, sizeof(*c));
+    c->size = dp; c->tp = 1; c->dp = dp;
+    c->group_size[GROUP_WORLD] = dp; c->group_size[GROUP_TP] = 1; c->group_size[GROUP_DP] = dp;
+    c->backend = BACKEND_SINGLE;
+    c->timeout_s = 300.0;
+}
+
+// Device-side set-up, after the device is chosen: the communication stream, its events
+// and (NCCL) the communicators. The staging of --comm mpi is planned by the trainer
+// (comm_staging_needed) and handed over with comm_set_staging.
+static inline void comm_setup_device(Comm* c) {
+    c->stream = stream_create();
+    c->ev_ready = event_create();
+    c->ev_done = event_create();
+#if !defined(LLMC_CPU) && defined(USE_NCCL)
+    if (c->backend == BACKEND_NCCL) {
+        for (int g = 0; g < NUM_GROUPS; g++) {
+            ncclUniqueId id;
+            if (c->group_rank[g] == 0) ncclCheck(ncclGetUniqueId(&id));
+            mpiCheck(MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, c->mpi[g]));
+            ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+            cfg.blocking = 0;  // so that a wait can time out and abort (comm_nccl_settle)
+            ncclCheck(ncclCommInitRankConfig(&c->nccl[g], c->group_size[g], id, c->group_rank[g], &cfg));
+            comm_nccl_settle(c, c->nccl[g], "ncclCommInitRankConfig");
+        }
+    }
+#endif
+}
+
+// does this run stage collectives through host memory (--comm mpi in the CUDA build)?
+static inline int comm_staging_needed(const Comm* c) {
+#ifdef LLMC_CPU
+    (void)c; return 0;
+#else
+    return c->backend == BACKEND_MPI && c->size > 1;
+#endif
+}
+static inline void comm_set_staging(Comm* c, void* host_pinned, size_t bytes) { c->staging = (char*)host_pinned; c->staging_bytes = bytes; }
+
+// the CUDA device this rank uses: one per rank with NCCL; shared (round robin) with --comm mpi
+static inline int comm_device_index(const Comm* c, int device_count) {
+    if (device_count < 1) FAIL("no CUDA device found (hint: nvidia-smi; the CPU build is train_llama_cpu)");
+    if (c->backend == BACKEND_NCCL && c->local_rank >= device_count)
+        FAIL("rank %d is local rank %d but this node has %d GPUs: NCCL needs one GPU per rank (use --comm mpi to "
+             "share a GPU, or fewer ranks per node)", c->rank, c->local_rank, device_count);
+    return c->local_rank % device_count;
+}
+
+// ----------------------------------------------------------------------------
+// collectives on device buffers, in place
+
+// the comm stream waits for what `after` has enqueued so far
+static inline void comm_order_after(Comm* c, stream_t after) {
+    event_record(c->ev_ready, after);
+    stream_wait_event(c->stream, c->ev_ready);
+}
+
+// stream s waits for every collective enqueued so far
+static inline void comm_join(Comm* c, stream_t s) {
+    event_record(c->ev_done, c->stream);
+    stream_wait_event(s, c->ev_done);
+}
+
+#ifdef USE_MPI
+// --comm mpi in the CUDA build: device -> pinned host before, host -> device after
+static inline void* comm_stage_in(Comm* c, const void* dev, size_t bytes, stream_t after) {
+#ifdef LLMC_CPU
+    (void)c; (void)bytes; (void)after; return (void*)dev;
+#else
+    if (bytes > c->staging_bytes) FAIL("comm: a collective of %zu bytes exceeds the planned staging of %zu", bytes, c->staging_bytes);
+    dev_memcpy_d2h(c->staging, dev, bytes, after);
+    stream_synchronize(after);
+    return c->staging;
+#endif
+}
+static inline void comm_stage_out(Comm* c, void* dev, size_t bytes, stream_t after) {
+#ifdef LLMC_CPU
+    (void)c; (void)dev; (void)bytes; (void)after;
+#else
+    dev_memcpy_h2d(dev, c->staging, bytes, after);
+#endif
+}
+#endif
+
+// MPI counts are int: large buffers go in pieces of at most this many elements
+#define COMM_MPI_MAX_COUNT (1 << 30)
+
+static inline void comm_all_reduce(Comm* c, CommGroup g, void* buf, size_t n, CommDtype t, CommOp op, stream_t after) {
+    if (c->group_size[g] == 1 || n == 0) return;
+#if !defined(LLMC_CPU) && defined(USE_NCCL)
+    if (c->backend == BACKEND_NCCL) {
+        comm_order_after(c, after);
+        ncclCheck(ncclAllReduce(buf, buf, n, comm_nccl_type(t), op == COMM_SUM ? ncclSum : ncclMax, c->nccl[g], c->stream));
+        return;
+    }
+#endif
+#ifdef USE_MPI
+    size_t es = comm_type_bytes(t);
+    char* h = (char*)comm_stage_in(c, buf, n * es, after);
+    for (size_t i = 0; i < n; i += COMM_MPI_MAX_COUNT) {
+        int k = (int)(n - i < COMM_MPI_MAX_COUNT ? n - i : COMM_MPI_MAX_COUNT);
+        MPI_Request req;
+        mpiCheck(MPI_Iallreduce(MPI_IN_PLACE, h + i * es, k, comm_mpi_type(t), comm_mpi_op(c, t, op), c->mpi[g], &req));
+        comm_mpi_wait(c, &req, "all-reduce", g, n);
+    }
+    comm_stage_out(c, buf, n * es, after);
+#else
+    (void)buf; (void)t; (void)op; (void)after;
+#endif
+}
+
+// buf holds group_size blocks of n elements; afterwards block group_rank holds the sum
+// of that block over the group (the other blocks are left undefined)
+static inline void comm_reduce_scatter(Comm* c, CommGroup g, void* buf, size_t n, CommDtype t, stream_t after) {
+    if (c->group_size[g] == 1 || n == 0) return;
+    size_t es = comm_type_bytes(t);
+    char* mine = (char*)buf + (size_t)c->group_rank[g] * n * es;
+#if !defined(LLMC_CPU) && defined(USE_NCCL)
+    if (c->backend == BACKEND_NCCL) {
+        comm_order_after(c, after);
+        ncclCheck(ncclReduceScatter(buf, mine, n, comm_nccl_type(t), ncclSum, c->nccl[g], c->stream));
+        return;
+    }
+#endif
+#ifdef USE_MPI
+    if (n > COMM_MPI_MAX_COUNT) FAIL("comm: reduce-scatter blocks of %zu elements exceed MPI's int count", n);
+    size_t total = n * c->group_size[g] * es;
+    char* h = (char*)comm_stage_in(c, buf, total, after);
+    MPI_Request req;
+    // MPI_IN_PLACE leaves the result at the start of the buffer; it moves to its block below
+    mpiCheck(MPI_Ireduce_scatter_block(MPI_IN_PLACE, h, (int)n, comm_mpi_type(t), comm_mpi_op(c, t, COMM_SUM), c->mpi[g], &req));
+    comm_mpi_wait(c, &req, "reduce-scatter", g, n);
+    if (c->group_rank[g] != 0) memmove(h + (size_t)c->group_rank[g] * n * es, h, n * es);
+#ifdef LLMC_CPU
+    (void)mine;
+#else
+    dev_memcpy_h2d(mine, h + (size_t)c->group_rank[g] * n * es, n * es, after);
+#endif
+#else
+    (void)mine; (void)after;
+#endif
+}
+
+// buf holds group_size blocks of n elements; block group_rank is this rank's; afterwards
+// every rank has every block
+static inline void comm_all_gather(Comm* c, CommGroup g, void* buf, size_t n, CommDtype t, stream_t after) {
+    if (c->group_size[g] == 1 || n == 0) return;
+    size_t es = comm_type_bytes(t);
+#if !defined(LLMC_CPU) && defined(USE_NCCL)
+    if (c->backend == BACKEND_NCCL) {
+        comm_order_after(c, after);
+        char* mine = (char*)buf + (size_t)c->group_rank[g] * n * es;
+        ncclCheck(ncclAllGather(mine, buf, n, comm_nccl_type(t), c->nccl[g], c->stream));
+        return;
+    }
+#endif
+#ifdef USE_MPI
+    if (n > COMM_MPI_MAX_COUNT) FAIL("comm: all-gather blocks of %zu elements exceed MPI's int count", n);
+    size_t total = n * c->group_size[g] * es;
+    char* h = (char*)comm_stage_in(c, buf, total, after);
+    MPI_Request req;
+    mpiCheck(MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, h, (int)n, comm_mpi_type(t), c->mpi[g], &req));
+    comm_mpi_wait(c, &req, "all-gather", g, n);
+    comm_stage_out(c, buf, total, after);
+#else
+    (void)buf; (void)es; (void)after;
+#endif
+}
+
+static inline void comm_broadcast(Comm* c, CommGroup g, void* buf, size_t n, CommDtype t, int root, stream_t after) {
+    if (c->group_size[g] == 1 || n == 0) return;
+#if !defined(LLMC_CPU) && defined(USE_NCCL)
+    if (c->backend == BACKEND_NCCL) {
+        comm_order_after(c, after);
+        ncclCheck(ncclBroadcast(buf, buf, n, comm_nccl_type(t), root, c->nccl[g], c->stream));
+        return;
+    }
+#endif
+#ifdef USE_MPI
+    size_t es = comm_type_bytes(t);
+    char* h = (char*)comm_stage_in(c, buf, n * es, after);
+    for (size_t i = 0; i < n; i += COMM_MPI_MAX_COUNT) {
+        int k = (int)(n - i < COMM_MPI_MAX_COUNT ? n - i : COMM_MPI_MAX_COUNT);
+        MPI_Request req;
+        mpiCheck(MPI_Ibcast(h + i * es, k, comm_mpi_type(t), root, c->mpi[g], &req));
+        comm_mpi_wait(c, &req, "broadcast", g, n);
+    }
+    comm_stage_out(c, buf, n * es, after);
+#else
+    (void)buf; (void)t; (void)root; (void)after;
+#endif
+}
+
+// Host waits until every collective enqueued so far has completed, at most the timeout
+// (NCCL: polling the done event and the communicators' errors; aborts them on expiry).
+static inline void comm_synchronize(Comm* c) {
+#if !defined(LLMC_CPU) && defined(USE_NCCL)
+    if (c->backend == BACKEND_NCCL) {
+        event_record(c->ev_done, c->stream);
+        double t0 = comm_now();
+        for (;;) {
+            cudaError_t e = cudaEventQuery(c->ev_done);
+            if (e == cudaSuccess) return;
+            if (e != cudaErrorNotReady) cudaCheck(e);
+            for (int g = 0; g < NUM_GROUPS; g++) {
+                ncclResult_t state;
+                ncclCheck(ncclCommGetAsyncError(c->nccl[g], &state));
+                if (state != ncclSuccess && state != ncclInProgress)
+                    FAIL("NCCL: the %s communicator failed: %s", GROUP_NAMES[g], ncclGetErrorString(state));
+            }
+            if (comm_now() - t0 > c->timeout_s) {
+                for (int g = 0; g < NUM_GROUPS; g++) ncclCommAbort(c->nccl[g]);
+                FAIL("NCCL: collectives did not complete within %.0f s (--comm-timeout): another rank died or hangs; "
+                     "communicators aborted", c->timeout_s);
+            }
+        }
+    }
+#endif
+    stream_synchronize(c->stream);
+}
+
+// ----------------------------------------------------------------------------
+// host-side collectives: scalars, configuration, checkpoints (blocking, bounded)
+
+static inline void comm_host_all_reduce(Comm* c, CommGroup g, double* v, int n, CommOp op) {
+    if (c->group_size[g] == 1) return;
+#ifdef USE_MPI
+    MPI_Request req;
+    mpiCheck(MPI_Iallreduce(MPI_IN_PLACE, v, n, MPI_DOUBLE, op == COMM_SUM ? MPI_SUM : MPI_MAX, c->mpi[g], &req));
+    comm_mpi_wait(c, &req, "host all-reduce", g, (size_t)n);
+#else
+    (void)v; (void)n; (void)op;
+#endif
+}
+
+// every rank's `bytes` bytes into recv (group_size * bytes) on the group's rank 0
+static inline void comm_host_gather(Comm* c, CommGroup g, const void* send, size_t bytes, void* recv) {
+    if (c->group_size[g] == 1) { memcpy(recv, send, bytes); return; }
+#ifdef USE_MPI
+    // in pieces: MPI counts are int
+    size_t piece = COMM_MPI_MAX_COUNT;
+    int gs = c->group_size[g];
+    char* tmp = c->group_rank[g] == 0 ? (char*)xmalloc(piece < bytes ? piece * gs : bytes * gs) : NULL;
+    for (size_t off = 0; off < bytes; off += piece) {
+        size_t k = bytes - off < piece ? bytes - off : piece;
+        MPI_Request req;
+        mpiCheck(MPI_Igather((const char*)send + off, (int)k, MPI_BYTE, tmp, (int)k, MPI_BYTE, 0, c->mpi[g], &req));
+        comm_mpi_wait(c, &req, "host gather", g, k);
+        if (tmp) for (int r = 0; r < gs; r++) memcpy((char*)recv + r * bytes + off, tmp + r * k, k);
+    }
+    free(tmp);
+#else
+    (void)send; (void)bytes; (void)recv;
+#endif
+}
+
+static inline void comm_host_broadcast(Comm* c, CommGroup g, void* buf, size_t bytes, int root) {
+    if (c->group_size[g] == 1) return;
+#ifdef USE_MPI
+    for (size_t off = 0; off < bytes; off += COMM_MPI_MAX_COUNT) {
+        size_t k = bytes - off < COMM_MPI_MAX_COUNT ? bytes - off : COMM_MPI_MAX_COUNT;
+        MPI_Request req;
+        mpiCheck(MPI_Ibcast((char*)buf + off, (int)k, MPI_BYTE, root, c->mpi[g], &req));
+        comm_mpi_wait(c, &req, "host broadcast", g, k);
+    }
+#else
+    (void)buf; (void)bytes; (void)root;
+#endif
+}
+
+// FNV-1a over bytes: the configuration fingerprint
+static inline uint64_t fnv1a64(const void* p, size_t n, uint64_t h) {
+    const unsigned char* b = (const unsigned char*)p;
+    for (size_t i = 0; i < n; i++) { h ^= b[i]; h *= 1099511628211ull; }
+    return h;
+}
+
+// All ranks must run the same configuration: fields (name, value as text) are hashed
+// and compared across the world; a mismatch fails on every rank, naming the first
+// field that differs and the values of rank 0 and of the first rank that differs.
+#define COMM_CONFIG_VALUE_BYTES 96
+static inline void comm_check_same_config(Comm* c, const char* const* names, const char* const* values, int n) {
+    if (c->size == 1) return;
+    uint64_t* mine = (uint64_t*)xmalloc((size_t)(n + 1) * sizeof(uint64_t));
+    uint64_t all_h = 1469598103934665603ull;
+    for (int i = 0; i < n; i++) {
+        mine[i] = fnv1a64(values[i], strlen(values[i]), 1469598103934665603ull);
+        all_h = fnv1a64(&mine[i], sizeof(uint64_t), all_h);
+    }
+    mine[n] = all_h;
+    uint64_t* all = (uint64_t*)xmalloc((size_t)(n + 1) * c->size * sizeof(uint64_t));
+    char* vals = (char*)xmalloc((size_t)c->size * COMM_CONFIG_VALUE_BYTES);
+#ifdef USE_MPI
+    MPI_Request req;
+    mpiCheck(MPI_Iallgather(mine, (n + 1) * 8, MPI_BYTE, all, (n + 1) * 8, MPI_BYTE, c->mpi[GROUP_WORLD], &req));
+    comm_mpi_wait(c, &req, "configuration check (all-gather)", GROUP_WORLD, (size_t)n + 1);
+#endif
+    int bad_field = -1, bad_rank = -1;
+    for (int i = 0; i < n && bad_field < 0; i++)
+        for (int r = 1; r < c->size; r++)
+            if (all[(size_t)r * (n + 1) + i] != all[i]) { bad_field = i; bad_rank = r; break; }
+    if (bad_field >= 0) {
+        char v[COMM_CONFIG_VALUE_BYTES] = {0};
+        snprintf(v, sizeof(v), "%s", values[bad_field]);
+#ifdef USE_MPI
+        mpiCheck(MPI_Iallgather(v, COMM_CONFIG_VALUE_BYTES, MPI_BYTE, vals, COMM_CONFIG_VALUE_BYTES, MPI_BYTE,
+                                c->mpi[GROUP_WORLD], &req));
+        comm_mpi_wait(c, &req, "configuration check (values)", GROUP_WORLD, 1);
+#endif
+        FAIL("the ranks disagree on the configuration: '%s' is '%s' on rank 0 but '%s' on rank %d (every rank must "
+             "get the same flags, model and batch)", names[bad_field], vals, vals + (size_t)bad_rank * COMM_CONFIG_VALUE_BYTES,
+             bad_rank);
+    }
+    free(mine); free(all); free(vals);
+}
+
+static inline void comm_finalize(Comm* c) {
+    if (c->stream || c->ev_ready) {
+        comm_synchronize(c);
+        event_destroy(c->ev_ready); event_destroy(c->ev_done); stream_destroy(c->stream);
+    }
+#if !defined(LLMC_CPU) && defined(USE_NCCL)
+    if (c->backend == BACKEND_NCCL)
+        for (int g = 0; g < NUM_GROUPS; g++) ncclCommDestroy(c->nccl[g]);
+#endif
+#ifdef USE_MPI
+    if (c->mpi_initialised) {
+        for (int g = 0; g < NUM_GROUPS; g++) MPI_Comm_free(&c->mpi[g]);
+#if !defined(LLMC_CPU) && !defined(ENABLE_FP32)
+        MPI_Op_free(&c->op_sum_bf16); MPI_Op_free(&c->op_max_bf16);
+#endif
+        MPI_Finalize();
+    }
+#endif
+    c->mpi_initialised = 0;
+}
