@@ -51,16 +51,23 @@ endif
 
 PYTHON = $(shell bash scripts/ensure_python_deps.sh 2>/dev/null | tail -n1)
 
-.PHONY: all cpu cuda test tinystories data clean info cuda-compile
+.PHONY: all cpu cuda test tinystories data clean info cuda-compile FORCE
 
 all: cpu
 
 cpu: train_llama_cpu test_llama_cpu
 
-train_llama_cpu: train_llama.cu $(HEADERS)
+# rebuilt when the flags change (MPI found or not, MPI=0)
+build/cpu-config: FORCE
+	@mkdir -p build
+	@echo "$(CXX) $(CPU_FLAGS) $(CPU_LIBS)" | cmp -s - $@ || echo "$(CXX) $(CPU_FLAGS) $(CPU_LIBS)" > $@
+
+FORCE:
+
+train_llama_cpu: train_llama.cu $(HEADERS) build/cpu-config
 	$(CXX) $(CPU_FLAGS) -x c++ $< -o $@ -lm $(CPU_LIBS)
 
-test_llama_cpu: test_llama.cu train_llama.cu $(HEADERS)
+test_llama_cpu: test_llama.cu train_llama.cu $(HEADERS) build/cpu-config
 	$(CXX) $(CPU_FLAGS) -x c++ $< -o $@ -lm $(CPU_LIBS)
 
 # the one-process CPU build, as on a machine without MPI (make test builds and runs it)
@@ -82,6 +89,11 @@ build/test_dataloader: dev/test/test_dataloader.c llmc/dataloader.h
 	@mkdir -p build
 	$(CXX) -O2 -x c++ -Wall -Wextra -I. $< -o $@
 
+# llmc/comm.h on the CPU build (run under mpirun by dev/test/dp_tests.sh)
+build/test_comm: dev/test/test_comm.c llmc/comm.h llmc/common.h llmc/cpu/device.h build/cpu-config
+	@mkdir -p build
+	$(CXX) $(CPU_FLAGS) -x c++ $< -o $@ -lm $(CPU_LIBS)
+
 build/test_tokenizer: dev/test/test_tokenizer.c llmc/tokenizer.h
 	@mkdir -p build
 	$(CXX) -O2 -x c++ -Wall -Wextra -I. $< -o $@
@@ -94,7 +106,10 @@ cuda-compile:
 	$(NVCC) $(NVCC_FLAGS) test_llama.cu -o build/test_llama $(NVCC_LIBS)
 	$(NVCC) $(NVCC_FLAGS) -DENABLE_FP32 test_llama.cu -o build/test_llama_fp32 $(NVCC_LIBS)
 
-test: cpu build/test_dataloader build/test_tokenizer build/train_llama_cpu_nompi
+# Open MPI first (scripts/ensure_mpi.sh), then a fresh make so that the build sees it
+test:
+	@bash scripts/ensure_mpi.sh
+	@$(MAKE) --no-print-directory cpu build/test_dataloader build/test_tokenizer build/train_llama_cpu_nompi build/test_comm
 	@bash dev/test/run_tests.sh
 
 # the shared sample when it is there (no network), else the official download

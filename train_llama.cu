@@ -100,7 +100,6 @@ static void param_sizes(const LlamaConfig* c, size_t sizes[NUM_PARAM_TENSORS]) {
 
 // weight decay applies to 2-D tensors only (embeddings, output, linear weights)
 static int param_is_matrix(int i) { return i != P_ATTN_NORM && i != P_FFN_NORM && i != P_NORM; }
-static int param_is_layer(int i) { return i != P_EMB && i != P_NORM && i != P_OUT; }
 
 // ----------------------------------------------------------------------------
 // where each parameter lives on this rank
@@ -649,7 +648,7 @@ static void llama_get_state(Llama* m, float* ref_params, float* ref_m, float* re
     free(owned);
 }
 
-static void llama_get_params(Llama* m, float* host_params) {
+[[maybe_unused]] static void llama_get_params(Llama* m, float* host_params) {
     int root = m->comm->dp_rank == 0;
     float* scratch = root ? (float*)xmalloc(2 * m->num_params * sizeof(float)) : NULL;
     llama_get_state(m, host_params, scratch, root ? scratch + m->num_params : NULL);
@@ -657,7 +656,7 @@ static void llama_get_params(Llama* m, float* host_params) {
 }
 
 // the DP-reduced gradients of the whole model in the reference layout, on rank 0
-static void llama_get_grads(Llama* m, float* ref_grads) {
+[[maybe_unused]] static void llama_get_grads(Llama* m, float* ref_grads) {
     float* owned = (float*)xmalloc(m->lay->n_opt * sizeof(float));
     llama_owned_from_local(m, m->grads, owned);
     llama_gather_owned(m, owned, ref_grads);
@@ -1000,6 +999,7 @@ static float llama_forward_backward(Llama* m, const int* inputs, const int* targ
         if (reduce) grads_reduce_bucket(m, c->L);
     }
     dev_memcpy_d2h(m->host_losses, m->losses, (size_t)N * sizeof(float), s);
+    comm_synchronize(m->comm);  // bounded: a dead peer ends here with a message
     stream_synchronize(s);
     double sum = 0.0;
     for (int i = 0; i < N; i++) sum += m->host_losses[i];
@@ -1029,6 +1029,7 @@ static float llama_grad_norm(Llama* m) {
     comm_join(m->comm, s);
     float norm2 = 0.0f;
     dev_memcpy_d2h(&norm2, m->norm_scratch, sizeof(float), s);
+    comm_synchronize(m->comm);
     stream_synchronize(s);
     return sqrtf(norm2);
 }
@@ -1055,11 +1056,12 @@ static void llama_apply_update(Llama* m, float lr, float beta1, float beta2, flo
                             COMM_FLOATX, s);
     comm_join(m->comm, s);
     m->vocab_gathered = -1;
+    comm_synchronize(m->comm);
     stream_synchronize(s);
 }
 
 // both, for callers that need no check in between; returns the norm before clipping
-static float llama_update(Llama* m, float lr, float beta1, float beta2, float eps, float weight_decay, float grad_clip,
+[[maybe_unused]] static float llama_update(Llama* m, float lr, float beta1, float beta2, float eps, float weight_decay, float grad_clip,
                           int t) {
     float norm = llama_grad_norm(m);
     llama_apply_update(m, lr, beta1, beta2, eps, weight_decay, grad_clip, norm, t);

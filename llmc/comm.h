@@ -276,6 +276,8 @@ static inline void comm_set_staging(Comm* c, void* host_pinned, size_t bytes) { 
 // the CUDA device this rank uses: one per rank with NCCL; shared (round robin) with --comm mpi
 static inline int comm_device_index(const Comm* c, int device_count) {
     if (device_count < 1) FAIL("no CUDA device found (hint: nvidia-smi; the CPU build is train_llama_cpu)");
+    // one visible device per rank (CUDA_VISIBLE_DEVICES set per task, as srun --gpus-per-task does): use it
+    if (device_count == 1) return 0;
     if (c->backend == BACKEND_NCCL && c->local_rank >= device_count)
         FAIL("rank %d is local rank %d but this node has %d GPUs: NCCL needs one GPU per rank (use --comm mpi to "
              "share a GPU, or fewer ranks per node)", c->rank, c->local_rank, device_count);
@@ -327,6 +329,7 @@ static inline void comm_all_reduce(Comm* c, CommGroup g, void* buf, size_t n, Co
     if (c->backend == BACKEND_NCCL) {
         comm_order_after(c, after);
         ncclCheck(ncclAllReduce(buf, buf, n, comm_nccl_type(t), op == COMM_SUM ? ncclSum : ncclMax, c->nccl[g], c->stream));
+        comm_nccl_settle(c, c->nccl[g], "an NCCL collective (enqueue)");
         return;
     }
 #endif
@@ -355,6 +358,7 @@ static inline void comm_reduce_scatter(Comm* c, CommGroup g, void* buf, size_t n
     if (c->backend == BACKEND_NCCL) {
         comm_order_after(c, after);
         ncclCheck(ncclReduceScatter(buf, mine, n, comm_nccl_type(t), ncclSum, c->nccl[g], c->stream));
+        comm_nccl_settle(c, c->nccl[g], "an NCCL collective (enqueue)");
         return;
     }
 #endif
@@ -387,6 +391,7 @@ static inline void comm_all_gather(Comm* c, CommGroup g, void* buf, size_t n, Co
         comm_order_after(c, after);
         char* mine = (char*)buf + (size_t)c->group_rank[g] * n * es;
         ncclCheck(ncclAllGather(mine, buf, n, comm_nccl_type(t), c->nccl[g], c->stream));
+        comm_nccl_settle(c, c->nccl[g], "an NCCL collective (enqueue)");
         return;
     }
 #endif
@@ -409,6 +414,7 @@ static inline void comm_broadcast(Comm* c, CommGroup g, void* buf, size_t n, Com
     if (c->backend == BACKEND_NCCL) {
         comm_order_after(c, after);
         ncclCheck(ncclBroadcast(buf, buf, n, comm_nccl_type(t), root, c->nccl[g], c->stream));
+        comm_nccl_settle(c, c->nccl[g], "an NCCL collective (enqueue)");
         return;
     }
 #endif
@@ -429,6 +435,8 @@ static inline void comm_broadcast(Comm* c, CommGroup g, void* buf, size_t n, Com
 
 // Host waits until every collective enqueued so far has completed, at most the timeout
 // (NCCL: polling the done event and the communicators' errors; aborts them on expiry).
+// Call it before the host waits on a stream that joined the communication stream, so
+// that a dead peer ends in a message instead of a stream synchronisation that never returns.
 static inline void comm_synchronize(Comm* c) {
 #if !defined(LLMC_CPU) && defined(USE_NCCL)
     if (c->backend == BACKEND_NCCL) {

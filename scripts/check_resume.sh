@@ -9,7 +9,8 @@
 # of the resumed run have the same loss, grad_norm, lr and val_loss, to the last bit,
 # as the uninterrupted run. The runs are left in WORKDIR/full and WORKDIR/resumed.
 # make test runs it on the CPU build (dev/test/run_tests.sh), scripts/gpu_check.sh on
-# the bf16 and FP32 CUDA builds. Environment: PYTHON (default python3).
+# the bf16 and FP32 CUDA builds. Environment: PYTHON (default python3); LAUNCH, a launcher
+# to run the binary under, e.g. LAUNCH="mpirun -np 2" for the check at dp=2.
 set -u
 if [ $# -lt 2 ]; then echo "usage: check_resume.sh BINARY WORKDIR [train_llama flags...]" >&2; exit 2; fi
 BIN=$1; W=$2; shift 2
@@ -22,10 +23,10 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 "$PY" "$HERE/write_toy_shard.py" "$W/train.bin" 20000 1 500 && "$PY" "$HERE/write_toy_shard.py" "$W/val.bin" 5000 2 500 || exit 2
 common=(--model tiny --V 512 --batch 2 --seq 32 --total-batch 128 --steps 6 --warmup 2 --val-every 3 --val-batches 2
         --ckpt-every 3 --sample-every 0 --train-data "$W/train.bin" --val-data "$W/val.bin" "$@")
-if ! "$BIN" "${common[@]}" --run-dir "$W/full" > "$W/full.log" 2>&1; then
+if ! ${LAUNCH:-} "$BIN" "${common[@]}" --run-dir "$W/full" > "$W/full.log" 2>&1; then
   echo "check_resume: the uninterrupted run failed ($W/full.log):"; tail -n 5 "$W/full.log"; exit 1
 fi
-if ! "$BIN" "${common[@]}" --run-dir "$W/resumed" --resume "$W/full/ckpt_000003.bin" > "$W/resumed.log" 2>&1; then
+if ! ${LAUNCH:-} "$BIN" "${common[@]}" --run-dir "$W/resumed" --resume "$W/full/ckpt_000003.bin" > "$W/resumed.log" 2>&1; then
   echo "check_resume: the resumed run failed ($W/resumed.log):"; tail -n 5 "$W/resumed.log"; exit 1
 fi
 "$PY" - "$W/full/metrics.jsonl" "$W/resumed/metrics.jsonl" <<'PYEOF'

@@ -48,11 +48,13 @@ parameters, tied embeddings counted once; peak 989e12 = H100 SXM bf16 dense unle
 --peak-flops), peak memory (torch.cuda.max_memory_allocated/max_memory_reserved; null
 on the CPU), and the configuration.
 
-Checkpoint read by --init-from (train_llama's, little-endian): int32 header[256]: [0]
-magic 20261123 [1] version 1 [2] V [3] D [4] L [5] H [6] KV [7] F [8] max_seq_len [9]
-tied [10] B [11] T [12] step [13] grad_accum_steps [14] dataloader state bytes; float32
-[32] rope_theta [33] norm_eps; then float32 params (5.2 order), adam m, adam v (same
-count), then the dataloader state (16 uint64: "LLMCDL01", version, B, T, rank, world,
+Checkpoint read by --init-from (train_llama's version 2, docs/formats.md): int32
+header[256]: [0] magic 20261123 [1] version 2 [2] V [3] D [4] L [5] H [6] KV [7] F [8]
+max_seq_len [9] tied [10] step [11] dp [12] B per rank [13] T [14] grad_accum_steps [15]
+dataloader state bytes; float32 [32] rope_theta [33] norm_eps; then float32 params (5.2
+order), adam m, adam v (same count), then the dataloader state, then an 8-byte checksum.
+The batch here is the global micro-batch B*dp, which is what train_llama's loader reads.
+The dataloader state (16 uint64: "LLMCDL01", version, B, T, rank, world,
 random_windows, seed, num_shards, num_tokens, rng state, next window, batches, 0, 0, 0).
 Only the params and the dataloader state are used; AdamW starts fresh.
 """
@@ -88,7 +90,7 @@ PRESETS = OrderedDict([
 CFG_KEYS = ("V", "D", "L", "H", "KV", "F", "max_seq_len", "tied", "rope_theta")
 H100_BF16_PEAK = 989e12
 CKPT_MAGIC = 20261123
-CKPT_VERSION = 1
+CKPT_VERSION = 2
 MASK64 = (1 << 64) - 1
 
 
@@ -445,13 +447,13 @@ def read_checkpoint(path):
     c = {"V": int(hi[2]), "D": int(hi[3]), "L": int(hi[4]), "H": int(hi[5]), "KV": int(hi[6]),
          "F": int(hi[7]), "max_seq_len": int(hi[8]), "tied": int(hi[9]),
          "rope_theta": float(hf[32]), "norm_eps": float(hf[33])}
-    hdr = {"B": int(hi[10]), "T": int(hi[11]), "step": int(hi[12]), "grad_accum": int(hi[13]),
-           "dl_bytes": int(hi[14])}
+    hdr = {"B": int(hi[11]) * int(hi[12]), "T": int(hi[13]), "step": int(hi[10]), "grad_accum": int(hi[14]),
+           "dl_bytes": int(hi[15])}
     if min(c[k] for k in ("V", "D", "L", "H", "KV", "F", "max_seq_len")) <= 0 or c["tied"] not in (0, 1):
         die("bad checkpoint %s: invalid sizes %s" % (path, c), 1)
     validate_cfg(c)
     n = num_params(c)
-    expect = 1024 + 3 * 4 * n + hdr["dl_bytes"]
+    expect = 1024 + 3 * 4 * n + hdr["dl_bytes"] + 8
     if size != expect:
         die("bad checkpoint %s: %d bytes, expected %d (header: %d params, %d dataloader bytes)"
             % (path, size, expect, n, hdr["dl_bytes"]), 1)

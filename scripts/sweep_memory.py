@@ -10,7 +10,7 @@ OUT.jsonl (one line per combination), OUT.md (a table) and, with matplotlib, OUT
 (peak memory against tok/s). Columns:
   predicted   the plan's device bytes (the arena; add the CUDA context and cuBLASLt
               workspace, which the plan does not own, to compare with the driver)
-  measured    the peak the program measured (driver bytes in use on a GPU, peak RSS on
+  measured    the peak the program measured (driver bytes in use on a GPU, resident set sampled after each step on
               the CPU)
   saving      flag-off minus flag-on, predicted and measured; R = measured / predicted
               (on the CPU host and "device" are the same memory, so offload cannot save

@@ -59,6 +59,7 @@ done <<'CONFIGS'
 gqa8x2_odd 101 48 3 8 2 77 24 2 13 3 0 11
 mqa_tied_long 50 32 1 2 1 45 40 1 37 2 1 12
 mha_wide_ff 73 30 2 5 5 130 10 4 10 3 0 13
+gqa_tied_b4 75 24 2 6 2 40 12 4 11 3 1 14
 CONFIGS
 
 echo "== memory flags: same results as the reference, bitwise where the arithmetic order is unchanged"
@@ -118,6 +119,11 @@ check_error ref_missing_file "cannot open" ./test_llama_cpu --ref "$TMP/no_such.
 check_error ref_truncated "truncated" ./test_llama_cpu --ref "$TMP/truncated.lref"
 check_error ref_bad_magic "magic" ./test_llama_cpu --ref "$TMP/badmagic.lref"
 check_error ref_bad_config "divisible" ./test_llama_cpu --ref "$TMP/badcfg.lref"
+"$PY" - "$R" "$TMP/nan_params.lref" <<'PYEOF'
+import struct, sys
+b = bytearray(open(sys.argv[1], 'rb').read()); struct.pack_into('<f', b, 1024 + 4 * 17, float('nan')); open(sys.argv[2], 'wb').write(b)
+PYEOF
+check_error ref_nan_params "non-finite parameters" ./test_llama_cpu --ref "$TMP/nan_params.lref"
 check_error ref_no_args "usage" ./test_llama_cpu
 check_error test_unknown_flag "unknown flag" ./test_llama_cpu --ref "$R" --frobnicate 1
 check_error train_unknown_flag "unknown flag" ./train_llama_cpu --frobnicate 1
@@ -132,6 +138,13 @@ check_error flag_bad_recompute "recompute" ./train_llama_cpu --recompute 3 --pla
 check_error flag_bad_offload "offload" ./train_llama_cpu --offload-act 9 --plan-only 1
 check_error flag_bad_chunk_dim "ffn-chunk-dim" ./train_llama_cpu --ffn-chunk-dim rows --plan-only 1
 check_error flag_total_batch "multiple" ./train_llama_cpu --batch 4 --seq 64 --total-batch 1000 --plan-only 1
+check_error flag_total_batch_dp "multiple" ./train_llama_cpu --batch 4 --seq 64 --total-batch 256 --dp 2 --plan-only 1
+check_error flag_bad_zero "zero" ./train_llama_cpu --zero 2 --plan-only 1
+check_error flag_bad_shard_vocab "shard-vocab" ./train_llama_cpu --shard-vocab 3 --plan-only 1
+check_error flag_bad_comm "comm" ./train_llama_cpu --comm gloo --plan-only 1
+check_error flag_bad_comm_timeout "comm-timeout" ./train_llama_cpu --comm-timeout 0 --plan-only 1
+check_error flag_tp_not_built "tensor parallelism" ./train_llama_cpu --tp 2 --plan-only 1
+check_error flag_dp_without_plan "plan-only" ./train_llama_cpu --dp 2 --steps 1
 check_error train_missing_data "no" ./train_llama_cpu --train-data "$TMP/none_*.bin" --run-dir "$TMP/run_missing"
 # a shard whose token ids do not fit a smaller vocabulary
 "$PY" - "$TMP/big_ids.bin" <<'PYEOF'
@@ -161,6 +174,9 @@ PYEOF
 check learns bash -c "./train_llama_cpu --model tiny --V 64 --batch 4 --seq 32 --steps 60 --lr 3e-3 --warmup 5 \
   --train-data $TMP/pattern.bin --val-data $TMP/pattern.bin --val-every 60 --val-batches 2 --run-dir $TMP/learn >/dev/null &&
   $PY -c \"import json; r=[json.loads(l) for l in open('$TMP/learn/metrics.jsonl')]; print(r[0]['loss'], r[-1]['loss'], r[-1]['val_loss']); assert r[-1]['loss'] < 0.3 * r[0]['loss'] and r[-1]['val_loss'] < 0.3 * r[0]['loss']\""
+
+echo "== data parallelism under mpirun (2 and 4 ranks): test_llama, train_llama, checkpoints, faults (dev/test/dp_tests.sh)"
+sub_tests dp bash dev/test/dp_tests.sh "$PY" "$TMP/dp" dev/ref/*.lref ${FRESH:-}
 
 echo "== scripts/gpu_check.sh, dry run on the CPU (every step, file and table of the GPU script)"
 check gpu_check_dry_run bash -c "GPU_CHECK_CPU=1 GPU_CHECK_DATA=$TMP/train.bin PYTHON=$PY OUT=$TMP/gpu_dry \

@@ -6,6 +6,7 @@ returns) and events are always complete. Signatures match the CUDA file exactly.
 #pragma once
 #include "../common.h"
 #include <sys/resource.h>
+#include <unistd.h>
 
 static inline void* dev_malloc(size_t bytes) { return xmalloc(bytes); }
 static inline void dev_free(void* p) { free(p); }
@@ -30,13 +31,23 @@ static inline void dev_synchronize(void) {}
 static inline void dev_upload_floats(floatX* dst, const float* src, size_t n) { memcpy(dst, src, n * sizeof(float)); }
 static inline void dev_download_floats(float* dst, const floatX* src, size_t n) { memcpy(dst, src, n * sizeof(float)); }
 
-// What the operating system says this process holds at its peak (the CPU's
-// analogue of the driver's view on a GPU): resident set high-water mark.
+// What the operating system says this process holds now (the CPU's analogue of the
+// driver's view on a GPU, which is also sampled after each step): the resident set,
+// from /proc/self/statm. The trainer keeps the largest value over its steps; start-up
+// buffers freed before the first step (the fp32 copy of the initial weights) do not
+// count, as they would not on a GPU. Falls back to the high-water mark elsewhere.
 static inline size_t dev_peak_bytes_measured(void) {
+    FILE* f = fopen("/proc/self/statm", "r");
+    if (f) {
+        unsigned long long size = 0, resident = 0;
+        int ok = fscanf(f, "%llu %llu", &size, &resident) == 2;
+        fclose(f);
+        if (ok) return (size_t)resident * (size_t)sysconf(_SC_PAGESIZE);
+    }
     struct rusage ru; getrusage(RUSAGE_SELF, &ru);
     return (size_t)ru.ru_maxrss * 1024;
 }
-static inline const char* dev_measured_name(void) { return "process peak RSS"; }
+static inline const char* dev_measured_name(void) { return "process resident set after each step"; }
 static inline const char* dev_name(void) { return "CPU"; }
 static inline int dev_count(void) { return 1; }
 static inline void dev_select(int index) { (void)index; }
