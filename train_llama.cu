@@ -330,6 +330,8 @@ typedef struct {
     floatX* vocab_w;                 // --shard-vocab: the gathered [Vp, D] weights (recycled)
     floatX* vocab_dw;                // --shard-vocab: the unsharded [Vp, D] gradient, reduce-scattered
     int vocab_gathered;              // which tensor vocab_w holds now (-1 none)
+    void* comm_staging;              // --comm mpi (CUDA): pinned host staging of this model's collectives
+    size_t comm_staging_bytes;
 
     size_t act_block_bytes;           // one layer's saved activations
     char* layer_block[1024];          // device block of each layer (resident or its offload slot)
@@ -478,7 +480,8 @@ static void llama_build(Llama* m, const LlamaConfig* cfg, const MemoryFlags* fla
     m->vocab_w = (floatX*)arena_ptr(d, h_vw);
     m->vocab_dw = (floatX*)arena_ptr(d, h_vdw);
     m->vocab_gathered = -1;
-    if (comm_staging_needed(comm)) comm_set_staging(comm, arena_ptr(&m->host, h_staging), largest * sizeof(floatX));
+    m->comm_staging = arena_ptr(&m->host, h_staging);
+    m->comm_staging_bytes = comm_staging_needed(comm) ? largest * sizeof(floatX) : 0;
     m->layer_off = (size_t*)xmalloc((size_t)NUM_PARAM_TENSORS * c->L * sizeof(size_t));
     for (int i = 0; i < m->lay->n_seg; i++) {
         const Segment* sg = &m->lay->seg[i];
@@ -559,6 +562,7 @@ static void llama_free(Llama* m) {
     stream_destroy(m->prefetch_stream);
     matmul_teardown();
     if (m->dev.base) dev_free(m->dev.base);
+    if (m->comm->staging == m->comm_staging) comm_set_staging(m->comm, NULL, 0);  // never left dangling
     if (m->host.base) host_free_pinned(m->host.base);
     free(m->host_losses);
     free(m->layer_off);
@@ -697,13 +701,20 @@ static floatX* layer_dw(const Llama* m, int t, int l) { return m->grads + m->lay
 // ----------------------------------------------------------------------------
 // data parallelism: gradient reduction per bucket, the sharded vocabulary
 
+// The communicator, with this model's staging buffer attached: the staging belongs to
+// the model's plan, and a process may hold two models (test_llama's flag-off run).
+static Comm* llama_comm(Llama* m) {
+    comm_set_staging(m->comm, m->comm_staging, m->comm_staging_bytes);
+    return m->comm;
+}
+
 // Starts the DP reduction of bucket b's gradients on the communication stream, after
 // the work already on the compute stream: an all-reduce, or with --zero 1 a
 // reduce-scatter that leaves each rank the sum over its own part.
 static void grads_reduce_bucket(Llama* m, int b) {
     const Bucket* k = &m->lay->bucket[b];
-    if (m->flags.zero) comm_reduce_scatter(m->comm, GROUP_DP, m->grads + k->start, k->padded / m->comm->dp, COMM_FLOATX, m->stream);
-    else comm_all_reduce(m->comm, GROUP_DP, m->grads + k->start, k->padded, COMM_FLOATX, COMM_SUM, m->stream);
+    if (m->flags.zero) comm_reduce_scatter(llama_comm(m), GROUP_DP, m->grads + k->start, k->padded / m->comm->dp, COMM_FLOATX, m->stream);
+    else comm_all_reduce(llama_comm(m), GROUP_DP, m->grads + k->start, k->padded, COMM_FLOATX, COMM_SUM, m->stream);
 }
 
 // the local shard (Vs rows) of the embedding (t = P_EMB) or the output (P_OUT)
@@ -722,7 +733,7 @@ static const floatX* vocab_weights(Llama* m, int t) {
         size_t block = m->lay->vocab_rows * m->cfg.D;
         floatX* mine = m->vocab_w + (size_t)m->comm->dp_rank * block;
         dev_memcpy_d2d(mine, vocab_shard(m->params, m, which), block * sizeof(floatX), m->stream);
-        comm_all_gather(m->comm, GROUP_DP, m->vocab_w, block, COMM_FLOATX, m->stream);
+        comm_all_gather(llama_comm(m), GROUP_DP, m->vocab_w, block, COMM_FLOATX, m->stream);
         comm_join(m->comm, m->stream);
         m->vocab_gathered = which;
     }
@@ -745,7 +756,7 @@ static floatX* vocab_grad_begin(Llama* m, int t) {
 static void vocab_grad_done(Llama* m, int t) {
     if (!m->flags.shard_vocab) return;
     size_t block = m->lay->vocab_rows * m->cfg.D;
-    comm_reduce_scatter(m->comm, GROUP_DP, m->vocab_dw, block, COMM_FLOATX, m->stream);
+    comm_reduce_scatter(llama_comm(m), GROUP_DP, m->vocab_dw, block, COMM_FLOATX, m->stream);
     comm_join(m->comm, m->stream);
     dev_memcpy_d2d(vocab_shard(m->grads, m, t), m->vocab_dw + (size_t)m->comm->dp_rank * block, block * sizeof(floatX),
                    m->stream);
@@ -1025,7 +1036,7 @@ static float llama_grad_norm(Llama* m) {
         if (m->flags.zero || vocab || m->comm->dp_rank == 0)
             global_norm_squared(m->norm_scratch, m->grads + pc->local_off, pc->n, s);
     }
-    comm_all_reduce(m->comm, GROUP_DP, m->norm_scratch, 1, COMM_FLOAT, COMM_SUM, s);
+    comm_all_reduce(llama_comm(m), GROUP_DP, m->norm_scratch, 1, COMM_FLOAT, COMM_SUM, s);
     comm_join(m->comm, s);
     float norm2 = 0.0f;
     dev_memcpy_d2h(&norm2, m->norm_scratch, sizeof(float), s);
@@ -1052,7 +1063,7 @@ static void llama_apply_update(Llama* m, float lr, float beta1, float beta2, flo
     }
     if (m->flags.zero)
         for (int b = 0; b < m->lay->n_buckets; b++)
-            comm_all_gather(m->comm, GROUP_DP, m->params + m->lay->bucket[b].start, m->lay->bucket[b].padded / m->comm->dp,
+            comm_all_gather(llama_comm(m), GROUP_DP, m->params + m->lay->bucket[b].start, m->lay->bucket[b].padded / m->comm->dp,
                             COMM_FLOATX, s);
     comm_join(m->comm, s);
     m->vocab_gathered = -1;

@@ -19,6 +19,10 @@
 #    the L=5 one and GQA untied with other hyperparameters), to keep the stage near 45 s
 #    on 2 cores. EMU_TRAINER_FULL=1 runs every flag set on every reference in both
 #    precisions (about 30 s more);
+#    With Open MPI present the binaries are built with MPI, and test_llama also runs under
+#    mpirun -np 2 with --comm mpi (collectives staged through pinned host memory, the path
+#    that lets ranks share a GPU) with --zero 1 --shard-vocab 1, alone and with the memory
+#    flags, in both precisions: the data-parallel CUDA orchestration without a GPU;
 # 4. checks that the results do not depend on the stream model or the thread schedule
 #    (sync / lazy / lazy with eager copy streams / reverse thread order: same downloaded
 #    bytes), that the cuBLASLt fallback kernel path passes too, and that a missing
@@ -68,13 +72,20 @@ done
 FLAGS=(-std=c++17 -O1 -g0 -pthread -Idev/emu/include -Idev/emu -I"$B/src/llmc" -Wall -Wno-unused-function -Wno-unknown-pragmas -Wno-comment)
 echo 'int main(){return 0;}' > "$B/probe.cpp"
 "$CXX" -ftrivial-auto-var-init=pattern "$B/probe.cpp" -o "$B/probe" 2>/dev/null && FLAGS+=(-ftrivial-auto-var-init=pattern)
+# with Open MPI, the trainers are built with MPI so that the data-parallel CUDA orchestration
+# (--comm mpi: collectives staged through pinned host memory) runs under mpirun too
+MPIFLAGS=()
+if command -v mpicxx >/dev/null 2>&1 && command -v mpirun >/dev/null 2>&1; then
+  MPIFLAGS=(-DUSE_MPI -DOMPI_SKIP_MPICXX $(mpicxx --showme:compile) $(mpicxx --showme:link | sed 's/-lmpi_cxx//'))
+fi
 TARGETS="test_llama"
 [ "${EMU_TRAINER_RESUME:-1}" = 0 ] || TARGETS="test_llama train_llama"
 pids=()
 for p in fp32 bf16; do
   for t in $TARGETS; do
     d=(); [ $p = fp32 ] && d=(-DENABLE_FP32)
-    "$CXX" "${FLAGS[@]}" ${d[@]+"${d[@]}"} -x c++ "$B/src/$t.cu" -o "$B/bin/$t.$p" >"$B/build.$t.$p.log" 2>&1 & pids+=("$! $t.$p")
+    "$CXX" "${FLAGS[@]}" ${d[@]+"${d[@]}"} -x c++ "$B/src/$t.cu" -o "$B/bin/$t.$p" ${MPIFLAGS[@]+"${MPIFLAGS[@]}"} \
+      >"$B/build.$t.$p.log" 2>&1 & pids+=("$! $t.$p")
   done
 done
 ok=1
@@ -121,6 +132,16 @@ for p in fp32 bf16; do
   # cuBLASLt finds no algorithm: llmc's fallback kernel does every product
   job "test_llama.$p.mha_tied_odd.fallback_matmul" "EMU_LT_MODE=0" "$B/bin/test_llama.$p" --ref dev/ref/mha_tied_odd.lref
 done
+# data parallelism in the CUDA build: 2 ranks, --comm mpi (the path that lets ranks share a GPU)
+if [ ${#MPIFLAGS[@]} -gt 0 ]; then
+  MPIRUN=(mpirun --oversubscribe --allow-run-as-root --bind-to none -x OMP_NUM_THREADS=1 -np 2)
+  for p in fp32 bf16; do
+    job "test_llama.$p.dp2.zero_shard" "" "${MPIRUN[@]}" "$B/bin/test_llama.$p" --comm mpi --ref dev/ref/gqa_h4kv2_tied.lref \
+      --zero 1 --shard-vocab 1
+    job "test_llama.$p.dp2.zero_shard_flags" "" "${MPIRUN[@]}" "$B/bin/test_llama.$p" --comm mpi --ref dev/ref/mha_untied_small.lref \
+      --zero 1 --shard-vocab 1 --ffn-chunks 3 --ce-chunks 5 --offload-act -1 --recompute 1
+  done
+fi
 # must fail: backward reads offload slots that were never prefetched (poisoned)
 job "test_llama.fp32.catches_missing_prefetch" "" "$B/bin/test_llama.fp32" --ref $DR --offload-act -1 --test-skip-prefetch 1
 if [ "${EMU_TRAINER_RESUME:-1}" != 0 ]; then
