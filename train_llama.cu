@@ -1401,7 +1401,7 @@ static void print_config(Logger* lg, const TrainArgs* a, const Llama* m, int gra
           a->weight_decay, a->grad_clip);
     logf_(lg, "parallel: world %d = dp %d x tp %d | --zero %d --shard-vocab %d | comm %s, timeout %g s\n", m->comm->size,
           m->comm->dp, m->comm->tp, m->flags.zero, m->flags.shard_vocab,
-          m->comm->backend == BACKEND_NCCL ? "nccl" : m->comm->backend == BACKEND_MPI ? "mpi" : "none (one process)",
+          m->comm->backend == BACKEND_NCCL ? "nccl" : m->comm->backend == BACKEND_MPI ? "mpi" : m->comm->size > 1 ? "none (plan only)" : "none (one process)",
           a->comm_timeout);
     logf_(lg, "memory flags: --ffn-chunks %d --ffn-chunk-dim %s --ce-chunks %d --offload-act %d (%d layers) --recompute %d\n",
           m->flags.ffn_chunks, a->ffn_chunk_dim, m->flags.ce_chunks, m->flags.offload_act, m->n_offload, m->flags.recompute);
@@ -1419,6 +1419,19 @@ static void print_plan(Logger* lg, const Llama* m) {
     if (matmul_workspace_bytes())
         logf_(lg, "outside the arena: cuBLASLt workspace %.1f MiB, the CUDA context and library code (the driver's "
               "figure each step includes them)\n", matmul_workspace_bytes() / 1048576.0);
+    if (m->flags.shard_vocab) {
+        // what --shard-vocab buys against the same run without it: it can be negative
+        // (a tied model under --zero 1: docs/memory.md section 7), so say it
+        ParamLayout* off = (ParamLayout*)xmalloc(sizeof(ParamLayout));
+        param_layout_build(off, &m->cfg, m->comm->dp, 0, m->flags.zero, 0);
+        double per_opt = 4.0 * (2 + HAVE_MASTER_WEIGHTS), sx = sizeof(floatX);
+        double without = off->n_local * 2 * sx + off->n_opt * per_opt;
+        double with = m->lay->n_local * 2 * sx + m->lay->n_opt * per_opt + 2.0 * m->lay->vocab_rows * m->comm->dp * m->cfg.D * sx;
+        logf_(lg, "--shard-vocab 1 %s %.1f MiB per rank against --shard-vocab 0 (parameters, gradients and optimizer "
+              "state of the vocabulary, less its two gathered buffers)\n", without >= with ? "saves" : "COSTS",
+              fabs(without - with) / 1048576.0);
+        free(off);
+    }
     logf_(lg, "saved activations per layer: %zu bytes (%.2f MiB):", m->act_block_bytes, m->act_block_bytes / 1048576.0);
     for (int i = 0; i < NUM_ACT_FIELDS; i++) if (act_field_saved(&m->flags, i)) logf_(lg, " %s", ACT_NAMES[i]);
     logf_(lg, "\n");
@@ -1529,7 +1542,7 @@ int main(int argc, char** argv) {
     if (a.total_batch <= 0 || a.total_batch % (a.B * a.T * comm.dp) != 0)
         FAIL("--total-batch %d must be a positive multiple of batch*seq*dp = %d*%d*%d", a.total_batch, a.B, a.T, comm.dp);
     int grad_accum = a.total_batch / (a.B * a.T * comm.dp);
-    check_same_config(&comm, &a);
+    if (!a.plan_only) check_same_config(&comm, &a);
     Logger lg = {NULL, NULL, comm.rank != 0};
     Llama m;
     if (a.plan_only) {

@@ -524,7 +524,7 @@ static inline uint64_t fnv1a64(const void* p, size_t n, uint64_t h) {
 // field that differs and the values of rank 0 and of the first rank that differs.
 #define COMM_CONFIG_VALUE_BYTES 96
 static inline void comm_check_same_config(Comm* c, const char* const* names, const char* const* values, int n) {
-    if (c->size == 1) return;
+    if (c->size == 1 || c->backend == BACKEND_SINGLE) return;  // one process, or a plan of many (comm_init_plan)
     uint64_t* mine = (uint64_t*)xmalloc((size_t)(n + 1) * sizeof(uint64_t));
     uint64_t all_h = 1469598103934665603ull;
     for (int i = 0; i < n; i++) {

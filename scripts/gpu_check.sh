@@ -188,6 +188,18 @@ for bin in "${RESUME_BINS[@]}"; do
     fi
   done
 done
+# data parallelism on the one GPU: 2 ranks share it through --comm mpi (NCCL refuses two
+# ranks on one device); needs mpirun and a build that found MPI (make info)
+if command -v mpirun >/dev/null 2>&1; then
+  for bin in "${TEST_BINS[@]}"; do
+    [[ -x ./$bin ]] || continue
+    run_step "dp2_${bin}_zero_shard" 90 mpirun --oversubscribe --allow-run-as-root --bind-to none -x OMP_NUM_THREADS=1 -np 2 \
+      "./$bin" --comm mpi --ref dev/ref/gqa_h4kv2_tied.lref --zero 1 --shard-vocab 1 --ffn-chunks 2 --ce-chunks 3 --offload-act -1
+  done
+else
+  record dp2_comm_mpi SKIP 0 "mpirun not found on this machine (Open MPI: scripts/ensure_mpi.sh)"
+fi
+
 # compute-sanitizer on one small reference, with every memory flag (offload: three streams)
 SANITIZER=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null)
 if [ "$DRY" = 1 ]; then

@@ -103,7 +103,18 @@ def main():
               "The measured peak also holds what the plan does not own (the program, the C and MPI libraries, the "
               "mapped shard, host copies of the batch), the same in every row of one dp. malloc = default: glibc "
               "as it is; fixed: MALLOC_MMAP_THRESHOLD_=131072, so that MPI's freed temporaries leave the resident "
-              "set (see the script's docstring).", ""]
+              "set (see the script's docstring).", "",
+              "Reading it: with the allocator's retention out of the way (malloc = fixed) every saving is measured as "
+              "planned (R = 1.00 within 0.01). --zero 1 divides the optimizer state (AdamW m and v here; the fp32 "
+              "master weights too in the bf16 GPU build) by dp, plus at most dp-1 padding elements per bucket. "
+              "--shard-vocab 1 keeps 1/dp of the embedding/output parameters, gradients and optimizer state but adds "
+              "two unsharded [V, D] buffers: the gathered weights and the gradient that is reduce-scattered after the "
+              "head (the head needs both at once, chunk by chunk). In fp32 without master weights (16 bytes per "
+              "element) that costs exactly the saving at dp=2 and pays from dp=3 on; in the bf16 build with fp32 "
+              "master weights (16 bytes per element against two 2-byte buffers) it pays from dp=2 "
+              "(docs/memory.md). At dp=1 it only adds the two buffers. With glibc as it is (malloc = default), Open "
+              "MPI's freed temporaries stay resident and hide part of the saving: a property of the CPU backend's "
+              "MPI reductions, not of the plan.", ""]
     open(a.out_md, "w").write("\n".join(lines))
     print("\n".join(lines))
 
