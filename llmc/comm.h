@@ -323,6 +323,21 @@ static inline void comm_stage_out(Comm* c, void* dev, size_t bytes, stream_t aft
 // MPI counts are int: large buffers go in pieces of at most this many elements
 #define COMM_MPI_MAX_COUNT (1 << 30)
 
+#ifdef USE_MPI
+// all-reduce (root < 0) or broadcast from root of n elements of a host buffer, in place,
+// piece by piece, each wait bounded
+static inline void comm_mpi_in_pieces(Comm* c, CommGroup g, char* h, size_t n, CommDtype t, CommOp op, int root) {
+    size_t es = comm_type_bytes(t);
+    for (size_t i = 0; i < n; i += COMM_MPI_MAX_COUNT) {
+        int k = (int)(n - i < COMM_MPI_MAX_COUNT ? n - i : COMM_MPI_MAX_COUNT);
+        MPI_Request req;
+        if (root < 0) mpiCheck(MPI_Iallreduce(MPI_IN_PLACE, h + i * es, k, comm_mpi_type(t), comm_mpi_op(c, t, op), c->mpi[g], &req));
+        else mpiCheck(MPI_Ibcast(h + i * es, k, comm_mpi_type(t), root, c->mpi[g], &req));
+        comm_mpi_wait(c, &req, root < 0 ? "all-reduce" : "broadcast", g, n);
+    }
+}
+#endif
+
 static inline void comm_all_reduce(Comm* c, CommGroup g, void* buf, size_t n, CommDtype t, CommOp op, stream_t after) {
     if (c->group_size[g] == 1 || n == 0) return;
 #if !defined(LLMC_CPU) && defined(USE_NCCL)
@@ -336,12 +351,7 @@ static inline void comm_all_reduce(Comm* c, CommGroup g, void* buf, size_t n, Co
 #ifdef USE_MPI
     size_t es = comm_type_bytes(t);
     char* h = (char*)comm_stage_in(c, buf, n * es, after);
-    for (size_t i = 0; i < n; i += COMM_MPI_MAX_COUNT) {
-        int k = (int)(n - i < COMM_MPI_MAX_COUNT ? n - i : COMM_MPI_MAX_COUNT);
-        MPI_Request req;
-        mpiCheck(MPI_Iallreduce(MPI_IN_PLACE, h + i * es, k, comm_mpi_type(t), comm_mpi_op(c, t, op), c->mpi[g], &req));
-        comm_mpi_wait(c, &req, "all-reduce", g, n);
-    }
+    comm_mpi_in_pieces(c, g, h, n, t, op, -1);
     comm_stage_out(c, buf, n * es, after);
 #else
     (void)buf; (void)t; (void)op; (void)after;
@@ -421,12 +431,7 @@ static inline void comm_broadcast(Comm* c, CommGroup g, void* buf, size_t n, Com
 #ifdef USE_MPI
     size_t es = comm_type_bytes(t);
     char* h = (char*)comm_stage_in(c, buf, n * es, after);
-    for (size_t i = 0; i < n; i += COMM_MPI_MAX_COUNT) {
-        int k = (int)(n - i < COMM_MPI_MAX_COUNT ? n - i : COMM_MPI_MAX_COUNT);
-        MPI_Request req;
-        mpiCheck(MPI_Ibcast(h + i * es, k, comm_mpi_type(t), root, c->mpi[g], &req));
-        comm_mpi_wait(c, &req, "broadcast", g, n);
-    }
+    comm_mpi_in_pieces(c, g, h, n, t, COMM_SUM, root);
     comm_stage_out(c, buf, n * es, after);
 #else
     (void)buf; (void)t; (void)root; (void)after;

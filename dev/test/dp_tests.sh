@@ -207,43 +207,40 @@ done
 expect_error mismatched_flags "disagree lr rank" "${MPIRUN[@]}" -np 1 ./train_llama_cpu "${COMMON[@]}" --batch 2 --run-dir "$W/mm" --lr 1e-3 : \
   -np 1 ./train_llama_cpu "${COMMON[@]}" --batch 2 --run-dir "$W/mm" --lr 2e-3
 
+# fault NAME SIGNAL CKPT TIMEOUT: a 2-rank run until checkpoint CKPT exists, then SIGNAL to
+# one rank; waits up to 30 s for the job to end. Sets ended (1 when it did), rc, secs, victim.
+fault() {
+  local name=$1 sig=$2 ckpt=$3 timeout=$4 d="$W/$1"
+  rm -rf "$d"
+  "${MPIRUN[@]}" -np 2 ./train_llama_cpu "${COMMON[@]}" --batch 2 --steps 100000 --val-every 0 --ckpt-every 2 \
+    --comm-timeout "$timeout" --run-dir "$d" >"$d.log" 2>&1 &
+  local mp=$! t0 _
+  for _ in $(seq 1 300); do [ -f "$d/$ckpt" ] && break; sleep 0.1; done
+  victim=$(pgrep -P $mp -f train_llama_cpu | tail -n 1)
+  t0=$(date +%s)
+  [ -n "$victim" ] && kill "-$sig" "$victim"
+  ended=0
+  for _ in $(seq 1 300); do kill -0 $mp 2>/dev/null || { ended=1; break; }; sleep 0.1; done
+  [ -n "$victim" ] && kill -9 "$victim" 2>/dev/null
+  [ $ended = 1 ] || kill -9 $mp 2>/dev/null
+  wait $mp; rc=$?
+  secs=$(( $(date +%s) - t0 ))
+}
+
 # a rank killed with kill -9 mid-run: the job ends within the timeout, the last checkpoint is intact
-d="$W/kill"; rm -rf "$d"
-"${MPIRUN[@]}" -np 2 ./train_llama_cpu "${COMMON[@]}" --batch 2 --steps 100000 --val-every 0 --ckpt-every 2 --comm-timeout 20 \
-  --run-dir "$d" >"$d.log" 2>&1 &
-mp=$!
-for _ in $(seq 1 300); do [ -f "$d/ckpt_000004.bin" ] && break; sleep 0.1; done
-victim=$(pgrep -P $mp -f train_llama_cpu | tail -n 1)
-t0=$(date +%s)
-[ -n "$victim" ] && kill -9 "$victim"
-ended=0
-for _ in $(seq 1 600); do kill -0 $mp 2>/dev/null || { ended=1; break; }; sleep 0.1; done
-[ $ended = 1 ] || kill -9 $mp 2>/dev/null
-wait $mp; rc=$?
-secs=$(( $(date +%s) - t0 ))
-last=$(ls "$d"/ckpt_*.bin 2>/dev/null | sort | tail -n 1)
+fault kill KILL ckpt_000004.bin 20
+last=$(ls "$W/kill"/ckpt_*.bin 2>/dev/null | sort | tail -n 1)
 if [ -n "$victim" ] && [ $ended = 1 ] && [ $rc -ne 0 ] && [ -n "$last" ] \
-    && ./train_llama_cpu "${COMMON[@]}" --batch 4 --steps "$(basename "$last" .bin | sed 's/ckpt_0*//')" --val-every 0 --run-dir "$d/check" \
-         --resume "$last" >"$d.check.log" 2>&1; then pass "rank_killed_job_ends (in ${secs}s, exit $rc, $(basename "$last") intact)"
+    && ./train_llama_cpu "${COMMON[@]}" --batch 4 --steps "$(basename "$last" .bin | sed 's/ckpt_0*//')" --val-every 0 \
+         --run-dir "$W/kill/check" --resume "$last" >"$W/kill.check.log" 2>&1; then
+  pass "rank_killed_job_ends (in ${secs}s, exit $rc, $(basename "$last") intact)"
 else fail rank_killed_job_ends "victim ${victim:-none}, ended $ended after ${secs}s, exit $rc, last ${last:-none}"; fi
 
 # a rank that hangs (stopped): the others give up after --comm-timeout with a message naming the collective
-d="$W/hang"; rm -rf "$d"
-"${MPIRUN[@]}" -np 2 ./train_llama_cpu "${COMMON[@]}" --batch 2 --steps 100000 --val-every 0 --ckpt-every 2 --comm-timeout 3 \
-  --run-dir "$d" >"$d.log" 2>&1 &
-mp=$!
-for _ in $(seq 1 300); do [ -f "$d/ckpt_000002.bin" ] && break; sleep 0.1; done
-victim=$(pgrep -P $mp -f train_llama_cpu | tail -n 1)
-t0=$(date +%s)
-[ -n "$victim" ] && kill -STOP "$victim"
-ended=0
-for _ in $(seq 1 300); do kill -0 $mp 2>/dev/null || { ended=1; break; }; sleep 0.1; done
-[ -n "$victim" ] && kill -9 "$victim" 2>/dev/null
-[ $ended = 1 ] || kill -9 $mp 2>/dev/null
-wait $mp; rc=$?
-secs=$(( $(date +%s) - t0 ))
-if [ $ended = 1 ] && [ $rc -ne 0 ] && grep -q "did not complete within 3 s" "$d.log"; then pass "rank_hangs_timeout (in ${secs}s: $(grep -o '[a-z -]* of [0-9]* elements over the [a-z]* group' "$d.log" | head -n 1))"
-else fail rank_hangs_timeout "ended $ended after ${secs}s, exit $rc: $(grep -m1 error "$d.log")"; fi
+fault hang STOP ckpt_000002.bin 3
+if [ $ended = 1 ] && [ $rc -ne 0 ] && grep -q "did not complete within 3 s" "$W/hang.log"; then
+  pass "rank_hangs_timeout (in ${secs}s: $(grep -o '[a-z -]* of [0-9]* elements over the [a-z]* group' "$W/hang.log" | head -n 1))"
+else fail rank_hangs_timeout "ended $ended after ${secs}s, exit $rc: $(grep -m1 error "$W/hang.log")"; fi
 
 # the one-process build without MPI runs alone, and refuses to be one of several ranks
 if [ -x build/train_llama_cpu_nompi ]; then
