@@ -1024,18 +1024,25 @@ static void llama_zero_grads(Llama* m) {
 }
 
 // The global gradient norm (before clipping), once the DP reductions are done: each
-// rank sums the squares of what it owns (the replicated buckets count once, on DP
-// rank 0), then one all-reduce.
+// rank sums the squares of what it owns, then one all-reduce. Owned ranges, not
+// tensors: the padding of a bucket holds zero gradients, so it adds nothing, and the
+// norm takes one call per owned range (one for all the buckets when they are replicated,
+// counted once, on DP rank 0) instead of one per tensor.
 static float llama_grad_norm(Llama* m) {
     stream_t s = m->stream;
+    const ParamLayout* lay = m->lay;
     comm_join(m->comm, s);
     dev_memset(m->norm_scratch, 0, sizeof(float), s);
-    for (int i = 0; i < m->n_pieces; i++) {
-        const Piece* pc = &m->pieces[i];
-        int vocab = pc->local_off >= m->lay->vocab_start;
-        if (m->flags.zero || vocab || m->comm->dp_rank == 0)
-            global_norm_squared(m->norm_scratch, m->grads + pc->local_off, pc->n, s);
+    if (m->flags.zero) {
+        for (int b = 0; b < lay->n_buckets; b++) {
+            size_t lo, n; bucket_owned(lay, b, &lo, &n);
+            global_norm_squared(m->norm_scratch, m->grads + lo, n, s);
+        }
+    } else if (m->comm->dp_rank == 0) {
+        global_norm_squared(m->norm_scratch, m->grads, lay->vocab_start, s);
     }
+    if (lay->n_local > lay->vocab_start)  // the owned vocabulary rows
+        global_norm_squared(m->norm_scratch, m->grads + lay->vocab_start, lay->n_local - lay->vocab_start, s);
     comm_all_reduce(llama_comm(m), GROUP_DP, m->norm_scratch, 1, COMM_FLOAT, COMM_SUM, s);
     comm_join(m->comm, s);
     float norm2 = 0.0f;
