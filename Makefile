@@ -29,6 +29,21 @@ else
 CUDA_SUFFIX =
 endif
 
+# OpenBLAS for the CPU build's matrix products (llmc/cpu/matmul.h); BLAS=0 keeps the
+# blocked loops. The OpenMP build of OpenBLAS (Debian's libopenblas-openmp-dev) is
+# preferred: it runs on the trainer's OpenMP threads instead of a second pool of threads
+# that competes with them for the cores (about 10% of a step on 2 cores).
+BLAS ?= 1
+BLAS_PC_DIR := $(firstword $(wildcard /usr/lib/*/openblas-openmp/pkgconfig))
+BLAS_PC := $(if $(BLAS_PC_DIR),PKG_CONFIG_PATH=$(BLAS_PC_DIR) ,)pkg-config
+BLAS_FOUND := $(if $(filter 1,$(BLAS)),$(shell $(BLAS_PC) --exists openblas 2>/dev/null && echo 1))
+ifeq ($(BLAS_FOUND),1)
+BLAS_CFLAGS := $(shell $(BLAS_PC) --cflags openblas)
+CPU_FLAGS += -DUSE_BLAS $(BLAS_CFLAGS)
+# the rpath picks this OpenBLAS build at run time, whichever one the system's alternatives name
+CPU_BLAS_LIBS := $(shell $(BLAS_PC) --libs openblas) -Wl,-rpath,$(shell $(BLAS_PC) --variable=libdir openblas)
+endif
+
 # detected, not required
 MPI ?= 1
 NCCL ?= 1
@@ -39,7 +54,6 @@ ifeq ($(MPI_FOUND),1)
 MPI_CFLAGS := -DUSE_MPI -DOMPI_SKIP_MPICXX -DMPICH_SKIP_MPICXX $(shell mpicxx --showme:compile)
 MPI_LIBS := $(filter-out -lmpi_cxx,$(shell mpicxx --showme:link))
 CPU_FLAGS += $(MPI_CFLAGS)
-CPU_LIBS = $(MPI_LIBS)
 NVCC_FLAGS += -DUSE_MPI -DOMPI_SKIP_MPICXX -DMPICH_SKIP_MPICXX $(shell mpicxx --showme:compile)
 NVCC_LIBS += $(foreach f,$(MPI_LIBS),$(if $(filter -L%,$(f)),-Xlinker -rpath=$(patsubst -L%,%,$(f)) $(f),$(f)))
 # NCCL's unique ids travel over MPI: NCCL is used only with MPI
@@ -49,9 +63,11 @@ NVCC_LIBS += -lnccl
 endif
 endif
 
+CPU_LIBS = $(MPI_LIBS) $(CPU_BLAS_LIBS)
+
 PYTHON = $(shell bash scripts/ensure_python_deps.sh 2>/dev/null | tail -n1)
 
-.PHONY: all cpu cuda test tinystories data clean info cuda-compile FORCE
+.PHONY: all cpu cuda test tinystories data clean info cuda-compile FORCE print-cpu-flags
 
 all: cpu
 
@@ -73,7 +89,7 @@ test_llama_cpu: test_llama.cu train_llama.cu $(HEADERS) build/cpu-config
 # the one-process CPU build, as on a machine without MPI (make test builds and runs it)
 build/train_llama_cpu_nompi: train_llama.cu $(HEADERS)
 	@mkdir -p build
-	$(CXX) $(filter-out $(MPI_CFLAGS),$(CPU_FLAGS)) -x c++ $< -o $@ -lm
+	$(CXX) $(filter-out $(MPI_CFLAGS),$(CPU_FLAGS)) -x c++ $< -o $@ -lm $(CPU_BLAS_LIBS)
 
 train_llama$(CUDA_SUFFIX): train_llama.cu $(HEADERS)
 	@test -n "$(NVCC)" || { echo "nvcc not found: install the CUDA Toolkit or use the CPU targets"; exit 1; }
@@ -106,9 +122,9 @@ cuda-compile:
 	$(NVCC) $(NVCC_FLAGS) test_llama.cu -o build/test_llama $(NVCC_LIBS)
 	$(NVCC) $(NVCC_FLAGS) -DENABLE_FP32 test_llama.cu -o build/test_llama_fp32 $(NVCC_LIBS)
 
-# Open MPI first (scripts/ensure_mpi.sh), then a fresh make so that the build sees it
+# Open MPI and OpenBLAS first (scripts/ensure_build_deps.sh), then a fresh make so that the build sees them
 test:
-	@bash scripts/ensure_mpi.sh
+	@bash scripts/ensure_build_deps.sh
 	@$(MAKE) --no-print-directory cpu build/test_dataloader build/test_tokenizer build/train_llama_cpu_nompi build/test_comm
 	@bash dev/test/run_tests.sh
 
@@ -122,8 +138,15 @@ tinystories: data
 
 info:
 	@echo "CXX=$(CXX) NVCC=$(NVCC) CUDA_ARCH=$(CUDA_ARCH) PRECISION=$(PRECISION)"
+	@echo "BLAS (CPU matmul): $(if $(BLAS_FOUND),OpenBLAS - $(CPU_BLAS_LIBS),none - the blocked loops of llmc/cpu/matmul.h; apt-get install libopenblas-openmp-dev)"
 	@echo "MPI: $(if $(MPI_FOUND),yes - multi-process builds ($(MPI_LIBS)),no - one-process builds; apt-get install openmpi-bin libopenmpi-dev)"
 	@echo "NCCL: $(if $(and $(MPI_FOUND),$(NCCL_FOUND)),yes - the CUDA build has --comm nccl ($(NCCL_FOUND)),no - CUDA multi-process runs use --comm mpi; NCCL needs MPI for its ids)"
 
 clean:
 	rm -rf build train_llama_cpu test_llama_cpu train_llama test_llama train_llama_fp32 test_llama_fp32
+
+# for scripts/bench_cpu_step.py: the CPU flags, OpenBLAS's compile flags and its libraries, one line each
+print-cpu-flags:
+	@echo "$(CPU_FLAGS)"
+	@echo "$(BLAS_CFLAGS)"
+	@echo "$(CPU_BLAS_LIBS)"

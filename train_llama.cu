@@ -11,8 +11,11 @@ Memory techniques, each a flag that leaves the mathematics unchanged:
   --ce-chunks K                               output projection + cross-entropy in K row slices
   --offload-act N                             saved activations of N layers live in pinned host memory
   --recompute 0|1|2                           what backward recomputes instead of keeping
-Every buffer is planned before the loop (print it with --plan-only); nothing is
-allocated inside it.
+Data parallelism (mpirun / srun, one process per GPU; llmc/comm.h), each also a flag:
+  --zero 1                                    master weights and AdamW state sharded over the DP ranks
+  --shard-vocab 1                             embedding and output projection as 1/dp row shards
+Every buffer is planned before the loop (print it with --plan-only, per rank with
+--dp N); nothing is allocated inside it.
 */
 #include <time.h>
 #include <sys/stat.h>
@@ -192,7 +195,8 @@ static void param_layout_build(ParamLayout* p, const LlamaConfig* c, int dp, int
 }
 
 // A piece of a tensor that this rank owns: its place in the reference layout, in the
-// local buffer and in the optimizer state. Calls fn for each, in optimizer order.
+// local buffer and in the optimizer state. param_layout_pieces lists them in optimizer
+// order; AdamW, the checkpoint gathers and test_llama's gradient gather walk that list.
 typedef struct { int tensor; size_t ref_off, local_off, opt_off, n; } Piece;
 
 static int param_layout_pieces(const ParamLayout* p, Piece* out) {
@@ -1414,6 +1418,9 @@ static void print_config(Logger* lg, const TrainArgs* a, const Llama* m, int gra
           m->flags.ffn_chunks, a->ffn_chunk_dim, m->flags.ce_chunks, m->flags.offload_act, m->n_offload, m->flags.recompute);
 #ifdef _OPENMP
     logf_(lg, "threads: %d (OpenMP)\n", omp_get_max_threads());
+#endif
+#ifdef LLMC_CPU
+    logf_(lg, "matmul: %s\n", matmul_backend_name());
 #endif
 }
 

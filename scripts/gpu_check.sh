@@ -197,7 +197,7 @@ if command -v mpirun >/dev/null 2>&1; then
       "./$bin" --comm mpi --ref dev/ref/gqa_h4kv2_tied.lref --zero 1 --shard-vocab 1 --ffn-chunks 2 --ce-chunks 3 --offload-act -1
   done
 else
-  record dp2_comm_mpi SKIP 0 "mpirun not found on this machine (Open MPI: scripts/ensure_mpi.sh)"
+  record dp2_comm_mpi SKIP 0 "mpirun not found on this machine (Open MPI: scripts/ensure_build_deps.sh)"
 fi
 
 # compute-sanitizer on one small reference, with every memory flag (offload: three streams)
