@@ -1677,8 +1677,9 @@ int main(int argc, char** argv) {
             logf_(&lg, "checkpoint: %s\n", path);
         }
     }
-    logf_(&lg, "done: peak memory measured %.1f MiB (%s%s), arena %.1f MiB planned per rank\n",
-          peak_measured / 1048576.0, dev_measured_name(), comm.dp > 1 ? ", largest rank" : "", m.dev.total / 1048576.0);
+    logf_(&lg, "done: peak memory measured %.1f MiB (%s%s), arena %.1f MiB planned%s\n",
+          peak_measured / 1048576.0, dev_measured_name(), comm.dp > 1 ? ", largest rank" : "", m.dev.total / 1048576.0,
+          comm.dp > 1 ? " per rank" : "");
     if (have_tok) tokenizer_free(&tok);
     free(sample_tokens); free(sample_logits);
     dataloader_free(&train);
