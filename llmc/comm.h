@@ -175,6 +175,13 @@ static inline void comm_nccl_settle(const Comm* c, ncclComm_t comm, const char* 
 }
 #endif
 
+#if !defined(LLMC_CPU) && defined(USE_NCCL)
+// a collective on the communication stream, after the work already on `after`; returns
+// once NCCL has taken it (non-blocking mode), bounded by the timeout
+#define COMM_NCCL(c, g, after, call) do { comm_order_after((c), (after)); ncclCheck(call); \
+    comm_nccl_settle((c), (c)->nccl[g], #call); return; } while (0)
+#endif
+
 static inline size_t comm_type_bytes(CommDtype t) { return t == COMM_FLOAT ? sizeof(float) : sizeof(floatX); }
 
 // Ranks and groups. tp must divide the world size; dp = world / tp.
@@ -341,12 +348,7 @@ static inline void comm_mpi_in_pieces(Comm* c, CommGroup g, char* h, size_t n, C
 static inline void comm_all_reduce(Comm* c, CommGroup g, void* buf, size_t n, CommDtype t, CommOp op, stream_t after) {
     if (c->group_size[g] == 1 || n == 0) return;
 #if !defined(LLMC_CPU) && defined(USE_NCCL)
-    if (c->backend == BACKEND_NCCL) {
-        comm_order_after(c, after);
-        ncclCheck(ncclAllReduce(buf, buf, n, comm_nccl_type(t), op == COMM_SUM ? ncclSum : ncclMax, c->nccl[g], c->stream));
-        comm_nccl_settle(c, c->nccl[g], "an NCCL collective (enqueue)");
-        return;
-    }
+    if (c->backend == BACKEND_NCCL) COMM_NCCL(c, g, after, ncclAllReduce(buf, buf, n, comm_nccl_type(t), op == COMM_SUM ? ncclSum : ncclMax, c->nccl[g], c->stream));
 #endif
 #ifdef USE_MPI
     size_t es = comm_type_bytes(t);
@@ -365,12 +367,7 @@ static inline void comm_reduce_scatter(Comm* c, CommGroup g, void* buf, size_t n
     size_t es = comm_type_bytes(t);
     char* mine = (char*)buf + (size_t)c->group_rank[g] * n * es;
 #if !defined(LLMC_CPU) && defined(USE_NCCL)
-    if (c->backend == BACKEND_NCCL) {
-        comm_order_after(c, after);
-        ncclCheck(ncclReduceScatter(buf, mine, n, comm_nccl_type(t), ncclSum, c->nccl[g], c->stream));
-        comm_nccl_settle(c, c->nccl[g], "an NCCL collective (enqueue)");
-        return;
-    }
+    if (c->backend == BACKEND_NCCL) COMM_NCCL(c, g, after, ncclReduceScatter(buf, mine, n, comm_nccl_type(t), ncclSum, c->nccl[g], c->stream));
 #endif
 #ifdef USE_MPI
     if (n > COMM_MPI_MAX_COUNT) FAIL("comm: reduce-scatter blocks of %zu elements exceed MPI's int count", n);
@@ -398,11 +395,8 @@ static inline void comm_all_gather(Comm* c, CommGroup g, void* buf, size_t n, Co
     size_t es = comm_type_bytes(t);
 #if !defined(LLMC_CPU) && defined(USE_NCCL)
     if (c->backend == BACKEND_NCCL) {
-        comm_order_after(c, after);
         char* mine = (char*)buf + (size_t)c->group_rank[g] * n * es;
-        ncclCheck(ncclAllGather(mine, buf, n, comm_nccl_type(t), c->nccl[g], c->stream));
-        comm_nccl_settle(c, c->nccl[g], "an NCCL collective (enqueue)");
-        return;
+        COMM_NCCL(c, g, after, ncclAllGather(mine, buf, n, comm_nccl_type(t), c->nccl[g], c->stream));
     }
 #endif
 #ifdef USE_MPI
@@ -421,12 +415,7 @@ static inline void comm_all_gather(Comm* c, CommGroup g, void* buf, size_t n, Co
 static inline void comm_broadcast(Comm* c, CommGroup g, void* buf, size_t n, CommDtype t, int root, stream_t after) {
     if (c->group_size[g] == 1 || n == 0) return;
 #if !defined(LLMC_CPU) && defined(USE_NCCL)
-    if (c->backend == BACKEND_NCCL) {
-        comm_order_after(c, after);
-        ncclCheck(ncclBroadcast(buf, buf, n, comm_nccl_type(t), root, c->nccl[g], c->stream));
-        comm_nccl_settle(c, c->nccl[g], "an NCCL collective (enqueue)");
-        return;
-    }
+    if (c->backend == BACKEND_NCCL) COMM_NCCL(c, g, after, ncclBroadcast(buf, buf, n, comm_nccl_type(t), root, c->nccl[g], c->stream));
 #endif
 #ifdef USE_MPI
     size_t es = comm_type_bytes(t);
