@@ -55,10 +55,12 @@ typedef struct {
 } ModelPreset;
 
 // Published shapes. The stories* models are llama2.c's (FFN hidden = 2/3 * 4D rounded
-// up to a multiple of 32, embeddings tied); "tiny" is ours, sized so that the CPU
+// up to a multiple of 32, embeddings tied; stories260K rounds to a multiple of 4 and
+// needs a 512-piece tokenizer: data/prepare_tinystories.py --vocab-size 512); "tiny" is ours, sized so that the CPU
 // build shows a falling TinyStories loss in minutes.
 static const ModelPreset MODEL_PRESETS[] = {
     {"tiny",        {32000, 64, 4, 4, 2, 176, 256, 1, 10000.0f, 1e-5f}},
+    {"stories260K", {512, 64, 5, 8, 4, 172, 512, 1, 10000.0f, 1e-5f}},
     {"stories15M",  {32000, 288, 6, 6, 6, 768, 256, 1, 10000.0f, 1e-5f}},
     {"stories42M",  {32000, 512, 8, 8, 8, 1376, 1024, 1, 10000.0f, 1e-5f}},
     {"stories110M", {32000, 768, 12, 12, 12, 2048, 1024, 1, 10000.0f, 1e-5f}},
@@ -1200,8 +1202,10 @@ static const char* checkpoint_find_latest(Comm* cm, const char* run_dir, Logger*
 // Loads the model and optimizer state of a checkpoint written by any layout; restores
 // the dataloader's position when the layout is the one that wrote it (same dp, batch,
 // sequence and accumulation) and returns 0 in *loader_restored otherwise. Returns the
-// step the checkpoint was taken at.
-static int checkpoint_read(Llama* m, const char* path, int grad_accum, DataLoader* train_loader, int* loader_restored) {
+// step the checkpoint was taken at. With params_only (--init-from) it takes the
+// parameters alone: the moments start at zero and the data position is not touched.
+static int checkpoint_read(Llama* m, const char* path, int grad_accum, DataLoader* train_loader, int* loader_restored,
+                           int params_only) {
     const LlamaConfig* c = &m->cfg;
     Comm* cm = m->comm;
     CkptInfo ci;
@@ -1215,24 +1219,27 @@ static int checkpoint_read(Llama* m, const char* path, int grad_accum, DataLoade
     const char* names[8] = {"V", "D", "L", "H", "KV", "F", "max_seq_len", "tied"};
     for (int i = 0; i < 8; i++)
         if (h[2 + i] != want[i])
-            FAIL("%s: the checkpoint has %s=%d but this run has %s=%d (resume needs the same model; the number of "
-                 "ranks, --zero and --shard-vocab may differ)", path, names[i], h[2 + i], names[i], want[i]);
+            FAIL("%s: the checkpoint has %s=%d but this run has %s=%d (%s needs the same model, so pass the "
+                 "checkpoint's dimensions; the number of ranks, --zero and --shard-vocab may differ)", path, names[i],
+                 h[2 + i], names[i], want[i], params_only ? "--init-from" : "--resume");
     if (ci.num_params != m->num_params) FAIL("%s: %zu parameters, the model has %zu", path, ci.num_params, m->num_params);
     int step = h[10];
     size_t n = m->num_params;
     float* buf = (float*)xmalloc(n * sizeof(float));
     FILE* f = cm->rank == 0 ? xfopen(path, "rb") : NULL;
     if (f) fseek(f, 1024, SEEK_SET);
+    *loader_restored = 0;
     for (int k = 0; k < 3; k++) {  // parameters, m, v: one array at a time bounds the host memory
+        if (params_only && k > 0) { llama_set_state_part(m, k, NULL); continue; }
         if (f) xfread(buf, sizeof(float), n, f, path);
         comm_host_broadcast(cm, GROUP_WORLD, buf, n * sizeof(float), 0);
         llama_set_state_part(m, k, buf);
     }
+    if (params_only) { if (f) fclose(f); free(buf); return step; }
     size_t ds = ci.loader_bytes;
     unsigned char* states = (unsigned char*)xmalloc(ds + 1);
     if (f) { xfread(states, 1, ds, f, path); fclose(f); }
     comm_host_broadcast(cm, GROUP_WORLD, states, ds, 0);
-    *loader_restored = 0;
     // the loader reads the global batch (rank_rows), so its position carries over to any
     // layout with the same global micro-batch B*dp, sequence and accumulation
     if (train_loader && (long long)h[11] * h[12] == (long long)cm->dp * m->B && h[13] == m->T && h[14] == grad_accum &&
@@ -1271,11 +1278,14 @@ typedef struct {
     const char* ffn_chunk_dim;
     int B, T, total_batch, steps, warmup, val_every, val_batches, sample_every, sample_len, ckpt_every, save_init;
     int plan_only, log_every, tp, dp_plan;
+    float fit_memory, fit_link_gbs, fit_reserve_mib;  // --fit-memory GiB (0 = off), its link and reserve
+    const char* fit_candidates;
+    int batch_given, fit_fixed_ffn, fit_fixed_ce, fit_fixed_recompute, fit_fixed_offload;  // flags given by the user
     const char* comm_backend;
     float comm_timeout;
     float lr, min_lr_frac, weight_decay, beta1, beta2, adam_eps, grad_clip, temperature;
     long long seed;
-    const char *train_data, *val_data, *tokenizer, *run_dir, *resume, *plan_json;
+    const char *train_data, *val_data, *tokenizer, *run_dir, *resume, *init_from, *plan_json;
 } TrainArgs;
 
 typedef struct { const char* name; char type; void* ptr; const char* help; } Flag;
@@ -1303,6 +1313,12 @@ static void parse_args(int argc, char** argv, TrainArgs* a) {
     a->tokenizer = "../shared/data/tinystories/tokenizer/tokenizer.bin";
     a->run_dir = "runs/train_llama";
     a->tp = 1; a->comm_timeout = 300.0f;
+    a->fit_reserve_mib = -1.0f;
+#ifdef LLMC_CPU
+    a->fit_link_gbs = 10.0f;
+#else
+    a->fit_link_gbs = 25.0f;
+#endif
 #ifdef LLMC_CPU
     a->comm_backend = "mpi";
 #else
@@ -1353,6 +1369,7 @@ static void parse_args(int argc, char** argv, TrainArgs* a) {
         {"ckpt-every", 'i', &a->ckpt_every, "checkpoint every N steps and at the end, 0 = never"},
         {"save-init", 'i', &a->save_init, "1: write the initial weights as ckpt_000000.bin"},
         {"resume", 's', &a->resume, "checkpoint file to continue from, or 'auto': the newest good one of --run-dir, if any"},
+        {"init-from", 's', &a->init_from, "checkpoint whose parameters start a new run (step 0, fresh optimizer state)"},
         {"log-every", 'i', &a->log_every, "print a step line every N steps (metrics.jsonl gets every step)"},
         {"ffn-chunks", 'i', &a->flags.ffn_chunks, "split the FFN into K chunks, recomputed in backward (default 1)"},
         {"ffn-chunk-dim", 's', &a->ffn_chunk_dim, "hidden | seq: what --ffn-chunks splits (default hidden)"},
@@ -1365,6 +1382,10 @@ static void parse_args(int argc, char** argv, TrainArgs* a) {
         {"comm-timeout", 'f', &a->comm_timeout, "seconds a collective may wait before the job is aborted (default 300)"},
         {"tp", 'i', &a->tp, "tensor-parallel group size (only 1 in this build: DP only)"},
         {"dp", 'i', &a->dp_plan, "with --plan-only: plan for this many DP ranks (a run takes dp from the launcher)"},
+        {"fit-memory", 'f', &a->fit_memory, "GiB: choose the memory flags (and the batch, unless given) that fit at the least predicted cost"},
+        {"fit-link-gbs", 'f', &a->fit_link_gbs, "GB/s of the host link in --fit-memory's cost of offload (default 25; CPU build 10)"},
+        {"fit-reserve", 'f', &a->fit_reserve_mib, "MiB --fit-memory leaves outside the plan (default 1024 + cuBLASLt workspace; CPU 64)"},
+        {"fit-candidates", 's', &a->fit_candidates, "write every plan --fit-memory tried as JSON lines to this file"},
         {"plan-only", 'i', &a->plan_only, "1: print the memory plan and exit"},
         {"plan-json", 's', &a->plan_json, "write the memory plan as JSON to this file"},
     };
@@ -1377,6 +1398,11 @@ static void parse_args(int argc, char** argv, TrainArgs* a) {
         if (!f) FAIL("unknown flag '%s' (see --help)", argv[i]);
         if (i + 1 >= argc) FAIL("flag '%s' needs a value", argv[i]);
         const char* v = argv[++i];
+        a->batch_given |= f->ptr == &a->B;
+        a->fit_fixed_ffn |= f->ptr == &a->flags.ffn_chunks;
+        a->fit_fixed_ce |= f->ptr == &a->flags.ce_chunks;
+        a->fit_fixed_recompute |= f->ptr == &a->flags.recompute;
+        a->fit_fixed_offload |= f->ptr == &a->flags.offload_act;
         switch (f->type) {
             case 'i': *(int*)f->ptr = parse_int(f->name, v); break;
             case 'l': *(long long*)f->ptr = parse_int(f->name, v); break;
@@ -1397,6 +1423,12 @@ static void parse_args(int argc, char** argv, TrainArgs* a) {
     if (a->val_every < 0 || a->sample_every < 0 || a->ckpt_every < 0 || a->val_batches < 1 || a->log_every < 1)
         FAIL("--val-every, --sample-every, --ckpt-every must be >= 0; --val-batches and --log-every >= 1");
     if (a->sample_len < 1) FAIL("--sample-len must be >= 1");
+    if (a->fit_memory < 0.0f || (a->fit_memory > 0.0f && !(a->fit_link_gbs > 0.0f)))
+        FAIL("--fit-memory must be a positive budget in GiB (0 = off) and --fit-link-gbs positive");
+    if (a->fit_candidates && !(a->fit_memory > 0.0f)) FAIL("--fit-candidates needs --fit-memory");
+    if (a->init_from && a->resume && strcmp(a->resume, "auto") != 0)
+        FAIL("--init-from and --resume both given: --resume continues a run (with its optimizer state), --init-from "
+             "starts a new one from a checkpoint's weights; pick one");
 }
 
 static void print_config(Logger* lg, const TrainArgs* a, const Llama* m, int grad_accum) {
@@ -1464,6 +1496,159 @@ static void write_plan_json(const Llama* m, const char* path) {
     fclose(f);
 }
 
+// ----------------------------------------------------------------------------
+// --fit-memory: the cheapest memory flags that fit a budget, chosen from the plan alone
+//
+// The search space: --ffn-chunks 1..16 and --ce-chunks 1..64 (powers of two), --recompute
+// 0..2, --offload-act 0..L, and, when --batch is not given, the micro-batch (powers of two;
+// the largest that fits wins, since a bigger micro-batch uses the device better and needs
+// fewer accumulation steps). A flag given on the command line stays fixed. The memory of a
+// candidate is its plan (llama_build without allocating: the same bytes a run allocates);
+// its cost is the predicted extra time per micro-step, from the cost model below
+// (docs/memory.md section 8). The constants are assumptions of the model, not
+// measurements: they rank the candidates, they do not promise a step time.
+
+typedef struct {
+    double flops;      // achieved matmul FLOP/s
+    double mem_bw;     // bytes/s of the memory-bound kernels (norms, SwiGLU)
+    double link_bw;    // bytes/s of one direction of the host link (--fit-link-gbs)
+    double launch_s;   // fixed cost of one kernel launch or copy
+    double reserve;    // bytes the plan does not own (CUDA context, cuBLASLt workspace; the process on the CPU)
+} CostModel;
+
+static CostModel cost_model_default(void) {
+#ifdef LLMC_CPU
+    CostModel cm = {50e9, 10e9, 10e9, 2e-6, 64.0 * 1048576};
+#else
+    CostModel cm = {400e12, 2.5e12, 25e9, 5e-6, 1024.0 * 1048576 + (double)matmul_workspace_bytes()};
+#endif
+    return cm;
+}
+
+// What a plan may use: the device arena, plus the host arena on the CPU build, where
+// "device" and host are the same memory (offload saves nothing there).
+static double plan_bytes(const Llama* m) {
+#ifdef LLMC_CPU
+    return (double)m->dev.total + (double)m->host.total;
+#else
+    return (double)m->dev.total;
+#endif
+}
+
+// Predicted seconds per micro-step that the memory flags add to the flag-free step:
+// recomputed FLOPs, recomputed memory traffic, extra launches, and the part of each
+// offload copy that the neighbouring layer's compute cannot hide.
+static double fit_cost_seconds(const LlamaConfig* c, int B, int T, const MemoryFlags* f, int n_offload,
+                               size_t act_block_bytes, const CostModel* cm) {
+    double BT = (double)B * T, D = c->D, F = c->F, hd = (double)c->D / c->H, qd = c->H * hd, kvd = c->KV * hd;
+    double sx = sizeof(floatX), L = c->L;
+    double attn_fwd = 2.0 * BT * (D * qd + 2.0 * D * kvd + qd * D) + 2.0 * BT * T * qd;  // GEMMs + causal attention
+    double ffn_hidden = 2.0 * BT * D * F * 2.0;                                             // w1 and w3
+    double layer_fwd = attn_fwd + ffn_hidden + 2.0 * BT * F * D;                            // + w2
+    int K = f->ffn_chunks;
+    double flops = 0.0, bytes = 0.0, launches = 0.0;
+    if (f->recompute >= 2) flops += L * attn_fwd;
+    if (f->recompute >= 2 || K > 1) flops += L * ffn_hidden;
+    if (f->recompute >= 1) bytes += L * 4.0 * BT * D * sx;   // the two norms: read x, write xn
+    if (f->recompute >= 1 || K > 1) bytes += L * 3.0 * BT * F * sx;  // SwiGLU: read h1, h3, write g
+    launches += L * (K - 1) * 13.0;              // per extra FFN chunk: 4 forward, 9 backward launches
+    if (K > 1) launches += L * K * 3.0;          // the chunk recompute: two GEMMs and SwiGLU
+    launches += (f->ce_chunks - 1) * 4.0;        // per extra CE chunk: GEMM, CE, two backward GEMMs
+    double copy = (double)act_block_bytes / cm->link_bw, fwd = layer_fwd / cm->flops;
+    double exposed = 0.0;
+    for (int l = 0; l < n_offload; l++) {        // out during the next layer's forward, back during backward
+        exposed += (copy > fwd ? copy - fwd : 0.0) + (copy > 2.0 * fwd ? copy - 2.0 * fwd : 0.0);
+        launches += 4.0;                         // two copies, their events
+    }
+    return flops / cm->flops + bytes / cm->mem_bw + launches * cm->launch_s + exposed;
+}
+
+// the flag-free micro-step in the same model: (6N + 6LDT) FLOPs per token
+static double fit_base_seconds(const LlamaConfig* c, size_t num_params, int B, int T, const CostModel* cm) {
+    double per_token = 6.0 * (double)num_params + 6.0 * c->L * (double)c->D * T;
+    return per_token * B * T / cm->flops;
+}
+
+typedef struct { MemoryFlags flags; int B, n_offload; double bytes, seconds, base; } FitChoice;
+
+static void fit_describe(char* out, size_t n, const FitChoice* f, const CostModel* cm) {
+    snprintf(out, n, "--batch %d --ffn-chunks %d --ce-chunks %d --recompute %d --offload-act %d: plan %.1f MiB "
+             "(+%.0f MiB reserve), predicted +%.1f%% over the flag-free step", f->B, f->flags.ffn_chunks,
+             f->flags.ce_chunks, f->flags.recompute, f->flags.offload_act, f->bytes / 1048576.0, cm->reserve / 1048576.0,
+             100.0 * f->seconds / f->base);
+}
+
+// Picks the flags (and the batch unless given) for a budget of a->fit_memory GiB; writes
+// what it did into report. Exits with the smallest budget that would fit when none does.
+static void fit_memory(TrainArgs* a, Comm* comm, char* report, size_t report_n) {
+    CostModel cm = cost_model_default();
+    cm.link_bw = a->fit_link_gbs * 1e9;
+    if (a->fit_reserve_mib >= 0) cm.reserve = a->fit_reserve_mib * 1048576.0;
+    double budget = a->fit_memory * 1073741824.0;
+    int dp = comm->dp, T = a->T;
+    int bs[16], nb = 0;
+    // without --batch: the largest micro-batch that fits, up to what --total-batch allows
+    // (it must stay a multiple of B*T*dp), or up to 64 rows when that is not given either,
+    // so that the optimizer's batch does not silently grow without bound
+    if (a->batch_given) bs[nb++] = a->B;
+    else
+        for (int b = a->total_batch ? 1024 : 64; b >= 1; b /= 2)
+            if (!a->total_batch || a->total_batch % ((long long)b * T * dp) == 0) bs[nb++] = b;
+    if (nb == 0) FAIL("--fit-memory: no micro-batch divides --total-batch %d into B*T*dp rows", a->total_batch);
+    static const int ffn_opts[] = {1, 2, 4, 8, 16}, ce_opts[] = {1, 2, 4, 8, 16, 32, 64};
+    FILE* dump = a->fit_candidates && comm->rank == 0 ? xfopen(a->fit_candidates, "w") : NULL;
+    FitChoice best, second, smallest;
+    best.seconds = second.seconds = INFINITY; smallest.bytes = INFINITY;
+    int searched = 0, fitting = 0;
+    for (int ib = 0; ib < nb && !isfinite(best.seconds); ib++) {
+        int B = bs[ib];
+        second.seconds = INFINITY;
+        for (int fi = 0; fi < 5; fi++) for (int ci = 0; ci < 7; ci++) for (int r = 0; r <= 2; r++)
+        for (int off = 0; off <= a->cfg.L; off++) {
+            MemoryFlags f = a->flags;
+            if (!a->fit_fixed_ffn) f.ffn_chunks = ffn_opts[fi]; else if (fi) continue;
+            if (!a->fit_fixed_ce) f.ce_chunks = ce_opts[ci]; else if (ci) continue;
+            if (!a->fit_fixed_recompute) f.recompute = r; else if (r) continue;
+            if (!a->fit_fixed_offload) f.offload_act = off; else if (off) continue;
+            long long BT = (long long)B * T;
+            if ((f.ffn_chunk_seq ? BT : a->cfg.F) < f.ffn_chunks || BT < f.ce_chunks) continue;
+            Llama m;
+            llama_build(&m, &a->cfg, &f, comm, B, T, 0);
+            FitChoice c = {f, B, m.n_offload, plan_bytes(&m), 0.0, fit_base_seconds(&a->cfg, m.num_params, B, T, &cm)};
+            c.seconds = fit_cost_seconds(&a->cfg, B, T, &f, m.n_offload, m.act_block_bytes, &cm);
+            llama_free(&m);
+            int fits = c.bytes + cm.reserve <= budget;
+            searched++; fitting += fits;
+            if (dump) fprintf(dump, "{\"B\": %d, \"ffn_chunks\": %d, \"ce_chunks\": %d, \"recompute\": %d, \"offload_act\": %d, "
+                              "\"bytes\": %.0f, \"seconds\": %.9g, \"fits\": %d}\n", B, f.ffn_chunks, f.ce_chunks,
+                              f.recompute, f.offload_act, c.bytes, c.seconds, fits);
+            if (c.bytes < smallest.bytes) smallest = c;
+            if (!fits) continue;
+            if (c.seconds < best.seconds) { second = best; best = c; }
+            else if (c.seconds < second.seconds) second = c;
+        }
+    }
+    if (dump) fclose(dump);
+    char line[400];
+    if (!isfinite(best.seconds)) {
+        fit_describe(line, sizeof(line), &smallest, &cm);
+        FAIL("--fit-memory %.3g GiB: nothing in the search space fits (%d plans tried). The smallest is %s; it needs a "
+             "budget of at least %.3f GiB (plan + reserve; --fit-reserve sets the reserve)", a->fit_memory, searched, line,
+             ceil((smallest.bytes + cm.reserve) / 1073741824.0 * 1000.0) / 1000.0);
+    }
+    fit_describe(line, sizeof(line), &best, &cm);
+    int n = snprintf(report, report_n, "--fit-memory %.3g GiB: %d plans tried, %d fit; chose %s\n", a->fit_memory, searched,
+                     fitting, line);
+    if (isfinite(second.seconds)) {
+        fit_describe(line, sizeof(line), &second, &cm);
+        snprintf(report + n, report_n - n, "  runner-up: %s\n", line);
+    } else {
+        snprintf(report + n, report_n - n, "  runner-up: none (only one plan fits)\n");
+    }
+    a->flags = best.flags;
+    a->B = best.B;
+}
+
 // Data parallelism reads one global batch of B*dp rows (the same loader, seed and
 // position on every rank) and rank r takes rows [r*B, (r+1)*B): the ranks read disjoint
 // windows, and the data order depends only on the global batch, not on how many ranks
@@ -1508,6 +1693,14 @@ static void sample_story(Llama* m, Tokenizer* tok, Logger* lg, int len, float te
     logf_(lg, "\n--------------\n");
 }
 
+// 75 s -> "1m15s", 4000 s -> "1h06m"
+static void format_duration(char* out, size_t n, double seconds) {
+    long s = (long)(seconds + 0.5);
+    if (s < 60) snprintf(out, n, "%lds", s);
+    else if (s < 3600) snprintf(out, n, "%ldm%02lds", s / 60, s % 60);
+    else snprintf(out, n, "%ldh%02ldm", s / 3600, (s % 3600) / 60);
+}
+
 static double now_seconds(void) {
     struct timespec ts; clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec + ts.tv_nsec * 1e-9;
@@ -1515,9 +1708,9 @@ static double now_seconds(void) {
 
 // the fields every rank must agree on (comm_check_same_config)
 static void check_same_config(Comm* comm, const TrainArgs* a) {
-    char v[40][COMM_CONFIG_VALUE_BYTES];
-    const char* names[40];
-    const char* values[40];
+    char v[48][COMM_CONFIG_VALUE_BYTES];
+    const char* names[48];
+    const char* values[48];
     int n = 0;
     #define FIELD(name, fmt, x) do { names[n] = name; snprintf(v[n], COMM_CONFIG_VALUE_BYTES, fmt, x); values[n] = v[n]; n++; } while (0)
     FIELD("model V", "%d", a->cfg.V); FIELD("model D", "%d", a->cfg.D); FIELD("model L", "%d", a->cfg.L);
@@ -1532,10 +1725,10 @@ static void check_same_config(Comm* comm, const TrainArgs* a) {
     FIELD("ffn-chunk-dim", "%s", a->ffn_chunk_dim); FIELD("ce-chunks", "%d", a->flags.ce_chunks);
     FIELD("offload-act", "%d", a->flags.offload_act); FIELD("recompute", "%d", a->flags.recompute);
     FIELD("zero", "%d", a->flags.zero); FIELD("shard-vocab", "%d", a->flags.shard_vocab);
-    FIELD("comm", "%s", a->comm_backend); FIELD("val-every", "%d", a->val_every); FIELD("val-batches", "%d", a->val_batches);
+    FIELD("fit-memory", "%.9g", a->fit_memory); FIELD("comm", "%s", a->comm_backend); FIELD("val-every", "%d", a->val_every); FIELD("val-batches", "%d", a->val_batches);
     FIELD("sample-every", "%d", a->sample_every); FIELD("ckpt-every", "%d", a->ckpt_every);
     FIELD("train-data", "%s", a->train_data); FIELD("val-data", "%s", a->val_data); FIELD("run-dir", "%s", a->run_dir);
-    FIELD("resume", "%s", a->resume ? a->resume : "");
+    FIELD("resume", "%s", a->resume ? a->resume : ""); FIELD("init-from", "%s", a->init_from ? a->init_from : "");
     #undef FIELD
     comm_check_same_config(comm, names, values, n);
 }
@@ -1552,6 +1745,8 @@ int main(int argc, char** argv) {
         if (a.dp_plan > 0 && a.dp_plan != comm.dp)
             FAIL("--dp %d is for --plan-only; this run has dp = %d ranks (from the launcher)", a.dp_plan, comm.dp);
     }
+    char fit_report[1200] = "";
+    if (a.fit_memory > 0.0f) fit_memory(&a, &comm, fit_report, sizeof(fit_report));
     if (a.total_batch == 0) a.total_batch = a.B * a.T * comm.dp;
     if (a.total_batch <= 0 || a.total_batch % (a.B * a.T * comm.dp) != 0)
         FAIL("--total-batch %d must be a positive multiple of batch*seq*dp = %d*%d*%d", a.total_batch, a.B, a.T, comm.dp);
@@ -1562,6 +1757,7 @@ int main(int argc, char** argv) {
     if (a.plan_only) {
         llama_build(&m, &a.cfg, &a.flags, &comm, a.B, a.T, 0);
         print_config(&lg, &a, &m, grad_accum);
+        logf_(&lg, "%s", fit_report);
         print_plan(&lg, &m);
         if (a.plan_json) write_plan_json(&m, a.plan_json);
         llama_free(&m);
@@ -1579,6 +1775,7 @@ int main(int argc, char** argv) {
     }
     if (!lg.quiet) logger_open(&lg, a.run_dir, resume != NULL);
     print_config(&lg, &a, &m, grad_accum);
+    logf_(&lg, "%s", fit_report);
     print_plan(&lg, &m);
     if (a.plan_json && !lg.quiet) write_plan_json(&m, a.plan_json);
 
@@ -1602,7 +1799,7 @@ int main(int argc, char** argv) {
     char path[1200];
     if (resume) {
         int restored = 0;
-        start = checkpoint_read(&m, resume, grad_accum, &train, &restored);
+        start = checkpoint_read(&m, resume, grad_accum, &train, &restored, 0);
         logf_(&lg, "resumed from %s at step %d\n", resume, start);
         if (!restored) {
             // another layout wrote it: its data positions do not apply; continue on a new,
@@ -1614,6 +1811,9 @@ int main(int argc, char** argv) {
                   "the model and optimizer state carry over, the data order restarts from a seed derived from --seed "
                   "and step %d\n", start);
         }
+    } else if (a.init_from) {
+        int restored = 0, was = checkpoint_read(&m, a.init_from, grad_accum, NULL, &restored, 1);
+        logf_(&lg, "parameters from %s (its step %d); optimizer state, step and data order start fresh\n", a.init_from, was);
     } else {
         llama_init_params(&m, (uint64_t)a.seed);
     }
@@ -1626,6 +1826,7 @@ int main(int argc, char** argv) {
     size_t peak_measured = 0;
     int last_ckpt = resume ? start : -1;
     float dloss = 1.0f / (float)((size_t)a.B * a.T * grad_accum * comm.dp);
+    double loop_start = now_seconds();
     for (int step = start + 1; step <= a.steps; step++) {
         double t0 = now_seconds();
         float lr = lr_at_step(step, a.steps, a.warmup, a.lr, a.min_lr_frac);
@@ -1651,9 +1852,17 @@ int main(int argc, char** argv) {
         peak_measured = (size_t)measured > peak_measured ? (size_t)measured : peak_measured;
         double tok_s = a.total_batch / (ms / 1e3);
         int last = step == a.steps;
-        if (step % a.log_every == 0 || last || step == start + 1)
-            logf_(&lg, "step %5d/%d | loss %.6f | lr %.3e | norm %.4f | %.1f ms | %.0f tok/s | peak %.1f MiB%s\n", step,
-                  a.steps, loss, lr, norm, ms, tok_s, peak_measured / 1048576.0, comm.dp > 1 ? " (largest rank)" : "");
+        if (step % a.log_every == 0 || last || step == start + 1) {
+            // the ETA spreads everything done so far (validation and samples included) over the steps left
+            double per_step = (now_seconds() - loop_start) / (step - start);
+            char eta[32];
+            format_duration(eta, sizeof(eta), per_step * (a.steps - step));
+            double seen = (double)step * a.total_batch;
+            logf_(&lg, "step %5d/%d | loss %.6f | lr %.3e | norm %.4f | %.1f ms | %.0f tok/s | %.*f%s tok | ETA %s | "
+                  "peak %.1f MiB%s\n", step, a.steps, loss, lr, norm, ms, tok_s, seen < 1e6 ? 1 : 2,
+                  seen < 1e6 ? seen / 1e3 : seen / 1e6, seen < 1e6 ? "K" : "M", eta,
+                  peak_measured / 1048576.0, comm.dp > 1 ? " (largest rank)" : "");
+        }
         float val_loss = NAN;
         if (a.val_every > 0 && (step % a.val_every == 0 || last)) {
             val_loss = evaluate(&m, &val, a.val_batches);
@@ -1661,8 +1870,8 @@ int main(int argc, char** argv) {
         }
         if (lg.metrics) {
             fprintf(lg.metrics, "{\"step\": %d, \"loss\": %.9g, \"lr\": %.9g, \"grad_norm\": %.9g, \"ms\": %.3f, "
-                    "\"tok_per_s\": %.1f, \"peak_mem\": %zu, \"arena_bytes\": %zu",
-                    step, loss, lr, norm, ms, tok_s, peak_measured, m.dev.total);
+                    "\"tok_per_s\": %.1f, \"tokens\": %lld, \"peak_mem\": %zu, \"arena_bytes\": %zu",
+                    step, loss, lr, norm, ms, tok_s, (long long)step * a.total_batch, peak_measured, m.dev.total);
             if (!isnan(val_loss)) fprintf(lg.metrics, ", \"val_loss\": %.9g", val_loss);
             fprintf(lg.metrics, "}\n");
             fflush(lg.metrics);

@@ -165,6 +165,34 @@ check resume_flags env PYTHON="$PY" bash scripts/check_resume.sh ./train_llama_c
 check_error resume_config_mismatch "checkpoint has" ./train_llama_cpu --model tiny --V 512 --D 128 --batch 2 --seq 32 --steps 6 \
   --train-data "$TMP/train.bin" --val-every 0 --run-dir "$TMP/mismatch" --resume "$TMP/resume_plain/full/ckpt_000003.bin"
 
+echo "== --init-from: a new run from a checkpoint's weights, bitwise (step 0, fresh optimizer, any batch)"
+check init_from bash -c "./train_llama_cpu --model tiny --V 512 --batch 2 --seq 32 --steps 3 --ckpt-every 3 --val-every 0 \
+    --train-data $TMP/train.bin --run-dir $TMP/init_src >/dev/null &&
+  ./train_llama_cpu --model tiny --V 512 --batch 4 --seq 16 --steps 2 --save-init 1 --val-every 0 \
+    --train-data $TMP/train.bin --run-dir $TMP/init_dst --init-from $TMP/init_src/ckpt_000003.bin > $TMP/init_dst.log &&
+  grep -q 'parameters from .*ckpt_000003.bin (its step 3)' $TMP/init_dst.log && grep -q '^step     1/2' $TMP/init_dst.log &&
+  $PY - $TMP/init_src/ckpt_000003.bin $TMP/init_dst/ckpt_000000.bin <<'PYEOF'
+import struct, sys
+a, b = (open(p, 'rb').read() for p in sys.argv[1:3])
+n = struct.unpack_from('<i', a, 18 * 4)[0] | (struct.unpack_from('<i', a, 19 * 4)[0] << 31)
+assert a[1024:1024 + 4 * n] == b[1024:1024 + 4 * n], 'parameters differ'
+assert b[1024 + 4 * n:1024 + 12 * n] == bytes(8 * n), 'the optimizer moments are not fresh zeros'
+print('init-from: %d parameters bitwise equal, moments zero' % n)
+PYEOF"
+check_error init_from_and_resume "pick one" ./train_llama_cpu --init-from a.bin --resume b.bin --plan-only 1
+check_error init_from_mismatch "init-from" ./train_llama_cpu --model tiny --V 512 --D 128 --batch 2 --seq 32 --steps 2 \
+  --train-data "$TMP/train.bin" --val-every 0 --run-dir "$TMP/init_bad" --init-from "$TMP/init_src/ckpt_000003.bin"
+
+echo "== --fit-memory: the cheapest flags that fit, from the plan (dev/test/test_fit_memory.py)"
+sub_tests fit_memory "$PY" dev/test/test_fit_memory.py ./train_llama_cpu
+check_error fit_memory_impossible "needs a budget of at least" ./train_llama_cpu --model stories15M --fit-memory 0.01 --plan-only 1
+check fit_memory_trains bash -c "./train_llama_cpu --model tiny --V 512 --seq 64 --total-batch 2048 --fit-memory 0.08 \
+    --steps 3 --val-every 0 --train-data $TMP/train.bin --run-dir $TMP/fit_run > $TMP/fit_run.log &&
+  grep -q 'chose --batch' $TMP/fit_run.log && grep -q 'runner-up' $TMP/fit_run.log &&
+  $PY -c \"import json; r=[json.loads(l) for l in open('$TMP/fit_run/metrics.jsonl')]; assert len(r) == 3; \
+  print('arena', r[-1]['arena_bytes'], 'measured', r[-1]['peak_mem'], 'budget', 0.08 * 2**30); \
+  assert r[-1]['arena_bytes'] + 64 * 2**20 <= 0.08 * 2**30 and r[-1]['peak_mem'] <= 0.08 * 2**30\""
+
 echo "== a short training run learns (loss falls on a repeating toy corpus)"
 "$PY" - "$TMP/pattern.bin" <<'PYEOF'
 import struct, sys
