@@ -67,7 +67,7 @@ CPU_LIBS = $(MPI_LIBS) $(CPU_BLAS_LIBS)
 
 PYTHON = $(shell bash scripts/ensure_python_deps.sh 2>/dev/null | tail -n1)
 
-.PHONY: all cpu cuda test tinystories data clean info cuda-compile FORCE print-cpu-flags
+.PHONY: all cpu cuda test tinystories sweep compare data clean info cuda-compile FORCE print-cpu-flags
 
 all: cpu
 
@@ -135,6 +135,10 @@ data:
 
 tinystories: data
 	@bash scripts/run_tinystories.sh
+
+# tok/s and peak memory across memory-flag combinations (docs/results/, table and PNG)
+sweep: data
+	@bash scripts/run_sweep.sh
 
 info:
 	@echo "CXX=$(CXX) NVCC=$(NVCC) CUDA_ARCH=$(CUDA_ARCH) PRECISION=$(PRECISION)"

@@ -24,6 +24,7 @@ import os
 import statistics
 import subprocess
 import sys
+import time
 
 COMBOS = [
     ("baseline", []),
@@ -61,6 +62,27 @@ def run(args, flags, batch, run_dir, steps):
         "host_bytes": plan["host"]["total"],
         "loss_last": rows[-1]["loss"],
     }, None
+
+
+def device_of(work):
+    """the device a run names on its first line ("train_llama | DEVICE | precision | model")"""
+    for root, _, files in os.walk(work):
+        if "stdout.log" in files:
+            for line in open(os.path.join(root, "stdout.log")):
+                if line.startswith("train_llama |"):
+                    parts = [x.strip() for x in line.split("|")]
+                    return " | ".join(parts[1:3])
+    return "unknown"
+
+
+def commit_of():
+    try:
+        sha = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True,
+                               text=True).stdout.strip()
+        return sha + (" (with uncommitted changes)" if dirty else "") if sha else "unknown"
+    except OSError:
+        return "unknown"
 
 
 def max_batch(args, flags, run_dir):
@@ -132,7 +154,15 @@ def main():
                      + (f" {row.get('max_batch', '-')} |" if args.find_max_batch else ""))
     table = "\n".join(lines)
     with open(args.out + ".md", "w") as f:
-        f.write(f"{args.model}, T={args.seq}, B={args.batch}, {args.steps} steps, binary {args.binary}\n\n{table}\n")
+        f.write(f"# Memory flags: tok/s and peak memory, {args.model} T={args.seq} B={args.batch}\n\n")
+        f.write(f"- device: {device_of(work)}\n- commit: {commit_of()}\n- date: {time.strftime('%Y-%m-%d')}\n")
+        f.write(f"- command: `python3 {' '.join(sys.argv)}`\n- {args.steps} steps per combination; tok/s and step ms "
+                f"are medians of the steps after the first two\n- raw: {os.path.basename(args.out)}.jsonl, "
+                f"plot: {os.path.basename(args.out)}.png (peak memory against tok/s), run logs: {os.path.basename(work)}/\n\n")
+        f.write("predicted = the planned arena (device; the host arena is not in it); measured = what the program "
+                "measured (the driver's bytes in use on a GPU, the resident set on the CPU, where host and device are "
+                "one memory and offload cannot save anything). R = measured saving / predicted saving.\n\n")
+        f.write(table + "\n")
     print(table)
     try:
         subprocess.run([sys.executable, os.path.join(os.path.dirname(__file__), "plot_memory.py"), args.out + ".jsonl",
