@@ -67,7 +67,7 @@ CPU_LIBS = $(MPI_LIBS) $(CPU_BLAS_LIBS)
 
 PYTHON = $(shell bash scripts/ensure_python_deps.sh 2>/dev/null | tail -n1)
 
-.PHONY: all cpu cuda test tinystories sweep compare data clean info cuda-compile FORCE print-cpu-flags
+.PHONY: all cpu cuda test tinystories sweep compare data data512 clean info cuda-compile FORCE print-cpu-flags
 
 all: cpu
 
@@ -133,8 +133,17 @@ data:
 	@if [ -d ../shared/data/tinystories ]; then $(PYTHON) data/prepare_tinystories.py; \
 	else $(PYTHON) data/prepare_tinystories.py --download; fi
 
-tinystories: data
+# the 512-piece SentencePiece tokenizer trained on the sample, and its shards (stories260K)
+data512:
+	@if [ -d ../shared/data/tinystories ]; then $(PYTHON) data/prepare_tinystories.py --vocab-size 512; \
+	else $(PYTHON) data/prepare_tinystories.py --vocab-size 512 --download; fi
+
+tinystories: data data512
 	@bash scripts/run_tinystories.sh
+
+# the main CPU model trained by train_llama_cpu and by PyTorch from the same start: one PNG
+compare: data512
+	@bash scripts/run_compare.sh
 
 # tok/s and peak memory across memory-flag combinations (docs/results/, table and PNG)
 sweep: data

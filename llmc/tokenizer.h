@@ -146,13 +146,16 @@ static inline const char* tokenizer_decode(Tokenizer* t, int prev_token, int tok
     return piece;
 }
 
-// prints a piece unless it is a single byte that is neither printable nor whitespace
-// (raw control bytes of byte-fallback tokens); multi-byte UTF-8 pieces are printed.
+// prints a piece unless it is a single ASCII byte that is neither printable nor whitespace
+// (raw control bytes of byte-fallback tokens); multi-byte UTF-8 pieces are printed, and so
+// are single bytes >= 0x80: byte-fallback pieces of one UTF-8 character (<0xF0><0x9F>...),
+// which llama2.c's safe_printf drops (isprint is false for them in the C locale), leaving
+// the sample on stdout without the characters that main.log has.
 static inline void safe_print(const char* piece) {
     if (piece == NULL || piece[0] == '\0') { return; }
     if (piece[1] == '\0') {
         unsigned char b = (unsigned char)piece[0];
-        if (!(isprint(b) || isspace(b))) { return; }
+        if (b < 0x80 && !(isprint(b) || isspace(b))) { return; }
     }
     printf("%s", piece);
 }

@@ -106,6 +106,19 @@ else
   sub_tests tokenizer ./build/test_tokenizer --synthetic
 fi
 
+if [ -d ../shared/data/tinystories ]; then
+  # the 512-piece tokenizer of stories260K: trained twice (deterministic), decoded by the C tokenizer piece by piece
+  if "$PY" data/prepare_tinystories.py --vocab-size 512 --out-dir "$TMP/sp512" --decode-fixture "$TMP/tok512_fixture.txt" \
+        >"$TMP/prep512.log" 2>&1 &&
+     "$PY" data/prepare_tinystories.py --vocab-size 512 --out-dir "$TMP/sp512_again" >>"$TMP/prep512.log" 2>&1; then
+    sub_tests tokenizer512 ./build/test_tokenizer --fixture "$TMP/tok512_fixture.txt" "$TMP/sp512/tok512.bin"
+    check tokenizer512_deterministic cmp "$TMP/sp512/tok512.model" "$TMP/sp512_again/tok512.model"
+    check tokenizer512_shards_deterministic cmp "$TMP/sp512/tinystories_train_000000.bin" "$TMP/sp512_again/tinystories_train_000000.bin"
+  else fail tokenizer512 "prepare_tinystories.py --vocab-size 512: $(tail -n 2 "$TMP/prep512.log")"; fi
+  check english_words_real_text sh -c "head -c 20000 ../shared/data/tinystories/valid_first1000.txt | '$PY' scripts/english_words.py --min 0.99"
+  check_error english_words_below_min "FAIL" sh -c "printf 'Once upon a time blorf xqzt gnarp.\n' | '$PY' scripts/english_words.py --min 0.97"
+fi
+
 echo "== bad input: a clear message and a non-zero exit"
 R=dev/ref/mha_untied_small.lref
 head -c 3000 "$R" > "$TMP/truncated.lref"

@@ -15,6 +15,16 @@ writes a llama2.c-layout file to /tmp holding those same pieces at those same id
 other id a placeholder) and runs every check on it: for machines without the shared data,
 where the decoder's rules (BOS space stripping, byte fallback, bounds, file validation) are
 still tested, though not the real vocabulary.
+
+  ./test_tokenizer --fixture FIXTURE TOKENIZER.bin
+checks any tokenizer.bin (the trained tok512.bin of data/tinystories_sp512/, or the Llama 2
+one) against what sentencepiece says about its .model. The fixture comes from
+  python3 data/prepare_tinystories.py --vocab-size 512 --decode-fixture FIXTURE
+(see write_decode_fixture there): "vocab V", then "piece ID HEX" for every id, the bytes the
+id decodes to after a token other than BOS, and "text NAME HEX N ID..." for validation
+stories and edge cases (emoji through byte-fallback pieces, "\n" as <0x0A>, digits), the
+bytes sentencepiece decodes the ids to; the decoder, starting after BOS as train_llama's
+samples do, must give them piece by piece (so the leading space after BOS is dropped).
 */
 #include <stdio.h>
 #include <stdlib.h>
@@ -74,6 +84,9 @@ static int print_pieces(void* arg) {
     safe_print("");
     safe_print(NULL);
     safe_print("\xF0\x9F\x98\x80"); // multi-byte UTF-8: printed
+    safe_print("\x7F");   // DEL: skipped
+    // the same character as four byte-fallback pieces <0xF0><0x9F><0x98><0x80>: printed
+    safe_print("\xF0"); safe_print("\x9F"); safe_print("\x98"); safe_print("\x80");
     return 0;
 }
 
@@ -109,7 +122,181 @@ static void write_synthetic_tokenizer(const char* path) {
     fclose(f);
 }
 
+// ---------------------------------------------------------------------------------------------
+// --fixture: a tokenizer.bin against sentencepiece's decodes (data/prepare_tinystories.py)
+
+typedef struct { char* data; size_t len; } Bytes;
+
+// "-" -> empty; otherwise lowercase or uppercase hex pairs; returns 0 on a malformed field
+static int hex_decode(const char* hex, Bytes* out) {
+    out->len = 0;
+    out->data = (char*)malloc(strlen(hex) / 2 + 1);
+    if (strcmp(hex, "-") == 0) { out->data[0] = '\0'; return 1; }
+    size_t n = strlen(hex);
+    if (n % 2) { return 0; }
+    for (size_t i = 0; i < n; i += 2) {
+        int hi = tokenizer_hex_(hex[i]), lo = tokenizer_hex_(hex[i + 1]);
+        if (hi < 0 || lo < 0) { return 0; }
+        out->data[out->len++] = (char)(hi * 16 + lo);
+    }
+    out->data[out->len] = '\0';
+    return 1;
+}
+
+// shows bytes with C escapes, at most ~200 characters
+static void show_bytes(char* dst, size_t cap, const char* p, size_t n) {
+    size_t k = 0;
+    dst[0] = '\0';
+    for (size_t i = 0; i < n && k + 8 < cap && k < 200; i++) {
+        unsigned char c = (unsigned char)p[i];
+        if (c == '\n') { k += (size_t)snprintf(dst + k, cap - k, "\\n"); }
+        else if (c >= 0x20 && c < 0x7F && c != '\\') { dst[k++] = (char)c; dst[k] = '\0'; }
+        else { k += (size_t)snprintf(dst + k, cap - k, "\\x%02x", c); }
+    }
+    if (k >= 200) { snprintf(dst + k, cap - k, "..."); }
+}
+
+static int run_fixture(const char* fixture_path, const char* bin_path) {
+    char why[1024];
+    FILE* f = fopen(fixture_path, "r");
+    if (!f) {
+        snprintf(why, sizeof(why), "cannot open %s", fixture_path);
+        check("fixture_open", 0, why);
+        return 1;
+    }
+    char* line = NULL;
+    size_t cap = 0;
+    ssize_t got;
+    int vocab = -1, lineno = 0, n_pieces = 0, piece_fail = 0, piece_ids_seen = 0, n_texts = 0;
+    Tokenizer t;
+    int init_r = -2;
+    char first_bad[700] = "";
+    while ((got = getline(&line, &cap, f)) > 0) {
+        lineno++;
+        if (line[got - 1] == '\n') { line[--got] = '\0'; }
+        if (lineno == 1) {
+            check("fixture_header", strcmp(line, "tokenizer_fixture 1") == 0, "first line is not \"tokenizer_fixture 1\"");
+            continue;
+        }
+        if (strncmp(line, "vocab ", 6) == 0) {
+            vocab = atoi(line + 6);
+            init_r = tokenizer_init(&t, bin_path, vocab);
+            snprintf(why, sizeof(why), "tokenizer_init(%s, %d) returned %d, %d tokens", bin_path, vocab, init_r,
+                     init_r == 0 ? t.vocab_size : 0);
+            check("fixture_init", init_r == 0 && t.vocab_size == vocab, why);
+            if (init_r != 0) { break; }
+            continue;
+        }
+        if (init_r != 0) {
+            check("fixture_format", 0, "a piece or text line before the vocab line");
+            break;
+        }
+        if (strncmp(line, "piece ", 6) == 0) {
+            int id;
+            char hex[256];
+            Bytes want;
+            if (sscanf(line + 6, "%d %255s", &id, hex) != 2 || !hex_decode(hex, &want)) {
+                snprintf(why, sizeof(why), "line %d: malformed piece line", lineno);
+                check("fixture_format", 0, why);
+                continue;
+            }
+            // after a token other than BOS (id 0 is never BOS; any non-BOS id gives the same)
+            int prev = id == 0 ? 3 : 0;
+            const char* out = tokenizer_decode(&t, prev, id);
+            // <0x00>: a C string cannot hold the NUL byte; the decoder gives "" (nothing printed)
+            if (want.len == 1 && want.data[0] == '\0') { want.len = 0; }
+            if (strlen(out) != want.len || memcmp(out, want.data, want.len) != 0) {
+                if (!piece_fail) {
+                    char a[300], b[300];
+                    show_bytes(a, sizeof(a), out, strlen(out));
+                    show_bytes(b, sizeof(b), want.data, want.len);
+                    snprintf(first_bad, sizeof(first_bad), "id %d decodes to \"%s\", sentencepiece says \"%s\"", id, a, b);
+                }
+                piece_fail++;
+            }
+            if (id == piece_ids_seen) { piece_ids_seen++; }
+            n_pieces++;
+            free(want.data);
+            continue;
+        }
+        if (strncmp(line, "text ", 5) == 0) {
+            char name[128];
+            int pos = 0;
+            if (sscanf(line + 5, "%127s %n", name, &pos) != 1) {
+                check("fixture_format", 0, "malformed text line");
+                continue;
+            }
+            char* p = line + 5 + pos;
+            char* sp = strchr(p, ' ');
+            if (!sp) { check("fixture_format", 0, "text line without ids"); continue; }
+            *sp = '\0';
+            Bytes want;
+            int ok_hex = hex_decode(p, &want);
+            p = sp + 1;
+            int n = (int)strtol(p, &p, 10), count = 0;
+            size_t out_cap = 64, out_len = 0;
+            char* out = (char*)malloc(out_cap);
+            int prev = TOKENIZER_BOS;  // as train_llama's sample_story: the story starts after BOS
+            for (;;) {
+                char* end;
+                long id = strtol(p, &end, 10);
+                if (end == p) { break; }
+                p = end;
+                const char* piece = tokenizer_decode(&t, prev, (int)id);
+                size_t pl = strlen(piece);
+                while (out_len + pl + 1 > out_cap) { out_cap *= 2; out = (char*)realloc(out, out_cap); }
+                memcpy(out + out_len, piece, pl);
+                out_len += pl;
+                prev = (int)id;
+                count++;
+            }
+            out[out_len] = '\0';
+            char a[300], b[300], tname[160];
+            show_bytes(a, sizeof(a), out, out_len);
+            show_bytes(b, sizeof(b), want.data, want.len);
+            snprintf(tname, sizeof(tname), "fixture_text_%s", name);
+            snprintf(why, sizeof(why), "%d ids (header says %d) decode to \"%s\" (%zu bytes), sentencepiece to \"%s\" (%zu bytes)",
+                     count, n, a, out_len, b, want.len);
+            check(tname, ok_hex && count == n && n > 0 && out_len == want.len && memcmp(out, want.data, want.len) == 0, why);
+            free(out);
+            free(want.data);
+            n_texts++;
+            continue;
+        }
+        snprintf(why, sizeof(why), "line %d: unknown line \"%.40s\"", lineno, line);
+        check("fixture_format", 0, why);
+    }
+    free(line);
+    fclose(f);
+    if (init_r != 0) {
+        if (init_r == -2) { check("fixture_init", 0, "no vocab line in the fixture"); }
+        return 1;
+    }
+    snprintf(why, sizeof(why), "%d of %d pieces differ (first: %s); %d consecutive ids from 0, vocab %d", piece_fail,
+             n_pieces, first_bad, piece_ids_seen, vocab);
+    check("fixture_every_piece", piece_fail == 0 && n_pieces == vocab && piece_ids_seen == vocab, why);
+    snprintf(why, sizeof(why), "%d texts in the fixture", n_texts);
+    check("fixture_has_texts", n_texts > 0, why);
+    // the rules that hold for every llama2.c tokenizer.bin
+    check_piece(&t, "fixture_bos_piece", 5, 1, "\n<s>\n");
+    check_piece(&t, "fixture_eos_piece", 5, 2, "\n</s>\n");
+    check_piece(&t, "fixture_id_out_of_range", 5, vocab, "");
+    check_piece(&t, "fixture_negative_id", 5, -1, "");
+    // a byte-fallback newline, as the shards store "\n" (<0x0A> is id 3 + 0x0A in both vocabularies)
+    check_piece(&t, "fixture_byte_newline_after_bos", 1, 3 + 0x0A, "\n");
+    tokenizer_free(&t);
+    printf("%d passed, %d failed\n", g_pass, g_fail);
+    return g_fail ? 1 : 0;
+}
+
 int main(int argc, char** argv) {
+    if (argc > 1 && strcmp(argv[1], "--fixture") == 0) {
+        if (argc != 4) {
+            fprintf(stderr, "usage: %s --fixture FIXTURE TOKENIZER.bin\n", argv[0]);
+            return 2;
+        }
+        return run_fixture(argv[2], argv[3]);
+    }
     const char* path = argc > 1 ? argv[1] : "../shared/data/tinystories/tokenizer/tokenizer.bin";
     int synthetic = strcmp(path, "--synthetic") == 0;
     char synthetic_path[] = "/tmp/test_tokenizer_synthetic_XXXXXX";
@@ -177,7 +364,7 @@ int main(int argc, char** argv) {
         int ret;
         char* out = capture(1, print_pieces, NULL, &ret);
         snprintf(why, sizeof(why), "printed \"%s\"", out);
-        check("safe_print", strcmp(out, " Once\n\xF0\x9F\x98\x80") == 0, why);
+        check("safe_print", strcmp(out, " Once\n\xF0\x9F\x98\x80\xF0\x9F\x98\x80") == 0, why);
         free(out);
     }
     tokenizer_free(&t);

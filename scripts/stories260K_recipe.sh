@@ -1,0 +1,9 @@
+# The CPU main job's recipe (sourced by scripts/run_tinystories.sh and scripts/run_compare.sh):
+# llama2.c's stories260K shape (dim 64, 5 layers, 8 heads, 4 kv heads, vocab 512) on the
+# 512-piece tokenizer trained on the shared sample (make data512), sized so that 2 CPU
+# cores finish in about 10 minutes. docs/results/cpu_tinystories_260K.md has its curve.
+SP512=data/tinystories_sp512
+STORIES260K_DATA=(--train-data "$SP512/tinystories_train_*.bin" --val-data "$SP512/tinystories_val_*.bin"
+                  --tokenizer "$SP512/tok512.bin")
+STORIES260K_OPT=(--model stories260K --batch 16 --seq 256 --steps ${STEPS:-800} --lr 4e-3 --warmup 40
+                 --min-lr-frac 0.1 --weight-decay 0.1 --grad-clip 1.0)
