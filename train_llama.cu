@@ -1223,6 +1223,11 @@ static int checkpoint_read(Llama* m, const char* path, int grad_accum, DataLoade
                  "checkpoint's dimensions; the number of ranks, --zero and --shard-vocab may differ)", path, names[i],
                  h[2 + i], names[i], want[i], params_only ? "--init-from" : "--resume");
     if (ci.num_params != m->num_params) FAIL("%s: %zu parameters, the model has %zu", path, ci.num_params, m->num_params);
+    // the same shape with another RoPE base or norm epsilon is another model: compare the bits
+    const float* hf = (const float*)h;
+    if (memcmp(&hf[32], &c->rope_theta, sizeof(float)) != 0 || memcmp(&hf[33], &c->norm_eps, sizeof(float)) != 0)
+        FAIL("%s: the checkpoint has rope_theta=%.9g norm_eps=%.9g but this run has %.9g and %.9g (pass --rope-theta "
+             "and --norm-eps to match)", path, hf[32], hf[33], c->rope_theta, c->norm_eps);
     int step = h[10];
     size_t n = m->num_params;
     float* buf = (float*)xmalloc(n * sizeof(float));

@@ -873,10 +873,11 @@ def main():
         a.model = a.model or "tiny"
         c = preset_cfg(a.model)
     validate_cfg(c)
+    # an imported checkpoint (scripts/import_hf.py) records no batch: B = T = 0
     if a.batch is None:
-        a.batch = ck_hdr["B"] if ck_hdr else 4
+        a.batch = ck_hdr["B"] if ck_hdr and ck_hdr["B"] > 0 else 4
     if a.seq is None:
-        a.seq = ck_hdr["T"] if ck_hdr else min(256, c["max_seq_len"])
+        a.seq = ck_hdr["T"] if ck_hdr and ck_hdr["T"] > 0 else min(256, c["max_seq_len"])
     if a.total_batch is None:
         accum = ck_hdr["grad_accum"] if ck_hdr and ck_hdr["grad_accum"] > 0 else 1
         a.total_batch = a.batch * a.seq * accum

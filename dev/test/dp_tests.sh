@@ -168,14 +168,7 @@ for i in (5000, 5001, len(b) // 2): b[i] ^= 0x5A
 open(p, "wb").write(b)
 PYEOF
 head -c $(( $(stat -c %s "$C3") - 100 )) "$C3" > "$W/truncated.bin"
-expect_error() {  # expect_error NAME "WORDS" CMD...: non-zero exit (not a crash) and every word in the output
-  local name=$1 words=$2; shift 2
-  "$@" >"$W/$name.log" 2>&1
-  local rc=$? missing=""
-  for w in $words; do grep -qi -- "$w" "$W/$name.log" || missing="$missing $w"; done
-  if [ $rc -ne 0 ] && [ $rc -lt 128 ] && [ -z "$missing" ]; then pass "$name"
-  else fail "$name" "exit $rc, missing:$missing; $(grep -m 2 -i error "$W/$name.log" | tr '\n' ' ')"; fi
-}
+source dev/test/expect_error.sh
 expect_error ckpt_corrupted_rejected "checksum corrupted" ./train_llama_cpu "${COMMON[@]}" --batch 4 --run-dir "$W/rej1" --resume "$W/flipped.bin"
 expect_error ckpt_truncated_rejected "truncated" ./train_llama_cpu "${COMMON[@]}" --batch 4 --run-dir "$W/rej2" --resume "$W/truncated.bin"
 expect_error ckpt_corrupted_rejected_dp2 "checksum corrupted" run_np 2 ./train_llama_cpu "${COMMON[@]}" --batch 2 --run-dir "$W/rej3" --resume "$W/flipped.bin"

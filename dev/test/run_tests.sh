@@ -196,6 +196,11 @@ check_error init_from_and_resume "pick one" ./train_llama_cpu --init-from a.bin 
 check_error init_from_mismatch "init-from" ./train_llama_cpu --model tiny --V 512 --D 128 --batch 2 --seq 32 --steps 2 \
   --train-data "$TMP/train.bin" --val-every 0 --run-dir "$TMP/init_bad" --init-from "$TMP/init_src/ckpt_000003.bin"
 
+echo "== Hugging Face: transformers loads the export, the import gives back the same bits (dev/test/hf_roundtrip.sh)"
+if PY_HF=$(bash scripts/ensure_hf_deps.sh 2>"$TMP/hf_deps.log" | tail -n1) && [ -n "$PY_HF" ]; then
+  sub_tests hf bash dev/test/hf_roundtrip.sh "$PY_HF" "$TMP/hf"
+else fail hf_deps "scripts/ensure_hf_deps.sh could not install the pinned transformers: $(tail -n 2 "$TMP/hf_deps.log")"; fi
+
 echo "== --fit-memory: the cheapest flags that fit, from the plan (dev/test/test_fit_memory.py)"
 sub_tests fit_memory "$PY" dev/test/test_fit_memory.py ./train_llama_cpu
 check_error fit_memory_impossible "needs a budget of at least" ./train_llama_cpu --model stories15M --fit-memory 0.01 --plan-only 1
