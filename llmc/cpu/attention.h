@@ -4,86 +4,252 @@ the flash way so that memory is O(T): forward keeps only the output and the
 log-sum-exp of each row; backward recomputes the probabilities from q, k and lse.
 q, out: [B, T, H, hd]; k, v: [B, T, KV, hd]; lse: [B, H, T]. Scale 1/sqrt(hd).
 KV head j serves q heads j*H/KV .. (j+1)*H/KV - 1.
+
+How, and why. As in the CUDA kernels, keys are taken a tile at a time (up to
+ATT_CPU_TILE keys, fewer for a large head dim: the tile is kept under ATT_CPU_BUF
+floats). A tile of K and V is copied transposed ([hd][keys], zero-padded to a
+multiple of 8 keys) into stack buffers, so that every loop over the keys of a tile
+is unit-stride and -O3 -march=native vectorises it across keys: the scores, the
+exp (att_cpu_exp below: a polynomial that vectorises, unlike libm's expf), and the
+sums over keys. The head dim is often small (8 in stories260K, 48 in stories15M),
+so loops over it alone would stay short and scalar. A row computes the keys of a
+tile up to its causal diagonal rounded up to a multiple of 8; those past the diagonal
+get the score -inf and so p = 0. Sums over keys (l, P.V, dS.K) use 8 interleaved
+partial sums added in a fixed order (att_cpu_dot), never an order that depends on
+the thread count or the vector width. No heap: the tiles are on the stack (two of
+ATT_CPU_BUF floats per forward task, four per backward task: 64 and 128 KiB), which
+limits the head dim to ATT_CPU_MAX_HD = 1024 (the CUDA kernels stop at 256).
+
+forward: one task per (batch, head, block of ATT_CPU_TILE queries). For each key tile
+up to the block's diagonal and each row of the block: scores s, the tile's max, the
+running max m_new, one correction exp(m - m_new) per (row, tile), p = exp(s - m_new)
+for the tile, then l = l * corr + sum p and o = o * corr + sum_j p_j v_j (online
+softmax, one exp per (query, key) pair). Writes out = o / l and lse = m + log(l).
+Each row is computed by one task in a fixed order: identical for any thread count.
+
+backward: one task per (batch, kv head). It owns dk and dv of that kv head, so their
+sums over the q heads of the group and over the queries need no atomics and have a
+fixed order (heads, then queries, ascending; as in the CUDA dkdv kernel); results
+are identical run to run and for any number of OpenMP threads. For each key tile it
+keeps dK and dV of the tile (transposed) and goes over the q heads of the group and
+the queries t at or after the tile: s and dP = dO . v for the tile, p = exp(s*scale
+- lse), dS = p (dP - delta) scale with delta = dO . O; then dV += p dO, dK += dS q
+(vectorised across keys) and dq_t += sum_j dS_j k_j. dq, dk, dv are overwritten.
 */
 #pragma once
 #include "../common.h"
+
+#define ATT_CPU_TILE 128   // keys per tile at most (and queries per forward task)
+#define ATT_CPU_BUF 8192   // floats in one transposed tile: keys per tile = min(128, 8192 / hd), a multiple of 8
+#define ATT_CPU_MAX_HD (ATT_CPU_BUF / 8)  // 1024: at least 8 keys per tile
+
+/*
+exp(x) for the attention's probabilities, written so that GCC vectorises a loop of it
+(glibc's vector expf, libmvec, is only used under -ffast-math). Range reduction
+x = n ln2 + r with n = round(x / ln2), |r| <= ln2/2 (ln2 in two parts, Cody-Waite, so
+that n * the first part is exact); exp(r) ~ 1 + r + r^2 P(r) with the degree-5
+polynomial P of Cephes' expf; then the result times 2^n, as 2^(n/2) 2^(n - n/2) so
+that both factors are normal floats for every n in [-126, 128].
+Accuracy, measured at every float in [-87.34, 88.72) by dev/bench/attention_cpu_bench.c
+(--exp-all): at most 1 ulp from glibc's expf (0.8% of the inputs differ from it), and at
+most 1.01 ulp from the exact exp (expf: 0.502), both with FMA contraction (-march=native)
+and without (0.99 ulp). Edges: x below ln(FLT_MIN) = -87.3365, and -inf, give exactly 0
+(never a denormal; expf gives denormals down to -103.97); x above ln(FLT_MAX) gives +inf;
+NaN gives NaN. exp(0) = 1 exactly.
+The edges are applied with bit masks rather than ?:, because GCC (without -ffast-math)
+turns a ?: after the arithmetic into a branch around the polynomial, and a loop with a
+branch is not vectorised.
+*/
+static inline uint32_t att_cpu_bits(float f) { uint32_t u; memcpy(&u, &f, sizeof u); return u; }
+static inline float att_cpu_float(uint32_t u) { float f; memcpy(&f, &u, sizeof f); return f; }
+
+static inline float att_cpu_exp(float x) {
+    const float lo = -87.3365402f;  // the float just above ln(FLT_MIN): exp(lo) >= FLT_MIN
+    const float hi = 88.7228394f;   // ln(FLT_MAX)
+    // n = round(x / ln2): adding 1.5 * 2^23 rounds x / ln2 to an integer, which is then in
+    // the low bits of t (for |x| < 2^21; larger x are caught by the masks below)
+    const float t = x * 1.44269504088896341f + 12582912.0f;
+    const float fn = t - 12582912.0f;
+    const int32_t n = (int32_t)(att_cpu_bits(t) - att_cpu_bits(12582912.0f));
+    float r = x - fn * 0.693359375f;  // ln2 = 0.693359375 - 2.12194440e-4
+    r = r + fn * 2.12194440e-4f;
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    float y = p * (r * r) + r + 1.0f;  // exp(r)
+    const int32_t n1 = n >> 1;
+    y = y * att_cpu_float((uint32_t)(n1 + 127) << 23) * att_cpu_float((uint32_t)(n - n1 + 127) << 23);
+    // the edges: all ones in `below` when x < lo, and so on (all zeros otherwise)
+    const uint32_t below = 0u - (uint32_t)(x < lo), above = 0u - (uint32_t)(x > hi), nan = 0u - (uint32_t)(x != x);
+    const uint32_t bits = (att_cpu_bits(y) & ~(below | above | nan)) | (att_cpu_bits(INFINITY) & above) |
+                          (att_cpu_bits(x) & nan);
+    return att_cpu_float(bits);
+}
+
+// sum_j a[j] * b[j] for n a multiple of 8: 8 interleaved partial sums, then a fixed tree
+static inline float att_cpu_dot(const float* a, const float* b, int n) {
+    float acc[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+    for (int j = 0; j < n; j += 8)
+        for (int i = 0; i < 8; i++) acc[i] += a[j + i] * b[j + i];
+    return ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
+}
+
+// sum_j a[j] for n a multiple of 8, in the same fixed order as att_cpu_dot
+static inline float att_cpu_sum(const float* a, int n) {
+    float acc[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+    for (int j = 0; j < n; j += 8)
+        for (int i = 0; i < 8; i++) acc[i] += a[j + i];
+    return ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
+}
+
+// keys per tile for this head dim: a multiple of 8, at most ATT_CPU_TILE, tile <= ATT_CPU_BUF floats
+static inline int att_cpu_tile_keys(int hd, const char* who) {
+    if (hd <= 0 || hd > ATT_CPU_MAX_HD) FAIL("%s: head dim %d is not in 1..%d", who, hd, ATT_CPU_MAX_HD);
+    int tk = (ATT_CPU_BUF / hd) / 8 * 8;
+    return tk < ATT_CPU_TILE ? tk : ATT_CPU_TILE;
+}
+
+// keys k0 .. k0+nk-1 of kv head kvh of batch b of x ([B, T, KV, hd]) into xt[d * ld + j],
+// zeros for the keys nk .. ld-1 (ld: nk rounded up to a multiple of 8)
+static inline void att_cpu_load_tile_t(float* xt, const floatX* x, int b, int k0, int nk, int ld, int T, int KV,
+                                       int kvh, int hd) {
+    for (int j = 0; j < nk; j++) {
+        const float* xr = x + (((size_t)b * T + k0 + j) * KV + kvh) * hd;
+        for (int d = 0; d < hd; d++) xt[d * ld + j] = xr[d];
+    }
+    for (int d = 0; d < hd; d++)
+        for (int j = nk; j < ld; j++) xt[d * ld + j] = 0.0f;
+}
+
+// s[j] = q . k_j for the first nj keys of a transposed tile (row stride ld; sums over d in order)
+static inline void att_cpu_scores(float* s, const float* qv, const float* kt, int ld, int nj, int hd) {
+    for (int j = 0; j < nj; j++) s[j] = 0.0f;
+    for (int d = 0; d < hd; d++) {
+        const float qd = qv[d];
+        const float* kd = kt + d * ld;
+        for (int j = 0; j < nj; j++) s[j] += qd * kd[j];
+    }
+}
 
 static inline void attention_forward(floatX* out, float* lse, const floatX* q, const floatX* k, const floatX* v, int B, int T,
                               int H, int KV, int hd, stream_t s) {
     (void)s;
     const float scale = 1.0f / sqrtf((float)hd);
     const int group = H / KV;
+    const int TK = att_cpu_tile_keys(hd, "attention_forward");
+    const int n_qb = (T + ATT_CPU_TILE - 1) / ATT_CPU_TILE;
     #pragma omp parallel for collapse(3) schedule(static)
     for (int b = 0; b < B; b++)
         for (int h = 0; h < H; h++)
-            for (int t = 0; t < T; t++) {
-                int kvh = h / group;
-                const float* qt = q + (((size_t)b * T + t) * H + h) * hd;
-                float* o = out + (((size_t)b * T + t) * H + h) * hd;
-                for (int d = 0; d < hd; d++) o[d] = 0.0f;
-                // online softmax: running max m and running sum l of exp(score - m)
-                float m = -INFINITY, l = 0.0f;
-                for (int u = 0; u <= t; u++) {
-                    const float* ku = k + (((size_t)b * T + u) * KV + kvh) * hd;
-                    const float* vu = v + (((size_t)b * T + u) * KV + kvh) * hd;
-                    float sc = 0.0f;
-                    for (int d = 0; d < hd; d++) sc += qt[d] * ku[d];
-                    sc *= scale;
-                    float m_new = sc > m ? sc : m;
-                    float corr = expf(m - m_new);  // 0 on the first key
-                    float p = expf(sc - m_new);
-                    l = l * corr + p;
-                    for (int d = 0; d < hd; d++) o[d] = o[d] * corr + p * vu[d];
-                    m = m_new;
+            for (int qb = 0; qb < n_qb; qb++) {
+                const int kvh = h / group;
+                const int q0 = qb * ATT_CPU_TILE;
+                const int nq = T - q0 < ATT_CPU_TILE ? T - q0 : ATT_CPU_TILE;
+                float kt[ATT_CPU_BUF], vt[ATT_CPU_BUF];  // K and V of a key tile, [hd][ld]
+                float sc[ATT_CPU_TILE], p[ATT_CPU_TILE];
+                float m[ATT_CPU_TILE], l[ATT_CPU_TILE];  // per row: running max, running sum of exp(s - m)
+                for (int r = 0; r < nq; r++) {
+                    m[r] = -INFINITY;
+                    l[r] = 0.0f;
+                    float* o = out + (((size_t)b * T + q0 + r) * H + h) * hd;
+                    for (int d = 0; d < hd; d++) o[d] = 0.0f;
                 }
-                float inv = 1.0f / l;
-                for (int d = 0; d < hd; d++) o[d] *= inv;
-                lse[((size_t)b * H + h) * T + t] = m + logf(l);
+                for (int k0 = 0; k0 < q0 + nq; k0 += TK) {
+                    const int nk = T - k0 < TK ? T - k0 : TK;
+                    const int ld = (nk + 7) / 8 * 8;
+                    att_cpu_load_tile_t(kt, k, b, k0, nk, ld, T, KV, kvh, hd);
+                    att_cpu_load_tile_t(vt, v, b, k0, nk, ld, T, KV, kvh, hd);
+                    for (int r = 0; r < nq; r++) {
+                        const int t = q0 + r;
+                        if (t < k0) continue;  // the whole tile is after the diagonal
+                        const int nv = t - k0 + 1 < nk ? t - k0 + 1 : nk;  // keys u <= t
+                        const int nj = (nv + 7) / 8 * 8;                     // the keys computed
+                        const float* qt = q + (((size_t)b * T + t) * H + h) * hd;
+                        float* o = out + (((size_t)b * T + t) * H + h) * hd;
+                        att_cpu_scores(sc, qt, kt, ld, nj, hd);
+                        for (int j = 0; j < nj; j++) sc[j] = j < nv ? sc[j] * scale : -INFINITY;
+                        float mx[8];
+                        for (int i = 0; i < 8; i++) mx[i] = sc[i];
+                        for (int j = 8; j < nj; j += 8)
+                            for (int i = 0; i < 8; i++) mx[i] = sc[j + i] > mx[i] ? sc[j + i] : mx[i];
+                        float m_new = m[r];
+                        for (int i = 0; i < 8; i++) m_new = mx[i] > m_new ? mx[i] : m_new;
+                        const float corr = att_cpu_exp(m[r] - m_new);  // 0 on the first tile (m = -inf)
+                        for (int j = 0; j < nj; j++) p[j] = att_cpu_exp(sc[j] - m_new);
+                        l[r] = l[r] * corr + att_cpu_sum(p, nj);
+                        for (int d = 0; d < hd; d++) o[d] = o[d] * corr + att_cpu_dot(p, vt + d * ld, nj);
+                        m[r] = m_new;
+                    }
+                }
+                for (int r = 0; r < nq; r++) {
+                    const int t = q0 + r;
+                    float* o = out + (((size_t)b * T + t) * H + h) * hd;
+                    const float inv = 1.0f / l[r];
+                    for (int d = 0; d < hd; d++) o[d] *= inv;
+                    lse[((size_t)b * H + h) * T + t] = m[r] + logf(l[r]);
+                }
             }
 }
 
-// dq, dk, dv are overwritten. One thread owns one (batch, kv head), so the sums into
-// dk and dv over the q heads of its group need no atomics and keep a fixed order.
 static inline void attention_backward(floatX* dq, floatX* dk, floatX* dv, const floatX* dout, const floatX* q, const floatX* k,
                                const floatX* v, const floatX* out, const float* lse, int B, int T, int H, int KV,
                                int hd, stream_t s) {
     (void)s;
     const float scale = 1.0f / sqrtf((float)hd);
     const int group = H / KV;
+    const int TK = att_cpu_tile_keys(hd, "attention_backward");
     #pragma omp parallel for collapse(2) schedule(static)
     for (int b = 0; b < B; b++)
         for (int kvh = 0; kvh < KV; kvh++) {
-            for (int t = 0; t < T; t++) {
-                memset(dk + (((size_t)b * T + t) * KV + kvh) * hd, 0, hd * sizeof(floatX));
-                memset(dv + (((size_t)b * T + t) * KV + kvh) * hd, 0, hd * sizeof(floatX));
-            }
+            float kt[ATT_CPU_BUF], vt[ATT_CPU_BUF], dkt[ATT_CPU_BUF], dvt[ATT_CPU_BUF];  // [hd][ld]
+            float sc[ATT_CPU_TILE], dp[ATT_CPU_TILE], p[ATT_CPU_TILE], ds[ATT_CPU_TILE];
             for (int h = kvh * group; h < (kvh + 1) * group; h++)
-                for (int t = 0; t < T; t++) {
-                    size_t qi = (((size_t)b * T + t) * H + h) * hd;
-                    const float* qt = q + qi;
-                    const float* dot_ = dout + qi;
-                    const float* ot = out + qi;
-                    float* dqt = dq + qi;
-                    float delta = 0.0f;  // sum_d dO * O = sum_u P_u dP_u
-                    for (int d = 0; d < hd; d++) delta += dot_[d] * ot[d];
-                    float l = lse[((size_t)b * H + h) * T + t];
-                    for (int d = 0; d < hd; d++) dqt[d] = 0.0f;
-                    for (int u = 0; u <= t; u++) {
-                        size_t ki = (((size_t)b * T + u) * KV + kvh) * hd;
-                        const float* ku = k + ki;
-                        const float* vu = v + ki;
-                        float sc = 0.0f, dp = 0.0f;
-                        for (int d = 0; d < hd; d++) { sc += qt[d] * ku[d]; dp += dot_[d] * vu[d]; }
-                        float p = expf(sc * scale - l);
-                        float ds = p * (dp - delta) * scale;
-                        float* dku = dk + ki;
-                        float* dvu = dv + ki;
+                for (int t = 0; t < T; t++) memset(dq + (((size_t)b * T + t) * H + h) * hd, 0, hd * sizeof(floatX));
+            for (int k0 = 0; k0 < T; k0 += TK) {
+                const int nk = T - k0 < TK ? T - k0 : TK;
+                const int ld = (nk + 7) / 8 * 8;
+                att_cpu_load_tile_t(kt, k, b, k0, nk, ld, T, KV, kvh, hd);
+                att_cpu_load_tile_t(vt, v, b, k0, nk, ld, T, KV, kvh, hd);
+                for (int i = 0; i < hd * ld; i++) { dkt[i] = 0.0f; dvt[i] = 0.0f; }
+                for (int h = kvh * group; h < (kvh + 1) * group; h++)
+                    for (int t = k0; t < T; t++) {
+                        const size_t qi = (((size_t)b * T + t) * H + h) * hd;
+                        const float* qt = q + qi;
+                        const float* dot_ = dout + qi;
+                        const float* ot = out + qi;
+                        float* dqt = dq + qi;
+                        const int nv = t - k0 + 1 < nk ? t - k0 + 1 : nk;  // keys u <= t
+                        const int nj = (nv + 7) / 8 * 8;                     // the keys computed
+                        float delta = 0.0f;  // sum_d dO * O = sum_u P_u dP_u
+                        for (int d = 0; d < hd; d++) delta += dot_[d] * ot[d];
+                        const float l = lse[((size_t)b * H + h) * T + t];
+                        att_cpu_scores(sc, qt, kt, ld, nj, hd);
+                        att_cpu_scores(dp, dot_, vt, ld, nj, hd);
+                        for (int j = 0; j < nj; j++) {
+                            p[j] = att_cpu_exp(j < nv ? sc[j] * scale - l : -INFINITY);
+                            ds[j] = p[j] * (dp[j] - delta) * scale;
+                        }
                         for (int d = 0; d < hd; d++) {
-                            dvu[d] += p * dot_[d];
-                            dqt[d] += ds * ku[d];
-                            dku[d] += ds * qt[d];
+                            const float gd = dot_[d], qd = qt[d];
+                            float* dvd = dvt + d * ld;
+                            float* dkd = dkt + d * ld;
+                            for (int j = 0; j < nj; j++) {
+                                dvd[j] += p[j] * gd;
+                                dkd[j] += ds[j] * qd;
+                            }
+                            dqt[d] += att_cpu_dot(ds, kt + d * ld, nj);
                         }
                     }
+                for (int j = 0; j < nk; j++) {
+                    const size_t ki = (((size_t)b * T + k0 + j) * KV + kvh) * hd;
+                    for (int d = 0; d < hd; d++) {
+                        dk[ki + d] = dkt[d * ld + j];
+                        dv[ki + d] = dvt[d * ld + j];
+                    }
                 }
+            }
         }
 }
