@@ -1368,7 +1368,7 @@ static void parse_args(int argc, char** argv, TrainArgs* a) {
         {"val-batches", 'i', &a->val_batches, "batches per validation (default 20)"},
         {"sample-every", 'i', &a->sample_every, "print a sampled story every N steps and at the end, 0 = never"},
         {"sample-len", 'i', &a->sample_len, "tokens per sample (default 64, at most seq)"},
-        {"temperature", 'f', &a->temperature, "sampling temperature (default 1.0)"},
+        {"temperature", 'f', &a->temperature, "sampling temperature, 0 = greedy (default 1.0)"},
         {"tokenizer", 's', &a->tokenizer, "llama2.c tokenizer.bin for decoding samples"},
         {"run-dir", 's', &a->run_dir, "directory for main.log, metrics.jsonl, checkpoints (default runs/train_llama)"},
         {"ckpt-every", 'i', &a->ckpt_every, "checkpoint every N steps and at the end, 0 = never"},
@@ -1418,7 +1418,9 @@ static void parse_args(int argc, char** argv, TrainArgs* a) {
     if (strcmp(a->ffn_chunk_dim, "hidden") == 0) a->flags.ffn_chunk_seq = 0;
     else if (strcmp(a->ffn_chunk_dim, "seq") == 0) a->flags.ffn_chunk_seq = 1;
     else FAIL("--ffn-chunk-dim must be 'hidden' or 'seq', got '%s'", a->ffn_chunk_dim);
-    if (a->steps < 1) FAIL("--steps must be >= 1");
+    if (a->steps < 0 || (a->steps == 0 && !a->init_from && !a->resume))
+        FAIL("--steps must be >= 1 (0 only with --init-from or --resume: evaluate and sample a checkpoint, no training)");
+    if (!(a->temperature >= 0.0f)) FAIL("--temperature must be >= 0 (0 = greedy)");
     if (a->warmup < 0) FAIL("--warmup must be >= 0");
     if (a->tp != 1) FAIL("--tp %d: tensor parallelism is not in this build yet; world = dp ranks (use --tp 1)", a->tp);
     if (strcmp(a->comm_backend, "nccl") != 0 && strcmp(a->comm_backend, "mpi") != 0)
@@ -1671,6 +1673,20 @@ static float evaluate(Llama* m, DataLoader* val, int batches) {
     return (float)(sum / batches);
 }
 
+// the next token from logits: the most likely at temperature 0 (the first on ties),
+// else drawn from softmax(logits / temperature)
+static int pick_token(float* logits, int V, float temperature, Rng* rng) {
+    int best = 0;
+    for (int j = 1; j < V; j++) if (logits[j] > logits[best]) best = j;
+    if (temperature == 0.0f) return best;
+    float mx = logits[best] / temperature;
+    double sum = 0.0;
+    for (int j = 0; j < V; j++) { logits[j] /= temperature; sum += exp(logits[j] - mx); }
+    double u = rng_uniform(rng) * sum, acc = 0.0;
+    for (int j = 0; j < V; j++) { acc += exp(logits[j] - mx); if (acc > u) return j; }
+    return V - 1;
+}
+
 // a story from BOS, sampled with its own generator seeded by the step, so a resumed
 // run prints the same samples as an uninterrupted one
 static void sample_story(Llama* m, Tokenizer* tok, Logger* lg, int len, float temperature, uint64_t seed, int* tokens,
@@ -1681,13 +1697,7 @@ static void sample_story(Llama* m, Tokenizer* tok, Logger* lg, int len, float te
     logf_(lg, "--- sample ---\n");
     for (int t = 1; t < len; t++) {
         llama_next_token_logits(m, tokens, t, logits);
-        float mx = -INFINITY;
-        for (int j = 0; j < c->V; j++) { logits[j] /= temperature; mx = logits[j] > mx ? logits[j] : mx; }
-        double sum = 0.0;
-        for (int j = 0; j < c->V; j++) sum += exp(logits[j] - mx);
-        double u = rng_uniform(&rng) * sum, acc = 0.0;
-        int next = c->V - 1;
-        for (int j = 0; j < c->V; j++) { acc += exp(logits[j] - mx); if (acc > u) { next = j; break; } }
+        int next = pick_token(logits, c->V, temperature, &rng);
         tokens[t] = next;
         if (next == 1) break;  // BOS starts the next story
         if (lg->quiet) continue;  // every rank samples (the sharded head is a collective); rank 0 prints
@@ -1890,6 +1900,15 @@ int main(int argc, char** argv) {
             last_ckpt = step;
             logf_(&lg, "checkpoint: %s\n", path);
         }
+    }
+    if (start >= a.steps) {  // nothing to train (--steps 0, or a finished run resumed): evaluate and sample it
+        if (a.val_every > 0) logf_(&lg, "step %5d | val loss %.6f\n", start, evaluate(&m, &val, a.val_batches));
+        if (have_tok)
+            sample_story(&m, &tok, &lg, sample_len, a.temperature, (uint64_t)a.seed * 1000003ull + start, sample_tokens,
+                         sample_logits);
+        double measured = (double)dev_peak_bytes_measured();
+        comm_host_all_reduce(&comm, GROUP_WORLD, &measured, 1, COMM_MAX);
+        peak_measured = (size_t)measured;
     }
     logf_(&lg, "done: peak memory measured %.1f MiB (%s%s), arena %.1f MiB planned%s\n",
           peak_measured / 1048576.0, dev_measured_name(), comm.dp > 1 ? ", largest rank" : "", m.dev.total / 1048576.0,
