@@ -48,11 +48,16 @@ lines = ["# train_llama_cpu against PyTorch: stories260K loss curves on the CPU"
          f"- torch {summary[0]['torch'] if summary else '?'} (fp32, CPU); train_llama_cpu fp32",
          f"- wall time: train_llama_cpu {t_ours} s, pytorch_llama.py {t_torch} s",
          "- same initial weights (train_llama's ckpt_000000.bin), same batches (its dataloader state), same schedule",
-         f"- **{gap}**", "", f"![loss curves]({out.split('/')[-1]}.png)", "",
+         f"- **{gap}**", "",
+         "The two implementations agree to float rounding on each step (test_llama checks every gradient "
+         "against a float64 reference at ~1e-5); over many steps at this learning rate those last-bit "
+         "differences grow, as between any two implementations, so the curves part by a few thousandths and "
+         "then run side by side. The table shows where the gap begins.", "",
+         f"![loss curves]({out.split('/')[-1]}.png)", "",
          "| step | train_llama_cpu | pytorch | gap |", "|---|---|---|---|"]
 for r in ours:
     s = r["step"]
-    if s in theirs and (s == 1 or s % 50 == 0 or s == ours[-1]["step"]):
+    if s in theirs and (s in (1, 10, 20, 30, 40) or s % 50 == 0 or s == ours[-1]["step"]):
         lines.append(f"| {s} | {r['loss']:.6f} | {theirs[s]:.6f} | {abs(r['loss'] - theirs[s]):.2e} |")
 open(out + ".md", "w").write("\n".join(lines) + "\n")
 print("\n".join(lines))
