@@ -5,5 +5,5 @@
 SP512=data/tinystories_sp512
 STORIES260K_DATA=(--train-data "$SP512/tinystories_train_*.bin" --val-data "$SP512/tinystories_val_*.bin"
                   --tokenizer "$SP512/tok512.bin")
-STORIES260K_OPT=(--model stories260K --batch 16 --seq 256 --steps ${STEPS:-800} --lr 4e-3 --warmup 40
+STORIES260K_OPT=(--model stories260K --batch 32 --seq 256 --steps ${STEPS:-1000} --lr 4e-3 --warmup 50
                  --min-lr-frac 0.1 --weight-decay 0.1 --grad-clip 1.0)
