@@ -192,10 +192,12 @@ assert a[1024:1024 + 4 * n] == b[1024:1024 + 4 * n], 'parameters differ'
 assert b[1024 + 4 * n:1024 + 12 * n] == bytes(8 * n), 'the optimizer moments are not fresh zeros'
 print('init-from: %d parameters bitwise equal, moments zero' % n)
 PYEOF"
+# --steps 0: evaluate and sample a checkpoint, no training (decoded with the 512-piece tokenizer when it was built above)
 check sample_only bash -c "./train_llama_cpu --model tiny --V 512 --batch 2 --seq 32 --steps 0 --init-from $TMP/init_src/ckpt_000003.bin \
-    --val-data $TMP/val.bin --val-batches 2 --sample-every 1 --sample-len 8 --temperature 0 \
-    --tokenizer ../shared/data/tinystories/tokenizer/tokenizer.bin --run-dir $TMP/sample_only > $TMP/sample_only.log &&
-  grep -q '^step     0 | val loss' $TMP/sample_only.log && ! grep -q '^step     1' $TMP/sample_only.log"
+    --train-data $TMP/train.bin --val-data $TMP/val.bin --val-batches 2 --sample-every 1 --sample-len 8 --temperature 0 \
+    --tokenizer $TMP/sp512/tok512.bin --run-dir $TMP/sample_only > $TMP/sample_only.log &&
+  grep -q '^step     0 | val loss' $TMP/sample_only.log && ! grep -q '^step     1' $TMP/sample_only.log &&
+  { [ ! -f $TMP/sp512/tok512.bin ] || grep -q -- '--- sample ---' $TMP/sample_only.log; }"
 check_error steps0_without_checkpoint "init-from" ./train_llama_cpu --steps 0 --plan-only 1
 check_error bad_temperature "temperature" ./train_llama_cpu --temperature -1 --plan-only 1
 check_error init_from_and_resume "pick one" ./train_llama_cpu --init-from a.bin --resume b.bin --plan-only 1
