@@ -7,7 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=$(bash scripts/ensure_python_deps.sh | tail -n1)
-if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 && [ -n "$(command -v nvcc || ls /usr/local/cuda/bin/nvcc 2>/dev/null)" ]; then
+if bash scripts/have_cuda_gpu.sh; then
   make -s train_llama
   bin=./train_llama; model=${MODEL:-stories110M}; seq=${SEQ:-1024}; batch=${BATCH:-8}; steps=${STEPS:-8}
   gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -n1 | tr ' ' '_')

@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 tok=../shared/data/tinystories/tokenizer/tokenizer.bin
 [ -f "$tok" ] || tok=data/tinystories/tokenizer/tokenizer.bin   # fetched by prepare_tinystories.py --download
-if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 && [ -n "$(command -v nvcc || ls /usr/local/cuda/bin/nvcc 2>/dev/null)" ]; then
+if bash scripts/have_cuda_gpu.sh; then
   make -s train_llama
   set -x
   ./train_llama --model stories15M --batch 32 --seq 256 --steps 2000 --lr 5e-4 --warmup 100 \
