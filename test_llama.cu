@@ -176,7 +176,7 @@ int main(int argc, char** argv) {
         else if (strcmp(a, "--ce-chunks") == 0) flags.ce_chunks = parse_int("ce-chunks", v);
         else if (strcmp(a, "--offload-act") == 0) flags.offload_act = parse_int("offload-act", v);
         else if (strcmp(a, "--recompute") == 0) flags.recompute = parse_int("recompute", v);
-        else if (strcmp(a, "--test-skip-prefetch") == 0) g_test_skip_prefetch = parse_int("test-skip-prefetch", v);
+        else if (strcmp(a, "--test-skip-prefetch") == 0) offload_test_skip_prefetch = parse_int("test-skip-prefetch", v);
         else if (strcmp(a, "--zero") == 0) flags.zero = parse_int("zero", v);
         else if (strcmp(a, "--shard-vocab") == 0) flags.shard_vocab = parse_int("shard-vocab", v);
         else if (strcmp(a, "--comm") == 0) comm_backend = v;

@@ -34,6 +34,8 @@ Every buffer is planned before the loop (print it with --plan-only, per rank wit
 #include "llmc/schedule.h"
 #include "llmc/comm.h"
 #include "llmc/checkpoint.h"
+#include "llmc/offload.h"
+#include "llmc/flags.h"
 
 #if !defined(LLMC_CPU) && !defined(ENABLE_FP32)
 #define HAVE_MASTER_WEIGHTS 1
@@ -314,14 +316,11 @@ static size_t act_block_layout(const LlamaConfig* c, int B, int T, const MemoryF
 // ----------------------------------------------------------------------------
 // the model
 
-enum { EV_FWD_DONE, EV_COPY_DONE, EV_PREFETCH_DONE, EV_BWD_DONE, NUM_LAYER_EVENTS };
-
 typedef struct {
     LlamaConfig cfg;
     MemoryFlags flags;
     Comm* comm;        // ranks and groups (one process: a world of one)
     int B, T;          // the largest batch any call will use (buffers are sized for it)
-    int n_offload;     // resolved --offload-act
     int allocated;     // 0: only the plan exists
     size_t param_sizes[NUM_PARAM_TENSORS];  // the whole model, reference layout
     size_t num_params;
@@ -340,8 +339,7 @@ typedef struct {
     size_t comm_staging_bytes;
 
     size_t act_block_bytes;           // one layer's saved activations
-    char* layer_block[1024];          // device block of each layer (resident or its offload slot)
-    char* host_block[1024];           // pinned host copy of each offloaded layer
+    Offload off;                      // where each layer's block lives (llmc/offload.h)
     LayerActs work;                   // fields that are not saved, shared by all layers
     floatX* x_final;                  // output of the last layer [BT, D]
     // FFN chunk scratch (chunked) or backward scratch (always)
@@ -359,19 +357,15 @@ typedef struct {
     float* norm_scratch;              // one float on the device
     float* host_losses;               // [BT] on the host
 
-    stream_t stream, offload_stream, prefetch_stream;
-    event_t events[NUM_LAYER_EVENTS][1024];
-    int prefetched[1024];
+    stream_t stream;
 #ifdef TESTING
     float* capture_logits;            // when set, every logits chunk is copied here (host, [BT, V])
 #endif
 } Llama;
 
-static int layer_offloaded(const Llama* m, int l) { return l < m->n_offload; }
-
 static LayerActs layer_acts(const Llama* m, int l) {
     LayerActs a;
-    act_block_layout(&m->cfg, m->B, m->T, &m->flags, 0, m->layer_block[l], &a);
+    act_block_layout(&m->cfg, m->B, m->T, &m->flags, 0, offload_block(&m->off, l), &a);
     for (int i = 0; i < NUM_ACT_FIELDS; i++) if (!a.f[i]) a.f[i] = m->work.f[i];
     return a;
 }
@@ -396,10 +390,7 @@ static void llama_build(Llama* m, const LlamaConfig* cfg, const MemoryFlags* fla
     if (flags->ffn_chunks < 1) FAIL("--ffn-chunks must be >= 1 (got %d)", flags->ffn_chunks);
     if (flags->ce_chunks < 1) FAIL("--ce-chunks must be >= 1 (got %d)", flags->ce_chunks);
     if (flags->recompute < 0 || flags->recompute > 2) FAIL("--recompute must be 0, 1 or 2 (got %d)", flags->recompute);
-    if (flags->offload_act < -1 || flags->offload_act > c->L)
-        FAIL("--offload-act must be -1 (all but the last layer), 0 (off) or a layer count up to L=%d (got %d)", c->L,
-             flags->offload_act);
-    m->n_offload = flags->offload_act == -1 ? c->L - 1 : flags->offload_act;
+    int n_offload = offload_resolve(flags->offload_act, c->L);
     size_t BT = (size_t)B * T, D = c->D, hd = c->D / c->H;
     if (flags->ffn_chunk_seq) {
         if ((size_t)flags->ffn_chunks > BT) FAIL("--ffn-chunks %d exceeds the %zu tokens of a batch", flags->ffn_chunks, BT);
@@ -436,12 +427,8 @@ static void llama_build(Llama* m, const LlamaConfig* cfg, const MemoryFlags* fla
                               comm_staging_needed(comm) ? largest * sizeof(floatX) : 0);
 
     m->act_block_bytes = act_block_layout(c, B, T, flags, 0, NULL, NULL);
-    int n_resident = c->L - m->n_offload;
-    int n_slots = m->n_offload < 2 ? m->n_offload : 2;
-    int h_acts = arena_add(d, "saved activations (layers)", "activations", (size_t)n_resident * m->act_block_bytes);
+    offload_plan(&m->off, d, &m->host, c->L, n_offload, m->act_block_bytes);
     int h_xfinal = arena_add(d, "saved activations (x_final)", "activations", BT * D * sizeof(floatX));
-    int h_slots = arena_add(d, "offload slots", "offload", (size_t)n_slots * m->act_block_bytes);
-    int h_host = arena_add(&m->host, "offloaded activations", "offload", (size_t)m->n_offload * m->act_block_bytes);
 
     int h_work = arena_add(d, "layer work (not saved)", "scratch", act_block_layout(c, B, T, flags, 1, NULL, NULL));
     if (flags->ffn_chunks > 1 && flags->ffn_chunk_seq) {
@@ -496,17 +483,7 @@ static void llama_build(Llama* m, const LlamaConfig* cfg, const MemoryFlags* fla
     }
     if (c->tied) { m->p[P_OUT] = m->p[P_EMB]; m->g[P_OUT] = m->g[P_EMB]; }
 
-    char* acts = (char*)arena_ptr(d, h_acts);
-    char* slots = (char*)arena_ptr(d, h_slots);
-    char* host = (char*)arena_ptr(&m->host, h_host);
-    for (int l = 0; l < c->L; l++) {
-        if (layer_offloaded(m, l)) {
-            m->layer_block[l] = slots + (size_t)(l % 2) * m->act_block_bytes;
-            m->host_block[l] = host + (size_t)l * m->act_block_bytes;
-        } else {
-            m->layer_block[l] = acts + (size_t)(l - m->n_offload) * m->act_block_bytes;
-        }
-    }
+    offload_bind(&m->off, d, &m->host);
     act_block_layout(c, B, T, flags, 1, (char*)arena_ptr(d, h_work), &m->work);
     m->x_final = (floatX*)arena_ptr(d, h_xfinal);
     m->ffn_h1 = (floatX*)arena_ptr(d, h_fh1);
@@ -534,10 +511,6 @@ static void llama_build(Llama* m, const LlamaConfig* cfg, const MemoryFlags* fla
     m->host_losses = (float*)xmalloc(BT * sizeof(float));
 
     m->stream = stream_create();
-    m->offload_stream = stream_create();
-    m->prefetch_stream = stream_create();
-    for (int e = 0; e < NUM_LAYER_EVENTS; e++)
-        for (int l = 0; l < c->L; l++) m->events[e][l] = event_create();
     matmul_setup();
     // bucket padding and the padded vocabulary rows stay zero for good
     dev_memset(m->params, 0, n_local * sizeof(floatX), m->stream);
@@ -561,11 +534,8 @@ static void llama_build(Llama* m, const LlamaConfig* cfg, const MemoryFlags* fla
 static void llama_free(Llama* m) {
     if (!m->allocated) { free(m->lay); free(m->pieces); return; }
     stream_synchronize(m->stream);
-    for (int e = 0; e < NUM_LAYER_EVENTS; e++)
-        for (int l = 0; l < m->cfg.L; l++) event_destroy(m->events[e][l]);
+    offload_free(&m->off);
     stream_destroy(m->stream);
-    stream_destroy(m->offload_stream);
-    stream_destroy(m->prefetch_stream);
     matmul_teardown();
     if (m->dev.base) dev_free(m->dev.base);
     if (m->comm->staging == m->comm_staging) comm_set_staging(m->comm, NULL, 0);  // never left dangling
@@ -872,40 +842,10 @@ static void layer_forward(Llama* m, int l, int B, int T, RunMode mode) {
     floatX* out = layer_output(m, l);
     // the output lands in the next layer's block; with offload that block is a slot
     // whose previous tenant (layer l-1) must have reached the host first
-    if (mode == MODE_TRAIN && l + 1 < c->L && layer_offloaded(m, l + 1) && l >= 1)
-        stream_wait_event(s, m->events[EV_COPY_DONE][l - 1]);
+    if (mode == MODE_TRAIN && l + 1 < c->L) offload_before_write(&m->off, l + 1, s);
     dev_memcpy_d2d(out, ACT(a, A_XMID), (size_t)N * D * sizeof(floatX), s);
     ffn_forward(m, l, a, N, out);
-    if (mode == MODE_TRAIN && layer_offloaded(m, l)) {
-        // copy the layer's block to the host on its own stream, then free the slot
-        event_record(m->events[EV_FWD_DONE][l], s);
-        stream_wait_event(m->offload_stream, m->events[EV_FWD_DONE][l]);
-        dev_memcpy_d2h(m->host_block[l], m->layer_block[l], m->act_block_bytes, m->offload_stream);
-#ifdef TESTING
-        // a backward that reads the slot without prefetching it back sees NaN
-        dev_memset(m->layer_block[l], 0xFF, m->act_block_bytes, m->offload_stream);
-#endif
-        event_record(m->events[EV_COPY_DONE][l], m->offload_stream);
-        m->prefetched[l] = 0;
-    }
-}
-
-#ifdef TESTING
-static int g_test_skip_prefetch = 0;  // simulates a missing prefetch: the poisoned slot must fail the check
-#endif
-
-// brings layer l's activations back into its slot, on the prefetch stream
-static void layer_prefetch(Llama* m, int l) {
-    // the slot's last tenant was layer l+2 (its backward is done) or, at the start of
-    // backward, whatever forward left there (all copies done once the last one is)
-    stream_wait_event(m->prefetch_stream, m->events[EV_COPY_DONE][m->n_offload - 1]);
-    if (l + 2 < m->n_offload) stream_wait_event(m->prefetch_stream, m->events[EV_BWD_DONE][l + 2]);
-#ifdef TESTING
-    if (!g_test_skip_prefetch)
-#endif
-    dev_memcpy_h2d(m->layer_block[l], m->host_block[l], m->act_block_bytes, m->prefetch_stream);
-    event_record(m->events[EV_PREFETCH_DONE][l], m->prefetch_stream);
-    m->prefetched[l] = 1;
+    if (mode == MODE_TRAIN) offload_after_forward(&m->off, l, s);
 }
 
 // m->dx holds dL/d(layer output) on entry and dL/d(layer input) on return
@@ -913,11 +853,7 @@ static void layer_backward(Llama* m, int l, int B, int T) {
     const LlamaConfig* c = &m->cfg;
     int N = B * T, D = c->D, hd = D / c->H, qd = c->H * hd, kvd = c->KV * hd;
     stream_t s = m->stream;
-    if (layer_offloaded(m, l)) {
-        if (!m->prefetched[l]) layer_prefetch(m, l);
-        stream_wait_event(s, m->events[EV_PREFETCH_DONE][l]);
-    }
-    if (l >= 1 && layer_offloaded(m, l - 1)) layer_prefetch(m, l - 1);  // overlaps with this layer's compute
+    offload_before_backward(&m->off, l, s);
     LayerActs a = layer_acts(m, l);
 
     // recompute what was not kept (bitwise the same values: same launchers, same inputs)
@@ -951,7 +887,7 @@ static void layer_backward(Llama* m, int l, int B, int T) {
     matmul_backward_input(m->dxn, m->dv, layer_w(m, P_WV, l), N, D, kvd, D, 1, s);
     rmsnorm_backward(m->dx, layer_dw(m, P_ATTN_NORM, l), m->dxn, ACT(a, A_X), layer_w(m, P_ATTN_NORM, l),
                      ACTF(a, A_RSTD1), N, D, s);
-    if (layer_offloaded(m, l)) event_record(m->events[EV_BWD_DONE][l], s);
+    offload_after_backward(&m->off, l, s);
 }
 
 // ----------------------------------------------------------------------------
@@ -1179,22 +1115,15 @@ static const char* checkpoint_header(const char* path, CkptInfo* ci) {
     return ckpt_verify(path, blocks, nb);
 }
 
+static const char* checkpoint_check(const char* path, void* ci) { return checkpoint_header(path, (CkptInfo*)ci); }
+
 // The newest complete checkpoint of the run directory whose checksum holds (for
 // --resume auto), or NULL when there is none. Rank 0 looks; every rank gets the answer.
 static const char* checkpoint_find_latest(Comm* cm, const char* run_dir, Logger* lg) {
     static char path[1200];
     path[0] = 0;
-    if (cm->rank == 0) {
-        int steps[4096];
-        int n = ckpt_list(run_dir, steps, 4096);
-        for (int i = 0; i < n && !path[0]; i++) {
-            char cand[1200]; CkptInfo ci;
-            snprintf(cand, sizeof(cand), "%s/ckpt_%06d.bin", run_dir, steps[i]);
-            const char* why = checkpoint_header(cand, &ci);
-            if (why) logf_(lg, "warning: --resume auto skips %s\n", why);
-            else snprintf(path, sizeof(path), "%s", cand);
-        }
-    }
+    CkptInfo ci;
+    if (cm->rank == 0) ckpt_find_latest(run_dir, checkpoint_check, &ci, lg, path, sizeof(path));
     comm_host_broadcast(cm, GROUP_WORLD, path, sizeof(path), 0);
     return path[0] ? path : NULL;
 }
@@ -1257,21 +1186,6 @@ static int checkpoint_read(Llama* m, const char* path, int grad_accum, DataLoade
     return step;
 }
 
-// flag values: a bad number is an error, never a silent 0
-static int parse_int(const char* flag, const char* v) {
-    char* end; errno = 0;
-    long x = strtol(v, &end, 10);
-    if (*v == 0 || *end != 0 || errno || x < -2147483647L || x > 2147483647L) FAIL("--%s expects an integer, got '%s'", flag, v);
-    return (int)x;
-}
-
-static float parse_float(const char* flag, const char* v) {
-    char* end; errno = 0;
-    float x = strtof(v, &end);
-    if (*v == 0 || *end != 0 || errno || !isfinite(x)) FAIL("--%s expects a number, got '%s'", flag, v);
-    return x;
-}
-
 // ----------------------------------------------------------------------------
 // the trainer (left out of test_llama, which includes this file with TESTING)
 #ifndef TESTING
@@ -1293,11 +1207,9 @@ typedef struct {
     const char *train_data, *val_data, *tokenizer, *run_dir, *resume, *init_from, *plan_json;
 } TrainArgs;
 
-typedef struct { const char* name; char type; void* ptr; const char* help; } Flag;
-
 static void usage(const Flag* flags, int n) {
     printf("usage: train_llama [--flag value]...\n\n");
-    for (int i = 0; i < n; i++) printf("  --%-18s %s\n", flags[i].name, flags[i].help);
+    flags_print(flags, n);
     printf("\nmodels: ");
     for (int i = 0; i < NUM_MODEL_PRESETS; i++) printf("%s%s", i ? ", " : "", MODEL_PRESETS[i].name);
     printf("\n");
@@ -1330,7 +1242,7 @@ static void parse_args(int argc, char** argv, TrainArgs* a) {
     a->comm_backend = "nccl";
 #endif
     // the preset first, so explicit dimensions override it wherever they stand
-    for (int i = 1; i + 1 < argc; i++) if (strcmp(argv[i], "--model") == 0) a->model = argv[i + 1];
+    if (flag_peek(argc, argv, "model")) a->model = flag_peek(argc, argv, "model");
     int found = 0;
     for (int i = 0; i < NUM_MODEL_PRESETS; i++)
         if (strcmp(MODEL_PRESETS[i].name, a->model) == 0) { a->cfg = MODEL_PRESETS[i].cfg; found = 1; }
@@ -1395,26 +1307,13 @@ static void parse_args(int argc, char** argv, TrainArgs* a) {
         {"plan-json", 's', &a->plan_json, "write the memory plan as JSON to this file"},
     };
     int nflags = (int)(sizeof(flags) / sizeof(flags[0]));
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) { usage(flags, nflags); exit(0); }
-        if (strncmp(argv[i], "--", 2) != 0) FAIL("unexpected argument '%s' (flags look like --name value; see --help)", argv[i]);
-        const Flag* f = NULL;
-        for (int j = 0; j < nflags; j++) if (strcmp(argv[i] + 2, flags[j].name) == 0) f = &flags[j];
-        if (!f) FAIL("unknown flag '%s' (see --help)", argv[i]);
-        if (i + 1 >= argc) FAIL("flag '%s' needs a value", argv[i]);
-        const char* v = argv[++i];
-        a->batch_given |= f->ptr == &a->B;
-        a->fit_fixed_ffn |= f->ptr == &a->flags.ffn_chunks;
-        a->fit_fixed_ce |= f->ptr == &a->flags.ce_chunks;
-        a->fit_fixed_recompute |= f->ptr == &a->flags.recompute;
-        a->fit_fixed_offload |= f->ptr == &a->flags.offload_act;
-        switch (f->type) {
-            case 'i': *(int*)f->ptr = parse_int(f->name, v); break;
-            case 'l': *(long long*)f->ptr = parse_int(f->name, v); break;
-            case 'f': *(float*)f->ptr = parse_float(f->name, v); break;
-            default: *(const char**)f->ptr = v; break;
-        }
-    }
+    int given[sizeof(flags) / sizeof(flags[0])];
+    flags_parse(argc, argv, flags, nflags, given, usage);
+    a->batch_given = flag_given(flags, nflags, given, &a->B);
+    a->fit_fixed_ffn = flag_given(flags, nflags, given, &a->flags.ffn_chunks);
+    a->fit_fixed_ce = flag_given(flags, nflags, given, &a->flags.ce_chunks);
+    a->fit_fixed_recompute = flag_given(flags, nflags, given, &a->flags.recompute);
+    a->fit_fixed_offload = flag_given(flags, nflags, given, &a->flags.offload_act);
     if (strcmp(a->ffn_chunk_dim, "hidden") == 0) a->flags.ffn_chunk_seq = 0;
     else if (strcmp(a->ffn_chunk_dim, "seq") == 0) a->flags.ffn_chunk_seq = 1;
     else FAIL("--ffn-chunk-dim must be 'hidden' or 'seq', got '%s'", a->ffn_chunk_dim);
@@ -1454,7 +1353,7 @@ static void print_config(Logger* lg, const TrainArgs* a, const Llama* m, int gra
           m->comm->backend == BACKEND_NCCL ? "nccl" : m->comm->backend == BACKEND_MPI ? "mpi" : m->comm->size > 1 ? "none (plan only)" : "none (one process)",
           a->comm_timeout);
     logf_(lg, "memory flags: --ffn-chunks %d --ffn-chunk-dim %s --ce-chunks %d --offload-act %d (%d layers) --recompute %d\n",
-          m->flags.ffn_chunks, a->ffn_chunk_dim, m->flags.ce_chunks, m->flags.offload_act, m->n_offload, m->flags.recompute);
+          m->flags.ffn_chunks, a->ffn_chunk_dim, m->flags.ce_chunks, m->flags.offload_act, m->off.n_offload, m->flags.recompute);
 #ifdef _OPENMP
     logf_(lg, "threads: %d (OpenMP)\n", omp_get_max_threads());
 #endif
@@ -1466,9 +1365,7 @@ static void print_config(Logger* lg, const TrainArgs* a, const Llama* m, int gra
 static void print_plan(Logger* lg, const Llama* m) {
     if (lg->quiet) return;
     logf_(lg, "memory plan%s (everything allocated before the first step):\n", m->comm->dp > 1 ? " per rank" : "");
-    arena_print(&m->dev, stdout);
-    if (lg->log) arena_print(&m->dev, lg->log);
-    if (m->host.total) { arena_print(&m->host, stdout); if (lg->log) arena_print(&m->host, lg->log); }
+    log_plan(lg, &m->dev, &m->host);
     if (matmul_workspace_bytes())
         logf_(lg, "outside the arena: cuBLASLt workspace %.1f MiB, the CUDA context and library code (the driver's "
               "figure each step includes them)\n", matmul_workspace_bytes() / 1048576.0);
@@ -1491,16 +1388,12 @@ static void print_plan(Logger* lg, const Llama* m) {
 }
 
 static void write_plan_json(const Llama* m, const char* path) {
-    FILE* f = xfopen(path, "w");
-    fprintf(f, "{\"act_block_bytes\": %zu, \"n_offload\": %d, \"num_params\": %zu, \"sizeof_floatX\": %zu, "
-            "\"dp\": %d, \"zero\": %d, \"shard_vocab\": %d, \"n_local\": %zu, \"n_opt\": %zu, \"master\": %d, \"device\": ",
-            m->act_block_bytes, m->n_offload, m->num_params, sizeof(floatX), m->comm->dp, m->flags.zero,
-            m->flags.shard_vocab, m->lay->n_local, m->lay->n_opt, HAVE_MASTER_WEIGHTS);
-    arena_write_json(&m->dev, f);
-    fprintf(f, ", \"host\": ");
-    arena_write_json(&m->host, f);
-    fprintf(f, "}\n");
-    fclose(f);
+    char fields[512];
+    snprintf(fields, sizeof(fields), "\"act_block_bytes\": %zu, \"n_offload\": %d, \"num_params\": %zu, "
+             "\"sizeof_floatX\": %zu, \"dp\": %d, \"zero\": %d, \"shard_vocab\": %d, \"n_local\": %zu, \"n_opt\": %zu, "
+             "\"master\": %d", m->act_block_bytes, m->off.n_offload, m->num_params, sizeof(floatX), m->comm->dp,
+             m->flags.zero, m->flags.shard_vocab, m->lay->n_local, m->lay->n_opt, HAVE_MASTER_WEIGHTS);
+    plan_write_json(path, fields, &m->dev, &m->host);
 }
 
 // ----------------------------------------------------------------------------
@@ -1621,8 +1514,8 @@ static void fit_memory(TrainArgs* a, Comm* comm, char* report, size_t report_n) 
             if ((f.ffn_chunk_seq ? BT : a->cfg.F) < f.ffn_chunks || BT < f.ce_chunks) continue;
             Llama m;
             llama_build(&m, &a->cfg, &f, comm, B, T, 0);
-            FitChoice c = {f, B, m.n_offload, plan_bytes(&m), 0.0, fit_base_seconds(&a->cfg, m.num_params, B, T, &cm)};
-            c.seconds = fit_cost_seconds(&a->cfg, B, T, &f, m.n_offload, m.act_block_bytes, &cm);
+            FitChoice c = {f, B, m.off.n_offload, plan_bytes(&m), 0.0, fit_base_seconds(&a->cfg, m.num_params, B, T, &cm)};
+            c.seconds = fit_cost_seconds(&a->cfg, B, T, &f, m.off.n_offload, m.act_block_bytes, &cm);
             llama_free(&m);
             int fits = c.bytes + cm.reserve <= budget;
             searched++; fitting += fits;
@@ -1706,19 +1599,6 @@ static void sample_story(Llama* m, Tokenizer* tok, Logger* lg, int len, float te
         if (lg->log) fputs(piece, lg->log);
     }
     logf_(lg, "\n--------------\n");
-}
-
-// 75 s -> "1m15s", 4000 s -> "1h06m"
-static void format_duration(char* out, size_t n, double seconds) {
-    long s = (long)(seconds + 0.5);
-    if (s < 60) snprintf(out, n, "%lds", s);
-    else if (s < 3600) snprintf(out, n, "%ldm%02lds", s / 60, s % 60);
-    else snprintf(out, n, "%ldh%02ldm", s / 3600, (s % 3600) / 60);
-}
-
-static double now_seconds(void) {
-    struct timespec ts; clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
 // the fields every rank must agree on (comm_check_same_config)
@@ -1869,9 +1749,8 @@ int main(int argc, char** argv) {
         int last = step == a.steps;
         if (step % a.log_every == 0 || last || step == start + 1) {
             // the ETA spreads everything done so far (validation and samples included) over the steps left
-            double per_step = (now_seconds() - loop_start) / (step - start);
             char eta[32];
-            format_duration(eta, sizeof(eta), per_step * (a.steps - step));
+            format_eta(eta, sizeof(eta), loop_start, step, start, a.steps);
             double seen = (double)step * a.total_batch;
             logf_(&lg, "step %5d/%d | loss %.6f | lr %.3e | norm %.4f | %.1f ms | %.0f tok/s | %.*f%s tok | ETA %s | "
                   "peak %.1f MiB%s\n", step, a.steps, loss, lr, norm, ms, tok_s, seen < 1e6 ? 1 : 2,
@@ -1883,14 +1762,13 @@ int main(int argc, char** argv) {
             val_loss = evaluate(&m, &val, a.val_batches);
             logf_(&lg, "step %5d | val loss %.6f\n", step, val_loss);
         }
-        if (lg.metrics) {
-            fprintf(lg.metrics, "{\"step\": %d, \"loss\": %.9g, \"lr\": %.9g, \"grad_norm\": %.9g, \"ms\": %.3f, "
-                    "\"tok_per_s\": %.1f, \"tokens\": %lld, \"peak_mem\": %zu, \"arena_bytes\": %zu",
-                    step, loss, lr, norm, ms, tok_s, (long long)step * a.total_batch, peak_measured, m.dev.total);
-            if (!isnan(val_loss)) fprintf(lg.metrics, ", \"val_loss\": %.9g", val_loss);
-            fprintf(lg.metrics, "}\n");
-            fflush(lg.metrics);
-        }
+        metrics_begin(&lg, step);
+        metrics_num(&lg, "loss", loss); metrics_num(&lg, "lr", lr); metrics_num(&lg, "grad_norm", norm);
+        metrics_num(&lg, "ms", ms); metrics_num(&lg, "tok_per_s", tok_s);
+        metrics_int(&lg, "tokens", (long long)step * a.total_batch);
+        metrics_int(&lg, "peak_mem", (long long)peak_measured); metrics_int(&lg, "arena_bytes", (long long)m.dev.total);
+        metrics_num(&lg, "val_loss", val_loss);
+        metrics_end(&lg);
         if (have_tok && (step % a.sample_every == 0 || last))
             sample_story(&m, &tok, &lg, sample_len, a.temperature, (uint64_t)a.seed * 1000003ull + step, sample_tokens,
                          sample_logits);

@@ -75,3 +75,16 @@ static inline void arena_write_json(const Arena* a, FILE* f) {
                 a->entries[i].kind, a->entries[i].bytes);
     fprintf(f, "]}");
 }
+
+// The plan as one JSON object: the caller's own fields (a string of "key": value pairs,
+// or "") and both spaces, for tests that hold the plan against the formulas.
+static inline void plan_write_json(const char* path, const char* fields, const Arena* dev, const Arena* host) {
+    FILE* f = fopen(path, "w");
+    if (!f) FAIL("cannot write the plan to '%s': %s", path, strerror(errno));
+    fprintf(f, "{%s%s\"device\": ", fields, fields[0] ? ", " : "");
+    arena_write_json(dev, f);
+    fprintf(f, ", \"host\": ");
+    arena_write_json(host, f);
+    fprintf(f, "}\n");
+    if (fclose(f) != 0) FAIL("writing the plan to '%s' failed: %s", path, strerror(errno));
+}

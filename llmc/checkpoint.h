@@ -15,6 +15,7 @@ single word changes h (xor and the odd multiply are bijections).
 */
 #pragma once
 #include "common.h"
+#include "logger.h"
 #include <dirent.h>
 #include <unistd.h>
 
@@ -127,4 +128,21 @@ static inline int ckpt_list(const char* dir, int* steps, int max) {
     for (int i = 1; i < n; i++)  // insertion sort, descending
         for (int j = i; j > 0 && steps[j] > steps[j - 1]; j--) { int t = steps[j]; steps[j] = steps[j - 1]; steps[j - 1] = t; }
     return n;
+}
+
+// For --resume auto: the newest checkpoint of the run directory that check() accepts
+// (check returns NULL, or why the file cannot be used: truncated, corrupted, another
+// model). Rejected files are named in a warning and skipped. Returns 0 when there is none.
+static inline int ckpt_find_latest(const char* dir, const char* (*check)(const char* path, void* ctx), void* ctx,
+                                   Logger* lg, char* out, size_t n) {
+    int steps[4096];
+    int count = ckpt_list(dir, steps, 4096);
+    for (int i = 0; i < count; i++) {
+        snprintf(out, n, "%s/ckpt_%06d.bin", dir, steps[i]);
+        const char* why = check(out, ctx);
+        if (!why) return 1;
+        logf_(lg, "warning: --resume auto skips %s\n", why);
+    }
+    out[0] = 0;
+    return 0;
 }

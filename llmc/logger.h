@@ -1,11 +1,15 @@
 /*
 The run directory: main.log (everything printed, as printed) and metrics.jsonl (one
-JSON object per step). Lines are flushed as written so a crashed run keeps its log.
+JSON object per step), and the pieces of a training loop's progress output that every
+trainer prints the same way (durations, ETA, the memory plan). Lines are flushed as
+written so a crashed run keeps its log.
 */
 #pragma once
 #include "common.h"
+#include "arena.h"
 #include <sys/stat.h>
 #include <sys/types.h>
+#include <time.h>
 
 // quiet: a rank other than 0 of a multi-process run, which prints and writes nothing
 typedef struct { FILE* log; FILE* metrics; int quiet; } Logger;
@@ -42,4 +46,40 @@ static void logger_close(Logger* lg) {
     if (lg->log) fclose(lg->log);
     if (lg->metrics) fclose(lg->metrics);
     lg->log = lg->metrics = NULL;
+}
+
+// metrics.jsonl: metrics_begin(lg, step), then metrics_num / metrics_int, then metrics_end
+static void metrics_begin(Logger* lg, int step) { if (lg->metrics) fprintf(lg->metrics, "{\"step\": %d", step); }
+static void metrics_num(Logger* lg, const char* key, double v) {
+    if (lg->metrics && !isnan(v)) fprintf(lg->metrics, ", \"%s\": %.9g", key, v);  // NaN = not measured this step
+}
+static void metrics_int(Logger* lg, const char* key, long long v) { if (lg->metrics) fprintf(lg->metrics, ", \"%s\": %lld", key, v); }
+static void metrics_end(Logger* lg) { if (lg->metrics) { fprintf(lg->metrics, "}\n"); fflush(lg->metrics); } }
+
+// 75 s -> "1m15s", 4000 s -> "1h06m"
+static void format_duration(char* out, size_t n, double seconds) {
+    long s = (long)(seconds + 0.5);
+    if (s < 60) snprintf(out, n, "%lds", s);
+    else if (s < 3600) snprintf(out, n, "%ldm%02lds", s / 60, s % 60);
+    else snprintf(out, n, "%ldh%02ldm", s / 3600, (s % 3600) / 60);
+}
+
+static double now_seconds(void) {
+    struct timespec ts; clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+// the time left, spreading everything done since loop_start (validation and samples
+// included) over the steps done, start+1 .. step
+static void format_eta(char* out, size_t n, double loop_start, int step, int start, int steps) {
+    double per_step = (now_seconds() - loop_start) / (step - start > 0 ? step - start : 1);
+    format_duration(out, n, per_step * (steps - step));
+}
+
+// the memory plan's tables (device, and pinned host when it holds anything), to stdout and main.log
+static void log_plan(Logger* lg, const Arena* dev, const Arena* host) {
+    if (lg->quiet) return;
+    arena_print(dev, stdout);
+    if (lg->log) arena_print(dev, lg->log);
+    if (host->total) { arena_print(host, stdout); if (lg->log) arena_print(host, lg->log); }
 }
