@@ -5,6 +5,7 @@
 #
 #   make tinystories        prepare TinyStories, build, train (CUDA build on a GPU, else CPU)
 #   make test               every CPU test (and a compile of the CUDA build when nvcc exists)
+#   make dit                build train_dit and train the video DiT on generated clips (GIFs in runs/dit)
 #   make train_llama_cpu test_llama_cpu           CPU build (g++ -fopenmp -DLLMC_CPU)
 #   make train_llama test_llama [PRECISION=FP32] [CUDA_ARCH=90]   CUDA build
 
@@ -67,11 +68,11 @@ CPU_LIBS = $(MPI_LIBS) $(CPU_BLAS_LIBS)
 
 PYTHON = $(shell bash scripts/ensure_python_deps.sh 2>/dev/null | tail -n1)
 
-.PHONY: all cpu cuda test tinystories sweep compare data data512 clean info cuda-compile FORCE print-cpu-flags
+.PHONY: all cpu cuda test dit tinystories sweep compare data data512 clean info cuda-compile FORCE print-cpu-flags
 
 all: cpu
 
-cpu: train_llama_cpu test_llama_cpu
+cpu: train_llama_cpu test_llama_cpu train_dit_cpu test_dit_cpu
 
 # rebuilt when the flags change (MPI found or not, MPI=0)
 build/cpu-config: FORCE
@@ -99,7 +100,21 @@ test_llama$(CUDA_SUFFIX): test_llama.cu train_llama.cu $(HEADERS)
 	@test -n "$(NVCC)" || { echo "nvcc not found: install the CUDA Toolkit or use the CPU targets"; exit 1; }
 	$(NVCC) $(NVCC_FLAGS) $< -o $@ $(NVCC_LIBS)
 
-cuda: train_llama$(CUDA_SUFFIX) test_llama$(CUDA_SUFFIX)
+train_dit_cpu: train_dit.cu $(HEADERS) build/cpu-config
+	$(CXX) $(CPU_FLAGS) -x c++ $< -o $@ -lm $(CPU_LIBS)
+
+test_dit_cpu: test_dit.cu train_dit.cu $(HEADERS) build/cpu-config
+	$(CXX) $(CPU_FLAGS) -x c++ $< -o $@ -lm $(CPU_LIBS)
+
+train_dit$(CUDA_SUFFIX): train_dit.cu $(HEADERS)
+	@test -n "$(NVCC)" || { echo "nvcc not found: install the CUDA Toolkit or use the CPU targets"; exit 1; }
+	$(NVCC) $(NVCC_FLAGS) $< -o $@ $(NVCC_LIBS)
+
+test_dit$(CUDA_SUFFIX): test_dit.cu train_dit.cu $(HEADERS)
+	@test -n "$(NVCC)" || { echo "nvcc not found: install the CUDA Toolkit or use the CPU targets"; exit 1; }
+	$(NVCC) $(NVCC_FLAGS) $< -o $@ $(NVCC_LIBS)
+
+cuda: train_llama$(CUDA_SUFFIX) test_llama$(CUDA_SUFFIX) train_dit$(CUDA_SUFFIX) test_dit$(CUDA_SUFFIX)
 
 build/test_dataloader: dev/test/test_dataloader.c llmc/dataloader.h
 	@mkdir -p build
@@ -121,11 +136,14 @@ cuda-compile:
 	$(NVCC) $(NVCC_FLAGS) train_llama.cu -o build/train_llama $(NVCC_LIBS)
 	$(NVCC) $(NVCC_FLAGS) test_llama.cu -o build/test_llama $(NVCC_LIBS)
 	$(NVCC) $(NVCC_FLAGS) -DENABLE_FP32 test_llama.cu -o build/test_llama_fp32 $(NVCC_LIBS)
+	$(NVCC) $(NVCC_FLAGS) train_dit.cu -o build/train_dit $(NVCC_LIBS)
+	$(NVCC) $(NVCC_FLAGS) test_dit.cu -o build/test_dit $(NVCC_LIBS)
+	$(NVCC) $(NVCC_FLAGS) -DENABLE_FP32 test_dit.cu -o build/test_dit_fp32 $(NVCC_LIBS)
 
 # Open MPI and OpenBLAS first (scripts/ensure_build_deps.sh), then a fresh make so that the build sees them
 test:
 	@bash scripts/ensure_build_deps.sh
-	@$(MAKE) --no-print-directory cpu build/test_dataloader build/test_tokenizer build/train_llama_cpu_nompi build/test_comm
+	@$(MAKE) --no-print-directory cpu build/test_dataloader build/test_tokenizer build/train_llama_cpu_nompi build/test_comm build/test_video_data
 	@bash dev/test/run_tests.sh
 
 # the shared sample when it is there (no network), else the official download
@@ -145,6 +163,10 @@ tinystories: data data512
 compare: data512
 	@bash scripts/run_compare.sh
 
+# the video DiT: dit-tiny on the CPU (dit-S with the CUDA build on a GPU), moving-digit clips, GIF samples
+dit:
+	@bash scripts/run_dit.sh
+
 # tok/s and peak memory across memory-flag combinations (docs/results/, table and PNG)
 sweep: data
 	@bash scripts/run_sweep.sh
@@ -156,10 +178,16 @@ info:
 	@echo "NCCL: $(if $(and $(MPI_FOUND),$(NCCL_FOUND)),yes - the CUDA build has --comm nccl ($(NCCL_FOUND)),no - CUDA multi-process runs use --comm mpi; NCCL needs MPI for its ids)"
 
 clean:
-	rm -rf build train_llama_cpu test_llama_cpu train_llama test_llama train_llama_fp32 test_llama_fp32
+	rm -rf build train_llama_cpu test_llama_cpu train_llama test_llama train_llama_fp32 test_llama_fp32 \
+	       train_dit_cpu test_dit_cpu train_dit test_dit train_dit_fp32 test_dit_fp32
 
 # for scripts/bench_cpu_step.py: the CPU flags, OpenBLAS's compile flags and its libraries, one line each
 print-cpu-flags:
 	@echo "$(CPU_FLAGS)"
 	@echo "$(BLAS_CFLAGS)"
 	@echo "$(CPU_BLAS_LIBS)"
+
+# llmc/video_data.h (moving digits, clip files) and llmc/image_write.h (GIF, PNG); make test runs it
+build/test_video_data: dev/test/test_video_data.c llmc/video_data.h llmc/image_write.h llmc/common.h
+	@mkdir -p build
+	$(CXX) -O2 -x c++ -DLLMC_CPU -Wall -Wextra -I. $< -o $@ -lm

@@ -1,8 +1,17 @@
 /*
-Causal attention with grouped-query heads, flash-style. CPU twin:
-llmc/cpu/attention.h (same signatures and semantics).
+Attention with grouped-query heads, flash-style. CPU twin: llmc/cpu/attention.h (same
+signatures and semantics).
 q, out: [B, T, H, hd]; k, v: [B, T, KV, hd]; lse: [B, H, T] fp32. Scale 1/sqrt(hd).
 KV head j serves q heads j*H/KV .. (j+1)*H/KV - 1.
+Two modes of the same kernels, chosen by their `causal` argument:
+  attention_forward / attention_backward: causal, query t sees keys u <= t (Llama);
+  attention_full_forward / attention_full_backward: non-causal, every query sees all T
+  keys (the video DiT, DESIGN 9.3).
+The mode is a kernel argument, not a template parameter: it is uniform over the grid,
+so its branches cost a few integer instructions per score next to an hd-long dot
+product, and there stays one kernel per job (the emulator's coverage check names
+kernels without template arguments). Full mode differs only in its loop bounds, its
+tile order and its mask; it costs twice the causal FLOPs.
 
 Why this shape: memory must be O(T) (no [T, T] buffer ever exists), and the
 backward must be deterministic (no float atomics), so that resume and offload
@@ -14,21 +23,24 @@ within the key tile when computing scores. Any hd up to 256 works (the row loops
 stride by 32 lanes); shared memory is sized from hd at launch.
 
 forward (attention_forward_kernel): one block per (query tile, head, batch),
-query tiles scheduled longest-first. For each key tile 0..diagonal: load K, V;
-each warp computes its rows' scores (lane = key), masks u > t and u >= T, does the
-online-softmax update (running max m and sum l in registers of the owning warp),
-writes P to shared memory and rescales + accumulates its rows of O (lane = dim).
+query tiles scheduled longest-first (full mode: every tile is equally long, in grid
+order). For each key tile 0..diagonal (full mode: every key tile): load K, V;
+each warp computes its rows' scores (lane = key), masks u > t (causal) and u >= T,
+does the online-softmax update (running max m and sum l in registers of the owning
+warp), writes P to shared memory and rescales + accumulates its rows of O (lane = dim).
 Writes out = O / l and lse = m + log(l).
 
 backward, two kernels, no atomics, both deterministic:
   attention_backward_dkdv_kernel: one block per (key tile, kv head, batch). It
     keeps K, V and fp32 accumulators dK, dV in shared memory and loops over the
-    q heads of the group and over the query tiles at or after the key tile (in
-    that fixed order). Per query tile: load Q, dO; delta_r = dO_r . O_r; P =
-    exp(S*scale - lse) recomputed, dP = dO V^T, dS = P (dP - delta) scale; then
-    dV_j += sum_r P_rj dO_r and dK_j += sum_r dS_rj Q_r (thread = (key, dim)).
+    q heads of the group and over the query tiles at or after the key tile (full
+    mode: every query tile), in that fixed order. Per query tile: load Q, dO;
+    delta_r = dO_r . O_r; P = exp(S*scale - lse) recomputed, dP = dO V^T,
+    dS = P (dP - delta) scale; then dV_j += sum_r P_rj dO_r and dK_j += sum_r dS_rj Q_r
+    (thread = (key, dim)).
   attention_backward_dq_kernel: one block per (query tile, head, batch); loops
-    over key tiles 0..diagonal recomputing P and dS, dQ_r += sum_j dS_rj K_j.
+    over key tiles 0..diagonal (full mode: all) recomputing P and dS,
+    dQ_r += sum_j dS_rj K_j.
   dq, dk, dv are overwritten, as in the CPU twin.
 The recomputation of S and dP in both kernels is the price of no atomics.
 The tensor-core version is in dev/cuda/attention.cu (v3) until it is validated.
@@ -64,7 +76,7 @@ static __device__ __forceinline__ void att_load_tile(float* dst, const floatX* x
 // forward
 __global__ void __launch_bounds__(ATT_THREADS) attention_forward_kernel(floatX* out, float* lse, const floatX* q,
                                                                         const floatX* k, const floatX* v, int T, int H,
-                                                                        int KV, int hd, float scale) {
+                                                                        int KV, int hd, float scale, bool causal) {
     extern __shared__ float smem[];
     const int hp = hd + 1;
     float* sQ = smem;                    // [TILE][hp]
@@ -72,7 +84,9 @@ __global__ void __launch_bounds__(ATT_THREADS) attention_forward_kernel(floatX* 
     float* sV = sK + ATT_TILE * hp;      // [TILE][hp]
     float* sO = sV + ATT_TILE * hp;      // [TILE][hp]
     float* sP = sO + ATT_TILE * hp;      // [TILE][TILE]
-    const int qt = gridDim.x - 1 - blockIdx.x;  // longest tiles first
+    const int n_t = gridDim.x;           // query tiles = key tiles
+    const int qt = causal ? n_t - 1 - blockIdx.x : blockIdx.x;  // causal: longest tiles first
+    const int kt_last = causal ? qt : n_t - 1;
     const int h = blockIdx.y, b = blockIdx.z;
     const int kvh = h / (H / KV);
     const int q0 = qt * ATT_TILE;
@@ -84,7 +98,7 @@ __global__ void __launch_bounds__(ATT_THREADS) attention_forward_kernel(floatX* 
     #pragma unroll
     for (int rr = 0; rr < ATT_ROWS_PER_WARP; rr++) { m[rr] = -INFINITY; l[rr] = 0.0f; }
 
-    for (int kt = 0; kt <= qt; kt++) {
+    for (int kt = 0; kt <= kt_last; kt++) {
         const int k0 = kt * ATT_TILE;
         __syncthreads();  // sQ/sO initialised; the previous tile's sK/sV no longer read
         att_load_tile(sK, k, b, k0, T, KV, kvh, hd, hp);
@@ -99,7 +113,7 @@ __global__ void __launch_bounds__(ATT_THREADS) attention_forward_kernel(floatX* 
             float sc = 0.0f;
             for (int d = 0; d < hd; d++) sc += qr[d] * kj[d];
             sc *= scale;
-            const bool valid = u <= t && u < T;
+            const bool valid = u < T && (!causal || u <= t);
             const float m_tile = att_warp_max(valid ? sc : -INFINITY);
             const float m_new = fmaxf(m[rr], m_tile);
             const float p = valid ? expf(sc - m_new) : 0.0f;
@@ -134,7 +148,7 @@ __global__ void __launch_bounds__(ATT_THREADS) attention_forward_kernel(floatX* 
 // backward, part 1: dK and dV
 __global__ void __launch_bounds__(ATT_THREADS) attention_backward_dkdv_kernel(
     floatX* dk, floatX* dv, const floatX* dout, const floatX* q, const floatX* k, const floatX* v, const floatX* out,
-    const float* lse, int T, int H, int KV, int hd, float scale) {
+    const float* lse, int T, int H, int KV, int hd, float scale, bool causal) {
     extern __shared__ float smem[];
     const int hp = hd + 1, PP = ATT_TILE + 1;
     float* sK = smem;                    // [TILE][hp]
@@ -157,7 +171,7 @@ __global__ void __launch_bounds__(ATT_THREADS) attention_backward_dkdv_kernel(
     for (int idx = threadIdx.x; idx < ATT_TILE * hp; idx += blockDim.x) { sdK[idx] = 0.0f; sdV[idx] = 0.0f; }
 
     for (int h = kvh * group; h < (kvh + 1) * group; h++) {
-        for (int qt = kt; qt < n_qt; qt++) {
+        for (int qt = causal ? kt : 0; qt < n_qt; qt++) {  // the query tiles that see this key tile
             const int q0 = qt * ATT_TILE;
             __syncthreads();  // previous iteration done with sQ, sdO, sP, sdS
             att_load_tile(sQ, q, b, q0, T, H, h, hd, hp);
@@ -190,7 +204,7 @@ __global__ void __launch_bounds__(ATT_THREADS) attention_backward_dkdv_kernel(
                 const float* vj = sV + j * hp;
                 float sc = 0.0f, dp = 0.0f;
                 for (int d = 0; d < hd; d++) { sc += qr[d] * kj[d]; dp += dor[d] * vj[d]; }
-                const bool valid = t < T && u < T && u <= t;
+                const bool valid = t < T && u < T && (!causal || u <= t);
                 const float p = valid ? expf(sc * scale - sLse[r]) : 0.0f;
                 sP[r * PP + j] = p;
                 sdS[r * PP + j] = p * (dp - sDelta[r]) * scale;
@@ -227,7 +241,7 @@ __global__ void __launch_bounds__(ATT_THREADS) attention_backward_dkdv_kernel(
 // backward, part 2: dQ
 __global__ void __launch_bounds__(ATT_THREADS) attention_backward_dq_kernel(
     floatX* dq, const floatX* dout, const floatX* q, const floatX* k, const floatX* v, const floatX* out,
-    const float* lse, int T, int H, int KV, int hd, float scale) {
+    const float* lse, int T, int H, int KV, int hd, float scale, bool causal) {
     extern __shared__ float smem[];
     const int hp = hd + 1, PP = ATT_TILE + 1;
     float* sQ = smem;                    // [TILE][hp]
@@ -236,7 +250,9 @@ __global__ void __launch_bounds__(ATT_THREADS) attention_backward_dq_kernel(
     float* sV = sK + ATT_TILE * hp;
     float* sdQ = sV + ATT_TILE * hp;
     float* sdS = sdQ + ATT_TILE * hp;    // [TILE rows r][PP]
-    const int qt = gridDim.x - 1 - blockIdx.x;  // longest tiles first
+    const int n_t = gridDim.x;           // query tiles = key tiles
+    const int qt = causal ? n_t - 1 - blockIdx.x : blockIdx.x;  // causal: longest tiles first
+    const int kt_last = causal ? qt : n_t - 1;
     const int h = blockIdx.y, b = blockIdx.z;
     const int kvh = h / (H / KV), q0 = qt * ATT_TILE;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -259,7 +275,7 @@ __global__ void __launch_bounds__(ATT_THREADS) attention_backward_dq_kernel(
         row_lse[rr] = t < T ? lse[((size_t)b * H + h) * T + t] : 0.0f;
     }
 
-    for (int kt = 0; kt <= qt; kt++) {
+    for (int kt = 0; kt <= kt_last; kt++) {
         const int k0 = kt * ATT_TILE;
         __syncthreads();  // the previous tile's sK no longer read
         att_load_tile(sK, k, b, k0, T, KV, kvh, hd, hp);
@@ -275,7 +291,7 @@ __global__ void __launch_bounds__(ATT_THREADS) attention_backward_dq_kernel(
             const float* vj = sV + j * hp;
             float sc = 0.0f, dp = 0.0f;
             for (int d = 0; d < hd; d++) { sc += qr[d] * kj[d]; dp += dor[d] * vj[d]; }
-            const bool valid = t < T && u < T && u <= t;
+            const bool valid = t < T && u < T && (!causal || u <= t);
             const float p = valid ? expf(sc * scale - row_lse[rr]) : 0.0f;
             sdS[r * PP + j] = p * (dp - row_delta[rr]) * scale;
             __syncwarp();
@@ -325,33 +341,58 @@ static inline void att_prepare_smem(const void* kernel, size_t bytes, const char
     cudaCheck(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
 }
 
-static inline void attention_forward(floatX* out, float* lse, const floatX* q, const floatX* k, const floatX* v, int B, int T,
-                              int H, int KV, int hd, stream_t s) {
-    att_check_args("attention_forward", B, T, H, KV, hd);
+// both modes: causal (attention_forward) or full (attention_full_forward)
+static inline void att_launch_forward(floatX* out, float* lse, const floatX* q, const floatX* k, const floatX* v, int B,
+                                      int T, int H, int KV, int hd, bool causal, stream_t s, const char* who) {
+    att_check_args(who, B, T, H, KV, hd);
     if (B == 0 || T == 0) return;
     size_t smem = att_smem_forward(hd);
-    att_prepare_smem((const void*)attention_forward_kernel, smem, "attention_forward");
+    att_prepare_smem((const void*)attention_forward_kernel, smem, who);
     dim3 grid((unsigned)ceil_div((size_t)T, ATT_TILE), H, B);
-    attention_forward_kernel<<<grid, ATT_THREADS, smem, s>>>(out, lse, q, k, v, T, H, KV, hd, 1.0f / sqrtf((float)hd));
+    attention_forward_kernel<<<grid, ATT_THREADS, smem, s>>>(out, lse, q, k, v, T, H, KV, hd, 1.0f / sqrtf((float)hd),
+                                                             causal);
     cudaCheck(cudaGetLastError());
 }
 
-// dq, dk, dv are overwritten
-static inline void attention_backward(floatX* dq, floatX* dk, floatX* dv, const floatX* dout, const floatX* q, const floatX* k,
-                               const floatX* v, const floatX* out, const float* lse, int B, int T, int H, int KV,
-                               int hd, stream_t s) {
-    att_check_args("attention_backward", B, T, H, KV, hd);
+static inline void att_launch_backward(floatX* dq, floatX* dk, floatX* dv, const floatX* dout, const floatX* q,
+                                       const floatX* k, const floatX* v, const floatX* out, const float* lse, int B,
+                                       int T, int H, int KV, int hd, bool causal, stream_t s, const char* who) {
+    att_check_args(who, B, T, H, KV, hd);
     if (B == 0 || T == 0) return;
     const float scale = 1.0f / sqrtf((float)hd);
     const unsigned n_t = (unsigned)ceil_div((size_t)T, ATT_TILE);
     size_t smem1 = att_smem_dkdv(hd);
-    att_prepare_smem((const void*)attention_backward_dkdv_kernel, smem1, "attention_backward");
+    att_prepare_smem((const void*)attention_backward_dkdv_kernel, smem1, who);
     attention_backward_dkdv_kernel<<<dim3(n_t, KV, B), ATT_THREADS, smem1, s>>>(dk, dv, dout, q, k, v, out, lse, T, H,
-                                                                                KV, hd, scale);
+                                                                                KV, hd, scale, causal);
     cudaCheck(cudaGetLastError());
     size_t smem2 = att_smem_dq(hd);
-    att_prepare_smem((const void*)attention_backward_dq_kernel, smem2, "attention_backward");
+    att_prepare_smem((const void*)attention_backward_dq_kernel, smem2, who);
     attention_backward_dq_kernel<<<dim3(n_t, H, B), ATT_THREADS, smem2, s>>>(dq, dout, q, k, v, out, lse, T, H, KV, hd,
-                                                                             scale);
+                                                                             scale, causal);
     cudaCheck(cudaGetLastError());
+}
+
+static inline void attention_forward(floatX* out, float* lse, const floatX* q, const floatX* k, const floatX* v, int B, int T,
+                                     int H, int KV, int hd, stream_t s) {
+    att_launch_forward(out, lse, q, k, v, B, T, H, KV, hd, true, s, "attention_forward");
+}
+
+// dq, dk, dv are overwritten
+static inline void attention_backward(floatX* dq, floatX* dk, floatX* dv, const floatX* dout, const floatX* q, const floatX* k,
+                                      const floatX* v, const floatX* out, const float* lse, int B, int T, int H, int KV,
+                                      int hd, stream_t s) {
+    att_launch_backward(dq, dk, dv, dout, q, k, v, out, lse, B, T, H, KV, hd, true, s, "attention_backward");
+}
+
+// non-causal (the video DiT, DESIGN 9.3): every query attends to every key
+static inline void attention_full_forward(floatX* out, float* lse, const floatX* q, const floatX* k, const floatX* v, int B,
+                                          int T, int H, int KV, int hd, stream_t s) {
+    att_launch_forward(out, lse, q, k, v, B, T, H, KV, hd, false, s, "attention_full_forward");
+}
+
+static inline void attention_full_backward(floatX* dq, floatX* dk, floatX* dv, const floatX* dout, const floatX* q,
+                                           const floatX* k, const floatX* v, const floatX* out, const float* lse, int B,
+                                           int T, int H, int KV, int hd, stream_t s) {
+    att_launch_backward(dq, dk, dv, dout, q, k, v, out, lse, B, T, H, KV, hd, false, s, "attention_full_backward");
 }

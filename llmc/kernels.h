@@ -15,6 +15,12 @@ never sees which one it got.
 #include "cpu/attention.h"
 #include "cpu/crossentropy.h"
 #include "cpu/adamw.h"
+#include "cpu/adaln.h"
+#include "cpu/bias.h"
+#include "cpu/activation.h"
+#include "cpu/patchify.h"
+#include "cpu/timestep.h"
+#include "cpu/flow.h"
 #else
 #include "device.cuh"
 #include "matmul.cuh"
@@ -25,4 +31,10 @@ never sees which one it got.
 #include "attention.cuh"
 #include "crossentropy.cuh"
 #include "adamw.cuh"
+#include "adaln.cuh"
+#include "bias.cuh"
+#include "activation.cuh"
+#include "patchify.cuh"
+#include "timestep.cuh"
+#include "flow.cuh"
 #endif

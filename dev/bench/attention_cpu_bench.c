@@ -5,7 +5,7 @@
 //   mkdir -p build/bench
 //   g++ -O3 -march=native -fopenmp -std=c++17 -DLLMC_CPU -I. -x c++ dev/bench/attention_cpu_bench.c
 //       -o build/bench/attention_cpu_bench
-//   build/bench/attention_cpu_bench [--exp-all] [--reps N] [--time-only]
+//   build/bench/attention_cpu_bench [--exp-all] [--reps N] [--time-only] [--full]
 //
 // 1. att_cpu_exp against glibc's expf and against exp in double (error in ulps of the
 //    float result), on every float in [-87.33, 88.72] with --exp-all, else on every 16th;
@@ -16,6 +16,8 @@
 // 3. determinism: the outputs bit for bit, run twice, with 1 thread and with all threads.
 // 4. time per call (median of --reps, default 7) of forward and backward at B=32 T=256
 //    H=8 KV=4 hd=8 (stories260K) and B=8 T=256 H=6 KV=6 hd=48 (stories15M).
+// --full: parts 2 to 4 on the non-causal mode (attention_full_forward/backward, the video
+//    DiT) instead of the causal one.
 //    With -DOLD_ATTENTION='"path.h"', another version of llmc/cpu/attention.h without its
 //    #include line, is timed too and compared in part 2; e.g. the committed one:
 //      git show HEAD:llmc/cpu/attention.h | grep -v '#include "../common.h"' > /tmp/old_attention.h
@@ -97,7 +99,7 @@ static int check_exp(int all) {
 // 2. against double precision
 struct Shape { int B, T, H, KV, hd; };
 
-static void ref_attention(const Shape& a, const float* q, const float* k, const float* v, const float* dout,
+static void ref_attention(const Shape& a, bool causal, const float* q, const float* k, const float* v, const float* dout,
                           std::vector<double>& out, std::vector<double>& lse, std::vector<double>& dq,
                           std::vector<double>& dk, std::vector<double>& dv) {
     const int B = a.B, T = a.T, H = a.H, KV = a.KV, hd = a.hd, group = H / KV;
@@ -110,8 +112,9 @@ static void ref_attention(const Shape& a, const float* q, const float* k, const 
             for (int t = 0; t < T; t++) {
                 int kvh = h / group;
                 size_t qi = (((size_t)b * T + t) * H + h) * hd;
+                const int nu = causal ? t + 1 : T;  // the keys row t sees
                 double m = -INFINITY;
-                for (int u = 0; u <= t; u++) {
+                for (int u = 0; u < nu; u++) {
                     const float* ku = k + (((size_t)b * T + u) * KV + kvh) * hd;
                     double s = 0;
                     for (int d = 0; d < hd; d++) s += (double)q[qi + d] * ku[d];
@@ -119,22 +122,22 @@ static void ref_attention(const Shape& a, const float* q, const float* k, const 
                     m = std::max(m, p[u]);
                 }
                 double l = 0;
-                for (int u = 0; u <= t; u++) { p[u] = exp(p[u] - m); l += p[u]; }
-                for (int u = 0; u <= t; u++) p[u] /= l;
+                for (int u = 0; u < nu; u++) { p[u] = exp(p[u] - m); l += p[u]; }
+                for (int u = 0; u < nu; u++) p[u] /= l;
                 lse[((size_t)b * H + h) * T + t] = m + log(l);
                 for (int d = 0; d < hd; d++) {
                     double o = 0;
-                    for (int u = 0; u <= t; u++) o += p[u] * v[(((size_t)b * T + u) * KV + kvh) * hd + d];
+                    for (int u = 0; u < nu; u++) o += p[u] * v[(((size_t)b * T + u) * KV + kvh) * hd + d];
                     out[qi + d] = o;
                 }
                 double delta = 0;
-                for (int u = 0; u <= t; u++) {
+                for (int u = 0; u < nu; u++) {
                     const float* vu = v + (((size_t)b * T + u) * KV + kvh) * hd;
                     dp[u] = 0;
                     for (int d = 0; d < hd; d++) dp[u] += (double)dout[qi + d] * vu[d];
                     delta += p[u] * dp[u];
                 }
-                for (int u = 0; u <= t; u++) {
+                for (int u = 0; u < nu; u++) {
                     size_t ki = (((size_t)b * T + u) * KV + kvh) * hd;
                     double ds = p[u] * (dp[u] - delta) * scale;
                     for (int d = 0; d < hd; d++) {
@@ -175,7 +178,9 @@ static bool same(const Run& x, const Run& y) {
     return x.out == y.out && x.lse == y.lse && x.dq == y.dq && x.dk == y.dk && x.dv == y.dv;
 }
 
-static int check_accuracy(void) {
+static int check_accuracy(bool causal) {
+    const fwd_fn fwd = causal ? attention_forward : attention_full_forward;
+    const bwd_fn bwd = causal ? attention_backward : attention_full_backward;
     const Shape shapes[] = {{2, 7, 4, 2, 6}, {1, 9, 6, 1, 8}, {1, 16, 4, 4, 12}, {2, 200, 8, 4, 8},
                             {1, 300, 6, 6, 48}, {1, 37, 2, 2, 130}, {1, 1, 1, 1, 2}, {1, 129, 2, 1, 64}};
     int bad = 0;
@@ -184,23 +189,25 @@ static int check_accuracy(void) {
         std::vector<float> q((size_t)a.B * a.T * a.H * a.hd), k((size_t)a.B * a.T * a.KV * a.hd), v(k.size()), dout(q.size());
         fill(q, s, 3.0f); fill(k, s, 3.0f); fill(v, s, 1.0f); fill(dout, s, 1.0f);
         std::vector<double> ro, rl, rq, rk, rv;
-        ref_attention(a, q.data(), k.data(), v.data(), dout.data(), ro, rl, rq, rk, rv);
-        Run n1 = run(attention_forward, attention_backward, a, q, k, v, dout);
-        Run n2 = run(attention_forward, attention_backward, a, q, k, v, dout);
+        ref_attention(a, causal, q.data(), k.data(), v.data(), dout.data(), ro, rl, rq, rk, rv);
+        Run n1 = run(fwd, bwd, a, q, k, v, dout);
+        Run n2 = run(fwd, bwd, a, q, k, v, dout);
         int nt = omp_get_max_threads();
         omp_set_num_threads(1);
-        Run n3 = run(attention_forward, attention_backward, a, q, k, v, dout);
+        Run n3 = run(fwd, bwd, a, q, k, v, dout);
         omp_set_num_threads(nt);
         double e[5] = {rel_err(n1.out, ro), rel_err(n1.lse, rl), rel_err(n1.dq, rq), rel_err(n1.dk, rk), rel_err(n1.dv, rv)};
         double worst = *std::max_element(e, e + 5);
         bool det = same(n1, n2) && same(n1, n3);
-        printf("B=%d T=%d H=%d KV=%d hd=%d: error / max|ref| out %.1e lse %.1e dq %.1e dk %.1e dv %.1e; "
+        printf("%s B=%d T=%d H=%d KV=%d hd=%d: error / max|ref| out %.1e lse %.1e dq %.1e dk %.1e dv %.1e; "
                "bitwise identical twice and with 1 vs %d threads: %s",
-               a.B, a.T, a.H, a.KV, a.hd, e[0], e[1], e[2], e[3], e[4], nt, det ? "yes" : "NO");
+               causal ? "causal" : "full", a.B, a.T, a.H, a.KV, a.hd, e[0], e[1], e[2], e[3], e[4], nt, det ? "yes" : "NO");
 #ifdef OLD_ATTENTION
-        Run o = run(old::attention_forward, old::attention_backward, a, q, k, v, dout);
-        double eo[5] = {rel_err(o.out, ro), rel_err(o.lse, rl), rel_err(o.dq, rq), rel_err(o.dk, rk), rel_err(o.dv, rv)};
-        printf("; old: worst %.1e", *std::max_element(eo, eo + 5));
+        if (causal) {  // the old version may predate the full mode
+            Run o = run(old::attention_forward, old::attention_backward, a, q, k, v, dout);
+            double eo[5] = {rel_err(o.out, ro), rel_err(o.lse, rl), rel_err(o.dq, rq), rel_err(o.dk, rk), rel_err(o.dv, rv)};
+            printf("; old: worst %.1e", *std::max_element(eo, eo + 5));
+        }
 #endif
         printf("\n");
         bad += worst > 2e-5 || !det;
@@ -214,17 +221,17 @@ static int check_accuracy(void) {
 static double median(std::vector<double> x) { std::sort(x.begin(), x.end()); return x[x.size() / 2]; }
 static double minimum(const std::vector<double>& x) { return *std::min_element(x.begin(), x.end()); }
 
-static void time_shape(const char* name, const Shape& a, int reps) {
+static void time_shape(const char* name, const Shape& a, int reps, bool causal) {
     unsigned s = 99;
     std::vector<float> q((size_t)a.B * a.T * a.H * a.hd), k((size_t)a.B * a.T * a.KV * a.hd), v(k.size()), dout(q.size());
     fill(q, s, 2.0f); fill(k, s, 2.0f); fill(v, s, 1.0f); fill(dout, s, 1.0f);
     std::vector<float> out(q.size()), lse((size_t)a.B * a.H * a.T), dq(q.size()), dk(k.size()), dv(k.size());
-    struct Impl { const char* who; fwd_fn f; bwd_fn g; } impls[] = {
-        {"new", attention_forward, attention_backward},
+    struct Impl { const char* who; fwd_fn f; bwd_fn g; };
+    std::vector<Impl> impls = {causal ? Impl{"new", attention_forward, attention_backward}
+                                      : Impl{"new, full", attention_full_forward, attention_full_backward}};
 #ifdef OLD_ATTENTION
-        {"old", old::attention_forward, old::attention_backward},
+    if (causal) impls.push_back({"old", old::attention_forward, old::attention_backward});
 #endif
-    };
     for (auto& im : impls) {
         std::vector<double> tf, tb;
         for (int r = 0; r <= reps; r++) {  // the first call warms up
@@ -244,19 +251,21 @@ static void time_shape(const char* name, const Shape& a, int reps) {
 
 int main(int argc, char** argv) {
     int all = 0, reps = 7, time_only = 0;
+    bool causal = true;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--exp-all")) all = 1;
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--time-only")) time_only = 1;  // part 4 alone (for a profiler)
-        else { fprintf(stderr, "usage: attention_cpu_bench [--exp-all] [--reps N] [--time-only]\n"); return 2; }
+        else if (!strcmp(argv[i], "--full")) causal = false;
+        else { fprintf(stderr, "usage: attention_cpu_bench [--exp-all] [--reps N] [--time-only] [--full]\n"); return 2; }
     }
     if (reps < 1) reps = 1;
     int bad = 0;
     if (!time_only) {
         bad += check_exp(all);
-        bad += check_accuracy();
+        bad += check_accuracy(causal);
     }
-    time_shape("stories260K", Shape{32, 256, 8, 4, 8}, reps);
-    time_shape("stories15M", Shape{8, 256, 6, 6, 48}, reps);
+    time_shape("stories260K", Shape{32, 256, 8, 4, 8}, reps, causal);
+    time_shape("stories15M", Shape{8, 256, 6, 6, 48}, reps, causal);
     return bad ? 1 : 0;
 }

@@ -1,9 +1,13 @@
 /*
-Ladder for llmc/attention.cuh (causal GQA attention, forward keeps out and lse).
+Ladder for llmc/attention.cuh (GQA attention, forward keeps out and lse), in both of
+its modes: causal (attention_forward/backward) and full, non-causal
+(attention_full_forward/backward, the video DiT). Every version takes the mode as an
+argument (a `causal` kernel argument, as in llmc) and is validated in both.
   version 1: naive. Forward: one thread per (b, h, query row), online softmax over
-             keys 0..t, accumulator in local memory. Backward: one thread per
-             (b, h, query row) for dq; one thread per (b, kv head, key) for dk, dv,
-             looping over the group's heads and the rows t >= u. Deterministic.
+             keys 0..t (full: 0..T-1), accumulator in local memory. Backward: one
+             thread per (b, h, query row) for dq; one thread per (b, kv head, key)
+             for dk, dv, looping over the group's heads and the rows t >= u (full:
+             all rows). Deterministic.
   version 2: the llmc kernels (32x32 fp32 tiles in shared memory, online softmax;
              backward = dK/dV kernel per key tile + dQ kernel per query tile, no
              atomics). Deterministic.
@@ -18,9 +22,10 @@ Ladder for llmc/attention.cuh (causal GQA attention, forward keeps out and lse).
              shim with bf16 tolerances), which says nothing of the tensor cores'
              numerics or speed. It stays here until this ladder passes on an H100; only
              then may it move to llmc. ***
-Validated against the CPU twin (llmc/cpu/attention.h) on random q, k, v, dout at
-odd sizes: T not a multiple of any tile, GQA ratios 1, 2, 3, 4 and MQA, hd from 6
-to 256. Determinism: each backward run twice, bitwise.
+Validated against the CPU twin (llmc/cpu/attention.h, ref_attention[_full]_* of
+cpu_reference) on random q, k, v, dout at odd sizes, in both modes: T not a multiple
+of any tile, GQA ratios 1, 2, 3, 4 and MQA, hd from 6 to 256. Determinism: each
+backward run twice, bitwise. Timed in both modes (full: twice the FLOPs of causal).
 */
 #include "ladder.h"
 #include "../../llmc/attention.cuh"
@@ -29,7 +34,7 @@ to 256. Determinism: each backward run twice, bitwise.
 // ---------------------------------------------------------------------------------
 // version 1
 __global__ void att_fwd_v1(floatX* out, float* lse, const floatX* q, const floatX* k, const floatX* v, int B, int T,
-                           int H, int KV, int hd, float scale) {
+                           int H, int KV, int hd, float scale, bool causal) {
     int idx = blockIdx.x * blockDim.x + threadIdx.x;
     if (idx >= B * H * T) return;
     int t = idx % T, h = (idx / T) % H, b = idx / (T * H);
@@ -38,7 +43,8 @@ __global__ void att_fwd_v1(floatX* out, float* lse, const floatX* q, const float
     float o[ATT_MAX_HD];
     for (int d = 0; d < hd; d++) o[d] = 0.0f;
     float m = -INFINITY, l = 0.0f;
-    for (int u = 0; u <= t; u++) {
+    const int n_keys = causal ? t + 1 : T;
+    for (int u = 0; u < n_keys; u++) {
         const floatX* ku = k + (((size_t)b * T + u) * KV + kvh) * hd;
         const floatX* vu = v + (((size_t)b * T + u) * KV + kvh) * hd;
         float sc = 0.0f;
@@ -56,7 +62,8 @@ __global__ void att_fwd_v1(floatX* out, float* lse, const floatX* q, const float
 }
 
 __global__ void att_bwd_dq_v1(floatX* dq, const floatX* dout, const floatX* q, const floatX* k, const floatX* v,
-                              const floatX* out, const float* lse, int B, int T, int H, int KV, int hd, float scale) {
+                              const floatX* out, const float* lse, int B, int T, int H, int KV, int hd, float scale,
+                              bool causal) {
     int idx = blockIdx.x * blockDim.x + threadIdx.x;
     if (idx >= B * H * T) return;
     int t = idx % T, h = (idx / T) % H, b = idx / (T * H);
@@ -67,7 +74,8 @@ __global__ void att_bwd_dq_v1(floatX* dq, const floatX* dout, const floatX* q, c
     float l = lse[((size_t)b * H + h) * T + t];
     float acc[ATT_MAX_HD];
     for (int d = 0; d < hd; d++) acc[d] = 0.0f;
-    for (int u = 0; u <= t; u++) {
+    const int n_keys = causal ? t + 1 : T;
+    for (int u = 0; u < n_keys; u++) {
         size_t ki = (((size_t)b * T + u) * KV + kvh) * hd;
         float sc = 0.0f, dp = 0.0f;
         for (int d = 0; d < hd; d++) {
@@ -83,7 +91,7 @@ __global__ void att_bwd_dq_v1(floatX* dq, const floatX* dout, const floatX* q, c
 
 __global__ void att_bwd_dkdv_v1(floatX* dk, floatX* dv, const floatX* dout, const floatX* q, const floatX* k,
                                 const floatX* v, const floatX* out, const float* lse, int B, int T, int H, int KV,
-                                int hd, float scale) {
+                                int hd, float scale, bool causal) {
     int idx = blockIdx.x * blockDim.x + threadIdx.x;
     if (idx >= B * KV * T) return;
     int u = idx % T, kvh = (idx / T) % KV, b = idx / (T * KV);
@@ -92,7 +100,7 @@ __global__ void att_bwd_dkdv_v1(floatX* dk, floatX* dv, const floatX* dout, cons
     float ak[ATT_MAX_HD], av[ATT_MAX_HD];
     for (int d = 0; d < hd; d++) { ak[d] = 0.0f; av[d] = 0.0f; }
     for (int h = kvh * group; h < (kvh + 1) * group; h++)
-        for (int t = u; t < T; t++) {
+        for (int t = causal ? u : 0; t < T; t++) {
             size_t qi = (((size_t)b * T + t) * H + h) * hd;
             float delta = 0.0f, sc = 0.0f, dp = 0.0f;
             for (int d = 0; d < hd; d++) {
@@ -180,7 +188,8 @@ static size_t smem_fwd(int hd) {
 }
 
 __global__ void __launch_bounds__(THREADS) fwd_kernel(bf16* out, float* lse, const bf16* q, const bf16* k,
-                                                      const bf16* v, int T, int H, int KV, int hd, float scale) {
+                                                      const bf16* v, int T, int H, int KV, int hd, float scale,
+                                                      bool causal) {
     extern __shared__ __align__(128) unsigned char smem_raw[];
     const int QS = hd + 8, OS = hd + 4;
     Carve cv{smem_raw};
@@ -193,14 +202,15 @@ __global__ void __launch_bounds__(THREADS) fwd_kernel(bf16* out, float* lse, con
     float* sM = cv.take<float>(TQ);
     float* sL = cv.take<float>(TQ);
     float* sC = cv.take<float>(TQ);
-    const int qt = gridDim.x - 1 - blockIdx.x, h = blockIdx.y, b = blockIdx.z;
+    const int qt = causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;  // causal: longest tiles first
+    const int kt_last = causal ? qt : gridDim.x - 1, h = blockIdx.y, b = blockIdx.z;
     const int kvh = h / (H / KV), q0 = qt * TQ;
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, r0 = 16 * w;
 
     load_tile_bf16(sQ, QS, q, b, q0, T, H, h, hd, TQ);
     for (int i = threadIdx.x; i < TQ * OS; i += blockDim.x) sO[i] = 0.0f;
     for (int i = threadIdx.x; i < TQ; i += blockDim.x) { sM[i] = -INFINITY; sL[i] = 0.0f; }
-    for (int kt = 0; kt <= qt; kt++) {
+    for (int kt = 0; kt <= kt_last; kt++) {
         const int k0 = kt * TK;
         __syncthreads();
         load_tile_bf16(sK, QS, k, b, k0, T, KV, kvh, hd, TK);
@@ -217,7 +227,7 @@ __global__ void __launch_bounds__(THREADS) fwd_kernel(bf16* out, float* lse, con
             float mt = -INFINITY;
             for (int x = 0; x < 2; x++) {
                 int j = lane + 32 * x, u = k0 + j;
-                valid[x] = u <= t && u < T;
+                valid[x] = u < T && (!causal || u <= t);
                 s[x] = sS[r * SS + j] * scale;
                 if (valid[x]) mt = fmaxf(mt, s[x]);
             }
@@ -280,7 +290,7 @@ static size_t smem_dkdv(int hd) {
 
 __global__ void __launch_bounds__(THREADS) dkdv_kernel(bf16* dk, bf16* dv, const bf16* dout, const bf16* q,
                                                        const bf16* k, const bf16* v, const bf16* out, const float* lse,
-                                                       int T, int H, int KV, int hd, float scale) {
+                                                       int T, int H, int KV, int hd, float scale, bool causal) {
     extern __shared__ __align__(128) unsigned char smem_raw[];
     const int QS = hd + 8, OS = hd + 4;
     Carve cv{smem_raw};
@@ -304,7 +314,7 @@ __global__ void __launch_bounds__(THREADS) dkdv_kernel(bf16* dk, bf16* dv, const
     load_tile_bf16(sV, QS, v, b, k0, T, KV, kvh, hd, TK);
     for (int i = threadIdx.x; i < TK * OS; i += blockDim.x) { sdK[i] = 0.0f; sdV[i] = 0.0f; }
     for (int h = kvh * group; h < (kvh + 1) * group; h++)
-        for (int qt = kt; qt < n_qt; qt++) {
+        for (int qt = causal ? kt : 0; qt < n_qt; qt++) {
             const int q0 = qt * TQ;
             __syncthreads();
             load_tile_bf16(sQ, QS, q, b, q0, T, H, h, hd, TQ);
@@ -323,7 +333,7 @@ __global__ void __launch_bounds__(THREADS) dkdv_kernel(bf16* dk, bf16* dv, const
                 const int j = j0 + jj, u = k0 + j;
                 for (int x = 0; x < 2; x++) {
                     const int r = lane + 32 * x, t = q0 + r;
-                    const bool valid = t < T && u < T && u <= t;
+                    const bool valid = t < T && u < T && (!causal || u <= t);
                     const float p = valid ? expf(sSt[j * SS + r] * scale - sLse[r]) : 0.0f;
                     const float ds = p * (sdPt[j * SS + r] - sDelta[r]) * scale;
                     sPt[j * PS + r] = __float2bfloat16(p);
@@ -356,7 +366,7 @@ static size_t smem_dq(int hd) {
 
 __global__ void __launch_bounds__(THREADS) dq_kernel(bf16* dq, const bf16* dout, const bf16* q, const bf16* k,
                                                      const bf16* v, const bf16* out, const float* lse, int T, int H,
-                                                     int KV, int hd, float scale) {
+                                                     int KV, int hd, float scale, bool causal) {
     extern __shared__ __align__(128) unsigned char smem_raw[];
     const int QS = hd + 8, OS = hd + 4;
     Carve cv{smem_raw};
@@ -370,7 +380,8 @@ __global__ void __launch_bounds__(THREADS) dq_kernel(bf16* dq, const bf16* dout,
     float* sdQ = cv.take<float>((size_t)TQ * OS);
     float* sLse = cv.take<float>(TQ);
     float* sDelta = cv.take<float>(TQ);
-    const int qt = gridDim.x - 1 - blockIdx.x, h = blockIdx.y, b = blockIdx.z;
+    const int qt = causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;  // causal: longest tiles first
+    const int kt_last = causal ? qt : gridDim.x - 1, h = blockIdx.y, b = blockIdx.z;
     const int kvh = h / (H / KV), q0 = qt * TQ;
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, r0 = 16 * w;
 
@@ -379,7 +390,7 @@ __global__ void __launch_bounds__(THREADS) dq_kernel(bf16* dq, const bf16* dout,
     for (int i = threadIdx.x; i < TQ * OS; i += blockDim.x) sdQ[i] = 0.0f;
     __syncthreads();
     row_stats(sLse, sDelta, sdO, QS, out, lse, b, q0, T, H, h, hd);  // each warp its own rows
-    for (int kt = 0; kt <= qt; kt++) {
+    for (int kt = 0; kt <= kt_last; kt++) {
         const int k0 = kt * TK;
         __syncthreads();
         load_tile_bf16(sK, QS, k, b, k0, T, KV, kvh, hd, TK);
@@ -394,7 +405,7 @@ __global__ void __launch_bounds__(THREADS) dq_kernel(bf16* dq, const bf16* dout,
             const int r = r0 + rr, t = q0 + r;
             for (int x = 0; x < 2; x++) {
                 const int j = lane + 32 * x, u = k0 + j;
-                const bool valid = t < T && u < T && u <= t;
+                const bool valid = t < T && u < T && (!causal || u <= t);
                 const float p = valid ? expf(sS[r * SS + j] * scale - sLse[r]) : 0.0f;
                 sdS[r * PS + j] = __float2bfloat16(p * (sdP[r * SS + j] - sDelta[r]) * scale);
             }
@@ -414,23 +425,24 @@ __global__ void __launch_bounds__(THREADS) dq_kernel(bf16* dq, const bf16* dout,
 static bool supported(int hd) { return hd % 16 == 0 && hd <= 128; }
 
 static void forward(floatX* out, float* lse, const floatX* q, const floatX* k, const floatX* v, int B, int T, int H,
-                    int KV, int hd) {
+                    int KV, int hd, bool causal) {
     size_t smem = smem_fwd(hd);
     att_prepare_smem((const void*)fwd_kernel, smem, "attention v3 forward");
     dim3 grid((unsigned)ceil_div(T, TQ), H, B);
-    fwd_kernel<<<grid, THREADS, smem>>>(out, lse, q, k, v, T, H, KV, hd, 1.0f / sqrtf((float)hd));
+    fwd_kernel<<<grid, THREADS, smem>>>(out, lse, q, k, v, T, H, KV, hd, 1.0f / sqrtf((float)hd), causal);
     cudaCheck(cudaGetLastError());
 }
 static void backward(floatX* dq, floatX* dk, floatX* dv, const floatX* dout, const floatX* q, const floatX* k,
-                     const floatX* v, const floatX* out, const float* lse, int B, int T, int H, int KV, int hd) {
+                     const floatX* v, const floatX* out, const float* lse, int B, int T, int H, int KV, int hd,
+                     bool causal) {
     const float scale = 1.0f / sqrtf((float)hd);
     unsigned nt = (unsigned)ceil_div(T, TQ);
     size_t s1 = smem_dkdv(hd), s2 = smem_dq(hd);
     att_prepare_smem((const void*)dkdv_kernel, s1, "attention v3 dkdv");
-    dkdv_kernel<<<dim3(nt, KV, B), THREADS, s1>>>(dk, dv, dout, q, k, v, out, lse, T, H, KV, hd, scale);
+    dkdv_kernel<<<dim3(nt, KV, B), THREADS, s1>>>(dk, dv, dout, q, k, v, out, lse, T, H, KV, hd, scale, causal);
     cudaCheck(cudaGetLastError());
     att_prepare_smem((const void*)dq_kernel, s2, "attention v3 dq");
-    dq_kernel<<<dim3(nt, H, B), THREADS, s2>>>(dq, dout, q, k, v, out, lse, T, H, KV, hd, scale);
+    dq_kernel<<<dim3(nt, H, B), THREADS, s2>>>(dq, dout, q, k, v, out, lse, T, H, KV, hd, scale, causal);
     cudaCheck(cudaGetLastError());
 }
 }  // namespace v3
@@ -446,45 +458,53 @@ static bool version_supports(int version, int hd) {
 #endif
 }
 
-static void fwd(int version, floatX* out, float* lse, const floatX* q, const floatX* k, const floatX* v, int B, int T,
-                int H, int KV, int hd) {
+// causal: attention_forward / attention_backward; else the full (non-causal) mode,
+// attention_full_forward / attention_full_backward
+static void fwd(int version, bool causal, floatX* out, float* lse, const floatX* q, const floatX* k, const floatX* v,
+                int B, int T, int H, int KV, int hd) {
     if (version == 1) {
         int n = B * H * T;
-        att_fwd_v1<<<(unsigned)ceil_div(n, 128), 128>>>(out, lse, q, k, v, B, T, H, KV, hd, 1.0f / sqrtf((float)hd));
+        att_fwd_v1<<<(unsigned)ceil_div(n, 128), 128>>>(out, lse, q, k, v, B, T, H, KV, hd, 1.0f / sqrtf((float)hd),
+                                                         causal);
         cudaCheck(cudaGetLastError());
     } else if (version == 2) {
-        attention_forward(out, lse, q, k, v, B, T, H, KV, hd, 0);
+        if (causal) attention_forward(out, lse, q, k, v, B, T, H, KV, hd, 0);
+        else attention_full_forward(out, lse, q, k, v, B, T, H, KV, hd, 0);
     } else {
 #if !defined(ENABLE_FP32)
-        v3::forward(out, lse, q, k, v, B, T, H, KV, hd);
+        v3::forward(out, lse, q, k, v, B, T, H, KV, hd, causal);
 #endif
     }
 }
-static void bwd(int version, floatX* dq, floatX* dk, floatX* dv, const floatX* dout, const floatX* q, const floatX* k,
-                const floatX* v, const floatX* out, const float* lse, int B, int T, int H, int KV, int hd) {
+static void bwd(int version, bool causal, floatX* dq, floatX* dk, floatX* dv, const floatX* dout, const floatX* q,
+                const floatX* k, const floatX* v, const floatX* out, const float* lse, int B, int T, int H, int KV,
+                int hd) {
     if (version == 1) {
         float scale = 1.0f / sqrtf((float)hd);
-        att_bwd_dq_v1<<<(unsigned)ceil_div(B * H * T, 128), 128>>>(dq, dout, q, k, v, out, lse, B, T, H, KV, hd, scale);
+        att_bwd_dq_v1<<<(unsigned)ceil_div(B * H * T, 128), 128>>>(dq, dout, q, k, v, out, lse, B, T, H, KV, hd, scale,
+                                                                    causal);
         cudaCheck(cudaGetLastError());
         att_bwd_dkdv_v1<<<(unsigned)ceil_div(B * KV * T, 128), 128>>>(dk, dv, dout, q, k, v, out, lse, B, T, H, KV, hd,
-                                                                      scale);
+                                                                      scale, causal);
         cudaCheck(cudaGetLastError());
     } else if (version == 2) {
-        attention_backward(dq, dk, dv, dout, q, k, v, out, lse, B, T, H, KV, hd, 0);
+        if (causal) attention_backward(dq, dk, dv, dout, q, k, v, out, lse, B, T, H, KV, hd, 0);
+        else attention_full_backward(dq, dk, dv, dout, q, k, v, out, lse, B, T, H, KV, hd, 0);
     } else {
 #if !defined(ENABLE_FP32)
-        v3::backward(dq, dk, dv, dout, q, k, v, out, lse, B, T, H, KV, hd);
+        v3::backward(dq, dk, dv, dout, q, k, v, out, lse, B, T, H, KV, hd, causal);
 #endif
     }
 }
 
 struct Shape { int B, T, H, KV, hd; };
 
-static void run_version(int version, const Shape& s, uint64_t seed) {
+static void run_version(int version, bool causal, const Shape& s, uint64_t seed) {
     const int B = s.B, T = s.T, H = s.H, KV = s.KV, hd = s.hd;
+    const char* mode = causal ? "causal" : "full";
     if (!version_supports(version, hd)) {
-        printf("  v%d B=%d T=%d H=%d KV=%d hd=%d: skipped (v3 needs a bf16 build, hd %% 16 == 0, hd <= 128)\n", version,
-               B, T, H, KV, hd);
+        printf("  v%d %s B=%d T=%d H=%d KV=%d hd=%d: skipped (v3 needs a bf16 build, hd %% 16 == 0, hd <= 128)\n",
+               version, mode, B, T, H, KV, hd);
         return;
     }
     size_t nq = (size_t)B * T * H * hd, nk = (size_t)B * T * KV * hd, nl = (size_t)B * H * T;
@@ -492,7 +512,8 @@ static void run_version(int version, const Shape& s, uint64_t seed) {
     std::vector<float> q = rand_floatX(nq, -1.5f, 1.5f, seed + 1), k = rand_floatX(nk, -1.5f, 1.5f, seed + 2);
     std::vector<float> v = rand_floatX(nk, -1.0f, 1.0f, seed + 3), dout = rand_floatX(nq, -1.0f, 1.0f, seed + 4);
     std::vector<float> r_out(nq), r_lse(nl), r_dq(nq), r_dk(nk), r_dv(nk);
-    ref_attention_forward(r_out.data(), r_lse.data(), q.data(), k.data(), v.data(), B, T, H, KV, hd);
+    (causal ? ref_attention_forward : ref_attention_full_forward)(r_out.data(), r_lse.data(), q.data(), k.data(),
+                                                                  v.data(), B, T, H, KV, hd);
     floatX *d_q = upload_x(q), *d_k = upload_x(k), *d_v = upload_x(v), *d_dout = upload_x(dout);
     floatX* d_out = (floatX*)dev_malloc(nq * sizeof(floatX));
     float* d_lse = (float*)dev_malloc(nl * sizeof(float));
@@ -505,8 +526,8 @@ static void run_version(int version, const Shape& s, uint64_t seed) {
     cudaCheck(cudaMemset(d_dk, 0xff, nk * sizeof(floatX)));
     cudaCheck(cudaMemset(d_dv, 0xff, nk * sizeof(floatX)));
 
-    printf("  v%d B=%d T=%d H=%d KV=%d hd=%d\n", version, B, T, H, KV, hd);
-    fwd(version, d_out, d_lse, d_q, d_k, d_v, B, T, H, KV, hd);
+    printf("  v%d %s B=%d T=%d H=%d KV=%d hd=%d\n", version, mode, B, T, H, KV, hd);
+    fwd(version, causal, d_out, d_lse, d_q, d_k, d_v, B, T, H, KV, hd);
     // Tolerances. Inputs are identical (floatX-rounded). fp32 builds: sums over up to
     // T*group terms in another order and expf differences: ~1e-6 relative, 1e-4 with
     // margin. bf16 builds: outputs are rounded once (<= 2^-8 relative, 8 significant
@@ -523,16 +544,17 @@ static void run_version(int version, const Shape& s, uint64_t seed) {
     check("forward lse", download_f(d_lse, nl), r_lse, lt, lt);
     // the backward is checked on the GPU's own out and lse (what training uses); the
     // CPU reference is given the same out (floatX-rounded) and the CPU lse
-    ref_attention_backward(r_dq.data(), r_dk.data(), r_dv.data(), dout.data(), q.data(), k.data(), v.data(),
-                           g_out.data(), r_lse.data(), B, T, H, KV, hd);
-    bwd(version, d_dq, d_dk, d_dv, d_dout, d_q, d_k, d_v, d_out, d_lse, B, T, H, KV, hd);
+    (causal ? ref_attention_backward : ref_attention_full_backward)(r_dq.data(), r_dk.data(), r_dv.data(), dout.data(),
+                                                                    q.data(), k.data(), v.data(), g_out.data(),
+                                                                    r_lse.data(), B, T, H, KV, hd);
+    bwd(version, causal, d_dq, d_dk, d_dv, d_dout, d_q, d_k, d_v, d_out, d_lse, B, T, H, KV, hd);
     std::vector<float> g_dq = download_x(d_dq, nq), g_dk = download_x(d_dk, nk), g_dv = download_x(d_dv, nk);
     // + 1e-5: with T = 1 the exact dq and dk are 0 (dP - delta cancels), and the GPU sums
     // dP and delta in different orders, leaving ~1e-8
     check("backward dq", g_dq, r_dq, rt * rms_of(r_dq) + 1e-5, rt);
     check("backward dk", g_dk, r_dk, rt * rms_of(r_dk) + 1e-5, rt);
     check("backward dv", g_dv, r_dv, rt * rms_of(r_dv) + 1e-5, rt);
-    bwd(version, d_dq, d_dk, d_dv, d_dout, d_q, d_k, d_v, d_out, d_lse, B, T, H, KV, hd);
+    bwd(version, causal, d_dq, d_dk, d_dv, d_dout, d_q, d_k, d_v, d_out, d_lse, B, T, H, KV, hd);
     check_same("backward dq", download_x(d_dq, nq), g_dq);
     check_same("backward dk", download_x(d_dk, nk), g_dk);
     check_same("backward dv", download_x(d_dv, nk), g_dv);
@@ -540,7 +562,7 @@ static void run_version(int version, const Shape& s, uint64_t seed) {
     dev_free(d_dq); dev_free(d_dk); dev_free(d_dv);
 }
 
-static void bench_version(int version, int B, int T, int H, int KV, int hd) {
+static void bench_version(int version, bool causal, int B, int T, int H, int KV, int hd) {
     if (!version_supports(version, hd)) return;
     size_t nq = (size_t)B * T * H * hd, nk = (size_t)B * T * KV * hd, nl = (size_t)B * H * T;
     floatX *d_q = upload_x(rand_floatX(nq, -1.5f, 1.5f, 1)), *d_k = upload_x(rand_floatX(nk, -1.5f, 1.5f, 2));
@@ -550,12 +572,13 @@ static void bench_version(int version, int B, int T, int H, int KV, int hd) {
     floatX *d_dq = (floatX*)dev_malloc(nq * sizeof(floatX)), *d_dk = (floatX*)dev_malloc(nk * sizeof(floatX));
     floatX* d_dv = (floatX*)dev_malloc(nk * sizeof(floatX));
     int reps = version == 1 ? 1 : 10;
-    float tf = bench_ms([&] { fwd(version, d_out, d_lse, d_q, d_k, d_v, B, T, H, KV, hd); }, reps);
-    float tb = bench_ms([&] { bwd(version, d_dq, d_dk, d_dv, d_dout, d_q, d_k, d_v, d_out, d_lse, B, T, H, KV, hd); }, reps);
-    // causal: half of the 4*B*H*T*T*hd of QK^T and PV; backward counted as 2.5x forward (FA2 convention)
-    double flop = 2.0 * B * H * (double)T * T * hd;
-    printf("  v%d bench B=%d T=%d H=%d KV=%d hd=%d: forward %.3f ms (%.2f TFLOP/s), backward %.3f ms (%.2f TFLOP/s)\n",
-           version, B, T, H, KV, hd, tf, flop / tf * 1e-9, tb, 2.5 * flop / tb * 1e-9);
+    float tf = bench_ms([&] { fwd(version, causal, d_out, d_lse, d_q, d_k, d_v, B, T, H, KV, hd); }, reps);
+    float tb = bench_ms([&] { bwd(version, causal, d_dq, d_dk, d_dv, d_dout, d_q, d_k, d_v, d_out, d_lse, B, T, H, KV, hd); },
+                        reps);
+    // 4*B*H*T*T*hd for QK^T and PV, half of it when causal; backward counted as 2.5x forward (FA2 convention)
+    double flop = (causal ? 2.0 : 4.0) * B * H * (double)T * T * hd;
+    printf("  v%d bench %s B=%d T=%d H=%d KV=%d hd=%d: forward %.3f ms (%.2f TFLOP/s), backward %.3f ms (%.2f TFLOP/s)\n",
+           version, causal ? "causal" : "full", B, T, H, KV, hd, tf, flop / tf * 1e-9, tb, 2.5 * flop / tb * 1e-9);
     dev_free(d_q); dev_free(d_k); dev_free(d_v); dev_free(d_dout); dev_free(d_out); dev_free(d_lse);
     dev_free(d_dq); dev_free(d_dk); dev_free(d_dv);
 }
@@ -574,9 +597,14 @@ int main(int argc, char** argv) {
     for (int version = 1; version <= 3; version++) {
         if (!want(version)) continue;
         printf("version %d: %s\n", version, names[version]);
-        uint64_t seed = 800;
-        for (const Shape& s : shapes) run_version(version, s, seed++);
-        if (!ladder_quick()) bench_version(version, 4, 1024, 32, 8, 64);
+        for (int causal = 1; causal >= 0; causal--) {
+            uint64_t seed = 800;  // the same inputs in both modes
+            for (const Shape& s : shapes) run_version(version, causal, s, seed++);
+        }
+        if (!ladder_quick()) {
+            bench_version(version, true, 4, 1024, 32, 8, 64);
+            bench_version(version, false, 4, 1024, 32, 8, 64);
+        }
     }
     return ladder_finish("attention");
 }

@@ -60,6 +60,14 @@ void ref_attention_backward(float* dq, float* dk, float* dv, const float* dout, 
                             const float* v, const float* out, const float* lse, int B, int T, int H, int KV, int hd) {
     attention_backward(dq, dk, dv, dout, q, k, v, out, lse, B, T, H, KV, hd, S);
 }
+void ref_attention_full_forward(float* out, float* lse, const float* q, const float* k, const float* v, int B, int T,
+                                int H, int KV, int hd) {
+    attention_full_forward(out, lse, q, k, v, B, T, H, KV, hd, S);
+}
+void ref_attention_full_backward(float* dq, float* dk, float* dv, const float* dout, const float* q, const float* k,
+                                 const float* v, const float* out, const float* lse, int B, int T, int H, int KV, int hd) {
+    attention_full_backward(dq, dk, dv, dout, q, k, v, out, lse, B, T, H, KV, hd, S);
+}
 
 void ref_crossentropy_forward_backward(float* losses, float* logits, const int* targets, int N, int V, float dloss,
                                        int write_dlogits) {
@@ -71,5 +79,49 @@ void ref_adamw_update(float* param, float* master, const float* grad, float* m, 
     adamw_update(param, master, grad, m, v, n, lr, beta1, beta2, eps, weight_decay, grad_scale, t, S);
 }
 void ref_global_norm_squared(float* out, const float* g, size_t n) { global_norm_squared(out, g, n, S); }
+
+void ref_layernorm_modulate_forward(float* out, float* mean, float* rstd, const float* inp, const float* shift,
+                                    const float* scale, int ld, int B, int N, int C, float eps) {
+    layernorm_modulate_forward(out, mean, rstd, inp, shift, scale, ld, B, N, C, eps, S);
+}
+void ref_layernorm_modulate_backward(float* dinp, float* dshift, float* dscale, const float* dout, const float* inp,
+                                     const float* mean, const float* rstd, const float* scale, int ld, int B, int N,
+                                     int C) {
+    layernorm_modulate_backward(dinp, dshift, dscale, dout, inp, mean, rstd, scale, ld, B, N, C, S);
+}
+void ref_gated_residual_forward(float* out, const float* res, const float* y, const float* gate, int ld, int B, int N,
+                                int C) {
+    gated_residual_forward(out, res, y, gate, ld, B, N, C, S);
+}
+void ref_gated_residual_backward(float* dy, float* dgate, const float* dout, const float* y, const float* gate, int ld,
+                                 int B, int N, int C, int accumulate) {
+    gated_residual_backward(dy, dgate, dout, y, gate, ld, B, N, C, accumulate, S);
+}
+void ref_bias_forward(float* out, const float* bias, int N, int OC) { bias_forward(out, bias, N, OC, S); }
+void ref_bias_backward(float* dbias, const float* dout, int N, int OC) { bias_backward(dbias, dout, N, OC, S); }
+
+void ref_gelu_tanh_forward(float* out, const float* inp, size_t n) { gelu_tanh_forward(out, inp, n, S); }
+void ref_gelu_tanh_backward(float* dinp, const float* dout, const float* inp, size_t n) {
+    gelu_tanh_backward(dinp, dout, inp, n, S);
+}
+void ref_silu_forward(float* out, const float* inp, size_t n) { silu_forward(out, inp, n, S); }
+void ref_silu_backward(float* dinp, const float* dout, const float* inp, size_t n) { silu_backward(dinp, dout, inp, n, S); }
+
+void ref_patchify(float* out, const float* x, int B, int C, int Fr, int Hi, int Wi, int pt, int ph, int pw) {
+    patchify(out, x, B, C, Fr, Hi, Wi, pt, ph, pw, S);
+}
+void ref_unpatchify(float* x, const float* inp, int B, int C, int Fr, int Hi, int Wi, int pt, int ph, int pw) {
+    unpatchify(x, inp, B, C, Fr, Hi, Wi, pt, ph, pw, S);
+}
+
+void ref_timestep_embedding(float* out, const float* t, int B, int dim) { timestep_embedding(out, t, B, dim, S); }
+void ref_flow_prepare(float* xt, float* v, const float* x0, const float* noise, const float* t, int B,
+                      size_t per_sample) {
+    flow_prepare(xt, v, x0, noise, t, B, per_sample, S);
+}
+void ref_mse_forward_backward(float* sq, float* dpred, const float* pred, const float* target, int B,
+                              size_t per_sample, float dscale) {
+    mse_forward_backward(sq, dpred, pred, target, B, per_sample, dscale, S);
+}
 
 }  // extern "C"

@@ -37,6 +37,10 @@ void ref_attention_forward(float* out, float* lse, const float* q, const float* 
                            int H, int KV, int hd);
 void ref_attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* q, const float* k,
                             const float* v, const float* out, const float* lse, int B, int T, int H, int KV, int hd);
+void ref_attention_full_forward(float* out, float* lse, const float* q, const float* k, const float* v, int B, int T,
+                                int H, int KV, int hd);
+void ref_attention_full_backward(float* dq, float* dk, float* dv, const float* dout, const float* q, const float* k,
+                                 const float* v, const float* out, const float* lse, int B, int T, int H, int KV, int hd);
 
 void ref_crossentropy_forward_backward(float* losses, float* logits, const int* targets, int N, int V, float dloss,
                                        int write_dlogits);
@@ -44,6 +48,32 @@ void ref_crossentropy_forward_backward(float* losses, float* logits, const int* 
 void ref_adamw_update(float* param, float* master, const float* grad, float* m, float* v, size_t n, float lr,
                       float beta1, float beta2, float eps, float weight_decay, float grad_scale, int t);
 void ref_global_norm_squared(float* out, const float* g, size_t n);
+
+void ref_layernorm_modulate_forward(float* out, float* mean, float* rstd, const float* inp, const float* shift,
+                                    const float* scale, int ld, int B, int N, int C, float eps);
+void ref_layernorm_modulate_backward(float* dinp, float* dshift, float* dscale, const float* dout, const float* inp,
+                                     const float* mean, const float* rstd, const float* scale, int ld, int B, int N,
+                                     int C);
+void ref_gated_residual_forward(float* out, const float* res, const float* y, const float* gate, int ld, int B, int N,
+                                int C);
+void ref_gated_residual_backward(float* dy, float* dgate, const float* dout, const float* y, const float* gate, int ld,
+                                 int B, int N, int C, int accumulate);
+void ref_bias_forward(float* out, const float* bias, int N, int OC);
+void ref_bias_backward(float* dbias, const float* dout, int N, int OC);
+
+void ref_gelu_tanh_forward(float* out, const float* inp, size_t n);
+void ref_gelu_tanh_backward(float* dinp, const float* dout, const float* inp, size_t n);
+void ref_silu_forward(float* out, const float* inp, size_t n);
+void ref_silu_backward(float* dinp, const float* dout, const float* inp, size_t n);
+
+void ref_patchify(float* out, const float* x, int B, int C, int Fr, int Hi, int Wi, int pt, int ph, int pw);
+void ref_unpatchify(float* x, const float* inp, int B, int C, int Fr, int Hi, int Wi, int pt, int ph, int pw);
+
+void ref_timestep_embedding(float* out, const float* t, int B, int dim);
+void ref_flow_prepare(float* xt, float* v, const float* x0, const float* noise, const float* t, int B,
+                      size_t per_sample);
+void ref_mse_forward_backward(float* sq, float* dpred, const float* pred, const float* target, int B,
+                              size_t per_sample, float dscale);
 
 #ifdef __cplusplus
 }

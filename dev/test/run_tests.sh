@@ -257,6 +257,39 @@ if [ -n "$(bash -c 'command -v nvcc || ls /usr/local/cuda/bin/nvcc' 2>/dev/null)
   [ -x build/train_llama ] && check memory_plan_bf16 "$PY" scripts/check_memory_plan.py ./build/train_llama
 fi
 
+echo "== video data: moving digits, clip files, GIF and PNG (llmc/video_data.h, llmc/image_write.h, scripts/clips_to_bin.py)"
+V="$TMP/video"; mkdir -p "$V/img"
+sub_tests video_data ./build/test_video_data
+sub_tests clips_to_bin "$PY" dev/test/check_clips.py ./build/test_video_data "$V/clips"
+check images_write ./build/test_video_data --images "$V/img"
+sub_tests images "$PY" dev/test/check_images.py "$V/img"
+check_error image_unwritable "cannot write x.gif.tmp" ./build/test_video_data --write-gif "$V/no_such_dir/x.gif"
+check_error clipgen_frame_too_small "too small Hi Wi" ./build/test_video_data --gen 1 4 7 6 10
+check_error clipgen_too_many_classes "classes 1 to 10" ./build/test_video_data --gen 1 4 16 16 11
+check_error clipfile_missing "cannot open" ./build/test_video_data --open "$V/no_such.bin"
+if "$PY" dev/test/check_clips.py --make-bad "$V/clips/f32.bin" "$V/bad" >"$TMP/make_bad.log" 2>&1; then
+  # name: the words the message must have
+  while read -r name words; do
+    check_error "clipfile_$name" "$name.bin $words" ./build/test_video_data --open "$V/bad/$name.bin"
+  done <<'BAD'
+magic bad magic
+version version
+reserved reserved 100
+zero_clips clips > 0
+negative_width Wi > 0
+encoding encoding
+truncated truncated
+trailing trailing
+label clip 1 label outside
+negative_label label -1
+value_range clip 1 1.5 finite
+nan nan finite
+BAD
+  check_error clipfile_no_val_clips "validation" ./build/test_video_data --open "$V/clips/f32.bin" 1 0
+  check_error clipfile_all_val "none is left" ./build/test_video_data --open "$V/clips/f32.bin" 0 9
+  check_error clipfile_model_shape "Wi=16 model expects Wi=12" ./build/test_video_data --open "$V/clips/f32.bin" 0 2 3 5 12 12 3
+else fail clipfile_bad "check_clips.py --make-bad: $(tail -n 2 "$TMP/make_bad.log")"; fi
+
 echo
 [ $failed -eq 0 ] || echo "failed:$failed_names"
 echo "$passed passed, $failed failed"

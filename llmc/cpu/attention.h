@@ -1,9 +1,16 @@
 /*
-CPU twin of llmc/attention.cuh: causal attention with grouped-query heads, computed
+CPU twin of llmc/attention.cuh: attention with grouped-query heads, computed
 the flash way so that memory is O(T): forward keeps only the output and the
 log-sum-exp of each row; backward recomputes the probabilities from q, k and lse.
 q, out: [B, T, H, hd]; k, v: [B, T, KV, hd]; lse: [B, H, T]. Scale 1/sqrt(hd).
 KV head j serves q heads j*H/KV .. (j+1)*H/KV - 1.
+Two modes, one set of loops (att_cpu_forward / att_cpu_backward, template <bool CAUSAL>):
+  attention_forward / attention_backward: causal, query t sees keys u <= t (Llama);
+  attention_full_forward / attention_full_backward: non-causal, every query sees all T
+  keys (the video DiT, DESIGN 9.3).
+The mode is a template parameter rather than a run-time flag so that the causal loops
+compile to what they were before the full mode existed (this is the hot path of the
+CPU build). In full mode the only masked keys are the zero padding of the last tile.
 
 How, and why. As in the CUDA kernels, keys are taken a tile at a time (up to
 ATT_CPU_TILE keys, fewer for a large head dim: the tile is kept under ATT_CPU_BUF
@@ -13,18 +20,20 @@ is unit-stride and -O3 -march=native vectorises it across keys: the scores, the
 exp (att_cpu_exp below: a polynomial that vectorises, unlike libm's expf), and the
 sums over keys. The head dim is often small (8 in stories260K, 48 in stories15M),
 so loops over it alone would stay short and scalar. A row computes the keys of a
-tile up to its causal diagonal rounded up to a multiple of 8; those past the diagonal
-get the score -inf and so p = 0. Sums over keys (l, P.V, dS.K) use 8 interleaved
-partial sums added in a fixed order (att_cpu_dot), never an order that depends on
-the thread count or the vector width. No heap: the tiles are on the stack (two of
-ATT_CPU_BUF floats per forward task, four per backward task: 64 and 128 KiB), which
-limits the head dim to ATT_CPU_MAX_HD = 1024 (the CUDA kernels stop at 256).
+tile up to its causal diagonal (full mode: all of them) rounded up to a multiple of 8;
+those past the diagonal or in the padding get the score -inf and so p = 0. Sums over
+keys (l, P.V, dS.K) use 8 interleaved partial sums added in a fixed order
+(att_cpu_dot), never an order that depends on the thread count or the vector width.
+No heap: the tiles are on the stack (two of ATT_CPU_BUF floats per forward task, four
+per backward task: 64 and 128 KiB), which limits the head dim to ATT_CPU_MAX_HD = 1024
+(the CUDA kernels stop at 256).
 
 forward: one task per (batch, head, block of ATT_CPU_TILE queries). For each key tile
-up to the block's diagonal and each row of the block: scores s, the tile's max, the
-running max m_new, one correction exp(m - m_new) per (row, tile), p = exp(s - m_new)
-for the tile, then l = l * corr + sum p and o = o * corr + sum_j p_j v_j (online
-softmax, one exp per (query, key) pair). Writes out = o / l and lse = m + log(l).
+up to the block's diagonal (full mode: every key tile) and each row of the block:
+scores s, the tile's max, the running max m_new, one correction exp(m - m_new) per
+(row, tile), p = exp(s - m_new) for the tile, then l = l * corr + sum p and
+o = o * corr + sum_j p_j v_j (online softmax, one exp per (query, key) pair).
+Writes out = o / l and lse = m + log(l).
 Each row is computed by one task in a fixed order: identical for any thread count.
 
 backward: one task per (batch, kv head). It owns dk and dv of that kv head, so their
@@ -32,9 +41,10 @@ sums over the q heads of the group and over the queries need no atomics and have
 fixed order (heads, then queries, ascending; as in the CUDA dkdv kernel); results
 are identical run to run and for any number of OpenMP threads. For each key tile it
 keeps dK and dV of the tile (transposed) and goes over the q heads of the group and
-the queries t at or after the tile: s and dP = dO . v for the tile, p = exp(s*scale
-- lse), dS = p (dP - delta) scale with delta = dO . O; then dV += p dO, dK += dS q
-(vectorised across keys) and dq_t += sum_j dS_j k_j. dq, dk, dv are overwritten.
+the queries t at or after the tile (full mode: every query): s and dP = dO . v for the
+tile, p = exp(s*scale - lse), dS = p (dP - delta) scale with delta = dO . O; then
+dV += p dO, dK += dS q (vectorised across keys) and dq_t += sum_j dS_j k_j.
+dq, dk, dv are overwritten.
 */
 #pragma once
 #include "../common.h"
@@ -134,12 +144,13 @@ static inline void att_cpu_scores(float* s, const float* qv, const float* kt, in
     }
 }
 
-static inline void attention_forward(floatX* out, float* lse, const floatX* q, const floatX* k, const floatX* v, int B, int T,
-                              int H, int KV, int hd, stream_t s) {
-    (void)s;
+// the forward of both modes (see the header: CAUSAL is compiled in, never tested at run time)
+template <bool CAUSAL>
+static inline void att_cpu_forward(floatX* out, float* lse, const floatX* q, const floatX* k, const floatX* v, int B, int T,
+                                   int H, int KV, int hd, const char* who) {
     const float scale = 1.0f / sqrtf((float)hd);
     const int group = H / KV;
-    const int TK = att_cpu_tile_keys(hd, "attention_forward");
+    const int TK = att_cpu_tile_keys(hd, who);
     const int n_qb = (T + ATT_CPU_TILE - 1) / ATT_CPU_TILE;
     #pragma omp parallel for collapse(3) schedule(static)
     for (int b = 0; b < B; b++)
@@ -157,16 +168,18 @@ static inline void attention_forward(floatX* out, float* lse, const floatX* q, c
                     float* o = out + (((size_t)b * T + q0 + r) * H + h) * hd;
                     for (int d = 0; d < hd; d++) o[d] = 0.0f;
                 }
-                for (int k0 = 0; k0 < q0 + nq; k0 += TK) {
+                const int k_end = CAUSAL ? q0 + nq : T;  // causal: up to the block's last query
+                for (int k0 = 0; k0 < k_end; k0 += TK) {
                     const int nk = T - k0 < TK ? T - k0 : TK;
                     const int ld = (nk + 7) / 8 * 8;
                     att_cpu_load_tile_t(kt, k, b, k0, nk, ld, T, KV, kvh, hd);
                     att_cpu_load_tile_t(vt, v, b, k0, nk, ld, T, KV, kvh, hd);
                     for (int r = 0; r < nq; r++) {
                         const int t = q0 + r;
-                        if (t < k0) continue;  // the whole tile is after the diagonal
-                        const int nv = t - k0 + 1 < nk ? t - k0 + 1 : nk;  // keys u <= t
-                        const int nj = (nv + 7) / 8 * 8;                     // the keys computed
+                        if (CAUSAL && t < k0) continue;  // the whole tile is after the diagonal
+                        // the valid keys of the tile: u <= t (causal), all nk (full)
+                        const int nv = CAUSAL && t - k0 + 1 < nk ? t - k0 + 1 : nk;
+                        const int nj = (nv + 7) / 8 * 8;  // the keys computed
                         const float* qt = q + (((size_t)b * T + t) * H + h) * hd;
                         float* o = out + (((size_t)b * T + t) * H + h) * hd;
                         att_cpu_scores(sc, qt, kt, ld, nj, hd);
@@ -194,13 +207,14 @@ static inline void attention_forward(floatX* out, float* lse, const floatX* q, c
             }
 }
 
-static inline void attention_backward(floatX* dq, floatX* dk, floatX* dv, const floatX* dout, const floatX* q, const floatX* k,
-                               const floatX* v, const floatX* out, const float* lse, int B, int T, int H, int KV,
-                               int hd, stream_t s) {
-    (void)s;
+// the backward of both modes (CAUSAL as in att_cpu_forward)
+template <bool CAUSAL>
+static inline void att_cpu_backward(floatX* dq, floatX* dk, floatX* dv, const floatX* dout, const floatX* q, const floatX* k,
+                                    const floatX* v, const floatX* out, const float* lse, int B, int T, int H, int KV,
+                                    int hd, const char* who) {
     const float scale = 1.0f / sqrtf((float)hd);
     const int group = H / KV;
-    const int TK = att_cpu_tile_keys(hd, "attention_backward");
+    const int TK = att_cpu_tile_keys(hd, who);
     #pragma omp parallel for collapse(2) schedule(static)
     for (int b = 0; b < B; b++)
         for (int kvh = 0; kvh < KV; kvh++) {
@@ -215,14 +229,14 @@ static inline void attention_backward(floatX* dq, floatX* dk, floatX* dv, const 
                 att_cpu_load_tile_t(vt, v, b, k0, nk, ld, T, KV, kvh, hd);
                 for (int i = 0; i < hd * ld; i++) { dkt[i] = 0.0f; dvt[i] = 0.0f; }
                 for (int h = kvh * group; h < (kvh + 1) * group; h++)
-                    for (int t = k0; t < T; t++) {
+                    for (int t = CAUSAL ? k0 : 0; t < T; t++) {  // the queries that see the tile
                         const size_t qi = (((size_t)b * T + t) * H + h) * hd;
                         const float* qt = q + qi;
                         const float* dot_ = dout + qi;
                         const float* ot = out + qi;
                         float* dqt = dq + qi;
-                        const int nv = t - k0 + 1 < nk ? t - k0 + 1 : nk;  // keys u <= t
-                        const int nj = (nv + 7) / 8 * 8;                     // the keys computed
+                        const int nv = CAUSAL && t - k0 + 1 < nk ? t - k0 + 1 : nk;  // keys u <= t (causal)
+                        const int nj = (nv + 7) / 8 * 8;                               // the keys computed
                         float delta = 0.0f;  // sum_d dO * O = sum_u P_u dP_u
                         for (int d = 0; d < hd; d++) delta += dot_[d] * ot[d];
                         const float l = lse[((size_t)b * H + h) * T + t];
@@ -252,4 +266,31 @@ static inline void attention_backward(floatX* dq, floatX* dk, floatX* dv, const 
                 }
             }
         }
+}
+
+static inline void attention_forward(floatX* out, float* lse, const floatX* q, const floatX* k, const floatX* v, int B, int T,
+                                     int H, int KV, int hd, stream_t s) {
+    (void)s;
+    att_cpu_forward<true>(out, lse, q, k, v, B, T, H, KV, hd, "attention_forward");
+}
+
+static inline void attention_backward(floatX* dq, floatX* dk, floatX* dv, const floatX* dout, const floatX* q, const floatX* k,
+                                      const floatX* v, const floatX* out, const float* lse, int B, int T, int H, int KV,
+                                      int hd, stream_t s) {
+    (void)s;
+    att_cpu_backward<true>(dq, dk, dv, dout, q, k, v, out, lse, B, T, H, KV, hd, "attention_backward");
+}
+
+// non-causal (the video DiT, DESIGN 9.3): every query attends to every key
+static inline void attention_full_forward(floatX* out, float* lse, const floatX* q, const floatX* k, const floatX* v, int B,
+                                          int T, int H, int KV, int hd, stream_t s) {
+    (void)s;
+    att_cpu_forward<false>(out, lse, q, k, v, B, T, H, KV, hd, "attention_full_forward");
+}
+
+static inline void attention_full_backward(floatX* dq, floatX* dk, floatX* dv, const floatX* dout, const floatX* q,
+                                           const floatX* k, const floatX* v, const floatX* out, const float* lse, int B,
+                                           int T, int H, int KV, int hd, stream_t s) {
+    (void)s;
+    att_cpu_backward<false>(dq, dk, dv, dout, q, k, v, out, lse, B, T, H, KV, hd, "attention_full_backward");
 }

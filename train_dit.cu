@@ -1,0 +1,1330 @@
+/*
+train_dit: trains a class-conditional video diffusion transformer (DESIGN 9), in one
+file of host code, with the skeleton of train_llama.cu and the same building blocks.
+
+The same file builds two programs (DESIGN 3): nvcc makes the CUDA trainer, and
+g++ -x c++ -fopenmp -DLLMC_CPU the CPU one, which runs the same orchestration with the
+CPU twins of the kernels. It has no kernels of its own.
+
+The model: clips x0 [C, Fr, Hi, Wi] are cut into N patches of pt x ph x pw, embedded,
+and run through L single-stream blocks (adaLN-Zero modulation from the timestep and the
+class, QK RMSNorm, 3-D RoPE, full attention, GELU-tanh FFN), trained with rectified
+flow: x_t = (1 - t) x0 + t e, the model predicts v = e - x0, loss = mean (v_pred - v)^2.
+
+Memory techniques, each a flag that leaves the mathematics unchanged (as in train_llama):
+  --ffn-chunks K --ffn-chunk-dim hidden|seq   the FFN in K chunks: forward keeps only its
+                                              input, backward recomputes each chunk
+  --offload-act N                             the saved activations of N layers go to host
+  --recompute 0|1|2                           1: recompute the modulated norms, the
+                                              normed q/k and GELU; 2: keep only layer inputs
+Every buffer is planned before the loop (print it with --plan-only 1).
+*/
+#include <time.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+#include "llmc/common.h"
+#include "llmc/kernels.h"
+#include "llmc/arena.h"
+#include "llmc/rand.h"
+#include "llmc/logger.h"
+#include "llmc/schedule.h"
+#include "llmc/checkpoint.h"
+#include "llmc/offload.h"
+#include "llmc/flags.h"
+#include "llmc/rope3d.h"
+#include "llmc/video_data.h"
+#include "llmc/image_write.h"
+
+#if !defined(LLMC_CPU) && !defined(ENABLE_FP32)
+#define HAVE_MASTER_WEIGHTS 1
+#else
+#define HAVE_MASTER_WEIGHTS 0
+#endif
+
+#define TEMB_DIM 256      // the sinusoidal timestep embedding (DESIGN 9.3)
+#define DIT_EPS 1e-6f     // LayerNorm and QK RMSNorm
+
+// ----------------------------------------------------------------------------
+// the model's configuration
+
+typedef struct {
+    int C, Fr, Hi, Wi;    // clip: channels, frames, height, width
+    int pt, ph, pw;       // patch
+    int D, L, H, FF, NC;  // width, blocks, heads, FFN hidden size, classes (row NC is the null class)
+    float rope_theta;
+} DitConfig;
+
+typedef struct { const char* name; DitConfig cfg; const char* note; } DitPreset;
+
+// DiT-S/B/XL: the widths, depths, heads and FFN ratio 4 of Peebles & Xie (2023), on
+// moving-digit clips. hunyuan-13B: HunyuanVideo's single-stream width 3072, 24 heads,
+// FFN 4x, its 20 + 40 blocks counted as 60 single-stream ones, rope theta 256, on its
+// 16-channel latent of a 720p, 129-frame video (33 x 90 x 160) with patch 1 x 2 x 2:
+// 118,800 tokens. It is for --plan-only; no CPU trains it.
+static const DitPreset DIT_PRESETS[] = {
+    {"dit-tiny", {1, 8, 16, 16, 1, 2, 2, 64, 4, 4, 256, 10, 10000.0f}, "sized for the CPU"},
+    {"dit-S", {3, 16, 32, 32, 1, 2, 2, 384, 12, 6, 1536, 10, 10000.0f}, "DiT-S"},
+    {"dit-B", {3, 16, 32, 32, 1, 2, 2, 768, 12, 12, 3072, 10, 10000.0f}, "DiT-B"},
+    {"dit-XL", {3, 16, 32, 32, 1, 2, 2, 1152, 28, 16, 4608, 10, 10000.0f}, "DiT-XL"},
+    {"hunyuan-13B", {16, 33, 90, 160, 1, 2, 2, 3072, 60, 24, 12288, 1, 256.0f}, "HunyuanVideo 720p x 129 frames"},
+};
+#define NUM_DIT_PRESETS ((int)(sizeof(DIT_PRESETS) / sizeof(DIT_PRESETS[0])))
+
+static int dit_tokens(const DitConfig* c) { return (c->Fr / c->pt) * (c->Hi / c->ph) * (c->Wi / c->pw); }
+static int dit_patch_dim(const DitConfig* c) { return c->C * c->pt * c->ph * c->pw; }
+static size_t dit_clip_size(const DitConfig* c) { return (size_t)c->C * c->Fr * c->Hi * c->Wi; }
+
+static void dit_config_validate(const DitConfig* c) {
+    if (c->C < 1 || c->Fr < 1 || c->Hi < 1 || c->Wi < 1 || c->pt < 1 || c->ph < 1 || c->pw < 1)
+        FAIL("config: clip C=%d Fr=%d Hi=%d Wi=%d and patch %dx%dx%d must be positive", c->C, c->Fr, c->Hi, c->Wi,
+             c->pt, c->ph, c->pw);
+    if (c->Fr % c->pt || c->Hi % c->ph || c->Wi % c->pw)
+        FAIL("config: the patch %dx%dx%d must divide the clip's frames, height and width (%d, %d, %d)", c->pt, c->ph,
+             c->pw, c->Fr, c->Hi, c->Wi);
+    if (c->D < 1 || c->L < 1 || c->H < 1 || c->FF < 1 || c->NC < 1)
+        FAIL("config: D=%d L=%d H=%d FF=%d NC=%d must be positive", c->D, c->L, c->H, c->FF, c->NC);
+    if (c->D % c->H) FAIL("config: D=%d is not a multiple of H=%d", c->D, c->H);
+    if ((c->D / c->H) % 2) FAIL("config: head dim D/H = %d must be even (RoPE rotates pairs)", c->D / c->H);
+    if (!(c->rope_theta > 0.0f)) FAIL("config: rope_theta must be positive");
+    if (c->L > OFFLOAD_MAX_LAYERS) FAIL("config: L=%d layers; this build supports at most %d", c->L, OFFLOAD_MAX_LAYERS);
+    if ((double)dit_tokens(c) * c->D > 2e9 || (double)c->FF * c->D > 2e9) FAIL("config: a dimension product exceeds 2^31");
+}
+
+// ----------------------------------------------------------------------------
+// parameters (DESIGN 9.2: tensor-major, nn.Linear layout [out, in]; per-layer tensors
+// [L, ...]). One process holds the whole model in exactly this layout.
+
+enum {
+    W_PATCH, B_PATCH, W_T1, B_T1, W_T2, B_T2, W_CLASS, W_ADA, B_ADA, W_QKV, B_QKV, W_QNORM, W_KNORM, W_PROJ, B_PROJ,
+    W_FC1, B_FC1, W_FC2, B_FC2, W_FADA, B_FADA, W_FINAL, B_FINAL, NUM_DIT_TENSORS
+};
+[[maybe_unused]] static const char* DIT_PARAM_NAMES[NUM_DIT_TENSORS] = {
+    "patch_w", "patch_b", "t1_w", "t1_b", "t2_w", "t2_b", "class_emb", "ada_w", "ada_b", "qkv_w", "qkv_b", "q_norm",
+    "k_norm", "proj_w", "proj_b", "fc1_w", "fc1_b", "fc2_w", "fc2_b", "fada_w", "fada_b", "final_w", "final_b"};
+
+static void dit_param_sizes(const DitConfig* c, size_t s[NUM_DIT_TENSORS]) {
+    size_t D = c->D, L = c->L, P = dit_patch_dim(c), hd = c->D / c->H, FF = c->FF;
+    s[W_PATCH] = D * P; s[B_PATCH] = D;
+    s[W_T1] = D * TEMB_DIM; s[B_T1] = D; s[W_T2] = D * D; s[B_T2] = D;
+    s[W_CLASS] = (size_t)(c->NC + 1) * D;
+    s[W_ADA] = L * 6 * D * D; s[B_ADA] = L * 6 * D;
+    s[W_QKV] = L * 3 * D * D; s[B_QKV] = L * 3 * D;
+    s[W_QNORM] = L * hd; s[W_KNORM] = L * hd;
+    s[W_PROJ] = L * D * D; s[B_PROJ] = L * D;
+    s[W_FC1] = L * FF * D; s[B_FC1] = L * FF; s[W_FC2] = L * D * FF; s[B_FC2] = L * D;
+    s[W_FADA] = 2 * D * D; s[B_FADA] = 2 * D;
+    s[W_FINAL] = P * D; s[B_FINAL] = P;
+}
+
+// AdamW's weight decay: the weight matrices and the class embedding (DESIGN 9.2)
+static int dit_tensor_decays(int t) {
+    return t == W_PATCH || t == W_T1 || t == W_T2 || t == W_CLASS || t == W_ADA || t == W_QKV || t == W_PROJ ||
+           t == W_FC1 || t == W_FC2 || t == W_FADA || t == W_FINAL;
+}
+
+// ----------------------------------------------------------------------------
+// memory flags
+
+typedef struct {
+    int ffn_chunks;     // 1 = off
+    int ffn_chunk_seq;  // 0: split the hidden size FF, 1: split each clip's tokens
+    int offload_act;    // layers whose saved activations go to host; -1 = all but the last
+    int recompute;      // 0, 1, 2
+} DitFlags;
+
+static DitFlags dit_flags_default(void) { DitFlags f = {1, 0, 0, 0}; return f; }
+
+// ----------------------------------------------------------------------------
+// activations: what one block keeps for backward, field by field (docs/memory.md 9).
+// The fields a flag drops are computed into the shared work buffer (and recomputed).
+
+enum {
+    A_H,       // block input, the residual stream                 [BN, D]
+    A_MEAN1,   // LayerNorm statistics of h                        [BN] fp32
+    A_RSTD1,   //                                                  [BN] fp32
+    A_A1,      // LN(h)(1 + scale1) + shift1, the qkv input        [BN, D]
+    A_QP,      // q before its RMSNorm                             [BN, D]
+    A_KP,      // k before its RMSNorm                             [BN, D]
+    A_QRSTD,   // 1/rms of each head of q                          [BN*H] fp32
+    A_KRSTD,   // 1/rms of each head of k                          [BN*H] fp32
+    A_Q,       // q after RMSNorm and 3-D RoPE                     [BN, D]
+    A_K,       // k after RMSNorm and 3-D RoPE                     [BN, D]
+    A_V,       // v                                                [BN, D]
+    A_O,       // attention output                                 [BN, D]
+    A_LSE,     // log-sum-exp of each attention row                [B, H, N] fp32
+    A_Y1,      // o proj_w^T + proj_b (gate1's input)              [BN, D]
+    A_HMID,    // h + gate1 y1                                     [BN, D]
+    A_MEAN2,   //                                                  [BN] fp32
+    A_RSTD2,   //                                                  [BN] fp32
+    A_A2,      // LN(hmid)(1 + scale2) + shift2, the FFN input     [BN, D]
+    A_U,       // a2 fc1_w^T + fc1_b                               [BN, FF]
+    A_G,       // gelu_tanh(u)                                     [BN, FF]
+    A_Y2,      // g fc2_w^T + fc2_b (gate2's input)                [BN, D]
+    NUM_DIT_ACTS
+};
+[[maybe_unused]] static const char* DIT_ACT_NAMES[NUM_DIT_ACTS] = {
+    "h", "mean1", "rstd1", "a1", "qp", "kp", "qrstd", "krstd", "q", "k", "v", "o", "lse", "y1", "hmid", "mean2",
+    "rstd2", "a2", "u", "g", "y2"};
+
+static size_t dit_act_field_bytes(const DitConfig* c, int B, size_t N, int field) {
+    size_t BN = (size_t)B * N;
+    switch (field) {
+        case A_MEAN1: case A_RSTD1: case A_MEAN2: case A_RSTD2: return BN * sizeof(float);
+        case A_QRSTD: case A_KRSTD: case A_LSE: return BN * c->H * sizeof(float);
+        case A_U: case A_G: return BN * c->FF * sizeof(floatX);
+        default: return BN * c->D * sizeof(floatX);
+    }
+}
+
+// the one place that says what a block keeps for backward under the flags
+static int dit_act_saved(const DitFlags* f, int field) {
+    if (f->recompute >= 2) return field == A_H;
+    if (f->recompute >= 1 && (field == A_A1 || field == A_A2 || field == A_G || field == A_Q || field == A_K)) return 0;
+    if (f->ffn_chunks > 1 && (field == A_U || field == A_G || field == A_Y2)) return 0;
+    return 1;
+}
+
+// the fields the shared work buffer holds: what is not saved, except the FFN's
+// intermediates when chunked (they live in the chunk scratch, at chunk size)
+static int dit_act_in_work(const DitFlags* f, int field) {
+    if (dit_act_saved(f, field)) return 0;
+    if (f->ffn_chunks > 1 && (field == A_U || field == A_G || field == A_Y2)) return 0;
+    return 1;
+}
+
+typedef struct { void* f[NUM_DIT_ACTS]; } DitActs;
+#define ACT(a, field) ((floatX*)(a).f[field])
+#define ACTF(a, field) ((float*)(a).f[field])
+
+static size_t dit_act_layout(const DitConfig* c, int B, size_t N, const DitFlags* fl, int work, char* base,
+                             DitActs* out) {
+    size_t off = 0;
+    for (int i = 0; i < NUM_DIT_ACTS; i++) {
+        int take = work ? dit_act_in_work(fl, i) : dit_act_saved(fl, i);
+        if (out) out->f[i] = take && base ? base + off : NULL;
+        if (take) off += ceil_div(dit_act_field_bytes(c, B, N, i), ARENA_ALIGN) * ARENA_ALIGN;
+    }
+    return off;
+}
+
+// ----------------------------------------------------------------------------
+// the model
+
+typedef enum { MODE_TRAIN, MODE_EVAL, MODE_SAMPLE } RunMode;
+
+typedef struct {
+    DitConfig cfg;
+    DitFlags flags;
+    int B, N, P;                  // planned batch (clips), tokens per clip, patch size
+    size_t clip;                  // values per clip
+    int allocated;
+    size_t param_sizes[NUM_DIT_TENSORS], param_off[NUM_DIT_TENSORS], num_params;
+
+    Arena dev, host;
+    floatX *params, *grads;
+    float *master, *adam_m, *adam_v;
+    Offload off;
+    size_t act_block_bytes;
+    DitActs work;
+    floatX* h_final;              // the last block's output [BN, D]
+    // FFN chunks: u, g, y2 of one chunk (chunked); d(g) of one chunk (always)
+    floatX *ffn_u, *ffn_g, *ffn_y2, *ffn_dg;
+    int ffn_rows, ffn_cols;
+    // backward scratch
+    floatX *dh, *da, *dy, *dout_att, *dq, *dk, *dv, *dqp, *dkp;
+    float *mean_scratch, *rstd_scratch, *qk_rstd_scratch;
+    // data and head
+    floatX *x0, *noise, *xt, *vtarget, *vpred, *dvpred, *xp, *hout, *dhout, *xf;
+    float *meanf, *rstdf, *t, *sq;
+    int* y;
+    // conditioning
+    floatX *temb, *e1, *s1, *cvec, *sc, *ada, *fada;
+    floatX *dsc, *dc, *ds1, *dada, *dfada;
+    float *rope_cos, *rope_sin;
+    float* norm_scratch;
+    float* host_sq;
+    stream_t stream;
+} Dit;
+
+static floatX* dit_w(const Dit* m, int t, int l) {
+    return m->params + m->param_off[t] + (size_t)l * (m->param_sizes[t] / m->cfg.L);
+}
+static floatX* dit_dw(const Dit* m, int t, int l) {
+    return m->grads + m->param_off[t] + (size_t)l * (m->param_sizes[t] / m->cfg.L);
+}
+static floatX* dit_p(const Dit* m, int t) { return m->params + m->param_off[t]; }
+static floatX* dit_g(const Dit* m, int t) { return m->grads + m->param_off[t]; }
+
+static DitActs dit_layer_acts(const Dit* m, int l) {
+    DitActs a;
+    dit_act_layout(&m->cfg, m->B, m->N, &m->flags, 0, offload_block(&m->off, l), &a);
+    for (int i = 0; i < NUM_DIT_ACTS; i++) if (!a.f[i]) a.f[i] = m->work.f[i];
+    return a;
+}
+
+static floatX* dit_layer_output(const Dit* m, int l) {
+    return l + 1 < m->cfg.L ? ACT(dit_layer_acts(m, l + 1), A_H) : m->h_final;
+}
+
+// One chunk of the FFN: rows r0 .. r0+nr of the batch, in samples b0 .. b0+nb-1 (nper rows
+// each), and hidden columns f0 .. f0+nf.
+typedef struct { int r0, nr, b0, nb, nper, f0, nf, first; } FfnChunk;
+
+static int dit_ffn_num_chunks(const Dit* m, int B) {
+    if (m->flags.ffn_chunks == 1) return 1;
+    if (!m->flags.ffn_chunk_seq) return (int)ceil_div(m->cfg.FF, ceil_div(m->cfg.FF, m->flags.ffn_chunks));
+    int per = (int)ceil_div(m->N, m->flags.ffn_chunks);
+    return B * (int)ceil_div(m->N, per);
+}
+
+static FfnChunk dit_ffn_chunk(const Dit* m, int B, int k) {
+    FfnChunk c = {0, B * m->N, 0, B, m->N, 0, m->cfg.FF, k == 0};
+    if (m->flags.ffn_chunks == 1) return c;
+    if (!m->flags.ffn_chunk_seq) {
+        int w = (int)ceil_div(m->cfg.FF, m->flags.ffn_chunks);
+        c.f0 = k * w;
+        c.nf = m->cfg.FF - c.f0 < w ? m->cfg.FF - c.f0 : w;
+        return c;
+    }
+    int per = (int)ceil_div(m->N, m->flags.ffn_chunks), per_sample = (int)ceil_div(m->N, per);
+    int b = k / per_sample, n0 = (k % per_sample) * per;
+    c.b0 = b; c.nb = 1;
+    c.r0 = b * m->N + n0;
+    c.nr = m->N - n0 < per ? m->N - n0 : per;
+    c.nper = c.nr;
+    c.first = k % per_sample == 0;  // the first chunk of its sample: gate2's gradient starts there
+    return c;
+}
+
+// Plans every buffer from the config and the flags, then (allocate = 1) allocates once.
+// With allocate = 0 only the plan exists, so a CUDA build can plan without a GPU.
+static void dit_build(Dit* m, const DitConfig* cfg, const DitFlags* flags, int B, int allocate) {
+    memset(m, 0, sizeof(*m));
+    dit_config_validate(cfg);
+    m->cfg = *cfg; m->flags = *flags; m->B = B;
+    const DitConfig* c = cfg;
+    m->N = dit_tokens(c); m->P = dit_patch_dim(c); m->clip = dit_clip_size(c);
+    if (B < 1) FAIL("batch: B=%d must be positive", B);
+    if (flags->ffn_chunks < 1) FAIL("--ffn-chunks must be >= 1 (got %d)", flags->ffn_chunks);
+    if (flags->recompute < 0 || flags->recompute > 2) FAIL("--recompute must be 0, 1 or 2 (got %d)", flags->recompute);
+    if (flags->ffn_chunk_seq && flags->ffn_chunks > m->N)
+        FAIL("--ffn-chunks %d exceeds the %d tokens of a clip", flags->ffn_chunks, m->N);
+    if (!flags->ffn_chunk_seq && flags->ffn_chunks > c->FF)
+        FAIL("--ffn-chunks %d exceeds the FFN hidden size FF=%d", flags->ffn_chunks, c->FF);
+    int n_offload = offload_resolve(flags->offload_act, c->L);
+    size_t BN = (size_t)B * m->N, D = c->D, hd = c->D / c->H, P = m->P;
+
+    dit_param_sizes(c, m->param_sizes);
+    for (int i = 0; i < NUM_DIT_TENSORS; i++) { m->param_off[i] = m->num_params; m->num_params += m->param_sizes[i]; }
+    size_t np = m->num_params;
+
+    Arena* d = &m->dev;
+    arena_init(d, "device");
+    arena_init(&m->host, "host (pinned)");
+    int h_params = arena_add(d, "parameters", "parameters", np * sizeof(floatX));
+    int h_grads = arena_add(d, "gradients", "gradients", np * sizeof(floatX));
+    int h_master = arena_add(d, "master weights (fp32)", "optimizer", HAVE_MASTER_WEIGHTS ? np * sizeof(float) : 0);
+    int h_m = arena_add(d, "adam m", "optimizer", np * sizeof(float));
+    int h_v = arena_add(d, "adam v", "optimizer", np * sizeof(float));
+
+    m->act_block_bytes = dit_act_layout(c, B, m->N, flags, 0, NULL, NULL);
+    offload_plan(&m->off, d, &m->host, c->L, n_offload, m->act_block_bytes);
+    int h_hfinal = arena_add(d, "saved activations (h_final)", "activations", BN * D * sizeof(floatX));
+    int h_work = arena_add(d, "block work (not saved)", "scratch", dit_act_layout(c, B, m->N, flags, 1, NULL, NULL));
+
+    int chunked = flags->ffn_chunks > 1;
+    if (chunked && flags->ffn_chunk_seq) { m->ffn_rows = (int)ceil_div(m->N, flags->ffn_chunks); m->ffn_cols = c->FF; }
+    else { m->ffn_rows = (int)BN; m->ffn_cols = (int)ceil_div(c->FF, flags->ffn_chunks); }
+    size_t chunk_bytes = (size_t)m->ffn_rows * m->ffn_cols * sizeof(floatX);
+    int h_fu = arena_add(d, "ffn chunk u", "scratch", chunked ? chunk_bytes : 0);
+    int h_fg = arena_add(d, "ffn chunk g", "scratch", chunked ? chunk_bytes : 0);
+    int h_fy2 = arena_add(d, "ffn chunk y2", "scratch", chunked ? (size_t)m->ffn_rows * D * sizeof(floatX) : 0);
+    int h_fdg = arena_add(d, "ffn d(g), d(u)", "scratch", chunk_bytes);
+    size_t act = BN * D * sizeof(floatX);
+    int h_dh = arena_add(d, "d residual", "scratch", act);
+    int h_da = arena_add(d, "d modulated input", "scratch", act);
+    int h_dy = arena_add(d, "d gated branch", "scratch", act);
+    int h_do = arena_add(d, "d attention output", "scratch", act);
+    int h_dq = arena_add(d, "dq", "scratch", act);
+    int h_dk = arena_add(d, "dk", "scratch", act);
+    int h_dv = arena_add(d, "dv", "scratch", act);
+    int h_dqp = arena_add(d, "dq before norm", "scratch", act);
+    int h_dkp = arena_add(d, "dk before norm", "scratch", act);
+    int h_stats = arena_add(d, "norm statistics (recompute)", "scratch", (2 * BN + 2 * BN * c->H) * sizeof(float));
+    size_t xbytes = (size_t)B * m->clip * sizeof(floatX), pbytes = BN * P * sizeof(floatX);
+    int h_x0 = arena_add(d, "clips x0", "scratch", xbytes);
+    int h_noise = arena_add(d, "noise", "scratch", xbytes);
+    int h_xt = arena_add(d, "x_t", "scratch", xbytes);
+    int h_vt = arena_add(d, "target v", "scratch", xbytes);
+    int h_vp = arena_add(d, "v_pred", "scratch", xbytes);
+    int h_dvp = arena_add(d, "d v_pred", "scratch", xbytes);
+    int h_xp = arena_add(d, "patches of x_t", "scratch", pbytes);
+    int h_hout = arena_add(d, "final layer output", "scratch", pbytes);
+    int h_dhout = arena_add(d, "d final layer output", "scratch", pbytes);
+    int h_xf = arena_add(d, "final norm output", "scratch", act);
+    int h_statf = arena_add(d, "final norm statistics", "scratch", 2 * BN * sizeof(float));
+    int h_tys = arena_add(d, "t, y, per-clip losses", "scratch", 3 * (size_t)B * sizeof(float));
+    size_t bd = (size_t)B * D * sizeof(floatX);
+    int h_cond = arena_add(d, "conditioning (t emb, c)", "scratch", (size_t)B * TEMB_DIM * sizeof(floatX) + 4 * bd);
+    int h_ada = arena_add(d, "adaLN vectors (all blocks)", "activations", (size_t)c->L * 6 * bd + 2 * bd);
+    int h_dcond = arena_add(d, "d conditioning", "scratch", 3 * bd + 6 * bd + 2 * bd);
+    int h_rope = arena_add(d, "rope3d cos + sin", "scratch", 2 * (size_t)m->N * (hd / 2) * sizeof(float));
+    int h_norm = arena_add(d, "grad norm", "scratch", sizeof(float));
+
+    if (!allocate) return;
+    m->allocated = 1;
+    arena_allocate(d, dev_malloc);
+    arena_allocate(&m->host, host_malloc_pinned);
+    m->params = (floatX*)arena_ptr(d, h_params);
+    m->grads = (floatX*)arena_ptr(d, h_grads);
+    m->master = (float*)arena_ptr(d, h_master);
+    m->adam_m = (float*)arena_ptr(d, h_m);
+    m->adam_v = (float*)arena_ptr(d, h_v);
+    offload_bind(&m->off, d, &m->host);
+    m->h_final = (floatX*)arena_ptr(d, h_hfinal);
+    dit_act_layout(c, B, m->N, flags, 1, (char*)arena_ptr(d, h_work), &m->work);
+    m->ffn_u = (floatX*)arena_ptr(d, h_fu);
+    m->ffn_g = (floatX*)arena_ptr(d, h_fg);
+    m->ffn_y2 = (floatX*)arena_ptr(d, h_fy2);
+    m->ffn_dg = (floatX*)arena_ptr(d, h_fdg);
+    m->dh = (floatX*)arena_ptr(d, h_dh);
+    m->da = (floatX*)arena_ptr(d, h_da);
+    m->dy = (floatX*)arena_ptr(d, h_dy);
+    m->dout_att = (floatX*)arena_ptr(d, h_do);
+    m->dq = (floatX*)arena_ptr(d, h_dq);
+    m->dk = (floatX*)arena_ptr(d, h_dk);
+    m->dv = (floatX*)arena_ptr(d, h_dv);
+    m->dqp = (floatX*)arena_ptr(d, h_dqp);
+    m->dkp = (floatX*)arena_ptr(d, h_dkp);
+    m->mean_scratch = (float*)arena_ptr(d, h_stats);
+    m->rstd_scratch = m->mean_scratch + BN;
+    m->qk_rstd_scratch = m->rstd_scratch + BN;
+    m->x0 = (floatX*)arena_ptr(d, h_x0);
+    m->noise = (floatX*)arena_ptr(d, h_noise);
+    m->xt = (floatX*)arena_ptr(d, h_xt);
+    m->vtarget = (floatX*)arena_ptr(d, h_vt);
+    m->vpred = (floatX*)arena_ptr(d, h_vp);
+    m->dvpred = (floatX*)arena_ptr(d, h_dvp);
+    m->xp = (floatX*)arena_ptr(d, h_xp);
+    m->hout = (floatX*)arena_ptr(d, h_hout);
+    m->dhout = (floatX*)arena_ptr(d, h_dhout);
+    m->xf = (floatX*)arena_ptr(d, h_xf);
+    m->meanf = (float*)arena_ptr(d, h_statf);
+    m->rstdf = m->meanf + BN;
+    m->t = (float*)arena_ptr(d, h_tys);
+    m->sq = m->t + B;
+    m->y = (int*)(m->sq + B);
+    m->temb = (floatX*)arena_ptr(d, h_cond);
+    m->e1 = m->temb + (size_t)B * TEMB_DIM;
+    m->s1 = m->e1 + (size_t)B * D;
+    m->cvec = m->s1 + (size_t)B * D;
+    m->sc = m->cvec + (size_t)B * D;
+    m->ada = (floatX*)arena_ptr(d, h_ada);
+    m->fada = m->ada + (size_t)c->L * B * 6 * D;
+    m->dsc = (floatX*)arena_ptr(d, h_dcond);
+    m->dc = m->dsc + (size_t)B * D;
+    m->ds1 = m->dc + (size_t)B * D;
+    m->dada = m->ds1 + (size_t)B * D;
+    m->dfada = m->dada + (size_t)B * 6 * D;
+    m->rope_cos = (float*)arena_ptr(d, h_rope);
+    m->rope_sin = m->rope_cos + (size_t)m->N * (hd / 2);
+    m->norm_scratch = (float*)arena_ptr(d, h_norm);
+    m->host_sq = (float*)xmalloc((size_t)B * sizeof(float));
+
+    m->stream = stream_create();
+    matmul_setup();
+    dev_memset(m->grads, 0, np * sizeof(floatX), m->stream);
+    size_t n_rope = (size_t)m->N * (hd / 2);
+    float* tab = (float*)xmalloc(2 * n_rope * sizeof(float));
+    rope3d_table(tab, tab + n_rope, c->Fr / c->pt, c->Hi / c->ph, c->Wi / c->pw, (int)hd, c->rope_theta);
+    dev_memcpy_h2d(m->rope_cos, tab, 2 * n_rope * sizeof(float), m->stream);
+    stream_synchronize(m->stream);
+    free(tab);
+}
+
+static void dit_free(Dit* m) {
+    if (!m->allocated) return;
+    stream_synchronize(m->stream);
+    offload_free(&m->off);
+    stream_destroy(m->stream);
+    matmul_teardown();
+    if (m->dev.base) dev_free(m->dev.base);
+    if (m->host.base) host_free_pinned(m->host.base);
+    free(m->host_sq);
+}
+
+// ----------------------------------------------------------------------------
+// parameters and optimizer state from and to the host (fp32, DESIGN 9.2 layout)
+
+static void dit_set_state(Dit* m, const float* params, const float* adam_m, const float* adam_v) {
+    size_t n = m->num_params;
+    dev_upload_floats(m->params, params, n);
+    if (m->master) dev_memcpy_h2d(m->master, params, n * sizeof(float), m->stream);
+    if (adam_m) dev_memcpy_h2d(m->adam_m, adam_m, n * sizeof(float), m->stream);
+    else dev_memset(m->adam_m, 0, n * sizeof(float), m->stream);
+    if (adam_v) dev_memcpy_h2d(m->adam_v, adam_v, n * sizeof(float), m->stream);
+    else dev_memset(m->adam_v, 0, n * sizeof(float), m->stream);
+    stream_synchronize(m->stream);
+}
+
+// the fp32 parameters (the master weights where the build has them), m and v
+static void dit_get_state(Dit* m, float* params, float* adam_m, float* adam_v) {
+    size_t n = m->num_params;
+    stream_synchronize(m->stream);
+    if (m->master) dev_memcpy_d2h(params, m->master, n * sizeof(float), m->stream);
+    else dev_download_floats(params, m->params, n);
+    if (adam_m) dev_memcpy_d2h(adam_m, m->adam_m, n * sizeof(float), m->stream);
+    if (adam_v) dev_memcpy_d2h(adam_v, m->adam_v, n * sizeof(float), m->stream);
+    stream_synchronize(m->stream);
+}
+
+[[maybe_unused]] static void dit_get_grads(Dit* m, float* grads) {
+    stream_synchronize(m->stream);
+    dev_download_floats(grads, m->grads, m->num_params);
+}
+
+// Initialisation of DiT's adaLN-Zero (DESIGN 9.3): xavier-uniform weights and zero biases
+// for patch, qkv, proj, fc1, fc2; normal(0, 0.02) for t1, t2 and class_emb; zeros for
+// ada, fada and final; ones for q_norm and k_norm. So each block starts as the identity.
+static void dit_init_params(Dit* m, uint64_t seed) {
+    const DitConfig* c = &m->cfg;
+    float* h = (float*)xmalloc(m->num_params * sizeof(float));
+    memset(h, 0, m->num_params * sizeof(float));
+    Rng rng; rng_init(&rng, seed);
+    size_t D = c->D, P = m->P, FF = c->FF;
+    for (int t = 0; t < NUM_DIT_TENSORS; t++) {
+        float* w = h + m->param_off[t];
+        size_t n = m->param_sizes[t];
+        size_t fan_out = 0, fan_in = 0;
+        switch (t) {
+            case W_PATCH: fan_out = D; fan_in = P; break;
+            case W_QKV: fan_out = 3 * D; fan_in = D; break;
+            case W_PROJ: fan_out = D; fan_in = D; break;
+            case W_FC1: fan_out = FF; fan_in = D; break;
+            case W_FC2: fan_out = D; fan_in = FF; break;
+            case W_T1: case W_T2: case W_CLASS:
+                for (size_t j = 0; j < n; j++) w[j] = 0.02f * rng_normal(&rng);
+                break;
+            case W_QNORM: case W_KNORM:
+                for (size_t j = 0; j < n; j++) w[j] = 1.0f;
+                break;
+            default: break;  // biases, ada, fada, final: zero
+        }
+        if (fan_in) {
+            float bound = sqrtf(6.0f / (float)(fan_in + fan_out));
+            for (size_t j = 0; j < n; j++) w[j] = bound * (2.0f * rng_uniform(&rng) - 1.0f);
+        }
+    }
+    dit_set_state(m, h, NULL, NULL);
+    free(h);
+}
+
+// ----------------------------------------------------------------------------
+// forward and backward
+
+// the adaLN vectors of block l: shift1 scale1 gate1 shift2 scale2 gate2, each [B, D] with row stride 6D
+static floatX* ada_part(const Dit* m, floatX* base, int part) { return base + (size_t)part * m->cfg.D; }
+
+// t, class -> c, silu(c), and every block's adaLN vectors (and the final layer's)
+static void conditioning_forward(Dit* m, int B) {
+    const DitConfig* c = &m->cfg;
+    int D = c->D;
+    stream_t s = m->stream;
+    timestep_embedding(m->temb, m->t, B, TEMB_DIM, s);
+    matmul_forward(m->e1, m->temb, dit_p(m, W_T1), B, TEMB_DIM, D, TEMB_DIM, 0, s);
+    bias_forward(m->e1, dit_p(m, B_T1), B, D, s);
+    silu_forward(m->s1, m->e1, (size_t)B * D, s);
+    encoder_forward(m->cvec, m->y, dit_p(m, W_CLASS), B, D, s);
+    matmul_forward(m->cvec, m->s1, dit_p(m, W_T2), B, D, D, D, 1, s);
+    bias_forward(m->cvec, dit_p(m, B_T2), B, D, s);
+    silu_forward(m->sc, m->cvec, (size_t)B * D, s);
+    for (int l = 0; l < c->L; l++) {
+        floatX* ada = m->ada + (size_t)l * B * 6 * D;
+        matmul_forward(ada, m->sc, dit_w(m, W_ADA, l), B, D, 6 * D, D, 0, s);
+        bias_forward(ada, dit_w(m, B_ADA, l), B, 6 * D, s);
+    }
+    matmul_forward(m->fada, m->sc, dit_p(m, W_FADA), B, D, 2 * D, D, 0, s);
+    bias_forward(m->fada, dit_p(m, B_FADA), B, 2 * D, s);
+}
+
+// from d silu(c) (accumulated by every adaLN) to the class embedding and the timestep MLP
+static void conditioning_backward(Dit* m, int B) {
+    int D = m->cfg.D;
+    stream_t s = m->stream;
+    silu_backward(m->dc, m->dsc, m->cvec, (size_t)B * D, s);
+    encoder_backward(dit_g(m, W_CLASS), m->dc, m->y, B, D, s);
+    matmul_backward_weight(dit_g(m, W_T2), m->dc, m->s1, B, D, D, D, s);
+    bias_backward(dit_g(m, B_T2), m->dc, B, D, s);
+    matmul_backward_input(m->ds1, m->dc, dit_p(m, W_T2), B, D, D, D, 0, s);
+    silu_backward(m->ds1, m->ds1, m->e1, (size_t)B * D, s);
+    matmul_backward_weight(dit_g(m, W_T1), m->ds1, m->temb, B, TEMB_DIM, D, TEMB_DIM, s);
+    bias_backward(dit_g(m, B_T1), m->ds1, B, D, s);
+}
+
+// q or k of block l from its projection: RMSNorm over each head, then 3-D RoPE
+static void qk_norm_rope(Dit* m, int l, int which, floatX* out, float* rstd, const floatX* in, int B) {
+    const DitConfig* c = &m->cfg;
+    int hd = c->D / c->H;
+    rmsnorm_forward(out, rstd, in, dit_w(m, which, l), B * m->N * c->H, hd, DIT_EPS, m->stream);
+    rope_forward(out, out, m->rope_cos, m->rope_sin, B, m->N, c->H, hd, m->stream);
+}
+
+// the attention half of block l: a1, q, k, v, o, y1 and hmid = h + gate1 y1
+static void attention_block_forward(Dit* m, int l, DitActs a, int B) {
+    const DitConfig* c = &m->cfg;
+    int N = m->N, D = c->D, BN = B * N, hd = D / c->H;
+    stream_t s = m->stream;
+    floatX* ada = m->ada + (size_t)l * B * 6 * D;
+    const floatX* wqkv = dit_w(m, W_QKV, l);
+    const floatX* bqkv = dit_w(m, B_QKV, l);
+    layernorm_modulate_forward(ACT(a, A_A1), ACTF(a, A_MEAN1), ACTF(a, A_RSTD1), ACT(a, A_H), ada_part(m, ada, 0),
+                               ada_part(m, ada, 1), 6 * D, B, N, D, DIT_EPS, s);
+    floatX* proj[3] = {ACT(a, A_QP), ACT(a, A_KP), ACT(a, A_V)};
+    for (int i = 0; i < 3; i++) {  // q, k, v: the three row blocks of qkv_w
+        matmul_forward(proj[i], ACT(a, A_A1), wqkv + (size_t)i * D * D, BN, D, D, D, 0, s);
+        bias_forward(proj[i], bqkv + (size_t)i * D, BN, D, s);
+    }
+    qk_norm_rope(m, l, W_QNORM, ACT(a, A_Q), ACTF(a, A_QRSTD), ACT(a, A_QP), B);
+    qk_norm_rope(m, l, W_KNORM, ACT(a, A_K), ACTF(a, A_KRSTD), ACT(a, A_KP), B);
+    attention_full_forward(ACT(a, A_O), ACTF(a, A_LSE), ACT(a, A_Q), ACT(a, A_K), ACT(a, A_V), B, N, c->H, c->H, hd, s);
+    matmul_forward(ACT(a, A_Y1), ACT(a, A_O), dit_w(m, W_PROJ, l), BN, D, D, D, 0, s);
+    bias_forward(ACT(a, A_Y1), dit_w(m, B_PROJ, l), BN, D, s);
+    gated_residual_forward(ACT(a, A_HMID), ACT(a, A_H), ACT(a, A_Y1), ada_part(m, ada, 2), 6 * D, B, N, D, s);
+    layernorm_modulate_forward(ACT(a, A_A2), ACTF(a, A_MEAN2), ACTF(a, A_RSTD2), ACT(a, A_HMID), ada_part(m, ada, 3),
+                               ada_part(m, ada, 4), 6 * D, B, N, D, DIT_EPS, s);
+}
+
+// u, g and y2 of one chunk (unchunked: the whole FFN into the block's fields)
+static void ffn_chunk_forward(Dit* m, int l, const floatX* a2, FfnChunk ch, floatX* u, floatX* g, floatX* y2,
+                              int y2_accumulate) {
+    const DitConfig* c = &m->cfg;
+    int D = c->D, FF = c->FF;
+    stream_t s = m->stream;
+    matmul_forward(u, a2 + (size_t)ch.r0 * D, dit_w(m, W_FC1, l) + (size_t)ch.f0 * D, ch.nr, D, ch.nf, D, 0, s);
+    bias_forward(u, dit_w(m, B_FC1, l) + ch.f0, ch.nr, ch.nf, s);
+    gelu_tanh_forward(g, u, (size_t)ch.nr * ch.nf, s);
+    matmul_forward(y2, g, dit_w(m, W_FC2, l) + ch.f0, ch.nr, ch.nf, D, FF, y2_accumulate, s);
+    if (ch.f0 == 0) bias_forward(y2, dit_w(m, B_FC2, l), ch.nr, D, s);  // the bias belongs to the first hidden chunk
+}
+
+// out = hmid + gate2 * FFN(a2); chunked, only a2 (and hmid) stay
+static void ffn_forward(Dit* m, int l, DitActs a, int B, floatX* out) {
+    int D = m->cfg.D;
+    stream_t s = m->stream;
+    floatX* gate = ada_part(m, m->ada + (size_t)l * B * 6 * D, 5);
+    if (m->flags.ffn_chunks == 1) {
+        FfnChunk all = dit_ffn_chunk(m, B, 0);
+        ffn_chunk_forward(m, l, ACT(a, A_A2), all, ACT(a, A_U), ACT(a, A_G), ACT(a, A_Y2), 0);
+        gated_residual_forward(out, ACT(a, A_HMID), ACT(a, A_Y2), gate, 6 * D, B, m->N, D, s);
+        return;
+    }
+    int nc = dit_ffn_num_chunks(m, B);
+    for (int k = 0; k < nc; k++) {
+        FfnChunk ch = dit_ffn_chunk(m, B, k);
+        // hidden chunks add into one [BN, D] y2; token chunks each finish their rows
+        ffn_chunk_forward(m, l, ACT(a, A_A2), ch, m->ffn_u, m->ffn_g, m->ffn_y2, !m->flags.ffn_chunk_seq && k > 0);
+        if (m->flags.ffn_chunk_seq)
+            gated_residual_forward(out + (size_t)ch.r0 * D, ACT(a, A_HMID) + (size_t)ch.r0 * D, m->ffn_y2,
+                                   gate + (size_t)ch.b0 * 6 * D, 6 * D, 1, ch.nr, D, s);
+    }
+    if (!m->flags.ffn_chunk_seq) gated_residual_forward(out, ACT(a, A_HMID), m->ffn_y2, gate, 6 * D, B, m->N, D, s);
+}
+
+// The FFN's backward from m->dh (dL/d block output): gate2's gradient into dada, the
+// FFN weights' gradients, and d a2 into m->da.
+static void ffn_backward(Dit* m, int l, DitActs a, int B) {
+    const DitConfig* c = &m->cfg;
+    int D = c->D, FF = c->FF, BN = B * m->N;
+    stream_t s = m->stream;
+    floatX* gate = ada_part(m, m->ada + (size_t)l * B * 6 * D, 5);
+    floatX* dgate = ada_part(m, m->dada, 5);
+    int chunked = m->flags.ffn_chunks > 1;
+    // dy2 = gate2 * dh; unchunked, gate2's gradient needs the saved y2 only
+    gated_residual_backward(m->dy, chunked ? NULL : dgate, m->dh, ACT(a, A_Y2), gate, 6 * D, B, m->N, D, 0, s);
+    int nc = dit_ffn_num_chunks(m, B);
+    for (int k = 0; k < nc; k++) {
+        FfnChunk ch = dit_ffn_chunk(m, B, k);
+        floatX *u = ACT(a, A_U), *g = ACT(a, A_G);
+        if (chunked) {  // recompute the chunk, and its share of gate2's gradient
+            u = m->ffn_u; g = m->ffn_g;
+            ffn_chunk_forward(m, l, ACT(a, A_A2), ch, u, g, m->ffn_y2, 0);
+            gated_residual_backward(NULL, dgate + (size_t)ch.b0 * 6 * D, m->dh + (size_t)ch.r0 * D, m->ffn_y2,
+                                    gate + (size_t)ch.b0 * 6 * D, 6 * D, ch.nb, ch.nper, D, !ch.first, s);
+        }
+        const floatX* dy2 = m->dy + (size_t)ch.r0 * D;
+        matmul_backward_weight(dit_dw(m, W_FC2, l) + ch.f0, dy2, g, ch.nr, ch.nf, D, FF, s);
+        matmul_backward_input(m->ffn_dg, dy2, dit_w(m, W_FC2, l) + ch.f0, ch.nr, ch.nf, D, FF, 0, s);
+        gelu_tanh_backward(m->ffn_dg, m->ffn_dg, u, (size_t)ch.nr * ch.nf, s);
+        matmul_backward_weight(dit_dw(m, W_FC1, l) + (size_t)ch.f0 * D, m->ffn_dg, ACT(a, A_A2) + (size_t)ch.r0 * D,
+                               ch.nr, D, ch.nf, D, s);
+        bias_backward(dit_dw(m, B_FC1, l) + ch.f0, m->ffn_dg, ch.nr, ch.nf, s);
+        // hidden chunks add into d a2; token chunks each write their rows
+        matmul_backward_input(m->da + (size_t)ch.r0 * D, m->ffn_dg, dit_w(m, W_FC1, l) + (size_t)ch.f0 * D, ch.nr, D,
+                              ch.nf, D, !m->flags.ffn_chunk_seq && k > 0, s);
+    }
+    bias_backward(dit_dw(m, B_FC2, l), m->dy, BN, D, s);
+}
+
+static void layer_forward(Dit* m, int l, int B, RunMode mode) {
+    DitActs a = dit_layer_acts(m, l);
+    attention_block_forward(m, l, a, B);
+    // the output lands in the next block's (possibly offloaded) slot
+    if (mode == MODE_TRAIN && l + 1 < m->cfg.L) offload_before_write(&m->off, l + 1, m->stream);
+    ffn_forward(m, l, a, B, dit_layer_output(m, l));
+    if (mode == MODE_TRAIN) offload_after_forward(&m->off, l, m->stream);
+}
+
+// m->dh holds dL/d(block output) on entry and dL/d(block input) on return; the block's
+// adaLN gradients go to its ada weights and add into d silu(c)
+static void layer_backward(Dit* m, int l, int B) {
+    const DitConfig* c = &m->cfg;
+    int N = m->N, D = c->D, BN = B * N, hd = D / c->H;
+    stream_t s = m->stream;
+    offload_before_backward(&m->off, l, s);
+    DitActs a = dit_layer_acts(m, l);
+    floatX* ada = m->ada + (size_t)l * B * 6 * D;
+
+    // recompute what was not kept: the same launchers on the same inputs give the same bits
+    if (m->flags.recompute >= 2) {
+        attention_block_forward(m, l, a, B);
+        if (m->flags.ffn_chunks == 1)
+            ffn_chunk_forward(m, l, ACT(a, A_A2), dit_ffn_chunk(m, B, 0), ACT(a, A_U), ACT(a, A_G), ACT(a, A_Y2), 0);
+    } else if (m->flags.recompute == 1) {
+        layernorm_modulate_forward(ACT(a, A_A1), m->mean_scratch, m->rstd_scratch, ACT(a, A_H), ada_part(m, ada, 0),
+                                   ada_part(m, ada, 1), 6 * D, B, N, D, DIT_EPS, s);
+        layernorm_modulate_forward(ACT(a, A_A2), m->mean_scratch, m->rstd_scratch, ACT(a, A_HMID), ada_part(m, ada, 3),
+                                   ada_part(m, ada, 4), 6 * D, B, N, D, DIT_EPS, s);
+        qk_norm_rope(m, l, W_QNORM, ACT(a, A_Q), m->qk_rstd_scratch, ACT(a, A_QP), B);
+        qk_norm_rope(m, l, W_KNORM, ACT(a, A_K), m->qk_rstd_scratch, ACT(a, A_KP), B);
+        if (m->flags.ffn_chunks == 1) gelu_tanh_forward(ACT(a, A_G), ACT(a, A_U), (size_t)BN * c->FF, s);
+    }
+
+    // FFN, then its modulated norm: dh is the gradient at the block output and, through
+    // the residual, at hmid; the norm's backward adds the FFN path into it
+    ffn_backward(m, l, a, B);
+    layernorm_modulate_backward(m->dh, ada_part(m, m->dada, 3), ada_part(m, m->dada, 4), m->da, ACT(a, A_HMID),
+                                ACTF(a, A_MEAN2), ACTF(a, A_RSTD2), ada_part(m, ada, 4), 6 * D, B, N, D, s);
+    // attention: hmid = h + gate1 y1
+    gated_residual_backward(m->dy, ada_part(m, m->dada, 2), m->dh, ACT(a, A_Y1), ada_part(m, ada, 2), 6 * D, B, N, D,
+                            0, s);
+    matmul_backward_weight(dit_dw(m, W_PROJ, l), m->dy, ACT(a, A_O), BN, D, D, D, s);
+    bias_backward(dit_dw(m, B_PROJ, l), m->dy, BN, D, s);
+    matmul_backward_input(m->dout_att, m->dy, dit_w(m, W_PROJ, l), BN, D, D, D, 0, s);
+    attention_full_backward(m->dq, m->dk, m->dv, m->dout_att, ACT(a, A_Q), ACT(a, A_K), ACT(a, A_V), ACT(a, A_O),
+                            ACTF(a, A_LSE), B, N, c->H, c->H, hd, s);
+    rope_backward(m->dq, m->dq, m->rope_cos, m->rope_sin, B, N, c->H, hd, s);
+    rope_backward(m->dk, m->dk, m->rope_cos, m->rope_sin, B, N, c->H, hd, s);
+    dev_memset(m->dqp, 0, (size_t)BN * D * sizeof(floatX), s);
+    dev_memset(m->dkp, 0, (size_t)BN * D * sizeof(floatX), s);
+    rmsnorm_backward(m->dqp, dit_dw(m, W_QNORM, l), m->dq, ACT(a, A_QP), dit_w(m, W_QNORM, l), ACTF(a, A_QRSTD),
+                     BN * c->H, hd, s);
+    rmsnorm_backward(m->dkp, dit_dw(m, W_KNORM, l), m->dk, ACT(a, A_KP), dit_w(m, W_KNORM, l), ACTF(a, A_KRSTD),
+                     BN * c->H, hd, s);
+    const floatX* dproj[3] = {m->dqp, m->dkp, m->dv};
+    for (int i = 0; i < 3; i++) {
+        matmul_backward_weight(dit_dw(m, W_QKV, l) + (size_t)i * D * D, dproj[i], ACT(a, A_A1), BN, D, D, D, s);
+        bias_backward(dit_dw(m, B_QKV, l) + (size_t)i * D, dproj[i], BN, D, s);
+        matmul_backward_input(m->da, dproj[i], dit_w(m, W_QKV, l) + (size_t)i * D * D, BN, D, D, D, i > 0, s);
+    }
+    layernorm_modulate_backward(m->dh, ada_part(m, m->dada, 0), ada_part(m, m->dada, 1), m->da, ACT(a, A_H),
+                                ACTF(a, A_MEAN1), ACTF(a, A_RSTD1), ada_part(m, ada, 1), 6 * D, B, N, D, s);
+    offload_after_backward(&m->off, l, s);
+    // the block's adaLN: ada = silu(c) ada_w^T + ada_b
+    matmul_backward_weight(dit_dw(m, W_ADA, l), m->dada, m->sc, B, D, 6 * D, D, s);
+    bias_backward(dit_dw(m, B_ADA, l), m->dada, B, 6 * D, s);
+    matmul_backward_input(m->dsc, m->dada, dit_w(m, W_ADA, l), B, D, 6 * D, D, 1, s);
+}
+
+// The final adaLN and linear layer, unpatchify and the loss; in training their backward
+// at once, leaving dL/d h_final in m->dh and the first part of d silu(c) in m->dsc.
+static void head_forward_backward(Dit* m, int B, RunMode mode, float dscale) {
+    const DitConfig* c = &m->cfg;
+    int D = c->D, P = m->P, BN = B * m->N;
+    stream_t s = m->stream;
+    layernorm_modulate_forward(m->xf, m->meanf, m->rstdf, m->h_final, m->fada, m->fada + D, 2 * D, B, m->N, D, DIT_EPS, s);
+    matmul_forward(m->hout, m->xf, dit_p(m, W_FINAL), BN, D, P, D, 0, s);
+    bias_forward(m->hout, dit_p(m, B_FINAL), BN, P, s);
+    unpatchify(m->vpred, m->hout, B, c->C, c->Fr, c->Hi, c->Wi, c->pt, c->ph, c->pw, s);
+    if (mode == MODE_SAMPLE) return;
+    mse_forward_backward(m->sq, mode == MODE_TRAIN ? m->dvpred : NULL, m->vpred, m->vtarget, B, m->clip, dscale, s);
+    if (mode != MODE_TRAIN) return;
+    patchify(m->dhout, m->dvpred, B, c->C, c->Fr, c->Hi, c->Wi, c->pt, c->ph, c->pw, s);
+    matmul_backward_weight(dit_g(m, W_FINAL), m->dhout, m->xf, BN, D, P, D, s);
+    bias_backward(dit_g(m, B_FINAL), m->dhout, BN, P, s);
+    matmul_backward_input(m->da, m->dhout, dit_p(m, W_FINAL), BN, D, P, D, 0, s);
+    dev_memset(m->dh, 0, (size_t)BN * D * sizeof(floatX), s);
+    layernorm_modulate_backward(m->dh, m->dfada, m->dfada + D, m->da, m->h_final, m->meanf, m->rstdf, m->fada + D,
+                                2 * D, B, m->N, D, s);
+    matmul_backward_weight(dit_g(m, W_FADA), m->dfada, m->sc, B, D, 2 * D, D, s);
+    bias_backward(dit_g(m, B_FADA), m->dfada, B, 2 * D, s);
+    matmul_backward_input(m->dsc, m->dfada, dit_p(m, W_FADA), B, D, 2 * D, D, 0, s);
+}
+
+// The model on m->xt, m->t, m->y (and m->vtarget for the loss), already on the device:
+// forward, and in training the backward too, adding into the gradients.
+static void dit_run(Dit* m, int B, RunMode mode, float dscale) {
+    const DitConfig* c = &m->cfg;
+    int D = c->D, BN = B * m->N;
+    stream_t s = m->stream;
+    conditioning_forward(m, B);
+    patchify(m->xp, m->xt, B, c->C, c->Fr, c->Hi, c->Wi, c->pt, c->ph, c->pw, s);
+    floatX* h0 = ACT(dit_layer_acts(m, 0), A_H);
+    matmul_forward(h0, m->xp, dit_p(m, W_PATCH), BN, m->P, D, m->P, 0, s);
+    bias_forward(h0, dit_p(m, B_PATCH), BN, D, s);
+    for (int l = 0; l < c->L; l++) layer_forward(m, l, B, mode);
+    head_forward_backward(m, B, mode, dscale);
+    if (mode != MODE_TRAIN) return;
+    for (int l = c->L - 1; l >= 0; l--) layer_backward(m, l, B);
+    matmul_backward_weight(dit_g(m, W_PATCH), m->dh, m->xp, BN, m->P, D, m->P, s);
+    bias_backward(dit_g(m, B_PATCH), m->dh, BN, D, s);
+    conditioning_backward(m, B);
+}
+
+static void dit_check_batch(const Dit* m, int B, const int* y) {
+    if (B < 1 || B > m->B) FAIL("batch of %d clips; the plan holds 1 .. %d", B, m->B);
+    for (int i = 0; i < B; i++)
+        if (y[i] < 0 || y[i] > m->cfg.NC) FAIL("class %d of clip %d is outside [0, %d] (%d = the null class)", y[i], i, m->cfg.NC, m->cfg.NC);
+}
+
+// One micro-batch of clips x0 with noise, t and classes y (host arrays): forward, and in
+// training the backward, adding into the gradients (dscale = 1 / values in the whole
+// step). Returns the mean loss; per_clip (optional) gets each clip's mean squared error.
+static float dit_forward_backward(Dit* m, const float* x0, const float* noise, const float* t, const int* y, int B,
+                                  RunMode mode, float dscale, float* per_clip) {
+    dit_check_batch(m, B, y);
+    stream_t s = m->stream;
+    size_t n = (size_t)B * m->clip;
+    dev_upload_floats(m->x0, x0, n);
+    dev_upload_floats(m->noise, noise, n);
+    dev_memcpy_h2d(m->t, t, (size_t)B * sizeof(float), s);
+    dev_memcpy_h2d(m->y, y, (size_t)B * sizeof(int), s);
+    flow_prepare(m->xt, m->vtarget, m->x0, m->noise, m->t, B, m->clip, s);
+    dit_run(m, B, mode, dscale);
+    dev_memcpy_d2h(m->host_sq, m->sq, (size_t)B * sizeof(float), s);
+    stream_synchronize(s);
+    double sum = 0.0;
+    for (int i = 0; i < B; i++) {
+        sum += m->host_sq[i];
+        if (per_clip) per_clip[i] = m->host_sq[i] / (float)m->clip;
+    }
+    return (float)(sum / ((double)B * m->clip));
+}
+
+// v_pred for x_t at times t and classes y (host arrays), for sampling
+static void dit_velocity(Dit* m, const float* xt, const float* t, const int* y, int B, float* v) {
+    dit_check_batch(m, B, y);
+    stream_t s = m->stream;
+    dev_upload_floats(m->xt, xt, (size_t)B * m->clip);
+    dev_memcpy_h2d(m->t, t, (size_t)B * sizeof(float), s);
+    dev_memcpy_h2d(m->y, y, (size_t)B * sizeof(int), s);
+    dit_run(m, B, MODE_SAMPLE, 0.0f);
+    stream_synchronize(s);
+    dev_download_floats(v, m->vpred, (size_t)B * m->clip);
+}
+
+static void dit_zero_grads(Dit* m) { dev_memset(m->grads, 0, m->num_params * sizeof(floatX), m->stream); }
+
+static float dit_grad_norm(Dit* m) {
+    stream_t s = m->stream;
+    dev_memset(m->norm_scratch, 0, sizeof(float), s);
+    global_norm_squared(m->norm_scratch, m->grads, m->num_params, s);
+    float norm2 = 0.0f;
+    dev_memcpy_d2h(&norm2, m->norm_scratch, sizeof(float), s);
+    stream_synchronize(s);
+    return sqrtf(norm2);
+}
+
+// global-norm clipping (as torch.nn.utils.clip_grad_norm_) and one AdamW step
+static void dit_apply_update(Dit* m, float lr, float beta1, float beta2, float eps, float weight_decay,
+                             float grad_clip, float norm, int t) {
+    float scale = 1.0f;
+    if (grad_clip > 0.0f) {
+        float coef = grad_clip / (norm + 1e-6f);
+        if (coef < 1.0f) scale = coef;
+    }
+    for (int i = 0; i < NUM_DIT_TENSORS; i++) {
+        size_t o = m->param_off[i];
+        adamw_update(m->params + o, m->master ? m->master + o : NULL, m->grads + o, m->adam_m + o, m->adam_v + o,
+                     m->param_sizes[i], lr, beta1, beta2, eps, dit_tensor_decays(i) ? weight_decay : 0.0f, scale, t,
+                     m->stream);
+    }
+    stream_synchronize(m->stream);
+}
+
+// ----------------------------------------------------------------------------
+// checkpoints (docs/formats.md): header, fp32 parameters, AdamW m and v, through
+// llmc/checkpoint.h (atomic, checksummed). The data order and every random draw are
+// functions of (seed, step), so nothing else is needed to continue bit-exactly.
+
+#define DIT_CKPT_MAGIC 20261126
+#define DIT_CKPT_VERSION 1
+
+static void dit_checkpoint_write(Dit* m, const char* path, int step) {
+    const DitConfig* c = &m->cfg;
+    size_t n = m->num_params;
+    float* buf = (float*)xmalloc(3 * n * sizeof(float));
+    dit_get_state(m, buf, buf + n, buf + 2 * n);
+    int header[256] = {0};
+    float* hf = (float*)header;
+    header[0] = DIT_CKPT_MAGIC; header[1] = DIT_CKPT_VERSION;
+    int dims[12] = {c->C, c->Fr, c->Hi, c->Wi, c->pt, c->ph, c->pw, c->D, c->L, c->H, c->FF, c->NC};
+    memcpy(header + 2, dims, sizeof(dims));
+    header[14] = step;
+    header[15] = (int)(n & 0x7fffffff); header[16] = (int)(n >> 31);
+    hf[32] = c->rope_theta;
+    CkptWriter w;
+    ckpt_writer_open(&w, path);
+    ckpt_write(&w, header, sizeof(header));
+    for (int k = 0; k < 3; k++) ckpt_write(&w, buf + k * n, n * sizeof(float));
+    ckpt_writer_close(&w);
+    free(buf);
+}
+
+// reads and checks the header and the checksum; returns NULL, or why the file cannot be used
+static const char* dit_checkpoint_check(const char* path, void* header_out) {
+    static char why[1400];
+    int* h = (int*)header_out;
+    FILE* f = fopen(path, "rb");
+    if (!f) { snprintf(why, sizeof(why), "cannot open checkpoint %s: %s", path, strerror(errno)); return why; }
+    int ok = fread(h, sizeof(int), 256, f) == 256;
+    fclose(f);
+    if (!ok) { snprintf(why, sizeof(why), "%s: too short for a checkpoint header (truncated)", path); return why; }
+    if (h[0] != DIT_CKPT_MAGIC) { snprintf(why, sizeof(why), "%s is not a train_dit checkpoint (magic %d, expected %d)", path, h[0], DIT_CKPT_MAGIC); return why; }
+    if (h[1] != DIT_CKPT_VERSION) { snprintf(why, sizeof(why), "%s: checkpoint version %d, this build reads %d", path, h[1], DIT_CKPT_VERSION); return why; }
+    if (h[15] < 0 || h[16] < 0 || h[14] < 0) { snprintf(why, sizeof(why), "%s: malformed checkpoint header", path); return why; }
+    size_t n = (size_t)h[15] | ((size_t)h[16] << 31);
+    size_t blocks[3] = {n * sizeof(float), n * sizeof(float), n * sizeof(float)};
+    return ckpt_verify(path, blocks, 3);
+}
+
+// Loads parameters and (unless params_only, as for --init-from) AdamW state; returns the
+// checkpoint's step.
+static int dit_checkpoint_read(Dit* m, const char* path, int params_only) {
+    const DitConfig* c = &m->cfg;
+    int h[256];
+    const char* why = dit_checkpoint_check(path, h);
+    if (why) FAIL("%s", why);
+    int want[12] = {c->C, c->Fr, c->Hi, c->Wi, c->pt, c->ph, c->pw, c->D, c->L, c->H, c->FF, c->NC};
+    const char* names[12] = {"C", "frames", "height", "width", "pt", "ph", "pw", "D", "L", "H", "FF", "NC"};
+    for (int i = 0; i < 12; i++)
+        if (h[2 + i] != want[i])
+            FAIL("%s: the checkpoint has %s=%d but this run has %d (pass the checkpoint's model and clip dimensions)",
+                 path, names[i], h[2 + i], want[i]);
+    if (memcmp(&((float*)h)[32], &c->rope_theta, sizeof(float)) != 0)
+        FAIL("%s: the checkpoint has rope_theta=%.9g but this run has %.9g", path, ((float*)h)[32], c->rope_theta);
+    size_t n = m->num_params;
+    float* buf = (float*)xmalloc(3 * n * sizeof(float));
+    FILE* f = xfopen(path, "rb");
+    fseek(f, 1024, SEEK_SET);
+    xfread(buf, sizeof(float), 3 * n, f, path);
+    fclose(f);
+    dit_set_state(m, buf, params_only ? NULL : buf + n, params_only ? NULL : buf + 2 * n);
+    free(buf);
+    return h[14];
+}
+
+// ----------------------------------------------------------------------------
+// the trainer (left out of test_dit, which includes this file with TESTING)
+#ifndef TESTING
+
+typedef struct {
+    const char* model;
+    DitConfig cfg;
+    DitFlags flags;
+    const char* ffn_chunk_dim;
+    int B, grad_accum, steps, warmup, val_every, val_clips, sample_every, sample_steps, ckpt_every, log_every;
+    int plan_only, gif_scale;
+    float lr, min_lr_frac, weight_decay, beta1, beta2, adam_eps, grad_clip, cfg_scale, label_dropout;
+    long long seed;
+    const char *data, *run_dir, *resume, *init_from, *plan_json;
+} TrainArgs;
+
+static void usage(const Flag* flags, int n) {
+    printf("usage: train_dit [--flag value]...\n\n");
+    flags_print(flags, n);
+    printf("\nmodels:");
+    for (int i = 0; i < NUM_DIT_PRESETS; i++) {
+        const DitConfig* c = &DIT_PRESETS[i].cfg;
+        printf("\n  %-12s D=%d L=%d H=%d FF=%d, clip %dx%dx%dx%d, patch %dx%dx%d (%d tokens): %s", DIT_PRESETS[i].name,
+               c->D, c->L, c->H, c->FF, c->C, c->Fr, c->Hi, c->Wi, c->pt, c->ph, c->pw, dit_tokens(c), DIT_PRESETS[i].note);
+    }
+    printf("\n");
+}
+
+static void parse_args(int argc, char** argv, TrainArgs* a) {
+    memset(a, 0, sizeof(*a));
+    a->model = flag_peek(argc, argv, "model") ? flag_peek(argc, argv, "model") : "dit-tiny";
+    int found = 0;
+    for (int i = 0; i < NUM_DIT_PRESETS; i++)
+        if (strcmp(DIT_PRESETS[i].name, a->model) == 0) { a->cfg = DIT_PRESETS[i].cfg; found = 1; }
+    if (!found) FAIL("unknown --model '%s' (known: dit-tiny, dit-S, dit-B, dit-XL, hunyuan-13B)", a->model);
+    a->flags = dit_flags_default();
+    a->ffn_chunk_dim = "hidden";
+    a->B = 8; a->grad_accum = 1; a->steps = 300; a->warmup = 20;
+    a->val_every = 50; a->val_clips = 48; a->sample_every = 0; a->sample_steps = 24; a->ckpt_every = 0; a->log_every = 1;
+    a->gif_scale = 4;
+    a->lr = 1e-3f; a->min_lr_frac = 0.1f; a->weight_decay = 0.0f; a->beta1 = 0.9f; a->beta2 = 0.999f;
+    a->adam_eps = 1e-8f; a->grad_clip = 1.0f; a->cfg_scale = 3.0f; a->label_dropout = 0.1f; a->seed = 1337;
+    a->data = "synthetic";
+    a->run_dir = "runs/train_dit";
+    const Flag flags[] = {
+        {"model", 's', &a->model, "dit-tiny | dit-S | dit-B | dit-XL | hunyuan-13B (default dit-tiny)"},
+        {"channels", 'i', &a->cfg.C, "clip channels C (overrides the preset)"},
+        {"frames", 'i', &a->cfg.Fr, "clip frames Fr"},
+        {"height", 'i', &a->cfg.Hi, "clip height Hi"},
+        {"width", 'i', &a->cfg.Wi, "clip width Wi"},
+        {"pt", 'i', &a->cfg.pt, "patch size along frames"},
+        {"ph", 'i', &a->cfg.ph, "patch size along height"},
+        {"pw", 'i', &a->cfg.pw, "patch size along width"},
+        {"D", 'i', &a->cfg.D, "model width"},
+        {"L", 'i', &a->cfg.L, "blocks"},
+        {"H", 'i', &a->cfg.H, "attention heads"},
+        {"FF", 'i', &a->cfg.FF, "FFN hidden size"},
+        {"NC", 'i', &a->cfg.NC, "classes (the null class is added)"},
+        {"rope-theta", 'f', &a->cfg.rope_theta, "3-D RoPE base"},
+        {"data", 's', &a->data, "'synthetic' (moving digits, generated) or a clip file (docs/formats.md)"},
+        {"batch", 'i', &a->B, "clips per micro-batch (default 8)"},
+        {"grad-accum", 'i', &a->grad_accum, "micro-batches per optimizer step (default 1)"},
+        {"steps", 'i', &a->steps, "optimizer steps (default 300)"},
+        {"lr", 'f', &a->lr, "peak learning rate (default 1e-3)"},
+        {"min-lr-frac", 'f', &a->min_lr_frac, "final lr as a fraction of the peak (default 0.1)"},
+        {"warmup", 'i', &a->warmup, "linear warmup steps (default 20)"},
+        {"weight-decay", 'f', &a->weight_decay, "AdamW weight decay on the weight matrices and class_emb (default 0)"},
+        {"beta1", 'f', &a->beta1, "AdamW beta1 (default 0.9)"},
+        {"beta2", 'f', &a->beta2, "AdamW beta2 (default 0.999)"},
+        {"adam-eps", 'f', &a->adam_eps, "AdamW epsilon (default 1e-8)"},
+        {"grad-clip", 'f', &a->grad_clip, "global-norm clipping, 0 = off (default 1.0)"},
+        {"label-dropout", 'f', &a->label_dropout, "probability that a clip's class becomes the null class (default 0.1)"},
+        {"seed", 'l', &a->seed, "initialisation, data, noise and t (default 1337)"},
+        {"val-every", 'i', &a->val_every, "validation loss every N steps and at the end, 0 = never (default 50)"},
+        {"val-clips", 'i', &a->val_clips, "held-out (clip, t, noise) triples per validation (default 48)"},
+        {"sample-every", 'i', &a->sample_every, "write one GIF per class every N steps and at the end, 0 = never"},
+        {"sample-steps", 'i', &a->sample_steps, "Euler steps of the sampler (default 24)"},
+        {"cfg-scale", 'f', &a->cfg_scale, "classifier-free guidance scale of the samples (default 3)"},
+        {"gif-scale", 'i', &a->gif_scale, "pixels per clip pixel in the GIFs and PNGs (default 4)"},
+        {"run-dir", 's', &a->run_dir, "directory for main.log, metrics.jsonl, samples, checkpoints"},
+        {"ckpt-every", 'i', &a->ckpt_every, "checkpoint every N steps and at the end, 0 = never"},
+        {"resume", 's', &a->resume, "checkpoint file to continue from, or 'auto': the newest good one of --run-dir"},
+        {"init-from", 's', &a->init_from, "checkpoint whose parameters start a new run"},
+        {"log-every", 'i', &a->log_every, "print a step line every N steps"},
+        {"ffn-chunks", 'i', &a->flags.ffn_chunks, "split the FFN into K chunks, recomputed in backward (default 1)"},
+        {"ffn-chunk-dim", 's', &a->ffn_chunk_dim, "hidden | seq: what --ffn-chunks splits (default hidden)"},
+        {"offload-act", 'i', &a->flags.offload_act, "offload the saved activations of N blocks to host, -1 = all but the last"},
+        {"recompute", 'i', &a->flags.recompute, "0 keep all, 1 recompute norms, normed q/k and GELU, 2 keep only block inputs"},
+        {"plan-only", 'i', &a->plan_only, "1: print the memory plan and exit (no device needed)"},
+        {"plan-json", 's', &a->plan_json, "write the memory plan as JSON to this file"},
+    };
+    int nflags = (int)(sizeof(flags) / sizeof(flags[0]));
+    flags_parse(argc, argv, flags, nflags, NULL, usage);
+    if (strcmp(a->ffn_chunk_dim, "hidden") == 0) a->flags.ffn_chunk_seq = 0;
+    else if (strcmp(a->ffn_chunk_dim, "seq") == 0) a->flags.ffn_chunk_seq = 1;
+    else FAIL("--ffn-chunk-dim must be 'hidden' or 'seq', got '%s'", a->ffn_chunk_dim);
+    if (a->steps < 0 || (a->steps == 0 && !a->init_from && !a->resume))
+        FAIL("--steps must be >= 1 (0 only with --init-from or --resume: evaluate and sample a checkpoint)");
+    if (a->B < 1 || a->grad_accum < 1) FAIL("--batch and --grad-accum must be >= 1");
+    if (a->warmup < 0) FAIL("--warmup must be >= 0");
+    if (a->val_every < 0 || a->sample_every < 0 || a->ckpt_every < 0 || a->val_clips < 1 || a->log_every < 1 ||
+        a->sample_steps < 1 || a->gif_scale < 1)
+        FAIL("--val-every, --sample-every, --ckpt-every must be >= 0; --val-clips, --log-every, --sample-steps, "
+             "--gif-scale >= 1");
+    if (!(a->label_dropout >= 0.0f && a->label_dropout <= 1.0f)) FAIL("--label-dropout must be in [0, 1]");
+    if (a->init_from && a->resume && strcmp(a->resume, "auto") != 0)
+        FAIL("--init-from and --resume both given: --resume continues a run, --init-from starts a new one; pick one");
+}
+
+// the per-flag view of a block's saved activations (what --plan-only prints for long sequences)
+static void print_activation_table(Logger* lg, const DitConfig* c, int B) {
+    static const struct { const char* name; DitFlags f; } rows[] = {
+        {"no flag", {1, 0, 0, 0}}, {"--ffn-chunks 4", {4, 0, 0, 0}}, {"--recompute 1", {1, 0, 0, 1}},
+        {"--ffn-chunks 4 --recompute 1", {4, 0, 0, 1}}, {"--recompute 2", {1, 0, 0, 2}}};
+    int N = dit_tokens(c);
+    logf_(lg, "saved activations per block and for all %d blocks (GiB), B=%d, at token counts N (this clip: %d):\n",
+          c->L, B, N);
+    logf_(lg, "| %-30s |", "flags \\ N");
+    for (int e = 14; e <= 17; e++) logf_(lg, " %8d per block | %8s all |", 1 << e, "");
+    logf_(lg, "\n");
+    for (size_t r = 0; r < sizeof(rows) / sizeof(rows[0]); r++) {
+        logf_(lg, "| %-30s |", rows[r].name);
+        for (int e = 14; e <= 17; e++) {
+            double blk = (double)dit_act_layout(c, B, (size_t)1 << e, &rows[r].f, 0, NULL, NULL) / 1073741824.0;
+            logf_(lg, " %17.3f | %12.2f |", blk, blk * c->L);
+        }
+        logf_(lg, "\n");
+    }
+    logf_(lg, "the FFN intermediate (u and g, 2 x FF) against its input (a2, D): %.1fx; --ffn-chunks K keeps only the "
+          "input and holds 1/K of the intermediate at a time\n", 2.0 * c->FF / c->D);
+}
+
+static void print_config(Logger* lg, const TrainArgs* a, const Dit* m) {
+    const DitConfig* c = &m->cfg;
+    logf_(lg, "train_dit | %s | %s | %s\n", m->allocated ? dev_name() : "plan only", PRECISION_NAME, a->model);
+    logf_(lg, "model: D=%d L=%d H=%d (hd %d) FF=%d NC=%d rope_theta=%g | clip C=%d Fr=%d Hi=%d Wi=%d, patch %dx%dx%d: "
+          "N=%d tokens of P=%d | %.2fM parameters\n", c->D, c->L, c->H, c->D / c->H, c->FF, c->NC, c->rope_theta, c->C,
+          c->Fr, c->Hi, c->Wi, c->pt, c->ph, c->pw, m->N, m->P, m->num_params / 1e6);
+    logf_(lg, "batch: %d clips x %d micro-steps = %d clips (%d tokens) per step | steps %d, lr %g warmup %d, wd %g, "
+          "clip %g | label dropout %g\n", a->B, a->grad_accum, a->B * a->grad_accum, a->B * a->grad_accum * m->N,
+          a->steps, a->lr, a->warmup, a->weight_decay, a->grad_clip, a->label_dropout);
+    logf_(lg, "memory flags: --ffn-chunks %d --ffn-chunk-dim %s --offload-act %d (%d blocks) --recompute %d\n",
+          m->flags.ffn_chunks, a->ffn_chunk_dim, m->flags.offload_act, m->off.n_offload, m->flags.recompute);
+#ifdef _OPENMP
+    logf_(lg, "threads: %d (OpenMP)\n", omp_get_max_threads());
+#endif
+}
+
+static void print_plan(Logger* lg, const Dit* m) {
+    logf_(lg, "memory plan (everything allocated before the first step):\n");
+    log_plan(lg, &m->dev, &m->host);
+    if (matmul_workspace_bytes())
+        logf_(lg, "outside the arena: cuBLASLt workspace %.1f MiB and the CUDA context\n", matmul_workspace_bytes() / 1048576.0);
+    logf_(lg, "saved activations per block: %zu bytes (%.2f MiB):", m->act_block_bytes, m->act_block_bytes / 1048576.0);
+    for (int i = 0; i < NUM_DIT_ACTS; i++) if (dit_act_saved(&m->flags, i)) logf_(lg, " %s", DIT_ACT_NAMES[i]);
+    logf_(lg, "\n");
+}
+
+static void write_plan_json(const Dit* m, const char* path) {
+    char fields[512];
+    snprintf(fields, sizeof(fields), "\"act_block_bytes\": %zu, \"n_offload\": %d, \"num_params\": %zu, "
+             "\"sizeof_floatX\": %zu, \"master\": %d, \"N\": %d, \"P\": %d", m->act_block_bytes, m->off.n_offload,
+             m->num_params, sizeof(floatX), HAVE_MASTER_WEIGHTS, m->N, m->P);
+    plan_write_json(path, fields, &m->dev, &m->host);
+}
+
+// ----------------------------------------------------------------------------
+// data: clips from the source, noise, t = sigmoid(n) and the label dropout, every draw a
+// function of (seed, the clip's global index), so a resumed run sees the same numbers
+
+typedef struct { float *x0, *noise, *t; int* y; int B; } Batch;
+
+static void batch_alloc(Batch* b, int B, size_t clip) {
+    b->B = B;
+    b->x0 = (float*)xmalloc((size_t)B * clip * sizeof(float));
+    b->noise = (float*)xmalloc((size_t)B * clip * sizeof(float));
+    b->t = (float*)xmalloc((size_t)B * sizeof(float));
+    b->y = (int*)xmalloc((size_t)B * sizeof(int));
+}
+static void batch_free(Batch* b) { free(b->x0); free(b->noise); free(b->t); free(b->y); }
+
+// clip i of the batch is the source's clip first + i; salt separates training from validation
+static void batch_fill(Batch* b, ClipSource* src, uint64_t first, size_t clip, uint64_t seed, uint64_t salt,
+                       float label_dropout, int null_class) {
+    for (int i = 0; i < b->B; i++) {
+        uint64_t index = first + (uint64_t)i;
+        clipsource_get(src, index, b->x0 + (size_t)i * clip, &b->y[i]);
+        Rng r; rng_init(&r, seed ^ salt ^ (index * 0x9E3779B97F4A7C15ull));
+        for (size_t j = 0; j < clip; j++) b->noise[(size_t)i * clip + j] = rng_normal(&r);
+        b->t[i] = 1.0f / (1.0f + expf(-rng_normal(&r)));
+        if (rng_uniform(&r) < label_dropout) b->y[i] = null_class;
+    }
+}
+
+#define SALT_TRAIN 0x7261696eull
+#define SALT_VAL 0x76616c21ull
+#define SALT_SAMPLE 0x73616d70ull
+
+// the validation loss on the fixed held-out set, overall and per t bucket
+typedef struct { double all, bucket[3]; int count[3]; } ValLoss;
+
+static ValLoss evaluate(Dit* m, ClipSource* val, Batch* b, int n_clips, uint64_t seed) {
+    ValLoss r = {0.0, {0.0, 0.0, 0.0}, {0, 0, 0}};
+    float* per = (float*)xmalloc((size_t)b->B * sizeof(float));
+    int done = 0;
+    while (done < n_clips) {
+        int n = n_clips - done < b->B ? n_clips - done : b->B;
+        Batch part = *b; part.B = n;
+        batch_fill(&part, val, (uint64_t)done, m->clip, seed, SALT_VAL, 0.0f, m->cfg.NC);
+        dit_forward_backward(m, part.x0, part.noise, part.t, part.y, n, MODE_EVAL, 0.0f, per);
+        for (int i = 0; i < n; i++) {
+            int k = part.t[i] < 1.0f / 3.0f ? 0 : part.t[i] < 2.0f / 3.0f ? 1 : 2;
+            r.all += per[i]; r.bucket[k] += per[i]; r.count[k]++;
+        }
+        done += n;
+    }
+    r.all /= n_clips;
+    for (int k = 0; k < 3; k++) r.bucket[k] = r.count[k] ? r.bucket[k] / r.count[k] : NAN;
+    free(per);
+    return r;
+}
+
+// One clip per class with the Euler sampler of DESIGN 9.3 and classifier-free guidance:
+// x from noise at t = 1 to t = 0 in S steps, v = v_null + s (v_y - v_null). The noise is
+// seeded by the class only, so the samples of successive steps are comparable. Each
+// clip goes to a GIF and a PNG strip of its frames in DIR/samples.
+static void sample_clips(Dit* m, const TrainArgs* a, Logger* lg, int step) {
+    const DitConfig* c = &m->cfg;
+    size_t clip = m->clip;
+    int rows = 2 * c->NC;  // row 2k: class k, row 2k+1: the null class on the same x
+    float* x = (float*)xmalloc((size_t)c->NC * clip * sizeof(float));
+    float* xin = (float*)xmalloc((size_t)m->B * clip * sizeof(float));
+    float* v = (float*)xmalloc((size_t)rows * clip * sizeof(float));
+    float* t = (float*)xmalloc((size_t)m->B * sizeof(float));
+    int* y = (int*)xmalloc((size_t)m->B * sizeof(int));
+    for (int k = 0; k < c->NC; k++) {
+        Rng r; rng_init(&r, (uint64_t)a->seed ^ SALT_SAMPLE ^ ((uint64_t)k * 0x9E3779B97F4A7C15ull));
+        for (size_t j = 0; j < clip; j++) x[(size_t)k * clip + j] = rng_normal(&r);
+    }
+    float dt = 1.0f / a->sample_steps;
+    for (int i = 0; i < a->sample_steps; i++) {
+        for (int r0 = 0; r0 < rows; r0 += m->B) {  // as many rows per forward as the plan holds
+            int nr = rows - r0 < m->B ? rows - r0 : m->B;
+            for (int q = 0; q < nr; q++) {
+                int r = r0 + q;
+                memcpy(xin + (size_t)q * clip, x + (size_t)(r / 2) * clip, clip * sizeof(float));
+                t[q] = 1.0f - (float)i * dt;
+                y[q] = r % 2 ? c->NC : r / 2;
+            }
+            dit_velocity(m, xin, t, y, nr, v + (size_t)r0 * clip);
+        }
+        for (int k = 0; k < c->NC; k++) {
+            const float* vy = v + (size_t)(2 * k) * clip;
+            const float* vn = vy + clip;
+            float* xk = x + (size_t)k * clip;
+            for (size_t j = 0; j < clip; j++) xk[j] -= dt * (vn[j] + a->cfg_scale * (vy[j] - vn[j]));
+        }
+    }
+    char dir[1100], path[1300];
+    snprintf(dir, sizeof(dir), "%s/samples", a->run_dir);
+    mkdir_p(dir);
+    for (int k = 0; k < c->NC; k++) {
+        float* xk = x + (size_t)k * clip;
+        for (size_t j = 0; j < clip; j++) xk[j] = xk[j] < -1.0f ? -1.0f : xk[j] > 1.0f ? 1.0f : xk[j];
+        snprintf(path, sizeof(path), "%s/step_%06d_class_%d.gif", dir, step, k);
+        write_gif(path, xk, c->C, c->Fr, c->Hi, c->Wi, a->gif_scale, 12);
+        snprintf(path, sizeof(path), "%s/step_%06d_class_%d.png", dir, step, k);
+        write_png_strip(path, xk, c->C, c->Fr, c->Hi, c->Wi, a->gif_scale, 2);
+    }
+    logf_(lg, "samples: %d classes, %d Euler steps, guidance %g -> %s/step_%06d_class_*.gif (and .png)\n", c->NC,
+          a->sample_steps, a->cfg_scale, dir, step);
+    free(x); free(xin); free(v); free(t); free(y);
+}
+
+int main(int argc, char** argv) {
+    TrainArgs a;
+    parse_args(argc, argv, &a);
+    dit_config_validate(&a.cfg);
+    if (a.B > 128) FAIL("--batch %d: at most 128 clips per micro-batch in this build", a.B);
+    Logger lg = {NULL, NULL, 0};
+    Dit m;
+    if (a.plan_only) {
+        dit_build(&m, &a.cfg, &a.flags, a.B, 0);
+        print_config(&lg, &a, &m);
+        print_plan(&lg, &m);
+        print_activation_table(&lg, &a.cfg, a.B);
+        if (a.plan_json) write_plan_json(&m, a.plan_json);
+        return 0;
+    }
+    ClipSource train, val;
+    if (strcmp(a.data, "synthetic") == 0) {
+        clipsource_init_synthetic(&train, a.cfg.C, a.cfg.Fr, a.cfg.Hi, a.cfg.Wi, a.cfg.NC, (uint64_t)a.seed, 0);
+        clipsource_init_synthetic(&val, a.cfg.C, a.cfg.Fr, a.cfg.Hi, a.cfg.Wi, a.cfg.NC, (uint64_t)a.seed, 1);
+    } else {
+        clipsource_init_file(&train, a.data, 0, a.val_clips, (uint64_t)a.seed);
+        clipsource_init_file(&val, a.data, 1, a.val_clips, (uint64_t)a.seed);
+        clipsource_check_shape(&train, a.cfg.C, a.cfg.Fr, a.cfg.Hi, a.cfg.Wi, a.cfg.NC);
+    }
+    dit_build(&m, &a.cfg, &a.flags, a.B, 1);
+
+    const char* resume = a.resume;
+    static char found[1024];
+    if (resume && strcmp(resume, "auto") == 0) {
+        int h[256];
+        resume = ckpt_find_latest(a.run_dir, dit_checkpoint_check, h, &lg, found, sizeof(found)) ? found : NULL;
+    }
+    logger_open(&lg, a.run_dir, resume != NULL);
+    if (a.resume && !resume) logf_(&lg, "--resume auto: no checkpoint in %s, starting fresh\n", a.run_dir);
+    print_config(&lg, &a, &m);
+    print_plan(&lg, &m);
+    if (a.plan_json) write_plan_json(&m, a.plan_json);
+    logf_(&lg, "data: %s | validation: %d held-out clips, each with its own fixed t and noise\n",
+          strcmp(a.data, "synthetic") == 0 ? "moving digits, generated (llmc/video_data.h)" : a.data, a.val_clips);
+
+    int start = 0;
+    char path[1024];
+    if (resume) {
+        start = dit_checkpoint_read(&m, resume, 0);
+        logf_(&lg, "resumed from %s at step %d\n", resume, start);
+    } else if (a.init_from) {
+        int was = dit_checkpoint_read(&m, a.init_from, 1);
+        logf_(&lg, "parameters from %s (its step %d); optimizer state and step start fresh\n", a.init_from, was);
+    } else {
+        dit_init_params(&m, (uint64_t)a.seed);
+    }
+
+    Batch batch;
+    batch_alloc(&batch, a.B, m.clip);
+    size_t peak = 0;
+    int last_ckpt = resume ? start : -1;
+    int clips_per_step = a.B * a.grad_accum;
+    float dscale = 1.0f / (float)((double)clips_per_step * m.clip);
+    double loop_start = now_seconds();
+    for (int step = start + 1; step <= a.steps; step++) {
+        double t0 = now_seconds();
+        float lr = lr_at_step(step, a.steps, a.warmup, a.lr, a.min_lr_frac);
+        dit_zero_grads(&m);
+        double loss = 0.0;
+        for (int micro = 0; micro < a.grad_accum; micro++) {
+            uint64_t first = ((uint64_t)(step - 1) * a.grad_accum + micro) * a.B;
+            batch_fill(&batch, &train, first, m.clip, (uint64_t)a.seed, SALT_TRAIN, a.label_dropout, a.cfg.NC);
+            loss += dit_forward_backward(&m, batch.x0, batch.noise, batch.t, batch.y, a.B, MODE_TRAIN, dscale, NULL);
+        }
+        loss /= a.grad_accum;
+        float norm = dit_grad_norm(&m);
+        if (!isfinite(loss) || !isfinite(norm)) {
+            char where[1300] = "no checkpoint was written";
+            if (last_ckpt >= 0) snprintf(where, sizeof(where), "%s/ckpt_%06d.bin is untouched", a.run_dir, last_ckpt);
+            FAIL("step %d: the loss is %g and the gradient norm %g; a non-finite value stops the run before the "
+                 "optimizer applies it (%s). Hint: lower --lr, keep --grad-clip on", step, loss, norm, where);
+        }
+        dit_apply_update(&m, lr, a.beta1, a.beta2, a.adam_eps, a.weight_decay, a.grad_clip, norm, step);
+        double ms = (now_seconds() - t0) * 1e3;
+        size_t measured = dev_peak_bytes_measured();
+        peak = measured > peak ? measured : peak;
+        double clips_s = clips_per_step / (ms / 1e3);
+        int last = step == a.steps;
+        if (step % a.log_every == 0 || last || step == start + 1) {
+            char eta[32];
+            format_eta(eta, sizeof(eta), loop_start, step, start, a.steps);
+            logf_(&lg, "step %5d/%d | loss %.6f | lr %.3e | norm %.4f | %.1f ms | %.1f clips/s %.0f tok/s | ETA %s | "
+                  "peak %.1f MiB\n", step, a.steps, loss, lr, norm, ms, clips_s, clips_s * m.N, eta, peak / 1048576.0);
+        }
+        ValLoss vl = {NAN, {NAN, NAN, NAN}, {0, 0, 0}};
+        if (a.val_every > 0 && (step % a.val_every == 0 || last)) {
+            vl = evaluate(&m, &val, &batch, a.val_clips, (uint64_t)a.seed);
+            logf_(&lg, "step %5d | val loss %.6f | by t: low noise (t<1/3) %.6f (%d), middle %.6f (%d), high noise "
+                  "(t>=2/3) %.6f (%d)\n", step, vl.all, vl.bucket[0], vl.count[0], vl.bucket[1], vl.count[1],
+                  vl.bucket[2], vl.count[2]);
+        }
+        metrics_begin(&lg, step);
+        metrics_num(&lg, "loss", loss); metrics_num(&lg, "lr", lr); metrics_num(&lg, "grad_norm", norm);
+        metrics_num(&lg, "ms", ms); metrics_num(&lg, "clips_per_s", clips_s); metrics_num(&lg, "tok_per_s", clips_s * m.N);
+        metrics_int(&lg, "peak_mem", (long long)peak); metrics_int(&lg, "arena_bytes", (long long)m.dev.total);
+        metrics_num(&lg, "val_loss", vl.all); metrics_num(&lg, "val_loss_low_t", vl.bucket[0]);
+        metrics_num(&lg, "val_loss_mid_t", vl.bucket[1]); metrics_num(&lg, "val_loss_high_t", vl.bucket[2]);
+        metrics_end(&lg);
+        if (a.sample_every > 0 && (step % a.sample_every == 0 || last)) sample_clips(&m, &a, &lg, step);
+        if (a.ckpt_every > 0 && (step % a.ckpt_every == 0 || last)) {
+            snprintf(path, sizeof(path), "%s/ckpt_%06d.bin", a.run_dir, step);
+            dit_checkpoint_write(&m, path, step);
+            last_ckpt = step;
+            logf_(&lg, "checkpoint: %s\n", path);
+        }
+    }
+    if (start >= a.steps) {  // nothing to train: evaluate and sample the checkpoint
+        if (a.val_every > 0) {
+            ValLoss vl = evaluate(&m, &val, &batch, a.val_clips, (uint64_t)a.seed);
+            logf_(&lg, "step %5d | val loss %.6f | by t: low %.6f, middle %.6f, high %.6f\n", start, vl.all,
+                  vl.bucket[0], vl.bucket[1], vl.bucket[2]);
+        }
+        if (a.sample_every > 0) sample_clips(&m, &a, &lg, start);
+        peak = dev_peak_bytes_measured();
+    }
+    logf_(&lg, "done: peak memory measured %.1f MiB (%s), arena %.1f MiB planned\n", peak / 1048576.0,
+          dev_measured_name(), m.dev.total / 1048576.0);
+    batch_free(&batch);
+    clipsource_free(&train);
+    clipsource_free(&val);
+    logger_close(&lg);
+    dit_free(&m);
+    return 0;
+}
+#endif  // TESTING
