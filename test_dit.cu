@@ -14,6 +14,7 @@ FFN chunking must agree within the reference tolerance. Exits non-zero on any fa
 */
 #define TESTING
 #include "train_dit.cu"
+#include "llmc/check.h"
 
 // Per-tensor relative error ||got - ref|| / ||ref||, as test_llama: fp32 lands near
 // 1e-7..1e-6 on these small models; bf16 rounds every stored value to 2^-9.
@@ -102,31 +103,6 @@ static void dref_read(Reference* r, const char* path) {
 
 static void dref_free(Reference* r) {
     free(r->params); free(r->x0); free(r->noise); free(r->t); free(r->y); free(r->vpred); free(r->grads); free(r->losses);
-}
-
-static int failures = 0, checks = 0;
-
-static void compare(const char* what, const float* got, const float* ref, size_t n, double tol) {
-    double num = 0.0, den = 0.0, maxabs = 0.0;
-    int finite = 1;
-    for (size_t i = 0; i < n; i++) {
-        double d = (double)got[i] - ref[i];
-        if (!isfinite(got[i])) finite = 0;
-        num += d * d; den += (double)ref[i] * ref[i];
-        if (fabs(d) > maxabs) maxabs = fabs(d);
-    }
-    double rel = den > 0 ? sqrt(num / den) : sqrt(num);
-    int ok = finite && rel <= tol;
-    checks++; failures += !ok;
-    printf("  %-16s n=%-9zu max|err| %.3e  rel %.3e  (tol %.0e)  %s\n", what, n, maxabs, rel, tol,
-           ok ? "ok" : (finite ? "FAIL" : "FAIL (not finite)"));
-}
-
-static void check_scalar(const char* what, double got, double ref, double tol) {
-    double err = fabs(got - ref) / (fabs(ref) > 1.0 ? fabs(ref) : 1.0);
-    int ok = isfinite(got) && err <= tol;
-    checks++; failures += !ok;
-    printf("  %-16s got %.9g ref %.9g  rel %.3e (tol %.0e)  %s\n", what, got, ref, err, tol, ok ? "ok" : "FAIL");
 }
 
 // one forward/backward on the file's batch; the gradients and v_pred (optional) to the host

@@ -20,6 +20,7 @@ agree within the reference tolerance. Exits non-zero on any failure.
 */
 #define TESTING
 #include "train_llama.cu"
+#include "llmc/check.h"
 
 // Tolerances on the per-tensor relative error ||got - ref|| / ||ref||. The reference is
 // float64; an fp32 build of the same math lands near 1e-7..1e-6 on these small
@@ -104,32 +105,6 @@ static void lref_read(Reference* r, const char* path) {
     for (size_t i = 0; i < BT; i++)
         if (r->inputs[i] < 0 || r->inputs[i] >= c.V || r->targets[i] < 0 || r->targets[i] >= c.V)
             FAIL("%s: token %zu is out of range [0, %d) (input %d, target %d)", path, i, c.V, r->inputs[i], r->targets[i]);
-}
-
-static int failures = 0, checks = 0;
-
-// per-tensor comparison; prints one line
-static void compare(const char* what, const float* got, const float* ref, size_t n, double tol) {
-    double num = 0.0, den = 0.0, maxabs = 0.0;
-    int finite = 1;
-    for (size_t i = 0; i < n; i++) {
-        double d = (double)got[i] - ref[i];
-        if (!isfinite(got[i])) finite = 0;
-        num += d * d; den += (double)ref[i] * ref[i];
-        if (fabs(d) > maxabs) maxabs = fabs(d);
-    }
-    double rel = den > 0 ? sqrt(num / den) : sqrt(num);
-    int ok = finite && rel <= tol;
-    checks++; failures += !ok;
-    printf("  %-16s n=%-9zu max|err| %.3e  rel %.3e  (tol %.0e)  %s\n", what, n, maxabs, rel, tol,
-           ok ? "ok" : (finite ? "FAIL" : "FAIL (not finite)"));
-}
-
-static void check_scalar(const char* what, double got, double ref, double tol) {
-    double err = fabs(got - ref) / (fabs(ref) > 1.0 ? fabs(ref) : 1.0);
-    int ok = isfinite(got) && err <= tol;
-    checks++; failures += !ok;
-    printf("  %-16s got %.9g ref %.9g  rel %.3e (tol %.0e)  %s\n", what, got, ref, err, tol, ok ? "ok" : "FAIL");
 }
 
 // One forward/backward on the reference batch, this rank's B/dp rows of it. On rank 0:

@@ -19,28 +19,10 @@ Memory techniques, each a flag that leaves the mathematics unchanged (as in trai
                                               normed q/k and GELU; 2: keep only layer inputs
 Every buffer is planned before the loop (print it with --plan-only 1).
 */
-#include <time.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
-#include "llmc/common.h"
-#include "llmc/kernels.h"
-#include "llmc/arena.h"
-#include "llmc/rand.h"
-#include "llmc/logger.h"
-#include "llmc/schedule.h"
-#include "llmc/checkpoint.h"
-#include "llmc/offload.h"
-#include "llmc/flags.h"
+#include "llmc/trainer.h"
 #include "llmc/rope3d.h"
 #include "llmc/video_data.h"
 #include "llmc/image_write.h"
-
-#if !defined(LLMC_CPU) && !defined(ENABLE_FP32)
-#define HAVE_MASTER_WEIGHTS 1
-#else
-#define HAVE_MASTER_WEIGHTS 0
-#endif
 
 #define TEMB_DIM 256      // the sinusoidal timestep embedding (DESIGN 9.3)
 #define DIT_EPS 1e-6f     // LayerNorm and QK RMSNorm
@@ -63,7 +45,7 @@ typedef struct { const char* name; DitConfig cfg; const char* note; } DitPreset;
 // 16-channel latent of a 720p, 129-frame video (33 x 90 x 160) with patch 1 x 2 x 2:
 // 118,800 tokens. It is for --plan-only; no CPU trains it.
 static const DitPreset DIT_PRESETS[] = {
-    {"dit-tiny", {1, 8, 16, 16, 1, 2, 2, 64, 4, 4, 256, 10, 10000.0f}, "sized for the CPU"},
+    {"dit-tiny", {1, 8, 16, 16, 2, 2, 2, 64, 4, 4, 256, 10, 10000.0f}, "sized for the CPU"},
     {"dit-S", {3, 16, 32, 32, 1, 2, 2, 384, 12, 6, 1536, 10, 10000.0f}, "DiT-S"},
     {"dit-B", {3, 16, 32, 32, 1, 2, 2, 768, 12, 12, 3072, 10, 10000.0f}, "DiT-B"},
     {"dit-XL", {3, 16, 32, 32, 1, 2, 2, 1152, 28, 16, 4608, 10, 10000.0f}, "DiT-XL"},
@@ -185,27 +167,20 @@ static int dit_act_saved(const DitFlags* f, int field) {
     return 1;
 }
 
-// the fields the shared work buffer holds: what is not saved, except the FFN's
-// intermediates when chunked (they live in the chunk scratch, at chunk size)
-static int dit_act_in_work(const DitFlags* f, int field) {
-    if (dit_act_saved(f, field)) return 0;
-    if (f->ffn_chunks > 1 && (field == A_U || field == A_G || field == A_Y2)) return 0;
-    return 1;
-}
+typedef ActBlock DitActs;
 
-typedef struct { void* f[NUM_DIT_ACTS]; } DitActs;
-#define ACT(a, field) ((floatX*)(a).f[field])
-#define ACTF(a, field) ((float*)(a).f[field])
-
+// The saved fields (work = 0) or those of the shared work buffer (work = 1): what is not
+// saved, except the FFN's intermediates when chunked (they live in the chunk scratch at
+// chunk size). Lays them out from base; returns the block's bytes.
 static size_t dit_act_layout(const DitConfig* c, int B, size_t N, const DitFlags* fl, int work, char* base,
                              DitActs* out) {
-    size_t off = 0;
+    size_t bytes[NUM_DIT_ACTS]; int take[NUM_DIT_ACTS];
     for (int i = 0; i < NUM_DIT_ACTS; i++) {
-        int take = work ? dit_act_in_work(fl, i) : dit_act_saved(fl, i);
-        if (out) out->f[i] = take && base ? base + off : NULL;
-        if (take) off += ceil_div(dit_act_field_bytes(c, B, N, i), ARENA_ALIGN) * ARENA_ALIGN;
+        int chunk_scratch = fl->ffn_chunks > 1 && (i == A_U || i == A_G || i == A_Y2);
+        bytes[i] = dit_act_field_bytes(c, B, N, i);
+        take[i] = work ? !dit_act_saved(fl, i) && !chunk_scratch : dit_act_saved(fl, i);
     }
-    return off;
+    return act_layout(bytes, take, NUM_DIT_ACTS, base, out);
 }
 
 // ----------------------------------------------------------------------------
@@ -259,7 +234,7 @@ static floatX* dit_g(const Dit* m, int t) { return m->grads + m->param_off[t]; }
 static DitActs dit_layer_acts(const Dit* m, int l) {
     DitActs a;
     dit_act_layout(&m->cfg, m->B, m->N, &m->flags, 0, offload_block(&m->off, l), &a);
-    for (int i = 0; i < NUM_DIT_ACTS; i++) if (!a.f[i]) a.f[i] = m->work.f[i];
+    act_fill_from(&a, &m->work, NUM_DIT_ACTS);
     return a;
 }
 
@@ -838,11 +813,7 @@ static float dit_grad_norm(Dit* m) {
 // global-norm clipping (as torch.nn.utils.clip_grad_norm_) and one AdamW step
 static void dit_apply_update(Dit* m, float lr, float beta1, float beta2, float eps, float weight_decay,
                              float grad_clip, float norm, int t) {
-    float scale = 1.0f;
-    if (grad_clip > 0.0f) {
-        float coef = grad_clip / (norm + 1e-6f);
-        if (coef < 1.0f) scale = coef;
-    }
+    float scale = grad_clip_scale(grad_clip, norm);
     for (int i = 0; i < NUM_DIT_TENSORS; i++) {
         size_t o = m->param_off[i];
         adamw_update(m->params + o, m->master ? m->master + o : NULL, m->grads + o, m->adam_m + o, m->adam_v + o,
@@ -933,11 +904,10 @@ typedef struct {
     DitConfig cfg;
     DitFlags flags;
     const char* ffn_chunk_dim;
-    int B, grad_accum, steps, warmup, val_every, val_clips, sample_every, sample_steps, ckpt_every, log_every;
-    int plan_only, gif_scale;
-    float lr, min_lr_frac, weight_decay, beta1, beta2, adam_eps, grad_clip, cfg_scale, label_dropout;
-    long long seed;
-    const char *data, *run_dir, *resume, *init_from, *plan_json;
+    TrainLoopArgs loop;  // optimizer, schedule, cadence, run directory, resume, plan (llmc/train_args.h)
+    int B, grad_accum, val_clips, sample_every, sample_steps, gif_scale;
+    float cfg_scale, label_dropout;
+    const char* data;
 } TrainArgs;
 
 static void usage(const Flag* flags, int n) {
@@ -961,14 +931,14 @@ static void parse_args(int argc, char** argv, TrainArgs* a) {
     if (!found) FAIL("unknown --model '%s' (known: dit-tiny, dit-S, dit-B, dit-XL, hunyuan-13B)", a->model);
     a->flags = dit_flags_default();
     a->ffn_chunk_dim = "hidden";
-    a->B = 8; a->grad_accum = 1; a->steps = 300; a->warmup = 20;
-    a->val_every = 50; a->val_clips = 48; a->sample_every = 0; a->sample_steps = 24; a->ckpt_every = 0; a->log_every = 1;
+    a->B = 8; a->grad_accum = 1; a->loop.steps = 300; a->loop.warmup = 20;
+    a->loop.val_every = 50; a->val_clips = 48; a->sample_every = 0; a->sample_steps = 24; a->loop.ckpt_every = 0; a->loop.log_every = 1;
     a->gif_scale = 4;
-    a->lr = 1e-3f; a->min_lr_frac = 0.1f; a->weight_decay = 0.0f; a->beta1 = 0.9f; a->beta2 = 0.999f;
-    a->adam_eps = 1e-8f; a->grad_clip = 1.0f; a->cfg_scale = 3.0f; a->label_dropout = 0.1f; a->seed = 1337;
+    a->loop.lr = 1e-3f; a->loop.min_lr_frac = 0.1f; a->loop.weight_decay = 0.0f; a->loop.beta1 = 0.9f; a->loop.beta2 = 0.999f;
+    a->loop.adam_eps = 1e-8f; a->loop.grad_clip = 1.0f; a->cfg_scale = 3.0f; a->label_dropout = 0.1f; a->loop.seed = 1337;
     a->data = "synthetic";
-    a->run_dir = "runs/train_dit";
-    const Flag flags[] = {
+    a->loop.run_dir = "runs/train_dit";
+    const Flag own[] = {
         {"model", 's', &a->model, "dit-tiny | dit-S | dit-B | dit-XL | hunyuan-13B (default dit-tiny)"},
         {"channels", 'i', &a->cfg.C, "clip channels C (overrides the preset)"},
         {"frames", 'i', &a->cfg.Fr, "clip frames Fr"},
@@ -986,51 +956,25 @@ static void parse_args(int argc, char** argv, TrainArgs* a) {
         {"data", 's', &a->data, "'synthetic' (moving digits, generated) or a clip file (docs/formats.md)"},
         {"batch", 'i', &a->B, "clips per micro-batch (default 8)"},
         {"grad-accum", 'i', &a->grad_accum, "micro-batches per optimizer step (default 1)"},
-        {"steps", 'i', &a->steps, "optimizer steps (default 300)"},
-        {"lr", 'f', &a->lr, "peak learning rate (default 1e-3)"},
-        {"min-lr-frac", 'f', &a->min_lr_frac, "final lr as a fraction of the peak (default 0.1)"},
-        {"warmup", 'i', &a->warmup, "linear warmup steps (default 20)"},
-        {"weight-decay", 'f', &a->weight_decay, "AdamW weight decay on the weight matrices and class_emb (default 0)"},
-        {"beta1", 'f', &a->beta1, "AdamW beta1 (default 0.9)"},
-        {"beta2", 'f', &a->beta2, "AdamW beta2 (default 0.999)"},
-        {"adam-eps", 'f', &a->adam_eps, "AdamW epsilon (default 1e-8)"},
-        {"grad-clip", 'f', &a->grad_clip, "global-norm clipping, 0 = off (default 1.0)"},
         {"label-dropout", 'f', &a->label_dropout, "probability that a clip's class becomes the null class (default 0.1)"},
-        {"seed", 'l', &a->seed, "initialisation, data, noise and t (default 1337)"},
-        {"val-every", 'i', &a->val_every, "validation loss every N steps and at the end, 0 = never (default 50)"},
         {"val-clips", 'i', &a->val_clips, "held-out (clip, t, noise) triples per validation (default 48)"},
         {"sample-every", 'i', &a->sample_every, "write one GIF per class every N steps and at the end, 0 = never"},
         {"sample-steps", 'i', &a->sample_steps, "Euler steps of the sampler (default 24)"},
         {"cfg-scale", 'f', &a->cfg_scale, "classifier-free guidance scale of the samples (default 3)"},
         {"gif-scale", 'i', &a->gif_scale, "pixels per clip pixel in the GIFs and PNGs (default 4)"},
-        {"run-dir", 's', &a->run_dir, "directory for main.log, metrics.jsonl, samples, checkpoints"},
-        {"ckpt-every", 'i', &a->ckpt_every, "checkpoint every N steps and at the end, 0 = never"},
-        {"resume", 's', &a->resume, "checkpoint file to continue from, or 'auto': the newest good one of --run-dir"},
-        {"init-from", 's', &a->init_from, "checkpoint whose parameters start a new run"},
-        {"log-every", 'i', &a->log_every, "print a step line every N steps"},
-        {"ffn-chunks", 'i', &a->flags.ffn_chunks, "split the FFN into K chunks, recomputed in backward (default 1)"},
-        {"ffn-chunk-dim", 's', &a->ffn_chunk_dim, "hidden | seq: what --ffn-chunks splits (default hidden)"},
-        {"offload-act", 'i', &a->flags.offload_act, "offload the saved activations of N blocks to host, -1 = all but the last"},
-        {"recompute", 'i', &a->flags.recompute, "0 keep all, 1 recompute norms, normed q/k and GELU, 2 keep only block inputs"},
-        {"plan-only", 'i', &a->plan_only, "1: print the memory plan and exit (no device needed)"},
-        {"plan-json", 's', &a->plan_json, "write the memory plan as JSON to this file"},
     };
-    int nflags = (int)(sizeof(flags) / sizeof(flags[0]));
+    Flag flags[96];
+    int nflags = (int)(sizeof(own) / sizeof(own[0]));
+    memcpy(flags, own, sizeof(own));
+    MemoryFlagRefs mem = {&a->flags.ffn_chunks, &a->ffn_chunk_dim, &a->flags.offload_act, &a->flags.recompute,
+                          "0 keep all, 1 recompute norms, normed q/k and GELU, 2 keep only block inputs"};
+    nflags += train_loop_flags(flags + nflags, &a->loop, mem);
     flags_parse(argc, argv, flags, nflags, NULL, usage);
-    if (strcmp(a->ffn_chunk_dim, "hidden") == 0) a->flags.ffn_chunk_seq = 0;
-    else if (strcmp(a->ffn_chunk_dim, "seq") == 0) a->flags.ffn_chunk_seq = 1;
-    else FAIL("--ffn-chunk-dim must be 'hidden' or 'seq', got '%s'", a->ffn_chunk_dim);
-    if (a->steps < 0 || (a->steps == 0 && !a->init_from && !a->resume))
-        FAIL("--steps must be >= 1 (0 only with --init-from or --resume: evaluate and sample a checkpoint)");
+    train_loop_validate(&a->loop, a->ffn_chunk_dim, &a->flags.ffn_chunk_seq);
     if (a->B < 1 || a->grad_accum < 1) FAIL("--batch and --grad-accum must be >= 1");
-    if (a->warmup < 0) FAIL("--warmup must be >= 0");
-    if (a->val_every < 0 || a->sample_every < 0 || a->ckpt_every < 0 || a->val_clips < 1 || a->log_every < 1 ||
-        a->sample_steps < 1 || a->gif_scale < 1)
-        FAIL("--val-every, --sample-every, --ckpt-every must be >= 0; --val-clips, --log-every, --sample-steps, "
-             "--gif-scale >= 1");
+    if (a->sample_every < 0 || a->val_clips < 1 || a->sample_steps < 1 || a->gif_scale < 1)
+        FAIL("--sample-every must be >= 0; --val-clips, --sample-steps, --gif-scale >= 1");
     if (!(a->label_dropout >= 0.0f && a->label_dropout <= 1.0f)) FAIL("--label-dropout must be in [0, 1]");
-    if (a->init_from && a->resume && strcmp(a->resume, "auto") != 0)
-        FAIL("--init-from and --resume both given: --resume continues a run, --init-from starts a new one; pick one");
 }
 
 // the per-flag view of a block's saved activations (what --plan-only prints for long sequences)
@@ -1042,13 +986,13 @@ static void print_activation_table(Logger* lg, const DitConfig* c, int B) {
     logf_(lg, "saved activations per block and for all %d blocks (GiB), B=%d, at token counts N (this clip: %d):\n",
           c->L, B, N);
     logf_(lg, "| %-30s |", "flags \\ N");
-    for (int e = 14; e <= 17; e++) logf_(lg, " %8d per block | %8s all |", 1 << e, "");
+    for (int e = 14; e <= 17; e++) logf_(lg, " N=%-6d per block | %12s |", 1 << e, "all blocks");
     logf_(lg, "\n");
     for (size_t r = 0; r < sizeof(rows) / sizeof(rows[0]); r++) {
         logf_(lg, "| %-30s |", rows[r].name);
         for (int e = 14; e <= 17; e++) {
             double blk = (double)dit_act_layout(c, B, (size_t)1 << e, &rows[r].f, 0, NULL, NULL) / 1073741824.0;
-            logf_(lg, " %17.3f | %12.2f |", blk, blk * c->L);
+            logf_(lg, " %18.3f | %12.2f |", blk, blk * c->L);
         }
         logf_(lg, "\n");
     }
@@ -1064,7 +1008,7 @@ static void print_config(Logger* lg, const TrainArgs* a, const Dit* m) {
           c->Fr, c->Hi, c->Wi, c->pt, c->ph, c->pw, m->N, m->P, m->num_params / 1e6);
     logf_(lg, "batch: %d clips x %d micro-steps = %d clips (%d tokens) per step | steps %d, lr %g warmup %d, wd %g, "
           "clip %g | label dropout %g\n", a->B, a->grad_accum, a->B * a->grad_accum, a->B * a->grad_accum * m->N,
-          a->steps, a->lr, a->warmup, a->weight_decay, a->grad_clip, a->label_dropout);
+          a->loop.steps, a->loop.lr, a->loop.warmup, a->loop.weight_decay, a->loop.grad_clip, a->label_dropout);
     logf_(lg, "memory flags: --ffn-chunks %d --ffn-chunk-dim %s --offload-act %d (%d blocks) --recompute %d\n",
           m->flags.ffn_chunks, a->ffn_chunk_dim, m->flags.offload_act, m->off.n_offload, m->flags.recompute);
 #ifdef _OPENMP
@@ -1160,7 +1104,7 @@ static void sample_clips(Dit* m, const TrainArgs* a, Logger* lg, int step) {
     float* t = (float*)xmalloc((size_t)m->B * sizeof(float));
     int* y = (int*)xmalloc((size_t)m->B * sizeof(int));
     for (int k = 0; k < c->NC; k++) {
-        Rng r; rng_init(&r, (uint64_t)a->seed ^ SALT_SAMPLE ^ ((uint64_t)k * 0x9E3779B97F4A7C15ull));
+        Rng r; rng_init(&r, (uint64_t)a->loop.seed ^ SALT_SAMPLE ^ ((uint64_t)k * 0x9E3779B97F4A7C15ull));
         for (size_t j = 0; j < clip; j++) x[(size_t)k * clip + j] = rng_normal(&r);
     }
     float dt = 1.0f / a->sample_steps;
@@ -1183,7 +1127,7 @@ static void sample_clips(Dit* m, const TrainArgs* a, Logger* lg, int step) {
         }
     }
     char dir[1100], path[1300];
-    snprintf(dir, sizeof(dir), "%s/samples", a->run_dir);
+    snprintf(dir, sizeof(dir), "%s/samples", a->loop.run_dir);
     mkdir_p(dir);
     for (int k = 0; k < c->NC; k++) {
         float* xk = x + (size_t)k * clip;
@@ -1205,36 +1149,36 @@ int main(int argc, char** argv) {
     if (a.B > 128) FAIL("--batch %d: at most 128 clips per micro-batch in this build", a.B);
     Logger lg = {NULL, NULL, 0};
     Dit m;
-    if (a.plan_only) {
+    if (a.loop.plan_only) {
         dit_build(&m, &a.cfg, &a.flags, a.B, 0);
         print_config(&lg, &a, &m);
         print_plan(&lg, &m);
         print_activation_table(&lg, &a.cfg, a.B);
-        if (a.plan_json) write_plan_json(&m, a.plan_json);
+        if (a.loop.plan_json) write_plan_json(&m, a.loop.plan_json);
         return 0;
     }
     ClipSource train, val;
     if (strcmp(a.data, "synthetic") == 0) {
-        clipsource_init_synthetic(&train, a.cfg.C, a.cfg.Fr, a.cfg.Hi, a.cfg.Wi, a.cfg.NC, (uint64_t)a.seed, 0);
-        clipsource_init_synthetic(&val, a.cfg.C, a.cfg.Fr, a.cfg.Hi, a.cfg.Wi, a.cfg.NC, (uint64_t)a.seed, 1);
+        clipsource_init_synthetic(&train, a.cfg.C, a.cfg.Fr, a.cfg.Hi, a.cfg.Wi, a.cfg.NC, (uint64_t)a.loop.seed, 0);
+        clipsource_init_synthetic(&val, a.cfg.C, a.cfg.Fr, a.cfg.Hi, a.cfg.Wi, a.cfg.NC, (uint64_t)a.loop.seed, 1);
     } else {
-        clipsource_init_file(&train, a.data, 0, a.val_clips, (uint64_t)a.seed);
-        clipsource_init_file(&val, a.data, 1, a.val_clips, (uint64_t)a.seed);
+        clipsource_init_file(&train, a.data, 0, a.val_clips, (uint64_t)a.loop.seed);
+        clipsource_init_file(&val, a.data, 1, a.val_clips, (uint64_t)a.loop.seed);
         clipsource_check_shape(&train, a.cfg.C, a.cfg.Fr, a.cfg.Hi, a.cfg.Wi, a.cfg.NC);
     }
     dit_build(&m, &a.cfg, &a.flags, a.B, 1);
 
-    const char* resume = a.resume;
+    const char* resume = a.loop.resume;
     static char found[1024];
     if (resume && strcmp(resume, "auto") == 0) {
         int h[256];
-        resume = ckpt_find_latest(a.run_dir, dit_checkpoint_check, h, &lg, found, sizeof(found)) ? found : NULL;
+        resume = ckpt_find_latest(a.loop.run_dir, dit_checkpoint_check, h, &lg, found, sizeof(found)) ? found : NULL;
     }
-    logger_open(&lg, a.run_dir, resume != NULL);
-    if (a.resume && !resume) logf_(&lg, "--resume auto: no checkpoint in %s, starting fresh\n", a.run_dir);
+    logger_open(&lg, a.loop.run_dir, resume != NULL);
+    if (a.loop.resume && !resume) logf_(&lg, "--resume auto: no checkpoint in %s, starting fresh\n", a.loop.run_dir);
     print_config(&lg, &a, &m);
     print_plan(&lg, &m);
-    if (a.plan_json) write_plan_json(&m, a.plan_json);
+    if (a.loop.plan_json) write_plan_json(&m, a.loop.plan_json);
     logf_(&lg, "data: %s | validation: %d held-out clips, each with its own fixed t and noise\n",
           strcmp(a.data, "synthetic") == 0 ? "moving digits, generated (llmc/video_data.h)" : a.data, a.val_clips);
 
@@ -1243,11 +1187,11 @@ int main(int argc, char** argv) {
     if (resume) {
         start = dit_checkpoint_read(&m, resume, 0);
         logf_(&lg, "resumed from %s at step %d\n", resume, start);
-    } else if (a.init_from) {
-        int was = dit_checkpoint_read(&m, a.init_from, 1);
-        logf_(&lg, "parameters from %s (its step %d); optimizer state and step start fresh\n", a.init_from, was);
+    } else if (a.loop.init_from) {
+        int was = dit_checkpoint_read(&m, a.loop.init_from, 1);
+        logf_(&lg, "parameters from %s (its step %d); optimizer state and step start fresh\n", a.loop.init_from, was);
     } else {
-        dit_init_params(&m, (uint64_t)a.seed);
+        dit_init_params(&m, (uint64_t)a.loop.seed);
     }
 
     Batch batch;
@@ -1257,39 +1201,34 @@ int main(int argc, char** argv) {
     int clips_per_step = a.B * a.grad_accum;
     float dscale = 1.0f / (float)((double)clips_per_step * m.clip);
     double loop_start = now_seconds();
-    for (int step = start + 1; step <= a.steps; step++) {
+    for (int step = start + 1; step <= a.loop.steps; step++) {
         double t0 = now_seconds();
-        float lr = lr_at_step(step, a.steps, a.warmup, a.lr, a.min_lr_frac);
+        float lr = lr_at_step(step, a.loop.steps, a.loop.warmup, a.loop.lr, a.loop.min_lr_frac);
         dit_zero_grads(&m);
         double loss = 0.0;
         for (int micro = 0; micro < a.grad_accum; micro++) {
             uint64_t first = ((uint64_t)(step - 1) * a.grad_accum + micro) * a.B;
-            batch_fill(&batch, &train, first, m.clip, (uint64_t)a.seed, SALT_TRAIN, a.label_dropout, a.cfg.NC);
+            batch_fill(&batch, &train, first, m.clip, (uint64_t)a.loop.seed, SALT_TRAIN, a.label_dropout, a.cfg.NC);
             loss += dit_forward_backward(&m, batch.x0, batch.noise, batch.t, batch.y, a.B, MODE_TRAIN, dscale, NULL);
         }
         loss /= a.grad_accum;
         float norm = dit_grad_norm(&m);
-        if (!isfinite(loss) || !isfinite(norm)) {
-            char where[1300] = "no checkpoint was written";
-            if (last_ckpt >= 0) snprintf(where, sizeof(where), "%s/ckpt_%06d.bin is untouched", a.run_dir, last_ckpt);
-            FAIL("step %d: the loss is %g and the gradient norm %g; a non-finite value stops the run before the "
-                 "optimizer applies it (%s). Hint: lower --lr, keep --grad-clip on", step, loss, norm, where);
-        }
-        dit_apply_update(&m, lr, a.beta1, a.beta2, a.adam_eps, a.weight_decay, a.grad_clip, norm, step);
+        stop_if_not_finite(step, loss, norm, a.loop.run_dir, last_ckpt);
+        dit_apply_update(&m, lr, a.loop.beta1, a.loop.beta2, a.loop.adam_eps, a.loop.weight_decay, a.loop.grad_clip, norm, step);
         double ms = (now_seconds() - t0) * 1e3;
         size_t measured = dev_peak_bytes_measured();
         peak = measured > peak ? measured : peak;
         double clips_s = clips_per_step / (ms / 1e3);
-        int last = step == a.steps;
-        if (step % a.log_every == 0 || last || step == start + 1) {
+        int last = step == a.loop.steps;
+        if (step % a.loop.log_every == 0 || last || step == start + 1) {
             char eta[32];
-            format_eta(eta, sizeof(eta), loop_start, step, start, a.steps);
+            format_eta(eta, sizeof(eta), loop_start, step, start, a.loop.steps);
             logf_(&lg, "step %5d/%d | loss %.6f | lr %.3e | norm %.4f | %.1f ms | %.1f clips/s %.0f tok/s | ETA %s | "
-                  "peak %.1f MiB\n", step, a.steps, loss, lr, norm, ms, clips_s, clips_s * m.N, eta, peak / 1048576.0);
+                  "peak %.1f MiB\n", step, a.loop.steps, loss, lr, norm, ms, clips_s, clips_s * m.N, eta, peak / 1048576.0);
         }
         ValLoss vl = {NAN, {NAN, NAN, NAN}, {0, 0, 0}};
-        if (a.val_every > 0 && (step % a.val_every == 0 || last)) {
-            vl = evaluate(&m, &val, &batch, a.val_clips, (uint64_t)a.seed);
+        if (a.loop.val_every > 0 && (step % a.loop.val_every == 0 || last)) {
+            vl = evaluate(&m, &val, &batch, a.val_clips, (uint64_t)a.loop.seed);
             logf_(&lg, "step %5d | val loss %.6f | by t: low noise (t<1/3) %.6f (%d), middle %.6f (%d), high noise "
                   "(t>=2/3) %.6f (%d)\n", step, vl.all, vl.bucket[0], vl.count[0], vl.bucket[1], vl.count[1],
                   vl.bucket[2], vl.count[2]);
@@ -1302,16 +1241,16 @@ int main(int argc, char** argv) {
         metrics_num(&lg, "val_loss_mid_t", vl.bucket[1]); metrics_num(&lg, "val_loss_high_t", vl.bucket[2]);
         metrics_end(&lg);
         if (a.sample_every > 0 && (step % a.sample_every == 0 || last)) sample_clips(&m, &a, &lg, step);
-        if (a.ckpt_every > 0 && (step % a.ckpt_every == 0 || last)) {
-            snprintf(path, sizeof(path), "%s/ckpt_%06d.bin", a.run_dir, step);
+        if (a.loop.ckpt_every > 0 && (step % a.loop.ckpt_every == 0 || last)) {
+            snprintf(path, sizeof(path), "%s/ckpt_%06d.bin", a.loop.run_dir, step);
             dit_checkpoint_write(&m, path, step);
             last_ckpt = step;
             logf_(&lg, "checkpoint: %s\n", path);
         }
     }
-    if (start >= a.steps) {  // nothing to train: evaluate and sample the checkpoint
-        if (a.val_every > 0) {
-            ValLoss vl = evaluate(&m, &val, &batch, a.val_clips, (uint64_t)a.seed);
+    if (start >= a.loop.steps) {  // nothing to train: evaluate and sample the checkpoint
+        if (a.loop.val_every > 0) {
+            ValLoss vl = evaluate(&m, &val, &batch, a.val_clips, (uint64_t)a.loop.seed);
             logf_(&lg, "step %5d | val loss %.6f | by t: low %.6f, middle %.6f, high %.6f\n", start, vl.all,
                   vl.bucket[0], vl.bucket[1], vl.bucket[2]);
         }

@@ -17,31 +17,10 @@ Data parallelism (mpirun / srun, one process per GPU; llmc/comm.h), each also a 
 Every buffer is planned before the loop (print it with --plan-only, per rank with
 --dp N); nothing is allocated inside it.
 */
-#include <time.h>
-#include <sys/stat.h>
-#include <sys/types.h>
-#include <unistd.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
-#include "llmc/common.h"
-#include "llmc/kernels.h"
-#include "llmc/arena.h"
-#include "llmc/rand.h"
+#include "llmc/trainer.h"
 #include "llmc/dataloader.h"
 #include "llmc/tokenizer.h"
-#include "llmc/logger.h"
-#include "llmc/schedule.h"
 #include "llmc/comm.h"
-#include "llmc/checkpoint.h"
-#include "llmc/offload.h"
-#include "llmc/flags.h"
-
-#if !defined(LLMC_CPU) && !defined(ENABLE_FP32)
-#define HAVE_MASTER_WEIGHTS 1
-#else
-#define HAVE_MASTER_WEIGHTS 0
-#endif
 
 // ----------------------------------------------------------------------------
 // model configuration (DESIGN 5.2)
@@ -288,29 +267,20 @@ static int act_field_saved(const MemoryFlags* f, int field) {
     return 1;
 }
 
-// the fields the shared work buffer must hold: what is not saved, except the FFN's
-// intermediates when chunked (they live in the chunk scratch at chunk size)
-static int act_field_in_work(const MemoryFlags* f, int field) {
-    if (act_field_saved(f, field)) return 0;
-    if (f->ffn_chunks > 1 && (field == A_H1 || field == A_H3 || field == A_G)) return 0;
-    return 1;
-}
+typedef ActBlock LayerActs;
 
-typedef struct { void* f[NUM_ACT_FIELDS]; } LayerActs;
-
-#define ACT(a, field) ((floatX*)(a).f[field])
-#define ACTF(a, field) ((float*)(a).f[field])
-
-// lays out the selected fields in a block starting at base; returns the block's bytes
+// The saved fields (work = 0) or those of the shared work buffer (work = 1): what is not
+// saved, except the FFN's intermediates when chunked (they live in the chunk scratch at
+// chunk size). Lays them out from base; returns the block's bytes.
 static size_t act_block_layout(const LlamaConfig* c, int B, int T, const MemoryFlags* fl, int work, char* base,
                                LayerActs* out) {
-    size_t off = 0;
+    size_t bytes[NUM_ACT_FIELDS]; int take[NUM_ACT_FIELDS];
     for (int i = 0; i < NUM_ACT_FIELDS; i++) {
-        int take = work ? act_field_in_work(fl, i) : act_field_saved(fl, i);
-        if (out) out->f[i] = take && base ? base + off : NULL;
-        if (take) off += ceil_div(act_field_bytes(c, B, T, i), ARENA_ALIGN) * ARENA_ALIGN;
+        int chunk_scratch = fl->ffn_chunks > 1 && (i == A_H1 || i == A_H3 || i == A_G);
+        bytes[i] = act_field_bytes(c, B, T, i);
+        take[i] = work ? !act_field_saved(fl, i) && !chunk_scratch : act_field_saved(fl, i);
     }
-    return off;
+    return act_layout(bytes, take, NUM_ACT_FIELDS, base, out);
 }
 
 // ----------------------------------------------------------------------------
@@ -366,7 +336,7 @@ typedef struct {
 static LayerActs layer_acts(const Llama* m, int l) {
     LayerActs a;
     act_block_layout(&m->cfg, m->B, m->T, &m->flags, 0, offload_block(&m->off, l), &a);
-    for (int i = 0; i < NUM_ACT_FIELDS; i++) if (!a.f[i]) a.f[i] = m->work.f[i];
+    act_fill_from(&a, &m->work, NUM_ACT_FIELDS);
     return a;
 }
 
@@ -999,11 +969,7 @@ static float llama_grad_norm(Llama* m) {
 static void llama_apply_update(Llama* m, float lr, float beta1, float beta2, float eps, float weight_decay,
                                float grad_clip, float norm, int t) {
     stream_t s = m->stream;
-    float scale = 1.0f;
-    if (grad_clip > 0.0f) {
-        float coef = grad_clip / (norm + 1e-6f);
-        if (coef < 1.0f) scale = coef;
-    }
+    float scale = grad_clip_scale(grad_clip, norm);
     for (int i = 0; i < m->n_pieces; i++) {
         const Piece* pc = &m->pieces[i];
         float wd = param_is_matrix(pc->tensor) ? weight_decay : 0.0f;
@@ -1195,16 +1161,15 @@ typedef struct {
     LlamaConfig cfg;
     MemoryFlags flags;
     const char* ffn_chunk_dim;
-    int B, T, total_batch, steps, warmup, val_every, val_batches, sample_every, sample_len, ckpt_every, save_init;
-    int plan_only, log_every, tp, dp_plan;
+    TrainLoopArgs loop;  // optimizer, schedule, cadence, run directory, resume, plan (llmc/train_args.h)
+    int B, T, total_batch, val_batches, sample_every, sample_len, save_init, tp, dp_plan;
     float fit_memory, fit_link_gbs, fit_reserve_mib;  // --fit-memory GiB (0 = off), its link and reserve
     const char* fit_candidates;
     int batch_given, fit_fixed_ffn, fit_fixed_ce, fit_fixed_recompute, fit_fixed_offload;  // flags given by the user
     const char* comm_backend;
     float comm_timeout;
-    float lr, min_lr_frac, weight_decay, beta1, beta2, adam_eps, grad_clip, temperature;
-    long long seed;
-    const char *train_data, *val_data, *tokenizer, *run_dir, *resume, *init_from, *plan_json;
+    float temperature;
+    const char *train_data, *val_data, *tokenizer;
 } TrainArgs;
 
 static void usage(const Flag* flags, int n) {
@@ -1220,15 +1185,15 @@ static void parse_args(int argc, char** argv, TrainArgs* a) {
     a->model = "tiny";
     a->flags = memory_flags_default();
     a->ffn_chunk_dim = "hidden";
-    a->B = 8; a->T = 256; a->total_batch = 0; a->steps = 200; a->warmup = 20;
-    a->val_every = 50; a->val_batches = 20; a->sample_every = 0; a->sample_len = 64; a->ckpt_every = 0;
-    a->log_every = 1;
-    a->lr = 1e-3f; a->min_lr_frac = 0.1f; a->weight_decay = 0.1f; a->beta1 = 0.9f; a->beta2 = 0.95f;
-    a->adam_eps = 1e-8f; a->grad_clip = 1.0f; a->temperature = 1.0f; a->seed = 1337;
+    a->B = 8; a->T = 256; a->total_batch = 0; a->loop.steps = 200; a->loop.warmup = 20;
+    a->loop.val_every = 50; a->val_batches = 20; a->sample_every = 0; a->sample_len = 64; a->loop.ckpt_every = 0;
+    a->loop.log_every = 1;
+    a->loop.lr = 1e-3f; a->loop.min_lr_frac = 0.1f; a->loop.weight_decay = 0.1f; a->loop.beta1 = 0.9f; a->loop.beta2 = 0.95f;
+    a->loop.adam_eps = 1e-8f; a->loop.grad_clip = 1.0f; a->temperature = 1.0f; a->loop.seed = 1337;
     a->train_data = "data/tinystories/tinystories_train_*.bin";
     a->val_data = "data/tinystories/tinystories_val_*.bin";
     a->tokenizer = "../shared/data/tinystories/tokenizer/tokenizer.bin";
-    a->run_dir = "runs/train_llama";
+    a->loop.run_dir = "runs/train_llama";
     a->tp = 1; a->comm_timeout = 300.0f;
     a->fit_reserve_mib = -1.0f;
 #ifdef LLMC_CPU
@@ -1249,7 +1214,7 @@ static void parse_args(int argc, char** argv, TrainArgs* a) {
     if (!found) FAIL("unknown --model '%s' (known: tiny, stories15M, stories42M, stories110M, llama3-1B)", a->model);
     a->T = a->T < a->cfg.max_seq_len ? a->T : a->cfg.max_seq_len;
 
-    const Flag flags[] = {
+    const Flag own[] = {
         {"model", 's', &a->model, "tiny | stories15M | stories42M | stories110M | llama3-1B (default tiny)"},
         {"V", 'i', &a->cfg.V, "vocabulary size (overrides the preset)"},
         {"D", 'i', &a->cfg.D, "model width"},
@@ -1264,35 +1229,15 @@ static void parse_args(int argc, char** argv, TrainArgs* a) {
         {"batch", 'i', &a->B, "micro-batch size B per rank (default 8)"},
         {"seq", 'i', &a->T, "sequence length T (default min(256, max_seq_len))"},
         {"total-batch", 'i', &a->total_batch, "tokens per optimizer step over all ranks; a multiple of B*T*dp (default B*T*dp)"},
-        {"steps", 'i', &a->steps, "optimizer steps (default 200)"},
-        {"lr", 'f', &a->lr, "peak learning rate (default 1e-3)"},
-        {"min-lr-frac", 'f', &a->min_lr_frac, "final lr as a fraction of the peak (default 0.1)"},
-        {"warmup", 'i', &a->warmup, "linear warmup steps (default 20)"},
-        {"weight-decay", 'f', &a->weight_decay, "AdamW weight decay on 2-D tensors (default 0.1)"},
-        {"beta1", 'f', &a->beta1, "AdamW beta1 (default 0.9)"},
-        {"beta2", 'f', &a->beta2, "AdamW beta2 (default 0.95)"},
-        {"adam-eps", 'f', &a->adam_eps, "AdamW epsilon (default 1e-8)"},
-        {"grad-clip", 'f', &a->grad_clip, "global-norm clipping, 0 = off (default 1.0)"},
-        {"seed", 'l', &a->seed, "initialisation and data order (default 1337)"},
         {"train-data", 's', &a->train_data, "glob of training token shards"},
         {"val-data", 's', &a->val_data, "glob of validation token shards"},
-        {"val-every", 'i', &a->val_every, "validation loss every N steps and at the end, 0 = never (default 50)"},
         {"val-batches", 'i', &a->val_batches, "batches per validation (default 20)"},
         {"sample-every", 'i', &a->sample_every, "print a sampled story every N steps and at the end, 0 = never"},
         {"sample-len", 'i', &a->sample_len, "tokens per sample (default 64, at most seq)"},
         {"temperature", 'f', &a->temperature, "sampling temperature, 0 = greedy (default 1.0)"},
         {"tokenizer", 's', &a->tokenizer, "llama2.c tokenizer.bin for decoding samples"},
-        {"run-dir", 's', &a->run_dir, "directory for main.log, metrics.jsonl, checkpoints (default runs/train_llama)"},
-        {"ckpt-every", 'i', &a->ckpt_every, "checkpoint every N steps and at the end, 0 = never"},
         {"save-init", 'i', &a->save_init, "1: write the initial weights as ckpt_000000.bin"},
-        {"resume", 's', &a->resume, "checkpoint file to continue from, or 'auto': the newest good one of --run-dir, if any"},
-        {"init-from", 's', &a->init_from, "checkpoint whose parameters start a new run (step 0, fresh optimizer state)"},
-        {"log-every", 'i', &a->log_every, "print a step line every N steps (metrics.jsonl gets every step)"},
-        {"ffn-chunks", 'i', &a->flags.ffn_chunks, "split the FFN into K chunks, recomputed in backward (default 1)"},
-        {"ffn-chunk-dim", 's', &a->ffn_chunk_dim, "hidden | seq: what --ffn-chunks splits (default hidden)"},
         {"ce-chunks", 'i', &a->flags.ce_chunks, "output projection + cross-entropy in K row chunks (default 1)"},
-        {"offload-act", 'i', &a->flags.offload_act, "offload the saved activations of N layers to host, -1 = all but the last"},
-        {"recompute", 'i', &a->flags.recompute, "0 keep all, 1 recompute norms and SwiGLU, 2 keep only layer inputs"},
         {"zero", 'i', &a->flags.zero, "1: shard master weights and AdamW state over the DP ranks (ZeRO-1)"},
         {"shard-vocab", 'i', &a->flags.shard_vocab, "1: embedding and output projection as 1/dp row shards, gathered at use"},
         {"comm", 's', &a->comm_backend, "nccl | mpi: how a CUDA build's ranks talk (mpi: staged via host, GPUs may be shared)"},
@@ -1303,38 +1248,32 @@ static void parse_args(int argc, char** argv, TrainArgs* a) {
         {"fit-link-gbs", 'f', &a->fit_link_gbs, "GB/s of the host link in --fit-memory's cost of offload (default 25; CPU build 10)"},
         {"fit-reserve", 'f', &a->fit_reserve_mib, "MiB --fit-memory leaves outside the plan (default 1024 + cuBLASLt workspace; CPU 64)"},
         {"fit-candidates", 's', &a->fit_candidates, "write every plan --fit-memory tried as JSON lines to this file"},
-        {"plan-only", 'i', &a->plan_only, "1: print the memory plan and exit"},
-        {"plan-json", 's', &a->plan_json, "write the memory plan as JSON to this file"},
     };
-    int nflags = (int)(sizeof(flags) / sizeof(flags[0]));
-    int given[sizeof(flags) / sizeof(flags[0])];
+    Flag flags[96];
+    int nflags = (int)(sizeof(own) / sizeof(own[0]));
+    memcpy(flags, own, sizeof(own));
+    MemoryFlagRefs mem = {&a->flags.ffn_chunks, &a->ffn_chunk_dim, &a->flags.offload_act, &a->flags.recompute,
+                          "0 keep all, 1 recompute norms and SwiGLU, 2 keep only layer inputs"};
+    nflags += train_loop_flags(flags + nflags, &a->loop, mem);
+    int given[96];
     flags_parse(argc, argv, flags, nflags, given, usage);
     a->batch_given = flag_given(flags, nflags, given, &a->B);
     a->fit_fixed_ffn = flag_given(flags, nflags, given, &a->flags.ffn_chunks);
     a->fit_fixed_ce = flag_given(flags, nflags, given, &a->flags.ce_chunks);
     a->fit_fixed_recompute = flag_given(flags, nflags, given, &a->flags.recompute);
     a->fit_fixed_offload = flag_given(flags, nflags, given, &a->flags.offload_act);
-    if (strcmp(a->ffn_chunk_dim, "hidden") == 0) a->flags.ffn_chunk_seq = 0;
-    else if (strcmp(a->ffn_chunk_dim, "seq") == 0) a->flags.ffn_chunk_seq = 1;
-    else FAIL("--ffn-chunk-dim must be 'hidden' or 'seq', got '%s'", a->ffn_chunk_dim);
-    if (a->steps < 0 || (a->steps == 0 && !a->init_from && !a->resume))
-        FAIL("--steps must be >= 1 (0 only with --init-from or --resume: evaluate and sample a checkpoint, no training)");
+    train_loop_validate(&a->loop, a->ffn_chunk_dim, &a->flags.ffn_chunk_seq);
     if (!(a->temperature >= 0.0f)) FAIL("--temperature must be >= 0 (0 = greedy)");
-    if (a->warmup < 0) FAIL("--warmup must be >= 0");
     if (a->tp != 1) FAIL("--tp %d: tensor parallelism is not in this build yet; world = dp ranks (use --tp 1)", a->tp);
     if (strcmp(a->comm_backend, "nccl") != 0 && strcmp(a->comm_backend, "mpi") != 0)
         FAIL("--comm must be 'nccl' or 'mpi', got '%s'", a->comm_backend);
     if (!(a->comm_timeout > 0.0f)) FAIL("--comm-timeout must be > 0 seconds");
     if (a->dp_plan < 0) FAIL("--dp must be >= 1");
-    if (a->val_every < 0 || a->sample_every < 0 || a->ckpt_every < 0 || a->val_batches < 1 || a->log_every < 1)
-        FAIL("--val-every, --sample-every, --ckpt-every must be >= 0; --val-batches and --log-every >= 1");
+    if (a->sample_every < 0 || a->val_batches < 1) FAIL("--sample-every must be >= 0, --val-batches >= 1");
     if (a->sample_len < 1) FAIL("--sample-len must be >= 1");
     if (a->fit_memory < 0.0f || (a->fit_memory > 0.0f && !(a->fit_link_gbs > 0.0f)))
         FAIL("--fit-memory must be a positive budget in GiB (0 = off) and --fit-link-gbs positive");
     if (a->fit_candidates && !(a->fit_memory > 0.0f)) FAIL("--fit-candidates needs --fit-memory");
-    if (a->init_from && a->resume && strcmp(a->resume, "auto") != 0)
-        FAIL("--init-from and --resume both given: --resume continues a run (with its optimizer state), --init-from "
-             "starts a new one from a checkpoint's weights; pick one");
 }
 
 static void print_config(Logger* lg, const TrainArgs* a, const Llama* m, int grad_accum) {
@@ -1346,8 +1285,8 @@ static void print_config(Logger* lg, const TrainArgs* a, const Llama* m, int gra
     for (int i = 0; i < NUM_PARAM_TENSORS; i++) if (m->param_sizes[i]) logf_(lg, " %s %zu", PARAM_NAMES[i], m->param_sizes[i]);
     logf_(lg, "\n");
     logf_(lg, "batch: B=%d T=%d per rank, %d tokens per step (%d micro-steps x %d DP ranks) | steps %d, lr %g warmup %d, "
-          "wd %g, clip %g\n", a->B, a->T, a->total_batch, grad_accum, m->comm->dp, a->steps, a->lr, a->warmup,
-          a->weight_decay, a->grad_clip);
+          "wd %g, clip %g\n", a->B, a->T, a->total_batch, grad_accum, m->comm->dp, a->loop.steps, a->loop.lr, a->loop.warmup,
+          a->loop.weight_decay, a->loop.grad_clip);
     logf_(lg, "parallel: world %d = dp %d x tp %d | --zero %d --shard-vocab %d | comm %s, timeout %g s\n", m->comm->size,
           m->comm->dp, m->comm->tp, m->flags.zero, m->flags.shard_vocab,
           m->comm->backend == BACKEND_NCCL ? "nccl" : m->comm->backend == BACKEND_MPI ? "mpi" : m->comm->size > 1 ? "none (plan only)" : "none (one process)",
@@ -1613,17 +1552,17 @@ static void check_same_config(Comm* comm, const TrainArgs* a) {
     FIELD("max-seq-len", "%d", a->cfg.max_seq_len); FIELD("tied", "%d", a->cfg.tied);
     FIELD("rope-theta", "%.9g", a->cfg.rope_theta); FIELD("norm-eps", "%.9g", a->cfg.norm_eps);
     FIELD("batch", "%d", a->B); FIELD("seq", "%d", a->T); FIELD("total-batch", "%d", a->total_batch);
-    FIELD("steps", "%d", a->steps); FIELD("lr", "%.9g", a->lr); FIELD("min-lr-frac", "%.9g", a->min_lr_frac);
-    FIELD("warmup", "%d", a->warmup); FIELD("weight-decay", "%.9g", a->weight_decay); FIELD("beta1", "%.9g", a->beta1);
-    FIELD("beta2", "%.9g", a->beta2); FIELD("adam-eps", "%.9g", a->adam_eps); FIELD("grad-clip", "%.9g", a->grad_clip);
-    FIELD("seed", "%lld", a->seed); FIELD("ffn-chunks", "%d", a->flags.ffn_chunks);
+    FIELD("steps", "%d", a->loop.steps); FIELD("lr", "%.9g", a->loop.lr); FIELD("min-lr-frac", "%.9g", a->loop.min_lr_frac);
+    FIELD("warmup", "%d", a->loop.warmup); FIELD("weight-decay", "%.9g", a->loop.weight_decay); FIELD("beta1", "%.9g", a->loop.beta1);
+    FIELD("beta2", "%.9g", a->loop.beta2); FIELD("adam-eps", "%.9g", a->loop.adam_eps); FIELD("grad-clip", "%.9g", a->loop.grad_clip);
+    FIELD("seed", "%lld", a->loop.seed); FIELD("ffn-chunks", "%d", a->flags.ffn_chunks);
     FIELD("ffn-chunk-dim", "%s", a->ffn_chunk_dim); FIELD("ce-chunks", "%d", a->flags.ce_chunks);
     FIELD("offload-act", "%d", a->flags.offload_act); FIELD("recompute", "%d", a->flags.recompute);
     FIELD("zero", "%d", a->flags.zero); FIELD("shard-vocab", "%d", a->flags.shard_vocab);
-    FIELD("fit-memory", "%.9g", a->fit_memory); FIELD("comm", "%s", a->comm_backend); FIELD("val-every", "%d", a->val_every); FIELD("val-batches", "%d", a->val_batches);
-    FIELD("sample-every", "%d", a->sample_every); FIELD("ckpt-every", "%d", a->ckpt_every);
-    FIELD("train-data", "%s", a->train_data); FIELD("val-data", "%s", a->val_data); FIELD("run-dir", "%s", a->run_dir);
-    FIELD("resume", "%s", a->resume ? a->resume : ""); FIELD("init-from", "%s", a->init_from ? a->init_from : "");
+    FIELD("fit-memory", "%.9g", a->fit_memory); FIELD("comm", "%s", a->comm_backend); FIELD("val-every", "%d", a->loop.val_every); FIELD("val-batches", "%d", a->val_batches);
+    FIELD("sample-every", "%d", a->sample_every); FIELD("ckpt-every", "%d", a->loop.ckpt_every);
+    FIELD("train-data", "%s", a->train_data); FIELD("val-data", "%s", a->val_data); FIELD("run-dir", "%s", a->loop.run_dir);
+    FIELD("resume", "%s", a->loop.resume ? a->loop.resume : ""); FIELD("init-from", "%s", a->loop.init_from ? a->loop.init_from : "");
     #undef FIELD
     comm_check_same_config(comm, names, values, n);
 }
@@ -1633,7 +1572,7 @@ int main(int argc, char** argv) {
     parse_args(argc, argv, &a);
     config_validate(&a.cfg);
     Comm comm;
-    if (a.plan_only) {
+    if (a.loop.plan_only) {
         comm_init_plan(&comm, a.dp_plan > 0 ? a.dp_plan : 1);  // no launcher, no device: the plan of one rank
     } else {
         comm_init(&comm, a.tp, strcmp(a.comm_backend, "nccl") == 0, a.comm_timeout);
@@ -1646,15 +1585,15 @@ int main(int argc, char** argv) {
     if (a.total_batch <= 0 || a.total_batch % (a.B * a.T * comm.dp) != 0)
         FAIL("--total-batch %d must be a positive multiple of batch*seq*dp = %d*%d*%d", a.total_batch, a.B, a.T, comm.dp);
     int grad_accum = a.total_batch / (a.B * a.T * comm.dp);
-    if (!a.plan_only) check_same_config(&comm, &a);
+    if (!a.loop.plan_only) check_same_config(&comm, &a);
     Logger lg = {NULL, NULL, comm.rank != 0};
     Llama m;
-    if (a.plan_only) {
+    if (a.loop.plan_only) {
         llama_build(&m, &a.cfg, &a.flags, &comm, a.B, a.T, 0);
         print_config(&lg, &a, &m, grad_accum);
         logf_(&lg, "%s", fit_report);
         print_plan(&lg, &m);
-        if (a.plan_json) write_plan_json(&m, a.plan_json);
+        if (a.loop.plan_json) write_plan_json(&m, a.loop.plan_json);
         llama_free(&m);
         return 0;
     }
@@ -1663,22 +1602,22 @@ int main(int argc, char** argv) {
     llama_build(&m, &a.cfg, &a.flags, &comm, a.B, a.T, 1);
 
     // --resume auto: the newest complete checkpoint of the run directory, if any
-    const char* resume = a.resume;
+    const char* resume = a.loop.resume;
     if (resume && strcmp(resume, "auto") == 0) {
-        resume = checkpoint_find_latest(&comm, a.run_dir, &lg);
-        if (!resume) logf_(&lg, "--resume auto: no checkpoint in %s, starting fresh\n", a.run_dir);
+        resume = checkpoint_find_latest(&comm, a.loop.run_dir, &lg);
+        if (!resume) logf_(&lg, "--resume auto: no checkpoint in %s, starting fresh\n", a.loop.run_dir);
     }
-    if (!lg.quiet) logger_open(&lg, a.run_dir, resume != NULL);
+    if (!lg.quiet) logger_open(&lg, a.loop.run_dir, resume != NULL);
     print_config(&lg, &a, &m, grad_accum);
     logf_(&lg, "%s", fit_report);
     print_plan(&lg, &m);
-    if (a.plan_json && !lg.quiet) write_plan_json(&m, a.plan_json);
+    if (a.loop.plan_json && !lg.quiet) write_plan_json(&m, a.loop.plan_json);
 
     DataLoader train, val;
-    dataloader_init(&train, a.train_data, a.B * comm.dp, a.T, 0, 1, 1, (unsigned long long)a.seed);
+    dataloader_init(&train, a.train_data, a.B * comm.dp, a.T, 0, 1, 1, (unsigned long long)a.loop.seed);
     dataloader_validate_vocab(&train, a.cfg.V);
     logf_(&lg, "train data: %s (%zu tokens)\n", a.train_data, train.num_tokens);
-    if (a.val_every > 0) {
+    if (a.loop.val_every > 0) {
         dataloader_init(&val, a.val_data, a.B * comm.dp, a.T, 0, 1, 0, 0);
         dataloader_validate_vocab(&val, a.cfg.V);
         logf_(&lg, "val data: %s (%zu tokens), %d batches per evaluation per rank\n", a.val_data, val.num_tokens,
@@ -1701,19 +1640,19 @@ int main(int argc, char** argv) {
             // deterministic data order so that no rank replays the first steps' windows
             dataloader_free(&train);
             dataloader_init(&train, a.train_data, a.B * comm.dp, a.T, 0, 1, 1,
-                            (unsigned long long)a.seed ^ (0x9E3779B97F4A7C15ull * (unsigned long long)(start + 1)));
+                            (unsigned long long)a.loop.seed ^ (0x9E3779B97F4A7C15ull * (unsigned long long)(start + 1)));
             logf_(&lg, "the checkpoint's global micro-batch (dp x batch), sequence or accumulation differs from this run's: "
                   "the model and optimizer state carry over, the data order restarts from a seed derived from --seed "
                   "and step %d\n", start);
         }
-    } else if (a.init_from) {
-        int restored = 0, was = checkpoint_read(&m, a.init_from, grad_accum, NULL, &restored, 1);
-        logf_(&lg, "parameters from %s (its step %d); optimizer state, step and data order start fresh\n", a.init_from, was);
+    } else if (a.loop.init_from) {
+        int restored = 0, was = checkpoint_read(&m, a.loop.init_from, grad_accum, NULL, &restored, 1);
+        logf_(&lg, "parameters from %s (its step %d); optimizer state, step and data order start fresh\n", a.loop.init_from, was);
     } else {
-        llama_init_params(&m, (uint64_t)a.seed);
+        llama_init_params(&m, (uint64_t)a.loop.seed);
     }
     if (a.save_init && !resume) {
-        snprintf(path, sizeof(path), "%s/ckpt_%06d.bin", a.run_dir, 0);
+        snprintf(path, sizeof(path), "%s/ckpt_%06d.bin", a.loop.run_dir, 0);
         checkpoint_write(&m, path, 0, grad_accum, &train);
         logf_(&lg, "initial weights written to %s\n", path);
     }
@@ -1722,9 +1661,9 @@ int main(int argc, char** argv) {
     int last_ckpt = resume ? start : -1;
     float dloss = 1.0f / (float)((size_t)a.B * a.T * grad_accum * comm.dp);
     double loop_start = now_seconds();
-    for (int step = start + 1; step <= a.steps; step++) {
+    for (int step = start + 1; step <= a.loop.steps; step++) {
         double t0 = now_seconds();
-        float lr = lr_at_step(step, a.steps, a.warmup, a.lr, a.min_lr_frac);
+        float lr = lr_at_step(step, a.loop.steps, a.loop.warmup, a.loop.lr, a.loop.min_lr_frac);
         llama_zero_grads(&m);
         double loss = 0.0;
         for (int micro = 0; micro < grad_accum; micro++) {
@@ -1734,31 +1673,26 @@ int main(int argc, char** argv) {
         }
         loss /= grad_accum;
         float norm = llama_grad_norm(&m);
-        if (!isfinite(loss) || !isfinite(norm)) {
-            char where[1300] = "no checkpoint was written";
-            if (last_ckpt >= 0) snprintf(where, sizeof(where), "%s/ckpt_%06d.bin is untouched", a.run_dir, last_ckpt);
-            FAIL("step %d: the loss is %g and the gradient norm %g; a non-finite value stops the run before the "
-                 "optimizer applies it (%s). Hint: lower --lr, keep --grad-clip on, check the data", step, loss, norm, where);
-        }
-        llama_apply_update(&m, lr, a.beta1, a.beta2, a.adam_eps, a.weight_decay, a.grad_clip, norm, step);
+        stop_if_not_finite(step, loss, norm, a.loop.run_dir, last_ckpt);
+        llama_apply_update(&m, lr, a.loop.beta1, a.loop.beta2, a.loop.adam_eps, a.loop.weight_decay, a.loop.grad_clip, norm, step);
         double ms = (now_seconds() - t0) * 1e3;
         double measured = (double)dev_peak_bytes_measured();
         comm_host_all_reduce(&comm, GROUP_WORLD, &measured, 1, COMM_MAX);  // the largest rank's
         peak_measured = (size_t)measured > peak_measured ? (size_t)measured : peak_measured;
         double tok_s = a.total_batch / (ms / 1e3);
-        int last = step == a.steps;
-        if (step % a.log_every == 0 || last || step == start + 1) {
+        int last = step == a.loop.steps;
+        if (step % a.loop.log_every == 0 || last || step == start + 1) {
             // the ETA spreads everything done so far (validation and samples included) over the steps left
             char eta[32];
-            format_eta(eta, sizeof(eta), loop_start, step, start, a.steps);
+            format_eta(eta, sizeof(eta), loop_start, step, start, a.loop.steps);
             double seen = (double)step * a.total_batch;
             logf_(&lg, "step %5d/%d | loss %.6f | lr %.3e | norm %.4f | %.1f ms | %.0f tok/s | %.*f%s tok | ETA %s | "
-                  "peak %.1f MiB%s\n", step, a.steps, loss, lr, norm, ms, tok_s, seen < 1e6 ? 1 : 2,
+                  "peak %.1f MiB%s\n", step, a.loop.steps, loss, lr, norm, ms, tok_s, seen < 1e6 ? 1 : 2,
                   seen < 1e6 ? seen / 1e3 : seen / 1e6, seen < 1e6 ? "K" : "M", eta,
                   peak_measured / 1048576.0, comm.dp > 1 ? " (largest rank)" : "");
         }
         float val_loss = NAN;
-        if (a.val_every > 0 && (step % a.val_every == 0 || last)) {
+        if (a.loop.val_every > 0 && (step % a.loop.val_every == 0 || last)) {
             val_loss = evaluate(&m, &val, a.val_batches);
             logf_(&lg, "step %5d | val loss %.6f\n", step, val_loss);
         }
@@ -1770,19 +1704,19 @@ int main(int argc, char** argv) {
         metrics_num(&lg, "val_loss", val_loss);
         metrics_end(&lg);
         if (have_tok && (step % a.sample_every == 0 || last))
-            sample_story(&m, &tok, &lg, sample_len, a.temperature, (uint64_t)a.seed * 1000003ull + step, sample_tokens,
+            sample_story(&m, &tok, &lg, sample_len, a.temperature, (uint64_t)a.loop.seed * 1000003ull + step, sample_tokens,
                          sample_logits);
-        if (a.ckpt_every > 0 && (step % a.ckpt_every == 0 || last)) {
-            snprintf(path, sizeof(path), "%s/ckpt_%06d.bin", a.run_dir, step);
+        if (a.loop.ckpt_every > 0 && (step % a.loop.ckpt_every == 0 || last)) {
+            snprintf(path, sizeof(path), "%s/ckpt_%06d.bin", a.loop.run_dir, step);
             checkpoint_write(&m, path, step, grad_accum, &train);
             last_ckpt = step;
             logf_(&lg, "checkpoint: %s\n", path);
         }
     }
-    if (start >= a.steps) {  // nothing to train (--steps 0, or a finished run resumed): evaluate and sample it
-        if (a.val_every > 0) logf_(&lg, "step %5d | val loss %.6f\n", start, evaluate(&m, &val, a.val_batches));
+    if (start >= a.loop.steps) {  // nothing to train (--steps 0, or a finished run resumed): evaluate and sample it
+        if (a.loop.val_every > 0) logf_(&lg, "step %5d | val loss %.6f\n", start, evaluate(&m, &val, a.val_batches));
         if (have_tok)
-            sample_story(&m, &tok, &lg, sample_len, a.temperature, (uint64_t)a.seed * 1000003ull + start, sample_tokens,
+            sample_story(&m, &tok, &lg, sample_len, a.temperature, (uint64_t)a.loop.seed * 1000003ull + start, sample_tokens,
                          sample_logits);
         double measured = (double)dev_peak_bytes_measured();
         comm_host_all_reduce(&comm, GROUP_WORLD, &measured, 1, COMM_MAX);
@@ -1794,7 +1728,7 @@ int main(int argc, char** argv) {
     if (have_tok) tokenizer_free(&tok);
     free(sample_tokens); free(sample_logits);
     dataloader_free(&train);
-    if (a.val_every > 0) dataloader_free(&val);
+    if (a.loop.val_every > 0) dataloader_free(&val);
     logger_close(&lg);
     llama_free(&m);
     comm_finalize(&comm);

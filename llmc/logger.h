@@ -83,3 +83,13 @@ static void log_plan(Logger* lg, const Arena* dev, const Arena* host) {
     if (lg->log) arena_print(dev, lg->log);
     if (host->total) { arena_print(host, stdout); if (lg->log) arena_print(host, lg->log); }
 }
+
+// A loss or gradient norm that is not finite stops the run before the optimizer applies
+// it: a message, a non-zero exit, and the last checkpoint (step last_ckpt, -1 = none) as it was.
+static void stop_if_not_finite(int step, double loss, double norm, const char* run_dir, int last_ckpt) {
+    if (isfinite(loss) && isfinite(norm)) return;
+    char where[1300] = "no checkpoint was written";
+    if (last_ckpt >= 0) snprintf(where, sizeof(where), "%s/ckpt_%06d.bin is untouched", run_dir, last_ckpt);
+    FAIL("step %d: the loss is %g and the gradient norm %g; a non-finite value stops the run before the optimizer "
+         "applies it (%s). Hint: lower --lr, keep --grad-clip on, check the data", step, loss, norm, where);
+}

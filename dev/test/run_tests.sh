@@ -257,6 +257,108 @@ if [ -n "$(bash -c 'command -v nvcc || ls /usr/local/cuda/bin/nvcc' 2>/dev/null)
   [ -x build/train_llama ] && check memory_plan_bf16 "$PY" scripts/check_memory_plan.py ./build/train_llama
 fi
 
+echo "== train_dit: test_dit against the committed DiT references (dev/ref/*.dref)"
+for f in dev/ref/*.dref; do check "dit_ref_$(basename "$f" .dref)" ./test_dit_cpu --ref "$f"; done
+sub_tests reference_dit "$PY" dev/test/test_reference_dit.py
+
+echo "== train_dit: fresh DiT references (configs not in dev/ref)"
+# name C Fr Hi Wi pt ph pw D L H FF NC B n_steps grad_clip seed
+DIT_FRESH=""
+while read -r name C Fr Hi Wi pt ph pw D L H FF NC B N clip seed; do
+  if "$PY" scripts/reference_dit.py --quiet --out "$TMP/$name.dref" --C "$C" --Fr "$Fr" --Hi "$Hi" --Wi "$Wi" --pt "$pt" \
+      --ph "$ph" --pw "$pw" --D "$D" --L "$L" --H "$H" --FF "$FF" --NC "$NC" --B "$B" --n-steps "$N" \
+      --grad-clip "$clip" --seed "$seed" >"$TMP/gen_$name.log" 2>&1; then
+    check "dit_fresh_$name" ./test_dit_cpu --ref "$TMP/$name.dref"
+    DIT_FRESH="$DIT_FRESH $TMP/$name.dref"
+  else fail "dit_fresh_$name" "reference_dit.py failed: $(tail -n 2 "$TMP/gen_$name.log")"; fi
+done <<'CONFIGS'
+pt3_odd 2 3 4 6 3 2 3 18 2 3 30 2 2 2 1.0 21
+hd14_b3 1 2 6 4 1 3 2 28 1 2 36 5 3 3 0 22
+l3_tall 3 2 9 3 2 3 1 12 3 2 16 1 2 2 0.3 23
+CONFIGS
+
+echo "== train_dit memory flags: same results as the reference, bitwise where the arithmetic order is unchanged"
+DIT_FLAGSETS=(
+  "--ffn-chunks 3"
+  "--ffn-chunks 4 --ffn-chunk-dim seq"
+  "--offload-act -1"
+  "--offload-act 1"
+  "--recompute 1"
+  "--recompute 2"
+  "--ffn-chunks 3 --offload-act -1 --recompute 1"
+  "--ffn-chunks 2 --ffn-chunk-dim seq --offload-act 1 --recompute 2"
+)
+for f in dev/ref/*.dref $DIT_FRESH; do
+  base=$(basename "$f" .dref)
+  L=$("$PY" -c "import sys; sys.path.insert(0,'scripts'); import dref; print(dref.read_dref('$f')['cfg']['L'])")
+  for fl in "${DIT_FLAGSETS[@]}"; do
+    n=$(echo "$fl" | sed -n 's/.*--offload-act \([0-9]*\).*/\1/p')
+    [ -n "$n" ] && [ "$n" -gt "$L" ] && continue
+    check "dit_flags_${base}_$(echo "$fl" | tr -d ' -')" ./test_dit_cpu --ref "$f" $fl
+  done
+done
+for f in dev/ref/dit_pt2_hw.dref dev/ref/dit_hd12_clip.dref; do
+  check_error "dit_poison_$(basename "$f" .dref)" "FAIL" ./test_dit_cpu --ref "$f" --offload-act -1 --test-skip-prefetch 1
+done
+
+echo "== train_dit: bad reference files and bad flags end with a clear message"
+"$PY" - dev/ref/dit_nc1_hd8.dref "$TMP" <<'PYEOF'
+import struct, sys
+src, out = sys.argv[1], sys.argv[2]
+good = bytearray(open(src, "rb").read())
+def put(name, data): open(f"{out}/bad_{name}.dref", "wb").write(data)
+b = bytearray(good); b[0:4] = struct.pack("<i", 1234); put("magic", b)
+put("truncated", good[:-7])
+b = bytearray(good); b[20 * 4:21 * 4] = struct.pack("<i", 5); put("reserved", b)
+b = bytearray(good); b[11 * 4:12 * 4] = struct.pack("<i", 3); put("heads", b)   # H=3 does not divide D=16
+b = bytearray(good); b[1024:1028] = struct.pack("<f", float("nan")); put("nan", b)
+put("empty", b"")
+PYEOF
+check_error dit_ref_bad_magic "magic" ./test_dit_cpu --ref "$TMP/bad_magic.dref"
+check_error dit_ref_truncated "truncated" ./test_dit_cpu --ref "$TMP/bad_truncated.dref"
+check_error dit_ref_reserved "header word 20 must be zero" ./test_dit_cpu --ref "$TMP/bad_reserved.dref"
+check_error dit_ref_bad_heads "multiple of H" ./test_dit_cpu --ref "$TMP/bad_heads.dref"
+check_error dit_ref_nan "non-finite" ./test_dit_cpu --ref "$TMP/bad_nan.dref"
+check_error dit_ref_empty "too short" ./test_dit_cpu --ref "$TMP/bad_empty.dref"
+check_error dit_ref_missing "cannot open" ./test_dit_cpu --ref "$TMP/no_such.dref"
+check_error dit_bad_model "unknown --model" ./train_dit_cpu --model dit-huge --plan-only 1
+check_error dit_bad_patch "patch 1x2x3 must divide" ./train_dit_cpu --pw 3 --plan-only 1
+check_error dit_bad_heads "multiple of H" ./train_dit_cpu --H 5 --plan-only 1
+check_error dit_bad_chunks "ffn-chunks" ./train_dit_cpu --ffn-chunks 0 --plan-only 1
+check_error dit_bad_chunk_dim "ffn-chunk-dim" ./train_dit_cpu --ffn-chunk-dim rows --plan-only 1
+check_error dit_bad_recompute "recompute" ./train_dit_cpu --recompute 3 --plan-only 1
+check_error dit_bad_offload "offload-act" ./train_dit_cpu --offload-act 9 --plan-only 1
+check_error dit_bad_number "integer" ./train_dit_cpu --batch eight
+check_error dit_bad_flag "unknown flag" ./train_dit_cpu --epochs 3
+check_error dit_bad_data "cannot open" ./train_dit_cpu --data "$TMP/no_such_clips.bin" --steps 1
+check_error dit_bad_resume "not a train_dit checkpoint" ./train_dit_cpu --resume dev/ref/dit_nc1_hd8.dref --steps 1 --run-dir "$TMP/dit_bad_resume"
+
+echo "== train_dit: training (loss falls, GIF samples), bit-exact resume, --plan-only for hunyuan-13B"
+DT="$TMP/dit_train"
+check dit_train_short ./train_dit_cpu --D 32 --L 2 --H 2 --FF 64 --frames 4 --height 8 --width 8 --NC 3 --batch 4 \
+  --steps 40 --warmup 5 --lr 3e-3 --val-every 20 --val-clips 12 --sample-every 40 --sample-steps 4 --gif-scale 2 --run-dir "$DT"
+check dit_loss_falls "$PY" -c "
+import json, sys
+rows = [json.loads(l) for l in open('$DT/metrics.jsonl')]
+first, last = rows[0]['loss'], sum(r['loss'] for r in rows[-5:]) / 5
+print('loss', first, '->', last, '| val', [r['val_loss'] for r in rows if 'val_loss' in r])
+val = [r['val_loss'] for r in rows if 'val_loss' in r]
+sys.exit(0 if last < 0.75 * first and len(val) == 2 and val[1] < val[0] and all('val_loss_high_t' in r for r in rows if 'val_loss' in r) else 1)"
+check dit_samples_decode "$PY" -c "
+import glob, sys
+from PIL import Image
+gifs = sorted(glob.glob('$DT/samples/step_000040_class_*.gif')); pngs = glob.glob('$DT/samples/step_000040_class_*.png')
+frames = [Image.open(g).n_frames for g in gifs]
+print(len(gifs), 'gifs', frames, len(pngs), 'pngs')
+sys.exit(0 if len(gifs) == 3 and len(pngs) == 3 and all(n == 4 for n in frames) else 1)"
+check dit_resume_plain env PYTHON="$PY" bash scripts/check_dit_resume.sh ./train_dit_cpu "$TMP/dit_resume_plain"
+check dit_resume_flags env PYTHON="$PY" bash scripts/check_dit_resume.sh ./train_dit_cpu "$TMP/dit_resume_flags" \
+  --ffn-chunks 3 --offload-act -1 --recompute 1
+check dit_resume_auto bash -c "./train_dit_cpu --D 24 --L 2 --H 2 --FF 40 --frames 4 --height 8 --width 8 --NC 3 \
+  --batch 2 --grad-accum 2 --steps 6 --warmup 2 --val-every 3 --val-clips 5 --run-dir '$TMP/dit_resume_plain/full' \
+  --resume auto | grep 'resumed from .*ckpt_000006.bin at step 6'"
+check dit_plan_hunyuan ./train_dit_cpu --model hunyuan-13B --batch 1 --plan-only 1 --ffn-chunks 4 --recompute 1 --offload-act -1
+
 echo "== video data: moving digits, clip files, GIF and PNG (llmc/video_data.h, llmc/image_write.h, scripts/clips_to_bin.py)"
 V="$TMP/video"; mkdir -p "$V/img"
 sub_tests video_data ./build/test_video_data

@@ -1,0 +1,34 @@
+/*
+The building blocks every trainer's host code stands on, included in one place:
+the kernels of the chosen backend, the memory plan and its arena, activation blocks and
+their offload, checkpoints, logging and metrics, the learning-rate schedule, the flags
+every trainer shares. A trainer adds what is its own (a tokenizer, video data, ...).
+
+HAVE_MASTER_WEIGHTS: the bf16 CUDA build keeps fp32 master weights next to the bf16
+parameters; the fp32 builds (CPU, PRECISION=FP32) update the parameters themselves.
+*/
+#pragma once
+#include <time.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <unistd.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+#include "common.h"
+#include "kernels.h"
+#include "arena.h"
+#include "rand.h"
+#include "logger.h"
+#include "schedule.h"
+#include "checkpoint.h"
+#include "offload.h"
+#include "flags.h"
+#include "activations.h"
+#include "train_args.h"
+
+#if !defined(LLMC_CPU) && !defined(ENABLE_FP32)
+#define HAVE_MASTER_WEIGHTS 1
+#else
+#define HAVE_MASTER_WEIGHTS 0
+#endif

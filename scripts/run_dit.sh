@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# make dit: train the video DiT on generated moving-digit clips (nothing to download),
+# printing progress and the validation loss per t bucket, and leaving one animated GIF
+# (and a PNG strip) per digit class in the run directory's samples/. On a machine with a
+# GPU and nvcc: the CUDA build and dit-S on 16x32x32 colour clips; otherwise the CPU
+# build and dit-tiny (recipe in scripts/dit_tiny_recipe.sh), about 10 minutes on 2 cores.
+# Extra flags for train_dit can be passed in ARGS.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if bash scripts/have_cuda_gpu.sh; then
+  make -s train_dit
+  run=runs/dit_S
+  set -x
+  ./train_dit --model dit-S --batch 32 --steps 4000 --lr 1e-3 --warmup 200 --val-every 500 --val-clips 96 \
+    --sample-every 1000 --log-every 50 --ckpt-every 1000 --run-dir "$run" ${ARGS:-}
+else
+  echo "no GPU found: the CPU build with dit-tiny (see README)"
+  make -s train_dit_cpu
+  source scripts/dit_tiny_recipe.sh
+  run=runs/dit_tiny
+  set -x
+  ./train_dit_cpu "${DIT_TINY[@]}" --run-dir "$run" ${ARGS:-}
+fi
+set +x
+echo "samples: $run/samples/ (one GIF and one PNG strip per class, the last step's are step_$(printf %06d "$(ls "$run"/samples | sed -n 's/^step_0*\([0-9]*\)_.*/\1/p' | sort -n | tail -n1)")_class_*)"
