@@ -326,7 +326,10 @@ static void dit_build(Dit* m, const DitConfig* cfg, const DitFlags* flags, int B
     int h_dv = arena_add(d, "dv", "scratch", act);
     int h_dqp = arena_add(d, "dq before norm", "scratch", act);
     int h_dkp = arena_add(d, "dk before norm", "scratch", act);
-    int h_stats = arena_add(d, "norm statistics (recompute)", "scratch", (2 * BN + 2 * BN * c->H) * sizeof(float));
+    // --recompute 1 recomputes the norms but not their statistics: those go here (the q and
+    // k RMSNorms one after the other into the same BN*H floats)
+    int h_stats = arena_add(d, "norm statistics (recompute)", "scratch",
+                            flags->recompute == 1 ? (2 * BN + BN * c->H) * sizeof(float) : 0);
     size_t xbytes = (size_t)B * m->clip * sizeof(floatX), pbytes = BN * P * sizeof(floatX);
     int h_x0 = arena_add(d, "clips x0", "scratch", xbytes);
     int h_noise = arena_add(d, "noise", "scratch", xbytes);
@@ -372,9 +375,11 @@ static void dit_build(Dit* m, const DitConfig* cfg, const DitFlags* flags, int B
     m->dv = (floatX*)arena_ptr(d, h_dv);
     m->dqp = (floatX*)arena_ptr(d, h_dqp);
     m->dkp = (floatX*)arena_ptr(d, h_dkp);
-    m->mean_scratch = (float*)arena_ptr(d, h_stats);
-    m->rstd_scratch = m->mean_scratch + BN;
-    m->qk_rstd_scratch = m->rstd_scratch + BN;
+    if (flags->recompute == 1) {
+        m->mean_scratch = (float*)arena_ptr(d, h_stats);
+        m->rstd_scratch = m->mean_scratch + BN;
+        m->qk_rstd_scratch = m->rstd_scratch + BN;
+    }
     m->x0 = (floatX*)arena_ptr(d, h_x0);
     m->noise = (floatX*)arena_ptr(d, h_noise);
     m->xt = (floatX*)arena_ptr(d, h_xt);

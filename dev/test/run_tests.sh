@@ -359,6 +359,11 @@ check dit_resume_auto bash -c "./train_dit_cpu --D 24 --L 2 --H 2 --FF 40 --fram
   --resume auto | grep 'resumed from .*ckpt_000006.bin at step 6'"
 check dit_plan_hunyuan ./train_dit_cpu --model hunyuan-13B --batch 1 --plan-only 1 --ffn-chunks 4 --recompute 1 --offload-act -1
 
+echo "== train_dit memory plan against the formulas of docs/memory.md section 9"
+check dit_memory_plan "$PY" scripts/check_dit_plan.py ./train_dit_cpu
+# the CUDA build loads cuBLAS at each start (0.2 s a plan): 2 of the 6 shapes, every flag set
+[ -x build/train_dit ] && check dit_memory_plan_bf16 "$PY" scripts/check_dit_plan.py --shapes 2 ./build/train_dit
+
 echo "== video data: moving digits, clip files, GIF and PNG (llmc/video_data.h, llmc/image_write.h, scripts/clips_to_bin.py)"
 V="$TMP/video"; mkdir -p "$V/img"
 sub_tests video_data ./build/test_video_data
