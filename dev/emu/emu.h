@@ -178,6 +178,7 @@ struct CUstream_st {
     bool eager;                               // lazy model: this stream runs its work when issued
     std::deque<std::function<void()>> q;      // queued operations (lazy model)
     unsigned long long enq, done;             // operations issued / executed so far
+    unsigned long long compute = 0;           // of which kernel launches and cuBLASLt products
 };
 struct CUevent_st {
     CUstream_st* s;                           // stream of the last cudaEventRecord
@@ -665,6 +666,7 @@ inline void launch(const char* name, const char* file, int line, dim3 grid, dim3
     // launch then runs on its stream (now, or later in the lazy stream model)
     std::tuple<std::decay_t<P>...> params(std::forward<A>(args)...);
     cur_kernel = "(no kernel)";
+    stream_of(stream)->compute++;
     submit(stream, [=]() mutable {
         cur_kernel = name;
         auto invoke = [](void* ctx) {

@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
-# The WHOLE CUDA build of test_llama (and train_llama) under the host emulator, no GPU.
+# The WHOLE CUDA build of both trainers under the host emulator, no GPU: test_llama and
+# train_llama, test_dit and train_dit (the video DiT).
 # From anywhere:
 #     bash dev/emu/run_trainer.sh          (dev/emu/run.sh runs it as its last stage)
 # 1. transforms llmc/*.cuh (transform.py) into dev/emu/build/trainer/src/llmc, next to copies
-#    of llmc's other files, train_llama.cu and test_llama.cu; the copies get
-#    `#include "trainer_emu.h"` appended after their last line (line numbers unchanged),
-#    which installs the kernel table and reads the EMU_* environment;
-# 2. builds test_llama and train_llama with g++ against the emulator (no -DLLMC_CPU: the
-#    CUDA host code paths, device.cuh, the cuBLASLt calls), in fp32 (-DENABLE_FP32) and in
-#    bf16 (bf16 params/activations, fp32 master weights);
+#    of llmc's other files, train_llama.cu, test_llama.cu, train_dit.cu and test_dit.cu; the
+#    copies get `#include "trainer_emu.h"` appended after their last line (line numbers
+#    unchanged), which installs the kernel table and reads the EMU_* environment;
+# 2. builds the four programs with g++ against the emulator (no -DLLMC_CPU: the CUDA host
+#    code paths, device.cuh, the cuBLASLt calls), in fp32 (-DENABLE_FP32) and in bf16 (bf16
+#    params/activations, fp32 master weights); only the binaries that the selected runs use
+#    (EMU_TRAINER_FILTER), nproc compilers at a time; a program that does not build fails its
+#    own runs, not the other trainer's;
 # 3. runs test_llama on every dev/ref/*.lref and dev/emu/ref/*.lref (an L=5 model, so that
 #    activation offload reuses its two device slots) with flag sets that cover every memory
 #    flag, against the committed references, at test_llama's own tolerances:
@@ -16,31 +19,42 @@
 #             | --ffn-chunks 2 --ffn-chunk-dim seq --recompute 2 | --offload-act 1
 #    No flags on every reference, in both precisions; the three flag sets on two
 #    references per precision (fp32: the L=5 GQA one and MHA tied with odd sizes; bf16:
-#    the L=5 one and GQA untied with other hyperparameters), to keep the stage near 45 s
-#    on 2 cores. EMU_TRAINER_FULL=1 runs every flag set on every reference in both
-#    precisions (about 30 s more);
-#    With Open MPI present the binaries are built with MPI, and test_llama also runs under
-#    mpirun -np 2 with --comm mpi (collectives staged through pinned host memory, the path
-#    that lets ranks share a GPU) with --zero 1 --shard-vocab 1, alone and with the memory
-#    flags, in both precisions: the data-parallel CUDA orchestration without a GPU;
-# 4. checks that the results do not depend on the stream model or the thread schedule
-#    (sync / lazy / lazy with eager copy streams / reverse thread order: same downloaded
-#    bytes), that the cuBLASLt fallback kernel path passes too, and that a missing
-#    prefetch (test_llama --test-skip-prefetch 1) FAILS;
+#    the L=5 one and GQA untied with other hyperparameters).
+#    The same for test_dit on every dev/ref/*.dref and dev/emu/ref/dit_deep_l5.dref (L=5),
+#    at test_dit's own tolerances, with the flag sets
+#        none | --ffn-chunks 3 --offload-act -1 --recompute 1
+#             | --ffn-chunks 2 --ffn-chunk-dim seq --recompute 2 | --offload-act 1
+#    (fp32: dit_deep_l5; bf16: dit_deep_l5 and dit_hd12_clip; make test runs every flag set
+#    on every reference in the CPU build, whose host code is fp32).
+#    EMU_TRAINER_FULL=1 runs every flag set on every reference in both precisions.
+#    With Open MPI present, test_llama and train_llama are built with MPI, and test_llama
+#    also runs under mpirun -np 2 with --comm mpi (collectives staged through pinned host
+#    memory, the path that lets ranks share a GPU) with --zero 1 --shard-vocab 1, alone
+#    and with the memory flags, in both precisions: the data-parallel CUDA orchestration
+#    without a GPU (train_dit has no data parallelism yet);
+# 4. for both test programs: checks that the results do not depend on the stream model or
+#    the thread schedule (sync / lazy / lazy with eager copy streams / reverse thread
+#    order: same downloaded bytes), that the cuBLASLt fallback kernel path passes too, and
+#    that a missing prefetch (--test-skip-prefetch 1) FAILS;
 # 5. (EMU_TRAINER_RESUME=0 skips it) train_llama on a tiny synthetic shard: 6 steps with a
 #    checkpoint at 3, then a run resumed from it must give bit-identical metrics for
 #    steps 4-6; and --offload-act -1 --recompute 2 must give bit-identical metrics to the
-#    plain run (L=4: 3 offloaded layers share 2 slots). Both precisions.
+#    plain run (L=4: 3 offloaded layers share 2 slots). train_dit likewise on generated
+#    moving-digit clips (L=4): 4 steps, checkpoint and validation at 2, samples at 4;
+#    resumed from step 2, steps 3-4 (loss, grad_norm, lr, every val_loss) and the step-4
+#    sample GIFs and PNGs must be bit-identical, and so must the offloaded run's. Both
+#    precisions.
 # Every process runs in the LAZY stream model unless said otherwise (dev/emu/emu.h,
 # "Streams and events"), with cuBLASLt replaced by the MODEL of its documented contract
 # (include/cublasLt.h; EMU_LT_MODE=1): this checks the host code's calls, not cuBLASLt.
 # Prints one line per run:  PASS <name>  or  FAIL <name>: why;  exit status non-zero when
 # anything failed. Outputs: dev/emu/build/trainer/out/<name>.out (stdout and stderr).
 # Environment: EMU_SRC_DIR (llmc sources, default llmc), EMU_TRAINER_SRC (directory with
-# train_llama.cu and test_llama.cu, default the repository root), EMU_TRAINER_FULL,
-# EMU_TRAINER_RESUME, EMU_TRAINER_FILTER (only runs whose name contains it), CXX, and
-# EMU_H2D_ASYNC=0 (emu.h: by default a synchronous cudaMemcpy from pageable memory to the
-# device returns before its copy lands, as CUDA documents it may; 0 turns that off).
+# the trainers' .cu files, default the repository root; a file it lacks is taken from the
+# repository), EMU_TRAINER_FULL, EMU_TRAINER_RESUME, EMU_TRAINER_FILTER (only runs whose
+# name contains it, e.g. test_dit or .bf16.), CXX, and EMU_H2D_ASYNC=0 (emu.h: by default a
+# synchronous cudaMemcpy from pageable memory to the device returns before its copy lands,
+# as CUDA documents it may; 0 turns that off).
 set -u
 cd "$(dirname "$0")/../.."
 T0=$(date +%s.%N)
@@ -64,51 +78,40 @@ if "$PY" dev/emu/transform.py "$LLMC" "$B/src/llmc" >"$B/transform.log" 2>&1; th
 else fail trainer.transform "$(tail -n 1 "$B/transform.log")"; finish; fi
 for f in "$LLMC"/*.h; do [ -e "$B/src/llmc/$(basename "$f")" ] || cp "$f" "$B/src/llmc/"; done
 cp -r "$LLMC/cpu" "$B/src/llmc/"
-for f in train_llama.cu test_llama.cu; do
-  { cat "$TSRC/$f"; printf '\n#include "trainer_emu.h"\n'; } > "$B/src/$f"
+for f in train_llama.cu test_llama.cu train_dit.cu test_dit.cu; do
+  src="$TSRC/$f"
+  # a copy made for one trainer (EMU_TRAINER_SRC) need not hold the other one's files
+  [ -e "$src" ] || { echo "trainer: $TSRC has no $f, the repository's is used"; src=$f; }
+  { cat "$src"; printf '\n#include "trainer_emu.h"\n'; } > "$B/src/$f"
 done
 
-# 2. build (in parallel)
-FLAGS=(-std=c++17 -O1 -g0 -pthread -Idev/emu/include -Idev/emu -I"$B/src/llmc" -Wall -Wno-unused-function -Wno-unknown-pragmas -Wno-comment)
-echo 'int main(){return 0;}' > "$B/probe.cpp"
-"$CXX" -ftrivial-auto-var-init=pattern "$B/probe.cpp" -o "$B/probe" 2>/dev/null && FLAGS+=(-ftrivial-auto-var-init=pattern)
-# with Open MPI, the trainers are built with MPI so that the data-parallel CUDA orchestration
-# (--comm mpi: collectives staged through pinned host memory) runs under mpirun too
-MPIFLAGS=()
-if command -v mpicxx >/dev/null 2>&1 && command -v mpirun >/dev/null 2>&1; then
-  MPIFLAGS=(-DUSE_MPI -DOMPI_SKIP_MPICXX $(mpicxx --showme:compile) $(mpicxx --showme:link | sed 's/-lmpi_cxx//'))
-fi
-TARGETS="test_llama"
-[ "${EMU_TRAINER_RESUME:-1}" = 0 ] || TARGETS="test_llama train_llama"
-pids=()
-for p in fp32 bf16; do
-  for t in $TARGETS; do
-    d=(); [ $p = fp32 ] && d=(-DENABLE_FP32)
-    "$CXX" "${FLAGS[@]}" ${d[@]+"${d[@]}"} -x c++ "$B/src/$t.cu" -o "$B/bin/$t.$p" ${MPIFLAGS[@]+"${MPIFLAGS[@]}"} \
-      >"$B/build.$t.$p.log" 2>&1 & pids+=("$! $t.$p")
-  done
-done
-ok=1
-for x in "${pids[@]}"; do
-  set -- $x
-  if wait "$1"; then pass "trainer.build.$2"
-  else fail "trainer.build.$2" "$CXX failed: $(grep -m1 -E 'error' "$B/build.$2.log")"; ok=0; fi
-done
-echo "trainer: transform and build took $(elapsed "$T0") s"
-[ $ok -eq 1 ] || finish
-
-# 3-5. the runs: one small script per run, run in parallel
-REFS=$(ls dev/ref/*.lref dev/emu/ref/*.lref)
-SETS=("none|" "chunks3_ce5_offloadall_rc1|--ffn-chunks 3 --ce-chunks 5 --offload-act -1 --recompute 1"
-      "seqchunks2_rc2|--ffn-chunks 2 --ffn-chunk-dim seq --recompute 2" "offload1|--offload-act 1")
-FLAG_REFS_fp32="dev/emu/ref/deep_l5_gqa.lref dev/ref/mha_tied_odd.lref"
-FLAG_REFS_bf16="dev/emu/ref/deep_l5_gqa.lref dev/ref/gqa_h6kv2_untied_hparams.lref"
+# 2. the runs: one small script per run (run in parallel after the build)
 job() {  # job NAME ENV COMMAND...: writes $B/jobs/NAME.sh
   local name=$1 env=$2; shift 2
   case "$name" in *"${EMU_TRAINER_FILTER:-}"*) ;; *) return ;; esac
   { echo "cd '$PWD'"; printf 'env %s timeout %s' "$env" "$TIMEOUT_S"; printf ' %q' "$@"
     echo " > '$B/out/$name.out' 2>&1"; echo "echo \$? > '$B/out/$name.rc'"; } > "$B/jobs/$name.sh"
 }
+# with Open MPI, train_llama and test_llama are built with MPI so that the data-parallel CUDA
+# orchestration (--comm mpi: collectives staged through pinned host memory) runs under mpirun
+MPIFLAGS=()
+if command -v mpicxx >/dev/null 2>&1 && command -v mpirun >/dev/null 2>&1; then
+  MPIFLAGS=(-DUSE_MPI -DOMPI_SKIP_MPICXX $(mpicxx --showme:compile) $(mpicxx --showme:link | sed 's/-lmpi_cxx//'))
+fi
+# The copy streams, by id (EMU_EAGER_STREAMS, in creation order): per model, llmc/offload.h's
+# offload_bind creates the offload copy stream and the prefetch stream, then the trainer its
+# compute stream; test_llama and test_dit build the model under test, then, with a memory
+# flag, the flag-off model; test_llama creates its communication stream before both. The
+# verdict checks that these streams ran work and launched no kernel (eager_ops, eager_compute).
+EAGER_COPIES_test_llama=2,3,5,6
+EAGER_COPIES_test_dit=1,2,4,5
+
+# 2a. test_llama and train_llama
+REFS=$(ls dev/ref/*.lref dev/emu/ref/*.lref)
+SETS=("none|" "chunks3_ce5_offloadall_rc1|--ffn-chunks 3 --ce-chunks 5 --offload-act -1 --recompute 1"
+      "seqchunks2_rc2|--ffn-chunks 2 --ffn-chunk-dim seq --recompute 2" "offload1|--offload-act 1")
+FLAG_REFS_fp32="dev/emu/ref/deep_l5_gqa.lref dev/ref/mha_tied_odd.lref"
+FLAG_REFS_bf16="dev/emu/ref/deep_l5_gqa.lref dev/ref/gqa_h6kv2_untied_hparams.lref"
 for p in fp32 bf16; do
   for r in $REFS; do
     rn=$(basename "$r" .lref)
@@ -126,8 +129,7 @@ for p in fp32 bf16; do
   # (the lazy model's run is the flag-set run above with the same flags)
   DF=(--ffn-chunks 3 --ce-chunks 5 --offload-act -1 --recompute 1)
   job "test_llama.$p.models.sync" "EMU_STREAMS=sync" "$B/bin/test_llama.$p" --ref $DR "${DF[@]}"
-  # per model: compute, offload, prefetch streams (test_llama builds two models: ids 1-3, 4-6)
-  job "test_llama.$p.models.lazy_eager_copies" "EMU_STREAMS=lazy EMU_EAGER_STREAMS=2,3,5,6" "$B/bin/test_llama.$p" --ref $DR "${DF[@]}"
+  job "test_llama.$p.models.lazy_eager_copies" "EMU_STREAMS=lazy EMU_EAGER_STREAMS=$EAGER_COPIES_test_llama" "$B/bin/test_llama.$p" --ref $DR "${DF[@]}"
   job "test_llama.$p.models.rev_schedule" "EMU_SCHEDULE=rev" "$B/bin/test_llama.$p" --ref $DR "${DF[@]}"
   # cuBLASLt finds no algorithm: llmc's fallback kernel does every product
   job "test_llama.$p.mha_tied_odd.fallback_matmul" "EMU_LT_MODE=0" "$B/bin/test_llama.$p" --ref dev/ref/mha_tied_odd.lref
@@ -149,22 +151,87 @@ if [ "${EMU_TRAINER_RESUME:-1}" != 0 ]; then
   TR=(--model tiny --V 128 --D 32 --L 4 --H 4 --KV 2 --F 64 --batch 2 --seq 16 --total-batch 64 --steps 6 --warmup 2
       --val-every 3 --val-batches 2 --ckpt-every 3 --train-data "$B/data/train.bin" --val-data "$B/data/val.bin")
   for p in fp32 bf16; do
-    job "train_llama.$p.full" "" "$B/bin/train_llama.$p" "${TR[@]}" --run-dir "$B/out/run.$p.full"
-    job "train_llama.$p.offload" "" "$B/bin/train_llama.$p" "${TR[@]}" --offload-act -1 --recompute 2 --run-dir "$B/out/run.$p.offload"
+    job "train_llama.$p.full" "" "$B/bin/train_llama.$p" "${TR[@]}" --run-dir "$B/out/run_llama.$p.full"
+    job "train_llama.$p.offload" "" "$B/bin/train_llama.$p" "${TR[@]}" --offload-act -1 --recompute 2 --run-dir "$B/out/run_llama.$p.offload"
   done
 fi
+
+# 2b. test_dit and train_dit (dev/emu/ref/dit_deep_l5.dref: L=5, so that offload reuses its slots)
+DREFS=$(ls dev/ref/*.dref dev/emu/ref/*.dref)
+DSETS=("none|" "chunks3_offloadall_rc1|--ffn-chunks 3 --offload-act -1 --recompute 1"
+       "seqchunks2_rc2|--ffn-chunks 2 --ffn-chunk-dim seq --recompute 2" "offload1|--offload-act 1")
+DFLAG_REFS_fp32="dev/emu/ref/dit_deep_l5.dref"
+DFLAG_REFS_bf16="dev/emu/ref/dit_deep_l5.dref dev/ref/dit_hd12_clip.dref"
+for p in fp32 bf16; do
+  for r in $DREFS; do
+    rn=$(basename "$r" .dref)
+    for s in "${DSETS[@]}"; do
+      sn=${s%%|*}; fl=${s#*|}
+      if [ "$sn" != none ] && [ "${EMU_TRAINER_FULL:-0}" != 1 ]; then
+        fr=DFLAG_REFS_$p
+        case " ${!fr} " in *" $r "*) ;; *) continue ;; esac
+      fi
+      job "test_dit.$p.$rn.$sn" "" "$B/bin/test_dit.$p" --ref "$r" $fl
+    done
+  done
+  DDR=dev/emu/ref/dit_deep_l5.dref
+  DDF=(--ffn-chunks 3 --offload-act -1 --recompute 1)
+  job "test_dit.$p.models.sync" "EMU_STREAMS=sync" "$B/bin/test_dit.$p" --ref $DDR "${DDF[@]}"
+  job "test_dit.$p.models.lazy_eager_copies" "EMU_STREAMS=lazy EMU_EAGER_STREAMS=$EAGER_COPIES_test_dit" "$B/bin/test_dit.$p" --ref $DDR "${DDF[@]}"
+  job "test_dit.$p.models.rev_schedule" "EMU_SCHEDULE=rev" "$B/bin/test_dit.$p" --ref $DDR "${DDF[@]}"
+  job "test_dit.$p.dit_pt2_hw.fallback_matmul" "EMU_LT_MODE=0" "$B/bin/test_dit.$p" --ref dev/ref/dit_pt2_hw.dref
+done
+job "test_dit.fp32.catches_missing_prefetch" "" "$B/bin/test_dit.fp32" --ref $DDR --offload-act -1 --test-skip-prefetch 1
+if [ "${EMU_TRAINER_RESUME:-1}" != 0 ]; then
+  # moving-digit clips generated in the process; L=4, so --offload-act -1 puts 3 layers on 2 slots;
+  # the step-4 samples (3 Euler steps with guidance) run the sampler
+  TRD=(--model dit-tiny --D 16 --L 4 --H 2 --FF 32 --frames 4 --height 8 --width 8 --NC 2 --batch 2 --steps 4 --warmup 1
+       --val-every 2 --val-clips 6 --ckpt-every 2 --sample-every 4 --sample-steps 3)
+  for p in fp32 bf16; do
+    job "train_dit.$p.full" "" "$B/bin/train_dit.$p" "${TRD[@]}" --run-dir "$B/out/run_dit.$p.full"
+    job "train_dit.$p.offload" "" "$B/bin/train_dit.$p" "${TRD[@]}" --offload-act -1 --recompute 2 --run-dir "$B/out/run_dit.$p.offload"
+  done
+fi
+
+# 3. build what the runs need (NJ compilers at a time); a failed build fails its runs only
+FLAGS=(-std=c++17 -O1 -g0 -pthread -Idev/emu/include -Idev/emu -I"$B/src/llmc" -Wall -Wno-unused-function -Wno-unknown-pragmas -Wno-comment)
+echo 'int main(){return 0;}' > "$B/probe.cpp"
+"$CXX" -ftrivial-auto-var-init=pattern "$B/probe.cpp" -o "$B/probe" 2>/dev/null && FLAGS+=(-ftrivial-auto-var-init=pattern)
+BINS=$(cat "$B"/jobs/*.sh 2>/dev/null | grep -oE "$B/bin/[a-z_]+\.(fp32|bf16)" | sed "s|$B/bin/||" | sort -u)
+for x in $BINS; do
+  t=${x%.*}; p=${x##*.}
+  d=(); [ $p = fp32 ] && d=(-DENABLE_FP32)
+  m=(); case $t in *_llama) m=(${MPIFLAGS[@]+"${MPIFLAGS[@]}"}) ;; esac
+  while [ "$(jobs -rp | wc -l)" -ge "$NJ" ]; do wait -n; done
+  ( "$CXX" "${FLAGS[@]}" ${d[@]+"${d[@]}"} -x c++ "$B/src/$t.cu" -o "$B/bin/$x" ${m[@]+"${m[@]}"} >"$B/build.$x.log" 2>&1
+    echo $? > "$B/build.$x.rc" ) &
+done
+wait
+for x in $BINS; do
+  if [ "$(cat "$B/build.$x.rc")" = 0 ]; then pass "trainer.build.$x"
+  else
+    fail "trainer.build.$x" "$CXX failed: $(grep -m1 -E 'error' "$B/build.$x.log")"
+    grep -lF "$B/bin/$x " "$B"/jobs/*.sh | xargs -r rm -f
+  fi
+done
+echo "trainer: transform and build took $(elapsed "$T0") s"
+
+# 4. run (in parallel)
 ls "$B"/jobs/*.sh 2>/dev/null | xargs -r -P "$NJ" -n 1 bash
 echo "trainer: first runs done after $(elapsed "$T0") s"
 # the resumed runs need the full runs' checkpoints
 if [ "${EMU_TRAINER_RESUME:-1}" != 0 ]; then
   rm -f "$B"/jobs/*.sh
   for p in fp32 bf16; do
-    job "train_llama.$p.resumed" "" "$B/bin/train_llama.$p" "${TR[@]}" --run-dir "$B/out/run.$p.resumed" --resume "$B/out/run.$p.full/ckpt_000003.bin"
+    [ -x "$B/bin/train_llama.$p" ] && job "train_llama.$p.resumed" "" "$B/bin/train_llama.$p" "${TR[@]}" \
+      --run-dir "$B/out/run_llama.$p.resumed" --resume "$B/out/run_llama.$p.full/ckpt_000003.bin"
+    [ -x "$B/bin/train_dit.$p" ] && job "train_dit.$p.resumed" "" "$B/bin/train_dit.$p" "${TRD[@]}" \
+      --run-dir "$B/out/run_dit.$p.resumed" --resume "$B/out/run_dit.$p.full/ckpt_000002.bin"
   done
   ls "$B"/jobs/*.sh 2>/dev/null | xargs -r -P "$NJ" -n 1 bash
 fi
 
-# verdicts
+# 5. verdicts
 field() { grep -o "$2=[^ ]*" "$1" | tail -n 1 | cut -d= -f2; }
 # emulator-level problems of one run's output; prints the reason, empty when fine
 emu_problem() {
@@ -176,11 +243,16 @@ emu_problem() {
   [ "$(field "$o" pending)" = 0 ] || [ "$(cat "${o%.out}.rc")" != 0 ] ||
     echo "$(field "$o" pending) stream operations never ran (issued, never synchronised)"
 }
-for o in "$B"/out/test_llama.*.out; do
+for o in "$B"/out/test_llama.*.out "$B"/out/test_dit.*.out; do
   [ -e "$o" ] || continue
   n=$(basename "$o" .out); rc=$(cat "$B/out/$n.rc")
   prob=$(emu_problem "$o")
   case "$n" in
+    *.models.lazy_eager_copies)
+      # the eager streams must be the copy streams (stream ids follow the creation order)
+      if [ -z "$prob" ] && { [ "$(field "$o" eager_compute)" != 0 ] || [ "$(field "$o" eager_ops)" = 0 ]; }; then
+        prob="EMU_EAGER_STREAMS does not name the copy streams: $(field "$o" eager_ops) operations on them, $(field "$o" eager_compute) of them kernels or products (stream creation order changed? see EAGER_COPIES_${n%%.*})"
+      fi ;;&
     *.catches_missing_prefetch)
       if [ -n "$prob" ] && ! grep -q '^EMU_ERROR' "$o"; then fail "trainer.$n" "$prob"
       elif [ "$rc" = 1 ] && grep -q '^FAIL: ' "$o" && grep -q 'FAIL (not finite)' "$o"; then
@@ -195,59 +267,83 @@ for o in "$B"/out/test_llama.*.out; do
       fi ;;
   esac
 done
-for p in fp32 bf16; do
-  hs=""; ok=1
+# models_identical PROG PREC LAZY_RUN WHAT: the stream-model runs downloaded the same bytes
+models_identical() {
+  local prog=$1 p=$2 lazy=$3 what=$4 hs="" m o
   for m in sync lazy lazy_eager_copies rev_schedule; do
-    o="$B/out/test_llama.$p.models.$m.out"
-    [ $m = lazy ] && o="$B/out/test_llama.$p.deep_l5_gqa.chunks3_ce5_offloadall_rc1.out"
-    [ -e "$o" ] || { ok=0; break; }
+    o="$B/out/$prog.$p.models.$m.out"
+    [ $m = lazy ] && o="$B/out/$prog.$p.$lazy.out"
+    [ -e "$o" ] || return
     hs="$hs $m=$(field "$o" d2h_hash)"
   done
-  [ $ok = 1 ] || continue
   if [ "$(echo "$hs" | tr ' ' '\n' | grep . | cut -d= -f2 | sort -u | wc -l)" = 1 ]; then
-    pass "trainer.test_llama.$p.models.identical[deep_l5_gqa with chunks, offload and recompute under sync, lazy, lazy+eager copy streams, rev schedule: $(field "$B/out/test_llama.$p.models.sync.out" d2h_bytes) bytes downloaded, bitwise equal]"
-  else fail "trainer.test_llama.$p.models.identical" "the downloads differ between stream models/schedules:$hs"; fi
+    pass "trainer.$prog.$p.models.identical[$what under sync, lazy, lazy+eager copy streams, rev schedule: $(field "$B/out/$prog.$p.models.sync.out" d2h_bytes) bytes downloaded, bitwise equal]"
+  else fail "trainer.$prog.$p.models.identical" "the downloads differ between stream models/schedules:$hs"; fi
+}
+for p in fp32 bf16; do
+  models_identical test_llama $p deep_l5_gqa.chunks3_ce5_offloadall_rc1 "deep_l5_gqa with chunks, offload and recompute"
+  models_identical test_dit $p dit_deep_l5.chunks3_offloadall_rc1 "dit_deep_l5 with chunks, offload and recompute"
 done
 if [ "${EMU_TRAINER_RESUME:-1}" != 0 ]; then
-  for p in fp32 bf16; do
-    for n in full offload resumed; do
-      o="$B/out/train_llama.$p.$n.out"; [ -e "$o" ] || continue
-      prob=$(emu_problem "$o"); rc=$(cat "$B/out/train_llama.$p.$n.rc")
-      if [ -n "$prob" ]; then fail "trainer.train_llama.$p.$n" "$prob"
-      elif [ "$rc" != 0 ]; then fail "trainer.train_llama.$p.$n" "exit $rc: $(grep -m1 -E '^error' "$o")"
-      elif grep -qiE '^step .*loss -?(nan|inf)' "$o"; then fail "trainer.train_llama.$p.$n" "non-finite loss: $(grep -m1 -iE '^step .*loss -?(nan|inf)' "$o")"
-      else pass "trainer.train_llama.$p.$n[$(grep -c "^step .*/" "$o") steps, $(grep -c "^checkpoint:" "$o") checkpoints written]"; fi
-    done
-    F="$B/out/run.$p.full/metrics.jsonl"
-    for cmp in resumed offload; do
-      G="$B/out/run.$p.$cmp/metrics.jsonl"
-      [ -e "$F" ] && [ -e "$G" ] || continue
-      if msg=$("$PY" - "$F" "$G" "$cmp" 2>&1 <<'PYEOF'
-import json, sys
-full = {r["step"]: r for r in map(json.loads, open(sys.argv[1]))}
-other = [json.loads(l) for l in open(sys.argv[2])]
-want = [4, 5, 6] if sys.argv[3] == "resumed" else [1, 2, 3, 4, 5, 6]
+  for prog in train_llama train_dit; do
+    ck=3; [ $prog = train_dit ] && ck=2  # the checkpoint the resumed run starts from
+    run=run_${prog#train_}
+    for p in fp32 bf16; do
+      for n in full offload resumed; do
+        o="$B/out/$prog.$p.$n.out"; [ -e "$o" ] || continue
+        prob=$(emu_problem "$o"); rc=$(cat "$B/out/$prog.$p.$n.rc")
+        if [ -n "$prob" ]; then fail "trainer.$prog.$p.$n" "$prob"
+        elif [ "$rc" != 0 ]; then fail "trainer.$prog.$p.$n" "exit $rc: $(grep -m1 -E '^(error|FAIL)' "$o")"
+        elif grep -qiE '^step .*loss -?(nan|inf)' "$o"; then fail "trainer.$prog.$p.$n" "non-finite loss: $(grep -m1 -iE '^step .*loss -?(nan|inf)' "$o")"
+        else pass "trainer.$prog.$p.$n[$(grep -cE "^step +[0-9]+/[0-9]+ " "$o") steps, $(grep -c "^checkpoint:" "$o") checkpoints written]"; fi
+      done
+      F="$B/out/$run.$p.full"
+      for cmp in resumed offload; do
+        G="$B/out/$run.$p.$cmp"
+        # compared only when both runs ended normally (a failed run has its own FAIL line)
+        [ "$(cat "$B/out/$prog.$p.full.rc" 2>/dev/null)" = 0 ] && [ "$(cat "$B/out/$prog.$p.$cmp.rc" 2>/dev/null)" = 0 ] || continue
+        if msg=$("$PY" - "$F" "$G" "$cmp" "$ck" 2>&1 <<'PYEOF'
+import json, os, sys
+full_dir, other_dir, what, ck = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+full = {r["step"]: r for r in map(json.loads, open(full_dir + "/metrics.jsonl"))}
+other = [json.loads(l) for l in open(other_dir + "/metrics.jsonl")]
+want = [s for s in sorted(full) if s > ck] if what == "resumed" else sorted(full)
 assert [r["step"] for r in other] == want, ("steps", [r["step"] for r in other])
+n = 0
 for r in other:
-    for k in ("loss", "grad_norm", "lr", "val_loss"):
-        if k in r or k in full[r["step"]]:
+    # the loss, the schedule, the norm and every validation loss (train_dit: per t range too)
+    for k in sorted(set(r) | set(full[r["step"]])):
+        if k in ("loss", "grad_norm", "lr") or k.startswith("val_loss"):
             assert r.get(k) == full[r["step"]].get(k), (r["step"], k, r.get(k), full[r["step"]].get(k))
-print("steps %s bit-identical, last loss %.9g" % (want[0] if len(want) == 1 else "%d-%d" % (want[0], want[-1]), other[-1]["loss"]))
+            n += 1
+# train_dit's last samples (GIF and PNG bytes of the sampler's output) must be the same too
+samples = ""
+if os.path.isdir(full_dir + "/samples"):
+    last = sorted(f for f in os.listdir(full_dir + "/samples") if f.startswith("step_%06d_" % want[-1]))
+    assert last, "the full run wrote no samples at step %d" % want[-1]
+    for f in last:
+        assert os.path.exists(other_dir + "/samples/" + f), ("missing sample", f)
+        assert open(full_dir + "/samples/" + f, "rb").read() == open(other_dir + "/samples/" + f, "rb").read(), ("sample differs", f)
+    samples = ", %d sample files byte-identical" % len(last)
+print("steps %d-%d bit-identical (%d values)%s, last loss %.9g" % (want[0], want[-1], n, samples, other[-1]["loss"]))
 PYEOF
-      ); then pass "trainer.train_llama.$p.$cmp.identical[$msg]"
-      else fail "trainer.train_llama.$p.$cmp.identical" "$(echo "$msg" | tail -n 1)"; fi
+        ); then pass "trainer.$prog.$p.$cmp.identical[$msg]"
+        else fail "trainer.$prog.$p.$cmp.identical" "$(echo "$msg" | tail -n 1)"; fi
+      done
     done
   done
 fi
-# the worst relative errors that test_llama printed, per precision (information only)
-for p in fp32 bf16; do
-  ls "$B"/out/test_llama.$p.*.out >/dev/null 2>&1 || continue
-  awk -v p=$p '
-    /^  [a-z_0-9]+ +n=/ { for (i = 1; i <= NF; i++) if ($i == "rel") { v = $(i + 1) + 0; k = ($1 == "logits") ? "logits" : "grads";
-                          if (v > w[k]) { w[k] = v; at[k] = $1 " in " FILENAME } } }
-    /^  (loss|step [0-9]+ loss) / { for (i = 1; i <= NF; i++) if ($i == "rel") { v = $(i + 1) + 0; k = ($1 == "loss") ? "loss" : "step_loss";
-                          if (v > w[k]) { w[k] = v; at[k] = FILENAME } } }
-    END { for (k in w) { sub(/.*\//, "", at[k]); printf "trainer: %s worst rel %-9s %.3e (%s)\n", p, k, w[k], at[k] == "" ? "all equal" : at[k] } }' \
-    $(ls "$B"/out/test_llama.$p.*.out | grep -v catches_missing) | sort
+# the worst relative errors that test_llama and test_dit printed, per precision (information only)
+for prog in test_llama test_dit; do
+  for p in fp32 bf16; do
+    ls "$B"/out/$prog.$p.*.out >/dev/null 2>&1 || continue
+    awk -v p="$prog $p" '
+      /^  [a-z_0-9]+ +n=/ { for (i = 1; i <= NF; i++) if ($i == "rel") { v = $(i + 1) + 0; k = ($1 == "logits" || $1 == "v_pred") ? $1 : "grads";
+                            if (v > w[k]) { w[k] = v; at[k] = $1 " in " FILENAME } } }
+      /^  (loss|step [0-9]+ loss) / { for (i = 1; i <= NF; i++) if ($i == "rel") { v = $(i + 1) + 0; k = ($1 == "loss") ? "loss" : "step_loss";
+                            if (v > w[k]) { w[k] = v; at[k] = FILENAME } } }
+      END { for (k in w) { sub(/.*\//, "", at[k]); printf "trainer: %s worst rel %-9s %.3e (%s)\n", p, k, w[k], at[k] == "" ? "all equal" : at[k] } }' \
+      $(ls "$B"/out/$prog.$p.*.out | grep -v catches_missing) | sort
+  done
 done
 finish

@@ -1,7 +1,7 @@
-// Appended by dev/emu/run_trainer.sh to the copies of train_llama.cu and test_llama.cu
-// that it builds against the host emulator (after their last line, so line numbers are
-// unchanged; #pragma once makes the second include a no-op when test_llama.cu includes
-// train_llama.cu). It installs the kernel table that transform.py generated (so launches
+// Appended by dev/emu/run_trainer.sh to the copies of train_llama.cu, test_llama.cu,
+// train_dit.cu and test_dit.cu that it builds against the host emulator (after their last
+// line, so line numbers are unchanged; #pragma once makes the second include a no-op when
+// test_X.cu includes train_X.cu). It installs the kernel table that transform.py generated (so launches
 // are checked against __launch_bounds__ and an unknown kernel is an error), reads the
 // environment, and reports at exit.
 //
@@ -15,12 +15,16 @@
 //                          missing wait or synchronisation reads stale or poisoned data;
 //                          sync runs every operation when it is issued
 //   EMU_EAGER_STREAMS=2,3  lazy model: these streams (ids in creation order, from 1) run their
-//                          work when it is issued (train_llama creates, per model: the compute
-//                          stream, the offload stream, the prefetch stream)
+//                          work when it is issued (per model, llmc/offload.h creates the
+//                          offload copy stream and the prefetch stream, then the trainer its
+//                          compute stream; test_llama creates its communication stream first)
 // At exit (normal, exit(1) from FAIL() included) it prints to stderr
 //   EMU_REPORT streams=lazy|sync launches=N lt_matmul=N lt_heuristic=N deferred=N waits=N
-//              pending=N d2h_bytes=N d2h_hash=H live_allocs=N guards=ok|<damage> covered=k1,k2,...
+//              pending=N eager_ops=N eager_compute=N d2h_bytes=N d2h_hash=H live_allocs=N
+//              guards=ok|<damage> covered=k1,k2,...
 // pending: operations still queued at exit (work the program issued and never waited for).
+// eager_ops, eager_compute: operations issued on the EMU_EAGER_STREAMS streams, and how many
+// of them were kernels or cuBLASLt products (0 when those streams are the copy streams).
 // d2h_hash: FNV-1a of every byte downloaded into pageable host memory, in program order.
 // and on an emulator error (deadlock, divergent barrier, bad launch config caught as an
 // error, out-of-bounds write found by cudaFree...)
@@ -41,11 +45,15 @@ inline void report() {
         if (covered[i]) cov += std::string(cov.empty() ? "" : ",") + emu_kernel_list[i].name;
     std::string g = emu::check_guards();
     unsigned long long pending = emu::legacy_stream()->q.size();
-    for (CUstream_st* st : emu::created_streams()) pending += st->q.size();
+    unsigned long long eager_ops = 0, eager_compute = 0;
+    for (CUstream_st* st : emu::created_streams()) {
+        pending += st->q.size();
+        if (st->eager) { eager_ops += st->enq; eager_compute += st->compute; }
+    }
     fprintf(stderr, "EMU_REPORT streams=%s%s launches=%llu lt_matmul=%llu lt_heuristic=%llu deferred=%llu waits=%llu pending=%llu "
-            "d2h_bytes=%llu d2h_hash=%016llx live_allocs=%zu guards=%s covered=%s\n",
+            "eager_ops=%llu eager_compute=%llu d2h_bytes=%llu d2h_hash=%016llx live_allocs=%zu guards=%s covered=%s\n",
             emu::lazy_streams ? "lazy" : "sync", emu::eager_ids.empty() ? "" : "+eager", emu::n_launches, emu::lt_matmul_calls, emu::lt_heuristic_calls,
-            emu::n_deferred, emu::n_stream_waits, pending, emu::d2h_bytes,
+            emu::n_deferred, emu::n_stream_waits, pending, eager_ops, eager_compute, emu::d2h_bytes,
             (unsigned long long)emu::d2h_hash, emu::allocs().size(), g.empty() ? "ok" : g.c_str(), cov.c_str());
     fflush(stderr);
 }

@@ -245,6 +245,7 @@ static inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDe
     bool bf = la->type == CUDA_R_16BF;
     bool ta = op->transa, tb = op->transb;
     int64_t lda = la->ld, ldb = lb->ld, ldc = lc->ld, ldd = ld->ld;
+    emu::stream_of(stream)->compute++;
     emu::submit(stream, [=]() {
         auto rd = [bf](const void* base, uint64_t r, uint64_t c, int64_t ldm) -> double {
             uint64_t i = r + c * (uint64_t)ldm;
