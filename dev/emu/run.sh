@@ -15,10 +15,11 @@
 #   EMU_LADDERS   0: skip the last stage, the dev/cuda ladders' validation (run_ladders.sh);
 #                 1: run it even when EMU_FILTER is set. EMU_LADDER_DIR (default dev/cuda)
 #                 and EMU_LADDER_FILTER are passed on to run_ladders.sh.
-#   EMU_TRAINER   0: skip the trainer stage, the whole CUDA build of test_llama and
-#                 train_llama under the emulator (run_trainer.sh); 1: run it even when
-#                 EMU_FILTER is set. EMU_TRAINER_FULL, EMU_TRAINER_RESUME, EMU_TRAINER_FILTER
-#                 and EMU_TRAINER_SRC are passed on to run_trainer.sh.
+#   EMU_TRAINER   0: skip the trainer stage, the whole CUDA build of test_llama,
+#                 train_llama, test_dit and train_dit under the emulator (run_trainer.sh);
+#                 1: run it even when EMU_FILTER is set. EMU_TRAINER_FULL,
+#                 EMU_TRAINER_RESUME, EMU_TRAINER_FILTER and EMU_TRAINER_SRC are passed on
+#                 to run_trainer.sh.
 # Details (errors, tolerances, worst err/tol of every output) are in
 # dev/emu/build/{selftest,fp32,bf16}.log.
 set -u
@@ -101,10 +102,10 @@ if [ "${EMU_LADDERS:-}" = 1 ] || { [ "${EMU_LADDERS:-}" != 0 ] && [ -z "${EMU_FI
   [ $rc3 -eq 0 ] || grep -q '^FAIL' "$B/ladders.out" || { echo "FAIL emu.ladders: exit $rc3 $(tail -n 1 "$B/ladders.log")"; failed=$((failed + 1)); }
 fi
 
-# 5. the whole CUDA build of test_llama and train_llama under the emulator (run_trainer.sh):
+# 5. the whole CUDA build of both trainers and their tests under the emulator (run_trainer.sh):
 # skipped with EMU_TRAINER=0, and when EMU_FILTER is set unless EMU_TRAINER=1
 if [ "${EMU_TRAINER:-}" = 1 ] || { [ "${EMU_TRAINER:-}" != 0 ] && [ -z "${EMU_FILTER:-}" ]; }; then
-  echo "emu: now the trainer stage (test_llama and train_llama, CUDA build, emulated) after $(elapsed "$T0") s"
+  echo "emu: now the trainer stage (test_llama, train_llama, test_dit, train_dit: CUDA build, emulated) after $(elapsed "$T0") s"
   bash dev/emu/run_trainer.sh >"$B/trainer.out" 2>"$B/trainer.log"; rc4=$?
   count "$B/trainer.out"
   grep -E '^trainer: ' "$B/trainer.out"

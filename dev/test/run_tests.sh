@@ -294,7 +294,7 @@ for f in dev/ref/*.dref $DIT_FRESH; do
   for fl in "${DIT_FLAGSETS[@]}"; do
     n=$(echo "$fl" | sed -n 's/.*--offload-act \([0-9]*\).*/\1/p')
     [ -n "$n" ] && [ "$n" -gt "$L" ] && continue
-    check "dit_flags_${base}_$(echo "$fl" | tr -d ' -')" ./test_dit_cpu --ref "$f" $fl
+    check "dit_flags_${base}_$(echo "$fl" | sed 's/ -1/ all/' | tr -d ' -')" ./test_dit_cpu --ref "$f" $fl
   done
 done
 for f in dev/ref/dit_pt2_hw.dref dev/ref/dit_hd12_clip.dref; do
@@ -322,7 +322,7 @@ check_error dit_ref_nan "non-finite" ./test_dit_cpu --ref "$TMP/bad_nan.dref"
 check_error dit_ref_empty "too short" ./test_dit_cpu --ref "$TMP/bad_empty.dref"
 check_error dit_ref_missing "cannot open" ./test_dit_cpu --ref "$TMP/no_such.dref"
 check_error dit_bad_model "unknown --model" ./train_dit_cpu --model dit-huge --plan-only 1
-check_error dit_bad_patch "patch 1x2x3 must divide" ./train_dit_cpu --pw 3 --plan-only 1
+check_error dit_bad_patch "patch 2x2x3 must divide" ./train_dit_cpu --pw 3 --plan-only 1
 check_error dit_bad_heads "multiple of H" ./train_dit_cpu --H 5 --plan-only 1
 check_error dit_bad_chunks "ffn-chunks" ./train_dit_cpu --ffn-chunks 0 --plan-only 1
 check_error dit_bad_chunk_dim "ffn-chunk-dim" ./train_dit_cpu --ffn-chunk-dim rows --plan-only 1
