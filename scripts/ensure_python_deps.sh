@@ -4,7 +4,7 @@
 # torch pulls gigabytes of CUDA libraries. Idempotent and quick when already there.
 # Prints the interpreter to use on its last line.
 set -euo pipefail
-want="import torch, numpy, sentencepiece, matplotlib"
+want="import torch, numpy, sentencepiece, matplotlib, PIL"  # PIL (a matplotlib dependency) decodes the DiT GIFs in make test
 for py in "${LLMC_PYTHON:-}" /usr/bin/python3 python3; do
   [ -n "$py" ] || continue
   if command -v "$py" >/dev/null 2>&1 && "$py" -c "$want" >/dev/null 2>&1; then
