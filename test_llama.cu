@@ -4,8 +4,13 @@ scripts/reference_llama.py, an independent PyTorch implementation in float64.
 
   test_llama --ref FILE [--ffn-chunks K] [--ffn-chunk-dim hidden|seq] [--ce-chunks K]
                         [--offload-act N] [--recompute 0|1|2] [--zero 0|1] [--shard-vocab 0|1]
+                        [--micro-batch R] [--fp32-grad-accum 0|1] [--attention auto|fp32|tc]
                         [--comm nccl|mpi] [--comm-timeout S]
   mpirun -np N test_llama --ref FILE [...]    the same check with data parallelism
+
+--micro-batch R runs each rank's rows as micro-steps of R rows whose gradients add up
+(gradient accumulation, as --total-batch does in training); --fp32-grad-accum 1 adds
+them in an fp32 buffer instead of the gradient buffer.
 
 Under mpirun the file's batch is split over the N DP ranks (B must be a multiple of N):
 each rank runs B/N rows, the gradients are reduced as in training, and rank 0 gathers
@@ -40,8 +45,8 @@ static const double TOL_LOGITS = 2e-2, TOL_GRADS = 3e-2, TOL_LOSS = 1e-2, TOL_ST
 
 typedef struct {
     LlamaConfig cfg;
-    int B, T, n_steps;
-    float lr, beta1, beta2, adam_eps, weight_decay, grad_clip;
+    int B, T;
+    RefSteps steps;
     size_t num_params;
     float *params, *logits, *grads, *losses;
     int *inputs, *targets;
@@ -50,74 +55,64 @@ typedef struct {
 
 static void lref_read(Reference* r, const char* path) {
     memset(r, 0, sizeof(*r));
-    FILE* f = fopen(path, "rb");
-    if (!f) FAIL("cannot open reference file '%s': %s", path, strerror(errno));
-    fseek(f, 0, SEEK_END);
-    long file_bytes = ftell(f);
-    fseek(f, 0, SEEK_SET);
     int h[256];
-    if (file_bytes < (long)sizeof(h) || fread(h, sizeof(int), 256, f) != 256)
-        FAIL("%s: too short for an LREF header (%ld bytes, need 1024)", path, file_bytes);
+    long file_bytes;
+    FILE* f = ref_open(path, "LREF", LREF_MAGIC, LREF_VERSION, 13, 32, h, &file_bytes);
     const float* hf = (const float*)h;
-    if (h[0] != LREF_MAGIC) FAIL("%s: bad magic %d (an LREF file starts with %d)", path, h[0], LREF_MAGIC);
-    if (h[1] != LREF_VERSION) FAIL("%s: LREF version %d, this test reads version %d", path, h[1], LREF_VERSION);
-    for (int i = 13; i < 32; i++) if (h[i] != 0) FAIL("%s: header word %d must be zero (got %d)", path, i, h[i]);
     LlamaConfig c = {h[2], h[3], h[4], h[5], h[6], h[7], h[8], h[12], hf[32], hf[33]};
     if (h[12] != 0 && h[12] != 1) FAIL("%s: tied must be 0 or 1 (got %d)", path, h[12]);
     config_validate(&c);
-    r->cfg = c; r->B = h[9]; r->T = h[10]; r->n_steps = h[11];
-    if (r->B < 1 || r->T < 1 || r->T > c.max_seq_len || r->n_steps < 0)
-        FAIL("%s: bad batch B=%d T=%d (max_seq_len %d) n_steps=%d", path, r->B, r->T, c.max_seq_len, r->n_steps);
-    r->lr = hf[34]; r->beta1 = hf[35]; r->beta2 = hf[36]; r->adam_eps = hf[37]; r->weight_decay = hf[38];
-    r->grad_clip = hf[39];
+    r->cfg = c; r->B = h[9]; r->T = h[10];
+    if (r->B < 1 || r->T < 1 || r->T > c.max_seq_len || h[11] < 0)
+        FAIL("%s: bad batch B=%d T=%d (max_seq_len %d) n_steps=%d", path, r->B, r->T, c.max_seq_len, h[11]);
+    r->steps = ref_steps(path, h, h[11], 34);
     size_t sizes[NUM_PARAM_TENSORS];
     param_sizes(&c, sizes);
     for (int i = 0; i < NUM_PARAM_TENSORS; i++) r->num_params += sizes[i];
     size_t BT = (size_t)r->B * r->T, np = r->num_params;
-    size_t want = 1024 + 4 * (np + 2 * BT + BT * c.V + 1 + np + r->n_steps);
+    size_t want = 1024 + 4 * (np + 2 * BT + BT * c.V + 1 + np + r->steps.n);
     if ((size_t)file_bytes != want)
         FAIL("%s: file has %ld bytes but its header (V=%d D=%d L=%d H=%d KV=%d F=%d B=%d T=%d n_steps=%d tied=%d) "
              "implies %zu (truncated or not an LREF file)", path, file_bytes, c.V, c.D, c.L, c.H, c.KV, c.F, r->B,
-             r->T, r->n_steps, c.tied, want);
+             r->T, r->steps.n, c.tied, want);
     r->params = (float*)xmalloc(np * sizeof(float));
     r->inputs = (int*)xmalloc(BT * sizeof(int));
     r->targets = (int*)xmalloc(BT * sizeof(int));
     r->logits = (float*)xmalloc(BT * c.V * sizeof(float));
     r->grads = (float*)xmalloc(np * sizeof(float));
-    r->losses = (float*)xmalloc((r->n_steps + 1) * sizeof(float));
+    r->losses = (float*)xmalloc((r->steps.n + 1) * sizeof(float));
     xfread(r->params, sizeof(float), np, f, path);
     xfread(r->inputs, sizeof(int), BT, f, path);
     xfread(r->targets, sizeof(int), BT, f, path);
     xfread(r->logits, sizeof(float), BT * c.V, f, path);
     xfread(&r->loss, sizeof(float), 1, f, path);
     xfread(r->grads, sizeof(float), np, f, path);
-    xfread(r->losses, sizeof(float), r->n_steps, f, path);
+    xfread(r->losses, sizeof(float), r->steps.n, f, path);
     fclose(f);
-    // a reference with a NaN or Inf in it checks nothing: reject it
-    struct { const char* what; const float* x; size_t n; } arrays[] = {
-        {"parameters", r->params, np}, {"logits", r->logits, BT * c.V}, {"loss", &r->loss, 1},
-        {"gradients", r->grads, np}, {"step losses", r->losses, (size_t)r->n_steps}};
-    for (int a = 0; a < 5; a++)
-        for (size_t i = 0; i < arrays[a].n; i++)
-            if (!isfinite(arrays[a].x[i]))
-                FAIL("%s: the reference's %s hold a non-finite value (%g at index %zu): not a usable reference", path,
-                     arrays[a].what, arrays[a].x[i], i);
+    RefArray arrays[] = {{"parameters", r->params, np}, {"logits", r->logits, BT * c.V}, {"loss", &r->loss, 1},
+                         {"gradients", r->grads, np}, {"step losses", r->losses, (size_t)r->steps.n}};
+    ref_require_finite(path, arrays, 5);
     for (size_t i = 0; i < BT; i++)
         if (r->inputs[i] < 0 || r->inputs[i] >= c.V || r->targets[i] < 0 || r->targets[i] >= c.V)
             FAIL("%s: token %zu is out of range [0, %d) (input %d, target %d)", path, i, c.V, r->inputs[i], r->targets[i]);
 }
 
-// One forward/backward on the reference batch, this rank's B/dp rows of it. On rank 0:
-// the DP-reduced gradients in the reference layout and (optionally) all the logits.
+// One forward/backward on the reference batch, this rank's B/dp rows of it, in
+// micro-steps of m->B rows (--micro-batch) whose gradients add up. On rank 0: the
+// DP-reduced gradients in the reference layout and (optionally) all the logits.
 static float run_step(Llama* m, const Reference* r, float* grads_out, float* logits_out) {
-    int dp = m->comm->dp, Bl = r->B / dp;
-    size_t rows = (size_t)Bl * r->T, off = (size_t)m->comm->dp_rank * rows;
-    float* mine = logits_out ? (float*)xmalloc(rows * r->cfg.V * sizeof(float)) : NULL;
-    if (mine) for (size_t i = 0; i < rows * r->cfg.V; i++) mine[i] = NAN;  // a chunk that is never written fails
+    int dp = m->comm->dp, Bl = r->B / dp, micro = m->B, n_micro = Bl / micro;
+    size_t rows = (size_t)Bl * r->T, off = (size_t)m->comm->dp_rank * rows, V = r->cfg.V;
+    float* mine = logits_out ? (float*)xmalloc(rows * V * sizeof(float)) : NULL;
+    if (mine) for (size_t i = 0; i < rows * V; i++) mine[i] = NAN;  // a chunk that is never written fails
     llama_zero_grads(m);
-    m->capture_logits = mine;
-    float loss = llama_forward_backward(m, r->inputs + off, r->targets + off, Bl, r->T, MODE_TRAIN,
-                                        1.0f / (float)((size_t)r->B * r->T), 1);
+    for (int j = 0; j < n_micro; j++) {
+        size_t r0 = (size_t)j * micro * r->T;
+        m->capture_logits = mine ? mine + r0 * V : NULL;
+        llama_forward_backward(m, r->inputs + off + r0, r->targets + off + r0, micro, r->T, MODE_TRAIN,
+                               1.0f / (float)((size_t)r->B * r->T), j == n_micro - 1);
+    }
+    float loss = llama_take_loss(m);
     m->capture_logits = NULL;
     if (grads_out) llama_get_grads(m, grads_out);
     if (mine) { comm_host_gather(m->comm, GROUP_DP, mine, rows * r->cfg.V * sizeof(float), logits_out); free(mine); }
@@ -126,9 +121,10 @@ static float run_step(Llama* m, const Reference* r, float* grads_out, float* log
 
 // the AdamW steps of the file on its batch; losses[i] before update i
 static void run_steps(Llama* m, const Reference* r, float* losses) {
-    for (int i = 0; i < r->n_steps; i++) {
+    for (int i = 0; i < r->steps.n; i++) {
         losses[i] = run_step(m, r, NULL, NULL);
-        llama_update(m, r->lr, r->beta1, r->beta2, r->adam_eps, r->weight_decay, r->grad_clip, i + 1);
+        const RefSteps* a = &r->steps;
+        llama_update(m, a->lr, a->beta1, a->beta2, a->eps, a->weight_decay, a->grad_clip, i + 1);
     }
 }
 
@@ -137,6 +133,8 @@ int main(int argc, char** argv) {
     const char* comm_backend = "nccl";
     float comm_timeout = 300.0f;
     MemoryFlags flags = memory_flags_default();
+    int micro_batch = 0;  // rows per micro-step on each rank; 0: all of them in one
+    const char* attention = "auto";
     for (int i = 1; i < argc; i++) {
         const char* a = argv[i];
         if (i + 1 >= argc) FAIL("flag '%s' needs a value (usage: test_llama --ref FILE [memory flags])", a);
@@ -154,11 +152,14 @@ int main(int argc, char** argv) {
         else if (strcmp(a, "--test-skip-prefetch") == 0) offload_test_skip_prefetch = parse_int("test-skip-prefetch", v);
         else if (strcmp(a, "--zero") == 0) flags.zero = parse_int("zero", v);
         else if (strcmp(a, "--shard-vocab") == 0) flags.shard_vocab = parse_int("shard-vocab", v);
+        else if (strcmp(a, "--micro-batch") == 0) micro_batch = parse_int("micro-batch", v);
+        else if (strcmp(a, "--fp32-grad-accum") == 0) flags.grad_fp32 = parse_int("fp32-grad-accum", v);
         else if (strcmp(a, "--comm") == 0) comm_backend = v;
+        else if (strcmp(a, "--attention") == 0) attention = v;
         else if (strcmp(a, "--comm-timeout") == 0) comm_timeout = parse_float("comm-timeout", v);
         else FAIL("unknown flag '%s' (usage: test_llama --ref FILE [--ffn-chunks K] [--ffn-chunk-dim hidden|seq] "
                   "[--ce-chunks K] [--offload-act N] [--recompute 0|1|2] [--zero 0|1] [--shard-vocab 0|1] "
-                  "[--comm nccl|mpi] [--comm-timeout S])", a);
+                  "[--micro-batch R] [--fp32-grad-accum 0|1] [--attention auto|fp32|tc] [--comm nccl|mpi] [--comm-timeout S])", a);
     }
     if (!ref_path) FAIL("usage: test_llama --ref FILE [memory flags]");
     if (strcmp(comm_backend, "nccl") != 0 && strcmp(comm_backend, "mpi") != 0)
@@ -169,19 +170,26 @@ int main(int argc, char** argv) {
     Reference r;
     lref_read(&r, ref_path);
     const LlamaConfig* c = &r.cfg;
+    attention_select(attention_impl_parse(attention), c->D / c->H);
     if (r.B % comm.dp != 0)
         FAIL("the reference batch B=%d cannot be split over %d DP ranks: B must be a multiple of the number of ranks",
              r.B, comm.dp);
     dev_select(comm_device_index(&comm, dev_count()));
     comm_setup_device(&comm);
     printf("test_llama %s | %s | V=%d D=%d L=%d H=%d KV=%d F=%d T=%d/%d B=%d tied=%d n_steps=%d\n", ref_path,
-           PRECISION_NAME, c->V, c->D, c->L, c->H, c->KV, c->F, r.T, c->max_seq_len, r.B, c->tied, r.n_steps);
+           PRECISION_NAME, c->V, c->D, c->L, c->H, c->KV, c->F, r.T, c->max_seq_len, r.B, c->tied, r.steps.n);
+    int Bl = r.B / comm.dp;
+    if (micro_batch == 0) micro_batch = Bl;
+    if (micro_batch < 1 || Bl % micro_batch != 0)
+        FAIL("--micro-batch %d must divide the %d rows each rank runs (B=%d over %d DP ranks)", micro_batch, Bl, r.B, comm.dp);
     printf("flags: --ffn-chunks %d --ffn-chunk-dim %s --ce-chunks %d --offload-act %d --recompute %d | dp %d (%d rows "
-           "each) --zero %d --shard-vocab %d\n", flags.ffn_chunks, flags.ffn_chunk_seq ? "seq" : "hidden",
-           flags.ce_chunks, flags.offload_act, flags.recompute, comm.dp, r.B / comm.dp, flags.zero, flags.shard_vocab);
+           "each, %d micro-steps of %d) --zero %d --shard-vocab %d --fp32-grad-accum %d\n", flags.ffn_chunks,
+           flags.ffn_chunk_seq ? "seq" : "hidden", flags.ce_chunks, flags.offload_act, flags.recompute, comm.dp, Bl,
+           Bl / micro_batch, micro_batch, flags.zero, flags.shard_vocab, flags.grad_fp32);
+    printf("attention: %s\n", attention_impl_name(g_attention_impl));
 
     Llama m;
-    llama_build(&m, c, &flags, &comm, r.B / comm.dp, r.T, 1);
+    llama_build(&m, c, &flags, &comm, micro_batch, r.T, 1);
     llama_set_params(&m, r.params);
     size_t BT = (size_t)r.B * r.T, np = m.num_params;
     float* logits = (float*)xmalloc(BT * c->V * sizeof(float));
@@ -202,56 +210,37 @@ int main(int argc, char** argv) {
     }
 
     // the flag-off run in the same process
-    // (the same data-parallel layout: --zero and --shard-vocab stay as given)
+    // (the same data-parallel layout and micro-steps: --zero, --shard-vocab, --micro-batch and --fp32-grad-accum stay as given)
     MemoryFlags off_flags = memory_flags_default();
-    off_flags.zero = flags.zero; off_flags.shard_vocab = flags.shard_vocab;
+    off_flags.zero = flags.zero; off_flags.shard_vocab = flags.shard_vocab; off_flags.grad_fp32 = flags.grad_fp32;
     int any_flag = memcmp(&flags, &off_flags, sizeof(flags)) != 0;
     int same_order = flags.ffn_chunks == 1 && flags.ce_chunks == 1;  // offload and recompute change no sum
     float* base_grads = NULL;
     if (any_flag) {
         Llama base;
-        llama_build(&base, c, &off_flags, &comm, r.B / comm.dp, r.T, 1);
+        llama_build(&base, c, &off_flags, &comm, micro_batch, r.T, 1);
         llama_set_params(&base, r.params);
         base_grads = (float*)xmalloc(np * sizeof(float));
         float base_loss = run_step(&base, &r, base_grads, NULL);
-        double maxdiff = 0.0;
-        for (size_t i = 0; i < np; i++) maxdiff = fmax(maxdiff, fabs((double)grads[i] - base_grads[i]));
-        int bitwise = memcmp(grads, base_grads, np * sizeof(float)) == 0 && loss == base_loss;
-        printf("against the flag-off run: loss %.9g vs %.9g, max |grad diff| %.3e, bitwise %s", loss, base_loss,
-               maxdiff, bitwise ? "identical" : "different");
-        if (same_order) {
-            checks++; failures += !bitwise;
-            printf(" (required: %s)\n", bitwise ? "ok" : "FAIL");
-        } else printf(" (chunking reorders sums: the reference tolerance applies)\n");
-        size_t saved_on = arena_kind_bytes(&m.dev, "activations") + arena_kind_bytes(&m.dev, "offload");
-        size_t saved_off = arena_kind_bytes(&base.dev, "activations");
-        printf("plan: device activations %zu -> %zu bytes, device total %zu -> %zu bytes, host %zu bytes\n",
-               saved_off, saved_on, base.dev.total, m.dev.total, m.host.total);
-        if (r.n_steps > 0) {
-            float* l_on = (float*)xmalloc(r.n_steps * sizeof(float));
-            float* l_off = (float*)xmalloc(r.n_steps * sizeof(float));
+        check_flag_off_grads(grads, base_grads, np, loss, base_loss, same_order);
+        print_flag_off_plan(&m.dev, &m.host, &base.dev);
+        if (r.steps.n > 0) {
+            float* l_on = (float*)xmalloc(r.steps.n * sizeof(float));
+            float* l_off = (float*)xmalloc(r.steps.n * sizeof(float));
             llama_set_params(&m, r.params);
             run_steps(&m, &r, l_on);
             run_steps(&base, &r, l_off);
-            int same = memcmp(l_on, l_off, r.n_steps * sizeof(float)) == 0;
-            printf("AdamW steps against the flag-off run: losses bitwise %s", same ? "identical" : "different");
-            if (same_order) { checks++; failures += !same; printf(" (required: %s)\n", same ? "ok" : "FAIL"); }
-            else printf("\n");
+            check_flag_off_steps(l_on, l_off, r.steps.n, same_order);
             free(l_on); free(l_off);
         }
         llama_free(&base);
     }
 
-    if (r.n_steps > 0) {
-        printf("AdamW steps (lr %g, betas %g %g, eps %g, wd %g, clip %g):\n", r.lr, r.beta1, r.beta2, r.adam_eps,
-               r.weight_decay, r.grad_clip);
-        float* losses = (float*)xmalloc(r.n_steps * sizeof(float));
+    if (r.steps.n > 0) {
+        float* losses = (float*)xmalloc(r.steps.n * sizeof(float));
         llama_set_params(&m, r.params);
         run_steps(&m, &r, losses);
-        for (int i = 0; i < r.n_steps; i++) {
-            char name[32]; snprintf(name, sizeof(name), "step %d loss", i);
-            check_scalar(name, losses[i], r.losses[i], TOL_STEP_LOSS);
-        }
+        check_step_losses(losses, r.losses, &r.steps, TOL_STEP_LOSS);
         free(losses);
     }
     llama_free(&m);

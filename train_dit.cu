@@ -159,28 +159,20 @@ static size_t dit_act_field_bytes(const DitConfig* c, int B, size_t N, int field
     }
 }
 
-// the one place that says what a block keeps for backward under the flags
-static int dit_act_saved(const DitFlags* f, int field) {
-    if (f->recompute >= 2) return field == A_H;
-    if (f->recompute >= 1 && (field == A_A1 || field == A_A2 || field == A_G || field == A_Q || field == A_K)) return 0;
-    if (f->ffn_chunks > 1 && (field == A_U || field == A_G || field == A_Y2)) return 0;
-    return 1;
-}
-
 typedef ActBlock DitActs;
 
-// The saved fields (work = 0) or those of the shared work buffer (work = 1): what is not
-// saved, except the FFN's intermediates when chunked (they live in the chunk scratch at
-// chunk size). Lays them out from base; returns the block's bytes.
-static size_t dit_act_layout(const DitConfig* c, int B, size_t N, const DitFlags* fl, int work, char* base,
-                             DitActs* out) {
-    size_t bytes[NUM_DIT_ACTS]; int take[NUM_DIT_ACTS];
-    for (int i = 0; i < NUM_DIT_ACTS; i++) {
-        int chunk_scratch = fl->ffn_chunks > 1 && (i == A_U || i == A_G || i == A_Y2);
-        bytes[i] = dit_act_field_bytes(c, B, N, i);
-        take[i] = work ? !dit_act_saved(fl, i) && !chunk_scratch : dit_act_saved(fl, i);
-    }
-    return act_layout(bytes, take, NUM_DIT_ACTS, base, out);
+// the one place that says where each field of a block lives under the flags
+static ActHome dit_act_home(const DitFlags* f, int field) {
+    if (f->ffn_chunks > 1 && (field == A_U || field == A_G || field == A_Y2)) return ACT_IN_CHUNK;
+    if (f->recompute >= 2) return field == A_H ? ACT_SAVED : ACT_IN_WORK;
+    int recomputed = field == A_A1 || field == A_A2 || field == A_G || field == A_Q || field == A_K;
+    return f->recompute >= 1 && recomputed ? ACT_IN_WORK : ACT_SAVED;
+}
+
+static ActPlan dit_act_plan(const DitConfig* c, int B, size_t N, const DitFlags* fl) {
+    ActPlan p = {NUM_DIT_ACTS, DIT_ACT_NAMES, {0}, {}, 0, 0};
+    for (int i = 0; i < NUM_DIT_ACTS; i++) { p.bytes[i] = dit_act_field_bytes(c, B, N, i); p.home[i] = dit_act_home(fl, i); }
+    return act_plan_finish(p);
 }
 
 // ----------------------------------------------------------------------------
@@ -200,7 +192,7 @@ typedef struct {
     floatX *params, *grads;
     float *master, *adam_m, *adam_v;
     Offload off;
-    size_t act_block_bytes;
+    ActPlan acts;                 // the activation fields and where each lives
     DitActs work;
     floatX* h_final;              // the last block's output [BN, D]
     // FFN chunks: u, g, y2 of one chunk (chunked); d(g) of one chunk (always)
@@ -208,6 +200,7 @@ typedef struct {
     int ffn_rows, ffn_cols;
     // backward scratch
     floatX *dh, *da, *dy, *dout_att, *dq, *dk, *dv, *dqp, *dkp;
+    float* att_delta;             // the tensor-core attention backward's rowsum(dO * O) (--attention tc)
     float *mean_scratch, *rstd_scratch, *qk_rstd_scratch;
     // data and head
     floatX *x0, *noise, *xt, *vtarget, *vpred, *dvpred, *xp, *hout, *dhout, *xf;
@@ -231,12 +224,7 @@ static floatX* dit_dw(const Dit* m, int t, int l) {
 static floatX* dit_p(const Dit* m, int t) { return m->params + m->param_off[t]; }
 static floatX* dit_g(const Dit* m, int t) { return m->grads + m->param_off[t]; }
 
-static DitActs dit_layer_acts(const Dit* m, int l) {
-    DitActs a;
-    dit_act_layout(&m->cfg, m->B, m->N, &m->flags, 0, offload_block(&m->off, l), &a);
-    act_fill_from(&a, &m->work, NUM_DIT_ACTS);
-    return a;
-}
+static DitActs dit_layer_acts(const Dit* m, int l) { return act_block_at(&m->acts, offload_block(&m->off, l), &m->work); }
 
 static floatX* dit_layer_output(const Dit* m, int l) {
     return l + 1 < m->cfg.L ? ACT(dit_layer_acts(m, l + 1), A_H) : m->h_final;
@@ -248,7 +236,7 @@ typedef struct { int r0, nr, b0, nb, nper, f0, nf, first; } FfnChunk;
 
 static int dit_ffn_num_chunks(const Dit* m, int B) {
     if (m->flags.ffn_chunks == 1) return 1;
-    if (!m->flags.ffn_chunk_seq) return (int)ceil_div(m->cfg.FF, ceil_div(m->cfg.FF, m->flags.ffn_chunks));
+    if (!m->flags.ffn_chunk_seq) return (int)ceil_div(m->cfg.FF, m->ffn_cols);  // the trailing empty chunks skipped
     int per = (int)ceil_div(m->N, m->flags.ffn_chunks);
     return B * (int)ceil_div(m->N, per);
 }
@@ -257,7 +245,7 @@ static FfnChunk dit_ffn_chunk(const Dit* m, int B, int k) {
     FfnChunk c = {0, B * m->N, 0, B, m->N, 0, m->cfg.FF, k == 0};
     if (m->flags.ffn_chunks == 1) return c;
     if (!m->flags.ffn_chunk_seq) {
-        int w = (int)ceil_div(m->cfg.FF, m->flags.ffn_chunks);
+        int w = m->ffn_cols;
         c.f0 = k * w;
         c.nf = m->cfg.FF - c.f0 < w ? m->cfg.FF - c.f0 : w;
         return c;
@@ -297,119 +285,84 @@ static void dit_build(Dit* m, const DitConfig* cfg, const DitFlags* flags, int B
     Arena* d = &m->dev;
     arena_init(d, "device");
     arena_init(&m->host, "host (pinned)");
-    int h_params = arena_add(d, "parameters", "parameters", np * sizeof(floatX));
-    int h_grads = arena_add(d, "gradients", "gradients", np * sizeof(floatX));
-    int h_master = arena_add(d, "master weights (fp32)", "optimizer", HAVE_MASTER_WEIGHTS ? np * sizeof(float) : 0);
-    int h_m = arena_add(d, "adam m", "optimizer", np * sizeof(float));
-    int h_v = arena_add(d, "adam v", "optimizer", np * sizeof(float));
+    arena_add_to(d, "parameters", "parameters", np * sizeof(floatX), &m->params);
+    arena_add_to(d, "gradients", "gradients", np * sizeof(floatX), &m->grads);
+    arena_add_to(d, "master weights (fp32)", "optimizer", HAVE_MASTER_WEIGHTS ? np * sizeof(float) : 0, &m->master);
+    arena_add_to(d, "adam m", "optimizer", np * sizeof(float), &m->adam_m);
+    arena_add_to(d, "adam v", "optimizer", np * sizeof(float), &m->adam_v);
 
-    m->act_block_bytes = dit_act_layout(c, B, m->N, flags, 0, NULL, NULL);
-    offload_plan(&m->off, d, &m->host, c->L, n_offload, m->act_block_bytes);
-    int h_hfinal = arena_add(d, "saved activations (h_final)", "activations", BN * D * sizeof(floatX));
-    int h_work = arena_add(d, "block work (not saved)", "scratch", dit_act_layout(c, B, m->N, flags, 1, NULL, NULL));
+    m->acts = dit_act_plan(c, B, m->N, flags);
+    offload_plan(&m->off, d, &m->host, c->L, n_offload, m->acts.block_bytes);
+    arena_add_to(d, "saved activations (h_final)", "activations", BN * D * sizeof(floatX), &m->h_final);
+    int h_work = arena_add(d, "block work (not saved)", "scratch", m->acts.work_bytes);
 
     int chunked = flags->ffn_chunks > 1;
     if (chunked && flags->ffn_chunk_seq) { m->ffn_rows = (int)ceil_div(m->N, flags->ffn_chunks); m->ffn_cols = c->FF; }
-    else { m->ffn_rows = (int)BN; m->ffn_cols = (int)ceil_div(c->FF, flags->ffn_chunks); }
+    else { m->ffn_rows = (int)BN; m->ffn_cols = ffn_chunk_width(c->FF, flags->ffn_chunks); }
     size_t chunk_bytes = (size_t)m->ffn_rows * m->ffn_cols * sizeof(floatX);
-    int h_fu = arena_add(d, "ffn chunk u", "scratch", chunked ? chunk_bytes : 0);
-    int h_fg = arena_add(d, "ffn chunk g", "scratch", chunked ? chunk_bytes : 0);
-    int h_fy2 = arena_add(d, "ffn chunk y2", "scratch", chunked ? (size_t)m->ffn_rows * D * sizeof(floatX) : 0);
-    int h_fdg = arena_add(d, "ffn d(g), d(u)", "scratch", chunk_bytes);
+    arena_add_to(d, "ffn chunk u", "scratch", chunked ? chunk_bytes : 0, &m->ffn_u);
+    arena_add_to(d, "ffn chunk g", "scratch", chunked ? chunk_bytes : 0, &m->ffn_g);
+    arena_add_to(d, "ffn chunk y2", "scratch", chunked ? (size_t)m->ffn_rows * D * sizeof(floatX) : 0, &m->ffn_y2);
+    arena_add_to(d, "ffn d(g), d(u)", "scratch", chunk_bytes, &m->ffn_dg);
     size_t act = BN * D * sizeof(floatX);
-    int h_dh = arena_add(d, "d residual", "scratch", act);
-    int h_da = arena_add(d, "d modulated input", "scratch", act);
-    int h_dy = arena_add(d, "d gated branch", "scratch", act);
-    int h_do = arena_add(d, "d attention output", "scratch", act);
-    int h_dq = arena_add(d, "dq", "scratch", act);
-    int h_dk = arena_add(d, "dk", "scratch", act);
-    int h_dv = arena_add(d, "dv", "scratch", act);
-    int h_dqp = arena_add(d, "dq before norm", "scratch", act);
-    int h_dkp = arena_add(d, "dk before norm", "scratch", act);
+    arena_add_to(d, "d residual", "scratch", act, &m->dh);
+    arena_add_to(d, "d modulated input", "scratch", act, &m->da);
+    arena_add_to(d, "d gated branch", "scratch", act, &m->dy);
+    arena_add_to(d, "d attention output", "scratch", act, &m->dout_att);
+    arena_add_to(d, "dq", "scratch", act, &m->dq);
+    arena_add_to(d, "dk", "scratch", act, &m->dk);
+    arena_add_to(d, "dv", "scratch", act, &m->dv);
+    arena_add_to(d, "dq before norm", "scratch", act, &m->dqp);
+    arena_add_to(d, "dk before norm", "scratch", act, &m->dkp);
     // --recompute 1 recomputes the norms but not their statistics: those go here (the q and
     // k RMSNorms one after the other into the same BN*H floats)
-    int h_stats = arena_add(d, "norm statistics (recompute)", "scratch",
-                            flags->recompute == 1 ? (2 * BN + BN * c->H) * sizeof(float) : 0);
+    arena_add_to(d, "norm statistics (recompute)", "scratch", flags->recompute == 1 ? (2 * BN + BN * c->H) * sizeof(float) : 0,
+                 &m->mean_scratch);
     size_t xbytes = (size_t)B * m->clip * sizeof(floatX), pbytes = BN * P * sizeof(floatX);
-    int h_x0 = arena_add(d, "clips x0", "scratch", xbytes);
-    int h_noise = arena_add(d, "noise", "scratch", xbytes);
-    int h_xt = arena_add(d, "x_t", "scratch", xbytes);
-    int h_vt = arena_add(d, "target v", "scratch", xbytes);
-    int h_vp = arena_add(d, "v_pred", "scratch", xbytes);
-    int h_dvp = arena_add(d, "d v_pred", "scratch", xbytes);
-    int h_xp = arena_add(d, "patches of x_t", "scratch", pbytes);
-    int h_hout = arena_add(d, "final layer output", "scratch", pbytes);
-    int h_dhout = arena_add(d, "d final layer output", "scratch", pbytes);
-    int h_xf = arena_add(d, "final norm output", "scratch", act);
-    int h_statf = arena_add(d, "final norm statistics", "scratch", 2 * BN * sizeof(float));
-    int h_tys = arena_add(d, "t, y, per-clip losses", "scratch", 3 * (size_t)B * sizeof(float));
+    arena_add_to(d, "clips x0", "scratch", xbytes, &m->x0);
+    arena_add_to(d, "noise", "scratch", xbytes, &m->noise);
+    arena_add_to(d, "x_t", "scratch", xbytes, &m->xt);
+    arena_add_to(d, "target v", "scratch", xbytes, &m->vtarget);
+    arena_add_to(d, "v_pred", "scratch", xbytes, &m->vpred);
+    arena_add_to(d, "d v_pred", "scratch", xbytes, &m->dvpred);
+    arena_add_to(d, "patches of x_t", "scratch", pbytes, &m->xp);
+    arena_add_to(d, "final layer output", "scratch", pbytes, &m->hout);
+    arena_add_to(d, "d final layer output", "scratch", pbytes, &m->dhout);
+    arena_add_to(d, "final norm output", "scratch", act, &m->xf);
+    arena_add_to(d, "final norm statistics", "scratch", 2 * BN * sizeof(float), &m->meanf);
+    arena_add_to(d, "t, y, per-clip losses", "scratch", 3 * (size_t)B * sizeof(float), &m->t);
     size_t bd = (size_t)B * D * sizeof(floatX);
-    int h_cond = arena_add(d, "conditioning (t emb, c)", "scratch", (size_t)B * TEMB_DIM * sizeof(floatX) + 4 * bd);
-    int h_ada = arena_add(d, "adaLN vectors (all blocks)", "activations", (size_t)c->L * 6 * bd + 2 * bd);
-    int h_dcond = arena_add(d, "d conditioning", "scratch", 3 * bd + 6 * bd + 2 * bd);
-    int h_rope = arena_add(d, "rope3d cos + sin", "scratch", 2 * (size_t)m->N * (hd / 2) * sizeof(float));
-    int h_norm = arena_add(d, "grad norm", "scratch", sizeof(float));
+    arena_add_to(d, "conditioning (t emb, c)", "scratch", (size_t)B * TEMB_DIM * sizeof(floatX) + 4 * bd, &m->temb);
+    arena_add_to(d, "adaLN vectors (all blocks)", "activations", (size_t)c->L * 6 * bd + 2 * bd, &m->ada);
+    arena_add_to(d, "d conditioning", "scratch", 3 * bd + 6 * bd + 2 * bd, &m->dsc);
+    arena_add_to(d, "rope3d cos + sin", "scratch", 2 * (size_t)m->N * (hd / 2) * sizeof(float), &m->rope_cos);
+    arena_add_to(d, "grad norm", "scratch", sizeof(float), &m->norm_scratch);
+    arena_add_to(d, "attention delta (tc backward)", "scratch", attention_dispatch_scratch_floats(B, c->H, m->N) * sizeof(float),
+                 &m->att_delta);
 
     if (!allocate) return;
     m->allocated = 1;
     arena_allocate(d, dev_malloc);
     arena_allocate(&m->host, host_malloc_pinned);
-    m->params = (floatX*)arena_ptr(d, h_params);
-    m->grads = (floatX*)arena_ptr(d, h_grads);
-    m->master = (float*)arena_ptr(d, h_master);
-    m->adam_m = (float*)arena_ptr(d, h_m);
-    m->adam_v = (float*)arena_ptr(d, h_v);
     offload_bind(&m->off, d, &m->host);
-    m->h_final = (floatX*)arena_ptr(d, h_hfinal);
-    dit_act_layout(c, B, m->N, flags, 1, (char*)arena_ptr(d, h_work), &m->work);
-    m->ffn_u = (floatX*)arena_ptr(d, h_fu);
-    m->ffn_g = (floatX*)arena_ptr(d, h_fg);
-    m->ffn_y2 = (floatX*)arena_ptr(d, h_fy2);
-    m->ffn_dg = (floatX*)arena_ptr(d, h_fdg);
-    m->dh = (floatX*)arena_ptr(d, h_dh);
-    m->da = (floatX*)arena_ptr(d, h_da);
-    m->dy = (floatX*)arena_ptr(d, h_dy);
-    m->dout_att = (floatX*)arena_ptr(d, h_do);
-    m->dq = (floatX*)arena_ptr(d, h_dq);
-    m->dk = (floatX*)arena_ptr(d, h_dk);
-    m->dv = (floatX*)arena_ptr(d, h_dv);
-    m->dqp = (floatX*)arena_ptr(d, h_dqp);
-    m->dkp = (floatX*)arena_ptr(d, h_dkp);
+    act_plan_layout(&m->acts, ACT_IN_WORK, (char*)arena_ptr(d, h_work), &m->work);
     if (flags->recompute == 1) {
-        m->mean_scratch = (float*)arena_ptr(d, h_stats);
         m->rstd_scratch = m->mean_scratch + BN;
         m->qk_rstd_scratch = m->rstd_scratch + BN;
     }
-    m->x0 = (floatX*)arena_ptr(d, h_x0);
-    m->noise = (floatX*)arena_ptr(d, h_noise);
-    m->xt = (floatX*)arena_ptr(d, h_xt);
-    m->vtarget = (floatX*)arena_ptr(d, h_vt);
-    m->vpred = (floatX*)arena_ptr(d, h_vp);
-    m->dvpred = (floatX*)arena_ptr(d, h_dvp);
-    m->xp = (floatX*)arena_ptr(d, h_xp);
-    m->hout = (floatX*)arena_ptr(d, h_hout);
-    m->dhout = (floatX*)arena_ptr(d, h_dhout);
-    m->xf = (floatX*)arena_ptr(d, h_xf);
-    m->meanf = (float*)arena_ptr(d, h_statf);
     m->rstdf = m->meanf + BN;
-    m->t = (float*)arena_ptr(d, h_tys);
     m->sq = m->t + B;
     m->y = (int*)(m->sq + B);
-    m->temb = (floatX*)arena_ptr(d, h_cond);
     m->e1 = m->temb + (size_t)B * TEMB_DIM;
     m->s1 = m->e1 + (size_t)B * D;
     m->cvec = m->s1 + (size_t)B * D;
     m->sc = m->cvec + (size_t)B * D;
-    m->ada = (floatX*)arena_ptr(d, h_ada);
     m->fada = m->ada + (size_t)c->L * B * 6 * D;
-    m->dsc = (floatX*)arena_ptr(d, h_dcond);
     m->dc = m->dsc + (size_t)B * D;
     m->ds1 = m->dc + (size_t)B * D;
     m->dada = m->ds1 + (size_t)B * D;
     m->dfada = m->dada + (size_t)B * 6 * D;
-    m->rope_cos = (float*)arena_ptr(d, h_rope);
     m->rope_sin = m->rope_cos + (size_t)m->N * (hd / 2);
-    m->norm_scratch = (float*)arena_ptr(d, h_norm);
     m->host_sq = (float*)xmalloc((size_t)B * sizeof(float));
 
     m->stream = stream_create();
@@ -567,7 +520,7 @@ static void attention_block_forward(Dit* m, int l, DitActs a, int B) {
     }
     qk_norm_rope(m, l, W_QNORM, ACT(a, A_Q), ACTF(a, A_QRSTD), ACT(a, A_QP), B);
     qk_norm_rope(m, l, W_KNORM, ACT(a, A_K), ACTF(a, A_KRSTD), ACT(a, A_KP), B);
-    attention_full_forward(ACT(a, A_O), ACTF(a, A_LSE), ACT(a, A_Q), ACT(a, A_K), ACT(a, A_V), B, N, c->H, c->H, hd, s);
+    attention_dispatch_full_forward(ACT(a, A_O), ACTF(a, A_LSE), ACT(a, A_Q), ACT(a, A_K), ACT(a, A_V), B, N, c->H, c->H, hd, s);
     matmul_forward(ACT(a, A_Y1), ACT(a, A_O), dit_w(m, W_PROJ, l), BN, D, D, D, 0, s);
     bias_forward(ACT(a, A_Y1), dit_w(m, B_PROJ, l), BN, D, s);
     gated_residual_forward(ACT(a, A_HMID), ACT(a, A_H), ACT(a, A_Y1), ada_part(m, ada, 2), 6 * D, B, N, D, s);
@@ -691,8 +644,8 @@ static void layer_backward(Dit* m, int l, int B) {
     matmul_backward_weight(dit_dw(m, W_PROJ, l), m->dy, ACT(a, A_O), BN, D, D, D, s);
     bias_backward(dit_dw(m, B_PROJ, l), m->dy, BN, D, s);
     matmul_backward_input(m->dout_att, m->dy, dit_w(m, W_PROJ, l), BN, D, D, D, 0, s);
-    attention_full_backward(m->dq, m->dk, m->dv, m->dout_att, ACT(a, A_Q), ACT(a, A_K), ACT(a, A_V), ACT(a, A_O),
-                            ACTF(a, A_LSE), B, N, c->H, c->H, hd, s);
+    attention_dispatch_full_backward(m->dq, m->dk, m->dv, m->dout_att, ACT(a, A_Q), ACT(a, A_K), ACT(a, A_V), ACT(a, A_O),
+                                     ACTF(a, A_LSE), m->att_delta, B, N, c->H, c->H, hd, s);
     rope_backward(m->dq, m->dq, m->rope_cos, m->rope_sin, B, N, c->H, hd, s);
     rope_backward(m->dk, m->dk, m->rope_cos, m->rope_sin, B, N, c->H, hd, s);
     dev_memset(m->dqp, 0, (size_t)BN * D * sizeof(floatX), s);
@@ -905,10 +858,8 @@ static int dit_checkpoint_read(Dit* m, const char* path, int params_only) {
 #ifndef TESTING
 
 typedef struct {
-    const char* model;
     DitConfig cfg;
     DitFlags flags;
-    const char* ffn_chunk_dim;
     TrainLoopArgs loop;  // optimizer, schedule, cadence, run directory, resume, plan (llmc/train_args.h)
     int B, grad_accum, val_clips, sample_every, sample_steps, gif_scale;
     float cfg_scale, label_dropout;
@@ -929,13 +880,14 @@ static void usage(const Flag* flags, int n) {
 
 static void parse_args(int argc, char** argv, TrainArgs* a) {
     memset(a, 0, sizeof(*a));
-    a->model = flag_peek(argc, argv, "model") ? flag_peek(argc, argv, "model") : "dit-tiny";
+    a->loop.model = flag_peek(argc, argv, "model") ? flag_peek(argc, argv, "model") : "dit-tiny";
     int found = 0;
     for (int i = 0; i < NUM_DIT_PRESETS; i++)
-        if (strcmp(DIT_PRESETS[i].name, a->model) == 0) { a->cfg = DIT_PRESETS[i].cfg; found = 1; }
-    if (!found) FAIL("unknown --model '%s' (known: dit-tiny, dit-S, dit-B, dit-XL, hunyuan-13B)", a->model);
+        if (strcmp(DIT_PRESETS[i].name, a->loop.model) == 0) { a->cfg = DIT_PRESETS[i].cfg; found = 1; }
+    if (!found) FAIL("unknown --model '%s' (known: dit-tiny, dit-S, dit-B, dit-XL, hunyuan-13B)", a->loop.model);
     a->flags = dit_flags_default();
-    a->ffn_chunk_dim = "hidden";
+    a->loop.ffn_chunk_dim = "hidden";
+    a->loop.attention = "auto";
     a->B = 8; a->grad_accum = 1; a->loop.steps = 300; a->loop.warmup = 20;
     a->loop.val_every = 50; a->val_clips = 48; a->sample_every = 0; a->sample_steps = 24; a->loop.ckpt_every = 0; a->loop.log_every = 1;
     a->gif_scale = 4;
@@ -944,7 +896,7 @@ static void parse_args(int argc, char** argv, TrainArgs* a) {
     a->data = "synthetic";
     a->loop.run_dir = "runs/train_dit";
     const Flag own[] = {
-        {"model", 's', &a->model, "dit-tiny | dit-S | dit-B | dit-XL | hunyuan-13B (default dit-tiny)"},
+        {"model", 's', &a->loop.model, "dit-tiny | dit-S | dit-B | dit-XL | hunyuan-13B (default dit-tiny)"},
         {"channels", 'i', &a->cfg.C, "clip channels C (overrides the preset)"},
         {"frames", 'i', &a->cfg.Fr, "clip frames Fr"},
         {"height", 'i', &a->cfg.Hi, "clip height Hi"},
@@ -968,14 +920,11 @@ static void parse_args(int argc, char** argv, TrainArgs* a) {
         {"cfg-scale", 'f', &a->cfg_scale, "classifier-free guidance scale of the samples (default 3)"},
         {"gif-scale", 'i', &a->gif_scale, "pixels per clip pixel in the GIFs and PNGs (default 4)"},
     };
-    Flag flags[96];
-    int nflags = (int)(sizeof(own) / sizeof(own[0]));
-    memcpy(flags, own, sizeof(own));
-    MemoryFlagRefs mem = {&a->flags.ffn_chunks, &a->ffn_chunk_dim, &a->flags.offload_act, &a->flags.recompute,
+    MemoryFlagRefs mem = {&a->flags.ffn_chunks, &a->flags.offload_act, &a->flags.recompute,
                           "0 keep all, 1 recompute norms, normed q/k and GELU, 2 keep only block inputs"};
-    nflags += train_loop_flags(flags + nflags, &a->loop, mem);
-    flags_parse(argc, argv, flags, nflags, NULL, usage);
-    train_loop_validate(&a->loop, a->ffn_chunk_dim, &a->flags.ffn_chunk_seq);
+    Flag flags[TRAIN_MAX_FLAGS];
+    train_flags_parse(argc, argv, own, (int)(sizeof(own) / sizeof(own[0])), &a->loop, mem, &a->flags.ffn_chunk_seq,
+                      flags, NULL, usage);
     if (a->B < 1 || a->grad_accum < 1) FAIL("--batch and --grad-accum must be >= 1");
     if (a->sample_every < 0 || a->val_clips < 1 || a->sample_steps < 1 || a->gif_scale < 1)
         FAIL("--sample-every must be >= 0; --val-clips, --sample-steps, --gif-scale >= 1");
@@ -996,7 +945,7 @@ static void print_activation_table(Logger* lg, const DitConfig* c, int B) {
     for (size_t r = 0; r < sizeof(rows) / sizeof(rows[0]); r++) {
         logf_(lg, "| %-30s |", rows[r].name);
         for (int e = 14; e <= 17; e++) {
-            double blk = (double)dit_act_layout(c, B, (size_t)1 << e, &rows[r].f, 0, NULL, NULL) / 1073741824.0;
+            double blk = (double)dit_act_plan(c, B, (size_t)1 << e, &rows[r].f).block_bytes / 1073741824.0;
             logf_(lg, " %18.3f | %12.2f |", blk, blk * c->L);
         }
         logf_(lg, "\n");
@@ -1007,7 +956,7 @@ static void print_activation_table(Logger* lg, const DitConfig* c, int B) {
 
 static void print_config(Logger* lg, const TrainArgs* a, const Dit* m) {
     const DitConfig* c = &m->cfg;
-    logf_(lg, "train_dit | %s | %s | %s\n", m->allocated ? dev_name() : "plan only", PRECISION_NAME, a->model);
+    logf_(lg, "train_dit | %s | %s | %s\n", m->allocated ? dev_name() : "plan only", PRECISION_NAME, a->loop.model);
     logf_(lg, "model: D=%d L=%d H=%d (hd %d) FF=%d NC=%d rope_theta=%g | clip C=%d Fr=%d Hi=%d Wi=%d, patch %dx%dx%d: "
           "N=%d tokens of P=%d | %.2fM parameters\n", c->D, c->L, c->H, c->D / c->H, c->FF, c->NC, c->rope_theta, c->C,
           c->Fr, c->Hi, c->Wi, c->pt, c->ph, c->pw, m->N, m->P, m->num_params / 1e6);
@@ -1015,7 +964,8 @@ static void print_config(Logger* lg, const TrainArgs* a, const Dit* m) {
           "clip %g | label dropout %g\n", a->B, a->grad_accum, a->B * a->grad_accum, a->B * a->grad_accum * m->N,
           a->loop.steps, a->loop.lr, a->loop.warmup, a->loop.weight_decay, a->loop.grad_clip, a->label_dropout);
     logf_(lg, "memory flags: --ffn-chunks %d --ffn-chunk-dim %s --offload-act %d (%d blocks) --recompute %d\n",
-          m->flags.ffn_chunks, a->ffn_chunk_dim, m->flags.offload_act, m->off.n_offload, m->flags.recompute);
+          m->flags.ffn_chunks, a->loop.ffn_chunk_dim, m->flags.offload_act, m->off.n_offload, m->flags.recompute);
+    logf_(lg, "attention: %s (--attention %s)\n", attention_impl_name(g_attention_impl), a->loop.attention);
 #ifdef _OPENMP
     logf_(lg, "threads: %d (OpenMP)\n", omp_get_max_threads());
 #endif
@@ -1026,17 +976,13 @@ static void print_plan(Logger* lg, const Dit* m) {
     log_plan(lg, &m->dev, &m->host);
     if (matmul_workspace_bytes())
         logf_(lg, "outside the arena: cuBLASLt workspace %.1f MiB and the CUDA context\n", matmul_workspace_bytes() / 1048576.0);
-    logf_(lg, "saved activations per block: %zu bytes (%.2f MiB):", m->act_block_bytes, m->act_block_bytes / 1048576.0);
-    for (int i = 0; i < NUM_DIT_ACTS; i++) if (dit_act_saved(&m->flags, i)) logf_(lg, " %s", DIT_ACT_NAMES[i]);
-    logf_(lg, "\n");
+    act_plan_log(lg, &m->acts, "block");
 }
 
 static void write_plan_json(const Dit* m, const char* path) {
-    char fields[512];
-    snprintf(fields, sizeof(fields), "\"act_block_bytes\": %zu, \"n_offload\": %d, \"num_params\": %zu, "
-             "\"sizeof_floatX\": %zu, \"master\": %d, \"N\": %d, \"P\": %d", m->act_block_bytes, m->off.n_offload,
-             m->num_params, sizeof(floatX), HAVE_MASTER_WEIGHTS, m->N, m->P);
-    plan_write_json(path, fields, &m->dev, &m->host);
+    char extra[64];
+    snprintf(extra, sizeof(extra), "\"N\": %d, \"P\": %d", m->N, m->P);
+    trainer_plan_json(path, &m->acts, &m->off, m->num_params, extra, &m->dev, &m->host);
 }
 
 // ----------------------------------------------------------------------------
@@ -1073,6 +1019,20 @@ static void batch_fill(Batch* b, ClipSource* src, uint64_t first, size_t clip, u
 
 // the validation loss on the fixed held-out set, overall and per t bucket
 typedef struct { double all, bucket[3]; int count[3]; } ValLoss;
+
+// The forward and backward of one optimizer step: grad_accum micro-batches of clips, each
+// with its noise, t and label dropout drawn from (seed, the clip's global index), added
+// into the zeroed gradients. Returns the mean loss.
+static double accumulate_gradients(Dit* m, const TrainArgs* a, Batch* batch, ClipSource* train, int step, float dscale) {
+    dit_zero_grads(m);
+    double loss = 0.0;
+    for (int micro = 0; micro < a->grad_accum; micro++) {
+        uint64_t first = ((uint64_t)(step - 1) * a->grad_accum + micro) * a->B;
+        batch_fill(batch, train, first, m->clip, (uint64_t)a->loop.seed, SALT_TRAIN, a->label_dropout, a->cfg.NC);
+        loss += dit_forward_backward(m, batch->x0, batch->noise, batch->t, batch->y, a->B, MODE_TRAIN, dscale, NULL);
+    }
+    return loss / a->grad_accum;
+}
 
 static ValLoss evaluate(Dit* m, ClipSource* val, Batch* b, int n_clips, uint64_t seed) {
     ValLoss r = {0.0, {0.0, 0.0, 0.0}, {0, 0, 0}};
@@ -1151,6 +1111,7 @@ int main(int argc, char** argv) {
     TrainArgs a;
     parse_args(argc, argv, &a);
     dit_config_validate(&a.cfg);
+    attention_select(attention_impl_parse(a.loop.attention), a.cfg.D / a.cfg.H);
     if (a.B > 128) FAIL("--batch %d: at most 128 clips per micro-batch in this build", a.B);
     Logger lg = {NULL, NULL, 0};
     Dit m;
@@ -1209,14 +1170,7 @@ int main(int argc, char** argv) {
     for (int step = start + 1; step <= a.loop.steps; step++) {
         double t0 = now_seconds();
         float lr = lr_at_step(step, a.loop.steps, a.loop.warmup, a.loop.lr, a.loop.min_lr_frac);
-        dit_zero_grads(&m);
-        double loss = 0.0;
-        for (int micro = 0; micro < a.grad_accum; micro++) {
-            uint64_t first = ((uint64_t)(step - 1) * a.grad_accum + micro) * a.B;
-            batch_fill(&batch, &train, first, m.clip, (uint64_t)a.loop.seed, SALT_TRAIN, a.label_dropout, a.cfg.NC);
-            loss += dit_forward_backward(&m, batch.x0, batch.noise, batch.t, batch.y, a.B, MODE_TRAIN, dscale, NULL);
-        }
-        loss /= a.grad_accum;
+        double loss = accumulate_gradients(&m, &a, &batch, &train, step, dscale);
         float norm = dit_grad_norm(&m);
         stop_if_not_finite(step, loss, norm, a.loop.run_dir, last_ckpt);
         dit_apply_update(&m, lr, a.loop.beta1, a.loop.beta2, a.loop.adam_eps, a.loop.weight_decay, a.loop.grad_clip, norm, step);

@@ -219,9 +219,20 @@ typedef struct {
     int recompute;      // 0, 1, 2
     int zero;           // 1: optimizer state (fp32 master, AdamW m and v) sharded over DP (ZeRO-1)
     int shard_vocab;    // 1: embedding and output projection as 1/dp row shards, gathered around their use
+    int grad_fp32;      // 1: micro-steps accumulate the gradients in an fp32 buffer (resolved from --fp32-grad-accum)
 } MemoryFlags;
 
-static MemoryFlags memory_flags_default(void) { MemoryFlags f = {1, 0, 1, 0, 0, 0, 0}; return f; }
+static MemoryFlags memory_flags_default(void) { MemoryFlags f = {1, 0, 1, 0, 0, 0, 0, 0}; return f; }
+
+// --fp32-grad-accum -1 (auto): on when a step has more than one micro-step and the
+// gradients are stored in bf16, where adding many micro-steps with beta = 1 in bf16
+// loses the small late contributions (docs/memory.md: its 4 bytes per parameter; the
+// emulator's bf16 test_llama run shows the error it removes). In fp32 builds the
+// gradients are fp32 already and auto leaves it off; 1 still runs the path.
+static int grad_fp32_resolve(int flag, int micro_steps) {
+    if (flag != -1 && flag != 0 && flag != 1) FAIL("--fp32-grad-accum must be -1 (auto), 0 or 1 (got %d)", flag);
+    return flag == -1 ? (micro_steps > 1 && sizeof(floatX) < sizeof(float)) : flag;
+}
 
 // ----------------------------------------------------------------------------
 // activations. What one layer keeps for backward, field by field; the fields a
@@ -259,29 +270,22 @@ static size_t act_field_bytes(const LlamaConfig* c, int B, int T, int field) {
     }
 }
 
-// the one place that says what a layer keeps for backward under the flags
-static int act_field_saved(const MemoryFlags* f, int field) {
-    if (f->recompute >= 2) return field == A_X;  // keep the layer input, recompute the rest
-    if (f->recompute >= 1 && (field == A_XN1 || field == A_XN2 || field == A_G)) return 0;
-    if (f->ffn_chunks > 1 && (field == A_H1 || field == A_H3 || field == A_G)) return 0;
-    return 1;
+// the one place that says where each field of a layer lives under the flags
+static ActHome act_field_home(const MemoryFlags* f, int field) {
+    int ffn_inner = field == A_H1 || field == A_H3 || field == A_G;
+    if (f->ffn_chunks > 1 && ffn_inner) return ACT_IN_CHUNK;
+    if (f->recompute >= 2) return field == A_X ? ACT_SAVED : ACT_IN_WORK;  // keep the layer input only
+    if (f->recompute >= 1 && (field == A_XN1 || field == A_XN2 || field == A_G)) return ACT_IN_WORK;
+    return ACT_SAVED;
+}
+
+static ActPlan act_plan(const LlamaConfig* c, int B, int T, const MemoryFlags* fl) {
+    ActPlan p = {NUM_ACT_FIELDS, ACT_NAMES, {0}, {}, 0, 0};
+    for (int i = 0; i < NUM_ACT_FIELDS; i++) { p.bytes[i] = act_field_bytes(c, B, T, i); p.home[i] = act_field_home(fl, i); }
+    return act_plan_finish(p);
 }
 
 typedef ActBlock LayerActs;
-
-// The saved fields (work = 0) or those of the shared work buffer (work = 1): what is not
-// saved, except the FFN's intermediates when chunked (they live in the chunk scratch at
-// chunk size). Lays them out from base; returns the block's bytes.
-static size_t act_block_layout(const LlamaConfig* c, int B, int T, const MemoryFlags* fl, int work, char* base,
-                               LayerActs* out) {
-    size_t bytes[NUM_ACT_FIELDS]; int take[NUM_ACT_FIELDS];
-    for (int i = 0; i < NUM_ACT_FIELDS; i++) {
-        int chunk_scratch = fl->ffn_chunks > 1 && (i == A_H1 || i == A_H3 || i == A_G);
-        bytes[i] = act_field_bytes(c, B, T, i);
-        take[i] = work ? !act_field_saved(fl, i) && !chunk_scratch : act_field_saved(fl, i);
-    }
-    return act_layout(bytes, take, NUM_ACT_FIELDS, base, out);
-}
 
 // ----------------------------------------------------------------------------
 // the model
@@ -299,6 +303,7 @@ typedef struct {
     ParamLayout* lay;  // where each parameter lives on this rank
     Piece* pieces; int n_pieces;       // what this rank owns, in optimizer order
     floatX* params; floatX* grads; float* master; float* adam_m; float* adam_v;
+    float* grad_acc;                 // --fp32-grad-accum: the fp32 sum of the step's micro-steps [n_local]
     floatX* p[NUM_PARAM_TENSORS];    // whole-model tensors (norm; embedding and output unless sharded)
     floatX* g[NUM_PARAM_TENSORS];
     size_t* layer_off;               // [NUM_PARAM_TENSORS * L]: local offset of tensor t, layer l
@@ -308,7 +313,7 @@ typedef struct {
     void* comm_staging;              // --comm mpi (CUDA): pinned host staging of this model's collectives
     size_t comm_staging_bytes;
 
-    size_t act_block_bytes;           // one layer's saved activations
+    ActPlan acts;                     // the activation fields and where each lives
     Offload off;                      // where each layer's block lives (llmc/offload.h)
     LayerActs work;                   // fields that are not saved, shared by all layers
     floatX* x_final;                  // output of the last layer [BT, D]
@@ -318,6 +323,7 @@ typedef struct {
     // backward scratch
     floatX *dx, *dxn, *dq, *dk, *dv, *datt;
     float* rstd_scratch;
+    float* att_delta;                 // the tensor-core attention backward's rowsum(dO * O) (--attention tc)
     // head
     floatX *xf, *dxf, *logits;
     float *rstdf, *losses;
@@ -325,20 +331,17 @@ typedef struct {
     int *inputs, *targets;            // device copies of the batch
     float *rope_cos, *rope_sin;       // [max_seq_len, hd/2]
     float* norm_scratch;              // one float on the device
-    float* host_losses;               // [BT] on the host
+    float* loss_sum;                  // the sum of the per-token losses since the last llama_take_loss (device)
+    double loss_tokens;               // how many tokens that sum holds (host)
 
     stream_t stream;
+    Profile prof;                     // --profile-step: timers around the launch groups (llmc/profile.h)
 #ifdef TESTING
     float* capture_logits;            // when set, every logits chunk is copied here (host, [BT, V])
 #endif
 } Llama;
 
-static LayerActs layer_acts(const Llama* m, int l) {
-    LayerActs a;
-    act_block_layout(&m->cfg, m->B, m->T, &m->flags, 0, offload_block(&m->off, l), &a);
-    act_fill_from(&a, &m->work, NUM_ACT_FIELDS);
-    return a;
-}
+static LayerActs layer_acts(const Llama* m, int l) { return act_block_at(&m->acts, offload_block(&m->off, l), &m->work); }
 
 // where layer l's output (layer l+1's input) goes
 static floatX* layer_output(const Llama* m, int l) {
@@ -368,6 +371,7 @@ static void llama_build(Llama* m, const LlamaConfig* cfg, const MemoryFlags* fla
     if ((size_t)flags->ce_chunks > BT) FAIL("--ce-chunks %d exceeds the %zu tokens of a batch", flags->ce_chunks, BT);
     if (flags->zero != 0 && flags->zero != 1) FAIL("--zero must be 0 or 1 (got %d)", flags->zero);
     if (flags->shard_vocab != 0 && flags->shard_vocab != 1) FAIL("--shard-vocab must be 0 or 1 (got %d)", flags->shard_vocab);
+    if (flags->grad_fp32 != 0 && flags->grad_fp32 != 1) FAIL("grad_fp32 must be resolved to 0 or 1 (got %d)", flags->grad_fp32);
 
     param_sizes(c, m->param_sizes);
     m->num_params = 0;
@@ -383,67 +387,63 @@ static void llama_build(Llama* m, const LlamaConfig* cfg, const MemoryFlags* fla
     Arena* d = &m->dev;
     arena_init(d, "device");
     arena_init(&m->host, "host (pinned)");
-    int h_params = arena_add(d, "parameters", "parameters", n_local * sizeof(floatX));
-    int h_grads = arena_add(d, "gradients", "gradients", n_local * sizeof(floatX));
-    int h_master = arena_add(d, "master weights (fp32)", "optimizer", HAVE_MASTER_WEIGHTS ? n_opt * sizeof(float) : 0);
-    int h_m = arena_add(d, "adam m", "optimizer", n_opt * sizeof(float));
-    int h_v = arena_add(d, "adam v", "optimizer", n_opt * sizeof(float));
-    int h_vw = arena_add(d, "vocab gather (weights)", "comm", vocab_full * sizeof(floatX));
-    int h_vdw = arena_add(d, "vocab gradient (unsharded)", "comm", vocab_full * sizeof(floatX));
+    arena_add_to(d, "parameters", "parameters", n_local * sizeof(floatX), &m->params);
+    arena_add_to(d, "gradients", "gradients", n_local * sizeof(floatX), &m->grads);
+    arena_add_to(d, "gradient accumulator (fp32)", "gradients", flags->grad_fp32 ? n_local * sizeof(float) : 0,
+                 &m->grad_acc);
+    arena_add_to(d, "master weights (fp32)", "optimizer", HAVE_MASTER_WEIGHTS ? n_opt * sizeof(float) : 0, &m->master);
+    arena_add_to(d, "adam m", "optimizer", n_opt * sizeof(float), &m->adam_m);
+    arena_add_to(d, "adam v", "optimizer", n_opt * sizeof(float), &m->adam_v);
+    arena_add_to(d, "vocab gather (weights)", "comm", vocab_full * sizeof(floatX), &m->vocab_w);
+    arena_add_to(d, "vocab gradient (unsharded)", "comm", vocab_full * sizeof(floatX), &m->vocab_dw);
     // --comm mpi in the CUDA build: the largest collective passes through pinned host memory
     size_t largest = vocab_full;
     for (int b = 0; b < m->lay->n_buckets; b++) largest = m->lay->bucket[b].padded > largest ? m->lay->bucket[b].padded : largest;
-    int h_staging = arena_add(&m->host, "comm staging (--comm mpi)", "comm",
-                              comm_staging_needed(comm) ? largest * sizeof(floatX) : 0);
+    arena_add_to(&m->host, "comm staging (--comm mpi)", "comm", comm_staging_needed(comm) ? largest * sizeof(floatX) : 0,
+                 &m->comm_staging);
 
-    m->act_block_bytes = act_block_layout(c, B, T, flags, 0, NULL, NULL);
-    offload_plan(&m->off, d, &m->host, c->L, n_offload, m->act_block_bytes);
-    int h_xfinal = arena_add(d, "saved activations (x_final)", "activations", BT * D * sizeof(floatX));
+    m->acts = act_plan(c, B, T, flags);
+    offload_plan(&m->off, d, &m->host, c->L, n_offload, m->acts.block_bytes);
+    arena_add_to(d, "saved activations (x_final)", "activations", BT * D * sizeof(floatX), &m->x_final);
 
-    int h_work = arena_add(d, "layer work (not saved)", "scratch", act_block_layout(c, B, T, flags, 1, NULL, NULL));
+    int h_work = arena_add(d, "layer work (not saved)", "scratch", m->acts.work_bytes);
     if (flags->ffn_chunks > 1 && flags->ffn_chunk_seq) {
         m->ffn_rows = (int)ceil_div(BT, flags->ffn_chunks); m->ffn_cols = c->F;
     } else {
-        m->ffn_rows = (int)BT; m->ffn_cols = (int)ceil_div(c->F, flags->ffn_chunks);
+        m->ffn_rows = (int)BT; m->ffn_cols = ffn_chunk_width(c->F, flags->ffn_chunks);
     }
     size_t ffn_chunk_bytes = (size_t)m->ffn_rows * m->ffn_cols * sizeof(floatX);
     int chunked = flags->ffn_chunks > 1;
-    int h_fh1 = arena_add(d, "ffn chunk h1", "scratch", chunked ? ffn_chunk_bytes : 0);
-    int h_fh3 = arena_add(d, "ffn chunk h3", "scratch", chunked ? ffn_chunk_bytes : 0);
-    int h_fg = arena_add(d, "ffn chunk g", "scratch", chunked ? ffn_chunk_bytes : 0);
-    int h_fdg = arena_add(d, "ffn d(g), d(h1)", "scratch", ffn_chunk_bytes);
-    int h_fdh3 = arena_add(d, "ffn d(h3)", "scratch", ffn_chunk_bytes);
-    int h_dx = arena_add(d, "d residual", "scratch", BT * D * sizeof(floatX));
-    int h_dxn = arena_add(d, "d normed input", "scratch", BT * D * sizeof(floatX));
-    int h_dq = arena_add(d, "dq", "scratch", BT * c->H * hd * sizeof(floatX));
-    int h_dk = arena_add(d, "dk", "scratch", BT * c->KV * hd * sizeof(floatX));
-    int h_dv = arena_add(d, "dv", "scratch", BT * c->KV * hd * sizeof(floatX));
-    int h_datt = arena_add(d, "d attention output", "scratch", BT * c->H * hd * sizeof(floatX));
-    int h_rstd = arena_add(d, "rstd (recompute)", "scratch", BT * sizeof(float));
+    arena_add_to(d, "ffn chunk h1", "scratch", chunked ? ffn_chunk_bytes : 0, &m->ffn_h1);
+    arena_add_to(d, "ffn chunk h3", "scratch", chunked ? ffn_chunk_bytes : 0, &m->ffn_h3);
+    arena_add_to(d, "ffn chunk g", "scratch", chunked ? ffn_chunk_bytes : 0, &m->ffn_g);
+    arena_add_to(d, "ffn d(g), d(h1)", "scratch", ffn_chunk_bytes, &m->ffn_dg);
+    arena_add_to(d, "ffn d(h3)", "scratch", ffn_chunk_bytes, &m->ffn_dh3);
+    arena_add_to(d, "d residual", "scratch", BT * D * sizeof(floatX), &m->dx);
+    arena_add_to(d, "d normed input", "scratch", BT * D * sizeof(floatX), &m->dxn);
+    arena_add_to(d, "dq", "scratch", BT * c->H * hd * sizeof(floatX), &m->dq);
+    arena_add_to(d, "dk", "scratch", BT * c->KV * hd * sizeof(floatX), &m->dk);
+    arena_add_to(d, "dv", "scratch", BT * c->KV * hd * sizeof(floatX), &m->dv);
+    arena_add_to(d, "d attention output", "scratch", BT * c->H * hd * sizeof(floatX), &m->datt);
+    arena_add_to(d, "rstd (recompute)", "scratch", BT * sizeof(float), &m->rstd_scratch);
+    arena_add_to(d, "attention delta (tc backward)", "scratch", attention_dispatch_scratch_floats(B, c->H, T) * sizeof(float),
+                 &m->att_delta);
     m->ce_rows = (int)ceil_div(BT, flags->ce_chunks);
-    int h_xf = arena_add(d, "final norm output", "scratch", BT * D * sizeof(floatX));
-    int h_rstdf = arena_add(d, "final norm rstd", "scratch", BT * sizeof(float));
-    int h_dxf = arena_add(d, "d final norm output", "scratch", BT * D * sizeof(floatX));
-    int h_logits = arena_add(d, "logits (one CE chunk)", "scratch", (size_t)m->ce_rows * c->V * sizeof(floatX));
-    int h_losses = arena_add(d, "per-token losses", "scratch", BT * sizeof(float));
-    int h_tokens = arena_add(d, "inputs + targets", "scratch", 2 * BT * sizeof(int));
-    int h_rope = arena_add(d, "rope cos + sin", "scratch", 2 * (size_t)c->max_seq_len * (hd / 2) * sizeof(float));
-    int h_norm = arena_add(d, "grad norm", "scratch", sizeof(float));
+    arena_add_to(d, "final norm output", "scratch", BT * D * sizeof(floatX), &m->xf);
+    arena_add_to(d, "final norm rstd", "scratch", BT * sizeof(float), &m->rstdf);
+    arena_add_to(d, "d final norm output", "scratch", BT * D * sizeof(floatX), &m->dxf);
+    arena_add_to(d, "logits (one CE chunk)", "scratch", (size_t)m->ce_rows * c->V * sizeof(floatX), &m->logits);
+    arena_add_to(d, "per-token losses", "scratch", BT * sizeof(float), &m->losses);
+    arena_add_to(d, "inputs + targets", "scratch", 2 * BT * sizeof(int), &m->inputs);
+    arena_add_to(d, "rope cos + sin", "scratch", 2 * (size_t)c->max_seq_len * (hd / 2) * sizeof(float), &m->rope_cos);
+    arena_add_to(d, "grad norm, loss sum", "scratch", 2 * sizeof(float), &m->norm_scratch);
 
     if (!allocate) return;
     m->allocated = 1;
     arena_allocate(d, dev_malloc);
     arena_allocate(&m->host, host_malloc_pinned);
 
-    m->params = (floatX*)arena_ptr(d, h_params);
-    m->grads = (floatX*)arena_ptr(d, h_grads);
-    m->master = (float*)arena_ptr(d, h_master);
-    m->adam_m = (float*)arena_ptr(d, h_m);
-    m->adam_v = (float*)arena_ptr(d, h_v);
-    m->vocab_w = (floatX*)arena_ptr(d, h_vw);
-    m->vocab_dw = (floatX*)arena_ptr(d, h_vdw);
     m->vocab_gathered = -1;
-    m->comm_staging = arena_ptr(&m->host, h_staging);
     m->comm_staging_bytes = comm_staging_needed(comm) ? largest * sizeof(floatX) : 0;
     m->layer_off = (size_t*)xmalloc((size_t)NUM_PARAM_TENSORS * c->L * sizeof(size_t));
     for (int i = 0; i < m->lay->n_seg; i++) {
@@ -454,37 +454,18 @@ static void llama_build(Llama* m, const LlamaConfig* cfg, const MemoryFlags* fla
     if (c->tied) { m->p[P_OUT] = m->p[P_EMB]; m->g[P_OUT] = m->g[P_EMB]; }
 
     offload_bind(&m->off, d, &m->host);
-    act_block_layout(c, B, T, flags, 1, (char*)arena_ptr(d, h_work), &m->work);
-    m->x_final = (floatX*)arena_ptr(d, h_xfinal);
-    m->ffn_h1 = (floatX*)arena_ptr(d, h_fh1);
-    m->ffn_h3 = (floatX*)arena_ptr(d, h_fh3);
-    m->ffn_g = (floatX*)arena_ptr(d, h_fg);
-    m->ffn_dg = (floatX*)arena_ptr(d, h_fdg);
-    m->ffn_dh3 = (floatX*)arena_ptr(d, h_fdh3);
-    m->dx = (floatX*)arena_ptr(d, h_dx);
-    m->dxn = (floatX*)arena_ptr(d, h_dxn);
-    m->dq = (floatX*)arena_ptr(d, h_dq);
-    m->dk = (floatX*)arena_ptr(d, h_dk);
-    m->dv = (floatX*)arena_ptr(d, h_dv);
-    m->datt = (floatX*)arena_ptr(d, h_datt);
-    m->rstd_scratch = (float*)arena_ptr(d, h_rstd);
-    m->xf = (floatX*)arena_ptr(d, h_xf);
-    m->rstdf = (float*)arena_ptr(d, h_rstdf);
-    m->dxf = (floatX*)arena_ptr(d, h_dxf);
-    m->logits = (floatX*)arena_ptr(d, h_logits);
-    m->losses = (float*)arena_ptr(d, h_losses);
-    m->inputs = (int*)arena_ptr(d, h_tokens);
+    act_plan_layout(&m->acts, ACT_IN_WORK, (char*)arena_ptr(d, h_work), &m->work);
     m->targets = m->inputs + BT;
-    m->rope_cos = (float*)arena_ptr(d, h_rope);
     m->rope_sin = m->rope_cos + (size_t)c->max_seq_len * (hd / 2);
-    m->norm_scratch = (float*)arena_ptr(d, h_norm);
-    m->host_losses = (float*)xmalloc(BT * sizeof(float));
+    m->loss_sum = m->norm_scratch + 1;
 
     m->stream = stream_create();
     matmul_setup();
     // bucket padding and the padded vocabulary rows stay zero for good
     dev_memset(m->params, 0, n_local * sizeof(floatX), m->stream);
     dev_memset(m->grads, 0, n_local * sizeof(floatX), m->stream);
+    if (m->grad_acc) dev_memset(m->grad_acc, 0, n_local * sizeof(float), m->stream);
+    dev_memset(m->loss_sum, 0, sizeof(float), m->stream);
 
     // RoPE table: angle pos * theta^(-2i/hd) for the adjacent pair (2i, 2i+1)
     size_t half = hd / 2, n_rope = (size_t)c->max_seq_len * half;
@@ -504,13 +485,13 @@ static void llama_build(Llama* m, const LlamaConfig* cfg, const MemoryFlags* fla
 static void llama_free(Llama* m) {
     if (!m->allocated) { free(m->lay); free(m->pieces); return; }
     stream_synchronize(m->stream);
+    profile_free(&m->prof);
     offload_free(&m->off);
     stream_destroy(m->stream);
     matmul_teardown();
     if (m->dev.base) dev_free(m->dev.base);
     if (m->comm->staging == m->comm_staging) comm_set_staging(m->comm, NULL, 0);  // never left dangling
     if (m->host.base) host_free_pinned(m->host.base);
-    free(m->host_losses);
     free(m->layer_off);
     free(m->lay); free(m->pieces);
 }
@@ -708,21 +689,36 @@ static void vocab_grad_done(Llama* m, int t) {
                    m->stream);
 }
 
+// The nominal work of the launch groups, for the per-kernel profile (--profile-step):
+// FLOPs of a GEMM, bytes of the memory-bound kernels (each tensor read or written once).
+static double gemm_flops(double M, double N, double K) { return 2.0 * M * N * K; }
+#define SX ((double)sizeof(floatX))
+
 // attention half of the layer: x -> xmid (and xn2, the FFN input)
 static void attention_block_forward(Llama* m, int l, LayerActs a, int B, int T, float* rstd1) {
     const LlamaConfig* c = &m->cfg;
     int N = B * T, D = c->D, hd = D / c->H, qd = c->H * hd, kvd = c->KV * hd;
     stream_t s = m->stream;
+    Profile* P = &m->prof;
+    int k = prof_begin(P, "rmsnorm fwd", s);
     rmsnorm_forward(ACT(a, A_XN1), rstd1, ACT(a, A_X), layer_w(m, P_ATTN_NORM, l), N, D, c->norm_eps, s);
+    prof_end(P, k, 0, 2.0 * N * D * SX, s);
+    k = prof_begin(P, "qkv matmul fwd", s);
     matmul_forward(ACT(a, A_Q), ACT(a, A_XN1), layer_w(m, P_WQ, l), N, D, qd, D, 0, s);
     matmul_forward(ACT(a, A_K), ACT(a, A_XN1), layer_w(m, P_WK, l), N, D, kvd, D, 0, s);
     matmul_forward(ACT(a, A_V), ACT(a, A_XN1), layer_w(m, P_WV, l), N, D, kvd, D, 0, s);
+    prof_end(P, k, gemm_flops(N, qd + 2.0 * kvd, D), 0, s);
+    k = prof_begin(P, "rope fwd", s);
     rope_forward(ACT(a, A_Q), ACT(a, A_Q), m->rope_cos, m->rope_sin, B, T, c->H, hd, s);
     rope_forward(ACT(a, A_K), ACT(a, A_K), m->rope_cos, m->rope_sin, B, T, c->KV, hd, s);
-    attention_forward(ACT(a, A_ATT), ACTF(a, A_LSE), ACT(a, A_Q), ACT(a, A_K), ACT(a, A_V), B, T, c->H, c->KV, hd, s);
-    // the residual add is the GEMM's accumulate: xmid = x, then xmid += att wo^T
-    dev_memcpy_d2d(ACT(a, A_XMID), ACT(a, A_X), (size_t)N * D * sizeof(floatX), s);
-    matmul_forward(ACT(a, A_XMID), ACT(a, A_ATT), layer_w(m, P_WO, l), N, qd, D, qd, 1, s);
+    prof_end(P, k, 0, 2.0 * N * (qd + kvd) * SX, s);
+    k = prof_begin(P, "attention fwd", s);
+    attention_dispatch_forward(ACT(a, A_ATT), ACTF(a, A_LSE), ACT(a, A_Q), ACT(a, A_K), ACT(a, A_V), B, T, c->H, c->KV, hd, s);
+    prof_end(P, k, 2.0 * B * c->H * (double)T * T * hd, 0, s);  // FlashAttention's count: 4 B H T^2 hd, halved (causal)
+    // the residual add is the GEMM's: xmid = x + att wo^T (cuBLASLt's C = x, D = xmid)
+    k = prof_begin(P, "wo matmul fwd", s);
+    matmul_forward_residual(ACT(a, A_XMID), ACT(a, A_X), ACT(a, A_ATT), layer_w(m, P_WO, l), N, qd, D, qd, s);
+    prof_end(P, k, gemm_flops(N, D, qd), 0, s);
 }
 
 // One FFN chunk: rows [r0, r0+nr) of the tokens, hidden units [f0, f0+nf).
@@ -731,9 +727,13 @@ static void ffn_chunk_hidden(Llama* m, int l, const floatX* xn2, int nr, int f0,
                              floatX* g) {
     int D = m->cfg.D;
     stream_t s = m->stream;
+    int k = prof_begin(&m->prof, "ffn w1 w3 matmul fwd", s);
     matmul_forward(h1, xn2, layer_w(m, P_W1, l) + (size_t)f0 * D, nr, D, nf, D, 0, s);
     matmul_forward(h3, xn2, layer_w(m, P_W3, l) + (size_t)f0 * D, nr, D, nf, D, 0, s);
+    prof_end(&m->prof, k, 2 * gemm_flops(nr, nf, D), 0, s);
+    k = prof_begin(&m->prof, "swiglu fwd", s);
     swiglu_forward(g, h1, h3, (size_t)nr * nf, s);
+    prof_end(&m->prof, k, 0, 3.0 * nr * nf * SX, s);
 }
 
 // the chunk's position: rows [r0, r0+nr), hidden units [f0, f0+nf)
@@ -757,20 +757,30 @@ static int ffn_num_chunks(const Llama* m, int N) {
     return n;
 }
 
-// FFN: out += w2(silu(w1 xn2) * w3 xn2), chunk by chunk when --ffn-chunks > 1
-static void ffn_forward(Llama* m, int l, LayerActs a, int N, floatX* out) {
+// FFN with its residual: out = residual + w2(silu(w1 xn2) * w3 xn2), chunk by chunk when
+// --ffn-chunks > 1. The residual enters through the first GEMM that writes each row
+// (cuBLASLt's C = residual, D = out); later hidden chunks accumulate into out.
+static void ffn_forward(Llama* m, int l, LayerActs a, int N, const floatX* residual, floatX* out) {
     int D = m->cfg.D, F = m->cfg.F;
     stream_t s = m->stream;
     if (m->flags.ffn_chunks == 1) {
         ffn_chunk_hidden(m, l, ACT(a, A_XN2), N, 0, F, ACT(a, A_H1), ACT(a, A_H3), ACT(a, A_G));
-        matmul_forward(out, ACT(a, A_G), layer_w(m, P_W2, l), N, F, D, F, 1, s);
+        int k = prof_begin(&m->prof, "ffn w2 matmul fwd", s);
+        matmul_forward_residual(out, residual, ACT(a, A_G), layer_w(m, P_W2, l), N, F, D, F, s);
+        prof_end(&m->prof, k, gemm_flops(N, D, F), 0, s);
         return;
     }
     int K = ffn_num_chunks(m, N);
     for (int k = 0; k < K; k++) {
         int r0, nr, f0, nf; ffn_chunk_range(m, N, k, &r0, &nr, &f0, &nf);
         ffn_chunk_hidden(m, l, ACT(a, A_XN2) + (size_t)r0 * D, nr, f0, nf, m->ffn_h1, m->ffn_h3, m->ffn_g);
-        matmul_forward(out + (size_t)r0 * D, m->ffn_g, layer_w(m, P_W2, l) + f0, nr, nf, D, F, 1, s);
+        int kp = prof_begin(&m->prof, "ffn w2 matmul fwd", s);
+        floatX* o = out + (size_t)r0 * D;
+        if (m->flags.ffn_chunk_seq || k == 0)  // the first product into these rows
+            matmul_forward_residual(o, residual + (size_t)r0 * D, m->ffn_g, layer_w(m, P_W2, l) + f0, nr, nf, D, F, s);
+        else
+            matmul_forward(o, m->ffn_g, layer_w(m, P_W2, l) + f0, nr, nf, D, F, 1, s);
+        prof_end(&m->prof, kp, gemm_flops(nr, D, nf), 0, s);
     }
 }
 
@@ -790,15 +800,22 @@ static void ffn_backward(Llama* m, int l, LayerActs a, int N, const floatX* dout
             h1 = m->ffn_h1; h3 = m->ffn_h3; g = m->ffn_g;
             ffn_chunk_hidden(m, l, xn2, nr, f0, nf, h1, h3, g);
         }
+        Profile* P = &m->prof;
+        int kp = prof_begin(P, "ffn w2 matmul bwd", s);
         matmul_backward_weight(layer_dw(m, P_W2, l) + f0, dy, g, nr, nf, D, F, s);
         matmul_backward_input(m->ffn_dg, dy, layer_w(m, P_W2, l) + f0, nr, nf, D, F, 0, s);
+        prof_end(P, kp, 2 * gemm_flops(nr, D, nf), 0, s);
+        kp = prof_begin(P, "swiglu bwd", s);
         swiglu_backward(m->ffn_dg, m->ffn_dh3, m->ffn_dg, h1, h3, (size_t)nr * nf, s);  // ffn_dg now holds d(h1)
+        prof_end(P, kp, 0, 5.0 * nr * nf * SX, s);
+        kp = prof_begin(P, "ffn w1 w3 matmul bwd", s);
         matmul_backward_weight(layer_dw(m, P_W1, l) + (size_t)f0 * D, m->ffn_dg, xn2, nr, D, nf, D, s);
         matmul_backward_weight(layer_dw(m, P_W3, l) + (size_t)f0 * D, m->ffn_dh3, xn2, nr, D, nf, D, s);
         floatX* dxn2 = m->dxn + (size_t)r0 * D;
         int first = m->flags.ffn_chunk_seq || k == 0;  // hidden chunks all add into the same rows
         matmul_backward_input(dxn2, m->ffn_dg, layer_w(m, P_W1, l) + (size_t)f0 * D, nr, D, nf, D, !first, s);
         matmul_backward_input(dxn2, m->ffn_dh3, layer_w(m, P_W3, l) + (size_t)f0 * D, nr, D, nf, D, 1, s);
+        prof_end(P, kp, 4 * gemm_flops(nr, nf, D), 0, s);
     }
 }
 
@@ -808,13 +825,14 @@ static void layer_forward(Llama* m, int l, int B, int T, RunMode mode) {
     stream_t s = m->stream;
     LayerActs a = layer_acts(m, l);
     attention_block_forward(m, l, a, B, T, ACTF(a, A_RSTD1));
+    int k = prof_begin(&m->prof, "rmsnorm fwd", s);
     rmsnorm_forward(ACT(a, A_XN2), ACTF(a, A_RSTD2), ACT(a, A_XMID), layer_w(m, P_FFN_NORM, l), N, D, c->norm_eps, s);
+    prof_end(&m->prof, k, 0, 2.0 * N * D * SX, s);
     floatX* out = layer_output(m, l);
     // the output lands in the next layer's block; with offload that block is a slot
     // whose previous tenant (layer l-1) must have reached the host first
     if (mode == MODE_TRAIN && l + 1 < c->L) offload_before_write(&m->off, l + 1, s);
-    dev_memcpy_d2d(out, ACT(a, A_XMID), (size_t)N * D * sizeof(floatX), s);
-    ffn_forward(m, l, a, N, out);
+    ffn_forward(m, l, a, N, ACT(a, A_XMID), out);
     if (mode == MODE_TRAIN) offload_after_forward(&m->off, l, s);
 }
 
@@ -823,40 +841,61 @@ static void layer_backward(Llama* m, int l, int B, int T) {
     const LlamaConfig* c = &m->cfg;
     int N = B * T, D = c->D, hd = D / c->H, qd = c->H * hd, kvd = c->KV * hd;
     stream_t s = m->stream;
+    Profile* P = &m->prof;
+    int k = prof_begin(P, "offload wait", s);
     offload_before_backward(&m->off, l, s);
+    prof_end(P, k, 0, 0, s);
     LayerActs a = layer_acts(m, l);
 
-    // recompute what was not kept (bitwise the same values: same launchers, same inputs)
+    // recompute what was not kept (bitwise the same values: same launchers, same inputs);
+    // the profile counts the recomputed launches in their forward groups
     if (m->flags.recompute >= 2) {  // only x was kept: the whole forward of the layer again, minus its output
         attention_block_forward(m, l, a, B, T, ACTF(a, A_RSTD1));
         rmsnorm_forward(ACT(a, A_XN2), ACTF(a, A_RSTD2), ACT(a, A_XMID), layer_w(m, P_FFN_NORM, l), N, D, c->norm_eps, s);
         if (m->flags.ffn_chunks == 1) ffn_chunk_hidden(m, l, ACT(a, A_XN2), N, 0, c->F, ACT(a, A_H1), ACT(a, A_H3), ACT(a, A_G));
     } else if (m->flags.recompute == 1) {
+        k = prof_begin(P, "rmsnorm fwd", s);
         rmsnorm_forward(ACT(a, A_XN1), m->rstd_scratch, ACT(a, A_X), layer_w(m, P_ATTN_NORM, l), N, D, c->norm_eps, s);
         rmsnorm_forward(ACT(a, A_XN2), m->rstd_scratch, ACT(a, A_XMID), layer_w(m, P_FFN_NORM, l), N, D, c->norm_eps, s);
+        prof_end(P, k, 0, 4.0 * N * D * SX, s);
+        k = prof_begin(P, "swiglu fwd", s);
         if (m->flags.ffn_chunks == 1) swiglu_forward(ACT(a, A_G), ACT(a, A_H1), ACT(a, A_H3), (size_t)N * c->F, s);
+        prof_end(P, k, 0, m->flags.ffn_chunks == 1 ? 3.0 * N * c->F * SX : 0, s);
     }
 
     // FFN and its norm: dx is the gradient at the FFN output and also, through the
     // residual, at xmid; the norm's backward adds the FFN path into it
     ffn_backward(m, l, a, N, m->dx);
+    double norm_bytes = 4.0 * N * D * SX;  // reads x, dxn, dx; writes dx
+    k = prof_begin(P, "rmsnorm bwd", s);
     rmsnorm_backward(m->dx, layer_dw(m, P_FFN_NORM, l), m->dxn, ACT(a, A_XMID), layer_w(m, P_FFN_NORM, l),
                      ACTF(a, A_RSTD2), N, D, s);
+    prof_end(P, k, 0, norm_bytes, s);
     // attention
+    k = prof_begin(P, "wo matmul bwd", s);
     matmul_backward_weight(layer_dw(m, P_WO, l), m->dx, ACT(a, A_ATT), N, qd, D, qd, s);
     matmul_backward_input(m->datt, m->dx, layer_w(m, P_WO, l), N, qd, D, qd, 0, s);
-    attention_backward(m->dq, m->dk, m->dv, m->datt, ACT(a, A_Q), ACT(a, A_K), ACT(a, A_V), ACT(a, A_ATT),
-                       ACTF(a, A_LSE), B, T, c->H, c->KV, hd, s);
+    prof_end(P, k, 2 * gemm_flops(N, D, qd), 0, s);
+    k = prof_begin(P, "attention bwd", s);
+    attention_dispatch_backward(m->dq, m->dk, m->dv, m->datt, ACT(a, A_Q), ACT(a, A_K), ACT(a, A_V), ACT(a, A_ATT),
+                                ACTF(a, A_LSE), m->att_delta, B, T, c->H, c->KV, hd, s);
+    prof_end(P, k, 2.5 * 2.0 * B * c->H * (double)T * T * hd, 0, s);  // FlashAttention's count: 2.5 x forward
+    k = prof_begin(P, "rope bwd", s);
     rope_backward(m->dq, m->dq, m->rope_cos, m->rope_sin, B, T, c->H, hd, s);
     rope_backward(m->dk, m->dk, m->rope_cos, m->rope_sin, B, T, c->KV, hd, s);
+    prof_end(P, k, 0, 2.0 * N * (qd + kvd) * SX, s);
+    k = prof_begin(P, "qkv matmul bwd", s);
     matmul_backward_weight(layer_dw(m, P_WQ, l), m->dq, ACT(a, A_XN1), N, D, qd, D, s);
     matmul_backward_weight(layer_dw(m, P_WK, l), m->dk, ACT(a, A_XN1), N, D, kvd, D, s);
     matmul_backward_weight(layer_dw(m, P_WV, l), m->dv, ACT(a, A_XN1), N, D, kvd, D, s);
     matmul_backward_input(m->dxn, m->dq, layer_w(m, P_WQ, l), N, D, qd, D, 0, s);
     matmul_backward_input(m->dxn, m->dk, layer_w(m, P_WK, l), N, D, kvd, D, 1, s);
     matmul_backward_input(m->dxn, m->dv, layer_w(m, P_WV, l), N, D, kvd, D, 1, s);
+    prof_end(P, k, 2 * gemm_flops(N, qd + 2.0 * kvd, D), 0, s);
+    k = prof_begin(P, "rmsnorm bwd", s);
     rmsnorm_backward(m->dx, layer_dw(m, P_ATTN_NORM, l), m->dxn, ACT(a, A_X), layer_w(m, P_ATTN_NORM, l),
                      ACTF(a, A_RSTD1), N, D, s);
+    prof_end(P, k, 0, norm_bytes, s);
     offload_after_backward(&m->off, l, s);
 }
 
@@ -870,65 +909,107 @@ static void head_forward_backward(Llama* m, int N, RunMode mode, float dloss) {
     const LlamaConfig* c = &m->cfg;
     int D = c->D, V = c->V;
     stream_t s = m->stream;
+    Profile* P = &m->prof;
+    int k = prof_begin(P, "rmsnorm fwd", s);
     rmsnorm_forward(m->xf, m->rstdf, m->x_final, m->p[P_NORM], N, D, c->norm_eps, s);
+    prof_end(P, k, 0, 2.0 * N * D * SX, s);
     const floatX* w_out = vocab_weights(m, P_OUT);
     floatX* dw_out = mode == MODE_TRAIN ? vocab_grad_begin(m, P_OUT) : NULL;
     for (int r0 = 0; r0 < N; r0 += m->ce_rows) {
         int nr = N - r0 < m->ce_rows ? N - r0 : m->ce_rows;
+        k = prof_begin(P, "head matmul fwd", s);
         matmul_forward(m->logits, m->xf + (size_t)r0 * D, w_out, nr, D, V, D, 0, s);
+        prof_end(P, k, gemm_flops(nr, V, D), 0, s);
 #ifdef TESTING
         if (m->capture_logits) {
             stream_synchronize(s);
             dev_download_floats(m->capture_logits + (size_t)r0 * V, m->logits, (size_t)nr * V);
         }
 #endif
+        k = prof_begin(P, "crossentropy", s);
         crossentropy_forward_backward(m->losses + r0, m->logits, m->targets + r0, nr, V, dloss, mode == MODE_TRAIN, s);
+        prof_end(P, k, 0, (mode == MODE_TRAIN ? 2.0 : 1.0) * nr * V * SX, s);
         if (mode == MODE_TRAIN) {
+            k = prof_begin(P, "head matmul bwd", s);
             matmul_backward_weight(dw_out, m->logits, m->xf + (size_t)r0 * D, nr, D, V, D, s);
             matmul_backward_input(m->dxf + (size_t)r0 * D, m->logits, w_out, nr, D, V, D, 0, s);
+            prof_end(P, k, 2 * gemm_flops(nr, V, D), 0, s);
         }
     }
     if (mode == MODE_TRAIN) {
         if (!c->tied) vocab_grad_done(m, P_OUT);  // tied: the embedding's backward adds to it first
+        k = prof_begin(P, "rmsnorm bwd", s);
         dev_memset(m->dx, 0, (size_t)N * D * sizeof(floatX), s);
         rmsnorm_backward(m->dx, m->g[P_NORM], m->dxf, m->x_final, m->p[P_NORM], m->rstdf, N, D, s);
+        prof_end(P, k, 0, 5.0 * N * D * SX, s);
     }
 }
 
+// The gradients of [lo, lo + n) are complete for this micro-step. With
+// --fp32-grad-accum they move into the fp32 accumulator (the bf16 buffer is zeroed
+// for the next micro-step), and on the last micro-step the sum comes back, rounded
+// once, for the reduction, the norm and AdamW.
+static void grads_micro_step_done(Llama* m, size_t lo, size_t n, int last) {
+    if (!m->grad_acc || n == 0) return;
+    int k = prof_begin(&m->prof, "grad accumulate (fp32)", m->stream);
+    grad_accumulate(m->grad_acc + lo, m->grads + lo, n, last, m->stream);
+    prof_end(&m->prof, k, 0, n * (2 * SX + 8.0), m->stream);
+}
+
 // One micro-batch: forward, and in training the backward too, adding into the
-// gradients (dloss = 1 / (tokens in the whole step, all DP ranks)). With reduce = 1
+// gradients (dloss = 1 / (tokens in the whole step, all DP ranks)). With last = 1
 // (the step's last micro-batch) each bucket's DP reduction starts as soon as its
-// gradients are complete. Returns the mean loss over the DP group.
-static float llama_forward_backward(Llama* m, const int* inputs, const int* targets, int B, int T, RunMode mode,
-                                    float dloss, int reduce) {
+// gradients are complete. The losses are summed on the device: llama_take_loss reads
+// them once per step.
+static void llama_forward_backward(Llama* m, const int* inputs, const int* targets, int B, int T, RunMode mode,
+                                   float dloss, int last) {
     const LlamaConfig* c = &m->cfg;
     int N = B * T;
     if (B * T > m->B * m->T || T > m->T) FAIL("batch %dx%d exceeds the planned %dx%d", B, T, m->B, m->T);
     stream_t s = m->stream;
     dev_memcpy_h2d(m->inputs, inputs, (size_t)N * sizeof(int), s);
     dev_memcpy_h2d(m->targets, targets, (size_t)N * sizeof(int), s);
-    encoder_forward(ACT(layer_acts(m, 0), A_X), m->inputs, vocab_weights(m, P_EMB), N, c->D, s);
+    const floatX* emb = vocab_weights(m, P_EMB);
+    int k = prof_begin(&m->prof, "embedding", s);
+    encoder_forward(ACT(layer_acts(m, 0), A_X), m->inputs, emb, N, c->D, s);
+    prof_end(&m->prof, k, 0, 2.0 * N * c->D * SX, s);
     for (int l = 0; l < c->L; l++) layer_forward(m, l, B, T, mode);
     head_forward_backward(m, N, mode, dloss);
     if (mode == MODE_TRAIN) {
         for (int l = c->L - 1; l >= 0; l--) {
             layer_backward(m, l, B, T);
-            if (reduce) grads_reduce_bucket(m, l);  // overlaps the backward of the layers below
+            const Bucket* b = &m->lay->bucket[l];
+            grads_micro_step_done(m, b->start, b->padded, last);
+            if (last) grads_reduce_bucket(m, l);  // overlaps the backward of the layers below
         }
         // a tied, sharded model's unsharded gradient already holds the head's part
         floatX* demb = m->flags.shard_vocab && c->tied ? m->vocab_dw : vocab_grad_begin(m, P_EMB);
+        k = prof_begin(&m->prof, "embedding", s);
         encoder_backward(demb, m->dx, m->inputs, N, c->D, s);
+        prof_end(&m->prof, k, 0, 3.0 * N * c->D * SX, s);
         vocab_grad_done(m, P_EMB);
-        if (reduce) grads_reduce_bucket(m, c->L);
+        const Bucket* hb = &m->lay->bucket[c->L];
+        grads_micro_step_done(m, hb->start, hb->padded, last);
+        grads_micro_step_done(m, m->lay->vocab_start, m->lay->n_local - m->lay->vocab_start, last);  // --shard-vocab
+        if (last) grads_reduce_bucket(m, c->L);
     }
-    dev_memcpy_d2h(m->host_losses, m->losses, (size_t)N * sizeof(float), s);
+    sum_accumulate(m->loss_sum, m->losses, (size_t)N, s);
+    m->loss_tokens += N;
+}
+
+// The mean loss over the tokens forward has seen since the last call, over the DP
+// group (every rank's micro-batches have the same size): the step's one read of a
+// device value and wait for the device. Resets the sum.
+static float llama_take_loss(Llama* m) {
+    float sum = 0.0f;
+    dev_memcpy_d2h(&sum, m->loss_sum, sizeof(float), m->stream);
+    dev_memset(m->loss_sum, 0, sizeof(float), m->stream);
     comm_synchronize(m->comm);  // bounded: a dead peer ends here with a message
-    stream_synchronize(s);
-    double sum = 0.0;
-    for (int i = 0; i < N; i++) sum += m->host_losses[i];
-    sum /= N;
-    comm_host_all_reduce(m->comm, GROUP_DP, &sum, 1, COMM_SUM);
-    return (float)(sum / m->comm->dp);
+    stream_synchronize(m->stream);
+    double mean = m->loss_tokens > 0 ? sum / m->loss_tokens : NAN;
+    m->loss_tokens = 0;
+    comm_host_all_reduce(m->comm, GROUP_DP, &mean, 1, COMM_SUM);
+    return (float)(mean / m->comm->dp);
 }
 
 static void llama_zero_grads(Llama* m) {
@@ -944,6 +1025,7 @@ static float llama_grad_norm(Llama* m) {
     stream_t s = m->stream;
     const ParamLayout* lay = m->lay;
     comm_join(m->comm, s);
+    int k = prof_begin(&m->prof, "grad norm", s);
     dev_memset(m->norm_scratch, 0, sizeof(float), s);
     if (m->flags.zero) {
         for (int b = 0; b < lay->n_buckets; b++) {
@@ -955,6 +1037,7 @@ static float llama_grad_norm(Llama* m) {
     }
     if (lay->n_local > lay->vocab_start)  // the owned vocabulary rows
         global_norm_squared(m->norm_scratch, m->grads + lay->vocab_start, lay->n_local - lay->vocab_start, s);
+    prof_end(&m->prof, k, 0, (double)lay->n_opt * SX, s);
     comm_all_reduce(llama_comm(m), GROUP_DP, m->norm_scratch, 1, COMM_FLOAT, COMM_SUM, s);
     comm_join(m->comm, s);
     float norm2 = 0.0f;
@@ -970,12 +1053,15 @@ static void llama_apply_update(Llama* m, float lr, float beta1, float beta2, flo
                                float grad_clip, float norm, int t) {
     stream_t s = m->stream;
     float scale = grad_clip_scale(grad_clip, norm);
+    // per element: parameter and gradient (floatX), moments and master weights (fp32), read and written
+    int k = prof_begin(&m->prof, "adamw", s);
     for (int i = 0; i < m->n_pieces; i++) {
         const Piece* pc = &m->pieces[i];
         float wd = param_is_matrix(pc->tensor) ? weight_decay : 0.0f;
         adamw_update(m->params + pc->local_off, m->master ? m->master + pc->opt_off : NULL, m->grads + pc->local_off,
                      m->adam_m + pc->opt_off, m->adam_v + pc->opt_off, pc->n, lr, beta1, beta2, eps, wd, scale, t, s);
     }
+    prof_end(&m->prof, k, 0, (double)m->lay->n_opt * (3 * SX + 4.0 * (2 + HAVE_MASTER_WEIGHTS) * 2), s);
     if (m->flags.zero)
         for (int b = 0; b < m->lay->n_buckets; b++)
             comm_all_gather(llama_comm(m), GROUP_DP, m->params + m->lay->bucket[b].start, m->lay->bucket[b].padded / m->comm->dp,
@@ -1157,12 +1243,10 @@ static int checkpoint_read(Llama* m, const char* path, int grad_accum, DataLoade
 #ifndef TESTING
 
 typedef struct {
-    const char* model;
     LlamaConfig cfg;
     MemoryFlags flags;
-    const char* ffn_chunk_dim;
     TrainLoopArgs loop;  // optimizer, schedule, cadence, run directory, resume, plan (llmc/train_args.h)
-    int B, T, total_batch, val_batches, sample_every, sample_len, save_init, tp, dp_plan;
+    int B, T, total_batch, val_batches, sample_every, sample_len, save_init, tp, dp_plan, profile_step, fp32_grad_accum;
     float fit_memory, fit_link_gbs, fit_reserve_mib;  // --fit-memory GiB (0 = off), its link and reserve
     const char* fit_candidates;
     int batch_given, fit_fixed_ffn, fit_fixed_ce, fit_fixed_recompute, fit_fixed_offload;  // flags given by the user
@@ -1182,10 +1266,11 @@ static void usage(const Flag* flags, int n) {
 
 static void parse_args(int argc, char** argv, TrainArgs* a) {
     memset(a, 0, sizeof(*a));
-    a->model = "tiny";
+    a->loop.model = "tiny";
     a->flags = memory_flags_default();
-    a->ffn_chunk_dim = "hidden";
-    a->B = 8; a->T = 256; a->total_batch = 0; a->loop.steps = 200; a->loop.warmup = 20;
+    a->loop.ffn_chunk_dim = "hidden";
+    a->loop.attention = "auto";
+    a->B = 8; a->T = 256; a->total_batch = 0; a->loop.steps = 200; a->loop.warmup = 20; a->fp32_grad_accum = -1;
     a->loop.val_every = 50; a->val_batches = 20; a->sample_every = 0; a->sample_len = 64; a->loop.ckpt_every = 0;
     a->loop.log_every = 1;
     a->loop.lr = 1e-3f; a->loop.min_lr_frac = 0.1f; a->loop.weight_decay = 0.1f; a->loop.beta1 = 0.9f; a->loop.beta2 = 0.95f;
@@ -1207,15 +1292,15 @@ static void parse_args(int argc, char** argv, TrainArgs* a) {
     a->comm_backend = "nccl";
 #endif
     // the preset first, so explicit dimensions override it wherever they stand
-    if (flag_peek(argc, argv, "model")) a->model = flag_peek(argc, argv, "model");
+    if (flag_peek(argc, argv, "model")) a->loop.model = flag_peek(argc, argv, "model");
     int found = 0;
     for (int i = 0; i < NUM_MODEL_PRESETS; i++)
-        if (strcmp(MODEL_PRESETS[i].name, a->model) == 0) { a->cfg = MODEL_PRESETS[i].cfg; found = 1; }
-    if (!found) FAIL("unknown --model '%s' (known: tiny, stories15M, stories42M, stories110M, llama3-1B)", a->model);
+        if (strcmp(MODEL_PRESETS[i].name, a->loop.model) == 0) { a->cfg = MODEL_PRESETS[i].cfg; found = 1; }
+    if (!found) FAIL("unknown --model '%s' (known: tiny, stories15M, stories42M, stories110M, llama3-1B)", a->loop.model);
     a->T = a->T < a->cfg.max_seq_len ? a->T : a->cfg.max_seq_len;
 
     const Flag own[] = {
-        {"model", 's', &a->model, "tiny | stories15M | stories42M | stories110M | llama3-1B (default tiny)"},
+        {"model", 's', &a->loop.model, "tiny | stories15M | stories42M | stories110M | llama3-1B (default tiny)"},
         {"V", 'i', &a->cfg.V, "vocabulary size (overrides the preset)"},
         {"D", 'i', &a->cfg.D, "model width"},
         {"L", 'i', &a->cfg.L, "layers"},
@@ -1248,21 +1333,21 @@ static void parse_args(int argc, char** argv, TrainArgs* a) {
         {"fit-link-gbs", 'f', &a->fit_link_gbs, "GB/s of the host link in --fit-memory's cost of offload (default 25; CPU build 10)"},
         {"fit-reserve", 'f', &a->fit_reserve_mib, "MiB --fit-memory leaves outside the plan (default 1024 + cuBLASLt workspace; CPU 64)"},
         {"fit-candidates", 's', &a->fit_candidates, "write every plan --fit-memory tried as JSON lines to this file"},
+        {"fp32-grad-accum", 'i', &a->fp32_grad_accum, "1: sum micro-steps' gradients in fp32 (+4 B/param), 0: in the "
+                                                       "gradient buffer; default -1 = on when bf16 and > 1 micro-step"},
+        {"profile-step", 'i', &a->profile_step, "print the time of each launch group in step N (0 = off; llmc/profile.h)"},
     };
-    Flag flags[96];
-    int nflags = (int)(sizeof(own) / sizeof(own[0]));
-    memcpy(flags, own, sizeof(own));
-    MemoryFlagRefs mem = {&a->flags.ffn_chunks, &a->ffn_chunk_dim, &a->flags.offload_act, &a->flags.recompute,
+    MemoryFlagRefs mem = {&a->flags.ffn_chunks, &a->flags.offload_act, &a->flags.recompute,
                           "0 keep all, 1 recompute norms and SwiGLU, 2 keep only layer inputs"};
-    nflags += train_loop_flags(flags + nflags, &a->loop, mem);
-    int given[96];
-    flags_parse(argc, argv, flags, nflags, given, usage);
+    Flag flags[TRAIN_MAX_FLAGS];
+    int given[TRAIN_MAX_FLAGS];
+    int nflags = train_flags_parse(argc, argv, own, (int)(sizeof(own) / sizeof(own[0])), &a->loop, mem,
+                                   &a->flags.ffn_chunk_seq, flags, given, usage);
     a->batch_given = flag_given(flags, nflags, given, &a->B);
     a->fit_fixed_ffn = flag_given(flags, nflags, given, &a->flags.ffn_chunks);
     a->fit_fixed_ce = flag_given(flags, nflags, given, &a->flags.ce_chunks);
     a->fit_fixed_recompute = flag_given(flags, nflags, given, &a->flags.recompute);
     a->fit_fixed_offload = flag_given(flags, nflags, given, &a->flags.offload_act);
-    train_loop_validate(&a->loop, a->ffn_chunk_dim, &a->flags.ffn_chunk_seq);
     if (!(a->temperature >= 0.0f)) FAIL("--temperature must be >= 0 (0 = greedy)");
     if (a->tp != 1) FAIL("--tp %d: tensor parallelism is not in this build yet; world = dp ranks (use --tp 1)", a->tp);
     if (strcmp(a->comm_backend, "nccl") != 0 && strcmp(a->comm_backend, "mpi") != 0)
@@ -1278,7 +1363,7 @@ static void parse_args(int argc, char** argv, TrainArgs* a) {
 
 static void print_config(Logger* lg, const TrainArgs* a, const Llama* m, int grad_accum) {
     const LlamaConfig* c = &m->cfg;
-    logf_(lg, "train_llama | %s | %s | %s\n", m->allocated ? dev_name() : "plan only", PRECISION_NAME, a->model);
+    logf_(lg, "train_llama | %s | %s | %s\n", m->allocated ? dev_name() : "plan only", PRECISION_NAME, a->loop.model);
     logf_(lg, "model: V=%d D=%d L=%d H=%d KV=%d F=%d max_seq_len=%d tied=%d rope_theta=%g | %.2fM parameters\n",
           c->V, c->D, c->L, c->H, c->KV, c->F, c->max_seq_len, c->tied, c->rope_theta, m->num_params / 1e6);
     logf_(lg, "parameters:");
@@ -1291,8 +1376,11 @@ static void print_config(Logger* lg, const TrainArgs* a, const Llama* m, int gra
           m->comm->dp, m->comm->tp, m->flags.zero, m->flags.shard_vocab,
           m->comm->backend == BACKEND_NCCL ? "nccl" : m->comm->backend == BACKEND_MPI ? "mpi" : m->comm->size > 1 ? "none (plan only)" : "none (one process)",
           a->comm_timeout);
-    logf_(lg, "memory flags: --ffn-chunks %d --ffn-chunk-dim %s --ce-chunks %d --offload-act %d (%d layers) --recompute %d\n",
-          m->flags.ffn_chunks, a->ffn_chunk_dim, m->flags.ce_chunks, m->flags.offload_act, m->off.n_offload, m->flags.recompute);
+    logf_(lg, "memory flags: --ffn-chunks %d --ffn-chunk-dim %s --ce-chunks %d --offload-act %d (%d layers) --recompute %d"
+          " | gradients summed over micro-steps in %s\n", m->flags.ffn_chunks, a->loop.ffn_chunk_dim, m->flags.ce_chunks,
+          m->flags.offload_act, m->off.n_offload, m->flags.recompute,
+          m->flags.grad_fp32 ? "an fp32 buffer (--fp32-grad-accum)" : sizeof(floatX) < 4 ? "bf16" : "fp32");
+    logf_(lg, "attention: %s (--attention %s)\n", attention_impl_name(g_attention_impl), a->loop.attention);
 #ifdef _OPENMP
     logf_(lg, "threads: %d (OpenMP)\n", omp_get_max_threads());
 #endif
@@ -1313,26 +1401,23 @@ static void print_plan(Logger* lg, const Llama* m) {
         // (a tied model under --zero 1: docs/memory.md section 7), so say it
         ParamLayout* off = (ParamLayout*)xmalloc(sizeof(ParamLayout));
         param_layout_build(off, &m->cfg, m->comm->dp, 0, m->flags.zero, 0);
-        double per_opt = 4.0 * (2 + HAVE_MASTER_WEIGHTS), sx = sizeof(floatX);
-        double without = off->n_local * 2 * sx + off->n_opt * per_opt;
-        double with = m->lay->n_local * 2 * sx + m->lay->n_opt * per_opt + 2.0 * m->lay->vocab_rows * m->comm->dp * m->cfg.D * sx;
+        double per_opt = 4.0 * (2 + HAVE_MASTER_WEIGHTS), per_local = 2.0 * sizeof(floatX) + 4.0 * m->flags.grad_fp32;
+        double without = off->n_local * per_local + off->n_opt * per_opt;
+        double with = m->lay->n_local * per_local + m->lay->n_opt * per_opt +
+                      2.0 * m->lay->vocab_rows * m->comm->dp * m->cfg.D * sizeof(floatX);
         logf_(lg, "--shard-vocab 1 %s %.1f MiB per rank against --shard-vocab 0 (parameters, gradients and optimizer "
               "state of the vocabulary, less its two gathered buffers)\n", without >= with ? "saves" : "COSTS",
               fabs(without - with) / 1048576.0);
         free(off);
     }
-    logf_(lg, "saved activations per layer: %zu bytes (%.2f MiB):", m->act_block_bytes, m->act_block_bytes / 1048576.0);
-    for (int i = 0; i < NUM_ACT_FIELDS; i++) if (act_field_saved(&m->flags, i)) logf_(lg, " %s", ACT_NAMES[i]);
-    logf_(lg, "\n");
+    act_plan_log(lg, &m->acts, "layer");
 }
 
 static void write_plan_json(const Llama* m, const char* path) {
-    char fields[512];
-    snprintf(fields, sizeof(fields), "\"act_block_bytes\": %zu, \"n_offload\": %d, \"num_params\": %zu, "
-             "\"sizeof_floatX\": %zu, \"dp\": %d, \"zero\": %d, \"shard_vocab\": %d, \"n_local\": %zu, \"n_opt\": %zu, "
-             "\"master\": %d", m->act_block_bytes, m->off.n_offload, m->num_params, sizeof(floatX), m->comm->dp,
-             m->flags.zero, m->flags.shard_vocab, m->lay->n_local, m->lay->n_opt, HAVE_MASTER_WEIGHTS);
-    plan_write_json(path, fields, &m->dev, &m->host);
+    char extra[256];
+    snprintf(extra, sizeof(extra), "\"dp\": %d, \"zero\": %d, \"shard_vocab\": %d, \"n_local\": %zu, \"n_opt\": %zu",
+             m->comm->dp, m->flags.zero, m->flags.shard_vocab, m->lay->n_local, m->lay->n_opt);
+    trainer_plan_json(path, &m->acts, &m->off, m->num_params, extra, &m->dev, &m->host);
 }
 
 // ----------------------------------------------------------------------------
@@ -1445,6 +1530,7 @@ static void fit_memory(TrainArgs* a, Comm* comm, char* report, size_t report_n) 
         for (int fi = 0; fi < 5; fi++) for (int ci = 0; ci < 7; ci++) for (int r = 0; r <= 2; r++)
         for (int off = 0; off <= a->cfg.L; off++) {
             MemoryFlags f = a->flags;
+            f.grad_fp32 = grad_fp32_resolve(a->fp32_grad_accum, a->total_batch ? a->total_batch / (B * T * dp) : 1);
             if (!a->fit_fixed_ffn) f.ffn_chunks = ffn_opts[fi]; else if (fi) continue;
             if (!a->fit_fixed_ce) f.ce_chunks = ce_opts[ci]; else if (ci) continue;
             if (!a->fit_fixed_recompute) f.recompute = r; else if (r) continue;
@@ -1454,7 +1540,7 @@ static void fit_memory(TrainArgs* a, Comm* comm, char* report, size_t report_n) 
             Llama m;
             llama_build(&m, &a->cfg, &f, comm, B, T, 0);
             FitChoice c = {f, B, m.off.n_offload, plan_bytes(&m), 0.0, fit_base_seconds(&a->cfg, m.num_params, B, T, &cm)};
-            c.seconds = fit_cost_seconds(&a->cfg, B, T, &f, m.off.n_offload, m.act_block_bytes, &cm);
+            c.seconds = fit_cost_seconds(&a->cfg, B, T, &f, m.off.n_offload, m.acts.block_bytes, &cm);
             llama_free(&m);
             int fits = c.bytes + cm.reserve <= budget;
             searched++; fitting += fits;
@@ -1496,13 +1582,11 @@ static const int* rank_rows(const Llama* m, const int* global) { return global +
 
 static float evaluate(Llama* m, DataLoader* val, int batches) {
     dataloader_reset(val);
-    double sum = 0.0;
     for (int i = 0; i < batches; i++) {
         dataloader_next_batch(val);
-        sum += llama_forward_backward(m, rank_rows(m, val->inputs), rank_rows(m, val->targets), m->B, m->T, MODE_EVAL,
-                                      0.0f, 0);
+        llama_forward_backward(m, rank_rows(m, val->inputs), rank_rows(m, val->targets), m->B, m->T, MODE_EVAL, 0.0f, 0);
     }
-    return (float)(sum / batches);
+    return llama_take_loss(m);
 }
 
 // the next token from logits: the most likely at temperature 0 (the first on ties),
@@ -1556,7 +1640,7 @@ static void check_same_config(Comm* comm, const TrainArgs* a) {
     FIELD("warmup", "%d", a->loop.warmup); FIELD("weight-decay", "%.9g", a->loop.weight_decay); FIELD("beta1", "%.9g", a->loop.beta1);
     FIELD("beta2", "%.9g", a->loop.beta2); FIELD("adam-eps", "%.9g", a->loop.adam_eps); FIELD("grad-clip", "%.9g", a->loop.grad_clip);
     FIELD("seed", "%lld", a->loop.seed); FIELD("ffn-chunks", "%d", a->flags.ffn_chunks);
-    FIELD("ffn-chunk-dim", "%s", a->ffn_chunk_dim); FIELD("ce-chunks", "%d", a->flags.ce_chunks);
+    FIELD("ffn-chunk-dim", "%s", a->loop.ffn_chunk_dim); FIELD("ce-chunks", "%d", a->flags.ce_chunks);
     FIELD("offload-act", "%d", a->flags.offload_act); FIELD("recompute", "%d", a->flags.recompute);
     FIELD("zero", "%d", a->flags.zero); FIELD("shard-vocab", "%d", a->flags.shard_vocab);
     FIELD("fit-memory", "%.9g", a->fit_memory); FIELD("comm", "%s", a->comm_backend); FIELD("val-every", "%d", a->loop.val_every); FIELD("val-batches", "%d", a->val_batches);
@@ -1571,6 +1655,7 @@ int main(int argc, char** argv) {
     TrainArgs a;
     parse_args(argc, argv, &a);
     config_validate(&a.cfg);
+    attention_select(attention_impl_parse(a.loop.attention), a.cfg.D / a.cfg.H);
     Comm comm;
     if (a.loop.plan_only) {
         comm_init_plan(&comm, a.dp_plan > 0 ? a.dp_plan : 1);  // no launcher, no device: the plan of one rank
@@ -1585,6 +1670,7 @@ int main(int argc, char** argv) {
     if (a.total_batch <= 0 || a.total_batch % (a.B * a.T * comm.dp) != 0)
         FAIL("--total-batch %d must be a positive multiple of batch*seq*dp = %d*%d*%d", a.total_batch, a.B, a.T, comm.dp);
     int grad_accum = a.total_batch / (a.B * a.T * comm.dp);
+    a.flags.grad_fp32 = grad_fp32_resolve(a.fp32_grad_accum, grad_accum);
     if (!a.loop.plan_only) check_same_config(&comm, &a);
     Logger lg = {NULL, NULL, comm.rank != 0};
     Llama m;
@@ -1612,6 +1698,7 @@ int main(int argc, char** argv) {
     logf_(&lg, "%s", fit_report);
     print_plan(&lg, &m);
     if (a.loop.plan_json && !lg.quiet) write_plan_json(&m, a.loop.plan_json);
+    if (a.profile_step > 0) profile_setup(&m.prof, m.stream);
 
     DataLoader train, val;
     dataloader_init(&train, a.train_data, a.B * comm.dp, a.T, 0, 1, 1, (unsigned long long)a.loop.seed);
@@ -1663,19 +1750,20 @@ int main(int argc, char** argv) {
     double loop_start = now_seconds();
     for (int step = start + 1; step <= a.loop.steps; step++) {
         double t0 = now_seconds();
+        if (step == a.profile_step) profile_start_step(&m.prof);
         float lr = lr_at_step(step, a.loop.steps, a.loop.warmup, a.loop.lr, a.loop.min_lr_frac);
         llama_zero_grads(&m);
-        double loss = 0.0;
         for (int micro = 0; micro < grad_accum; micro++) {
             dataloader_next_batch(&train);
-            loss += llama_forward_backward(&m, rank_rows(&m, train.inputs), rank_rows(&m, train.targets), a.B, a.T, MODE_TRAIN, dloss,
-                                           micro == grad_accum - 1);
+            llama_forward_backward(&m, rank_rows(&m, train.inputs), rank_rows(&m, train.targets), a.B, a.T, MODE_TRAIN, dloss,
+                                   micro == grad_accum - 1);
         }
-        loss /= grad_accum;
+        double loss = llama_take_loss(&m);
         float norm = llama_grad_norm(&m);
         stop_if_not_finite(step, loss, norm, a.loop.run_dir, last_ckpt);
         llama_apply_update(&m, lr, a.loop.beta1, a.loop.beta2, a.loop.adam_eps, a.loop.weight_decay, a.loop.grad_clip, norm, step);
         double ms = (now_seconds() - t0) * 1e3;
+        if (step == a.profile_step) profile_report(&m.prof, &lg, step, ms);
         double measured = (double)dev_peak_bytes_measured();
         comm_host_all_reduce(&comm, GROUP_WORLD, &measured, 1, COMM_MAX);  // the largest rank's
         peak_measured = (size_t)measured > peak_measured ? (size_t)measured : peak_measured;

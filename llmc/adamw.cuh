@@ -13,10 +13,12 @@ constant, not the SM count) each walk a fixed grid-stride slice in double and
 reduce it in a fixed tree order, writing one partial to a static __device__
 array; then one warp adds the partials in a fixed order and adds the total (as
 float) to out[0]. n may be anything up to 2^40 and beyond (size_t). The static
-array means two calls must not run concurrently on different streams.
+array means two calls must not run concurrently on different streams. The tree and the
+final warp are those of sum_accumulate (reduce_partials, reduce_final).
 */
 #pragma once
 #include "common.h"
+#include "reduce.cuh"  // reduce_partials, reduce_final
 
 __global__ void adamw_kernel(floatX* param, float* master, const floatX* grad, float* m, float* v, size_t n, float lr,
                              float beta1, float beta2, float eps, float weight_decay, float grad_scale,
@@ -56,27 +58,11 @@ static __device__ double gnorm_partials[GNORM_BLOCKS];
 
 __global__ void __launch_bounds__(GNORM_THREADS) gnorm_partial_kernel(const floatX* g, size_t n) {
     __shared__ double red[GNORM_THREADS];
-    double acc = 0.0;
-    for (size_t i = (size_t)blockIdx.x * GNORM_THREADS + threadIdx.x; i < n; i += (size_t)GNORM_BLOCKS * GNORM_THREADS) {
-        double x = (double)(float)g[i];
-        acc += x * x;
-    }
-    red[threadIdx.x] = acc;
-    __syncthreads();
-    for (int half = GNORM_THREADS / 2; half > 0; half >>= 1) {
-        if ((int)threadIdx.x < half) red[threadIdx.x] += red[threadIdx.x + half];
-        __syncthreads();
-    }
-    if (threadIdx.x == 0) gnorm_partials[blockIdx.x] = red[0];
+    reduce_partials<GNORM_BLOCKS, GNORM_THREADS, true>(gnorm_partials, red, g, n);
 }
 
 // one warp: lane l sums partials l, l+32, ... in order, then a fixed xor tree
-__global__ void gnorm_final_kernel(float* out) {
-    double acc = 0.0;
-    for (int b = threadIdx.x; b < GNORM_BLOCKS; b += 32) acc += gnorm_partials[b];
-    for (int off = 16; off > 0; off >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);
-    if (threadIdx.x == 0) out[0] += (float)acc;
-}
+__global__ void gnorm_final_kernel(float* out) { reduce_final<GNORM_BLOCKS>(out, gnorm_partials); }
 
 // out[0] += sum of squares of g
 static inline void global_norm_squared(float* out, const floatX* g, size_t n, stream_t s) {

@@ -17,6 +17,7 @@ typedef struct {
     const char* kind;   // "parameters", "gradients", "optimizer", "activations", "offload", "scratch", ...
     size_t bytes;
     size_t offset;
+    void* dst;          // arena_add_to: the address of the pointer that receives the buffer's address
 } ArenaEntry;
 
 typedef struct {
@@ -42,8 +43,26 @@ static inline int arena_add(Arena* a, const char* name, const char* kind, size_t
     return a->n++;
 }
 
+// Adds a buffer and names the pointer that receives its address when the arena is
+// allocated (NULL for an empty buffer, and untouched in a plan-only run), so that a
+// trainer lists each buffer once and the plan and its pointers cannot disagree.
+// dst is the address of any object pointer (floatX**, float**, int**, ...).
+static inline int arena_add_to(Arena* a, const char* name, const char* kind, size_t bytes, void* dst) {
+    int h = arena_add(a, name, kind, bytes);
+    a->entries[h].dst = dst;
+    return h;
+}
+
 static inline void arena_allocate(Arena* a, void* (*alloc)(size_t)) {
     a->base = a->total ? (char*)alloc(a->total) : NULL;
+    for (int i = 0; i < a->n; i++) {
+        if (!a->entries[i].dst) continue;
+        // through memcpy: dst points at a typed pointer (floatX*, int*, ...), which must
+        // not be written through a void** (strict aliasing); all object pointers share one
+        // representation on the platforms this builds for
+        char* p = a->entries[i].bytes ? a->base + a->entries[i].offset : NULL;
+        memcpy(a->entries[i].dst, &p, sizeof(p));
+    }
 }
 
 static inline void* arena_ptr(const Arena* a, int handle) {

@@ -25,6 +25,10 @@ static inline void event_record(event_t e, stream_t s) { cudaCheck(cudaEventReco
 static inline void stream_wait_event(stream_t s, event_t e) { cudaCheck(cudaStreamWaitEvent(s, e, 0)); }
 static inline void event_synchronize(event_t e) { cudaCheck(cudaEventSynchronize(e)); }
 static inline void dev_synchronize(void) { cudaCheck(cudaDeviceSynchronize()); }
+// events that carry a time stamp, for the per-kernel profile (llmc/profile.h) only: the
+// others skip timing, which makes recording them cheaper
+static inline event_t timing_event_create(void) { cudaEvent_t e; cudaCheck(cudaEventCreate(&e)); return e; }
+static inline float event_elapsed_ms(event_t from, event_t to) { float ms = 0.0f; cudaCheck(cudaEventElapsedTime(&ms, from, to)); return ms; }
 
 // fp32 host arrays to and from floatX device arrays. Used at start-up, in tests and
 // for checkpoints, never in the step loop; converts through a bounded host buffer.

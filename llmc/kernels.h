@@ -21,6 +21,8 @@ never sees which one it got.
 #include "cpu/patchify.h"
 #include "cpu/timestep.h"
 #include "cpu/flow.h"
+#include "cpu/grad_accum.h"
+#include "cpu/reduce.h"
 #else
 #include "device.cuh"
 #include "matmul.cuh"
@@ -29,6 +31,8 @@ never sees which one it got.
 #include "rope.cuh"
 #include "swiglu.cuh"
 #include "attention.cuh"
+#include "attention_tc.cuh"  // tensor cores (bf16 builds); chosen by attention_select.h
+#include "attention_tc_backward.cuh"  // named though it includes the above: dev/emu tables direct includes
 #include "crossentropy.cuh"
 #include "adamw.cuh"
 #include "adaln.cuh"
@@ -37,4 +41,7 @@ never sees which one it got.
 #include "patchify.cuh"
 #include "timestep.cuh"
 #include "flow.cuh"
+#include "grad_accum.cuh"
+#include "reduce.cuh"
 #endif
+#include "attention_select.h"  // --attention auto|fp32|tc: attention_dispatch_*

@@ -12,11 +12,26 @@ typedef struct {
     float lr, min_lr_frac, weight_decay, beta1, beta2, adam_eps, grad_clip;
     long long seed;
     const char *run_dir, *resume, *init_from, *plan_json;
+    const char* model;          // the preset's name (the trainer's own --model entry sets it)
+    const char* ffn_chunk_dim;  // "hidden" | "seq"
+    const char* attention;      // "auto" | "fp32" | "tc" (llmc/attention_select.h)
     char help[9][112];  // the entries whose help names a trainer's own default
 } TrainLoopArgs;
 
 // the memory flags both trainers share, with train_llama's and train_dit's meaning
-typedef struct { int* ffn_chunks; const char** ffn_chunk_dim; int* offload_act; int* recompute; const char* recompute_help; } MemoryFlagRefs;
+typedef struct { int* ffn_chunks; int* offload_act; int* recompute; const char* recompute_help; } MemoryFlagRefs;
+
+// --ffn-chunks K along the hidden dimension: a chunk's width, ceil(F/K) rounded up to a
+// multiple of 64 when it is at least 64. cuBLASLt's fast bf16 kernels want the GEMM's
+// dimensions aligned (a width of 2731 for F=8192, K=3 falls to slower tiles: 2752 does
+// not); K such chunks may then cover F with fewer, and the trailing chunks are empty.
+// Narrower chunks (the small test models) stay as they are, so that K still splits.
+static inline int ffn_chunk_width(int F, int K) {
+    int w = (F + K - 1) / K;
+    if (w < 64) return w;
+    int r = (w + 63) / 64 * 64;
+    return r < F ? r : F;
+}
 
 // appends the entries to out; returns how many
 static inline int train_loop_flags(Flag* out, TrainLoopArgs* a, MemoryFlagRefs mem) {
@@ -45,9 +60,11 @@ static inline int train_loop_flags(Flag* out, TrainLoopArgs* a, MemoryFlagRefs m
         {"init-from", 's', &a->init_from, "checkpoint whose parameters start a new run (step 0, fresh optimizer state)"},
         {"log-every", 'i', &a->log_every, "print a step line every N steps (metrics.jsonl gets every step)"},
         {"ffn-chunks", 'i', mem.ffn_chunks, "split the FFN into K chunks, recomputed in backward (default 1)"},
-        {"ffn-chunk-dim", 's', mem.ffn_chunk_dim, "hidden | seq: what --ffn-chunks splits (default hidden)"},
+        {"ffn-chunk-dim", 's', &a->ffn_chunk_dim, "hidden | seq: what --ffn-chunks splits (default hidden)"},
         {"offload-act", 'i', mem.offload_act, "offload the saved activations of N layers to host, -1 = all but the last"},
         {"recompute", 'i', mem.recompute, mem.recompute_help},
+        {"attention", 's', &a->attention, "auto | fp32 | tc: the attention kernels (auto = fp32 until tc has passed on "
+                                          "a GPU; tc: bf16 CUDA builds, head dim 64 or 128)"},
         {"plan-only", 'i', &a->plan_only, "1: print the memory plan and exit (no device needed)"},
         {"plan-json", 's', &a->plan_json, "write the memory plan as JSON to this file"},
     };
@@ -57,10 +74,11 @@ static inline int train_loop_flags(Flag* out, TrainLoopArgs* a, MemoryFlagRefs m
 }
 
 // the checks of these values that do not depend on the trainer
-static inline void train_loop_validate(const TrainLoopArgs* a, const char* ffn_chunk_dim, int* ffn_chunk_seq) {
-    if (strcmp(ffn_chunk_dim, "hidden") == 0) *ffn_chunk_seq = 0;
-    else if (strcmp(ffn_chunk_dim, "seq") == 0) *ffn_chunk_seq = 1;
-    else FAIL("--ffn-chunk-dim must be 'hidden' or 'seq', got '%s'", ffn_chunk_dim);
+static inline void train_loop_validate(const TrainLoopArgs* a, int* ffn_chunk_seq) {
+    attention_impl_parse(a->attention);  // fails on anything but auto, fp32, tc
+    if (strcmp(a->ffn_chunk_dim, "hidden") == 0) *ffn_chunk_seq = 0;
+    else if (strcmp(a->ffn_chunk_dim, "seq") == 0) *ffn_chunk_seq = 1;
+    else FAIL("--ffn-chunk-dim must be 'hidden' or 'seq', got '%s'", a->ffn_chunk_dim);
     if (a->steps < 0 || (a->steps == 0 && !a->init_from && !a->resume))
         FAIL("--steps must be >= 1 (0 only with --init-from or --resume: evaluate and sample a checkpoint, no training)");
     if (a->warmup < 0) FAIL("--warmup must be >= 0");
@@ -69,4 +87,20 @@ static inline void train_loop_validate(const TrainLoopArgs* a, const char* ffn_c
     if (a->init_from && a->resume && strcmp(a->resume, "auto") != 0)
         FAIL("--init-from and --resume both given: --resume continues a run (with its optimizer state), --init-from "
              "starts a new one from a checkpoint's weights; pick one");
+}
+
+#define TRAIN_MAX_FLAGS 96
+
+// Parses the command line against the trainer's own entries followed by the shared ones
+// into `flags` (room for TRAIN_MAX_FLAGS) and checks the shared values; given[i] (given
+// may be NULL) says whether flag i was on the command line. Returns the number of flags.
+static inline int train_flags_parse(int argc, char** argv, const Flag* own, int n_own, TrainLoopArgs* loop,
+                                    MemoryFlagRefs mem, int* ffn_chunk_seq, Flag* flags, int* given,
+                                    void (*usage)(const Flag*, int)) {
+    if (n_own + 32 > TRAIN_MAX_FLAGS) FAIL("train_flags_parse: %d flags of the trainer's own, raise TRAIN_MAX_FLAGS", n_own);
+    memcpy(flags, own, (size_t)n_own * sizeof(Flag));
+    int n = n_own + train_loop_flags(flags + n_own, loop, mem);
+    flags_parse(argc, argv, flags, n, given, usage);
+    train_loop_validate(loop, ffn_chunk_seq);
+    return n;
 }

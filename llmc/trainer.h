@@ -25,6 +25,7 @@ parameters; the fp32 builds (CPU, PRECISION=FP32) update the parameters themselv
 #include "offload.h"
 #include "flags.h"
 #include "activations.h"
+#include "profile.h"
 #include "train_args.h"
 
 #if !defined(LLMC_CPU) && !defined(ENABLE_FP32)
@@ -32,3 +33,15 @@ parameters; the fp32 builds (CPU, PRECISION=FP32) update the parameters themselv
 #else
 #define HAVE_MASTER_WEIGHTS 0
 #endif
+
+// The memory plan as JSON for the tests that hold it against docs/memory.md: the fields
+// every trainer has, then the trainer's own (`extra`: "key": value pairs, or ""), then
+// both arenas.
+static inline void trainer_plan_json(const char* path, const ActPlan* acts, const Offload* off, size_t num_params,
+                                     const char* extra, const Arena* dev, const Arena* host) {
+    char fields[1024];
+    snprintf(fields, sizeof(fields), "\"act_block_bytes\": %zu, \"n_offload\": %d, \"num_params\": %zu, "
+             "\"sizeof_floatX\": %zu, \"master\": %d%s%s", acts->block_bytes, off->n_offload, num_params, sizeof(floatX),
+             HAVE_MASTER_WEIGHTS, extra[0] ? ", " : "", extra);
+    plan_write_json(path, fields, dev, host);
+}

@@ -117,7 +117,8 @@ def ffn_chunk_shape(c, B, N, f):
     K = f["ffn_chunks"]
     if K > 1 and f["ffn_seq"]:
         return cdiv(N, K), c["FF"]           # a chunk never spans two clips
-    return B * N, cdiv(c["FF"], K)
+    w = cdiv(c["FF"], K)  # rounded up to a multiple of 64 when at least 64 (train_args.h ffn_chunk_width)
+    return B * N, (min(c["FF"], cdiv(w, 64) * 64) if w >= 64 else w)
 
 
 def expected_plan(c, B, f, s, master):
@@ -178,6 +179,7 @@ def expected_plan(c, B, f, s, master):
         "d conditioning": 11 * bd,
         "rope3d cos + sin": 4 * 2 * N * (hd // 2),
         "grad norm": 4,
+        "attention delta (tc backward)": 0,  # --attention auto and fp32: the fp32 kernels need none
     }
     host = {"offloaded activations": off * block}
     meta = {"act_block_bytes": block, "n_offload": off, "num_params": np_, "N": N, "P": P,

@@ -67,6 +67,13 @@ def saved_fields(f):
     return keep
 
 
+def ffn_chunk_width(F, K):
+    """--ffn-chunk-dim hidden: ceil(F/K), rounded up to a multiple of 64 when at least 64
+    (the chunk GEMMs keep cuBLASLt's fast kernels; train_args.h ffn_chunk_width)"""
+    w = cdiv(F, K)
+    return min(F, cdiv(w, 64) * 64) if w >= 64 else w
+
+
 def expected_plan(c, B, T, f, s):
     fb = field_bytes(c, B, T, s)
     keep = saved_fields(f)
@@ -78,7 +85,7 @@ def expected_plan(c, B, T, f, s):
     if f["ffn_chunks"] > 1 and f["ffn_seq"]:
         chunk = cdiv(BT, f["ffn_chunks"]) * c["F"] * s
     else:
-        chunk = BT * cdiv(c["F"], f["ffn_chunks"]) * s
+        chunk = BT * ffn_chunk_width(c["F"], f["ffn_chunks"]) * s
     chunked = f["ffn_chunks"] > 1
     return block, {
         "saved activations (layers)": (L - N) * block,
@@ -121,13 +128,14 @@ DP_MODELS = [
     dict(V=128256, D=2048, L=16, H=32, KV=8, F=8192, B=1, T=2048, tied=1),  # llama3-1B
 ]
 DPS = [1, 2, 3, 4, 8]
-PARAM_ENTRIES = ["parameters", "gradients", "master weights (fp32)", "adam m", "adam v",
+PARAM_ENTRIES = ["parameters", "gradients", "gradient accumulator (fp32)", "master weights (fp32)", "adam m", "adam v",
                  "vocab gather (weights)", "vocab gradient (unsharded)"]
 OPT_ENTRIES = ["master weights (fp32)", "adam m", "adam v"]
 
 
-def dp_formula(c, dp, zero, sv, sx, master):
-    """per-rank parameter/optimizer/comm entries (docs/memory.md, section 7)"""
+def dp_formula(c, dp, zero, sv, sx, master, gacc):
+    """per-rank parameter/optimizer/comm entries (docs/memory.md, section 7); gacc:
+    --fp32-grad-accum 1, an fp32 accumulator as long as the local gradient buffer"""
     V, D, L, H, KV, F = c["V"], c["D"], c["L"], c["H"], c["KV"], c["F"]
     hd = D // H
     ntens = 1 if c["tied"] else 2
@@ -143,28 +151,30 @@ def dp_formula(c, dp, zero, sv, sx, master):
     n_opt = (L * pad(Lb) + pad(Hb)) // dp + vocab if zero else n_local
     gather = Vs * dp * D * sx if sv else 0
     return n_local, n_opt, {
-        "parameters": n_local * sx, "gradients": n_local * sx,
+        "parameters": n_local * sx, "gradients": n_local * sx, "gradient accumulator (fp32)": n_local * 4 if gacc else 0,
         "master weights (fp32)": n_opt * 4 if master else 0,
         "adam m": n_opt * 4, "adam v": n_opt * 4,
         "vocab gather (weights)": gather, "vocab gradient (unsharded)": gather,
     }
 
 
-def shard_vocab_saving(c, dp, zero, sx, master):
+def shard_vocab_saving(c, dp, zero, sx, master, gacc):
     """device bytes --shard-vocab 1 saves against 0, the closed form of section 7:
     (dp-1)/dp of the embedding/output parameters, gradients and (with --zero 0)
-    optimizer state, minus the two [Vs*dp, D] buffers; negative means it costs"""
+    optimizer state (and the fp32 gradient accumulator, gacc), minus the two [Vs*dp, D]
+    buffers; negative means it costs"""
     V, D = c["V"], c["D"]
     ntens = 1 if c["tied"] else 2
     Vs = cdiv(V, dp)
     opt = 4 * (2 + master)           # fp32 m, v (and master) per owned element
     buffers = 2 * Vs * dp * D * sx
     if not zero:
-        return ntens * (V - Vs) * D * (2 * sx + opt) - buffers
+        return ntens * (V - Vs) * D * (2 * sx + 4 * gacc + opt) - buffers
     # --zero 1: the head bucket shrinks from pad(ntens*V*D + D) to pad(D), the owned
     # vocabulary rows come in whole; the optimizer already held 1/dp of the head
     head0, head1 = cdiv(ntens * V * D + D, dp) * dp, cdiv(D, dp) * dp
-    return (2 * sx * (head0 - head1 - ntens * Vs * D) + opt * ((head0 - head1) // dp - ntens * Vs * D) - buffers)
+    return ((2 * sx + 4 * gacc) * (head0 - head1 - ntens * Vs * D) + opt * ((head0 - head1) // dp - ntens * Vs * D)
+            - buffers)
 
 
 def run_plan(binary, c, f, path, dp_flags=()):
@@ -210,7 +220,7 @@ def check_activations(plan, c, f):
     return errs
 
 
-def check_dp(plan, base, c, dp, zero, sv):
+def check_dp(plan, base, c, dp, zero, sv, gacc):
     """one data-parallel plan against the formulas; base is the dp=1 plan of the shape"""
     errs = []
     s = plan["sizeof_floatX"]
@@ -227,7 +237,7 @@ def check_dp(plan, base, c, dp, zero, sv):
                                               + 3 * c["D"] * c["F"]) + c["D"]
     if plan["num_params"] != P:
         errs.append(f"num_params: plan {plan['num_params']} formula {P}")
-    n_local, n_opt, want = dp_formula(c, dp, zero, sv, s, master)
+    n_local, n_opt, want = dp_formula(c, dp, zero, sv, s, master, gacc)
     if plan.get("n_local") != n_local:
         errs.append(f"n_local: plan {plan.get('n_local')} formula {n_local}")
     if plan.get("n_opt") != n_opt:
@@ -253,7 +263,7 @@ def check_dp(plan, base, c, dp, zero, sv):
     return errs
 
 
-def check_dp_pairs(plans, c, dp):
+def check_dp_pairs(plans, c, dp, gacc):
     """properties across flags at one dp: what --zero 1 and --shard-vocab 1 save"""
     errs = []
     L = c["L"]
@@ -285,7 +295,7 @@ def check_dp_pairs(plans, c, dp):
             continue
         tot = lambda p: sum(e["bytes"] for e in p["device"]["entries"])
         saving = tot(p0) - tot(p1)
-        want = shard_vocab_saving(c, dp, zero, p0["sizeof_floatX"], p0["master"])
+        want = shard_vocab_saving(c, dp, zero, p0["sizeof_floatX"], p0["master"], gacc)
         if saving != want:
             errs.append(f"--shard-vocab 1 (zero {zero}) saves {saving} bytes, the closed form says {want}")
     return errs
@@ -322,7 +332,9 @@ def main():
             for i, c in enumerate(DP_MODELS):
                 f = FLAGS[(7 * i) % len(FLAGS)]
                 for dp, zero, sv in itertools.product(DPS, (0, 1), (0, 1)):
-                    jobs.append((c, f, ("--dp", str(dp), "--zero", str(zero), "--shard-vocab", str(sv))))
+                    # every other shape with the fp32 gradient accumulator
+                    jobs.append((c, f, ("--dp", str(dp), "--zero", str(zero), "--shard-vocab", str(sv),
+                                        "--fp32-grad-accum", str(i % 2))))
                     keys.append((i, dp, zero, sv))
             results = dict(zip(keys, run_all(binary, jobs, tmp)))
             n = 0
@@ -335,7 +347,7 @@ def main():
                     plans = {}
                     for zero, sv in itertools.product((0, 1), (0, 1)):
                         plan, err = results[(i, dp, zero, sv)]
-                        errs = [err] if err else check_dp(plan, base, c, dp, zero, sv) + check_activations(plan, c, f)
+                        errs = [err] if err else check_dp(plan, base, c, dp, zero, sv, i % 2) + check_activations(plan, c, f)
                         if plan is not None:
                             plans[(zero, sv)] = plan
                         n += 1
@@ -346,7 +358,7 @@ def main():
                             print(f"FAIL {tag}:\n    " + "\n    ".join(errs))
                         else:
                             print(f"ok   {tag}: n_local {plan['n_local']} n_opt {plan['n_opt']}")
-                    perrs = check_dp_pairs(plans, c, dp) if len(plans) == 4 else [
+                    perrs = check_dp_pairs(plans, c, dp, i % 2) if len(plans) == 4 else [
                         f"not checked: {4 - len(plans)} of the 4 --zero/--shard-vocab plans failed"]
                     n += 1
                     if perrs:

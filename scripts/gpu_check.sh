@@ -21,6 +21,7 @@
 #                          (the dry run's files say tiny instead of stories15M)
 #   bench.jsonl            one line per benchmark: name, tok_per_s, peak_mem_bytes, ...
 #   memory.png             peak memory vs tok/s of the benchmarks (scripts/plot_memory.py)
+#   profile_*.txt          the per-kernel profile of one step (--profile-step), per attention
 # Run directories, checkpoints and fresh reference files go to a scratch directory
 # (GPU_CHECK_SCRATCH, default a mktemp dir) that is not copied back.
 #
@@ -145,7 +146,7 @@ else
   run_step nvidia_smi 20 nvidia-smi
   GPU_NAME=$(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null | head -n 1)
   run_step python_torch 30 "$PY" -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'available', torch.cuda.is_available(), torch.cuda.get_device_name(0) if torch.cuda.is_available() else '')"
-  run_step build_bf16 240 make -j"$JOBS" train_llama test_llama CUDA_ARCH="$ARCH"
+  run_step build_bf16 240 make -j"$JOBS" train_llama test_llama test_dit CUDA_ARCH="$ARCH"
   # the Makefile names the FP32 targets with a suffix (train_llama_fp32 test_llama_fp32 when PRECISION=FP32)
   run_step build_fp32 180 make -j"$JOBS" train_llama_fp32 test_llama_fp32 PRECISION=FP32 CUDA_ARCH="$ARCH"
 fi
@@ -174,6 +175,31 @@ done
 # the PyTorch peer against the same references, on the GPU in bf16 autocast
 if (( ${#REFS[@]} > 0 )); then
   run_step peer_selftest_model 90 "$PY" scripts/pytorch_llama.py --selftest-model "${REFS[@]}" --device "$DEVICE"
+fi
+
+# The tensor-core attention (--attention tc, llmc/attention_tc.cuh): never run on a GPU
+# before. Its fast path takes head dims 64 and 128, which no committed reference has:
+# fresh float64 references, causal (test_llama, with GQA and a T that is not a multiple of
+# the tiles) and non-causal (test_dit), each checked at the bf16 tolerances with tc and
+# with the fp32 kernel. Passing these and the ladder's version 4 (section c) is the
+# evidence that lets `--attention auto` pick tc (llmc/attention_select.h).
+if [ "$DRY" = 1 ]; then
+  record attention_tc SKIP 0 "dry run (tensor cores need a GPU)"
+else
+  run_step fresh_ref_hd64_gqa 60 "$PY" scripts/reference_llama.py --quiet --out "$FRESH/hd64_gqa.lref" \
+    --V 211 --D 256 --L 2 --H 4 --KV 2 --F 320 --max-seq-len 160 --B 2 --T 150 --n-steps 2 --tied 0 --seed 21
+  run_step fresh_ref_hd128 60 "$PY" scripts/reference_llama.py --quiet --out "$FRESH/hd128.lref" \
+    --V 173 --D 256 --L 2 --H 2 --KV 2 --F 320 --max-seq-len 200 --B 1 --T 197 --n-steps 2 --tied 1 --seed 22
+  run_step fresh_dref_hd64 90 "$PY" scripts/reference_dit.py --quiet --out "$FRESH/dit_hd64.dref" \
+    --C 1 --Fr 4 --Hi 16 --Wi 16 --pt 1 --ph 2 --pw 2 --D 128 --L 2 --H 2 --FF 256 --NC 3 --B 2 --n-steps 2 --seed 23
+  for att in tc fp32; do
+    for n in hd64_gqa hd128; do
+      [[ -f $FRESH/$n.lref ]] && run_step "test_llama_${n}_attention_$att" 60 ./test_llama --ref "$FRESH/$n.lref" --attention "$att"
+    done
+    [[ -f $FRESH/dit_hd64.dref && -x ./test_dit ]] && run_step "test_dit_hd64_attention_$att" 60 ./test_dit --ref "$FRESH/dit_hd64.dref" --attention "$att"
+  done
+  [[ -f $FRESH/hd64_gqa.lref ]] && run_step test_llama_hd64_tc_flags 60 ./test_llama --ref "$FRESH/hd64_gqa.lref" --attention tc \
+    --ffn-chunks 3 --ce-chunks 4 --offload-act -1 --recompute 2
 fi
 
 # checkpoint resume continues bit-exactly in each build (plain, and with memory flags)
@@ -231,6 +257,23 @@ else
 fi
 TORCH_DATA=()
 if (( HAVE_DATA )); then TORCH_DATA=(--train-data "$TRAIN_GLOB"); fi
+
+# The per-kernel profile of one training step (--profile-step, llmc/profile.h): llama3-1B
+# at B=4, T=2048, with each attention; the table (time, share of the step, TFLOP/s or GB/s
+# against the peaks measured at start) goes to $OUT/profile_*.txt. Held against the
+# predictions of docs/kernel_predictions.md.
+if (( HAVE_DATA )); then
+  if [ "$DRY" = 1 ]; then PROF=(tiny 4 64); PROF_ATT=(fp32); else PROF=(llama3-1B 4 2048); PROF_ATT=(fp32 tc); fi
+  for att in "${PROF_ATT[@]}"; do
+    pn=profile_${PROF[0]}_B${PROF[1]}_T${PROF[2]}_$att
+    run_step "$pn" 120 "$TRAIN_BIN" --model "${PROF[0]}" --batch "${PROF[1]}" --seq "${PROF[2]}" --steps 3 --profile-step 3 \
+      --attention "$att" --val-every 0 --sample-every 0 --train-data "$TRAIN_GLOB" --run-dir "$SCRATCH/$pn"
+    sed -n '/^profile of step/,/^step /p' "$SCRATCH/logs/$pn.log" > "$OUT/$pn.txt" 2>/dev/null
+    cat "$OUT/$pn.txt" 2>/dev/null
+  done
+else
+  record profile SKIP 0 "no data"
+fi
 
 CFG_RUN="$RUN_MODEL B=$RUN_B T=$RUN_T, $RUN_STEPS steps"
 if (( HAVE_DATA )); then

@@ -22,6 +22,15 @@ argument (a `causal` kernel argument, as in llmc) and is validated in both.
              shim with bf16 tolerances), which says nothing of the tensor cores'
              numerics or speed. It stays here until this ladder passes on an H100; only
              then may it move to llmc. ***
+  version 4: tensor cores through the PTX wrappers of llmc/tensorcore.cuh, FlashAttention-2
+             style (llmc/attention_tc.cuh: mma.sync m16n8k16 + ldmatrix, cp.async double
+             buffering of 64-key K/V tiles, S/P/O in registers, exp2, only the diagonal
+             and ragged tiles masked; backward: llmc/attention_tc_backward.cuh, which needs
+             a delta scratch of attention_tc_delta_floats(B, H, T) floats). bf16 builds,
+             hd 64 and 128 only. *** NOT YET VALIDATED ON A GPU: checked by the host
+             emulator's model of the documented fragment layouts (dev/emu/include/
+             tensorcore_emu.h), which says nothing of the hardware's numerics or speed.
+             The trainers run it only with --attention tc (llmc/attention_select.h). ***
 Validated against the CPU twin (llmc/cpu/attention.h, ref_attention[_full]_* of
 cpu_reference) on random q, k, v, dout at odd sizes, in both modes: T not a multiple
 of any tile, GQA ratios 1, 2, 3, 4 and MQA, hd from 6 to 256. Determinism: each
@@ -29,6 +38,8 @@ backward run twice, bitwise. Timed in both modes (full: twice the FLOPs of causa
 */
 #include "ladder.h"
 #include "../../llmc/attention.cuh"
+#include "../../llmc/attention_tc.cuh"           // version 4, forward
+#include "../../llmc/attention_tc_backward.cuh"  // version 4, backward (both named: dev/emu tables direct includes)
 #include <mma.h>
 
 // ---------------------------------------------------------------------------------
@@ -452,10 +463,19 @@ static void backward(floatX* dq, floatX* dk, floatX* dv, const floatX* dout, con
 static bool version_supports(int version, int hd) {
 #if defined(ENABLE_FP32)
     (void)hd;
-    return version != 3;  // tensor-core bf16 version: not in fp32 builds
+    return version < 3;  // tensor-core bf16 versions: not in fp32 builds
 #else
+    if (version == 4) return attention_tc_supported_hd(hd);
     return version != 3 || v3::supported(hd);
 #endif
+}
+// floats of scratch a version's backward needs (version 4: delta = rowsum(dO * O))
+static size_t scratch_floats(int version, int B, int T, int H) {
+#if !defined(ENABLE_FP32)
+    if (version == 4) return attention_tc_delta_floats(B, H, T);
+#endif
+    (void)version; (void)B; (void)T; (void)H;
+    return 0;
 }
 
 // causal: attention_forward / attention_backward; else the full (non-causal) mode,
@@ -470,15 +490,18 @@ static void fwd(int version, bool causal, floatX* out, float* lse, const floatX*
     } else if (version == 2) {
         if (causal) attention_forward(out, lse, q, k, v, B, T, H, KV, hd, 0);
         else attention_full_forward(out, lse, q, k, v, B, T, H, KV, hd, 0);
-    } else {
+    } else if (version == 3) {
 #if !defined(ENABLE_FP32)
         v3::forward(out, lse, q, k, v, B, T, H, KV, hd, causal);
 #endif
+    } else {
+        if (causal) attention_tc_forward(out, lse, q, k, v, B, T, H, KV, hd, 0);
+        else attention_tc_full_forward(out, lse, q, k, v, B, T, H, KV, hd, 0);
     }
 }
 static void bwd(int version, bool causal, floatX* dq, floatX* dk, floatX* dv, const floatX* dout, const floatX* q,
-                const floatX* k, const floatX* v, const floatX* out, const float* lse, int B, int T, int H, int KV,
-                int hd) {
+                const floatX* k, const floatX* v, const floatX* out, const float* lse, float* scratch, int B, int T, int H,
+                int KV, int hd) {
     if (version == 1) {
         float scale = 1.0f / sqrtf((float)hd);
         att_bwd_dq_v1<<<(unsigned)ceil_div(B * H * T, 128), 128>>>(dq, dout, q, k, v, out, lse, B, T, H, KV, hd, scale,
@@ -490,10 +513,13 @@ static void bwd(int version, bool causal, floatX* dq, floatX* dk, floatX* dv, co
     } else if (version == 2) {
         if (causal) attention_backward(dq, dk, dv, dout, q, k, v, out, lse, B, T, H, KV, hd, 0);
         else attention_full_backward(dq, dk, dv, dout, q, k, v, out, lse, B, T, H, KV, hd, 0);
-    } else {
+    } else if (version == 3) {
 #if !defined(ENABLE_FP32)
         v3::backward(dq, dk, dv, dout, q, k, v, out, lse, B, T, H, KV, hd, causal);
 #endif
+    } else {
+        if (causal) attention_tc_backward(dq, dk, dv, dout, q, k, v, out, lse, scratch, B, T, H, KV, hd, 0);
+        else attention_tc_full_backward(dq, dk, dv, dout, q, k, v, out, lse, scratch, B, T, H, KV, hd, 0);
     }
 }
 
@@ -503,7 +529,8 @@ static void run_version(int version, bool causal, const Shape& s, uint64_t seed)
     const int B = s.B, T = s.T, H = s.H, KV = s.KV, hd = s.hd;
     const char* mode = causal ? "causal" : "full";
     if (!version_supports(version, hd)) {
-        printf("  v%d %s B=%d T=%d H=%d KV=%d hd=%d: skipped (v3 needs a bf16 build, hd %% 16 == 0, hd <= 128)\n",
+        printf(version == 4 ? "  v%d %s B=%d T=%d H=%d KV=%d hd=%d: skipped (v4 needs a bf16 build, hd 64 or 128)\n"
+                            : "  v%d %s B=%d T=%d H=%d KV=%d hd=%d: skipped (v3 needs a bf16 build, hd %% 16 == 0, hd <= 128)\n",
                version, mode, B, T, H, KV, hd);
         return;
     }
@@ -519,6 +546,8 @@ static void run_version(int version, bool causal, const Shape& s, uint64_t seed)
     float* d_lse = (float*)dev_malloc(nl * sizeof(float));
     floatX *d_dq = (floatX*)dev_malloc(nq * sizeof(floatX)), *d_dk = (floatX*)dev_malloc(nk * sizeof(floatX));
     floatX* d_dv = (floatX*)dev_malloc(nk * sizeof(floatX));
+    const size_t ns = scratch_floats(version, B, T, H);
+    float* d_scratch = ns ? (float*)dev_malloc(ns * sizeof(float)) : nullptr;
     // poison the outputs: every element must be written
     cudaCheck(cudaMemset(d_out, 0xff, nq * sizeof(floatX)));
     cudaCheck(cudaMemset(d_lse, 0xff, nl * sizeof(float)));
@@ -535,31 +564,33 @@ static void run_version(int version, bool causal, const Shape& s, uint64_t seed)
     // the tensor-core products: noise of std ~0.5% of the rms on top of the final
     // rounding (measured on a host emulation of this kernel), max over 10^4 elements
     // ~4 sigma -> 3e-2.
-    double rt = LADDER_FP32 ? 1e-4 : (version == 3 ? 3e-2 : ldexp(1.0, -7));
+    // v4 rounds P (and in its backward dS) to bf16 as v3 does: the same tolerances
+    double rt = LADDER_FP32 ? 1e-4 : (version >= 3 ? 3e-2 : ldexp(1.0, -7));
     std::vector<float> g_out = download_x(d_out, nq);
     check("forward out", g_out, r_out, rt * rms_of(r_out), rt);
     // lse is fp32 in every build: max + log(sum), sum of exp in another order (1e-5);
     // v3's scores come from tensor-core fp32 accumulation: 1e-4
-    double lt = version == 3 ? 1e-4 : 1e-5;
+    double lt = version >= 3 ? 1e-4 : 1e-5;
     check("forward lse", download_f(d_lse, nl), r_lse, lt, lt);
     // the backward is checked on the GPU's own out and lse (what training uses); the
     // CPU reference is given the same out (floatX-rounded) and the CPU lse
     (causal ? ref_attention_backward : ref_attention_full_backward)(r_dq.data(), r_dk.data(), r_dv.data(), dout.data(),
                                                                     q.data(), k.data(), v.data(), g_out.data(),
                                                                     r_lse.data(), B, T, H, KV, hd);
-    bwd(version, causal, d_dq, d_dk, d_dv, d_dout, d_q, d_k, d_v, d_out, d_lse, B, T, H, KV, hd);
+    bwd(version, causal, d_dq, d_dk, d_dv, d_dout, d_q, d_k, d_v, d_out, d_lse, d_scratch, B, T, H, KV, hd);
     std::vector<float> g_dq = download_x(d_dq, nq), g_dk = download_x(d_dk, nk), g_dv = download_x(d_dv, nk);
     // + 1e-5: with T = 1 the exact dq and dk are 0 (dP - delta cancels), and the GPU sums
     // dP and delta in different orders, leaving ~1e-8
     check("backward dq", g_dq, r_dq, rt * rms_of(r_dq) + 1e-5, rt);
     check("backward dk", g_dk, r_dk, rt * rms_of(r_dk) + 1e-5, rt);
     check("backward dv", g_dv, r_dv, rt * rms_of(r_dv) + 1e-5, rt);
-    bwd(version, causal, d_dq, d_dk, d_dv, d_dout, d_q, d_k, d_v, d_out, d_lse, B, T, H, KV, hd);
+    bwd(version, causal, d_dq, d_dk, d_dv, d_dout, d_q, d_k, d_v, d_out, d_lse, d_scratch, B, T, H, KV, hd);
     check_same("backward dq", download_x(d_dq, nq), g_dq);
     check_same("backward dk", download_x(d_dk, nk), g_dk);
     check_same("backward dv", download_x(d_dv, nk), g_dv);
     dev_free(d_q); dev_free(d_k); dev_free(d_v); dev_free(d_dout); dev_free(d_out); dev_free(d_lse);
     dev_free(d_dq); dev_free(d_dk); dev_free(d_dv);
+    if (d_scratch) dev_free(d_scratch);
 }
 
 static void bench_version(int version, bool causal, int B, int T, int H, int KV, int hd) {
@@ -571,30 +602,37 @@ static void bench_version(int version, bool causal, int B, int T, int H, int KV,
     float* d_lse = (float*)dev_malloc(nl * sizeof(float));
     floatX *d_dq = (floatX*)dev_malloc(nq * sizeof(floatX)), *d_dk = (floatX*)dev_malloc(nk * sizeof(floatX));
     floatX* d_dv = (floatX*)dev_malloc(nk * sizeof(floatX));
+    const size_t ns = scratch_floats(version, B, T, H);
+    float* d_scratch = ns ? (float*)dev_malloc(ns * sizeof(float)) : nullptr;
     int reps = version == 1 ? 1 : 10;
     float tf = bench_ms([&] { fwd(version, causal, d_out, d_lse, d_q, d_k, d_v, B, T, H, KV, hd); }, reps);
-    float tb = bench_ms([&] { bwd(version, causal, d_dq, d_dk, d_dv, d_dout, d_q, d_k, d_v, d_out, d_lse, B, T, H, KV, hd); },
-                        reps);
+    float tb = bench_ms(
+        [&] { bwd(version, causal, d_dq, d_dk, d_dv, d_dout, d_q, d_k, d_v, d_out, d_lse, d_scratch, B, T, H, KV, hd); },
+        reps);
     // 4*B*H*T*T*hd for QK^T and PV, half of it when causal; backward counted as 2.5x forward (FA2 convention)
     double flop = (causal ? 2.0 : 4.0) * B * H * (double)T * T * hd;
     printf("  v%d bench %s B=%d T=%d H=%d KV=%d hd=%d: forward %.3f ms (%.2f TFLOP/s), backward %.3f ms (%.2f TFLOP/s)\n",
            version, causal ? "causal" : "full", B, T, H, KV, hd, tf, flop / tf * 1e-9, tb, 2.5 * flop / tb * 1e-9);
     dev_free(d_q); dev_free(d_k); dev_free(d_v); dev_free(d_dout); dev_free(d_out); dev_free(d_lse);
     dev_free(d_dq); dev_free(d_dk); dev_free(d_dv);
+    if (d_scratch) dev_free(d_scratch);
 }
 
 int main(int argc, char** argv) {
-    ladder_init(argc, argv, "attention", 3);
+    ladder_init(argc, argv, "attention", 4);
     const Shape shapes[] = {
         {1, 7, 4, 2, 6},    {2, 33, 6, 2, 8},  {1, 65, 4, 1, 12},  {2, 100, 6, 3, 48}, {1, 70, 2, 2, 64},
         {1, 40, 2, 1, 256}, {1, 37, 2, 2, 130}, {1, 130, 4, 2, 64}, {2, 64, 2, 1, 16},  {1, 200, 2, 2, 128},
         {1, 1, 1, 1, 2},
         // small and ragged T at head sizes version 3 accepts (hd % 16 == 0), GQA ratio 3
         {1, 1, 1, 1, 16},   {2, 7, 4, 2, 16},  {1, 33, 2, 1, 32},  {1, 63, 2, 2, 80}, {1, 129, 3, 1, 112},
+        // head sizes version 4 accepts (64, 128): T = 1, ragged tiles, GQA ratio 4
+        {1, 1, 2, 1, 64},   {2, 65, 4, 1, 128}, {1, 63, 4, 1, 64},
     };
     const char* names[] = {"", "naive, thread per row", "flash tiles fp32 (llmc)",
-                           "WMMA bf16 tensor cores -- NOT YET VALIDATED"};
-    for (int version = 1; version <= 3; version++) {
+                           "WMMA bf16 tensor cores -- NOT YET VALIDATED",
+                           "mma.sync/ldmatrix/cp.async tensor cores, FlashAttention-2 style (llmc/attention_tc.cuh) -- NOT YET VALIDATED"};
+    for (int version = 1; version <= 4; version++) {
         if (!want(version)) continue;
         printf("version %d: %s\n", version, names[version]);
         for (int causal = 1; causal >= 0; causal--) {
@@ -604,6 +642,11 @@ int main(int argc, char** argv) {
         if (!ladder_quick()) {
             bench_version(version, true, 4, 1024, 32, 8, 64);
             bench_version(version, false, 4, 1024, 32, 8, 64);
+            if (version >= 2) {  // llama3-1B-like heads (hd 64, GQA 4) at T = 2048, and hd 128
+                bench_version(version, true, 4, 2048, 32, 8, 64);
+                bench_version(version, true, 2, 2048, 16, 4, 128);
+                bench_version(version, false, 2, 2048, 16, 4, 128);
+            }
         }
     }
     return ladder_finish("attention");

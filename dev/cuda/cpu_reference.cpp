@@ -124,4 +124,7 @@ void ref_mse_forward_backward(float* sq, float* dpred, const float* pred, const 
     mse_forward_backward(sq, dpred, pred, target, B, per_sample, dscale, S);
 }
 
+void ref_grad_accumulate(float* acc, float* grad, size_t n, int last) { grad_accumulate(acc, grad, n, last, S); }
+void ref_sum_accumulate(float* acc, const float* x, size_t n) { sum_accumulate(acc, x, n, S); }
+
 }  // extern "C"

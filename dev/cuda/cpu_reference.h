@@ -75,6 +75,9 @@ void ref_flow_prepare(float* xt, float* v, const float* x0, const float* noise, 
 void ref_mse_forward_backward(float* sq, float* dpred, const float* pred, const float* target, int B,
                               size_t per_sample, float dscale);
 
+void ref_grad_accumulate(float* acc, float* grad, size_t n, int last);
+void ref_sum_accumulate(float* acc, const float* x, size_t n);
+
 #ifdef __cplusplus
 }
 #endif

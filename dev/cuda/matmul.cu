@@ -1,16 +1,27 @@
 /*
-Ladder for llmc/matmul.cuh (forward, backward_input, backward_weight).
+Ladder for llmc/matmul.cuh (forward, backward_input, backward_weight, forward_residual).
   version 1: the 16x16 shared-memory tiled kernel (matmul_fallback in
              llmc/matmul.cuh, used there only when cuBLASLt offers no algorithm)
-  version 2: cuBLASLt, the launchers of llmc/matmul.cuh
+  version 2: cuBLASLt through the launchers of llmc/matmul.cuh with the algorithm
+             cache off (matmul_algo_cache_cap = 0): descriptors and the heuristic query
+             on every call, as before the cache
+  version 3: the llmc launchers as the trainers use them: the algorithm cache on, and
+             matmul_forward_residual (out = res + inp W^T as one GEMM, C = res, D = out),
+             checked with out separate from res and in place
 Validated against the CPU twin (llmc/cpu/matmul.h) on random data, with a weight
 slice (w + c0, ldw > C) like the hidden-chunked FFN uses, and with pointer offsets
 that are not 16-byte aligned; the whole weight buffer is compared, so writes
-outside the slice would show.
+outside the slice would show. Version 3 also runs each product twice (the second
+from the cache) and requires the same bits.
 Build: make -C dev/cuda matmul; run: ./build/bf16/matmul [version]
 */
 #include "ladder.h"
 #include "../../llmc/matmul.cuh"
+#include <chrono>
+
+static double ladder_wall_seconds(void) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
 
 struct Shape { int N, C, OC, ldw, c0; };
 
@@ -53,6 +64,7 @@ static void run_version(int version, const Shape& sh, int accumulate, uint64_t s
     ref_matmul_backward_weight(r_dw.data() + c0, dout.data() + off, inp.data() + off, N, C, OC, ldw);
 
     stream_t s = 0;
+    matmul_algo_cache_cap = version == 2 ? 0 : MATMUL_ALGO_CACHE_SIZE;
     if (version == 1) {
         matmul_fallback(d_out + off, d_inp + off, d_w + c0, N, OC, C, C, 1, 1, ldw, OC, accumulate, s);
         matmul_fallback(d_dinp + off, d_dout + off, d_w + c0, N, C, OC, OC, 1, ldw, 1, C, accumulate, s);
@@ -70,7 +82,49 @@ static void run_version(int version, const Shape& sh, int accumulate, uint64_t s
     check("backward_input dinp", download_x(d_dinp, dinp0.size()), r_dinp, atol, rtol);
     tol_for(N, 1.0, 1.0, &atol, &rtol);
     check("backward_weight dW", download_x(d_dw, dw0.size()), r_dw, atol, rtol);
+    if (version == 3) {
+        // the products again, now from the algorithm cache: the same bits
+        std::vector<float> g_out = download_x(d_out, out0.size()), g_dinp = download_x(d_dinp, dinp0.size());
+        upload_x_to(d_out, out0);
+        upload_x_to(d_dinp, dinp0);
+        matmul_forward(d_out + off, d_inp + off, d_w + c0, N, C, OC, ldw, accumulate, s);
+        matmul_backward_input(d_dinp + off, d_dout + off, d_w + c0, N, C, OC, ldw, accumulate, s);
+        check_same("forward out (cached)", download_x(d_out, out0.size()), g_out);
+        check_same("backward_input (cached)", download_x(d_dinp, dinp0.size()), g_dinp);
+        // out = res + inp W^T: into a separate buffer (res = out0), then in place
+        std::vector<float> r_res = out0;
+        ref_matmul_forward(r_res.data() + off, inp.data() + off, w.data() + c0, N, C, OC, ldw, 1);
+        floatX* d_res = upload_x(out0);
+        floatX* d_o2 = upload_x(out0);  // everything outside [off, off + N OC) must stay as out0
+        matmul_forward_residual(d_o2 + off, d_res + off, d_inp + off, d_w + c0, N, C, OC, ldw, s);
+        tol_for(C, 1.0, 1.0, &atol, &rtol);
+        check("residual out", download_x(d_o2, out0.size()), r_res, atol + 1e-7, rtol);
+        check("residual res kept", download_x(d_res, out0.size()), out0, 0.0, 0.0);
+        matmul_forward_residual(d_res + off, d_res + off, d_inp + off, d_w + c0, N, C, OC, ldw, s);
+        check("residual in place", download_x(d_res, out0.size()), r_res, atol + 1e-7, rtol);
+        dev_free(d_res); dev_free(d_o2);
+    }
     dev_free(d_w); dev_free(d_inp); dev_free(d_dout); dev_free(d_out); dev_free(d_dinp); dev_free(d_dw);
+}
+
+// host time per call of a tiny product (the GPU time is negligible): what the heuristic
+// query and the descriptor setup cost, with (version 3) and without (version 2) the cache
+static void bench_host_overhead(int version) {
+    if (version == 1) return;
+    const int N = 64, C = 64, OC = 64;
+    floatX* d_w = upload_x(rand_floatX((size_t)OC * C, -1.0f, 1.0f, 21));
+    floatX* d_inp = upload_x(rand_floatX((size_t)N * C, -1.0f, 1.0f, 22));
+    floatX* d_out = (floatX*)dev_malloc((size_t)N * OC * sizeof(floatX));
+    matmul_algo_cache_cap = version == 2 ? 0 : MATMUL_ALGO_CACHE_SIZE;
+    matmul_forward(d_out, d_inp, d_w, N, C, OC, C, 0, 0);
+    cudaCheck(cudaDeviceSynchronize());
+    const int reps = 2000;
+    double t0 = ladder_wall_seconds();
+    for (int i = 0; i < reps; i++) matmul_forward(d_out, d_inp, d_w, N, C, OC, C, 0, 0);
+    double t1 = ladder_wall_seconds();
+    cudaCheck(cudaDeviceSynchronize());
+    printf("  v%d host time per matmul_forward call (64x64x64, issue only): %.2f us\n", version, (t1 - t0) / reps * 1e6);
+    dev_free(d_w); dev_free(d_inp); dev_free(d_out);
 }
 
 static void bench_version(int version, int N, int C, int OC) {
@@ -102,7 +156,7 @@ static void bench_version(int version, int N, int C, int OC) {
 }
 
 int main(int argc, char** argv) {
-    ladder_init(argc, argv, "matmul", 2);
+    ladder_init(argc, argv, "matmul", 3);
     matmul_setup();
     // odd sizes from the test references (D=24, V=67, F=61), a slice with c0 > 0 and
     // ldw > C (hidden-chunked w2), GQA-like shapes, a size that is a multiple of 64
@@ -110,14 +164,19 @@ int main(int argc, char** argv) {
         {7, 24, 67, 24, 0}, {33, 61, 24, 61, 0}, {33, 20, 24, 61, 21}, {64, 48, 96, 48, 0},
         {5, 3, 2, 9, 5},    {130, 64, 192, 64, 0}, {257, 128, 96, 200, 33},
     };
-    for (int version = 1; version <= 2; version++) {
+    for (int version = 1; version <= 3; version++) {
         if (!want(version)) continue;
-        printf("version %d: %s\n", version, version == 1 ? "tiled shared-memory kernel (fallback)" : "cuBLASLt");
+        static const char* names[3] = {"tiled shared-memory kernel (fallback)", "cuBLASLt, heuristic queried on every call",
+                                       "cuBLASLt, algorithm cache, residual as C (llmc)"};
+        printf("version %d: %s\n", version, names[version - 1]);
         uint64_t seed = 100;
         for (const Shape& sh : shapes)
             for (int acc = 0; acc <= 1; acc++) run_version(version, sh, acc, seed++);
-        if (version == 2 && matmul_fallback_warned) printf("  note: cuBLASLt fell back to the tiled kernel for some shape\n");
-        if (!ladder_quick()) bench_version(version, 8192, 2048, 8192);
+        if (version >= 2 && matmul_fallback_warned) printf("  note: cuBLASLt fell back to the tiled kernel for some shape\n");
+        if (!ladder_quick()) {
+            bench_version(version, 8192, 2048, 8192);
+            bench_host_overhead(version);
+        }
     }
     matmul_teardown();
     return ladder_finish("matmul");

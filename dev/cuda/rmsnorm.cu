@@ -2,11 +2,18 @@
 Ladder for llmc/rmsnorm.cuh.
   version 1: one thread per row (forward and dinp), one thread per channel walking
              all rows in order for dw: simple, deterministic, little parallelism
-  version 2: the llmc kernels: one warp per row; dw by 32 channels x 16 row slices
-             per block, the 16 partials added in a fixed order
+  version 2: one warp per row with 2-byte loads, the row read twice; dw by a second
+             kernel, 32 channels x 16 row slices per block, the 16 partials added in a
+             fixed order (the llmc kernels before version 3, kept here)
+  version 3: the llmc kernels: 16-byte chunks kept in registers (the row read once),
+             L = 1..32 lanes per row; the backward in one kernel, dw reduced through
+             per-block partials and a fixed tree (last block of each group of 16, then
+             the last group), no second pass over dy and x
 Validated against the CPU twin (llmc/cpu/rmsnorm.h) on random data, odd C, rows
 not a multiple of 8 or 16; the backward accumulates into random dinp and dw.
-Determinism: v2 backward run twice, bitwise.
+Shapes with offset=1 start every floatX buffer one element into its allocation: no row
+is 16-byte aligned, so version 3 takes its element-by-element path.
+Determinism: versions 2 and 3 backward run twice, bitwise.
 */
 #include "ladder.h"
 #include "../../llmc/rmsnorm.cuh"
@@ -45,9 +52,62 @@ __global__ void rmsnorm_dw_v1_kernel(floatX* dw, const floatX* dout, const float
     dw[c] = (floatX)((float)dw[c] + acc);
 }
 
+// version 2: one warp per row (8 rows per 256-thread block), scalar loads
+__global__ void rmsnorm_forward_v2_kernel(floatX* out, float* rstd, const floatX* inp, const floatX* w, int N, int C,
+                                          float eps) {
+    int lane = threadIdx.x & 31;
+    int i = blockIdx.x * 8 + (threadIdx.x >> 5);
+    if (i >= N) return;
+    const floatX* x = inp + (size_t)i * C;
+    float ss = 0.0f;
+    for (int c = lane; c < C; c += 32) {
+        float xc = (float)x[c];
+        ss += xc * xc;
+    }
+    for (int off = 16; off > 0; off >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, off);
+    float r = 1.0f / sqrtf(ss / C + eps);
+    floatX* y = out + (size_t)i * C;
+    for (int c = lane; c < C; c += 32) y[c] = (floatX)((float)x[c] * r * (float)w[c]);
+    if (lane == 0) rstd[i] = r;
+}
+__global__ void rmsnorm_dinp_v2_kernel(floatX* dinp, const floatX* dout, const floatX* inp, const floatX* w,
+                                       const float* rstd, int N, int C) {
+    int lane = threadIdx.x & 31;
+    int i = blockIdx.x * 8 + (threadIdx.x >> 5);
+    if (i >= N) return;
+    const floatX* x = inp + (size_t)i * C;
+    const floatX* dy = dout + (size_t)i * C;
+    floatX* dx = dinp + (size_t)i * C;
+    float r = rstd[i];
+    float dot = 0.0f;
+    for (int c = lane; c < C; c += 32) dot += (float)dy[c] * (float)w[c] * (float)x[c];
+    for (int off = 16; off > 0; off >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, off);
+    float k = dot * r * r * r / C;
+    for (int c = lane; c < C; c += 32)
+        dx[c] = (floatX)((float)dx[c] + (r * (float)w[c] * (float)dy[c] - k * (float)x[c]));
+}
+__global__ void rmsnorm_dw_v2_kernel(floatX* dw, const floatX* dout, const floatX* inp, const float* rstd, int N, int C) {
+    __shared__ float part[16][32];
+    int tx = threadIdx.x, ty = threadIdx.y;
+    int c = blockIdx.x * 32 + tx;
+    float acc = 0.0f;
+    if (c < C)
+        for (int i = ty; i < N; i += 16) acc += (float)dout[(size_t)i * C + c] * (float)inp[(size_t)i * C + c] * rstd[i];
+    part[ty][tx] = acc;
+    __syncthreads();
+    if (ty == 0 && c < C) {
+        float sum = 0.0f;
+        for (int y = 0; y < 16; y++) sum += part[y][tx];
+        dw[c] = (floatX)((float)dw[c] + sum);
+    }
+}
+
 static void forward(int version, floatX* out, float* rstd, const floatX* inp, const floatX* w, int N, int C, float eps) {
     if (version == 1) {
         rmsnorm_forward_v1_kernel<<<(unsigned)ceil_div(N, 128), 128>>>(out, rstd, inp, w, N, C, eps);
+        cudaCheck(cudaGetLastError());
+    } else if (version == 2) {
+        rmsnorm_forward_v2_kernel<<<(unsigned)ceil_div(N, 8), 256>>>(out, rstd, inp, w, N, C, eps);
         cudaCheck(cudaGetLastError());
     } else {
         rmsnorm_forward(out, rstd, inp, w, N, C, eps, 0);
@@ -60,12 +120,17 @@ static void backward(int version, floatX* dinp, floatX* dw, const floatX* dout, 
         cudaCheck(cudaGetLastError());
         rmsnorm_dw_v1_kernel<<<(unsigned)ceil_div(C, 128), 128>>>(dw, dout, inp, rstd, N, C);
         cudaCheck(cudaGetLastError());
+    } else if (version == 2) {
+        rmsnorm_dinp_v2_kernel<<<(unsigned)ceil_div(N, 8), 256>>>(dinp, dout, inp, w, rstd, N, C);
+        cudaCheck(cudaGetLastError());
+        rmsnorm_dw_v2_kernel<<<(unsigned)ceil_div(C, 32), dim3(32, 16)>>>(dw, dout, inp, rstd, N, C);
+        cudaCheck(cudaGetLastError());
     } else {
         rmsnorm_backward(dinp, dw, dout, inp, w, rstd, N, C, 0);
     }
 }
 
-static void run_version(int version, int N, int C, uint64_t seed) {
+static void run_version(int version, int N, int C, int off, uint64_t seed) {
     const float eps = 1e-5f;
     size_t n = (size_t)N * C;
     std::vector<float> x = rand_floatX(n, -2.0f, 2.0f, seed + 1);
@@ -73,9 +138,12 @@ static void run_version(int version, int N, int C, uint64_t seed) {
     std::vector<float> dout = rand_floatX(n, -1.0f, 1.0f, seed + 3);
     std::vector<float> dinp0 = rand_floatX(n, -1.0f, 1.0f, seed + 4);
     std::vector<float> dw0 = rand_floatX(C, -1.0f, 1.0f, seed + 5);
-    floatX *d_x = upload_x(x), *d_w = upload_x(w), *d_dout = upload_x(dout);
-    floatX *d_dinp = upload_x(dinp0), *d_dw = upload_x(dw0);
-    floatX* d_out = (floatX*)dev_malloc(n * sizeof(floatX));
+    // off leading elements in every floatX buffer (never read): rows not 16-byte aligned
+    auto padded = [off](const std::vector<float>& v) { std::vector<float> p(off, 3.0f); p.insert(p.end(), v.begin(), v.end()); return p; };
+    auto unpad = [off](std::vector<float> v) { v.erase(v.begin(), v.begin() + off); return v; };
+    floatX *d_x = upload_x(padded(x)), *d_w = upload_x(padded(w)), *d_dout = upload_x(padded(dout));
+    floatX *d_dinp = upload_x(padded(dinp0)), *d_dw = upload_x(padded(dw0));
+    floatX* d_out = (floatX*)dev_malloc((n + off) * sizeof(floatX));
     float* d_rstd = (float*)dev_malloc(N * sizeof(float));
 
     std::vector<float> r_out(n), r_rstd(N), r_dinp = dinp0, r_dw = dw0;
@@ -83,8 +151,8 @@ static void run_version(int version, int N, int C, uint64_t seed) {
     // the backward is checked on the CPU's rstd, so that it is tested on its own
     ref_rmsnorm_backward(r_dinp.data(), r_dw.data(), dout.data(), x.data(), w.data(), r_rstd.data(), N, C);
 
-    printf("  v%d N=%d C=%d\n", version, N, C);
-    forward(version, d_out, d_rstd, d_x, d_w, N, C, eps);
+    printf("  v%d N=%d C=%d offset=%d\n", version, N, C, off);
+    forward(version, d_out + off, d_rstd, d_x + off, d_w + off, N, C, eps);
     // Tolerances. rstd: fp32 sums of the same C positive squares in another order:
     // typical relative error ~ sqrt(C) * 2^-24 (3e-6 at C = 2048, halved by the
     // rsqrt); we use 2e-5.
@@ -92,20 +160,20 @@ static void run_version(int version, int N, int C, uint64_t seed) {
     // bits) -> rtol 2^-7, atol 2^-7 * rms for the cancellation in dinp's r*w*dy - k*x and in dw's sums;
     // fp32 builds differ only by summation order and FMA contraction -> 1e-5.
     double rt = LADDER_FP32 ? 1e-5 : ldexp(1.0, -7);
-    check("forward out", download_x(d_out, n), r_out, rt * rms_of(r_out), rt);
+    check("forward out", unpad(download_x(d_out, n + off)), r_out, rt * rms_of(r_out), rt);
     check("forward rstd", download_f(d_rstd, N), r_rstd, 0.0, 2e-5);
     upload_f_to(d_rstd, r_rstd);
-    backward(version, d_dinp, d_dw, d_dout, d_x, d_w, d_rstd, N, C);
-    std::vector<float> g_dinp = download_x(d_dinp, n), g_dw = download_x(d_dw, C);
+    backward(version, d_dinp + off, d_dw + off, d_dout + off, d_x + off, d_w + off, d_rstd, N, C);
+    std::vector<float> g_dinp = unpad(download_x(d_dinp, n + off)), g_dw = unpad(download_x(d_dw, C + off));
     check("backward dinp", g_dinp, r_dinp, rt * rms_of(r_dinp), rt);
     // dw sums N terms in an order other than the CPU's: fp32 error ~ N * 2^-24 * sum|terms|
     check("backward dw", g_dw, r_dw, rt * rms_of(r_dw) + N * ldexp(1.0, -22), rt);
-    if (version == 2) {
-        upload_x_to(d_dinp, dinp0);
-        upload_x_to(d_dw, dw0);
-        backward(version, d_dinp, d_dw, d_dout, d_x, d_w, d_rstd, N, C);
-        check_same("backward dinp", download_x(d_dinp, n), g_dinp);
-        check_same("backward dw", download_x(d_dw, C), g_dw);
+    if (version >= 2) {
+        upload_x_to(d_dinp, padded(dinp0));
+        upload_x_to(d_dw, padded(dw0));
+        backward(version, d_dinp + off, d_dw + off, d_dout + off, d_x + off, d_w + off, d_rstd, N, C);
+        check_same("backward dinp", unpad(download_x(d_dinp, n + off)), g_dinp);
+        check_same("backward dw", unpad(download_x(d_dw, C + off)), g_dw);
     }
     dev_free(d_x); dev_free(d_w); dev_free(d_dout); dev_free(d_dinp); dev_free(d_dw); dev_free(d_out);
     dev_free(d_rstd);
@@ -120,7 +188,9 @@ static void bench_version(int version, int N, int C) {
     float* d_rstd = (float*)dev_malloc(N * sizeof(float));
     float tf = bench_ms([&] { forward(version, d_out, d_rstd, d_x, d_w, N, C, 1e-5f); }, 20);
     float tb = bench_ms([&] { backward(version, d_dinp, d_dw, d_dout, d_x, d_w, d_rstd, N, C); }, 20);
-    double bf = 2.0 * n * sizeof(floatX), bb = 5.0 * n * sizeof(floatX);  // bwd: dout,x twice + dinp r/w (approx)
+    // the bytes each pass must move at least: forward x read, y written; backward dy, x,
+    // dinp read, dinp written (version 2 moves ~6 n: its dw kernel reads dy and x again)
+    double bf = 2.0 * n * sizeof(floatX), bb = 4.0 * n * sizeof(floatX);
     printf("  v%d bench N=%d C=%d: forward %.3f ms (%.0f GB/s), backward %.3f ms (%.0f GB/s)\n", version, N, C, tf,
            bf / tf * 1e-6, tb, bb / tb * 1e-6);
     dev_free(d_x); dev_free(d_w); dev_free(d_dout); dev_free(d_dinp); dev_free(d_dw); dev_free(d_out);
@@ -128,14 +198,23 @@ static void bench_version(int version, int N, int C) {
 }
 
 int main(int argc, char** argv) {
-    ladder_init(argc, argv, "rmsnorm", 2);
-    const int shapes[][2] = {{7, 24}, {65, 61}, {300, 48}, {1, 1}, {129, 2048}, {37, 33}};
-    for (int version = 1; version <= 2; version++) {
+    ladder_init(argc, argv, "rmsnorm", 3);
+    // {N, C, offset}: odd C; C = 2048 (llama3-1B's D); N = 1000 at C = 264: more than 16
+    // blocks in version 3's backward tree; C = 24600: version 3's two-kernel backward;
+    // offset 1: no 16-byte aligned row (version 3's element path)
+    const int shapes[][3] = {{7, 24, 0}, {65, 61, 0}, {300, 48, 0}, {1, 1, 0}, {129, 2048, 0}, {37, 33, 0},
+                             {19, 64, 0}, {1000, 264, 0}, {3, 24600, 0}, {129, 2048, 1}, {65, 61, 1}, {19, 64, 1}};
+    static const char* names[3] = {"thread per row / per channel", "warp per row, separate blocked dw kernel",
+                                   "16-byte chunks, row in registers, fused backward with a fixed-order dw tree (llmc)"};
+    for (int version = 1; version <= 3; version++) {
         if (!want(version)) continue;
-        printf("version %d: %s\n", version, version == 1 ? "thread per row / per channel" : "warp per row, blocked dw (llmc)");
+        printf("version %d: %s\n", version, names[version - 1]);
         uint64_t seed = 300;
-        for (auto& sh : shapes) run_version(version, sh[0], sh[1], seed++);
-        if (!ladder_quick()) bench_version(version, 8192, 2048);
+        for (auto& sh : shapes) run_version(version, sh[0], sh[1], sh[2], seed++);
+        if (!ladder_quick()) {
+            bench_version(version, 8192, 2048);    // llama3-1B at B=4, T=2048
+            bench_version(version, 262144, 64);    // a DiT's q/k norm: 16K tokens x 16 heads, hd = 64
+        }
     }
     return ladder_finish("rmsnorm");
 }

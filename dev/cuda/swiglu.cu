@@ -1,14 +1,44 @@
 /*
 Ladder for llmc/swiglu.cuh.
-  version 1: one thread per element, scalar loads (llmc)
+  version 1: one thread per element, scalar loads (the llmc kernels before version 3,
+             kept here)
   version 2: 16-byte vector loads/stores (8 bf16 or 4 fp32 per thread) when every
-             pointer is 16-byte aligned, scalar head/tail otherwise: the same math,
-             so results must be bitwise equal to version 1
+             pointer is 16-byte aligned, the tail and misaligned data by version 1 in
+             a second launch: the same math, so results must be bitwise equal to version 1
+  version 3: the llmc kernels: version 2's 16-byte chunks and the tail in one launch
+             (the tail elements go to the first threads after the chunk loop)
 Validated against the CPU twin (llmc/cpu/swiglu.h) on random data at odd sizes and
 misaligned offsets, with dh1 == dout in the backward (allowed by the interface).
 */
 #include "ladder.h"
 #include "../../llmc/swiglu.cuh"
+
+__global__ void swiglu_forward_v1_kernel(floatX* out, const floatX* h1, const floatX* h3, size_t n) {
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        float a = (float)h1[i];
+        out[i] = (floatX)(a / (1.0f + expf(-a)) * (float)h3[i]);
+    }
+}
+__global__ void swiglu_backward_v1_kernel(floatX* dh1, floatX* dh3, const floatX* dout, const floatX* h1,
+                                          const floatX* h3, size_t n) {
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        float a = (float)h1[i], b = (float)h3[i], g = (float)dout[i];
+        float sig = 1.0f / (1.0f + expf(-a));
+        float silu = a * sig;
+        dh3[i] = (floatX)(g * silu);
+        dh1[i] = (floatX)(g * b * sig * (1.0f + a * (1.0f - sig)));
+    }
+}
+static void forward_v1(floatX* out, const floatX* h1, const floatX* h3, size_t n) {
+    if (n == 0) return;
+    swiglu_forward_v1_kernel<<<swiglu_blocks(n, 256), 256>>>(out, h1, h3, n);
+    cudaCheck(cudaGetLastError());
+}
+static void backward_v1(floatX* dh1, floatX* dh3, const floatX* dout, const floatX* h1, const floatX* h3, size_t n) {
+    if (n == 0) return;
+    swiglu_backward_v1_kernel<<<swiglu_blocks(n, 256), 256>>>(dh1, dh3, dout, h1, h3, n);
+    cudaCheck(cudaGetLastError());
+}
 
 #define VEC (16 / (int)sizeof(floatX))
 struct alignas(16) VecX { floatX v[VEC]; };
@@ -43,18 +73,20 @@ __global__ void swiglu_backward_v2_kernel(floatX* dh1, floatX* dh3, const floatX
 static bool aligned16(const void* p) { return ((uintptr_t)p & 15) == 0; }
 
 static void forward(int version, floatX* out, const floatX* h1, const floatX* h3, size_t n) {
-    if (version == 1 || !aligned16(out) || !aligned16(h1) || !aligned16(h3)) { swiglu_forward(out, h1, h3, n, 0); return; }
+    if (version == 3) { swiglu_forward(out, h1, h3, n, 0); return; }
+    if (version == 1 || !aligned16(out) || !aligned16(h1) || !aligned16(h3)) { forward_v1(out, h1, h3, n); return; }
     size_t nvec = n / VEC, done = nvec * VEC;
     if (nvec) {
         swiglu_forward_v2_kernel<<<swiglu_blocks(nvec, 256), 256>>>(out, h1, h3, nvec);
         cudaCheck(cudaGetLastError());
     }
-    if (done < n) swiglu_forward(out + done, h1 + done, h3 + done, n - done, 0);
+    if (done < n) forward_v1(out + done, h1 + done, h3 + done, n - done);
 }
 static void backward(int version, floatX* dh1, floatX* dh3, const floatX* dout, const floatX* h1, const floatX* h3,
                      size_t n) {
+    if (version == 3) { swiglu_backward(dh1, dh3, dout, h1, h3, n, 0); return; }
     if (version == 1 || !aligned16(dh1) || !aligned16(dh3) || !aligned16(dout) || !aligned16(h1) || !aligned16(h3)) {
-        swiglu_backward(dh1, dh3, dout, h1, h3, n, 0);
+        backward_v1(dh1, dh3, dout, h1, h3, n);
         return;
     }
     size_t nvec = n / VEC, done = nvec * VEC;
@@ -62,7 +94,7 @@ static void backward(int version, floatX* dh1, floatX* dh3, const floatX* dout, 
         swiglu_backward_v2_kernel<<<swiglu_blocks(nvec, 256), 256>>>(dh1, dh3, dout, h1, h3, nvec);
         cudaCheck(cudaGetLastError());
     }
-    if (done < n) swiglu_backward(dh1 + done, dh3 + done, dout + done, h1 + done, h3 + done, n - done, 0);
+    if (done < n) backward_v1(dh1 + done, dh3 + done, dout + done, h1 + done, h3 + done, n - done);
 }
 
 static void run_version(int version, size_t n, int off, uint64_t seed) {
@@ -87,19 +119,21 @@ static void run_version(int version, size_t n, int off, uint64_t seed) {
     backward(version, d_g + off, d_d3 + off, d_g + off, d_h1 + off, d_h3 + off, n);  // dh1 == dout
     check("backward dh1 (=dout)", download_x(d_g + off, n), r_d1, rt * 0.1 * rms_of(r_d1), rt);
     check("backward dh3", download_x(d_d3 + off, n), r_d3, rt * 0.1 * rms_of(r_d3), rt);
-    if (version == 2) {  // same math as v1: must match bitwise
-        swiglu_forward(d_o + off, d_h1 + off, d_h3 + off, n, 0);
+    if (version >= 2) {  // same math as v1: must match bitwise
+        forward_v1(d_o + off, d_h1 + off, d_h3 + off, n);
         check_same("forward vs v1", download_x(d_o + off, n), got);
     }
     dev_free(d_h1); dev_free(d_h3); dev_free(d_g); dev_free(d_o); dev_free(d_d3);
 }
 
 int main(int argc, char** argv) {
-    ladder_init(argc, argv, "swiglu", 2);
+    ladder_init(argc, argv, "swiglu", 3);
     const size_t sizes[] = {1, 61, 7 * 61, 1000003};
-    for (int version = 1; version <= 2; version++) {
+    static const char* names[3] = {"scalar, thread per element", "16-byte vectors, tail in a second launch",
+                                   "16-byte vectors and the tail in one launch (llmc)"};
+    for (int version = 1; version <= 3; version++) {
         if (!want(version)) continue;
-        printf("version %d: %s\n", version, version == 1 ? "scalar, thread per element (llmc)" : "16-byte vectors");
+        printf("version %d: %s\n", version, names[version - 1]);
         uint64_t seed = 500;
         for (size_t n : sizes)
             for (int off = 0; off <= 1; off++) run_version(version, n, off, seed++);

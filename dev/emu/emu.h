@@ -317,6 +317,9 @@ inline ucontext_t sched_uc;
 #endif
 inline void (*body_fn)(void*) = nullptr;
 inline void* body_ctx = nullptr;
+// called after every block (include/tensorcore_emu.h: cp.async copies still in flight are
+// an error, and its per-thread state is cleared)
+inline void (*block_end_hook)() = nullptr;
 
 inline void init_stacks() {
     if (stack_region) return;
@@ -519,6 +522,7 @@ inline void run_grid(dim3 grid, dim3 block) {
                 if ((unsigned char)dyn_smem[i] != 0xA5)
                     error("write past the end of dynamic shared memory (%zu bytes requested; byte %zu written)",
                           dyn_smem_bytes, i);
+        if (block_end_hook) block_end_hook();
     }
     cur_fiber = -1;
 }

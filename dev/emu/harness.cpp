@@ -68,6 +68,8 @@ typedef int stream_t;
 #include "cpu/patchify.h"
 #include "cpu/timestep.h"
 #include "cpu/flow.h"
+#include "cpu/grad_accum.h"
+#include "cpu/reduce.h"
 }  // namespace cpu
 
 #ifndef EMU_SHIM_CUDA_RUNTIME
@@ -333,6 +335,116 @@ static void check_matmul(const MM& s, int path, int which) {
     });
 }
 
+// matmul_forward_residual: out = res + inp . W^T, one product with C = res and D = out
+// (cuBLASLt model: beta = 1 with separate C and D pointers; fallback: the kernel's C
+// input). variant 0: out and res separate; 1: out == res (in place); 2: res starts one
+// element into its allocation (2- or 4-byte alignment, D 256-byte aligned), so the C
+// alignment that the launcher declares is checked on its own. E as check_matmul with
+// d0 = res; res must come back unchanged when it is not out.
+static void check_matmul_residual(const MM& s, int path, int variant) {
+    const int N = s.N, C = s.C, OC = s.OC, ldw = s.ldw, c0 = s.c0;
+    static const char* vn[3] = {"separate", "in-place", "res+1"};
+    std::string name = sz("matmul_forward_residual[%s,%s,N=%d,C=%d,OC=%d,ldw=%d,c0=%d]", path ? "cublaslt-model" : "fallback",
+                          vn[variant], N, C, OC, ldw, c0);
+    add(name, [=] {
+        Rng r(name);
+        emu::lt_mode = path;
+        matmul_setup();
+        size_t nw = (size_t)OC * ldw, no = (size_t)N * OC;
+        auto w = r.vec(nw, -1, 1), inp = r.vec((size_t)N * C, -1, 1), res = r.vec(no, -1, 1);
+        std::vector<float> ref(no), S(no);
+        cpu::matmul_forward_residual(ref.data(), res.data(), inp.data(), w.data() + c0, N, C, OC, ldw, 0);
+        auto ares = absv(res);
+        cpu::matmul_forward_residual(S.data(), ares.data(), absv(inp).data(), absv(w).data() + c0, N, C, OC, ldw, 0);
+        unsigned long long lt0 = emu::lt_matmul_calls, l0 = emu::n_launches;
+        int roff = variant == 2 ? 1 : 0;
+        Outs o = both_schedules([&] {
+            std::vector<float> rp(roff, 7.0f);
+            rp.insert(rp.end(), res.begin(), res.end());
+            DX W(w), I(inp), R(rp), D(no);
+            floatX* out = variant == 1 ? R.p : D.p;
+            matmul_forward_residual(out, R.p + roff, I.p, W.p + c0, N, C, OC, ldw, 0);
+            std::vector<float> rr = R.get();
+            rr.erase(rr.begin(), rr.begin() + roff);
+            return Outs{{"out", variant == 1 ? rr : D.get()}, {"res", rr}};
+        });
+        bool work = N > 0 && C > 0 && OC > 0;
+        if (work && path == 0 && (emu::n_launches == l0 || emu::lt_matmul_calls != lt0))
+            problem("the fallback kernel was not the path taken");
+        if (work && path == 1 && (emu::lt_matmul_calls == lt0 || emu::n_launches != l0))
+            problem("cublasLtMatmul (model) was not the path taken");
+        std::vector<double> E(no);
+        for (size_t i = 0; i < no; i++) E[i] = 2 * U * ((C + 2) * (double)S[i]);
+        expect("out", o[0].second, ref, tol_x(ref, E));
+        if (variant != 1) expect_exact("res kept", o[1].second, res);
+        matmul_teardown();
+    });
+}
+
+// The cuBLASLt algorithm cache of llmc/matmul.cuh: a problem is queried once
+// (cublasLtMatmulAlgoGetHeuristic, counted by the shim), its repeats are not; C = D and a
+// separate C are different keys; a full table (matmul_algo_cache_cap lowered) queries on
+// every call and still computes the right product; matmul_teardown empties the table.
+// In the fallback mode the cached answer is "no algorithm": the repeats go straight to
+// the fallback kernel, still without a query. Every result against the twin (E as
+// check_matmul); the cached repeat must equal the first call bit for bit.
+static void check_matmul_cache(int path) {
+    std::string name = sz("matmul_algo_cache[%s]", path ? "cublaslt-model" : "fallback");
+    add(name, [=] {
+        Rng r(name);
+        emu::lt_mode = path;
+        const int N = 9, C = 20, OC = 12;
+        auto w = r.vec((size_t)OC * C, -1, 1), inp = r.vec((size_t)N * C, -1, 1), res = r.vec((size_t)N * OC, -1, 1);
+        auto w2 = r.vec((size_t)C * C, -1, 1);
+        std::vector<float> ref((size_t)N * OC), S((size_t)N * OC), ref2((size_t)N * C), S2((size_t)N * C);
+        cpu::matmul_forward(ref.data(), inp.data(), w.data(), N, C, OC, C, 0, 0);
+        cpu::matmul_forward(S.data(), absv(inp).data(), absv(w).data(), N, C, OC, C, 0, 0);
+        cpu::matmul_forward(ref2.data(), inp.data(), w2.data(), N, C, C, C, 0, 0);
+        cpu::matmul_forward(S2.data(), absv(inp).data(), absv(w2).data(), N, C, C, C, 0, 0);
+        std::vector<float> refr((size_t)N * OC), Sr((size_t)N * OC);
+        cpu::matmul_forward_residual(refr.data(), res.data(), inp.data(), w.data(), N, C, OC, C, 0);
+        cpu::matmul_forward_residual(Sr.data(), absv(res).data(), absv(inp).data(), absv(w).data(), N, C, OC, C, 0);
+        auto E = [](const std::vector<float>& Sv, int K) {
+            std::vector<double> e(Sv.size());
+            for (size_t i = 0; i < e.size(); i++) e[i] = 2 * U * ((K + 2) * (double)Sv[i]);
+            return e;
+        };
+        matmul_setup();
+        DX W(w), W2(w2), I(inp), R(res), O1((size_t)N * OC), O2((size_t)N * OC), O3((size_t)N * OC), O4((size_t)N * C);
+        unsigned long long h0 = emu::lt_heuristic_calls;
+        matmul_forward(O1.p, I.p, W.p, N, C, OC, C, 0, 0);
+        matmul_forward(O2.p, I.p, W.p, N, C, OC, C, 0, 0);           // repeat: cached
+        if (emu::lt_heuristic_calls - h0 != 1) problem("a repeated product queried the heuristic again (%llu queries)", emu::lt_heuristic_calls - h0);
+        matmul_forward_residual(O3.p, R.p, I.p, W.p, N, C, OC, C, 0);  // beta = 1, separate C: a new key
+        if (emu::lt_heuristic_calls - h0 != 2) problem("the residual product shared the beta = 0 entry (%llu queries)", emu::lt_heuristic_calls - h0);
+        if (matmul_algo_cache_n != 2 || matmul_algo_cache_hits != 1 || matmul_algo_cache_misses != 2)
+            problem("cache: %d entries, %llu hits, %llu misses (expected 2, 1, 2)", matmul_algo_cache_n, matmul_algo_cache_hits, matmul_algo_cache_misses);
+        expect_exact("repeat = first", O2.get(), O1.get());
+        expect("forward", O1.get(), ref, tol_x(ref, E(S, C)));
+        expect("residual", O3.get(), refr, tol_x(refr, E(Sr, C)));
+        // the table full: a new shape is queried on every call, and still right
+        matmul_algo_cache_cap = matmul_algo_cache_n;
+        unsigned long long h1 = emu::lt_heuristic_calls;
+        matmul_forward(O4.p, I.p, W2.p, N, C, C, C, 0, 0);
+        matmul_forward(O4.p, I.p, W2.p, N, C, C, C, 0, 0);
+        if (emu::lt_heuristic_calls - h1 != 2 || matmul_algo_uncached != 2 || matmul_algo_cache_n != 2)
+            problem("full table: %llu queries, %llu uncached calls, %d entries (expected 2, 2, 2)", emu::lt_heuristic_calls - h1,
+                    matmul_algo_uncached, matmul_algo_cache_n);
+        expect("uncached", O4.get(), ref2, tol_x(ref2, E(S2, C)));
+        matmul_forward(O1.p, I.p, W.p, N, C, OC, C, 0, 0);  // a cached shape still hits
+        if (emu::lt_heuristic_calls - h1 != 2) problem("a cached shape was queried again once the table was full");
+        matmul_algo_cache_cap = MATMUL_ALGO_CACHE_SIZE;
+        matmul_teardown();
+        if (matmul_algo_cache_n != 0) problem("matmul_teardown left %d cache entries", matmul_algo_cache_n);
+        matmul_setup();
+        unsigned long long h2 = emu::lt_heuristic_calls;
+        matmul_forward(O2.p, I.p, W.p, N, C, OC, C, 0, 0);
+        if (emu::lt_heuristic_calls - h2 != 1) problem("after teardown and setup, the first product was not queried");
+        expect_exact("after setup again", O2.get(), O1.get());
+        matmul_teardown();
+    });
+}
+
 // ---------------------------------------------------------------------------------
 // encoder: forward is a copy (exact); backward adds the rows of dout of each token in
 // token order in fp32 starting from dwte and rounds once, the same additions in the same
@@ -382,27 +494,54 @@ static void check_encoder(int N, int D, int V, int pattern) {
 // rmsnorm. forward: ss = sum x^2 (C positive terms), r = 1/sqrt(ss/C + eps), y = x r w:
 // B(r) = (C + 8) r, B(y) = (C + 8) |y|. backward: dinp = dinp0 + r w dy - k x with
 // k = r^3/C sum dy w x: B = (C + 8) (|dinp0| + r |w dy| + r^3/C sum|dy w x| |x|);
-// dw = dw0 + sum_i dy x r over N rows: B = (N + 8) (|dw0| + sum_i |dy x| r).
-static void check_rmsnorm(int N, int C) {
+// dw = dw0 + sum_i dy x r over N rows: B = (N + 8) (|dw0| + sum_i |dy x| r) (any order
+// of the N + 1 terms, the fused kernel's tree of row slots, blocks and groups included:
+// empty slots add exact zeros).
+// off > 0: every floatX buffer starts `off` elements into its allocation, so no row is
+// 16-byte aligned and the kernels take their element-by-element path; they promise the
+// same arithmetic as the 16-byte path, so the result must equal, bit for bit, the same
+// launch on aligned buffers (also run). Sizes are picked in main() to reach every
+// variant: chunks per lane kept in registers 1, 2, 4, 8 and none; 1 to 32 rows per warp;
+// more than 16 blocks (two groups in the backward's reduction tree); C > 24576 (the
+// backward's two-kernel path).
+static void check_rmsnorm(int N, int C, int off = 0) {
     const float eps = 1e-5f;
-    std::string n1 = sz("rmsnorm_forward[N=%d,C=%d]", N, C);
+    std::string tag = off ? sz(",off=%d", off) : std::string();
+    auto pad = [off](const std::vector<float>& v) {  // off leading elements that no kernel may use
+        std::vector<float> p(off, 7.0f);
+        p.insert(p.end(), v.begin(), v.end());
+        return p;
+    };
+    auto unpad = [off](std::vector<float> v) { v.erase(v.begin(), v.begin() + off); return v; };
+    std::string n1 = sz("rmsnorm_forward[N=%d,C=%d%s]", N, C, tag.c_str());
     add(n1, [=] {
         Rng r(n1);
         auto x = r.vec((size_t)N * C, -2, 2), w = r.vec(C, 0.5, 1.5);
         std::vector<float> ref((size_t)N * C), rstd(N);
         cpu::rmsnorm_forward(ref.data(), rstd.data(), x.data(), w.data(), N, C, eps, 0);
         Outs o = both_schedules([&] {
-            DX X(x), W(w), O((size_t)N * C); DF RS(N);
-            rmsnorm_forward(O.p, RS.p, X.p, W.p, N, C, eps, 0);
-            return Outs{{"out", O.get()}, {"rstd", RS.get()}};
+            DX X(pad(x)), W(pad(w)), O((size_t)N * C + off); DF RS(N);
+            rmsnorm_forward(O.p + off, RS.p, X.p + off, W.p + off, N, C, eps, 0);
+            Outs out{{"out", unpad(O.get())}, {"rstd", RS.get()}};
+            if (off) {
+                DX X0(x), W0(w), O0((size_t)N * C); DF RS0(N);
+                rmsnorm_forward(O0.p, RS0.p, X0.p, W0.p, N, C, eps, 0);
+                out.push_back({"out (aligned)", O0.get()});
+                out.push_back({"rstd (aligned)", RS0.get()});
+            }
+            return out;
         });
         std::vector<double> Eo(ref.size()), Er(N);
         for (size_t i = 0; i < ref.size(); i++) Eo[i] = 2 * U * (C + 8) * fabs((double)ref[i]);
         for (int i = 0; i < N; i++) Er[i] = 2 * U * (C + 8) * fabs((double)rstd[i]);
         expect("out", o[0].second, ref, tol_x(ref, Eo));
         expect("rstd", o[1].second, rstd, tol_f(Er));
+        if (off) {
+            expect_exact("out = aligned", o[0].second, o[2].second);
+            expect_exact("rstd = aligned", o[1].second, o[3].second);
+        }
     });
-    std::string n2 = sz("rmsnorm_backward[N=%d,C=%d]", N, C);
+    std::string n2 = sz("rmsnorm_backward[N=%d,C=%d%s]", N, C, tag.c_str());
     add(n2, [=] {
         Rng r(n2);
         auto x = r.vec((size_t)N * C, -2, 2), w = r.vec(C, 0.5, 1.5), dout = r.vec((size_t)N * C, -1, 1);
@@ -412,9 +551,16 @@ static void check_rmsnorm(int N, int C) {
         auto rdinp = dinp0, rdw = dw0;
         cpu::rmsnorm_backward(rdinp.data(), rdw.data(), dout.data(), x.data(), w.data(), rstd.data(), N, C, 0);
         Outs o = both_schedules([&] {
-            DX X(x), W(w), DO(dout), DI_(dinp0), DW(dw0); DF RS(rstd);
-            rmsnorm_backward(DI_.p, DW.p, DO.p, X.p, W.p, RS.p, N, C, 0);
-            return Outs{{"dinp", DI_.get()}, {"dw", DW.get()}};
+            DX X(pad(x)), W(pad(w)), DO(pad(dout)), DI_(pad(dinp0)), DW(pad(dw0)); DF RS(rstd);
+            rmsnorm_backward(DI_.p + off, DW.p + off, DO.p + off, X.p + off, W.p + off, RS.p, N, C, 0);
+            Outs out{{"dinp", unpad(DI_.get())}, {"dw", unpad(DW.get())}};
+            if (off) {
+                DX X0(x), W0(w), DO0(dout), DI0(dinp0), DW0(dw0);
+                rmsnorm_backward(DI0.p, DW0.p, DO0.p, X0.p, W0.p, RS.p, N, C, 0);
+                out.push_back({"dinp (aligned)", DI0.get()});
+                out.push_back({"dw (aligned)", DW0.get()});
+            }
+            return out;
         });
         std::vector<double> Ei((size_t)N * C), Ew(C);
         for (int i = 0; i < N; i++) {
@@ -432,6 +578,10 @@ static void check_rmsnorm(int N, int C) {
         }
         expect("dinp", o[0].second, rdinp, tol_x(rdinp, Ei));
         expect("dw", o[1].second, rdw, tol_x(rdw, Ew));
+        if (off) {
+            expect_exact("dinp = aligned", o[0].second, o[2].second);
+            expect_exact("dw = aligned", o[1].second, o[3].second);
+        }
     });
 }
 
@@ -477,38 +627,61 @@ static void check_rope(int B, int T, int nh, int hd, int backward, int in_place)
 // ---------------------------------------------------------------------------------
 // swiglu: elementwise. forward silu(a) b: B = 8 |y|. backward: dh3 = g silu(a): B = 8 |dh3|;
 // dh1 = g b sig (1 + a (1 - sig)): B = 8 |g b sig| (1 + 2 |a|) (1 - sig cancels for large a).
-static void check_swiglu(size_t n, int backward, int alias) {
-    std::string name = sz("%s[n=%zu%s]", backward ? "swiglu_backward" : "swiglu_forward", n, alias ? ",dh1=dout" : "");
+// off > 0: the buffers start `off` elements into their allocations (not 16-byte aligned:
+// the element-by-element path); the result must equal the aligned launch's bit for bit.
+static void check_swiglu(size_t n, int backward, int alias, int off = 0) {
+    std::string name = sz("%s[n=%zu%s%s]", backward ? "swiglu_backward" : "swiglu_forward", n, alias ? ",dh1=dout" : "",
+                          off ? sz(",off=%d", off).c_str() : "");
     add(name, [=] {
         Rng r(name);
-        auto a = r.vec(n, -9, 9), b = r.vec(n, -2, 2), g = r.vec(n, -1, 1);
+        auto a = r.vec(n + off, -9, 9), b = r.vec(n + off, -2, 2), g = r.vec(n + off, -1, 1);
+        auto tail = [off](std::vector<float> v) { v.erase(v.begin(), v.begin() + off); return v; };
+        auto a0 = tail(a), b0 = tail(b), g0 = tail(g);
         if (!backward) {
             std::vector<float> ref(n);
-            cpu::swiglu_forward(ref.data(), a.data(), b.data(), n, 0);
+            cpu::swiglu_forward(ref.data(), a0.data(), b0.data(), n, 0);
             Outs o = both_schedules([&] {
-                DX A(a), Bb(b), O(n);
-                swiglu_forward(O.p, A.p, Bb.p, n, 0);
-                return Outs{{"out", O.get()}};
+                DX A(a), Bb(b), O(n + off);
+                swiglu_forward(O.p + off, A.p + off, Bb.p + off, n, 0);
+                Outs out{{"out", tail(O.get())}};
+                if (off) {
+                    DX A0(a0), B0(b0), O0(n);
+                    swiglu_forward(O0.p, A0.p, B0.p, n, 0);
+                    out.push_back({"out (aligned)", O0.get()});
+                }
+                return out;
             });
             std::vector<double> E(n);
             for (size_t i = 0; i < n; i++) E[i] = 2 * U * 8 * fabs((double)ref[i]);
             expect("out", o[0].second, ref, tol_x(ref, E));
+            if (off) expect_exact("out = aligned", o[0].second, o[1].second);
         } else {
             std::vector<float> r1(n), r3(n);
-            cpu::swiglu_backward(r1.data(), r3.data(), g.data(), a.data(), b.data(), n, 0);
+            cpu::swiglu_backward(r1.data(), r3.data(), g0.data(), a0.data(), b0.data(), n, 0);
             Outs o = both_schedules([&] {
-                DX A(a), Bb(b), G(g), D1(n), D3(n);
-                swiglu_backward(alias ? G.p : D1.p, D3.p, G.p, A.p, Bb.p, n, 0);
-                return Outs{{"dh1", alias ? G.get() : D1.get()}, {"dh3", D3.get()}};
+                DX A(a), Bb(b), G(g), D1(n + off), D3(n + off);
+                swiglu_backward(alias ? G.p + off : D1.p + off, D3.p + off, G.p + off, A.p + off, Bb.p + off, n, 0);
+                Outs out{{"dh1", tail(alias ? G.get() : D1.get())}, {"dh3", tail(D3.get())}};
+                if (off) {
+                    DX A0(a0), B0(b0), G0(g0), D10(n), D30(n);
+                    swiglu_backward(alias ? G0.p : D10.p, D30.p, G0.p, A0.p, B0.p, n, 0);
+                    out.push_back({"dh1 (aligned)", alias ? G0.get() : D10.get()});
+                    out.push_back({"dh3 (aligned)", D30.get()});
+                }
+                return out;
             });
             std::vector<double> E1(n), E3(n);
             for (size_t i = 0; i < n; i++) {
-                double sig = 1.0 / (1.0 + exp(-(double)a[i]));
-                E1[i] = 2 * U * 8 * fabs((double)g[i] * b[i] * sig) * (1 + 2 * fabs((double)a[i]));
+                double sig = 1.0 / (1.0 + exp(-(double)a0[i]));
+                E1[i] = 2 * U * 8 * fabs((double)g0[i] * b0[i] * sig) * (1 + 2 * fabs((double)a0[i]));
                 E3[i] = 2 * U * 8 * fabs((double)r3[i]);
             }
             expect("dh1", o[0].second, r1, tol_x(r1, E1));
             expect("dh3", o[1].second, r3, tol_x(r3, E3));
+            if (off) {
+                expect_exact("dh1 = aligned", o[0].second, o[2].second);
+                expect_exact("dh3 = aligned", o[1].second, o[3].second);
+            }
         }
     });
 }
@@ -518,8 +691,11 @@ static void check_swiglu(size_t n, int backward, int alias) {
 // so B(lse) = (V + 8)(1 + |m| + |lse|); loss = lse - x_t: B = B(lse) + 8 |x_t|;
 // p_j = exp(x_j - lse) dloss has relative bound B(lse) + 8 (1 + |x_j|), and the target
 // element subtracts dloss: + 8 |dloss|.
-static void check_crossentropy(int N, int V, float spread) {
-    std::string name = sz("crossentropy_forward_backward[N=%d,V=%d%s]", N, V, spread > 10 ? ",large-logits" : "");
+// off > 0: the logits start `off` elements into their allocation (not 16-byte aligned: the
+// element-by-element path); losses and dlogits must equal the aligned launch's bit for bit.
+static void check_crossentropy(int N, int V, float spread, int off = 0) {
+    std::string name = sz("crossentropy_forward_backward[N=%d,V=%d%s%s]", N, V, spread > 10 ? ",large-logits" : "",
+                          off ? sz(",off=%d", off).c_str() : "");
     add(name, [=] {
         Rng r(name);
         auto lg = r.vec((size_t)N * V, -spread, spread);
@@ -541,10 +717,25 @@ static void check_crossentropy(int N, int V, float spread) {
             std::vector<float> rl(N), rlg = lg;
             cpu::crossentropy_forward_backward(rl.data(), rlg.data(), tg.data(), N, V, dloss, wd, 0);
             Outs o = both_schedules([&] {
-                DX L(lg); DI T(tg); DF LS(N);
-                crossentropy_forward_backward(LS.p, L.p, T.p, N, V, dloss, wd, 0);
-                return Outs{{"losses", LS.get()}, {"logits", L.get()}};
+                std::vector<float> padded(off, 7.0f);
+                padded.insert(padded.end(), lg.begin(), lg.end());
+                DX L(padded); DI T(tg); DF LS(N);
+                crossentropy_forward_backward(LS.p, L.p + off, T.p, N, V, dloss, wd, 0);
+                std::vector<float> got = L.get();
+                got.erase(got.begin(), got.begin() + off);
+                Outs out{{"losses", LS.get()}, {"logits", got}};
+                if (off) {
+                    DX L0(lg); DF LS0(N);
+                    crossentropy_forward_backward(LS0.p, L0.p, T.p, N, V, dloss, wd, 0);
+                    out.push_back({"losses (aligned)", LS0.get()});
+                    out.push_back({"logits (aligned)", L0.get()});
+                }
+                return out;
             });
+            if (off) {
+                expect_exact("losses = aligned", o[0].second, o[2].second);
+                expect_exact("logits = aligned", o[1].second, o[3].second);
+            }
             expect(sz("losses wd=%d", wd).c_str(), o[0].second, rl, tol_f(Ell));
             if (!wd) { expect_exact("logits kept", o[1].second, lg); continue; }
             std::vector<double> E((size_t)N * V);
@@ -631,6 +822,12 @@ static void check_gnorm(size_t n) {
 // dv = sum_r p dO, dk = sum_r dS q, dq = sum_j dS k (each: sum |x| B(y) + (n + 2) sum |x y|).
 // causal: row t sums over the keys u <= t; full (attention_full_*): over all T keys.
 struct Att { int B, T, H, KV, hd; };
+static std::string att_sz(const Att& a) { return sz("B=%d,T=%d,H=%d,KV=%d,hd=%d", a.B, a.T, a.H, a.KV, a.hd); }
+// every shape of a list in both modes, causal first
+static void add_att_both_modes(const std::vector<Att>& shapes, void (*check)(const Att&, bool)) {
+    for (const Att& a : shapes)
+        for (int causal = 1; causal >= 0; causal--) check(a, causal);
+}
 static void attention_bounds(const Att& a, bool causal, const std::vector<float>& q, const std::vector<float>& k,
                              const std::vector<float>& v, const std::vector<float>& dout, const std::vector<float>& out,
                              const std::vector<float>& lse, std::vector<double>& Bo, std::vector<double>& Bl,
@@ -718,7 +915,7 @@ static std::vector<double> att_E(const std::vector<double>& Bb) {  // E = 2 U B
 // causal: attention_forward / attention_backward; full: attention_full_forward / attention_full_backward
 static void check_attention(const Att& a, bool causal) {
     const int B = a.B, T = a.T, H = a.H, KV = a.KV, hd = a.hd;
-    std::string base = sz("B=%d,T=%d,H=%d,KV=%d,hd=%d", B, T, H, KV, hd);
+    std::string base = att_sz(a);
     size_t nq = (size_t)B * T * H * hd, nk = (size_t)B * T * KV * hd, nl = (size_t)B * H * T;
     const auto cpu_fwd = causal ? cpu::attention_forward : cpu::attention_full_forward;
     const auto cpu_bwd = causal ? cpu::attention_backward : cpu::attention_full_backward;
@@ -768,7 +965,7 @@ static void check_attention(const Att& a, bool causal) {
 // tolerance is the one-evaluation bound E of attention_bounds with no floatX rounding.
 static void check_attention_twin(const Att& a, bool causal) {
     const int B = a.B, T = a.T, H = a.H, KV = a.KV, hd = a.hd, group = H / KV;
-    std::string base = sz("B=%d,T=%d,H=%d,KV=%d,hd=%d", B, T, H, KV, hd);
+    std::string base = att_sz(a);
     size_t nq = (size_t)B * T * H * hd, nk = (size_t)B * T * KV * hd, nl = (size_t)B * H * T;
     add(sz("attention_cpu_twin_vs_fp64[%s,%s]", causal ? "causal" : "full", base.c_str()), [=] {
         Rng r("attention-twin" + base);
@@ -1554,24 +1751,184 @@ static void add_dit_elementwise_checks() {
 }
 
 // ---------------------------------------------------------------------------------
+// grad_accumulate (llmc/grad_accum.cuh): a chain of micro-steps, last == 0 each time
+// except, when with_last, the final call. Elementwise fp32 additions of the same values
+// in the same order as the twin, so exact: acc equal bit for bit in both builds, the
+// stored gradient equal to the twin's fp32 value rounded once (itself in fp32; in bf16
+// this is stricter than the bf16 bound). Each last == 0 call must leave grad all zero,
+// a last == 1 call acc all zero; elements around the slice must keep their values.
+// acc_off and grad_off are the slice starts (elements): equal, or differing by a
+// multiple of the vector width, take the vector path after a scalar head; otherwise
+// the scalar fallback.
+static void check_grad_accum(size_t n, int acc_off, int grad_off, int calls, int with_last) {
+    std::string name = sz("grad_accumulate[n=%zu,acc+%d,grad+%d,calls=%d,%s]", n, acc_off, grad_off, calls,
+                          with_last ? "last" : "no-last");
+    add(name, [=] {
+        Rng r(name);
+        const size_t pad = 9;  // values after the slice that must stay as they were
+        std::vector<float> acc_all(n + acc_off + pad);
+        for (auto& x : acc_all) x = r.uni(-4, 4);  // fp32 state, not floatX-rounded
+        std::vector<std::vector<float>> grads;
+        for (int k = 0; k < calls; k++) grads.push_back(r.vec(n + grad_off + pad, -1, 1));
+        std::vector<float> racc = acc_all, rgrad;
+        for (int k = 0; k < calls; k++) {
+            rgrad = grads[k];
+            cpu::grad_accumulate(racc.data() + acc_off, rgrad.data() + grad_off, n, with_last && k == calls - 1, 0);
+        }
+        Outs o = both_schedules([&] {
+            DF A(acc_all); DX G(grads[0].size());
+            Outs out;
+            for (int k = 0; k < calls; k++) {
+                dev_upload_floats(G.p, grads[k].data(), G.n);
+                int last = with_last && k == calls - 1;
+                grad_accumulate(A.p + acc_off, G.p + grad_off, n, last, 0);
+                if (!last) out.push_back({sz("grad after call %d", k), G.get()});
+            }
+            out.push_back({"acc", A.get()});
+            out.push_back({"grad", G.get()});
+            return out;
+        });
+        // the twin's zeroing is part of its semantics: the check compares with it, and
+        // with the definition (grad 0 after last == 0, acc 0 after last == 1)
+        for (size_t j = 0; j + 2 < o.size(); j++) {
+            std::vector<float> want = grads[j];
+            for (size_t i = 0; i < n; i++) want[grad_off + i] = 0.0f;
+            expect_exact(o[j].first.c_str(), o[j].second, want);
+        }
+        expect_exact("acc", o[o.size() - 2].second, racc);
+        expect_exact("grad", o.back().second, round_x(rgrad));
+        for (size_t i = 0; i < n; i++) {  // the twin itself, against the definition
+            float s = acc_all[acc_off + i];
+            for (int k = 0; k < calls; k++) s = s + grads[k][grad_off + i];
+            float want_acc = with_last ? 0.0f : s, want_grad = with_last ? s : 0.0f;
+            if (racc[acc_off + i] != want_acc || rgrad[grad_off + i] != want_grad) {
+                problem("twin: element %zu: acc %.9g grad %.9g, expected %.9g %.9g", i, racc[acc_off + i],
+                        rgrad[grad_off + i], want_acc, want_grad);
+                break;
+            }
+        }
+    });
+}
+
+// sum_accumulate (llmc/reduce.cuh): acc[0] += sum x. The kernel and the twin promise
+// the same additions in the same order: equal bit for bit. The twin is checked against
+// a long-double sum at the fp32 bound of one float rounding of the double total plus
+// the float addition: B = 8 (|acc0| + sum |x|), as for global_norm_squared.
+// cancel: two pairs +-2^45..2^60 at random places among values in (-3, 7), so that the
+// double sum keeps, rounds or absorbs the small terms and partials depending on the
+// order of the additions: a kernel whose order differs from the documented one, even
+// only inside the double partials, differs from the twin.
+static void check_sum_accumulate(size_t n, int cancel) {
+    std::string name = sz("sum_accumulate[n=%zu%s]", n, cancel ? ",cancel" : "");
+    add(name, [=] {
+        Rng r(name);
+        std::vector<float> x(n);
+        for (auto& v : x) v = r.uni(-3, 7);  // per-token losses are positive; some sign changes anyway
+        for (int k = 0; cancel && k < 2; k++) {
+            float big = ldexpf(1.0f, 45 + r.below(16));
+            x[r.below((int)n)] = big;
+            x[r.below((int)n)] = -big;
+        }
+        const float acc0 = 1.5f;
+        std::vector<float> ref = {acc0};
+        cpu::sum_accumulate(ref.data(), x.data(), n, 0);
+        Outs o = both_schedules([&] {
+            DF X(n ? x : std::vector<float>{0.0f}), A(std::vector<float>{acc0});
+            sum_accumulate(A.p, X.p, n, 0);
+            return Outs{{"acc", A.get()}};
+        });
+        expect_exact("acc", o[0].second, ref);
+        long double s = acc0, sa = fabsf(acc0);
+        for (float v : x) { s += v; sa += fabsf(v); }
+        expect("twin vs long double", ref, {(float)s}, {2 * U * 8 * (double)sa});
+        if (n == 0 && memcmp(&ref[0], &acc0, sizeof(float)) != 0) problem("n = 0 changed acc: %.9g", ref[0]);
+    });
+}
+
+// the two grad_accumulate paths with a small grid (3 x 32 threads), so that the
+// grid-stride loops wrap: 16-byte vectors from offset 0 with a scalar tail, and all
+// scalar (the fallback of unaligned slices); the launch of the real kernel, only the
+// grid and the split are chosen here
+static void check_grad_accum_gridstride() {
+    for (int vec = 0; vec <= 1; vec++)
+        for (int last = 0; last <= 1; last++) {
+            std::string name = sz("grad_accumulate_kernel[grid-stride,n=1001,%s,last=%d,grid=3x32]", vec ? "vector" : "scalar", last);
+            add(name, [=] {
+                Rng r(name);
+                size_t n = 1001, V = GRAD_ACCUM_VEC, nvec = vec ? n / V : 0, head = vec ? 0 : n;
+                std::vector<float> a(n);
+                for (auto& x : a) x = r.uni(-4, 4);
+                auto g = r.vec(n, -1, 1);
+                auto ra = a, rg = g;
+                cpu::grad_accumulate(ra.data(), rg.data(), n, last, 0);
+                Outs o = both_schedules([&] {
+                    DF A(a); DX G(g);
+                    ::emu::launch("grad_accumulate_kernel", __FILE__, __LINE__, dim3(3), dim3(32), 0, 0, grad_accumulate_kernel,
+                                  A.p, G.p, n, head, nvec, last);
+                    return Outs{{"acc", A.get()}, {"grad", G.get()}};
+                });
+                expect_exact("acc", o[0].second, ra);
+                expect_exact("grad", o[1].second, round_x(rg));
+            });
+        }
+}
+
+static void add_step_checks() {
+    for (size_t n : {(size_t)0, (size_t)1, (size_t)7, (size_t)1001, (size_t)4099})
+        for (auto off : std::vector<std::pair<int, int>>{{0, 0}, {1, 1}, {3, 3}, {0, 1}, {5, 2}, {4, 12}}) {
+            check_grad_accum(n, off.first, off.second, 1, 1);
+            if (n == 1001 || n == 7) {
+                check_grad_accum(n, off.first, off.second, 4, 1);  // three micro-steps into acc, then the last
+                check_grad_accum(n, off.first, off.second, 2, 0);  // the state between micro-steps
+            }
+        }
+    check_grad_accum_gridstride();
+    for (size_t n : {(size_t)0, (size_t)1, (size_t)1000, ((size_t)1 << 20) + 3}) check_sum_accumulate(n, 0);
+    for (size_t n : {(size_t)1000, ((size_t)1 << 20) + 3}) check_sum_accumulate(n, 1);
+}
+
+// ---------------------------------------------------------------------------------
 // grid-stride loops: the launchers cap the grid at 65536 blocks, so their loops wrap only
 // beyond 2^24 elements, too many to emulate. These checks launch the kernels themselves
 // with a small grid (the launch of a real llmc kernel, only the grid is chosen here).
 static void check_gridstride() {
-    add("swiglu_forward_kernel[grid-stride,n=1001,grid=3x64]", [] {
-        Rng r("gs-swiglu");
-        size_t n = 1001;
-        auto a = r.vec(n, -9, 9), b = r.vec(n, -2, 2);
-        std::vector<float> ref(n);
-        cpu::swiglu_forward(ref.data(), a.data(), b.data(), n, 0);
-        Outs o = both_schedules([&] {
-            DX A(a), Bb(b), O(n);
-            ::emu::launch("swiglu_forward_kernel", __FILE__, __LINE__, dim3(3), dim3(64), 0, 0, swiglu_forward_kernel, O.p, A.p, Bb.p, n);
-            return Outs{{"out", O.get()}};
+    // vec = 1: 125 (bf16) or 250 (fp32) chunks and a tail of 1 on 192 threads: both loops wrap
+    for (int vec = 0; vec <= 1; vec++)
+        add(sz("swiglu_forward_kernel[grid-stride,n=1001,grid=3x64,vec=%d]", vec), [vec] {
+            Rng r("gs-swiglu");
+            size_t n = 1001;
+            auto a = r.vec(n, -9, 9), b = r.vec(n, -2, 2);
+            std::vector<float> ref(n);
+            cpu::swiglu_forward(ref.data(), a.data(), b.data(), n, 0);
+            Outs o = both_schedules([&] {
+                DX A(a), Bb(b), O(n);
+                ::emu::launch("swiglu_forward_kernel", __FILE__, __LINE__, dim3(3), dim3(64), 0, 0, swiglu_forward_kernel, O.p, A.p, Bb.p, n, vec);
+                return Outs{{"out", O.get()}};
+            });
+            std::vector<double> E(n);
+            for (size_t i = 0; i < n; i++) E[i] = 2 * U * 8 * fabs((double)ref[i]);
+            expect("out", o[0].second, ref, tol_x(ref, E));
         });
-        std::vector<double> E(n);
-        for (size_t i = 0; i < n; i++) E[i] = 2 * U * 8 * fabs((double)ref[i]);
-        expect("out", o[0].second, ref, tol_x(ref, E));
+    add("swiglu_backward_kernel[grid-stride,n=1001,grid=2x32,vec=1]", [] {
+        Rng r("gs-swiglu-bwd");
+        size_t n = 1001;
+        auto a = r.vec(n, -9, 9), b = r.vec(n, -2, 2), g = r.vec(n, -1, 1);
+        std::vector<float> r1(n), r3(n);
+        cpu::swiglu_backward(r1.data(), r3.data(), g.data(), a.data(), b.data(), n, 0);
+        Outs o = both_schedules([&] {
+            DX A(a), Bb(b), G(g), D1(n), D3(n);
+            ::emu::launch("swiglu_backward_kernel", __FILE__, __LINE__, dim3(2), dim3(32), 0, 0, swiglu_backward_kernel, D1.p, D3.p,
+                          G.p, A.p, Bb.p, n, 1);
+            return Outs{{"dh1", D1.get()}, {"dh3", D3.get()}};
+        });
+        std::vector<double> E1(n), E3(n);
+        for (size_t i = 0; i < n; i++) {
+            double sig = 1.0 / (1.0 + exp(-(double)a[i]));
+            E1[i] = 2 * U * 8 * fabs((double)g[i] * b[i] * sig) * (1 + 2 * fabs((double)a[i]));
+            E3[i] = 2 * U * 8 * fabs((double)r3[i]);
+        }
+        expect("dh1", o[0].second, r1, tol_x(r1, E1));
+        expect("dh3", o[1].second, r3, tol_x(r3, E3));
     });
     add("encoder_forward_kernel[grid-stride,N=37,D=24,grid=5x32]", [] {
         Rng r("gs-enc");
@@ -1630,6 +1987,324 @@ static void check_gridstride() {
 }
 
 // ---------------------------------------------------------------------------------
+// the check `name` of a tensor-core launcher: `check` in the bf16 build; in an ENABLE_FP32
+// build, where the kernels are not compiled, that `call` (the launcher on buffers of the
+// shape) FAILs naming the build
+template <class Call, class Check> static void add_att_tc(const std::string& name, Call call, Check check) {
+#ifdef ENABLE_FP32
+    (void)check;
+    add(name, [=] { expect_fail("launcher", call, "ENABLE_FP32 build"); });
+#else
+    (void)call;
+    add(name, check);
+#endif
+}
+
+// ---------------------------------------------------------------------------------
+// attention on tensor cores, forward (llmc/attention_tc.cuh): attention_tc_forward and
+// attention_tc_full_forward against the same CPU twin as the fp32 kernels, in the bf16
+// build (in the fp32 build the launchers must FAIL, and the kernels are not compiled).
+// The kernel differs from the twin in three ways, each bounded per element on top of the
+// bound E = 2 U B of attention_bounds (order of the fp32 sums: the emulator's mma sums
+// exact bf16 products in fp32 in a fixed order, not the tensor cores' order):
+//  - p = exp2(fma(s_raw, scale log2e, -m scale log2e)) instead of exp(s - m): the
+//    argument's roundings, relative to p: X = 2 |s| + 2 |m| + |s - m| + 4 units of U
+//    (s, m scaled); added as U X (|out| + sum_u p_u |v_u|) to out and U X to lse, X the
+//    row's largest;
+//  - P enters the P V product rounded to bf16 (relative 2^-8 = R) while l sums the fp32
+//    p (as FlashAttention-2): out is off by up to R sum_u p_u |v_u| (p_u = exp(s_u - lse),
+//    normalised) before its own final rounding;
+//  - out is rounded once to bf16 (R |out|, as for every floatX output).
+// So tol(out) = R |ref| + (1 + R) (E + U X (|ref| + S) + R S), S = sum_u p_u |v_u|, and
+// tol(lse) = E + 2 U X (lse is fp32: no R). A wrong fragment mapping, mask or softmax
+// bookkeeping is off by O(|out|), far above this.
+static void attention_tc_extra(const Att& a, bool causal, const std::vector<float>& q, const std::vector<float>& k,
+                               const std::vector<float>& v, std::vector<double>& S, std::vector<double>& X) {
+    const int B = a.B, T = a.T, H = a.H, KV = a.KV, hd = a.hd, group = H / KV;
+    const double scale = 1.0 / sqrt((double)hd);
+    S.assign((size_t)B * T * H * hd, 0.0);
+    X.assign((size_t)B * H * T, 0.0);
+    std::vector<double> s(T);
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < H; h++)
+            for (int t = 0; t < T; t++) {
+                const int kvh = h / group, nu = causal ? t + 1 : T;
+                const float* qt = &q[(((size_t)b * T + t) * H + h) * hd];
+                double m = -INFINITY, l = 0, x = 0;
+                for (int u = 0; u < nu; u++) {
+                    const float* ku = &k[(((size_t)b * T + u) * KV + kvh) * hd];
+                    double d = 0;
+                    for (int e = 0; e < hd; e++) d += (double)qt[e] * ku[e];
+                    s[u] = d * scale;
+                    m = fmax(m, s[u]);
+                }
+                for (int u = 0; u < nu; u++) {
+                    l += exp(s[u] - m);
+                    x = fmax(x, 2 * fabs(s[u]) + 2 * fabs(m) + fabs(s[u] - m) + 4);
+                }
+                X[((size_t)b * H + h) * T + t] = x;
+                for (int u = 0; u < nu; u++) {
+                    const double p = exp(s[u] - m) / l;
+                    const float* vu = &v[(((size_t)b * T + u) * KV + kvh) * hd];
+                    for (int e = 0; e < hd; e++) S[(((size_t)b * T + t) * H + h) * hd + e] += p * fabs((double)vu[e]);
+                }
+            }
+}
+static void check_attention_tc_forward(const Att& a, bool causal) {
+    const int B = a.B, T = a.T, H = a.H, KV = a.KV, hd = a.hd;
+    std::string base = att_sz(a);
+    std::string name = std::string(causal ? "attention_tc_forward[" : "attention_tc_full_forward[") + base + "]";
+    size_t nq = (size_t)B * T * H * hd, nk = (size_t)B * T * KV * hd, nl = (size_t)B * H * T;
+    const auto gpu_fwd = causal ? attention_tc_forward : attention_tc_full_forward;
+    add_att_tc(name, [=] {
+        DX Q(nq), K(nk), Vv(nk), O(nq); DF L(nl);
+        gpu_fwd(O.p, L.p, Q.p, K.p, Vv.p, B, T, H, KV, hd, 0);
+    }, [=] {
+        Rng r("attention_tc" + base);
+        auto q = r.vec(nq, -1.5, 1.5), k = r.vec(nk, -1.5, 1.5), v = r.vec(nk, -1, 1), dout = r.vec(nq, -1, 1);
+        std::vector<float> out(nq), lse(nl);
+        (causal ? cpu::attention_forward : cpu::attention_full_forward)(out.data(), lse.data(), q.data(), k.data(), v.data(),
+                                                                        B, T, H, KV, hd, 0);
+        std::vector<double> Bo, Bl, Bq, Bk, Bv, S, X;
+        attention_bounds(a, causal, q, k, v, dout, round_x(out), lse, Bo, Bl, Bq, Bk, Bv);
+        attention_tc_extra(a, causal, q, k, v, S, X);
+        Outs o = both_schedules([&] {
+            DX Q(q), K(k), Vv(v), O(nq); DF L(nl);
+            gpu_fwd(O.p, L.p, Q.p, K.p, Vv.p, B, T, H, KV, hd, 0);
+            return Outs{{"out", O.get()}, {"lse", L.get()}};
+        });
+        std::vector<double> to(nq), tl(nl);
+        for (size_t i = 0; i < nq; i++) {
+            const double x = X[((size_t)(i / ((size_t)H * hd) / T) * H + (i / hd) % H) * T + (i / ((size_t)H * hd)) % T];
+            to[i] = R * fabs((double)out[i]) + (1 + R) * (2 * U * Bo[i] + U * x * (fabs((double)out[i]) + S[i]) + R * S[i]);
+        }
+        for (size_t i = 0; i < nl; i++) tl[i] = 2 * U * (Bl[i] + X[i]);
+        expect("out", o[0].second, out, to);
+        expect("lse", o[1].second, lse, tl);
+    });
+}
+// what a tensor-core launcher's refusal must name: in an ENABLE_FP32 build it refuses
+// every call for the build, before looking at anything else
+static const char* att_tc_refusal(const char* bf16_reason) {
+#ifdef ENABLE_FP32
+    (void)bf16_reason;
+    return "ENABLE_FP32 build";
+#else
+    return bf16_reason;
+#endif
+}
+// the launchers' and the selection's refusals, with the reason named
+static void check_attention_tc_refusals() {
+    add("attention_tc_forward[refuses:hd=96,unaligned]", [] {
+        expect_fail("hd=96", [] {
+            DX Q(2 * 4 * 96), K(2 * 4 * 96), Vv(2 * 4 * 96), O(2 * 4 * 96); DF L(8);
+            attention_tc_forward(O.p, L.p, Q.p, K.p, Vv.p, 1, 2, 4, 4, 96, 0);
+        }, att_tc_refusal("head dim 96"));
+        expect_fail("unaligned", [] {
+            DX Q(2 * 64 + 8), K(2 * 64), Vv(2 * 64), O(2 * 64); DF L(2);
+            attention_tc_full_forward(O.p, L.p, Q.p + 1, K.p, Vv.p, 1, 2, 1, 1, 64, 0);
+        }, att_tc_refusal("not 16-byte aligned"));
+    });
+    add("attention_select[parse,resolve]", [] {
+        if (attention_impl_parse("auto") != ATTENTION_AUTO || attention_impl_parse("fp32") != ATTENTION_FP32 ||
+            attention_impl_parse("tc") != ATTENTION_TC)
+            problem("attention_impl_parse: a valid name was misread");
+        if (attention_impl_resolve(ATTENTION_AUTO, 64) != ATTENTION_FP32) problem("auto must mean fp32 until a GPU run validates tc");
+        if (attention_impl_resolve(ATTENTION_FP32, 96) != ATTENTION_FP32) problem("fp32 must take any head dim");
+        expect_fail("parse", [] { attention_impl_parse("flash"); }, "expected auto, fp32 or tc");
+#ifdef ENABLE_FP32
+        expect_fail("tc in fp32", [] { attention_impl_resolve(ATTENTION_TC, 64); }, "ENABLE_FP32 build");
+#else
+        if (attention_impl_resolve(ATTENTION_TC, 128) != ATTENTION_TC) problem("tc with hd 128 refused");
+        expect_fail("tc hd=96", [] { attention_impl_resolve(ATTENTION_TC, 96); }, "head dim 96");
+#endif
+        expect_fail("no select", [] {
+            g_attention_impl = ATTENTION_AUTO;
+            DX Q(64), K(64), Vv(64), O(64); DF L(1);
+            attention_dispatch_forward(O.p, L.p, Q.p, K.p, Vv.p, 1, 1, 1, 1, 64, 0);
+        }, "attention_select() was not called");
+    });
+    // the dispatch runs what was selected: tc and fp32 give different roundings of the same attention
+#ifndef ENABLE_FP32
+    add("attention_select[dispatch_forward,B=1,T=70,H=2,KV=1,hd=64]", [] {
+        Rng r("attention_dispatch");
+        const int B = 1, T = 70, H = 2, KV = 1, hd = 64;
+        auto q = r.vec((size_t)B * T * H * hd, -1.5, 1.5), k = r.vec((size_t)B * T * KV * hd, -1.5, 1.5),
+             v = r.vec((size_t)B * T * KV * hd, -1, 1);
+        std::vector<float> got[2], want[2];
+        for (int impl = 0; impl < 2; impl++) {
+            DX Q(q), K(k), Vv(v), O(q.size()), O2(q.size()); DF L(B * H * T), L2(B * H * T);
+            attention_select(impl ? ATTENTION_TC : ATTENTION_FP32, hd);
+            attention_dispatch_full_forward(O.p, L.p, Q.p, K.p, Vv.p, B, T, H, KV, hd, 0);
+            (impl ? attention_tc_full_forward : attention_full_forward)(O2.p, L2.p, Q.p, K.p, Vv.p, B, T, H, KV, hd, 0);
+            got[impl] = O.get(); want[impl] = O2.get();
+        }
+        expect_exact("fp32 selected", got[0], want[0]);
+        expect_exact("tc selected", got[1], want[1]);
+        if (got[0] == got[1]) problem("fp32 and tc gave bitwise equal outputs: the dispatch does not switch");
+    });
+#endif
+}
+static void add_attention_tc_forward_checks() {
+    // hd 64 and 128; T = 1, 63, 65, 130, 200 (not multiples of the 64-row tiles, one tile,
+    // the diagonal crossing a ragged last tile); GQA ratios 1, 2 and 4; B = 2
+    add_att_both_modes({{2, 1, 4, 2, 64}, {2, 1, 2, 2, 128}, {2, 63, 2, 2, 64}, {2, 63, 4, 1, 128}, {2, 65, 4, 2, 64},
+                        {2, 65, 2, 2, 128}, {2, 130, 4, 1, 64}, {2, 130, 4, 2, 128}, {2, 200, 4, 4, 64},
+                        {2, 200, 4, 1, 128}},
+                       check_attention_tc_forward);
+    check_attention_tc_refusals();
+}
+
+// ---------------------------------------------------------------------------------
+// attention on tensor cores, backward (llmc/attention_tc_backward.cuh):
+// attention_tc_backward and attention_tc_full_backward against the same CPU twin as the
+// fp32 kernels, on inputs made as check_attention makes them, in the bf16 build (in the
+// fp32 build the launchers must FAIL, and the kernels are not compiled). The bound is
+// that of attention_bounds (E = 2 U B: the order of the fp32 sums; the emulator's mma sums
+// exact bf16 products in fp32 in a fixed order) plus what the kernels do that the twin
+// does not:
+//  (1) P and dS (unscaled) enter the products P^T dO, dS^T Q and dS K as bf16 operands
+//      (the tensor cores take bf16, as in FlashAttention-2): one more rounding of at most
+//      2^-8 relative per term: 2^-8 X with X = sum |p dO| (dv), sum |dS q| (dk),
+//      sum |dS k| (dq), over the same terms as the outputs;
+//  (2) p = exp2(s_raw c - lse log2e) with c = scale log2e and lse log2e rounded to fp32:
+//      p is off by at most (|s| + |lse| + 4) U p more than exp(s - lse) (a relative error
+//      d in the exponent of 2 is d ln 2 in p), carried first-order into dv, dS, dk, dq: F.
+// tol = R |ref| + (1 + R) (2 U B + 2 F + 2^-8 X). (1) dominates; it is a bound per element,
+// so a dropped tile, a wrong mask or a wrong fragment row is still many times above it.
+static void att_tc_bwd_extra(const Att& a, bool causal, const std::vector<float>& q, const std::vector<float>& k,
+                             const std::vector<float>& v, const std::vector<float>& dout, const std::vector<float>& out,
+                             const std::vector<float>& lse, std::vector<double>& Xq, std::vector<double>& Xk,
+                             std::vector<double>& Xv) {
+    const int B = a.B, T = a.T, H = a.H, KV = a.KV, hd = a.hd, group = H / KV;
+    const double scale = 1.0 / sqrt((double)hd), r8 = 1.0 / 256;
+    Xq.assign((size_t)B * T * H * hd, 0); Xk.assign((size_t)B * T * KV * hd, 0); Xv.assign(Xk.size(), 0);
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < H; h++)
+            for (int t = 0; t < T; t++) {
+                const int kvh = h / group, nu = causal ? t + 1 : T;
+                const size_t qi = (((size_t)b * T + t) * H + h) * hd;
+                const double L = lse[((size_t)b * H + h) * T + t];
+                double delta = 0;
+                for (int e = 0; e < hd; e++) delta += (double)dout[qi + e] * out[qi + e];
+                for (int u = 0; u < nu; u++) {
+                    const size_t ki = (((size_t)b * T + u) * KV + kvh) * hd;
+                    double s = 0, dp = 0;
+                    for (int e = 0; e < hd; e++) { s += (double)q[qi + e] * k[ki + e]; dp += (double)dout[qi + e] * v[ki + e]; }
+                    s *= scale;
+                    const double p = exp(s - L), fp = p * (fabs(s) + fabs(L) + 4) * U;  // F of p
+                    const double xds = r8 * p * fabs(dp - delta) * scale + 2 * fp * fabs(dp - delta) * scale;
+                    const double xp = r8 * p + 2 * fp;
+                    for (int e = 0; e < hd; e++) {
+                        Xv[ki + e] += xp * fabs((double)dout[qi + e]);
+                        Xk[ki + e] += xds * fabs((double)q[qi + e]);
+                        Xq[qi + e] += xds * fabs((double)k[ki + e]);
+                    }
+                }
+            }
+}
+
+// both schedules bitwise equal (as in every check: run to run, in two block and thread
+// orders) and against the twin; then the overwrite contract: one more call, into outputs
+// and a delta scratch that hold numbers instead of the NaN of fresh buffers, must give the
+// same bits
+static void check_attention_tc_backward(const Att& a, bool causal) {
+    const int B = a.B, T = a.T, H = a.H, KV = a.KV, hd = a.hd;
+    std::string base = att_sz(a);
+    std::string name = std::string(causal ? "attention_tc_backward[" : "attention_tc_full_backward[") + base + "]";
+    size_t nq = (size_t)B * T * H * hd, nk = (size_t)B * T * KV * hd, nl = (size_t)B * H * T;
+    const auto gpu_bwd = causal ? attention_tc_backward : attention_tc_full_backward;
+    add_att_tc(name, [=] {
+        DX Q(nq), K(nk), Vv(nk), DO(nq), O(nq), DQ(nq), DK(nk), DV(nk); DF L(nl), D(nl);
+        gpu_bwd(DQ.p, DK.p, DV.p, DO.p, Q.p, K.p, Vv.p, O.p, L.p, D.p, B, T, H, KV, hd, 0);
+    }, [=] {
+        Rng r("attention" + base);  // the inputs of check_attention at this shape
+        auto q = r.vec(nq, -1.5, 1.5), k = r.vec(nk, -1.5, 1.5), v = r.vec(nk, -1, 1), dout = r.vec(nq, -1, 1);
+        std::vector<float> out(nq), lse(nl), dq(nq), dk(nk), dv(nk);
+        (causal ? cpu::attention_forward : cpu::attention_full_forward)(out.data(), lse.data(), q.data(), k.data(), v.data(),
+                                                                        B, T, H, KV, hd, 0);
+        auto out_x = round_x(out);  // what the backward gets as out: a floatX tensor
+        (causal ? cpu::attention_backward : cpu::attention_full_backward)(dq.data(), dk.data(), dv.data(), dout.data(), q.data(),
+                                                                          k.data(), v.data(), out_x.data(), lse.data(), B, T, H,
+                                                                          KV, hd, 0);
+        auto run = [&](const std::vector<float>* fill) {
+            DX Q(q), K(k), Vv(v), DO(dout), O(out_x), DQ(nq), DK(nk), DV(nk); DF L(lse), D(attention_tc_delta_floats(B, H, T));
+            if (fill) {  // outputs and scratch that hold numbers, not the NaN of fresh buffers
+                dev_upload_floats(DQ.p, fill->data(), nq);
+                dev_upload_floats(DK.p, fill->data(), nk);
+                dev_upload_floats(DV.p, fill->data() + 1, nk);
+                dev_memcpy_h2d(D.p, fill->data() + 2, nl * sizeof(float), 0);
+            }
+            gpu_bwd(DQ.p, DK.p, DV.p, DO.p, Q.p, K.p, Vv.p, O.p, L.p, D.p, B, T, H, KV, hd, 0);
+            return Outs{{"dq", DQ.get()}, {"dk", DK.get()}, {"dv", DV.get()}};
+        };
+        Outs o = both_schedules([&] { return run(nullptr); });
+        std::vector<double> Bo, Bl, Bq, Bk, Bv, Xq, Xk, Xv;
+        attention_bounds(a, causal, q, k, v, dout, out_x, lse, Bo, Bl, Bq, Bk, Bv);
+        att_tc_bwd_extra(a, causal, q, k, v, dout, out_x, lse, Xq, Xk, Xv);
+        auto E = [](const std::vector<double>& Bb, const std::vector<double>& X) {
+            std::vector<double> e = att_E(Bb);
+            for (size_t i = 0; i < e.size(); i++) e[i] += X[i];
+            return e;
+        };
+        expect("dq", o[0].second, dq, tol_x(dq, E(Bq, Xq)));
+        expect("dk", o[1].second, dk, tol_x(dk, E(Bk, Xk)));
+        expect("dv", o[2].second, dv, tol_x(dv, E(Bv, Xv)));
+        auto junk = r.vec(nq + 2, -3, 3);
+        Outs o3 = run(&junk);
+        for (size_t i = 0; i < o.size(); i++) expect_exact((o[i].first + " over numbers").c_str(), o3[i].second, o[i].second);
+    });
+}
+static void add_attention_tc_backward_checks() {
+    // hd 64 and 128; T = 1, 63, 65, 130, 200 (one tile; not multiples of the 64-key, 64- and
+    // 32-row tiles; the causal diagonal crossing a ragged last tile); GQA ratios 1, 2, 4; B = 2
+    // (H = 2 at the larger T: each check runs the kernels 3 times in the emulator)
+    add_att_both_modes({{2, 1, 2, 2, 64}, {2, 1, 4, 1, 128}, {2, 63, 4, 1, 64}, {2, 63, 2, 2, 128}, {2, 65, 4, 2, 64},
+                        {2, 65, 4, 1, 128}, {2, 130, 2, 2, 64}, {2, 130, 2, 1, 128}, {2, 200, 2, 1, 64},
+                        {2, 200, 2, 2, 128}},
+                       check_attention_tc_backward);
+    add("attention_tc_backward[refuses:hd=96,unaligned,no-delta]", [] {
+        expect_fail("hd=96", [] {
+            DX X(2 * 4 * 96); DF L(8), D(8);
+            attention_tc_backward(X.p, X.p, X.p, X.p, X.p, X.p, X.p, X.p, L.p, D.p, 1, 2, 4, 4, 96, 0);
+        }, att_tc_refusal("head dim 96"));
+        expect_fail("unaligned", [] {
+            DX X(2 * 64 + 8); DF L(2), D(2);
+            attention_tc_full_backward(X.p, X.p, X.p, X.p, X.p, X.p + 1, X.p, X.p, L.p, D.p, 1, 2, 1, 1, 64, 0);
+        }, att_tc_refusal("not 16-byte aligned"));
+        expect_fail("no delta", [] {
+            DX X(2 * 64); DF L(2);
+            attention_tc_backward(X.p, X.p, X.p, X.p, X.p, X.p, X.p, X.p, L.p, nullptr, 1, 2, 1, 1, 64, 0);
+        }, att_tc_refusal("no delta scratch"));
+    });
+    // the dispatch runs the selected backward, with the scratch it asks for
+#ifndef ENABLE_FP32
+    add("attention_select[dispatch_backward,B=1,T=70,H=2,KV=1,hd=64]", [] {
+        Rng r("attention_dispatch_backward");
+        const int B = 1, T = 70, H = 2, KV = 1, hd = 64;
+        const size_t nq = (size_t)B * T * H * hd, nk = (size_t)B * T * KV * hd, nl = (size_t)B * H * T;
+        auto q = r.vec(nq, -1.5, 1.5), k = r.vec(nk, -1.5, 1.5), v = r.vec(nk, -1, 1), dout = r.vec(nq, -1, 1);
+        std::vector<float> out(nq), lse(nl);
+        cpu::attention_forward(out.data(), lse.data(), q.data(), k.data(), v.data(), B, T, H, KV, hd, 0);
+        std::vector<float> got[2][3], want[2][3];
+        for (int impl = 0; impl < 2; impl++) {
+            attention_select(impl ? ATTENTION_TC : ATTENTION_FP32, hd);
+            const size_t ns = attention_dispatch_scratch_floats(B, H, T);
+            if (ns != (impl ? nl : 0)) problem("%s: scratch of %zu floats, expected %zu", impl ? "tc" : "fp32", ns, impl ? nl : 0);
+            DX Q(q), K(k), Vv(v), DO(dout), O(round_x(out)), G1(nq), G2(nk), G3(nk), W1(nq), W2(nk), W3(nk); DF L(lse), D(nl);
+            attention_dispatch_backward(G1.p, G2.p, G3.p, DO.p, Q.p, K.p, Vv.p, O.p, L.p, ns ? D.p : nullptr, B, T, H, KV, hd, 0);
+            if (impl) attention_tc_backward(W1.p, W2.p, W3.p, DO.p, Q.p, K.p, Vv.p, O.p, L.p, D.p, B, T, H, KV, hd, 0);
+            else attention_backward(W1.p, W2.p, W3.p, DO.p, Q.p, K.p, Vv.p, O.p, L.p, B, T, H, KV, hd, 0);
+            got[impl][0] = G1.get(); got[impl][1] = G2.get(); got[impl][2] = G3.get();
+            want[impl][0] = W1.get(); want[impl][1] = W2.get(); want[impl][2] = W3.get();
+        }
+        for (int impl = 0; impl < 2; impl++)
+            for (int i = 0; i < 3; i++) expect_exact(sz("%s %s", impl ? "tc" : "fp32", i == 0 ? "dq" : i == 1 ? "dk" : "dv").c_str(), got[impl][i], want[impl][i]);
+        if (got[0][1] == got[1][1]) problem("fp32 and tc gave bitwise equal dk: the dispatch does not switch");
+    });
+#endif
+}
+
 int main(int argc, char** argv) {
     const char* filter = nullptr;
     bool list = false;
@@ -1661,11 +2336,23 @@ int main(int argc, char** argv) {
     for (const MM& m : mms)
         for (int path = 0; path <= 1; path++)
             for (int which = 0; which < 3; which++) check_matmul(m, path, which);
+    for (const MM& m : std::vector<MM>{{14, 24, 67, 24, 0}, {16, 20, 24, 61, 21}, {33, 17, 35, 19, 1}, {5, 0, 3, 4, 0}})
+        for (int path = 0; path <= 1; path++)
+            for (int variant = 0; variant < 3; variant++) check_matmul_residual(m, path, variant);
+    for (int path = 0; path <= 1; path++) check_matmul_cache(path);
     check_encoder(14, 24, 67, 2);
     check_encoder(7, 24, 67, 1);
     check_encoder(300, 40, 10000, 0);  // > 256 tokens (several chunks), > 256 vocabulary tiles
     check_encoder(64, 300, 5, 2);      // D > 256: two channel blocks, the second partial
     for (auto nc : std::vector<std::pair<int, int>>{{14, 24}, {9, 61}, {65, 24}, {37, 33}, {20, 67}, {1, 1}}) check_rmsnorm(nc.first, nc.second);
+    // rmsnorm's variants (see check_rmsnorm), aligned and not: C = 8 (32 rows per warp), 64 (the
+    // DiT's q/k norm), 136, 264, 520, 1032, 2056 (registers per lane: 1, 2, 4, 8, none in bf16;
+    // 1, 2, 4, 8, none in fp32); N = 700 at C = 264 and N = 2000 at C = 24: more than 16
+    // blocks in the backward; C = 24600: the two-kernel backward
+    for (auto nc : std::vector<std::pair<int, int>>{{37, 8}, {19, 64}, {9, 136}, {13, 264}, {5, 520}, {3, 1032}, {3, 2056},
+                                                    {700, 264}, {2000, 24}, {3, 24600}})
+        for (int off = 0; off <= 1; off++) check_rmsnorm(nc.first, nc.second, off);
+    check_rmsnorm(9, 61, 1);
     for (auto s : std::vector<std::array<int, 4>>{{2, 7, 4, 6}, {1, 9, 6, 8}, {1, 16, 2, 12}, {2, 20, 1, 8}})
         for (int bwd = 0; bwd <= 1; bwd++)
             for (int ip = 0; ip <= 1; ip++) check_rope(s[0], s[1], s[2], s[3], bwd, ip);
@@ -1673,29 +2360,39 @@ int main(int argc, char** argv) {
         check_swiglu(n, 0, 0);
         check_swiglu(n, 1, 0);
         check_swiglu(n, 1, 1);
+        if (n > 1) {  // not 16-byte aligned: the element-by-element path, equal to the 16-byte one
+            check_swiglu(n, 0, 0, 1);
+            check_swiglu(n, 1, 1, 1);
+        }
     }
     check_crossentropy(14, 67, 4);
     check_crossentropy(3, 1000, 4);   // V > 512 threads
     check_crossentropy(2, 1, 4);      // V = 1
     check_crossentropy(5, 513, 40);   // logits far from 0: the max must be subtracted
+    check_crossentropy(4, 1000, 4, 1);  // 16-byte chunks, logits not 16-byte aligned: the element path, bit-equal
+    check_crossentropy(3, 4104, 40, 1); // more than 512 chunks: threads take several, the max rises later in a row
+    check_crossentropy(3, 4104, 4);
+    check_crossentropy(5, 13, 4, 1);    // V < one chunk per thread, a partial last chunk
+    check_crossentropy(64, 24, 1, 1);   // logits near 0, lse ~ 3: a different order of the sums shows in the last bit
     for (size_t n : {(size_t)1, (size_t)1001})
         for (int ms = 0; ms <= 1; ms++) check_adamw(n, ms, ms ? 7 : 1);
     check_gnorm(1);
     check_gnorm(1000);
     check_gnorm(300001);  // > 1024 blocks x 256 threads: the grid-stride loop wraps
-    for (const Att& a : std::vector<Att>{{2, 7, 4, 2, 6},     // GQA H=4 KV=2
-                                         {1, 9, 6, 1, 8},     // MQA H=6 KV=1
-                                         {1, 16, 4, 4, 12},   // MHA
-                                         {2, 20, 6, 2, 8},
-                                         {1, 33, 4, 2, 8},    // two tiles of 32
-                                         {1, 65, 2, 1, 12},   // three tiles
-                                         {1, 1, 1, 1, 2},     // T = 1
-                                         {2, 45, 4, 2, 10},   // hd = 10 (not a multiple of 4), GQA, a ragged second tile
-                                         {1, 37, 2, 2, 130}}) // hd > 128 (5 dims per lane); > 48 KiB of shared memory
-        for (int causal = 1; causal >= 0; causal--) check_attention(a, causal);
+    add_att_both_modes({{2, 7, 4, 2, 6},     // GQA H=4 KV=2
+                        {1, 9, 6, 1, 8},     // MQA H=6 KV=1
+                        {1, 16, 4, 4, 12},   // MHA
+                        {2, 20, 6, 2, 8},
+                        {1, 33, 4, 2, 8},    // two tiles of 32
+                        {1, 65, 2, 1, 12},   // three tiles
+                        {1, 1, 1, 1, 2},     // T = 1
+                        {2, 45, 4, 2, 10},   // hd = 10 (not a multiple of 4), GQA, a ragged second tile
+                        {1, 37, 2, 2, 130}}, // hd > 128 (5 dims per lane); > 48 KiB of shared memory
+                       check_attention);
     // the twin against fp64 softmax attention: T = 150 and hd = 130 (56-key tiles) cross the twin's tiles
-    for (const Att& a : std::vector<Att>{{2, 9, 4, 2, 10}, {1, 150, 2, 1, 12}, {1, 70, 2, 2, 130}, {1, 1, 1, 1, 2}})
-        for (int causal = 1; causal >= 0; causal--) check_attention_twin(a, causal);
+    add_att_both_modes({{2, 9, 4, 2, 10}, {1, 150, 2, 1, 12}, {1, 70, 2, 2, 130}, {1, 1, 1, 1, 2}}, check_attention_twin);
+    add_attention_tc_forward_checks();  // llmc/attention_tc.cuh: attention_tc_forward[...], attention_tc_full_forward[...]
+    add_attention_tc_backward_checks();  // llmc/attention_tc_backward.cuh: attention_tc_backward[...], attention_tc_full_backward[...]
     check_gridstride();
     add_dit_elementwise_checks();  // activations, patchify, timestep embedding, rectified flow
     // adaLN and gated residual: the DiT's ld = 6D with shift/gate at 0 and scale at D;
@@ -1720,6 +2417,7 @@ int main(int argc, char** argv) {
     for (auto nc : std::vector<std::pair<int, int>>{{14, 24}, {9, 61}, {1, 1}, {300, 67}, {37, 300}, {5, 7}})
         for (int bwd = 0; bwd <= 1; bwd++) check_bias(nc.first, nc.second, bwd);
     check_gridstride_adaln();
+    add_step_checks();  // grad_accumulate (fp32 gradient accumulation), sum_accumulate (the loss on the device)
 
     int passed = 0, failed = 0;
     for (const Check& c : g_checks) {
@@ -1730,9 +2428,20 @@ int main(int argc, char** argv) {
     if (list) return 0;
     if (!filter) {
         std::string missing;
-        for (int i = 0; i < nk; i++)
+        int bf16_only = 0;
+        for (int i = 0; i < nk; i++) {
+#ifdef ENABLE_FP32
+            // the tensor-core attention kernels are bf16 only: not compiled in this build
+            // (their launchers FAIL, checked above); the bf16 build covers them
+            if (strncmp(emu_kernel_list[i].name, "attention_tc_", 13) == 0) { bf16_only++; continue; }
+#endif
             if (!emu::covered[i]) missing += std::string(missing.empty() ? "" : ", ") + emu_kernel_list[i].name;
-        if (missing.empty()) { printf("PASS %s.coverage[all %d kernels of llmc/*.cuh launched]\n", BUILD, nk); passed++; }
+        }
+        if (missing.empty()) {
+            if (bf16_only) printf("PASS %s.coverage[all %d kernels of llmc/*.cuh launched; %d bf16-only attention_tc_* kernels are not compiled in this build]\n", BUILD, nk - bf16_only, bf16_only);
+            else printf("PASS %s.coverage[all %d kernels of llmc/*.cuh launched]\n", BUILD, nk);
+            passed++;
+        }
         else { printf("FAIL %s.coverage: kernels never launched by any check (add a check to dev/emu/harness.cpp): %s\n", BUILD, missing.c_str()); failed++; }
     }
     fflush(stdout);

@@ -13,7 +13,7 @@
 #       FAIL ladder.bf16.attention.v3[...]: [fwd schedule] forward out: max abs ..., worst err/tol ...
 #    plus a fwd/rev bitwise comparison per version and a coverage line per ladder.
 # The verdicts are the ladders' own checks (their CPU reference, their tolerances).
-# The matmul ladder's version 2 (cuBLASLt) runs against the cuBLASLt MODEL of
+# The matmul ladder's versions 2 and 3 (cuBLASLt) run against the cuBLASLt MODEL of
 # include/cublasLt.h (EMU_LT_MODE=1): it checks argument mapping, not cuBLASLt.
 # Environment: EMU_SRC_DIR (llmc sources, default llmc), EMU_LADDER_DIR (default dev/cuda),
 # EMU_LADDER_FILTER (only the ladders whose name contains it), CXX.
@@ -69,7 +69,8 @@ for p in fp32 bf16; do
     [ -n "$nv" ] || { echo "FAIL ladder.$p.$l: cannot find the number of versions (ladder_init) in $CUDA/$l.cu"; continue; }
     for v in $(seq 1 "$nv"); do
       env=""; tag=""
-      if [ "$l" = matmul ] && [ "$v" = 2 ]; then env="EMU_LT_MODE=1"; tag=".cublaslt-model"; fi
+      # versions 2 and 3 of matmul are cuBLASLt (3: with the algorithm cache and the residual product)
+      if [ "$l" = matmul ] && [ "$v" -ge 2 ]; then env="EMU_LT_MODE=1"; tag=".cublaslt-model"; fi
       for s in fwd rev; do echo "$p $l $v $s ${env:-EMU_LT_MODE=0} $tag"; done
     done
   done

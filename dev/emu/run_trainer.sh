@@ -144,6 +144,15 @@ if [ ${#MPIFLAGS[@]} -gt 0 ]; then
       --zero 1 --shard-vocab 1 --ffn-chunks 3 --ce-chunks 5 --offload-act -1 --recompute 1
   done
 fi
+# gradient accumulation over many micro-steps (issue: bf16 sums swamp the small late
+# contributions): micro64_b64.lref's 64 rows as 64 micro-steps of one row, the gradients
+# summed in the bf16 buffer (--fp32-grad-accum 0) and in an fp32 buffer (1). The fp32 run
+# must pass test_llama's bf16 tolerances and land closer to the float64 reference than the
+# bf16 sum on every gradient tensor's total (the verdict below compares them).
+for g in 0 1; do
+  job "test_llama.bf16.micro64_b64.microsteps64_gradacc$g" "" "$B/bin/test_llama.bf16" --ref dev/emu/ref/micro64_b64.lref \
+    --micro-batch 1 --fp32-grad-accum $g
+done
 # must fail: backward reads offload slots that were never prefetched (poisoned)
 job "test_llama.fp32.catches_missing_prefetch" "" "$B/bin/test_llama.fp32" --ref $DR --offload-act -1 --test-skip-prefetch 1
 if [ "${EMU_TRAINER_RESUME:-1}" != 0 ]; then
@@ -253,6 +262,10 @@ for o in "$B"/out/test_llama.*.out "$B"/out/test_dit.*.out; do
       if [ -z "$prob" ] && { [ "$(field "$o" eager_compute)" != 0 ] || [ "$(field "$o" eager_ops)" = 0 ]; }; then
         prob="EMU_EAGER_STREAMS does not name the copy streams: $(field "$o" eager_ops) operations on them, $(field "$o" eager_compute) of them kernels or products (stream creation order changed? see EAGER_COPIES_${n%%.*})"
       fi ;;&
+    *.microsteps64_gradacc0)
+      # the bf16 sum may miss the tolerance: that is what the comparison below measures
+      if [ -n "$prob" ]; then fail "trainer.$n" "$prob"
+      else pass "trainer.$n[ran; $(grep -m1 -oE '^(PASS|FAIL): [0-9]+ checks, [0-9]+ failed' "$o")]"; fi ;;
     *.catches_missing_prefetch)
       if [ -n "$prob" ] && ! grep -q '^EMU_ERROR' "$o"; then fail "trainer.$n" "$prob"
       elif [ "$rc" = 1 ] && grep -q '^FAIL: ' "$o" && grep -q 'FAIL (not finite)' "$o"; then
@@ -280,6 +293,17 @@ models_identical() {
     pass "trainer.$prog.$p.models.identical[$what under sync, lazy, lazy+eager copy streams, rev schedule: $(field "$B/out/$prog.$p.models.sync.out" d2h_bytes) bytes downloaded, bitwise equal]"
   else fail "trainer.$prog.$p.models.identical" "the downloads differ between stream models/schedules:$hs"; fi
 }
+# the fp32 accumulator against the bf16 sum: the rms over the gradient tensors of test_llama's
+# relative error ||got - ref|| / ||ref||
+grad_rms() { awk '/^gradients:/ {g = 1; next} /^[^ ]/ {g = 0} g && / rel / { for (i = 1; i < NF; i++) if ($i == "rel") { s += $(i + 1) ^ 2; n++ } }
+                  END { if (n) printf "%.4g", sqrt(s / n) }' "$1"; }
+GA="$B/out/test_llama.bf16.micro64_b64.microsteps64_gradacc"
+if [ -e "${GA}0.out" ] && [ -e "${GA}1.out" ]; then
+  e0=$(grad_rms "${GA}0.out"); e1=$(grad_rms "${GA}1.out")
+  if [ -n "$e0" ] && [ -n "$e1" ] && awk -v a="$e1" -v b="$e0" 'BEGIN { exit !(a < b) }'; then
+    pass "trainer.test_llama.bf16.micro64_b64.fp32_accumulation_tracks_better[64 micro-steps: rms gradient error $e1 with the fp32 accumulator, $e0 summed in bf16]"
+  else fail "trainer.test_llama.bf16.micro64_b64.fp32_accumulation_tracks_better" "rms gradient error ${e1:-?} with the fp32 accumulator is not below ${e0:-?} summed in bf16"; fi
+fi
 for p in fp32 bf16; do
   models_identical test_llama $p deep_l5_gqa.chunks3_ce5_offloadall_rc1 "deep_l5_gqa with chunks, offload and recompute"
   models_identical test_dit $p dit_deep_l5.chunks3_offloadall_rc1 "dit_deep_l5 with chunks, offload and recompute"

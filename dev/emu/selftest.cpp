@@ -8,6 +8,7 @@ Each case runs in a child process (emulator errors end the process).
 #include <cuda_runtime.h>
 #include <cuda_bf16.h>
 #include <mma.h>
+#include "tensorcore.cuh"  // llmc/tensorcore.cuh as transformed: the model include/tensorcore_emu.h
 #include <sys/wait.h>
 #include <signal.h>
 #include <functional>
@@ -382,6 +383,179 @@ static std::string wmma_bad_args(int what) {
     return "not caught";
 }
 
+// ---- the tensor-core wrappers (llmc/tensorcore.cuh, replaced by include/tensorcore_emu.h)
+// One m16n8k16 product D = A B + C of small integers (exact in fp32) against an exact
+// reference, its fragments built three ways: by hand from the documented layout (path 0),
+// through ldmatrix x4 / x2 from row-major A and n-major B in shared memory (path 1), and
+// through ldmatrix x4.trans / x2.trans from k-major copies (path 2: A^T, B as [k][n]).
+// BUG = 1 stores d[1] as row g+8 instead of row g, BUG = 2 swaps a[1] and a[2] (rows g+8
+// and columns 2t+8 mixed up): the kinds of wrong fragment mapping the model exists to catch.
+// (runtime flags, not template parameters: GCC puts the static __shared__ arrays of a template
+// instance outside the emu_smem section, where the model's shared-memory check rejects them)
+__global__ void tc_mma_kernel(float* d, const __nv_bfloat16* a, const __nv_bfloat16* bt, const float* c, int path, int BUG) {
+    __shared__ __align__(16) __nv_bfloat16 sA[16][24], sAt[16][24], sBt[8][24], sB[16][16];  // padded rows
+    const int l = threadIdx.x, g = l >> 2, t = l & 3;
+    for (int i = l; i < 256; i += 32) {
+        sA[i / 16][i % 16] = a[i];
+        sAt[i % 16][i / 16] = a[i];
+    }
+    for (int i = l; i < 128; i += 32) {
+        sBt[i / 16][i % 16] = bt[i];  // bt: [n][k]
+        sB[i % 16][i / 16] = bt[i];   // [k][n]
+    }
+    __syncwarp();
+    auto A = [&](int r, int k) { return (float)a[r * 16 + k]; };
+    auto B = [&](int k, int n) { return (float)bt[n * 16 + k]; };
+    tc_u32 fa[4], fb[2];
+    if (path == 0) {
+        fa[0] = tc_pack_bf16x2(A(g, 2 * t), A(g, 2 * t + 1));
+        fa[1] = tc_pack_bf16x2(A(g + 8, 2 * t), A(g + 8, 2 * t + 1));
+        fa[2] = tc_pack_bf16x2(A(g, 2 * t + 8), A(g, 2 * t + 9));
+        fa[3] = tc_pack_bf16x2(A(g + 8, 2 * t + 8), A(g + 8, 2 * t + 9));
+        fb[0] = tc_pack_bf16x2(B(2 * t, g), B(2 * t + 1, g));
+        fb[1] = tc_pack_bf16x2(B(2 * t + 8, g), B(2 * t + 9, g));
+    } else if (path == 1) {
+        // matrices (rows 0-7, cols 0-7), (8-15, 0-7), (0-7, 8-15), (8-15, 8-15): a[0..3]
+        tc_ldmatrix_x4(fa, &sA[(l & 7) + ((l >> 3) & 1) * 8][(l >> 4) * 8]);
+        tc_ldmatrix_x2(fb, &sBt[l & 7][((l >> 3) & 1) * 8]);
+    } else {
+        // the transposes: a[1] = (rows 8-15, cols 0-7) of A = (rows 0-7, cols 8-15) of A^T
+        tc_ldmatrix_x4_trans(fa, &sAt[(l >> 4) * 8 + (l & 7)][((l >> 3) & 1) * 8]);
+        tc_ldmatrix_x2_trans(fb, &sB[(l & 7) + ((l >> 3) & 1) * 8][0]);
+    }
+    if (BUG == 2) { tc_u32 x = fa[1]; fa[1] = fa[2]; fa[2] = x; }
+    float acc[4] = {c[g * 8 + 2 * t], c[g * 8 + 2 * t + 1], c[(g + 8) * 8 + 2 * t], c[(g + 8) * 8 + 2 * t + 1]};
+    tc_mma_bf16_16816(acc, fa, fb);
+    d[g * 8 + 2 * t] = acc[0];
+    d[(BUG == 1 ? g + 8 : g) * 8 + 2 * t + 1] = acc[1];
+    d[(g + 8) * 8 + 2 * t] = acc[2];
+    if (BUG != 1) d[(g + 8) * 8 + 2 * t + 1] = acc[3];
+}
+template <int BUG>
+static std::string tc_mma_case() {
+    std::mt19937 r(7);
+    std::vector<__nv_bfloat16> a(256), bt(128);
+    std::vector<float> c(128), d(128), want(128);
+    for (auto& x : a) x = __nv_bfloat16((float)((int)(r() % 9) - 4));
+    for (auto& x : bt) x = __nv_bfloat16((float)((int)(r() % 9) - 4));
+    for (auto& x : c) x = (float)((int)(r() % 21) - 10);
+    for (int i = 0; i < 16; i++)
+        for (int j = 0; j < 8; j++) {
+            float s = c[i * 8 + j];
+            for (int k = 0; k < 16; k++) s += (float)a[i * 16 + k] * (float)bt[j * 16 + k];
+            want[i * 8 + j] = s;
+        }
+    std::string bad;
+    for (int path = 0; path < 3 && bad.empty(); path++)
+        for (int rev = 0; rev <= 1 && bad.empty(); rev++) {
+            emu::sched_reverse = rev;
+            std::fill(d.begin(), d.end(), NAN);
+            LAUNCH(tc_mma_kernel, 1, 32, 0, d.data(), a.data(), bt.data(), c.data(), path, BUG);
+            for (int i = 0; i < 128; i++)
+                if (!(d[i] == want[i])) {
+                    bad = "path " + std::to_string(path) + (rev ? " (rev)" : "") + ": D[" + std::to_string(i / 8) + "][" +
+                          std::to_string(i % 8) + "] = " + std::to_string(d[i]) + ", want " + std::to_string(want[i]);
+                    break;
+                }
+        }
+    emu::sched_reverse = false;
+    if (!BUG) return bad;
+    if (bad.empty()) return "a wrong fragment mapping gave the right product: the fragment layout is not modelled";
+    emu::error("wrong fragment mapping detected: %s", bad.c_str());
+}
+// ldmatrix of rows that other lanes wrote: right after __syncwarp, poison without it
+__global__ void tc_ldmatrix_sync_kernel(float* out, int SYNC) {
+    __shared__ __align__(16) __nv_bfloat16 s[32][8];
+    const int l = threadIdx.x;
+    for (int j = 0; j < 8; j++) s[(l + 1) % 32][j] = __nv_bfloat16((float)((l + 1) % 32 * 8 + j));
+    if (SYNC) __syncwarp();
+    tc_u32 r[4];
+    tc_ldmatrix_x4(r, &s[l][0]);
+    for (int i = 0; i < 4; i++) {  // matrix i = rows 8i..8i+7: (row l>>2, cols 2(l%4), +1)
+        out[l * 8 + 2 * i] = emu::tc::lo(r[i]);
+        out[l * 8 + 2 * i + 1] = emu::tc::hi(r[i]);
+    }
+}
+template <int SYNC>
+static std::string tc_ldmatrix_sync() {
+    bool bad = false;
+    for (int rev = 0; rev <= 1; rev++) {
+        std::vector<float> o(256);
+        emu::sched_reverse = rev;
+        LAUNCH(tc_ldmatrix_sync_kernel, 1, 32, 0, o.data(), SYNC);
+        for (int l = 0; l < 32; l++)
+            for (int i = 0; i < 4; i++)
+                for (int e = 0; e < 2; e++)
+                    bad |= o[l * 8 + 2 * i + e] != (float)((8 * i + (l >> 2)) * 8 + 2 * (l & 3) + e);
+    }
+    emu::sched_reverse = false;
+    if (SYNC) return bad ? "ldmatrix after __syncwarp read wrong values" : "";
+    return bad ? "" : "an ldmatrix of rows other lanes wrote without __syncwarp was not seen";
+}
+// cp.async: two groups of 16-byte copies (a zero-filled one among them); WAIT = 0 waits
+// for both before reading, WAIT = 1 only for the first (a wrong wait_group count: the
+// second tile must read as poison), WAIT = 2 never waits (an error at the end of the block)
+__global__ void tc_cp_async_kernel(float* out, const __nv_bfloat16* src, int WAIT) {
+    __shared__ __align__(16) __nv_bfloat16 s[2][64 * 8];
+    const int t = threadIdx.x;  // 64 threads, one 16-byte row each per tile
+    tc_cp_async_16(&s[0][t * 8], src + t * 8, t != 5);
+    tc_cp_async_commit();
+    tc_cp_async_16(&s[1][t * 8], src + 512 + t * 8, true);
+    tc_cp_async_commit();
+    if (WAIT == 0) tc_cp_async_wait<0>();
+    if (WAIT == 1) tc_cp_async_wait<1>();
+    __syncthreads();
+    for (int i = t; i < 1024; i += 64) out[i] = (float)s[i / 512][i % 512];
+    if (WAIT == 1) {  // everyone has read before a thread's late wait lands its copies
+        __syncthreads();
+        tc_cp_async_wait<0>();
+    }
+}
+template <int WAIT>
+static std::string tc_cp_async() {
+    __nv_bfloat16* src;
+    cudaMalloc(&src, 1024 * sizeof(__nv_bfloat16));
+    std::vector<__nv_bfloat16> h(1024);
+    for (int i = 0; i < 1024; i++) h[i] = __nv_bfloat16((float)(i % 200 + 1));
+    cudaMemcpy(src, h.data(), sizeof(__nv_bfloat16) * 1024, cudaMemcpyHostToDevice);
+    std::vector<float> o(1024);
+    LAUNCH(tc_cp_async_kernel, 1, 64, 0, o.data(), src, WAIT);
+    bool first_ok = true, second_ok = true;
+    for (int i = 0; i < 1024; i++) {
+        float want = i >= 40 && i < 48 ? 0.0f : (float)h[i];  // thread 5's row of tile 0 is zero-filled
+        (i < 512 ? first_ok : second_ok) &= o[i] == want;
+    }
+    if (WAIT == 0) return first_ok && second_ok ? "" : "cp.async with wait_group 0 delivered wrong data";
+    if (!first_ok) return "the group that wait_group 1 completed is wrong";
+    if (second_ok) return "tile 1 read before its group completed was not poisoned";
+    for (int i = 512; i < 1024; i++)
+        if (!isnan(o[i])) return "tile 1 read before its group completed: not NaN at " + std::to_string(i);
+    return "";
+}
+// misuse that must be an error: ldmatrix from global memory, a misaligned row address,
+// a cp.async reading past the end of its allocation
+__global__ void tc_bad_kernel(int what, const __nv_bfloat16* g) {
+    __shared__ __align__(16) __nv_bfloat16 s[64 * 8 + 8];
+    const int l = threadIdx.x;
+    for (int i = l; i < 64 * 8 + 8; i += 32) s[i] = __nv_bfloat16(1.0f);
+    __syncwarp();
+    tc_u32 r[4];
+    if (what == 0) tc_ldmatrix_x4(r, g + l * 8);
+    if (what == 1) tc_ldmatrix_x4(r, &s[l * 8 + (l == 9 ? 4 : 0)]);
+    if (what == 2) {
+        tc_cp_async_16(&s[l * 8], g + l * 8 + 8, true);  // g holds 256 elements: lane 31 reads 8 past the end
+        tc_cp_async_commit();
+        tc_cp_async_wait<0>();
+    }
+}
+static std::string tc_bad(int what) {
+    __nv_bfloat16* g;
+    cudaMalloc(&g, 256 * sizeof(__nv_bfloat16));
+    cudaMemset(g, 0, 256 * sizeof(__nv_bfloat16));
+    LAUNCH(tc_bad_kernel, 1, 32, 0, what, (const __nv_bfloat16*)g);
+    return "not caught";
+}
+
 int main() {
     run_case("bf16_round_to_nearest_even", bf16_rounding);
     run_case("warp_shuffles_and_votes", shuffles);
@@ -404,6 +578,17 @@ int main() {
     run_case("catches_wmma_lane_dependent_pointer", [] { return wmma_bad_args(0); }, "warp-uniform");
     run_case("catches_wmma_misaligned_pointer", [] { return wmma_bad_args(1); }, "32-byte");
     run_case("catches_wmma_bad_ldm", [] { return wmma_bad_args(2); }, "multiple of 16 bytes");
+    run_case("tc_mma_fragments_ldmatrix_exact", tc_mma_case<0>);
+    run_case("catches_tc_wrong_fragment_mapping", tc_mma_case<1>, "wrong fragment mapping");
+    run_case("catches_tc_swapped_a_fragments", tc_mma_case<2>, "wrong fragment mapping");
+    run_case("tc_ldmatrix_syncwarp_read_correct", tc_ldmatrix_sync<1>);
+    run_case("catches_tc_ldmatrix_without_syncwarp", tc_ldmatrix_sync<0>);
+    run_case("tc_cp_async_groups_correct", tc_cp_async<0>);
+    run_case("catches_tc_cp_async_read_before_wait", tc_cp_async<1>);
+    run_case("catches_tc_cp_async_never_waited", tc_cp_async<2>, "never completed");
+    run_case("catches_tc_ldmatrix_from_global", [] { return tc_bad(0); }, "not in shared memory");
+    run_case("catches_tc_ldmatrix_misaligned", [] { return tc_bad(1); }, "16-byte aligned");
+    run_case("catches_tc_cp_async_out_of_bounds", [] { return tc_bad(2); }, "not inside one device allocation");
     fprintf(stderr, "emu selftest: %d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
 }

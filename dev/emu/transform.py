@@ -19,6 +19,9 @@ OUT_DIR/emu_kernels.inc, the table of every __global__ kernel (of the files that
 kernels.h includes) with its __launch_bounds__, which the harness uses to check that
 every kernel was launched and that launches respect the bounds.
 
+llmc/tensorcore.cuh, the tensor-core wrappers (inline PTX), is the one exception: it is
+replaced by the host model include/tensorcore_emu.h (see transform_tc).
+
 It fails (exit status 1, with file:line) on anything it cannot transform faithfully:
 a <<< that is not a launch statement of the form above, an extern __shared__ of
 another form, a __global__ it cannot name, or a construct the emulator does not
@@ -127,7 +130,36 @@ def split_top(x):
     return parts
 
 
+# llmc/tensorcore.cuh (inline PTX: mma.sync, ldmatrix, cp.async) is not transformed but
+# REPLACED by the host model of its documented fragment layouts, include/tensorcore_emu.h.
+# Both must define the same tc_* functions, so that a wrapper added on one side only is an
+# error here rather than a kernel that silently misses its model.
+TC_FILE = 'tensorcore.cuh'
+TC_MODEL = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'include', 'tensorcore_emu.h')
+
+
+def tc_api(text, model):
+    m = code_mask(text)
+    names = set(re.findall(r'\b(?:void|tc_u32)\s+(tc_\w+)\s*\(', m))
+    if model:
+        names |= set(re.findall(r'^[ \t]*#[ \t]*define[ \t]+(tc_\w+)\(', m, re.M))
+    return names
+
+
+def transform_tc(path):
+    s = open(path).read()
+    real, model = tc_api(s, False), tc_api(open(TC_MODEL).read(), True)
+    if not real or real != model:
+        raise TransformError('%s: its tc_* functions (%s) differ from those of the emulator model %s (%s): '
+                             'add the missing ones to the model' % (path, ', '.join(sorted(real)), TC_MODEL,
+                                                                    ', '.join(sorted(model))))
+    text = '#pragma once\n#include "tensorcore_emu.h"  // dev/emu/transform.py: the model replaces %s\n' % path
+    return '#line 1 "%s"\n%s' % (path, text), [], 0
+
+
 def transform(path, register_bounds=False):
+    if os.path.basename(path) == TC_FILE:
+        return transform_tc(path)
     s = open(path).read()
     m = code_mask(s)
     where = lambda off: '%s:%d' % (path, line_of(s, off))

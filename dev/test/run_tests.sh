@@ -175,6 +175,40 @@ echo "== checkpoint resume continues bit-exactly (scripts/check_resume.sh)"
 check resume_plain env PYTHON="$PY" bash scripts/check_resume.sh ./train_llama_cpu "$TMP/resume_plain"
 check resume_flags env PYTHON="$PY" bash scripts/check_resume.sh ./train_llama_cpu "$TMP/resume_flags" \
   --ffn-chunks 2 --ce-chunks 3 --offload-act -1 --recompute 1
+# gradient accumulation: the reference batch as micro-steps whose gradients add up, summed
+# in the gradient buffer and in the fp32 accumulator (--fp32-grad-accum 1: in the CPU build
+# the gradients are fp32 anyway, so this checks the accumulator's bookkeeping: every bucket,
+# the vocabulary rows, the last micro-step's write-back), alone and with the memory flags
+check grad_accum_microsteps ./test_llama_cpu --ref dev/ref/mha_tied_odd.lref --micro-batch 1
+check grad_accum_fp32 ./test_llama_cpu --ref dev/ref/mha_tied_odd.lref --micro-batch 1 --fp32-grad-accum 1
+check grad_accum_fp32_flags ./test_llama_cpu --ref dev/emu/ref/micro64_b64.lref --micro-batch 8 --fp32-grad-accum 1 \
+  --ffn-chunks 3 --ce-chunks 2 --offload-act -1 --recompute 1
+check resume_fp32_grad_accum env PYTHON="$PY" bash scripts/check_resume.sh ./train_llama_cpu "$TMP/resume_gacc" --fp32-grad-accum 1
+check_error grad_accum_bad_micro_batch "micro-batch divide" ./test_llama_cpu --ref dev/ref/mha_tied_odd.lref --micro-batch 2
+check_error fp32_grad_accum_bad "fp32-grad-accum" ./train_llama_cpu --fp32-grad-accum 2 --plan-only 1
+check_error attention_tc_cpu "tensor cores" ./train_llama_cpu --attention tc --plan-only 1
+check_error attention_bad "expected auto fp32 tc" ./train_dit_cpu --attention flash --plan-only 1
+# the per-kernel profile of one step (--profile-step): every launch group of the step is in
+# its table, and the groups' times add up to no more than the step's wall time
+check profile_step "$PY" - "$TMP" <<'PYEOF'
+import re, subprocess, sys
+tmp = sys.argv[1]
+out = subprocess.run(["./train_llama_cpu", "--model", "tiny", "--V", "512", "--batch", "2", "--seq", "32", "--total-batch", "128",
+                      "--steps", "3", "--profile-step", "2", "--val-every", "0", "--train-data", tmp + "/train.bin",
+                      "--run-dir", tmp + "/profile"], capture_output=True, text=True, check=True).stdout
+head = re.search(r"profile of step 2: ([0-9.]+) ms wall, ([0-9.]+) ms in the timed groups", out)
+assert head, "no profile header"
+wall, timed = float(head.group(1)), float(head.group(2))
+rows = {m.group(1).strip(): float(m.group(2)) for m in re.finditer(r"^\| ([a-z0-9 ()]+?) +\| +\d+ \| +([0-9.]+) \|", out, re.M)}
+want = ["qkv matmul fwd", "attention fwd", "attention bwd", "ffn w1 w3 matmul fwd", "swiglu bwd", "rmsnorm fwd",
+        "head matmul bwd", "crossentropy", "adamw", "grad norm"]
+missing = [w for w in want if w not in rows]
+assert not missing, ("groups missing from the table", missing, sorted(rows))
+assert 0 < timed <= wall * 1.05, (timed, wall)
+assert abs(sum(rows.values()) - timed) < 0.05 * timed + 0.01, (sum(rows.values()), timed)
+assert out.count("profile of step") == 1, "profiled more than the one step"
+print("profile: %d groups, %.1f of %.1f ms timed" % (len(rows), timed, wall))
+PYEOF
 check_error resume_config_mismatch "checkpoint has" ./train_llama_cpu --model tiny --V 512 --D 128 --batch 2 --seq 32 --steps 6 \
   --train-data "$TMP/train.bin" --val-every 0 --run-dir "$TMP/mismatch" --resume "$TMP/resume_plain/full/ckpt_000003.bin"
 

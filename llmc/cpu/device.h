@@ -7,6 +7,7 @@ returns) and events are always complete. Signatures match the CUDA file exactly.
 #include "../common.h"
 #include <sys/resource.h>
 #include <unistd.h>
+#include <time.h>
 
 static inline void* dev_malloc(size_t bytes) { return xmalloc(bytes); }
 static inline void dev_free(void* p) { free(p); }
@@ -23,7 +24,21 @@ static inline void stream_destroy(stream_t s) { (void)s; }
 static inline void stream_synchronize(stream_t s) { (void)s; }
 static inline event_t event_create(void) { return 0; }
 static inline void event_destroy(event_t e) { (void)e; }
-static inline void event_record(event_t e, stream_t s) { (void)e; (void)s; }
+// Timing events (llmc/profile.h) are numbered from 1 and stamped with the wall clock
+// when recorded: work on a CPU "stream" is complete when its call returns, so the
+// stamps bracket it. Plain events are 0 and carry nothing.
+#define CPU_TIMING_EVENTS 65536
+static double cpu_event_stamp[CPU_TIMING_EVENTS + 1];
+static int cpu_timing_events = 0;
+static inline event_t timing_event_create(void) {
+    if (cpu_timing_events == CPU_TIMING_EVENTS) FAIL("more than %d timing events", CPU_TIMING_EVENTS);
+    return ++cpu_timing_events;
+}
+static inline void event_record(event_t e, stream_t s) {
+    (void)s;
+    if (e > 0) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); cpu_event_stamp[e] = t.tv_sec + 1e-9 * t.tv_nsec; }
+}
+static inline float event_elapsed_ms(event_t from, event_t to) { return (float)((cpu_event_stamp[to] - cpu_event_stamp[from]) * 1e3); }
 static inline void stream_wait_event(stream_t s, event_t e) { (void)s; (void)e; }
 static inline void event_synchronize(event_t e) { (void)e; }
 static inline void dev_synchronize(void) {}

@@ -123,6 +123,18 @@ static inline void matmul_backward_weight(floatX* dw, const floatX* dout, const 
 
 #endif  // USE_BLAS
 
+// out[N, OC] = residual[N, OC] + inp[N, C] . W^T. out may be residual; a partial overlap
+// is not allowed. The CUDA build does this in one GEMM (cuBLASLt's C = residual, D = out);
+// here it is the residual copied into out, then the accumulating product: each element
+// is residual + (its fp32 sum), as there.
+static inline void matmul_forward_residual(floatX* out, const floatX* residual, const floatX* inp, const floatX* w, int N,
+                                           int C, int OC, int ldw, stream_t s) {
+    if (residual == NULL) FAIL("matmul_forward_residual: residual is NULL");
+    if (N <= 0 || OC <= 0) return;
+    if (out != residual) memcpy(out, residual, (size_t)N * OC * sizeof(floatX));
+    if (C > 0) matmul_forward(out, inp, w, N, C, OC, ldw, 1, s);
+}
+
 // The CUDA build creates its cuBLASLt handle and workspace here; nothing to do on the CPU.
 static inline void matmul_setup(void) {}
 static inline void matmul_teardown(void) {}

@@ -17,6 +17,9 @@ static inline void rmsnorm_forward(floatX* out, float* rstd, const floatX* inp, 
     }
 }
 
+// The CUDA backward keeps its dw partials in a static device array; the CPU needs none.
+static inline size_t rmsnorm_scratch_bytes(void) { return 0; }
+
 // dinp += dL/dx (the residual stream's gradient accumulates), dw += dL/dw
 static inline void rmsnorm_backward(floatX* dinp, floatX* dw, const floatX* dout, const floatX* inp, const floatX* w,
                              const float* rstd, int N, int C, stream_t s) {

@@ -1,0 +1,209 @@
+// Host model (dev/emu) of llmc/tensorcore.cuh: transform.py replaces that file by this
+// one (the real one is inline PTX). It implements the DOCUMENTED per-lane fragment layouts
+// of mma.m16n8k16 (.bf16, fp32 accumulate) and ldmatrix (PTX ISA), so that a kernel that
+// assumes a wrong layout (a wrong row of d[1], a missing .trans, swapped a[1]/a[2])
+// computes wrong numbers here as it would on the GPU. The layouts are written out in
+// llmc/tensorcore.cuh. What it checks and what it cannot: dev/emu/README.md, "Tensor
+// cores: the mma.sync / ldmatrix / cp.async model".
+//
+// Model
+//   * tc_mma_bf16_16816, tc_ldmatrix_* are warp collectives, like a shuffle: all 32 lanes
+//     alive and at the same call site (the wrappers are macros here, so that the site is
+//     the kernel's line), or it is an error. Each lane holds only ITS registers (unlike
+//     the wmma shim), so the mapping matters.
+//   * mma: the 32 lanes' a, b, d registers are assembled into A (16x16), B (16x8) and
+//     C (16x8) by the documented layout; D = C + A B with fp32 sums of exact bf16 x bf16
+//     products in the fixed order k = 0..15 (as the wmma shim, include/mma.h: the
+//     hardware's internal order and rounding are unspecified and NOT reproduced); D is
+//     scattered back by the same layout.
+//   * ldmatrix: every row address (lanes 0..31 for x4, 0..15 for x2) must be 16-byte
+//     aligned and lie in shared memory (static or dynamic), or it is an error. A lane's
+//     row is read when that lane ARRIVES, before the other lanes necessarily ran, so a
+//     row written by another thread without a barrier in between reads stale data or
+//     poison (NaN), as the wmma shim does for load_matrix_sync.
+//   * cp.async (per thread, not a collective): the destination must be 16-byte aligned
+//     in shared memory; a valid copy's source must be 16-byte aligned and lie inside one
+//     cudaMalloc allocation (so an out-of-bounds read at a ragged tile edge is an error,
+//     not a silent read of a guard zone). The source is read at the call, the
+//     destination is POISONED (0xFF: NaN in bf16) at the call and written only when
+//     tc_cp_async_wait<N> completes its group (groups as committed by this thread;
+//     copies not yet committed are not waited for, as in PTX). So a read before the
+//     wait, or by another thread before its barrier, sees NaN; a buffer that is
+//     refilled while another warp still reads it (a missing barrier before the copy)
+//     also reads NaN when that warp runs later in the schedule. A block that ends with
+//     copies never waited for is an error (a missing wait, or a prefetch nobody uses).
+#pragma once
+#define EMU_SHIM_TENSORCORE 1
+#include "cuda_runtime.h"
+#include "cuda_bf16.h"
+#include <stdint.h>
+#include <vector>
+
+typedef uint32_t tc_u32;  // two bf16, the lower column index in the low 16 bits
+
+namespace emu {
+namespace tc {
+
+inline float lo(tc_u32 x) { return (float)__ushort_as_bfloat16((unsigned short)(x & 0xffffu)); }
+inline float hi(tc_u32 x) { return (float)__ushort_as_bfloat16((unsigned short)(x >> 16)); }
+
+// [p, p + n) inside the block's shared memory (the dynamic buffer or the static section)?
+inline bool in_smem(const void* p, size_t n) {
+    const char* c = (const char*)p;
+    if (dyn_smem && c >= dyn_smem && c + n <= dyn_smem + dyn_smem_bytes) return true;
+    return (uintptr_t)__start_emu_smem && c >= __start_emu_smem && c + n <= __stop_emu_smem;
+}
+
+struct MmaOp { float* d; const tc_u32* a; const tc_u32* b; };
+inline const MmaOp& mma_of(const uint64_t* dep, int lane) { return *(const MmaOp*)(uintptr_t)dep[lane]; }
+
+inline void mma(float d[4], const tc_u32 a[4], const tc_u32 b[2], const char* file, int line) {
+    MmaOp op{d, a, b};
+    ::emu::warp_collective(0xffffffffu, (uint64_t)(uintptr_t)&op, "tc_mma_bf16_16816", file, line, [](int l) { return l; },
+                           [&](const uint64_t* dep) {
+                               float A[16][16], B[16][8], C[16][8];
+                               for (int l = 0; l < 32; l++) {
+                                   const MmaOp& o = mma_of(dep, l);
+                                   const int g = l >> 2, t = l & 3;
+                                   A[g][2 * t] = lo(o.a[0]);         A[g][2 * t + 1] = hi(o.a[0]);
+                                   A[g + 8][2 * t] = lo(o.a[1]);     A[g + 8][2 * t + 1] = hi(o.a[1]);
+                                   A[g][2 * t + 8] = lo(o.a[2]);     A[g][2 * t + 9] = hi(o.a[2]);
+                                   A[g + 8][2 * t + 8] = lo(o.a[3]); A[g + 8][2 * t + 9] = hi(o.a[3]);
+                                   B[2 * t][g] = lo(o.b[0]);         B[2 * t + 1][g] = hi(o.b[0]);
+                                   B[2 * t + 8][g] = lo(o.b[1]);     B[2 * t + 9][g] = hi(o.b[1]);
+                                   C[g][2 * t] = o.d[0];             C[g][2 * t + 1] = o.d[1];
+                                   C[g + 8][2 * t] = o.d[2];         C[g + 8][2 * t + 1] = o.d[3];
+                               }
+                               float D[16][8];
+                               for (int i = 0; i < 16; i++)
+                                   for (int j = 0; j < 8; j++) {
+                                       float acc = C[i][j];
+                                       for (int k = 0; k < 16; k++) acc += A[i][k] * B[k][j];  // exact products
+                                       D[i][j] = acc;
+                                   }
+                               for (int l = 0; l < 32; l++) {
+                                   float* o = mma_of(dep, l).d;
+                                   const int g = l >> 2, t = l & 3;
+                                   o[0] = D[g][2 * t]; o[1] = D[g][2 * t + 1];
+                                   o[2] = D[g + 8][2 * t]; o[3] = D[g + 8][2 * t + 1];
+                               }
+                           });
+}
+
+// what a lane deposits at an ldmatrix: where its registers go, and the row it supplies
+// (read at its arrival)
+struct LdOp { tc_u32* r; unsigned short row[8]; };
+template <int NM, bool TRANS>
+inline void ldmatrix(tc_u32* r, const void* row_addr, const char* what, const char* file, int line) {
+    const int lane = ::emu::cur_fiber & 31;
+    LdOp op{r, {0}};
+    if (lane < 8 * NM) {  // x2: the addresses of lanes 16..31 are ignored
+        if ((uintptr_t)row_addr % 16 != 0)
+            ::emu::error("%s at %s:%d: lane %d's row address %p is not 16-byte aligned", what, file, line, lane, row_addr);
+        if (!in_smem(row_addr, 16))
+            ::emu::error("%s at %s:%d: lane %d's row address %p (16 bytes) is not in shared memory", what, file, line, lane,
+                         row_addr);
+        memcpy(op.row, row_addr, 16);
+    }
+    ::emu::warp_collective(0xffffffffu, (uint64_t)(uintptr_t)&op, what, file, line, [](int l) { return l; },
+                           [&](const uint64_t* dep) {
+                               auto row_of = [&](int i, int j) { return ((const LdOp*)(uintptr_t)dep[i * 8 + j])->row; };
+                               for (int l = 0; l < 32; l++) {
+                                   tc_u32* o = ((const LdOp*)(uintptr_t)dep[l])->r;
+                                   const int g = l >> 2, t = l & 3;
+                                   for (int i = 0; i < NM; i++) {
+                                       unsigned lo16, hi16;
+                                       if (!TRANS) {  // matrix i, row g, cols 2t and 2t+1
+                                           lo16 = row_of(i, g)[2 * t];
+                                           hi16 = row_of(i, g)[2 * t + 1];
+                                       } else {       // its transpose: rows 2t and 2t+1 of column g
+                                           lo16 = row_of(i, 2 * t)[g];
+                                           hi16 = row_of(i, 2 * t + 1)[g];
+                                       }
+                                       o[i] = (tc_u32)lo16 | ((tc_u32)hi16 << 16);
+                                   }
+                               }
+                           });
+}
+
+// cp.async: per-thread pending copies
+struct Copy { unsigned char* dst; unsigned char data[16]; long group; };  // group -1: not committed yet
+struct CpState { std::vector<Copy> pending; long committed = 0; };
+inline CpState* cp_states() {
+    static CpState* s = new CpState[::emu::MAX_THREADS];
+    return s;
+}
+inline CpState& cp_self() { return cp_states()[::emu::cur_fiber]; }
+
+// a block must not end with copies in flight; clears the state for the next block
+inline void cp_block_end() {
+    CpState* s = cp_states();
+    for (int i = 0; i < ::emu::n_threads; i++) {
+        size_t n = s[i].pending.size();
+        s[i].pending.clear();
+        s[i].committed = 0;
+        if (n)
+            ::emu::error("thread %d of the block ended with %zu cp.async copies never completed by a tc_cp_async_wait "
+                         "(a missing wait, or a copy nobody reads)", i, n);
+    }
+}
+struct CpHookInstall { CpHookInstall() { ::emu::block_end_hook = cp_block_end; } };
+inline CpHookInstall cp_hook_install;
+
+inline void cp_async_16(void* dst, const void* src, bool valid, const char* file, int line) {
+    if ((uintptr_t)dst % 16 != 0)
+        ::emu::error("tc_cp_async_16 at %s:%d: destination %p is not 16-byte aligned", file, line, dst);
+    if (!in_smem(dst, 16))
+        ::emu::error("tc_cp_async_16 at %s:%d: destination %p (16 bytes) is not in shared memory", file, line, dst);
+    Copy c;
+    c.dst = (unsigned char*)dst;
+    c.group = -1;
+    if (valid) {
+        if ((uintptr_t)src % 16 != 0)
+            ::emu::error("tc_cp_async_16 at %s:%d: source %p is not 16-byte aligned", file, line, src);
+        if (!::emu::is_device(src, 16))
+            ::emu::error("tc_cp_async_16 at %s:%d: source %p (16 bytes) is not inside one device allocation "
+                         "(out of bounds?)", file, line, src);
+        memcpy(c.data, src, 16);
+    } else {
+        memset(c.data, 0, 16);
+    }
+    memset(dst, 0xFF, 16);  // in flight: poison until the wait
+    cp_self().pending.push_back(c);
+}
+inline void cp_commit() {
+    CpState& s = cp_self();
+    for (Copy& c : s.pending)
+        if (c.group < 0) c.group = s.committed;
+    s.committed++;  // an empty group is a group too (PTX)
+}
+inline void cp_wait(int n) {
+    CpState& s = cp_self();
+    std::vector<Copy> keep;
+    for (const Copy& c : s.pending) {
+        if (c.group >= 0 && c.group < s.committed - n) memcpy(c.dst, c.data, 16);  // in issue order
+        else keep.push_back(c);
+    }
+    s.pending.swap(keep);
+}
+
+}  // namespace tc
+}  // namespace emu
+
+static inline tc_u32 tc_pack_bf16x2(float lo, float hi) {
+    return (tc_u32)__bfloat16_as_ushort(__float2bfloat16_rn(lo)) | ((tc_u32)__bfloat16_as_ushort(__float2bfloat16_rn(hi)) << 16);
+}
+template <int N>
+static inline void tc_cp_async_wait() {
+    static_assert(N >= 0, "tc_cp_async_wait<N>: N >= 0");
+    ::emu::tc::cp_wait(N);
+}
+static inline void tc_cp_async_commit() { ::emu::tc::cp_commit(); }
+
+// call sites recorded (file:line), like those of the other warp collectives
+#define tc_mma_bf16_16816(d, a, b) ::emu::tc::mma((d), (a), (b), __FILE__, __LINE__)
+#define tc_ldmatrix_x4(r, p) ::emu::tc::ldmatrix<4, false>((r), (p), "tc_ldmatrix_x4", __FILE__, __LINE__)
+#define tc_ldmatrix_x4_trans(r, p) ::emu::tc::ldmatrix<4, true>((r), (p), "tc_ldmatrix_x4_trans", __FILE__, __LINE__)
+#define tc_ldmatrix_x2(r, p) ::emu::tc::ldmatrix<2, false>((r), (p), "tc_ldmatrix_x2", __FILE__, __LINE__)
+#define tc_ldmatrix_x2_trans(r, p) ::emu::tc::ldmatrix<2, true>((r), (p), "tc_ldmatrix_x2_trans", __FILE__, __LINE__)
+#define tc_cp_async_16(dst, src, valid) ::emu::tc::cp_async_16((dst), (src), (valid), __FILE__, __LINE__)
