@@ -130,8 +130,8 @@ enum {
     A_KP,      // k before its RMSNorm                             [BN, D]
     A_QRSTD,   // 1/rms of each head of q                          [BN*H] fp32
     A_KRSTD,   // 1/rms of each head of k                          [BN*H] fp32
-    A_Q,       // q after RMSNorm and 3-D RoPE                     [BN, D]
-    A_K,       // k after RMSNorm and 3-D RoPE                     [BN, D]
+    A_Q,       // q after RMSNorm and 3-D RoPE (RoPE: not with --attention tc) [BN, D]
+    A_K,       // k after RMSNorm and 3-D RoPE (RoPE: not with --attention tc) [BN, D]
     A_V,       // v                                                [BN, D]
     A_O,       // attention output                                 [BN, D]
     A_LSE,     // log-sum-exp of each attention row                [B, H, N] fp32
@@ -500,7 +500,8 @@ static void qk_norm_rope(Dit* m, int l, int which, floatX* out, float* rstd, con
     const DitConfig* c = &m->cfg;
     int hd = c->D / c->H;
     rmsnorm_forward(out, rstd, in, dit_w(m, which, l), B * m->N * c->H, hd, DIT_EPS, m->stream);
-    rope_forward(out, out, m->rope_cos, m->rope_sin, B, m->N, c->H, hd, m->stream);
+    // --attention tc rotates q and k in its tile loads (llmc/attention_tc.cuh): they stay unrotated
+    if (!attention_fuses_rope()) rope_forward(out, out, m->rope_cos, m->rope_sin, B, m->N, c->H, hd, m->stream);
 }
 
 // the attention half of block l: a1, q, k, v, o, y1 and hmid = h + gate1 y1
@@ -520,7 +521,12 @@ static void attention_block_forward(Dit* m, int l, DitActs a, int B) {
     }
     qk_norm_rope(m, l, W_QNORM, ACT(a, A_Q), ACTF(a, A_QRSTD), ACT(a, A_QP), B);
     qk_norm_rope(m, l, W_KNORM, ACT(a, A_K), ACTF(a, A_KRSTD), ACT(a, A_KP), B);
-    attention_dispatch_full_forward(ACT(a, A_O), ACTF(a, A_LSE), ACT(a, A_Q), ACT(a, A_K), ACT(a, A_V), B, N, c->H, c->H, hd, s);
+    if (attention_fuses_rope())
+        attention_dispatch_full_forward_rope(ACT(a, A_O), ACTF(a, A_LSE), ACT(a, A_Q), ACT(a, A_K), ACT(a, A_V), m->rope_cos,
+                                             m->rope_sin, B, N, c->H, c->H, hd, s);
+    else
+        attention_dispatch_full_forward(ACT(a, A_O), ACTF(a, A_LSE), ACT(a, A_Q), ACT(a, A_K), ACT(a, A_V), B, N, c->H, c->H,
+                                        hd, s);
     matmul_forward(ACT(a, A_Y1), ACT(a, A_O), dit_w(m, W_PROJ, l), BN, D, D, D, 0, s);
     bias_forward(ACT(a, A_Y1), dit_w(m, B_PROJ, l), BN, D, s);
     gated_residual_forward(ACT(a, A_HMID), ACT(a, A_H), ACT(a, A_Y1), ada_part(m, ada, 2), 6 * D, B, N, D, s);
@@ -644,10 +650,16 @@ static void layer_backward(Dit* m, int l, int B) {
     matmul_backward_weight(dit_dw(m, W_PROJ, l), m->dy, ACT(a, A_O), BN, D, D, D, s);
     bias_backward(dit_dw(m, B_PROJ, l), m->dy, BN, D, s);
     matmul_backward_input(m->dout_att, m->dy, dit_w(m, W_PROJ, l), BN, D, D, D, 0, s);
-    attention_dispatch_full_backward(m->dq, m->dk, m->dv, m->dout_att, ACT(a, A_Q), ACT(a, A_K), ACT(a, A_V), ACT(a, A_O),
-                                     ACTF(a, A_LSE), m->att_delta, B, N, c->H, c->H, hd, s);
-    rope_backward(m->dq, m->dq, m->rope_cos, m->rope_sin, B, N, c->H, hd, s);
-    rope_backward(m->dk, m->dk, m->rope_cos, m->rope_sin, B, N, c->H, hd, s);
+    if (attention_fuses_rope()) {  // dq, dk come back rotated to the unrotated q, k
+        attention_dispatch_full_backward_rope(m->dq, m->dk, m->dv, m->dout_att, ACT(a, A_Q), ACT(a, A_K), ACT(a, A_V),
+                                              ACT(a, A_O), ACTF(a, A_LSE), m->att_delta, m->rope_cos, m->rope_sin, B, N,
+                                              c->H, c->H, hd, s);
+    } else {
+        attention_dispatch_full_backward(m->dq, m->dk, m->dv, m->dout_att, ACT(a, A_Q), ACT(a, A_K), ACT(a, A_V),
+                                         ACT(a, A_O), ACTF(a, A_LSE), m->att_delta, B, N, c->H, c->H, hd, s);
+        rope_backward(m->dq, m->dq, m->rope_cos, m->rope_sin, B, N, c->H, hd, s);
+        rope_backward(m->dk, m->dk, m->rope_cos, m->rope_sin, B, N, c->H, hd, s);
+    }
     dev_memset(m->dqp, 0, (size_t)BN * D * sizeof(floatX), s);
     dev_memset(m->dkp, 0, (size_t)BN * D * sizeof(floatX), s);
     rmsnorm_backward(m->dqp, dit_dw(m, W_QNORM, l), m->dq, ACT(a, A_QP), dit_w(m, W_QNORM, l), ACTF(a, A_QRSTD),

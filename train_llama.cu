@@ -242,8 +242,8 @@ enum {
     A_X,      // layer input, the residual stream             [BT, D]
     A_RSTD1,  // 1/rms of x                                   [BT] fp32
     A_XN1,    // attn_norm(x)                                 [BT, D]
-    A_Q,      // queries after RoPE                           [BT, H*hd]
-    A_K,      // keys after RoPE                              [BT, KV*hd]
+    A_Q,      // queries after RoPE (before it: --attention tc) [BT, H*hd]
+    A_K,      // keys after RoPE (before it: --attention tc)    [BT, KV*hd]
     A_V,      // values                                       [BT, KV*hd]
     A_ATT,    // attention output, before wo                  [BT, H*hd]
     A_LSE,    // log-sum-exp of each attention row            [B, H, T] fp32
@@ -708,13 +708,21 @@ static void attention_block_forward(Llama* m, int l, LayerActs a, int B, int T, 
     matmul_forward(ACT(a, A_K), ACT(a, A_XN1), layer_w(m, P_WK, l), N, D, kvd, D, 0, s);
     matmul_forward(ACT(a, A_V), ACT(a, A_XN1), layer_w(m, P_WV, l), N, D, kvd, D, 0, s);
     prof_end(P, k, gemm_flops(N, qd + 2.0 * kvd, D), 0, s);
-    k = prof_begin(P, "rope fwd", s);
-    rope_forward(ACT(a, A_Q), ACT(a, A_Q), m->rope_cos, m->rope_sin, B, T, c->H, hd, s);
-    rope_forward(ACT(a, A_K), ACT(a, A_K), m->rope_cos, m->rope_sin, B, T, c->KV, hd, s);
-    prof_end(P, k, 0, 2.0 * N * (qd + kvd) * SX, s);
-    k = prof_begin(P, "attention fwd", s);
-    attention_dispatch_forward(ACT(a, A_ATT), ACTF(a, A_LSE), ACT(a, A_Q), ACT(a, A_K), ACT(a, A_V), B, T, c->H, c->KV, hd, s);
-    prof_end(P, k, 2.0 * B * c->H * (double)T * T * hd, 0, s);  // FlashAttention's count: 4 B H T^2 hd, halved (causal)
+    double att_flops = 2.0 * B * c->H * (double)T * T * hd;  // FlashAttention's count: 4 B H T^2 hd, halved (causal)
+    if (attention_fuses_rope()) {  // --attention tc rotates q and k in its tile loads: they are saved unrotated
+        k = prof_begin(P, "attention fwd", s);
+        attention_dispatch_forward_rope(ACT(a, A_ATT), ACTF(a, A_LSE), ACT(a, A_Q), ACT(a, A_K), ACT(a, A_V), m->rope_cos,
+                                        m->rope_sin, B, T, c->H, c->KV, hd, s);
+        prof_end(P, k, att_flops, 0, s);
+    } else {
+        k = prof_begin(P, "rope fwd", s);
+        rope_forward(ACT(a, A_Q), ACT(a, A_Q), m->rope_cos, m->rope_sin, B, T, c->H, hd, s);
+        rope_forward(ACT(a, A_K), ACT(a, A_K), m->rope_cos, m->rope_sin, B, T, c->KV, hd, s);
+        prof_end(P, k, 0, 2.0 * N * (qd + kvd) * SX, s);
+        k = prof_begin(P, "attention fwd", s);
+        attention_dispatch_forward(ACT(a, A_ATT), ACTF(a, A_LSE), ACT(a, A_Q), ACT(a, A_K), ACT(a, A_V), B, T, c->H, c->KV, hd, s);
+        prof_end(P, k, att_flops, 0, s);
+    }
     // the residual add is the GEMM's: xmid = x + att wo^T (cuBLASLt's C = x, D = xmid)
     k = prof_begin(P, "wo matmul fwd", s);
     matmul_forward_residual(ACT(a, A_XMID), ACT(a, A_X), ACT(a, A_ATT), layer_w(m, P_WO, l), N, qd, D, qd, s);
@@ -876,14 +884,21 @@ static void layer_backward(Llama* m, int l, int B, int T) {
     matmul_backward_weight(layer_dw(m, P_WO, l), m->dx, ACT(a, A_ATT), N, qd, D, qd, s);
     matmul_backward_input(m->datt, m->dx, layer_w(m, P_WO, l), N, qd, D, qd, 0, s);
     prof_end(P, k, 2 * gemm_flops(N, D, qd), 0, s);
+    double att_flops = 2.5 * 2.0 * B * c->H * (double)T * T * hd;  // FlashAttention's count: 2.5 x forward
     k = prof_begin(P, "attention bwd", s);
-    attention_dispatch_backward(m->dq, m->dk, m->dv, m->datt, ACT(a, A_Q), ACT(a, A_K), ACT(a, A_V), ACT(a, A_ATT),
-                                ACTF(a, A_LSE), m->att_delta, B, T, c->H, c->KV, hd, s);
-    prof_end(P, k, 2.5 * 2.0 * B * c->H * (double)T * T * hd, 0, s);  // FlashAttention's count: 2.5 x forward
-    k = prof_begin(P, "rope bwd", s);
-    rope_backward(m->dq, m->dq, m->rope_cos, m->rope_sin, B, T, c->H, hd, s);
-    rope_backward(m->dk, m->dk, m->rope_cos, m->rope_sin, B, T, c->KV, hd, s);
-    prof_end(P, k, 0, 2.0 * N * (qd + kvd) * SX, s);
+    if (attention_fuses_rope()) {  // dq, dk come back rotated to the unrotated q, k
+        attention_dispatch_backward_rope(m->dq, m->dk, m->dv, m->datt, ACT(a, A_Q), ACT(a, A_K), ACT(a, A_V), ACT(a, A_ATT),
+                                         ACTF(a, A_LSE), m->att_delta, m->rope_cos, m->rope_sin, B, T, c->H, c->KV, hd, s);
+        prof_end(P, k, att_flops, 0, s);
+    } else {
+        attention_dispatch_backward(m->dq, m->dk, m->dv, m->datt, ACT(a, A_Q), ACT(a, A_K), ACT(a, A_V), ACT(a, A_ATT),
+                                    ACTF(a, A_LSE), m->att_delta, B, T, c->H, c->KV, hd, s);
+        prof_end(P, k, att_flops, 0, s);
+        k = prof_begin(P, "rope bwd", s);
+        rope_backward(m->dq, m->dq, m->rope_cos, m->rope_sin, B, T, c->H, hd, s);
+        rope_backward(m->dk, m->dk, m->rope_cos, m->rope_sin, B, T, c->KV, hd, s);
+        prof_end(P, k, 0, 2.0 * N * (qd + kvd) * SX, s);
+    }
     k = prof_begin(P, "qkv matmul bwd", s);
     matmul_backward_weight(layer_dw(m, P_WQ, l), m->dq, ACT(a, A_XN1), N, D, qd, D, s);
     matmul_backward_weight(layer_dw(m, P_WK, l), m->dk, ACT(a, A_XN1), N, D, kvd, D, s);

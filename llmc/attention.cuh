@@ -43,7 +43,8 @@ backward, two kernels, no atomics, both deterministic:
     dQ_r += sum_j dS_rj K_j.
   dq, dk, dv are overwritten, as in the CPU twin.
 The recomputation of S and dP in both kernels is the price of no atomics.
-The tensor-core version is in dev/cuda/attention.cu (v3) until it is validated.
+The tensor-core version (bf16, hd 64 and 128) is llmc/attention_tc.cuh, chosen by --attention
+tc (llmc/attention_select.h); auto keeps these kernels until it has passed on a GPU.
 */
 #pragma once
 #include "common.h"

@@ -23,6 +23,15 @@ the tensor-core backward runs), planned by the caller like any activation.
 attention_impl_name(g_attention_impl) names the choice for the log.
 Backward with tc: the tensor-core backward (llmc/attention_tc_backward.cuh, which
 kernels.h includes in every CUDA build).
+RoPE: when attention_fuses_rope() (tc selected), the rotation of q and k is done inside
+the tensor-core kernels: call
+  attention_dispatch_forward_rope(out, lse, q, k, v, rope_cos, rope_sin, B, T, H, KV, hd, s)
+  attention_dispatch_backward_rope(dq, dk, dv, dout, q, k, v, out, lse, delta_scratch,
+                                   rope_cos, rope_sin, B, T, H, KV, hd, s)
+(and the _full_ ones) with the UNROTATED q, k, instead of rope_forward on q and k before
+attention_dispatch_forward and rope_backward on dq and dk after attention_dispatch_backward:
+the same results, bit for bit, two passes over q and k fewer each way. Otherwise (fp32)
+keep the separate rope launches: these four FAIL when tc is not selected.
 */
 #pragma once
 // Included at the end of llmc/kernels.h, after the launchers it calls; it includes none
@@ -126,4 +135,67 @@ static inline void attention_dispatch_full_backward(floatX* dq, floatX* dk, floa
                                                     const float* lse, float* delta_scratch, int B, int T, int H, int KV,
                                                     int hd, stream_t s) {
     att_dispatch_backward(dq, dk, dv, dout, q, k, v, out, lse, delta_scratch, B, T, H, KV, hd, false, s);
+}
+
+// RoPE fused into the attention (tc only; see the top of this file)
+static inline bool attention_fuses_rope() { return attention_use_tc(); }
+static inline void att_rope_refuse(const char* who) {
+    FAIL("%s: RoPE is fused into the attention only with --attention tc (selected: %s); call rope_forward / "
+         "rope_backward and the plain attention_dispatch_* when attention_fuses_rope() is false", who,
+         attention_impl_name(g_attention_impl));
+}
+static inline void att_dispatch_forward_rope(floatX* out, float* lse, const floatX* q, const floatX* k, const floatX* v,
+                                             const float* rope_cos, const float* rope_sin, int B, int T, int H, int KV,
+                                             int hd, bool causal, stream_t s) {
+#ifndef LLMC_CPU
+    if (attention_fuses_rope()) {
+        (causal ? attention_tc_forward_rope : attention_tc_full_forward_rope)(out, lse, q, k, v, rope_cos, rope_sin, B, T,
+                                                                              H, KV, hd, s);
+        return;
+    }
+#endif
+    (void)out; (void)lse; (void)q; (void)k; (void)v; (void)rope_cos; (void)rope_sin;
+    (void)B; (void)T; (void)H; (void)KV; (void)hd; (void)s;
+    att_rope_refuse(causal ? "attention_dispatch_forward_rope" : "attention_dispatch_full_forward_rope");
+}
+static inline void att_dispatch_backward_rope(floatX* dq, floatX* dk, floatX* dv, const floatX* dout, const floatX* q,
+                                              const floatX* k, const floatX* v, const floatX* out, const float* lse,
+                                              float* delta_scratch, const float* rope_cos, const float* rope_sin,
+                                              int B, int T, int H, int KV, int hd, bool causal, stream_t s) {
+#ifndef LLMC_CPU
+    if (attention_fuses_rope()) {
+        (causal ? attention_tc_backward_rope : attention_tc_full_backward_rope)(
+            dq, dk, dv, dout, q, k, v, out, lse, delta_scratch, rope_cos, rope_sin, B, T, H, KV, hd, s);
+        return;
+    }
+#endif
+    (void)dq; (void)dk; (void)dv; (void)dout; (void)q; (void)k; (void)v; (void)out; (void)lse; (void)delta_scratch;
+    (void)rope_cos; (void)rope_sin; (void)B; (void)T; (void)H; (void)KV; (void)hd; (void)s;
+    att_rope_refuse(causal ? "attention_dispatch_backward_rope" : "attention_dispatch_full_backward_rope");
+}
+static inline void attention_dispatch_forward_rope(floatX* out, float* lse, const floatX* q, const floatX* k,
+                                                   const floatX* v, const float* rope_cos, const float* rope_sin, int B,
+                                                   int T, int H, int KV, int hd, stream_t s) {
+    att_dispatch_forward_rope(out, lse, q, k, v, rope_cos, rope_sin, B, T, H, KV, hd, true, s);
+}
+static inline void attention_dispatch_full_forward_rope(floatX* out, float* lse, const floatX* q, const floatX* k,
+                                                        const floatX* v, const float* rope_cos, const float* rope_sin,
+                                                        int B, int T, int H, int KV, int hd, stream_t s) {
+    att_dispatch_forward_rope(out, lse, q, k, v, rope_cos, rope_sin, B, T, H, KV, hd, false, s);
+}
+static inline void attention_dispatch_backward_rope(floatX* dq, floatX* dk, floatX* dv, const floatX* dout,
+                                                    const floatX* q, const floatX* k, const floatX* v, const floatX* out,
+                                                    const float* lse, float* delta_scratch, const float* rope_cos,
+                                                    const float* rope_sin, int B, int T, int H, int KV, int hd,
+                                                    stream_t s) {
+    att_dispatch_backward_rope(dq, dk, dv, dout, q, k, v, out, lse, delta_scratch, rope_cos, rope_sin, B, T, H, KV, hd,
+                               true, s);
+}
+static inline void attention_dispatch_full_backward_rope(floatX* dq, floatX* dk, floatX* dv, const floatX* dout,
+                                                         const floatX* q, const floatX* k, const floatX* v,
+                                                         const floatX* out, const float* lse, float* delta_scratch,
+                                                         const float* rope_cos, const float* rope_sin, int B, int T,
+                                                         int H, int KV, int hd, stream_t s) {
+    att_dispatch_backward_rope(dq, dk, dv, dout, q, k, v, out, lse, delta_scratch, rope_cos, rope_sin, B, T, H, KV, hd,
+                               false, s);
 }

@@ -40,7 +40,19 @@ the Q buffer (no longer needed: Q lives in registers) so that the global stores 
 Bank conflicts: rows are padded to hd + 8 bf16 (hd*2 + 16 bytes), so the 8 row addresses
 of one 8x8 ldmatrix matrix start 16 bytes apart modulo 128 and cover all 32 banks once;
 the same holds for a cp.async phase of 8 lanes writing 16 bytes each.
-Registers per thread (hd 128): Q fragments 32, O 64, S 32, plus addresses.
+Registers per thread (hd 128): Q fragments 32, O 64, S 32, plus addresses. ptxas (CUDA 13,
+sm_90, -O3): 128 / 175 registers at hd 64 / 128, 126 / 175 with RoPE fused, no spills.
+RoPE fused (attention_tc_forward_rope, attention_tc_full_forward_rope): q and k come
+unrotated and each thread rotates the 16-byte chunks of the Q and K tiles it copied
+itself, right after its own cp.async wait and before the barrier that publishes the tile
+(att_tc_rope_rows), with rope_forward's formula (fp32, rounded to bf16), so that out and
+lse are those of rope_forward on q and k followed by attention_tc_forward. This replaces
+the two rope_forward passes, which read and write q and k once each: 2 N (H + KV) hd 2
+bytes (N = B T) no longer moved; llama3-1B (H 32, KV 8, hd 64) at B 4, T 2048: ~84 MB
+per layer in the forward and as much in the backward (the backward file), ~2.7 GB per
+step over 16 layers, ~0.9 ms on an H100 at ~3 TB/s (a PREDICTION, docs/kernel_predictions.md;
+nothing here has run on a GPU). The price: the rotation's shared-memory pass over each
+K tile (once per q head that reads it) and 2 x 16 bytes of cos/sin per chunk from L2.
 Memory O(T): nothing of size T x T exists. Deterministic: fixed order everywhere, no
 atomics. All copies a thread issues are waited for by that thread before the barrier that
 publishes them.
@@ -137,12 +149,54 @@ static __device__ __forceinline__ void att_tc_mma_pb(float (&acc)[ND][4], const 
     }
 }
 
+// RoPE of one pair (x0, x1) = (x[2i], x[2i+1]) in fp32, written as rope_kernel (llmc/rope.cuh)
+// writes it, so that the fused rotation rounds as rope_forward (sign +1) and rope_backward
+// (sign -1, the transpose) do
+static __device__ __forceinline__ void att_tc_rope_pair(float& y0, float& y1, float x0, float x1, float c, float s,
+                                                        float sign) {
+    const float sn = sign * s;
+    y0 = x0 * c - x1 * sn;
+    y1 = x0 * sn + x1 * c;
+}
+// RoPE (forward rotation, rounded to bf16) in place on the tile att_tc_load_rows<HD,
+// NTHREADS> filled from rows [r0, r0 + nrows): row r is position r0 + r, pair i of it
+// takes cos/sin [r0 + r][i] of the [positions, HD/2] tables. Each thread rotates exactly
+// the 16-byte chunks it copied itself (the same chunk -> thread map as att_tc_load_rows),
+// so it needs only its own tc_cp_async_wait before, and the barrier that publishes the
+// tile publishes it rotated: no barrier of its own. Rows at or past T stay zero (the
+// table need not have them).
+template <int HD, int NTHREADS>
+static __device__ __forceinline__ void att_tc_rope_rows(att_bf16* tile, int r0, int nrows, int T, const float* rope_cos,
+                                                        const float* rope_sin) {
+    constexpr int LD = HD + 8, CH = HD / 8, HALF = HD / 2;
+    for (int c = threadIdx.x; c < nrows * CH; c += NTHREADS) {
+        const int r = c / CH, col = (c % CH) * 8, t = r0 + r;
+        if (t >= T) continue;
+        uint4* p = (uint4*)(tile + r * LD + col);
+        const uint4 w = *p;
+        const size_t ti = (size_t)t * HALF + col / 2;  // 4 pairs: 16 bytes of each table, aligned
+        const float4 c4 = *(const float4*)(rope_cos + ti), s4 = *(const float4*)(rope_sin + ti);
+        const float cs[4] = {c4.x, c4.y, c4.z, c4.w}, sn[4] = {s4.x, s4.y, s4.z, s4.w};
+        unsigned u[4] = {w.x, w.y, w.z, w.w};
+        #pragma unroll
+        for (int i = 0; i < 4; i++) {  // bf16 -> fp32 is exact: the bf16 bits are the high half of the float
+            float y0, y1;
+            att_tc_rope_pair(y0, y1, __uint_as_float(u[i] << 16), __uint_as_float(u[i] & 0xffff0000u), cs[i], sn[i], 1.0f);
+            u[i] = tc_pack_bf16x2(y0, y1);
+        }
+        uint4 o;
+        o.x = u[0]; o.y = u[1]; o.z = u[2]; o.w = u[3];
+        *p = o;
+    }
+}
+
 // ---------------------------------------------------------------------------------
-// the forward
-template <int HD>
+// the forward; ROPE: q and k are rotated in the tiles (rope_cos, rope_sin: the tables)
+template <int HD, bool ROPE>
 static __device__ __forceinline__ void att_tc_forward_body(floatX* smem, floatX* out, float* lse, const floatX* q,
-                                                           const floatX* k, const floatX* v, int T, int H, int KV,
-                                                           float scale, bool causal) {
+                                                           const floatX* k, const floatX* v, const float* rope_cos,
+                                                           const float* rope_sin, int T, int H, int KV, float scale,
+                                                           bool causal) {
     constexpr int BK = ATT_TC_FWD_BK, NTH = ATT_TC_FWD_THREADS;
     constexpr int LD = HD + 8;     // padded row, in bf16 elements
     constexpr int KS = HD / 16;    // k16 slices of the head dim (S = Q K^T)
@@ -171,6 +225,10 @@ static __device__ __forceinline__ void att_tc_forward_body(floatX* smem, floatX*
 
     for (int kt = 0; kt < n_kt; kt++) {
         tc_cp_async_wait<0>();  // this thread's copies of tile kt (and of Q)
+        if (ROPE) {  // this thread's own chunks; buffer kt & 1 was last read at kt - 2, before the last barrier
+            if (kt == 0) att_tc_rope_rows<HD, NTH>(sQ, q0, ATT_TC_FWD_BQ, T, rope_cos, rope_sin);
+            att_tc_rope_rows<HD, NTH>(sK + (kt & 1) * BK * LD, kt * BK, BK, T, rope_cos, rope_sin);
+        }
         __syncthreads();        // everyone's; and every warp is done with the buffer the next tile goes to
         if (kt + 1 < n_kt) {
             const int nb = (kt + 1) & 1;
@@ -273,19 +331,31 @@ static __device__ __forceinline__ void att_tc_forward_body(floatX* smem, floatX*
     }
 }
 
-// one kernel per head dim (not a template: the emulator's kernel table names kernels without
-// template arguments)
+// one kernel per head dim and RoPE or not (not a template: the emulator's kernel table names
+// kernels without template arguments); all four are att_tc_forward_body, and the kernels
+// without RoPE compile exactly as before it existed
 __global__ void __launch_bounds__(ATT_TC_FWD_THREADS)
     attention_tc_forward_hd64_kernel(floatX* out, float* lse, const floatX* q, const floatX* k, const floatX* v, int T,
                                      int H, int KV, float scale, bool causal) {
     extern __shared__ __align__(16) unsigned char att_tc_smem[];
-    att_tc_forward_body<64>((floatX*)att_tc_smem, out, lse, q, k, v, T, H, KV, scale, causal);
+    att_tc_forward_body<64, false>((floatX*)att_tc_smem, out, lse, q, k, v, nullptr, nullptr, T, H, KV, scale, causal);
 }
 __global__ void __launch_bounds__(ATT_TC_FWD_THREADS)
     attention_tc_forward_hd128_kernel(floatX* out, float* lse, const floatX* q, const floatX* k, const floatX* v, int T,
                                       int H, int KV, float scale, bool causal) {
     extern __shared__ __align__(16) unsigned char att_tc_smem[];
-    att_tc_forward_body<128>((floatX*)att_tc_smem, out, lse, q, k, v, T, H, KV, scale, causal);
+    att_tc_forward_body<128, false>((floatX*)att_tc_smem, out, lse, q, k, v, nullptr, nullptr, T, H, KV, scale, causal);
+}
+#define ATT_TC_FWD_ROPE_ARGS                                                                                      \
+    floatX *out, float *lse, const floatX *q, const floatX *k, const floatX *v, const float *rope_cos,             \
+        const float *rope_sin, int T, int H, int KV, float scale, bool causal
+__global__ void __launch_bounds__(ATT_TC_FWD_THREADS) attention_tc_forward_rope_hd64_kernel(ATT_TC_FWD_ROPE_ARGS) {
+    extern __shared__ __align__(16) unsigned char att_tc_smem[];
+    att_tc_forward_body<64, true>((floatX*)att_tc_smem, out, lse, q, k, v, rope_cos, rope_sin, T, H, KV, scale, causal);
+}
+__global__ void __launch_bounds__(ATT_TC_FWD_THREADS) attention_tc_forward_rope_hd128_kernel(ATT_TC_FWD_ROPE_ARGS) {
+    extern __shared__ __align__(16) unsigned char att_tc_smem[];
+    att_tc_forward_body<128, true>((floatX*)att_tc_smem, out, lse, q, k, v, rope_cos, rope_sin, T, H, KV, scale, causal);
 }
 #endif  // !ENABLE_FP32
 
@@ -306,22 +376,47 @@ static inline void att_tc_check(const char* who, int hd, const void* const* ptrs
 #endif
 }
 
-static inline void att_tc_launch_forward(floatX* out, float* lse, const floatX* q, const floatX* k, const floatX* v, int B,
-                                         int T, int H, int KV, int hd, bool causal, stream_t s, const char* who) {
+// the RoPE tables of the fused variants: both given (or both NULL: no RoPE), 16-byte
+// aligned (read 16 bytes at a time); FAILs naming the reason. They must hold a row for
+// every position < T, as for rope_forward.
+static inline void att_tc_check_rope(const char* who, const float* rope_cos, const float* rope_sin) {
+    if (!rope_cos && !rope_sin) return;
+    if (!rope_cos || !rope_sin)
+        FAIL("%s: RoPE needs both tables (cos %p, sin %p)", who, (const void*)rope_cos, (const void*)rope_sin);
+    const void* ptrs[2] = {rope_cos, rope_sin};
+    for (int i = 0; i < 2; i++)
+        if ((uintptr_t)ptrs[i] % 16 != 0)
+            FAIL("%s: RoPE table %s at %p is not 16-byte aligned (read 16 bytes at a time)", who, i ? "sin" : "cos", ptrs[i]);
+}
+
+// rope_cos, rope_sin NULL: q, k as given; else q, k are rotated in the tiles (RoPE fused)
+static inline void att_tc_launch_forward(floatX* out, float* lse, const floatX* q, const floatX* k, const floatX* v,
+                                         const float* rope_cos, const float* rope_sin, int B, int T, int H, int KV,
+                                         int hd, bool causal, stream_t s, const char* who) {
     att_check_args(who, B, T, H, KV, hd);
     const void* ptrs[4] = {out, q, k, v};
     att_tc_check(who, hd, ptrs, 4);
+    att_tc_check_rope(who, rope_cos, rope_sin);
 #ifndef ENABLE_FP32
     if (B == 0 || T == 0) return;
     const size_t smem = att_tc_smem_forward(hd);
     const dim3 grid((unsigned)ceil_div((size_t)T, ATT_TC_FWD_BQ), H, B);
     const float scale = 1.0f / sqrtf((float)hd);
-    if (hd == 64) {
+    const bool rope = rope_cos != nullptr;
+    if (hd == 64 && !rope) {
         att_prepare_smem((const void*)attention_tc_forward_hd64_kernel, smem, who);
         attention_tc_forward_hd64_kernel<<<grid, ATT_TC_FWD_THREADS, smem, s>>>(out, lse, q, k, v, T, H, KV, scale, causal);
-    } else {
+    } else if (!rope) {
         att_prepare_smem((const void*)attention_tc_forward_hd128_kernel, smem, who);
         attention_tc_forward_hd128_kernel<<<grid, ATT_TC_FWD_THREADS, smem, s>>>(out, lse, q, k, v, T, H, KV, scale, causal);
+    } else if (hd == 64) {
+        att_prepare_smem((const void*)attention_tc_forward_rope_hd64_kernel, smem, who);
+        attention_tc_forward_rope_hd64_kernel<<<grid, ATT_TC_FWD_THREADS, smem, s>>>(out, lse, q, k, v, rope_cos, rope_sin,
+                                                                                     T, H, KV, scale, causal);
+    } else {
+        att_prepare_smem((const void*)attention_tc_forward_rope_hd128_kernel, smem, who);
+        attention_tc_forward_rope_hd128_kernel<<<grid, ATT_TC_FWD_THREADS, smem, s>>>(out, lse, q, k, v, rope_cos, rope_sin,
+                                                                                      T, H, KV, scale, causal);
     }
     cudaCheck(cudaGetLastError());
 #else
@@ -332,12 +427,27 @@ static inline void att_tc_launch_forward(floatX* out, float* lse, const floatX* 
 // causal (attention_forward's contract)
 static inline void attention_tc_forward(floatX* out, float* lse, const floatX* q, const floatX* k, const floatX* v, int B,
                                         int T, int H, int KV, int hd, stream_t s) {
-    att_tc_launch_forward(out, lse, q, k, v, B, T, H, KV, hd, true, s, "attention_tc_forward");
+    att_tc_launch_forward(out, lse, q, k, v, nullptr, nullptr, B, T, H, KV, hd, true, s, "attention_tc_forward");
 }
 // non-causal (attention_full_forward's contract)
 static inline void attention_tc_full_forward(floatX* out, float* lse, const floatX* q, const floatX* k, const floatX* v,
                                              int B, int T, int H, int KV, int hd, stream_t s) {
-    att_tc_launch_forward(out, lse, q, k, v, B, T, H, KV, hd, false, s, "attention_tc_full_forward");
+    att_tc_launch_forward(out, lse, q, k, v, nullptr, nullptr, B, T, H, KV, hd, false, s, "attention_tc_full_forward");
+}
+// RoPE fused: q [B, T, H, hd] and k [B, T, KV, hd] NOT rotated; rope_cos, rope_sin the
+// [>= T, hd/2] tables of rope_forward (16-byte aligned). out and lse are those of
+// rope_forward on q and k followed by attention_tc_forward (resp. _full_); q and k are not
+// changed.
+static inline void attention_tc_forward_rope(floatX* out, float* lse, const floatX* q, const floatX* k, const floatX* v,
+                                             const float* rope_cos, const float* rope_sin, int B, int T, int H, int KV,
+                                             int hd, stream_t s) {
+    att_tc_launch_forward(out, lse, q, k, v, rope_cos, rope_sin, B, T, H, KV, hd, true, s, "attention_tc_forward_rope");
+}
+static inline void attention_tc_full_forward_rope(floatX* out, float* lse, const floatX* q, const floatX* k,
+                                                  const floatX* v, const float* rope_cos, const float* rope_sin, int B,
+                                                  int T, int H, int KV, int hd, stream_t s) {
+    att_tc_launch_forward(out, lse, q, k, v, rope_cos, rope_sin, B, T, H, KV, hd, false, s,
+                          "attention_tc_full_forward_rope");
 }
 
 // the backward on tensor cores is llmc/attention_tc_backward.cuh (attention_tc_backward,

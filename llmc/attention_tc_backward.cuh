@@ -45,7 +45,20 @@ Register budget (fp32 accumulators per thread, 128 threads): dK/dV kernel hd 64:
 2 x 32, S^T, dP^T 2 x 32 (64-row query tiles); hd 128: dK, dV 2 x 64 and S^T, dP^T
 2 x 16 (32-row query tiles, to stay clear of spills); dQ kernel: dQ hd/2, S, dP 2 x 32.
 ptxas (CUDA 13, sm_90, -O3) reports no spills and 178 / 232 registers for dK/dV at hd
-64 / 128, 166 / 168 for dQ, 23 for delta; at 232, two dK/dV CTAs fit an SM.
+64 / 128, 166 / 168 for dQ, 23 for delta; at 232, two dK/dV CTAs fit an SM. With RoPE
+fused: 190 / 241 for dK/dV, 166 / 174 for dQ, no spills (at 241, still two CTAs).
+
+RoPE fused (attention_tc_backward_rope, attention_tc_full_backward_rope): q and k come
+unrotated; both kernels rotate the Q and K tiles they load as the forward does
+(att_tc_rope_rows, each thread its own chunks, before the barrier that publishes the
+tile), compute dQ and dK with respect to the rotated q and k as above, and apply the
+inverse rotation (rope_backward's formula) in the registers of the final store: the pair
+(2i, 2i+1) of a C-layout row sits in one lane (columns 8 n + 2 t4, + 1), so no shuffle.
+The stored values are first rounded to bf16, as attention_tc_backward's output is before
+rope_backward reads it, so that the result is that composition's, bit for bit (one
+rounding more than needed, kept for that equality). This replaces the two rope_backward
+passes over dq and dk (read and written once each): ~84 MB per layer at llama3-1B, B 4,
+T 2048, half of the ~0.9 ms per step PREDICTED in llmc/attention_tc.cuh.
 
 NOT YET RUN ON A GPU: written without one, checked by the host emulator (dev/emu, the
 tensor-core model of dev/emu/include/tensorcore_emu.h) against the CPU twin:
@@ -95,19 +108,28 @@ static __device__ __forceinline__ void att_tc_mma_abt2(float (&c1)[N][4], float 
 
 // a warp's 16 x HD result (C layout, this lane: rows r_lo and r_lo + 8, columns 8 i + 2 t4
 // and + 1 of n-tile i) times mul, rounded to bf16, into the rows r of head h of x ([B, T,
-// nh, HD]); rows >= T are not written
-template <int ND>
+// nh, HD]); rows >= T are not written. ROPE: then rotated back by rope_backward's formula
+// (row r = position r, the lane's pair 4 i + t4) and rounded again.
+template <bool ROPE, int ND>
 static __device__ __forceinline__ void att_tc_store_c(att_bf16* x, const float (&acc)[ND][4], float mul, int b,
-                                                      int r_lo, int T, int nh, int h, int t4) {
+                                                      int r_lo, int T, int nh, int h, int t4,
+                                                      const float* rope_cos = nullptr, const float* rope_sin = nullptr) {
     #pragma unroll
     for (int half = 0; half < 2; half++) {
         const int r = r_lo + half * 8;
         if (r >= T) continue;
         const size_t base = (((size_t)b * T + r) * nh + h) * (ND * 8) + 2 * t4;
         #pragma unroll
-        for (int i = 0; i < ND; i++)
-            *(__nv_bfloat162*)(x + base + i * 8) =
-                __floats2bfloat162_rn(acc[i][2 * half] * mul, acc[i][2 * half + 1] * mul);
+        for (int i = 0; i < ND; i++) {
+            __nv_bfloat162 y = __floats2bfloat162_rn(acc[i][2 * half] * mul, acc[i][2 * half + 1] * mul);
+            if (ROPE) {
+                const size_t ti = (size_t)r * (ND * 4) + 4 * i + t4;
+                float y0, y1;
+                att_tc_rope_pair(y0, y1, __bfloat162float(y.x), __bfloat162float(y.y), rope_cos[ti], rope_sin[ti], -1.0f);
+                y = __floats2bfloat162_rn(y0, y1);
+            }
+            *(__nv_bfloat162*)(x + base + i * 8) = y;
+        }
     }
 }
 
@@ -142,11 +164,12 @@ __global__ void __launch_bounds__(ATT_TC_DELTA_THREADS) attention_tc_delta_kerne
 
 // ---------------------------------------------------------------------------------
 // dK, dV: CTA per (key tile, kv head, batch)
-template <int HD>
+template <int HD, bool ROPE>
 static __device__ __forceinline__ void att_tc_dkdv(unsigned char* smem, att_bf16* dk, att_bf16* dv,
                                                    const att_bf16* dout, const att_bf16* q, const att_bf16* k,
-                                                   const att_bf16* v, const float* lse, const float* delta, int T,
-                                                   int H, int KV, float scale, bool causal) {
+                                                   const att_bf16* v, const float* lse, const float* delta,
+                                                   const float* rope_cos, const float* rope_sin, int T, int H, int KV,
+                                                   float scale, bool causal) {
     constexpr int BK = ATT_TC_BK, BQ = AttTcDkdv<HD>::BQ, LD = HD + 8, NTH = ATT_TC_BWD_THREADS;
     constexpr int KS = HD / 16;     // k16 steps over the head dim
     constexpr int NQ = BQ / 8;      // n8 tiles of queries in S^T, dP^T
@@ -196,8 +219,12 @@ static __device__ __forceinline__ void att_tc_dkdv(unsigned char* smem, att_bf16
         if (j + 1 < n_jobs) issue(j + 1);
         tc_cp_async_commit();  // possibly empty: one group per iteration keeps wait<1> right
         tc_cp_async_wait<1>();  // this thread's copies of job j (and of K, V) have landed
-        __syncthreads();        // everyone's have
         const int q0 = (qt_first + j % nq) * BQ;
+        if (ROPE) {  // this thread's own chunks; buffer buf was last read at j - 2, before a barrier
+            if (j == 0) att_tc_rope_rows<HD, NTH>(sK, k0, BK, T, rope_cos, rope_sin);
+            att_tc_rope_rows<HD, NTH>(sQ + buf * BQ * LD, q0, BQ, T, rope_cos, rope_sin);
+        }
+        __syncthreads();        // everyone's have
         const att_bf16* Qs = sQ + buf * BQ * LD;
         const att_bf16* dOs = sdO + buf * BQ * LD;
         const float* Ls = sL + buf * BQ;
@@ -228,17 +255,18 @@ static __device__ __forceinline__ void att_tc_dkdv(unsigned char* smem, att_bf16
         __syncthreads();  // buffer buf is refilled by the next iteration's issue
     }
 
-    att_tc_store_c(dk, acc_dk, scale, b, u_lo, T, KV, kvh, t4);
-    att_tc_store_c(dv, acc_dv, 1.0f, b, u_lo, T, KV, kvh, t4);
+    att_tc_store_c<ROPE>(dk, acc_dk, scale, b, u_lo, T, KV, kvh, t4, rope_cos, rope_sin);
+    att_tc_store_c<false>(dv, acc_dv, 1.0f, b, u_lo, T, KV, kvh, t4);
 }
 
 // ---------------------------------------------------------------------------------
 // dQ: CTA per (query tile, head, batch)
-template <int HD>
+template <int HD, bool ROPE>
 static __device__ __forceinline__ void att_tc_dq(unsigned char* smem, att_bf16* dq, const att_bf16* dout,
                                                  const att_bf16* q, const att_bf16* k, const att_bf16* v,
-                                                 const float* lse, const float* delta, int T, int H, int KV,
-                                                 float scale, bool causal) {
+                                                 const float* lse, const float* delta, const float* rope_cos,
+                                                 const float* rope_sin, int T, int H, int KV, float scale,
+                                                 bool causal) {
     constexpr int BK = ATT_TC_BK, BQ = ATT_TC_BQ_DQ, LD = HD + 8, NTH = ATT_TC_BWD_THREADS;
     constexpr int KS = HD / 16, NK = BK / 8, ND = HD / 8;
     static_assert(BQ == BK, "the causal diagonal below assumes square tiles");
@@ -281,6 +309,10 @@ static __device__ __forceinline__ void att_tc_dq(unsigned char* smem, att_bf16* 
         }
         tc_cp_async_commit();
         tc_cp_async_wait<1>();
+        if (ROPE) {  // this thread's own chunks; buffer buf was last read at kt - 2, before a barrier
+            if (kt == 0) att_tc_rope_rows<HD, NTH>(sQ, q0, BQ, T, rope_cos, rope_sin);
+            att_tc_rope_rows<HD, NTH>(sK + buf * BK * LD, k0, BK, T, rope_cos, rope_sin);
+        }
         __syncthreads();
         const att_bf16* Ks = sK + buf * BK * LD;
         const att_bf16* Vs = sV + buf * BK * LD;
@@ -307,33 +339,60 @@ static __device__ __forceinline__ void att_tc_dq(unsigned char* smem, att_bf16* 
         __syncthreads();  // buffer buf is refilled by the next iteration
     }
 
-    att_tc_store_c(dq, acc, scale, b, t_lo, T, H, h, t4);
+    att_tc_store_c<ROPE>(dq, acc, scale, b, t_lo, T, H, h, t4, rope_cos, rope_sin);
 }
 
-// one kernel per head dim, so that the fragment arrays have compile-time sizes (and the
-// emulator's kernel table names each without template arguments)
+// one kernel per head dim and RoPE or not, so that the fragment arrays have compile-time
+// sizes (and the emulator's kernel table names each without template arguments); the
+// kernels without RoPE compile exactly as before it existed
 #define ATT_TC_BWD_ARGS_DKDV                                                                                        \
     att_bf16 *dk, att_bf16 *dv, const att_bf16 *dout, const att_bf16 *q, const att_bf16 *k, const att_bf16 *v,    \
         const float *lse, const float *delta, int T, int H, int KV, float scale, bool causal
 #define ATT_TC_BWD_ARGS_DQ                                                                                          \
     att_bf16 *dq, const att_bf16 *dout, const att_bf16 *q, const att_bf16 *k, const att_bf16 *v, const float *lse, \
         const float *delta, int T, int H, int KV, float scale, bool causal
+#define ATT_TC_ROPE_ARGS const float *rope_cos, const float *rope_sin
 
 __global__ void __launch_bounds__(ATT_TC_BWD_THREADS) attention_tc_dkdv_hd64_kernel(ATT_TC_BWD_ARGS_DKDV) {
     extern __shared__ __align__(128) unsigned char att_tc_smem_dkdv64[];
-    att_tc_dkdv<64>(att_tc_smem_dkdv64, dk, dv, dout, q, k, v, lse, delta, T, H, KV, scale, causal);
+    att_tc_dkdv<64, false>(att_tc_smem_dkdv64, dk, dv, dout, q, k, v, lse, delta, nullptr, nullptr, T, H, KV, scale,
+                           causal);
 }
 __global__ void __launch_bounds__(ATT_TC_BWD_THREADS) attention_tc_dkdv_hd128_kernel(ATT_TC_BWD_ARGS_DKDV) {
     extern __shared__ __align__(128) unsigned char att_tc_smem_dkdv128[];
-    att_tc_dkdv<128>(att_tc_smem_dkdv128, dk, dv, dout, q, k, v, lse, delta, T, H, KV, scale, causal);
+    att_tc_dkdv<128, false>(att_tc_smem_dkdv128, dk, dv, dout, q, k, v, lse, delta, nullptr, nullptr, T, H, KV, scale,
+                            causal);
 }
 __global__ void __launch_bounds__(ATT_TC_BWD_THREADS) attention_tc_dq_hd64_kernel(ATT_TC_BWD_ARGS_DQ) {
     extern __shared__ __align__(128) unsigned char att_tc_smem_dq64[];
-    att_tc_dq<64>(att_tc_smem_dq64, dq, dout, q, k, v, lse, delta, T, H, KV, scale, causal);
+    att_tc_dq<64, false>(att_tc_smem_dq64, dq, dout, q, k, v, lse, delta, nullptr, nullptr, T, H, KV, scale, causal);
 }
 __global__ void __launch_bounds__(ATT_TC_BWD_THREADS) attention_tc_dq_hd128_kernel(ATT_TC_BWD_ARGS_DQ) {
     extern __shared__ __align__(128) unsigned char att_tc_smem_dq128[];
-    att_tc_dq<128>(att_tc_smem_dq128, dq, dout, q, k, v, lse, delta, T, H, KV, scale, causal);
+    att_tc_dq<128, false>(att_tc_smem_dq128, dq, dout, q, k, v, lse, delta, nullptr, nullptr, T, H, KV, scale, causal);
+}
+// RoPE fused: the same bodies with ROPE = true, the tables as two more arguments
+__global__ void __launch_bounds__(ATT_TC_BWD_THREADS)
+    attention_tc_dkdv_rope_hd64_kernel(ATT_TC_BWD_ARGS_DKDV, ATT_TC_ROPE_ARGS) {
+    extern __shared__ __align__(128) unsigned char att_tc_smem_dkdv64r[];
+    att_tc_dkdv<64, true>(att_tc_smem_dkdv64r, dk, dv, dout, q, k, v, lse, delta, rope_cos, rope_sin, T, H, KV, scale,
+                          causal);
+}
+__global__ void __launch_bounds__(ATT_TC_BWD_THREADS)
+    attention_tc_dkdv_rope_hd128_kernel(ATT_TC_BWD_ARGS_DKDV, ATT_TC_ROPE_ARGS) {
+    extern __shared__ __align__(128) unsigned char att_tc_smem_dkdv128r[];
+    att_tc_dkdv<128, true>(att_tc_smem_dkdv128r, dk, dv, dout, q, k, v, lse, delta, rope_cos, rope_sin, T, H, KV, scale,
+                           causal);
+}
+__global__ void __launch_bounds__(ATT_TC_BWD_THREADS)
+    attention_tc_dq_rope_hd64_kernel(ATT_TC_BWD_ARGS_DQ, ATT_TC_ROPE_ARGS) {
+    extern __shared__ __align__(128) unsigned char att_tc_smem_dq64r[];
+    att_tc_dq<64, true>(att_tc_smem_dq64r, dq, dout, q, k, v, lse, delta, rope_cos, rope_sin, T, H, KV, scale, causal);
+}
+__global__ void __launch_bounds__(ATT_TC_BWD_THREADS)
+    attention_tc_dq_rope_hd128_kernel(ATT_TC_BWD_ARGS_DQ, ATT_TC_ROPE_ARGS) {
+    extern __shared__ __align__(128) unsigned char att_tc_smem_dq128r[];
+    att_tc_dq<128, true>(att_tc_smem_dq128r, dq, dout, q, k, v, lse, delta, rope_cos, rope_sin, T, H, KV, scale, causal);
 }
 
 // bytes of dynamic shared memory (the layouts at the top of att_tc_dkdv and att_tc_dq)
@@ -353,15 +412,18 @@ template <int HD> static inline size_t att_tc_smem_dq() {
 // the size of the `delta` scratch buffer the backward needs, in floats
 static inline size_t attention_tc_delta_floats(int B, int H, int T) { return (size_t)B * H * T; }
 
+// rope_cos, rope_sin NULL: q, k as given; else q, k are rotated in the tiles and dq, dk
+// rotated back (RoPE fused)
 static inline void att_tc_launch_backward(floatX* dq, floatX* dk, floatX* dv, const floatX* dout, const floatX* q,
                                           const floatX* k, const floatX* v, const floatX* out, const float* lse,
-                                          float* delta, int B, int T, int H, int KV, int hd, bool causal, stream_t s,
-                                          const char* who) {
+                                          float* delta, const float* rope_cos, const float* rope_sin, int B, int T,
+                                          int H, int KV, int hd, bool causal, stream_t s, const char* who) {
     att_check_args(who, B, T, H, KV, hd);
     // cp.async and the delta kernel read 16 bytes at a time (dout, q, k, v, out); dq, dk,
     // dv are written 4 bytes at a time, and asked for 16 like every tensor here
     const void* ptrs[8] = {dout, q, k, v, out, dq, dk, dv};
     att_tc_check(who, hd, ptrs, 8);
+    att_tc_check_rope(who, rope_cos, rope_sin);
 #if defined(ENABLE_FP32)
     (void)lse; (void)delta; (void)causal; (void)s;
 #else
@@ -372,28 +434,43 @@ static inline void att_tc_launch_backward(floatX* dq, floatX* dk, floatX* dv, co
     attention_tc_delta_kernel<<<(unsigned)ceil_div((size_t)B * T * H, rows_per_block), ATT_TC_DELTA_THREADS, 0, s>>>(
         delta, dout, out, B, T, H, hd);
     cudaCheck(cudaGetLastError());
-    const unsigned n_kt = (unsigned)ceil_div((size_t)T, ATT_TC_BK), n_qt = (unsigned)ceil_div((size_t)T, ATT_TC_BQ_DQ);
+    const dim3 g1((unsigned)ceil_div((size_t)T, ATT_TC_BK), KV, B), g2((unsigned)ceil_div((size_t)T, ATT_TC_BQ_DQ), H, B);
+    const size_t s1 = hd == 64 ? att_tc_smem_dkdv<64>() : att_tc_smem_dkdv<128>();
+    const size_t s2 = hd == 64 ? att_tc_smem_dq<64>() : att_tc_smem_dq<128>();
+    const bool rope = rope_cos != nullptr;
+    const void *k1, *k2;  // the (dK/dV, dQ) kernel pair of this head dim, with RoPE or without
     if (hd == 64) {
-        const size_t s1 = att_tc_smem_dkdv<64>(), s2 = att_tc_smem_dq<64>();
-        att_prepare_smem((const void*)attention_tc_dkdv_hd64_kernel, s1, who);
-        attention_tc_dkdv_hd64_kernel<<<dim3(n_kt, KV, B), ATT_TC_BWD_THREADS, s1, s>>>(dk, dv, dout, q, k, v, lse, delta,
-                                                                                       T, H, KV, scale, causal);
-        cudaCheck(cudaGetLastError());
-        att_prepare_smem((const void*)attention_tc_dq_hd64_kernel, s2, who);
-        attention_tc_dq_hd64_kernel<<<dim3(n_qt, H, B), ATT_TC_BWD_THREADS, s2, s>>>(dq, dout, q, k, v, lse, delta, T, H,
-                                                                                    KV, scale, causal);
-        cudaCheck(cudaGetLastError());
+        k1 = rope ? (const void*)attention_tc_dkdv_rope_hd64_kernel : (const void*)attention_tc_dkdv_hd64_kernel;
+        k2 = rope ? (const void*)attention_tc_dq_rope_hd64_kernel : (const void*)attention_tc_dq_hd64_kernel;
     } else {
-        const size_t s1 = att_tc_smem_dkdv<128>(), s2 = att_tc_smem_dq<128>();
-        att_prepare_smem((const void*)attention_tc_dkdv_hd128_kernel, s1, who);
-        attention_tc_dkdv_hd128_kernel<<<dim3(n_kt, KV, B), ATT_TC_BWD_THREADS, s1, s>>>(dk, dv, dout, q, k, v, lse,
-                                                                                        delta, T, H, KV, scale, causal);
-        cudaCheck(cudaGetLastError());
-        att_prepare_smem((const void*)attention_tc_dq_hd128_kernel, s2, who);
-        attention_tc_dq_hd128_kernel<<<dim3(n_qt, H, B), ATT_TC_BWD_THREADS, s2, s>>>(dq, dout, q, k, v, lse, delta, T,
-                                                                                     H, KV, scale, causal);
-        cudaCheck(cudaGetLastError());
+        k1 = rope ? (const void*)attention_tc_dkdv_rope_hd128_kernel : (const void*)attention_tc_dkdv_hd128_kernel;
+        k2 = rope ? (const void*)attention_tc_dq_rope_hd128_kernel : (const void*)attention_tc_dq_hd128_kernel;
     }
+    att_prepare_smem(k1, s1, who);
+    att_prepare_smem(k2, s2, who);
+    const int nth = ATT_TC_BWD_THREADS;
+    if (!rope && hd == 64) {
+        attention_tc_dkdv_hd64_kernel<<<g1, nth, s1, s>>>(dk, dv, dout, q, k, v, lse, delta, T, H, KV, scale, causal);
+        cudaCheck(cudaGetLastError());
+        attention_tc_dq_hd64_kernel<<<g2, nth, s2, s>>>(dq, dout, q, k, v, lse, delta, T, H, KV, scale, causal);
+    } else if (!rope) {
+        attention_tc_dkdv_hd128_kernel<<<g1, nth, s1, s>>>(dk, dv, dout, q, k, v, lse, delta, T, H, KV, scale, causal);
+        cudaCheck(cudaGetLastError());
+        attention_tc_dq_hd128_kernel<<<g2, nth, s2, s>>>(dq, dout, q, k, v, lse, delta, T, H, KV, scale, causal);
+    } else if (hd == 64) {
+        attention_tc_dkdv_rope_hd64_kernel<<<g1, nth, s1, s>>>(dk, dv, dout, q, k, v, lse, delta, T, H, KV, scale, causal,
+                                                               rope_cos, rope_sin);
+        cudaCheck(cudaGetLastError());
+        attention_tc_dq_rope_hd64_kernel<<<g2, nth, s2, s>>>(dq, dout, q, k, v, lse, delta, T, H, KV, scale, causal,
+                                                             rope_cos, rope_sin);
+    } else {
+        attention_tc_dkdv_rope_hd128_kernel<<<g1, nth, s1, s>>>(dk, dv, dout, q, k, v, lse, delta, T, H, KV, scale, causal,
+                                                                rope_cos, rope_sin);
+        cudaCheck(cudaGetLastError());
+        attention_tc_dq_rope_hd128_kernel<<<g2, nth, s2, s>>>(dq, dout, q, k, v, lse, delta, T, H, KV, scale, causal,
+                                                              rope_cos, rope_sin);
+    }
+    cudaCheck(cudaGetLastError());
 #endif
 }
 
@@ -402,12 +479,32 @@ static inline void att_tc_launch_backward(floatX* dq, floatX* dk, floatX* dv, co
 static inline void attention_tc_backward(floatX* dq, floatX* dk, floatX* dv, const floatX* dout, const floatX* q,
                                          const floatX* k, const floatX* v, const floatX* out, const float* lse,
                                          float* delta, int B, int T, int H, int KV, int hd, stream_t s) {
-    att_tc_launch_backward(dq, dk, dv, dout, q, k, v, out, lse, delta, B, T, H, KV, hd, true, s, "attention_tc_backward");
+    att_tc_launch_backward(dq, dk, dv, dout, q, k, v, out, lse, delta, nullptr, nullptr, B, T, H, KV, hd, true, s,
+                           "attention_tc_backward");
 }
 // non-causal (the video DiT)
 static inline void attention_tc_full_backward(floatX* dq, floatX* dk, floatX* dv, const floatX* dout, const floatX* q,
                                               const floatX* k, const floatX* v, const floatX* out, const float* lse,
                                               float* delta, int B, int T, int H, int KV, int hd, stream_t s) {
-    att_tc_launch_backward(dq, dk, dv, dout, q, k, v, out, lse, delta, B, T, H, KV, hd, false, s,
+    att_tc_launch_backward(dq, dk, dv, dout, q, k, v, out, lse, delta, nullptr, nullptr, B, T, H, KV, hd, false, s,
                            "attention_tc_full_backward");
+}
+// RoPE fused: q and k NOT rotated (as given to attention_tc_forward_rope); rope_cos,
+// rope_sin the [>= T, hd/2] tables (16-byte aligned). dq, dk are the gradients with
+// respect to the unrotated q, k: those of attention_tc_backward on the rotated q, k
+// followed by rope_backward on dq and dk, bit for bit; dv as attention_tc_backward's.
+static inline void attention_tc_backward_rope(floatX* dq, floatX* dk, floatX* dv, const floatX* dout, const floatX* q,
+                                              const floatX* k, const floatX* v, const floatX* out, const float* lse,
+                                              float* delta, const float* rope_cos, const float* rope_sin, int B, int T,
+                                              int H, int KV, int hd, stream_t s) {
+    att_tc_launch_backward(dq, dk, dv, dout, q, k, v, out, lse, delta, rope_cos, rope_sin, B, T, H, KV, hd, true, s,
+                           "attention_tc_backward_rope");
+}
+static inline void attention_tc_full_backward_rope(floatX* dq, floatX* dk, floatX* dv, const floatX* dout,
+                                                   const floatX* q, const floatX* k, const floatX* v, const floatX* out,
+                                                   const float* lse, float* delta, const float* rope_cos,
+                                                   const float* rope_sin, int B, int T, int H, int KV, int hd,
+                                                   stream_t s) {
+    att_tc_launch_backward(dq, dk, dv, dout, q, k, v, out, lse, delta, rope_cos, rope_sin, B, T, H, KV, hd, false, s,
+                           "attention_tc_full_backward_rope");
 }

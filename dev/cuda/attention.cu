@@ -31,6 +31,16 @@ argument (a `causal` kernel argument, as in llmc) and is validated in both.
              emulator's model of the documented fragment layouts (dev/emu/include/
              tensorcore_emu.h), which says nothing of the hardware's numerics or speed.
              The trainers run it only with --attention tc (llmc/attention_select.h). ***
+  version 5: version 4 with RoPE fused (attention_tc_forward_rope / _backward_rope): q and
+             k come unrotated; the kernels rotate the Q and K tiles in shared memory after
+             their cp.async lands and rotate dq, dk back in the registers of the final
+             store, instead of two rope_forward launches before and two rope_backward
+             launches after (PREDICTED saving ~84 MB of traffic per layer each way at
+             llama3-1B, B 4, T 2048; see llmc/attention_tc.cuh). Validated against the
+             CPU reference composed (ref_rope_forward on q, k rounded to floatX, the
+             attention, ref_rope_backward on dq, dk) and bit for bit against the unfused
+             composition on the device (rope_forward, version 4, rope_backward); timed
+             next to that composition. Same *** NOT YET VALIDATED ON A GPU *** as v4.
 Validated against the CPU twin (llmc/cpu/attention.h, ref_attention[_full]_* of
 cpu_reference) on random q, k, v, dout at odd sizes, in both modes: T not a multiple
 of any tile, GQA ratios 1, 2, 3, 4 and MQA, hd from 6 to 256. Determinism: each
@@ -40,6 +50,7 @@ backward run twice, bitwise. Timed in both modes (full: twice the FLOPs of causa
 #include "../../llmc/attention.cuh"
 #include "../../llmc/attention_tc.cuh"           // version 4, forward
 #include "../../llmc/attention_tc_backward.cuh"  // version 4, backward (both named: dev/emu tables direct includes)
+#include "../../llmc/rope.cuh"                   // version 5's unfused twin (rope_forward, rope_backward)
 #include <mma.h>
 
 // ---------------------------------------------------------------------------------
@@ -465,17 +476,39 @@ static bool version_supports(int version, int hd) {
     (void)hd;
     return version < 3;  // tensor-core bf16 versions: not in fp32 builds
 #else
-    if (version == 4) return attention_tc_supported_hd(hd);
+    if (version >= 4) return attention_tc_supported_hd(hd);
     return version != 3 || v3::supported(hd);
 #endif
 }
 // floats of scratch a version's backward needs (version 4: delta = rowsum(dO * O))
 static size_t scratch_floats(int version, int B, int T, int H) {
 #if !defined(ENABLE_FP32)
-    if (version == 4) return attention_tc_delta_floats(B, H, T);
+    if (version >= 4) return attention_tc_delta_floats(B, H, T);
 #endif
     (void)version; (void)B; (void)T; (void)H;
     return 0;
+}
+
+// version 5's RoPE tables [T, hd/2] on the device (set by run_version / bench_version)
+static float *g_rope_cos = nullptr, *g_rope_sin = nullptr;
+// cos/sin of t * 10000^(-2i/hd) (the trainer's tables) for t < T, uploaded to g_rope_cos/sin
+static void rope_tables_upload(int T, int hd, std::vector<float>& ct, std::vector<float>& st) {
+    const int half = hd / 2;
+    ct.assign((size_t)T * half, 0.0f);
+    st.assign((size_t)T * half, 0.0f);
+    for (int t = 0; t < T; t++)
+        for (int i = 0; i < half; i++) {
+            const double a = t * pow(10000.0, -2.0 * i / hd);
+            ct[(size_t)t * half + i] = (float)cos(a);
+            st[(size_t)t * half + i] = (float)sin(a);
+        }
+    g_rope_cos = upload_f(ct);
+    g_rope_sin = upload_f(st);
+}
+static void rope_tables_free() {
+    dev_free(g_rope_cos);
+    dev_free(g_rope_sin);
+    g_rope_cos = g_rope_sin = nullptr;
 }
 
 // causal: attention_forward / attention_backward; else the full (non-causal) mode,
@@ -494,9 +527,12 @@ static void fwd(int version, bool causal, floatX* out, float* lse, const floatX*
 #if !defined(ENABLE_FP32)
         v3::forward(out, lse, q, k, v, B, T, H, KV, hd, causal);
 #endif
-    } else {
+    } else if (version == 4) {
         if (causal) attention_tc_forward(out, lse, q, k, v, B, T, H, KV, hd, 0);
         else attention_tc_full_forward(out, lse, q, k, v, B, T, H, KV, hd, 0);
+    } else {
+        if (causal) attention_tc_forward_rope(out, lse, q, k, v, g_rope_cos, g_rope_sin, B, T, H, KV, hd, 0);
+        else attention_tc_full_forward_rope(out, lse, q, k, v, g_rope_cos, g_rope_sin, B, T, H, KV, hd, 0);
     }
 }
 static void bwd(int version, bool causal, floatX* dq, floatX* dk, floatX* dv, const floatX* dout, const floatX* q,
@@ -517,9 +553,16 @@ static void bwd(int version, bool causal, floatX* dq, floatX* dk, floatX* dv, co
 #if !defined(ENABLE_FP32)
         v3::backward(dq, dk, dv, dout, q, k, v, out, lse, B, T, H, KV, hd, causal);
 #endif
-    } else {
+    } else if (version == 4) {
         if (causal) attention_tc_backward(dq, dk, dv, dout, q, k, v, out, lse, scratch, B, T, H, KV, hd, 0);
         else attention_tc_full_backward(dq, dk, dv, dout, q, k, v, out, lse, scratch, B, T, H, KV, hd, 0);
+    } else {
+        if (causal)
+            attention_tc_backward_rope(dq, dk, dv, dout, q, k, v, out, lse, scratch, g_rope_cos, g_rope_sin, B, T, H, KV,
+                                       hd, 0);
+        else
+            attention_tc_full_backward_rope(dq, dk, dv, dout, q, k, v, out, lse, scratch, g_rope_cos, g_rope_sin, B, T, H,
+                                            KV, hd, 0);
     }
 }
 
@@ -529,7 +572,7 @@ static void run_version(int version, bool causal, const Shape& s, uint64_t seed)
     const int B = s.B, T = s.T, H = s.H, KV = s.KV, hd = s.hd;
     const char* mode = causal ? "causal" : "full";
     if (!version_supports(version, hd)) {
-        printf(version == 4 ? "  v%d %s B=%d T=%d H=%d KV=%d hd=%d: skipped (v4 needs a bf16 build, hd 64 or 128)\n"
+        printf(version >= 4 ? "  v%d %s B=%d T=%d H=%d KV=%d hd=%d: skipped (v4, v5 need a bf16 build, hd 64 or 128)\n"
                             : "  v%d %s B=%d T=%d H=%d KV=%d hd=%d: skipped (v3 needs a bf16 build, hd %% 16 == 0, hd <= 128)\n",
                version, mode, B, T, H, KV, hd);
         return;
@@ -539,7 +582,17 @@ static void run_version(int version, bool causal, const Shape& s, uint64_t seed)
     std::vector<float> q = rand_floatX(nq, -1.5f, 1.5f, seed + 1), k = rand_floatX(nk, -1.5f, 1.5f, seed + 2);
     std::vector<float> v = rand_floatX(nk, -1.0f, 1.0f, seed + 3), dout = rand_floatX(nq, -1.0f, 1.0f, seed + 4);
     std::vector<float> r_out(nq), r_lse(nl), r_dq(nq), r_dk(nk), r_dv(nk);
-    (causal ? ref_attention_forward : ref_attention_full_forward)(r_out.data(), r_lse.data(), q.data(), k.data(),
+    // version 5 takes q, k unrotated: the reference attends over them rotated and rounded to
+    // floatX (what rope_forward would have stored)
+    std::vector<float> qa = q, ka = k, ct, st;
+    if (version == 5) {
+        rope_tables_upload(T, hd, ct, st);
+        ref_rope_forward(qa.data(), q.data(), ct.data(), st.data(), B, T, H, hd);
+        ref_rope_forward(ka.data(), k.data(), ct.data(), st.data(), B, T, KV, hd);
+        for (auto& x : qa) x = round_floatX(x);
+        for (auto& x : ka) x = round_floatX(x);
+    }
+    (causal ? ref_attention_forward : ref_attention_full_forward)(r_out.data(), r_lse.data(), qa.data(), ka.data(),
                                                                   v.data(), B, T, H, KV, hd);
     floatX *d_q = upload_x(q), *d_k = upload_x(k), *d_v = upload_x(v), *d_dout = upload_x(dout);
     floatX* d_out = (floatX*)dev_malloc(nq * sizeof(floatX));
@@ -575,8 +628,12 @@ static void run_version(int version, bool causal, const Shape& s, uint64_t seed)
     // the backward is checked on the GPU's own out and lse (what training uses); the
     // CPU reference is given the same out (floatX-rounded) and the CPU lse
     (causal ? ref_attention_backward : ref_attention_full_backward)(r_dq.data(), r_dk.data(), r_dv.data(), dout.data(),
-                                                                    q.data(), k.data(), v.data(), g_out.data(),
+                                                                    qa.data(), ka.data(), v.data(), g_out.data(),
                                                                     r_lse.data(), B, T, H, KV, hd);
+    if (version == 5) {  // back to the unrotated q, k (in place is allowed)
+        ref_rope_backward(r_dq.data(), r_dq.data(), ct.data(), st.data(), B, T, H, hd);
+        ref_rope_backward(r_dk.data(), r_dk.data(), ct.data(), st.data(), B, T, KV, hd);
+    }
     bwd(version, causal, d_dq, d_dk, d_dv, d_dout, d_q, d_k, d_v, d_out, d_lse, d_scratch, B, T, H, KV, hd);
     std::vector<float> g_dq = download_x(d_dq, nq), g_dk = download_x(d_dk, nk), g_dv = download_x(d_dv, nk);
     // + 1e-5: with T = 1 the exact dq and dk are 0 (dP - delta cancels), and the GPU sums
@@ -588,6 +645,21 @@ static void run_version(int version, bool causal, const Shape& s, uint64_t seed)
     check_same("backward dq", download_x(d_dq, nq), g_dq);
     check_same("backward dk", download_x(d_dk, nk), g_dk);
     check_same("backward dv", download_x(d_dv, nk), g_dv);
+    if (version == 5) {  // the unfused composition on the device (rope_forward, version 4, rope_backward): bit for bit
+        floatX *d_qr = (floatX*)dev_malloc(nq * sizeof(floatX)), *d_kr = (floatX*)dev_malloc(nk * sizeof(floatX));
+        rope_forward(d_qr, d_q, g_rope_cos, g_rope_sin, B, T, H, hd, 0);
+        rope_forward(d_kr, d_k, g_rope_cos, g_rope_sin, B, T, KV, hd, 0);
+        fwd(4, causal, d_out, d_lse, d_qr, d_kr, d_v, B, T, H, KV, hd);
+        check("unfused out (exact)", download_x(d_out, nq), g_out, 0.0, 0.0);
+        bwd(4, causal, d_dq, d_dk, d_dv, d_dout, d_qr, d_kr, d_v, d_out, d_lse, d_scratch, B, T, H, KV, hd);
+        rope_backward(d_dq, d_dq, g_rope_cos, g_rope_sin, B, T, H, hd, 0);
+        rope_backward(d_dk, d_dk, g_rope_cos, g_rope_sin, B, T, KV, hd, 0);
+        check("unfused dq (exact)", download_x(d_dq, nq), g_dq, 0.0, 0.0);
+        check("unfused dk (exact)", download_x(d_dk, nk), g_dk, 0.0, 0.0);
+        check("unfused dv (exact)", download_x(d_dv, nk), g_dv, 0.0, 0.0);
+        dev_free(d_qr); dev_free(d_kr);
+        rope_tables_free();
+    }
     dev_free(d_q); dev_free(d_k); dev_free(d_v); dev_free(d_dout); dev_free(d_out); dev_free(d_lse);
     dev_free(d_dq); dev_free(d_dk); dev_free(d_dv);
     if (d_scratch) dev_free(d_scratch);
@@ -604,6 +676,8 @@ static void bench_version(int version, bool causal, int B, int T, int H, int KV,
     floatX* d_dv = (floatX*)dev_malloc(nk * sizeof(floatX));
     const size_t ns = scratch_floats(version, B, T, H);
     float* d_scratch = ns ? (float*)dev_malloc(ns * sizeof(float)) : nullptr;
+    std::vector<float> ct, st;
+    if (version == 5) rope_tables_upload(T, hd, ct, st);
     int reps = version == 1 ? 1 : 10;
     float tf = bench_ms([&] { fwd(version, causal, d_out, d_lse, d_q, d_k, d_v, B, T, H, KV, hd); }, reps);
     float tb = bench_ms(
@@ -613,13 +687,30 @@ static void bench_version(int version, bool causal, int B, int T, int H, int KV,
     double flop = (causal ? 2.0 : 4.0) * B * H * (double)T * T * hd;
     printf("  v%d bench %s B=%d T=%d H=%d KV=%d hd=%d: forward %.3f ms (%.2f TFLOP/s), backward %.3f ms (%.2f TFLOP/s)\n",
            version, causal ? "causal" : "full", B, T, H, KV, hd, tf, flop / tf * 1e-9, tb, 2.5 * flop / tb * 1e-9);
+    if (version == 5) {  // what it replaces: rope_forward on q, k + version 4; version 4 + rope_backward on dq, dk
+        floatX *d_qr = (floatX*)dev_malloc(nq * sizeof(floatX)), *d_kr = (floatX*)dev_malloc(nk * sizeof(floatX));
+        float uf = bench_ms([&] {
+            rope_forward(d_qr, d_q, g_rope_cos, g_rope_sin, B, T, H, hd, 0);
+            rope_forward(d_kr, d_k, g_rope_cos, g_rope_sin, B, T, KV, hd, 0);
+            fwd(4, causal, d_out, d_lse, d_qr, d_kr, d_v, B, T, H, KV, hd);
+        }, reps);
+        float ub = bench_ms([&] {
+            bwd(4, causal, d_dq, d_dk, d_dv, d_dout, d_qr, d_kr, d_v, d_out, d_lse, d_scratch, B, T, H, KV, hd);
+            rope_backward(d_dq, d_dq, g_rope_cos, g_rope_sin, B, T, H, hd, 0);
+            rope_backward(d_dk, d_dk, g_rope_cos, g_rope_sin, B, T, KV, hd, 0);
+        }, reps);
+        printf("  v5 bench %s B=%d T=%d H=%d KV=%d hd=%d: unfused (rope launches + v4): forward %.3f ms, backward %.3f ms; "
+               "fused saves %.3f + %.3f ms\n", causal ? "causal" : "full", B, T, H, KV, hd, uf, ub, uf - tf, ub - tb);
+        dev_free(d_qr); dev_free(d_kr);
+        rope_tables_free();
+    }
     dev_free(d_q); dev_free(d_k); dev_free(d_v); dev_free(d_dout); dev_free(d_out); dev_free(d_lse);
     dev_free(d_dq); dev_free(d_dk); dev_free(d_dv);
     if (d_scratch) dev_free(d_scratch);
 }
 
 int main(int argc, char** argv) {
-    ladder_init(argc, argv, "attention", 4);
+    ladder_init(argc, argv, "attention", 5);
     const Shape shapes[] = {
         {1, 7, 4, 2, 6},    {2, 33, 6, 2, 8},  {1, 65, 4, 1, 12},  {2, 100, 6, 3, 48}, {1, 70, 2, 2, 64},
         {1, 40, 2, 1, 256}, {1, 37, 2, 2, 130}, {1, 130, 4, 2, 64}, {2, 64, 2, 1, 16},  {1, 200, 2, 2, 128},
@@ -631,8 +722,9 @@ int main(int argc, char** argv) {
     };
     const char* names[] = {"", "naive, thread per row", "flash tiles fp32 (llmc)",
                            "WMMA bf16 tensor cores -- NOT YET VALIDATED",
-                           "mma.sync/ldmatrix/cp.async tensor cores, FlashAttention-2 style (llmc/attention_tc.cuh) -- NOT YET VALIDATED"};
-    for (int version = 1; version <= 4; version++) {
+                           "mma.sync/ldmatrix/cp.async tensor cores, FlashAttention-2 style (llmc/attention_tc.cuh) -- NOT YET VALIDATED",
+                           "version 4 with RoPE fused into the tile loads and stores -- NOT YET VALIDATED"};
+    for (int version = 1; version <= 5; version++) {
         if (!want(version)) continue;
         printf("version %d: %s\n", version, names[version]);
         for (int causal = 1; causal >= 0; causal--) {

@@ -586,20 +586,27 @@ static void check_rmsnorm(int N, int C, int off = 0) {
 }
 
 // ---------------------------------------------------------------------------------
+// RoPE tables [T + 5, hd/2] (theta 10000): longer than T, as in the trainer
+static void rope_tables(int T, int hd, std::vector<float>& ct, std::vector<float>& st) {
+    const int half = hd / 2, S = T + 5;
+    ct.assign((size_t)S * half, 0.0f);
+    st.assign((size_t)S * half, 0.0f);
+    for (int t = 0; t < S; t++)
+        for (int i = 0; i < half; i++) {
+            double a = t * pow(10000.0, -2.0 * i / hd);
+            ct[(size_t)t * half + i] = (float)cos(a);
+            st[(size_t)t * half + i] = (float)sin(a);
+        }
+}
 // rope: a rotation of each pair, in place or not. B = 8 (|x0 c| + |x1 s|).
 static void check_rope(int B, int T, int nh, int hd, int backward, int in_place) {
     std::string name = sz("%s[B=%d,T=%d,nh=%d,hd=%d,%s]", backward ? "rope_backward" : "rope_forward", B, T, nh, hd,
                           in_place ? "in-place" : "out-of-place");
     add(name, [=] {
         Rng r(name);
-        int half = hd / 2, S = T + 5;  // the table is longer than T, as in the trainer
-        std::vector<float> ct((size_t)S * half), st((size_t)S * half);
-        for (int t = 0; t < S; t++)
-            for (int i = 0; i < half; i++) {
-                double a = t * pow(10000.0, -2.0 * i / hd);
-                ct[(size_t)t * half + i] = (float)cos(a);
-                st[(size_t)t * half + i] = (float)sin(a);
-            }
+        const int half = hd / 2;
+        std::vector<float> ct, st;
+        rope_tables(T, hd, ct, st);
         size_t n = (size_t)B * T * nh * hd;
         auto x = r.vec(n, -2, 2);
         std::vector<float> ref(n);
@@ -2050,28 +2057,47 @@ static void attention_tc_extra(const Att& a, bool causal, const std::vector<floa
                 }
             }
 }
-static void check_attention_tc_forward(const Att& a, bool causal) {
+// q or k as the attention sees it when RoPE is fused: rotated by the twin and rounded to
+// floatX, as rope_forward's output is in the unfused composition
+static std::vector<float> att_rope_x(const std::vector<float>& x, const std::vector<float>& ct,
+                                     const std::vector<float>& st, int B, int T, int nh, int hd) {
+    std::vector<float> y(x.size());
+    cpu::rope_forward(y.data(), x.data(), ct.data(), st.data(), B, T, nh, hd, 0);
+    return round_x(y);
+}
+// rope: attention_tc_forward_rope / attention_tc_full_forward_rope on the unrotated q, k:
+// the same bound, on the rotated (and rounded) q, k the twin is given; then bit for bit
+// against the unfused composition on the GPU (rope_forward on q and k, then the plain
+// kernel)
+static void att_tc_forward_check(const Att& a, bool causal, bool rope) {
     const int B = a.B, T = a.T, H = a.H, KV = a.KV, hd = a.hd;
     std::string base = att_sz(a);
-    std::string name = std::string(causal ? "attention_tc_forward[" : "attention_tc_full_forward[") + base + "]";
+    std::string name = std::string(causal ? "attention_tc_forward" : "attention_tc_full_forward") + (rope ? "_rope[" : "[") +
+                       base + "]";
     size_t nq = (size_t)B * T * H * hd, nk = (size_t)B * T * KV * hd, nl = (size_t)B * H * T;
     const auto gpu_fwd = causal ? attention_tc_forward : attention_tc_full_forward;
+    const auto gpu_fwd_rope = causal ? attention_tc_forward_rope : attention_tc_full_forward_rope;
+    std::vector<float> ct, st;
+    rope_tables(T, hd, ct, st);
     add_att_tc(name, [=] {
-        DX Q(nq), K(nk), Vv(nk), O(nq); DF L(nl);
-        gpu_fwd(O.p, L.p, Q.p, K.p, Vv.p, B, T, H, KV, hd, 0);
+        DX Q(nq), K(nk), Vv(nk), O(nq); DF L(nl), CT(ct), ST(st);
+        if (rope) gpu_fwd_rope(O.p, L.p, Q.p, K.p, Vv.p, CT.p, ST.p, B, T, H, KV, hd, 0);
+        else gpu_fwd(O.p, L.p, Q.p, K.p, Vv.p, B, T, H, KV, hd, 0);
     }, [=] {
-        Rng r("attention_tc" + base);
+        Rng r((rope ? "attention_tc_rope" : "attention_tc") + base);
         auto q = r.vec(nq, -1.5, 1.5), k = r.vec(nk, -1.5, 1.5), v = r.vec(nk, -1, 1), dout = r.vec(nq, -1, 1);
+        const auto qa = rope ? att_rope_x(q, ct, st, B, T, H, hd) : q, ka = rope ? att_rope_x(k, ct, st, B, T, KV, hd) : k;
         std::vector<float> out(nq), lse(nl);
-        (causal ? cpu::attention_forward : cpu::attention_full_forward)(out.data(), lse.data(), q.data(), k.data(), v.data(),
-                                                                        B, T, H, KV, hd, 0);
+        (causal ? cpu::attention_forward : cpu::attention_full_forward)(out.data(), lse.data(), qa.data(), ka.data(),
+                                                                        v.data(), B, T, H, KV, hd, 0);
         std::vector<double> Bo, Bl, Bq, Bk, Bv, S, X;
-        attention_bounds(a, causal, q, k, v, dout, round_x(out), lse, Bo, Bl, Bq, Bk, Bv);
-        attention_tc_extra(a, causal, q, k, v, S, X);
+        attention_bounds(a, causal, qa, ka, v, dout, round_x(out), lse, Bo, Bl, Bq, Bk, Bv);
+        attention_tc_extra(a, causal, qa, ka, v, S, X);
         Outs o = both_schedules([&] {
-            DX Q(q), K(k), Vv(v), O(nq); DF L(nl);
-            gpu_fwd(O.p, L.p, Q.p, K.p, Vv.p, B, T, H, KV, hd, 0);
-            return Outs{{"out", O.get()}, {"lse", L.get()}};
+            DX Q(q), K(k), Vv(v), O(nq); DF L(nl), CT(ct), ST(st);
+            if (rope) gpu_fwd_rope(O.p, L.p, Q.p, K.p, Vv.p, CT.p, ST.p, B, T, H, KV, hd, 0);
+            else gpu_fwd(O.p, L.p, Q.p, K.p, Vv.p, B, T, H, KV, hd, 0);
+            return Outs{{"out", O.get()}, {"lse", L.get()}, {"q", Q.get()}};
         });
         std::vector<double> to(nq), tl(nl);
         for (size_t i = 0; i < nq; i++) {
@@ -2081,8 +2107,19 @@ static void check_attention_tc_forward(const Att& a, bool causal) {
         for (size_t i = 0; i < nl; i++) tl[i] = 2 * U * (Bl[i] + X[i]);
         expect("out", o[0].second, out, to);
         expect("lse", o[1].second, lse, tl);
+        if (rope) {
+            expect_exact("q kept", o[2].second, q);  // the rotation happens in shared memory only
+            DX Q(q), K(k), Qr(nq), Kr(nk), Vv(v), O(nq); DF L(nl), CT(ct), ST(st);
+            rope_forward(Qr.p, Q.p, CT.p, ST.p, B, T, H, hd, 0);
+            rope_forward(Kr.p, K.p, CT.p, ST.p, B, T, KV, hd, 0);
+            gpu_fwd(O.p, L.p, Qr.p, Kr.p, Vv.p, B, T, H, KV, hd, 0);
+            expect_exact("out = unfused", o[0].second, O.get());
+            expect_exact("lse = unfused", o[1].second, L.get());
+        }
     });
 }
+static void check_attention_tc_forward(const Att& a, bool causal) { att_tc_forward_check(a, causal, false); }
+static void check_attention_tc_forward_rope(const Att& a, bool causal) { att_tc_forward_check(a, causal, true); }
 // what a tensor-core launcher's refusal must name: in an ENABLE_FP32 build it refuses
 // every call for the build, before looking at anything else
 static const char* att_tc_refusal(const char* bf16_reason) {
@@ -2152,6 +2189,9 @@ static void add_attention_tc_forward_checks() {
                         {2, 65, 2, 2, 128}, {2, 130, 4, 1, 64}, {2, 130, 4, 2, 128}, {2, 200, 4, 4, 64},
                         {2, 200, 4, 1, 128}},
                        check_attention_tc_forward);
+    // RoPE fused: hd 64 and 128, T = 1 and ragged, GQA 1, 2, 4
+    add_att_both_modes({{2, 1, 2, 2, 64}, {2, 63, 4, 1, 128}, {1, 130, 4, 2, 64}, {1, 200, 2, 1, 128}},
+                       check_attention_tc_forward_rope);
     check_attention_tc_refusals();
 }
 
@@ -2204,56 +2244,163 @@ static void att_tc_bwd_extra(const Att& a, bool causal, const std::vector<float>
             }
 }
 
+// the tolerance of a gradient that rope_backward rotates back from the rotated frame: ref_rot
+// (tolerance tol_rot, which includes its rounding to floatX: both the fused kernel and the
+// unfused composition round before the rotation) -> ref; each output mixes its pair's two
+// errors by |c| and |s|, plus the rotation's fp32 roundings (8 U as in check_rope) and the
+// final rounding
+static std::vector<double> rope_back_tol(const std::vector<float>& ref, const std::vector<float>& ref_rot,
+                                         const std::vector<double>& tol_rot, const std::vector<float>& ct,
+                                         const std::vector<float>& st, int T, int nh, int hd) {
+    const int half = hd / 2;
+    std::vector<double> E(ref.size());
+    for (size_t p = 0; p < ref.size() / 2; p++) {
+        const int i = (int)(p % half), t = (int)((p / ((size_t)half * nh)) % T);
+        const double c = fabs((double)ct[(size_t)t * half + i]), sn = fabs((double)st[(size_t)t * half + i]);
+        const double e0 = tol_rot[2 * p], e1 = tol_rot[2 * p + 1];
+        const double a0 = fabs((double)ref_rot[2 * p]) + e0, a1 = fabs((double)ref_rot[2 * p + 1]) + e1;
+        E[2 * p] = c * e0 + sn * e1 + 2 * U * 8 * (c * a0 + sn * a1);
+        E[2 * p + 1] = sn * e0 + c * e1 + 2 * U * 8 * (sn * a0 + c * a1);
+    }
+    return tol_x(ref, E);
+}
+
 // both schedules bitwise equal (as in every check: run to run, in two block and thread
 // orders) and against the twin; then the overwrite contract: one more call, into outputs
 // and a delta scratch that hold numbers instead of the NaN of fresh buffers, must give the
-// same bits
-static void check_attention_tc_backward(const Att& a, bool causal) {
+// same bits. rope: attention_tc_backward_rope / _full_ on the unrotated q, k; the twin's
+// backward on the rotated (and rounded) q, k, then cpu::rope_backward on its dq, dk; and bit
+// for bit against the unfused composition on the GPU (rope_forward, the plain backward,
+// rope_backward on dq and dk)
+static void att_tc_backward_check(const Att& a, bool causal, bool rope) {
     const int B = a.B, T = a.T, H = a.H, KV = a.KV, hd = a.hd;
     std::string base = att_sz(a);
-    std::string name = std::string(causal ? "attention_tc_backward[" : "attention_tc_full_backward[") + base + "]";
+    std::string name = std::string(causal ? "attention_tc_backward" : "attention_tc_full_backward") +
+                       (rope ? "_rope[" : "[") + base + "]";
     size_t nq = (size_t)B * T * H * hd, nk = (size_t)B * T * KV * hd, nl = (size_t)B * H * T;
     const auto gpu_bwd = causal ? attention_tc_backward : attention_tc_full_backward;
+    const auto gpu_bwd_rope = causal ? attention_tc_backward_rope : attention_tc_full_backward_rope;
+    std::vector<float> ct, st;
+    rope_tables(T, hd, ct, st);
     add_att_tc(name, [=] {
-        DX Q(nq), K(nk), Vv(nk), DO(nq), O(nq), DQ(nq), DK(nk), DV(nk); DF L(nl), D(nl);
-        gpu_bwd(DQ.p, DK.p, DV.p, DO.p, Q.p, K.p, Vv.p, O.p, L.p, D.p, B, T, H, KV, hd, 0);
+        DX Q(nq), K(nk), Vv(nk), DO(nq), O(nq), DQ(nq), DK(nk), DV(nk); DF L(nl), D(nl), CT(ct), ST(st);
+        if (rope) gpu_bwd_rope(DQ.p, DK.p, DV.p, DO.p, Q.p, K.p, Vv.p, O.p, L.p, D.p, CT.p, ST.p, B, T, H, KV, hd, 0);
+        else gpu_bwd(DQ.p, DK.p, DV.p, DO.p, Q.p, K.p, Vv.p, O.p, L.p, D.p, B, T, H, KV, hd, 0);
     }, [=] {
-        Rng r("attention" + base);  // the inputs of check_attention at this shape
+        Rng r((rope ? "attention_rope" : "attention") + base);  // without rope: the inputs of check_attention at this shape
         auto q = r.vec(nq, -1.5, 1.5), k = r.vec(nk, -1.5, 1.5), v = r.vec(nk, -1, 1), dout = r.vec(nq, -1, 1);
+        const auto qa = rope ? att_rope_x(q, ct, st, B, T, H, hd) : q, ka = rope ? att_rope_x(k, ct, st, B, T, KV, hd) : k;
         std::vector<float> out(nq), lse(nl), dq(nq), dk(nk), dv(nk);
-        (causal ? cpu::attention_forward : cpu::attention_full_forward)(out.data(), lse.data(), q.data(), k.data(), v.data(),
-                                                                        B, T, H, KV, hd, 0);
+        (causal ? cpu::attention_forward : cpu::attention_full_forward)(out.data(), lse.data(), qa.data(), ka.data(),
+                                                                        v.data(), B, T, H, KV, hd, 0);
         auto out_x = round_x(out);  // what the backward gets as out: a floatX tensor
-        (causal ? cpu::attention_backward : cpu::attention_full_backward)(dq.data(), dk.data(), dv.data(), dout.data(), q.data(),
-                                                                          k.data(), v.data(), out_x.data(), lse.data(), B, T, H,
-                                                                          KV, hd, 0);
+        (causal ? cpu::attention_backward : cpu::attention_full_backward)(dq.data(), dk.data(), dv.data(), dout.data(),
+                                                                          qa.data(), ka.data(), v.data(), out_x.data(),
+                                                                          lse.data(), B, T, H, KV, hd, 0);
         auto run = [&](const std::vector<float>* fill) {
             DX Q(q), K(k), Vv(v), DO(dout), O(out_x), DQ(nq), DK(nk), DV(nk); DF L(lse), D(attention_tc_delta_floats(B, H, T));
+            DF CT(ct), ST(st);
             if (fill) {  // outputs and scratch that hold numbers, not the NaN of fresh buffers
                 dev_upload_floats(DQ.p, fill->data(), nq);
                 dev_upload_floats(DK.p, fill->data(), nk);
                 dev_upload_floats(DV.p, fill->data() + 1, nk);
                 dev_memcpy_h2d(D.p, fill->data() + 2, nl * sizeof(float), 0);
             }
-            gpu_bwd(DQ.p, DK.p, DV.p, DO.p, Q.p, K.p, Vv.p, O.p, L.p, D.p, B, T, H, KV, hd, 0);
+            if (rope) gpu_bwd_rope(DQ.p, DK.p, DV.p, DO.p, Q.p, K.p, Vv.p, O.p, L.p, D.p, CT.p, ST.p, B, T, H, KV, hd, 0);
+            else gpu_bwd(DQ.p, DK.p, DV.p, DO.p, Q.p, K.p, Vv.p, O.p, L.p, D.p, B, T, H, KV, hd, 0);
             return Outs{{"dq", DQ.get()}, {"dk", DK.get()}, {"dv", DV.get()}};
         };
         Outs o = both_schedules([&] { return run(nullptr); });
         std::vector<double> Bo, Bl, Bq, Bk, Bv, Xq, Xk, Xv;
-        attention_bounds(a, causal, q, k, v, dout, out_x, lse, Bo, Bl, Bq, Bk, Bv);
-        att_tc_bwd_extra(a, causal, q, k, v, dout, out_x, lse, Xq, Xk, Xv);
+        attention_bounds(a, causal, qa, ka, v, dout, out_x, lse, Bo, Bl, Bq, Bk, Bv);
+        att_tc_bwd_extra(a, causal, qa, ka, v, dout, out_x, lse, Xq, Xk, Xv);
         auto E = [](const std::vector<double>& Bb, const std::vector<double>& X) {
             std::vector<double> e = att_E(Bb);
             for (size_t i = 0; i < e.size(); i++) e[i] += X[i];
             return e;
         };
-        expect("dq", o[0].second, dq, tol_x(dq, E(Bq, Xq)));
-        expect("dk", o[1].second, dk, tol_x(dk, E(Bk, Xk)));
+        std::vector<double> tq = tol_x(dq, E(Bq, Xq)), tk = tol_x(dk, E(Bk, Xk));
+        if (rope) {  // the reference rotated back, and its tolerance with it
+            std::vector<float> dq0(nq), dk0(nk);
+            cpu::rope_backward(dq0.data(), dq.data(), ct.data(), st.data(), B, T, H, hd, 0);
+            cpu::rope_backward(dk0.data(), dk.data(), ct.data(), st.data(), B, T, KV, hd, 0);
+            tq = rope_back_tol(dq0, dq, tq, ct, st, T, H, hd);
+            tk = rope_back_tol(dk0, dk, tk, ct, st, T, KV, hd);
+            dq = dq0;
+            dk = dk0;
+        }
+        expect("dq", o[0].second, dq, tq);
+        expect("dk", o[1].second, dk, tk);
         expect("dv", o[2].second, dv, tol_x(dv, E(Bv, Xv)));
         auto junk = r.vec(nq + 2, -3, 3);
         Outs o3 = run(&junk);
         for (size_t i = 0; i < o.size(); i++) expect_exact((o[i].first + " over numbers").c_str(), o3[i].second, o[i].second);
+        if (rope) {
+            DX Q(q), K(k), Qr(nq), Kr(nk), Vv(v), DO(dout), O(out_x), DQ(nq), DK(nk), DV(nk); DF L(lse), D(nl), CT(ct), ST(st);
+            rope_forward(Qr.p, Q.p, CT.p, ST.p, B, T, H, hd, 0);
+            rope_forward(Kr.p, K.p, CT.p, ST.p, B, T, KV, hd, 0);
+            gpu_bwd(DQ.p, DK.p, DV.p, DO.p, Qr.p, Kr.p, Vv.p, O.p, L.p, D.p, B, T, H, KV, hd, 0);
+            rope_backward(DQ.p, DQ.p, CT.p, ST.p, B, T, H, hd, 0);
+            rope_backward(DK.p, DK.p, CT.p, ST.p, B, T, KV, hd, 0);
+            expect_exact("dq = unfused", o[0].second, DQ.get());
+            expect_exact("dk = unfused", o[1].second, DK.get());
+            expect_exact("dv = unfused", o[2].second, DV.get());
+        }
     });
+}
+static void check_attention_tc_backward(const Att& a, bool causal) { att_tc_backward_check(a, causal, false); }
+static void check_attention_tc_backward_rope(const Att& a, bool causal) { att_tc_backward_check(a, causal, true); }
+// RoPE fused: the launchers refuse a missing or unaligned table; the dispatch fuses only
+// with tc selected (and then runs exactly the fused kernels), and refuses otherwise
+static void check_attention_tc_rope_refusals_dispatch() {
+    add("attention_tc_forward_rope[refuses:one-table,unaligned-table]", [] {
+        expect_fail("one table", [] {
+            DX X(2 * 64); DF L(2), CT(64);
+            attention_tc_forward_rope(X.p, L.p, X.p, X.p, X.p, CT.p, nullptr, 1, 2, 1, 1, 64, 0);
+        }, att_tc_refusal("needs both tables"));
+        expect_fail("unaligned", [] {
+            DX X(2 * 128); DF L(2), CT(2 * 64 + 4);
+            attention_tc_backward_rope(X.p, X.p, X.p, X.p, X.p, X.p, X.p, X.p, L.p, L.p, CT.p, CT.p + 1, 1, 2, 1, 1, 128, 0);
+        }, att_tc_refusal("not 16-byte aligned"));
+    });
+    add("attention_select[rope:refused-without-tc]", [] {
+        attention_select(ATTENTION_FP32, 64);
+        if (attention_fuses_rope()) problem("attention_fuses_rope() with fp32 selected");
+        expect_fail("forward", [] {
+            attention_select(ATTENTION_FP32, 64);
+            DX X(64); DF L(1), CT(64);
+            attention_dispatch_forward_rope(X.p, L.p, X.p, X.p, X.p, CT.p, CT.p, 1, 1, 1, 1, 64, 0);
+        }, "only with --attention tc");
+        expect_fail("full backward", [] {
+            attention_select(ATTENTION_FP32, 64);
+            DX X(64); DF L(1), CT(64);
+            attention_dispatch_full_backward_rope(X.p, X.p, X.p, X.p, X.p, X.p, X.p, X.p, L.p, L.p, CT.p, CT.p, 1, 1, 1, 1, 64, 0);
+        }, "only with --attention tc");
+    });
+#ifndef ENABLE_FP32
+    add("attention_select[rope:dispatch,B=1,T=70,H=2,KV=1,hd=64]", [] {
+        const int B = 1, T = 70, H = 2, KV = 1, hd = 64, nq = B * T * H * hd, nk = nq / (H / KV), nl = B * H * T;
+        std::vector<float> ct, st;
+        rope_tables(T, hd, ct, st);
+        attention_select(ATTENTION_TC, hd);
+        if (!attention_fuses_rope()) problem("attention_fuses_rope() false with tc selected");
+        Rng r("attention_dispatch_rope");
+        DX Q(r.vec(nq, -1.5, 1.5)), K(r.vec(nk, -1.5, 1.5)), Vv(r.vec(nk, -1, 1)), DO(r.vec(nq, -1, 1));
+        DX O1(nq), O2(nq), G1(nq), G2(nk), G3(nk), W1(nq), W2(nk), W3(nk);
+        DF L1(nl), L2(nl), D(nl), CT(ct), ST(st);
+        attention_dispatch_forward_rope(O1.p, L1.p, Q.p, K.p, Vv.p, CT.p, ST.p, B, T, H, KV, hd, 0);
+        attention_tc_forward_rope(O2.p, L2.p, Q.p, K.p, Vv.p, CT.p, ST.p, B, T, H, KV, hd, 0);
+        expect_exact("out", O1.get(), O2.get());
+        expect_exact("lse", L1.get(), L2.get());
+        attention_dispatch_full_backward_rope(G1.p, G2.p, G3.p, DO.p, Q.p, K.p, Vv.p, O1.p, L1.p, D.p, CT.p, ST.p, B, T,
+                                              H, KV, hd, 0);
+        attention_tc_full_backward_rope(W1.p, W2.p, W3.p, DO.p, Q.p, K.p, Vv.p, O1.p, L1.p, D.p, CT.p, ST.p, B, T, H, KV,
+                                        hd, 0);
+        expect_exact("dq", G1.get(), W1.get());
+        expect_exact("dk", G2.get(), W2.get());
+        expect_exact("dv", G3.get(), W3.get());
+    });
+#endif
 }
 static void add_attention_tc_backward_checks() {
     // hd 64 and 128; T = 1, 63, 65, 130, 200 (one tile; not multiples of the 64-key, 64- and
@@ -2263,6 +2410,9 @@ static void add_attention_tc_backward_checks() {
                         {2, 65, 4, 1, 128}, {2, 130, 2, 2, 64}, {2, 130, 2, 1, 128}, {2, 200, 2, 1, 64},
                         {2, 200, 2, 2, 128}},
                        check_attention_tc_backward);
+    // RoPE fused: hd 64 and 128, T = 1 and ragged, GQA 1, 2, 4
+    add_att_both_modes({{2, 1, 2, 1, 128}, {2, 63, 4, 2, 64}, {1, 130, 2, 2, 128}, {1, 200, 4, 1, 64}},
+                       check_attention_tc_backward_rope);
     add("attention_tc_backward[refuses:hd=96,unaligned,no-delta]", [] {
         expect_fail("hd=96", [] {
             DX X(2 * 4 * 96); DF L(8), D(8);
@@ -2303,6 +2453,7 @@ static void add_attention_tc_backward_checks() {
         if (got[0][1] == got[1][1]) problem("fp32 and tc gave bitwise equal dk: the dispatch does not switch");
     });
 #endif
+    check_attention_tc_rope_refusals_dispatch();
 }
 
 int main(int argc, char** argv) {

@@ -153,6 +153,23 @@ for g in 0 1; do
   job "test_llama.bf16.micro64_b64.microsteps64_gradacc$g" "" "$B/bin/test_llama.bf16" --ref dev/emu/ref/micro64_b64.lref \
     --micro-batch 1 --fp32-grad-accum $g
 done
+# --attention tc (the tensor-core kernels, RoPE fused into their tile loads) through the whole
+# bf16 CUDA build: its fast path takes head dims 64 and 128, which no committed reference has, so
+# small float64 references with hd 64 are made here (GQA ratio 2, T = 70: two query tiles, the
+# second ragged). test_llama alone and with the memory flags (recompute and offload re-run the
+# fused kernels on saved unrotated q, k), and test_dit (non-causal, 3-D RoPE).
+REF_PY=$(bash scripts/ensure_python_deps.sh 2>/dev/null | tail -n 1)
+if "$REF_PY" scripts/reference_llama.py --quiet --out "$B/data/hd64_tc.lref" --V 64 --D 128 --L 2 --H 2 --KV 1 --F 64 \
+     --max-seq-len 72 --B 1 --T 70 --n-steps 2 --tied 0 --seed 31 > "$B/data/ref_hd64_tc.log" 2>&1; then
+  job "test_llama.bf16.hd64_tc.attention_tc" "" "$B/bin/test_llama.bf16" --ref "$B/data/hd64_tc.lref" --attention tc
+  job "test_llama.bf16.hd64_tc.attention_tc_flags" "" "$B/bin/test_llama.bf16" --ref "$B/data/hd64_tc.lref" --attention tc \
+    --ffn-chunks 2 --offload-act 1 --recompute 2
+else fail "trainer.test_llama.bf16.hd64_tc" "reference_llama.py failed: $(tail -n 1 "$B/data/ref_hd64_tc.log")"; fi
+if "$REF_PY" scripts/reference_dit.py --quiet --out "$B/data/dit_hd64_tc.dref" --C 1 --Fr 2 --Hi 8 --Wi 8 --pt 1 --ph 2 \
+     --pw 2 --D 128 --L 2 --H 2 --FF 64 --NC 2 --B 1 --n-steps 2 --seed 32 > "$B/data/ref_dit_hd64_tc.log" 2>&1; then
+  job "test_dit.bf16.dit_hd64_tc.attention_tc" "" "$B/bin/test_dit.bf16" --ref "$B/data/dit_hd64_tc.dref" --attention tc \
+    --offload-act 1 --recompute 1
+else fail "trainer.test_dit.bf16.dit_hd64_tc" "reference_dit.py failed: $(tail -n 1 "$B/data/ref_dit_hd64_tc.log")"; fi
 # must fail: backward reads offload slots that were never prefetched (poisoned)
 job "test_llama.fp32.catches_missing_prefetch" "" "$B/bin/test_llama.fp32" --ref $DR --offload-act -1 --test-skip-prefetch 1
 if [ "${EMU_TRAINER_RESUME:-1}" != 0 ]; then
