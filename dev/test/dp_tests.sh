@@ -69,6 +69,17 @@ for np in 2 4; do
   done
 done
 
+# gradient accumulation under data parallelism: each rank's 32 (or 16) rows of the 64-row
+# reference as micro-steps, summed in the fp32 accumulator, with the reductions, ZeRO-1 and the
+# sharded vocabulary (whose rows accumulate outside the buckets) of the last micro-step
+for spec in "2 8 --zero 1 --shard-vocab 1" "4 4 --zero 1 --ffn-chunks 2"; do
+  set -- $spec; np=$1; mb=$2; shift 2
+  name="np${np}_micro64_b64_microbatch${mb}_fp32acc$(echo "$*" | tr -d ' -')"
+  if run_np "$np" ./test_llama_cpu --ref dev/emu/ref/micro64_b64.lref --micro-batch "$mb" --fp32-grad-accum 1 "$@" \
+       >"$W/$name.log" 2>&1 && grep -q "^PASS" "$W/$name.log"; then pass "$name"
+  else fail "$name" "$(grep -E 'FAIL|error' "$W/$name.log" | head -n 3 | tr '\n' ' ')"; fi
+done
+
 # ---------------------------------------------------------------------------
 # train_llama
 "$PY" scripts/write_toy_shard.py "$W/train.bin" 20000 1 500 >/dev/null && "$PY" scripts/write_toy_shard.py "$W/val.bin" 5000 2 500 >/dev/null
