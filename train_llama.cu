@@ -46,6 +46,10 @@ static const ModelPreset MODEL_PRESETS[] = {
     {"stories42M",  {32000, 512, 8, 8, 8, 1376, 1024, 1, 10000.0f, 1e-5f}},
     {"stories110M", {32000, 768, 12, 12, 12, 2048, 1024, 1, 10000.0f, 1e-5f}},
     {"llama3-1B",   {128256, 2048, 16, 32, 8, 8192, 8192, 1, 500000.0f, 1e-5f}},
+    // Llama 3 8B and 70B (Meta's published configs: untied, GQA with 8 kv heads), for
+    // memory plans at scale with --plan-only (docs/memory.md)
+    {"llama3-8B",   {128256, 4096, 32, 32, 8, 14336, 8192, 0, 500000.0f, 1e-5f}},
+    {"llama3-70B",  {128256, 8192, 80, 64, 8, 28672, 8192, 0, 500000.0f, 1e-5f}},
 };
 #define NUM_MODEL_PRESETS ((int)(sizeof(MODEL_PRESETS) / sizeof(MODEL_PRESETS[0])))
 
@@ -1311,11 +1315,16 @@ static void parse_args(int argc, char** argv, TrainArgs* a) {
     int found = 0;
     for (int i = 0; i < NUM_MODEL_PRESETS; i++)
         if (strcmp(MODEL_PRESETS[i].name, a->loop.model) == 0) { a->cfg = MODEL_PRESETS[i].cfg; found = 1; }
-    if (!found) FAIL("unknown --model '%s' (known: tiny, stories15M, stories42M, stories110M, llama3-1B)", a->loop.model);
+    if (!found) {
+        char known[256] = "";
+        for (int i = 0; i < NUM_MODEL_PRESETS; i++)
+            snprintf(known + strlen(known), sizeof(known) - strlen(known), "%s%s", i ? ", " : "", MODEL_PRESETS[i].name);
+        FAIL("unknown --model '%s' (known: %s)", a->loop.model, known);
+    }
     a->T = a->T < a->cfg.max_seq_len ? a->T : a->cfg.max_seq_len;
 
     const Flag own[] = {
-        {"model", 's', &a->loop.model, "tiny | stories15M | stories42M | stories110M | llama3-1B (default tiny)"},
+        {"model", 's', &a->loop.model, "a preset (listed at the end of --help; default tiny)"},
         {"V", 'i', &a->cfg.V, "vocabulary size (overrides the preset)"},
         {"D", 'i', &a->cfg.D, "model width"},
         {"L", 'i', &a->cfg.L, "layers"},

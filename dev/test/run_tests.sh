@@ -143,6 +143,10 @@ check_error train_unknown_flag "unknown flag" ./train_llama_cpu --frobnicate 1
 check_error train_flag_without_value "needs a value" ./train_llama_cpu --steps
 check_error train_bad_int "integer" ./train_llama_cpu --steps ten
 check_error train_unknown_model "unknown --model" ./train_llama_cpu --model gpt5
+# the published Llama 3 8B and 70B shapes, for plans at scale: their parameter counts (8.03B, 70.55B)
+check preset_llama3_8B_70B bash -c './train_llama_cpu --model llama3-8B --seq 8192 --batch 1 --plan-only 1 | grep -q "8030.26M parameters" &&
+  ./train_llama_cpu --model llama3-70B --seq 8192 --batch 1 --plan-only 1 --dp 32 --zero 1 | grep -q "70553.71M parameters"'
+
 check_error config_D_not_div_H "divisible" ./train_llama_cpu --D 30 --H 4 --plan-only 1
 check_error config_H_not_div_KV "divisible" ./train_llama_cpu --H 4 --KV 3 --plan-only 1
 check_error config_odd_head_dim "even" ./train_llama_cpu --D 60 --H 4 --KV 4 --plan-only 1
