@@ -30,13 +30,12 @@ Plans run two at a time (one process each). Prints one line per failing configur
 and a summary, and exits non-zero on any mismatch (or on a plan the binary could not
 write).
 """
-import concurrent.futures
 import itertools
-import json
 import os
-import subprocess
 import sys
 import tempfile
+
+import plan_json  # scripts/plan_json.py: run --plan-only, read the JSON
 
 ALIGN = 256  # ARENA_ALIGN: every field of a block and every arena entry starts on it
 TEMB = 256   # the sinusoidal timestep embedding
@@ -201,13 +200,7 @@ def shape_args(c, B):
 
 
 def run_plan(binary, c, B, f, path):
-    cmd = [binary, "--plan-only", "1", "--plan-json", path] + shape_args(c, B) + flag_args(f)
-    r = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    if r.returncode != 0 or not os.path.exists(path):
-        err = (r.stderr.strip().splitlines() or ["(no message)"])[0]
-        return None, f"exit {r.returncode}: {err} | {' '.join(cmd[5:])}"
-    with open(path) as fh:
-        return json.load(fh), None
+    return plan_json.run_plan([binary, "--plan-only", "1", "--plan-json", path] + shape_args(c, B) + flag_args(f), path)
 
 
 def run_all(binary, jobs, tmp):
@@ -215,8 +208,7 @@ def run_all(binary, jobs, tmp):
     def one(i):
         c, B, f = jobs[i]
         return run_plan(binary, c, B, f, os.path.join(tmp, f"plan{i}.json"))
-    with concurrent.futures.ThreadPoolExecutor(2) as ex:
-        return list(ex.map(one, range(len(jobs))))
+    return plan_json.run_all(one, len(jobs), 2)
 
 
 # --- the checks --------------------------------------------------------------------------

@@ -23,13 +23,12 @@ Plans run a few at a time (one process each). Prints a line per data-parallel
 configuration and per failing configuration, and exits non-zero on any mismatch
 (or on a plan the binary could not write).
 """
-import concurrent.futures
 import itertools
-import json
 import os
-import subprocess
 import sys
 import tempfile
+
+import plan_json  # scripts/plan_json.py: run --plan-only, read the JSON
 
 ALIGN = 256
 
@@ -186,12 +185,7 @@ def run_plan(binary, c, f, path, dp_flags=()):
     if "tied" in c:
         cmd += ["--tied", str(c["tied"])]
     cmd += list(dp_flags)
-    r = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    if r.returncode != 0 or not os.path.exists(path):
-        err = (r.stderr.strip().splitlines() or ["(no message)"])[0]
-        return None, f"exit {r.returncode}: {err} | {' '.join(cmd[5:])}"
-    with open(path) as fh:
-        return json.load(fh), None
+    return plan_json.run_plan(cmd, path)
 
 
 def run_all(binary, jobs, tmp):
@@ -199,9 +193,7 @@ def run_all(binary, jobs, tmp):
     def one(i):
         c, f, dpf = jobs[i]
         return run_plan(binary, c, f, os.path.join(tmp, f"plan{i}.json"), dpf)
-    workers = max(2, min(8, os.cpu_count() or 2))
-    with concurrent.futures.ThreadPoolExecutor(workers) as ex:
-        return list(ex.map(one, range(len(jobs))))
+    return plan_json.run_all(one, len(jobs), max(2, min(8, os.cpu_count() or 2)))
 
 
 def check_activations(plan, c, f):
