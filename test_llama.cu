@@ -5,16 +5,21 @@ scripts/reference_llama.py, an independent PyTorch implementation in float64.
   test_llama --ref FILE [--ffn-chunks K] [--ffn-chunk-dim hidden|seq] [--ce-chunks K]
                         [--offload-act N] [--recompute 0|1|2] [--zero 0|1] [--shard-vocab 0|1]
                         [--micro-batch R] [--fp32-grad-accum 0|1] [--attention auto|fp32|tc]
-                        [--comm nccl|mpi] [--comm-timeout S]
-  mpirun -np N test_llama --ref FILE [...]    the same check with data parallelism
+                        [--tp T] [--tp-mode allreduce|reducescatter] [--tp-recompute-allgather 0|1]
+                        [--dump FILE] [--test-plant-tp-bug 1] [--comm nccl|mpi] [--comm-timeout S]
+  mpirun -np N test_llama --ref FILE [...]    the same check with N/T DP ranks of T TP ranks
 
 --micro-batch R runs each rank's rows as micro-steps of R rows whose gradients add up
 (gradient accumulation, as --total-batch does in training); --fp32-grad-accum 1 adds
 them in an fp32 buffer instead of the gradient buffer.
 
-Under mpirun the file's batch is split over the N DP ranks (B must be a multiple of N):
-each rank runs B/N rows, the gradients are reduced as in training, and rank 0 gathers
-the logits and every gradient in the reference layout before comparing them.
+Under mpirun the file's batch is split over the DP ranks (B must be a multiple of dp =
+N/T): each rank runs B/dp rows (the ranks of a TP group the same rows, each its shard of
+the model), the gradients are reduced as in training, and rank 0 gathers the logits and
+every gradient in the reference layout before comparing them. --dump FILE makes rank 0
+write what it compared (logits, loss, gradients, then the step losses; float32) so that
+two layouts can be compared bitwise. --test-plant-tp-bug 1 plants nanotron #203's bug
+(train_llama.cu tp_test_plant_bug): the run must fail.
 
 Loads the parameters, runs forward and backward on the file's batch and compares the
 logits, the loss and every gradient tensor (max abs error and ||got-ref||/||ref||),
@@ -99,7 +104,8 @@ static void lref_read(Reference* r, const char* path) {
 
 // One forward/backward on the reference batch, this rank's B/dp rows of it, in
 // micro-steps of m->B rows (--micro-batch) whose gradients add up. On rank 0: the
-// DP-reduced gradients in the reference layout and (optionally) all the logits.
+// reduced gradients in the reference layout and (optionally) all the logits, each
+// logit from the rank that computed it (under TP: its rows or its vocabulary columns).
 static float run_step(Llama* m, const Reference* r, float* grads_out, float* logits_out) {
     int dp = m->comm->dp, Bl = r->B / dp, micro = m->B, n_micro = Bl / micro;
     size_t rows = (size_t)Bl * r->T, off = (size_t)m->comm->dp_rank * rows, V = r->cfg.V;
@@ -115,7 +121,18 @@ static float run_step(Llama* m, const Reference* r, float* grads_out, float* log
     float loss = llama_take_loss(m);
     m->capture_logits = NULL;
     if (grads_out) llama_get_grads(m, grads_out);
-    if (mine) { comm_host_gather(m->comm, GROUP_DP, mine, rows * r->cfg.V * sizeof(float), logits_out); free(mine); }
+    if (mine) {
+        size_t n = rows * V, world = m->comm->size;
+        float* all = m->comm->rank == 0 ? (float*)xmalloc(world * n * sizeof(float)) : NULL;
+        comm_host_gather(m->comm, GROUP_WORLD, mine, n * sizeof(float), all);
+        if (all) {  // world rank q is DP rank q / tp: its rows; a NaN is a logit that rank did not compute
+            for (size_t q = 0; q < world; q++)
+                for (size_t i = 0; i < n; i++)
+                    if (!isnan(all[q * n + i])) logits_out[(q / m->comm->tp) * n + i] = all[q * n + i];
+            free(all);
+        }
+        free(mine);
+    }
     return loss;
 }
 
@@ -135,6 +152,8 @@ int main(int argc, char** argv) {
     MemoryFlags flags = memory_flags_default();
     int micro_batch = 0;  // rows per micro-step on each rank; 0: all of them in one
     const char* attention = "auto";
+    const char* dump = NULL;
+    int tp = 1;
     for (int i = 1; i < argc; i++) {
         const char* a = argv[i];
         if (i + 1 >= argc) FAIL("flag '%s' needs a value (usage: test_llama --ref FILE [memory flags])", a);
@@ -154,26 +173,33 @@ int main(int argc, char** argv) {
         else if (strcmp(a, "--shard-vocab") == 0) flags.shard_vocab = parse_int("shard-vocab", v);
         else if (strcmp(a, "--micro-batch") == 0) micro_batch = parse_int("micro-batch", v);
         else if (strcmp(a, "--fp32-grad-accum") == 0) flags.grad_fp32 = parse_int("fp32-grad-accum", v);
+        else if (strcmp(a, "--tp") == 0) tp = parse_int("tp", v);
+        else if (strcmp(a, "--tp-mode") == 0) flags.tp_sp = tp_mode_parse(v);
+        else if (strcmp(a, "--tp-recompute-allgather") == 0) flags.tp_regather = parse_int("tp-recompute-allgather", v);
+        else if (strcmp(a, "--dump") == 0) dump = v;
+        else if (strcmp(a, "--test-plant-tp-bug") == 0) tp_test_plant_bug = parse_int("test-plant-tp-bug", v);
         else if (strcmp(a, "--comm") == 0) comm_backend = v;
         else if (strcmp(a, "--attention") == 0) attention = v;
         else if (strcmp(a, "--comm-timeout") == 0) comm_timeout = parse_float("comm-timeout", v);
         else FAIL("unknown flag '%s' (usage: test_llama --ref FILE [--ffn-chunks K] [--ffn-chunk-dim hidden|seq] "
                   "[--ce-chunks K] [--offload-act N] [--recompute 0|1|2] [--zero 0|1] [--shard-vocab 0|1] "
-                  "[--micro-batch R] [--fp32-grad-accum 0|1] [--attention auto|fp32|tc] [--comm nccl|mpi] [--comm-timeout S])", a);
+                  "[--micro-batch R] [--fp32-grad-accum 0|1] [--attention auto|fp32|tc] [--tp T] "
+                  "[--tp-mode allreduce|reducescatter] [--tp-recompute-allgather 0|1] [--dump FILE] [--test-plant-tp-bug 1] "
+                  "[--comm nccl|mpi] [--comm-timeout S])", a);
     }
     if (!ref_path) FAIL("usage: test_llama --ref FILE [memory flags]");
     if (strcmp(comm_backend, "nccl") != 0 && strcmp(comm_backend, "mpi") != 0)
         FAIL("--comm must be 'nccl' or 'mpi', got '%s'", comm_backend);
     Comm comm;
-    comm_init(&comm, 1, strcmp(comm_backend, "nccl") == 0, comm_timeout);
+    comm_init(&comm, tp, strcmp(comm_backend, "nccl") == 0, comm_timeout);
     if (comm.rank != 0 && !freopen("/dev/null", "w", stdout)) FAIL("cannot silence rank %d", comm.rank);  // rank 0 reports
     Reference r;
     lref_read(&r, ref_path);
     const LlamaConfig* c = &r.cfg;
     attention_select(attention_impl_parse(attention), c->D / c->H);
     if (r.B % comm.dp != 0)
-        FAIL("the reference batch B=%d cannot be split over %d DP ranks: B must be a multiple of the number of ranks",
-             r.B, comm.dp);
+        FAIL("the reference batch B=%d cannot be split over %d DP ranks: B must be a multiple of the number of ranks "
+             "(divided by --tp %d)", r.B, comm.dp, comm.tp);
     dev_select(comm_device_index(&comm, dev_count()));
     comm_setup_device(&comm);
     printf("test_llama %s | %s | V=%d D=%d L=%d H=%d KV=%d F=%d T=%d/%d B=%d tied=%d n_steps=%d\n", ref_path,
@@ -187,6 +213,8 @@ int main(int argc, char** argv) {
            flags.ffn_chunk_seq ? "seq" : "hidden", flags.ce_chunks, flags.offload_act, flags.recompute, comm.dp, Bl,
            Bl / micro_batch, micro_batch, flags.zero, flags.shard_vocab, flags.grad_fp32);
     printf("attention: %s\n", attention_impl_name(g_attention_impl));
+    printf("tensor parallelism: tp %d --tp-mode %s --tp-recompute-allgather %d%s\n", comm.tp,
+           flags.tp_sp ? "reducescatter" : "allreduce", flags.tp_regather, tp_test_plant_bug ? " | PLANTED BUG (must fail)" : "");
 
     Llama m;
     llama_build(&m, c, &flags, &comm, micro_batch, r.T, 1);
@@ -213,6 +241,7 @@ int main(int argc, char** argv) {
     // (the same data-parallel layout and micro-steps: --zero, --shard-vocab, --micro-batch and --fp32-grad-accum stay as given)
     MemoryFlags off_flags = memory_flags_default();
     off_flags.zero = flags.zero; off_flags.shard_vocab = flags.shard_vocab; off_flags.grad_fp32 = flags.grad_fp32;
+    off_flags.tp_sp = flags.tp_sp; off_flags.tp_regather = flags.tp_regather;
     int any_flag = memcmp(&flags, &off_flags, sizeof(flags)) != 0;
     int same_order = flags.ffn_chunks == 1 && flags.ce_chunks == 1;  // offload and recompute change no sum
     float* base_grads = NULL;
@@ -236,13 +265,20 @@ int main(int argc, char** argv) {
         llama_free(&base);
     }
 
+    float* losses = (float*)xmalloc((r.steps.n + 1) * sizeof(float));
     if (r.steps.n > 0) {
-        float* losses = (float*)xmalloc(r.steps.n * sizeof(float));
         llama_set_params(&m, r.params);
         run_steps(&m, &r, losses);
         check_step_losses(losses, r.losses, &r.steps, TOL_STEP_LOSS);
-        free(losses);
     }
+    if (dump && comm.rank == 0) {
+        FILE* f = xfopen(dump, "wb");
+        if (fwrite(logits, sizeof(float), BT * c->V, f) != BT * c->V || fwrite(&loss, sizeof(float), 1, f) != 1 ||
+            fwrite(grads, sizeof(float), np, f) != np || fwrite(losses, sizeof(float), r.steps.n, f) != (size_t)r.steps.n)
+            FAIL("--dump: cannot write %s", dump);
+        fclose(f);
+    }
+    free(losses);
     llama_free(&m);
     printf("%s: %d checks, %d failed\n", failures ? "FAIL" : "PASS", checks, failures);
     fflush(stdout);

@@ -11,16 +11,20 @@ Memory techniques, each a flag that leaves the mathematics unchanged:
   --ce-chunks K                               output projection + cross-entropy in K row slices
   --offload-act N                             saved activations of N layers live in pinned host memory
   --recompute 0|1|2                           what backward recomputes instead of keeping
-Data parallelism (mpirun / srun, one process per GPU; llmc/comm.h), each also a flag:
+Parallelism (mpirun / srun, one process per GPU, world = dp x tp; llmc/comm.h), each also a flag:
+  --tp N --tp-mode allreduce|reducescatter    Megatron tensor parallelism; reducescatter adds sequence parallelism
+  --tp-recompute-allgather 0|1                backward gathers the norm outputs again (1) or keeps the gathered copy (0)
   --zero 1                                    master weights and AdamW state sharded over the DP ranks
-  --shard-vocab 1                             embedding and output projection as 1/dp row shards
+  --shard-vocab 1                             embedding and output projection split over the vocabulary:
+                                              over the TP group when tp > 1, else 1/dp row shards over DP
 Every buffer is planned before the loop (print it with --plan-only, per rank with
---dp N); nothing is allocated inside it.
+--dp N --tp N); nothing is allocated inside it.
 */
 #include "llmc/trainer.h"
 #include "llmc/dataloader.h"
 #include "llmc/tokenizer.h"
 #include "llmc/comm.h"
+#include "llmc/recycled.h"
 
 // ----------------------------------------------------------------------------
 // model configuration (DESIGN 5.2)
@@ -92,37 +96,84 @@ static void param_sizes(const LlamaConfig* c, size_t sizes[NUM_PARAM_TENSORS]) {
 static int param_is_matrix(int i) { return i != P_ATTN_NORM && i != P_FFN_NORM && i != P_NORM; }
 
 // ----------------------------------------------------------------------------
+// tensor parallelism: what each rank of a TP group holds (Megatron-LM's split)
+//
+// Column-parallel wq, wk, wv (rank r: query heads [r*H/tp, (r+1)*H/tp) and kv heads
+// [r*KV/tp, ...), so each GQA group stays on one rank) and w1, w3 (hidden units
+// [f0, f0 + Fl): F need not divide by tp, parts differ by at most one). Row-parallel wo
+// and w2 (the matching columns). Norm weights are replicated. With --shard-vocab 1 the
+// embedding and the output projection are split over the vocabulary: rank r holds rows
+// [r*Vs, (r+1)*Vs), Vs = ceil(V/tp); the last shard's rows past V are zero padding,
+// masked out of the softmax.
+
+typedef struct {
+    int tp, rank;     // TP group size, this rank's place in it
+    int Hl, KVl;      // query and kv heads of this rank
+    int Fl, f0;       // FFN hidden units [f0, f0 + Fl)
+} TpShard;
+
+static TpShard tp_shard(const LlamaConfig* c, int tp, int r) {
+    int q = c->F / tp, extra = c->F % tp;
+    TpShard t = {tp, r, c->H / tp, c->KV / tp, q + (r < extra), r * q + (r < extra ? r : extra)};
+    return t;
+}
+
+static void tp_validate(const LlamaConfig* c, int tp) {
+    if (tp < 1) FAIL("--tp must be >= 1 (got %d)", tp);
+    if (c->H % tp != 0 || c->KV % tp != 0)
+        FAIL("--tp %d must divide the number of heads H=%d and of kv heads KV=%d (each rank holds whole GQA groups)",
+             tp, c->H, c->KV);
+    if (c->F < tp) FAIL("--tp %d exceeds the FFN hidden size F=%d", tp, c->F);
+}
+
+// ----------------------------------------------------------------------------
 // where each parameter lives on this rank
 //
 // The reference layout (DESIGN 5.2) is tensor-major; on the device the parameters,
 // gradients and optimizer state are laid out in buckets, one per layer (its nine
-// tensors) and one for the rest (embedding, final norm, output), so that a layer's
-// gradients are one contiguous range that data parallelism reduces as soon as the
-// layer's backward is done. With --zero 1 every bucket is padded to a multiple of dp
-// and rank r owns part r of each: the fp32 master weights and AdamW moments exist only
-// for the owned parts (the optimizer layout), shard boundaries cut across tensors.
-// With --shard-vocab 1 the embedding and the output projection leave the buckets:
-// each rank keeps rows [r*Vs, (r+1)*Vs) of them (Vs = ceil(V/dp)), reduced at use.
+// tensors, or this TP rank's shards of them) and one for the rest (embedding, final
+// norm, output), so that a layer's gradients are one contiguous range that data
+// parallelism reduces as soon as the layer's backward is done. With --zero 1 every
+// bucket is padded to a multiple of dp and rank r owns part r of each: the fp32 master
+// weights and AdamW moments exist only for the owned parts (the optimizer layout),
+// shard boundaries cut across tensors. With --shard-vocab 1 and tp = 1 the embedding
+// and the output projection leave the buckets: each rank keeps rows [r*Vs, (r+1)*Vs)
+// of them (Vs = ceil(V/dp)), gathered at use (FSDP-style); with tp > 1 the TP shard of
+// each stays in the head bucket (Megatron's vocab-parallel layers).
+//
+// A segment is a piece of one tensor, contiguous in the local buffer; in the reference
+// layout it is `rows` runs of n/rows elements, ref_stride apart (a row-parallel shard
+// of wo or w2 is a block of columns).
 
 typedef struct {
     int tensor, layer;   // layer -1 for the embedding, final norm and output
     size_t ref_off;      // offset in the reference layout
     size_t local_off;    // offset in this rank's parameter (and gradient) buffer
-    size_t n;
+    size_t n, rows, ref_stride;
 } Segment;
 
 typedef struct { size_t start, padded; } Bucket;  // a range of the local buffer; padded % dp == 0 under --zero 1
 
 typedef struct {
     int dp, rank, zero, shard_vocab;
+    TpShard tps;
+    int vocab_tp;                               // --shard-vocab 1 with tp > 1: vocab-parallel over TP
+    size_t vs, v0, v_valid;                     // vocab_tp: rows per shard, this shard's first row, its real rows
     int n_seg, n_buckets;
     Segment seg[NUM_PARAM_TENSORS * 1024];
     int seg_bucket[NUM_PARAM_TENSORS * 1024];   // -1: the owned vocabulary region
     Bucket bucket[1025];
-    size_t vocab_start, vocab_rows;             // owned vocabulary region; Vs rows per tensor
+    size_t vocab_start, vocab_rows;             // tp = 1: owned vocabulary region; Vs rows per tensor
     size_t n_local;                             // elements of the local parameter buffer
     size_t n_opt;                               // elements of the optimizer state (owned)
 } ParamLayout;
+
+// is tensor t the same on every rank of the TP group?
+static int param_tp_replicated(const ParamLayout* p, int t) {
+    if (t == P_ATTN_NORM || t == P_FFN_NORM || t == P_NORM) return 1;
+    if (t == P_EMB || t == P_OUT) return !p->vocab_tp;
+    return 0;
+}
 
 // what this rank owns of bucket b: [lo, lo + n) of the local buffer
 static void bucket_owned(const ParamLayout* p, int b, size_t* lo, size_t* n) {
@@ -131,45 +182,64 @@ static void bucket_owned(const ParamLayout* p, int b, size_t* lo, size_t* n) {
     else { *n = k->padded; *lo = k->start; }
 }
 
-static void param_layout_build(ParamLayout* p, const LlamaConfig* c, int dp, int rank, int zero, int shard_vocab) {
+static void param_layout_build(ParamLayout* p, const LlamaConfig* c, int tp, int tp_rank, int dp, int rank, int zero,
+                               int shard_vocab) {
     memset(p, 0, sizeof(*p));
     p->dp = dp; p->rank = rank; p->zero = zero; p->shard_vocab = shard_vocab;
+    p->tps = tp_shard(c, tp, tp_rank);
+    p->vocab_tp = shard_vocab && tp > 1;
+    const TpShard* t = &p->tps;
     size_t sizes[NUM_PARAM_TENSORS], ref_base[NUM_PARAM_TENSORS], off = 0;
     param_sizes(c, sizes);
     for (int i = 0; i < NUM_PARAM_TENSORS; i++) { ref_base[i] = off; off += sizes[i]; }
+    size_t D = c->D, hd = D / c->H, qd = c->H * hd, kvd = c->KV * hd, F = c->F;
+    size_t qdl = t->Hl * hd, kvdl = t->KVl * hd, Fl = t->Fl, f0 = t->f0;
     size_t cur = 0;
-    #define ADD_SEG(t, l, roff, cnt, b) do { Segment* s_ = &p->seg[p->n_seg]; s_->tensor = (t); s_->layer = (l); \
-        s_->ref_off = (roff); s_->local_off = cur; s_->n = (cnt); p->seg_bucket[p->n_seg++] = (b); cur += (cnt); } while (0)
+    #define ADD_SEG(tn, l, roff, nrows, cols, stride, b) do { Segment* s_ = &p->seg[p->n_seg]; s_->tensor = (tn); \
+        s_->layer = (l); s_->ref_off = (roff); s_->local_off = cur; s_->rows = (nrows); s_->n = (size_t)(nrows) * (cols); \
+        s_->ref_stride = (stride); p->seg_bucket[p->n_seg++] = (b); cur += s_->n; } while (0)
     #define CLOSE_BUCKET(b) do { size_t len_ = cur - p->bucket[b].start; \
         p->bucket[b].padded = zero ? ceil_div(len_, dp) * dp : len_; cur = p->bucket[b].start + p->bucket[b].padded; } while (0)
-    static const int layer_tensors[9] = {P_ATTN_NORM, P_WQ, P_WK, P_WV, P_WO, P_FFN_NORM, P_W1, P_W2, P_W3};
     for (int l = 0; l < c->L; l++) {
         p->bucket[l].start = cur;
-        for (int k = 0; k < 9; k++) {
-            int t = layer_tensors[k];
-            size_t per = sizes[t] / c->L;
-            ADD_SEG(t, l, ref_base[t] + (size_t)l * per, per, l);
-        }
+        ADD_SEG(P_ATTN_NORM, l, ref_base[P_ATTN_NORM] + l * D, 1, D, 0, l);
+        ADD_SEG(P_WQ, l, ref_base[P_WQ] + l * qd * D + t->rank * qdl * D, 1, qdl * D, 0, l);
+        ADD_SEG(P_WK, l, ref_base[P_WK] + l * kvd * D + t->rank * kvdl * D, 1, kvdl * D, 0, l);
+        ADD_SEG(P_WV, l, ref_base[P_WV] + l * kvd * D + t->rank * kvdl * D, 1, kvdl * D, 0, l);
+        ADD_SEG(P_WO, l, ref_base[P_WO] + l * D * qd + t->rank * qdl, D, qdl, qd, l);
+        ADD_SEG(P_FFN_NORM, l, ref_base[P_FFN_NORM] + l * D, 1, D, 0, l);
+        ADD_SEG(P_W1, l, ref_base[P_W1] + l * F * D + f0 * D, 1, Fl * D, 0, l);
+        ADD_SEG(P_W2, l, ref_base[P_W2] + l * D * F + f0, D, Fl, F, l);
+        ADD_SEG(P_W3, l, ref_base[P_W3] + l * F * D + f0 * D, 1, Fl * D, 0, l);
         CLOSE_BUCKET(l);
     }
     int hb = c->L;
     p->bucket[hb].start = cur;
-    if (!shard_vocab) ADD_SEG(P_EMB, -1, ref_base[P_EMB], sizes[P_EMB], hb);
-    ADD_SEG(P_NORM, -1, ref_base[P_NORM], sizes[P_NORM], hb);
-    if (!shard_vocab && !c->tied) ADD_SEG(P_OUT, -1, ref_base[P_OUT], sizes[P_OUT], hb);
+    int ntens = c->tied ? 1 : 2;
+    if (p->vocab_tp) {
+        p->vs = ceil_div(c->V, tp); p->v0 = (size_t)t->rank * p->vs;
+        p->v_valid = p->v0 < (size_t)c->V ? ((size_t)c->V - p->v0 < p->vs ? (size_t)c->V - p->v0 : p->vs) : 0;
+    }
+    for (int k = 0; k < 3; k++) {  // embedding, final norm, output
+        int tn = k == 0 ? P_EMB : k == 1 ? P_NORM : P_OUT;
+        if (tn == P_NORM) ADD_SEG(P_NORM, -1, ref_base[P_NORM], 1, D, 0, hb);
+        if (tn == P_NORM || (tn == P_OUT && c->tied) || (shard_vocab && !p->vocab_tp)) continue;
+        if (!p->vocab_tp) { ADD_SEG(tn, -1, ref_base[tn], 1, sizes[tn], 0, hb); continue; }
+        ADD_SEG(tn, -1, ref_base[tn] + p->v0 * D, 1, p->v_valid * D, 0, hb);
+        cur += (p->vs - p->v_valid) * D;  // the padding rows: zero for good
+    }
     CLOSE_BUCKET(hb);
     p->n_buckets = hb + 1;
     p->vocab_start = cur;
-    if (shard_vocab) {
-        size_t Vs = ceil_div(c->V, dp), D = c->D;
+    if (shard_vocab && !p->vocab_tp) {
+        size_t Vs = ceil_div(c->V, dp);
         size_t r0 = (size_t)rank * Vs, r1 = r0 + Vs < (size_t)c->V ? r0 + Vs : (size_t)c->V;
         size_t rows = r1 > r0 ? r1 - r0 : 0;
         p->vocab_rows = Vs;
-        int ntens = c->tied ? 1 : 2;
         for (int k = 0; k < ntens; k++) {
-            int t = k == 0 ? P_EMB : P_OUT;
+            int tn = k == 0 ? P_EMB : P_OUT;
             size_t start = cur;
-            ADD_SEG(t, -1, ref_base[t] + r0 * D, rows * D, -1);
+            ADD_SEG(tn, -1, ref_base[tn] + r0 * D, 1, rows * D, 0, -1);
             cur = start + Vs * D;  // padding rows of the last shard stay zero
         }
     }
@@ -181,10 +251,21 @@ static void param_layout_build(ParamLayout* p, const LlamaConfig* c, int dp, int
     p->n_opt = opt + (p->n_local - p->vocab_start);
 }
 
-// A piece of a tensor that this rank owns: its place in the reference layout, in the
+// copies segment g between the reference layout and a local buffer, both fp32
+static void segment_copy(const Segment* g, float* local, float* ref, int to_local) {
+    if (g->n == 0) return;
+    size_t cols = g->n / g->rows;
+    for (size_t r = 0; r < g->rows; r++) {
+        float* l = local + g->local_off + r * cols;
+        float* f = ref + g->ref_off + r * g->ref_stride;
+        memcpy(to_local ? l : f, to_local ? f : l, cols * sizeof(float));
+    }
+}
+
+// A range of the local buffer that this rank owns, inside one tensor: its place in the
 // local buffer and in the optimizer state. param_layout_pieces lists them in optimizer
-// order; AdamW, the checkpoint gathers and test_llama's gradient gather walk that list.
-typedef struct { int tensor; size_t ref_off, local_off, opt_off, n; } Piece;
+// order; AdamW, the gradient norm and the state moves walk that list.
+typedef struct { int tensor; size_t local_off, opt_off, n; } Piece;
 
 static int param_layout_pieces(const ParamLayout* p, Piece* out) {
     int np = 0;
@@ -197,7 +278,7 @@ static int param_layout_pieces(const ParamLayout* p, Piece* out) {
             size_t a = s->local_off > lo ? s->local_off : lo;
             size_t e = s->local_off + s->n < lo + n ? s->local_off + s->n : lo + n;
             if (e <= a) continue;
-            Piece q = {s->tensor, s->ref_off + (a - s->local_off), a, opt + (a - lo), e - a};
+            Piece q = {s->tensor, a, opt + (a - lo), e - a};
             out[np++] = q;
         }
         opt += n;
@@ -205,7 +286,7 @@ static int param_layout_pieces(const ParamLayout* p, Piece* out) {
     for (int i = 0; i < p->n_seg; i++) {
         if (p->seg_bucket[i] != -1 || p->seg[i].n == 0) continue;
         const Segment* s = &p->seg[i];
-        Piece q = {s->tensor, s->ref_off, s->local_off, opt + (s->local_off - p->vocab_start), s->n};
+        Piece q = {s->tensor, s->local_off, opt + (s->local_off - p->vocab_start), s->n};
         out[np++] = q;
     }
     return np;
@@ -224,9 +305,25 @@ typedef struct {
     int zero;           // 1: optimizer state (fp32 master, AdamW m and v) sharded over DP (ZeRO-1)
     int shard_vocab;    // 1: embedding and output projection as 1/dp row shards, gathered around their use
     int grad_fp32;      // 1: micro-steps accumulate the gradients in an fp32 buffer (resolved from --fp32-grad-accum)
+    int tp_sp;          // --tp-mode reducescatter: sequence parallelism (the residual stream holds B*T/tp rows)
+    int tp_regather;    // --tp-recompute-allgather 1: backward gathers the norm outputs again instead of keeping them
 } MemoryFlags;
 
-static MemoryFlags memory_flags_default(void) { MemoryFlags f = {1, 0, 1, 0, 0, 0, 0, 0}; return f; }
+static MemoryFlags memory_flags_default(void) { MemoryFlags f = {1, 0, 1, 0, 0, 0, 0, 0, 0, 1}; return f; }
+
+static int tp_mode_parse(const char* v) {
+    if (strcmp(v, "allreduce") == 0) return 0;
+    if (strcmp(v, "reducescatter") == 0) return 1;
+    FAIL("--tp-mode must be allreduce or reducescatter (sequence parallelism), got '%s'", v);
+    return 0;
+}
+
+#ifdef TESTING
+// test_llama --test-plant-tp-bug 1: nanotron #203's bug, planted on purpose. Forward keeps
+// a pointer into the recycled all-gather buffer as the column-parallel GEMMs' saved input,
+// and backward reads it instead of gathering again; the shipped path has no such pointer.
+static int tp_test_plant_bug = 0;
+#endif
 
 // --fp32-grad-accum -1 (auto): on when a step has more than one micro-step and the
 // gradients are stored in bf16, where adding many micro-steps with beta = 1 in bf16
@@ -241,51 +338,74 @@ static int grad_fp32_resolve(int flag, int micro_steps) {
 // ----------------------------------------------------------------------------
 // activations. What one layer keeps for backward, field by field; the fields a
 // flag drops are computed into the shared work buffer instead (and recomputed).
+// Under tensor parallelism each rank holds its heads and hidden units; with sequence
+// parallelism (--tp-mode reducescatter) the residual stream, the norms and what they
+// save hold this rank's B*T/tp rows ("own rows"), and the column-parallel GEMMs read
+// the norm outputs all-gathered to all B*T rows.
 
 enum {
-    A_X,      // layer input, the residual stream             [BT, D]
-    A_RSTD1,  // 1/rms of x                                   [BT] fp32
-    A_XN1,    // attn_norm(x)                                 [BT, D]
-    A_Q,      // queries after RoPE (before it: --attention tc) [BT, H*hd]
-    A_K,      // keys after RoPE (before it: --attention tc)    [BT, KV*hd]
-    A_V,      // values                                       [BT, KV*hd]
-    A_ATT,    // attention output, before wo                  [BT, H*hd]
-    A_LSE,    // log-sum-exp of each attention row            [B, H, T] fp32
-    A_XMID,   // x + attention                                [BT, D]
-    A_RSTD2,  // 1/rms of xmid                                [BT] fp32
-    A_XN2,    // ffn_norm(xmid), the FFN input                [BT, D]
-    A_H1,     // w1 xn2                                       [BT, F]
-    A_H3,     // w3 xn2                                       [BT, F]
-    A_G,      // silu(h1) * h3                                [BT, F]
+    A_X,      // layer input, the residual stream             [rows, D]
+    A_RSTD1,  // 1/rms of x                                   [rows] fp32
+    A_XN1,    // attn_norm(x)                                 [rows, D]
+    A_Q,      // queries after RoPE (before it: --attention tc) [BT, Hl*hd]
+    A_K,      // keys after RoPE (before it: --attention tc)    [BT, KVl*hd]
+    A_V,      // values                                       [BT, KVl*hd]
+    A_ATT,    // attention output, before wo                  [BT, Hl*hd]
+    A_LSE,    // log-sum-exp of each attention row            [B, Hl, T] fp32
+    A_XMID,   // x + attention                                [rows, D]
+    A_RSTD2,  // 1/rms of xmid                                [rows] fp32
+    A_XN2,    // ffn_norm(xmid), the FFN input                [rows, D]
+    A_H1,     // w1 xn2                                       [BT, Fl]
+    A_H3,     // w3 xn2                                       [BT, Fl]
+    A_G,      // silu(h1) * h3                                [BT, Fl]
+    A_XN1G,   // xn1 all-gathered, kept (--tp-recompute-allgather 0)  [BT, D]
+    A_XN2G,   // xn2 all-gathered, kept (--tp-recompute-allgather 0)  [BT, D]
     NUM_ACT_FIELDS
 };
 [[maybe_unused]] static const char* ACT_NAMES[NUM_ACT_FIELDS] = {"x", "rstd1", "xn1", "q", "k", "v", "att", "lse",
-                                                "xmid", "rstd2", "xn2", "h1", "h3", "g"};
+                                                "xmid", "rstd2", "xn2", "h1", "h3", "g", "xn1 gathered", "xn2 gathered"};
 
-static size_t act_field_bytes(const LlamaConfig* c, int B, int T, int field) {
-    size_t BT = (size_t)B * T, hd = c->D / c->H;
+// the activation shapes of one rank: tp = 1 is the one-process model
+typedef struct {
+    int tp, sp;        // TP group size; sequence parallelism on
+    int Hl, KVl, Fl;   // this rank's heads, kv heads and FFN hidden units
+    int keep_gathered; // the gathered norm outputs are saved (sp, --tp-recompute-allgather 0, --recompute 0)
+} TpDims;
+
+static TpDims tp_dims(const LlamaConfig* c, const MemoryFlags* f, int tp, int tp_rank) {
+    TpShard t = tp_shard(c, tp, tp_rank);
+    int sp = tp > 1 && f->tp_sp;
+    TpDims d = {tp, sp, t.Hl, t.KVl, t.Fl, sp && !f->tp_regather && f->recompute == 0};
+    return d;
+}
+
+static size_t act_field_bytes(const LlamaConfig* c, const TpDims* t, int B, int T, int field) {
+    size_t BT = (size_t)B * T, hd = c->D / c->H, rows = t->sp ? BT / t->tp : BT;
     switch (field) {
-        case A_X: case A_XN1: case A_XMID: case A_XN2: return BT * c->D * sizeof(floatX);
-        case A_RSTD1: case A_RSTD2: return BT * sizeof(float);
-        case A_Q: case A_ATT: return BT * c->H * hd * sizeof(floatX);
-        case A_K: case A_V: return BT * c->KV * hd * sizeof(floatX);
-        case A_LSE: return BT * c->H * sizeof(float);
-        default: return BT * c->F * sizeof(floatX);  // A_H1, A_H3, A_G
+        case A_X: case A_XMID: return rows * c->D * sizeof(floatX);
+        case A_XN1: case A_XN2: return t->keep_gathered ? 0 : rows * c->D * sizeof(floatX);  // then a view of the gathered copy
+        case A_XN1G: case A_XN2G: return t->keep_gathered ? BT * c->D * sizeof(floatX) : 0;
+        case A_RSTD1: case A_RSTD2: return rows * sizeof(float);
+        case A_Q: case A_ATT: return BT * t->Hl * hd * sizeof(floatX);
+        case A_K: case A_V: return BT * t->KVl * hd * sizeof(floatX);
+        case A_LSE: return BT * t->Hl * sizeof(float);
+        default: return BT * t->Fl * sizeof(floatX);  // A_H1, A_H3, A_G
     }
 }
 
 // the one place that says where each field of a layer lives under the flags
 static ActHome act_field_home(const MemoryFlags* f, int field) {
     int ffn_inner = field == A_H1 || field == A_H3 || field == A_G;
+    if (field == A_XN1G || field == A_XN2G) return ACT_SAVED;  // 0 bytes unless kept
     if (f->ffn_chunks > 1 && ffn_inner) return ACT_IN_CHUNK;
     if (f->recompute >= 2) return field == A_X ? ACT_SAVED : ACT_IN_WORK;  // keep the layer input only
     if (f->recompute >= 1 && (field == A_XN1 || field == A_XN2 || field == A_G)) return ACT_IN_WORK;
     return ACT_SAVED;
 }
 
-static ActPlan act_plan(const LlamaConfig* c, int B, int T, const MemoryFlags* fl) {
+static ActPlan act_plan(const LlamaConfig* c, const TpDims* t, int B, int T, const MemoryFlags* fl) {
     ActPlan p = {NUM_ACT_FIELDS, ACT_NAMES, {0}, {}, 0, 0};
-    for (int i = 0; i < NUM_ACT_FIELDS; i++) { p.bytes[i] = act_field_bytes(c, B, T, i); p.home[i] = act_field_home(fl, i); }
+    for (int i = 0; i < NUM_ACT_FIELDS; i++) { p.bytes[i] = act_field_bytes(c, t, B, T, i); p.home[i] = act_field_home(fl, i); }
     return act_plan_finish(p);
 }
 
@@ -299,6 +419,8 @@ typedef struct {
     MemoryFlags flags;
     Comm* comm;        // ranks and groups (one process: a world of one)
     int B, T;          // the largest batch any call will use (buffers are sized for it)
+    int N_cur;         // the rows (B*T) of the micro-batch in flight
+    int micro_steps;   // micro-batches per optimizer step (for the plan's communication bytes)
     int allocated;     // 0: only the plan exists
     size_t param_sizes[NUM_PARAM_TENSORS];  // the whole model, reference layout
     size_t num_params;
@@ -317,6 +439,10 @@ typedef struct {
     void* comm_staging;              // --comm mpi (CUDA): pinned host staging of this model's collectives
     size_t comm_staging_bytes;
 
+    TpDims tpd;                       // this rank's share of the heads, hidden units and rows
+    RecycledPool pool;                // tensor parallelism's recycled communication buffers (llmc/recycled.h)
+    int buf_gather, buf_gather_grad, buf_rs;  // their ids: gathered inputs, gathered gradients, reduce-scatter staging
+    float *ce_max, *ce_sums;          // --shard-vocab with tp > 1: each CE row's max, sum of exponentials, target logit
     ActPlan acts;                     // the activation fields and where each lives
     Offload off;                      // where each layer's block lives (llmc/offload.h)
     LayerActs work;                   // fields that are not saved, shared by all layers
@@ -342,10 +468,24 @@ typedef struct {
     Profile prof;                     // --profile-step: timers around the launch groups (llmc/profile.h)
 #ifdef TESTING
     float* capture_logits;            // when set, every logits chunk is copied here (host, [BT, V])
+    floatX* planted[2 * 1024];        // --test-plant-tp-bug: the pointers nanotron kept (never in the shipped path)
 #endif
 } Llama;
 
-static LayerActs layer_acts(const Llama* m, int l) { return act_block_at(&m->acts, offload_block(&m->off, l), &m->work); }
+// the rows of an N-row micro-batch this rank holds in the residual stream: all of them,
+// or under sequence parallelism block tp_rank of tp equal blocks
+static int own_rows(const Llama* m, int N) { return m->tpd.sp ? N / m->tpd.tp : N; }
+static size_t own_row0(const Llama* m, int N) { return m->tpd.sp ? (size_t)m->comm->tp_rank * (N / m->tpd.tp) : 0; }
+
+static LayerActs layer_acts(const Llama* m, int l) {
+    LayerActs a = act_block_at(&m->acts, offload_block(&m->off, l), &m->work);
+    if (m->tpd.keep_gathered) {  // the norm outputs are the own rows of their kept gathered copies
+        size_t own = own_row0(m, m->N_cur) * m->cfg.D;
+        a.f[A_XN1] = ACT(a, A_XN1G) + own;
+        a.f[A_XN2] = ACT(a, A_XN2G) + own;
+    }
+    return a;
+}
 
 // where layer l's output (layer l+1's input) goes
 static floatX* layer_output(const Llama* m, int l) {
@@ -369,23 +509,37 @@ static void llama_build(Llama* m, const LlamaConfig* cfg, const MemoryFlags* fla
     if (flags->recompute < 0 || flags->recompute > 2) FAIL("--recompute must be 0, 1 or 2 (got %d)", flags->recompute);
     int n_offload = offload_resolve(flags->offload_act, c->L);
     size_t BT = (size_t)B * T, D = c->D, hd = c->D / c->H;
-    if (flags->ffn_chunk_seq) {
-        if ((size_t)flags->ffn_chunks > BT) FAIL("--ffn-chunks %d exceeds the %zu tokens of a batch", flags->ffn_chunks, BT);
-    } else if (flags->ffn_chunks > c->F) FAIL("--ffn-chunks %d exceeds the FFN hidden size F=%d", flags->ffn_chunks, c->F);
-    if ((size_t)flags->ce_chunks > BT) FAIL("--ce-chunks %d exceeds the %zu tokens of a batch", flags->ce_chunks, BT);
     if (flags->zero != 0 && flags->zero != 1) FAIL("--zero must be 0 or 1 (got %d)", flags->zero);
     if (flags->shard_vocab != 0 && flags->shard_vocab != 1) FAIL("--shard-vocab must be 0 or 1 (got %d)", flags->shard_vocab);
     if (flags->grad_fp32 != 0 && flags->grad_fp32 != 1) FAIL("grad_fp32 must be resolved to 0 or 1 (got %d)", flags->grad_fp32);
+    if (flags->tp_sp != 0 && flags->tp_sp != 1) FAIL("tp_sp must be 0 or 1 (got %d)", flags->tp_sp);
+    if (flags->tp_regather != 0 && flags->tp_regather != 1)
+        FAIL("--tp-recompute-allgather must be 0 or 1 (got %d)", flags->tp_regather);
+    int tp = comm->tp;
+    tp_validate(c, tp);
+    m->tpd = tp_dims(c, flags, tp, comm->tp_rank);
+    const TpDims* td = &m->tpd;
+    // sequence parallelism cuts the B*T rows of a micro-batch into tp equal blocks; a
+    // ragged last block would need padding rows in every collective: refused instead
+    if (td->sp && BT % tp != 0)
+        FAIL("--tp-mode reducescatter splits the %zu tokens of a micro-batch (batch %d x seq %d) into %d equal blocks: "
+             "choose batch*seq divisible by --tp, or --tp-mode allreduce", BT, B, T, tp);
+    size_t rows = td->sp ? BT / tp : BT;  // this rank's rows of the residual stream
+    int Fl = td->Fl;
 
     param_sizes(c, m->param_sizes);
     m->num_params = 0;
     for (int i = 0; i < NUM_PARAM_TENSORS; i++) m->num_params += m->param_sizes[i];
     m->lay = (ParamLayout*)xmalloc(sizeof(ParamLayout));
-    param_layout_build(m->lay, c, comm->dp, comm->dp_rank, flags->zero, flags->shard_vocab);
+    param_layout_build(m->lay, c, tp, comm->tp_rank, comm->dp, comm->dp_rank, flags->zero, flags->shard_vocab);
     m->pieces = (Piece*)xmalloc(MAX_PIECES * sizeof(Piece));
     m->n_pieces = param_layout_pieces(m->lay, m->pieces);
     size_t n_local = m->lay->n_local, n_opt = m->lay->n_opt;
-    size_t vocab_full = flags->shard_vocab ? m->lay->vocab_rows * comm->dp * D : 0;
+    size_t vocab_full = flags->shard_vocab && !m->lay->vocab_tp ? m->lay->vocab_rows * comm->dp * D : 0;
+    // the head's rows: its own rows when sequence-parallel with a replicated vocabulary
+    // (nothing to gather), else all of them; its logits: the vocabulary or this rank's shard
+    size_t head_rows = td->sp && !m->lay->vocab_tp ? rows : BT;
+    size_t vcols = m->lay->vocab_tp ? m->lay->vs : (size_t)c->V;
 
     // the plan
     Arena* d = &m->dev;
@@ -403,18 +557,36 @@ static void llama_build(Llama* m, const LlamaConfig* cfg, const MemoryFlags* fla
     // --comm mpi in the CUDA build: the largest collective passes through pinned host memory
     size_t largest = vocab_full;
     for (int b = 0; b < m->lay->n_buckets; b++) largest = m->lay->bucket[b].padded > largest ? m->lay->bucket[b].padded : largest;
+    if (tp > 1) {  // the TP collectives: [BT, D] activations, the CE sums (2 BT floats), the norm and vocabulary gradients
+        size_t tpmax = BT * D > 2 * BT * sizeof(float) / sizeof(floatX) ? BT * D : 2 * BT * sizeof(float) / sizeof(floatX);
+        largest = tpmax > largest ? tpmax : largest;
+    }
     arena_add_to(&m->host, "comm staging (--comm mpi)", "comm", comm_staging_needed(comm) ? largest * sizeof(floatX) : 0,
                  &m->comm_staging);
 
-    m->acts = act_plan(c, B, T, flags);
+    m->acts = act_plan(c, td, B, T, flags);
     offload_plan(&m->off, d, &m->host, c->L, n_offload, m->acts.block_bytes);
-    arena_add_to(d, "saved activations (x_final)", "activations", BT * D * sizeof(floatX), &m->x_final);
+    arena_add_to(d, "saved activations (x_final)", "activations", rows * D * sizeof(floatX), &m->x_final);
+    // tensor parallelism's recycled buffers: under sequence parallelism the gathered
+    // inputs of the column-parallel GEMMs, the gathered residual gradient (backward needs
+    // both at once: two names) and the staging of the reduce-scatters; allreduce mode
+    // reduces in place and needs none
+    size_t full = td->sp ? BT * D * sizeof(floatX) : 0;
+    m->buf_gather = recycled_plan(&m->pool, d, "tp gathered input", full);
+    m->buf_gather_grad = recycled_plan(&m->pool, d, "tp gathered gradient", full);
+    m->buf_rs = recycled_plan(&m->pool, d, "tp reduce-scatter staging", full);
 
     int h_work = arena_add(d, "layer work (not saved)", "scratch", m->acts.work_bytes);
+    if (flags->ffn_chunk_seq) {
+        if ((size_t)flags->ffn_chunks > BT) FAIL("--ffn-chunks %d exceeds the %zu tokens of a batch", flags->ffn_chunks, BT);
+    } else if (flags->ffn_chunks > Fl) {
+        if (tp == 1) FAIL("--ffn-chunks %d exceeds the FFN hidden size F=%d", flags->ffn_chunks, c->F);
+        FAIL("--ffn-chunks %d exceeds this rank's FFN hidden units (F=%d over --tp %d: %d)", flags->ffn_chunks, c->F, tp, Fl);
+    }
     if (flags->ffn_chunks > 1 && flags->ffn_chunk_seq) {
-        m->ffn_rows = (int)ceil_div(BT, flags->ffn_chunks); m->ffn_cols = c->F;
+        m->ffn_rows = (int)ceil_div(BT, flags->ffn_chunks); m->ffn_cols = Fl;
     } else {
-        m->ffn_rows = (int)BT; m->ffn_cols = ffn_chunk_width(c->F, flags->ffn_chunks);
+        m->ffn_rows = (int)BT; m->ffn_cols = ffn_chunk_width(Fl, flags->ffn_chunks);
     }
     size_t ffn_chunk_bytes = (size_t)m->ffn_rows * m->ffn_cols * sizeof(floatX);
     int chunked = flags->ffn_chunks > 1;
@@ -423,21 +595,27 @@ static void llama_build(Llama* m, const LlamaConfig* cfg, const MemoryFlags* fla
     arena_add_to(d, "ffn chunk g", "scratch", chunked ? ffn_chunk_bytes : 0, &m->ffn_g);
     arena_add_to(d, "ffn d(g), d(h1)", "scratch", ffn_chunk_bytes, &m->ffn_dg);
     arena_add_to(d, "ffn d(h3)", "scratch", ffn_chunk_bytes, &m->ffn_dh3);
-    arena_add_to(d, "d residual", "scratch", BT * D * sizeof(floatX), &m->dx);
-    arena_add_to(d, "d normed input", "scratch", BT * D * sizeof(floatX), &m->dxn);
-    arena_add_to(d, "dq", "scratch", BT * c->H * hd * sizeof(floatX), &m->dq);
-    arena_add_to(d, "dk", "scratch", BT * c->KV * hd * sizeof(floatX), &m->dk);
-    arena_add_to(d, "dv", "scratch", BT * c->KV * hd * sizeof(floatX), &m->dv);
-    arena_add_to(d, "d attention output", "scratch", BT * c->H * hd * sizeof(floatX), &m->datt);
-    arena_add_to(d, "rstd (recompute)", "scratch", BT * sizeof(float), &m->rstd_scratch);
-    arena_add_to(d, "attention delta (tc backward)", "scratch", attention_dispatch_scratch_floats(B, c->H, T) * sizeof(float),
+    arena_add_to(d, "d residual", "scratch", rows * D * sizeof(floatX), &m->dx);
+    // the column-parallel GEMMs' input gradient; sequence parallelism builds it in the
+    // reduce-scatter staging instead
+    arena_add_to(d, "d normed input", "scratch", td->sp ? 0 : BT * D * sizeof(floatX), &m->dxn);
+    arena_add_to(d, "dq", "scratch", BT * td->Hl * hd * sizeof(floatX), &m->dq);
+    arena_add_to(d, "dk", "scratch", BT * td->KVl * hd * sizeof(floatX), &m->dk);
+    arena_add_to(d, "dv", "scratch", BT * td->KVl * hd * sizeof(floatX), &m->dv);
+    arena_add_to(d, "d attention output", "scratch", BT * td->Hl * hd * sizeof(floatX), &m->datt);
+    arena_add_to(d, "rstd (recompute)", "scratch", rows * sizeof(float), &m->rstd_scratch);
+    arena_add_to(d, "attention delta (tc backward)", "scratch", attention_dispatch_scratch_floats(B, td->Hl, T) * sizeof(float),
                  &m->att_delta);
-    m->ce_rows = (int)ceil_div(BT, flags->ce_chunks);
-    arena_add_to(d, "final norm output", "scratch", BT * D * sizeof(floatX), &m->xf);
-    arena_add_to(d, "final norm rstd", "scratch", BT * sizeof(float), &m->rstdf);
-    arena_add_to(d, "d final norm output", "scratch", BT * D * sizeof(floatX), &m->dxf);
-    arena_add_to(d, "logits (one CE chunk)", "scratch", (size_t)m->ce_rows * c->V * sizeof(floatX), &m->logits);
-    arena_add_to(d, "per-token losses", "scratch", BT * sizeof(float), &m->losses);
+    if ((size_t)flags->ce_chunks > head_rows)
+        FAIL("--ce-chunks %d exceeds the %zu rows the output head runs on this rank", flags->ce_chunks, head_rows);
+    m->ce_rows = (int)ceil_div(head_rows, flags->ce_chunks);
+    arena_add_to(d, "final norm output", "scratch", rows * D * sizeof(floatX), &m->xf);
+    arena_add_to(d, "final norm rstd", "scratch", rows * sizeof(float), &m->rstdf);
+    arena_add_to(d, "d final norm output", "scratch", (td->sp ? rows : BT) * D * sizeof(floatX), &m->dxf);
+    arena_add_to(d, "logits (one CE chunk)", "scratch", (size_t)m->ce_rows * vcols * sizeof(floatX), &m->logits);
+    arena_add_to(d, "CE row max, sums (vocab-parallel)", "scratch", m->lay->vocab_tp ? 3 * (size_t)m->ce_rows * sizeof(float) : 0,
+                 &m->ce_max);
+    arena_add_to(d, "per-token losses", "scratch", head_rows * sizeof(float), &m->losses);
     arena_add_to(d, "inputs + targets", "scratch", 2 * BT * sizeof(int), &m->inputs);
     arena_add_to(d, "rope cos + sin", "scratch", 2 * (size_t)c->max_seq_len * (hd / 2) * sizeof(float), &m->rope_cos);
     arena_add_to(d, "grad norm, loss sum", "scratch", 2 * sizeof(float), &m->norm_scratch);
@@ -460,6 +638,7 @@ static void llama_build(Llama* m, const LlamaConfig* cfg, const MemoryFlags* fla
     offload_bind(&m->off, d, &m->host);
     act_plan_layout(&m->acts, ACT_IN_WORK, (char*)arena_ptr(d, h_work), &m->work);
     m->targets = m->inputs + BT;
+    if (m->ce_max) m->ce_sums = m->ce_max + m->ce_rows;
     m->rope_sin = m->rope_cos + (size_t)c->max_seq_len * (hd / 2);
     m->loss_sum = m->norm_scratch + 1;
 
@@ -505,25 +684,24 @@ static void llama_free(Llama* m) {
 // parameters (and this rank's part of the master weights), 1 AdamW m, 2 AdamW v.
 static void llama_set_state_part(Llama* m, int part, const float* ref) {
     const ParamLayout* lay = m->lay;
+    float* local = (float*)xmalloc(lay->n_local * sizeof(float));
+    memset(local, 0, lay->n_local * sizeof(float));
+    if (ref) for (int i = 0; i < lay->n_seg; i++) segment_copy(&lay->seg[i], local, (float*)ref, 1);
     if (part == 0) {
-        float* local = (float*)xmalloc(lay->n_local * sizeof(float));
-        memset(local, 0, lay->n_local * sizeof(float));
-        for (int i = 0; i < lay->n_seg; i++)
-            memcpy(local + lay->seg[i].local_off, ref + lay->seg[i].ref_off, lay->seg[i].n * sizeof(float));
         dev_upload_floats(m->params, local, lay->n_local);
-        free(local);
         m->vocab_gathered = -1;
     }
     float* dst = part == 0 ? m->master : part == 1 ? m->adam_m : m->adam_v;
-    if (!dst) return;
-    float* opt = (float*)xmalloc(lay->n_opt * sizeof(float));
-    memset(opt, 0, lay->n_opt * sizeof(float));
-    if (ref)
+    if (dst) {
+        float* opt = (float*)xmalloc(lay->n_opt * sizeof(float));
+        memset(opt, 0, lay->n_opt * sizeof(float));
         for (int i = 0; i < m->n_pieces; i++)
-            memcpy(opt + m->pieces[i].opt_off, ref + m->pieces[i].ref_off, m->pieces[i].n * sizeof(float));
-    dev_memcpy_h2d(dst, opt, lay->n_opt * sizeof(float), m->stream);
-    stream_synchronize(m->stream);
-    free(opt);
+            memcpy(opt + m->pieces[i].opt_off, local + m->pieces[i].local_off, m->pieces[i].n * sizeof(float));
+        dev_memcpy_h2d(dst, opt, lay->n_opt * sizeof(float), m->stream);
+        stream_synchronize(m->stream);
+        free(opt);
+    }
+    free(local);
 }
 
 // fresh parameters: the optimizer's moments start at zero
@@ -537,19 +715,35 @@ static void llama_set_params(Llama* m, const float* host_params) { llama_set_sta
 
 // Assembles the whole model's view of an owned array (n_opt floats on every rank, in
 // optimizer order) in the reference layout, on rank 0 (ref_out may be NULL elsewhere).
+// Rank 0 rebuilds every rank's layout: the DP ranks of one TP rank together own its
+// whole local buffer, whose segments then land in the reference layout.
 static void llama_gather_owned(Llama* m, const float* owned, float* ref_out) {
     Comm* c = m->comm;
-    size_t n_opt = m->lay->n_opt;
-    float* all = c->dp_rank == 0 ? (float*)xmalloc(n_opt * c->dp * sizeof(float)) : NULL;
-    comm_host_gather(c, GROUP_DP, owned, n_opt * sizeof(float), all);
-    if (c->dp_rank == 0) {
+    double most = (double)m->lay->n_opt;  // ranks differ (F split unevenly, vocabulary padding)
+    comm_host_all_reduce(c, GROUP_WORLD, &most, 1, COMM_MAX);
+    size_t stride = (size_t)most;
+    float* mine = (float*)xmalloc((stride ? stride : 1) * sizeof(float));
+    memset(mine, 0, stride * sizeof(float));
+    memcpy(mine, owned, m->lay->n_opt * sizeof(float));
+    float* all = c->rank == 0 ? (float*)xmalloc((stride ? stride : 1) * c->size * sizeof(float)) : NULL;
+    comm_host_gather(c, GROUP_WORLD, mine, stride * sizeof(float), all);
+    free(mine);
+    if (c->rank == 0) {
         ParamLayout* lay = (ParamLayout*)xmalloc(sizeof(ParamLayout));
         Piece* pieces = (Piece*)xmalloc(MAX_PIECES * sizeof(Piece));
-        for (int q = 0; q < c->dp; q++) {
-            param_layout_build(lay, &m->cfg, c->dp, q, m->flags.zero, m->flags.shard_vocab);
-            int np = param_layout_pieces(lay, pieces);
-            for (int i = 0; i < np; i++)
-                memcpy(ref_out + pieces[i].ref_off, all + (size_t)q * n_opt + pieces[i].opt_off, pieces[i].n * sizeof(float));
+        for (int t = 0; t < c->tp; t++) {
+            float* local = NULL;
+            for (int q = 0; q < c->dp; q++) {  // world rank q * tp + t (TP groups are consecutive ranks)
+                param_layout_build(lay, &m->cfg, c->tp, t, c->dp, q, m->flags.zero, m->flags.shard_vocab);
+                if (!local) { local = (float*)xmalloc(lay->n_local * sizeof(float)); memset(local, 0, lay->n_local * sizeof(float)); }
+                int np = param_layout_pieces(lay, pieces);
+                const float* src = all + (size_t)(q * c->tp + t) * stride;
+                for (int i = 0; i < np; i++) memcpy(local + pieces[i].local_off, src + pieces[i].opt_off, pieces[i].n * sizeof(float));
+                if (m->flags.shard_vocab && !lay->vocab_tp)  // FSDP rows: each DP rank's own segments
+                    for (int i = 0; i < lay->n_seg; i++) if (lay->seg_bucket[i] == -1) segment_copy(&lay->seg[i], local, ref_out, 0);
+            }
+            for (int i = 0; i < lay->n_seg; i++) if (lay->seg_bucket[i] != -1) segment_copy(&lay->seg[i], local, ref_out, 0);
+            free(local);
         }
         free(lay); free(pieces); free(all);
     }
@@ -648,17 +842,21 @@ static void grads_reduce_bucket(Llama* m, int b) {
     else comm_all_reduce(llama_comm(m), GROUP_DP, m->grads + k->start, k->padded, COMM_FLOATX, COMM_SUM, m->stream);
 }
 
+// the vocabulary split over DP ranks (--shard-vocab 1 with tp = 1)
+static int vocab_dp_sharded(const Llama* m) { return m->flags.shard_vocab && !m->lay->vocab_tp; }
+
 // the local shard (Vs rows) of the embedding (t = P_EMB) or the output (P_OUT)
 static floatX* vocab_shard(floatX* base, const Llama* m, int t) {
     size_t Vs = m->lay->vocab_rows, D = m->cfg.D;
     return base + m->lay->vocab_start + (t == P_OUT && !m->cfg.tied ? Vs * D : 0);
 }
 
-// The whole [V, D] matrix of tensor t (P_EMB or P_OUT) for a lookup or the head: the
-// tensor itself, or with --shard-vocab 1 the shards all-gathered into the recycled
-// vocab buffer (once: a tied model's lookup and head share the gathered copy).
+// The [V, D] matrix of tensor t (P_EMB or P_OUT) for a lookup or the head: the tensor
+// itself (under vocab-parallel TP: this rank's shard), or with --shard-vocab 1 over DP
+// the shards all-gathered into the vocab buffer (once: a tied model's lookup and head
+// share the gathered copy).
 static const floatX* vocab_weights(Llama* m, int t) {
-    if (!m->flags.shard_vocab) return m->p[t];
+    if (!vocab_dp_sharded(m)) return m->p[t];
     int which = m->cfg.tied ? P_EMB : t;
     if (m->vocab_gathered != which) {
         size_t block = m->lay->vocab_rows * m->cfg.D;
@@ -672,11 +870,11 @@ static const floatX* vocab_weights(Llama* m, int t) {
 }
 
 // Where the gradient of tensor t (P_EMB or P_OUT) accumulates in this micro-step: the
-// tensor's own gradient, or with --shard-vocab 1 the unsharded buffer, which starts
-// with this rank's accumulated shard in its own rows and zeros elsewhere, so that the
-// reduce-scatter of vocab_grad_done leaves (accumulated + this micro-step's sum) there.
+// tensor's own gradient, or with --shard-vocab 1 over DP the unsharded buffer, which
+// starts with this rank's accumulated shard in its own rows and zeros elsewhere, so that
+// the reduce-scatter of vocab_grad_done leaves (accumulated + this micro-step's sum) there.
 static floatX* vocab_grad_begin(Llama* m, int t) {
-    if (!m->flags.shard_vocab) return m->g[t];
+    if (!vocab_dp_sharded(m)) return m->g[t];
     size_t block = m->lay->vocab_rows * m->cfg.D;
     dev_memset(m->vocab_dw, 0, block * m->comm->dp * sizeof(floatX), m->stream);
     dev_memcpy_d2d(m->vocab_dw + (size_t)m->comm->dp_rank * block, vocab_shard(m->grads, m, t), block * sizeof(floatX),
@@ -685,7 +883,7 @@ static floatX* vocab_grad_begin(Llama* m, int t) {
 }
 
 static void vocab_grad_done(Llama* m, int t) {
-    if (!m->flags.shard_vocab) return;
+    if (!vocab_dp_sharded(m)) return;
     size_t block = m->lay->vocab_rows * m->cfg.D;
     comm_reduce_scatter(llama_comm(m), GROUP_DP, m->vocab_dw, block, COMM_FLOATX, m->stream);
     comm_join(m->comm, m->stream);
@@ -693,47 +891,166 @@ static void vocab_grad_done(Llama* m, int t) {
                    m->stream);
 }
 
+// ----------------------------------------------------------------------------
+// tensor parallelism: the collectives around the column- and row-parallel GEMMs
+// (Megatron's f and g; with sequence parallelism, all-gather and reduce-scatter)
+
+// The N rows of a sequence-sharded tensor: this rank's rows `own` all-gathered into
+// `into` (a recycled buffer or a kept copy; own may already be its block of it).
+static floatX* tp_gather_rows(Llama* m, floatX* into, const floatX* own, int N) {
+    size_t D = m->cfg.D, n = (size_t)own_rows(m, N) * D;
+    floatX* mine = into + own_row0(m, N) * D;
+    if (mine != own) dev_memcpy_d2d(mine, own, n * sizeof(floatX), m->stream);
+    comm_all_gather(llama_comm(m), GROUP_TP, into, n, COMM_FLOATX, m->stream);
+    comm_join(m->comm, m->stream);
+    return into;
+}
+
+// The input of the column-parallel GEMMs that read a norm output (field own_f; kept_f its
+// kept gathered copy): all N rows. Without sequence parallelism it is the field itself.
+// With it, forward gathers into the kept copy (--tp-recompute-allgather 0) or into the
+// recycled buffer (1), which the caller gives back (*held >= 0) once its GEMMs are
+// enqueued; backward reads the kept copy or gathers again. No pointer into a recycled
+// buffer outlives the call that took it.
+static const floatX* tp_norm_output_rows(Llama* m, int l, LayerActs a, int own_f, int kept_f, int N, int backward, int* held) {
+    *held = -1;
+    if (!m->tpd.sp) return ACT(a, own_f);
+    if (m->tpd.keep_gathered)
+        return backward ? ACT(a, kept_f) : tp_gather_rows(m, ACT(a, kept_f), ACT(a, own_f), N);
+#ifdef TESTING
+    int slot = 2 * l + (own_f == A_XN2);
+    if (tp_test_plant_bug && backward && m->planted[slot]) return m->planted[slot];  // the bug: a stale recycled pointer
+#else
+    (void)l;
+#endif
+    floatX* g = recycled_take(&m->pool, m->buf_gather, ACT_NAMES[own_f], (size_t)N * m->cfg.D * sizeof(floatX));
+    *held = m->buf_gather;
+#ifdef TESTING
+    if (tp_test_plant_bug && !backward) m->planted[slot] = g;
+#endif
+    return tp_gather_rows(m, g, ACT(a, own_f), N);
+}
+
+static void tp_give_back(Llama* m, int held) {
+    if (held >= 0) recycled_give_back(&m->pool, held, m->stream);
+}
+
+// The residual gradient of all N rows for the backward of a row-parallel GEMM: dx itself,
+// or under sequence parallelism its own rows all-gathered into the recycled buffer.
+static const floatX* tp_grad_rows(Llama* m, const floatX* dx_own, int N, int* held) {
+    *held = -1;
+    if (!m->tpd.sp) return dx_own;
+    floatX* g = recycled_take(&m->pool, m->buf_gather_grad, "d residual", (size_t)N * m->cfg.D * sizeof(floatX));
+    *held = m->buf_gather_grad;
+    return tp_gather_rows(m, g, dx_own, N);
+}
+
+// Where N rows of partial sums go before their TP reduction (a row-parallel GEMM's output,
+// the column-parallel GEMMs' input gradient, a vocab-parallel lookup): `full` itself
+// (reduced in place: allreduce mode), or the reduce-scatter staging (*held).
+static floatX* tp_partial_rows(Llama* m, floatX* full, int N, int* held) {
+    *held = -1;
+    if (!m->tpd.sp) return full;
+    *held = m->buf_rs;
+    return recycled_take(&m->pool, m->buf_rs, "partial sums", (size_t)N * m->cfg.D * sizeof(floatX));
+}
+
+// Sums the partial rows over the TP group: all-reduce in place, or reduce-scatter, which
+// leaves this rank's own rows summed in its block of the staging; returns those rows.
+static floatX* tp_reduce_rows(Llama* m, floatX* part, int N) {
+    size_t D = m->cfg.D;
+    if (m->tpd.tp == 1) return part;
+    if (!m->tpd.sp) comm_all_reduce(llama_comm(m), GROUP_TP, part, (size_t)N * D, COMM_FLOATX, COMM_SUM, m->stream);
+    else comm_reduce_scatter(llama_comm(m), GROUP_TP, part, (size_t)own_rows(m, N) * D, COMM_FLOATX, m->stream);
+    comm_join(m->comm, m->stream);
+    return part + own_row0(m, N) * D;
+}
+
+// A row-parallel GEMM's output with its residual: out = residual + sum over the TP ranks of
+// their partial products. With tp = 1 the GEMM adds the residual itself (C = residual:
+// the one-process path, unchanged). With tp > 1 the partial rows are prefilled so that
+// the rank's accumulating GEMMs add to them: the residual enters once, on TP rank 0
+// (allreduce mode), or on each rank in its own block of the staging (reducescatter).
+static floatX* tp_rowpar_begin(Llama* m, floatX* out, const floatX* residual, int N, int* held) {
+    if (m->tpd.tp == 1) { *held = -1; return out; }
+    size_t D = m->cfg.D;
+    floatX* part = tp_partial_rows(m, out, N, held);
+    floatX* mine = part + own_row0(m, N) * D;
+    size_t n_own = (size_t)own_rows(m, N) * D;
+    if (m->tpd.sp || m->comm->tp_rank != 0) dev_memset(part, 0, (size_t)N * D * sizeof(floatX), m->stream);
+    if (m->tpd.sp || m->comm->tp_rank == 0) dev_memcpy_d2d(mine, residual, n_own * sizeof(floatX), m->stream);
+    return part;
+}
+
+static void tp_rowpar_end(Llama* m, floatX* part, floatX* out, int N, int held) {
+    if (m->tpd.tp == 1) return;
+    floatX* mine = tp_reduce_rows(m, part, N);
+    if (mine != out) dev_memcpy_d2d(out, mine, (size_t)own_rows(m, N) * m->cfg.D * sizeof(floatX), m->stream);
+    tp_give_back(m, held);
+}
+
+// The TP all-reduce of the gradients of tensors every TP rank holds whole but computed
+// from only its own rows (sequence parallelism: the norm weights; with a replicated
+// vocabulary also the embedding and output). Once per step, on the accumulated sums.
+static void tp_reduce_replicated_grads(Llama* m, int layer) {
+    if (!m->tpd.sp) return;
+    for (int i = 0; i < m->lay->n_seg; i++) {
+        const Segment* g = &m->lay->seg[i];
+        if (g->layer != layer || !param_tp_replicated(m->lay, g->tensor) || g->n == 0) continue;
+        comm_all_reduce(llama_comm(m), GROUP_TP, m->grads + g->local_off, g->n, COMM_FLOATX, COMM_SUM, m->stream);
+    }
+}
+
 // The nominal work of the launch groups, for the per-kernel profile (--profile-step):
 // FLOPs of a GEMM, bytes of the memory-bound kernels (each tensor read or written once).
 static double gemm_flops(double M, double N, double K) { return 2.0 * M * N * K; }
 #define SX ((double)sizeof(floatX))
 
-// attention half of the layer: x -> xmid (and xn2, the FFN input)
+// attention half of the layer: x -> xmid. Under TP this rank's heads; the norm works on
+// this rank's rows of the residual stream (all of them without sequence parallelism).
 static void attention_block_forward(Llama* m, int l, LayerActs a, int B, int T, float* rstd1) {
     const LlamaConfig* c = &m->cfg;
-    int N = B * T, D = c->D, hd = D / c->H, qd = c->H * hd, kvd = c->KV * hd;
+    int N = B * T, nr = own_rows(m, N), D = c->D, hd = D / c->H, Hl = m->tpd.Hl, KVl = m->tpd.KVl;
+    int qd = Hl * hd, kvd = KVl * hd;
     stream_t s = m->stream;
     Profile* P = &m->prof;
     int k = prof_begin(P, "rmsnorm fwd", s);
-    rmsnorm_forward(ACT(a, A_XN1), rstd1, ACT(a, A_X), layer_w(m, P_ATTN_NORM, l), N, D, c->norm_eps, s);
-    prof_end(P, k, 0, 2.0 * N * D * SX, s);
+    rmsnorm_forward(ACT(a, A_XN1), rstd1, ACT(a, A_X), layer_w(m, P_ATTN_NORM, l), nr, D, c->norm_eps, s);
+    prof_end(P, k, 0, 2.0 * nr * D * SX, s);
+    int held;
+    const floatX* xin = tp_norm_output_rows(m, l, a, A_XN1, A_XN1G, N, 0, &held);
     k = prof_begin(P, "qkv matmul fwd", s);
-    matmul_forward(ACT(a, A_Q), ACT(a, A_XN1), layer_w(m, P_WQ, l), N, D, qd, D, 0, s);
-    matmul_forward(ACT(a, A_K), ACT(a, A_XN1), layer_w(m, P_WK, l), N, D, kvd, D, 0, s);
-    matmul_forward(ACT(a, A_V), ACT(a, A_XN1), layer_w(m, P_WV, l), N, D, kvd, D, 0, s);
+    matmul_forward(ACT(a, A_Q), xin, layer_w(m, P_WQ, l), N, D, qd, D, 0, s);
+    matmul_forward(ACT(a, A_K), xin, layer_w(m, P_WK, l), N, D, kvd, D, 0, s);
+    matmul_forward(ACT(a, A_V), xin, layer_w(m, P_WV, l), N, D, kvd, D, 0, s);
     prof_end(P, k, gemm_flops(N, qd + 2.0 * kvd, D), 0, s);
-    double att_flops = 2.0 * B * c->H * (double)T * T * hd;  // FlashAttention's count: 4 B H T^2 hd, halved (causal)
+    tp_give_back(m, held);
+    double att_flops = 2.0 * B * Hl * (double)T * T * hd;  // FlashAttention's count: 4 B H T^2 hd, halved (causal)
     if (attention_fuses_rope()) {  // --attention tc rotates q and k in its tile loads: they are saved unrotated
         k = prof_begin(P, "attention fwd", s);
         attention_dispatch_forward_rope(ACT(a, A_ATT), ACTF(a, A_LSE), ACT(a, A_Q), ACT(a, A_K), ACT(a, A_V), m->rope_cos,
-                                        m->rope_sin, B, T, c->H, c->KV, hd, s);
+                                        m->rope_sin, B, T, Hl, KVl, hd, s);
         prof_end(P, k, att_flops, 0, s);
     } else {
         k = prof_begin(P, "rope fwd", s);
-        rope_forward(ACT(a, A_Q), ACT(a, A_Q), m->rope_cos, m->rope_sin, B, T, c->H, hd, s);
-        rope_forward(ACT(a, A_K), ACT(a, A_K), m->rope_cos, m->rope_sin, B, T, c->KV, hd, s);
+        rope_forward(ACT(a, A_Q), ACT(a, A_Q), m->rope_cos, m->rope_sin, B, T, Hl, hd, s);
+        rope_forward(ACT(a, A_K), ACT(a, A_K), m->rope_cos, m->rope_sin, B, T, KVl, hd, s);
         prof_end(P, k, 0, 2.0 * N * (qd + kvd) * SX, s);
         k = prof_begin(P, "attention fwd", s);
-        attention_dispatch_forward(ACT(a, A_ATT), ACTF(a, A_LSE), ACT(a, A_Q), ACT(a, A_K), ACT(a, A_V), B, T, c->H, c->KV, hd, s);
+        attention_dispatch_forward(ACT(a, A_ATT), ACTF(a, A_LSE), ACT(a, A_Q), ACT(a, A_K), ACT(a, A_V), B, T, Hl, KVl, hd, s);
         prof_end(P, k, att_flops, 0, s);
     }
-    // the residual add is the GEMM's: xmid = x + att wo^T (cuBLASLt's C = x, D = xmid)
+    // the residual add is the GEMM's: xmid = x + att wo^T (cuBLASLt's C = x, D = xmid);
+    // under TP the partial products of the ranks are summed with x (tp_rowpar_begin)
+    floatX* o = tp_rowpar_begin(m, ACT(a, A_XMID), ACT(a, A_X), N, &held);
     k = prof_begin(P, "wo matmul fwd", s);
-    matmul_forward_residual(ACT(a, A_XMID), ACT(a, A_X), ACT(a, A_ATT), layer_w(m, P_WO, l), N, qd, D, qd, s);
+    if (m->tpd.tp == 1) matmul_forward_residual(o, ACT(a, A_X), ACT(a, A_ATT), layer_w(m, P_WO, l), N, qd, D, qd, s);
+    else matmul_forward(o, ACT(a, A_ATT), layer_w(m, P_WO, l), N, qd, D, qd, 1, s);
     prof_end(P, k, gemm_flops(N, D, qd), 0, s);
+    tp_rowpar_end(m, o, ACT(a, A_XMID), N, held);
 }
 
-// One FFN chunk: rows [r0, r0+nr) of the tokens, hidden units [f0, f0+nf).
+// One FFN chunk: rows [r0, r0+nr) of the tokens, hidden units [f0, f0+nf) of this rank's.
 // Computes h1, h3 and g for the chunk into the given buffers.
 static void ffn_chunk_hidden(Llama* m, int l, const floatX* xn2, int nr, int f0, int nf, floatX* h1, floatX* h3,
                              floatX* g) {
@@ -748,14 +1065,15 @@ static void ffn_chunk_hidden(Llama* m, int l, const floatX* xn2, int nr, int f0,
     prof_end(&m->prof, k, 0, 3.0 * nr * nf * SX, s);
 }
 
-// the chunk's position: rows [r0, r0+nr), hidden units [f0, f0+nf)
+// the chunk's position: rows [r0, r0+nr), hidden units [f0, f0+nf) of this rank's Fl
 static void ffn_chunk_range(const Llama* m, int N, int chunk, int* r0, int* nr, int* f0, int* nf) {
+    int Fl = m->tpd.Fl;
     if (m->flags.ffn_chunk_seq) {
         *r0 = chunk * m->ffn_rows; *nr = N - *r0 < m->ffn_rows ? N - *r0 : m->ffn_rows;
-        *f0 = 0; *nf = m->cfg.F;
+        *f0 = 0; *nf = Fl;
     } else {
         *r0 = 0; *nr = N;
-        *f0 = chunk * m->ffn_cols; *nf = m->cfg.F - *f0 < m->ffn_cols ? m->cfg.F - *f0 : m->ffn_cols;
+        *f0 = chunk * m->ffn_cols; *nf = Fl - *f0 < m->ffn_cols ? Fl - *f0 : m->ffn_cols;
     }
 }
 
@@ -770,40 +1088,55 @@ static int ffn_num_chunks(const Llama* m, int N) {
 }
 
 // FFN with its residual: out = residual + w2(silu(w1 xn2) * w3 xn2), chunk by chunk when
-// --ffn-chunks > 1. The residual enters through the first GEMM that writes each row
-// (cuBLASLt's C = residual, D = out); later hidden chunks accumulate into out.
+// --ffn-chunks > 1, on all N rows (xn2 gathered under sequence parallelism). With tp = 1
+// the residual enters through the first GEMM that writes each row (cuBLASLt's C =
+// residual, D = out) and later hidden chunks accumulate; with tp > 1 every GEMM
+// accumulates into the prefilled partial rows (tp_rowpar_begin).
 static void ffn_forward(Llama* m, int l, LayerActs a, int N, const floatX* residual, floatX* out) {
-    int D = m->cfg.D, F = m->cfg.F;
+    int D = m->cfg.D, Fl = m->tpd.Fl, tp1 = m->tpd.tp == 1;
     stream_t s = m->stream;
+    int held_in, held_out;
+    const floatX* xn2 = tp_norm_output_rows(m, l, a, A_XN2, A_XN2G, N, 0, &held_in);
+    floatX* o_all = tp_rowpar_begin(m, out, residual, N, &held_out);
     if (m->flags.ffn_chunks == 1) {
-        ffn_chunk_hidden(m, l, ACT(a, A_XN2), N, 0, F, ACT(a, A_H1), ACT(a, A_H3), ACT(a, A_G));
+        ffn_chunk_hidden(m, l, xn2, N, 0, Fl, ACT(a, A_H1), ACT(a, A_H3), ACT(a, A_G));
+        tp_give_back(m, held_in);
         int k = prof_begin(&m->prof, "ffn w2 matmul fwd", s);
-        matmul_forward_residual(out, residual, ACT(a, A_G), layer_w(m, P_W2, l), N, F, D, F, s);
-        prof_end(&m->prof, k, gemm_flops(N, D, F), 0, s);
-        return;
+        if (tp1) matmul_forward_residual(o_all, residual, ACT(a, A_G), layer_w(m, P_W2, l), N, Fl, D, Fl, s);
+        else matmul_forward(o_all, ACT(a, A_G), layer_w(m, P_W2, l), N, Fl, D, Fl, 1, s);
+        prof_end(&m->prof, k, gemm_flops(N, D, Fl), 0, s);
+    } else {
+        int K = ffn_num_chunks(m, N);
+        for (int k = 0; k < K; k++) {
+            int r0, nr, f0, nf; ffn_chunk_range(m, N, k, &r0, &nr, &f0, &nf);
+            ffn_chunk_hidden(m, l, xn2 + (size_t)r0 * D, nr, f0, nf, m->ffn_h1, m->ffn_h3, m->ffn_g);
+            int kp = prof_begin(&m->prof, "ffn w2 matmul fwd", s);
+            floatX* o = o_all + (size_t)r0 * D;
+            if (tp1 && (m->flags.ffn_chunk_seq || k == 0))  // the first product into these rows
+                matmul_forward_residual(o, residual + (size_t)r0 * D, m->ffn_g, layer_w(m, P_W2, l) + f0, nr, nf, D, Fl, s);
+            else
+                matmul_forward(o, m->ffn_g, layer_w(m, P_W2, l) + f0, nr, nf, D, Fl, 1, s);
+            prof_end(&m->prof, kp, gemm_flops(nr, D, nf), 0, s);
+        }
+        tp_give_back(m, held_in);
     }
-    int K = ffn_num_chunks(m, N);
-    for (int k = 0; k < K; k++) {
-        int r0, nr, f0, nf; ffn_chunk_range(m, N, k, &r0, &nr, &f0, &nf);
-        ffn_chunk_hidden(m, l, ACT(a, A_XN2) + (size_t)r0 * D, nr, f0, nf, m->ffn_h1, m->ffn_h3, m->ffn_g);
-        int kp = prof_begin(&m->prof, "ffn w2 matmul fwd", s);
-        floatX* o = out + (size_t)r0 * D;
-        if (m->flags.ffn_chunk_seq || k == 0)  // the first product into these rows
-            matmul_forward_residual(o, residual + (size_t)r0 * D, m->ffn_g, layer_w(m, P_W2, l) + f0, nr, nf, D, F, s);
-        else
-            matmul_forward(o, m->ffn_g, layer_w(m, P_W2, l) + f0, nr, nf, D, F, 1, s);
-        prof_end(&m->prof, kp, gemm_flops(nr, D, nf), 0, s);
-    }
+    tp_rowpar_end(m, o_all, out, N, held_out);
 }
 
-// FFN backward: dout is the gradient at the FFN output; writes d(xn2) into m->dxn
-static void ffn_backward(Llama* m, int l, LayerActs a, int N, const floatX* dout) {
-    int D = m->cfg.D, F = m->cfg.F;
+// FFN backward on all N rows: dout is the gradient at the FFN output, dxn receives the
+// (partial, under TP) gradient at the FFN input. With --recompute 2 and one chunk the
+// hidden activations are recomputed here, where the gathered input is at hand.
+static void ffn_backward(Llama* m, int l, LayerActs a, int N, const floatX* dout, floatX* dxn) {
+    int D = m->cfg.D, Fl = m->tpd.Fl;
     stream_t s = m->stream;
+    int held;
+    const floatX* xin = tp_norm_output_rows(m, l, a, A_XN2, A_XN2G, N, 1, &held);
+    if (m->flags.recompute >= 2 && m->flags.ffn_chunks == 1)
+        ffn_chunk_hidden(m, l, xin, N, 0, Fl, ACT(a, A_H1), ACT(a, A_H3), ACT(a, A_G));
     int K = m->flags.ffn_chunks == 1 ? 1 : ffn_num_chunks(m, N);
     for (int k = 0; k < K; k++) {
         int r0, nr, f0, nf; ffn_chunk_range(m, N, k, &r0, &nr, &f0, &nf);
-        const floatX* xn2 = ACT(a, A_XN2) + (size_t)r0 * D;
+        const floatX* xn2 = xin + (size_t)r0 * D;
         const floatX* dy = dout + (size_t)r0 * D;
         floatX *h1, *h3, *g;
         if (m->flags.ffn_chunks == 1) {
@@ -814,8 +1147,8 @@ static void ffn_backward(Llama* m, int l, LayerActs a, int N, const floatX* dout
         }
         Profile* P = &m->prof;
         int kp = prof_begin(P, "ffn w2 matmul bwd", s);
-        matmul_backward_weight(layer_dw(m, P_W2, l) + f0, dy, g, nr, nf, D, F, s);
-        matmul_backward_input(m->ffn_dg, dy, layer_w(m, P_W2, l) + f0, nr, nf, D, F, 0, s);
+        matmul_backward_weight(layer_dw(m, P_W2, l) + f0, dy, g, nr, nf, D, Fl, s);
+        matmul_backward_input(m->ffn_dg, dy, layer_w(m, P_W2, l) + f0, nr, nf, D, Fl, 0, s);
         prof_end(P, kp, 2 * gemm_flops(nr, D, nf), 0, s);
         kp = prof_begin(P, "swiglu bwd", s);
         swiglu_backward(m->ffn_dg, m->ffn_dh3, m->ffn_dg, h1, h3, (size_t)nr * nf, s);  // ffn_dg now holds d(h1)
@@ -823,23 +1156,24 @@ static void ffn_backward(Llama* m, int l, LayerActs a, int N, const floatX* dout
         kp = prof_begin(P, "ffn w1 w3 matmul bwd", s);
         matmul_backward_weight(layer_dw(m, P_W1, l) + (size_t)f0 * D, m->ffn_dg, xn2, nr, D, nf, D, s);
         matmul_backward_weight(layer_dw(m, P_W3, l) + (size_t)f0 * D, m->ffn_dh3, xn2, nr, D, nf, D, s);
-        floatX* dxn2 = m->dxn + (size_t)r0 * D;
+        floatX* dxn2 = dxn + (size_t)r0 * D;
         int first = m->flags.ffn_chunk_seq || k == 0;  // hidden chunks all add into the same rows
         matmul_backward_input(dxn2, m->ffn_dg, layer_w(m, P_W1, l) + (size_t)f0 * D, nr, D, nf, D, !first, s);
         matmul_backward_input(dxn2, m->ffn_dh3, layer_w(m, P_W3, l) + (size_t)f0 * D, nr, D, nf, D, 1, s);
         prof_end(P, kp, 4 * gemm_flops(nr, nf, D), 0, s);
     }
+    tp_give_back(m, held);
 }
 
 static void layer_forward(Llama* m, int l, int B, int T, RunMode mode) {
     const LlamaConfig* c = &m->cfg;
-    int N = B * T, D = c->D;
+    int N = B * T, nr = own_rows(m, N), D = c->D;
     stream_t s = m->stream;
     LayerActs a = layer_acts(m, l);
     attention_block_forward(m, l, a, B, T, ACTF(a, A_RSTD1));
     int k = prof_begin(&m->prof, "rmsnorm fwd", s);
-    rmsnorm_forward(ACT(a, A_XN2), ACTF(a, A_RSTD2), ACT(a, A_XMID), layer_w(m, P_FFN_NORM, l), N, D, c->norm_eps, s);
-    prof_end(&m->prof, k, 0, 2.0 * N * D * SX, s);
+    rmsnorm_forward(ACT(a, A_XN2), ACTF(a, A_RSTD2), ACT(a, A_XMID), layer_w(m, P_FFN_NORM, l), nr, D, c->norm_eps, s);
+    prof_end(&m->prof, k, 0, 2.0 * nr * D * SX, s);
     floatX* out = layer_output(m, l);
     // the output lands in the next layer's block; with offload that block is a slot
     // whose previous tenant (layer l-1) must have reached the host first
@@ -848,10 +1182,12 @@ static void layer_forward(Llama* m, int l, int B, int T, RunMode mode) {
     if (mode == MODE_TRAIN) offload_after_forward(&m->off, l, s);
 }
 
-// m->dx holds dL/d(layer output) on entry and dL/d(layer input) on return
+// m->dx holds dL/d(layer output) on entry and dL/d(layer input) on return (this rank's
+// rows of them under sequence parallelism)
 static void layer_backward(Llama* m, int l, int B, int T) {
     const LlamaConfig* c = &m->cfg;
-    int N = B * T, D = c->D, hd = D / c->H, qd = c->H * hd, kvd = c->KV * hd;
+    int N = B * T, nr = own_rows(m, N), D = c->D, hd = D / c->H, Hl = m->tpd.Hl, KVl = m->tpd.KVl;
+    int qd = Hl * hd, kvd = KVl * hd;
     stream_t s = m->stream;
     Profile* P = &m->prof;
     int k = prof_begin(P, "offload wait", s);
@@ -861,108 +1197,205 @@ static void layer_backward(Llama* m, int l, int B, int T) {
 
     // recompute what was not kept (bitwise the same values: same launchers, same inputs);
     // the profile counts the recomputed launches in their forward groups
-    if (m->flags.recompute >= 2) {  // only x was kept: the whole forward of the layer again, minus its output
+    if (m->flags.recompute >= 2) {  // only x was kept: the forward of the layer again, minus its output
         attention_block_forward(m, l, a, B, T, ACTF(a, A_RSTD1));
-        rmsnorm_forward(ACT(a, A_XN2), ACTF(a, A_RSTD2), ACT(a, A_XMID), layer_w(m, P_FFN_NORM, l), N, D, c->norm_eps, s);
-        if (m->flags.ffn_chunks == 1) ffn_chunk_hidden(m, l, ACT(a, A_XN2), N, 0, c->F, ACT(a, A_H1), ACT(a, A_H3), ACT(a, A_G));
+        rmsnorm_forward(ACT(a, A_XN2), ACTF(a, A_RSTD2), ACT(a, A_XMID), layer_w(m, P_FFN_NORM, l), nr, D, c->norm_eps, s);
+        // (the FFN's hidden activations: in ffn_backward, which has the gathered input)
     } else if (m->flags.recompute == 1) {
         k = prof_begin(P, "rmsnorm fwd", s);
-        rmsnorm_forward(ACT(a, A_XN1), m->rstd_scratch, ACT(a, A_X), layer_w(m, P_ATTN_NORM, l), N, D, c->norm_eps, s);
-        rmsnorm_forward(ACT(a, A_XN2), m->rstd_scratch, ACT(a, A_XMID), layer_w(m, P_FFN_NORM, l), N, D, c->norm_eps, s);
-        prof_end(P, k, 0, 4.0 * N * D * SX, s);
+        rmsnorm_forward(ACT(a, A_XN1), m->rstd_scratch, ACT(a, A_X), layer_w(m, P_ATTN_NORM, l), nr, D, c->norm_eps, s);
+        rmsnorm_forward(ACT(a, A_XN2), m->rstd_scratch, ACT(a, A_XMID), layer_w(m, P_FFN_NORM, l), nr, D, c->norm_eps, s);
+        prof_end(P, k, 0, 4.0 * nr * D * SX, s);
         k = prof_begin(P, "swiglu fwd", s);
-        if (m->flags.ffn_chunks == 1) swiglu_forward(ACT(a, A_G), ACT(a, A_H1), ACT(a, A_H3), (size_t)N * c->F, s);
-        prof_end(P, k, 0, m->flags.ffn_chunks == 1 ? 3.0 * N * c->F * SX : 0, s);
+        if (m->flags.ffn_chunks == 1) swiglu_forward(ACT(a, A_G), ACT(a, A_H1), ACT(a, A_H3), (size_t)N * m->tpd.Fl, s);
+        prof_end(P, k, 0, m->flags.ffn_chunks == 1 ? 3.0 * N * m->tpd.Fl * SX : 0, s);
     }
 
     // FFN and its norm: dx is the gradient at the FFN output and also, through the
     // residual, at xmid; the norm's backward adds the FFN path into it
-    ffn_backward(m, l, a, N, m->dx);
-    double norm_bytes = 4.0 * N * D * SX;  // reads x, dxn, dx; writes dx
+    int held_dy, held_part;
+    const floatX* dy = tp_grad_rows(m, m->dx, N, &held_dy);
+    floatX* part = tp_partial_rows(m, m->dxn, N, &held_part);
+    ffn_backward(m, l, a, N, dy, part);
+    tp_give_back(m, held_dy);
+    const floatX* dxn = tp_reduce_rows(m, part, N);
+    double norm_bytes = 4.0 * nr * D * SX;  // reads x, dxn, dx; writes dx
     k = prof_begin(P, "rmsnorm bwd", s);
-    rmsnorm_backward(m->dx, layer_dw(m, P_FFN_NORM, l), m->dxn, ACT(a, A_XMID), layer_w(m, P_FFN_NORM, l),
-                     ACTF(a, A_RSTD2), N, D, s);
+    rmsnorm_backward(m->dx, layer_dw(m, P_FFN_NORM, l), dxn, ACT(a, A_XMID), layer_w(m, P_FFN_NORM, l),
+                     ACTF(a, A_RSTD2), nr, D, s);
     prof_end(P, k, 0, norm_bytes, s);
+    tp_give_back(m, held_part);
     // attention
+    dy = tp_grad_rows(m, m->dx, N, &held_dy);
     k = prof_begin(P, "wo matmul bwd", s);
-    matmul_backward_weight(layer_dw(m, P_WO, l), m->dx, ACT(a, A_ATT), N, qd, D, qd, s);
-    matmul_backward_input(m->datt, m->dx, layer_w(m, P_WO, l), N, qd, D, qd, 0, s);
+    matmul_backward_weight(layer_dw(m, P_WO, l), dy, ACT(a, A_ATT), N, qd, D, qd, s);
+    matmul_backward_input(m->datt, dy, layer_w(m, P_WO, l), N, qd, D, qd, 0, s);
     prof_end(P, k, 2 * gemm_flops(N, D, qd), 0, s);
-    double att_flops = 2.5 * 2.0 * B * c->H * (double)T * T * hd;  // FlashAttention's count: 2.5 x forward
+    tp_give_back(m, held_dy);
+    double att_flops = 2.5 * 2.0 * B * Hl * (double)T * T * hd;  // FlashAttention's count: 2.5 x forward
     k = prof_begin(P, "attention bwd", s);
     if (attention_fuses_rope()) {  // dq, dk come back rotated to the unrotated q, k
         attention_dispatch_backward_rope(m->dq, m->dk, m->dv, m->datt, ACT(a, A_Q), ACT(a, A_K), ACT(a, A_V), ACT(a, A_ATT),
-                                         ACTF(a, A_LSE), m->att_delta, m->rope_cos, m->rope_sin, B, T, c->H, c->KV, hd, s);
+                                         ACTF(a, A_LSE), m->att_delta, m->rope_cos, m->rope_sin, B, T, Hl, KVl, hd, s);
         prof_end(P, k, att_flops, 0, s);
     } else {
         attention_dispatch_backward(m->dq, m->dk, m->dv, m->datt, ACT(a, A_Q), ACT(a, A_K), ACT(a, A_V), ACT(a, A_ATT),
-                                    ACTF(a, A_LSE), m->att_delta, B, T, c->H, c->KV, hd, s);
+                                    ACTF(a, A_LSE), m->att_delta, B, T, Hl, KVl, hd, s);
         prof_end(P, k, att_flops, 0, s);
         k = prof_begin(P, "rope bwd", s);
-        rope_backward(m->dq, m->dq, m->rope_cos, m->rope_sin, B, T, c->H, hd, s);
-        rope_backward(m->dk, m->dk, m->rope_cos, m->rope_sin, B, T, c->KV, hd, s);
+        rope_backward(m->dq, m->dq, m->rope_cos, m->rope_sin, B, T, Hl, hd, s);
+        rope_backward(m->dk, m->dk, m->rope_cos, m->rope_sin, B, T, KVl, hd, s);
         prof_end(P, k, 0, 2.0 * N * (qd + kvd) * SX, s);
     }
+    int held_in;
+    const floatX* xin = tp_norm_output_rows(m, l, a, A_XN1, A_XN1G, N, 1, &held_in);
+    part = tp_partial_rows(m, m->dxn, N, &held_part);
     k = prof_begin(P, "qkv matmul bwd", s);
-    matmul_backward_weight(layer_dw(m, P_WQ, l), m->dq, ACT(a, A_XN1), N, D, qd, D, s);
-    matmul_backward_weight(layer_dw(m, P_WK, l), m->dk, ACT(a, A_XN1), N, D, kvd, D, s);
-    matmul_backward_weight(layer_dw(m, P_WV, l), m->dv, ACT(a, A_XN1), N, D, kvd, D, s);
-    matmul_backward_input(m->dxn, m->dq, layer_w(m, P_WQ, l), N, D, qd, D, 0, s);
-    matmul_backward_input(m->dxn, m->dk, layer_w(m, P_WK, l), N, D, kvd, D, 1, s);
-    matmul_backward_input(m->dxn, m->dv, layer_w(m, P_WV, l), N, D, kvd, D, 1, s);
+    matmul_backward_weight(layer_dw(m, P_WQ, l), m->dq, xin, N, D, qd, D, s);
+    matmul_backward_weight(layer_dw(m, P_WK, l), m->dk, xin, N, D, kvd, D, s);
+    matmul_backward_weight(layer_dw(m, P_WV, l), m->dv, xin, N, D, kvd, D, s);
+    matmul_backward_input(part, m->dq, layer_w(m, P_WQ, l), N, D, qd, D, 0, s);
+    matmul_backward_input(part, m->dk, layer_w(m, P_WK, l), N, D, kvd, D, 1, s);
+    matmul_backward_input(part, m->dv, layer_w(m, P_WV, l), N, D, kvd, D, 1, s);
     prof_end(P, k, 2 * gemm_flops(N, qd + 2.0 * kvd, D), 0, s);
+    tp_give_back(m, held_in);
+    dxn = tp_reduce_rows(m, part, N);
     k = prof_begin(P, "rmsnorm bwd", s);
-    rmsnorm_backward(m->dx, layer_dw(m, P_ATTN_NORM, l), m->dxn, ACT(a, A_X), layer_w(m, P_ATTN_NORM, l),
-                     ACTF(a, A_RSTD1), N, D, s);
+    rmsnorm_backward(m->dx, layer_dw(m, P_ATTN_NORM, l), dxn, ACT(a, A_X), layer_w(m, P_ATTN_NORM, l),
+                     ACTF(a, A_RSTD1), nr, D, s);
     prof_end(P, k, 0, norm_bytes, s);
+    tp_give_back(m, held_part);
     offload_after_backward(&m->off, l, s);
 }
 
 // ----------------------------------------------------------------------------
 // the whole model
 
+// The token embedding of the N rows into layer 0's input (this rank's rows of it under
+// sequence parallelism). Vocab-parallel (--shard-vocab 1, tp > 1): each rank looks up
+// the ids it owns and writes zeros for the others; the TP sum is the lookup.
+static void embed_forward(Llama* m, int N) {
+    const LlamaConfig* c = &m->cfg;
+    stream_t s = m->stream;
+    floatX* x = ACT(layer_acts(m, 0), A_X);
+    int k = prof_begin(&m->prof, "embedding", s);
+    if (!m->lay->vocab_tp) {
+        encoder_forward(x, m->inputs + own_row0(m, N), vocab_weights(m, P_EMB), own_rows(m, N), c->D, s);
+        prof_end(&m->prof, k, 0, 2.0 * own_rows(m, N) * c->D * SX, s);
+        return;
+    }
+    int held;
+    floatX* part = tp_partial_rows(m, x, N, &held);
+    encoder_forward_range(part, m->inputs, m->p[P_EMB], N, c->D, (int)m->lay->v0, (int)m->lay->v_valid, s);
+    prof_end(&m->prof, k, 0, 2.0 * N * c->D * SX, s);
+    floatX* mine = tp_reduce_rows(m, part, N);
+    if (mine != x) dev_memcpy_d2d(x, mine, (size_t)own_rows(m, N) * c->D * sizeof(floatX), s);
+    tp_give_back(m, held);
+}
+
+// its backward from m->dx (this rank's rows under sequence parallelism) into demb
+static void embed_backward(Llama* m, floatX* demb, int N) {
+    const LlamaConfig* c = &m->cfg;
+    stream_t s = m->stream;
+    int k = prof_begin(&m->prof, "embedding", s);
+    if (!m->lay->vocab_tp) {
+        encoder_backward(demb, m->dx, m->inputs + own_row0(m, N), own_rows(m, N), c->D, s);
+    } else {
+        int held;
+        const floatX* dy = tp_grad_rows(m, m->dx, N, &held);
+        encoder_backward_range(demb, dy, m->inputs, N, c->D, (int)m->lay->v0, (int)m->lay->v_valid, s);
+        tp_give_back(m, held);
+    }
+    prof_end(&m->prof, k, 0, 3.0 * N * c->D * SX, s);
+}
+
+// The cross-entropy of nr rows whose logits this rank holds a vocabulary shard of
+// ([nr, Vs]): the row max, then the sum of exponentials and the target logit, each summed
+// over the TP group, so that no rank ever holds a whole row of V logits. The padding
+// columns of the last shard are masked out (the loss equals the unsharded one).
+static void crossentropy_vocab_parallel(Llama* m, float* losses, const int* targets, int nr, float dloss, int backward) {
+    stream_t s = m->stream;
+    int Vs = (int)m->lay->vs, v0 = (int)m->lay->v0, nv = (int)m->lay->v_valid;
+    crossentropy_vp_max(m->ce_max, m->logits, nr, Vs, nv, s);
+    comm_all_reduce(llama_comm(m), GROUP_TP, m->ce_max, nr, COMM_FLOAT, COMM_MAX, s);
+    comm_join(m->comm, s);
+    crossentropy_vp_sums(m->ce_sums, m->logits, m->ce_max, targets, nr, Vs, v0, nv, s);
+    // the sums of exponentials [0, nr) and the target logits [nr, 2 nr): one all-reduce
+    comm_all_reduce(llama_comm(m), GROUP_TP, m->ce_sums, 2 * (size_t)nr, COMM_FLOAT, COMM_SUM, s);
+    comm_join(m->comm, s);
+    crossentropy_vp_finish(losses, m->logits, m->ce_max, m->ce_sums, targets, nr, Vs, v0, nv, dloss, backward, s);
+}
+
 // Final norm, output projection and cross-entropy, --ce-chunks rows at a time. In
 // training the backward of this head runs at once, chunk by chunk, so the [BT, V]
-// logits never exist: it leaves dL/d(x_final) in m->dx.
+// logits never exist: it leaves dL/d(x_final) in m->dx. Under TP: with a replicated
+// vocabulary every rank runs the head on its rows of the residual stream; vocab-parallel,
+// on all N rows (gathered under sequence parallelism) against its vocabulary shard, and
+// the input gradient is summed over the group.
 static void head_forward_backward(Llama* m, int N, RunMode mode, float dloss) {
     const LlamaConfig* c = &m->cfg;
-    int D = c->D, V = c->V;
+    int D = c->D, nr_own = own_rows(m, N), vtp = m->lay->vocab_tp;
+    int V = vtp ? (int)m->lay->vs : c->V;
+    int H = vtp ? N : nr_own;  // rows the head runs on
+    const int* targets = m->targets + (vtp ? 0 : own_row0(m, N));
     stream_t s = m->stream;
     Profile* P = &m->prof;
     int k = prof_begin(P, "rmsnorm fwd", s);
-    rmsnorm_forward(m->xf, m->rstdf, m->x_final, m->p[P_NORM], N, D, c->norm_eps, s);
-    prof_end(P, k, 0, 2.0 * N * D * SX, s);
+    rmsnorm_forward(m->xf, m->rstdf, m->x_final, m->p[P_NORM], nr_own, D, c->norm_eps, s);
+    prof_end(P, k, 0, 2.0 * nr_own * D * SX, s);
+    int held_x = -1, held_d = -1;
+    const floatX* xf = m->xf;
+    if (vtp && m->tpd.sp) {
+        floatX* g = recycled_take(&m->pool, m->buf_gather, "final norm output", (size_t)N * D * sizeof(floatX));
+        held_x = m->buf_gather;
+        xf = tp_gather_rows(m, g, m->xf, N);
+    }
+    floatX* dxf = mode == MODE_TRAIN && vtp ? tp_partial_rows(m, m->dxf, N, &held_d) : m->dxf;
     const floatX* w_out = vocab_weights(m, P_OUT);
     floatX* dw_out = mode == MODE_TRAIN ? vocab_grad_begin(m, P_OUT) : NULL;
-    for (int r0 = 0; r0 < N; r0 += m->ce_rows) {
-        int nr = N - r0 < m->ce_rows ? N - r0 : m->ce_rows;
+    for (int r0 = 0; r0 < H; r0 += m->ce_rows) {
+        int nr = H - r0 < m->ce_rows ? H - r0 : m->ce_rows;
         k = prof_begin(P, "head matmul fwd", s);
-        matmul_forward(m->logits, m->xf + (size_t)r0 * D, w_out, nr, D, V, D, 0, s);
+        matmul_forward(m->logits, xf + (size_t)r0 * D, w_out, nr, D, V, D, 0, s);
         prof_end(P, k, gemm_flops(nr, V, D), 0, s);
 #ifdef TESTING
-        if (m->capture_logits) {
+        if (m->capture_logits) {  // [BT, V] on the host: this rank's rows, or its vocabulary columns of every row
             stream_synchronize(s);
-            dev_download_floats(m->capture_logits + (size_t)r0 * V, m->logits, (size_t)nr * V);
+            float* tmp = (float*)xmalloc((size_t)nr * V * sizeof(float));
+            dev_download_floats(tmp, m->logits, (size_t)nr * V);
+            size_t row0 = vtp ? r0 : own_row0(m, N) + r0;
+            size_t c0 = vtp ? m->lay->v0 : 0, cols = vtp ? m->lay->v_valid : (size_t)V;
+            for (int i = 0; i < nr; i++)
+                memcpy(m->capture_logits + (row0 + i) * c->V + c0, tmp + (size_t)i * V, cols * sizeof(float));
+            free(tmp);
         }
 #endif
         k = prof_begin(P, "crossentropy", s);
-        crossentropy_forward_backward(m->losses + r0, m->logits, m->targets + r0, nr, V, dloss, mode == MODE_TRAIN, s);
+        if (vtp) crossentropy_vocab_parallel(m, m->losses + r0, targets + r0, nr, dloss, mode == MODE_TRAIN);
+        else crossentropy_forward_backward(m->losses + r0, m->logits, targets + r0, nr, V, dloss, mode == MODE_TRAIN, s);
         prof_end(P, k, 0, (mode == MODE_TRAIN ? 2.0 : 1.0) * nr * V * SX, s);
         if (mode == MODE_TRAIN) {
             k = prof_begin(P, "head matmul bwd", s);
-            matmul_backward_weight(dw_out, m->logits, m->xf + (size_t)r0 * D, nr, D, V, D, s);
-            matmul_backward_input(m->dxf + (size_t)r0 * D, m->logits, w_out, nr, D, V, D, 0, s);
+            matmul_backward_weight(dw_out, m->logits, xf + (size_t)r0 * D, nr, D, V, D, s);
+            matmul_backward_input(dxf + (size_t)r0 * D, m->logits, w_out, nr, D, V, D, 0, s);
             prof_end(P, k, 2 * gemm_flops(nr, V, D), 0, s);
         }
     }
+    tp_give_back(m, held_x);
     if (mode == MODE_TRAIN) {
         if (!c->tied) vocab_grad_done(m, P_OUT);  // tied: the embedding's backward adds to it first
+        const floatX* dxf_own = vtp ? tp_reduce_rows(m, dxf, N) : dxf;
         k = prof_begin(P, "rmsnorm bwd", s);
-        dev_memset(m->dx, 0, (size_t)N * D * sizeof(floatX), s);
-        rmsnorm_backward(m->dx, m->g[P_NORM], m->dxf, m->x_final, m->p[P_NORM], m->rstdf, N, D, s);
-        prof_end(P, k, 0, 5.0 * N * D * SX, s);
+        dev_memset(m->dx, 0, (size_t)nr_own * D * sizeof(floatX), s);
+        rmsnorm_backward(m->dx, m->g[P_NORM], dxf_own, m->x_final, m->p[P_NORM], m->rstdf, nr_own, D, s);
+        prof_end(P, k, 0, 5.0 * nr_own * D * SX, s);
+        tp_give_back(m, held_d);
     }
 }
+
+// the rows of the head's per-token losses: distinct on every rank of the TP group (a
+// replicated vocabulary under sequence parallelism) or the same on all of them
+static int head_rows(const Llama* m, int N) { return m->tpd.sp && !m->lay->vocab_tp ? own_rows(m, N) : N; }
 
 // The gradients of [lo, lo + n) are complete for this micro-step. With
 // --fp32-grad-accum they move into the fp32 accumulator (the bf16 buffer is zeroed
@@ -975,23 +1408,29 @@ static void grads_micro_step_done(Llama* m, size_t lo, size_t n, int last) {
     prof_end(&m->prof, k, 0, n * (2 * SX + 8.0), m->stream);
 }
 
+// checks a micro-batch against the plan and stages its tokens
+static void llama_stage_batch(Llama* m, const int* inputs, const int* targets, int B, int T) {
+    int N = B * T;
+    if (B * T > m->B * m->T || T > m->T) FAIL("batch %dx%d exceeds the planned %dx%d", B, T, m->B, m->T);
+    if (m->tpd.sp && N % m->tpd.tp != 0)
+        FAIL("--tp-mode reducescatter: a micro-batch of %d tokens does not split into %d equal blocks", N, m->tpd.tp);
+    m->N_cur = N;
+    dev_memcpy_h2d(m->inputs, inputs, (size_t)N * sizeof(int), m->stream);
+    if (targets) dev_memcpy_h2d(m->targets, targets, (size_t)N * sizeof(int), m->stream);
+}
+
 // One micro-batch: forward, and in training the backward too, adding into the
 // gradients (dloss = 1 / (tokens in the whole step, all DP ranks)). With last = 1
-// (the step's last micro-batch) each bucket's DP reduction starts as soon as its
-// gradients are complete. The losses are summed on the device: llama_take_loss reads
-// them once per step.
+// (the step's last micro-batch) each bucket's reductions (TP for the replicated
+// tensors under sequence parallelism, then DP) start as soon as its gradients are
+// complete. The losses are summed on the device: llama_take_loss reads them once per step.
 static void llama_forward_backward(Llama* m, const int* inputs, const int* targets, int B, int T, RunMode mode,
                                    float dloss, int last) {
     const LlamaConfig* c = &m->cfg;
     int N = B * T;
-    if (B * T > m->B * m->T || T > m->T) FAIL("batch %dx%d exceeds the planned %dx%d", B, T, m->B, m->T);
     stream_t s = m->stream;
-    dev_memcpy_h2d(m->inputs, inputs, (size_t)N * sizeof(int), s);
-    dev_memcpy_h2d(m->targets, targets, (size_t)N * sizeof(int), s);
-    const floatX* emb = vocab_weights(m, P_EMB);
-    int k = prof_begin(&m->prof, "embedding", s);
-    encoder_forward(ACT(layer_acts(m, 0), A_X), m->inputs, emb, N, c->D, s);
-    prof_end(&m->prof, k, 0, 2.0 * N * c->D * SX, s);
+    llama_stage_batch(m, inputs, targets, B, T);
+    embed_forward(m, N);
     for (int l = 0; l < c->L; l++) layer_forward(m, l, B, T, mode);
     head_forward_backward(m, N, mode, dloss);
     if (mode == MODE_TRAIN) {
@@ -999,65 +1438,74 @@ static void llama_forward_backward(Llama* m, const int* inputs, const int* targe
             layer_backward(m, l, B, T);
             const Bucket* b = &m->lay->bucket[l];
             grads_micro_step_done(m, b->start, b->padded, last);
-            if (last) grads_reduce_bucket(m, l);  // overlaps the backward of the layers below
+            if (last) { tp_reduce_replicated_grads(m, l); grads_reduce_bucket(m, l); }  // overlaps the layers below
         }
         // a tied, sharded model's unsharded gradient already holds the head's part
-        floatX* demb = m->flags.shard_vocab && c->tied ? m->vocab_dw : vocab_grad_begin(m, P_EMB);
-        k = prof_begin(&m->prof, "embedding", s);
-        encoder_backward(demb, m->dx, m->inputs, N, c->D, s);
-        prof_end(&m->prof, k, 0, 3.0 * N * c->D * SX, s);
+        floatX* demb = vocab_dp_sharded(m) && c->tied ? m->vocab_dw : vocab_grad_begin(m, P_EMB);
+        embed_backward(m, demb, N);
         vocab_grad_done(m, P_EMB);
         const Bucket* hb = &m->lay->bucket[c->L];
         grads_micro_step_done(m, hb->start, hb->padded, last);
-        grads_micro_step_done(m, m->lay->vocab_start, m->lay->n_local - m->lay->vocab_start, last);  // --shard-vocab
-        if (last) grads_reduce_bucket(m, c->L);
+        grads_micro_step_done(m, m->lay->vocab_start, m->lay->n_local - m->lay->vocab_start, last);  // --shard-vocab over DP
+        if (last) { tp_reduce_replicated_grads(m, -1); grads_reduce_bucket(m, c->L); }
     }
-    sum_accumulate(m->loss_sum, m->losses, (size_t)N, s);
-    m->loss_tokens += N;
+    sum_accumulate(m->loss_sum, m->losses, (size_t)head_rows(m, N), s);
+    m->loss_tokens += head_rows(m, N);
 }
 
-// The mean loss over the tokens forward has seen since the last call, over the DP
-// group (every rank's micro-batches have the same size): the step's one read of a
-// device value and wait for the device. Resets the sum.
+// The mean loss over the tokens forward has seen since the last call, over the ranks
+// whose rows differ (the DP group; the world when the TP ranks' head rows differ): the
+// step's one read of a device value and wait for the device. Resets the sum.
 static float llama_take_loss(Llama* m) {
     float sum = 0.0f;
     dev_memcpy_d2h(&sum, m->loss_sum, sizeof(float), m->stream);
     dev_memset(m->loss_sum, 0, sizeof(float), m->stream);
     comm_synchronize(m->comm);  // bounded: a dead peer ends here with a message
     stream_synchronize(m->stream);
-    double mean = m->loss_tokens > 0 ? sum / m->loss_tokens : NAN;
+    double v[2] = {sum, m->loss_tokens};
     m->loss_tokens = 0;
-    comm_host_all_reduce(m->comm, GROUP_DP, &mean, 1, COMM_SUM);
-    return (float)(mean / m->comm->dp);
+    comm_host_all_reduce(m->comm, m->tpd.sp && !m->lay->vocab_tp ? GROUP_WORLD : GROUP_DP, v, 2, COMM_SUM);
+    return v[1] > 0 ? (float)(v[0] / v[1]) : NAN;
 }
 
 static void llama_zero_grads(Llama* m) {
     dev_memset(m->grads, 0, m->lay->n_local * sizeof(floatX), m->stream);
 }
 
-// The global gradient norm (before clipping), once the DP reductions are done: each
-// rank sums the squares of what it owns, then one all-reduce. Owned ranges, not
-// tensors: the padding of a bucket holds zero gradients, so it adds nothing, and the
-// norm takes one call per owned range (one for all the buckets when they are replicated,
-// counted once, on DP rank 0) instead of one per tensor.
+// The global gradient norm (before clipping), once the reductions are done: each rank
+// sums the squares of what it owns, then one all-reduce. Owned ranges, not tensors: the
+// padding of a bucket holds zero gradients, so it adds nothing, and the norm takes one
+// call per owned range (one for all the buckets when they are replicated, counted once,
+// on DP rank 0) instead of one per tensor. Under TP the pieces of what this rank owns
+// are summed instead, the TP-replicated ones (norm weights, a replicated vocabulary)
+// on TP rank 0 only, and the all-reduce spans the world.
 static float llama_grad_norm(Llama* m) {
     stream_t s = m->stream;
     const ParamLayout* lay = m->lay;
     comm_join(m->comm, s);
     int k = prof_begin(&m->prof, "grad norm", s);
     dev_memset(m->norm_scratch, 0, sizeof(float), s);
-    if (m->flags.zero) {
-        for (int b = 0; b < lay->n_buckets; b++) {
-            size_t lo, n; bucket_owned(lay, b, &lo, &n);
-            global_norm_squared(m->norm_scratch, m->grads + lo, n, s);
+    if (m->tpd.tp > 1) {
+        if (m->flags.zero || m->comm->dp_rank == 0)
+            for (int i = 0; i < m->n_pieces; i++) {
+                const Piece* pc = &m->pieces[i];
+                if (param_tp_replicated(lay, pc->tensor) && m->comm->tp_rank != 0) continue;
+                global_norm_squared(m->norm_scratch, m->grads + pc->local_off, pc->n, s);
+            }
+    } else {
+        if (m->flags.zero) {
+            for (int b = 0; b < lay->n_buckets; b++) {
+                size_t lo, n; bucket_owned(lay, b, &lo, &n);
+                global_norm_squared(m->norm_scratch, m->grads + lo, n, s);
+            }
+        } else if (m->comm->dp_rank == 0) {
+            global_norm_squared(m->norm_scratch, m->grads, lay->vocab_start, s);
         }
-    } else if (m->comm->dp_rank == 0) {
-        global_norm_squared(m->norm_scratch, m->grads, lay->vocab_start, s);
+        if (lay->n_local > lay->vocab_start)  // the owned vocabulary rows
+            global_norm_squared(m->norm_scratch, m->grads + lay->vocab_start, lay->n_local - lay->vocab_start, s);
     }
-    if (lay->n_local > lay->vocab_start)  // the owned vocabulary rows
-        global_norm_squared(m->norm_scratch, m->grads + lay->vocab_start, lay->n_local - lay->vocab_start, s);
     prof_end(&m->prof, k, 0, (double)lay->n_opt * SX, s);
-    comm_all_reduce(llama_comm(m), GROUP_DP, m->norm_scratch, 1, COMM_FLOAT, COMM_SUM, s);
+    comm_all_reduce(llama_comm(m), GROUP_WORLD, m->norm_scratch, 1, COMM_FLOAT, COMM_SUM, s);
     comm_join(m->comm, s);
     float norm2 = 0.0f;
     dev_memcpy_d2h(&norm2, m->norm_scratch, sizeof(float), s);
@@ -1101,17 +1549,41 @@ static void llama_apply_update(Llama* m, float lr, float beta1, float beta2, flo
 
 
 // Logits of the last position of one sequence (for sampling): the layers on [1, T]
-// in eval mode, then the head on one row only.
-static void llama_next_token_logits(Llama* m, const int* tokens, int T, float* host_logits) {
+// in eval mode, then the head on one row only. A collective under TP: every rank
+// gets all V logits. Sequence parallelism needs T divisible by tp: the sequence is padded
+// with token 0 after its end, which causal attention keeps from the rows before it.
+static void llama_next_token_logits(Llama* m, const int* tokens, int T, float* host_logits, int* pad_scratch) {
     const LlamaConfig* c = &m->cfg;
     stream_t s = m->stream;
-    dev_memcpy_h2d(m->inputs, tokens, (size_t)T * sizeof(int), s);
-    encoder_forward(ACT(layer_acts(m, 0), A_X), m->inputs, vocab_weights(m, P_EMB), T, c->D, s);
-    for (int l = 0; l < c->L; l++) layer_forward(m, l, 1, T, MODE_EVAL);
-    rmsnorm_forward(m->xf, m->rstdf, m->x_final + (size_t)(T - 1) * c->D, m->p[P_NORM], 1, c->D, c->norm_eps, s);
-    matmul_forward(m->logits, m->xf, vocab_weights(m, P_OUT), 1, c->D, c->V, c->D, 0, s);
+    int tp = m->tpd.tp, Tp = m->tpd.sp ? (int)ceil_div(T, tp) * tp : T;
+    if (Tp > m->T) FAIL("sampling %d tokens: padded to %d for --tp-mode reducescatter, more than seq %d", T, Tp, m->T);
+    memcpy(pad_scratch, tokens, (size_t)T * sizeof(int));
+    for (int t = T; t < Tp; t++) pad_scratch[t] = 0;
+    llama_stage_batch(m, pad_scratch, NULL, 1, Tp);
+    embed_forward(m, Tp);
+    for (int l = 0; l < c->L; l++) layer_forward(m, l, 1, Tp, MODE_EVAL);
+    int held = -1;
+    const floatX* xfin = m->x_final;
+    if (m->tpd.sp) {
+        floatX* g = recycled_take(&m->pool, m->buf_gather, "final hidden states (sampling)", (size_t)Tp * c->D * sizeof(floatX));
+        held = m->buf_gather;
+        xfin = tp_gather_rows(m, g, m->x_final, Tp);
+    }
+    int vtp = m->lay->vocab_tp, V = vtp ? (int)m->lay->vs : c->V;
+    rmsnorm_forward(m->xf, m->rstdf, xfin + (size_t)(T - 1) * c->D, m->p[P_NORM], 1, c->D, c->norm_eps, s);
+    matmul_forward(m->logits, m->xf, vocab_weights(m, P_OUT), 1, c->D, V, c->D, 0, s);
+    tp_give_back(m, held);
+    comm_synchronize(m->comm);
     stream_synchronize(s);
-    dev_download_floats(host_logits, m->logits, c->V);
+    if (!vtp) { dev_download_floats(host_logits, m->logits, c->V); return; }
+    // the vocabulary shards of the TP group, in rank order, without the padding
+    float* mine = (float*)xmalloc((size_t)V * sizeof(float));
+    float* all = (float*)xmalloc((size_t)V * tp * sizeof(float));
+    dev_download_floats(mine, m->logits, V);
+    comm_host_gather(m->comm, GROUP_TP, mine, (size_t)V * sizeof(float), all);
+    comm_host_broadcast(m->comm, GROUP_TP, all, (size_t)V * tp * sizeof(float), 0);
+    memcpy(host_logits, all, (size_t)c->V * sizeof(float));
+    free(mine); free(all);
 }
 
 // ----------------------------------------------------------------------------
@@ -1152,6 +1624,7 @@ static void checkpoint_write(Llama* m, const char* path, int step, int grad_accu
         header[12] = m->B; header[13] = m->T; header[14] = grad_accum; header[15] = (int)ds;
         header[16] = m->flags.zero; header[17] = m->flags.shard_vocab;
         header[18] = (int)(n & 0x7fffffff); header[19] = (int)(n >> 31);
+        header[20] = cm->tp;  // for the record: any layout reads the file
         hf[32] = c->rope_theta; hf[33] = c->norm_eps;
         CkptWriter w;
         ckpt_writer_open(&w, path);
@@ -1270,6 +1743,7 @@ typedef struct {
     const char* fit_candidates;
     int batch_given, fit_fixed_ffn, fit_fixed_ce, fit_fixed_recompute, fit_fixed_offload;  // flags given by the user
     const char* comm_backend;
+    const char* tp_mode;
     float comm_timeout;
     float temperature;
     const char *train_data, *val_data, *tokenizer;
@@ -1298,7 +1772,7 @@ static void parse_args(int argc, char** argv, TrainArgs* a) {
     a->val_data = "data/tinystories/tinystories_val_*.bin";
     a->tokenizer = "../shared/data/tinystories/tokenizer/tokenizer.bin";
     a->loop.run_dir = "runs/train_llama";
-    a->tp = 1; a->comm_timeout = 300.0f;
+    a->tp = 1; a->tp_mode = "allreduce"; a->comm_timeout = 300.0f;
     a->fit_reserve_mib = -1.0f;
 #ifdef LLMC_CPU
     a->fit_link_gbs = 10.0f;
@@ -1351,7 +1825,9 @@ static void parse_args(int argc, char** argv, TrainArgs* a) {
         {"shard-vocab", 'i', &a->flags.shard_vocab, "1: embedding and output projection as 1/dp row shards, gathered at use"},
         {"comm", 's', &a->comm_backend, "nccl | mpi: how a CUDA build's ranks talk (mpi: staged via host, GPUs may be shared)"},
         {"comm-timeout", 'f', &a->comm_timeout, "seconds a collective may wait before the job is aborted (default 300)"},
-        {"tp", 'i', &a->tp, "tensor-parallel group size (only 1 in this build: DP only)"},
+        {"tp", 'i', &a->tp, "tensor-parallel group size: consecutive ranks; must divide the ranks, H and KV (default 1)"},
+        {"tp-mode", 's', &a->tp_mode, "allreduce | reducescatter (sequence parallelism: B*T/tp rows per rank in the residual stream)"},
+        {"tp-recompute-allgather", 'i', &a->flags.tp_regather, "1: backward gathers the norm outputs again (default); 0: keep the gathered copies"},
         {"dp", 'i', &a->dp_plan, "with --plan-only: plan for this many DP ranks (a run takes dp from the launcher)"},
         {"fit-memory", 'f', &a->fit_memory, "GiB: choose the memory flags (and the batch, unless given) that fit at the least predicted cost"},
         {"fit-link-gbs", 'f', &a->fit_link_gbs, "GB/s of the host link in --fit-memory's cost of offload (default 25; CPU build 10)"},
@@ -1373,7 +1849,8 @@ static void parse_args(int argc, char** argv, TrainArgs* a) {
     a->fit_fixed_recompute = flag_given(flags, nflags, given, &a->flags.recompute);
     a->fit_fixed_offload = flag_given(flags, nflags, given, &a->flags.offload_act);
     if (!(a->temperature >= 0.0f)) FAIL("--temperature must be >= 0 (0 = greedy)");
-    if (a->tp != 1) FAIL("--tp %d: tensor parallelism is not in this build yet; world = dp ranks (use --tp 1)", a->tp);
+    a->flags.tp_sp = tp_mode_parse(a->tp_mode);
+    if (a->tp < 1) FAIL("--tp must be >= 1 (got %d)", a->tp);
     if (strcmp(a->comm_backend, "nccl") != 0 && strcmp(a->comm_backend, "mpi") != 0)
         FAIL("--comm must be 'nccl' or 'mpi', got '%s'", a->comm_backend);
     if (!(a->comm_timeout > 0.0f)) FAIL("--comm-timeout must be > 0 seconds");
@@ -1396,8 +1873,9 @@ static void print_config(Logger* lg, const TrainArgs* a, const Llama* m, int gra
     logf_(lg, "batch: B=%d T=%d per rank, %d tokens per step (%d micro-steps x %d DP ranks) | steps %d, lr %g warmup %d, "
           "wd %g, clip %g\n", a->B, a->T, a->total_batch, grad_accum, m->comm->dp, a->loop.steps, a->loop.lr, a->loop.warmup,
           a->loop.weight_decay, a->loop.grad_clip);
-    logf_(lg, "parallel: world %d = dp %d x tp %d | --zero %d --shard-vocab %d | comm %s, timeout %g s\n", m->comm->size,
-          m->comm->dp, m->comm->tp, m->flags.zero, m->flags.shard_vocab,
+    logf_(lg, "parallel: world %d = dp %d x tp %d (--tp-mode %s, --tp-recompute-allgather %d) | --zero %d --shard-vocab %d%s "
+          "| comm %s, timeout %g s\n", m->comm->size, m->comm->dp, m->comm->tp, a->tp_mode, m->flags.tp_regather, m->flags.zero,
+          m->flags.shard_vocab, m->flags.shard_vocab ? (m->lay->vocab_tp ? " (over TP)" : " (over DP)") : "",
           m->comm->backend == BACKEND_NCCL ? "nccl" : m->comm->backend == BACKEND_MPI ? "mpi" : m->comm->size > 1 ? "none (plan only)" : "none (one process)",
           a->comm_timeout);
     logf_(lg, "memory flags: --ffn-chunks %d --ffn-chunk-dim %s --ce-chunks %d --offload-act %d (%d layers) --recompute %d"
@@ -1413,6 +1891,63 @@ static void print_config(Logger* lg, const TrainArgs* a, const Llama* m, int gra
 #endif
 }
 
+// The bytes this rank sends per optimizer step in device collectives, by group and
+// kind, in the ring convention of comm_count (all-gather and reduce-scatter of a whole
+// buffer of S bytes: (g-1)/g S; all-reduce: twice that). The closed form of
+// docs/memory.md section 10; a training run prints the counted bytes of its first
+// step next to it, and make test requires them equal.
+typedef struct { double b[NUM_GROUPS][NUM_COMM_KINDS]; } CommBytes;
+
+static CommBytes comm_bytes_per_step(const Llama* m, int micro_steps) {
+    CommBytes cb;
+    memset(&cb, 0, sizeof(cb));
+    const LlamaConfig* c = &m->cfg;
+    const ParamLayout* lay = m->lay;
+    const Comm* cm = m->comm;
+    double sx = sizeof(floatX), N = (double)m->B * m->T, D = c->D, S = N * D * sx, L = c->L;
+    #define ADD(g, k, bytes) cb.b[g][k] += ((k) == KIND_ALL_REDUCE ? 2.0 : 1.0) * (cm->group_size[g] - 1) / cm->group_size[g] * (bytes)
+    if (m->tpd.tp > 1) {
+        double re2 = m->flags.recompute >= 2, regather = !m->tpd.keep_gathered, vtp = lay->vocab_tp;
+        double ce = 3.0 * N * sizeof(float);  // the CE row max, then the sums of exponentials and target logits
+        if (!m->tpd.sp) {  // an all-reduce after each row-parallel GEMM and after each pair of column-parallel input gradients
+            ADD(GROUP_TP, KIND_ALL_REDUCE, micro_steps * (L * (4 + re2) * S + vtp * 2 * S));
+        } else {  // forward: gather xn1, xn2, scatter wo, w2; backward: gather dx twice and the inputs again, scatter dxn twice
+            ADD(GROUP_TP, KIND_ALL_GATHER, micro_steps * (L * (4 + re2 + 2 * regather) * S + vtp * 2 * S));
+            ADD(GROUP_TP, KIND_REDUCE_SCATTER, micro_steps * (L * (4 + re2) * S + vtp * 2 * S));
+            // once per step: the gradients of the tensors every TP rank holds whole
+            double vocab = vtp ? 0 : (c->tied ? 1 : 2) * (double)c->V * D;
+            ADD(GROUP_TP, KIND_ALL_REDUCE, (L * 2 * D + D + vocab) * sx);
+        }
+        ADD(GROUP_TP, KIND_ALL_REDUCE, micro_steps * vtp * ce);
+    }
+    for (int b = 0; b < lay->n_buckets; b++) {  // data parallelism: each bucket once per step
+        double bytes = lay->bucket[b].padded * sx;
+        if (m->flags.zero) { ADD(GROUP_DP, KIND_REDUCE_SCATTER, bytes); ADD(GROUP_DP, KIND_ALL_GATHER, bytes); }
+        else ADD(GROUP_DP, KIND_ALL_REDUCE, bytes);
+    }
+    if (m->flags.shard_vocab && !lay->vocab_tp) {  // the vocabulary over DP: gathered at use, gradients scattered
+        double full = (double)lay->vocab_rows * cm->dp * D * sx;
+        // tied: one gathered copy serves the whole step; untied: the lookup and the head take turns in the one buffer
+        ADD(GROUP_DP, KIND_ALL_GATHER, (c->tied ? 1 : 2.0 * micro_steps) * full);
+        ADD(GROUP_DP, KIND_REDUCE_SCATTER, (c->tied ? 1 : 2) * micro_steps * full);
+    }
+    ADD(GROUP_WORLD, KIND_ALL_REDUCE, sizeof(float));  // the squared gradient norm
+    #undef ADD
+    return cb;
+}
+
+static void comm_bytes_log(Logger* lg, const char* what, const double b[NUM_GROUPS][NUM_COMM_KINDS]) {
+    logf_(lg, "%s:", what);
+    double total = 0;
+    for (int g = 0; g < NUM_GROUPS; g++)
+        for (int k = 0; k < NUM_COMM_KINDS; k++) {
+            if (b[g][k] == 0) continue;
+            logf_(lg, " %s %s %.0f B;", GROUP_NAMES[g], COMM_KIND_NAMES[k], b[g][k]);
+            total += b[g][k];
+        }
+    logf_(lg, " total %.0f B (%.2f MiB)\n", total, total / 1048576.0);
+}
+
 static void print_plan(Logger* lg, const Llama* m) {
     if (lg->quiet) return;
     logf_(lg, "memory plan%s (everything allocated before the first step):\n", m->comm->dp > 1 ? " per rank" : "");
@@ -1424,23 +1959,33 @@ static void print_plan(Logger* lg, const Llama* m) {
         // what --shard-vocab buys against the same run without it: it can be negative
         // (a tied model under --zero 1: docs/memory.md section 7), so say it
         ParamLayout* off = (ParamLayout*)xmalloc(sizeof(ParamLayout));
-        param_layout_build(off, &m->cfg, m->comm->dp, 0, m->flags.zero, 0);
+        param_layout_build(off, &m->cfg, m->comm->tp, 0, m->comm->dp, 0, m->flags.zero, 0);
         double per_opt = 4.0 * (2 + HAVE_MASTER_WEIGHTS), per_local = 2.0 * sizeof(floatX) + 4.0 * m->flags.grad_fp32;
         double without = off->n_local * per_local + off->n_opt * per_opt;
         double with = m->lay->n_local * per_local + m->lay->n_opt * per_opt +
-                      2.0 * m->lay->vocab_rows * m->comm->dp * m->cfg.D * sizeof(floatX);
+                      (m->lay->vocab_tp ? 0.0 : 2.0 * m->lay->vocab_rows * m->comm->dp * m->cfg.D * sizeof(floatX));
         logf_(lg, "--shard-vocab 1 %s %.1f MiB per rank against --shard-vocab 0 (parameters, gradients and optimizer "
               "state of the vocabulary, less its two gathered buffers)\n", without >= with ? "saves" : "COSTS",
               fabs(without - with) / 1048576.0);
         free(off);
     }
     act_plan_log(lg, &m->acts, "layer");
+    CommBytes cb = comm_bytes_per_step(m, m->micro_steps);
+    comm_bytes_log(lg, "comm per step, predicted (bytes this rank sends)", cb.b);
 }
 
 static void write_plan_json(const Llama* m, const char* path) {
-    char extra[256];
-    snprintf(extra, sizeof(extra), "\"dp\": %d, \"zero\": %d, \"shard_vocab\": %d, \"n_local\": %zu, \"n_opt\": %zu",
-             m->comm->dp, m->flags.zero, m->flags.shard_vocab, m->lay->n_local, m->lay->n_opt);
+    char extra[1024];
+    CommBytes cb = comm_bytes_per_step(m, m->micro_steps);
+    char comm[512] = "";
+    for (int g = 0; g < NUM_GROUPS; g++)
+        for (int k = 0; k < NUM_COMM_KINDS; k++)
+            snprintf(comm + strlen(comm), sizeof(comm) - strlen(comm), "%s\"%s %s\": %.0f", comm[0] ? ", " : "",
+                     GROUP_NAMES[g], COMM_KIND_NAMES[k], cb.b[g][k]);
+    snprintf(extra, sizeof(extra), "\"dp\": %d, \"tp\": %d, \"tp_sp\": %d, \"tp_regather\": %d, \"zero\": %d, "
+             "\"shard_vocab\": %d, \"n_local\": %zu, \"n_opt\": %zu, \"comm_bytes_per_step\": {%s}",
+             m->comm->dp, m->comm->tp, m->flags.tp_sp, m->flags.tp_regather, m->flags.zero, m->flags.shard_vocab,
+             m->lay->n_local, m->lay->n_opt, comm);
     trainer_plan_json(path, &m->acts, &m->off, m->num_params, extra, &m->dev, &m->host);
 }
 
@@ -1630,13 +2175,13 @@ static int pick_token(float* logits, int V, float temperature, Rng* rng) {
 // a story from BOS, sampled with its own generator seeded by the step, so a resumed
 // run prints the same samples as an uninterrupted one
 static void sample_story(Llama* m, Tokenizer* tok, Logger* lg, int len, float temperature, uint64_t seed, int* tokens,
-                         float* logits) {
+                         float* logits, int* pad_scratch) {
     const LlamaConfig* c = &m->cfg;
     Rng rng; rng_init(&rng, seed);
     tokens[0] = 1;  // BOS
     logf_(lg, "--- sample ---\n");
     for (int t = 1; t < len; t++) {
-        llama_next_token_logits(m, tokens, t, logits);
+        llama_next_token_logits(m, tokens, t, logits, pad_scratch);
         int next = pick_token(logits, c->V, temperature, &rng);
         tokens[t] = next;
         if (next == 1) break;  // BOS starts the next story
@@ -1650,9 +2195,9 @@ static void sample_story(Llama* m, Tokenizer* tok, Logger* lg, int len, float te
 
 // the fields every rank must agree on (comm_check_same_config)
 static void check_same_config(Comm* comm, const TrainArgs* a) {
-    char v[48][COMM_CONFIG_VALUE_BYTES];
-    const char* names[48];
-    const char* values[48];
+    char v[64][COMM_CONFIG_VALUE_BYTES];
+    const char* names[64];
+    const char* values[64];
     int n = 0;
     #define FIELD(name, fmt, x) do { names[n] = name; snprintf(v[n], COMM_CONFIG_VALUE_BYTES, fmt, x); values[n] = v[n]; n++; } while (0)
     FIELD("model V", "%d", a->cfg.V); FIELD("model D", "%d", a->cfg.D); FIELD("model L", "%d", a->cfg.L);
@@ -1667,6 +2212,7 @@ static void check_same_config(Comm* comm, const TrainArgs* a) {
     FIELD("ffn-chunk-dim", "%s", a->loop.ffn_chunk_dim); FIELD("ce-chunks", "%d", a->flags.ce_chunks);
     FIELD("offload-act", "%d", a->flags.offload_act); FIELD("recompute", "%d", a->flags.recompute);
     FIELD("zero", "%d", a->flags.zero); FIELD("shard-vocab", "%d", a->flags.shard_vocab);
+    FIELD("tp", "%d", a->tp); FIELD("tp-mode", "%s", a->tp_mode); FIELD("tp-recompute-allgather", "%d", a->flags.tp_regather);
     FIELD("fit-memory", "%.9g", a->fit_memory); FIELD("comm", "%s", a->comm_backend); FIELD("val-every", "%d", a->loop.val_every); FIELD("val-batches", "%d", a->val_batches);
     FIELD("sample-every", "%d", a->sample_every); FIELD("ckpt-every", "%d", a->loop.ckpt_every);
     FIELD("train-data", "%s", a->train_data); FIELD("val-data", "%s", a->val_data); FIELD("run-dir", "%s", a->loop.run_dir);
@@ -1682,7 +2228,7 @@ int main(int argc, char** argv) {
     attention_select(attention_impl_parse(a.loop.attention), a.cfg.D / a.cfg.H);
     Comm comm;
     if (a.loop.plan_only) {
-        comm_init_plan(&comm, a.dp_plan > 0 ? a.dp_plan : 1);  // no launcher, no device: the plan of one rank
+        comm_init_plan(&comm, a.dp_plan > 0 ? a.dp_plan : 1, a.tp);  // no launcher, no device: the plan of rank 0
     } else {
         comm_init(&comm, a.tp, strcmp(a.comm_backend, "nccl") == 0, a.comm_timeout);
         if (a.dp_plan > 0 && a.dp_plan != comm.dp)
@@ -1700,6 +2246,7 @@ int main(int argc, char** argv) {
     Llama m;
     if (a.loop.plan_only) {
         llama_build(&m, &a.cfg, &a.flags, &comm, a.B, a.T, 0);
+        m.micro_steps = grad_accum;
         print_config(&lg, &a, &m, grad_accum);
         logf_(&lg, "%s", fit_report);
         print_plan(&lg, &m);
@@ -1710,6 +2257,7 @@ int main(int argc, char** argv) {
     dev_select(comm_device_index(&comm, dev_count()));
     comm_setup_device(&comm);
     llama_build(&m, &a.cfg, &a.flags, &comm, a.B, a.T, 1);
+    m.micro_steps = grad_accum;
 
     // --resume auto: the newest complete checkpoint of the run directory, if any
     const char* resume = a.loop.resume;
@@ -1737,7 +2285,9 @@ int main(int argc, char** argv) {
     Tokenizer tok;
     int have_tok = a.sample_every > 0 && tokenizer_init(&tok, a.tokenizer, a.cfg.V) == 0;
     int sample_len = a.sample_len < a.T ? a.sample_len : a.T;
+    if (m.tpd.sp) sample_len = sample_len < a.T / a.tp * a.tp ? sample_len : a.T / a.tp * a.tp;  // padded to a multiple of tp
     int* sample_tokens = (int*)xmalloc((size_t)sample_len * sizeof(int));
+    int* sample_pad = (int*)xmalloc((size_t)a.T * sizeof(int));
     float* sample_logits = (float*)xmalloc((size_t)a.cfg.V * sizeof(float));
 
     int start = 0;
@@ -1774,6 +2324,7 @@ int main(int argc, char** argv) {
     double loop_start = now_seconds();
     for (int step = start + 1; step <= a.loop.steps; step++) {
         double t0 = now_seconds();
+        if (step == start + 1) memset(comm.sent, 0, sizeof(comm.sent));  // what the plan's formula predicts, counted
         if (step == a.profile_step) profile_start_step(&m.prof);
         float lr = lr_at_step(step, a.loop.steps, a.loop.warmup, a.loop.lr, a.loop.min_lr_frac);
         llama_zero_grads(&m);
@@ -1787,6 +2338,7 @@ int main(int argc, char** argv) {
         stop_if_not_finite(step, loss, norm, a.loop.run_dir, last_ckpt);
         llama_apply_update(&m, lr, a.loop.beta1, a.loop.beta2, a.loop.adam_eps, a.loop.weight_decay, a.loop.grad_clip, norm, step);
         double ms = (now_seconds() - t0) * 1e3;
+        if (step == start + 1) comm_bytes_log(&lg, "comm per step, counted in this step (bytes this rank sent)", comm.sent);
         if (step == a.profile_step) profile_report(&m.prof, &lg, step, ms);
         double measured = (double)dev_peak_bytes_measured();
         comm_host_all_reduce(&comm, GROUP_WORLD, &measured, 1, COMM_MAX);  // the largest rank's
@@ -1817,7 +2369,7 @@ int main(int argc, char** argv) {
         metrics_end(&lg);
         if (have_tok && (step % a.sample_every == 0 || last))
             sample_story(&m, &tok, &lg, sample_len, a.temperature, (uint64_t)a.loop.seed * 1000003ull + step, sample_tokens,
-                         sample_logits);
+                         sample_logits, sample_pad);
         if (a.loop.ckpt_every > 0 && (step % a.loop.ckpt_every == 0 || last)) {
             snprintf(path, sizeof(path), "%s/ckpt_%06d.bin", a.loop.run_dir, step);
             checkpoint_write(&m, path, step, grad_accum, &train);
@@ -1829,7 +2381,7 @@ int main(int argc, char** argv) {
         if (a.loop.val_every > 0) logf_(&lg, "step %5d | val loss %.6f\n", start, evaluate(&m, &val, a.val_batches));
         if (have_tok)
             sample_story(&m, &tok, &lg, sample_len, a.temperature, (uint64_t)a.loop.seed * 1000003ull + start, sample_tokens,
-                         sample_logits);
+                         sample_logits, sample_pad);
         double measured = (double)dev_peak_bytes_measured();
         comm_host_all_reduce(&comm, GROUP_WORLD, &measured, 1, COMM_MAX);
         peak_measured = (size_t)measured;
@@ -1838,7 +2390,7 @@ int main(int argc, char** argv) {
           peak_measured / 1048576.0, dev_measured_name(), comm.dp > 1 ? ", largest rank" : "", m.dev.total / 1048576.0,
           comm.dp > 1 ? " per rank" : "");
     if (have_tok) tokenizer_free(&tok);
-    free(sample_tokens); free(sample_logits);
+    free(sample_tokens); free(sample_logits); free(sample_pad);
     dataloader_free(&train);
     if (a.loop.val_every > 0) dataloader_free(&val);
     logger_close(&lg);

@@ -74,6 +74,6 @@ static inline ActBlock act_block_at(const ActPlan* p, char* block, const ActBloc
 
 static inline void act_plan_log(Logger* lg, const ActPlan* p, const char* per) {
     logf_(lg, "saved activations per %s: %zu bytes (%.2f MiB):", per, p->block_bytes, p->block_bytes / 1048576.0);
-    for (int i = 0; i < p->n; i++) if (p->home[i] == ACT_SAVED) logf_(lg, " %s", p->names[i]);
+    for (int i = 0; i < p->n; i++) if (p->home[i] == ACT_SAVED && p->bytes[i]) logf_(lg, " %s", p->names[i]);
     logf_(lg, "\n");
 }

@@ -43,8 +43,10 @@ typedef enum { GROUP_WORLD, GROUP_TP, GROUP_DP, NUM_GROUPS } CommGroup;
 typedef enum { COMM_SUM, COMM_MAX } CommOp;
 typedef enum { COMM_FLOATX, COMM_FLOAT } CommDtype;  // element types of device buffers
 typedef enum { BACKEND_SINGLE, BACKEND_MPI, BACKEND_NCCL } CommBackend;
+typedef enum { KIND_ALL_REDUCE, KIND_REDUCE_SCATTER, KIND_ALL_GATHER, NUM_COMM_KINDS } CommKind;
 
 [[maybe_unused]] static const char* GROUP_NAMES[NUM_GROUPS] = {"world", "tp", "dp"};
+[[maybe_unused]] static const char* COMM_KIND_NAMES[NUM_COMM_KINDS] = {"all-reduce", "reduce-scatter", "all-gather"};
 
 typedef struct {
     int rank, size;                   // world
@@ -65,7 +67,16 @@ typedef struct {
     event_t ev_ready, ev_done;
     char* staging;                    // pinned host staging for --comm mpi in the CUDA build
     size_t staging_bytes;
+    // bytes this rank has sent in device collectives, by group and kind, counted as a ring
+    // algorithm sends them (NCCL's): all-gather and reduce-scatter (g-1)/g of the whole
+    // buffer, all-reduce twice that. The trainer compares them with its formula.
+    double sent[NUM_GROUPS][NUM_COMM_KINDS];
 } Comm;
+
+static inline void comm_count(Comm* c, CommGroup g, CommKind k, double whole_bytes) {
+    int gs = c->group_size[g];
+    c->sent[g][k] += (k == KIND_ALL_REDUCE ? 2.0 : 1.0) * (gs - 1) * whole_bytes / gs;
+}
 
 // the rank that failures name (common.h prints it)
 static inline void comm_set_rank_for_errors(int rank) { llmc_error_rank = rank; }
@@ -207,7 +218,9 @@ static inline void comm_init(Comm* c, int tp, int use_nccl, double timeout_s) {
                  "libopenmpi-dev and rebuild)");
 #endif
     }
-    if (tp < 1 || c->size % tp != 0) FAIL("--tp %d must divide the number of ranks %d", tp, c->size);
+    if (tp < 1 || c->size % tp != 0)
+        FAIL("--tp %d must divide the number of ranks %d (world = dp x tp: start tp x dp processes with mpirun -np or srun)",
+             tp, c->size);
     c->tp = tp; c->dp = c->size / tp;
     c->tp_rank = c->rank % tp; c->dp_rank = c->rank / tp;
     c->group_rank[GROUP_WORLD] = c->rank;   c->group_size[GROUP_WORLD] = c->size;
@@ -238,12 +251,13 @@ static inline void comm_init(Comm* c, int tp, int use_nccl, double timeout_s) {
 #endif
 }
 
-// A world of dp ranks seen from rank 0, for --plan-only: no launcher, no device, and
-// no collective may be called.
-static inline void comm_init_plan(Comm* c, int dp) {
+// A world of dp x tp ranks seen from rank 0, for --plan-only: no launcher, no device,
+// and no collective may be called.
+static inline void comm_init_plan(Comm* c, int dp, int tp) {
     memset(c, 0, sizeof(*c));
-    c->size = dp; c->tp = 1; c->dp = dp;
-    c->group_size[GROUP_WORLD] = dp; c->group_size[GROUP_TP] = 1; c->group_size[GROUP_DP] = dp;
+    if (dp < 1 || tp < 1) FAIL("a plan needs dp >= 1 and tp >= 1 (got dp %d, tp %d)", dp, tp);
+    c->size = dp * tp; c->tp = tp; c->dp = dp;
+    c->group_size[GROUP_WORLD] = dp * tp; c->group_size[GROUP_TP] = tp; c->group_size[GROUP_DP] = dp;
     c->backend = BACKEND_SINGLE;
     c->timeout_s = 300.0;
 }
@@ -347,6 +361,7 @@ static inline void comm_mpi_in_pieces(Comm* c, CommGroup g, char* h, size_t n, C
 
 static inline void comm_all_reduce(Comm* c, CommGroup g, void* buf, size_t n, CommDtype t, CommOp op, stream_t after) {
     if (c->group_size[g] == 1 || n == 0) return;
+    comm_count(c, g, KIND_ALL_REDUCE, (double)n * comm_type_bytes(t));
 #if !defined(LLMC_CPU) && defined(USE_NCCL)
     if (c->backend == BACKEND_NCCL) COMM_NCCL(c, g, after, ncclAllReduce(buf, buf, n, comm_nccl_type(t), op == COMM_SUM ? ncclSum : ncclMax, c->nccl[g], c->stream));
 #endif
@@ -364,6 +379,7 @@ static inline void comm_all_reduce(Comm* c, CommGroup g, void* buf, size_t n, Co
 // of that block over the group (the other blocks are left undefined)
 static inline void comm_reduce_scatter(Comm* c, CommGroup g, void* buf, size_t n, CommDtype t, stream_t after) {
     if (c->group_size[g] == 1 || n == 0) return;
+    comm_count(c, g, KIND_REDUCE_SCATTER, (double)n * c->group_size[g] * comm_type_bytes(t));
     size_t es = comm_type_bytes(t);
     char* mine = (char*)buf + (size_t)c->group_rank[g] * n * es;
 #if !defined(LLMC_CPU) && defined(USE_NCCL)
@@ -392,6 +408,7 @@ static inline void comm_reduce_scatter(Comm* c, CommGroup g, void* buf, size_t n
 // every rank has every block
 static inline void comm_all_gather(Comm* c, CommGroup g, void* buf, size_t n, CommDtype t, stream_t after) {
     if (c->group_size[g] == 1 || n == 0) return;
+    comm_count(c, g, KIND_ALL_GATHER, (double)n * c->group_size[g] * comm_type_bytes(t));
     size_t es = comm_type_bytes(t);
 #if !defined(LLMC_CPU) && defined(USE_NCCL)
     if (c->backend == BACKEND_NCCL) {

@@ -29,6 +29,12 @@ void ref_encoder_forward(float* out, const int* tokens, const float* wte, int N,
 void ref_encoder_backward(float* dwte, const float* dout, const int* tokens, int N, int D) {
     encoder_backward(dwte, dout, tokens, N, D, S);
 }
+void ref_encoder_forward_range(float* out, const int* tokens, const float* wte, int N, int D, int v0, int n) {
+    encoder_forward_range(out, tokens, wte, N, D, v0, n, S);
+}
+void ref_encoder_backward_range(float* dwte, const float* dout, const int* tokens, int N, int D, int v0, int n) {
+    encoder_backward_range(dwte, dout, tokens, N, D, v0, n, S);
+}
 
 void ref_rmsnorm_forward(float* out, float* rstd, const float* inp, const float* w, int N, int C, float eps) {
     rmsnorm_forward(out, rstd, inp, w, N, C, eps, S);
@@ -72,6 +78,17 @@ void ref_attention_full_backward(float* dq, float* dk, float* dv, const float* d
 void ref_crossentropy_forward_backward(float* losses, float* logits, const int* targets, int N, int V, float dloss,
                                        int write_dlogits) {
     crossentropy_forward_backward(losses, logits, targets, N, V, dloss, write_dlogits, S);
+}
+void ref_crossentropy_vp_max(float* rowmax, const float* logits, int N, int Vs, int n_valid) {
+    crossentropy_vp_max(rowmax, logits, N, Vs, n_valid, S);
+}
+void ref_crossentropy_vp_sums(float* sums, const float* logits, const float* rowmax, const int* targets, int N, int Vs,
+                              int v0, int n_valid) {
+    crossentropy_vp_sums(sums, logits, rowmax, targets, N, Vs, v0, n_valid, S);
+}
+void ref_crossentropy_vp_finish(float* losses, float* logits, const float* rowmax, const float* sums, const int* targets,
+                                int N, int Vs, int v0, int n_valid, float dloss, int write_dlogits) {
+    crossentropy_vp_finish(losses, logits, rowmax, sums, targets, N, Vs, v0, n_valid, dloss, write_dlogits, S);
 }
 
 void ref_adamw_update(float* param, float* master, const float* grad, float* m, float* v, size_t n, float lr,

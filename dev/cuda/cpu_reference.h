@@ -20,6 +20,8 @@ void ref_matmul_backward_weight(float* dw, const float* dout, const float* inp, 
 
 void ref_encoder_forward(float* out, const int* tokens, const float* wte, int N, int D);
 void ref_encoder_backward(float* dwte, const float* dout, const int* tokens, int N, int D);
+void ref_encoder_forward_range(float* out, const int* tokens, const float* wte, int N, int D, int v0, int n);
+void ref_encoder_backward_range(float* dwte, const float* dout, const int* tokens, int N, int D, int v0, int n);
 
 void ref_rmsnorm_forward(float* out, float* rstd, const float* inp, const float* w, int N, int C, float eps);
 void ref_rmsnorm_backward(float* dinp, float* dw, const float* dout, const float* inp, const float* w,
@@ -44,6 +46,11 @@ void ref_attention_full_backward(float* dq, float* dk, float* dv, const float* d
 
 void ref_crossentropy_forward_backward(float* losses, float* logits, const int* targets, int N, int V, float dloss,
                                        int write_dlogits);
+void ref_crossentropy_vp_max(float* rowmax, const float* logits, int N, int Vs, int n_valid);
+void ref_crossentropy_vp_sums(float* sums, const float* logits, const float* rowmax, const int* targets, int N, int Vs,
+                              int v0, int n_valid);
+void ref_crossentropy_vp_finish(float* losses, float* logits, const float* rowmax, const float* sums, const int* targets,
+                                int N, int Vs, int v0, int n_valid, float dloss, int write_dlogits);
 
 void ref_adamw_update(float* param, float* master, const float* grad, float* m, float* v, size_t n, float lr,
                       float beta1, float beta2, float eps, float weight_decay, float grad_scale, int t);

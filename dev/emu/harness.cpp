@@ -490,6 +490,105 @@ static void check_encoder(int N, int D, int V, int pattern) {
     });
 }
 
+// encoder_forward_range / encoder_backward_range (the vocab-parallel embedding): wte and
+// dwte hold rows v0 ... v0 + n - 1 only (a token t reads/updates row t - v0), tokens
+// outside the window give a zero row and no update. Exact as check_encoder. The tokens
+// span [0, V) and the window cuts through them; the guard zones around the n-row buffers
+// catch a write to a row outside the window.
+static void check_encoder_range(int N, int D, int V, int v0, int n) {
+    std::string base = sz("N=%d,D=%d,V=%d,v0=%d,n=%d", N, D, V, v0, n);
+    auto tokens_for = [=](Rng& r) {
+        std::vector<int> tok(N);
+        for (int i = 0; i < N; i++) tok[i] = r.below(V);
+        for (int i = 0; i < N; i += 3) tok[i] = tok[0];  // repeats
+        if (n > 0 && N > 2 && v0 < V) { tok[1] = v0; tok[2] = v0 + n - 1 < V ? v0 + n - 1 : V - 1; }  // the window's edges
+        if (N > 3) tok[3] = v0 > 0 ? v0 - 1 : V - 1;  // just below the window (or above it)
+        return tok;
+    };
+    std::string n1 = "encoder_forward_range[" + base + "]";
+    add(n1, [=] {
+        Rng r(n1);
+        auto tok = tokens_for(r);
+        auto wte = r.vec((size_t)n * D, -1, 1);
+        std::vector<float> ref((size_t)N * D, 7.0f);
+        cpu::encoder_forward_range(ref.data(), tok.data(), wte.data(), N, D, v0, n, 0);
+        for (int i = 0; i < N; i++)  // the twin against the definition
+            for (int c = 0; c < D; c++) {
+                int rr = tok[i] - v0;
+                float want = rr >= 0 && rr < n ? wte[(size_t)rr * D + c] : 0.0f;
+                if (memcmp(&want, &ref[(size_t)i * D + c], sizeof(float)) != 0) { problem("twin: row %d col %d", i, c); return; }
+            }
+        Outs o = both_schedules([&] {
+            DI T(tok); DX W(std::max<size_t>((size_t)n * D, 1)), O((size_t)N * D);
+            if (n) dev_upload_floats(W.p, wte.data(), (size_t)n * D);
+            encoder_forward_range(O.p, T.p, W.p, N, D, v0, n, 0);
+            return Outs{{"out", O.get()}};
+        });
+        expect_exact("out", o[0].second, ref);
+    });
+    std::string n2 = "encoder_backward_range[" + base + "]";
+    add(n2, [=] {
+        Rng r(n2);
+        auto tok = tokens_for(r);
+        auto dout = r.vec((size_t)N * D, -1, 1), dwte0 = r.vec(std::max<size_t>((size_t)n * D, 1), -1, 1);
+        auto ref = dwte0;
+        cpu::encoder_backward_range(ref.data(), dout.data(), tok.data(), N, D, v0, n, 0);
+        Outs o = both_schedules([&] {
+            DI T(tok); DX DO(dout), G(dwte0);
+            encoder_backward_range(G.p, DO.p, T.p, N, D, v0, n, 0);
+            return Outs{{"dwte", G.get()}};
+        });
+        expect_exact("dwte", o[0].second, round_x(ref));
+    });
+}
+
+// The vocabulary split over tp ranks as the trainer splits it: Vs = ceil(V / tp), shard r
+// holds rows r*Vs ... (the last one fewer, possibly none). Forward: the shards' outputs
+// summed (one row, zeros elsewhere: exact) equal encoder_forward on the whole table.
+// Backward: each shard's encoder_backward_range equals its rows of encoder_backward on the
+// whole table, bit for bit (the same fp32 additions in the same order, one rounding).
+static void check_encoder_shards(int N, int D, int V, int tp) {
+    std::string name = sz("encoder_range_shards[N=%d,D=%d,V=%d,tp=%d]", N, D, V, tp);
+    add(name, [=] {
+        Rng r(name);
+        std::vector<int> tok(N);
+        for (int i = 0; i < N; i++) tok[i] = r.below(V);
+        for (int i = 0; i < N; i += 4) tok[i] = tok[1];
+        tok[0] = V - 1;
+        auto wte = r.vec((size_t)V * D, -1, 1), dout = r.vec((size_t)N * D, -1, 1), dwte0 = r.vec((size_t)V * D, -1, 1);
+        const int Vs = (V + tp - 1) / tp;
+        Outs o = both_schedules([&] {
+            DI T(tok);
+            DX W(wte), O((size_t)N * D), DO(dout), G(dwte0);
+            encoder_forward(O.p, T.p, W.p, N, D, 0);
+            encoder_backward(G.p, DO.p, T.p, N, D, 0);
+            std::vector<float> sum((size_t)N * D, 0.0f), gcat;
+            for (int k = 0; k < tp; k++) {
+                int v0 = k * Vs, nv = std::max(0, std::min(Vs, V - v0));
+                size_t rows = std::max(nv, 1);
+                DX Ws(rows * D), Os((size_t)N * D), Gs(rows * D);
+                if (nv) {
+                    dev_upload_floats(Ws.p, wte.data() + (size_t)v0 * D, (size_t)nv * D);
+                    dev_upload_floats(Gs.p, dwte0.data() + (size_t)v0 * D, (size_t)nv * D);
+                }
+                encoder_forward_range(Os.p, T.p, Ws.p, N, D, v0, nv, 0);
+                encoder_backward_range(Gs.p, DO.p, T.p, N, D, v0, nv, 0);
+                std::vector<float> os = Os.get(), gs = Gs.get();
+                for (size_t j = 0; j < sum.size(); j++) sum[j] += os[j];
+                gcat.insert(gcat.end(), gs.begin(), gs.begin() + (size_t)nv * D);
+            }
+            return Outs{{"forward", O.get()}, {"sum over shards", sum}, {"backward", G.get()}, {"shards", gcat}};
+        });
+        expect_exact("fwd shards", o[1].second, o[0].second);
+        expect_exact("bwd shards", o[3].second, o[2].second);
+        std::vector<float> ref((size_t)N * D), gref = dwte0;
+        cpu::encoder_forward(ref.data(), tok.data(), wte.data(), N, D, 0);
+        cpu::encoder_backward(gref.data(), dout.data(), tok.data(), N, D, 0);
+        expect_exact("forward", o[0].second, ref);
+        expect_exact("backward", o[2].second, round_x(gref));
+    });
+}
+
 // ---------------------------------------------------------------------------------
 // rmsnorm. forward: ss = sum x^2 (C positive terms), r = 1/sqrt(ss/C + eps), y = x r w:
 // B(r) = (C + 8) r, B(y) = (C + 8) |y|. backward: dinp = dinp0 + r w dy - k x with
@@ -754,6 +853,214 @@ static void check_crossentropy(int N, int V, float spread, int off = 0) {
                 }
             expect("dlogits", o[1].second, rlg, tol_x(rlg, E));
         }
+    });
+}
+
+// ---------------------------------------------------------------------------------
+// vocab-parallel cross-entropy (crossentropy_vp_max / _sums / _finish). A shard [N, Vs]
+// of columns v0 ... v0 + Vs - 1 whose first n_valid are logits; the padding columns hold
+// large values (20..30, above every logit), so a kernel that reads them into the max or
+// the sums is far off, and must come back exactly 0 in the dlogits.
+// equal: exact equality that also holds for -inf (the max of an empty shard)
+static void expect_equal(const char* what, const std::vector<float>& got, const std::vector<float>& ref) {
+    size_t bad = 0, first = 0;
+    for (size_t i = 0; i < ref.size(); i++)
+        if (!(got[i] == ref[i])) { if (!bad) first = i; bad++; }
+    fprintf(stderr, "    %-12s n=%-7zu %s\n", what, ref.size(), bad ? "<-- FAIL" : "exact");
+    if (bad) problem("%s: %zu of %zu elements differ; first at %zu: got %.9g, expected %.9g", what, bad, ref.size(), first,
+                     got[first], ref[first]);
+}
+// a shard: valid columns in [-spread, spread), padding in [20, 30)
+static std::vector<float> vp_shard(Rng& r, int N, int Vs, int n_valid, float spread) {
+    std::vector<float> x((size_t)N * Vs);
+    for (int i = 0; i < N; i++)
+        for (int j = 0; j < Vs; j++) x[(size_t)i * Vs + j] = rx(j < n_valid ? r.uni(-spread, spread) : r.uni(20, 30));
+    return x;
+}
+// Each launcher against its twin, on the same inputs. max: exact. sums: the inputs' M is a
+// "global" max (the shard's own max plus 0..3 on odd rows, as if another rank held a larger
+// logit; any value when the shard is empty), so every term exp(x - M) <= 1: n terms with
+// the argument rounded (|x - M| U) and expf's 2 ulp, summed in another order:
+// B = sum_j t_j (n + 8 + |x_j| + |M|); the target logit: exact. finish: S is the shard's sum
+// plus 0.5..3 on odd rows (other ranks' terms), x_target any value; loss = log S + M - x_t:
+// B = 8 (|log S| + |M| + |x_t| + |loss|); p = exp(x - M) (dloss / S):
+// B = (|x| + |M| + 8) |p| + 8 |p - dloss [target]|; padding exactly 0.
+// off > 0: the shard starts off elements into its allocation (the element path); every
+// output must equal the aligned launch's bit for bit.
+static void check_crossentropy_vp(int N, int Vs, int n_valid, int v0, int off = 0) {
+    std::string name = sz("crossentropy_vp[N=%d,Vs=%d,n_valid=%d,v0=%d%s]", N, Vs, n_valid, v0, off ? sz(",off=%d", off).c_str() : "");
+    add(name, [=] {
+        Rng r(name);
+        auto lg = vp_shard(r, N, Vs, n_valid, 4.0f);
+        std::vector<int> tg(N);
+        for (auto& t : tg) t = std::max(0, v0 - 4) + r.below(Vs + 8);  // below, in and above the shard
+        tg[0] = n_valid > 0 ? v0 + n_valid - 1 : v0;                // in (or, for an empty shard, its first column)
+        if (N > 1) tg[1] = v0 - 1;                                   // the previous shard's last column
+        if (N > 2) tg[2] = v0 + n_valid;                             // just past the valid columns (padding or the next shard)
+        const float dloss = 1.0f / N;
+        // pass 1
+        std::vector<float> rmax(N);
+        cpu::crossentropy_vp_max(rmax.data(), lg.data(), N, Vs, n_valid, 0);
+        std::vector<float> M(N), rsums(2 * (size_t)N);
+        for (int i = 0; i < N; i++) M[i] = n_valid ? rmax[i] + (i & 1 ? r.uni(0, 3) : 0.0f) : r.uni(-4, 4);
+        cpu::crossentropy_vp_sums(rsums.data(), lg.data(), M.data(), tg.data(), N, Vs, v0, n_valid, 0);
+        std::vector<float> S(2 * (size_t)N);
+        for (int i = 0; i < N; i++) {
+            S[i] = n_valid ? rsums[i] + (i & 1 ? r.uni(0.5f, 3) : 0.0f) : r.uni(1, 5);
+            int t = tg[i] - v0;
+            S[N + i] = t >= 0 && t < n_valid ? rsums[N + i] : r.uni(-4, 4);
+        }
+        for (int wd = 0; wd <= 1; wd++) {
+            std::vector<float> rl(N), rlg = lg;
+            cpu::crossentropy_vp_finish(rl.data(), rlg.data(), M.data(), S.data(), tg.data(), N, Vs, v0, n_valid, dloss, wd, 0);
+            auto launch = [&](int o, Outs& out, const char* tag) {
+                std::vector<float> padded(o, 7.0f);
+                padded.insert(padded.end(), lg.begin(), lg.end());
+                DX L(padded); DI T(tg); DF MX(N), DM(M), SU(2 * (size_t)N), DS(S), LS(N);
+                crossentropy_vp_max(MX.p, L.p + o, N, Vs, n_valid, 0);
+                crossentropy_vp_sums(SU.p, L.p + o, DM.p, T.p, N, Vs, v0, n_valid, 0);
+                crossentropy_vp_finish(LS.p, L.p + o, DM.p, DS.p, T.p, N, Vs, v0, n_valid, dloss, wd, 0);
+                std::vector<float> got = L.get();
+                got.erase(got.begin(), got.begin() + o);
+                out.push_back({sz("rowmax%s", tag), MX.get()});
+                out.push_back({sz("sums%s", tag), SU.get()});
+                out.push_back({sz("losses%s", tag), LS.get()});
+                out.push_back({sz("logits%s", tag), got});
+            };
+            Outs o = both_schedules([&] {
+                Outs out;
+                launch(off, out, "");
+                if (off) launch(0, out, " (aligned)");
+                return out;
+            });
+            if (off)
+                for (int k = 0; k < 4; k++) expect_exact((o[k].first + " = aligned").c_str(), o[k].second, o[k + 4].second);
+            if (wd == 0) expect_equal("rowmax", o[0].second, rmax);
+            std::vector<double> Es(N), El(N);
+            for (int i = 0; i < N; i++) {
+                double b = 0;
+                for (int j = 0; j < n_valid; j++) {
+                    double x = lg[(size_t)i * Vs + j];
+                    b += exp(x - M[i]) * (n_valid + 8 + fabs(x) + fabs((double)M[i]));
+                }
+                Es[i] = 2 * U * b;
+                El[i] = 2 * U * 8 * (fabs(log((double)S[i])) + fabs((double)M[i]) + fabs((double)S[N + i]) + fabs((double)rl[i]));
+            }
+            if (wd == 0) {
+                expect("sums", std::vector<float>(o[1].second.begin(), o[1].second.begin() + N), std::vector<float>(rsums.begin(), rsums.begin() + N), Es);
+                expect_exact("target logit", std::vector<float>(o[1].second.begin() + N, o[1].second.end()), std::vector<float>(rsums.begin() + N, rsums.end()));
+            }
+            expect(sz("losses wd=%d", wd).c_str(), o[2].second, rl, El);
+            if (!wd) { expect_exact("logits kept", o[3].second, lg); continue; }
+            std::vector<double> E((size_t)N * Vs, 0.0);
+            for (int i = 0; i < N; i++)
+                for (int j = 0; j < n_valid; j++) {  // padding: E = 0 and ref = 0, so tol = 0
+                    size_t k = (size_t)i * Vs + j;
+                    bool is_t = tg[i] - v0 == j;
+                    double p = fabs((double)rlg[k] + (is_t ? dloss : 0.0f));
+                    E[k] = 2 * U * ((fabs((double)lg[k]) + fabs((double)M[i]) + 8) * p + 8 * fabs((double)rlg[k]));
+                }
+            expect("dlogits", o[3].second, rlg, tol_x(rlg, E));
+        }
+    });
+}
+
+// The composition, as the trainer runs it over a TP group of tp ranks: a random [N, V]
+// logit matrix cut into shards of Vs = ceil(V / tp) columns (the last one padded, possibly
+// empty); max on each shard, MAX over the shards on the host, sums on each, their SUM on
+// the host, finish on each. The losses (every rank's) and the concatenated dlogits must
+// equal crossentropy_forward_backward on the whole matrix at that check's bounds (the
+// same sum of V terms in another order; exp(x - M) dloss / S instead of exp(x - lse) dloss:
+// within the same relative bound), the padding columns exactly 0. Done with the emulated
+// kernels and with the CPU twins (fp32, tol E only).
+static void check_crossentropy_vp_composition(int N, int V, int tp, float spread) {
+    std::string name = sz("crossentropy_vp_composition[N=%d,V=%d,tp=%d%s]", N, V, tp, spread > 10 ? ",large-logits" : "");
+    add(name, [=] {
+        Rng r(name);
+        const int Vs = (V + tp - 1) / tp;
+        auto lg = r.vec((size_t)N * V, -spread, spread);
+        std::vector<int> tg(N);
+        for (auto& t : tg) t = r.below(V);
+        tg[0] = V - 1;
+        if (N > 1) tg[1] = 0;
+        if (N > 2) tg[2] = Vs;  // the first column of the second shard
+        const float dloss = 1.0f / N;
+        std::vector<float> rl(N), rlg = lg;
+        cpu::crossentropy_forward_backward(rl.data(), rlg.data(), tg.data(), N, V, dloss, 1, 0);
+        std::vector<double> Ell(N), E((size_t)N * V);
+        for (int i = 0; i < N; i++) {  // as check_crossentropy
+            double m = -INFINITY, s = 0;
+            for (int j = 0; j < V; j++) m = fmax(m, lg[(size_t)i * V + j]);
+            for (int j = 0; j < V; j++) s += exp(lg[(size_t)i * V + j] - m);
+            double Else = (V + 8) * (1 + fabs(m) + fabs(m + log(s)));
+            Ell[i] = 2 * U * (Else + 8 * fabs((double)lg[(size_t)i * V + tg[i]]));
+            for (int j = 0; j < V; j++) {
+                size_t k = (size_t)i * V + j;
+                double p = fabs((double)rlg[k] + (j == tg[i] ? dloss : 0.0f));
+                E[k] = 2 * U * ((Else + 8 * (1 + fabs((double)lg[k]))) * p + (j == tg[i] ? 8 * dloss : 0.0));
+            }
+        }
+        std::vector<std::vector<float>> shards(tp);
+        for (int k = 0; k < tp; k++) {
+            int v0 = k * Vs, nv = std::max(0, std::min(Vs, V - v0));
+            shards[k] = vp_shard(r, N, Vs, nv, 1.0f);  // the padding
+            for (int i = 0; i < N; i++)
+                for (int j = 0; j < nv; j++) shards[k][(size_t)i * Vs + j] = lg[(size_t)i * V + v0 + j];
+        }
+        // run: device (1) or CPU twins (0); returns every rank's losses, then the dlogits
+        // of every shard's valid columns as [N, V] and their padding columns
+        auto run = [&](bool dev) {
+            std::vector<std::vector<float>> x = shards;
+            std::vector<float> M(N, -INFINITY), S(2 * (size_t)N, 0.0f), part(2 * (size_t)N);
+            Outs out;
+            for (int pass = 0; pass < 3; pass++)
+                for (int k = 0; k < tp; k++) {
+                    int v0 = k * Vs, nv = std::max(0, std::min(Vs, V - v0));
+                    if (dev) {
+                        DX L(x[k]); DI T(tg); DF DM(M), DS(S), P(2 * (size_t)N), LS(N);
+                        if (pass == 0) crossentropy_vp_max(P.p, L.p, N, Vs, nv, 0);
+                        if (pass == 1) crossentropy_vp_sums(P.p, L.p, DM.p, T.p, N, Vs, v0, nv, 0);
+                        if (pass == 2) crossentropy_vp_finish(LS.p, L.p, DM.p, DS.p, T.p, N, Vs, v0, nv, dloss, 1, 0);
+                        part = P.get();
+                        if (pass == 2) { out.push_back({sz("losses rank %d", k), LS.get()}); x[k] = L.get(); }
+                    } else {
+                        std::vector<float> ls(N);
+                        if (pass == 0) cpu::crossentropy_vp_max(part.data(), x[k].data(), N, Vs, nv, 0);
+                        if (pass == 1) cpu::crossentropy_vp_sums(part.data(), x[k].data(), M.data(), tg.data(), N, Vs, v0, nv, 0);
+                        if (pass == 2) {
+                            cpu::crossentropy_vp_finish(ls.data(), x[k].data(), M.data(), S.data(), tg.data(), N, Vs, v0, nv, dloss, 1, 0);
+                            out.push_back({sz("losses rank %d", k), ls});
+                        }
+                    }
+                    // the all-reduces, in rank order
+                    if (pass == 0) for (int i = 0; i < N; i++) M[i] = std::max(M[i], part[i]);
+                    if (pass == 1) for (int i = 0; i < 2 * N; i++) S[i] += part[i];
+                }
+            std::vector<float> cat((size_t)N * V), pad;
+            for (int k = 0; k < tp; k++) {
+                int v0 = k * Vs, nv = std::max(0, std::min(Vs, V - v0));
+                for (int i = 0; i < N; i++)
+                    for (int j = 0; j < Vs; j++) {
+                        float vv = x[k][(size_t)i * Vs + j];
+                        if (j < nv) cat[(size_t)i * V + v0 + j] = vv;
+                        else pad.push_back(vv);
+                    }
+            }
+            out.push_back({"dlogits", cat});
+            out.push_back({"padding", pad});
+            return out;
+        };
+        Outs o = both_schedules([&] { return run(true); });
+        Outs c = run(false);
+        for (int k = 0; k < tp; k++) {
+            expect_exact(sz("rank %d = rank 0", k).c_str(), o[k].second, o[0].second);
+            expect(sz("losses (twins) rank %d", k).c_str(), c[k].second, rl, tol_f(Ell));
+        }
+        expect("losses", o[0].second, rl, tol_f(Ell));
+        expect("dlogits", o[tp].second, rlg, tol_x(rlg, E));
+        expect("dlogits (twins)", c[tp].second, rlg, tol_f(E));
+        expect_exact("padding = 0", o[tp + 1].second, std::vector<float>(o[tp + 1].second.size(), 0.0f));
+        expect_exact("padding = 0 (twins)", c[tp + 1].second, std::vector<float>(c[tp + 1].second.size(), 0.0f));
     });
 }
 
@@ -1937,17 +2244,17 @@ static void check_gridstride() {
         expect("dh1", o[0].second, r1, tol_x(r1, E1));
         expect("dh3", o[1].second, r3, tol_x(r3, E3));
     });
-    add("encoder_forward_kernel[grid-stride,N=37,D=24,grid=5x32]", [] {
+    add("encoder_forward_kernel[grid-stride,N=37,D=24,grid=5x32,v0=10,n=40]", [] {
         Rng r("gs-enc");
-        int N = 37, D = 24, V = 67;
+        int N = 37, D = 24, V = 67, v0 = 10, n = 40;  // a vocabulary range: some rows are zeros
         std::vector<int> tok(N);
         for (auto& t : tok) t = r.below(V);
-        auto wte = r.vec((size_t)V * D, -1, 1);
+        auto wte = r.vec((size_t)n * D, -1, 1);
         std::vector<float> ref((size_t)N * D);
-        cpu::encoder_forward(ref.data(), tok.data(), wte.data(), N, D, 0);
+        cpu::encoder_forward_range(ref.data(), tok.data(), wte.data(), N, D, v0, n, 0);
         Outs o = both_schedules([&] {
             DI Tk(tok); DX W(wte), O((size_t)N * D);
-            ::emu::launch("encoder_forward_kernel", __FILE__, __LINE__, dim3(5), dim3(32), 0, 0, encoder_forward_kernel, O.p, Tk.p, W.p, N, D);
+            ::emu::launch("encoder_forward_kernel", __FILE__, __LINE__, dim3(5), dim3(32), 0, 0, encoder_forward_kernel, O.p, Tk.p, W.p, N, D, v0, n);
             return Outs{{"out", O.get()}};
         });
         expect_exact("out", o[0].second, ref);
@@ -2495,6 +2802,19 @@ int main(int argc, char** argv) {
     check_encoder(7, 24, 67, 1);
     check_encoder(300, 40, 10000, 0);  // > 256 tokens (several chunks), > 256 vocabulary tiles
     check_encoder(64, 300, 5, 2);      // D > 256: two channel blocks, the second partial
+    // vocabulary ranges (the vocab-parallel embedding): windows through the token set, at
+    // the top of it, empty, hit by no token; > 256 tiles of the range; D > 256
+    check_encoder_range(14, 24, 67, 20, 25);
+    check_encoder_range(7, 24, 67, 0, 30);
+    check_encoder_range(20, 24, 67, 60, 7);
+    check_encoder_range(9, 24, 67, 30, 0);
+    check_encoder_range(5, 24, 67, 67, 10);
+    check_encoder_range(300, 40, 10000, 1000, 9000);
+    check_encoder_range(64, 300, 67, 10, 40);
+    check_encoder_shards(14, 24, 67, 3);
+    check_encoder_shards(300, 40, 10000, 4);
+    check_encoder_shards(20, 24, 9, 4);  // Vs = 3: the last shard is empty
+    check_encoder_shards(64, 300, 67, 2);
     for (auto nc : std::vector<std::pair<int, int>>{{14, 24}, {9, 61}, {65, 24}, {37, 33}, {20, 67}, {1, 1}}) check_rmsnorm(nc.first, nc.second);
     // rmsnorm's variants (see check_rmsnorm), aligned and not: C = 8 (32 rows per warp), 64 (the
     // DiT's q/k norm), 136, 264, 520, 1032, 2056 (registers per lane: 1, 2, 4, 8, none in bf16;
@@ -2525,6 +2845,24 @@ int main(int argc, char** argv) {
     check_crossentropy(3, 4104, 4);
     check_crossentropy(5, 13, 4, 1);    // V < one chunk per thread, a partial last chunk
     check_crossentropy(64, 24, 1, 1);   // logits near 0, lse ~ 3: a different order of the sums shows in the last bit
+    // vocab-parallel cross-entropy: each launcher against its twin on a shard of rank 2
+    // (v0 = 2 Vs), full, with 3 padding columns, empty; Vs = 1000 and 64 take the 16-byte
+    // path (off=1: the element path, bit-equal); 4104 > 512 chunks
+    for (int N : {1, 3, 14})
+        for (int Vs : {1, 7, 67, 1000})
+            for (int nv : {Vs, Vs - 3, 0})
+                if (nv >= 0) check_crossentropy_vp(N, Vs, nv, 2 * Vs);
+    check_crossentropy_vp(3, 1000, 1000, 2000, 1);
+    check_crossentropy_vp(3, 1000, 997, 2000, 1);
+    check_crossentropy_vp(5, 64, 61, 64);
+    check_crossentropy_vp(5, 64, 61, 64, 1);
+    check_crossentropy_vp(2, 4104, 4100, 4104);
+    check_crossentropy_vp_composition(14, 67, 3, 4);    // Vs = 23, the last shard 21 columns
+    check_crossentropy_vp_composition(3, 1000, 3, 4);   // Vs = 334
+    check_crossentropy_vp_composition(4, 1023, 2, 4);   // Vs = 512: the 16-byte path with a padding column
+    check_crossentropy_vp_composition(5, 9, 4, 4);      // Vs = 3: the last shard empty
+    check_crossentropy_vp_composition(3, 513, 4, 40);   // logits far from 0
+    check_crossentropy_vp_composition(2, 67, 1, 4);     // tp = 1: one shard, the whole vocabulary
     for (size_t n : {(size_t)1, (size_t)1001})
         for (int ms = 0; ms <= 1; ms++) check_adamw(n, ms, ms ? 7 : 1);
     check_gnorm(1);

@@ -25,3 +25,63 @@ static inline void crossentropy_forward_backward(float* losses, floatX* logits, 
         }
     }
 }
+
+/*
+Vocabulary-parallel cross-entropy: the twins of crossentropy_vp_max / _sums / _finish
+(llmc/crossentropy.cuh, which explains the three passes and the all-reduces between them).
+The shard is [N, Vs] with row stride Vs; its first n_valid columns are the vocabulary
+entries v0 ... v0 + n_valid - 1, the rest padding.
+*/
+static inline void crossentropy_vp_check(const char* who, int Vs, int n_valid) {
+    if (Vs <= 0 || n_valid < 0 || n_valid > Vs)
+        FAIL("%s: shard of %d columns with %d valid (need Vs >= 1, 0 <= n_valid <= Vs)", who, Vs, n_valid);
+}
+
+static inline void crossentropy_vp_max(float* rowmax, const floatX* logits, int N, int Vs, int n_valid, stream_t s) {
+    (void)s;
+    if (N <= 0) return;
+    crossentropy_vp_check("crossentropy_vp_max", Vs, n_valid);
+    #pragma omp parallel for schedule(static)
+    for (int i = 0; i < N; i++) {
+        const float* x = logits + (size_t)i * Vs;
+        float m = -INFINITY;
+        for (int j = 0; j < n_valid; j++) m = x[j] > m ? x[j] : m;
+        rowmax[i] = m;
+    }
+}
+
+static inline void crossentropy_vp_sums(float* sums, const floatX* logits, const float* rowmax, const int* targets, int N,
+                                        int Vs, int v0, int n_valid, stream_t s) {
+    (void)s;
+    if (N <= 0) return;
+    crossentropy_vp_check("crossentropy_vp_sums", Vs, n_valid);
+    #pragma omp parallel for schedule(static)
+    for (int i = 0; i < N; i++) {
+        const float* x = logits + (size_t)i * Vs;
+        float sum = 0.0f;
+        for (int j = 0; j < n_valid; j++) sum += expf(x[j] - rowmax[i]);
+        int t = targets[i] - v0;
+        sums[i] = sum;
+        sums[N + i] = t >= 0 && t < n_valid ? x[t] : 0.0f;
+    }
+}
+
+static inline void crossentropy_vp_finish(float* losses, floatX* logits, const float* rowmax, const float* sums,
+                                          const int* targets, int N, int Vs, int v0, int n_valid, float dloss,
+                                          int write_dlogits, stream_t s) {
+    (void)s;
+    if (N <= 0) return;
+    crossentropy_vp_check("crossentropy_vp_finish", Vs, n_valid);
+    #pragma omp parallel for schedule(static)
+    for (int i = 0; i < N; i++) {
+        float M = rowmax[i], S = sums[i];
+        losses[i] = logf(S) + M - sums[N + i];
+        if (!write_dlogits) continue;
+        float* x = logits + (size_t)i * Vs;
+        float b = dloss / S;
+        for (int j = 0; j < n_valid; j++) x[j] = expf(x[j] - M) * b;
+        for (int j = n_valid; j < Vs; j++) x[j] = 0.0f;  // padded weight rows: no gradient
+        int t = targets[i] - v0;
+        if (t >= 0 && t < n_valid) x[t] -= dloss;
+    }
+}
