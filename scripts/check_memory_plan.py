@@ -13,11 +13,24 @@ to.
 Data parallelism (docs/memory.md section 7): for dp in {1, 2, 3, 4, 8}, --zero 0/1 and
 --shard-vocab 0/1 and shapes tied and untied, with V and the layer buckets not
 divisible by dp, the plan of rank 0 (`--dp N`, no MPI needed) must have exactly the
-parameter, gradient, optimizer and comm entries and the n_local/n_opt of the formulas;
+parameter, gradient, optimizer and comm entries, the n_local/n_opt of the formulas and
+the comm_bytes_per_step counts of section 10.4;
 its other entries must be those of the dp=1 plan (the batch is per rank); --zero 1
 must divide the optimizer state by dp up to at most (L+1)*(dp-1) elements of bucket
 padding; and what --shard-vocab 1 saves against --shard-vocab 0 must be the closed
 form of the document.
+
+Tensor parallelism (docs/memory.md section 10): for tp in {2, 3, 4, 8} (where it divides
+H and KV), --tp-mode allreduce/reducescatter, --tp-recompute-allgather 0/1, --shard-vocab
+0/1 and --recompute 0/1/2, on shapes with F not divisible by tp, odd V, tied and untied,
+with the FFN/CE chunks, offload, dp 1/2, --zero, micro-steps and --fp32-grad-accum
+rotating, rank 0's plan (`--tp T --dp D`, no MPI needed) must have every device and host
+entry, n_local/n_opt, the kept fields (by name) and every comm_bytes_per_step count of
+section 10; --tp-recompute-allgather 0 must add exactly the two gathered norm outputs
+less the own rows (and change nothing elsewhere); where tp divides F, H and KV the SP
+layer must be exactly the one-process layer / tp; and an indivisible tp or B*T under SP
+must be refused. The bf16 CUDA build (0.2 s a start) runs every other (shape, tp) of the
+grid, one rotation each, and adds --attention tc where the head dim allows.
 
 Plans run a few at a time (one process each). Prints a line per data-parallel
 configuration and per failing configuration, and exits non-zero on any mismatch
@@ -25,6 +38,7 @@ configuration and per failing configuration, and exits non-zero on any mismatch
 """
 import itertools
 import os
+from fractions import Fraction
 import sys
 import tempfile
 
@@ -41,20 +55,47 @@ def cdiv(a, b):
     return (a + b - 1) // b
 
 
-def field_bytes(c, B, T, s):
-    """bytes of each per-layer activation field (docs/memory.md, table 1)"""
-    BT, hd = B * T, c["D"] // c["H"]
-    return {
-        "x": BT * c["D"] * s, "rstd1": BT * 4, "xn1": BT * c["D"] * s,
-        "q": BT * c["H"] * hd * s, "k": BT * c["KV"] * hd * s, "v": BT * c["KV"] * hd * s,
-        "att": BT * c["H"] * hd * s, "lse": BT * c["H"] * 4,
-        "xmid": BT * c["D"] * s, "rstd2": BT * 4, "xn2": BT * c["D"] * s,
-        "h1": BT * c["F"] * s, "h3": BT * c["F"] * s, "g": BT * c["F"] * s,
+def tp_shares(c, t):
+    """this rank's heads, kv heads and FFN hidden units on TP rank 0 (docs/memory.md 10):
+    Hl = H/t, KVl = KV/t, Fl = floor(F/t) + (F mod t > 0)"""
+    return c["H"] // t, c["KV"] // t, c["F"] // t + (1 if c["F"] % t else 0)
+
+
+class TP:
+    """the tensor-parallel layout of one plan: t ranks, sequence parallelism (sp), the
+    gathered norm outputs kept (keep_g: sp, --tp-recompute-allgather 0, --recompute 0),
+    vocab-parallel head (vp: --shard-vocab 1 with t > 1); TP() is one process"""
+    def __init__(self, t=1, sp=0, regather=1, sv=0, recompute=0):
+        self.t, self.sp, self.regather = t, sp, regather
+        self.keep_g = 1 if sp and not regather and recompute == 0 else 0
+        self.vp = 1 if sv and t > 1 else 0
+
+
+ONE = TP()
+GATHERED = ("xn1 gathered", "xn2 gathered")
+
+
+def field_bytes(c, B, T, s, tp=ONE):
+    """bytes of each per-layer activation field (docs/memory.md, table 1; per TP rank,
+    section 10.2: rows = BT/t of the residual stream under sequence parallelism)"""
+    BT, hd, D = B * T, c["D"] // c["H"], c["D"]
+    Hl, KVl, Fl = tp_shares(c, tp.t)
+    rows = BT // tp.t if tp.sp else BT
+    fb = {
+        "x": rows * D * s, "rstd1": rows * 4, "xn1": 0 if tp.keep_g else rows * D * s,
+        "q": BT * Hl * hd * s, "k": BT * KVl * hd * s, "v": BT * KVl * hd * s,
+        "att": BT * Hl * hd * s, "lse": BT * Hl * 4,
+        "xmid": rows * D * s, "rstd2": rows * 4, "xn2": 0 if tp.keep_g else rows * D * s,
+        "h1": BT * Fl * s, "h3": BT * Fl * s, "g": BT * Fl * s,
     }
+    if tp.keep_g:  # --tp-recompute-allgather 0: the gathered copies replace the own rows
+        fb.update({g: BT * D * s for g in GATHERED})
+    return fb
 
 
-def saved_fields(f):
-    """what one layer keeps for backward (docs/memory.md, table 2)"""
+def saved_fields(f, tp=ONE):
+    """what one layer keeps for backward (docs/memory.md, table 2; 10.2 for the gathered
+    copies, which only --recompute 0 keeps)"""
     all_f = ["x", "rstd1", "xn1", "q", "k", "v", "att", "lse", "xmid", "rstd2", "xn2", "h1", "h3", "g"]
     if f["recompute"] == 2:
         return ["x"]
@@ -63,7 +104,7 @@ def saved_fields(f):
         keep = [x for x in keep if x not in ("xn1", "xn2", "g")]
     if f["ffn_chunks"] > 1:
         keep = [x for x in keep if x not in ("h1", "h3", "g")]
-    return keep
+    return keep + (list(GATHERED) if tp.keep_g else [])
 
 
 def ffn_chunk_width(F, K):
@@ -73,22 +114,31 @@ def ffn_chunk_width(F, K):
     return min(F, cdiv(w, 64) * 64) if w >= 64 else w
 
 
-def expected_plan(c, B, T, f, s):
-    fb = field_bytes(c, B, T, s)
-    keep = saved_fields(f)
+def expected_plan(c, B, T, f, s, tp=ONE):
+    """(block, device entries, host entries, names of the kept fields) of every entry that
+    is not parameter, gradient or optimizer state: sections 2 to 4, per TP rank 10.2-10.3"""
+    fb = field_bytes(c, B, T, s, tp)
+    keep = saved_fields(f, tp)
     block = sum(al(fb[x]) for x in keep)
     work_fields = [x for x in fb if x not in keep and not (f["ffn_chunks"] > 1 and x in ("h1", "h3", "g"))]
     work = sum(al(fb[x]) for x in work_fields)
-    L, BT = c["L"], B * T
+    L, BT, D, V, K = c["L"], B * T, c["D"], c["V"], f["ce_chunks"]
+    hd = D // c["H"]
+    Hl, KVl, Fl = tp_shares(c, tp.t)
+    rows = BT // tp.t if tp.sp else BT
     N = L - 1 if f["offload"] == -1 else f["offload"]
     if f["ffn_chunks"] > 1 and f["ffn_seq"]:
-        chunk = cdiv(BT, f["ffn_chunks"]) * c["F"] * s
+        chunk = cdiv(BT, f["ffn_chunks"]) * Fl * s
     else:
-        chunk = BT * ffn_chunk_width(c["F"], f["ffn_chunks"]) * s
+        chunk = BT * ffn_chunk_width(Fl, f["ffn_chunks"]) * s
     chunked = f["ffn_chunks"] > 1
+    # the head: each rank's own rows against the whole vocabulary, or vocab-parallel all
+    # BT rows (gathered under SP) against its Vs columns
+    hrows, vc = (BT, cdiv(V, tp.t)) if tp.vp else (rows, V)
+    recycled = BT * D * s if tp.sp else 0
     return block, {
         "saved activations (layers)": (L - N) * block,
-        "saved activations (x_final)": BT * c["D"] * s,
+        "saved activations (x_final)": rows * D * s,
         "offload slots": min(N, 2) * block,
         "layer work (not saved)": work,
         "ffn chunk h1": chunk if chunked else 0,
@@ -96,8 +146,22 @@ def expected_plan(c, B, T, f, s):
         "ffn chunk g": chunk if chunked else 0,
         "ffn d(g), d(h1)": chunk,
         "ffn d(h3)": chunk,
-        "logits (one CE chunk)": cdiv(BT, f["ce_chunks"]) * c["V"] * s,
-    }, {"offloaded activations": N * block}
+        "d residual": rows * D * s,
+        "d normed input": 0 if tp.sp else BT * D * s,
+        "final norm output": rows * D * s,
+        "d final norm output": rows * D * s if tp.sp else BT * D * s,
+        "dq": BT * Hl * hd * s, "d attention output": BT * Hl * hd * s,
+        "dk": BT * KVl * hd * s, "dv": BT * KVl * hd * s,
+        "rstd (recompute)": 4 * rows, "final norm rstd": 4 * rows,
+        "attention delta (tc backward)": 4 * B * Hl * T if f.get("attention") == "tc" else 0,
+        "logits (one CE chunk)": cdiv(hrows, K) * vc * s,
+        "CE row max, sums (vocab-parallel)": 12 * cdiv(hrows, K) if tp.vp else 0,
+        "per-token losses": 4 * hrows,
+        "inputs + targets": 8 * BT,
+        "rope cos + sin": 4 * max(T, 8) * hd,
+        "grad norm, loss sum": 8,
+        "tp gathered input": recycled, "tp gathered gradient": recycled, "tp reduce-scatter staging": recycled,
+    }, {"offloaded activations": N * block, "comm staging (--comm mpi)": 0}, [x for x in keep if fb[x]]
 
 
 MODELS = [
@@ -181,11 +245,12 @@ def run_plan(binary, c, f, path, dp_flags=()):
            "--H", str(c["H"]), "--KV", str(c["KV"]), "--F", str(c["F"]), "--max-seq-len", str(max(c["T"], 8)),
            "--batch", str(c["B"]), "--seq", str(c["T"]), "--ffn-chunks", str(f["ffn_chunks"]),
            "--ffn-chunk-dim", "seq" if f["ffn_seq"] else "hidden", "--ce-chunks", str(f["ce_chunks"]),
-           "--offload-act", str(f["offload"]), "--recompute", str(f["recompute"])]
+           "--offload-act", str(f["offload"]), "--recompute", str(f["recompute"]),
+           "--attention", f.get("attention", "fp32")]
     if "tied" in c:
         cmd += ["--tied", str(c["tied"])]
     cmd += list(dp_flags)
-    return plan_json.run_plan(cmd, path)
+    return plan_json.run_plan(cmd, path, keep_stdout=True)
 
 
 def run_all(binary, jobs, tmp):
@@ -196,15 +261,38 @@ def run_all(binary, jobs, tmp):
     return plan_json.run_all(one, len(jobs), max(2, min(8, os.cpu_count() or 2)))
 
 
-def check_activations(plan, c, f):
+def kept_names(plan):
+    """the fields the plan says a layer keeps: its line 'saved activations per layer: ...: x rstd1 ...'"""
+    for line in plan.get("stdout", "").splitlines():
+        if line.startswith("saved activations per layer:"):
+            return line.split("):", 1)[1].split() if "):" in line else []
+    return None
+
+
+def check_activations(plan, c, f, tp=ONE):
+    """every entry but the parameters, gradients and optimizer state, and the kept fields"""
     s = plan["sizeof_floatX"]
-    block, dev_want, host_want = expected_plan(c, c["B"], c["T"], f, s)
+    block, dev_want, host_want, keep = expected_plan(c, c["B"], c["T"], f, s, tp)
     got = {e["name"]: e["bytes"] for e in plan["device"]["entries"]}
     got_host = {e["name"]: e["bytes"] for e in plan["host"]["entries"]}
     errs = [f"{k}: plan {got.get(k)} formula {v}" for k, v in dev_want.items() if got.get(k) != v]
     errs += [f"host {k}: plan {got_host.get(k)} formula {v}" for k, v in host_want.items() if got_host.get(k) != v]
+    unknown = [k for k in got if k not in dev_want and k not in PARAM_ENTRIES]
+    unknown += ["host " + k for k in got_host if k not in host_want]
+    if unknown:
+        errs.append(f"entries no formula of docs/memory.md names: {unknown}")
+    kinds = {e["name"]: e["kind"] for e in plan["device"]["entries"]}
+    for k in ("tp gathered input", "tp gathered gradient", "tp reduce-scatter staging"):
+        if kinds.get(k) != "comm":
+            errs.append(f"{k}: kind {kinds.get(k)}, want comm (a recycled communication buffer)")
     if plan["act_block_bytes"] != block:
         errs.append(f"per-layer block: plan {plan['act_block_bytes']} formula {block}")
+    # the names: equal sizes could hide one field kept in place of another (xn1 for xn1 gathered)
+    names = kept_names(plan)
+    want_names = " ".join(keep).split()
+    if names != want_names:
+        errs.append(f"kept fields: plan {' '.join(names) if names is not None else '(no line)'}, "
+                    f"table 2 / 10.2 {' '.join(want_names)}")
     for space in ("device", "host"):
         want = sum(al(e["bytes"]) for e in plan[space]["entries"])
         if plan[space]["total"] != want:
@@ -240,6 +328,7 @@ def check_dp(plan, base, c, dp, zero, sv, gacc):
     for k in ("vocab gather (weights)", "vocab gradient (unsharded)"):
         if kinds.get(k) != "comm":
             errs.append(f"{k}: kind {kinds.get(k)}, want comm")
+    errs += check_comm(plan, comm_formula(c, c["B"], c["T"], 1, ONE, None, dp, zero, sv, s))
     host = {e["name"]: e["bytes"] for e in plan["host"]["entries"]}
     if host.get("comm staging (--comm mpi)") != 0:
         errs.append(f"host comm staging (--comm mpi): plan {host.get('comm staging (--comm mpi)')}, want 0 in a plan-only run")
@@ -291,6 +380,313 @@ def check_dp_pairs(plans, c, dp, gacc):
         if saving != want:
             errs.append(f"--shard-vocab 1 (zero {zero}) saves {saving} bytes, the closed form says {want}")
     return errs
+
+
+# --- communication bytes per step (docs/memory.md 10.4) ----------------------------------
+
+GROUPS, KINDS = ("world", "tp", "dp"), ("all-reduce", "reduce-scatter", "all-gather")
+
+
+def buckets(c, t, sv):
+    """the gradient buckets of one TP rank (sections 7 and 10.1): L layer buckets and the
+    head bucket; at t = 1 --shard-vocab 1 takes the vocabulary out of the head bucket"""
+    V, D, L, H = c["V"], c["D"], c["L"], c["H"]
+    hd = D // H
+    Hl, KVl, Fl = tp_shares(c, t)
+    Lb = 2 * D + D * Hl * hd + 2 * D * KVl * hd + Hl * hd * D + 3 * D * Fl
+    ntens = 1 if c["tied"] else 2
+    if t == 1:
+        Hb = D + (0 if sv else ntens * V * D)
+    else:
+        Hb = D + ntens * (cdiv(V, t) * D if sv else V * D)
+    return [Lb] * L + [Hb]
+
+
+def comm_formula(c, B, T, k, tp, f, dp, zero, sv, s):
+    """bytes this rank sends per optimizer step, {"group kind": exact Fraction}, section
+    10.4 (ring convention: (g-1)/g of a whole buffer per all-gather or reduce-scatter,
+    twice that per all-reduce); k micro-steps per step"""
+    out = {f"{g} {kd}": Fraction(0) for g in GROUPS for kd in KINDS}
+    ring = lambda g: Fraction(g - 1, g)
+    L, D, V, t = c["L"], c["D"], c["V"], tp.t
+    BT = B * T
+    S = BT * D * s
+    ntens = 1 if c["tied"] else 2
+    if t > 1:
+        re2 = 1 if f["recompute"] == 2 else 0
+        rg = 0 if tp.keep_g else 1
+        vp = tp.vp
+        if not tp.sp:
+            out["tp all-reduce"] += 2 * ring(t) * k * (L * (4 + re2) + 2 * vp) * S
+        else:
+            out["tp all-gather"] += ring(t) * k * (L * (4 + re2 + 2 * rg) + 2 * vp) * S
+            out["tp reduce-scatter"] += ring(t) * k * (L * (4 + re2) + 2 * vp) * S
+            out["tp all-reduce"] += 2 * ring(t) * (2 * L * D + D + (1 - vp) * ntens * V * D) * s
+        out["tp all-reduce"] += 2 * ring(t) * k * vp * 12 * BT
+    for b in buckets(c, t, sv):
+        pb = cdiv(b, dp) * dp if zero else b
+        if zero:
+            out["dp reduce-scatter"] += ring(dp) * pb * s
+            out["dp all-gather"] += ring(dp) * pb * s
+        else:
+            out["dp all-reduce"] += 2 * ring(dp) * pb * s
+    if sv and t == 1:  # section 7's vocabulary over DP: gathered at use, its gradient scattered
+        full = cdiv(V, dp) * dp * D * s
+        out["dp all-gather"] += ring(dp) * full * (1 if c["tied"] else 2 * k)
+        out["dp reduce-scatter"] += ring(dp) * full * ntens * k
+    out["world all-reduce"] += 2 * ring(dp * t) * 4
+    return out
+
+
+def check_comm(plan, want):
+    """the plan prints each count rounded to a whole byte (%.0f of a double)"""
+    got = plan.get("comm_bytes_per_step")
+    if not isinstance(got, dict):
+        return [f"comm_bytes_per_step: missing ({got!r})"]
+    errs = []
+    if set(got) != set(want):
+        errs.append(f"comm_bytes_per_step keys {sorted(got)}, want {sorted(want)}")
+    for key, v in want.items():
+        if key in got and abs(got[key] - v) > Fraction(1, 2) + v / 10**9:
+            errs.append(f"comm {key}: plan {got[key]} B, formula {float(v):.2f} B")
+    return errs
+
+
+# --- tensor parallelism (docs/memory.md section 10) ---------------------------------------
+
+# Shapes for the tp sweep. tp runs over {2, 3, 4, 8} where it divides H and KV; the F are
+# chosen not divisible (F = 251 prime; 300 mod 8 = 4; 200 mod 3 = 2), so TP rank 0 holds
+# one more hidden unit; V odd (1001, 997, 513, 5003) or even; tied and untied; B*T
+# divisible by every tp of the shape except the last shape, whose tp 3 runs allreduce only
+# (sequence parallelism must refuse it). "exact": tp divides F, H and KV and every field of
+# the layer is a multiple of 256*tp bytes, so the sequence-parallel layer must be exactly
+# 1/tp of the one-process layer, byte for byte, with no al() rounding in the way.
+TP_MODELS = [
+    dict(V=1001, D=96, L=3, H=24, KV=24, F=251, B=3, T=16, tied=1),
+    dict(V=997, D=128, L=2, H=16, KV=8, F=300, B=2, T=12, tied=0),
+    dict(V=513, D=72, L=4, H=6, KV=3, F=200, B=1, T=9, tied=0),
+    dict(V=32000, D=288, L=6, H=8, KV=4, F=768, B=4, T=256, tied=0, exact=1),     # stories15M, H=8 KV=4
+    dict(V=128256, D=2048, L=16, H=32, KV=8, F=8192, B=1, T=2048, tied=1, exact=1),  # llama3-1B
+    dict(V=5003, D=384, L=2, H=12, KV=6, F=1536, B=3, T=256, tied=0, exact=1),
+    dict(V=513, D=72, L=4, H=6, KV=3, F=200, B=1, T=10, tied=1),
+]
+TP_SIZES = [2, 3, 4, 8]
+# memory flags that rotate through the tp grid: (--ffn-chunks, seq dim, --ce-chunks, --offload-act)
+TP_MEM = [(1, 0, 1, 0), (3, 0, 4, 2), (3, 1, 1, -1), (2, 0, 3, 0), (4, 1, 2, 2), (1, 0, 5, -1)]
+TP_DPZ = [(1, 0), (2, 1), (2, 0), (1, 1), (2, 1)]   # (dp, --zero)
+
+
+def tp_formula(c, t, dp, zero, sv, sx, master, gacc):
+    """per-rank parameter/optimizer/comm entries under tp > 1 (section 10.1): the TP rank's
+    buckets, padded and sharded over its DP group under --zero 1 as in section 7; the
+    vocab-parallel head needs no gathered [V, D] buffers"""
+    def pad(x):
+        return cdiv(x, dp) * dp if zero else x
+    n_local = sum(pad(b) for b in buckets(c, t, sv))
+    n_opt = n_local // dp if zero else n_local
+    return n_local, n_opt, {
+        "parameters": n_local * sx, "gradients": n_local * sx, "gradient accumulator (fp32)": n_local * 4 if gacc else 0,
+        "master weights (fp32)": n_opt * 4 if master else 0, "adam m": n_opt * 4, "adam v": n_opt * 4,
+        "vocab gather (weights)": 0, "vocab gradient (unsharded)": 0,
+    }
+
+
+def num_params(c):
+    ntens = 1 if c["tied"] else 2
+    hd = c["D"] // c["H"]
+    return c["V"] * c["D"] * ntens + c["L"] * (2 * c["D"] + 2 * c["D"] * c["H"] * hd + 2 * c["D"] * c["KV"] * hd
+                                               + 3 * c["D"] * c["F"]) + c["D"]
+
+
+def tp_jobs(bf16):
+    """the tp grid: every shape x tp x mode x --shard-vocab x --recompute x
+    --tp-recompute-allgather, the other flags (memory flags, dp and --zero, micro-steps,
+    --fp32-grad-accum) rotating, two rotations per configuration; the two
+    --tp-recompute-allgather plans of a configuration differ in nothing else. Returns
+    [(key, c, f, args)], key = (shape, t, sp, sv, rec, rotation, rg).
+    bf16 (the CUDA build: cuBLAS loads at each start, 0.2 s a plan) keeps every other
+    (shape, tp) and adds --attention tc (head dims 64, 128) for its delta scratch."""
+    jobs = []
+    j = 0
+    pairs = [(i, t) for i, c in enumerate(TP_MODELS) for t in TP_SIZES if c["H"] % t == 0 and c["KV"] % t == 0]
+    if bf16:
+        pairs = pairs[::2]
+    for i, t in pairs:
+        c = TP_MODELS[i]
+        for sp, sv, rec in itertools.product((0, 1), (0, 1), (0, 1, 2)):
+            if sp and (c["B"] * c["T"]) % t:
+                continue
+            for rep in range(1 if bf16 else 2):
+                k_ffn, sq, ce, off = TP_MEM[j % len(TP_MEM)]
+                dp, zero = TP_DPZ[j % len(TP_DPZ)]
+                micro, gacc = 1 + (j // 2) % 2, (j // 3) % 2
+                tc = bf16 and (c["D"] // c["H"]) in (64, 128) and rec == 0
+                # a CE chunk needs at least one row of the head's (BT/t under SP)
+                ce = min(ce, c["B"] * c["T"] // (t if sp else 1))
+                f = dict(ffn_chunks=k_ffn, ffn_seq=sq, ce_chunks=ce, offload=off, recompute=rec,
+                         attention="tc" if tc else "fp32", dp=dp, zero=zero, micro=micro, gacc=gacc)
+                j += 1
+                for rg in (0, 1):
+                    args = ("--tp", str(t), "--tp-mode", "reducescatter" if sp else "allreduce",
+                            "--tp-recompute-allgather", str(rg), "--shard-vocab", str(sv), "--dp", str(dp),
+                            "--zero", str(zero), "--fp32-grad-accum", str(gacc),
+                            "--total-batch", str(c["B"] * c["T"] * dp * micro))
+                    jobs.append(((i, t, sp, sv, rec, rep, rg), c, f, args))
+    return jobs
+
+
+def check_tp(plan, c, f, key):
+    """one tensor-parallel plan: every device and host entry, n_local/n_opt, comm bytes"""
+    i, t, sp, sv, rec, _, rg = key
+    tp = TP(t, sp, rg, sv, rec)
+    s = plan["sizeof_floatX"]
+    master = 1 if s == 2 else 0
+    errs = []
+    for k, v in (("tp", t), ("tp_sp", sp), ("tp_regather", rg), ("dp", f["dp"]), ("zero", f["zero"]),
+                 ("shard_vocab", sv), ("master", master)):
+        if plan.get(k) != v:
+            errs.append(f"{k}: plan {plan.get(k)} asked {v}")
+    if plan["num_params"] != num_params(c):
+        errs.append(f"num_params: plan {plan['num_params']} formula {num_params(c)} (the whole model)")
+    n_local, n_opt, want = tp_formula(c, t, f["dp"], f["zero"], sv, s, master, f["gacc"])
+    for k, v in (("n_local", n_local), ("n_opt", n_opt)):
+        if plan.get(k) != v:
+            errs.append(f"{k}: plan {plan.get(k)} formula {v}")
+    got = {e["name"]: e["bytes"] for e in plan["device"]["entries"]}
+    errs += [f"{k}: plan {got.get(k)} formula {v}" for k, v in want.items() if got.get(k) != v]
+    errs += check_activations(plan, c, f, tp)
+    errs += check_comm(plan, comm_formula(c, c["B"], c["T"], f["micro"], tp, f, f["dp"], f["zero"], sv, s))
+    return errs
+
+
+def tp_pair_errs(plans, key, c, s):
+    """--tp-recompute-allgather 0 against 1 (section 10.2): under SP and --recompute 0 the
+    layer keeps the two gathered [BT, D] norm outputs in place of its own rows, exactly
+    2*(al(BT*D*s) - al(BT*D*s/t)) bytes more (2*BT*D*s*(t-1)/t when aligned); otherwise
+    (allreduce mode, or a recomputed norm output) the flag changes nothing of the plan"""
+    i, t, sp, sv, rec, _ = key
+    p0, p1 = plans.get(key + (0,)), plans.get(key + (1,))
+    if p0 is None or p1 is None:
+        return [], None
+    BT, D = c["B"] * c["T"], c["D"]
+    if sp and rec == 0:
+        want = 2 * (al(BT * D * s) - al(BT // t * D * s))
+        got = p0["act_block_bytes"] - p1["act_block_bytes"]
+        errs = [] if got == want else [f"--tp-recompute-allgather 0 adds {got} bytes per layer, want {want}"]
+        closed = Fraction(2 * BT * D * s * (t - 1), t)
+        if (BT * D * s) % (ALIGN * t) == 0 and got != closed:
+            errs.append(f"--tp-recompute-allgather 0 adds {got} bytes per layer, not 2*BT*D*s*(t-1)/t = {closed}")
+        return errs, got
+    strip = lambda p: ([(e["name"], e["bytes"]) for e in p["device"]["entries"]], p["act_block_bytes"],
+                       p["comm_bytes_per_step"])
+    return ([] if strip(p0) == strip(p1) else
+            [f"--tp-recompute-allgather changes the plan where section 10 says it cannot (sp {sp}, recompute {rec})"]), 0
+
+
+def one_over_tp_errs(plan, base, t):
+    """TP + SP against one process, same shape and flags, where tp divides F, H, KV and
+    alignment is exact: every saved activation 1/tp of the one-process one (10.2)"""
+    errs = []
+    if plan["act_block_bytes"] * t != base["act_block_bytes"]:
+        errs.append(f"SP layer {plan['act_block_bytes']} bytes x tp {t} != one-process layer {base['act_block_bytes']}")
+    dev = lambda p: {e["name"]: e["bytes"] for e in p["device"]["entries"]}
+    host = lambda p: {e["name"]: e["bytes"] for e in p["host"]["entries"]}
+    for name in ("saved activations (layers)", "saved activations (x_final)", "offload slots"):
+        if dev(plan)[name] * t != dev(base)[name]:
+            errs.append(f"{name}: SP {dev(plan)[name]} x tp {t} != one process {dev(base)[name]}")
+    if host(plan)["offloaded activations"] * t != host(base)["offloaded activations"]:
+        errs.append(f"offloaded activations: SP {host(plan)['offloaded activations']} x tp {t} != one process "
+                    f"{host(base)['offloaded activations']}")
+    return errs
+
+
+def tp_refusals(binary):
+    """configurations section 10 says must be refused with a clear error"""
+    c = TP_MODELS[6]
+    base = [binary, "--plan-only", "1", "--V", str(c["V"]), "--D", str(c["D"]), "--L", str(c["L"]),
+            "--H", str(c["H"]), "--KV", str(c["KV"]), "--F", str(c["F"]), "--max-seq-len", "16"]
+    cases = [("tp 4 does not divide KV = 3", base + ["--batch", "1", "--seq", "12", "--tp", "4"]),
+             ("tp 3: B*T = 10 tokens do not split into 3 blocks under SP",
+              base + ["--batch", "1", "--seq", "10", "--tp", "3", "--tp-mode", "reducescatter"])]
+    errs = []
+    for what, cmd in cases:
+        rc, msg = plan_json.run_fails(cmd)
+        if rc == 0:
+            errs.append(f"{what}: accepted (exit 0), section 10 says it must be refused")
+        else:
+            print(f"ok   refused, {what}: {msg}")
+    return errs
+
+
+def check_tp_grid(binary, tmp, bf16):
+    """returns (checks, failures, first failure)"""
+    name = os.path.basename(binary)
+    jobs = tp_jobs(bf16)
+    # one-process plans of the "exact" shapes, same B, T and memory flags, for the 1/tp check
+    base_keys = sorted({(key[0], f["ffn_chunks"], f["ffn_seq"], f["ce_chunks"], f["offload"], f["recompute"])
+                        for key, c, f, _ in jobs if c.get("exact") and key[2] and key[6]})
+    base_jobs = [(TP_MODELS[b[0]], dict(ffn_chunks=b[1], ffn_seq=b[2], ce_chunks=b[3], offload=b[4], recompute=b[5]), ())
+                 for b in base_keys]
+    results = run_all(binary, [(c, f, a) for _, c, f, a in jobs] + base_jobs, tmp)
+    base = dict(zip(base_keys, results[len(jobs):]))
+    plans = {}
+    n = bad = 0
+    first = None
+    agree_entries = 0
+
+    def fail(tag, errs):
+        nonlocal bad, first
+        bad += 1
+        first = first or f"{tag}: {errs[0]}"
+        print(f"FAIL {tag}:\n    " + "\n    ".join(errs))
+
+    for (key, c, f, args), (plan, err) in zip(jobs, results):
+        tag = f"{name} {' '.join(args[:6])} --shard-vocab {key[3]} --recompute {key[4]} {c}"
+        errs = [err] if err else check_tp(plan, c, f, key)
+        n += 1
+        if plan is not None:
+            plans[key] = plan
+            if not errs:
+                agree_entries += len(plan["device"]["entries"]) + len(plan["host"]["entries"]) + \
+                    len(plan["comm_bytes_per_step"])
+        if errs:
+            fail(tag, errs)
+    n_pairs = n_exact = 0
+    seen = set()
+    for key, c, f, args in jobs:
+        k6 = key[:6]
+        if k6 in seen:
+            continue
+        seen.add(k6)
+        s = plans[key]["sizeof_floatX"] if key in plans else 4
+        errs, extra = tp_pair_errs(plans, k6, c, s)
+        n += 1
+        n_pairs += 1
+        tag = f"{name} tp {key[1]} sp {key[2]} shard-vocab {key[3]} recompute {key[4]} {c}"
+        if errs:
+            fail(tag + " (--tp-recompute-allgather 0 vs 1)", errs)
+        elif extra:
+            print(f"ok   {tag}: --tp-recompute-allgather 0 keeps {extra} bytes more per layer")
+        if c.get("exact") and key[2]:
+            p = plans.get(k6 + (1,))
+            b, berr = base[(key[0], f["ffn_chunks"], f["ffn_seq"], f["ce_chunks"], f["offload"], f["recompute"])]
+            bf = dict(ffn_chunks=f["ffn_chunks"], ffn_seq=f["ffn_seq"], ce_chunks=f["ce_chunks"], offload=f["offload"],
+                      recompute=f["recompute"])
+            errs = [berr] if berr else check_activations(b, c, bf) + (one_over_tp_errs(p, b, key[1]) if p else ["no SP plan"])
+            n += 1
+            n_exact += 1
+            if errs:
+                fail(tag + " (1/tp of one process)", errs)
+            else:
+                print(f"ok   {tag}: SP layer {p['act_block_bytes']} = one-process {b['act_block_bytes']} / {key[1]}")
+    errs = tp_refusals(binary)
+    n += 1
+    if errs:
+        fail(f"{name} refusals", errs)
+    print(f"{name}: {len(jobs)} tensor-parallel plans ({agree_entries} entries and comm counts equal to the formulas), "
+          f"{n_pairs} --tp-recompute-allgather pairs, {n_exact} SP layers against one process ({len(base_jobs)} "
+          f"one-process plans), 2 refusals")
+    return n, bad, first
 
 
 def main():
@@ -359,6 +755,12 @@ def main():
                         print(f"FAIL {name} dp {dp} {shape} (--zero/--shard-vocab savings):\n    " + "\n    ".join(perrs))
             print(f"{name} (floatX {s} bytes): {n} data-parallel checks ({len(jobs)} plans, {len(DP_MODELS) * len(DPS)} --zero/--shard-vocab savings)")
             total += n
+            # 3. tensor parallelism: every entry and the comm bytes of the tp grid
+            n, b, first = check_tp_grid(binary, tmp, s == 2)
+            total += n
+            bad += b
+            if first:
+                first_fail[:] = first_fail or [first]
     print(f"memory plan vs formula: {total - bad} agree, {bad} differ")
     if first_fail:
         print(f"first difference: {first_fail[0]}")

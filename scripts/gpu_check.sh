@@ -221,6 +221,13 @@ if command -v mpirun >/dev/null 2>&1; then
     [[ -x ./$bin ]] || continue
     run_step "dp2_${bin}_zero_shard" 90 mpirun --oversubscribe --allow-run-as-root --bind-to none -x OMP_NUM_THREADS=1 -np 2 \
       "./$bin" --comm mpi --ref dev/ref/gqa_h4kv2_tied.lref --zero 1 --shard-vocab 1 --ffn-chunks 2 --ce-chunks 3 --offload-act -1
+    # tensor parallelism's CUDA orchestration (issue 12, item 8): both modes, the recycled
+    # buffers and the vocab-parallel head, 2 TP ranks on the one GPU; correctness only
+    for mode in allreduce reducescatter; do
+      run_step "tp2_${bin}_$mode" 90 mpirun --oversubscribe --allow-run-as-root --bind-to none -x OMP_NUM_THREADS=1 -np 2 \
+        "./$bin" --comm mpi --ref dev/ref/gqa_h4kv2_tied.lref --tp 2 --tp-mode "$mode" --shard-vocab 1 --ffn-chunks 2 \
+        --ce-chunks 3 --recompute 1
+    done
   done
 else
   record dp2_comm_mpi SKIP 0 "mpirun not found on this machine (Open MPI: scripts/ensure_build_deps.sh)"

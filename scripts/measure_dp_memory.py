@@ -31,11 +31,57 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
+MALLOC_MODES = ("default", "fixed")
+
+
 def run(cmd, env=None):
     p = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if p.returncode != 0:
-        sys.exit("measure_dp_memory: %s failed (exit %d):\n%s" % (" ".join(cmd), p.returncode, p.stdout[-2000:] + p.stderr[-2000:]))
+        sys.exit("%s: %s failed (exit %d):\n%s" % (os.path.basename(sys.argv[0]), " ".join(cmd), p.returncode,
+                                                   p.stdout[-2000:] + p.stderr[-2000:]))
     return p.stdout
+
+
+def toy_shard(tmp):
+    """a synthetic token shard for a few steps (the measurement needs memory, not text)"""
+    shard = os.path.join(tmp, "train.bin")
+    run([sys.executable, os.path.join(HERE, "write_toy_shard.py"), shard, "200000", "1", "32000"])
+    return shard
+
+
+def launch(args, np, mode):
+    """args (a trainer command line) as np ranks, one OpenMP thread each, with glibc's malloc
+    as it is (mode "default") or its mmap threshold fixed (mode "fixed": see the docstring)"""
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    mpienv = ["-x", "OMP_NUM_THREADS=1"]
+    if mode == "fixed":
+        env["MALLOC_MMAP_THRESHOLD_"] = "131072"
+        mpienv += ["-x", "MALLOC_MMAP_THRESHOLD_=131072"]
+    cmd = args if np == 1 else ["mpirun", "--oversubscribe", "--allow-run-as-root", "--bind-to", "none"] + \
+        mpienv + ["-np", str(np)] + args
+    return run(cmd, env)
+
+
+def measure(args, np, mode, rd, plan):
+    """runs args (which must write its metrics under run dir rd and rank 0's plan to plan);
+    returns rank 0's plan (arena bytes, by kind), the measured peak (the largest rank's) and
+    what the run printed"""
+    out = launch(args, np, mode)
+    p = json.load(open(plan))
+    m = [json.loads(l) for l in open(os.path.join(rd, "metrics.jsonl"))]
+    kinds = {}
+    for e in p["device"]["entries"]:
+        kinds[e["kind"]] = kinds.get(e["kind"], 0) + e["bytes"]
+    return {"planned": p["device"]["total"], "planned_host": p["host"]["total"], "kinds": kinds,
+            "measured": max(r["peak_mem"] for r in m), "loss_last": m[-1]["loss"], "plan": p, "stdout": out}
+
+
+def commit():
+    return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=HERE).stdout.strip()
+
+
+def machine():
+    return "%s, %d cores, no GPU" % (platform.machine(), os.cpu_count())
 
 
 def main():
@@ -49,15 +95,9 @@ def main():
     ap.add_argument("--dps", default="1,2,4")
     a = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="dpmem_")
-    shard = os.path.join(tmp, "train.bin")
-    run([sys.executable, os.path.join(HERE, "write_toy_shard.py"), shard, "200000", "1", "32000"])
+    shard = toy_shard(tmp)
     rows = []
-    for mode in ("default", "fixed"):
-      env = dict(os.environ, OMP_NUM_THREADS="1")
-      mpienv = ["-x", "OMP_NUM_THREADS=1"]
-      if mode == "fixed":
-          env["MALLOC_MMAP_THRESHOLD_"] = "131072"
-          mpienv += ["-x", "MALLOC_MMAP_THRESHOLD_=131072"]
+    for mode in MALLOC_MODES:
       for dp in [int(x) for x in a.dps.split(",")]:
         for zero in (0, 1):
             for shard_vocab in (0, 1):
@@ -67,28 +107,21 @@ def main():
                 args = [a.binary, "--model", a.model, "--batch", str(a.batch), "--seq", str(a.seq), "--steps", str(a.steps),
                         "--val-every", "0", "--train-data", shard, "--run-dir", rd, "--zero", str(zero),
                         "--shard-vocab", str(shard_vocab), "--plan-json", plan]
-                cmd = args if dp == 1 else ["mpirun", "--oversubscribe", "--allow-run-as-root", "--bind-to", "none"] + \
-                    mpienv + ["-np", str(dp)] + args
                 print("measure_dp_memory: %s" % name, file=sys.stderr, flush=True)
-                run(cmd, env)
-                p = json.load(open(plan))
-                m = [json.loads(l) for l in open(os.path.join(rd, "metrics.jsonl"))]
-                kinds = {}
-                for e in p["device"]["entries"]:
-                    kinds[e["kind"]] = kinds.get(e["kind"], 0) + e["bytes"]
-                rows.append({"malloc": mode, "dp": dp, "zero": zero, "shard_vocab": shard_vocab, "planned": p["device"]["total"],
+                r = measure(args, dp, mode, rd, plan)
+                kinds = r["kinds"]
+                rows.append({"malloc": mode, "dp": dp, "zero": zero, "shard_vocab": shard_vocab, "planned": r["planned"],
                              "planned_params_grads_opt_comm": sum(kinds.get(k, 0) for k in ("parameters", "gradients", "optimizer", "comm")),
-                             "optimizer": kinds.get("optimizer", 0), "measured": max(r["peak_mem"] for r in m),
-                             "loss_last": m[-1]["loss"]})
+                             "optimizer": kinds.get("optimizer", 0), "measured": r["measured"],
+                             "loss_last": r["loss_last"]})
     base = {(r["malloc"], r["dp"]): r for r in rows if r["zero"] == 0 and r["shard_vocab"] == 0}
     with open(os.path.splitext(a.out_md)[0] + ".jsonl", "w") as f:
         for r in rows:
             f.write(json.dumps(r) + "\n")
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=HERE).stdout.strip()
     mib = lambda b: "%.1f" % (b / 1048576.0)
     lines = ["# Data parallelism: per-rank memory, planned and measured (CPU build)", "",
-             "Machine: %s, %d cores, no GPU (CPU build: \"device\" memory is host memory; measured = the largest "
-             "rank's resident set sampled after each step). Commit %s." % (platform.machine(), os.cpu_count(), commit), "",
+             "Machine: %s (CPU build: \"device\" memory is host memory; measured = the largest "
+             "rank's resident set sampled after each step). Commit %s." % (machine(), commit()), "",
              "Command: `python3 scripts/measure_dp_memory.py %s %s --model %s --batch %d --seq %d --steps %d` "
              "(dp > 1 under `mpirun -np dp`, one OpenMP thread per rank)." % (a.binary, a.out_md, a.model, a.batch, a.seq, a.steps), "",
              "| malloc | dp | --zero | --shard-vocab | planned arena MiB | optimizer MiB | measured peak MiB | planned saving MiB | measured saving MiB | R |",

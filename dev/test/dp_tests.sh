@@ -14,16 +14,7 @@ PY=$1; W=$2; shift 2
 REFS=("$@")
 cd "$(dirname "$0")/../.."
 mkdir -p "$W"
-MPIRUN=(mpirun --oversubscribe --allow-run-as-root --bind-to none -x OMP_NUM_THREADS=1)
-export OMP_NUM_THREADS=1
-failed=0
-pass() { echo "PASS $1"; }
-fail() { echo "FAIL $1${2:+: $2}"; failed=1; }
-run_np() { local np=$1; shift; "${MPIRUN[@]}" -np "$np" "$@"; }
-
-if ! command -v mpirun >/dev/null 2>&1; then
-  fail mpi_available "mpirun not found (apt-get install openmpi-bin libopenmpi-dev; .ci/run installs them)"; exit 1
-fi
+source dev/test/mpi_lib.sh  # MPIRUN, run_np, pass, fail, agree
 
 # ---------------------------------------------------------------------------
 # llmc/comm.h: every collective at 3 ranks (odd sizes), and a rank that skips one
@@ -86,30 +77,6 @@ done
 COMMON=(--model tiny --V 512 --seq 32 --steps 6 --warmup 2 --val-every 3 --val-batches 2 --sample-every 0
         --train-data "$W/train.bin" --val-data "$W/val.bin")
 
-# compare.py A B FIRST TOL: steps FIRST.. of metrics A and B agree (loss, grad_norm, val_loss) within TOL
-# relative (0 = bitwise), and B has exactly the steps FIRST..last of A
-cat > "$W/compare.py" <<'PYEOF'
-import json, sys
-a = {r["step"]: r for r in map(json.loads, open(sys.argv[1]))}
-b = {r["step"]: r for r in map(json.loads, open(sys.argv[2]))}
-first, tol = int(sys.argv[3]), float(sys.argv[4])
-want = [s for s in sorted(a) if s >= first]
-assert sorted(b) == want, "steps %s, expected %s" % (sorted(b), want)
-worst = 0.0
-for s in want:
-    for k in ("loss", "grad_norm", "val_loss"):
-        if k not in a[s] and k not in b[s]:
-            continue
-        x, y = a[s][k], b[s][k]
-        err = abs(x - y) / max(abs(x), 1e-12)
-        worst = max(worst, err)
-        assert (x == y) if tol == 0 else err <= tol, "step %d %s: %r vs %r (rel %.2e, tol %g)" % (s, k, x, y, err, tol)
-print("agree: steps %s, worst relative difference %.3e" % (want, worst))
-PYEOF
-agree() {  # agree NAME A_DIR B_DIR FIRST_STEP TOL
-  if "$PY" "$W/compare.py" "$2/metrics.jsonl" "$3/metrics.jsonl" "$4" "$5" >"$W/$1.cmp" 2>&1; then pass "$1"
-  else fail "$1" "$(tail -n 1 "$W/$1.cmp")"; fi
-}
 train() {  # train NP RUN_DIR FLAGS...: a run that must succeed
   local np=$1 dir=$2; shift 2
   if [ "$np" = 1 ]; then ./train_llama_cpu "${COMMON[@]}" --run-dir "$dir" "$@" >"$dir.log" 2>&1

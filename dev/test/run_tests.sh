@@ -270,6 +270,9 @@ check learns bash -c "./train_llama_cpu --model tiny --V 64 --batch 4 --seq 32 -
 echo "== data parallelism under mpirun (2 and 4 ranks): test_llama, train_llama, checkpoints, faults (dev/test/dp_tests.sh)"
 sub_tests dp bash dev/test/dp_tests.sh "$PY" "$TMP/dp" dev/ref/*.lref ${FRESH:-}
 
+echo "== tensor and sequence parallelism under mpirun (tp 2, tp 4, tp 2 x dp 2): test_llama, train_llama, checkpoints (dev/test/tp_tests.sh)"
+sub_tests tp bash dev/test/tp_tests.sh "$PY" "$TMP/tp"
+
 echo "== scripts/gpu_check.sh, dry run on the CPU (every step, file and table of the GPU script)"
 check gpu_check_dry_run bash -c "GPU_CHECK_CPU=1 GPU_CHECK_DATA=$TMP/train.bin PYTHON=$PY OUT=$TMP/gpu_dry \
   GPU_CHECK_SCRATCH=$TMP/gpu_dry_scratch bash scripts/gpu_check.sh && $PY - $TMP/gpu_dry <<'PYEOF'

@@ -1,0 +1,20 @@
+# Shared by the multi-process test scripts (dp_tests.sh, tp_tests.sh), sourced after they set
+# PY and W: the Open MPI launcher as the tests run it (one OpenMP thread per rank, may
+# oversubscribe the cores and run as root, as CI does), the PASS/FAIL lines and the
+# metrics comparison.
+MPIRUN=(mpirun --oversubscribe --allow-run-as-root --bind-to none -x OMP_NUM_THREADS=1)
+export OMP_NUM_THREADS=1
+failed=0
+pass() { echo "PASS $1"; }
+fail() { echo "FAIL $1${2:+: $2}"; failed=1; }
+# a hung collective must cost one check, not the whole make test
+RUN_LIMIT=${RUN_LIMIT:-180}
+run_np() { local np=$1; shift; timeout -k 10 "$RUN_LIMIT" "${MPIRUN[@]}" -np "$np" "$@"; }
+# agree NAME A_DIR B_DIR FIRST_STEP TOL: their metrics.jsonl agree from FIRST_STEP on (compare_metrics.py)
+agree() {
+  if "$PY" dev/test/compare_metrics.py "$2/metrics.jsonl" "$3/metrics.jsonl" "$4" "$5" >"$W/$1.cmp" 2>&1; then pass "$1"
+  else fail "$1" "$(tail -n 1 "$W/$1.cmp")"; fi
+}
+if ! command -v mpirun >/dev/null 2>&1; then
+  fail mpi_available "mpirun not found (apt-get install openmpi-bin libopenmpi-dev; .ci/run installs them)"; exit 1
+fi
