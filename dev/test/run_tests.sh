@@ -160,7 +160,10 @@ check_error flag_bad_zero "zero" ./train_llama_cpu --zero 2 --plan-only 1
 check_error flag_bad_shard_vocab "shard-vocab" ./train_llama_cpu --shard-vocab 3 --plan-only 1
 check_error flag_bad_comm "comm" ./train_llama_cpu --comm gloo --plan-only 1
 check_error flag_bad_comm_timeout "comm-timeout" ./train_llama_cpu --comm-timeout 0 --plan-only 1
-check_error flag_tp_not_built "tensor parallelism" ./train_llama_cpu --tp 2 --plan-only 1
+check_error flag_tp_splits_kv_heads "kv heads" ./train_llama_cpu --tp 4 --plan-only 1
+check_error flag_bad_tp_mode "tp-mode" ./train_llama_cpu --tp 2 --tp-mode ring --plan-only 1
+check_error flag_bad_tp_regather "tp-recompute-allgather" ./train_llama_cpu --tp 2 --tp-recompute-allgather 2 --plan-only 1
+check_error flag_tp_needs_ranks "number of ranks" ./train_llama_cpu --tp 2 --steps 1
 check_error flag_dp_without_plan "plan-only" ./train_llama_cpu --dp 2 --steps 1
 check_error train_missing_data "no" ./train_llama_cpu --train-data "$TMP/none_*.bin" --run-dir "$TMP/run_missing"
 # a shard whose token ids do not fit a smaller vocabulary
