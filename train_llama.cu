@@ -1950,7 +1950,9 @@ static void comm_bytes_log(Logger* lg, const char* what, const double b[NUM_GROU
 
 static void print_plan(Logger* lg, const Llama* m) {
     if (lg->quiet) return;
-    logf_(lg, "memory plan%s (everything allocated before the first step):\n", m->comm->dp > 1 ? " per rank" : "");
+    // under TP the ranks' plans differ slightly (F split unevenly): rank 0's is the largest
+    logf_(lg, "memory plan%s (everything allocated before the first step):\n",
+          m->comm->tp > 1 ? " of rank 0, the largest per rank" : m->comm->size > 1 ? " per rank" : "");
     log_plan(lg, &m->dev, &m->host);
     if (matmul_workspace_bytes())
         logf_(lg, "outside the arena: cuBLASLt workspace %.1f MiB, the CUDA context and library code (the driver's "
@@ -2353,7 +2355,7 @@ int main(int argc, char** argv) {
             logf_(&lg, "step %5d/%d | loss %.6f | lr %.3e | norm %.4f | %.1f ms | %.0f tok/s | %.*f%s tok | ETA %s | "
                   "peak %.1f MiB%s\n", step, a.loop.steps, loss, lr, norm, ms, tok_s, seen < 1e6 ? 1 : 2,
                   seen < 1e6 ? seen / 1e3 : seen / 1e6, seen < 1e6 ? "K" : "M", eta,
-                  peak_measured / 1048576.0, comm.dp > 1 ? " (largest rank)" : "");
+                  peak_measured / 1048576.0, comm.size > 1 ? " (largest rank)" : "");
         }
         float val_loss = NAN;
         if (a.loop.val_every > 0 && (step % a.loop.val_every == 0 || last)) {
@@ -2387,8 +2389,8 @@ int main(int argc, char** argv) {
         peak_measured = (size_t)measured;
     }
     logf_(&lg, "done: peak memory measured %.1f MiB (%s%s), arena %.1f MiB planned%s\n",
-          peak_measured / 1048576.0, dev_measured_name(), comm.dp > 1 ? ", largest rank" : "", m.dev.total / 1048576.0,
-          comm.dp > 1 ? " per rank" : "");
+          peak_measured / 1048576.0, dev_measured_name(), comm.size > 1 ? ", largest rank" : "", m.dev.total / 1048576.0,
+          comm.size > 1 ? " per rank" : "");
     if (have_tok) tokenizer_free(&tok);
     free(sample_tokens); free(sample_logits); free(sample_pad);
     dataloader_free(&train);
