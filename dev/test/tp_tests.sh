@@ -164,8 +164,9 @@ dump_pair() {  # dump_pair NAME NP REF ARGS...
   else fail "$name" "dumps differ: $(head -n 1 "$W/$name.cmp")"; fi
 }
 dump_pair recompute_allgather_bitwise_np2_tp2_gqa8x4 2 "$F2" --tp 2
+# (the kept gathered copies live in the saved blocks: here they go to the host and back through the offload slots)
 dump_pair recompute_allgather_bitwise_np2_tp2_gqa8x4_flags 2 "$F2" --tp 2 --shard-vocab 1 --ffn-chunks 3 --ce-chunks 2 \
-  --offload-act -1 --recompute 1
+  --offload-act -1
 dump_pair recompute_allgather_bitwise_np4_tp4_v67_flags 4 "$F1" --tp 4 --shard-vocab 1 --ffn-chunks 4 --ffn-chunk-dim seq \
   --recompute 2
 dump_pair recompute_allgather_bitwise_np4_tp2xdp2_mha_flags 4 dev/ref/mha_untied_small.lref --tp 2 --zero 1 --ce-chunks 3 \
