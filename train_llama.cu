@@ -1967,8 +1967,9 @@ static void print_plan(Logger* lg, const Llama* m) {
         double with = m->lay->n_local * per_local + m->lay->n_opt * per_opt +
                       (m->lay->vocab_tp ? 0.0 : 2.0 * m->lay->vocab_rows * m->comm->dp * m->cfg.D * sizeof(floatX));
         logf_(lg, "--shard-vocab 1 %s %.1f MiB per rank against --shard-vocab 0 (parameters, gradients and optimizer "
-              "state of the vocabulary, less its two gathered buffers)\n", without >= with ? "saves" : "COSTS",
-              fabs(without - with) / 1048576.0);
+              "state of the vocabulary, %s)\n", without >= with ? "saves" : "COSTS", fabs(without - with) / 1048576.0,
+              m->lay->vocab_tp ? "split over the TP group; not counted: the CE chunk's logits, 1/tp of the columns too"
+                               : "less its two gathered buffers");
         free(off);
     }
     act_plan_log(lg, &m->acts, "layer");
