@@ -8,6 +8,9 @@ PY=$(bash scripts/ensure_python_deps.sh | tail -n1)
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/llmc_test.XXXXXX")
 trap 'rm -rf "$TMP"' EXIT
 passed=0; failed=0; failed_names=""
+T0=$(date +%s)
+# a section header, with the minutes and seconds make test has run so far (the whole run must stay under 20 minutes)
+section() { local e=$(( $(date +%s) - T0 )); printf '== [%d:%02d] %s\n' $((e / 60)) $((e % 60)) "$1"; }
 
 pass() { echo "PASS $1"; passed=$((passed + 1)); }
 fail() { echo "FAIL $1${2:+: $2}"; failed=$((failed + 1)); failed_names="$failed_names $1"; }
@@ -44,10 +47,10 @@ sub_tests() {
   [ $rc -eq 0 ] || grep -q '^FAIL' "$TMP/$name.log" || fail "$name" "exit $rc"
 }
 
-echo "== test_llama against the committed references (dev/ref)"
+section "test_llama against the committed references (dev/ref)"
 for f in dev/ref/*.lref; do check "ref_$(basename "$f" .lref)" ./test_llama_cpu --ref "$f"; done
 
-echo "== test_llama against fresh references (configs not in dev/ref)"
+section "test_llama against fresh references (configs not in dev/ref)"
 # name V D L H KV F max_seq_len B T n_steps tied seed
 while read -r name V D L H KV F S B T N tied seed; do
   if "$PY" scripts/reference_llama.py --quiet --out "$TMP/$name.lref" --V "$V" --D "$D" --L "$L" --H "$H" --KV "$KV" \
@@ -62,7 +65,7 @@ mha_wide_ff 73 30 2 5 5 130 10 4 10 3 0 13
 gqa_tied_b4 75 24 2 6 2 40 12 4 11 3 1 14
 CONFIGS
 
-echo "== memory flags: same results as the reference, bitwise where the arithmetic order is unchanged"
+section "memory flags: same results as the reference, bitwise where the arithmetic order is unchanged"
 FLAGSETS=(
   "--ffn-chunks 3"
   "--ffn-chunks 5 --ffn-chunk-dim seq"
@@ -88,15 +91,15 @@ for f in dev/ref/*.lref ${FRESH:-}; do
   done
 done
 
-echo "== offload poison: a backward that skips the prefetch must fail the gradient check"
+section "offload poison: a backward that skips the prefetch must fail the gradient check"
 for f in dev/ref/mha_untied_small.lref dev/ref/gqa_h4kv2_tied.lref; do
   check_error "poison_$(basename "$f" .lref)" "FAIL" ./test_llama_cpu --ref "$f" --offload-act -1 --test-skip-prefetch 1
 done
 
-echo "== memory plan against the formulas of docs/memory.md"
+section "memory plan against the formulas of docs/memory.md"
 check memory_plan "$PY" scripts/check_memory_plan.py ./train_llama_cpu
 
-echo "== dataloader and tokenizer"
+section "dataloader and tokenizer"
 sub_tests dataloader ./build/test_dataloader
 sub_tests bad_shards bash dev/test/bad_shards.sh ./build/test_dataloader
 if [ -f ../shared/data/tinystories/tokenizer/tokenizer.bin ]; then
@@ -119,7 +122,7 @@ if [ -d ../shared/data/tinystories ]; then
   check_error english_words_below_min "FAIL" sh -c "printf 'Once upon a time blorf xqzt gnarp.\n' | '$PY' scripts/english_words.py --min 0.97"
 fi
 
-echo "== bad input: a clear message and a non-zero exit"
+section "bad input: a clear message and a non-zero exit"
 R=dev/ref/mha_untied_small.lref
 head -c 3000 "$R" > "$TMP/truncated.lref"
 { printf '\x01\x02\x03\x04'; tail -c +5 "$R"; } > "$TMP/badmagic.lref"
@@ -176,7 +179,7 @@ PYEOF
 check_error train_token_ge_V "vocab" ./train_llama_cpu --V 256 --train-data "$TMP/big_ids.bin" --val-every 0 --run-dir "$TMP/run_bigids"
 check_error resume_missing "cannot open" ./train_llama_cpu --resume "$TMP/none.bin" --train-data "$TMP/big_ids.bin" --val-every 0 --run-dir "$TMP/run_noresume"
 
-echo "== checkpoint resume continues bit-exactly (scripts/check_resume.sh)"
+section "checkpoint resume continues bit-exactly (scripts/check_resume.sh)"
 # a small shard for the tests below, so they need no prepared data: ids below the tiny model's V
 "$PY" scripts/write_toy_shard.py "$TMP/train.bin" 20000 1 500 && "$PY" scripts/write_toy_shard.py "$TMP/val.bin" 5000 2 500
 check resume_plain env PYTHON="$PY" bash scripts/check_resume.sh ./train_llama_cpu "$TMP/resume_plain"
@@ -219,7 +222,7 @@ PYEOF
 check_error resume_config_mismatch "checkpoint has" ./train_llama_cpu --model tiny --V 512 --D 128 --batch 2 --seq 32 --steps 6 \
   --train-data "$TMP/train.bin" --val-every 0 --run-dir "$TMP/mismatch" --resume "$TMP/resume_plain/full/ckpt_000003.bin"
 
-echo "== --init-from: a new run from a checkpoint's weights, bitwise (step 0, fresh optimizer, any batch)"
+section "--init-from: a new run from a checkpoint's weights, bitwise (step 0, fresh optimizer, any batch)"
 check init_from bash -c "./train_llama_cpu --model tiny --V 512 --batch 2 --seq 32 --steps 3 --ckpt-every 3 --val-every 0 \
     --train-data $TMP/train.bin --run-dir $TMP/init_src >/dev/null &&
   ./train_llama_cpu --model tiny --V 512 --batch 4 --seq 16 --steps 2 --save-init 1 --val-every 0 \
@@ -245,12 +248,12 @@ check_error init_from_and_resume "pick one" ./train_llama_cpu --init-from a.bin 
 check_error init_from_mismatch "init-from" ./train_llama_cpu --model tiny --V 512 --D 128 --batch 2 --seq 32 --steps 2 \
   --train-data "$TMP/train.bin" --val-every 0 --run-dir "$TMP/init_bad" --init-from "$TMP/init_src/ckpt_000003.bin"
 
-echo "== Hugging Face: transformers loads the export, the import gives back the same bits (dev/test/hf_roundtrip.sh)"
+section "Hugging Face: transformers loads the export, the import gives back the same bits (dev/test/hf_roundtrip.sh)"
 if PY_HF=$(bash scripts/ensure_hf_deps.sh 2>"$TMP/hf_deps.log" | tail -n1) && [ -n "$PY_HF" ]; then
   sub_tests hf bash dev/test/hf_roundtrip.sh "$PY_HF" "$TMP/hf"
 else fail hf_deps "scripts/ensure_hf_deps.sh could not install the pinned transformers: $(tail -n 2 "$TMP/hf_deps.log")"; fi
 
-echo "== --fit-memory: the cheapest flags that fit, from the plan (dev/test/test_fit_memory.py)"
+section "--fit-memory: the cheapest flags that fit, from the plan (dev/test/test_fit_memory.py)"
 sub_tests fit_memory "$PY" dev/test/test_fit_memory.py ./train_llama_cpu
 check_error fit_memory_impossible "needs a budget of at least" ./train_llama_cpu --model stories15M --fit-memory 0.01 --plan-only 1
 check fit_memory_trains bash -c "./train_llama_cpu --model tiny --V 512 --seq 64 --total-batch 2048 --fit-memory 0.08 \
@@ -260,7 +263,7 @@ check fit_memory_trains bash -c "./train_llama_cpu --model tiny --V 512 --seq 64
   print('arena', r[-1]['arena_bytes'], 'measured', r[-1]['peak_mem'], 'budget', 0.08 * 2**30); \
   assert r[-1]['arena_bytes'] + 64 * 2**20 <= 0.08 * 2**30 and r[-1]['peak_mem'] <= 0.08 * 2**30\""
 
-echo "== a short training run learns (loss falls on a repeating toy corpus)"
+section "a short training run learns (loss falls on a repeating toy corpus)"
 "$PY" - "$TMP/pattern.bin" <<'PYEOF'
 import struct, sys
 toks = ([1] + list(range(10, 60))) * 200
@@ -270,13 +273,13 @@ check learns bash -c "./train_llama_cpu --model tiny --V 64 --batch 4 --seq 32 -
   --train-data $TMP/pattern.bin --val-data $TMP/pattern.bin --val-every 60 --val-batches 2 --run-dir $TMP/learn >/dev/null &&
   $PY -c \"import json; r=[json.loads(l) for l in open('$TMP/learn/metrics.jsonl')]; print(r[0]['loss'], r[-1]['loss'], r[-1]['val_loss']); assert r[-1]['loss'] < 0.3 * r[0]['loss'] and r[-1]['val_loss'] < 0.3 * r[0]['loss']\""
 
-echo "== data parallelism under mpirun (2 and 4 ranks): test_llama, train_llama, checkpoints, faults (dev/test/dp_tests.sh)"
+section "data parallelism under mpirun (2 and 4 ranks): test_llama, train_llama, checkpoints, faults (dev/test/dp_tests.sh)"
 sub_tests dp bash dev/test/dp_tests.sh "$PY" "$TMP/dp" dev/ref/*.lref ${FRESH:-}
 
-echo "== tensor and sequence parallelism under mpirun (tp 2, tp 4, tp 2 x dp 2): test_llama, train_llama, checkpoints (dev/test/tp_tests.sh)"
+section "tensor and sequence parallelism under mpirun (tp 2, tp 4, tp 2 x dp 2): test_llama, train_llama, checkpoints (dev/test/tp_tests.sh)"
 sub_tests tp bash dev/test/tp_tests.sh "$PY" "$TMP/tp"
 
-echo "== scripts/gpu_check.sh, dry run on the CPU (every step, file and table of the GPU script)"
+section "scripts/gpu_check.sh, dry run on the CPU (every step, file and table of the GPU script)"
 check gpu_check_dry_run bash -c "GPU_CHECK_CPU=1 GPU_CHECK_DATA=$TMP/train.bin PYTHON=$PY OUT=$TMP/gpu_dry \
   GPU_CHECK_SCRATCH=$TMP/gpu_dry_scratch bash scripts/gpu_check.sh && $PY - $TMP/gpu_dry <<'PYEOF'
 import json, os, re, sys
@@ -290,22 +293,22 @@ assert gap and float(gap.group(1)) < 1e-3, 'train_llama and the PyTorch peer dis
 print('dry run: 8 throughput rows, loss gap', gap.group(1))
 PYEOF"
 
-echo "== the CUDA kernels of llmc/*.cuh run in the host emulator against their CPU twins (dev/emu)"
+section "the CUDA kernels of llmc/*.cuh run in the host emulator against their CPU twins (dev/emu)"
 sub_tests emu bash dev/emu/run.sh
 
 if [ -n "$(bash -c 'command -v nvcc || ls /usr/local/cuda/bin/nvcc' 2>/dev/null)" ]; then
-  echo "== CUDA build compiles (sm_90, bf16 and FP32); it cannot run here"
+  section "CUDA build compiles (sm_90, bf16 and FP32); it cannot run here"
   check cuda_compile make -s cuda-compile CUDA_ARCH=90
   check cuda_ladders_compile make -s -C dev/cuda compile CUDA_ARCH=90
   # --plan-only touches no device, so the CUDA build's bf16 plan is checked here too
   [ -x build/train_llama ] && check memory_plan_bf16 "$PY" scripts/check_memory_plan.py ./build/train_llama
 fi
 
-echo "== train_dit: test_dit against the committed DiT references (dev/ref/*.dref)"
+section "train_dit: test_dit against the committed DiT references (dev/ref/*.dref)"
 for f in dev/ref/*.dref; do check "dit_ref_$(basename "$f" .dref)" ./test_dit_cpu --ref "$f"; done
 sub_tests reference_dit "$PY" dev/test/test_reference_dit.py
 
-echo "== train_dit: fresh DiT references (configs not in dev/ref)"
+section "train_dit: fresh DiT references (configs not in dev/ref)"
 # name C Fr Hi Wi pt ph pw D L H FF NC B n_steps grad_clip seed
 DIT_FRESH=""
 while read -r name C Fr Hi Wi pt ph pw D L H FF NC B N clip seed; do
@@ -321,7 +324,7 @@ hd14_b3 1 2 6 4 1 3 2 28 1 2 36 5 3 3 0 22
 l3_tall 3 2 9 3 2 3 1 12 3 2 16 1 2 2 0.3 23
 CONFIGS
 
-echo "== train_dit memory flags: same results as the reference, bitwise where the arithmetic order is unchanged"
+section "train_dit memory flags: same results as the reference, bitwise where the arithmetic order is unchanged"
 DIT_FLAGSETS=(
   "--ffn-chunks 3"
   "--ffn-chunks 4 --ffn-chunk-dim seq"
@@ -345,7 +348,7 @@ for f in dev/ref/dit_pt2_hw.dref dev/ref/dit_hd12_clip.dref; do
   check_error "dit_poison_$(basename "$f" .dref)" "FAIL" ./test_dit_cpu --ref "$f" --offload-act -1 --test-skip-prefetch 1
 done
 
-echo "== train_dit: bad reference files and bad flags end with a clear message"
+section "train_dit: bad reference files and bad flags end with a clear message"
 "$PY" - dev/ref/dit_nc1_hd8.dref "$TMP" <<'PYEOF'
 import struct, sys
 src, out = sys.argv[1], sys.argv[2]
@@ -377,7 +380,7 @@ check_error dit_bad_flag "unknown flag" ./train_dit_cpu --epochs 3
 check_error dit_bad_data "cannot open" ./train_dit_cpu --data "$TMP/no_such_clips.bin" --steps 1
 check_error dit_bad_resume "not a train_dit checkpoint" ./train_dit_cpu --resume dev/ref/dit_nc1_hd8.dref --steps 1 --run-dir "$TMP/dit_bad_resume"
 
-echo "== train_dit: training (loss falls, GIF samples), bit-exact resume, --plan-only for hunyuan-13B"
+section "train_dit: training (loss falls, GIF samples), bit-exact resume, --plan-only for hunyuan-13B"
 DT="$TMP/dit_train"
 check dit_train_short ./train_dit_cpu --D 32 --L 2 --H 2 --FF 64 --frames 4 --height 8 --width 8 --NC 3 --batch 4 \
   --steps 40 --warmup 5 --lr 3e-3 --val-every 20 --val-clips 12 --sample-every 40 --sample-steps 4 --gif-scale 2 --run-dir "$DT"
@@ -403,12 +406,12 @@ check dit_resume_auto bash -c "./train_dit_cpu --D 24 --L 2 --H 2 --FF 40 --fram
   --resume auto | grep 'resumed from .*ckpt_000006.bin at step 6'"
 check dit_plan_hunyuan ./train_dit_cpu --model hunyuan-13B --batch 1 --plan-only 1 --ffn-chunks 4 --recompute 1 --offload-act -1
 
-echo "== train_dit memory plan against the formulas of docs/memory.md section 9"
+section "train_dit memory plan against the formulas of docs/memory.md section 9"
 check dit_memory_plan "$PY" scripts/check_dit_plan.py ./train_dit_cpu
 # the CUDA build loads cuBLAS at each start (0.2 s a plan): 2 of the 6 shapes, every flag set
 [ -x build/train_dit ] && check dit_memory_plan_bf16 "$PY" scripts/check_dit_plan.py --shapes 2 ./build/train_dit
 
-echo "== video data: moving digits, clip files, GIF and PNG (llmc/video_data.h, llmc/image_write.h, scripts/clips_to_bin.py)"
+section "video data: moving digits, clip files, GIF and PNG (llmc/video_data.h, llmc/image_write.h, scripts/clips_to_bin.py)"
 V="$TMP/video"; mkdir -p "$V/img"
 sub_tests video_data ./build/test_video_data
 sub_tests clips_to_bin "$PY" dev/test/check_clips.py ./build/test_video_data "$V/clips"
@@ -443,5 +446,7 @@ else fail clipfile_bad "check_clips.py --make-bad: $(tail -n 2 "$TMP/make_bad.lo
 
 echo
 [ $failed -eq 0 ] || echo "failed:$failed_names"
+e=$(( $(date +%s) - T0 ))
+printf 'make test: %d:%02d (minutes:seconds)\n' $((e / 60)) $((e % 60))
 echo "$passed passed, $failed failed"
 [ $failed -eq 0 ]
