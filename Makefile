@@ -129,16 +129,21 @@ build/test_tokenizer: dev/test/test_tokenizer.c llmc/tokenizer.h
 	@mkdir -p build
 	$(CXX) -O2 -x c++ -Wall -Wextra -I. $< -o $@
 
-# compiles both CUDA precisions into build/ (no GPU needed); part of make test
+# compiles both CUDA precisions into build/ (no GPU needed); part of make test, which runs it
+# with -j2: one nvcc per target, so the six compile side by side
+CUDA_COMPILE_BF16 := build/train_llama build/test_llama build/train_dit build/test_dit
+CUDA_COMPILE_FP32 := build/test_llama_fp32 build/test_dit_fp32
 cuda-compile:
-	@test -n "$(NVCC)" || { echo "nvcc not found: skipping the CUDA compile"; exit 0; }
+	@if [ -z "$(NVCC)" ]; then echo "nvcc not found: skipping the CUDA compile"; \
+	else $(MAKE) --no-print-directory $(CUDA_COMPILE_BF16) $(CUDA_COMPILE_FP32); fi
+
+$(CUDA_COMPILE_BF16): build/%: %.cu $(HEADERS) FORCE
 	@mkdir -p build
-	$(NVCC) $(NVCC_FLAGS) train_llama.cu -o build/train_llama $(NVCC_LIBS)
-	$(NVCC) $(NVCC_FLAGS) test_llama.cu -o build/test_llama $(NVCC_LIBS)
-	$(NVCC) $(NVCC_FLAGS) -DENABLE_FP32 test_llama.cu -o build/test_llama_fp32 $(NVCC_LIBS)
-	$(NVCC) $(NVCC_FLAGS) train_dit.cu -o build/train_dit $(NVCC_LIBS)
-	$(NVCC) $(NVCC_FLAGS) test_dit.cu -o build/test_dit $(NVCC_LIBS)
-	$(NVCC) $(NVCC_FLAGS) -DENABLE_FP32 test_dit.cu -o build/test_dit_fp32 $(NVCC_LIBS)
+	$(NVCC) $(NVCC_FLAGS) $< -o $@ $(NVCC_LIBS)
+
+$(CUDA_COMPILE_FP32): build/%_fp32: %.cu $(HEADERS) FORCE
+	@mkdir -p build
+	$(NVCC) $(NVCC_FLAGS) -DENABLE_FP32 $< -o $@ $(NVCC_LIBS)
 
 # Open MPI and OpenBLAS first (scripts/ensure_build_deps.sh), then a fresh make so that the build sees them
 test:

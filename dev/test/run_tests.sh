@@ -298,8 +298,8 @@ sub_tests emu bash dev/emu/run.sh
 
 if [ -n "$(bash -c 'command -v nvcc || ls /usr/local/cuda/bin/nvcc' 2>/dev/null)" ]; then
   section "CUDA build compiles (sm_90, bf16 and FP32); it cannot run here"
-  check cuda_compile make -s cuda-compile CUDA_ARCH=90
-  check cuda_ladders_compile make -s -C dev/cuda compile CUDA_ARCH=90
+  check cuda_compile make -s -j2 cuda-compile CUDA_ARCH=90
+  check cuda_ladders_compile make -s -j2 -C dev/cuda compile CUDA_ARCH=90
   # --plan-only touches no device, so the CUDA build's bf16 plan is checked here too
   [ -x build/train_llama ] && check memory_plan_bf16 "$PY" scripts/check_memory_plan.py ./build/train_llama
 fi
