@@ -49,7 +49,11 @@ endif
 MPI ?= 1
 NCCL ?= 1
 MPI_FOUND := $(if $(filter 1,$(MPI)),$(shell command -v mpicxx >/dev/null 2>&1 && echo 1))
-NCCL_FOUND := $(if $(filter 1,$(NCCL)),$(shell ls /usr/include/nccl.h /usr/local/include/nccl.h /usr/local/cuda/include/nccl.h 2>/dev/null | head -n1))
+# NCCL needs its header and its library: an image with the header alone would fail to link
+NCCL_HEADER := $(shell ls /usr/include/nccl.h /usr/local/include/nccl.h /usr/local/cuda/include/nccl.h 2>/dev/null | head -n1)
+NCCL_LIB := $(shell ls /usr/lib/*/libnccl.so /usr/lib64/libnccl.so /usr/local/lib/libnccl.so /usr/local/cuda/lib64/libnccl.so \
+              /usr/local/cuda/targets/*/lib/libnccl.so 2>/dev/null | head -n1)
+NCCL_FOUND := $(if $(filter 1,$(NCCL)),$(if $(NCCL_LIB),$(NCCL_HEADER)))
 ifeq ($(MPI_FOUND),1)
 # the C bindings only (OMPI_SKIP_MPICXX): the C++ ones are deprecated and not needed
 MPI_CFLAGS := -DUSE_MPI -DOMPI_SKIP_MPICXX -DMPICH_SKIP_MPICXX $(shell mpicxx --showme:compile)
@@ -60,15 +64,20 @@ NVCC_LIBS += $(foreach f,$(MPI_LIBS),$(if $(filter -L%,$(f)),-Xlinker -rpath=$(p
 # NCCL's unique ids travel over MPI: NCCL is used only with MPI
 ifneq ($(NCCL_FOUND),)
 NVCC_FLAGS += -DUSE_NCCL
-NVCC_LIBS += -lnccl
+NVCC_LIBS += -L$(dir $(NCCL_LIB)) -Xlinker -rpath=$(dir $(NCCL_LIB)) -lnccl
 endif
 endif
+
+# OpenMP in the CUDA build's host code too: start-up work on every core (llmc/rand.h's
+# parallel initialisation, the staged bf16 conversion of llmc/device.cuh's uploads)
+NVCC_FLAGS += -Xcompiler -fopenmp
+NVCC_LIBS += -lgomp
 
 CPU_LIBS = $(MPI_LIBS) $(CPU_BLAS_LIBS)
 
 PYTHON = $(shell bash scripts/ensure_python_deps.sh 2>/dev/null | tail -n1)
 
-.PHONY: all cpu cuda test dit tinystories sweep compare data data512 clean info cuda-compile FORCE print-cpu-flags
+.PHONY: gpu-bin all cpu cuda test dit tinystories sweep compare data data512 clean info cuda-compile FORCE print-cpu-flags
 
 all: cpu
 
@@ -137,13 +146,48 @@ cuda-compile:
 	@if [ -z "$(NVCC)" ]; then echo "nvcc not found: skipping the CUDA compile"; \
 	else $(MAKE) --no-print-directory $(CUDA_COMPILE_BF16) $(CUDA_COMPILE_FP32); fi
 
+# -Xptxas -v: ptxas' registers, spills and shared memory of every kernel, kept in
+# build/<target>.ptxas for dev/test/ptxas_gate.py (make test), at no extra compile; the
+# compile's other messages still reach the terminal, and its exit status is kept
+PTXAS_REPORT = 2> $@.ptxas; rc=$$?; grep -v -e '^ptxas info' -e '^    [0-9]* bytes stack frame' $@.ptxas >&2; exit $$rc
+
 $(CUDA_COMPILE_BF16): build/%: %.cu $(HEADERS) FORCE
 	@mkdir -p build
-	$(NVCC) $(NVCC_FLAGS) $< -o $@ $(NVCC_LIBS)
+	$(NVCC) $(NVCC_FLAGS) -Xptxas -v $< -o $@ $(NVCC_LIBS) $(PTXAS_REPORT)
 
 $(CUDA_COMPILE_FP32): build/%_fp32: %.cu $(HEADERS) FORCE
 	@mkdir -p build
+	$(NVCC) $(NVCC_FLAGS) -DENABLE_FP32 -Xptxas -v $< -o $@ $(NVCC_LIBS) $(PTXAS_REPORT)
+
+# The binaries a GPU session carries (scripts/gpu_check.sh; device tool: carry gpu_bin and
+# dev/cuda/build), built here so that no device time goes to compiling: gpu_bin/ without MPI
+# or NCCL (nothing to load but CUDA's own libraries), gpu_bin/mpi/ the MPI test programs for
+# the 2-rank steps (when mpicxx is here; they run there only if Open MPI is there too), the
+# ladders in dev/cuda/build/bf16, and BUILD_INFO (nvcc release, commit) that the GPU machine
+# compares with its own nvcc before it trusts them.
+GPU_BIN := gpu_bin/train_llama gpu_bin/test_llama gpu_bin/train_dit gpu_bin/test_dit \
+           gpu_bin/train_llama_fp32 gpu_bin/test_llama_fp32 gpu_bin/test_dit_fp32
+gpu-bin:
+	@test -n "$(NVCC)" || { echo "nvcc not found: install the CUDA Toolkit"; exit 1; }
+	@$(MAKE) --no-print-directory MPI=0 NCCL=0 $(GPU_BIN)
+	@if [ "$(MPI_FOUND)" = 1 ]; then $(MAKE) --no-print-directory gpu_bin/mpi/test_llama gpu_bin/mpi/test_dit; fi
+	@$(MAKE) --no-print-directory -C dev/cuda compile CUDA_ARCH=$(CUDA_ARCH)
+	@{ echo "nvcc: $$($(NVCC) --version | grep -o 'release [0-9.]*' | head -n1)"; echo "arch: sm_$(CUDA_ARCH)"; \
+	   echo "commit: $$(git rev-parse --short HEAD 2>/dev/null)$$(git diff --quiet HEAD 2>/dev/null || echo ' (with uncommitted changes)')"; \
+	   echo "built: $$(date -u '+%Y-%m-%d %H:%M UTC') on $$(hostname -s)"; } > gpu_bin/BUILD_INFO
+	@cat gpu_bin/BUILD_INFO; du -sh gpu_bin dev/cuda/build
+
+gpu_bin/%: %.cu $(HEADERS)
+	@mkdir -p gpu_bin
+	$(NVCC) $(NVCC_FLAGS) $< -o $@ $(NVCC_LIBS)
+
+gpu_bin/%_fp32: %.cu $(HEADERS)
+	@mkdir -p gpu_bin
 	$(NVCC) $(NVCC_FLAGS) -DENABLE_FP32 $< -o $@ $(NVCC_LIBS)
+
+gpu_bin/mpi/%: %.cu $(HEADERS)
+	@mkdir -p gpu_bin/mpi
+	$(NVCC) $(NVCC_FLAGS) $< -o $@ $(NVCC_LIBS)
 
 # Open MPI and OpenBLAS first (scripts/ensure_build_deps.sh), then a fresh make so that the build sees them
 test:
@@ -180,7 +224,7 @@ info:
 	@echo "CXX=$(CXX) NVCC=$(NVCC) CUDA_ARCH=$(CUDA_ARCH) PRECISION=$(PRECISION)"
 	@echo "BLAS (CPU matmul): $(if $(BLAS_FOUND),OpenBLAS - $(CPU_BLAS_LIBS),none - the blocked loops of llmc/cpu/matmul.h; apt-get install libopenblas-openmp-dev)"
 	@echo "MPI: $(if $(MPI_FOUND),yes - multi-process builds ($(MPI_LIBS)),no - one-process builds; apt-get install openmpi-bin libopenmpi-dev)"
-	@echo "NCCL: $(if $(and $(MPI_FOUND),$(NCCL_FOUND)),yes - the CUDA build has --comm nccl ($(NCCL_FOUND)),no - CUDA multi-process runs use --comm mpi; NCCL needs MPI for its ids)"
+	@echo "NCCL: $(if $(and $(MPI_FOUND),$(NCCL_FOUND)),yes - the CUDA build has --comm nccl ($(NCCL_FOUND) $(NCCL_LIB)),no - CUDA multi-process runs use --comm mpi ($(if $(NCCL_HEADER),$(if $(NCCL_LIB),NCCL needs MPI for its ids,header $(NCCL_HEADER) but no libnccl.so),no nccl.h)))"
 
 clean:
 	rm -rf build train_llama_cpu test_llama_cpu train_llama test_llama train_llama_fp32 test_llama_fp32 \
@@ -196,3 +240,15 @@ print-cpu-flags:
 build/test_video_data: dev/test/test_video_data.c llmc/video_data.h llmc/image_write.h llmc/common.h
 	@mkdir -p build
 	$(CXX) -O2 -x c++ -DLLMC_CPU -Wall -Wextra -I. $< -o $@ -lm
+
+# llmc/rand.h's parallel fills against the sequential generator, bit for bit, and their time
+# (make test runs it); build/init_bench: the host side of llama3-1B's start-up (fill, bf16
+# conversion, staging copy) at any size and thread count, with cuda_bf16.h's own
+# conversion when the CUDA Toolkit is here
+test: build/test_rand
+build/test_rand: dev/test/test_rand.c llmc/rand.h
+	@mkdir -p build
+	$(CXX) -O3 -march=native -fopenmp -x c++ -Wall -Wextra -I. $< -o $@ -lm
+build/init_bench: dev/bench/init_bench.c llmc/rand.h
+	@mkdir -p build
+	$(CXX) -O3 -march=native -fopenmp -x c++ -Wall -Wextra -I. $(if $(NVCC),-I$(dir $(NVCC))../include) $< -o $@ -lm

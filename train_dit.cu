@@ -393,7 +393,7 @@ static void dit_free(Dit* m) {
 static void dit_set_state(Dit* m, const float* params, const float* adam_m, const float* adam_v) {
     size_t n = m->num_params;
     dev_upload_floats(m->params, params, n);
-    if (m->master) dev_memcpy_h2d(m->master, params, n * sizeof(float), m->stream);
+    if (m->master) dev_upload_floats(m->master, params, n);  // through the pinned staging, not the driver's
     if (adam_m) dev_memcpy_h2d(m->adam_m, adam_m, n * sizeof(float), m->stream);
     else dev_memset(m->adam_m, 0, n * sizeof(float), m->stream);
     if (adam_v) dev_memcpy_h2d(m->adam_v, adam_v, n * sizeof(float), m->stream);
@@ -420,6 +420,8 @@ static void dit_get_state(Dit* m, float* params, float* adam_m, float* adam_v) {
 // Initialisation of DiT's adaLN-Zero (DESIGN 9.3): xavier-uniform weights and zero biases
 // for patch, qkv, proj, fc1, fc2; normal(0, 0.02) for t1, t2 and class_emb; zeros for
 // ada, fada and final; ones for q_norm and k_norm. So each block starts as the identity.
+// One sequential stream of normals and uniforms, drawn on every thread with the serial
+// loops' bits (llmc/rand.h).
 static void dit_init_params(Dit* m, uint64_t seed) {
     const DitConfig* c = &m->cfg;
     float* h = (float*)xmalloc(m->num_params * sizeof(float));
@@ -437,7 +439,7 @@ static void dit_init_params(Dit* m, uint64_t seed) {
             case W_FC1: fan_out = FF; fan_in = D; break;
             case W_FC2: fan_out = D; fan_in = FF; break;
             case W_T1: case W_T2: case W_CLASS:
-                for (size_t j = 0; j < n; j++) w[j] = 0.02f * rng_normal(&rng);
+                rng_fill_normal(&rng, w, n, 0.02f, 0);
                 break;
             case W_QNORM: case W_KNORM:
                 for (size_t j = 0; j < n; j++) w[j] = 1.0f;
@@ -446,7 +448,7 @@ static void dit_init_params(Dit* m, uint64_t seed) {
         }
         if (fan_in) {
             float bound = sqrtf(6.0f / (float)(fan_in + fan_out));
-            for (size_t j = 0; j < n; j++) w[j] = bound * (2.0f * rng_uniform(&rng) - 1.0f);
+            rng_fill_uniform_symmetric(&rng, w, n, bound, 0);
         }
     }
     dit_set_state(m, h, NULL, NULL);
@@ -873,7 +875,7 @@ typedef struct {
     DitConfig cfg;
     DitFlags flags;
     TrainLoopArgs loop;  // optimizer, schedule, cadence, run directory, resume, plan (llmc/train_args.h)
-    int B, grad_accum, val_clips, sample_every, sample_steps, gif_scale;
+    int B, grad_accum, val_clips, sample_every, sample_steps, gif_scale, save_init;
     float cfg_scale, label_dropout;
     const char* data;
 } TrainArgs;
@@ -931,6 +933,7 @@ static void parse_args(int argc, char** argv, TrainArgs* a) {
         {"sample-steps", 'i', &a->sample_steps, "Euler steps of the sampler (default 24)"},
         {"cfg-scale", 'f', &a->cfg_scale, "classifier-free guidance scale of the samples (default 3)"},
         {"gif-scale", 'i', &a->gif_scale, "pixels per clip pixel in the GIFs and PNGs (default 4)"},
+        {"save-init", 'i', &a->save_init, "1: write the initial weights as ckpt_000000.bin (scripts/pytorch_dit.py --init-from)"},
     };
     MemoryFlagRefs mem = {&a->flags.ffn_chunks, &a->flags.offload_act, &a->flags.recompute,
                           "0 keep all, 1 recompute norms, normed q/k and GELU, 2 keep only block inputs"};
@@ -1170,6 +1173,12 @@ int main(int argc, char** argv) {
         logf_(&lg, "parameters from %s (its step %d); optimizer state and step start fresh\n", a.loop.init_from, was);
     } else {
         dit_init_params(&m, (uint64_t)a.loop.seed);
+    }
+    // the starting point of a run, for the PyTorch peer to start from the same weights
+    if (a.save_init && !resume) {
+        snprintf(path, sizeof(path), "%s/ckpt_%06d.bin", a.loop.run_dir, 0);
+        dit_checkpoint_write(&m, path, 0);
+        logf_(&lg, "initial weights written to %s\n", path);
     }
 
     Batch batch;

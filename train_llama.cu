@@ -679,28 +679,81 @@ static void llama_free(Llama* m) {
     free(m->lay); free(m->pieces);
 }
 
+// Is every segment one run of the reference layout? Then the uploads read the reference
+// array itself, with no local copy: at llama3-1B a copy is 5 GB of fresh host memory to
+// fault in and fill. Only TP's column shards of wo and w2 are strided.
+static int segments_contiguous(const ParamLayout* lay) {
+    for (int i = 0; i < lay->n_seg; i++) {
+        const Segment* g = &lay->seg[i];
+        if (g->n && g->rows > 1 && g->ref_stride != g->n / g->rows) return 0;
+    }
+    return 1;
+}
+
+// This rank's local array of the whole model's fp32 array `ref` (reference layout), zero
+// where no segment lands (bucket padding, padded vocabulary rows), for layouts with
+// strided segments. calloc hands out zero pages, and all threads copy, the rows cut into
+// blocks so that the embedding (a fifth of llama3-1B) is not one thread's work.
+static float* llama_local_from_ref(const ParamLayout* lay, const float* ref) {
+    float* local = (float*)calloc(lay->n_local ? lay->n_local : 1, sizeof(float));
+    if (!local) FAIL("host calloc of %zu floats failed (hint: not enough RAM)", lay->n_local);
+    const size_t block = (size_t)1 << 18;
+    for (int i = 0; i < lay->n_seg; i++) {
+        const Segment* g = &lay->seg[i];
+        if (g->n == 0) continue;
+        size_t cols = g->n / g->rows, per_row = ceil_div(cols, block), items = g->rows * per_row;
+        #pragma omp parallel for schedule(static) if (g->n >= block)
+        for (size_t k = 0; k < items; k++) {
+            size_t r = k / per_row, c0 = (k % per_row) * block, w = cols - c0 < block ? cols - c0 : block;
+            memcpy(local + g->local_off + r * cols + c0, ref + g->ref_off + r * g->ref_stride + c0, w * sizeof(float));
+        }
+    }
+    return local;
+}
+
+// Where element `off` of the local layout is on the host: in the local copy when there is
+// one, else in `ref`, through the (contiguous) segment that holds it
+static const float* local_element(const ParamLayout* lay, const float* ref, const float* local, size_t off) {
+    if (local) return local + off;
+    for (int i = 0; i < lay->n_seg; i++) {
+        const Segment* g = &lay->seg[i];
+        if (off >= g->local_off && off < g->local_off + g->n) return ref + g->ref_off + (off - g->local_off);
+    }
+    FAIL("local element %zu lies in no segment", off);
+    return NULL;
+}
+
 // Writes one part of the state from the whole model's fp32 array in the reference
 // layout (DESIGN 5.2, the same on every rank) into this rank's layout: part 0 the
-// parameters (and this rank's part of the master weights), 1 AdamW m, 2 AdamW v.
+// parameters (and this rank's part of the master weights), 1 AdamW m, 2 AdamW v. A part
+// without an array (a fresh start's moments) is zeroed on the device: llama3-1B's m and
+// v are 10 GB of host zeros otherwise, built and uploaded. Whatever no segment or piece
+// covers (bucket padding, padded vocabulary rows) is zero.
 static void llama_set_state_part(Llama* m, int part, const float* ref) {
     const ParamLayout* lay = m->lay;
-    float* local = (float*)xmalloc(lay->n_local * sizeof(float));
-    memset(local, 0, lay->n_local * sizeof(float));
-    if (ref) for (int i = 0; i < lay->n_seg; i++) segment_copy(&lay->seg[i], local, (float*)ref, 1);
-    if (part == 0) {
-        dev_upload_floats(m->params, local, lay->n_local);
-        m->vocab_gathered = -1;
-    }
     float* dst = part == 0 ? m->master : part == 1 ? m->adam_m : m->adam_v;
-    if (dst) {
-        float* opt = (float*)xmalloc(lay->n_opt * sizeof(float));
-        memset(opt, 0, lay->n_opt * sizeof(float));
-        for (int i = 0; i < m->n_pieces; i++)
-            memcpy(opt + m->pieces[i].opt_off, local + m->pieces[i].local_off, m->pieces[i].n * sizeof(float));
-        dev_memcpy_h2d(dst, opt, lay->n_opt * sizeof(float), m->stream);
-        stream_synchronize(m->stream);
-        free(opt);
-    }
+    if (part == 0) { dev_memset(m->params, 0, lay->n_local * sizeof(floatX), m->stream); m->vocab_gathered = -1; }
+    if (dst) dev_memset(dst, 0, lay->n_opt * sizeof(float), m->stream);
+    stream_synchronize(m->stream);  // the uploads below do not run on m->stream
+    if (!ref) return;
+    float* local = segments_contiguous(lay) ? NULL : llama_local_from_ref(lay, ref);
+    if (part == 0)
+        for (int i = 0; i < lay->n_seg; i++) {
+            const Segment* g = &lay->seg[i];
+            if (g->n) dev_upload_floats(m->params + g->local_off, local_element(lay, ref, local, g->local_off), g->n);
+        }
+    if (dst)
+        for (int i = 0; i < m->n_pieces;) {
+            // the owned pieces, in optimizer order; pieces that follow each other on the
+            // host and in the optimizer state (a whole bucket of a local copy) go up as one
+            const Piece* first = &m->pieces[i];
+            const float* from = local_element(lay, ref, local, first->local_off);
+            size_t n = first->n;
+            for (i++; i < m->n_pieces && m->pieces[i].opt_off == first->opt_off + n &&
+                      local_element(lay, ref, local, m->pieces[i].local_off) == from + n; i++)
+                n += m->pieces[i].n;
+            dev_upload_floats(dst + first->opt_off, from, n);
+        }
     free(local);
 }
 
@@ -796,7 +849,9 @@ static void llama_get_state(Llama* m, float* ref_params, float* ref_m, float* re
 // and every linear weight, normal(0, 0.02/sqrt(2L)) for the two projections that write
 // into the residual stream (wo and w2), ones for the norms. llama2.c's code scales w3
 // (its up-projection) instead of w2; we scale the output projection its comment means
-// (docs/formats.md).
+// (docs/formats.md). The normals are one sequential stream (a seed gives one model on
+// every machine), drawn on every thread by rng_fill_normal with the serial loop's bits
+// (llmc/rand.h): llama3-1B's 1.24e9 normals take about 33 s on one core.
 static void llama_init_params(Llama* m, uint64_t seed) {
     float* h = (float*)xmalloc(m->num_params * sizeof(float));
     Rng rng; rng_init(&rng, seed);
@@ -807,7 +862,7 @@ static void llama_init_params(Llama* m, uint64_t seed) {
             for (size_t j = 0; j < n; j++) t[j] = 1.0f;
         } else {
             float std = (i == P_WO || i == P_W2) ? 0.02f / sqrtf(2.0f * m->cfg.L) : 0.02f;
-            for (size_t j = 0; j < n; j++) t[j] = std * rng_normal(&rng);
+            rng_fill_normal(&rng, t, n, std, 0);
         }
         t += n;
     }

@@ -173,11 +173,15 @@ static inline ncclDataType_t comm_nccl_type(CommDtype t) {
 // bounded, until the communicator is no longer in progress.
 static inline void comm_nccl_settle(const Comm* c, ncclComm_t comm, const char* what) {
     double t0 = comm_now();
-    for (;;) {
+    for (long polls = 0;; polls++) {
         ncclResult_t state;
         ncclCheck(ncclCommGetAsyncError(comm, &state));
         if (state == ncclSuccess) return;
         if (state != ncclInProgress) FAIL("NCCL: %s: %s (hint: NCCL_DEBUG=WARN)", what, ncclGetErrorString(state));
+        if (polls > 1000) {  // past the first microseconds (an init can take seconds), leave the core to the others
+            struct timespec ts = {0, 200000};
+            nanosleep(&ts, NULL);
+        }
         if (comm_now() - t0 > c->timeout_s) {
             ncclCommAbort(comm);
             FAIL("NCCL: %s did not complete within %.0f s (--comm-timeout); communicator aborted", what, c->timeout_s);
@@ -453,10 +457,11 @@ static inline void comm_synchronize(Comm* c) {
     if (c->backend == BACKEND_NCCL) {
         event_record(c->ev_done, c->stream);
         double t0 = comm_now();
-        for (;;) {
+        for (long polls = 0;; polls++) {
             cudaError_t e = cudaEventQuery(c->ev_done);
             if (e == cudaSuccess) return;
             if (e != cudaErrorNotReady) cudaCheck(e);
+            if (polls > 1000) { struct timespec ts = {0, 200000}; nanosleep(&ts, NULL); }  // as comm_nccl_settle
             for (int g = 0; g < NUM_GROUPS; g++) {
                 ncclResult_t state;
                 ncclCheck(ncclCommGetAsyncError(c->nccl[g], &state));
@@ -575,16 +580,25 @@ static inline void comm_finalize(Comm* c) {
         event_destroy(c->ev_ready); event_destroy(c->ev_done); stream_destroy(c->stream);
     }
 #if !defined(LLMC_CPU) && defined(USE_NCCL)
-    if (c->backend == BACKEND_NCCL)
-        for (int g = 0; g < NUM_GROUPS; g++) ncclCommDestroy(c->nccl[g]);
+    if (c->backend == BACKEND_NCCL) {
+        // NCCL's order for a non-blocking communicator: ncclCommFinalize flushes what was
+        // issued and returns in progress; once ncclCommGetAsyncError says ncclSuccess the
+        // ranks are quiescent and ncclCommDestroy frees local resources without blocking.
+        // Destroying without it leaves the flush to destroy, unbounded by --comm-timeout.
+        for (int g = 0; g < NUM_GROUPS; g++) {
+            ncclCheck(ncclCommFinalize(c->nccl[g]));
+            comm_nccl_settle(c, c->nccl[g], "ncclCommFinalize");
+        }
+        for (int g = 0; g < NUM_GROUPS; g++) ncclCheck(ncclCommDestroy(c->nccl[g]));
+    }
 #endif
 #ifdef USE_MPI
     if (c->mpi_initialised) {
-        for (int g = 0; g < NUM_GROUPS; g++) MPI_Comm_free(&c->mpi[g]);
+        for (int g = 0; g < NUM_GROUPS; g++) mpiCheck(MPI_Comm_free(&c->mpi[g]));
 #if !defined(LLMC_CPU) && !defined(ENABLE_FP32)
-        MPI_Op_free(&c->op_sum_bf16); MPI_Op_free(&c->op_max_bf16);
+        mpiCheck(MPI_Op_free(&c->op_sum_bf16)); mpiCheck(MPI_Op_free(&c->op_max_bf16));
 #endif
-        MPI_Finalize();
+        mpiCheck(MPI_Finalize());
     }
 #endif
     c->mpi_initialised = 0;

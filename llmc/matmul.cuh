@@ -127,19 +127,22 @@ static inline size_t matmul_workspace_bytes(void) { return MATMUL_WORKSPACE_BYTE
 //   D[i * ldd + j] = [C[i * ldd + j] +] sum_k A[i * a_i + k * a_k] * B[k * b_k + j * b_j]
 // for i < M, j < Ncol, k < K; C (same layout as D) is NULL for a plain product, D to
 // accumulate, or a residual. Used only if cuBLASLt offers no algorithm.
+// Row tiles go along grid.x (up to 2^31 - 1 blocks), column tiles along grid.y (at most
+// 65535: Ncol up to 1048560): the rows are the long side (B*T tokens; a video DiT's 2^20 rows
+// and more, which as grid.y stopped the launch at 65536 tiles = 1048576 rows).
 #define MATMUL_FB_TILE 16
 __global__ void matmul_fallback_kernel(floatX* d, const floatX* c, const floatX* a, const floatX* b, int M, int Ncol,
                                        int K, size_t a_i, size_t a_k, size_t b_k, size_t b_j, size_t ldd) {
     __shared__ float as[MATMUL_FB_TILE][MATMUL_FB_TILE + 1];
     __shared__ float bs[MATMUL_FB_TILE][MATMUL_FB_TILE + 1];
     int tx = threadIdx.x, ty = threadIdx.y;
-    int i = blockIdx.y * MATMUL_FB_TILE + ty;  // output row
-    int j = blockIdx.x * MATMUL_FB_TILE + tx;  // output column
+    int i = blockIdx.x * MATMUL_FB_TILE + ty;  // output row
+    int j = blockIdx.y * MATMUL_FB_TILE + tx;  // output column
     float acc = 0.0f;
     for (int k0 = 0; k0 < K; k0 += MATMUL_FB_TILE) {
         int ka = k0 + tx, kb = k0 + ty;
-        int ia = blockIdx.y * MATMUL_FB_TILE + ty;
-        int jb = blockIdx.x * MATMUL_FB_TILE + tx;
+        int ia = blockIdx.x * MATMUL_FB_TILE + ty;
+        int jb = blockIdx.y * MATMUL_FB_TILE + tx;
         as[ty][tx] = (ia < M && ka < K) ? (float)a[(size_t)ia * a_i + (size_t)ka * a_k] : 0.0f;
         bs[ty][tx] = (kb < K && jb < Ncol) ? (float)b[(size_t)kb * b_k + (size_t)jb * b_j] : 0.0f;
         __syncthreads();
@@ -156,7 +159,10 @@ __global__ void matmul_fallback_kernel(floatX* d, const floatX* c, const floatX*
 static inline void matmul_fallback_c(floatX* d, const floatX* c, const floatX* a, const floatX* b, int M, int Ncol, int K,
                                      size_t a_i, size_t a_k, size_t b_k, size_t b_j, size_t ldd, stream_t s) {
     dim3 block(MATMUL_FB_TILE, MATMUL_FB_TILE);
-    dim3 grid((unsigned)ceil_div((size_t)Ncol, MATMUL_FB_TILE), (unsigned)ceil_div((size_t)M, MATMUL_FB_TILE));
+    size_t col_tiles = ceil_div((size_t)Ncol, MATMUL_FB_TILE);
+    if (col_tiles > 65535)
+        FAIL("matmul fallback: %d output columns are more than its grid holds (65535 tiles of %d)", Ncol, MATMUL_FB_TILE);
+    dim3 grid((unsigned)ceil_div((size_t)M, MATMUL_FB_TILE), (unsigned)col_tiles);
     matmul_fallback_kernel<<<grid, block, 0, s>>>(d, c, a, b, M, Ncol, K, a_i, a_k, b_k, b_j, ldd);
     cudaCheck(cudaGetLastError());
 }

@@ -45,16 +45,38 @@ typedef struct {
     int dropped;                       // marks beyond PROFILE_MAX_MARKS (reported, not timed)
 } Profile;
 
+// n values uniform in [-1, 1) (xorshift32 from seed) into d. The peak GEMM runs on these,
+// not on zeros: on Hopper a GEMM of zeros runs faster than one of real data (its tensor
+// cores switch fewer bits, draw less power and keep higher clocks), so every "of peak"
+// would read low. Uploaded from a small host buffer a chunk at a time rather than written
+// by a fill kernel: it is set-up work, and a kernel would need a CPU twin and an emulator
+// check for the one call.
+static void profile_fill_random(floatX* d, size_t n, uint32_t seed) {
+    const size_t chunk = (size_t)1 << 20;
+    float* buf = (float*)xmalloc(chunk * sizeof(float));
+    uint32_t x = seed;
+    for (size_t i = 0; i < n; i += chunk) {
+        size_t m = n - i < chunk ? n - i : chunk;
+        for (size_t j = 0; j < m; j++) {
+            x ^= x << 13; x ^= x >> 17; x ^= x << 5;
+            buf[j] = (float)(x >> 8) * (2.0f / 16777216.0f) - 1.0f;
+        }
+        dev_upload_floats(d + i, buf, m);  // returns when the copy has landed: buf can be refilled
+    }
+    free(buf);
+}
+
 // Measures the two peaks the table compares against: a square GEMM of size n in the
-// build's precision, and a device-to-device copy of `bytes` (read + write counted).
+// build's precision on random operands, and a device-to-device copy of `bytes` (read +
+// write counted).
 static void profile_measure_peaks(Profile* p, int n, size_t copy_bytes, stream_t s) {
     floatX* a = (floatX*)dev_malloc((size_t)n * n * sizeof(floatX));
     floatX* b = (floatX*)dev_malloc((size_t)n * n * sizeof(floatX));
     floatX* c = (floatX*)dev_malloc((size_t)n * n * sizeof(floatX));
     char* x = (char*)dev_malloc(copy_bytes);
     char* y = (char*)dev_malloc(copy_bytes);
-    dev_memset(a, 0, (size_t)n * n * sizeof(floatX), s);
-    dev_memset(b, 0, (size_t)n * n * sizeof(floatX), s);
+    profile_fill_random(a, (size_t)n * n, 0x9e3779b9u);
+    profile_fill_random(b, (size_t)n * n, 0x85ebca6bu);
     dev_memset(x, 0, copy_bytes, s);
     event_t e0 = timing_event_create(), e1 = timing_event_create();
     const int reps = 3;

@@ -27,7 +27,9 @@ Backward (rmsnorm_backward_kernel): one kernel computes dinp and dw.
   and the update up to 2 chunks per lane (C <= 512 in bf16, the DiT's q/k norms);
   longer rows are read again in the second pass, from L1/L2 since the row was just
   read (4 chunks in registers would take the kernel to ~160 registers, one block per
-  SM; now 103).
+  SM; now 116). __launch_bounds__(256, 2) states the two blocks per SM that the shared
+  memory allows anyway: without it ptxas stopped the FP32 build at 80 registers with a
+  4-byte spill; with it, 110 and no spill (dev/test/ptxas_gate.py).
   dw += sum_i dy_i * x_i * rstd_i without a second pass over dy and x: a fixed grid of
   G blocks (G depends only on N and C, never on the GPU) walks the rows in a fixed
   partition; each row group ("slot") of a block adds its rows' dy*x*r into its own fp32
@@ -351,10 +353,10 @@ static __device__ void rms_sum_rows(int C, int row0, int step, int nrows, floatX
     }
 }
 
-__global__ void __launch_bounds__(32 * RMS_WARPS) rmsnorm_backward_kernel(floatX* dinp, floatX* dw, const floatX* dout,
-                                                                          const floatX* inp, const floatX* w,
-                                                                          const float* rstd, int N, int C, int vec,
-                                                                          int npl, int L) {
+__global__ void __launch_bounds__(32 * RMS_WARPS, 2) rmsnorm_backward_kernel(floatX* dinp, floatX* dw, const floatX* dout,
+                                                                             const floatX* inp, const floatX* w,
+                                                                             const float* rstd, int N, int C, int vec,
+                                                                             int npl, int L) {
     extern __shared__ float dwp[];  // [slots][rms_slice(nch, L)]
     __shared__ unsigned int ticket;
     if (vec) {

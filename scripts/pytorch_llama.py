@@ -60,13 +60,10 @@ Only the params and the dataloader state are used; AdamW starts fresh.
 """
 
 import argparse
-import gc
 import glob
-import json
 import math
 import os
 import sys
-import time
 from collections import OrderedDict
 
 import numpy as np
@@ -78,6 +75,10 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from lref import num_params, param_shapes  # noqa: E402  (one definition of DESIGN 5.2's layout)
 
 sys.dont_write_bytecode = True  # no __pycache__ in scripts/
+import peer_common  # noqa: E402  (what this peer shares with scripts/pytorch_dit.py)
+# (H100_BF16_PEAK, is_oom, lr_at_step and mem_stats unused here: kept as this module's names)
+from peer_common import (H100_BF16_PEAK, HAVE_SDPA, MASK64, apply_rope, device_name, is_oom,  # noqa: E402,F401
+                         lr_at_step, mem_stats, rand_below, rmsnorm, splitmix64)
 
 # (V, D, L, H, KV, F, max_seq_len, tied, rope_theta); norm_eps 1e-5 for all
 PRESETS = OrderedDict([
@@ -88,19 +89,10 @@ PRESETS = OrderedDict([
     ("llama3-1B", (128256, 2048, 16, 32, 8, 8192, 8192, 1, 5e5)),
 ])
 CFG_KEYS = ("V", "D", "L", "H", "KV", "F", "max_seq_len", "tied", "rope_theta")
-H100_BF16_PEAK = 989e12
 CKPT_MAGIC = 20261123
 CKPT_VERSION = 2
-MASK64 = (1 << 64) - 1
 
-
-def die(msg, code=2):
-    print("pytorch_llama: error: %s" % msg, file=sys.stderr)
-    sys.exit(code)
-
-
-def log(msg):
-    print("pytorch_llama: %s" % msg, file=sys.stderr, flush=True)
+die, log = peer_common.messages("pytorch_llama")
 
 
 def preset_cfg(name):
@@ -123,25 +115,8 @@ def validate_cfg(c):
 
 
 # ----------------------------------------------------------------------------- data
-# A port of llmc/dataloader.h (rank 0 of world 1 unless told otherwise).
-
-def splitmix64(state):
-    """Returns (new_state, value), as dataloader_splitmix64_."""
-    state = (state + 0x9E3779B97F4A7C15) & MASK64
-    z = state
-    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK64
-    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK64
-    return state, z ^ (z >> 31)
-
-
-def rand_below(state, n):
-    """Uniform in [0, n), unbiased (dataloader_rand_below_). Returns (new_state, value)."""
-    threshold = ((1 << 64) - n) % n  # (0 - n) % n in uint64 = 2^64 mod n
-    while True:
-        state, r = splitmix64(state)
-        if r >= threshold:
-            return state, r % n
-
+# A port of llmc/dataloader.h (rank 0 of world 1 unless told otherwise); its splitmix64
+# and rand_below are peer_common's.
 
 def initial_rng(seed, rank=0):
     s = (seed & MASK64) ^ 0x243F6A8885A308D3
@@ -278,31 +253,13 @@ class RandomTokens:
 
 
 # ----------------------------------------------------------------------------- model
-
-def rmsnorm(x, w, eps):
-    x = x.float()
-    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w.float()
-
+# rmsnorm and apply_rope (adjacent pairs, these tables) are peer_common's.
 
 def rope_tables(T, hd, theta, device):
     i = torch.arange(hd // 2, dtype=torch.float64)
     inv_freq = theta ** (-(2.0 * i) / hd)
     ang = torch.arange(T, dtype=torch.float64)[:, None] * inv_freq[None]
     return torch.cos(ang).float().to(device), torch.sin(ang).float().to(device)
-
-
-def apply_rope(x, cos, sin):
-    """x: [B, T, nh, hd]; rotates the adjacent pairs (x[2i], x[2i+1])."""
-    B, T, nh, hd = x.shape
-    xf = x.float().reshape(B, T, nh, hd // 2, 2)
-    x0, x1 = xf[..., 0], xf[..., 1]
-    c = cos[:T].view(1, T, 1, hd // 2)
-    s = sin[:T].view(1, T, 1, hd // 2)
-    y = torch.stack([x0 * c - x1 * s, x0 * s + x1 * c], dim=-1)
-    return y.reshape(B, T, nh, hd).type_as(x)
-
-
-HAVE_SDPA = hasattr(F, "scaled_dot_product_attention")
 
 
 def causal_attention(q, k, v):
@@ -431,19 +388,8 @@ class Llama(nn.Module):
 
 def read_checkpoint(path):
     """Returns (cfg, header dict, params dict name -> numpy, dataloader state words or None)."""
-    try:
-        size = os.path.getsize(path)
-        with open(path, "rb") as f:
-            hb = f.read(1024)
-    except OSError as e:
-        die("cannot read checkpoint %s: %s" % (path, e), 1)
-    if len(hb) < 1024:
-        die("bad checkpoint %s: %d bytes, smaller than the 1024-byte header" % (path, size), 1)
-    hi = np.frombuffer(hb, dtype="<i4")
-    hf = np.frombuffer(hb, dtype="<f4")
-    if int(hi[0]) != CKPT_MAGIC or int(hi[1]) != CKPT_VERSION:
-        die("bad checkpoint %s: magic %d version %d (expected %d version %d)"
-            % (path, hi[0], hi[1], CKPT_MAGIC, CKPT_VERSION), 1)
+    size, hi, hf = peer_common.read_header(path, CKPT_MAGIC, CKPT_VERSION,
+                                           "bad checkpoint %s: magic %d version %d (expected %d version %d)", die)
     c = {"V": int(hi[2]), "D": int(hi[3]), "L": int(hi[4]), "H": int(hi[5]), "KV": int(hi[6]),
          "F": int(hi[7]), "max_seq_len": int(hi[8]), "tied": int(hi[9]),
          "rope_theta": float(hf[32]), "norm_eps": float(hf[33])}
@@ -457,12 +403,7 @@ def read_checkpoint(path):
     if size != expect:
         die("bad checkpoint %s: %d bytes, expected %d (header: %d params, %d dataloader bytes)"
             % (path, size, expect, n, hdr["dl_bytes"]), 1)
-    flat = np.fromfile(path, dtype="<f4", count=n, offset=1024)
-    params, off = OrderedDict(), 0
-    for name, shp in param_shapes(c).items():
-        k = int(np.prod(shp))
-        params[name] = flat[off:off + k].reshape(shp)
-        off += k
+    params = peer_common.read_params(path, n, param_shapes(c))
     dl = None
     if hdr["dl_bytes"] >= 128:
         raw = np.fromfile(path, dtype="<u8", count=16, offset=1024 + 3 * 4 * n)
@@ -478,167 +419,43 @@ def read_checkpoint(path):
 
 # ----------------------------------------------------------------------------- training
 
-def lr_at_step(step, total, warmup, lr, min_lr_frac):
-    """llmc/schedule.h lr_at_step (step from 1), in float32 like the C code."""
-    f = np.float32
-    min_lr = f(lr) * f(min_lr_frac)
-    if step <= warmup:
-        return float(f(lr) * f(step) / f(warmup))
-    if total <= warmup:
-        return float(f(lr))
-    progress = f(step - warmup) / f(total - warmup)
-    return float(min_lr + f(0.5) * (f(lr) - min_lr) * (f(1.0) + f(math.cos(f(3.14159265358979) * progress))))
-
-
-def is_oom(e):
-    oom_t = getattr(torch.cuda, "OutOfMemoryError", None)
-    if oom_t is not None and isinstance(e, oom_t):
-        return True
-    return "out of memory" in str(e).lower()
-
+# lr_at_step, the step (peer_common.Trainer), build, the loop, the summary and the
+# find-max-batch search are peer_common's; here, what is the Llama's.
 
 def make_optimizer(model, a, device):
+    """AdamW, decay on the 2-D tensors only."""
     decay, no_decay = [], []
     for p in model.parameters():
         (decay if p.dim() >= 2 else no_decay).append(p)
-    groups = [{"params": decay, "weight_decay": a.weight_decay},
-              {"params": no_decay, "weight_decay": 0.0}]
-    kw = dict(lr=a.lr, betas=(a.beta1, a.beta2), eps=a.adam_eps)
-    if device.type == "cuda":
-        try:
-            return torch.optim.AdamW(groups, fused=True, **kw), "fused"
-        except (TypeError, RuntimeError, ValueError):
-            pass
-    return torch.optim.AdamW(groups, **kw), "default"
+    return peer_common.adamw(decay, no_decay, a, device)
 
 
-class Trainer:
-    def __init__(self, model, fwd, opt, a, device):
-        self.model, self.fwd, self.opt, self.a, self.device = model, fwd, opt, a, device
-        self.params = [p for p in model.parameters()]
-        self.cuda = device.type == "cuda"
-        self.use_bf16 = a.dtype == "bf16"
+class Trainer(peer_common.Trainer):
+    """Micro-batches (inputs, targets), int64 [B, T]; fwd(inputs, targets) is the loss."""
 
-    def sync(self):
-        if self.cuda:
-            torch.cuda.synchronize()
-
-    def to_device(self, x):
-        t = torch.from_numpy(np.ascontiguousarray(x))
-        if self.cuda:
-            return t.pin_memory().to(self.device, non_blocking=True)
-        return t
-
-    def step(self, batches, lr):
-        """One optimizer step over the micro-batches [(inputs, targets)]. Returns (loss, grad_norm)."""
-        for g in self.opt.param_groups:
-            g["lr"] = lr
-        n = len(batches)
-        loss_sum = None
-        for x, y in batches:
-            xi, yi = self.to_device(x), self.to_device(y)
-            if self.use_bf16:
-                with torch.autocast(device_type=self.device.type, dtype=torch.bfloat16):
-                    loss = self.fwd(xi, yi)
-            else:
-                loss = self.fwd(xi, yi)
-            (loss / n).backward()
-            ld = loss.detach().float()
-            loss_sum = ld if loss_sum is None else loss_sum + ld
-        if self.a.grad_clip > 0:
-            norm = torch.nn.utils.clip_grad_norm_(self.params, self.a.grad_clip)
-        else:
-            norm = torch.sqrt(sum((p.grad.float() ** 2).sum() for p in self.params if p.grad is not None))
-        self.opt.step()
-        self.opt.zero_grad(set_to_none=True)
-        return float(loss_sum / n), float(norm)
-
-
-def mem_stats(device):
-    if device.type != "cuda":
-        return None, None
-    return int(torch.cuda.max_memory_allocated(device)), int(torch.cuda.max_memory_reserved(device))
-
-
-def device_name(device):
-    if device.type == "cuda":
-        return torch.cuda.get_device_name(device)
-    return "cpu (%d threads)" % torch.get_num_threads()
+    def on_device(self, batch):
+        x, y = batch
+        return self.to_device(x), self.to_device(y)
 
 
 def build(a, c, device):
     model = Llama(c, device)
-    if a._init_params is not None:
-        model.load_5_2(a._init_params)
-    else:
-        model.init_weights(a.seed)
-    fwd = model
-    compiled = False
-    if a.compile:
-        if hasattr(torch, "compile"):
-            fwd = torch.compile(model)
-            compiled = True
-        else:
-            log("warning: torch %s has no torch.compile; running eager" % torch.__version__)
-    opt, opt_kind = make_optimizer(model, a, device)
-    return model, fwd, opt, compiled, opt_kind
+    return peer_common.build(a, model, model.load_5_2, make_optimizer, device, log)
 
 
 def find_max_batch(a, c, device, out):
-    if device.type != "cuda":
-        log("--find-max-batch on the CPU: nothing runs out of memory; capped at --max-batch-limit %d"
-            % a.max_batch_limit)
-    model, fwd, opt, compiled, _ = build(a, c, device)
-    tr = Trainer(model, fwd, opt, a, device)
+    """The largest B at T = --seq, on uniform random tokens (peer_common.find_max_batch)."""
     T = a.seq
-    tried = []
 
-    def fits(b):
-        ok = True
-        try:
+    def setup():
+        model, fwd, opt, compiled, _ = build(a, c, device)
+
+        def batches_for(b):
             data = RandomTokens(b, T, c["V"], a.seed)
-            for _ in range(2):
-                tr.step([data.next_batch()], a.lr)
-            tr.sync()
-        except Exception as e:  # noqa: BLE001 (OOM shows up as several exception types)
-            if not is_oom(e):
-                raise
-            ok = False
-        # recover outside the except block, so the traceback's frames are gone
-        opt.zero_grad(set_to_none=True)
-        gc.collect()
-        if device.type == "cuda":
-            torch.cuda.empty_cache()
-        alloc, res = mem_stats(device)
-        tried.append({"batch": b, "fits": ok, "peak_mem_allocated": alloc, "peak_mem_reserved": res})
-        log("find-max-batch: B=%d T=%d %s (peak allocated %s)" % (b, T, "fits" if ok else "OOM", alloc))
-        if device.type == "cuda":
-            torch.cuda.reset_peak_memory_stats(device)
-        return ok
+            return lambda s: data.next_batch()
+        return Trainer(model, fwd, opt, a, device), compiled, batches_for
 
-    lo, hi = 0, None  # lo fits (0 = nothing yet), hi does not
-    b = 1
-    while b <= a.max_batch_limit:
-        if fits(b):
-            lo = b
-            b *= 2
-        else:
-            hi = b
-            break
-    if hi is not None:
-        while hi - lo > 1:
-            mid = (lo + hi) // 2
-            if fits(mid):
-                lo = mid
-            else:
-                hi = mid
-    res = {"find_max_batch": True, "model": a.model, "T": T, "max_batch": lo,
-           "first_oom": hi, "compile": int(compiled), "dtype": a.dtype, "device": device_name(device),
-           "torch": torch.__version__, "tried": tried}
-    print(json.dumps(res), flush=True)
-    if out:
-        out.write(json.dumps(res) + "\n")
-    return 0
+    return peer_common.find_max_batch(a, device, out, log, setup, [("T", T)], "T=%d" % T)
 
 
 def train(a, c, device, out):
@@ -675,48 +492,17 @@ def train(a, c, device, out):
     log("model %s: %s, %d params, B=%d T=%d grad_accum=%d (%d tokens/step), %s, %s%s, AdamW %s, device %s"
         % (a.model, {k: c[k] for k in CFG_KEYS}, npar, B, T, accum, tokens_per_step, a.dtype,
            "compile" if compiled else "eager", " (SDPA)" if HAVE_SDPA else "", opt_kind, device_name(device)))
-    warm = min(a.bench_warmup, max(a.steps - 1, 0)) if a.bench else 0
-    timed_ms, losses = [], []
-    t_start = time.perf_counter()
-    for step in range(1, a.steps + 1):
-        lr = lr_at_step(step, a.steps, a.warmup, a.lr, a.min_lr_frac)
-        batches = [loader.next_batch() for _ in range(accum)]
-        tr.sync()
-        t0 = time.perf_counter()
-        loss, norm = tr.step(batches, lr)
-        tr.sync()
-        ms = (time.perf_counter() - t0) * 1e3
-        if step > warm:
-            timed_ms.append(ms)
-        losses.append(loss)
-        alloc, res = mem_stats(device)
-        rec = {"step": step, "loss": loss, "lr": lr, "grad_norm": norm, "ms": ms,
-               "tok_per_s": tokens_per_step / (ms / 1e3), "peak_mem_allocated": alloc, "peak_mem_reserved": res}
-        if out:
-            out.write(json.dumps(rec) + "\n")
-            out.flush()
-        if step % a.print_every == 0 or step == 1 or step == a.steps:
-            log("step %d/%d: loss %.6f lr %.3e norm %.4f %.1f ms %.0f tok/s" %
-                (step, a.steps, loss, lr, norm, ms, rec["tok_per_s"]))
-        if not math.isfinite(loss):
-            log("loss is not finite at step %d; stopping" % step)
-            break
-    wall = time.perf_counter() - t_start
-    alloc, res = mem_stats(device)
-    tok_s = tokens_per_step * len(timed_ms) / (sum(timed_ms) / 1e3) if timed_ms else 0.0
-    summ = {"summary": True, "impl": "pytorch", "model": a.model, "compile": int(compiled), "dtype": a.dtype,
-            "B": B, "T": T, "grad_accum": accum, "steps": len(losses), "timed_steps": len(timed_ms),
-            "warmup_steps_untimed": warm, "tok_per_s": tok_s,
-            "ms_per_step": (sum(timed_ms) / len(timed_ms)) if timed_ms else None,
-            "n_params": npar, "flops_per_token": fpt, "peak_flops": a.peak_flops,
-            "mfu": tok_s * fpt / a.peak_flops, "peak_mem_allocated": alloc, "peak_mem_reserved": res,
-            "first_loss": losses[0] if losses else None, "final_loss": losses[-1] if losses else None,
-            "wall_s": wall, "device": device_name(device), "torch": torch.__version__,
-            "sdpa": HAVE_SDPA, "optimizer": opt_kind, "init_from": a.init_from}
-    if out:
-        out.write(json.dumps(summ) + "\n")
-    print(json.dumps(summ), flush=True)
-    return 0 if losses and math.isfinite(losses[-1]) else 1
+
+    def rates(ms):
+        tok_per_s = tokens_per_step / (ms / 1e3)
+        return [("tok_per_s", tok_per_s)], "%.0f tok/s" % tok_per_s
+
+    run = peer_common.timed_steps(a, tr, lambda step: [loader.next_batch() for _ in range(accum)], out, log, rates)
+    tok_s = peer_common.rate(tokens_per_step, run.timed_ms)
+    summ = peer_common.summary(a, run, compiled, opt_kind, device, sizes=[("B", B), ("T", T), ("grad_accum", accum)],
+                               rates=[("tok_per_s", tok_s)], costs=[("n_params", npar), ("flops_per_token", fpt)],
+                               mfu=tok_s * fpt / a.peak_flops)
+    return peer_common.finish(summ, out, run.losses)
 
 
 # ----------------------------------------------------------------------------- self-checks
@@ -774,13 +560,8 @@ def selftest_model(a, device):
             if err > tol:
                 print("  %s: %s rel err %.3e > %.1e FAIL" % (os.path.basename(path), name, err, tol))
         # the training step: n_steps of clipped AdamW on the same batch, constant lr
-        hp = argparse.Namespace(lr=rc["lr"], beta1=rc["beta1"], beta2=rc["beta2"], adam_eps=rc["adam_eps"],
-                                weight_decay=rc["weight_decay"], grad_clip=rc["grad_clip"], dtype=a.dtype)
-        model.zero_grad(set_to_none=True)
-        opt, _ = make_optimizer(model, hp, device)
-        tr = Trainer(model, model, opt, hp, device)
         xb, yb = r["inputs"].astype(np.int64), r["targets"].astype(np.int64)
-        got = np.array([tr.step([(xb, yb)], rc["lr"])[0] for _ in range(rc["n_steps"])])
+        got = peer_common.reference_losses(model, rc, a.dtype, device, make_optimizer, Trainer, (xb, yb))
         want = np.asarray(r["losses"], dtype=np.float64)
         lerr = float(np.max(np.abs(got - want)))
         ltol = 2e-2 if bf16 else 2e-5
@@ -815,18 +596,7 @@ def main():
     ap.add_argument("--adam-eps", dest="adam_eps", type=float, default=1e-8)
     ap.add_argument("--train-data", dest="train_data", default=None, help="shard glob (none: random tokens)")
     ap.add_argument("--seed", type=int, default=1337, help="init and dataloader seed")
-    ap.add_argument("--device", default=None, help="cuda|cpu (default cuda when available)")
-    ap.add_argument("--dtype", default=None, help="bf16|fp32 (default bf16 autocast on cuda, fp32 on cpu)")
-    ap.add_argument("--compile", type=int, default=0)
-    ap.add_argument("--init-from", dest="init_from", default=None, help="train_llama checkpoint")
-    ap.add_argument("--out", default=None, help="metrics JSONL")
-    ap.add_argument("--bench", action="store_true", help="time only the steps after --bench-warmup")
-    ap.add_argument("--bench-warmup", dest="bench_warmup", type=int, default=5)
-    ap.add_argument("--peak-flops", dest="peak_flops", type=float, default=H100_BF16_PEAK)
-    ap.add_argument("--find-max-batch", dest="find_max_batch", action="store_true")
-    ap.add_argument("--max-batch-limit", dest="max_batch_limit", type=int, default=4096)
-    ap.add_argument("--print-every", dest="print_every", type=int, default=10)
-    ap.add_argument("--threads", type=int, default=0, help="CPU threads (0 = torch's default)")
+    peer_common.add_run_flags(ap, compile_help=None, init_help="train_llama checkpoint", max_batch_limit=4096)
     ap.add_argument("--selftest-data", dest="selftest_data", default=None, metavar="SHARD_GLOB")
     ap.add_argument("--selftest-model", dest="selftest_model", nargs="+", default=None, metavar="LREF")
     a = ap.parse_args()
@@ -834,19 +604,7 @@ def main():
     if a.selftest_data:
         return selftest_data(a)
 
-    dev = a.device or ("cuda" if torch.cuda.is_available() else "cpu")
-    if dev.startswith("cuda") and not torch.cuda.is_available():
-        die("--device cuda but torch.cuda.is_available() is False")
-    device = torch.device(dev)
-    if a.dtype is None:
-        a.dtype = "bf16" if device.type == "cuda" else "fp32"
-    if a.dtype not in ("bf16", "fp32"):
-        die("--dtype must be bf16 or fp32")
-    if a.threads > 0:
-        torch.set_num_threads(a.threads)
-    if device.type == "cuda":
-        torch.backends.cuda.matmul.allow_tf32 = True
-        torch.backends.cudnn.allow_tf32 = True
+    device = peer_common.setup_device(a, die)
 
     if a.selftest_model:
         return selftest_model(a, device)
@@ -886,14 +644,7 @@ def main():
     if a.steps < 1:
         die("--steps must be >= 1")
 
-    out = open(a.out, "w") if a.out else None
-    try:
-        if a.find_max_batch:
-            return find_max_batch(a, c, device, out)
-        return train(a, c, device, out)
-    finally:
-        if out:
-            out.close()
+    return peer_common.run(a, c, device, find_max_batch, train)
 
 
 if __name__ == "__main__":

@@ -150,6 +150,7 @@ typedef enum cudaError {
     cudaErrorMemoryAllocation = 2,
     cudaErrorInvalidConfiguration = 9,
     cudaErrorInvalidResourceHandle = 400,
+    cudaErrorNotReady = 600,
     cudaErrorLaunchOutOfResources = 701,
     cudaErrorLaunchFailure = 719,
 } cudaError_t;
@@ -466,6 +467,13 @@ inline size_t dyn_smem_bytes = 0, dyn_smem_span = 0;
 inline char* dyn_map = nullptr;
 inline size_t dyn_map_bytes = 0;
 
+// Block subset, for the index probe (dev/emu/index_probe.cpp: the last blocks of grids far too
+// large to emulate whole). When set, a launch runs only the blocks whose linear id b (x
+// fastest, then y, then z; nb blocks in the grid) it accepts; the others never start. It
+// is called with cur_kernel, cur_grid_dim and cur_block_dim describing the launch, so a
+// filter that accepts nothing records a launch's shape without running it.
+inline std::function<bool(unsigned long long b, unsigned long long nb)> block_filter;
+
 inline void run_grid(dim3 grid, dim3 block) {
     init_stacks();
     int nt = (int)(block.x * block.y * block.z);
@@ -473,6 +481,7 @@ inline void run_grid(dim3 grid, dim3 block) {
     unsigned long long nb = (unsigned long long)grid.x * grid.y * grid.z;
     for (unsigned long long bi = 0; bi < nb; bi++) {
         unsigned long long b = sched_reverse ? nb - 1 - bi : bi;
+        if (block_filter && !block_filter(b, nb)) continue;
         cur_block = {(unsigned)(b % grid.x), (unsigned)((b / grid.x) % grid.y), (unsigned)(b / ((unsigned long long)grid.x * grid.y))};
         // fresh shared memory: poison everything
         if ((uintptr_t)__start_emu_smem && (uintptr_t)__stop_emu_smem > (uintptr_t)__start_emu_smem)
@@ -594,9 +603,13 @@ inline void legacy_synchronize() {
         if (!(s->flags & 0x01) && !s->destroyed) flush_all(s);
     flush_all(legacy_stream());
 }
+// called with the stream of every operation issued, event recorded or stream synchronised
+// (include/nccl.h: NCCL forbids using a stream while a non-blocking call on it is in progress)
+inline void (*stream_use_hook)(CUstream_st* s, const char* what) = nullptr;
 // issues an operation on stream s
 inline void submit(cudaStream_t stream, std::function<void()> op) {
     CUstream_st* s = stream_of(stream);
+    if (stream_use_hook) stream_use_hook(s, "an operation issued");
     if (s->destroyed) error("an operation issued on a destroyed stream (%d)", s->id);
     if (!lazy_streams) { op(); s->enq++; s->done++; return; }
     if (s->eager) {
@@ -702,19 +715,47 @@ inline void launch(const char* name, const char* file, int line, dim3 grid, dim3
 // ---------------------------------------------------------------------------------
 // "device" allocations: 0xFF-filled, with 0xFF guard zones checked by check_guards()
 inline const size_t ALLOC_GUARD = 4096;
-struct Alloc { size_t bytes; };
+struct Alloc { size_t bytes; bool reserved; };
 inline std::map<char*, Alloc>& allocs() { static std::map<char*, Alloc> m; return m; }
+// Reserved allocations, for the index probe (dev/emu/index_probe.cpp: buffers of llama3-8B size,
+// logits of 8 GiB and more). With reserve_allocs set, cudaMalloc maps the allocation
+// MAP_NORESERVE (a page costs memory only once touched; untouched memory reads as zeros:
+// NOT poisoned, the probe poisons what it checks), page-aligned, between PROT_NONE regions
+// of RESERVE_GUARD bytes, so that an address that a 32-bit index wrapped below the buffer
+// or far beyond it faults instead of landing in another buffer. The bytes between the end
+// and the next page must stay 0 (check_one).
+inline bool reserve_allocs = false;
+inline const size_t RESERVE_GUARD = (size_t)64 << 30, PAGE = 4096;
+inline size_t reserved_span(size_t n) { return (n + PAGE - 1) / PAGE * PAGE; }
 inline void* dev_alloc(size_t n) {
+    if (reserve_allocs) {
+        size_t span = reserved_span(n ? n : 1);
+        char* base = (char*)mmap(nullptr, 2 * RESERVE_GUARD + span, PROT_NONE,
+                                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (base == (char*)MAP_FAILED) return nullptr;
+        if (mprotect(base + RESERVE_GUARD, span, PROT_READ | PROT_WRITE) != 0) { munmap(base, 2 * RESERVE_GUARD + span); return nullptr; }
+        char* p = base + RESERVE_GUARD;
+        allocs()[p] = {n, true};
+        return p;
+    }
     size_t tot = ALLOC_GUARD + (n + 255) / 256 * 256 + ALLOC_GUARD;
     char* base = (char*)aligned_alloc(256, tot);
     if (!base) return nullptr;
     memset(base, 0xFF, tot);
     char* p = base + ALLOC_GUARD;
-    allocs()[p] = {n};
+    allocs()[p] = {n, false};
     return p;
 }
 // returns a description of the first damaged guard zone, or empty
 inline std::string check_one(char* p, const Alloc& a) {
+    if (a.reserved) {  // the guards fault; the slack up to the page end must still be zeros
+        for (size_t i = a.bytes; i < reserved_span(a.bytes ? a.bytes : 1); i++)
+            if (p[i] != 0) {
+                char m[200]; snprintf(m, sizeof m, "out-of-bounds write at byte %zu of a %zu-byte reserved allocation", i, a.bytes);
+                return m;
+            }
+        return "";
+    }
     size_t tot = ALLOC_GUARD + (a.bytes + 255) / 256 * 256 + ALLOC_GUARD;
     char* base = p - ALLOC_GUARD;
     for (size_t i = 0; i < ALLOC_GUARD; i++)
@@ -751,7 +792,8 @@ inline bool dev_free(void* p) {
     if (it == allocs().end()) return false;
     std::string s = check_one(it->first, it->second);
     if (!s.empty()) error("cudaFree: %s", s.c_str());
-    free((char*)p - ALLOC_GUARD);
+    if (it->second.reserved) munmap((char*)p - RESERVE_GUARD, 2 * RESERVE_GUARD + reserved_span(it->second.bytes ? it->second.bytes : 1));
+    else free((char*)p - ALLOC_GUARD);
     allocs().erase(it);
     return true;
 }
@@ -957,6 +999,7 @@ static inline cudaError_t cudaStreamDestroy(cudaStream_t s) {
 }
 static inline cudaError_t cudaStreamSynchronize(cudaStream_t s) {
     if (!emu::valid_stream(s)) return emu::api_error(cudaErrorInvalidResourceHandle, "cudaStreamSynchronize of an invalid stream");
+    if (emu::stream_use_hook) emu::stream_use_hook(emu::stream_of(s), "cudaStreamSynchronize");
     if (s) emu::flush_all(s);
     else emu::legacy_synchronize();
     return cudaSuccess;
@@ -972,6 +1015,7 @@ static inline cudaError_t cudaEventDestroy(cudaEvent_t e) {
 static inline cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s = 0) {
     if (!e || e->destroyed) return emu::api_error(cudaErrorInvalidResourceHandle, "cudaEventRecord of an invalid or destroyed event");
     if (!emu::valid_stream(s)) return emu::api_error(cudaErrorInvalidResourceHandle, "cudaEventRecord on an invalid stream");
+    if (emu::stream_use_hook) emu::stream_use_hook(emu::stream_of(s), "cudaEventRecord");
     e->s = emu::stream_of(s); e->seq = e->s->enq; e->recorded = true;
     return cudaSuccess;
 }
@@ -981,6 +1025,20 @@ static inline cudaError_t cudaEventSynchronize(cudaEvent_t e) {
     return cudaSuccess;
 }
 static inline cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t, cudaEvent_t) { *ms = 0.0f; return cudaSuccess; }
+// cudaErrorNotReady while the work before the event's record has not run. A GPU makes
+// progress while the host polls, but the lazy model runs work only when forced: so the
+// first query of a pending record answers cudaErrorNotReady (a polling loop must cope with
+// that) and the next one runs the stream up to the record, as a synchronisation would
+// (llmc/comm.h's comm_synchronize polls an event this way between NCCL error checks)
+static inline cudaError_t cudaEventQuery(cudaEvent_t e) {
+    if (!e || e->destroyed) return emu::api_error(cudaErrorInvalidResourceHandle, "cudaEventQuery of an invalid or destroyed event");
+    if (!e->recorded || e->s->done >= e->seq) return cudaSuccess;
+    static CUevent_st* polled = nullptr;  // the event whose record was last found pending
+    static unsigned long long polled_seq = 0;
+    if (polled != e || polled_seq != e->seq) { polled = e; polled_seq = e->seq; return cudaErrorNotReady; }
+    emu::flush(e->s, e->seq);
+    return cudaSuccess;
+}
 // later work on s waits for the event's most recent record (a no-op if it was never recorded)
 static inline cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned = 0) {
     if (!e || e->destroyed) return emu::api_error(cudaErrorInvalidResourceHandle, "cudaStreamWaitEvent on an invalid or destroyed event");

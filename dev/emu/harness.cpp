@@ -40,6 +40,7 @@ Tolerances. Inputs are random values already representable in floatX, so the CPU
 */
 #include "kernels.h"  // the transformed llmc/*.cuh (OUT_DIR first on the include path)
 #include "emu_kernels.inc"
+#include "smem_banks.h"  // dev/emu/include: the bank-conflict counts of the tensor-core kernels
 
 #include <sys/wait.h>
 #include <signal.h>
@@ -105,6 +106,21 @@ static void on_emu_error(const char* msg) {
     _exit(10);
 }
 
+// Shared-memory bank conflicts of the check's tensor-core kernels (include/smem_banks.h
+// counts them per kernel and call site): every count goes to the log; ldmatrix and
+// cp.async must be conflict-free, because the design says so (llmc/attention_tc.cuh:
+// "rows are padded to hd + 8 bf16 ... cover all 32 banks once; the same holds for a
+// cp.async phase of 8 lanes writing 16 bytes each"; attention_tc_backward.cuh: "no bank
+// conflicts, plain or .trans"). The stores and casted loads have no such claim: their
+// counts are reported, not judged.
+static void smem_bank_verdict() {
+    if (emu::banks::table().empty()) return;
+    emu::banks::print(stderr);
+    std::string v = emu::banks::first_violation(
+        [](const emu::banks::Stat& s) { return s.kind == emu::banks::LDMATRIX || s.kind == emu::banks::CP_ASYNC; });
+    if (!v.empty()) problem("%s", v.c_str());
+}
+
 struct Check { std::string name; std::function<void()> fn; };
 static std::vector<Check> g_checks;
 static void add(const std::string& name, std::function<void()> fn) { g_checks.push_back({std::string(BUILD) + "." + name, fn}); }
@@ -126,6 +142,7 @@ static int run_check(const Check& c) {  // 1 if passed
         c.fn();
         std::string g = emu::check_guards();
         if (!g.empty()) problem("%s", g.c_str());
+        smem_bank_verdict();
         if (g_problems.empty()) printf("PASS %s\n", c.name.c_str());
         else printf("FAIL %s: %s%s\n", c.name.c_str(), g_problems[0].c_str(),
                     g_problems.size() > 1 ? (" (+" + std::to_string(g_problems.size() - 1) + " more, see log)").c_str() : "");

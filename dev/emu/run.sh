@@ -15,13 +15,16 @@
 #   EMU_LADDERS   0: skip the last stage, the dev/cuda ladders' validation (run_ladders.sh);
 #                 1: run it even when EMU_FILTER is set. EMU_LADDER_DIR (default dev/cuda)
 #                 and EMU_LADDER_FILTER are passed on to run_ladders.sh.
+#   EMU_PROBE     0: skip the full-size index probe (index_probe.cpp: the first and last blocks
+#                 of llama3-8B-sized grids over reserved memory); 1: run it even when EMU_FILTER
+#                 is set. EMU_PROBE_FILTER=substring runs only the matching probes.
 #   EMU_TRAINER   0: skip the trainer stage, the whole CUDA build of test_llama,
 #                 train_llama, test_dit and train_dit under the emulator (run_trainer.sh);
 #                 1: run it even when EMU_FILTER is set. EMU_TRAINER_FULL,
 #                 EMU_TRAINER_RESUME, EMU_TRAINER_FILTER and EMU_TRAINER_SRC are passed on
 #                 to run_trainer.sh.
 # Details (errors, tolerances, worst err/tol of every output) are in
-# dev/emu/build/{selftest,fp32,bf16}.log.
+# dev/emu/build/{selftest,fp32,bf16,probe}.log.
 set -u
 cd "$(dirname "$0")/../.."
 T0=$(date +%s.%N)
@@ -53,7 +56,8 @@ else
   echo "FAIL emu.transform: $(tail -n 1 "$B/transform.log")"; failed=$((failed + 1)); finish
 fi
 
-# 2. build: the self-test and the harness in both precisions, in parallel
+# 2. build: the self-test, the harness in both precisions and the index probe (bf16; -fwrapv:
+# an int product that overflows wraps as the GPU's 32-bit multiply does), in parallel
 FLAGS=(-std=c++17 -O1 -g0 -pthread -I"$B/src" -Idev/emu/include -I"$SRC" -Wall -Wno-unused-function -Wno-unknown-pragmas -Wno-comment)
 # uninitialised local variables get a recognisable garbage pattern instead of whatever
 # the stack held (GCC >= 12, clang >= 8)
@@ -62,8 +66,15 @@ echo 'int main(){return 0;}' > "$B/probe.cpp"
 "$CXX" "${FLAGS[@]}" -DENABLE_FP32 dev/emu/selftest.cpp -o "$B/selftest" >"$B/build_selftest.log" 2>&1 & p0=$!
 "$CXX" "${FLAGS[@]}" -DENABLE_FP32 dev/emu/harness.cpp -o "$B/harness_fp32" >"$B/build_fp32.log" 2>&1 & p1=$!
 "$CXX" "${FLAGS[@]}" dev/emu/harness.cpp -o "$B/harness_bf16" >"$B/build_bf16.log" 2>&1 & p2=$!
+RUN_PROBE=0
+if [ "${EMU_PROBE:-}" = 1 ] || { [ "${EMU_PROBE:-}" != 0 ] && [ -z "${EMU_FILTER:-}" ]; }; then RUN_PROBE=1; fi
+BUILDS=("selftest $p0" "fp32 $p1" "bf16 $p2")
+if [ $RUN_PROBE = 1 ]; then
+  "$CXX" "${FLAGS[@]}" -fwrapv dev/emu/index_probe.cpp -o "$B/index_probe" >"$B/build_probe.log" 2>&1 & p3=$!
+  BUILDS+=("probe $p3")
+fi
 ok=1
-for x in "selftest $p0" "fp32 $p1" "bf16 $p2"; do
+for x in "${BUILDS[@]}"; do
   set -- $x
   if wait "$2"; then echo "PASS emu.build_$1"; passed=$((passed + 1))
   else
@@ -91,6 +102,18 @@ count "$B/fp32.out"
 count "$B/bf16.out"
 [ $rc1 -eq 0 ] || grep -q '^FAIL' "$B/fp32.out" || { echo "FAIL emu.harness_fp32: exit $rc1 $(tail -n 1 "$B/fp32.log")"; failed=$((failed + 1)); }
 [ $rc2 -eq 0 ] || grep -q '^FAIL' "$B/bf16.out" || { echo "FAIL emu.harness_bf16: exit $rc2 $(tail -n 1 "$B/bf16.log")"; failed=$((failed + 1)); }
+
+# 3b. the full-size index probe: skipped with EMU_PROBE=0, and when EMU_FILTER is set unless
+# EMU_PROBE=1
+if [ $RUN_PROBE = 1 ]; then
+  T3=$(date +%s.%N)
+  PARGS=()
+  [ -n "${EMU_PROBE_FILTER:-}" ] && PARGS=(--filter "$EMU_PROBE_FILTER")
+  "$B/index_probe" ${PARGS[@]+"${PARGS[@]}"} >"$B/probe.out" 2>"$B/probe.log"; rc5=$?
+  count "$B/probe.out"
+  [ $rc5 -eq 0 ] || grep -q '^FAIL' "$B/probe.out" || { echo "FAIL emu.index_probe: exit $rc5 $(tail -n 1 "$B/probe.log")"; failed=$((failed + 1)); }
+  echo "emu: the index probe took $(elapsed "$T3") s"
+fi
 
 # 4. the dev/cuda kernel ladders' validation under the emulator (run_ladders.sh): skipped
 # with EMU_LADDERS=0, and when EMU_FILTER is set unless EMU_LADDERS=1

@@ -31,7 +31,11 @@
 #    also runs under mpirun -np 2 with --comm mpi (collectives staged through pinned host
 #    memory, the path that lets ranks share a GPU) with --zero 1 --shard-vocab 1, alone
 #    and with the memory flags, in both precisions: the data-parallel CUDA orchestration
-#    without a GPU (train_dit has no data parallelism yet);
+#    without a GPU (train_dit has no data parallelism yet). They are built with NCCL too,
+#    which is include/nccl.h here (non-blocking NCCL emulated on MPI), and test_llama runs
+#    with --comm nccl: --zero 1 --shard-vocab 1 in both precisions (bitwise the downloads
+#    of the --comm mpi run), --tp 2 in both --tp-modes; planted faults (EMU_NCCL_FAULT)
+#    must end in comm.h's messages; nccl_selftest.cpp plants one misuse per shim rule;
 # 4. for both test programs: checks that the results do not depend on the stream model or
 #    the thread schedule (sync / lazy / lazy with eager copy streams / reverse thread
 #    order: same downloaded bytes), that the cuBLASLt fallback kernel path passes too, and
@@ -71,7 +75,7 @@ mkdir -p "$B/src/llmc" "$B/bin" "$B/out" "$B/jobs" "$B/data"
 np=0; nf=0
 pass() { echo "PASS $1"; np=$((np + 1)); }
 fail() { echo "FAIL $1: $2"; nf=$((nf + 1)); }
-finish() { echo "trainer: $np passed, $nf failed in $(elapsed "$T0") s (llmc: $LLMC, trainer: $TSRC)"; [ "$nf" -eq 0 ]; exit $?; }
+finish() { rm -rf /tmp/emu_ompi.$$.*; echo "trainer: $np passed, $nf failed in $(elapsed "$T0") s (llmc: $LLMC, trainer: $TSRC)"; [ "$nf" -eq 0 ]; exit $?; }
 
 # 1. sources
 if "$PY" dev/emu/transform.py "$LLMC" "$B/src/llmc" >"$B/transform.log" 2>&1; then pass trainer.transform
@@ -93,10 +97,11 @@ job() {  # job NAME ENV COMMAND...: writes $B/jobs/NAME.sh
     echo " > '$B/out/$name.out' 2>&1"; echo "echo \$? > '$B/out/$name.rc'"; } > "$B/jobs/$name.sh"
 }
 # with Open MPI, train_llama and test_llama are built with MPI so that the data-parallel CUDA
-# orchestration (--comm mpi: collectives staged through pinned host memory) runs under mpirun
+# orchestration (--comm mpi: collectives staged through pinned host memory) runs under mpirun,
+# and with NCCL, which is include/nccl.h here: non-blocking NCCL emulated on MPI (--comm nccl)
 MPIFLAGS=()
 if command -v mpicxx >/dev/null 2>&1 && command -v mpirun >/dev/null 2>&1; then
-  MPIFLAGS=(-DUSE_MPI -DOMPI_SKIP_MPICXX $(mpicxx --showme:compile) $(mpicxx --showme:link | sed 's/-lmpi_cxx//'))
+  MPIFLAGS=(-DUSE_MPI -DUSE_NCCL -DOMPI_SKIP_MPICXX $(mpicxx --showme:compile) $(mpicxx --showme:link | sed 's/-lmpi_cxx//'))
 fi
 # The copy streams, by id (EMU_EAGER_STREAMS, in creation order): per model, llmc/offload.h's
 # offload_bind creates the offload copy stream and the prefetch stream, then the trainer its
@@ -137,12 +142,36 @@ done
 # data parallelism in the CUDA build: 2 ranks, --comm mpi (the path that lets ranks share a GPU)
 if [ ${#MPIFLAGS[@]} -gt 0 ]; then
   MPIRUN=(mpirun --oversubscribe --allow-run-as-root --bind-to none -x OMP_NUM_THREADS=1 -np 2)
+  # every mpirun gets a session directory of its own: Open MPI 4 creates /tmp/ompi.<host>.<uid>
+  # on start, and two mpiruns starting at once can race on it ("mkdir ... File exists",
+  # orte_init failed); run by the job script, removed by finish()
+  OMPI_TMP="OMPI_MCA_orte_tmpdir_base=\$(mktemp -d /tmp/emu_ompi.$$.XXXXXX)"
   for p in fp32 bf16; do
-    job "test_llama.$p.dp2.zero_shard" "" "${MPIRUN[@]}" "$B/bin/test_llama.$p" --comm mpi --ref dev/ref/gqa_h4kv2_tied.lref \
+    job "test_llama.$p.dp2.zero_shard" "$OMPI_TMP" "${MPIRUN[@]}" "$B/bin/test_llama.$p" --comm mpi --ref dev/ref/gqa_h4kv2_tied.lref \
       --zero 1 --shard-vocab 1
-    job "test_llama.$p.dp2.zero_shard_flags" "" "${MPIRUN[@]}" "$B/bin/test_llama.$p" --comm mpi --ref dev/ref/mha_untied_small.lref \
+    job "test_llama.$p.dp2.zero_shard_flags" "$OMPI_TMP" "${MPIRUN[@]}" "$B/bin/test_llama.$p" --comm mpi --ref dev/ref/mha_untied_small.lref \
       --zero 1 --shard-vocab 1 --ffn-chunks 3 --ce-chunks 5 --offload-act -1 --recompute 1
+    # --comm nccl (include/nccl.h): the same run must download the same bytes (nccl2.same_as_mpi)
+    job "test_llama.$p.nccl2.zero_shard" "$OMPI_TMP" "${MPIRUN[@]}" "$B/bin/test_llama.$p" --comm nccl --ref dev/ref/gqa_h4kv2_tied.lref \
+      --zero 1 --shard-vocab 1
   done
+  # tensor parallelism over NCCL, both modes (mha_untied_small: TP runs cost about 8 CPU-s per rank
+  # here, most of it the per-tensor global-norm launches; gqa_h4kv2_tied would take twice that)
+  for mode in allreduce reducescatter; do
+    job "test_llama.bf16.nccl2.tp2_$mode" "$OMPI_TMP" "${MPIRUN[@]}" "$B/bin/test_llama.bf16" --comm nccl --ref dev/ref/mha_untied_small.lref \
+      --tp 2 --tp-mode $mode --shard-vocab 1
+  done
+  # comm.h's error handling, through faults the shim plants (EMU_NCCL_FAULT, on both ranks; the 3rd
+  # collective is the first gradient reduce-scatter): each run must FAIL with its message
+  NF=(--comm nccl --ref dev/ref/mha_untied_small.lref --zero 1 --comm-timeout 2)
+  for f in call_error:3 run_error:3 stuck:3 no_finalize; do
+    job "test_llama.bf16.nccl2.catches_${f%%:*}" "$OMPI_TMP" "${MPIRUN[@]}" -x "EMU_NCCL_FAULT=$f" "$B/bin/test_llama.bf16" "${NF[@]}"
+  done
+  # the shim's own rules, one planted misuse per case (nccl_selftest.cpp), the cases side by side
+  # (each is an mpirun of two short processes that mostly wait)
+  job nccl_selftest "" bash -c 'for k in $("$1" --list); do ( export OMPI_MCA_orte_tmpdir_base=$(mktemp -d "/tmp/emu_ompi.$3.XXXXXX")
+    "${@:4}" "$1" "$k" > "$2.$k.out" 2>&1; echo $? > "$2.$k.rc" ) & done; wait' \
+    nccl_selftest "$B/bin/nccl_selftest.fp32" "$B/out/nccl_selftest" "$$" "${MPIRUN[@]}"
 fi
 # gradient accumulation over many micro-steps (issue: bf16 sums swamp the small late
 # contributions): micro64_b64.lref's 64 rows as 64 micro-steps of one row, the gradients
@@ -227,9 +256,10 @@ BINS=$(cat "$B"/jobs/*.sh 2>/dev/null | grep -oE "$B/bin/[a-z_]+\.(fp32|bf16)" |
 for x in $BINS; do
   t=${x%.*}; p=${x##*.}
   d=(); [ $p = fp32 ] && d=(-DENABLE_FP32)
-  m=(); case $t in *_llama) m=(${MPIFLAGS[@]+"${MPIFLAGS[@]}"}) ;; esac
+  m=(); case $t in *_llama|nccl_selftest) m=(${MPIFLAGS[@]+"${MPIFLAGS[@]}"}) ;; esac
+  src="$B/src/$t.cu"; [ "$t" = nccl_selftest ] && src=dev/emu/nccl_selftest.cpp
   while [ "$(jobs -rp | wc -l)" -ge "$NJ" ]; do wait -n; done
-  ( "$CXX" "${FLAGS[@]}" ${d[@]+"${d[@]}"} -x c++ "$B/src/$t.cu" -o "$B/bin/$x" ${m[@]+"${m[@]}"} >"$B/build.$x.log" 2>&1
+  ( "$CXX" "${FLAGS[@]}" ${d[@]+"${d[@]}"} -x c++ "$src" -o "$B/bin/$x" ${m[@]+"${m[@]}"} >"$B/build.$x.log" 2>&1
     echo $? > "$B/build.$x.rc" ) &
 done
 wait
@@ -272,8 +302,32 @@ emu_problem() {
 for o in "$B"/out/test_llama.*.out "$B"/out/test_dit.*.out; do
   [ -e "$o" ] || continue
   n=$(basename "$o" .out); rc=$(cat "$B/out/$n.rc")
-  prob=$(emu_problem "$o")
+  prob=$(emu_problem "$o"); extra=""
   case "$n" in
+    *.nccl2.catches_*)
+      # a fault the NCCL shim planted (EMU_NCCL_FAULT): the run must end in comm.h's message for it
+      # (no_finalize: in the shim's own error, since comm.h must finalize before it destroys)
+      case "$n" in
+        *catches_stuck) want='NCCL: [^ ]+\(.*\) did not complete within 2 s \(--comm-timeout\); communicator aborted' ;;
+        *catches_no_finalize) want='^EMU_ERROR emulated NCCL: ncclCommDestroy of communicator [0-9]+ \(rank [0-9]+ of [0-9]+\) without ncclCommFinalize' ;;
+        # at a settle, in the call itself, or in comm_synchronize's poll
+        *) want='NCCL: ([^ ]+\(.*\)( failed)?|the [a-z]+ communicator failed): remote process exited or there was a network error' ;;
+      esac
+      if [ -n "$prob" ] && ! grep -q '^EMU_ERROR' "$o"; then fail "trainer.$n" "$prob"
+      elif [ "$rc" != 0 ] && grep -qE "$want" "$o" && { [[ $n == *no_finalize ]] || ! grep -q '^EMU_ERROR' "$o"; }; then
+        pass "trainer.$n[exit $rc: $(grep -m1 -oE "$want" "$o" | sed -E 's/\((.*)\)(( failed)?: remote| did not)/(...)\2/' | cut -c1-110)]"
+      else fail "trainer.$n" "the planted fault did not end in its message (exit $rc; $(grep -m1 -E '^error|^EMU_ERROR|^(PASS|FAIL):' "$o" | cut -c1-200))"; fi ;;
+    *.nccl2.*)
+      # on top of the usual verdict: on every rank every communicator finalized and destroyed, every
+      # collective run, and some calls answered ncclInProgress (the non-blocking protocol was used)
+      if [ -z "$prob" ]; then
+        if [ "$(grep -c '^EMU_NCCL ' "$o")" != 2 ]; then prob="$(grep -c '^EMU_NCCL ' "$o") EMU_NCCL lines, not one per rank"
+        else prob=$(grep '^EMU_NCCL ' "$o" | awk '{ delete v; for (i = 2; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
+            if (v["destroyed"] != v["comms"] || v["finalized"] != v["comms"] || v["aborted"] != 0 || v["ran"] != v["calls"] ||
+                v["calls"] == 0 || v["in_progress"] == 0) { print "NCCL shim: " $0; exit } }')
+          extra="; rank 0: $(field "$o" comms | head -n 1) communicators, $(grep -m1 '^EMU_NCCL ' "$o" | grep -o 'calls=[0-9]*' | cut -d= -f2) collectives, $(grep -m1 '^EMU_NCCL ' "$o" | grep -o 'in_progress=[0-9]*' | cut -d= -f2) calls in progress"
+        fi
+      fi ;;&
     *.models.lazy_eager_copies)
       # the eager streams must be the copy streams (stream ids follow the creation order)
       if [ -z "$prob" ] && { [ "$(field "$o" eager_compute)" != 0 ] || [ "$(field "$o" eager_ops)" = 0 ]; }; then
@@ -290,13 +344,36 @@ for o in "$B"/out/test_llama.*.out "$B"/out/test_dit.*.out; do
       else fail "trainer.$n" "a backward that skips the prefetch was not caught (exit $rc; $(grep -m1 -E '^(PASS|FAIL):' "$o"))"; fi ;;
     *)
       if [ -n "$prob" ]; then fail "trainer.$n" "$prob"
-      elif [ "$rc" = 0 ] && grep -q '^PASS: .* 0 failed' "$o"; then pass "trainer.$n[$(grep -m1 -oE '^PASS: [0-9]+ checks' "$o" | cut -c7-)]"
+      elif [ "$rc" = 0 ] && grep -q '^PASS: .* 0 failed' "$o"; then pass "trainer.$n[$(grep -m1 -oE '^PASS: [0-9]+ checks' "$o" | cut -c7-)$extra]"
       else
         why=$(grep -E ' FAIL|^FAIL|^error|^emu[: ]|required: FAIL' "$o" | head -n 3 | sed 's/  */ /g' | tr '\n' ';')
         fail "trainer.$n" "exit $rc: ${why:-$(tail -n 1 "$o")}"
       fi ;;
   esac
 done
+# --comm nccl against --comm mpi on the same run: every rank's downloads bitwise equal (the
+# shim reduces in rank order with one rounding per addition, as comm.h's bf16 MPI operation does)
+for p in fp32 bf16; do
+  a="$B/out/test_llama.$p.dp2.zero_shard"; b="$B/out/test_llama.$p.nccl2.zero_shard"
+  [ -e "$a.out" ] && [ -e "$b.out" ] || continue
+  ha=$(grep -o 'd2h_hash=[0-9a-f]*' "$a.out" | sort | tr '\n' ' '); hb=$(grep -o 'd2h_hash=[0-9a-f]*' "$b.out" | sort | tr '\n' ' ')
+  if [ "$(cat "$a.rc")" = 0 ] && [ "$(cat "$b.rc")" = 0 ] && [ "$(echo $ha | wc -w)" = 2 ] && [ "$ha" = "$hb" ]; then
+    pass "trainer.test_llama.$p.nccl2.same_as_mpi[gqa_h4kv2_tied --zero 1 --shard-vocab 1: both ranks downloaded bitwise the same $(field "$b.out" d2h_bytes) bytes with --comm nccl as with --comm mpi]"
+  else fail "trainer.test_llama.$p.nccl2.same_as_mpi" "the downloads differ (or a run failed): mpi: ${ha:-none} nccl: ${hb:-none}"; fi
+done
+# the NCCL shim's self-test: the correct case passes, each planted misuse ends in its error
+NST="$B/bin/nccl_selftest.fp32"
+if [ -e "$B/out/nccl_selftest.rc" ]; then
+  for k in $("$NST" --list); do
+    o="$B/out/nccl_selftest.$k.out"; rc=$(cat "$B/out/nccl_selftest.$k.rc" 2>/dev/null || echo none)
+    if [ "$k" = ok ]; then
+      if [ "$rc" = 0 ] && [ "$(grep -c ': ok (' "$o")" = 2 ]; then pass "trainer.nccl_selftest.ok[$(grep -m1 -o 'ok (.*)' "$o" | cut -c5- | tr -d ')') on rank 0, exact]"
+      else fail "trainer.nccl_selftest.ok" "exit $rc: $(grep -m1 -E 'nccl_selftest|error' "$o")"; fi
+    elif want=$("$NST" --expect "$k") && [ "$rc" != 0 ] && [ "$rc" != none ] && grep -qF "$want" "$o"; then
+      pass "trainer.nccl_selftest.catches_$k"
+    else fail "trainer.nccl_selftest.catches_$k" "the planted misuse was not caught (exit $rc): $(grep -m1 -E 'error|nccl_selftest' "$o" | cut -c1-200)"; fi
+  done
+fi
 # models_identical PROG PREC LAZY_RUN WHAT: the stream-model runs downloaded the same bytes
 models_identical() {
   local prog=$1 p=$2 lazy=$3 what=$4 hs="" m o
@@ -384,7 +461,7 @@ for prog in test_llama test_dit; do
       /^  (loss|step [0-9]+ loss) / { for (i = 1; i <= NF; i++) if ($i == "rel") { v = $(i + 1) + 0; k = ($1 == "loss") ? "loss" : "step_loss";
                             if (v > w[k]) { w[k] = v; at[k] = FILENAME } } }
       END { for (k in w) { sub(/.*\//, "", at[k]); printf "trainer: %s worst rel %-9s %.3e (%s)\n", p, k, w[k], at[k] == "" ? "all equal" : at[k] } }' \
-      $(ls "$B"/out/$prog.$p.*.out | grep -v catches_missing) | sort
+      $(ls "$B"/out/$prog.$p.*.out | grep -v catches_) | sort
   done
 done
 finish

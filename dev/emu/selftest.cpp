@@ -9,6 +9,7 @@ Each case runs in a child process (emulator errors end the process).
 #include <cuda_bf16.h>
 #include <mma.h>
 #include "tensorcore.cuh"  // llmc/tensorcore.cuh as transformed: the model include/tensorcore_emu.h
+#include <cublasLt.h>      // the cuBLASLt model
 #include <sys/wait.h>
 #include <signal.h>
 #include <functional>
@@ -528,10 +529,164 @@ static std::string tc_cp_async() {
     if (WAIT == 0) return first_ok && second_ok ? "" : "cp.async with wait_group 0 delivered wrong data";
     if (!first_ok) return "the group that wait_group 1 completed is wrong";
     if (second_ok) return "tile 1 read before its group completed was not poisoned";
-    for (int i = 512; i < 1024; i++)
-        if (!isnan(o[i])) return "tile 1 read before its group completed: not NaN at " + std::to_string(i);
+    for (int i = 512; i < 1024; i++)  // each copy landed at a random point, or not yet: data or poison
+        if (!isnan(o[i]) && o[i] != (float)h[i]) return "tile 1 read before its group completed: garbage at " + std::to_string(i);
     return "";
 }
+// cp.async lands at a random point between the call and its wait (different points under
+// fwd and rev). READ: every thread reads another thread's row after a barrier but before
+// any wait: poison or data, depending on the seed. WRITE: every thread stores into its own
+// destination between the call and the wait (a write-after-write race with the copy):
+// the store survives when the copy landed before it, which the old model (copies land at
+// the wait) never showed. Both must be caught; the correct protocol (wait, then barrier,
+// then read) must give the data under both schedules.
+__global__ void tc_cp_async_race_kernel(float* out, const __nv_bfloat16* src, int what) {
+    __shared__ __align__(16) __nv_bfloat16 s[64 * 8];
+    const int t = threadIdx.x;
+    tc_cp_async_16(&s[t * 8], src + t * 8, true);
+    tc_cp_async_commit();
+    if (what == 1) s[t * 8] = __nv_bfloat16(-1.0f);  // bug: written while the copy is in flight
+    if (what != 0) tc_cp_async_wait<0>();
+    __syncthreads();
+    for (int j = 0; j < 8; j++) out[t * 8 + j] = (float)s[((t + 1) % 64) * 8 + j];  // what == 0: bug, no wait before
+    if (what == 0) tc_cp_async_wait<0>();
+}
+static std::string tc_cp_async_race(int what) {
+    __nv_bfloat16* src;
+    cudaMalloc(&src, 512 * sizeof(__nv_bfloat16));
+    std::vector<__nv_bfloat16> h(512);
+    for (int i = 0; i < 512; i++) h[i] = __nv_bfloat16((float)(i % 100 + 1));
+    cudaMemcpy(src, h.data(), sizeof(__nv_bfloat16) * 512, cudaMemcpyHostToDevice);
+    std::vector<float> o[2];
+    int wrong[2] = {0, 0};
+    for (int rev = 0; rev <= 1; rev++) {
+        emu::sched_reverse = rev;
+        o[rev].assign(512, 0.0f);
+        LAUNCH(tc_cp_async_race_kernel, 1, 64, 0, o[rev].data(), (const __nv_bfloat16*)src, what);
+        for (int i = 0; i < 512; i++) wrong[rev] += !(o[rev][i] == (float)h[(i + 8) % 512]);
+    }
+    emu::sched_reverse = false;
+    bool differ = memcmp(o[0].data(), o[1].data(), 512 * sizeof(float)) != 0;
+    if (what == 2) return wrong[0] || wrong[1] ? "the correct wait / barrier / read protocol read wrong values" : "";
+    if (!wrong[0] && !wrong[1] && !differ) return "not caught: every value right in both schedules";
+    emu::error("cp.async %s caught: %d and %d of 512 values wrong under fwd and rev, the schedules %s",
+               what == 0 ? "destination read before its wait" : "destination written before its wait", wrong[0], wrong[1],
+               differ ? "differ" : "agree");
+}
+
+// ---- shared-memory bank conflicts (include/smem_banks.h): exact counts on known layouts
+// ldmatrix x4 of 32 rows `stride` bytes apart, cp.async 16 bytes a lane `cstride` bytes
+// apart, float stores `fstride` words apart, bf16 stores to consecutive elements (two
+// lanes a word: no conflict). The stores are written as transform.py writes a kernel's.
+__global__ void banks_kernel(int stride, int cstride, int fstride, const __nv_bfloat16* g) {
+    __shared__ __align__(128) unsigned char s[32 * 1024 + 64];
+    const int l = threadIdx.x;
+    for (int i = l; i < (int)sizeof s; i += 32) s[i] = 0;
+    __syncwarp();
+    tc_u32 r[4];
+    tc_ldmatrix_x4(r, s + l * stride);
+    __syncwarp();
+    tc_cp_async_16(s + l * cstride, g, true);
+    tc_cp_async_commit();
+    tc_cp_async_wait<0>();
+    __syncwarp();
+    EMU_SMEM_STORE(((float*)s)[l * fstride]) = 1.0f;
+    EMU_SMEM_STORE(((__nv_bfloat16*)s)[l]) = __nv_bfloat16(2.0f);
+}
+static std::string bank_counts() {
+    __nv_bfloat16* g;
+    cudaMalloc(&g, 16);
+    cudaMemset(g, 0, 16);
+    struct Case { int stride, cstride, fstride; unsigned ld, cp, st; } cases[] = {
+        {144, 16, 1, 4, 4, 1},   // rows padded to 144 bytes, contiguous 16-byte copies, consecutive floats
+        {128, 32, 2, 32, 8, 2},  // unpadded 128-byte rows: 8 rows of a matrix in one bank group (8-way);
+                                 // 16-byte copies 32 bytes apart: 2-way in each phase; floats 2 words apart: 2-way
+        {64, 128, 32, 16, 32, 32},  // 64-byte rows: 4-way; copies 128 bytes apart: 8-way; floats 32 words apart: 32-way
+    };
+    for (const Case& c : cases) {
+        emu::banks::table().clear();
+        LAUNCH(banks_kernel, 1, 32, 0, c.stride, c.cstride, c.fstride, (const __nv_bfloat16*)g);
+        unsigned got[4] = {0, 0, 0, 0}, want[4] = {c.ld, c.cp, c.st, 1}, ideal[4] = {4, 4, 1, 1};
+        int n = 0;
+        for (const emu::banks::Stat& st : emu::banks::table()) {
+            int i = st.kind == emu::banks::LDMATRIX ? 0 : st.kind == emu::banks::CP_ASYNC ? 1 : st.width == 4 ? 2 : 3;
+            got[i] = (unsigned)st.wavefronts;
+            if (st.ideal != ideal[i] || st.requests != 1) return "site " + std::to_string(st.line) + ": wrong request or ideal count";
+            n++;
+        }
+        if (n != 4) return "expected 4 sites, counted " + std::to_string(n);
+        for (int i = 0; i < 4; i++)
+            if (got[i] != want[i]) {
+                char m[200];
+                snprintf(m, sizeof m, "stride %d/%d/%d: access %d took %u wavefronts, expected %u", c.stride, c.cstride,
+                         c.fstride, i, got[i], want[i]);
+                return m;
+            }
+    }
+    return "";
+}
+// the harness's verdict (ldmatrix and cp.async must be conflict-free) on a kernel whose
+// ldmatrix rows are not padded
+static std::string bank_conflict_caught() {
+    __nv_bfloat16* g;
+    cudaMalloc(&g, 16);
+    cudaMemset(g, 0, 16);
+    LAUNCH(banks_kernel, 1, 32, 0, 144, 16, 1, (const __nv_bfloat16*)g);
+    auto required = [](const emu::banks::Stat& s) { return s.kind == emu::banks::LDMATRIX || s.kind == emu::banks::CP_ASYNC; };
+    if (!emu::banks::first_violation(required).empty()) return "the padded layout was reported as conflicting";
+    LAUNCH(banks_kernel, 1, 32, 0, 128, 16, 1, (const __nv_bfloat16*)g);
+    std::string v = emu::banks::first_violation(required);
+    if (v.empty()) return "not caught";
+    emu::error("%s", v.c_str());
+}
+
+// ---- the cuBLASLt model (include/cublasLt.h): C and D as cublasLtMatmul documents them
+static cublasStatus_t lt_gemm(float* C, int64_t ldc, float* D, int64_t ldd, float beta) {
+    const int m = 3, n = 2, k = 2;
+    static float A[6] = {1, 2, 3, 4, 5, 6}, B[4] = {1, 0, 0, 1};  // A 3x2 column-major, B = I
+    cublasLtHandle_t h;
+    cublasLtMatmulDesc_t op;
+    cublasLtMatrixLayout_t la, lb, lc, ld;
+    cublasLtMatmulPreference_t pref;
+    cublasLtCreate(&h);
+    cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F);
+    cublasLtMatrixLayoutCreate(&la, CUDA_R_32F, m, k, m);
+    cublasLtMatrixLayoutCreate(&lb, CUDA_R_32F, k, n, k);
+    cublasLtMatrixLayoutCreate(&lc, CUDA_R_32F, m, n, ldc);
+    cublasLtMatrixLayoutCreate(&ld, CUDA_R_32F, m, n, ldd);
+    cublasLtMatmulPreferenceCreate(&pref);
+    uint32_t al = 4;
+    for (int a = CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES; a <= CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES; a++)
+        cublasLtMatmulPreferenceSetAttribute(pref, (cublasLtMatmulPreferenceAttributes_t)a, &al, sizeof al);
+    cublasLtMatmulHeuristicResult_t res;
+    int found = 0;
+    cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(h, op, la, lb, lc, ld, pref, 1, &res, &found);
+    float alpha = 1.0f;
+    if (st == CUBLAS_STATUS_SUCCESS) st = cublasLtMatmul(h, op, &alpha, A, la, B, lb, &beta, C, lc, D, ld, &res.algo, nullptr, 0, 0);
+    return st;
+}
+static std::string inplace_gemm(int bad) {
+    emu::lt_mode = 1;
+    float* buf;
+    cudaMalloc(&buf, 64 * sizeof(float));
+    auto fill = [&] { std::vector<float> v(64); for (int i = 0; i < 64; i++) v[i] = (float)(100 + i); cudaMemcpy(buf, v.data(), sizeof(float) * 64, cudaMemcpyHostToDevice); };
+    auto get = [&](int i) { float x; cudaMemcpy(&x, buf + i, sizeof x, cudaMemcpyDeviceToHost); return x; };
+    // in place, identical layouts (separate descriptor objects): D = A + C
+    fill();
+    if (lt_gemm(buf, 3, buf, 3, 1.0f) != CUBLAS_STATUS_SUCCESS) return "in place with equal descriptors was rejected";
+    if (get(0) != 101.0f || get(5) != 6.0f + 105.0f) return "in place: wrong result";
+    // out of place, C with another leading dimension than D (documented as allowed): D = A + C
+    fill();
+    if (lt_gemm(buf + 32, 5, buf, 3, 1.0f) != CUBLAS_STATUS_SUCCESS) return "out of place with ldc != ldd was rejected";
+    if (get(0) != 1.0f + 132.0f || get(3) != 4.0f + 137.0f) return "out of place: wrong result";
+    // C overlapping D without being D
+    if (lt_gemm(buf + 1, 3, buf, 3, 1.0f) == CUBLAS_STATUS_SUCCESS) return "overlapping C and D were accepted";
+    if (!bad) return "";
+    cublasStatus_t st = lt_gemm(buf, 4, buf, 3, 1.0f);  // in place, Cdesc's ld 4 against Ddesc's 3
+    if (st == CUBLAS_STATUS_SUCCESS) return "not caught: in place with mismatched descriptors was accepted";
+    emu::error("in-place GEMM (C == D) with mismatched descriptors rejected: %s", cublasLtGetStatusString(st));
+}
+
 // misuse that must be an error: ldmatrix from global memory, a misaligned row address,
 // a cp.async reading past the end of its allocation
 __global__ void tc_bad_kernel(int what, const __nv_bfloat16* g) {
@@ -589,6 +744,13 @@ int main() {
     run_case("catches_tc_ldmatrix_from_global", [] { return tc_bad(0); }, "not in shared memory");
     run_case("catches_tc_ldmatrix_misaligned", [] { return tc_bad(1); }, "16-byte aligned");
     run_case("catches_tc_cp_async_out_of_bounds", [] { return tc_bad(2); }, "not inside one device allocation");
+    run_case("tc_cp_async_wait_barrier_read_correct", [] { return tc_cp_async_race(2); });
+    run_case("catches_cpasync_read_before_wait", [] { return tc_cp_async_race(0); }, "read before its wait caught");
+    run_case("catches_cpasync_write_before_wait", [] { return tc_cp_async_race(1); }, "written before its wait caught");
+    run_case("smem_bank_counts_exact", bank_counts);
+    run_case("catches_bank_conflict", bank_conflict_caught, "bank conflict: ldmatrix");
+    run_case("cublaslt_model_c_d_contract", [] { return inplace_gemm(0); });
+    run_case("catches_inplace_gemm_mismatched_descriptors", [] { return inplace_gemm(1); }, "CUBLAS_STATUS_INVALID_VALUE");
     fprintf(stderr, "emu selftest: %d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
 }

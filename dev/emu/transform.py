@@ -11,6 +11,9 @@ For every SRC_DIR/*.cuh it writes OUT_DIR/<name>.cuh with
         ::emu::launch("kernel", __FILE__, __LINE__, dim3(grid), dim3(block), smem, stream, kernel, args);
   - each  extern __shared__ [__align__(N)] T name[];  replaced by
         T* name = (T*)emu_dyn_smem();
+  - in the files that call the tc_* tensor-core wrappers, every store statement and every
+    casted load "*(T*)(p)" wrapped in EMU_SMEM_STORE / EMU_SMEM_LOAD, so that the model
+    can count their shared-memory bank conflicts (see smem_access_edits);
   - a #line directive, and the line count of every replaced span kept, so that compiler
     messages, __FILE__ and __LINE__ point into the original file.
 Everything else (__global__, __shared__, __syncthreads, shuffles, ...) is left to the
@@ -157,6 +160,109 @@ def transform_tc(path):
     return '#line 1 "%s"\n%s' % (path, text), [], 0
 
 
+# Shared-memory accesses of the tensor-core kernels, for the bank-conflict count
+# (include/smem_banks.h). In a file that calls the tc_* wrappers, every store statement
+# "LVALUE op= x" whose lvalue is a subscript, a dereference or a member through a pointer
+# becomes "EMU_SMEM_STORE(LVALUE) op= x", and every casted load "*(T*)(p)" becomes
+# "(*EMU_SMEM_LOAD((T*)(p)))"; the model (include/tensorcore_emu.h) records those that
+# touch shared memory, with their call site, and lets everything else through. Not
+# instrumented: the second and later targets of a chained assignment, assignments inside
+# expressions, and loads other than the casted form (plain a[i] and *p reads).
+ASSIGN_OP = re.compile(r'<<=|>>=|[-+*/%&|^]=|(?<![=!<>])=(?!=)')
+CAST_DEREF = re.compile(r'\*\s*\(\s*(?:const\s+)?[A-Za-z_]\w*\s*\*\s*\)\s*\(')
+LVALUE = re.compile(r'^(\*\s*)?(\w+|\(\))(\s*(\[\]|\(\)|\.\s*\w+|->\s*\w+))*$')
+STMT_PREFIX = re.compile(r'\s*(?:(if|for|while)\s*(?=\()|(else|do)\b)')
+
+
+SMEM_INSTRUMENTED = {}  # path -> stores and loads instrumented (for the log)
+
+
+def collapse(x):
+    """x with every bracketed group emptied: 'a[i + 1](b)' -> 'a[]()'"""
+    out, depth = [], 0
+    for ch in x:
+        if ch in '([{':
+            if depth == 0:
+                out.append(ch)
+            depth += 1
+        elif ch in ')]}':
+            depth -= 1
+            if depth == 0:
+                out.append(ch)
+        elif depth == 0:
+            out.append(ch)
+    return ''.join(out)
+
+
+def smem_access_edits(m):
+    """insert-only edits (offset, offset, text) that instrument the stores and casted loads
+    of the code mask m (see above)"""
+    # preprocessor lines (and their continuations) are not code to instrument
+    mm = list(m)
+    for d in re.finditer(r'^[ \t]*#(?:[^\n]*\\\n)*[^\n]*', m, re.M):
+        for k in range(d.start(), d.end()):
+            if mm[k] != '\n':
+                mm[k] = ' '
+    m = ''.join(mm)
+    openers = {')': '(', ']': '[', '}': '{'}
+    edits, spans = [], []
+    for a in ASSIGN_OP.finditer(m):
+        # back to the start of the statement: skip bracketed groups; stop at ; { } or an
+        # unmatched opener
+        j = a.start()
+        while j > 0:
+            c = m[j - 1]
+            if c in ')]':
+                depth, k = 0, j - 1
+                while k >= 0:
+                    if m[k] in ')]}':
+                        depth += 1
+                    elif m[k] in '([{':
+                        depth -= 1
+                        if depth == 0:
+                            break
+                    k -= 1
+                if k < 0 or m[k] != openers[c]:
+                    break
+                j = k
+            elif c in ';{}([':
+                break
+            else:
+                j -= 1
+        start = j
+        while True:  # drop "if (...)", "for (...)", "while (...)", "else", "do" before the lvalue
+            pm = STMT_PREFIX.match(m, start)
+            if not pm or start >= a.start():
+                break
+            if pm.group(1):
+                q = match_close(m, pm.end(), '(', ')')
+                if q < 0 or q > a.start():
+                    break
+                start = q
+            else:
+                start = pm.end()
+        while start < a.start() and m[start] in ' \t\n':
+            start += 1
+        end = a.start()
+        while end > start and m[end - 1] in ' \t\n':
+            end -= 1
+        lv = collapse(m[start:end])
+        if end <= start or not LVALUE.match(lv) or not ('[' in lv or lv.startswith('*') or '->' in lv):
+            continue
+        edits.append((start, start, 'EMU_SMEM_STORE('))
+        edits.append((end, end, ')'))
+        spans.append((start, end))
+    for d in CAST_DEREF.finditer(m):
+        if any(a <= d.start() < b for a, b in spans):
+            continue  # the target of a store
+        q = match_close(m, d.end() - 1, '(', ')')
+        if q < 0:
+            continue
+        edits.append((d.start(), d.start() + 1, '(*EMU_SMEM_LOAD('))
+        edits.append((q, q, '))'))
+    return edits
+
+
 def transform(path, register_bounds=False):
     if os.path.basename(path) == TC_FILE:
         return transform_tc(path)
@@ -281,6 +387,14 @@ def transform(path, register_bounds=False):
         rep += '\n' * s.count('\n', e.start(), semi + 1)
         edits.append((e.start(), semi + 1, rep))
 
+    # the tensor-core kernels' shared-memory stores and loads (bank conflicts)
+    n_smem = 0
+    if re.search(r'\btc_(?:ldmatrix|cp_async|mma)\w*\s*\(', m):
+        smem_edits = smem_access_edits(m)
+        n_smem = sum(1 for e in smem_edits if e[2] in ('EMU_SMEM_STORE(', '(*EMU_SMEM_LOAD('))
+        edits += smem_edits
+    SMEM_INSTRUMENTED[path] = n_smem
+
     edits.sort()
     for a, b in zip(edits, edits[1:]):
         if a[1] > b[0]:
@@ -402,7 +516,9 @@ def main():
                 seen[name] = f
                 if f in compiled:
                     table.append((name, bound, f))
-            print('transform: %-18s %d kernels, %d launches%s' % (f, len(kernels), n_launch,
+            n_smem = SMEM_INSTRUMENTED.get(os.path.join(src, f), 0)
+            print('transform: %-18s %d kernels, %d launches%s%s' % (f, len(kernels), n_launch,
+                  ', %d stores and casted loads instrumented (bank conflicts)' % n_smem if n_smem else '',
                   '' if f in compiled else '  (not included by kernels.h: transformed, not compiled)'))
     except TransformError as e:
         sys.exit('transform.py: error: %s' % e)

@@ -122,6 +122,14 @@ if [ -d ../shared/data/tinystories ]; then
   check_error english_words_below_min "FAIL" sh -c "printf 'Once upon a time blorf xqzt gnarp.\n' | '$PY' scripts/english_words.py --min 0.97"
 fi
 
+section "initialisation: llmc/rand.h's parallel fills, bit for bit and in time (dev/test/test_rand.c)"
+sub_tests rand ./build/test_rand
+# 1.24e8 normals (a tenth of llama3-1B) on 2 threads: 1.5-1.7 s measured on 2 free cores, 3.2-3.5 s
+# with one of them busy elsewhere (7 s at a load of 8); the bound is 3.5x the busy case, not to be
+# flaky on a shared machine. It catches a fill gone badly wrong (a seek per number, say), not a
+# lost thread.
+check rand_fill_time ./build/test_rand --time 1.24e8 2 12
+
 section "bad input: a clear message and a non-zero exit"
 R=dev/ref/mha_untied_small.lref
 head -c 3000 "$R" > "$TMP/truncated.lref"
@@ -279,19 +287,34 @@ sub_tests dp bash dev/test/dp_tests.sh "$PY" "$TMP/dp" dev/ref/*.lref ${FRESH:-}
 section "tensor and sequence parallelism under mpirun (tp 2, tp 4, tp 2 x dp 2): test_llama, train_llama, checkpoints (dev/test/tp_tests.sh)"
 sub_tests tp bash dev/test/tp_tests.sh "$PY" "$TMP/tp"
 
-section "scripts/gpu_check.sh, dry run on the CPU (every step, file and table of the GPU script)"
-check gpu_check_dry_run bash -c "GPU_CHECK_CPU=1 GPU_CHECK_DATA=$TMP/train.bin PYTHON=$PY OUT=$TMP/gpu_dry \
-  GPU_CHECK_SCRATCH=$TMP/gpu_dry_scratch bash scripts/gpu_check.sh && $PY - $TMP/gpu_dry <<'PYEOF'
+section "scripts/gpu_check.sh: the plan of the three GPU calls, then each call executed on the CPU"
+# the plan: every step's limit as its estimate; the headline within call 1's first 300 s, at
+# most 8 files a call, data for every benchmark, llama3-1B on --attention tc (no GPU, no data
+# directory, no ../shared: the plan needs none of them); then the same checks on planted defects
+sub_tests gpu_plan bash -c "GPU_CHECK_DRY=1 OUT=$TMP/gpu_plan PYTHON=$PY bash scripts/gpu_check.sh plan && \
+  $PY dev/test/check_gpu_plan.py --planted $TMP/gpu_plan/plan.tsv"
+# each call on the CPU build with tiny models (its own \$OUT, as on the device): every step,
+# file and table; the CPU's numbers say nothing about a GPU
+for call in 1 2 3; do
+  check "gpu_check_cpu_call$call" bash -c "GPU_CHECK_CPU=1 PYTHON=$PY OUT=$TMP/gpu_call$call \
+    GPU_CHECK_SCRATCH=$TMP/gpu_call${call}_scratch bash scripts/gpu_check.sh $call && $PY - $TMP/gpu_call$call $call <<'PYEOF'
 import json, os, re, sys
-out = sys.argv[1]
-for f in ('summary.md', 'gpu_check.log', 'bench.jsonl', 'ours_tiny.jsonl', 'torch_tiny.jsonl'):
+out, call = sys.argv[1], sys.argv[2]
+files = os.listdir(out)
+assert len(files) <= 8, files
+for f in ('summary_call%s.md' % call, 'gpu_check_call%s.log' % call, 'bench_call%s.jsonl' % call):
     assert os.path.getsize(os.path.join(out, f)) > 0, f
-bench = [json.loads(l) for l in open(os.path.join(out, 'bench.jsonl'))]
-assert len(bench) == 8 and all(b['tok_per_s'] > 0 for b in bench), bench
-gap = re.search(r'max_abs_gap ([0-9.e+-]+)', open(os.path.join(out, 'summary.md')).read())
-assert gap and float(gap.group(1)) < 1e-3, 'train_llama and the PyTorch peer disagree: %s' % gap
-print('dry run: 8 throughput rows, loss gap', gap.group(1))
+bench = [json.loads(l) for l in open(os.path.join(out, 'bench_call%s.jsonl' % call))]
+want = {'1': 6, '2': 3, '3': 2}[call]
+assert len(bench) == want and all(b['tok_per_s'] > 0 and b['data'] for b in bench), bench
+summary = open(os.path.join(out, 'summary_call%s.md' % call)).read()
+if call == '3':
+    gap = re.search(r'max_abs_gap ([0-9.e+-]+)', summary)
+    assert gap and float(gap.group(1)) < 1e-3, 'train_llama and the PyTorch peer disagree: %s' % gap
+    assert 'memory sweep' in summary
+print('call %s: %d throughput rows, %d files' % (call, len(bench), len(files)))
 PYEOF"
+done
 
 section "the CUDA kernels of llmc/*.cuh run in the host emulator against their CPU twins (dev/emu)"
 sub_tests emu bash dev/emu/run.sh
@@ -300,6 +323,12 @@ if [ -n "$(bash -c 'command -v nvcc || ls /usr/local/cuda/bin/nvcc' 2>/dev/null)
   section "CUDA build compiles (sm_90, bf16 and FP32); it cannot run here"
   check cuda_compile make -s -j2 cuda-compile CUDA_ARCH=90
   check cuda_ladders_compile make -s -j2 -C dev/cuda compile CUDA_ARCH=90
+  # ptxas' report of every kernel, kept by cuda-compile: spills, registers and shared memory
+  # against each kernel's occupancy, dynamic shared memory opt-ins, coverage; then planted
+  # defects, every one of which the gate must catch (dev/test/ptxas_gate.py)
+  sub_tests ptxas_gate "$PY" dev/test/ptxas_gate.py build/{train,test}_{llama,dit}.ptxas build/test_{llama,dit}_fp32.ptxas
+  sub_tests ptxas_gate_planted "$PY" dev/test/ptxas_gate.py --planted \
+    "$(bash -c 'command -v nvcc || ls /usr/local/cuda/bin/nvcc' 2>/dev/null | head -n1)"
   # --plan-only touches no device, so the CUDA build's bf16 plan is checked here too
   [ -x build/train_llama ] && check memory_plan_bf16 "$PY" scripts/check_memory_plan.py ./build/train_llama
 fi
@@ -405,6 +434,37 @@ check dit_resume_auto bash -c "./train_dit_cpu --D 24 --L 2 --H 2 --FF 40 --fram
   --batch 2 --grad-accum 2 --steps 6 --warmup 2 --val-every 3 --val-clips 5 --run-dir '$TMP/dit_resume_plain/full' \
   --resume auto | grep 'resumed from .*ckpt_000006.bin at step 6'"
 check dit_plan_hunyuan ./train_dit_cpu --model hunyuan-13B --batch 1 --plan-only 1 --ffn-chunks 4 --recompute 1 --offload-act -1
+
+section "train_dit: the PyTorch peer (scripts/pytorch_dit.py) against the DREF references and train_dit's first steps"
+# (1) every committed DREF in fp32: v_pred, loss and each gradient at test_dit's 1e-5 (measured
+# <= 1.2e-6), the AdamW step losses at 1e-5; a swapped adaLN gate and a 3-D RoPE with the row
+# and column positions exchanged must fail it
+check dit_peer_dref "$PY" scripts/pytorch_dit.py --device cpu --check-dref dev/ref/*.dref
+for bug in gate-swap rope-axis; do
+  check_error "dit_peer_dref_planted_$bug" "FAILED" "$PY" scripts/pytorch_dit.py --device cpu --check-dref dev/ref/*.dref \
+    --plant-bug "$bug"
+done
+# (2) train_dit's first steps from its --save-init weights, then the peer from the same weights on
+# the same clips, noise, t and labels: each step's loss within 1e-5 relative (fp32 rounding only,
+# measured <= 1e-6). lr 1e-2 wakes the adaLN-Zero blocks within a few steps, so that a wrong RoPE
+# axis shows (from step 4); a noise stream read one value late shows from step 1. Then the same
+# on a uint8 clip file, 2 micro-batches a step over several epochs of its Feistel order.
+PD="$TMP/dit_peer"
+PEER=(--batch 4 --steps 10 --lr 1e-2 --warmup 1)
+check dit_peer_train_dit ./train_dit_cpu --model dit-tiny --frames 4 "${PEER[@]}" --save-init 1 --val-every 0 --run-dir "$PD"
+check dit_peer_steps "$PY" scripts/pytorch_dit.py --device cpu --init-from "$PD/ckpt_000000.bin" "${PEER[@]}" \
+  --compare-metrics "$PD/metrics.jsonl"
+for bug in rope-axis noise-shift; do
+  check_error "dit_peer_steps_planted_$bug" "FAILED" "$PY" scripts/pytorch_dit.py --device cpu \
+    --init-from "$PD/ckpt_000000.bin" "${PEER[@]}" --compare-metrics "$PD/metrics.jsonl" --plant-bug "$bug"
+done
+PEER_FILE=(--data "$PD/clips.bin" --val-clips 2 --batch 3 --grad-accum 2 --steps 4 --lr 1e-2 --warmup 1)
+check dit_peer_clip_file bash -c "'$PY' scripts/clips_to_bin.py --synthetic-demo '$PD/demo' && \
+  '$PY' scripts/clips_to_bin.py '$PD/demo' --out '$PD/clips.bin' --frames 4"
+check dit_peer_file_train_dit ./train_dit_cpu --model dit-tiny --channels 3 --frames 4 --height 12 --width 16 --NC 3 \
+  "${PEER_FILE[@]}" --save-init 1 --val-every 0 --run-dir "$PD/file"
+check dit_peer_file_steps "$PY" scripts/pytorch_dit.py --device cpu --init-from "$PD/file/ckpt_000000.bin" "${PEER_FILE[@]}" \
+  --compare-metrics "$PD/file/metrics.jsonl"
 
 section "train_dit memory plan against the formulas of docs/memory.md section 9"
 check dit_memory_plan "$PY" scripts/check_dit_plan.py ./train_dit_cpu

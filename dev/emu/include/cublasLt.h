@@ -13,7 +13,12 @@ Shim for host emulation (dev/emu): cuBLASLt is NOT emulated. What this file prov
     with the transposes, ld >= rows, one data type for A/B/C/D, fp32 compute and scale,
     attribute sizes, pointers aligned as declared in the preference, workspace) and
     computes D = alpha op(A) op(B) + beta C in double, rounding once to the output type;
-    C is not read when beta == 0. It says nothing about cuBLASLt's own algorithms,
+    C is not read when beta == 0. C and D as cuBLASLt documents them for cublasLtMatmul:
+    in place (C == D) only with Cdesc describing the same layout as Ddesc (type, rows,
+    cols, ld: the model has no order or batch attributes, so those are column-major and
+    1), otherwise CUBLAS_STATUS_INVALID_VALUE ("parameters in conflict"); out of place
+    (C != D) with the same type, rows and cols, any ld for C (0 broadcasts), and C and D
+    not overlapping. It says nothing about cuBLASLt's own algorithms,
     accuracy, speed, or which shapes have an algorithm on a real GPU.
 */
 #pragma once
@@ -98,7 +103,11 @@ inline cublasStatus_t lt_check(const LtDesc* op, const LtLayout* a, const LtLayo
         lt_complain("A/B/C/D types %d/%d/%d/%d: only one type for all, fp32 or bf16, is modelled", a->type, b->type, c->type, d->type);
         return CUBLAS_STATUS_NOT_SUPPORTED;
     }
-    if (d->rows != c->rows || d->cols != c->cols || d->ld != c->ld) { lt_complain("C and D layouts differ"); return CUBLAS_STATUS_NOT_SUPPORTED; }
+    if (d->rows != c->rows || d->cols != c->cols) {
+        lt_complain("C is %llux%llu, D is %llux%llu: they must have the same rows and columns", (unsigned long long)c->rows,
+                    (unsigned long long)c->cols, (unsigned long long)d->rows, (unsigned long long)d->cols);
+        return CUBLAS_STATUS_INVALID_VALUE;
+    }
     uint64_t am = op->transa ? a->cols : a->rows, ak = op->transa ? a->rows : a->cols;
     uint64_t bk = op->transb ? b->cols : b->rows, bn = op->transb ? b->rows : b->cols;
     if (am != d->rows || bn != d->cols || ak != bk) {
@@ -109,11 +118,35 @@ inline cublasStatus_t lt_check(const LtDesc* op, const LtLayout* a, const LtLayo
     const LtLayout* ls[4] = {a, b, c, d};
     const char* nm = "ABCD";
     for (int i = 0; i < 4; i++)
-        if (ls[i]->ld < (int64_t)(ls[i]->rows ? ls[i]->rows : 1)) {
+        if (ls[i]->ld < (int64_t)(ls[i]->rows ? ls[i]->rows : 1) && !(i == 2 && ls[i]->ld == 0)) {  // C: ld 0 broadcasts
             lt_complain("%c: leading dimension %lld < rows %llu (column-major)", nm[i], (long long)ls[i]->ld, (unsigned long long)ls[i]->rows);
             return CUBLAS_STATUS_INVALID_VALUE;
         }
     *m = d->rows; *n = d->cols; *k = ak;
+    return CUBLAS_STATUS_SUCCESS;
+}
+// C and D as pointers: the same matrix needs the same layout (in place), a separate one
+// must not overlap D (the documentation knows only C == D and C != D)
+inline cublasStatus_t lt_check_cd(const void* C, const LtLayout* c, const void* D, const LtLayout* d) {
+    if (C == D) {
+        if (c->type != d->type || c->rows != d->rows || c->cols != d->cols || c->ld != d->ld) {
+            lt_complain("C == D (in place) needs Cdesc == Ddesc, but C is type %d %llux%llu ld %lld and D type %d %llux%llu "
+                        "ld %lld", c->type, (unsigned long long)c->rows, (unsigned long long)c->cols, (long long)c->ld, d->type,
+                        (unsigned long long)d->rows, (unsigned long long)d->cols, (long long)d->ld);
+            return CUBLAS_STATUS_INVALID_VALUE;
+        }
+        return CUBLAS_STATUS_SUCCESS;
+    }
+    if (!c->rows || !c->cols) return CUBLAS_STATUS_SUCCESS;
+    auto span = [](const void* p, const LtLayout* l) {  // first and one-past-last byte, column-major
+        const uintptr_t b = (uintptr_t)p;
+        return std::make_pair(b, b + ((l->cols - 1) * (uint64_t)l->ld + l->rows) * lt_elem(l->type));
+    };
+    auto sc = span(C, c), sd = span(D, d);
+    if (sc.first < sd.second && sd.first < sc.second) {
+        lt_complain("C = %p and D = %p overlap without being the same matrix (in place needs C == D)", C, D);
+        return CUBLAS_STATUS_INVALID_VALUE;
+    }
     return CUBLAS_STATUS_SUCCESS;
 }
 }  // namespace emu
@@ -223,6 +256,8 @@ static inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDe
     if (!h || h->magic != emu::LT_MAGIC) return CUBLAS_STATUS_NOT_INITIALIZED;
     uint64_t m, n, k;
     cublasStatus_t st = emu::lt_check(op, la, lb, lc, ld, &m, &n, &k);
+    if (st != CUBLAS_STATUS_SUCCESS) return st;
+    st = emu::lt_check_cd(C, lc, D, ld);
     if (st != CUBLAS_STATUS_SUCCESS) return st;
     if (!algo || algo->data[4] != emu::LT_MAGIC) { emu::lt_complain("algorithm not from cublasLtMatmulAlgoGetHeuristic"); return CUBLAS_STATUS_INVALID_VALUE; }
     if (ws_bytes > 0 && !ws) { emu::lt_complain("workspace size %zu with a null workspace", ws_bytes); return CUBLAS_STATUS_INVALID_VALUE; }

@@ -24,20 +24,34 @@
 //   * cp.async (per thread, not a collective): the destination must be 16-byte aligned
 //     in shared memory; a valid copy's source must be 16-byte aligned and lie inside one
 //     cudaMalloc allocation (so an out-of-bounds read at a ragged tile edge is an error,
-//     not a silent read of a guard zone). The source is read at the call, the
-//     destination is POISONED (0xFF: NaN in bf16) at the call and written only when
-//     tc_cp_async_wait<N> completes its group (groups as committed by this thread;
-//     copies not yet committed are not waited for, as in PTX). So a read before the
-//     wait, or by another thread before its barrier, sees NaN; a buffer that is
-//     refilled while another warp still reads it (a missing barrier before the copy)
-//     also reads NaN when that warp runs later in the schedule. A block that ends with
-//     copies never waited for is an error (a missing wait, or a prefetch nobody uses).
+//     not a silent read of a guard zone). The destination is POISONED (0xFF: NaN in bf16)
+//     at the call, and the copy (the source read and the destination written) is queued:
+//     it LANDS at a random point between the call and the tc_cp_async_wait<N> that
+//     completes its group (groups as committed by this thread; copies not yet committed
+//     are not waited for, as in PTX), as the hardware may complete it anywhere in that
+//     window. The points are the model's events (any thread's cp.async, commit, wait,
+//     ldmatrix, mma, recorded shared store or load); the delay is drawn log-uniform over
+//     0 .. 65535 events (1 copy in 8 lands only at its wait), from a generator seeded per
+//     block by the launch count, the block and the schedule, so a run is reproducible and
+//     the fwd and rev schedules see different landing points (EMU_CPASYNC_SEED=n varies
+//     them further). So a read before the wait, or by another thread before its barrier,
+//     sees NaN or the data depending on the seed; a store into a destination between the
+//     call and the wait survives or not depending on the seed (the fwd/rev comparison
+//     shows it); a source written after the call is read late; a buffer that is refilled
+//     while another warp still reads it reads NaN. A block that ends with copies never
+//     waited for is an error (a missing wait, or a prefetch nobody uses).
+//   * Bank conflicts (include/smem_banks.h): ldmatrix's rows, cp.async's destinations and
+//     the stores and casted loads that transform.py instruments (EMU_SMEM_STORE /
+//     EMU_SMEM_LOAD) are counted per kernel and call site.
 #pragma once
 #define EMU_SHIM_TENSORCORE 1
 #include "cuda_runtime.h"
 #include "cuda_bf16.h"
+#include "smem_banks.h"
 #include <stdint.h>
 #include <vector>
+#include <algorithm>
+#include <functional>
 
 typedef uint32_t tc_u32;  // two bf16, the lower column index in the low 16 bits
 
@@ -54,11 +68,14 @@ inline bool in_smem(const void* p, size_t n) {
     return (uintptr_t)__start_emu_smem && c >= __start_emu_smem && c + n <= __stop_emu_smem;
 }
 
+inline void cp_event();  // below: an event, at which queued cp.async copies may land
+
 struct MmaOp { float* d; const tc_u32* a; const tc_u32* b; };
 inline const MmaOp& mma_of(const uint64_t* dep, int lane) { return *(const MmaOp*)(uintptr_t)dep[lane]; }
 
 inline void mma(float d[4], const tc_u32 a[4], const tc_u32 b[2], const char* file, int line) {
     MmaOp op{d, a, b};
+    cp_event();
     ::emu::warp_collective(0xffffffffu, (uint64_t)(uintptr_t)&op, "tc_mma_bf16_16816", file, line, [](int l) { return l; },
                            [&](const uint64_t* dep) {
                                float A[16][16], B[16][8], C[16][8];
@@ -92,11 +109,12 @@ inline void mma(float d[4], const tc_u32 a[4], const tc_u32 b[2], const char* fi
 
 // what a lane deposits at an ldmatrix: where its registers go, and the row it supplies
 // (read at its arrival)
-struct LdOp { tc_u32* r; unsigned short row[8]; };
+struct LdOp { tc_u32* r; unsigned short row[8]; uintptr_t addr; };
 template <int NM, bool TRANS>
 inline void ldmatrix(tc_u32* r, const void* row_addr, const char* what, const char* file, int line) {
     const int lane = ::emu::cur_fiber & 31;
-    LdOp op{r, {0}};
+    LdOp op{r, {0}, (uintptr_t)row_addr};
+    cp_event();
     if (lane < 8 * NM) {  // x2: the addresses of lanes 16..31 are ignored
         if ((uintptr_t)row_addr % 16 != 0)
             ::emu::error("%s at %s:%d: lane %d's row address %p is not 16-byte aligned", what, file, line, lane, row_addr);
@@ -107,6 +125,9 @@ inline void ldmatrix(tc_u32* r, const void* row_addr, const char* what, const ch
     }
     ::emu::warp_collective(0xffffffffu, (uint64_t)(uintptr_t)&op, what, file, line, [](int l) { return l; },
                            [&](const uint64_t* dep) {
+                               uintptr_t rows[32];
+                               for (int l = 0; l < 8 * NM; l++) rows[l] = ((const LdOp*)(uintptr_t)dep[l])->addr;
+                               ::emu::banks::ldmatrix(NM, rows, what, file, line);
                                auto row_of = [&](int i, int j) { return ((const LdOp*)(uintptr_t)dep[i * 8 + j])->row; };
                                for (int l = 0; l < 32; l++) {
                                    tc_u32* o = ((const LdOp*)(uintptr_t)dep[l])->r;
@@ -126,26 +147,78 @@ inline void ldmatrix(tc_u32* r, const void* row_addr, const char* what, const ch
                            });
 }
 
-// cp.async: per-thread pending copies
-struct Copy { unsigned char* dst; unsigned char data[16]; long group; };  // group -1: not committed yet
-struct CpState { std::vector<Copy> pending; long committed = 0; };
-inline CpState* cp_states() {
-    static CpState* s = new CpState[::emu::MAX_THREADS];
-    return s;
+// cp.async: copies in flight, landing at random events (see the header)
+struct Copy {
+    unsigned char* dst;
+    const unsigned char* src;  // nullptr: zero fill (src-size 0)
+    long group;                // -1: not committed yet
+    bool landed;
+};
+struct CpBlock {  // the vectors keep their capacity from block to block
+    std::vector<Copy> copies;                   // this block's, in issue order
+    std::vector<std::vector<uint32_t>> pending; // per thread: its copies not yet waited for
+    std::vector<long> committed;                // per thread: groups committed
+    std::vector<std::pair<uint64_t, uint32_t>> due;  // (event, copy), a min-heap
+    uint64_t now = 0, next = ~0ull, rng = 0;    // next: the earliest due event (~0: none)
+    bool seeded = false;
+};
+inline CpBlock cp_blk;
+inline CpBlock& cpb() { return cp_blk; }
+inline uint64_t splitmix(uint64_t& x) {
+    uint64_t z = (x += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
 }
-inline CpState& cp_self() { return cp_states()[::emu::cur_fiber]; }
-
-// a block must not end with copies in flight; clears the state for the next block
-inline void cp_block_end() {
-    CpState* s = cp_states();
-    for (int i = 0; i < ::emu::n_threads; i++) {
-        size_t n = s[i].pending.size();
-        s[i].pending.clear();
-        s[i].committed = 0;
-        if (n)
-            ::emu::error("thread %d of the block ended with %zu cp.async copies never completed by a tc_cp_async_wait "
-                         "(a missing wait, or a copy nobody reads)", i, n);
+// seeded at the block's first event: the launch, the block, the schedule (and EMU_CPASYNC_SEED)
+inline void cp_seed(CpBlock& b) {
+    static const uint64_t base = getenv("EMU_CPASYNC_SEED") ? strtoull(getenv("EMU_CPASYNC_SEED"), nullptr, 10) : 0;
+    uint64_t x = base * 0x100000001b3ull ^ ((uint64_t)::emu::n_launches << 32) ^
+                 ((uint64_t)::emu::cur_block.x | ((uint64_t)::emu::cur_block.y << 20) | ((uint64_t)::emu::cur_block.z << 40)) ^
+                 (::emu::sched_reverse ? 0x5bd1e995ull << 13 : 0);
+    splitmix(x);
+    b.rng = x;
+    if (b.pending.size() < (size_t)::emu::n_threads) b.pending.resize(::emu::n_threads);
+    b.committed.assign(::emu::n_threads, 0);
+    b.seeded = true;
+}
+inline void cp_land(Copy& c) {
+    if (c.landed) return;
+    if (c.src) memcpy(c.dst, c.src, 16);
+    else memset(c.dst, 0, 16);
+    c.landed = true;
+}
+inline void cp_event() {
+    CpBlock& b = cp_blk;
+    if (++b.now < b.next) return;  // every lane's every ldmatrix and mma passes here
+    auto later = std::greater<std::pair<uint64_t, uint32_t>>();
+    while (!b.due.empty() && b.due.front().first <= b.now) {
+        cp_land(b.copies[b.due.front().second]);
+        std::pop_heap(b.due.begin(), b.due.end(), later);
+        b.due.pop_back();
     }
+    b.next = b.due.empty() ? ~0ull : b.due.front().first;
+}
+
+// a block must not end with copies in flight; clears the state for the next block, and
+// counts the block's bank conflicts
+inline void cp_block_end() {
+    CpBlock& b = cpb();
+    ::emu::banks::block_end();
+    size_t bad = 0, n_bad = 0;
+    for (size_t i = 0; i < b.pending.size(); i++) {
+        if (!b.pending[i].empty() && !n_bad) { bad = i; n_bad = b.pending[i].size(); }
+        b.pending[i].clear();
+    }
+    b.copies.clear();
+    b.committed.clear();
+    b.due.clear();
+    b.now = 0;
+    b.next = ~0ull;
+    b.seeded = false;
+    if (n_bad)
+        ::emu::error("thread %zu of the block ended with %zu cp.async copies never completed by a tc_cp_async_wait "
+                     "(a missing wait, or a copy nobody reads)", bad, n_bad);
 }
 struct CpHookInstall { CpHookInstall() { ::emu::block_end_hook = cp_block_end; } };
 inline CpHookInstall cp_hook_install;
@@ -155,36 +228,63 @@ inline void cp_async_16(void* dst, const void* src, bool valid, const char* file
         ::emu::error("tc_cp_async_16 at %s:%d: destination %p is not 16-byte aligned", file, line, dst);
     if (!in_smem(dst, 16))
         ::emu::error("tc_cp_async_16 at %s:%d: destination %p (16 bytes) is not in shared memory", file, line, dst);
-    Copy c;
-    c.dst = (unsigned char*)dst;
-    c.group = -1;
     if (valid) {
         if ((uintptr_t)src % 16 != 0)
             ::emu::error("tc_cp_async_16 at %s:%d: source %p is not 16-byte aligned", file, line, src);
         if (!::emu::is_device(src, 16))
             ::emu::error("tc_cp_async_16 at %s:%d: source %p (16 bytes) is not inside one device allocation "
                          "(out of bounds?)", file, line, src);
-        memcpy(c.data, src, 16);
-    } else {
-        memset(c.data, 0, 16);
     }
-    memset(dst, 0xFF, 16);  // in flight: poison until the wait
-    cp_self().pending.push_back(c);
+    CpBlock& b = cpb();
+    if (!b.seeded) cp_seed(b);
+    ::emu::banks::record(::emu::banks::CP_ASYNC, file, line, dst, 16);
+    memset(dst, 0xFF, 16);  // in flight: poison until it lands
+    const uint32_t i = (uint32_t)b.copies.size();
+    b.copies.push_back({(unsigned char*)dst, valid ? (const unsigned char*)src : nullptr, -1, false});
+    b.pending[::emu::cur_fiber].push_back(i);
+    const uint64_t r = splitmix(b.rng);
+    if (r % 8 != 0) {  // else only at its wait; the delay log-uniform, so that short and long windows both see copies land
+        const unsigned bits = (unsigned)((r >> 3) % 17);
+        const uint64_t at = b.now + (splitmix(b.rng) & ((1ull << bits) - 1));
+        b.due.push_back({at, i});
+        std::push_heap(b.due.begin(), b.due.end(), std::greater<std::pair<uint64_t, uint32_t>>());
+        if (at < b.next) b.next = at;
+    }
+    cp_event();
 }
 inline void cp_commit() {
-    CpState& s = cp_self();
-    for (Copy& c : s.pending)
-        if (c.group < 0) c.group = s.committed;
-    s.committed++;  // an empty group is a group too (PTX)
+    CpBlock& b = cpb();
+    if (!b.seeded) cp_seed(b);
+    const int t = ::emu::cur_fiber;
+    for (uint32_t i : b.pending[t])
+        if (b.copies[i].group < 0) b.copies[i].group = b.committed[t];
+    b.committed[t]++;  // an empty group is a group too (PTX)
+    cp_event();
 }
 inline void cp_wait(int n) {
-    CpState& s = cp_self();
-    std::vector<Copy> keep;
-    for (const Copy& c : s.pending) {
-        if (c.group >= 0 && c.group < s.committed - n) memcpy(c.dst, c.data, 16);  // in issue order
-        else keep.push_back(c);
+    CpBlock& b = cpb();
+    if (!b.seeded) cp_seed(b);
+    const int t = ::emu::cur_fiber;
+    std::vector<uint32_t> keep;
+    for (uint32_t i : b.pending[t]) {
+        Copy& c = b.copies[i];
+        if (c.group >= 0 && c.group < b.committed[t] - n) cp_land(c);  // the rest, in issue order
+        else keep.push_back(i);
     }
-    s.pending.swap(keep);
+    b.pending[t].swap(keep);
+    cp_event();
+}
+
+// the shared-memory stores and casted loads of the files that use these wrappers, as
+// dev/emu/transform.py rewrites them: counted for bank conflicts when they touch shared
+// memory (registers and global memory pass through), and an event for cp.async
+template <class T>
+inline T* smem_access(T* p, int kind, const char* file, int line) {
+    if (::emu::cur_fiber >= 0 && in_smem((const void*)p, sizeof(T))) {
+        ::emu::banks::record(kind, file, line, (const void*)p, (unsigned)sizeof(T));
+        cp_event();
+    }
+    return p;
 }
 
 }  // namespace tc
@@ -207,3 +307,7 @@ static inline void tc_cp_async_commit() { ::emu::tc::cp_commit(); }
 #define tc_ldmatrix_x2(r, p) ::emu::tc::ldmatrix<2, false>((r), (p), "tc_ldmatrix_x2", __FILE__, __LINE__)
 #define tc_ldmatrix_x2_trans(r, p) ::emu::tc::ldmatrix<2, true>((r), (p), "tc_ldmatrix_x2_trans", __FILE__, __LINE__)
 #define tc_cp_async_16(dst, src, valid) ::emu::tc::cp_async_16((dst), (src), (valid), __FILE__, __LINE__)
+// what dev/emu/transform.py makes of a store "lvalue = x;" and a load "*(T*)(p)" in the files
+// that use the wrappers above
+#define EMU_SMEM_STORE(lv) (*::emu::tc::smem_access(&(lv), ::emu::banks::STORE, __FILE__, __LINE__))
+#define EMU_SMEM_LOAD(p) ::emu::tc::smem_access((p), ::emu::banks::LOAD, __FILE__, __LINE__)
