@@ -77,7 +77,7 @@ CPU_LIBS = $(MPI_LIBS) $(CPU_BLAS_LIBS)
 
 PYTHON = $(shell bash scripts/ensure_python_deps.sh 2>/dev/null | tail -n1)
 
-.PHONY: gpu-bin all cpu cuda test dit tinystories sweep compare data data512 clean info cuda-compile FORCE print-cpu-flags
+.PHONY: gpu-bin all cpu cuda test test-full dit tinystories sweep compare data data512 clean info cuda-compile FORCE print-cpu-flags
 
 all: cpu
 
@@ -188,6 +188,11 @@ gpu_bin/%_fp32: %.cu $(HEADERS)
 gpu_bin/mpi/%: %.cu $(HEADERS)
 	@mkdir -p gpu_bin/mpi
 	$(NVCC) $(NVCC_FLAGS) $< -o $@ $(NVCC_LIBS)
+
+# make test samples what has outgrown 20 minutes on 2 cores (dev/test/run_tests.sh says what);
+# make test-full is make test with all of it (CI runs it; under 60 minutes)
+test-full:
+	@TEST_FULL=1 $(MAKE) --no-print-directory test
 
 # Open MPI and OpenBLAS first (scripts/ensure_build_deps.sh), then a fresh make so that the build sees them
 test:

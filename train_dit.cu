@@ -1128,7 +1128,7 @@ int main(int argc, char** argv) {
     dit_config_validate(&a.cfg);
     attention_select(attention_impl_parse(a.loop.attention), a.cfg.D / a.cfg.H);
     if (a.B > 128) FAIL("--batch %d: at most 128 clips per micro-batch in this build", a.B);
-    Logger lg = {NULL, NULL, 0};
+    Logger lg = {NULL, NULL, 0, NULL};
     Dit m;
     if (a.loop.plan_only) {
         dit_build(&m, &a.cfg, &a.flags, a.B, 0);

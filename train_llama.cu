@@ -2300,7 +2300,7 @@ int main(int argc, char** argv) {
     int grad_accum = a.total_batch / (a.B * a.T * comm.dp);
     a.flags.grad_fp32 = grad_fp32_resolve(a.fp32_grad_accum, grad_accum);
     if (!a.loop.plan_only) check_same_config(&comm, &a);
-    Logger lg = {NULL, NULL, comm.rank != 0};
+    Logger lg = {NULL, NULL, comm.rank != 0, NULL};
     Llama m;
     if (a.loop.plan_only) {
         llama_build(&m, &a.cfg, &a.flags, &comm, a.B, a.T, 0);

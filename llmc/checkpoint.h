@@ -42,7 +42,7 @@ static inline void ckpt_write_fail(CkptWriter* w, const char* what) {
     w->f = NULL;
     unlink(w->tmp);
     FAIL("checkpoint %s: %s failed: %s (the temporary file was removed; the previous checkpoints are untouched; "
-         "hint: disk full?)", w->path, what, strerror(e));
+         "hint: disk full, or over a file-size limit (ulimit -f)?)", w->path, what, strerror(e));
 }
 
 static inline void ckpt_writer_open(CkptWriter* w, const char* path) {

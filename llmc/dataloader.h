@@ -6,10 +6,24 @@ Shard format (DESIGN.md 5.1, llm.c's): a header of 256 int32 (little-endian):
   [0] magic 20240801, [1] version 7, [2] number of tokens, then uint32 tokens.
 Shards of both kinds may be mixed under one pattern.
 
-All shards matching the glob pattern (sorted by name) are memory-mapped at init and
-validated (magic/version, header token count vs file size, at least T+1 tokens).
-Each batch row is a window of T+1 consecutive tokens of one shard:
-inputs = window[0..T-1], targets = window[1..T].
+All shards matching the glob pattern (sorted by name) are opened at init (one file
+descriptor each, held until dataloader_free) and validated (magic/version, header token
+count vs file size, at least T+1 tokens). Each batch row is a window of T+1 consecutive
+tokens of one shard, read with pread: inputs = window[0..T-1], targets = window[1..T].
+
+Why pread and not mmap: a mapped shard that shrinks while training reads it (truncated,
+rewritten in place by a data job, a network file system that drops it) kills the process
+with SIGBUS at the next touch of a page past the new end: no message, no file named. A
+SIGBUS handler around the mapped reads (sigsetjmp/siglongjmp) could catch it, but it is
+process-wide state that collides with the handlers MPI and CUDA install, it is not
+thread-safe, and siglongjmp out of C++ skips destructors. pread turns the same event
+into a short read, an ordinary error naming the file. Its cost: a row is one small
+window (T+1 tokens, 2-4 KiB for T = 1024), one system call that copies it from the page
+cache. Measured on a shared 2-core x86 VM (100 MB shard in the page cache, random
+windows, B = 64, T = 1024), two sessions: 1.3-1.6 us a row both ways in one, 2.1-2.4
+against 1.2-1.9 us from a warm mapping in the other; at worst under 0.1 ms a batch,
+nothing beside a training step. dataloader_validate_vocab reads the shard in 1 MiB
+pieces: 37-55 ms per 100 MB both ways, once at start-up.
 
 Sequential mode (random_windows = 0, used for validation):
   the windows of a shard are [j*T, j*T+T] for j = 0 .. (n-1)/T - 1 (non-overlapping
@@ -35,8 +49,9 @@ mode, within this rank's list), batches served, and 3 reserved zeros. set_state 
 that the loader was initialized with the same B, T, rank, world, mode, seed and data
 (number of shards and tokens) and exits with a clear message otherwise.
 
-Errors (bad pattern, bad/truncated/short shard, token >= vocab) print a message naming
-the file and the problem on stderr and exit(1).
+Errors (bad pattern, bad/truncated/short shard, token >= vocab, a shard that shrank or
+failed to read after init) print a message naming the file and the problem on stderr and
+exit(1).
 */
 #ifndef LLMC_DATALOADER_H
 #define LLMC_DATALOADER_H
@@ -50,7 +65,6 @@ the file and the problem on stderr and exit(1).
 #include <glob.h>
 #include <fcntl.h>
 #include <unistd.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 
 #define DATALOADER_HEADER_INTS 256
@@ -66,9 +80,8 @@ the file and the problem on stderr and exit(1).
 
 typedef struct {
     char* path;             // file name (owned)
-    void* map;              // mmap of the whole file
-    size_t map_bytes;
-    const void* tokens;     // map + header
+    int fd;                 // open for reading until dataloader_free (-1: closed)
+    size_t file_bytes;      // the size at init: header + num_tokens * token_bytes
     size_t num_tokens;
     int token_bytes;        // 2 (version 1) or 4 (version 7)
     // sequential mode: windows of this shard are global windows [win_begin, win_begin + num_windows)
@@ -100,6 +113,7 @@ typedef struct {
     int* targets;               // [B*T]
     int* row_shard;             // [B] shard index of each row's window (for tests/debugging)
     size_t* row_offset;         // [B] token offset of each row's window in its shard
+    unsigned char* window;      // [(T+1) * 4] the raw bytes of one row's window
 } DataLoader;
 
 // ----------------------------------------------------------------------------
@@ -147,20 +161,41 @@ static inline unsigned long long dataloader_initial_rng_(unsigned long long seed
     return dataloader_splitmix64_(&t);
 }
 
-static inline unsigned int dataloader_token_(const DataLoaderShard* sh, size_t i) {
-    if (sh->token_bytes == 2) { return ((const uint16_t*)sh->tokens)[i]; }
-    return ((const uint32_t*)sh->tokens)[i];
+// Reads bytes [pos, pos + n) of the shard into buf, or exits with a message naming the
+// file: a short read means the file shrank after init (it was validated whole then).
+static inline void dataloader_pread_(const DataLoaderShard* sh, void* buf, size_t n, size_t pos) {
+    size_t done = 0;
+    while (done < n) {
+        ssize_t r = pread(sh->fd, (char*)buf + done, n - done, (off_t)(pos + done));
+        if (r < 0 && errno == EINTR) { continue; }
+        if (r < 0) {
+            dataloader_fail_("reading shard %s failed (bytes %zu..%zu): %s", sh->path, pos, pos + n, strerror(errno));
+        }
+        if (r == 0) {
+            struct stat st;
+            long long now = fstat(sh->fd, &st) == 0 ? (long long)st.st_size : -1;
+            dataloader_fail_("shard %s ended early: reading bytes %zu..%zu, but the file now has %lld bytes (it had "
+                             "%zu when training started): truncated or rewritten while training read it",
+                             sh->path, pos, pos + n, now, sh->file_bytes);
+        }
+        done += (size_t)r;
+    }
 }
 
-// maps and validates one shard; T+1 tokens at least
+// opens and validates one shard; T+1 tokens at least
 static inline void dataloader_open_shard_(DataLoaderShard* sh, const char* path, int T) {
     char buf[256];
     memset(sh, 0, sizeof(*sh));
+    sh->fd = -1;
     size_t plen = strlen(path);
     sh->path = (char*)dataloader_malloc_(plen + 1);
     memcpy(sh->path, path, plen + 1);
-    int fd = open(path, O_RDONLY);
-    if (fd < 0) { dataloader_fail_("cannot open shard %s: %s", path, strerror(errno)); }
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        dataloader_fail_("cannot open shard %s: %s%s", path, strerror(errno),
+                         errno == EMFILE ? " (every shard stays open while training: raise ulimit -n)" : "");
+    }
+    sh->fd = fd;
     struct stat st;
     if (fstat(fd, &st) != 0) { dataloader_fail_("cannot stat shard %s: %s", path, strerror(errno)); }
     size_t bytes = (size_t)st.st_size;
@@ -169,10 +204,9 @@ static inline void dataloader_open_shard_(DataLoaderShard* sh, const char* path,
                  bytes, DATALOADER_HEADER_BYTES);
         dataloader_fail_("bad shard %s: %s", path, buf);
     }
-    void* map = mmap(NULL, bytes, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (map == MAP_FAILED) { dataloader_fail_("cannot mmap shard %s: %s", path, strerror(errno)); }
-    close(fd);
-    const int32_t* h = (const int32_t*)map;
+    sh->file_bytes = bytes;
+    int32_t h[DATALOADER_HEADER_INTS];
+    dataloader_pread_(sh, h, DATALOADER_HEADER_BYTES, 0);
     int magic = h[0], version = h[1];
     if (magic == DATALOADER_MAGIC_U16) {
         if (version != DATALOADER_VERSION_U16) {
@@ -213,9 +247,6 @@ static inline void dataloader_open_shard_(DataLoaderShard* sh, const char* path,
         snprintf(buf, sizeof(buf), "too short: %zu tokens, shorter than T+1 = %d", n, T + 1);
         dataloader_fail_("bad shard %s: %s", path, buf);
     }
-    sh->map = map;
-    sh->map_bytes = bytes;
-    sh->tokens = (const char*)map + DATALOADER_HEADER_BYTES;
     sh->num_tokens = n;
 }
 
@@ -225,11 +256,13 @@ static inline void dataloader_fill_row_(DataLoader* dl, int b, int s, size_t off
     int T = dl->T;
     int* in = dl->inputs + (size_t)b * T;
     int* tg = dl->targets + (size_t)b * T;
-    if (sh->token_bytes == 2) {
-        const uint16_t* p = (const uint16_t*)sh->tokens + off;
+    size_t tb = (size_t)sh->token_bytes;
+    dataloader_pread_(sh, dl->window, ((size_t)T + 1) * tb, DATALOADER_HEADER_BYTES + off * tb);
+    if (tb == 2) {
+        const uint16_t* p = (const uint16_t*)dl->window;
         for (int t = 0; t < T; t++) { in[t] = (int)p[t]; tg[t] = (int)p[t + 1]; }
     } else {
-        const uint32_t* p = (const uint32_t*)sh->tokens + off;
+        const uint32_t* p = (const uint32_t*)dl->window;
         for (int t = 0; t < T; t++) { in[t] = (int)p[t]; tg[t] = (int)p[t + 1]; }
     }
     dl->row_shard[b] = s;
@@ -311,6 +344,7 @@ static inline void dataloader_init(DataLoader* dl, const char* pattern, int B, i
     dl->targets = (int*)dataloader_malloc_(sizeof(int) * (size_t)B * (size_t)T);
     dl->row_shard = (int*)dataloader_malloc_(sizeof(int) * (size_t)B);
     dl->row_offset = (size_t*)dataloader_malloc_(sizeof(size_t) * (size_t)B);
+    dl->window = (unsigned char*)dataloader_malloc_(((size_t)T + 1) * 4);
     dataloader_reset(dl);
 }
 
@@ -353,19 +387,35 @@ static inline void dataloader_next_batch(DataLoader* dl) {
 }
 
 static inline void dataloader_validate_vocab(DataLoader* dl, int V) {
+    const size_t chunk_tokens = 1 << 18;  // 1 MiB of uint32 tokens per read
+    uint32_t* buf = NULL;
     for (int s = 0; s < dl->num_shards; s++) {
         const DataLoaderShard* sh = &dl->shards[s];
         if (sh->token_bytes == 2 && V > 65535) { continue; } // every uint16 fits
-        for (size_t i = 0; i < sh->num_tokens; i++) {
-            unsigned int id = dataloader_token_(sh, i);
-            if (V <= 0 || id >= (unsigned int)V) {
-                char buf[256];
-                snprintf(buf, sizeof(buf), "token id %u at token position %zu is out of range for vocab size %d",
-                         id, i, V);
-                dataloader_fail_("bad shard %s: %s", sh->path, buf);
+        if (!buf) { buf = (uint32_t*)dataloader_malloc_(chunk_tokens * 4); }
+        for (size_t i0 = 0; i0 < sh->num_tokens; i0 += chunk_tokens) {
+            size_t k = sh->num_tokens - i0 < chunk_tokens ? sh->num_tokens - i0 : chunk_tokens;
+            dataloader_pread_(sh, buf, k * (size_t)sh->token_bytes,
+                              DATALOADER_HEADER_BYTES + i0 * (size_t)sh->token_bytes);
+            unsigned int top = 0;  // the largest id of the piece (a loop the compiler vectorizes), then the first bad one
+            if (sh->token_bytes == 2) {
+                for (size_t j = 0; j < k; j++) { unsigned int id = ((const uint16_t*)buf)[j]; top = id > top ? id : top; }
+            } else {
+                for (size_t j = 0; j < k; j++) { top = buf[j] > top ? buf[j] : top; }
+            }
+            if (V > 0 && top < (unsigned int)V) { continue; }
+            for (size_t j = 0; j < k; j++) {
+                unsigned int id = sh->token_bytes == 2 ? ((const uint16_t*)buf)[j] : buf[j];
+                if (V <= 0 || id >= (unsigned int)V) {
+                    char msg[256];
+                    snprintf(msg, sizeof(msg), "token id %u at token position %zu is out of range for vocab size %d",
+                             id, i0 + j, V);
+                    dataloader_fail_("bad shard %s: %s", sh->path, msg);
+                }
             }
         }
     }
+    free(buf);
 }
 
 static inline size_t dataloader_state_size(void) { return DATALOADER_STATE_SIZE; }
@@ -428,7 +478,7 @@ static inline void dataloader_set_state(DataLoader* dl, const void* in) {
 
 static inline void dataloader_free(DataLoader* dl) {
     for (int s = 0; s < dl->num_shards; s++) {
-        if (dl->shards[s].map) { munmap(dl->shards[s].map, dl->shards[s].map_bytes); }
+        if (dl->shards[s].fd >= 0) { close(dl->shards[s].fd); }
         free(dl->shards[s].path);
     }
     free(dl->shards);
@@ -436,6 +486,7 @@ static inline void dataloader_free(DataLoader* dl) {
     free(dl->targets);
     free(dl->row_shard);
     free(dl->row_offset);
+    free(dl->window);
     memset(dl, 0, sizeof(*dl));
 }
 

@@ -7,12 +7,13 @@ written so a crashed run keeps its log.
 #pragma once
 #include "common.h"
 #include "arena.h"
+#include <signal.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <time.h>
 
 // quiet: a rank other than 0 of a multi-process run, which prints and writes nothing
-typedef struct { FILE* log; FILE* metrics; int quiet; } Logger;
+typedef struct { FILE* log; FILE* metrics; int quiet; const char* run_dir; } Logger;
 
 static void mkdir_p(const char* path) {
     char buf[1024];
@@ -23,14 +24,35 @@ static void mkdir_p(const char* path) {
     if (mkdir(buf, 0755) != 0 && errno != EEXIST) FAIL("cannot create directory '%s': %s", path, strerror(errno));
 }
 
-// append = 1 when resuming, so one run directory holds the whole history
+// append = 1 when resuming, so one run directory holds the whole history.
+// Also where every trainer starts writing files, so SIGXFSZ is ignored here, once for the
+// process: past a file-size limit (ulimit -f, or a file system that enforces one) the
+// kernel would kill the process at the write that crosses it, without a message and
+// leaving a checkpoint's .tmp behind; ignored, that write fails with EFBIG instead, and
+// the writer's own error path runs (llmc/checkpoint.h: a message naming the file and
+// the reason, the .tmp removed, exit 1, the previous checkpoints untouched).
 static void logger_open(Logger* lg, const char* run_dir, int append) {
+    signal(SIGXFSZ, SIG_IGN);
     mkdir_p(run_dir);
+    lg->run_dir = run_dir;
     char path[1100];
     snprintf(path, sizeof(path), "%s/main.log", run_dir);
     lg->log = xfopen(path, append ? "a" : "w");
     snprintf(path, sizeof(path), "%s/metrics.jsonl", run_dir);
     lg->metrics = xfopen(path, append ? "a" : "w");
+}
+
+// A log line that did not reach the disk (full, or past a file-size limit now that SIGXFSZ
+// is ignored) stops the run with a message: a run that goes on with a cut main.log or
+// metrics.jsonl and exits 0 has lost data without a word. The file is closed first, so the
+// message itself is not written into it.
+static void logger_check(Logger* lg, FILE** f, const char* name) {
+    if (fflush(*f) == 0 && !ferror(*f)) return;
+    int err = errno;
+    fclose(*f);
+    *f = NULL;
+    FAIL("writing %s/%s failed: %s (hint: disk full, or over a file-size limit (ulimit -f)?)",
+         lg->run_dir ? lg->run_dir : ".", name, strerror(err));
 }
 
 // printf to stdout and main.log
@@ -39,7 +61,7 @@ static void logf_(Logger* lg, const char* fmt, ...) {
     va_list ap;
     va_start(ap, fmt); vprintf(fmt, ap); va_end(ap);
     fflush(stdout);
-    if (lg && lg->log) { va_start(ap, fmt); vfprintf(lg->log, fmt, ap); va_end(ap); fflush(lg->log); }
+    if (lg && lg->log) { va_start(ap, fmt); vfprintf(lg->log, fmt, ap); va_end(ap); logger_check(lg, &lg->log, "main.log"); }
 }
 
 static void logger_close(Logger* lg) {
@@ -54,7 +76,7 @@ static void metrics_num(Logger* lg, const char* key, double v) {
     if (lg->metrics && !isnan(v)) fprintf(lg->metrics, ", \"%s\": %.9g", key, v);  // NaN = not measured this step
 }
 static void metrics_int(Logger* lg, const char* key, long long v) { if (lg->metrics) fprintf(lg->metrics, ", \"%s\": %lld", key, v); }
-static void metrics_end(Logger* lg) { if (lg->metrics) { fprintf(lg->metrics, "}\n"); fflush(lg->metrics); } }
+static void metrics_end(Logger* lg) { if (lg->metrics) { fprintf(lg->metrics, "}\n"); logger_check(lg, &lg->metrics, "metrics.jsonl"); } }
 
 // 75 s -> "1m15s", 4000 s -> "1h06m"
 static void format_duration(char* out, size_t n, double seconds) {

@@ -1,6 +1,6 @@
 /*
 Learning rate: linear warmup, then cosine decay to min_lr_frac * lr at the last step.
-step counts from 1. Shared by the trainer and, in the same form, scripts/pytorch_llama.py.
+step counts from 1. Shared by the trainers and, in the same form, scripts/peer_common.py (both PyTorch peers).
 */
 #pragma once
 #include <math.h>

@@ -357,13 +357,10 @@ call_2() {
   elif [ -z "$san" ] && [ "$PLAN" != 1 ]; then skip sanitizers "compute-sanitizer not found"
   else
     san=${san:-compute-sanitizer}
-    run_step sanitizer_memcheck 60 "$san" --tool memcheck --error-exitcode 3 "$(b test_llama)" --ref "$sref" "${flags[@]}"
-    run_step sanitizer_racecheck 90 "$san" --tool racecheck --kernel-name kns=attention_tc --error-exitcode 3 \
+    sanitize memcheck 60 "$san" --tool memcheck --error-exitcode 3 "$(b test_llama)" --ref "$sref" "${flags[@]}"
+    sanitize racecheck 90 "$san" --tool racecheck --kernel-name kns=attention_tc --error-exitcode 3 \
       "$(b test_llama)" --ref "$sref" "${flags[@]}"
-    run_step sanitizer_synccheck 45 "$san" --tool synccheck --error-exitcode 3 "$(b test_llama)" --ref "$sref" "${flags[@]}"
-    if [ "$PLAN" != 1 ] && grep -qi 'device not supported\|not supported on this platform' "$SCRATCH"/logs/sanitizer_*.log 2>/dev/null; then
-      say "compute-sanitizer refused the device (the H200 kind's gVisor does): the sanitizer steps say so in the log"
-    fi
+    sanitize synccheck 45 "$san" --tool synccheck --error-exitcode 3 "$(b test_llama)" --ref "$sref" "${flags[@]}"
   fi
   # the attention ladder: every version against the CPU twin, TFLOP/s of each
   if [ "$CPU" = 1 ]; then skip ladder_attention "on the CPU (ladders need a GPU)"
@@ -404,6 +401,18 @@ call_2() {
   if [ "$CPU" = 1 ]; then skip ladders_rest "on the CPU"
   else run_step ladders_rest 90 bash scripts/gpu_ladder.sh all-but-attention; fi
   write_summary
+}
+
+# sanitize TOOL MAXSEC COMMAND...: one compute-sanitizer step; a runtime that refuses the
+# device (the H200 kind's gVisor answers "Device not supported") is a SKIP with that reason
+sanitize() {
+  local tool=$1 max=$2; shift 2
+  run_step "sanitizer_$tool" "$max" "$@" && return 0
+  [ "$PLAN" = 1 ] && return 0
+  if grep -qi 'device not supported\|not supported on this platform' "$SCRATCH/logs/sanitizer_$tool.log"; then
+    sed -i '$d' "$STEPS"
+    record "sanitizer_$tool" SKIP 0 "compute-sanitizer refused the device (gVisor?): run call 2 on the nvidia-h100-x1 kind"
+  fi
 }
 
 bench_dit() {
@@ -467,6 +476,20 @@ call_3() {
   sweep_run "${SWEEP[0]}" "${SWEEP[1]}" "${SWEEP[2]}" 1 70
   sweep_run "${SWEEP[3]}" "${SWEEP[4]}" "${SWEEP[5]}" 1 90
   write_summary
+  # the DiT's largest micro-batch at 16K tokens, ours (the first B whose run fails to
+  # allocate ends the doubling) and PyTorch's (scripts/pytorch_dit.py --find-max-batch)
+  if [ "$CPU" = 1 ]; then skip dit_largest_batch "on the CPU (no device memory to fill)"
+  else
+    run_step dit_largest_batch_ours 90 bash -c "best=0; for bb in 1 2 3 4 6 8 12 16 24 32; do \
+      $(b train_dit) ${DIT_BENCH[*]:0:8} --batch \$bb --steps 2 --val-every 0 --sample-every 0 --run-dir $SCRATCH/dit_max_\$bb \
+      > /dev/null 2>&1 || break; best=\$bb; done; echo \"largest batch that ran: \$best\"; [ \$best -gt 0 ]"
+    run_step dit_largest_batch_torch 90 "$PY" scripts/pytorch_dit.py "${DIT_BENCH[@]:0:8}" --find-max-batch --max-batch-limit 64 \
+      --device "$DEVICE"
+    { echo; echo "### DiT largest micro-batch (${DIT_BENCH[*]:0:8})"; echo
+      grep -h 'largest batch' "$SCRATCH/logs/dit_largest_batch_ours.log" 2>/dev/null | sed 's/^/- train_dit: /'
+      tail -n 2 "$SCRATCH/logs/dit_largest_batch_torch.log" 2>/dev/null | sed 's/^/- pytorch: /'; } >> "$EXTRA"
+    write_summary
+  fi
 }
 
 # sweep_run MODEL T B FIND MAXSEC: scripts/sweep_memory.py; its table goes into the summary,

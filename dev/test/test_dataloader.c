@@ -5,6 +5,12 @@ Unit test of llmc/dataloader.h. Writes its own small shards to a temp dir.
   ./test_dataloader                        # all checks: one line PASS name / FAIL name: why
   ./test_dataloader --open PATTERN B T [V] # just init a loader (and validate vocab V), print OK;
                                            # used by dev/test/bad_shards.sh for bad-input checks
+  ./test_dataloader --truncate SHARD B T BYTES
+                                           # init a random-window loader on SHARD, then cut the
+                                           # file to BYTES (as a data job might while training
+                                           # reads it) and read 1000 batches: must end with a
+                                           # message naming the file and exit(1), not SIGBUS
+                                           # (make test's bad-input section)
 Exit status: non-zero on any failure.
 */
 #include <stdio.h>
@@ -133,8 +139,27 @@ static int open_mode(int argc, char** argv) {
     return 0;
 }
 
+static int truncate_mode(int argc, char** argv) {
+    if (argc != 6) {
+        fprintf(stderr, "usage: %s --truncate SHARD B T BYTES\n", argv[0]);
+        return 2;
+    }
+    DataLoader dl;
+    dataloader_init(&dl, argv[2], atoi(argv[3]), atoi(argv[4]), 0, 1, 1, 1337);
+    dataloader_next_batch(&dl);  // reads fine before the cut
+    if (truncate(argv[2], (off_t)atoll(argv[5])) != 0) {
+        fprintf(stderr, "truncate %s: %s\n", argv[2], strerror(errno));
+        return 2;
+    }
+    for (int i = 0; i < 1000; i++) { dataloader_next_batch(&dl); }
+    printf("read 1000 batches after %s was cut to %s bytes, without an error\n", argv[2], argv[5]);
+    dataloader_free(&dl);
+    return 0;
+}
+
 int main(int argc, char** argv) {
     if (argc > 1 && strcmp(argv[1], "--open") == 0) { return open_mode(argc, argv); }
+    if (argc > 1 && strcmp(argv[1], "--truncate") == 0) { return truncate_mode(argc, argv); }
 
     snprintf(g_dir, sizeof(g_dir), "/tmp/test_dataloader_XXXXXX");
     if (!mkdtemp(g_dir)) { fprintf(stderr, "mkdtemp failed\n"); return 2; }
