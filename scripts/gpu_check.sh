@@ -242,7 +242,10 @@ data_step() {
 write_summary() {
   [ "$PLAN" = 1 ] && return 0
   local commit header
-  commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+  # the device tool copies the working tree, perhaps without .git: then the commit the
+  # carried binaries were built from (gpu_bin/BUILD_INFO)
+  commit=$(git rev-parse --short HEAD 2>/dev/null || sed -n 's/^commit: //p' gpu_bin/BUILD_INFO 2>/dev/null)
+  commit=${commit:-unknown}
   header="device: ${GPU_NAME:-unknown}; commit: $commit; binaries: $BIN; $(grep -m1 '^torch ' "$SCRATCH/logs/env.log" 2>/dev/null | cut -d' ' -f1-4); $(date -u '+%Y-%m-%d %H:%M UTC'); call $CUR used $(( SECONDS - T0 ))s of ${BUDGET}s"
   timeout 30 "$PY" scripts/gpu_summary.py "$STEPS" "$ROWS" "$EXTRA" "$SUMMARY" "$BENCH" "$PEAK" "$header" >> "$LOG" 2>&1 || {
     say "summary builder failed; raw results follow"
