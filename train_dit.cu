@@ -944,6 +944,7 @@ static void parse_args(int argc, char** argv, TrainArgs* a) {
     if (a->sample_every < 0 || a->val_clips < 1 || a->sample_steps < 1 || a->gif_scale < 1)
         FAIL("--sample-every must be >= 0; --val-clips, --sample-steps, --gif-scale >= 1");
     if (!(a->label_dropout >= 0.0f && a->label_dropout <= 1.0f)) FAIL("--label-dropout must be in [0, 1]");
+    if (a->save_init != 0 && a->save_init != 1) FAIL("--save-init must be 0 or 1");
 }
 
 // the per-flag view of a block's saved activations (what --plan-only prints for long sequences)

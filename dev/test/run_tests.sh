@@ -446,6 +446,7 @@ check_error dit_bad_patch "patch 2x2x3 must divide" ./train_dit_cpu --pw 3 --pla
 check_error dit_bad_heads "multiple of H" ./train_dit_cpu --H 5 --plan-only 1
 check_error dit_bad_chunks "ffn-chunks" ./train_dit_cpu --ffn-chunks 0 --plan-only 1
 check_error dit_bad_chunk_dim "ffn-chunk-dim" ./train_dit_cpu --ffn-chunk-dim rows --plan-only 1
+check_error dit_bad_save_init "save-init must be 0 or 1" ./train_dit_cpu --save-init 2 --plan-only 1
 check_error dit_bad_recompute "recompute" ./train_dit_cpu --recompute 3 --plan-only 1
 check_error dit_bad_offload "offload-act" ./train_dit_cpu --offload-act 9 --plan-only 1
 check_error dit_bad_number "integer" ./train_dit_cpu --batch eight
