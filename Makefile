@@ -96,8 +96,11 @@ train_llama_cpu: train_llama.cu $(HEADERS) build/cpu-config
 test_llama_cpu: test_llama.cu train_llama.cu $(HEADERS) build/cpu-config
 	$(CXX) $(CPU_FLAGS) -x c++ $< -o $@ -lm $(CPU_LIBS)
 
-# the one-process CPU build, as on a machine without MPI (make test builds and runs it)
+# the one-process CPU builds, as on a machine without MPI (make test builds and runs them)
 build/train_llama_cpu_nompi: train_llama.cu $(HEADERS)
+	@mkdir -p build
+	$(CXX) $(filter-out $(MPI_CFLAGS),$(CPU_FLAGS)) -x c++ $< -o $@ -lm $(CPU_BLAS_LIBS)
+build/train_dit_cpu_nompi: train_dit.cu $(HEADERS)
 	@mkdir -p build
 	$(CXX) $(filter-out $(MPI_CFLAGS),$(CPU_FLAGS)) -x c++ $< -o $@ -lm $(CPU_BLAS_LIBS)
 
@@ -197,7 +200,7 @@ test-full:
 # Open MPI and OpenBLAS first (scripts/ensure_build_deps.sh), then a fresh make so that the build sees them
 test:
 	@bash scripts/ensure_build_deps.sh
-	@$(MAKE) --no-print-directory cpu build/test_dataloader build/test_tokenizer build/train_llama_cpu_nompi build/test_comm build/test_video_data
+	@$(MAKE) --no-print-directory cpu build/test_dataloader build/test_tokenizer build/train_llama_cpu_nompi build/train_dit_cpu_nompi build/test_comm build/test_video_data
 	@bash dev/test/run_tests.sh
 
 # the shared sample when it is there (no network), else the official download

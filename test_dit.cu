@@ -1,9 +1,14 @@
 /*
-test_dit: checks train_dit against a DiT reference state file (DREF, DESIGN 9.4) written
+test_dit: checks train_dit against a DiT reference state file (DREF, docs/design.md 9.4) written
 by scripts/reference_dit.py, an independent PyTorch implementation in float64.
 
   test_dit --ref FILE [--ffn-chunks K] [--ffn-chunk-dim hidden|seq] [--offload-act N]
-                      [--recompute 0|1|2] [--test-skip-prefetch 1]
+                      [--recompute 0|1|2] [--test-skip-prefetch 1] [--zero 0|1]
+                      [--micro-batch R] [--fp32-grad-accum 0|1] [--comm nccl|mpi] [--comm-timeout S]
+
+Under mpirun the file's batch is split over the DP ranks (B must be a multiple of dp):
+each rank runs its B/dp clips, in micro-steps of --micro-batch clips whose gradients
+add up; rank 0 gathers the reduced gradients and every v_pred and compares them.
 
 Loads the parameters, runs forward and backward on the file's (x0, noise, t, y) and
 compares v_pred, the loss and every gradient tensor (max abs error and
@@ -89,14 +94,30 @@ static void dref_free(Reference* r) {
     free(r->params); free(r->x0); free(r->noise); free(r->t); free(r->y); free(r->vpred); free(r->grads); free(r->losses);
 }
 
-// one forward/backward on the file's batch; the gradients and v_pred (optional) to the host
+// One forward/backward on the file's batch, this rank's B/dp clips of it, in micro-steps of
+// m->B clips; on rank 0 the reduced gradients and every v_pred (optional) in file order.
+// Returns the loss over the whole batch.
 static float run_step(Dit* m, const Reference* r, float* grads_out, float* vpred_out) {
+    int dp = m->comm->dp, Bl = r->B / dp, micro = m->B, n_micro = Bl / micro;
+    size_t clip = r->clip, c0 = (size_t)m->comm->dp_rank * Bl;
+    float* mine = vpred_out ? (float*)xmalloc((size_t)Bl * clip * sizeof(float)) : NULL;
     dit_zero_grads(m);
-    float loss = dit_forward_backward(m, r->x0, r->noise, r->t, r->y, r->B, MODE_TRAIN,
-                                      1.0f / (float)((double)r->B * r->clip), NULL);
+    double loss = 0.0;
+    for (int j = 0; j < n_micro; j++) {
+        size_t k = c0 + (size_t)j * micro;
+        loss += (double)micro / r->B * dit_forward_backward(m, r->x0 + k * clip, r->noise + k * clip, r->t + k, r->y + k, micro,
+                                                            MODE_TRAIN, 1.0f / (float)((double)r->B * clip), NULL,
+                                                            j == n_micro - 1);
+        if (mine) dev_download_floats(mine + (size_t)j * micro * clip, m->vpred, (size_t)micro * clip);
+    }
+    comm_host_all_reduce(m->comm, GROUP_DP, &loss, 1, COMM_SUM);
     if (grads_out) dit_get_grads(m, grads_out);
-    if (vpred_out) { stream_synchronize(m->stream); dev_download_floats(vpred_out, m->vpred, (size_t)r->B * r->clip); }
-    return loss;
+    if (mine) {
+        // DP rank order is clip order; the ranks of a TP group hold the same v_pred
+        comm_host_gather(m->comm, GROUP_DP, mine, (size_t)Bl * clip * sizeof(float), vpred_out);
+        free(mine);
+    }
+    return (float)loss;
 }
 
 static void run_steps(Dit* m, const Reference* r, float* losses) {
@@ -114,6 +135,8 @@ int main(int argc, char** argv) {
     const char* chunk_dim = "hidden";
     const char* attention = "auto";
     DitFlags flags = dit_flags_default();
+    ParallelArgs pa = parallel_args_default();
+    int micro_batch = 0;  // clips per micro-step on each rank; 0: all of them in one
     const Flag table[] = {
         {"ref", 's', &ref_path, "DREF file (scripts/reference_dit.py)"},
         {"ffn-chunks", 'i', &flags.ffn_chunks, "FFN in K chunks"},
@@ -122,14 +145,22 @@ int main(int argc, char** argv) {
         {"recompute", 'i', &flags.recompute, "0, 1, 2"},
         {"test-skip-prefetch", 'i', &offload_test_skip_prefetch, "1: plant a missing prefetch (the check must fail)"},
         {"attention", 's', &attention, "auto | fp32 | tc (as train_dit)"},
+        {"micro-batch", 'i', &micro_batch, "clips per micro-step on each rank (default: all of its B/dp)"},
     };
+    Flag all[64];
     int n = (int)(sizeof(table) / sizeof(table[0]));
-    flags_parse(argc, argv, table, n, NULL, [](const Flag* f, int k) { printf("usage: test_dit --ref FILE [flags]\n"); flags_print(f, k); });
+    memcpy(all, table, sizeof(table));
+    n += parallel_flags(all + n, &pa, "tensor-parallel group size (as train_dit)");
+    flags_parse(argc, argv, all, n, NULL, [](const Flag* f, int k) { printf("usage: test_dit --ref FILE [flags]\n"); flags_print(f, k); });
+    parallel_args_validate(&pa);
     if (!ref_path) FAIL("usage: test_dit --ref FILE [memory flags] (see --help)");
     if (strcmp(chunk_dim, "hidden") == 0) flags.ffn_chunk_seq = 0;
     else if (strcmp(chunk_dim, "seq") == 0) flags.ffn_chunk_seq = 1;
     else FAIL("--ffn-chunk-dim must be hidden or seq, got '%s'", chunk_dim);
 
+    Comm comm;
+    parallel_comm_init(&comm, &pa, 0);
+    if (comm.rank != 0 && !freopen("/dev/null", "w", stdout)) FAIL("cannot silence rank %d", comm.rank);  // rank 0 reports
     Reference r;
     dref_read(&r, ref_path);
     const DitConfig* c = &r.cfg;
@@ -137,11 +168,24 @@ int main(int argc, char** argv) {
     printf("test_dit %s | %s | clip %dx%dx%dx%d patch %dx%dx%d | D=%d L=%d H=%d FF=%d NC=%d B=%d n_steps=%d\n",
            ref_path, PRECISION_NAME, c->C, c->Fr, c->Hi, c->Wi, c->pt, c->ph, c->pw, c->D, c->L, c->H, c->FF, c->NC,
            r.B, r.steps.n);
-    printf("flags: --ffn-chunks %d --ffn-chunk-dim %s --offload-act %d --recompute %d | attention %s\n", flags.ffn_chunks,
-           chunk_dim, flags.offload_act, flags.recompute, attention_impl_name(g_attention_impl));
+    if (r.B % comm.dp != 0)
+        FAIL("the reference batch B=%d cannot be split over %d DP ranks: B must be a multiple of the number of ranks "
+             "(divided by --tp %d)", r.B, comm.dp, comm.tp);
+    int Bl = r.B / comm.dp;
+    if (micro_batch == 0) micro_batch = Bl;
+    if (micro_batch < 1 || Bl % micro_batch != 0)
+        FAIL("--micro-batch %d must divide the %d clips each rank runs (B=%d over %d DP ranks)", micro_batch, Bl, r.B, comm.dp);
+    int n_micro = Bl / micro_batch;
+    DitParallel par = {pa.zero, grad_fp32_resolve(pa.fp32_grad_accum, n_micro), tp_mode_parse(pa.tp_mode)};
+    printf("flags: --ffn-chunks %d --ffn-chunk-dim %s --offload-act %d --recompute %d | attention %s | dp %d (%d clips "
+           "each, micro-batch %d) --zero %d --fp32-grad-accum %d\n", flags.ffn_chunks, chunk_dim, flags.offload_act,
+           flags.recompute, attention_impl_name(g_attention_impl), comm.dp, Bl, micro_batch, par.zero, par.grad_fp32);
+    printf("tensor parallelism: tp %d --tp-mode %s\n", comm.tp, pa.tp_mode);
+    dev_select(comm_device_index(&comm, dev_count()));
+    comm_setup_device(&comm);
 
     Dit m;
-    dit_build(&m, c, &flags, r.B, 1);
+    dit_build(&m, c, &flags, &par, &comm, micro_batch, 1);
     dit_set_state(&m, r.params, NULL, NULL);
     size_t np = m.num_params, nx = (size_t)r.B * r.clip;
     float* grads = (float*)xmalloc(np * sizeof(float));
@@ -160,7 +204,8 @@ int main(int argc, char** argv) {
     if (memcmp(&flags, &off_flags, sizeof(flags)) != 0) {
         int same_order = flags.ffn_chunks == 1;  // offload and recompute change no sum
         Dit base;
-        dit_build(&base, c, &off_flags, r.B, 1);
+        DitParallel one = {0, 0, par.tp_sp};
+        dit_build(&base, c, &off_flags, &one, &comm, micro_batch, 1);
         dit_set_state(&base, r.params, NULL, NULL);
         float* base_grads = (float*)xmalloc(np * sizeof(float));
         float base_loss = run_step(&base, &r, base_grads, NULL);
@@ -188,5 +233,7 @@ int main(int argc, char** argv) {
     printf("%s: %d checks, %d failed\n", failures ? "FAIL" : "PASS", checks, failures);
     free(grads); free(vpred);
     dref_free(&r);
-    return failures ? 1 : 0;
+    int rc = comm.rank == 0 && failures ? 1 : 0;  // only rank 0 holds the gathered results it compared
+    comm_finalize(&comm);
+    return rc;
 }

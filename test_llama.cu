@@ -1,5 +1,5 @@
 /*
-test_llama: checks train_llama against a reference state file (DESIGN 5.3) written by
+test_llama: checks train_llama against a reference state file (docs/design.md 5.3) written by
 scripts/reference_llama.py, an independent PyTorch implementation in float64.
 
   test_llama --ref FILE [--ffn-chunks K] [--ffn-chunk-dim hidden|seq] [--ce-chunks K]
@@ -19,7 +19,7 @@ the model), the gradients are reduced as in training, and rank 0 gathers the log
 every gradient in the reference layout before comparing them. --dump FILE makes rank 0
 write what it compared (logits, loss, gradients, then the step losses; float32) so that
 two layouts can be compared bitwise. --test-plant-tp-bug 1 plants nanotron #203's bug
-(train_llama.cu tp_test_plant_bug): the run must fail.
+(llmc/tensor_parallel.h tp_test_plant_bug): the run must fail.
 
 Loads the parameters, runs forward and backward on the file's batch and compares the
 logits, the loss and every gradient tensor (max abs error and ||got-ref||/||ref||),

@@ -1,8 +1,8 @@
 /*
-train_dit: trains a class-conditional video diffusion transformer (DESIGN 9), in one
+train_dit: trains a class-conditional video diffusion transformer (docs/design.md 9), in one
 file of host code, with the skeleton of train_llama.cu and the same building blocks.
 
-The same file builds two programs (DESIGN 3): nvcc makes the CUDA trainer, and
+The same file builds two programs (docs/design.md 3): nvcc makes the CUDA trainer, and
 g++ -x c++ -fopenmp -DLLMC_CPU the CPU one, which runs the same orchestration with the
 CPU twins of the kernels. It has no kernels of its own.
 
@@ -17,14 +17,23 @@ Memory techniques, each a flag that leaves the mathematics unchanged (as in trai
   --offload-act N                             the saved activations of N layers go to host
   --recompute 0|1|2                           1: recompute the modulated norms, the
                                               normed q/k and GELU; 2: keep only layer inputs
-Every buffer is planned before the loop (print it with --plan-only 1).
+Parallelism (mpirun / srun, one process per GPU), each a flag, with train_llama's meaning:
+  data parallelism over every rank             --batch clips per rank, --total-batch clips per step
+                                              over all ranks (gradient accumulation when larger)
+  --zero 1                                    master weights and AdamW state sharded over the DP ranks
+Every buffer is planned before the loop (print it with --plan-only 1, per rank with --dp N).
 */
-#include "llmc/trainer.h"
-#include "llmc/rope3d.h"
-#include "llmc/video_data.h"
-#include "llmc/image_write.h"
+#include "llmc/trainer.h"        // kernels, arena, offload, checkpoints, logger, schedule, the shared flags
+#include "llmc/comm.h"           // ranks and their collectives (MPI, NCCL)
+#include "llmc/parallel_args.h"  // --zero, --tp, --comm, --comm-timeout, --dp, --fp32-grad-accum
+#include "llmc/param_store.h"    // parameters in buckets, DP reduction, ZeRO-1, AdamW, state in the reference layout
+#include "llmc/tensor_parallel.h"  // the TP collectives around the column- and row-parallel GEMMs
+#include "llmc/fit_memory.h"     // --fit-memory: the search and the cost model
+#include "llmc/rope3d.h"        // the 3-D RoPE table
+#include "llmc/video_data.h"     // clip sources: moving digits, clip files
+#include "llmc/image_write.h"    // GIF and PNG samples
 
-#define TEMB_DIM 256      // the sinusoidal timestep embedding (DESIGN 9.3)
+#define TEMB_DIM 256      // the sinusoidal timestep embedding (docs/design.md 9.3)
 #define DIT_EPS 1e-6f     // LayerNorm and QK RMSNorm
 
 // ----------------------------------------------------------------------------
@@ -74,7 +83,7 @@ static void dit_config_validate(const DitConfig* c) {
 }
 
 // ----------------------------------------------------------------------------
-// parameters (DESIGN 9.2: tensor-major, nn.Linear layout [out, in]; per-layer tensors
+// parameters (docs/design.md 9.2: tensor-major, nn.Linear layout [out, in]; per-layer tensors
 // [L, ...]). One process holds the whole model in exactly this layout.
 
 enum {
@@ -85,24 +94,48 @@ enum {
     "patch_w", "patch_b", "t1_w", "t1_b", "t2_w", "t2_b", "class_emb", "ada_w", "ada_b", "qkv_w", "qkv_b", "q_norm",
     "k_norm", "proj_w", "proj_b", "fc1_w", "fc1_b", "fc2_w", "fc2_b", "fada_w", "fada_b", "final_w", "final_b"};
 
-static void dit_param_sizes(const DitConfig* c, size_t s[NUM_DIT_TENSORS]) {
-    size_t D = c->D, L = c->L, P = dit_patch_dim(c), hd = c->D / c->H, FF = c->FF;
-    s[W_PATCH] = D * P; s[B_PATCH] = D;
-    s[W_T1] = D * TEMB_DIM; s[B_T1] = D; s[W_T2] = D * D; s[B_T2] = D;
-    s[W_CLASS] = (size_t)(c->NC + 1) * D;
-    s[W_ADA] = L * 6 * D * D; s[B_ADA] = L * 6 * D;
-    s[W_QKV] = L * 3 * D * D; s[B_QKV] = L * 3 * D;
-    s[W_QNORM] = L * hd; s[W_KNORM] = L * hd;
-    s[W_PROJ] = L * D * D; s[B_PROJ] = L * D;
-    s[W_FC1] = L * FF * D; s[B_FC1] = L * FF; s[W_FC2] = L * D * FF; s[B_FC2] = L * D;
-    s[W_FADA] = 2 * D * D; s[B_FADA] = 2 * D;
-    s[W_FINAL] = P * D; s[B_FINAL] = P;
+// The tensor table: shapes ([out, in]; a vector is [n, 1]), weight decay on the weight
+// matrices and the class embedding (docs/design.md 9.2), and each tensor's split over a TP group
+// (Megatron's, for tensor parallelism: qkv column-parallel by heads, each of q, k, v
+// cut; proj row-parallel; fc1 column-parallel; fc2 row-parallel; the biases of the
+// row-parallel layers, the QK norms, the adaLN and the layers outside the blocks
+// replicated). Per-layer tensors come first in each block's bucket, in this order.
+static void dit_param_specs(const DitConfig* c, ParamSpec s[NUM_DIT_TENSORS]) {
+    size_t D = c->D, P = dit_patch_dim(c), hd = c->D / c->H, FF = c->FF, NC1 = (size_t)c->NC + 1;
+    const int R = PARAM_REPLICATED, ROWS = PARAM_SPLIT_ROWS, COLS = PARAM_SPLIT_COLS;
+    const ParamSpec table[NUM_DIT_TENSORS] = {
+        {"patch_w", 0, D, P, R, 1, 1, 1, 0}, {"patch_b", 0, D, 1, R, 1, 1, 0, 0},
+        {"t1_w", 0, D, TEMB_DIM, R, 1, 1, 1, 0}, {"t1_b", 0, D, 1, R, 1, 1, 0, 0},
+        {"t2_w", 0, D, D, R, 1, 1, 1, 0}, {"t2_b", 0, D, 1, R, 1, 1, 0, 0},
+        {"class_emb", 0, NC1, D, R, 1, 1, 1, 0},
+        {"ada_w", 1, 6 * D, D, R, 1, 1, 1, 0}, {"ada_b", 1, 6 * D, 1, R, 1, 1, 0, 0},
+        {"qkv_w", 1, 3 * D, D, ROWS, hd, 3, 1, 0}, {"qkv_b", 1, 3 * D, 1, ROWS, hd, 3, 0, 0},
+        {"q_norm", 1, hd, 1, R, 1, 1, 0, 1}, {"k_norm", 1, hd, 1, R, 1, 1, 0, 1},  // applied to this rank's heads
+        {"proj_w", 1, D, D, COLS, hd, 1, 1, 0}, {"proj_b", 1, D, 1, R, 1, 1, 0, 0},
+        {"fc1_w", 1, FF, D, ROWS, 1, 1, 1, 0}, {"fc1_b", 1, FF, 1, ROWS, 1, 1, 0, 0},
+        {"fc2_w", 1, D, FF, COLS, 1, 1, 1, 0}, {"fc2_b", 1, D, 1, R, 1, 1, 0, 0},
+        {"fada_w", 0, 2 * D, D, R, 1, 1, 1, 0}, {"fada_b", 0, 2 * D, 1, R, 1, 1, 0, 0},
+        {"final_w", 0, P, D, R, 1, 1, 1, 0}, {"final_b", 0, P, 1, R, 1, 1, 0, 0},
+    };
+    memcpy(s, table, sizeof(table));
 }
 
-// AdamW's weight decay: the weight matrices and the class embedding (DESIGN 9.2)
-static int dit_tensor_decays(int t) {
-    return t == W_PATCH || t == W_T1 || t == W_T2 || t == W_CLASS || t == W_ADA || t == W_QKV || t == W_PROJ ||
-           t == W_FC1 || t == W_FC2 || t == W_FADA || t == W_FINAL;
+// what one rank of a TP group holds: its heads (whole heads: tp divides H) and its FFN
+// hidden units (parts differ by at most one); FFmax is the largest rank's, so that every
+// rank cuts its FFN into the same number of chunks (their collectives pair up)
+typedef struct { int tp, Hl, FFl, FFmax; } DitShard;
+
+static DitShard dit_shard(const DitConfig* c, int tp, int rank) {
+    size_t f0, n;
+    split_part((size_t)c->FF, tp, rank, &f0, &n);
+    DitShard s = {tp, c->H / tp, (int)n, (int)ceil_div(c->FF, tp)};
+    return s;
+}
+
+static void dit_param_sizes(const DitConfig* c, size_t s[NUM_DIT_TENSORS]) {
+    ParamSpec spec[NUM_DIT_TENSORS];
+    dit_param_specs(c, spec);
+    for (int i = 0; i < NUM_DIT_TENSORS; i++) s[i] = param_spec_size(&spec[i], c->L);
 }
 
 // ----------------------------------------------------------------------------
@@ -115,7 +148,21 @@ typedef struct {
     int recompute;      // 0, 1, 2
 } DitFlags;
 
-static DitFlags dit_flags_default(void) { DitFlags f = {1, 0, 0, 0}; return f; }
+// every flag off, or the given ones on top (for the per-flag tables)
+static DitFlags dit_flags(int ffn_chunks, int recompute) {
+    DitFlags f;
+    memset(&f, 0, sizeof(f));
+    f.ffn_chunks = ffn_chunks; f.recompute = recompute;
+    return f;
+}
+static DitFlags dit_flags_default(void) { return dit_flags(1, 0); }
+
+// how the state is split over the ranks
+typedef struct {
+    int zero;       // 1: optimizer state sharded over DP (ZeRO-1)
+    int grad_fp32;  // 1: micro-steps accumulate the gradients in fp32 (resolved from --fp32-grad-accum)
+    int tp_sp;      // --tp-mode reducescatter (sequence parallelism): not in train_dit yet
+} DitParallel;
 
 // ----------------------------------------------------------------------------
 // activations: what one block keeps for backward, field by field (docs/memory.md 9).
@@ -149,12 +196,14 @@ enum {
     "h", "mean1", "rstd1", "a1", "qp", "kp", "qrstd", "krstd", "q", "k", "v", "o", "lse", "y1", "hmid", "mean2",
     "rstd2", "a2", "u", "g", "y2"};
 
-static size_t dit_act_field_bytes(const DitConfig* c, int B, size_t N, int field) {
-    size_t BN = (size_t)B * N;
+// the bytes of one field on one rank: under TP its heads' q, k, v, o and its FFN units
+static size_t dit_act_field_bytes(const DitConfig* c, const DitShard* t, int B, size_t N, int field) {
+    size_t BN = (size_t)B * N, Dl = (size_t)t->Hl * (c->D / c->H);
     switch (field) {
         case A_MEAN1: case A_RSTD1: case A_MEAN2: case A_RSTD2: return BN * sizeof(float);
-        case A_QRSTD: case A_KRSTD: case A_LSE: return BN * c->H * sizeof(float);
-        case A_U: case A_G: return BN * c->FF * sizeof(floatX);
+        case A_QRSTD: case A_KRSTD: case A_LSE: return BN * t->Hl * sizeof(float);
+        case A_QP: case A_KP: case A_Q: case A_K: case A_V: case A_O: return BN * Dl * sizeof(floatX);
+        case A_U: case A_G: return BN * t->FFl * sizeof(floatX);
         default: return BN * c->D * sizeof(floatX);
     }
 }
@@ -169,9 +218,9 @@ static ActHome dit_act_home(const DitFlags* f, int field) {
     return f->recompute >= 1 && recomputed ? ACT_IN_WORK : ACT_SAVED;
 }
 
-static ActPlan dit_act_plan(const DitConfig* c, int B, size_t N, const DitFlags* fl) {
+static ActPlan dit_act_plan(const DitConfig* c, const DitShard* t, int B, size_t N, const DitFlags* fl) {
     ActPlan p = {NUM_DIT_ACTS, DIT_ACT_NAMES, {0}, {}, 0, 0};
-    for (int i = 0; i < NUM_DIT_ACTS; i++) { p.bytes[i] = dit_act_field_bytes(c, B, N, i); p.home[i] = dit_act_home(fl, i); }
+    for (int i = 0; i < NUM_DIT_ACTS; i++) { p.bytes[i] = dit_act_field_bytes(c, t, B, N, i); p.home[i] = dit_act_home(fl, i); }
     return act_plan_finish(p);
 }
 
@@ -183,14 +232,21 @@ typedef enum { MODE_TRAIN, MODE_EVAL, MODE_SAMPLE } RunMode;
 typedef struct {
     DitConfig cfg;
     DitFlags flags;
-    int B, N, P;                  // planned batch (clips), tokens per clip, patch size
+    DitParallel par;
+    Comm* comm;                   // ranks and groups (one process: a world of one)
+    DitShard sh;                  // this rank's heads and FFN units (all of them at tp 1)
+    TpContext tpc;                // the TP collectives (llmc/tensor_parallel.h)
+    int B, N, P;                  // planned batch (clips per rank), tokens per clip, patch size
     size_t clip;                  // values per clip
     int allocated;
-    size_t param_sizes[NUM_DIT_TENSORS], param_off[NUM_DIT_TENSORS], num_params;
+    int micro_steps;              // micro-batches per optimizer step (for the plan's communication bytes)
+    size_t param_sizes[NUM_DIT_TENSORS], param_off[NUM_DIT_TENSORS], num_params;  // the reference layout
 
     Arena dev, host;
-    floatX *params, *grads;
-    float *master, *adam_m, *adam_v;
+    ParamSpec spec[NUM_DIT_TENSORS];
+    ParamStore st;                // this rank's parameters, gradients and optimizer state (llmc/param_store.h)
+    size_t* local_off;            // [NUM_DIT_TENSORS * L]: where tensor t (its layer l) starts in st.params
+    void* comm_staging;           // --comm mpi (CUDA): pinned host staging of the collectives
     Offload off;
     ActPlan acts;                 // the activation fields and where each lives
     DitActs work;
@@ -213,16 +269,13 @@ typedef struct {
     float* norm_scratch;
     float* host_sq;
     stream_t stream;
+    Profile prof;                 // --profile-step (llmc/profile.h)
 } Dit;
 
-static floatX* dit_w(const Dit* m, int t, int l) {
-    return m->params + m->param_off[t] + (size_t)l * (m->param_sizes[t] / m->cfg.L);
-}
-static floatX* dit_dw(const Dit* m, int t, int l) {
-    return m->grads + m->param_off[t] + (size_t)l * (m->param_sizes[t] / m->cfg.L);
-}
-static floatX* dit_p(const Dit* m, int t) { return m->params + m->param_off[t]; }
-static floatX* dit_g(const Dit* m, int t) { return m->grads + m->param_off[t]; }
+static floatX* dit_w(const Dit* m, int t, int l) { return m->st.params + m->local_off[(size_t)t * m->cfg.L + l]; }
+static floatX* dit_dw(const Dit* m, int t, int l) { return m->st.grads + m->local_off[(size_t)t * m->cfg.L + l]; }
+static floatX* dit_p(const Dit* m, int t) { return dit_w(m, t, 0); }
+static floatX* dit_g(const Dit* m, int t) { return dit_dw(m, t, 0); }
 
 static DitActs dit_layer_acts(const Dit* m, int l) { return act_block_at(&m->acts, offload_block(&m->off, l), &m->work); }
 
@@ -236,18 +289,19 @@ typedef struct { int r0, nr, b0, nb, nper, f0, nf, first; } FfnChunk;
 
 static int dit_ffn_num_chunks(const Dit* m, int B) {
     if (m->flags.ffn_chunks == 1) return 1;
-    if (!m->flags.ffn_chunk_seq) return (int)ceil_div(m->cfg.FF, m->ffn_cols);  // the trailing empty chunks skipped
+    if (!m->flags.ffn_chunk_seq) return (int)ceil_div(m->sh.FFmax, m->ffn_cols);  // the trailing empty chunks skipped
     int per = (int)ceil_div(m->N, m->flags.ffn_chunks);
     return B * (int)ceil_div(m->N, per);
 }
 
 static FfnChunk dit_ffn_chunk(const Dit* m, int B, int k) {
-    FfnChunk c = {0, B * m->N, 0, B, m->N, 0, m->cfg.FF, k == 0};
+    FfnChunk c = {0, B * m->N, 0, B, m->N, 0, m->sh.FFl, k == 0};
     if (m->flags.ffn_chunks == 1) return c;
     if (!m->flags.ffn_chunk_seq) {
         int w = m->ffn_cols;
         c.f0 = k * w;
-        c.nf = m->cfg.FF - c.f0 < w ? m->cfg.FF - c.f0 : w;
+        c.nf = m->sh.FFl - c.f0 < w ? m->sh.FFl - c.f0 : w;
+        if (c.nf < 0) c.nf = 0;  // a rank with one unit less than the largest may have an empty last chunk
         return c;
     }
     int per = (int)ceil_div(m->N, m->flags.ffn_chunks), per_sample = (int)ceil_div(m->N, per);
@@ -262,43 +316,55 @@ static FfnChunk dit_ffn_chunk(const Dit* m, int B, int k) {
 
 // Plans every buffer from the config and the flags, then (allocate = 1) allocates once.
 // With allocate = 0 only the plan exists, so a CUDA build can plan without a GPU.
-static void dit_build(Dit* m, const DitConfig* cfg, const DitFlags* flags, int B, int allocate) {
+static void dit_build(Dit* m, const DitConfig* cfg, const DitFlags* flags, const DitParallel* par, Comm* comm, int B,
+                      int allocate) {
     memset(m, 0, sizeof(*m));
     dit_config_validate(cfg);
-    m->cfg = *cfg; m->flags = *flags; m->B = B;
+    m->cfg = *cfg; m->flags = *flags; m->par = *par; m->comm = comm; m->B = B;
     const DitConfig* c = cfg;
     m->N = dit_tokens(c); m->P = dit_patch_dim(c); m->clip = dit_clip_size(c);
     if (B < 1) FAIL("batch: B=%d must be positive", B);
+    if (par->zero != 0 && par->zero != 1) FAIL("--zero must be 0 or 1 (got %d)", par->zero);
+    int tp = comm->tp;
+    if (c->H % tp != 0) FAIL("--tp %d must divide the number of heads H=%d (each rank holds whole heads)", tp, c->H);
+    if (c->FF < tp) FAIL("--tp %d exceeds the FFN hidden size FF=%d", tp, c->FF);
+    if (tp > 1 && par->tp_sp)
+        FAIL("train_dit: --tp-mode reducescatter (sequence parallelism) is not implemented yet; use --tp-mode allreduce");
+    m->sh = dit_shard(c, tp, comm->tp_rank);
     if (flags->ffn_chunks < 1) FAIL("--ffn-chunks must be >= 1 (got %d)", flags->ffn_chunks);
     if (flags->recompute < 0 || flags->recompute > 2) FAIL("--recompute must be 0, 1 or 2 (got %d)", flags->recompute);
     if (flags->ffn_chunk_seq && flags->ffn_chunks > m->N)
         FAIL("--ffn-chunks %d exceeds the %d tokens of a clip", flags->ffn_chunks, m->N);
-    if (!flags->ffn_chunk_seq && flags->ffn_chunks > c->FF)
-        FAIL("--ffn-chunks %d exceeds the FFN hidden size FF=%d", flags->ffn_chunks, c->FF);
+    if (!flags->ffn_chunk_seq && flags->ffn_chunks > m->sh.FFl)
+        FAIL("--ffn-chunks %d exceeds %s FFN hidden units (FF=%d%s: %d)", flags->ffn_chunks, tp > 1 ? "this rank's" : "the",
+             c->FF, tp > 1 ? " over --tp" : "", m->sh.FFl);
     int n_offload = offload_resolve(flags->offload_act, c->L);
-    size_t BN = (size_t)B * m->N, D = c->D, hd = c->D / c->H, P = m->P;
+    size_t BN = (size_t)B * m->N, D = c->D, hd = c->D / c->H, P = m->P, Hl = m->sh.Hl, Dl = Hl * hd;
 
     dit_param_sizes(c, m->param_sizes);
     for (int i = 0; i < NUM_DIT_TENSORS; i++) { m->param_off[i] = m->num_params; m->num_params += m->param_sizes[i]; }
-    size_t np = m->num_params;
+    dit_param_specs(c, m->spec);
+    param_store_layout(&m->st, m->spec, NUM_DIT_TENSORS, c->L, comm, par->zero, 0, par->grad_fp32);
 
     Arena* d = &m->dev;
     arena_init(d, "device");
     arena_init(&m->host, "host (pinned)");
-    arena_add_to(d, "parameters", "parameters", np * sizeof(floatX), &m->params);
-    arena_add_to(d, "gradients", "gradients", np * sizeof(floatX), &m->grads);
-    arena_add_to(d, "master weights (fp32)", "optimizer", HAVE_MASTER_WEIGHTS ? np * sizeof(float) : 0, &m->master);
-    arena_add_to(d, "adam m", "optimizer", np * sizeof(float), &m->adam_m);
-    arena_add_to(d, "adam v", "optimizer", np * sizeof(float), &m->adam_v);
+    param_store_plan(&m->st, d, HAVE_MASTER_WEIGHTS);
+    // --comm mpi in the CUDA build: the largest collective (a bucket) passes through pinned host memory
+    size_t most = param_store_largest_bucket(&m->st);  // or a TP reduction of [BN, D] rows
+    if (tp > 1 && BN * D > most) most = BN * D;
+    size_t staging = comm_staging_needed(comm) ? most * sizeof(floatX) : 0;
+    arena_add_to(&m->host, "comm staging (--comm mpi)", "comm", staging, &m->comm_staging);
+    tp_context_plan(&m->tpc, comm, 0, 0, D, BN, d);  // allreduce mode: no recycled buffers
 
-    m->acts = dit_act_plan(c, B, m->N, flags);
+    m->acts = dit_act_plan(c, &m->sh, B, m->N, flags);
     offload_plan(&m->off, d, &m->host, c->L, n_offload, m->acts.block_bytes);
     arena_add_to(d, "saved activations (h_final)", "activations", BN * D * sizeof(floatX), &m->h_final);
     int h_work = arena_add(d, "block work (not saved)", "scratch", m->acts.work_bytes);
 
     int chunked = flags->ffn_chunks > 1;
-    if (chunked && flags->ffn_chunk_seq) { m->ffn_rows = (int)ceil_div(m->N, flags->ffn_chunks); m->ffn_cols = c->FF; }
-    else { m->ffn_rows = (int)BN; m->ffn_cols = ffn_chunk_width(c->FF, flags->ffn_chunks); }
+    if (chunked && flags->ffn_chunk_seq) { m->ffn_rows = (int)ceil_div(m->N, flags->ffn_chunks); m->ffn_cols = m->sh.FFl; }
+    else { m->ffn_rows = (int)BN; m->ffn_cols = ffn_chunk_width(m->sh.FFmax, flags->ffn_chunks); }
     size_t chunk_bytes = (size_t)m->ffn_rows * m->ffn_cols * sizeof(floatX);
     arena_add_to(d, "ffn chunk u", "scratch", chunked ? chunk_bytes : 0, &m->ffn_u);
     arena_add_to(d, "ffn chunk g", "scratch", chunked ? chunk_bytes : 0, &m->ffn_g);
@@ -308,15 +374,16 @@ static void dit_build(Dit* m, const DitConfig* cfg, const DitFlags* flags, int B
     arena_add_to(d, "d residual", "scratch", act, &m->dh);
     arena_add_to(d, "d modulated input", "scratch", act, &m->da);
     arena_add_to(d, "d gated branch", "scratch", act, &m->dy);
-    arena_add_to(d, "d attention output", "scratch", act, &m->dout_att);
-    arena_add_to(d, "dq", "scratch", act, &m->dq);
-    arena_add_to(d, "dk", "scratch", act, &m->dk);
-    arena_add_to(d, "dv", "scratch", act, &m->dv);
-    arena_add_to(d, "dq before norm", "scratch", act, &m->dqp);
-    arena_add_to(d, "dk before norm", "scratch", act, &m->dkp);
+    size_t heads = BN * Dl * sizeof(floatX);  // this rank's heads
+    arena_add_to(d, "d attention output", "scratch", heads, &m->dout_att);
+    arena_add_to(d, "dq", "scratch", heads, &m->dq);
+    arena_add_to(d, "dk", "scratch", heads, &m->dk);
+    arena_add_to(d, "dv", "scratch", heads, &m->dv);
+    arena_add_to(d, "dq before norm", "scratch", heads, &m->dqp);
+    arena_add_to(d, "dk before norm", "scratch", heads, &m->dkp);
     // --recompute 1 recomputes the norms but not their statistics: those go here (the q and
     // k RMSNorms one after the other into the same BN*H floats)
-    arena_add_to(d, "norm statistics (recompute)", "scratch", flags->recompute == 1 ? (2 * BN + BN * c->H) * sizeof(float) : 0,
+    arena_add_to(d, "norm statistics (recompute)", "scratch", flags->recompute == 1 ? (2 * BN + BN * Hl) * sizeof(float) : 0,
                  &m->mean_scratch);
     size_t xbytes = (size_t)B * m->clip * sizeof(floatX), pbytes = BN * P * sizeof(floatX);
     arena_add_to(d, "clips x0", "scratch", xbytes, &m->x0);
@@ -337,7 +404,7 @@ static void dit_build(Dit* m, const DitConfig* cfg, const DitFlags* flags, int B
     arena_add_to(d, "d conditioning", "scratch", 3 * bd + 6 * bd + 2 * bd, &m->dsc);
     arena_add_to(d, "rope3d cos + sin", "scratch", 2 * (size_t)m->N * (hd / 2) * sizeof(float), &m->rope_cos);
     arena_add_to(d, "grad norm", "scratch", sizeof(float), &m->norm_scratch);
-    arena_add_to(d, "attention delta (tc backward)", "scratch", attention_dispatch_scratch_floats(B, c->H, m->N) * sizeof(float),
+    arena_add_to(d, "attention delta (tc backward)", "scratch", attention_dispatch_scratch_floats(B, (int)Hl, m->N) * sizeof(float),
                  &m->att_delta);
 
     if (!allocate) return;
@@ -364,10 +431,16 @@ static void dit_build(Dit* m, const DitConfig* cfg, const DitFlags* flags, int B
     m->dfada = m->dada + (size_t)B * 6 * D;
     m->rope_sin = m->rope_cos + (size_t)m->N * (hd / 2);
     m->host_sq = (float*)xmalloc((size_t)B * sizeof(float));
+    m->local_off = (size_t*)xmalloc((size_t)NUM_DIT_TENSORS * c->L * sizeof(size_t));
+    for (int i = m->st.lay.n_seg - 1; i >= 0; i--) {  // backwards: a tensor cut in groups starts at its first
+        const Segment* sg = &m->st.lay.seg[i];
+        m->local_off[(size_t)sg->tensor * c->L + (sg->layer < 0 ? 0 : sg->layer)] = sg->local_off;
+    }
 
     m->stream = stream_create();
     matmul_setup();
-    dev_memset(m->grads, 0, np * sizeof(floatX), m->stream);
+    param_store_bind(&m->st, m->stream, &m->prof, m->norm_scratch, m->comm_staging, staging);
+    tp_context_bind(&m->tpc, m->stream, m->comm_staging, staging);
     size_t n_rope = (size_t)m->N * (hd / 2);
     float* tab = (float*)xmalloc(2 * n_rope * sizeof(float));
     rope3d_table(tab, tab + n_rope, c->Fr / c->pt, c->Hi / c->ph, c->Wi / c->pw, (int)hd, c->rope_theta);
@@ -377,47 +450,30 @@ static void dit_build(Dit* m, const DitConfig* cfg, const DitFlags* flags, int B
 }
 
 static void dit_free(Dit* m) {
-    if (!m->allocated) return;
+    if (!m->allocated) { param_store_free(&m->st); return; }
     stream_synchronize(m->stream);
+    profile_free(&m->prof);
     offload_free(&m->off);
     stream_destroy(m->stream);
     matmul_teardown();
     if (m->dev.base) dev_free(m->dev.base);
     if (m->host.base) host_free_pinned(m->host.base);
     free(m->host_sq);
+    free(m->local_off);
+    param_store_free(&m->st);
 }
 
 // ----------------------------------------------------------------------------
-// parameters and optimizer state from and to the host (fp32, DESIGN 9.2 layout)
+// parameters and optimizer state from and to the host (fp32, the reference layout of
+// docs/design.md 9.2), through the store; the gets are collectives that leave the result on rank 0
 
 static void dit_set_state(Dit* m, const float* params, const float* adam_m, const float* adam_v) {
-    size_t n = m->num_params;
-    dev_upload_floats(m->params, params, n);
-    if (m->master) dev_upload_floats(m->master, params, n);  // through the pinned staging, not the driver's
-    if (adam_m) dev_memcpy_h2d(m->adam_m, adam_m, n * sizeof(float), m->stream);
-    else dev_memset(m->adam_m, 0, n * sizeof(float), m->stream);
-    if (adam_v) dev_memcpy_h2d(m->adam_v, adam_v, n * sizeof(float), m->stream);
-    else dev_memset(m->adam_v, 0, n * sizeof(float), m->stream);
-    stream_synchronize(m->stream);
+    param_store_set_state(&m->st, params, adam_m, adam_v);
 }
 
-// the fp32 parameters (the master weights where the build has them), m and v
-static void dit_get_state(Dit* m, float* params, float* adam_m, float* adam_v) {
-    size_t n = m->num_params;
-    stream_synchronize(m->stream);
-    if (m->master) dev_memcpy_d2h(params, m->master, n * sizeof(float), m->stream);
-    else dev_download_floats(params, m->params, n);
-    if (adam_m) dev_memcpy_d2h(adam_m, m->adam_m, n * sizeof(float), m->stream);
-    if (adam_v) dev_memcpy_d2h(adam_v, m->adam_v, n * sizeof(float), m->stream);
-    stream_synchronize(m->stream);
-}
+[[maybe_unused]] static void dit_get_grads(Dit* m, float* grads) { param_store_get_grads(&m->st, grads); }
 
-[[maybe_unused]] static void dit_get_grads(Dit* m, float* grads) {
-    stream_synchronize(m->stream);
-    dev_download_floats(grads, m->grads, m->num_params);
-}
-
-// Initialisation of DiT's adaLN-Zero (DESIGN 9.3): xavier-uniform weights and zero biases
+// Initialisation of DiT's adaLN-Zero (docs/design.md 9.3): xavier-uniform weights and zero biases
 // for patch, qkv, proj, fc1, fc2; normal(0, 0.02) for t1, t2 and class_emb; zeros for
 // ada, fada and final; ones for q_norm and k_norm. So each block starts as the identity.
 // One sequential stream of normals and uniforms, drawn on every thread with the serial
@@ -466,6 +522,7 @@ static void conditioning_forward(Dit* m, int B) {
     const DitConfig* c = &m->cfg;
     int D = c->D;
     stream_t s = m->stream;
+    PROF(&m->prof, "conditioning fwd", gemm_flops(B, D, TEMB_DIM + D + 6.0 * c->L * D + 2.0 * D), 0, s) {
     timestep_embedding(m->temb, m->t, B, TEMB_DIM, s);
     matmul_forward(m->e1, m->temb, dit_p(m, W_T1), B, TEMB_DIM, D, TEMB_DIM, 0, s);
     bias_forward(m->e1, dit_p(m, B_T1), B, D, s);
@@ -481,12 +538,14 @@ static void conditioning_forward(Dit* m, int B) {
     }
     matmul_forward(m->fada, m->sc, dit_p(m, W_FADA), B, D, 2 * D, D, 0, s);
     bias_forward(m->fada, dit_p(m, B_FADA), B, 2 * D, s);
+    }
 }
 
 // from d silu(c) (accumulated by every adaLN) to the class embedding and the timestep MLP
 static void conditioning_backward(Dit* m, int B) {
     int D = m->cfg.D;
     stream_t s = m->stream;
+    PROF(&m->prof, "conditioning bwd", 2 * gemm_flops(B, D, TEMB_DIM + D), 0, s) {
     silu_backward(m->dc, m->dsc, m->cvec, (size_t)B * D, s);
     encoder_backward(dit_g(m, W_CLASS), m->dc, m->y, B, D, s);
     matmul_backward_weight(dit_g(m, W_T2), m->dc, m->s1, B, D, D, D, s);
@@ -495,58 +554,88 @@ static void conditioning_backward(Dit* m, int B) {
     silu_backward(m->ds1, m->ds1, m->e1, (size_t)B * D, s);
     matmul_backward_weight(dit_g(m, W_T1), m->ds1, m->temb, B, TEMB_DIM, D, TEMB_DIM, s);
     bias_backward(dit_g(m, B_T1), m->ds1, B, D, s);
+    }
 }
 
 // q or k of block l from its projection: RMSNorm over each head, then 3-D RoPE
 static void qk_norm_rope(Dit* m, int l, int which, floatX* out, float* rstd, const floatX* in, int B) {
     const DitConfig* c = &m->cfg;
-    int hd = c->D / c->H;
-    rmsnorm_forward(out, rstd, in, dit_w(m, which, l), B * m->N * c->H, hd, DIT_EPS, m->stream);
+    int hd = c->D / c->H, Hl = m->sh.Hl;
+    rmsnorm_forward(out, rstd, in, dit_w(m, which, l), B * m->N * Hl, hd, DIT_EPS, m->stream);
     // --attention tc rotates q and k in its tile loads (llmc/attention_tc.cuh): they stay unrotated
-    if (!attention_fuses_rope()) rope_forward(out, out, m->rope_cos, m->rope_sin, B, m->N, c->H, hd, m->stream);
+    if (!attention_fuses_rope()) rope_forward(out, out, m->rope_cos, m->rope_sin, B, m->N, Hl, hd, m->stream);
 }
 
-// the attention half of block l: a1, q, k, v, o, y1 and hmid = h + gate1 y1
+// A row-parallel GEMM's output y = x w^T + b over the TP group: each rank's partial
+// product, the bias on TP rank 0 only (added once), summed in place (all-reduce). At tp 1
+// the product and the bias, as one process computes them.
+static void rowpar_finish(Dit* m, floatX* y, const floatX* bias, int rows, int add_bias) {
+    if (add_bias && m->tpc.rank == 0) bias_forward(y, bias, rows, m->cfg.D, m->stream);
+    tp_reduce_rows(&m->tpc, y, rows);
+}
+
+// the attention half of block l: a1, q, k, v, o, y1 and hmid = h + gate1 y1. Under TP
+// this rank's heads (qkv column-parallel, proj row-parallel): y1 is summed over the
+// group before gate1 multiplies it.
 static void attention_block_forward(Dit* m, int l, DitActs a, int B) {
     const DitConfig* c = &m->cfg;
-    int N = m->N, D = c->D, BN = B * N, hd = D / c->H;
+    int N = m->N, D = c->D, BN = B * N, hd = D / c->H, Hl = m->sh.Hl, Dl = Hl * hd;
     stream_t s = m->stream;
     floatX* ada = m->ada + (size_t)l * B * 6 * D;
     const floatX* wqkv = dit_w(m, W_QKV, l);
     const floatX* bqkv = dit_w(m, B_QKV, l);
-    layernorm_modulate_forward(ACT(a, A_A1), ACTF(a, A_MEAN1), ACTF(a, A_RSTD1), ACT(a, A_H), ada_part(m, ada, 0),
-                               ada_part(m, ada, 1), 6 * D, B, N, D, DIT_EPS, s);
+    Profile* P = &m->prof;
+    PROF(P, "layernorm modulate fwd", 0, 2.0 * BN * D * SX, s)
+        layernorm_modulate_forward(ACT(a, A_A1), ACTF(a, A_MEAN1), ACTF(a, A_RSTD1), ACT(a, A_H), ada_part(m, ada, 0),
+                                   ada_part(m, ada, 1), 6 * D, B, N, D, DIT_EPS, s);
     floatX* proj[3] = {ACT(a, A_QP), ACT(a, A_KP), ACT(a, A_V)};
-    for (int i = 0; i < 3; i++) {  // q, k, v: the three row blocks of qkv_w
-        matmul_forward(proj[i], ACT(a, A_A1), wqkv + (size_t)i * D * D, BN, D, D, D, 0, s);
-        bias_forward(proj[i], bqkv + (size_t)i * D, BN, D, s);
+    PROF(P, "qkv matmul fwd", gemm_flops(BN, 3.0 * Dl, D), 0, s)
+        for (int i = 0; i < 3; i++) {  // q, k, v: the three row blocks of qkv_w (this rank's heads of each)
+            matmul_forward(proj[i], ACT(a, A_A1), wqkv + (size_t)i * Dl * D, BN, D, Dl, D, 0, s);
+            bias_forward(proj[i], bqkv + (size_t)i * Dl, BN, Dl, s);
+        }
+    PROF(P, "qk norm rope fwd", 0, 4.0 * BN * Dl * SX, s) {
+        qk_norm_rope(m, l, W_QNORM, ACT(a, A_Q), ACTF(a, A_QRSTD), ACT(a, A_QP), B);
+        qk_norm_rope(m, l, W_KNORM, ACT(a, A_K), ACTF(a, A_KRSTD), ACT(a, A_KP), B);
     }
-    qk_norm_rope(m, l, W_QNORM, ACT(a, A_Q), ACTF(a, A_QRSTD), ACT(a, A_QP), B);
-    qk_norm_rope(m, l, W_KNORM, ACT(a, A_K), ACTF(a, A_KRSTD), ACT(a, A_KP), B);
-    if (attention_fuses_rope())
-        attention_dispatch_full_forward_rope(ACT(a, A_O), ACTF(a, A_LSE), ACT(a, A_Q), ACT(a, A_K), ACT(a, A_V), m->rope_cos,
-                                             m->rope_sin, B, N, c->H, c->H, hd, s);
-    else
-        attention_dispatch_full_forward(ACT(a, A_O), ACTF(a, A_LSE), ACT(a, A_Q), ACT(a, A_K), ACT(a, A_V), B, N, c->H, c->H,
-                                        hd, s);
-    matmul_forward(ACT(a, A_Y1), ACT(a, A_O), dit_w(m, W_PROJ, l), BN, D, D, D, 0, s);
-    bias_forward(ACT(a, A_Y1), dit_w(m, B_PROJ, l), BN, D, s);
-    gated_residual_forward(ACT(a, A_HMID), ACT(a, A_H), ACT(a, A_Y1), ada_part(m, ada, 2), 6 * D, B, N, D, s);
-    layernorm_modulate_forward(ACT(a, A_A2), ACTF(a, A_MEAN2), ACTF(a, A_RSTD2), ACT(a, A_HMID), ada_part(m, ada, 3),
-                               ada_part(m, ada, 4), 6 * D, B, N, D, DIT_EPS, s);
+    PROF(P, "attention fwd", 4.0 * B * Hl * (double)N * N * hd, 0, s) {
+        if (attention_fuses_rope())
+            attention_dispatch_full_forward_rope(ACT(a, A_O), ACTF(a, A_LSE), ACT(a, A_Q), ACT(a, A_K), ACT(a, A_V),
+                                                 m->rope_cos, m->rope_sin, B, N, Hl, Hl, hd, s);
+        else
+            attention_dispatch_full_forward(ACT(a, A_O), ACTF(a, A_LSE), ACT(a, A_Q), ACT(a, A_K), ACT(a, A_V), B, N, Hl,
+                                            Hl, hd, s);
+    }
+    PROF(P, "proj matmul fwd", gemm_flops(BN, D, Dl), 0, s)
+        matmul_forward(ACT(a, A_Y1), ACT(a, A_O), dit_w(m, W_PROJ, l), BN, Dl, D, Dl, 0, s);
+    rowpar_finish(m, ACT(a, A_Y1), dit_w(m, B_PROJ, l), BN, 1);
+    PROF(P, "gated residual fwd", 0, 3.0 * BN * D * SX, s)
+        gated_residual_forward(ACT(a, A_HMID), ACT(a, A_H), ACT(a, A_Y1), ada_part(m, ada, 2), 6 * D, B, N, D, s);
+    PROF(P, "layernorm modulate fwd", 0, 2.0 * BN * D * SX, s)
+        layernorm_modulate_forward(ACT(a, A_A2), ACTF(a, A_MEAN2), ACTF(a, A_RSTD2), ACT(a, A_HMID), ada_part(m, ada, 3),
+                                   ada_part(m, ada, 4), 6 * D, B, N, D, DIT_EPS, s);
 }
 
-// u, g and y2 of one chunk (unchunked: the whole FFN into the block's fields)
+// u, g and y2 of one chunk (unchunked: the whole FFN into the block's fields); y2 is this
+// chunk's share of the FFN output, and under TP this rank's partial sum of it
 static void ffn_chunk_forward(Dit* m, int l, const floatX* a2, FfnChunk ch, floatX* u, floatX* g, floatX* y2,
                               int y2_accumulate) {
     const DitConfig* c = &m->cfg;
-    int D = c->D, FF = c->FF;
+    int D = c->D, FFl = m->sh.FFl;
     stream_t s = m->stream;
-    matmul_forward(u, a2 + (size_t)ch.r0 * D, dit_w(m, W_FC1, l) + (size_t)ch.f0 * D, ch.nr, D, ch.nf, D, 0, s);
-    bias_forward(u, dit_w(m, B_FC1, l) + ch.f0, ch.nr, ch.nf, s);
-    gelu_tanh_forward(g, u, (size_t)ch.nr * ch.nf, s);
-    matmul_forward(y2, g, dit_w(m, W_FC2, l) + ch.f0, ch.nr, ch.nf, D, FF, y2_accumulate, s);
-    if (ch.f0 == 0) bias_forward(y2, dit_w(m, B_FC2, l), ch.nr, D, s);  // the bias belongs to the first hidden chunk
+    if (ch.nf == 0) {  // a rank's empty last hidden chunk (FF split unevenly): nothing to add
+        if (!y2_accumulate) dev_memset(y2, 0, (size_t)ch.nr * D * sizeof(floatX), s);
+        return;
+    }
+    PROF(&m->prof, "ffn fc1 matmul fwd", gemm_flops(ch.nr, ch.nf, D), 0, s) {
+        matmul_forward(u, a2 + (size_t)ch.r0 * D, dit_w(m, W_FC1, l) + (size_t)ch.f0 * D, ch.nr, D, ch.nf, D, 0, s);
+        bias_forward(u, dit_w(m, B_FC1, l) + ch.f0, ch.nr, ch.nf, s);
+    }
+    PROF(&m->prof, "gelu fwd", 0, 2.0 * ch.nr * ch.nf * SX, s) gelu_tanh_forward(g, u, (size_t)ch.nr * ch.nf, s);
+    PROF(&m->prof, "ffn fc2 matmul fwd", gemm_flops(ch.nr, D, ch.nf), 0, s)
+        matmul_forward(y2, g, dit_w(m, W_FC2, l) + ch.f0, ch.nr, ch.nf, D, FFl, y2_accumulate, s);
+    // the bias belongs to the first hidden chunk, and under TP to rank 0's (added once)
+    if (ch.f0 == 0 && m->tpc.rank == 0) bias_forward(y2, dit_w(m, B_FC2, l), ch.nr, D, s);
 }
 
 // out = hmid + gate2 * FFN(a2); chunked, only a2 (and hmid) stay
@@ -554,10 +643,13 @@ static void ffn_forward(Dit* m, int l, DitActs a, int B, floatX* out) {
     int D = m->cfg.D;
     stream_t s = m->stream;
     floatX* gate = ada_part(m, m->ada + (size_t)l * B * 6 * D, 5);
+    int BN = B * m->N;
     if (m->flags.ffn_chunks == 1) {
         FfnChunk all = dit_ffn_chunk(m, B, 0);
         ffn_chunk_forward(m, l, ACT(a, A_A2), all, ACT(a, A_U), ACT(a, A_G), ACT(a, A_Y2), 0);
-        gated_residual_forward(out, ACT(a, A_HMID), ACT(a, A_Y2), gate, 6 * D, B, m->N, D, s);
+        rowpar_finish(m, ACT(a, A_Y2), NULL, BN, 0);
+        PROF(&m->prof, "gated residual fwd", 0, 3.0 * BN * D * SX, s)
+            gated_residual_forward(out, ACT(a, A_HMID), ACT(a, A_Y2), gate, 6 * D, B, m->N, D, s);
         return;
     }
     int nc = dit_ffn_num_chunks(m, B);
@@ -565,46 +657,62 @@ static void ffn_forward(Dit* m, int l, DitActs a, int B, floatX* out) {
         FfnChunk ch = dit_ffn_chunk(m, B, k);
         // hidden chunks add into one [BN, D] y2; token chunks each finish their rows
         ffn_chunk_forward(m, l, ACT(a, A_A2), ch, m->ffn_u, m->ffn_g, m->ffn_y2, !m->flags.ffn_chunk_seq && k > 0);
-        if (m->flags.ffn_chunk_seq)
-            gated_residual_forward(out + (size_t)ch.r0 * D, ACT(a, A_HMID) + (size_t)ch.r0 * D, m->ffn_y2,
-                                   gate + (size_t)ch.b0 * 6 * D, 6 * D, 1, ch.nr, D, s);
+        if (m->flags.ffn_chunk_seq) {
+            rowpar_finish(m, m->ffn_y2, NULL, ch.nr, 0);
+            PROF(&m->prof, "gated residual fwd", 0, 3.0 * ch.nr * D * SX, s)
+                gated_residual_forward(out + (size_t)ch.r0 * D, ACT(a, A_HMID) + (size_t)ch.r0 * D, m->ffn_y2,
+                                       gate + (size_t)ch.b0 * 6 * D, 6 * D, 1, ch.nr, D, s);
+        }
     }
-    if (!m->flags.ffn_chunk_seq) gated_residual_forward(out, ACT(a, A_HMID), m->ffn_y2, gate, 6 * D, B, m->N, D, s);
+    if (!m->flags.ffn_chunk_seq) {
+        rowpar_finish(m, m->ffn_y2, NULL, BN, 0);
+        PROF(&m->prof, "gated residual fwd", 0, 3.0 * BN * D * SX, s)
+            gated_residual_forward(out, ACT(a, A_HMID), m->ffn_y2, gate, 6 * D, B, m->N, D, s);
+    }
 }
 
 // The FFN's backward from m->dh (dL/d block output): gate2's gradient into dada, the
 // FFN weights' gradients, and d a2 into m->da.
 static void ffn_backward(Dit* m, int l, DitActs a, int B) {
     const DitConfig* c = &m->cfg;
-    int D = c->D, FF = c->FF, BN = B * m->N;
+    int D = c->D, FFl = m->sh.FFl, BN = B * m->N;
     stream_t s = m->stream;
     floatX* gate = ada_part(m, m->ada + (size_t)l * B * 6 * D, 5);
     floatX* dgate = ada_part(m, m->dada, 5);
     int chunked = m->flags.ffn_chunks > 1;
     // dy2 = gate2 * dh; unchunked, gate2's gradient needs the saved y2 only
-    gated_residual_backward(m->dy, chunked ? NULL : dgate, m->dh, ACT(a, A_Y2), gate, 6 * D, B, m->N, D, 0, s);
+    PROF(&m->prof, "gated residual bwd", 0, 3.0 * BN * D * SX, s)
+        gated_residual_backward(m->dy, chunked ? NULL : dgate, m->dh, ACT(a, A_Y2), gate, 6 * D, B, m->N, D, 0, s);
     int nc = dit_ffn_num_chunks(m, B);
     for (int k = 0; k < nc; k++) {
         FfnChunk ch = dit_ffn_chunk(m, B, k);
         floatX *u = ACT(a, A_U), *g = ACT(a, A_G);
-        if (chunked) {  // recompute the chunk, and its share of gate2's gradient
+        if (chunked) {  // recompute the chunk, and its share of gate2's gradient (the chunk's y2 summed over TP)
             u = m->ffn_u; g = m->ffn_g;
             ffn_chunk_forward(m, l, ACT(a, A_A2), ch, u, g, m->ffn_y2, 0);
+            rowpar_finish(m, m->ffn_y2, NULL, ch.nr, 0);
             gated_residual_backward(NULL, dgate + (size_t)ch.b0 * 6 * D, m->dh + (size_t)ch.r0 * D, m->ffn_y2,
                                     gate + (size_t)ch.b0 * 6 * D, 6 * D, ch.nb, ch.nper, D, !ch.first, s);
         }
+        if (ch.nf == 0) continue;  // a rank's empty last hidden chunk
         const floatX* dy2 = m->dy + (size_t)ch.r0 * D;
-        matmul_backward_weight(dit_dw(m, W_FC2, l) + ch.f0, dy2, g, ch.nr, ch.nf, D, FF, s);
-        matmul_backward_input(m->ffn_dg, dy2, dit_w(m, W_FC2, l) + ch.f0, ch.nr, ch.nf, D, FF, 0, s);
-        gelu_tanh_backward(m->ffn_dg, m->ffn_dg, u, (size_t)ch.nr * ch.nf, s);
-        matmul_backward_weight(dit_dw(m, W_FC1, l) + (size_t)ch.f0 * D, m->ffn_dg, ACT(a, A_A2) + (size_t)ch.r0 * D,
-                               ch.nr, D, ch.nf, D, s);
-        bias_backward(dit_dw(m, B_FC1, l) + ch.f0, m->ffn_dg, ch.nr, ch.nf, s);
-        // hidden chunks add into d a2; token chunks each write their rows
-        matmul_backward_input(m->da + (size_t)ch.r0 * D, m->ffn_dg, dit_w(m, W_FC1, l) + (size_t)ch.f0 * D, ch.nr, D,
-                              ch.nf, D, !m->flags.ffn_chunk_seq && k > 0, s);
+        PROF(&m->prof, "ffn fc2 matmul bwd", 2 * gemm_flops(ch.nr, D, ch.nf), 0, s) {
+            matmul_backward_weight(dit_dw(m, W_FC2, l) + ch.f0, dy2, g, ch.nr, ch.nf, D, FFl, s);
+            matmul_backward_input(m->ffn_dg, dy2, dit_w(m, W_FC2, l) + ch.f0, ch.nr, ch.nf, D, FFl, 0, s);
+        }
+        PROF(&m->prof, "gelu bwd", 0, 3.0 * ch.nr * ch.nf * SX, s)
+            gelu_tanh_backward(m->ffn_dg, m->ffn_dg, u, (size_t)ch.nr * ch.nf, s);
+        PROF(&m->prof, "ffn fc1 matmul bwd", 2 * gemm_flops(ch.nr, ch.nf, D), 0, s) {
+            matmul_backward_weight(dit_dw(m, W_FC1, l) + (size_t)ch.f0 * D, m->ffn_dg, ACT(a, A_A2) + (size_t)ch.r0 * D,
+                                   ch.nr, D, ch.nf, D, s);
+            bias_backward(dit_dw(m, B_FC1, l) + ch.f0, m->ffn_dg, ch.nr, ch.nf, s);
+            // hidden chunks add into d a2; token chunks each write their rows
+            matmul_backward_input(m->da + (size_t)ch.r0 * D, m->ffn_dg, dit_w(m, W_FC1, l) + (size_t)ch.f0 * D, ch.nr, D,
+                                  ch.nf, D, !m->flags.ffn_chunk_seq && k > 0, s);
+        }
     }
     bias_backward(dit_dw(m, B_FC2, l), m->dy, BN, D, s);
+    tp_reduce_rows(&m->tpc, m->da, BN);  // d a2: the sum of the ranks' column-parallel input gradients
 }
 
 static void layer_forward(Dit* m, int l, int B, RunMode mode) {
@@ -620,67 +728,88 @@ static void layer_forward(Dit* m, int l, int B, RunMode mode) {
 // adaLN gradients go to its ada weights and add into d silu(c)
 static void layer_backward(Dit* m, int l, int B) {
     const DitConfig* c = &m->cfg;
-    int N = m->N, D = c->D, BN = B * N, hd = D / c->H;
+    int N = m->N, D = c->D, BN = B * N, hd = D / c->H, Hl = m->sh.Hl, Dl = Hl * hd;
     stream_t s = m->stream;
-    offload_before_backward(&m->off, l, s);
+    Profile* P = &m->prof;
+    PROF(P, "offload wait", 0, 0, s) offload_before_backward(&m->off, l, s);
     DitActs a = dit_layer_acts(m, l);
     floatX* ada = m->ada + (size_t)l * B * 6 * D;
 
     // recompute what was not kept: the same launchers on the same inputs give the same bits
     if (m->flags.recompute >= 2) {
         attention_block_forward(m, l, a, B);
-        if (m->flags.ffn_chunks == 1)
+        if (m->flags.ffn_chunks == 1) {
             ffn_chunk_forward(m, l, ACT(a, A_A2), dit_ffn_chunk(m, B, 0), ACT(a, A_U), ACT(a, A_G), ACT(a, A_Y2), 0);
+            rowpar_finish(m, ACT(a, A_Y2), NULL, BN, 0);  // gate2's gradient reads the summed y2
+        }
     } else if (m->flags.recompute == 1) {
-        layernorm_modulate_forward(ACT(a, A_A1), m->mean_scratch, m->rstd_scratch, ACT(a, A_H), ada_part(m, ada, 0),
-                                   ada_part(m, ada, 1), 6 * D, B, N, D, DIT_EPS, s);
-        layernorm_modulate_forward(ACT(a, A_A2), m->mean_scratch, m->rstd_scratch, ACT(a, A_HMID), ada_part(m, ada, 3),
-                                   ada_part(m, ada, 4), 6 * D, B, N, D, DIT_EPS, s);
-        qk_norm_rope(m, l, W_QNORM, ACT(a, A_Q), m->qk_rstd_scratch, ACT(a, A_QP), B);
-        qk_norm_rope(m, l, W_KNORM, ACT(a, A_K), m->qk_rstd_scratch, ACT(a, A_KP), B);
-        if (m->flags.ffn_chunks == 1) gelu_tanh_forward(ACT(a, A_G), ACT(a, A_U), (size_t)BN * c->FF, s);
+        PROF(P, "layernorm modulate fwd", 0, 4.0 * BN * D * SX, s) {
+            layernorm_modulate_forward(ACT(a, A_A1), m->mean_scratch, m->rstd_scratch, ACT(a, A_H), ada_part(m, ada, 0),
+                                       ada_part(m, ada, 1), 6 * D, B, N, D, DIT_EPS, s);
+            layernorm_modulate_forward(ACT(a, A_A2), m->mean_scratch, m->rstd_scratch, ACT(a, A_HMID), ada_part(m, ada, 3),
+                                       ada_part(m, ada, 4), 6 * D, B, N, D, DIT_EPS, s);
+        }
+        PROF(P, "qk norm rope fwd", 0, 4.0 * BN * Dl * SX, s) {
+            qk_norm_rope(m, l, W_QNORM, ACT(a, A_Q), m->qk_rstd_scratch, ACT(a, A_QP), B);
+            qk_norm_rope(m, l, W_KNORM, ACT(a, A_K), m->qk_rstd_scratch, ACT(a, A_KP), B);
+        }
+        if (m->flags.ffn_chunks == 1)
+            PROF(P, "gelu fwd", 0, 2.0 * BN * m->sh.FFl * SX, s) gelu_tanh_forward(ACT(a, A_G), ACT(a, A_U), (size_t)BN * m->sh.FFl, s);
     }
 
     // FFN, then its modulated norm: dh is the gradient at the block output and, through
     // the residual, at hmid; the norm's backward adds the FFN path into it
     ffn_backward(m, l, a, B);
-    layernorm_modulate_backward(m->dh, ada_part(m, m->dada, 3), ada_part(m, m->dada, 4), m->da, ACT(a, A_HMID),
-                                ACTF(a, A_MEAN2), ACTF(a, A_RSTD2), ada_part(m, ada, 4), 6 * D, B, N, D, s);
+    PROF(P, "layernorm modulate bwd", 0, 4.0 * BN * D * SX, s)
+        layernorm_modulate_backward(m->dh, ada_part(m, m->dada, 3), ada_part(m, m->dada, 4), m->da, ACT(a, A_HMID),
+                                    ACTF(a, A_MEAN2), ACTF(a, A_RSTD2), ada_part(m, ada, 4), 6 * D, B, N, D, s);
     // attention: hmid = h + gate1 y1
-    gated_residual_backward(m->dy, ada_part(m, m->dada, 2), m->dh, ACT(a, A_Y1), ada_part(m, ada, 2), 6 * D, B, N, D,
-                            0, s);
-    matmul_backward_weight(dit_dw(m, W_PROJ, l), m->dy, ACT(a, A_O), BN, D, D, D, s);
-    bias_backward(dit_dw(m, B_PROJ, l), m->dy, BN, D, s);
-    matmul_backward_input(m->dout_att, m->dy, dit_w(m, W_PROJ, l), BN, D, D, D, 0, s);
-    if (attention_fuses_rope()) {  // dq, dk come back rotated to the unrotated q, k
-        attention_dispatch_full_backward_rope(m->dq, m->dk, m->dv, m->dout_att, ACT(a, A_Q), ACT(a, A_K), ACT(a, A_V),
-                                              ACT(a, A_O), ACTF(a, A_LSE), m->att_delta, m->rope_cos, m->rope_sin, B, N,
-                                              c->H, c->H, hd, s);
-    } else {
-        attention_dispatch_full_backward(m->dq, m->dk, m->dv, m->dout_att, ACT(a, A_Q), ACT(a, A_K), ACT(a, A_V),
-                                         ACT(a, A_O), ACTF(a, A_LSE), m->att_delta, B, N, c->H, c->H, hd, s);
-        rope_backward(m->dq, m->dq, m->rope_cos, m->rope_sin, B, N, c->H, hd, s);
-        rope_backward(m->dk, m->dk, m->rope_cos, m->rope_sin, B, N, c->H, hd, s);
+    PROF(P, "gated residual bwd", 0, 3.0 * BN * D * SX, s)
+        gated_residual_backward(m->dy, ada_part(m, m->dada, 2), m->dh, ACT(a, A_Y1), ada_part(m, ada, 2), 6 * D, B, N, D,
+                                0, s);
+    PROF(P, "proj matmul bwd", 2 * gemm_flops(BN, D, Dl), 0, s) {
+        matmul_backward_weight(dit_dw(m, W_PROJ, l), m->dy, ACT(a, A_O), BN, Dl, D, Dl, s);
+        bias_backward(dit_dw(m, B_PROJ, l), m->dy, BN, D, s);
+        matmul_backward_input(m->dout_att, m->dy, dit_w(m, W_PROJ, l), BN, Dl, D, Dl, 0, s);
     }
-    dev_memset(m->dqp, 0, (size_t)BN * D * sizeof(floatX), s);
-    dev_memset(m->dkp, 0, (size_t)BN * D * sizeof(floatX), s);
-    rmsnorm_backward(m->dqp, dit_dw(m, W_QNORM, l), m->dq, ACT(a, A_QP), dit_w(m, W_QNORM, l), ACTF(a, A_QRSTD),
-                     BN * c->H, hd, s);
-    rmsnorm_backward(m->dkp, dit_dw(m, W_KNORM, l), m->dk, ACT(a, A_KP), dit_w(m, W_KNORM, l), ACTF(a, A_KRSTD),
-                     BN * c->H, hd, s);
+    PROF(P, "attention bwd", 2.5 * 4.0 * B * Hl * (double)N * N * hd, 0, s) {
+        if (attention_fuses_rope()) {  // dq, dk come back rotated to the unrotated q, k
+            attention_dispatch_full_backward_rope(m->dq, m->dk, m->dv, m->dout_att, ACT(a, A_Q), ACT(a, A_K), ACT(a, A_V),
+                                                  ACT(a, A_O), ACTF(a, A_LSE), m->att_delta, m->rope_cos, m->rope_sin, B,
+                                                  N, Hl, Hl, hd, s);
+        } else {
+            attention_dispatch_full_backward(m->dq, m->dk, m->dv, m->dout_att, ACT(a, A_Q), ACT(a, A_K), ACT(a, A_V),
+                                             ACT(a, A_O), ACTF(a, A_LSE), m->att_delta, B, N, Hl, Hl, hd, s);
+            rope_backward(m->dq, m->dq, m->rope_cos, m->rope_sin, B, N, Hl, hd, s);
+            rope_backward(m->dk, m->dk, m->rope_cos, m->rope_sin, B, N, Hl, hd, s);
+        }
+    }
+    PROF(P, "qk norm bwd", 0, 6.0 * BN * Dl * SX, s) {
+        dev_memset(m->dqp, 0, (size_t)BN * Dl * sizeof(floatX), s);
+        dev_memset(m->dkp, 0, (size_t)BN * Dl * sizeof(floatX), s);
+        rmsnorm_backward(m->dqp, dit_dw(m, W_QNORM, l), m->dq, ACT(a, A_QP), dit_w(m, W_QNORM, l), ACTF(a, A_QRSTD),
+                         BN * Hl, hd, s);
+        rmsnorm_backward(m->dkp, dit_dw(m, W_KNORM, l), m->dk, ACT(a, A_KP), dit_w(m, W_KNORM, l), ACTF(a, A_KRSTD),
+                         BN * Hl, hd, s);
+    }
     const floatX* dproj[3] = {m->dqp, m->dkp, m->dv};
-    for (int i = 0; i < 3; i++) {
-        matmul_backward_weight(dit_dw(m, W_QKV, l) + (size_t)i * D * D, dproj[i], ACT(a, A_A1), BN, D, D, D, s);
-        bias_backward(dit_dw(m, B_QKV, l) + (size_t)i * D, dproj[i], BN, D, s);
-        matmul_backward_input(m->da, dproj[i], dit_w(m, W_QKV, l) + (size_t)i * D * D, BN, D, D, D, i > 0, s);
-    }
-    layernorm_modulate_backward(m->dh, ada_part(m, m->dada, 0), ada_part(m, m->dada, 1), m->da, ACT(a, A_H),
-                                ACTF(a, A_MEAN1), ACTF(a, A_RSTD1), ada_part(m, ada, 1), 6 * D, B, N, D, s);
+    PROF(P, "qkv matmul bwd", 2 * gemm_flops(BN, 3.0 * Dl, D), 0, s)
+        for (int i = 0; i < 3; i++) {
+            matmul_backward_weight(dit_dw(m, W_QKV, l) + (size_t)i * Dl * D, dproj[i], ACT(a, A_A1), BN, D, Dl, D, s);
+            bias_backward(dit_dw(m, B_QKV, l) + (size_t)i * Dl, dproj[i], BN, Dl, s);
+            matmul_backward_input(m->da, dproj[i], dit_w(m, W_QKV, l) + (size_t)i * Dl * D, BN, D, Dl, D, i > 0, s);
+        }
+    tp_reduce_rows(&m->tpc, m->da, BN);  // d a1: the sum of the ranks' column-parallel input gradients
+    PROF(P, "layernorm modulate bwd", 0, 4.0 * BN * D * SX, s)
+        layernorm_modulate_backward(m->dh, ada_part(m, m->dada, 0), ada_part(m, m->dada, 1), m->da, ACT(a, A_H),
+                                    ACTF(a, A_MEAN1), ACTF(a, A_RSTD1), ada_part(m, ada, 1), 6 * D, B, N, D, s);
     offload_after_backward(&m->off, l, s);
     // the block's adaLN: ada = silu(c) ada_w^T + ada_b
-    matmul_backward_weight(dit_dw(m, W_ADA, l), m->dada, m->sc, B, D, 6 * D, D, s);
-    bias_backward(dit_dw(m, B_ADA, l), m->dada, B, 6 * D, s);
-    matmul_backward_input(m->dsc, m->dada, dit_w(m, W_ADA, l), B, D, 6 * D, D, 1, s);
+    PROF(P, "adaln matmul bwd", 2 * gemm_flops(B, 6.0 * D, D), 0, s) {
+        matmul_backward_weight(dit_dw(m, W_ADA, l), m->dada, m->sc, B, D, 6 * D, D, s);
+        bias_backward(dit_dw(m, B_ADA, l), m->dada, B, 6 * D, s);
+        matmul_backward_input(m->dsc, m->dada, dit_w(m, W_ADA, l), B, D, 6 * D, D, 1, s);
+    }
 }
 
 // The final adaLN and linear layer, unpatchify and the loss; in training their backward
@@ -689,13 +818,18 @@ static void head_forward_backward(Dit* m, int B, RunMode mode, float dscale) {
     const DitConfig* c = &m->cfg;
     int D = c->D, P = m->P, BN = B * m->N;
     stream_t s = m->stream;
-    layernorm_modulate_forward(m->xf, m->meanf, m->rstdf, m->h_final, m->fada, m->fada + D, 2 * D, B, m->N, D, DIT_EPS, s);
-    matmul_forward(m->hout, m->xf, dit_p(m, W_FINAL), BN, D, P, D, 0, s);
-    bias_forward(m->hout, dit_p(m, B_FINAL), BN, P, s);
-    unpatchify(m->vpred, m->hout, B, c->C, c->Fr, c->Hi, c->Wi, c->pt, c->ph, c->pw, s);
+    PROF(&m->prof, "final layer fwd", gemm_flops(BN, P, D), 0, s) {
+        layernorm_modulate_forward(m->xf, m->meanf, m->rstdf, m->h_final, m->fada, m->fada + D, 2 * D, B, m->N, D, DIT_EPS,
+                                   s);
+        matmul_forward(m->hout, m->xf, dit_p(m, W_FINAL), BN, D, P, D, 0, s);
+        bias_forward(m->hout, dit_p(m, B_FINAL), BN, P, s);
+        unpatchify(m->vpred, m->hout, B, c->C, c->Fr, c->Hi, c->Wi, c->pt, c->ph, c->pw, s);
+    }
     if (mode == MODE_SAMPLE) return;
-    mse_forward_backward(m->sq, mode == MODE_TRAIN ? m->dvpred : NULL, m->vpred, m->vtarget, B, m->clip, dscale, s);
+    PROF(&m->prof, "loss", 0, 3.0 * B * m->clip * SX, s)
+        mse_forward_backward(m->sq, mode == MODE_TRAIN ? m->dvpred : NULL, m->vpred, m->vtarget, B, m->clip, dscale, s);
     if (mode != MODE_TRAIN) return;
+    PROF(&m->prof, "final layer bwd", 2 * gemm_flops(BN, P, D), 0, s) {
     patchify(m->dhout, m->dvpred, B, c->C, c->Fr, c->Hi, c->Wi, c->pt, c->ph, c->pw, s);
     matmul_backward_weight(dit_g(m, W_FINAL), m->dhout, m->xf, BN, D, P, D, s);
     bias_backward(dit_g(m, B_FINAL), m->dhout, BN, P, s);
@@ -706,26 +840,35 @@ static void head_forward_backward(Dit* m, int B, RunMode mode, float dscale) {
     matmul_backward_weight(dit_g(m, W_FADA), m->dfada, m->sc, B, D, 2 * D, D, s);
     bias_backward(dit_g(m, B_FADA), m->dfada, B, 2 * D, s);
     matmul_backward_input(m->dsc, m->dfada, dit_p(m, W_FADA), B, D, 2 * D, D, 0, s);
+    }
 }
 
 // The model on m->xt, m->t, m->y (and m->vtarget for the loss), already on the device:
 // forward, and in training the backward too, adding into the gradients.
-static void dit_run(Dit* m, int B, RunMode mode, float dscale) {
+static void dit_run(Dit* m, int B, RunMode mode, float dscale, int last) {
     const DitConfig* c = &m->cfg;
     int D = c->D, BN = B * m->N;
     stream_t s = m->stream;
     conditioning_forward(m, B);
-    patchify(m->xp, m->xt, B, c->C, c->Fr, c->Hi, c->Wi, c->pt, c->ph, c->pw, s);
     floatX* h0 = ACT(dit_layer_acts(m, 0), A_H);
-    matmul_forward(h0, m->xp, dit_p(m, W_PATCH), BN, m->P, D, m->P, 0, s);
-    bias_forward(h0, dit_p(m, B_PATCH), BN, D, s);
+    PROF(&m->prof, "patch embed fwd", gemm_flops(BN, D, m->P), 0, s) {
+        patchify(m->xp, m->xt, B, c->C, c->Fr, c->Hi, c->Wi, c->pt, c->ph, c->pw, s);
+        matmul_forward(h0, m->xp, dit_p(m, W_PATCH), BN, m->P, D, m->P, 0, s);
+        bias_forward(h0, dit_p(m, B_PATCH), BN, D, s);
+    }
     for (int l = 0; l < c->L; l++) layer_forward(m, l, B, mode);
     head_forward_backward(m, B, mode, dscale);
     if (mode != MODE_TRAIN) return;
-    for (int l = c->L - 1; l >= 0; l--) layer_backward(m, l, B);
-    matmul_backward_weight(dit_g(m, W_PATCH), m->dh, m->xp, BN, m->P, D, m->P, s);
-    bias_backward(dit_g(m, B_PATCH), m->dh, BN, D, s);
+    for (int l = c->L - 1; l >= 0; l--) {
+        layer_backward(m, l, B);
+        param_store_bucket_done(&m->st, l, last, 0);  // its reduction overlaps the blocks below
+    }
+    PROF(&m->prof, "patch embed bwd", gemm_flops(BN, D, m->P), 0, s) {
+        matmul_backward_weight(dit_g(m, W_PATCH), m->dh, m->xp, BN, m->P, D, m->P, s);
+        bias_backward(dit_g(m, B_PATCH), m->dh, BN, D, s);
+    }
     conditioning_backward(m, B);
+    param_store_bucket_done(&m->st, c->L, last, 0);  // the rest: patch, timestep and class, final layer
 }
 
 static void dit_check_batch(const Dit* m, int B, const int* y) {
@@ -736,9 +879,11 @@ static void dit_check_batch(const Dit* m, int B, const int* y) {
 
 // One micro-batch of clips x0 with noise, t and classes y (host arrays): forward, and in
 // training the backward, adding into the gradients (dscale = 1 / values in the whole
-// step). Returns the mean loss; per_clip (optional) gets each clip's mean squared error.
+// step, all ranks). With last = 1 (the step's last micro-batch) each bucket's DP
+// reduction starts as soon as its gradients are complete. Returns the mean loss of
+// these clips; per_clip (optional) gets each clip's mean squared error.
 static float dit_forward_backward(Dit* m, const float* x0, const float* noise, const float* t, const int* y, int B,
-                                  RunMode mode, float dscale, float* per_clip) {
+                                  RunMode mode, float dscale, float* per_clip, int last) {
     dit_check_batch(m, B, y);
     stream_t s = m->stream;
     size_t n = (size_t)B * m->clip;
@@ -747,7 +892,7 @@ static float dit_forward_backward(Dit* m, const float* x0, const float* noise, c
     dev_memcpy_h2d(m->t, t, (size_t)B * sizeof(float), s);
     dev_memcpy_h2d(m->y, y, (size_t)B * sizeof(int), s);
     flow_prepare(m->xt, m->vtarget, m->x0, m->noise, m->t, B, m->clip, s);
-    dit_run(m, B, mode, dscale);
+    dit_run(m, B, mode, dscale, last);
     dev_memcpy_d2h(m->host_sq, m->sq, (size_t)B * sizeof(float), s);
     stream_synchronize(s);
     double sum = 0.0;
@@ -765,36 +910,19 @@ static void dit_velocity(Dit* m, const float* xt, const float* t, const int* y, 
     dev_upload_floats(m->xt, xt, (size_t)B * m->clip);
     dev_memcpy_h2d(m->t, t, (size_t)B * sizeof(float), s);
     dev_memcpy_h2d(m->y, y, (size_t)B * sizeof(int), s);
-    dit_run(m, B, MODE_SAMPLE, 0.0f);
+    dit_run(m, B, MODE_SAMPLE, 0.0f, 0);
     stream_synchronize(s);
     dev_download_floats(v, m->vpred, (size_t)B * m->clip);
 }
 
-static void dit_zero_grads(Dit* m) { dev_memset(m->grads, 0, m->num_params * sizeof(floatX), m->stream); }
+static void dit_zero_grads(Dit* m) { param_store_zero_grads(&m->st); }
+static float dit_grad_norm(Dit* m) { return param_store_grad_norm(&m->st); }
 
-static float dit_grad_norm(Dit* m) {
-    stream_t s = m->stream;
-    dev_memset(m->norm_scratch, 0, sizeof(float), s);
-    global_norm_squared(m->norm_scratch, m->grads, m->num_params, s);
-    float norm2 = 0.0f;
-    dev_memcpy_d2h(&norm2, m->norm_scratch, sizeof(float), s);
-    stream_synchronize(s);
-    return sqrtf(norm2);
+// global-norm clipping and one AdamW step on what this rank owns (then ZeRO-1's all-gather)
+static void dit_apply_update(Dit* m, float lr, float beta1, float beta2, float eps, float weight_decay, float grad_clip,
+                             float norm, int t) {
+    param_store_apply_update(&m->st, lr, beta1, beta2, eps, weight_decay, grad_clip, norm, t);
 }
-
-// global-norm clipping (as torch.nn.utils.clip_grad_norm_) and one AdamW step
-static void dit_apply_update(Dit* m, float lr, float beta1, float beta2, float eps, float weight_decay,
-                             float grad_clip, float norm, int t) {
-    float scale = grad_clip_scale(grad_clip, norm);
-    for (int i = 0; i < NUM_DIT_TENSORS; i++) {
-        size_t o = m->param_off[i];
-        adamw_update(m->params + o, m->master ? m->master + o : NULL, m->grads + o, m->adam_m + o, m->adam_v + o,
-                     m->param_sizes[i], lr, beta1, beta2, eps, dit_tensor_decays(i) ? weight_decay : 0.0f, scale, t,
-                     m->stream);
-    }
-    stream_synchronize(m->stream);
-}
-
 // ----------------------------------------------------------------------------
 // checkpoints (docs/formats.md): header, fp32 parameters, AdamW m and v, through
 // llmc/checkpoint.h (atomic, checksummed). The data order and every random draw are
@@ -803,11 +931,14 @@ static void dit_apply_update(Dit* m, float lr, float beta1, float beta2, float e
 #define DIT_CKPT_MAGIC 20261126
 #define DIT_CKPT_VERSION 1
 
+// A collective: every rank calls it, rank 0 writes.
 static void dit_checkpoint_write(Dit* m, const char* path, int step) {
     const DitConfig* c = &m->cfg;
     size_t n = m->num_params;
-    float* buf = (float*)xmalloc(3 * n * sizeof(float));
-    dit_get_state(m, buf, buf + n, buf + 2 * n);
+    int root = m->comm->rank == 0;
+    float* buf = root ? (float*)xmalloc(3 * n * sizeof(float)) : NULL;
+    param_store_get_state(&m->st, buf, root ? buf + n : NULL, root ? buf + 2 * n : NULL);
+    if (!root) return;
     int header[256] = {0};
     float* hf = (float*)header;
     header[0] = DIT_CKPT_MAGIC; header[1] = DIT_CKPT_VERSION;
@@ -841,13 +972,17 @@ static const char* dit_checkpoint_check(const char* path, void* header_out) {
     return ckpt_verify(path, blocks, 3);
 }
 
-// Loads parameters and (unless params_only, as for --init-from) AdamW state; returns the
-// checkpoint's step.
+// Loads parameters and (unless params_only, as for --init-from) AdamW state, whatever the
+// layout that wrote it; returns the checkpoint's step. Rank 0 reads, every rank gets it.
 static int dit_checkpoint_read(Dit* m, const char* path, int params_only) {
     const DitConfig* c = &m->cfg;
-    int h[256];
-    const char* why = dit_checkpoint_check(path, h);
-    if (why) FAIL("%s", why);
+    Comm* cm = m->comm;
+    int h[256] = {0};
+    char why[1400] = {0};
+    if (cm->rank == 0) { const char* w = dit_checkpoint_check(path, h); if (w) snprintf(why, sizeof(why), "%s", w); }
+    comm_host_broadcast(cm, GROUP_WORLD, why, sizeof(why), 0);
+    if (why[0]) FAIL("%s", why);
+    comm_host_broadcast(cm, GROUP_WORLD, h, sizeof(h), 0);
     int want[12] = {c->C, c->Fr, c->Hi, c->Wi, c->pt, c->ph, c->pw, c->D, c->L, c->H, c->FF, c->NC};
     const char* names[12] = {"C", "frames", "height", "width", "pt", "ph", "pw", "D", "L", "H", "FF", "NC"};
     for (int i = 0; i < 12; i++)
@@ -856,14 +991,12 @@ static int dit_checkpoint_read(Dit* m, const char* path, int params_only) {
                  path, names[i], h[2 + i], want[i]);
     if (memcmp(&((float*)h)[32], &c->rope_theta, sizeof(float)) != 0)
         FAIL("%s: the checkpoint has rope_theta=%.9g but this run has %.9g", path, ((float*)h)[32], c->rope_theta);
-    size_t n = m->num_params;
-    float* buf = (float*)xmalloc(3 * n * sizeof(float));
-    FILE* f = xfopen(path, "rb");
-    fseek(f, 1024, SEEK_SET);
-    xfread(buf, sizeof(float), 3 * n, f, path);
-    fclose(f);
-    dit_set_state(m, buf, params_only ? NULL : buf + n, params_only ? NULL : buf + 2 * n);
-    free(buf);
+    size_t n = (size_t)h[15] | ((size_t)h[16] << 31);
+    if (n != m->num_params) FAIL("%s: %zu parameters, the model has %zu", path, n, m->num_params);
+    FILE* f = cm->rank == 0 ? xfopen(path, "rb") : NULL;
+    if (f) fseek(f, 1024, SEEK_SET);
+    param_store_read_state(&m->st, f, path, params_only);
+    if (f) fclose(f);
     return h[14];
 }
 
@@ -875,9 +1008,12 @@ typedef struct {
     DitConfig cfg;
     DitFlags flags;
     TrainLoopArgs loop;  // optimizer, schedule, cadence, run directory, resume, plan (llmc/train_args.h)
-    int B, grad_accum, val_clips, sample_every, sample_steps, gif_scale, save_init;
+    int B, grad_accum, total_batch, val_clips, sample_every, sample_steps, gif_scale, save_init;
     float cfg_scale, label_dropout;
     const char* data;
+    ParallelArgs par;    // --zero, --tp, --comm, --comm-timeout, --dp, --fp32-grad-accum (llmc/parallel_args.h)
+    FitArgs fit;         // --fit-memory (llmc/fit_memory.h)
+    int batch_given, fit_fixed_ffn, fit_fixed_recompute, fit_fixed_offload;  // flags given by the user
 } TrainArgs;
 
 static void usage(const Flag* flags, int n) {
@@ -902,13 +1038,15 @@ static void parse_args(int argc, char** argv, TrainArgs* a) {
     a->flags = dit_flags_default();
     a->loop.ffn_chunk_dim = "hidden";
     a->loop.attention = "auto";
-    a->B = 8; a->grad_accum = 1; a->loop.steps = 300; a->loop.warmup = 20;
+    a->B = 8; a->grad_accum = 0; a->loop.steps = 300; a->loop.warmup = 20;
     a->loop.val_every = 50; a->val_clips = 48; a->sample_every = 0; a->sample_steps = 24; a->loop.ckpt_every = 0; a->loop.log_every = 1;
     a->gif_scale = 4;
     a->loop.lr = 1e-3f; a->loop.min_lr_frac = 0.1f; a->loop.weight_decay = 0.0f; a->loop.beta1 = 0.9f; a->loop.beta2 = 0.999f;
     a->loop.adam_eps = 1e-8f; a->loop.grad_clip = 1.0f; a->cfg_scale = 3.0f; a->label_dropout = 0.1f; a->loop.seed = 1337;
     a->data = "synthetic";
     a->loop.run_dir = "runs/train_dit";
+    a->par = parallel_args_default();
+    a->fit = fit_args_default();
     const Flag own[] = {
         {"model", 's', &a->loop.model, "dit-tiny | dit-S | dit-B | dit-XL | hunyuan-13B (default dit-tiny)"},
         {"channels", 'i', &a->cfg.C, "clip channels C (overrides the preset)"},
@@ -925,8 +1063,9 @@ static void parse_args(int argc, char** argv, TrainArgs* a) {
         {"NC", 'i', &a->cfg.NC, "classes (the null class is added)"},
         {"rope-theta", 'f', &a->cfg.rope_theta, "3-D RoPE base"},
         {"data", 's', &a->data, "'synthetic' (moving digits, generated) or a clip file (docs/formats.md)"},
-        {"batch", 'i', &a->B, "clips per micro-batch (default 8)"},
-        {"grad-accum", 'i', &a->grad_accum, "micro-batches per optimizer step (default 1)"},
+        {"batch", 'i', &a->B, "clips per micro-batch per rank (default 8)"},
+        {"total-batch", 'i', &a->total_batch, "clips per optimizer step over all ranks; a multiple of batch*dp (default batch*dp)"},
+        {"grad-accum", 'i', &a->grad_accum, "micro-batches per optimizer step: --total-batch = batch*dp*grad-accum (default 1)"},
         {"label-dropout", 'f', &a->label_dropout, "probability that a clip's class becomes the null class (default 0.1)"},
         {"val-clips", 'i', &a->val_clips, "held-out (clip, t, noise) triples per validation (default 48)"},
         {"sample-every", 'i', &a->sample_every, "write one GIF per class every N steps and at the end, 0 = never"},
@@ -937,10 +1076,22 @@ static void parse_args(int argc, char** argv, TrainArgs* a) {
     };
     MemoryFlagRefs mem = {&a->flags.ffn_chunks, &a->flags.offload_act, &a->flags.recompute,
                           "0 keep all, 1 recompute norms, normed q/k and GELU, 2 keep only block inputs"};
-    Flag flags[TRAIN_MAX_FLAGS];
-    train_flags_parse(argc, argv, own, (int)(sizeof(own) / sizeof(own[0])), &a->loop, mem, &a->flags.ffn_chunk_seq,
-                      flags, NULL, usage);
-    if (a->B < 1 || a->grad_accum < 1) FAIL("--batch and --grad-accum must be >= 1");
+    Flag all[TRAIN_MAX_FLAGS], flags[TRAIN_MAX_FLAGS];
+    int n_own = (int)(sizeof(own) / sizeof(own[0]));
+    memcpy(all, own, sizeof(own));
+    n_own += parallel_flags(all + n_own, &a->par, "tensor-parallel group size: consecutive ranks; must divide the ranks and H "
+                                                  "(default 1)");
+    n_own += fit_flags(all + n_own, &a->fit);
+    int given[TRAIN_MAX_FLAGS];
+    int n = train_flags_parse(argc, argv, all, n_own, &a->loop, mem, &a->flags.ffn_chunk_seq, flags, given, usage);
+    a->batch_given = flag_given(flags, n, given, &a->B);
+    a->fit_fixed_ffn = flag_given(flags, n, given, &a->flags.ffn_chunks);
+    a->fit_fixed_recompute = flag_given(flags, n, given, &a->flags.recompute);
+    a->fit_fixed_offload = flag_given(flags, n, given, &a->flags.offload_act);
+    parallel_args_validate(&a->par);
+    fit_args_validate(&a->fit);
+    if (a->B < 1 || a->grad_accum < 0 || a->total_batch < 0)
+        FAIL("--batch must be >= 1, --grad-accum and --total-batch >= 1 (or left out)");
     if (a->sample_every < 0 || a->val_clips < 1 || a->sample_steps < 1 || a->gif_scale < 1)
         FAIL("--sample-every must be >= 0; --val-clips, --sample-steps, --gif-scale >= 1");
     if (!(a->label_dropout >= 0.0f && a->label_dropout <= 1.0f)) FAIL("--label-dropout must be in [0, 1]");
@@ -948,10 +1099,10 @@ static void parse_args(int argc, char** argv, TrainArgs* a) {
 }
 
 // the per-flag view of a block's saved activations (what --plan-only prints for long sequences)
-static void print_activation_table(Logger* lg, const DitConfig* c, int B) {
+static void print_activation_table(Logger* lg, const DitConfig* c, const DitShard* t, int B) {
     static const struct { const char* name; DitFlags f; } rows[] = {
-        {"no flag", {1, 0, 0, 0}}, {"--ffn-chunks 4", {4, 0, 0, 0}}, {"--recompute 1", {1, 0, 0, 1}},
-        {"--ffn-chunks 4 --recompute 1", {4, 0, 0, 1}}, {"--recompute 2", {1, 0, 0, 2}}};
+        {"no flag", dit_flags(1, 0)}, {"--ffn-chunks 4", dit_flags(4, 0)}, {"--recompute 1", dit_flags(1, 1)},
+        {"--ffn-chunks 4 --recompute 1", dit_flags(4, 1)}, {"--recompute 2", dit_flags(1, 2)}};
     int N = dit_tokens(c);
     logf_(lg, "saved activations per block and for all %d blocks (GiB), B=%d, at token counts N (this clip: %d):\n",
           c->L, B, N);
@@ -961,7 +1112,7 @@ static void print_activation_table(Logger* lg, const DitConfig* c, int B) {
     for (size_t r = 0; r < sizeof(rows) / sizeof(rows[0]); r++) {
         logf_(lg, "| %-30s |", rows[r].name);
         for (int e = 14; e <= 17; e++) {
-            double blk = (double)dit_act_plan(c, B, (size_t)1 << e, &rows[r].f).block_bytes / 1073741824.0;
+            double blk = (double)dit_act_plan(c, t, B, (size_t)1 << e, &rows[r].f).block_bytes / 1073741824.0;
             logf_(lg, " %18.3f | %12.2f |", blk, blk * c->L);
         }
         logf_(lg, "\n");
@@ -976,9 +1127,12 @@ static void print_config(Logger* lg, const TrainArgs* a, const Dit* m) {
     logf_(lg, "model: D=%d L=%d H=%d (hd %d) FF=%d NC=%d rope_theta=%g | clip C=%d Fr=%d Hi=%d Wi=%d, patch %dx%dx%d: "
           "N=%d tokens of P=%d | %.2fM parameters\n", c->D, c->L, c->H, c->D / c->H, c->FF, c->NC, c->rope_theta, c->C,
           c->Fr, c->Hi, c->Wi, c->pt, c->ph, c->pw, m->N, m->P, m->num_params / 1e6);
-    logf_(lg, "batch: %d clips x %d micro-steps = %d clips (%d tokens) per step | steps %d, lr %g warmup %d, wd %g, "
-          "clip %g | label dropout %g\n", a->B, a->grad_accum, a->B * a->grad_accum, a->B * a->grad_accum * m->N,
+    logf_(lg, "batch: %d clips x %d micro-steps x %d DP ranks = %d clips (%d tokens) per step | steps %d, lr %g warmup %d, "
+          "wd %g, clip %g | label dropout %g\n", a->B, a->grad_accum, m->comm->dp, a->total_batch, a->total_batch * m->N,
           a->loop.steps, a->loop.lr, a->loop.warmup, a->loop.weight_decay, a->loop.grad_clip, a->label_dropout);
+    logf_(lg, "parallel: world %d = dp %d x tp %d (--tp-mode %s: %d heads, %d FFN units on this rank) | --zero %d | "
+          "--fp32-grad-accum %d | comm %s, timeout %g s\n", m->comm->size, m->comm->dp, m->comm->tp, a->par.tp_mode, m->sh.Hl,
+          m->sh.FFl, m->par.zero, m->par.grad_fp32, comm_backend_name(m->comm), a->par.comm_timeout);
     logf_(lg, "memory flags: --ffn-chunks %d --ffn-chunk-dim %s --offload-act %d (%d blocks) --recompute %d\n",
           m->flags.ffn_chunks, a->loop.ffn_chunk_dim, m->flags.offload_act, m->off.n_offload, m->flags.recompute);
     logf_(lg, "attention: %s (--attention %s)\n", attention_impl_name(g_attention_impl), a->loop.attention);
@@ -987,17 +1141,41 @@ static void print_config(Logger* lg, const TrainArgs* a, const Dit* m) {
 #endif
 }
 
+// What one step sends, by the count of llmc/comm.h (docs/memory.md 9.8). Under TP, per
+// block and micro-step, the all-reduces of [B*N, D] rows: y1 and y2 forward, d a2 and d a1
+// backward; with --recompute 2 y1 again (and y2 when the FFN is one chunk); a chunked FFN's
+// backward sums each recomputed chunk's y2 (all rows per hidden chunk, its own rows per
+// token chunk); once per step the QK norms' gradients. Then data parallelism's buckets.
+static CommBytes dit_comm_bytes(const Dit* m) {
+    CommBytes cb;
+    memset(&cb, 0, sizeof(cb));
+    const DitConfig* c = &m->cfg;
+    if (m->comm->tp > 1) {
+        double S = (double)m->B * m->N * c->D * sizeof(floatX), chunked = m->flags.ffn_chunks > 1;
+        double per_block = 4 + (m->flags.recompute >= 2) * (1 + !chunked);
+        if (chunked) per_block += m->flags.ffn_chunk_seq ? 1 : dit_ffn_num_chunks(m, m->B);
+        comm_bytes_add(&cb, m->comm, GROUP_TP, KIND_ALL_REDUCE, m->micro_steps * c->L * per_block * S);
+        comm_bytes_add(&cb, m->comm, GROUP_TP, KIND_ALL_REDUCE, 2.0 * c->L * (c->D / c->H) * sizeof(floatX));
+    }
+    param_store_comm_bytes(&m->st, &cb);
+    return cb;
+}
+
 static void print_plan(Logger* lg, const Dit* m) {
-    logf_(lg, "memory plan (everything allocated before the first step):\n");
+    logf_(lg, "memory plan%s (everything allocated before the first step):\n", m->comm->size > 1 ? " per rank" : "");
     log_plan(lg, &m->dev, &m->host);
     if (matmul_workspace_bytes())
         logf_(lg, "outside the arena: cuBLASLt workspace %.1f MiB and the CUDA context\n", matmul_workspace_bytes() / 1048576.0);
     act_plan_log(lg, &m->acts, "block");
+    CommBytes cb = dit_comm_bytes(m);
+    comm_bytes_log(lg, "comm per step, predicted (bytes this rank sends)", cb.b);
 }
 
 static void write_plan_json(const Dit* m, const char* path) {
-    char extra[64];
-    snprintf(extra, sizeof(extra), "\"N\": %d, \"P\": %d", m->N, m->P);
+    char extra[192];
+    snprintf(extra, sizeof(extra), "\"N\": %d, \"P\": %d, \"dp\": %d, \"tp\": %d, \"zero\": %d, \"grad_fp32\": %d, "
+             "\"n_local\": %zu, \"n_opt\": %zu", m->N, m->P, m->comm->dp, m->comm->tp, m->par.zero, m->par.grad_fp32,
+             m->st.lay.n_local, m->st.lay.n_opt);
     trainer_plan_json(path, &m->acts, &m->off, m->num_params, extra, &m->dev, &m->host);
 }
 
@@ -1038,40 +1216,54 @@ typedef struct { double all, bucket[3]; int count[3]; } ValLoss;
 
 // The forward and backward of one optimizer step: grad_accum micro-batches of clips, each
 // with its noise, t and label dropout drawn from (seed, the clip's global index), added
-// into the zeroed gradients. Returns the mean loss.
+// into the zeroed gradients. A global micro-batch is B x dp clips in a row of the source,
+// DP rank r taking B of them from its r-th place: the clips of a step do not depend on
+// the layout. Returns the mean loss over all ranks.
 static double accumulate_gradients(Dit* m, const TrainArgs* a, Batch* batch, ClipSource* train, int step, float dscale) {
     dit_zero_grads(m);
+    int dp = m->comm->dp;
     double loss = 0.0;
     for (int micro = 0; micro < a->grad_accum; micro++) {
-        uint64_t first = ((uint64_t)(step - 1) * a->grad_accum + micro) * a->B;
+        uint64_t first = (((uint64_t)(step - 1) * a->grad_accum + micro) * dp + m->comm->dp_rank) * a->B;
         batch_fill(batch, train, first, m->clip, (uint64_t)a->loop.seed, SALT_TRAIN, a->label_dropout, a->cfg.NC);
-        loss += dit_forward_backward(m, batch->x0, batch->noise, batch->t, batch->y, a->B, MODE_TRAIN, dscale, NULL);
+        loss += dit_forward_backward(m, batch->x0, batch->noise, batch->t, batch->y, a->B, MODE_TRAIN, dscale, NULL,
+                                     micro == a->grad_accum - 1);
     }
-    return loss / a->grad_accum;
+    comm_host_all_reduce(m->comm, GROUP_DP, &loss, 1, COMM_SUM);  // the ranks' means of equal batches
+    return loss / a->grad_accum / dp;
 }
 
+// The held-out set in chunks of B clips, chunk k on DP rank k % dp. Each clip's loss and t
+// land in its own slot of one array (zero elsewhere), summed over the ranks (x + 0 is
+// exact) and then added up in clip order: the same numbers as one process with the same
+// --batch, whatever the number of ranks.
 static ValLoss evaluate(Dit* m, ClipSource* val, Batch* b, int n_clips, uint64_t seed) {
     ValLoss r = {0.0, {0.0, 0.0, 0.0}, {0, 0, 0}};
     float* per = (float*)xmalloc((size_t)b->B * sizeof(float));
-    int done = 0;
-    while (done < n_clips) {
+    double* slots = (double*)xmalloc(2 * (size_t)n_clips * sizeof(double));  // loss, t of each clip
+    memset(slots, 0, 2 * (size_t)n_clips * sizeof(double));
+    for (int done = 0, k = 0; done < n_clips; done += b->B, k++) {
+        if (k % m->comm->dp != m->comm->dp_rank) continue;
         int n = n_clips - done < b->B ? n_clips - done : b->B;
         Batch part = *b; part.B = n;
         batch_fill(&part, val, (uint64_t)done, m->clip, seed, SALT_VAL, 0.0f, m->cfg.NC);
-        dit_forward_backward(m, part.x0, part.noise, part.t, part.y, n, MODE_EVAL, 0.0f, per);
-        for (int i = 0; i < n; i++) {
-            int k = part.t[i] < 1.0f / 3.0f ? 0 : part.t[i] < 2.0f / 3.0f ? 1 : 2;
-            r.all += per[i]; r.bucket[k] += per[i]; r.count[k]++;
-        }
-        done += n;
+        dit_forward_backward(m, part.x0, part.noise, part.t, part.y, n, MODE_EVAL, 0.0f, per, 0);
+        for (int i = 0; i < n; i++) { slots[2 * (done + i)] = per[i]; slots[2 * (done + i) + 1] = part.t[i]; }
+    }
+    comm_host_all_reduce(m->comm, GROUP_DP, slots, 2 * (size_t)n_clips, COMM_SUM);
+    for (int i = 0; i < n_clips; i++) {
+        float loss = (float)slots[2 * i], t = (float)slots[2 * i + 1];
+        int k = t < 1.0f / 3.0f ? 0 : t < 2.0f / 3.0f ? 1 : 2;
+        r.all += loss; r.bucket[k] += loss; r.count[k]++;
     }
     r.all /= n_clips;
     for (int k = 0; k < 3; k++) r.bucket[k] = r.count[k] ? r.bucket[k] / r.count[k] : NAN;
-    free(per);
+    free(per); free(slots);
     return r;
 }
 
-// One clip per class with the Euler sampler of DESIGN 9.3 and classifier-free guidance:
+// One clip per class with the Euler sampler of docs/design.md 9.3 and classifier-free guidance
+// (every rank runs it on the same numbers, so that any layout samples alike):
 // x from noise at t = 1 to t = 0 in S steps, v = v_null + s (v_y - v_null). The noise is
 // seeded by the class only, so the samples of successive steps are comparable. Each
 // clip goes to a GIF and a PNG strip of its frames in DIR/samples.
@@ -1109,8 +1301,8 @@ static void sample_clips(Dit* m, const TrainArgs* a, Logger* lg, int step) {
     }
     char dir[1100], path[1300];
     snprintf(dir, sizeof(dir), "%s/samples", a->loop.run_dir);
-    mkdir_p(dir);
-    for (int k = 0; k < c->NC; k++) {
+    if (m->comm->rank == 0) mkdir_p(dir);
+    for (int k = 0; k < c->NC && m->comm->rank == 0; k++) {  // every rank sampled the same clips; rank 0 writes
         float* xk = x + (size_t)k * clip;
         for (size_t j = 0; j < clip; j++) xk[j] = xk[j] < -1.0f ? -1.0f : xk[j] > 1.0f ? 1.0f : xk[j];
         snprintf(path, sizeof(path), "%s/step_%06d_class_%d.gif", dir, step, k);
@@ -1123,20 +1315,138 @@ static void sample_clips(Dit* m, const TrainArgs* a, Logger* lg, int step) {
     free(x); free(xin); free(v); free(t); free(y);
 }
 
+// ----------------------------------------------------------------------------
+// --fit-memory (llmc/fit_memory.h): what a candidate costs. Its memory is its plan
+// (dit_build without allocating); its cost the predicted extra time per micro-step:
+// the recomputed FLOPs (--recompute 2: the attention half; --recompute 2 or chunks: the
+// FFN, whose backward recomputes fc1 and fc2), the recomputed memory traffic (the
+// modulated norms, the QK norms and RoPE, GELU), the extra launches and the part of each
+// offload copy the neighbouring block cannot hide (docs/memory.md section 9.9).
+static double dit_fit_cost_seconds(const Dit* m, const CostModel* cm) {
+    const DitConfig* c = &m->cfg;
+    const DitFlags* f = &m->flags;
+    double BN = (double)m->B * m->N, D = c->D, hd = (double)c->D / c->H, Dl = m->sh.Hl * hd, FFl = m->sh.FFl;
+    double sx = sizeof(floatX), L = c->L;
+    double attn_fwd = 2.0 * BN * 4.0 * Dl * D + 4.0 * m->B * m->sh.Hl * (double)m->N * m->N * hd;  // qkv, proj, attention
+    double ffn_fwd = 2.0 * 2.0 * BN * D * FFl;                                                  // fc1 and fc2
+    int K = f->ffn_chunks;
+    double flops = 0.0, bytes = 0.0, launches = 0.0;
+    if (f->recompute >= 2) flops += L * attn_fwd;
+    if (f->recompute >= 2 || K > 1) flops += L * ffn_fwd;
+    if (f->recompute >= 1) bytes += L * (2.0 * 2.0 * BN * D + 4.0 * BN * Dl) * sx;  // two modulated norms, q and k
+    if (f->recompute >= 1 || K > 1) bytes += L * 2.0 * BN * FFl * sx;                 // GELU: read u, write g
+    launches += L * (K - 1) * 12.0 + (K > 1 ? L * K * 5.0 : 0.0);  // per extra chunk; the chunk recompute
+    double exposed = fit_offload_seconds(m->off.n_offload, m->acts.block_bytes, attn_fwd + ffn_fwd, cm, &launches);
+    return flops / cm->flops + bytes / cm->mem_bw + launches * cm->launch_s + exposed;
+}
+
+typedef struct { const TrainArgs* a; Comm* comm; } DitFit;
+
+static FitCost dit_fit_cost(void* ctx, const FitFlags* ff, const CostModel* cm) {
+    const DitFit* x = (const DitFit*)ctx;
+    const TrainArgs* a = x->a;
+    FitCost c = {-1.0, 0.0, 0.0, 0};
+    DitFlags f = a->flags;
+    f.ffn_chunks = ff->ffn_chunks; f.recompute = ff->recompute; f.offload_act = ff->offload_act;
+    DitShard sh = dit_shard(&a->cfg, x->comm->tp, x->comm->tp_rank);
+    if (f.ffn_chunks > (f.ffn_chunk_seq ? dit_tokens(&a->cfg) : sh.FFl)) return c;
+    int dp = x->comm->dp, micro = a->total_batch ? a->total_batch / (ff->B * dp) : 1;
+    DitParallel par = {a->par.zero, grad_fp32_resolve(a->par.fp32_grad_accum, micro), tp_mode_parse(a->par.tp_mode)};
+    Dit m;
+    dit_build(&m, &a->cfg, &f, &par, x->comm, ff->B, 0);
+    c.bytes = (double)m.dev.total;
+#ifdef LLMC_CPU
+    c.bytes += (double)m.host.total;  // "device" and host are the same memory: offload saves nothing there
+#endif
+    c.n_offload = m.off.n_offload;
+    c.seconds = dit_fit_cost_seconds(&m, cm);
+    // the flag-free micro-step: 6 FLOPs per parameter and token, and the attention's 12 L N^2 D per clip
+    c.base = (6.0 * m.num_params * m.N + 12.0 * a->cfg.L * (double)m.N * m.N * a->cfg.D) * ff->B / cm->flops;
+    dit_free(&m);
+    return c;
+}
+
+// Picks the flags (and the clips per micro-batch unless given) for --fit-memory.
+static void fit_memory(TrainArgs* a, Comm* comm, char* report, size_t report_n) {
+    DitFit ctx = {a, comm};
+    FitSearch s;
+    memset(&s, 0, sizeof(s));
+    s.L = a->cfg.L;
+    FitFlags given = {a->B, a->flags.ffn_chunks, 1, a->flags.recompute, a->flags.offload_act};
+    s.given = given;
+    s.fixed_B = a->batch_given; s.fixed_ffn = a->fit_fixed_ffn; s.fixed_recompute = a->fit_fixed_recompute;
+    s.fixed_offload = a->fit_fixed_offload;
+    fit_batches(&s, a->total_batch, comm->dp, 64, 128);  // this build's 128 clips per micro-batch
+    s.ctx = &ctx; s.cost = dit_fit_cost;
+    FitFlags best = fit_memory_search(&s, &a->fit, comm->rank, report, report_n);
+    a->B = best.B;
+    a->flags.ffn_chunks = best.ffn_chunks; a->flags.recompute = best.recompute; a->flags.offload_act = best.offload_act;
+}
+
+// every rank must run the same program with the same flags: a mismatch stops the job at start
+static void check_same_config(Comm* comm, const TrainArgs* a) {
+    char v[56][COMM_CONFIG_VALUE_BYTES];
+    const char* names[56];
+    const char* values[56];
+    int n = 0;
+    #define FIELD(name, ...) do { names[n] = name; snprintf(v[n], COMM_CONFIG_VALUE_BYTES, __VA_ARGS__); values[n] = v[n]; n++; } while (0)
+    FIELD("program", "%s", "train_dit");
+    const DitConfig* c = &a->cfg;
+    FIELD("clip", "%dx%dx%dx%d", c->C, c->Fr, c->Hi, c->Wi); FIELD("patch", "%dx%dx%d", c->pt, c->ph, c->pw);
+    FIELD("model", "D=%d", c->D); FIELD("model L", "%d", c->L); FIELD("model H", "%d", c->H); FIELD("model FF", "%d", c->FF);
+    FIELD("model NC", "%d", c->NC); FIELD("rope-theta", "%.9g", c->rope_theta);
+    FIELD("batch", "%d", a->B); FIELD("total-batch", "%d", a->total_batch); FIELD("steps", "%d", a->loop.steps);
+    FIELD("lr", "%.9g", a->loop.lr); FIELD("min-lr-frac", "%.9g", a->loop.min_lr_frac); FIELD("warmup", "%d", a->loop.warmup);
+    FIELD("weight-decay", "%.9g", a->loop.weight_decay); FIELD("beta1", "%.9g", a->loop.beta1);
+    FIELD("beta2", "%.9g", a->loop.beta2); FIELD("adam-eps", "%.9g", a->loop.adam_eps); FIELD("grad-clip", "%.9g", a->loop.grad_clip);
+    FIELD("seed", "%lld", a->loop.seed); FIELD("label-dropout", "%.9g", a->label_dropout);
+    FIELD("ffn-chunks", "%d", a->flags.ffn_chunks); FIELD("ffn-chunk-dim", "%s", a->loop.ffn_chunk_dim);
+    FIELD("offload-act", "%d", a->flags.offload_act); FIELD("recompute", "%d", a->flags.recompute);
+    FIELD("attention", "%s", a->loop.attention); FIELD("zero", "%d", a->par.zero); FIELD("tp", "%d", a->par.tp);
+    FIELD("tp-mode", "%s", a->par.tp_mode); FIELD("tp-recompute-allgather", "%d", a->par.tp_regather);
+    FIELD("fp32-grad-accum", "%d", a->par.fp32_grad_accum); FIELD("comm", "%s", a->par.comm_backend);
+    FIELD("comm-timeout", "%.9g", a->par.comm_timeout); FIELD("val-every", "%d", a->loop.val_every);
+    FIELD("val-clips", "%d", a->val_clips); FIELD("sample-every", "%d", a->sample_every);
+    FIELD("sample-steps", "%d", a->sample_steps); FIELD("cfg-scale", "%.9g", a->cfg_scale); FIELD("gif-scale", "%d", a->gif_scale);
+    FIELD("ckpt-every", "%d", a->loop.ckpt_every); FIELD("data", "%s", a->data); FIELD("run-dir", "%s", a->loop.run_dir);
+    FIELD("resume", "%s", a->loop.resume ? a->loop.resume : ""); FIELD("init-from", "%s", a->loop.init_from ? a->loop.init_from : "");
+    FIELD("save-init", "%d", a->save_init); FIELD("fit-memory", "%.9g", a->fit.budget_gib);
+    #undef FIELD
+    comm_check_same_config(comm, names, values, n);
+}
+
 int main(int argc, char** argv) {
     TrainArgs a;
     parse_args(argc, argv, &a);
     dit_config_validate(&a.cfg);
     attention_select(attention_impl_parse(a.loop.attention), a.cfg.D / a.cfg.H);
     if (a.B > 128) FAIL("--batch %d: at most 128 clips per micro-batch in this build", a.B);
-    Logger lg = {NULL, NULL, 0, NULL};
+    Comm comm;
+    parallel_comm_init(&comm, &a.par, a.loop.plan_only);
+    char fit_report[1200] = "";
+    if (a.fit.budget_gib > 0.0f) fit_memory(&a, &comm, fit_report, sizeof(fit_report));
+    // --total-batch (clips over all ranks) and its alias --grad-accum (micro-batches)
+    int dp = comm.dp, per_micro = a.B * dp;
+    if (a.total_batch == 0) a.total_batch = per_micro * (a.grad_accum ? a.grad_accum : 1);
+    if (a.total_batch % per_micro != 0)
+        FAIL("--total-batch %d must be a positive multiple of batch*dp = %d*%d", a.total_batch, a.B, dp);
+    if (a.grad_accum && a.total_batch != per_micro * a.grad_accum)
+        FAIL("--total-batch %d and --grad-accum %d disagree: batch*dp*grad-accum = %d (give one of them)", a.total_batch,
+             a.grad_accum, per_micro * a.grad_accum);
+    a.grad_accum = a.total_batch / per_micro;
+    DitParallel par = {a.par.zero, grad_fp32_resolve(a.par.fp32_grad_accum, a.grad_accum), tp_mode_parse(a.par.tp_mode)};
+    if (!a.loop.plan_only) check_same_config(&comm, &a);
+    Logger lg = {NULL, NULL, comm.rank != 0, NULL};
     Dit m;
     if (a.loop.plan_only) {
-        dit_build(&m, &a.cfg, &a.flags, a.B, 0);
+        dit_build(&m, &a.cfg, &a.flags, &par, &comm, a.B, 0);
+        m.micro_steps = a.grad_accum;
         print_config(&lg, &a, &m);
+        logf_(&lg, "%s", fit_report);
         print_plan(&lg, &m);
-        print_activation_table(&lg, &a.cfg, a.B);
+        print_activation_table(&lg, &a.cfg, &m.sh, a.B);
         if (a.loop.plan_json) write_plan_json(&m, a.loop.plan_json);
+        dit_free(&m);
         return 0;
     }
     ClipSource train, val;
@@ -1148,19 +1458,28 @@ int main(int argc, char** argv) {
         clipsource_init_file(&val, a.data, 1, a.val_clips, (uint64_t)a.loop.seed);
         clipsource_check_shape(&train, a.cfg.C, a.cfg.Fr, a.cfg.Hi, a.cfg.Wi, a.cfg.NC);
     }
-    dit_build(&m, &a.cfg, &a.flags, a.B, 1);
+    dev_select(comm_device_index(&comm, dev_count()));
+    comm_setup_device(&comm);
+    dit_build(&m, &a.cfg, &a.flags, &par, &comm, a.B, 1);
+    m.micro_steps = a.grad_accum;
+    if (a.loop.profile_step > 0) profile_setup(&m.prof, m.stream);
 
+    // --resume auto: the newest complete checkpoint of the run directory, if any (rank 0 looks)
     const char* resume = a.loop.resume;
     static char found[1024];
     if (resume && strcmp(resume, "auto") == 0) {
         int h[256];
-        resume = ckpt_find_latest(a.loop.run_dir, dit_checkpoint_check, h, &lg, found, sizeof(found)) ? found : NULL;
+        found[0] = 0;
+        if (comm.rank == 0) ckpt_find_latest(a.loop.run_dir, dit_checkpoint_check, h, &lg, found, sizeof(found));
+        comm_host_broadcast(&comm, GROUP_WORLD, found, sizeof(found), 0);
+        resume = found[0] ? found : NULL;
     }
-    logger_open(&lg, a.loop.run_dir, resume != NULL);
+    if (!lg.quiet) logger_open(&lg, a.loop.run_dir, resume != NULL);
     if (a.loop.resume && !resume) logf_(&lg, "--resume auto: no checkpoint in %s, starting fresh\n", a.loop.run_dir);
     print_config(&lg, &a, &m);
+    logf_(&lg, "%s", fit_report);
     print_plan(&lg, &m);
-    if (a.loop.plan_json) write_plan_json(&m, a.loop.plan_json);
+    if (a.loop.plan_json && !lg.quiet) write_plan_json(&m, a.loop.plan_json);
     logf_(&lg, "data: %s | validation: %d held-out clips, each with its own fixed t and noise\n",
           strcmp(a.data, "synthetic") == 0 ? "moving digits, generated (llmc/video_data.h)" : a.data, a.val_clips);
 
@@ -1186,26 +1505,31 @@ int main(int argc, char** argv) {
     batch_alloc(&batch, a.B, m.clip);
     size_t peak = 0;
     int last_ckpt = resume ? start : -1;
-    int clips_per_step = a.B * a.grad_accum;
-    float dscale = 1.0f / (float)((double)clips_per_step * m.clip);
+    float dscale = 1.0f / (float)((double)a.total_batch * m.clip);
     double loop_start = now_seconds();
     for (int step = start + 1; step <= a.loop.steps; step++) {
         double t0 = now_seconds();
+        if (step == start + 1) memset(comm.sent, 0, sizeof(comm.sent));  // what the plan's formula predicts, counted
+        if (step == a.loop.profile_step) profile_start_step(&m.prof);
         float lr = lr_at_step(step, a.loop.steps, a.loop.warmup, a.loop.lr, a.loop.min_lr_frac);
         double loss = accumulate_gradients(&m, &a, &batch, &train, step, dscale);
         float norm = dit_grad_norm(&m);
         stop_if_not_finite(step, loss, norm, a.loop.run_dir, last_ckpt);
         dit_apply_update(&m, lr, a.loop.beta1, a.loop.beta2, a.loop.adam_eps, a.loop.weight_decay, a.loop.grad_clip, norm, step);
         double ms = (now_seconds() - t0) * 1e3;
-        size_t measured = dev_peak_bytes_measured();
-        peak = measured > peak ? measured : peak;
-        double clips_s = clips_per_step / (ms / 1e3);
+        if (step == start + 1) comm_bytes_log(&lg, "comm per step, counted in this step (bytes this rank sent)", comm.sent);
+        if (step == a.loop.profile_step) profile_report(&m.prof, &lg, step, ms);
+        double most[1] = {(double)dev_peak_bytes_measured()};
+        comm_host_all_reduce(&comm, GROUP_WORLD, most, 1, COMM_MAX);  // the largest rank's
+        peak = (size_t)most[0] > peak ? (size_t)most[0] : peak;
+        double clips_s = a.total_batch / (ms / 1e3);
         int last = step == a.loop.steps;
         if (step % a.loop.log_every == 0 || last || step == start + 1) {
             char eta[32];
             format_eta(eta, sizeof(eta), loop_start, step, start, a.loop.steps);
             logf_(&lg, "step %5d/%d | loss %.6f | lr %.3e | norm %.4f | %.1f ms | %.1f clips/s %.0f tok/s | ETA %s | "
-                  "peak %.1f MiB\n", step, a.loop.steps, loss, lr, norm, ms, clips_s, clips_s * m.N, eta, peak / 1048576.0);
+                  "peak %.1f MiB%s\n", step, a.loop.steps, loss, lr, norm, ms, clips_s, clips_s * m.N, eta, peak / 1048576.0,
+                  comm.size > 1 ? " (largest rank)" : "");
         }
         ValLoss vl = {NAN, {NAN, NAN, NAN}, {0, 0, 0}};
         if (a.loop.val_every > 0 && (step % a.loop.val_every == 0 || last)) {
@@ -1238,13 +1562,14 @@ int main(int argc, char** argv) {
         if (a.sample_every > 0) sample_clips(&m, &a, &lg, start);
         peak = dev_peak_bytes_measured();
     }
-    logf_(&lg, "done: peak memory measured %.1f MiB (%s), arena %.1f MiB planned\n", peak / 1048576.0,
-          dev_measured_name(), m.dev.total / 1048576.0);
+    logf_(&lg, "done: peak memory measured %.1f MiB (%s%s), arena %.1f MiB planned\n", peak / 1048576.0,
+          dev_measured_name(), comm.size > 1 ? ", largest rank" : "", m.dev.total / 1048576.0);
     batch_free(&batch);
     clipsource_free(&train);
     clipsource_free(&val);
     logger_close(&lg);
     dit_free(&m);
+    comm_finalize(&comm);
     return 0;
 }
 #endif  // TESTING

@@ -1,7 +1,7 @@
 /*
 train_llama: trains a Llama-style language model, in one file of host code.
 
-The same file builds two programs (DESIGN 3): nvcc makes the CUDA trainer, and
+The same file builds two programs (docs/design.md 3): nvcc makes the CUDA trainer, and
 g++ -x c++ -fopenmp -DLLMC_CPU makes the CPU one, which runs the exact same
 orchestration (chunking, offload schedule, memory plan) with the CPU twins of the
 kernels. This file has no kernels: it calls the launchers of llmc/kernels.h.
@@ -24,10 +24,13 @@ Every buffer is planned before the loop (print it with --plan-only, per rank wit
 #include "llmc/dataloader.h"
 #include "llmc/tokenizer.h"
 #include "llmc/comm.h"
-#include "llmc/recycled.h"
+#include "llmc/parallel_args.h"
+#include "llmc/fit_memory.h"       // --fit-memory: the search and the cost model
+#include "llmc/tensor_parallel.h"  // the TP collectives and their recycled buffers
+#include "llmc/param_store.h"
 
 // ----------------------------------------------------------------------------
-// model configuration (DESIGN 5.2)
+// model configuration (docs/design.md 5.2)
 
 typedef struct {
     int V, D, L, H, KV, F, max_seq_len, tied;
@@ -70,30 +73,11 @@ static void config_validate(const LlamaConfig* c) {
 }
 
 // ----------------------------------------------------------------------------
-// parameters, tensor-major in the order of DESIGN 5.2
+// parameters, tensor-major in the order of docs/design.md 5.2
 
 enum { P_EMB, P_ATTN_NORM, P_WQ, P_WK, P_WV, P_WO, P_FFN_NORM, P_W1, P_W2, P_W3, P_NORM, P_OUT, NUM_PARAM_TENSORS };
 static const char* PARAM_NAMES[NUM_PARAM_TENSORS] = {"tok_embeddings", "attn_norm", "wq", "wk", "wv", "wo",
                                                      "ffn_norm", "w1", "w2", "w3", "norm", "output"};
-
-static void param_sizes(const LlamaConfig* c, size_t sizes[NUM_PARAM_TENSORS]) {
-    size_t V = c->V, D = c->D, L = c->L, F = c->F, hd = c->D / c->H;
-    sizes[P_EMB] = V * D;
-    sizes[P_ATTN_NORM] = L * D;
-    sizes[P_WQ] = L * c->H * hd * D;
-    sizes[P_WK] = L * c->KV * hd * D;
-    sizes[P_WV] = L * c->KV * hd * D;
-    sizes[P_WO] = L * D * c->H * hd;
-    sizes[P_FFN_NORM] = L * D;
-    sizes[P_W1] = L * F * D;
-    sizes[P_W2] = L * D * F;
-    sizes[P_W3] = L * F * D;
-    sizes[P_NORM] = D;
-    sizes[P_OUT] = c->tied ? 0 : V * D;
-}
-
-// weight decay applies to 2-D tensors only (embeddings, output, linear weights)
-static int param_is_matrix(int i) { return i != P_ATTN_NORM && i != P_FFN_NORM && i != P_NORM; }
 
 // ----------------------------------------------------------------------------
 // tensor parallelism: what each rank of a TP group holds (Megatron-LM's split)
@@ -102,9 +86,7 @@ static int param_is_matrix(int i) { return i != P_ATTN_NORM && i != P_FFN_NORM &
 // [r*KV/tp, ...), so each GQA group stays on one rank) and w1, w3 (hidden units
 // [f0, f0 + Fl): F need not divide by tp, parts differ by at most one). Row-parallel wo
 // and w2 (the matching columns). Norm weights are replicated. With --shard-vocab 1 the
-// embedding and the output projection are split over the vocabulary: rank r holds rows
-// [r*Vs, (r+1)*Vs), Vs = ceil(V/tp); the last shard's rows past V are zero padding,
-// masked out of the softmax.
+// embedding and the output projection are split over the vocabulary (llmc/param_layout.h).
 
 typedef struct {
     int tp, rank;     // TP group size, this rank's place in it
@@ -113,8 +95,9 @@ typedef struct {
 } TpShard;
 
 static TpShard tp_shard(const LlamaConfig* c, int tp, int r) {
-    int q = c->F / tp, extra = c->F % tp;
-    TpShard t = {tp, r, c->H / tp, c->KV / tp, q + (r < extra), r * q + (r < extra ? r : extra)};
+    size_t f0, Fl;
+    split_part((size_t)c->F, tp, r, &f0, &Fl);
+    TpShard t = {tp, r, c->H / tp, c->KV / tp, (int)Fl, (int)f0};
     return t;
 }
 
@@ -126,173 +109,32 @@ static void tp_validate(const LlamaConfig* c, int tp) {
     if (c->F < tp) FAIL("--tp %d exceeds the FFN hidden size F=%d", tp, c->F);
 }
 
-// ----------------------------------------------------------------------------
-// where each parameter lives on this rank
-//
-// The reference layout (DESIGN 5.2) is tensor-major; on the device the parameters,
-// gradients and optimizer state are laid out in buckets, one per layer (its nine
-// tensors, or this TP rank's shards of them) and one for the rest (embedding, final
-// norm, output), so that a layer's gradients are one contiguous range that data
-// parallelism reduces as soon as the layer's backward is done. With --zero 1 every
-// bucket is padded to a multiple of dp and rank r owns part r of each: the fp32 master
-// weights and AdamW moments exist only for the owned parts (the optimizer layout),
-// shard boundaries cut across tensors. With --shard-vocab 1 and tp = 1 the embedding
-// and the output projection leave the buckets: each rank keeps rows [r*Vs, (r+1)*Vs)
-// of them (Vs = ceil(V/dp)), gathered at use (FSDP-style); with tp > 1 the TP shard of
-// each stays in the head bucket (Megatron's vocab-parallel layers).
-//
-// A segment is a piece of one tensor, contiguous in the local buffer; in the reference
-// layout it is `rows` runs of n/rows elements, ref_stride apart (a row-parallel shard
-// of wo or w2 is a block of columns).
-
-typedef struct {
-    int tensor, layer;   // layer -1 for the embedding, final norm and output
-    size_t ref_off;      // offset in the reference layout
-    size_t local_off;    // offset in this rank's parameter (and gradient) buffer
-    size_t n, rows, ref_stride;
-} Segment;
-
-typedef struct { size_t start, padded; } Bucket;  // a range of the local buffer; padded % dp == 0 under --zero 1
-
-typedef struct {
-    int dp, rank, zero, shard_vocab;
-    TpShard tps;
-    int vocab_tp;                               // --shard-vocab 1 with tp > 1: vocab-parallel over TP
-    size_t vs, v0, v_valid;                     // vocab_tp: rows per shard, this shard's first row, its real rows
-    int n_seg, n_buckets;
-    Segment seg[NUM_PARAM_TENSORS * 1024];
-    int seg_bucket[NUM_PARAM_TENSORS * 1024];   // -1: the owned vocabulary region
-    Bucket bucket[1025];
-    size_t vocab_start, vocab_rows;             // tp = 1: owned vocabulary region; Vs rows per tensor
-    size_t n_local;                             // elements of the local parameter buffer
-    size_t n_opt;                               // elements of the optimizer state (owned)
-} ParamLayout;
-
-// is tensor t the same on every rank of the TP group?
-static int param_tp_replicated(const ParamLayout* p, int t) {
-    if (t == P_ATTN_NORM || t == P_FFN_NORM || t == P_NORM) return 1;
-    if (t == P_EMB || t == P_OUT) return !p->vocab_tp;
-    return 0;
+// The tensor table: shapes, TP splits (heads cut in whole heads of hd rows or columns),
+// weight decay on the 2-D tensors only. Its order is the reference layout's.
+static void llama_param_specs(const LlamaConfig* c, ParamSpec s[NUM_PARAM_TENSORS]) {
+    size_t V = c->V, D = c->D, F = c->F, hd = c->D / c->H, qd = c->H * hd, kvd = c->KV * hd;
+    const ParamSpec table[NUM_PARAM_TENSORS] = {
+        {"tok_embeddings", 0, V, D, PARAM_VOCAB, 1, 1, 1, 0},
+        {"attn_norm", 1, D, 1, PARAM_REPLICATED, 1, 1, 0, 0},
+        {"wq", 1, qd, D, PARAM_SPLIT_ROWS, hd, 1, 1, 0},
+        {"wk", 1, kvd, D, PARAM_SPLIT_ROWS, hd, 1, 1, 0},
+        {"wv", 1, kvd, D, PARAM_SPLIT_ROWS, hd, 1, 1, 0},
+        {"wo", 1, D, qd, PARAM_SPLIT_COLS, hd, 1, 1, 0},
+        {"ffn_norm", 1, D, 1, PARAM_REPLICATED, 1, 1, 0, 0},
+        {"w1", 1, F, D, PARAM_SPLIT_ROWS, 1, 1, 1, 0},
+        {"w2", 1, D, F, PARAM_SPLIT_COLS, 1, 1, 1, 0},
+        {"w3", 1, F, D, PARAM_SPLIT_ROWS, 1, 1, 1, 0},
+        {"norm", 0, D, 1, PARAM_REPLICATED, 1, 1, 0, 0},
+        {"output", 0, c->tied ? 0 : V, D, PARAM_VOCAB, 1, 1, 1, 0},
+    };
+    memcpy(s, table, sizeof(table));
 }
 
-// what this rank owns of bucket b: [lo, lo + n) of the local buffer
-static void bucket_owned(const ParamLayout* p, int b, size_t* lo, size_t* n) {
-    const Bucket* k = &p->bucket[b];
-    if (p->zero) { *n = k->padded / p->dp; *lo = k->start + (size_t)p->rank * *n; }
-    else { *n = k->padded; *lo = k->start; }
+static void param_sizes(const LlamaConfig* c, size_t sizes[NUM_PARAM_TENSORS]) {
+    ParamSpec s[NUM_PARAM_TENSORS];
+    llama_param_specs(c, s);
+    for (int i = 0; i < NUM_PARAM_TENSORS; i++) sizes[i] = param_spec_size(&s[i], c->L);
 }
-
-static void param_layout_build(ParamLayout* p, const LlamaConfig* c, int tp, int tp_rank, int dp, int rank, int zero,
-                               int shard_vocab) {
-    memset(p, 0, sizeof(*p));
-    p->dp = dp; p->rank = rank; p->zero = zero; p->shard_vocab = shard_vocab;
-    p->tps = tp_shard(c, tp, tp_rank);
-    p->vocab_tp = shard_vocab && tp > 1;
-    const TpShard* t = &p->tps;
-    size_t sizes[NUM_PARAM_TENSORS], ref_base[NUM_PARAM_TENSORS], off = 0;
-    param_sizes(c, sizes);
-    for (int i = 0; i < NUM_PARAM_TENSORS; i++) { ref_base[i] = off; off += sizes[i]; }
-    size_t D = c->D, hd = D / c->H, qd = c->H * hd, kvd = c->KV * hd, F = c->F;
-    size_t qdl = t->Hl * hd, kvdl = t->KVl * hd, Fl = t->Fl, f0 = t->f0;
-    size_t cur = 0;
-    #define ADD_SEG(tn, l, roff, nrows, cols, stride, b) do { Segment* s_ = &p->seg[p->n_seg]; s_->tensor = (tn); \
-        s_->layer = (l); s_->ref_off = (roff); s_->local_off = cur; s_->rows = (nrows); s_->n = (size_t)(nrows) * (cols); \
-        s_->ref_stride = (stride); p->seg_bucket[p->n_seg++] = (b); cur += s_->n; } while (0)
-    #define CLOSE_BUCKET(b) do { size_t len_ = cur - p->bucket[b].start; \
-        p->bucket[b].padded = zero ? ceil_div(len_, dp) * dp : len_; cur = p->bucket[b].start + p->bucket[b].padded; } while (0)
-    for (int l = 0; l < c->L; l++) {
-        p->bucket[l].start = cur;
-        ADD_SEG(P_ATTN_NORM, l, ref_base[P_ATTN_NORM] + l * D, 1, D, 0, l);
-        ADD_SEG(P_WQ, l, ref_base[P_WQ] + l * qd * D + t->rank * qdl * D, 1, qdl * D, 0, l);
-        ADD_SEG(P_WK, l, ref_base[P_WK] + l * kvd * D + t->rank * kvdl * D, 1, kvdl * D, 0, l);
-        ADD_SEG(P_WV, l, ref_base[P_WV] + l * kvd * D + t->rank * kvdl * D, 1, kvdl * D, 0, l);
-        ADD_SEG(P_WO, l, ref_base[P_WO] + l * D * qd + t->rank * qdl, D, qdl, qd, l);
-        ADD_SEG(P_FFN_NORM, l, ref_base[P_FFN_NORM] + l * D, 1, D, 0, l);
-        ADD_SEG(P_W1, l, ref_base[P_W1] + l * F * D + f0 * D, 1, Fl * D, 0, l);
-        ADD_SEG(P_W2, l, ref_base[P_W2] + l * D * F + f0, D, Fl, F, l);
-        ADD_SEG(P_W3, l, ref_base[P_W3] + l * F * D + f0 * D, 1, Fl * D, 0, l);
-        CLOSE_BUCKET(l);
-    }
-    int hb = c->L;
-    p->bucket[hb].start = cur;
-    int ntens = c->tied ? 1 : 2;
-    if (p->vocab_tp) {
-        p->vs = ceil_div(c->V, tp); p->v0 = (size_t)t->rank * p->vs;
-        p->v_valid = p->v0 < (size_t)c->V ? ((size_t)c->V - p->v0 < p->vs ? (size_t)c->V - p->v0 : p->vs) : 0;
-    }
-    for (int k = 0; k < 3; k++) {  // embedding, final norm, output
-        int tn = k == 0 ? P_EMB : k == 1 ? P_NORM : P_OUT;
-        if (tn == P_NORM) ADD_SEG(P_NORM, -1, ref_base[P_NORM], 1, D, 0, hb);
-        if (tn == P_NORM || (tn == P_OUT && c->tied) || (shard_vocab && !p->vocab_tp)) continue;
-        if (!p->vocab_tp) { ADD_SEG(tn, -1, ref_base[tn], 1, sizes[tn], 0, hb); continue; }
-        ADD_SEG(tn, -1, ref_base[tn] + p->v0 * D, 1, p->v_valid * D, 0, hb);
-        cur += (p->vs - p->v_valid) * D;  // the padding rows: zero for good
-    }
-    CLOSE_BUCKET(hb);
-    p->n_buckets = hb + 1;
-    p->vocab_start = cur;
-    if (shard_vocab && !p->vocab_tp) {
-        size_t Vs = ceil_div(c->V, dp);
-        size_t r0 = (size_t)rank * Vs, r1 = r0 + Vs < (size_t)c->V ? r0 + Vs : (size_t)c->V;
-        size_t rows = r1 > r0 ? r1 - r0 : 0;
-        p->vocab_rows = Vs;
-        for (int k = 0; k < ntens; k++) {
-            int tn = k == 0 ? P_EMB : P_OUT;
-            size_t start = cur;
-            ADD_SEG(tn, -1, ref_base[tn] + r0 * D, 1, rows * D, 0, -1);
-            cur = start + Vs * D;  // padding rows of the last shard stay zero
-        }
-    }
-    #undef ADD_SEG
-    #undef CLOSE_BUCKET
-    p->n_local = cur;
-    size_t opt = 0;
-    for (int b = 0; b < p->n_buckets; b++) { size_t lo, n; bucket_owned(p, b, &lo, &n); opt += n; }
-    p->n_opt = opt + (p->n_local - p->vocab_start);
-}
-
-// copies segment g between the reference layout and a local buffer, both fp32
-static void segment_copy(const Segment* g, float* local, float* ref, int to_local) {
-    if (g->n == 0) return;
-    size_t cols = g->n / g->rows;
-    for (size_t r = 0; r < g->rows; r++) {
-        float* l = local + g->local_off + r * cols;
-        float* f = ref + g->ref_off + r * g->ref_stride;
-        memcpy(to_local ? l : f, to_local ? f : l, cols * sizeof(float));
-    }
-}
-
-// A range of the local buffer that this rank owns, inside one tensor: its place in the
-// local buffer and in the optimizer state. param_layout_pieces lists them in optimizer
-// order; AdamW, the gradient norm and the state moves walk that list.
-typedef struct { int tensor; size_t local_off, opt_off, n; } Piece;
-
-static int param_layout_pieces(const ParamLayout* p, Piece* out) {
-    int np = 0;
-    size_t opt = 0;
-    for (int b = 0; b < p->n_buckets; b++) {
-        size_t lo, n; bucket_owned(p, b, &lo, &n);
-        for (int i = 0; i < p->n_seg; i++) {
-            if (p->seg_bucket[i] != b) continue;
-            const Segment* s = &p->seg[i];
-            size_t a = s->local_off > lo ? s->local_off : lo;
-            size_t e = s->local_off + s->n < lo + n ? s->local_off + s->n : lo + n;
-            if (e <= a) continue;
-            Piece q = {s->tensor, a, opt + (a - lo), e - a};
-            out[np++] = q;
-        }
-        opt += n;
-    }
-    for (int i = 0; i < p->n_seg; i++) {
-        if (p->seg_bucket[i] != -1 || p->seg[i].n == 0) continue;
-        const Segment* s = &p->seg[i];
-        Piece q = {s->tensor, s->local_off, opt + (s->local_off - p->vocab_start), s->n};
-        out[np++] = q;
-    }
-    return np;
-}
-#define MAX_PIECES (2 * NUM_PARAM_TENSORS * 1024 + 8)
-
 // ----------------------------------------------------------------------------
 // memory flags
 
@@ -309,31 +151,14 @@ typedef struct {
     int tp_regather;    // --tp-recompute-allgather 1: backward gathers the norm outputs again instead of keeping them
 } MemoryFlags;
 
-static MemoryFlags memory_flags_default(void) { MemoryFlags f = {1, 0, 1, 0, 0, 0, 0, 0, 0, 1}; return f; }
-
-static int tp_mode_parse(const char* v) {
-    if (strcmp(v, "allreduce") == 0) return 0;
-    if (strcmp(v, "reducescatter") == 0) return 1;
-    FAIL("--tp-mode must be allreduce or reducescatter (sequence parallelism), got '%s'", v);
-    return 0;
+// every flag off: one FFN chunk, one CE chunk, backward gathers the norm outputs again
+static MemoryFlags memory_flags_default(void) {
+    MemoryFlags f;
+    memset(&f, 0, sizeof(f));
+    f.ffn_chunks = 1; f.ce_chunks = 1; f.tp_regather = 1;
+    return f;
 }
 
-#ifdef TESTING
-// test_llama --test-plant-tp-bug 1: nanotron #203's bug, planted on purpose. Forward keeps
-// a pointer into the recycled all-gather buffer as the column-parallel GEMMs' saved input,
-// and backward reads it instead of gathering again; the shipped path has no such pointer.
-static int tp_test_plant_bug = 0;
-#endif
-
-// --fp32-grad-accum -1 (auto): on when a step has more than one micro-step and the
-// gradients are stored in bf16, where adding many micro-steps with beta = 1 in bf16
-// loses the small late contributions (docs/memory.md: its 4 bytes per parameter; the
-// emulator's bf16 test_llama run shows the error it removes). In fp32 builds the
-// gradients are fp32 already and auto leaves it off; 1 still runs the path.
-static int grad_fp32_resolve(int flag, int micro_steps) {
-    if (flag != -1 && flag != 0 && flag != 1) FAIL("--fp32-grad-accum must be -1 (auto), 0 or 1 (got %d)", flag);
-    return flag == -1 ? (micro_steps > 1 && sizeof(floatX) < sizeof(float)) : flag;
-}
 
 // ----------------------------------------------------------------------------
 // activations. What one layer keeps for backward, field by field; the fields a
@@ -426,10 +251,8 @@ typedef struct {
     size_t num_params;
 
     Arena dev, host;   // the memory plan (device and pinned host)
-    ParamLayout* lay;  // where each parameter lives on this rank
-    Piece* pieces; int n_pieces;       // what this rank owns, in optimizer order
-    floatX* params; floatX* grads; float* master; float* adam_m; float* adam_v;
-    float* grad_acc;                 // --fp32-grad-accum: the fp32 sum of the step's micro-steps [n_local]
+    ParamSpec spec[NUM_PARAM_TENSORS];  // the tensor table
+    ParamStore st;                   // where each parameter lives on this rank, its gradient and optimizer state
     floatX* p[NUM_PARAM_TENSORS];    // whole-model tensors (norm; embedding and output unless sharded)
     floatX* g[NUM_PARAM_TENSORS];
     size_t* layer_off;               // [NUM_PARAM_TENSORS * L]: local offset of tensor t, layer l
@@ -437,11 +260,9 @@ typedef struct {
     floatX* vocab_dw;                // --shard-vocab: the unsharded [Vp, D] gradient, reduce-scattered
     int vocab_gathered;              // which tensor vocab_w holds now (-1 none)
     void* comm_staging;              // --comm mpi (CUDA): pinned host staging of this model's collectives
-    size_t comm_staging_bytes;
 
     TpDims tpd;                       // this rank's share of the heads, hidden units and rows
-    RecycledPool pool;                // tensor parallelism's recycled communication buffers (llmc/recycled.h)
-    int buf_gather, buf_gather_grad, buf_rs;  // their ids: gathered inputs, gathered gradients, reduce-scatter staging
+    TpContext tpc;                    // the TP collectives, their recycled buffers (llmc/tensor_parallel.h)
     float *ce_max, *ce_sums;          // --shard-vocab with tp > 1: each CE row's max, sum of exponentials, target logit
     ActPlan acts;                     // the activation fields and where each lives
     Offload off;                      // where each layer's block lives (llmc/offload.h)
@@ -468,14 +289,13 @@ typedef struct {
     Profile prof;                     // --profile-step: timers around the launch groups (llmc/profile.h)
 #ifdef TESTING
     float* capture_logits;            // when set, every logits chunk is copied here (host, [BT, V])
-    floatX* planted[2 * 1024];        // --test-plant-tp-bug: the pointers nanotron kept (never in the shipped path)
 #endif
 } Llama;
 
 // the rows of an N-row micro-batch this rank holds in the residual stream: all of them,
 // or under sequence parallelism block tp_rank of tp equal blocks
-static int own_rows(const Llama* m, int N) { return m->tpd.sp ? N / m->tpd.tp : N; }
-static size_t own_row0(const Llama* m, int N) { return m->tpd.sp ? (size_t)m->comm->tp_rank * (N / m->tpd.tp) : 0; }
+static int own_rows(const Llama* m, int N) { return tp_own_rows(&m->tpc, N); }
+static size_t own_row0(const Llama* m, int N) { return tp_own_row0(&m->tpc, N); }
 
 static LayerActs layer_acts(const Llama* m, int l) {
     LayerActs a = act_block_at(&m->acts, offload_block(&m->off, l), &m->work);
@@ -530,33 +350,24 @@ static void llama_build(Llama* m, const LlamaConfig* cfg, const MemoryFlags* fla
     param_sizes(c, m->param_sizes);
     m->num_params = 0;
     for (int i = 0; i < NUM_PARAM_TENSORS; i++) m->num_params += m->param_sizes[i];
-    m->lay = (ParamLayout*)xmalloc(sizeof(ParamLayout));
-    param_layout_build(m->lay, c, tp, comm->tp_rank, comm->dp, comm->dp_rank, flags->zero, flags->shard_vocab);
-    m->pieces = (Piece*)xmalloc(MAX_PIECES * sizeof(Piece));
-    m->n_pieces = param_layout_pieces(m->lay, m->pieces);
-    size_t n_local = m->lay->n_local, n_opt = m->lay->n_opt;
-    size_t vocab_full = flags->shard_vocab && !m->lay->vocab_tp ? m->lay->vocab_rows * comm->dp * D : 0;
+    llama_param_specs(c, m->spec);
+    param_store_layout(&m->st, m->spec, NUM_PARAM_TENSORS, c->L, comm, flags->zero, flags->shard_vocab, flags->grad_fp32);
+    const ParamLayout* lay = &m->st.lay;
+    size_t vocab_full = flags->shard_vocab && !m->st.lay.vocab_tp ? m->st.lay.vocab_rows * comm->dp * D : 0;
     // the head's rows: its own rows when sequence-parallel with a replicated vocabulary
     // (nothing to gather), else all of them; its logits: the vocabulary or this rank's shard
-    size_t head_rows = td->sp && !m->lay->vocab_tp ? rows : BT;
-    size_t vcols = m->lay->vocab_tp ? m->lay->vs : (size_t)c->V;
+    size_t head_rows = td->sp && !m->st.lay.vocab_tp ? rows : BT;
+    size_t vcols = m->st.lay.vocab_tp ? m->st.lay.vs : (size_t)c->V;
 
     // the plan
     Arena* d = &m->dev;
     arena_init(d, "device");
     arena_init(&m->host, "host (pinned)");
-    arena_add_to(d, "parameters", "parameters", n_local * sizeof(floatX), &m->params);
-    arena_add_to(d, "gradients", "gradients", n_local * sizeof(floatX), &m->grads);
-    arena_add_to(d, "gradient accumulator (fp32)", "gradients", flags->grad_fp32 ? n_local * sizeof(float) : 0,
-                 &m->grad_acc);
-    arena_add_to(d, "master weights (fp32)", "optimizer", HAVE_MASTER_WEIGHTS ? n_opt * sizeof(float) : 0, &m->master);
-    arena_add_to(d, "adam m", "optimizer", n_opt * sizeof(float), &m->adam_m);
-    arena_add_to(d, "adam v", "optimizer", n_opt * sizeof(float), &m->adam_v);
+    param_store_plan(&m->st, d, HAVE_MASTER_WEIGHTS);
     arena_add_to(d, "vocab gather (weights)", "comm", vocab_full * sizeof(floatX), &m->vocab_w);
     arena_add_to(d, "vocab gradient (unsharded)", "comm", vocab_full * sizeof(floatX), &m->vocab_dw);
     // --comm mpi in the CUDA build: the largest collective passes through pinned host memory
-    size_t largest = vocab_full;
-    for (int b = 0; b < m->lay->n_buckets; b++) largest = m->lay->bucket[b].padded > largest ? m->lay->bucket[b].padded : largest;
+    size_t largest = vocab_full > param_store_largest_bucket(&m->st) ? vocab_full : param_store_largest_bucket(&m->st);
     if (tp > 1) {  // the TP collectives: [BT, D] activations, the CE sums (2 BT floats), the norm and vocabulary gradients
         size_t tpmax = BT * D > 2 * BT * sizeof(float) / sizeof(floatX) ? BT * D : 2 * BT * sizeof(float) / sizeof(floatX);
         largest = tpmax > largest ? tpmax : largest;
@@ -567,14 +378,8 @@ static void llama_build(Llama* m, const LlamaConfig* cfg, const MemoryFlags* fla
     m->acts = act_plan(c, td, B, T, flags);
     offload_plan(&m->off, d, &m->host, c->L, n_offload, m->acts.block_bytes);
     arena_add_to(d, "saved activations (x_final)", "activations", rows * D * sizeof(floatX), &m->x_final);
-    // tensor parallelism's recycled buffers: under sequence parallelism the gathered
-    // inputs of the column-parallel GEMMs, the gathered residual gradient (backward needs
-    // both at once: two names) and the staging of the reduce-scatters; allreduce mode
-    // reduces in place and needs none
-    size_t full = td->sp ? BT * D * sizeof(floatX) : 0;
-    m->buf_gather = recycled_plan(&m->pool, d, "tp gathered input", full);
-    m->buf_gather_grad = recycled_plan(&m->pool, d, "tp gathered gradient", full);
-    m->buf_rs = recycled_plan(&m->pool, d, "tp reduce-scatter staging", full);
+    // tensor parallelism's recycled buffers (llmc/tensor_parallel.h)
+    tp_context_plan(&m->tpc, comm, td->sp, td->keep_gathered, D, BT, d);
 
     int h_work = arena_add(d, "layer work (not saved)", "scratch", m->acts.work_bytes);
     if (flags->ffn_chunk_seq) {
@@ -613,7 +418,7 @@ static void llama_build(Llama* m, const LlamaConfig* cfg, const MemoryFlags* fla
     arena_add_to(d, "final norm rstd", "scratch", rows * sizeof(float), &m->rstdf);
     arena_add_to(d, "d final norm output", "scratch", (td->sp ? rows : BT) * D * sizeof(floatX), &m->dxf);
     arena_add_to(d, "logits (one CE chunk)", "scratch", (size_t)m->ce_rows * vcols * sizeof(floatX), &m->logits);
-    arena_add_to(d, "CE row max, sums (vocab-parallel)", "scratch", m->lay->vocab_tp ? 3 * (size_t)m->ce_rows * sizeof(float) : 0,
+    arena_add_to(d, "CE row max, sums (vocab-parallel)", "scratch", m->st.lay.vocab_tp ? 3 * (size_t)m->ce_rows * sizeof(float) : 0,
                  &m->ce_max);
     arena_add_to(d, "per-token losses", "scratch", head_rows * sizeof(float), &m->losses);
     arena_add_to(d, "inputs + targets", "scratch", 2 * BT * sizeof(int), &m->inputs);
@@ -626,12 +431,11 @@ static void llama_build(Llama* m, const LlamaConfig* cfg, const MemoryFlags* fla
     arena_allocate(&m->host, host_malloc_pinned);
 
     m->vocab_gathered = -1;
-    m->comm_staging_bytes = comm_staging_needed(comm) ? largest * sizeof(floatX) : 0;
     m->layer_off = (size_t*)xmalloc((size_t)NUM_PARAM_TENSORS * c->L * sizeof(size_t));
-    for (int i = 0; i < m->lay->n_seg; i++) {
-        const Segment* sg = &m->lay->seg[i];
+    for (int i = 0; i < lay->n_seg; i++) {
+        const Segment* sg = &lay->seg[i];
         if (sg->layer >= 0) m->layer_off[(size_t)sg->tensor * c->L + sg->layer] = sg->local_off;
-        else { m->p[sg->tensor] = m->params + sg->local_off; m->g[sg->tensor] = m->grads + sg->local_off; }
+        else { m->p[sg->tensor] = m->st.params + sg->local_off; m->g[sg->tensor] = m->st.grads + sg->local_off; }
     }
     if (c->tied) { m->p[P_OUT] = m->p[P_EMB]; m->g[P_OUT] = m->g[P_EMB]; }
 
@@ -644,10 +448,9 @@ static void llama_build(Llama* m, const LlamaConfig* cfg, const MemoryFlags* fla
 
     m->stream = stream_create();
     matmul_setup();
-    // bucket padding and the padded vocabulary rows stay zero for good
-    dev_memset(m->params, 0, n_local * sizeof(floatX), m->stream);
-    dev_memset(m->grads, 0, n_local * sizeof(floatX), m->stream);
-    if (m->grad_acc) dev_memset(m->grad_acc, 0, n_local * sizeof(float), m->stream);
+    size_t staging = comm_staging_needed(comm) ? largest * sizeof(floatX) : 0;
+    param_store_bind(&m->st, m->stream, &m->prof, m->norm_scratch, m->comm_staging, staging);
+    tp_context_bind(&m->tpc, m->stream, m->comm_staging, staging);
     dev_memset(m->loss_sum, 0, sizeof(float), m->stream);
 
     // RoPE table: angle pos * theta^(-2i/hd) for the adjacent pair (2i, 2i+1)
@@ -666,184 +469,32 @@ static void llama_build(Llama* m, const LlamaConfig* cfg, const MemoryFlags* fla
 }
 
 static void llama_free(Llama* m) {
-    if (!m->allocated) { free(m->lay); free(m->pieces); return; }
+    if (!m->allocated) { param_store_free(&m->st); return; }
     stream_synchronize(m->stream);
     profile_free(&m->prof);
     offload_free(&m->off);
     stream_destroy(m->stream);
     matmul_teardown();
     if (m->dev.base) dev_free(m->dev.base);
-    if (m->comm->staging == m->comm_staging) comm_set_staging(m->comm, NULL, 0);  // never left dangling
     if (m->host.base) host_free_pinned(m->host.base);
     free(m->layer_off);
-    free(m->lay); free(m->pieces);
+    param_store_free(&m->st);
 }
 
-// Is every segment one run of the reference layout? Then the uploads read the reference
-// array itself, with no local copy: at llama3-1B a copy is 5 GB of fresh host memory to
-// fault in and fill. Only TP's column shards of wo and w2 are strided.
-static int segments_contiguous(const ParamLayout* lay) {
-    for (int i = 0; i < lay->n_seg; i++) {
-        const Segment* g = &lay->seg[i];
-        if (g->n && g->rows > 1 && g->ref_stride != g->n / g->rows) return 0;
-    }
-    return 1;
-}
-
-// This rank's local array of the whole model's fp32 array `ref` (reference layout), zero
-// where no segment lands (bucket padding, padded vocabulary rows), for layouts with
-// strided segments. calloc hands out zero pages, and all threads copy, the rows cut into
-// blocks so that the embedding (a fifth of llama3-1B) is not one thread's work.
-static float* llama_local_from_ref(const ParamLayout* lay, const float* ref) {
-    float* local = (float*)calloc(lay->n_local ? lay->n_local : 1, sizeof(float));
-    if (!local) FAIL("host calloc of %zu floats failed (hint: not enough RAM)", lay->n_local);
-    const size_t block = (size_t)1 << 18;
-    for (int i = 0; i < lay->n_seg; i++) {
-        const Segment* g = &lay->seg[i];
-        if (g->n == 0) continue;
-        size_t cols = g->n / g->rows, per_row = ceil_div(cols, block), items = g->rows * per_row;
-        #pragma omp parallel for schedule(static) if (g->n >= block)
-        for (size_t k = 0; k < items; k++) {
-            size_t r = k / per_row, c0 = (k % per_row) * block, w = cols - c0 < block ? cols - c0 : block;
-            memcpy(local + g->local_off + r * cols + c0, ref + g->ref_off + r * g->ref_stride + c0, w * sizeof(float));
-        }
-    }
-    return local;
-}
-
-// Where element `off` of the local layout is on the host: in the local copy when there is
-// one, else in `ref`, through the (contiguous) segment that holds it
-static const float* local_element(const ParamLayout* lay, const float* ref, const float* local, size_t off) {
-    if (local) return local + off;
-    for (int i = 0; i < lay->n_seg; i++) {
-        const Segment* g = &lay->seg[i];
-        if (off >= g->local_off && off < g->local_off + g->n) return ref + g->ref_off + (off - g->local_off);
-    }
-    FAIL("local element %zu lies in no segment", off);
-    return NULL;
-}
-
-// Writes one part of the state from the whole model's fp32 array in the reference
-// layout (DESIGN 5.2, the same on every rank) into this rank's layout: part 0 the
-// parameters (and this rank's part of the master weights), 1 AdamW m, 2 AdamW v. A part
-// without an array (a fresh start's moments) is zeroed on the device: llama3-1B's m and
-// v are 10 GB of host zeros otherwise, built and uploaded. Whatever no segment or piece
-// covers (bucket padding, padded vocabulary rows) is zero.
-static void llama_set_state_part(Llama* m, int part, const float* ref) {
-    const ParamLayout* lay = m->lay;
-    float* dst = part == 0 ? m->master : part == 1 ? m->adam_m : m->adam_v;
-    if (part == 0) { dev_memset(m->params, 0, lay->n_local * sizeof(floatX), m->stream); m->vocab_gathered = -1; }
-    if (dst) dev_memset(dst, 0, lay->n_opt * sizeof(float), m->stream);
-    stream_synchronize(m->stream);  // the uploads below do not run on m->stream
-    if (!ref) return;
-    float* local = segments_contiguous(lay) ? NULL : llama_local_from_ref(lay, ref);
-    if (part == 0)
-        for (int i = 0; i < lay->n_seg; i++) {
-            const Segment* g = &lay->seg[i];
-            if (g->n) dev_upload_floats(m->params + g->local_off, local_element(lay, ref, local, g->local_off), g->n);
-        }
-    if (dst)
-        for (int i = 0; i < m->n_pieces;) {
-            // the owned pieces, in optimizer order; pieces that follow each other on the
-            // host and in the optimizer state (a whole bucket of a local copy) go up as one
-            const Piece* first = &m->pieces[i];
-            const float* from = local_element(lay, ref, local, first->local_off);
-            size_t n = first->n;
-            for (i++; i < m->n_pieces && m->pieces[i].opt_off == first->opt_off + n &&
-                      local_element(lay, ref, local, m->pieces[i].local_off) == from + n; i++)
-                n += m->pieces[i].n;
-            dev_upload_floats(dst + first->opt_off, from, n);
-        }
-    free(local);
-}
-
-// fresh parameters: the optimizer's moments start at zero
-static void llama_set_state(Llama* m, const float* ref_params, const float* ref_m, const float* ref_v) {
-    llama_set_state_part(m, 0, ref_params);
-    llama_set_state_part(m, 1, ref_m);
-    llama_set_state_part(m, 2, ref_v);
-}
-
-static void llama_set_params(Llama* m, const float* host_params) { llama_set_state(m, host_params, NULL, NULL); }
-
-// Assembles the whole model's view of an owned array (n_opt floats on every rank, in
-// optimizer order) in the reference layout, on rank 0 (ref_out may be NULL elsewhere).
-// Rank 0 rebuilds every rank's layout: the DP ranks of one TP rank together own its
-// whole local buffer, whose segments then land in the reference layout.
-static void llama_gather_owned(Llama* m, const float* owned, float* ref_out) {
-    Comm* c = m->comm;
-    double most = (double)m->lay->n_opt;  // ranks differ (F split unevenly, vocabulary padding)
-    comm_host_all_reduce(c, GROUP_WORLD, &most, 1, COMM_MAX);
-    size_t stride = (size_t)most;
-    float* mine = (float*)xmalloc((stride ? stride : 1) * sizeof(float));
-    memset(mine, 0, stride * sizeof(float));
-    memcpy(mine, owned, m->lay->n_opt * sizeof(float));
-    float* all = c->rank == 0 ? (float*)xmalloc((stride ? stride : 1) * c->size * sizeof(float)) : NULL;
-    comm_host_gather(c, GROUP_WORLD, mine, stride * sizeof(float), all);
-    free(mine);
-    if (c->rank == 0) {
-        ParamLayout* lay = (ParamLayout*)xmalloc(sizeof(ParamLayout));
-        Piece* pieces = (Piece*)xmalloc(MAX_PIECES * sizeof(Piece));
-        for (int t = 0; t < c->tp; t++) {
-            float* local = NULL;
-            for (int q = 0; q < c->dp; q++) {  // world rank q * tp + t (TP groups are consecutive ranks)
-                param_layout_build(lay, &m->cfg, c->tp, t, c->dp, q, m->flags.zero, m->flags.shard_vocab);
-                if (!local) { local = (float*)xmalloc(lay->n_local * sizeof(float)); memset(local, 0, lay->n_local * sizeof(float)); }
-                int np = param_layout_pieces(lay, pieces);
-                const float* src = all + (size_t)(q * c->tp + t) * stride;
-                for (int i = 0; i < np; i++) memcpy(local + pieces[i].local_off, src + pieces[i].opt_off, pieces[i].n * sizeof(float));
-                if (m->flags.shard_vocab && !lay->vocab_tp)  // FSDP rows: each DP rank's own segments
-                    for (int i = 0; i < lay->n_seg; i++) if (lay->seg_bucket[i] == -1) segment_copy(&lay->seg[i], local, ref_out, 0);
-            }
-            for (int i = 0; i < lay->n_seg; i++) if (lay->seg_bucket[i] != -1) segment_copy(&lay->seg[i], local, ref_out, 0);
-            free(local);
-        }
-        free(lay); free(pieces); free(all);
-    }
-}
-
-// an owned fp32 array from a local floatX buffer (parameters or gradients)
-static void llama_owned_from_local(Llama* m, const floatX* dev_local, float* owned) {
-    float* local = (float*)xmalloc(m->lay->n_local * sizeof(float));
-    comm_join(m->comm, m->stream);
-    stream_synchronize(m->stream);
-    dev_download_floats(local, dev_local, m->lay->n_local);
-    for (int i = 0; i < m->n_pieces; i++)
-        memcpy(owned + m->pieces[i].opt_off, local + m->pieces[i].local_off, m->pieces[i].n * sizeof(float));
-    free(local);
-}
-
-// The fp32 parameters (master weights where the build has them), AdamW m and v of the
-// whole model in the reference layout, on rank 0 (the pointers are not used on the
-// other ranks). A collective: every rank calls it, with ref_m non-NULL on all or none.
-static void llama_get_state(Llama* m, float* ref_params, float* ref_m, float* ref_v) {
-    size_t n_opt = m->lay->n_opt;
-    float* owned = (float*)xmalloc(n_opt * sizeof(float));
-    stream_synchronize(m->stream);
-    if (m->master) { dev_memcpy_d2h(owned, m->master, n_opt * sizeof(float), m->stream); stream_synchronize(m->stream); }
-    else llama_owned_from_local(m, m->params, owned);
-    llama_gather_owned(m, owned, ref_params);
-    dev_memcpy_d2h(owned, m->adam_m, n_opt * sizeof(float), m->stream); stream_synchronize(m->stream);
-    llama_gather_owned(m, owned, ref_m);
-    dev_memcpy_d2h(owned, m->adam_v, n_opt * sizeof(float), m->stream); stream_synchronize(m->stream);
-    llama_gather_owned(m, owned, ref_v);
-    free(owned);
+static void llama_set_params(Llama* m, const float* host_params) {
+    param_store_set_state(&m->st, host_params, NULL, NULL);
+    m->vocab_gathered = -1;
 }
 
 [[maybe_unused]] static void llama_get_params(Llama* m, float* host_params) {
     int root = m->comm->dp_rank == 0;
     float* scratch = root ? (float*)xmalloc(2 * m->num_params * sizeof(float)) : NULL;
-    llama_get_state(m, host_params, scratch, root ? scratch + m->num_params : NULL);
+    param_store_get_state(&m->st, host_params, scratch, root ? scratch + m->num_params : NULL);
     free(scratch);
 }
 
 // the DP-reduced gradients of the whole model in the reference layout, on rank 0
-[[maybe_unused]] static void llama_get_grads(Llama* m, float* ref_grads) {
-    float* owned = (float*)xmalloc(m->lay->n_opt * sizeof(float));
-    llama_owned_from_local(m, m->grads, owned);
-    llama_gather_owned(m, owned, ref_grads);
-    free(owned);
-}
+[[maybe_unused]] static void llama_get_grads(Llama* m, float* ref_grads) { param_store_get_grads(&m->st, ref_grads); }
 
 // Initialisation in the scheme of llama2.c's model.py: normal(0, 0.02) for the embedding
 // and every linear weight, normal(0, 0.02/sqrt(2L)) for the two projections that write
@@ -875,35 +526,21 @@ static void llama_init_params(Llama* m, uint64_t seed) {
 
 typedef enum { MODE_TRAIN, MODE_EVAL } RunMode;
 
-static const floatX* layer_w(const Llama* m, int t, int l) { return m->params + m->layer_off[(size_t)t * m->cfg.L + l]; }
-static floatX* layer_dw(const Llama* m, int t, int l) { return m->grads + m->layer_off[(size_t)t * m->cfg.L + l]; }
+static const floatX* layer_w(const Llama* m, int t, int l) { return m->st.params + m->layer_off[(size_t)t * m->cfg.L + l]; }
+static floatX* layer_dw(const Llama* m, int t, int l) { return m->st.grads + m->layer_off[(size_t)t * m->cfg.L + l]; }
 
 // ----------------------------------------------------------------------------
 // data parallelism: gradient reduction per bucket, the sharded vocabulary
 
-// The communicator, with this model's staging buffer attached: the staging belongs to
-// the model's plan, and a process may hold two models (test_llama's flag-off run).
-static Comm* llama_comm(Llama* m) {
-    comm_set_staging(m->comm, m->comm_staging, m->comm_staging_bytes);
-    return m->comm;
-}
-
-// Starts the DP reduction of bucket b's gradients on the communication stream, after
-// the work already on the compute stream: an all-reduce, or with --zero 1 a
-// reduce-scatter that leaves each rank the sum over its own part.
-static void grads_reduce_bucket(Llama* m, int b) {
-    const Bucket* k = &m->lay->bucket[b];
-    if (m->flags.zero) comm_reduce_scatter(llama_comm(m), GROUP_DP, m->grads + k->start, k->padded / m->comm->dp, COMM_FLOATX, m->stream);
-    else comm_all_reduce(llama_comm(m), GROUP_DP, m->grads + k->start, k->padded, COMM_FLOATX, COMM_SUM, m->stream);
-}
+static Comm* llama_comm(Llama* m) { return param_store_comm(&m->st); }
 
 // the vocabulary split over DP ranks (--shard-vocab 1 with tp = 1)
-static int vocab_dp_sharded(const Llama* m) { return m->flags.shard_vocab && !m->lay->vocab_tp; }
+static int vocab_dp_sharded(const Llama* m) { return m->flags.shard_vocab && !m->st.lay.vocab_tp; }
 
 // the local shard (Vs rows) of the embedding (t = P_EMB) or the output (P_OUT)
 static floatX* vocab_shard(floatX* base, const Llama* m, int t) {
-    size_t Vs = m->lay->vocab_rows, D = m->cfg.D;
-    return base + m->lay->vocab_start + (t == P_OUT && !m->cfg.tied ? Vs * D : 0);
+    size_t Vs = m->st.lay.vocab_rows, D = m->cfg.D;
+    return base + m->st.lay.vocab_start + (t == P_OUT && !m->cfg.tied ? Vs * D : 0);
 }
 
 // The [V, D] matrix of tensor t (P_EMB or P_OUT) for a lookup or the head: the tensor
@@ -914,9 +551,9 @@ static const floatX* vocab_weights(Llama* m, int t) {
     if (!vocab_dp_sharded(m)) return m->p[t];
     int which = m->cfg.tied ? P_EMB : t;
     if (m->vocab_gathered != which) {
-        size_t block = m->lay->vocab_rows * m->cfg.D;
+        size_t block = m->st.lay.vocab_rows * m->cfg.D;
         floatX* mine = m->vocab_w + (size_t)m->comm->dp_rank * block;
-        dev_memcpy_d2d(mine, vocab_shard(m->params, m, which), block * sizeof(floatX), m->stream);
+        dev_memcpy_d2d(mine, vocab_shard(m->st.params, m, which), block * sizeof(floatX), m->stream);
         comm_all_gather(llama_comm(m), GROUP_DP, m->vocab_w, block, COMM_FLOATX, m->stream);
         comm_join(m->comm, m->stream);
         m->vocab_gathered = which;
@@ -930,19 +567,19 @@ static const floatX* vocab_weights(Llama* m, int t) {
 // the reduce-scatter of vocab_grad_done leaves (accumulated + this micro-step's sum) there.
 static floatX* vocab_grad_begin(Llama* m, int t) {
     if (!vocab_dp_sharded(m)) return m->g[t];
-    size_t block = m->lay->vocab_rows * m->cfg.D;
+    size_t block = m->st.lay.vocab_rows * m->cfg.D;
     dev_memset(m->vocab_dw, 0, block * m->comm->dp * sizeof(floatX), m->stream);
-    dev_memcpy_d2d(m->vocab_dw + (size_t)m->comm->dp_rank * block, vocab_shard(m->grads, m, t), block * sizeof(floatX),
+    dev_memcpy_d2d(m->vocab_dw + (size_t)m->comm->dp_rank * block, vocab_shard(m->st.grads, m, t), block * sizeof(floatX),
                    m->stream);
     return m->vocab_dw;
 }
 
 static void vocab_grad_done(Llama* m, int t) {
     if (!vocab_dp_sharded(m)) return;
-    size_t block = m->lay->vocab_rows * m->cfg.D;
+    size_t block = m->st.lay.vocab_rows * m->cfg.D;
     comm_reduce_scatter(llama_comm(m), GROUP_DP, m->vocab_dw, block, COMM_FLOATX, m->stream);
     comm_join(m->comm, m->stream);
-    dev_memcpy_d2d(vocab_shard(m->grads, m, t), m->vocab_dw + (size_t)m->comm->dp_rank * block, block * sizeof(floatX),
+    dev_memcpy_d2d(vocab_shard(m->st.grads, m, t), m->vocab_dw + (size_t)m->comm->dp_rank * block, block * sizeof(floatX),
                    m->stream);
 }
 
@@ -950,116 +587,11 @@ static void vocab_grad_done(Llama* m, int t) {
 // tensor parallelism: the collectives around the column- and row-parallel GEMMs
 // (Megatron's f and g; with sequence parallelism, all-gather and reduce-scatter)
 
-// The N rows of a sequence-sharded tensor: this rank's rows `own` all-gathered into
-// `into` (a recycled buffer or a kept copy; own may already be its block of it).
-static floatX* tp_gather_rows(Llama* m, floatX* into, const floatX* own, int N) {
-    size_t D = m->cfg.D, n = (size_t)own_rows(m, N) * D;
-    floatX* mine = into + own_row0(m, N) * D;
-    if (mine != own) dev_memcpy_d2d(mine, own, n * sizeof(floatX), m->stream);
-    comm_all_gather(llama_comm(m), GROUP_TP, into, n, COMM_FLOATX, m->stream);
-    comm_join(m->comm, m->stream);
-    return into;
-}
-
 // The input of the column-parallel GEMMs that read a norm output (field own_f; kept_f its
-// kept gathered copy): all N rows. Without sequence parallelism it is the field itself.
-// With it, forward gathers into the kept copy (--tp-recompute-allgather 0) or into the
-// recycled buffer (1), which the caller gives back (*held >= 0) once its GEMMs are
-// enqueued; backward reads the kept copy or gathers again. No pointer into a recycled
-// buffer outlives the call that took it.
-static const floatX* tp_norm_output_rows(Llama* m, int l, LayerActs a, int own_f, int kept_f, int N, int backward, int* held) {
-    *held = -1;
-    if (!m->tpd.sp) return ACT(a, own_f);
-    if (m->tpd.keep_gathered)
-        return backward ? ACT(a, kept_f) : tp_gather_rows(m, ACT(a, kept_f), ACT(a, own_f), N);
-#ifdef TESTING
-    int slot = 2 * l + (own_f == A_XN2);
-    if (tp_test_plant_bug && backward && m->planted[slot]) return m->planted[slot];  // the bug: a stale recycled pointer
-#else
-    (void)l;
-#endif
-    floatX* g = recycled_take(&m->pool, m->buf_gather, ACT_NAMES[own_f], (size_t)N * m->cfg.D * sizeof(floatX));
-    *held = m->buf_gather;
-#ifdef TESTING
-    if (tp_test_plant_bug && !backward) m->planted[slot] = g;
-#endif
-    return tp_gather_rows(m, g, ACT(a, own_f), N);
+// kept gathered copy): all N rows (llmc/tensor_parallel.h)
+static TpRows norm_output_rows(Llama* m, int l, LayerActs a, int own_f, int kept_f, int N, int backward) {
+    return tp_column_input(&m->tpc, 2 * l + (own_f == A_XN2), ACT(a, own_f), ACT(a, kept_f), N, backward, ACT_NAMES[own_f]);
 }
-
-static void tp_give_back(Llama* m, int held) {
-    if (held >= 0) recycled_give_back(&m->pool, held, m->stream);
-}
-
-// The residual gradient of all N rows for the backward of a row-parallel GEMM: dx itself,
-// or under sequence parallelism its own rows all-gathered into the recycled buffer.
-static const floatX* tp_grad_rows(Llama* m, const floatX* dx_own, int N, int* held) {
-    *held = -1;
-    if (!m->tpd.sp) return dx_own;
-    floatX* g = recycled_take(&m->pool, m->buf_gather_grad, "d residual", (size_t)N * m->cfg.D * sizeof(floatX));
-    *held = m->buf_gather_grad;
-    return tp_gather_rows(m, g, dx_own, N);
-}
-
-// Where N rows of partial sums go before their TP reduction (a row-parallel GEMM's output,
-// the column-parallel GEMMs' input gradient, a vocab-parallel lookup): `full` itself
-// (reduced in place: allreduce mode), or the reduce-scatter staging (*held).
-static floatX* tp_partial_rows(Llama* m, floatX* full, int N, int* held) {
-    *held = -1;
-    if (!m->tpd.sp) return full;
-    *held = m->buf_rs;
-    return recycled_take(&m->pool, m->buf_rs, "partial sums", (size_t)N * m->cfg.D * sizeof(floatX));
-}
-
-// Sums the partial rows over the TP group: all-reduce in place, or reduce-scatter, which
-// leaves this rank's own rows summed in its block of the staging; returns those rows.
-static floatX* tp_reduce_rows(Llama* m, floatX* part, int N) {
-    size_t D = m->cfg.D;
-    if (m->tpd.tp == 1) return part;
-    if (!m->tpd.sp) comm_all_reduce(llama_comm(m), GROUP_TP, part, (size_t)N * D, COMM_FLOATX, COMM_SUM, m->stream);
-    else comm_reduce_scatter(llama_comm(m), GROUP_TP, part, (size_t)own_rows(m, N) * D, COMM_FLOATX, m->stream);
-    comm_join(m->comm, m->stream);
-    return part + own_row0(m, N) * D;
-}
-
-// A row-parallel GEMM's output with its residual: out = residual + sum over the TP ranks of
-// their partial products. With tp = 1 the GEMM adds the residual itself (C = residual:
-// the one-process path, unchanged). With tp > 1 the partial rows are prefilled so that
-// the rank's accumulating GEMMs add to them: the residual enters once, on TP rank 0
-// (allreduce mode), or on each rank in its own block of the staging (reducescatter).
-static floatX* tp_rowpar_begin(Llama* m, floatX* out, const floatX* residual, int N, int* held) {
-    if (m->tpd.tp == 1) { *held = -1; return out; }
-    size_t D = m->cfg.D;
-    floatX* part = tp_partial_rows(m, out, N, held);
-    floatX* mine = part + own_row0(m, N) * D;
-    size_t n_own = (size_t)own_rows(m, N) * D;
-    if (m->tpd.sp || m->comm->tp_rank != 0) dev_memset(part, 0, (size_t)N * D * sizeof(floatX), m->stream);
-    if (m->tpd.sp || m->comm->tp_rank == 0) dev_memcpy_d2d(mine, residual, n_own * sizeof(floatX), m->stream);
-    return part;
-}
-
-static void tp_rowpar_end(Llama* m, floatX* part, floatX* out, int N, int held) {
-    if (m->tpd.tp == 1) return;
-    floatX* mine = tp_reduce_rows(m, part, N);
-    if (mine != out) dev_memcpy_d2d(out, mine, (size_t)own_rows(m, N) * m->cfg.D * sizeof(floatX), m->stream);
-    tp_give_back(m, held);
-}
-
-// The TP all-reduce of the gradients of tensors every TP rank holds whole but computed
-// from only its own rows (sequence parallelism: the norm weights; with a replicated
-// vocabulary also the embedding and output). Once per step, on the accumulated sums.
-static void tp_reduce_replicated_grads(Llama* m, int layer) {
-    if (!m->tpd.sp) return;
-    for (int i = 0; i < m->lay->n_seg; i++) {
-        const Segment* g = &m->lay->seg[i];
-        if (g->layer != layer || !param_tp_replicated(m->lay, g->tensor) || g->n == 0) continue;
-        comm_all_reduce(llama_comm(m), GROUP_TP, m->grads + g->local_off, g->n, COMM_FLOATX, COMM_SUM, m->stream);
-    }
-}
-
-// The nominal work of the launch groups, for the per-kernel profile (--profile-step):
-// FLOPs of a GEMM, bytes of the memory-bound kernels (each tensor read or written once).
-static double gemm_flops(double M, double N, double K) { return 2.0 * M * N * K; }
-#define SX ((double)sizeof(floatX))
 
 // attention half of the layer: x -> xmid. Under TP this rank's heads; the norm works on
 // this rank's rows of the residual stream (all of them without sequence parallelism).
@@ -1069,40 +601,37 @@ static void attention_block_forward(Llama* m, int l, LayerActs a, int B, int T, 
     int qd = Hl * hd, kvd = KVl * hd;
     stream_t s = m->stream;
     Profile* P = &m->prof;
-    int k = prof_begin(P, "rmsnorm fwd", s);
-    rmsnorm_forward(ACT(a, A_XN1), rstd1, ACT(a, A_X), layer_w(m, P_ATTN_NORM, l), nr, D, c->norm_eps, s);
-    prof_end(P, k, 0, 2.0 * nr * D * SX, s);
-    int held;
-    const floatX* xin = tp_norm_output_rows(m, l, a, A_XN1, A_XN1G, N, 0, &held);
-    k = prof_begin(P, "qkv matmul fwd", s);
-    matmul_forward(ACT(a, A_Q), xin, layer_w(m, P_WQ, l), N, D, qd, D, 0, s);
-    matmul_forward(ACT(a, A_K), xin, layer_w(m, P_WK, l), N, D, kvd, D, 0, s);
-    matmul_forward(ACT(a, A_V), xin, layer_w(m, P_WV, l), N, D, kvd, D, 0, s);
-    prof_end(P, k, gemm_flops(N, qd + 2.0 * kvd, D), 0, s);
-    tp_give_back(m, held);
+    PROF(P, "rmsnorm fwd", 0, 2.0 * nr * D * SX, s)
+        rmsnorm_forward(ACT(a, A_XN1), rstd1, ACT(a, A_X), layer_w(m, P_ATTN_NORM, l), nr, D, c->norm_eps, s);
+    TpRows xin = norm_output_rows(m, l, a, A_XN1, A_XN1G, N, 0);
+    PROF(P, "qkv matmul fwd", gemm_flops(N, qd + 2.0 * kvd, D), 0, s) {
+        matmul_forward(ACT(a, A_Q), xin.p, layer_w(m, P_WQ, l), N, D, qd, D, 0, s);
+        matmul_forward(ACT(a, A_K), xin.p, layer_w(m, P_WK, l), N, D, kvd, D, 0, s);
+        matmul_forward(ACT(a, A_V), xin.p, layer_w(m, P_WV, l), N, D, kvd, D, 0, s);
+    }
+    tp_give_back(&m->tpc, &xin);
     double att_flops = 2.0 * B * Hl * (double)T * T * hd;  // FlashAttention's count: 4 B H T^2 hd, halved (causal)
     if (attention_fuses_rope()) {  // --attention tc rotates q and k in its tile loads: they are saved unrotated
-        k = prof_begin(P, "attention fwd", s);
-        attention_dispatch_forward_rope(ACT(a, A_ATT), ACTF(a, A_LSE), ACT(a, A_Q), ACT(a, A_K), ACT(a, A_V), m->rope_cos,
-                                        m->rope_sin, B, T, Hl, KVl, hd, s);
-        prof_end(P, k, att_flops, 0, s);
+        PROF(P, "attention fwd", att_flops, 0, s) {
+            attention_dispatch_forward_rope(ACT(a, A_ATT), ACTF(a, A_LSE), ACT(a, A_Q), ACT(a, A_K), ACT(a, A_V), m->rope_cos,
+                                            m->rope_sin, B, T, Hl, KVl, hd, s);
+        }
     } else {
-        k = prof_begin(P, "rope fwd", s);
-        rope_forward(ACT(a, A_Q), ACT(a, A_Q), m->rope_cos, m->rope_sin, B, T, Hl, hd, s);
-        rope_forward(ACT(a, A_K), ACT(a, A_K), m->rope_cos, m->rope_sin, B, T, KVl, hd, s);
-        prof_end(P, k, 0, 2.0 * N * (qd + kvd) * SX, s);
-        k = prof_begin(P, "attention fwd", s);
-        attention_dispatch_forward(ACT(a, A_ATT), ACTF(a, A_LSE), ACT(a, A_Q), ACT(a, A_K), ACT(a, A_V), B, T, Hl, KVl, hd, s);
-        prof_end(P, k, att_flops, 0, s);
+        PROF(P, "rope fwd", 0, 2.0 * N * (qd + kvd) * SX, s) {
+            rope_forward(ACT(a, A_Q), ACT(a, A_Q), m->rope_cos, m->rope_sin, B, T, Hl, hd, s);
+            rope_forward(ACT(a, A_K), ACT(a, A_K), m->rope_cos, m->rope_sin, B, T, KVl, hd, s);
+        }
+        PROF(P, "attention fwd", att_flops, 0, s)
+            attention_dispatch_forward(ACT(a, A_ATT), ACTF(a, A_LSE), ACT(a, A_Q), ACT(a, A_K), ACT(a, A_V), B, T, Hl, KVl, hd, s);
     }
     // the residual add is the GEMM's: xmid = x + att wo^T (cuBLASLt's C = x, D = xmid);
     // under TP the partial products of the ranks are summed with x (tp_rowpar_begin)
-    floatX* o = tp_rowpar_begin(m, ACT(a, A_XMID), ACT(a, A_X), N, &held);
-    k = prof_begin(P, "wo matmul fwd", s);
-    if (m->tpd.tp == 1) matmul_forward_residual(o, ACT(a, A_X), ACT(a, A_ATT), layer_w(m, P_WO, l), N, qd, D, qd, s);
-    else matmul_forward(o, ACT(a, A_ATT), layer_w(m, P_WO, l), N, qd, D, qd, 1, s);
-    prof_end(P, k, gemm_flops(N, D, qd), 0, s);
-    tp_rowpar_end(m, o, ACT(a, A_XMID), N, held);
+    TpRows o = tp_rowpar_begin(&m->tpc, ACT(a, A_XMID), ACT(a, A_X), N);
+    PROF(P, "wo matmul fwd", gemm_flops(N, D, qd), 0, s) {
+        if (m->tpd.tp == 1) matmul_forward_residual(o.p, ACT(a, A_X), ACT(a, A_ATT), layer_w(m, P_WO, l), N, qd, D, qd, s);
+        else matmul_forward(o.p, ACT(a, A_ATT), layer_w(m, P_WO, l), N, qd, D, qd, 1, s);
+    }
+    tp_rowpar_end(&m->tpc, &o, ACT(a, A_XMID), N);
 }
 
 // One FFN chunk: rows [r0, r0+nr) of the tokens, hidden units [f0, f0+nf) of this rank's.
@@ -1111,13 +640,12 @@ static void ffn_chunk_hidden(Llama* m, int l, const floatX* xn2, int nr, int f0,
                              floatX* g) {
     int D = m->cfg.D;
     stream_t s = m->stream;
-    int k = prof_begin(&m->prof, "ffn w1 w3 matmul fwd", s);
-    matmul_forward(h1, xn2, layer_w(m, P_W1, l) + (size_t)f0 * D, nr, D, nf, D, 0, s);
-    matmul_forward(h3, xn2, layer_w(m, P_W3, l) + (size_t)f0 * D, nr, D, nf, D, 0, s);
-    prof_end(&m->prof, k, 2 * gemm_flops(nr, nf, D), 0, s);
-    k = prof_begin(&m->prof, "swiglu fwd", s);
-    swiglu_forward(g, h1, h3, (size_t)nr * nf, s);
-    prof_end(&m->prof, k, 0, 3.0 * nr * nf * SX, s);
+    PROF(&m->prof, "ffn w1 w3 matmul fwd", 2 * gemm_flops(nr, nf, D), 0, s) {
+        matmul_forward(h1, xn2, layer_w(m, P_W1, l) + (size_t)f0 * D, nr, D, nf, D, 0, s);
+        matmul_forward(h3, xn2, layer_w(m, P_W3, l) + (size_t)f0 * D, nr, D, nf, D, 0, s);
+    }
+    PROF(&m->prof, "swiglu fwd", 0, 3.0 * nr * nf * SX, s)
+        swiglu_forward(g, h1, h3, (size_t)nr * nf, s);
 }
 
 // the chunk's position: rows [r0, r0+nr), hidden units [f0, f0+nf) of this rank's Fl
@@ -1150,32 +678,33 @@ static int ffn_num_chunks(const Llama* m, int N) {
 static void ffn_forward(Llama* m, int l, LayerActs a, int N, const floatX* residual, floatX* out) {
     int D = m->cfg.D, Fl = m->tpd.Fl, tp1 = m->tpd.tp == 1;
     stream_t s = m->stream;
-    int held_in, held_out;
-    const floatX* xn2 = tp_norm_output_rows(m, l, a, A_XN2, A_XN2G, N, 0, &held_in);
-    floatX* o_all = tp_rowpar_begin(m, out, residual, N, &held_out);
+    TpRows xin = norm_output_rows(m, l, a, A_XN2, A_XN2G, N, 0);
+    TpRows o = tp_rowpar_begin(&m->tpc, out, residual, N);
+    const floatX* xn2 = xin.p;
+    floatX* o_all = o.p;
     if (m->flags.ffn_chunks == 1) {
         ffn_chunk_hidden(m, l, xn2, N, 0, Fl, ACT(a, A_H1), ACT(a, A_H3), ACT(a, A_G));
-        tp_give_back(m, held_in);
-        int k = prof_begin(&m->prof, "ffn w2 matmul fwd", s);
-        if (tp1) matmul_forward_residual(o_all, residual, ACT(a, A_G), layer_w(m, P_W2, l), N, Fl, D, Fl, s);
-        else matmul_forward(o_all, ACT(a, A_G), layer_w(m, P_W2, l), N, Fl, D, Fl, 1, s);
-        prof_end(&m->prof, k, gemm_flops(N, D, Fl), 0, s);
+        tp_give_back(&m->tpc, &xin);
+        PROF(&m->prof, "ffn w2 matmul fwd", gemm_flops(N, D, Fl), 0, s) {
+            if (tp1) matmul_forward_residual(o_all, residual, ACT(a, A_G), layer_w(m, P_W2, l), N, Fl, D, Fl, s);
+            else matmul_forward(o_all, ACT(a, A_G), layer_w(m, P_W2, l), N, Fl, D, Fl, 1, s);
+        }
     } else {
         int K = ffn_num_chunks(m, N);
         for (int k = 0; k < K; k++) {
             int r0, nr, f0, nf; ffn_chunk_range(m, N, k, &r0, &nr, &f0, &nf);
             ffn_chunk_hidden(m, l, xn2 + (size_t)r0 * D, nr, f0, nf, m->ffn_h1, m->ffn_h3, m->ffn_g);
-            int kp = prof_begin(&m->prof, "ffn w2 matmul fwd", s);
-            floatX* o = o_all + (size_t)r0 * D;
-            if (tp1 && (m->flags.ffn_chunk_seq || k == 0))  // the first product into these rows
-                matmul_forward_residual(o, residual + (size_t)r0 * D, m->ffn_g, layer_w(m, P_W2, l) + f0, nr, nf, D, Fl, s);
-            else
-                matmul_forward(o, m->ffn_g, layer_w(m, P_W2, l) + f0, nr, nf, D, Fl, 1, s);
-            prof_end(&m->prof, kp, gemm_flops(nr, D, nf), 0, s);
+            PROF(&m->prof, "ffn w2 matmul fwd", gemm_flops(nr, D, nf), 0, s) {
+                floatX* o = o_all + (size_t)r0 * D;
+                if (tp1 && (m->flags.ffn_chunk_seq || k == 0))  // the first product into these rows
+                    matmul_forward_residual(o, residual + (size_t)r0 * D, m->ffn_g, layer_w(m, P_W2, l) + f0, nr, nf, D, Fl, s);
+                else
+                    matmul_forward(o, m->ffn_g, layer_w(m, P_W2, l) + f0, nr, nf, D, Fl, 1, s);
+            }
         }
-        tp_give_back(m, held_in);
+        tp_give_back(&m->tpc, &xin);
     }
-    tp_rowpar_end(m, o_all, out, N, held_out);
+    tp_rowpar_end(&m->tpc, &o, out, N);
 }
 
 // FFN backward on all N rows: dout is the gradient at the FFN output, dxn receives the
@@ -1184,8 +713,8 @@ static void ffn_forward(Llama* m, int l, LayerActs a, int N, const floatX* resid
 static void ffn_backward(Llama* m, int l, LayerActs a, int N, const floatX* dout, floatX* dxn) {
     int D = m->cfg.D, Fl = m->tpd.Fl;
     stream_t s = m->stream;
-    int held;
-    const floatX* xin = tp_norm_output_rows(m, l, a, A_XN2, A_XN2G, N, 1, &held);
+    TpRows xrows = norm_output_rows(m, l, a, A_XN2, A_XN2G, N, 1);
+    const floatX* xin = xrows.p;
     if (m->flags.recompute >= 2 && m->flags.ffn_chunks == 1)
         ffn_chunk_hidden(m, l, xin, N, 0, Fl, ACT(a, A_H1), ACT(a, A_H3), ACT(a, A_G));
     int K = m->flags.ffn_chunks == 1 ? 1 : ffn_num_chunks(m, N);
@@ -1201,23 +730,23 @@ static void ffn_backward(Llama* m, int l, LayerActs a, int N, const floatX* dout
             ffn_chunk_hidden(m, l, xn2, nr, f0, nf, h1, h3, g);
         }
         Profile* P = &m->prof;
-        int kp = prof_begin(P, "ffn w2 matmul bwd", s);
-        matmul_backward_weight(layer_dw(m, P_W2, l) + f0, dy, g, nr, nf, D, Fl, s);
-        matmul_backward_input(m->ffn_dg, dy, layer_w(m, P_W2, l) + f0, nr, nf, D, Fl, 0, s);
-        prof_end(P, kp, 2 * gemm_flops(nr, D, nf), 0, s);
-        kp = prof_begin(P, "swiglu bwd", s);
-        swiglu_backward(m->ffn_dg, m->ffn_dh3, m->ffn_dg, h1, h3, (size_t)nr * nf, s);  // ffn_dg now holds d(h1)
-        prof_end(P, kp, 0, 5.0 * nr * nf * SX, s);
-        kp = prof_begin(P, "ffn w1 w3 matmul bwd", s);
-        matmul_backward_weight(layer_dw(m, P_W1, l) + (size_t)f0 * D, m->ffn_dg, xn2, nr, D, nf, D, s);
-        matmul_backward_weight(layer_dw(m, P_W3, l) + (size_t)f0 * D, m->ffn_dh3, xn2, nr, D, nf, D, s);
-        floatX* dxn2 = dxn + (size_t)r0 * D;
-        int first = m->flags.ffn_chunk_seq || k == 0;  // hidden chunks all add into the same rows
-        matmul_backward_input(dxn2, m->ffn_dg, layer_w(m, P_W1, l) + (size_t)f0 * D, nr, D, nf, D, !first, s);
-        matmul_backward_input(dxn2, m->ffn_dh3, layer_w(m, P_W3, l) + (size_t)f0 * D, nr, D, nf, D, 1, s);
-        prof_end(P, kp, 4 * gemm_flops(nr, nf, D), 0, s);
+        PROF(P, "ffn w2 matmul bwd", 2 * gemm_flops(nr, D, nf), 0, s) {
+            matmul_backward_weight(layer_dw(m, P_W2, l) + f0, dy, g, nr, nf, D, Fl, s);
+            matmul_backward_input(m->ffn_dg, dy, layer_w(m, P_W2, l) + f0, nr, nf, D, Fl, 0, s);
+        }
+        PROF(P, "swiglu bwd", 0, 5.0 * nr * nf * SX, s) {
+            swiglu_backward(m->ffn_dg, m->ffn_dh3, m->ffn_dg, h1, h3, (size_t)nr * nf, s);  // ffn_dg now holds d(h1)
+        }
+        PROF(P, "ffn w1 w3 matmul bwd", 4 * gemm_flops(nr, nf, D), 0, s) {
+            matmul_backward_weight(layer_dw(m, P_W1, l) + (size_t)f0 * D, m->ffn_dg, xn2, nr, D, nf, D, s);
+            matmul_backward_weight(layer_dw(m, P_W3, l) + (size_t)f0 * D, m->ffn_dh3, xn2, nr, D, nf, D, s);
+            floatX* dxn2 = dxn + (size_t)r0 * D;
+            int first = m->flags.ffn_chunk_seq || k == 0;  // hidden chunks all add into the same rows
+            matmul_backward_input(dxn2, m->ffn_dg, layer_w(m, P_W1, l) + (size_t)f0 * D, nr, D, nf, D, !first, s);
+            matmul_backward_input(dxn2, m->ffn_dh3, layer_w(m, P_W3, l) + (size_t)f0 * D, nr, D, nf, D, 1, s);
+        }
     }
-    tp_give_back(m, held);
+    tp_give_back(&m->tpc, &xrows);
 }
 
 static void layer_forward(Llama* m, int l, int B, int T, RunMode mode) {
@@ -1226,9 +755,8 @@ static void layer_forward(Llama* m, int l, int B, int T, RunMode mode) {
     stream_t s = m->stream;
     LayerActs a = layer_acts(m, l);
     attention_block_forward(m, l, a, B, T, ACTF(a, A_RSTD1));
-    int k = prof_begin(&m->prof, "rmsnorm fwd", s);
-    rmsnorm_forward(ACT(a, A_XN2), ACTF(a, A_RSTD2), ACT(a, A_XMID), layer_w(m, P_FFN_NORM, l), nr, D, c->norm_eps, s);
-    prof_end(&m->prof, k, 0, 2.0 * nr * D * SX, s);
+    PROF(&m->prof, "rmsnorm fwd", 0, 2.0 * nr * D * SX, s)
+        rmsnorm_forward(ACT(a, A_XN2), ACTF(a, A_RSTD2), ACT(a, A_XMID), layer_w(m, P_FFN_NORM, l), nr, D, c->norm_eps, s);
     floatX* out = layer_output(m, l);
     // the output lands in the next layer's block; with offload that block is a slot
     // whose previous tenant (layer l-1) must have reached the host first
@@ -1245,9 +773,8 @@ static void layer_backward(Llama* m, int l, int B, int T) {
     int qd = Hl * hd, kvd = KVl * hd;
     stream_t s = m->stream;
     Profile* P = &m->prof;
-    int k = prof_begin(P, "offload wait", s);
-    offload_before_backward(&m->off, l, s);
-    prof_end(P, k, 0, 0, s);
+    PROF(P, "offload wait", 0, 0, s)
+        offload_before_backward(&m->off, l, s);
     LayerActs a = layer_acts(m, l);
 
     // recompute what was not kept (bitwise the same values: same launchers, same inputs);
@@ -1257,69 +784,66 @@ static void layer_backward(Llama* m, int l, int B, int T) {
         rmsnorm_forward(ACT(a, A_XN2), ACTF(a, A_RSTD2), ACT(a, A_XMID), layer_w(m, P_FFN_NORM, l), nr, D, c->norm_eps, s);
         // (the FFN's hidden activations: in ffn_backward, which has the gathered input)
     } else if (m->flags.recompute == 1) {
-        k = prof_begin(P, "rmsnorm fwd", s);
-        rmsnorm_forward(ACT(a, A_XN1), m->rstd_scratch, ACT(a, A_X), layer_w(m, P_ATTN_NORM, l), nr, D, c->norm_eps, s);
-        rmsnorm_forward(ACT(a, A_XN2), m->rstd_scratch, ACT(a, A_XMID), layer_w(m, P_FFN_NORM, l), nr, D, c->norm_eps, s);
-        prof_end(P, k, 0, 4.0 * nr * D * SX, s);
-        k = prof_begin(P, "swiglu fwd", s);
-        if (m->flags.ffn_chunks == 1) swiglu_forward(ACT(a, A_G), ACT(a, A_H1), ACT(a, A_H3), (size_t)N * m->tpd.Fl, s);
-        prof_end(P, k, 0, m->flags.ffn_chunks == 1 ? 3.0 * N * m->tpd.Fl * SX : 0, s);
+        PROF(P, "rmsnorm fwd", 0, 4.0 * nr * D * SX, s) {
+            rmsnorm_forward(ACT(a, A_XN1), m->rstd_scratch, ACT(a, A_X), layer_w(m, P_ATTN_NORM, l), nr, D, c->norm_eps, s);
+            rmsnorm_forward(ACT(a, A_XN2), m->rstd_scratch, ACT(a, A_XMID), layer_w(m, P_FFN_NORM, l), nr, D, c->norm_eps, s);
+        }
+        PROF(P, "swiglu fwd", 0, m->flags.ffn_chunks == 1 ? 3.0 * N * m->tpd.Fl * SX : 0, s)
+            if (m->flags.ffn_chunks == 1) swiglu_forward(ACT(a, A_G), ACT(a, A_H1), ACT(a, A_H3), (size_t)N * m->tpd.Fl, s);
     }
 
     // FFN and its norm: dx is the gradient at the FFN output and also, through the
     // residual, at xmid; the norm's backward adds the FFN path into it
-    int held_dy, held_part;
-    const floatX* dy = tp_grad_rows(m, m->dx, N, &held_dy);
-    floatX* part = tp_partial_rows(m, m->dxn, N, &held_part);
-    ffn_backward(m, l, a, N, dy, part);
-    tp_give_back(m, held_dy);
-    const floatX* dxn = tp_reduce_rows(m, part, N);
+    TpContext* tpc = &m->tpc;
+    TpRows dy = tp_grad_rows(tpc, m->dx, N);
+    TpRows part = tp_partial_rows(tpc, m->dxn, N);
+    ffn_backward(m, l, a, N, dy.p, part.p);
+    tp_give_back(tpc, &dy);
+    const floatX* dxn = tp_reduce_rows(tpc, part.p, N);
     double norm_bytes = 4.0 * nr * D * SX;  // reads x, dxn, dx; writes dx
-    k = prof_begin(P, "rmsnorm bwd", s);
-    rmsnorm_backward(m->dx, layer_dw(m, P_FFN_NORM, l), dxn, ACT(a, A_XMID), layer_w(m, P_FFN_NORM, l),
-                     ACTF(a, A_RSTD2), nr, D, s);
-    prof_end(P, k, 0, norm_bytes, s);
-    tp_give_back(m, held_part);
-    // attention
-    dy = tp_grad_rows(m, m->dx, N, &held_dy);
-    k = prof_begin(P, "wo matmul bwd", s);
-    matmul_backward_weight(layer_dw(m, P_WO, l), dy, ACT(a, A_ATT), N, qd, D, qd, s);
-    matmul_backward_input(m->datt, dy, layer_w(m, P_WO, l), N, qd, D, qd, 0, s);
-    prof_end(P, k, 2 * gemm_flops(N, D, qd), 0, s);
-    tp_give_back(m, held_dy);
-    double att_flops = 2.5 * 2.0 * B * Hl * (double)T * T * hd;  // FlashAttention's count: 2.5 x forward
-    k = prof_begin(P, "attention bwd", s);
-    if (attention_fuses_rope()) {  // dq, dk come back rotated to the unrotated q, k
-        attention_dispatch_backward_rope(m->dq, m->dk, m->dv, m->datt, ACT(a, A_Q), ACT(a, A_K), ACT(a, A_V), ACT(a, A_ATT),
-                                         ACTF(a, A_LSE), m->att_delta, m->rope_cos, m->rope_sin, B, T, Hl, KVl, hd, s);
-        prof_end(P, k, att_flops, 0, s);
-    } else {
-        attention_dispatch_backward(m->dq, m->dk, m->dv, m->datt, ACT(a, A_Q), ACT(a, A_K), ACT(a, A_V), ACT(a, A_ATT),
-                                    ACTF(a, A_LSE), m->att_delta, B, T, Hl, KVl, hd, s);
-        prof_end(P, k, att_flops, 0, s);
-        k = prof_begin(P, "rope bwd", s);
-        rope_backward(m->dq, m->dq, m->rope_cos, m->rope_sin, B, T, Hl, hd, s);
-        rope_backward(m->dk, m->dk, m->rope_cos, m->rope_sin, B, T, KVl, hd, s);
-        prof_end(P, k, 0, 2.0 * N * (qd + kvd) * SX, s);
+    PROF(P, "rmsnorm bwd", 0, norm_bytes, s) {
+        rmsnorm_backward(m->dx, layer_dw(m, P_FFN_NORM, l), dxn, ACT(a, A_XMID), layer_w(m, P_FFN_NORM, l),
+                         ACTF(a, A_RSTD2), nr, D, s);
     }
-    int held_in;
-    const floatX* xin = tp_norm_output_rows(m, l, a, A_XN1, A_XN1G, N, 1, &held_in);
-    part = tp_partial_rows(m, m->dxn, N, &held_part);
-    k = prof_begin(P, "qkv matmul bwd", s);
-    matmul_backward_weight(layer_dw(m, P_WQ, l), m->dq, xin, N, D, qd, D, s);
-    matmul_backward_weight(layer_dw(m, P_WK, l), m->dk, xin, N, D, kvd, D, s);
-    matmul_backward_weight(layer_dw(m, P_WV, l), m->dv, xin, N, D, kvd, D, s);
-    matmul_backward_input(part, m->dq, layer_w(m, P_WQ, l), N, D, qd, D, 0, s);
-    matmul_backward_input(part, m->dk, layer_w(m, P_WK, l), N, D, kvd, D, 1, s);
-    matmul_backward_input(part, m->dv, layer_w(m, P_WV, l), N, D, kvd, D, 1, s);
-    prof_end(P, k, 2 * gemm_flops(N, qd + 2.0 * kvd, D), 0, s);
-    tp_give_back(m, held_in);
-    dxn = tp_reduce_rows(m, part, N);
-    k = prof_begin(P, "rmsnorm bwd", s);
-    rmsnorm_backward(m->dx, layer_dw(m, P_ATTN_NORM, l), dxn, ACT(a, A_X), layer_w(m, P_ATTN_NORM, l),
-                     ACTF(a, A_RSTD1), nr, D, s);
-    prof_end(P, k, 0, norm_bytes, s);
-    tp_give_back(m, held_part);
+    tp_give_back(tpc, &part);
+    // attention
+    dy = tp_grad_rows(tpc, m->dx, N);
+    PROF(P, "wo matmul bwd", 2 * gemm_flops(N, D, qd), 0, s) {
+        matmul_backward_weight(layer_dw(m, P_WO, l), dy.p, ACT(a, A_ATT), N, qd, D, qd, s);
+        matmul_backward_input(m->datt, dy.p, layer_w(m, P_WO, l), N, qd, D, qd, 0, s);
+    }
+    tp_give_back(tpc, &dy);
+    double att_flops = 2.5 * 2.0 * B * Hl * (double)T * T * hd;  // FlashAttention's count: 2.5 x forward
+    if (attention_fuses_rope()) {  // dq, dk come back rotated to the unrotated q, k
+        PROF(P, "attention bwd", att_flops, 0, s)
+            attention_dispatch_backward_rope(m->dq, m->dk, m->dv, m->datt, ACT(a, A_Q), ACT(a, A_K), ACT(a, A_V), ACT(a, A_ATT),
+                                             ACTF(a, A_LSE), m->att_delta, m->rope_cos, m->rope_sin, B, T, Hl, KVl, hd, s);
+    } else {
+        PROF(P, "attention bwd", att_flops, 0, s)
+            attention_dispatch_backward(m->dq, m->dk, m->dv, m->datt, ACT(a, A_Q), ACT(a, A_K), ACT(a, A_V), ACT(a, A_ATT),
+                                        ACTF(a, A_LSE), m->att_delta, B, T, Hl, KVl, hd, s);
+        PROF(P, "rope bwd", 0, 2.0 * N * (qd + kvd) * SX, s) {
+            rope_backward(m->dq, m->dq, m->rope_cos, m->rope_sin, B, T, Hl, hd, s);
+            rope_backward(m->dk, m->dk, m->rope_cos, m->rope_sin, B, T, KVl, hd, s);
+        }
+    }
+    TpRows xin = norm_output_rows(m, l, a, A_XN1, A_XN1G, N, 1);
+    part = tp_partial_rows(tpc, m->dxn, N);
+    PROF(P, "qkv matmul bwd", 2 * gemm_flops(N, qd + 2.0 * kvd, D), 0, s) {
+        matmul_backward_weight(layer_dw(m, P_WQ, l), m->dq, xin.p, N, D, qd, D, s);
+        matmul_backward_weight(layer_dw(m, P_WK, l), m->dk, xin.p, N, D, kvd, D, s);
+        matmul_backward_weight(layer_dw(m, P_WV, l), m->dv, xin.p, N, D, kvd, D, s);
+        matmul_backward_input(part.p, m->dq, layer_w(m, P_WQ, l), N, D, qd, D, 0, s);
+        matmul_backward_input(part.p, m->dk, layer_w(m, P_WK, l), N, D, kvd, D, 1, s);
+        matmul_backward_input(part.p, m->dv, layer_w(m, P_WV, l), N, D, kvd, D, 1, s);
+    }
+    tp_give_back(tpc, &xin);
+    dxn = tp_reduce_rows(tpc, part.p, N);
+    PROF(P, "rmsnorm bwd", 0, norm_bytes, s) {
+        rmsnorm_backward(m->dx, layer_dw(m, P_ATTN_NORM, l), dxn, ACT(a, A_X), layer_w(m, P_ATTN_NORM, l),
+                         ACTF(a, A_RSTD1), nr, D, s);
+    }
+    tp_give_back(tpc, &part);
     offload_after_backward(&m->off, l, s);
 }
 
@@ -1333,35 +857,32 @@ static void embed_forward(Llama* m, int N) {
     const LlamaConfig* c = &m->cfg;
     stream_t s = m->stream;
     floatX* x = ACT(layer_acts(m, 0), A_X);
-    int k = prof_begin(&m->prof, "embedding", s);
-    if (!m->lay->vocab_tp) {
-        encoder_forward(x, m->inputs + own_row0(m, N), vocab_weights(m, P_EMB), own_rows(m, N), c->D, s);
-        prof_end(&m->prof, k, 0, 2.0 * own_rows(m, N) * c->D * SX, s);
+    if (!m->st.lay.vocab_tp) {
+        PROF(&m->prof, "embedding", 0, 2.0 * own_rows(m, N) * c->D * SX, s)
+            encoder_forward(x, m->inputs + own_row0(m, N), vocab_weights(m, P_EMB), own_rows(m, N), c->D, s);
         return;
     }
-    int held;
-    floatX* part = tp_partial_rows(m, x, N, &held);
-    encoder_forward_range(part, m->inputs, m->p[P_EMB], N, c->D, (int)m->lay->v0, (int)m->lay->v_valid, s);
-    prof_end(&m->prof, k, 0, 2.0 * N * c->D * SX, s);
-    floatX* mine = tp_reduce_rows(m, part, N);
+    TpRows part = tp_partial_rows(&m->tpc, x, N);
+    PROF(&m->prof, "embedding", 0, 2.0 * N * c->D * SX, s)
+        encoder_forward_range(part.p, m->inputs, m->p[P_EMB], N, c->D, (int)m->st.lay.v0, (int)m->st.lay.v_valid, s);
+    floatX* mine = tp_reduce_rows(&m->tpc, part.p, N);
     if (mine != x) dev_memcpy_d2d(x, mine, (size_t)own_rows(m, N) * c->D * sizeof(floatX), s);
-    tp_give_back(m, held);
+    tp_give_back(&m->tpc, &part);
 }
 
 // its backward from m->dx (this rank's rows under sequence parallelism) into demb
 static void embed_backward(Llama* m, floatX* demb, int N) {
     const LlamaConfig* c = &m->cfg;
     stream_t s = m->stream;
-    int k = prof_begin(&m->prof, "embedding", s);
-    if (!m->lay->vocab_tp) {
-        encoder_backward(demb, m->dx, m->inputs + own_row0(m, N), own_rows(m, N), c->D, s);
-    } else {
-        int held;
-        const floatX* dy = tp_grad_rows(m, m->dx, N, &held);
-        encoder_backward_range(demb, dy, m->inputs, N, c->D, (int)m->lay->v0, (int)m->lay->v_valid, s);
-        tp_give_back(m, held);
+    PROF(&m->prof, "embedding", 0, 3.0 * N * c->D * SX, s) {
+        if (!m->st.lay.vocab_tp) {
+            encoder_backward(demb, m->dx, m->inputs + own_row0(m, N), own_rows(m, N), c->D, s);
+        } else {
+            TpRows dy = tp_grad_rows(&m->tpc, m->dx, N);
+            encoder_backward_range(demb, dy.p, m->inputs, N, c->D, (int)m->st.lay.v0, (int)m->st.lay.v_valid, s);
+            tp_give_back(&m->tpc, &dy);
+        }
     }
-    prof_end(&m->prof, k, 0, 3.0 * N * c->D * SX, s);
 }
 
 // The cross-entropy of nr rows whose logits this rank holds a vocabulary shard of
@@ -1370,7 +891,7 @@ static void embed_backward(Llama* m, floatX* demb, int N) {
 // columns of the last shard are masked out (the loss equals the unsharded one).
 static void crossentropy_vocab_parallel(Llama* m, float* losses, const int* targets, int nr, float dloss, int backward) {
     stream_t s = m->stream;
-    int Vs = (int)m->lay->vs, v0 = (int)m->lay->v0, nv = (int)m->lay->v_valid;
+    int Vs = (int)m->st.lay.vs, v0 = (int)m->st.lay.v0, nv = (int)m->st.lay.v_valid;
     crossentropy_vp_max(m->ce_max, m->logits, nr, Vs, nv, s);
     comm_all_reduce(llama_comm(m), GROUP_TP, m->ce_max, nr, COMM_FLOAT, COMM_MAX, s);
     comm_join(m->comm, s);
@@ -1389,79 +910,63 @@ static void crossentropy_vocab_parallel(Llama* m, float* losses, const int* targ
 // the input gradient is summed over the group.
 static void head_forward_backward(Llama* m, int N, RunMode mode, float dloss) {
     const LlamaConfig* c = &m->cfg;
-    int D = c->D, nr_own = own_rows(m, N), vtp = m->lay->vocab_tp;
-    int V = vtp ? (int)m->lay->vs : c->V;
+    int D = c->D, nr_own = own_rows(m, N), vtp = m->st.lay.vocab_tp;
+    int V = vtp ? (int)m->st.lay.vs : c->V;
     int H = vtp ? N : nr_own;  // rows the head runs on
     const int* targets = m->targets + (vtp ? 0 : own_row0(m, N));
     stream_t s = m->stream;
     Profile* P = &m->prof;
-    int k = prof_begin(P, "rmsnorm fwd", s);
-    rmsnorm_forward(m->xf, m->rstdf, m->x_final, m->p[P_NORM], nr_own, D, c->norm_eps, s);
-    prof_end(P, k, 0, 2.0 * nr_own * D * SX, s);
-    int held_x = -1, held_d = -1;
-    const floatX* xf = m->xf;
-    if (vtp && m->tpd.sp) {
-        floatX* g = recycled_take(&m->pool, m->buf_gather, "final norm output", (size_t)N * D * sizeof(floatX));
-        held_x = m->buf_gather;
-        xf = tp_gather_rows(m, g, m->xf, N);
-    }
-    floatX* dxf = mode == MODE_TRAIN && vtp ? tp_partial_rows(m, m->dxf, N, &held_d) : m->dxf;
+    PROF(P, "rmsnorm fwd", 0, 2.0 * nr_own * D * SX, s)
+        rmsnorm_forward(m->xf, m->rstdf, m->x_final, m->p[P_NORM], nr_own, D, c->norm_eps, s);
+    TpRows xg = {m->xf, -1}, dpart = {m->dxf, -1};
+    if (vtp && m->tpd.sp) xg = tp_gather_taken(&m->tpc, m->xf, N, "final norm output");
+    if (mode == MODE_TRAIN && vtp) dpart = tp_partial_rows(&m->tpc, m->dxf, N);
+    const floatX* xf = xg.p;
+    floatX* dxf = dpart.p;
     const floatX* w_out = vocab_weights(m, P_OUT);
     floatX* dw_out = mode == MODE_TRAIN ? vocab_grad_begin(m, P_OUT) : NULL;
     for (int r0 = 0; r0 < H; r0 += m->ce_rows) {
         int nr = H - r0 < m->ce_rows ? H - r0 : m->ce_rows;
-        k = prof_begin(P, "head matmul fwd", s);
-        matmul_forward(m->logits, xf + (size_t)r0 * D, w_out, nr, D, V, D, 0, s);
-        prof_end(P, k, gemm_flops(nr, V, D), 0, s);
+        PROF(P, "head matmul fwd", gemm_flops(nr, V, D), 0, s)
+            matmul_forward(m->logits, xf + (size_t)r0 * D, w_out, nr, D, V, D, 0, s);
 #ifdef TESTING
         if (m->capture_logits) {  // [BT, V] on the host: this rank's rows, or its vocabulary columns of every row
             stream_synchronize(s);
             float* tmp = (float*)xmalloc((size_t)nr * V * sizeof(float));
             dev_download_floats(tmp, m->logits, (size_t)nr * V);
             size_t row0 = vtp ? r0 : own_row0(m, N) + r0;
-            size_t c0 = vtp ? m->lay->v0 : 0, cols = vtp ? m->lay->v_valid : (size_t)V;
+            size_t c0 = vtp ? m->st.lay.v0 : 0, cols = vtp ? m->st.lay.v_valid : (size_t)V;
             for (int i = 0; i < nr; i++)
                 memcpy(m->capture_logits + (row0 + i) * c->V + c0, tmp + (size_t)i * V, cols * sizeof(float));
             free(tmp);
         }
 #endif
-        k = prof_begin(P, "crossentropy", s);
-        if (vtp) crossentropy_vocab_parallel(m, m->losses + r0, targets + r0, nr, dloss, mode == MODE_TRAIN);
-        else crossentropy_forward_backward(m->losses + r0, m->logits, targets + r0, nr, V, dloss, mode == MODE_TRAIN, s);
-        prof_end(P, k, 0, (mode == MODE_TRAIN ? 2.0 : 1.0) * nr * V * SX, s);
+        PROF(P, "crossentropy", 0, (mode == MODE_TRAIN ? 2.0 : 1.0) * nr * V * SX, s) {
+            if (vtp) crossentropy_vocab_parallel(m, m->losses + r0, targets + r0, nr, dloss, mode == MODE_TRAIN);
+            else crossentropy_forward_backward(m->losses + r0, m->logits, targets + r0, nr, V, dloss, mode == MODE_TRAIN, s);
+        }
         if (mode == MODE_TRAIN) {
-            k = prof_begin(P, "head matmul bwd", s);
-            matmul_backward_weight(dw_out, m->logits, xf + (size_t)r0 * D, nr, D, V, D, s);
-            matmul_backward_input(dxf + (size_t)r0 * D, m->logits, w_out, nr, D, V, D, 0, s);
-            prof_end(P, k, 2 * gemm_flops(nr, V, D), 0, s);
+            PROF(P, "head matmul bwd", 2 * gemm_flops(nr, V, D), 0, s) {
+                matmul_backward_weight(dw_out, m->logits, xf + (size_t)r0 * D, nr, D, V, D, s);
+                matmul_backward_input(dxf + (size_t)r0 * D, m->logits, w_out, nr, D, V, D, 0, s);
+            }
         }
     }
-    tp_give_back(m, held_x);
+    tp_give_back(&m->tpc, &xg);
     if (mode == MODE_TRAIN) {
         if (!c->tied) vocab_grad_done(m, P_OUT);  // tied: the embedding's backward adds to it first
-        const floatX* dxf_own = vtp ? tp_reduce_rows(m, dxf, N) : dxf;
-        k = prof_begin(P, "rmsnorm bwd", s);
-        dev_memset(m->dx, 0, (size_t)nr_own * D * sizeof(floatX), s);
-        rmsnorm_backward(m->dx, m->g[P_NORM], dxf_own, m->x_final, m->p[P_NORM], m->rstdf, nr_own, D, s);
-        prof_end(P, k, 0, 5.0 * nr_own * D * SX, s);
-        tp_give_back(m, held_d);
+        const floatX* dxf_own = vtp ? tp_reduce_rows(&m->tpc, dxf, N) : dxf;
+        PROF(P, "rmsnorm bwd", 0, 5.0 * nr_own * D * SX, s) {
+            dev_memset(m->dx, 0, (size_t)nr_own * D * sizeof(floatX), s);
+            rmsnorm_backward(m->dx, m->g[P_NORM], dxf_own, m->x_final, m->p[P_NORM], m->rstdf, nr_own, D, s);
+        }
+        tp_give_back(&m->tpc, &dpart);
     }
 }
 
 // the rows of the head's per-token losses: distinct on every rank of the TP group (a
 // replicated vocabulary under sequence parallelism) or the same on all of them
-static int head_rows(const Llama* m, int N) { return m->tpd.sp && !m->lay->vocab_tp ? own_rows(m, N) : N; }
-
-// The gradients of [lo, lo + n) are complete for this micro-step. With
-// --fp32-grad-accum they move into the fp32 accumulator (the bf16 buffer is zeroed
-// for the next micro-step), and on the last micro-step the sum comes back, rounded
-// once, for the reduction, the norm and AdamW.
-static void grads_micro_step_done(Llama* m, size_t lo, size_t n, int last) {
-    if (!m->grad_acc || n == 0) return;
-    int k = prof_begin(&m->prof, "grad accumulate (fp32)", m->stream);
-    grad_accumulate(m->grad_acc + lo, m->grads + lo, n, last, m->stream);
-    prof_end(&m->prof, k, 0, n * (2 * SX + 8.0), m->stream);
-}
+static int head_rows(const Llama* m, int N) { return m->tpd.sp && !m->st.lay.vocab_tp ? own_rows(m, N) : N; }
 
 // checks a micro-batch against the plan and stages its tokens
 static void llama_stage_batch(Llama* m, const int* inputs, const int* targets, int B, int T) {
@@ -1491,18 +996,15 @@ static void llama_forward_backward(Llama* m, const int* inputs, const int* targe
     if (mode == MODE_TRAIN) {
         for (int l = c->L - 1; l >= 0; l--) {
             layer_backward(m, l, B, T);
-            const Bucket* b = &m->lay->bucket[l];
-            grads_micro_step_done(m, b->start, b->padded, last);
-            if (last) { tp_reduce_replicated_grads(m, l); grads_reduce_bucket(m, l); }  // overlaps the layers below
+            param_store_bucket_done(&m->st, l, last, m->tpd.sp);  // its reductions overlap the layers below
         }
         // a tied, sharded model's unsharded gradient already holds the head's part
         floatX* demb = vocab_dp_sharded(m) && c->tied ? m->vocab_dw : vocab_grad_begin(m, P_EMB);
         embed_backward(m, demb, N);
         vocab_grad_done(m, P_EMB);
-        const Bucket* hb = &m->lay->bucket[c->L];
-        grads_micro_step_done(m, hb->start, hb->padded, last);
-        grads_micro_step_done(m, m->lay->vocab_start, m->lay->n_local - m->lay->vocab_start, last);  // --shard-vocab over DP
-        if (last) { tp_reduce_replicated_grads(m, -1); grads_reduce_bucket(m, c->L); }
+        const ParamLayout* lay = &m->st.lay;
+        param_store_micro_step_done(&m->st, lay->vocab_start, lay->n_local - lay->vocab_start, last);  // --shard-vocab over DP
+        param_store_bucket_done(&m->st, c->L, last, m->tpd.sp);
     }
     sum_accumulate(m->loss_sum, m->losses, (size_t)head_rows(m, N), s);
     m->loss_tokens += head_rows(m, N);
@@ -1519,89 +1021,25 @@ static float llama_take_loss(Llama* m) {
     stream_synchronize(m->stream);
     double v[2] = {sum, m->loss_tokens};
     m->loss_tokens = 0;
-    comm_host_all_reduce(m->comm, m->tpd.sp && !m->lay->vocab_tp ? GROUP_WORLD : GROUP_DP, v, 2, COMM_SUM);
+    comm_host_all_reduce(m->comm, m->tpd.sp && !m->st.lay.vocab_tp ? GROUP_WORLD : GROUP_DP, v, 2, COMM_SUM);
     return v[1] > 0 ? (float)(v[0] / v[1]) : NAN;
 }
 
-static void llama_zero_grads(Llama* m) {
-    dev_memset(m->grads, 0, m->lay->n_local * sizeof(floatX), m->stream);
-}
+static void llama_zero_grads(Llama* m) { param_store_zero_grads(&m->st); }
 
-// The global gradient norm (before clipping), once the reductions are done: each rank
-// sums the squares of what it owns, then one all-reduce. Owned ranges, not tensors: the
-// padding of a bucket holds zero gradients, so it adds nothing, and the norm takes one
-// call per owned range (one for all the buckets when they are replicated, counted once,
-// on DP rank 0) instead of one per tensor. Under TP the pieces of what this rank owns
-// are summed instead, the TP-replicated ones (norm weights, a replicated vocabulary)
-// on TP rank 0 only, and the all-reduce spans the world.
-static float llama_grad_norm(Llama* m) {
-    stream_t s = m->stream;
-    const ParamLayout* lay = m->lay;
-    comm_join(m->comm, s);
-    int k = prof_begin(&m->prof, "grad norm", s);
-    dev_memset(m->norm_scratch, 0, sizeof(float), s);
-    if (m->tpd.tp > 1) {
-        if (m->flags.zero || m->comm->dp_rank == 0)
-            for (int i = 0; i < m->n_pieces; i++) {
-                const Piece* pc = &m->pieces[i];
-                if (param_tp_replicated(lay, pc->tensor) && m->comm->tp_rank != 0) continue;
-                global_norm_squared(m->norm_scratch, m->grads + pc->local_off, pc->n, s);
-            }
-    } else {
-        if (m->flags.zero) {
-            for (int b = 0; b < lay->n_buckets; b++) {
-                size_t lo, n; bucket_owned(lay, b, &lo, &n);
-                global_norm_squared(m->norm_scratch, m->grads + lo, n, s);
-            }
-        } else if (m->comm->dp_rank == 0) {
-            global_norm_squared(m->norm_scratch, m->grads, lay->vocab_start, s);
-        }
-        if (lay->n_local > lay->vocab_start)  // the owned vocabulary rows
-            global_norm_squared(m->norm_scratch, m->grads + lay->vocab_start, lay->n_local - lay->vocab_start, s);
-    }
-    prof_end(&m->prof, k, 0, (double)lay->n_opt * SX, s);
-    comm_all_reduce(llama_comm(m), GROUP_WORLD, m->norm_scratch, 1, COMM_FLOAT, COMM_SUM, s);
-    comm_join(m->comm, s);
-    float norm2 = 0.0f;
-    dev_memcpy_d2h(&norm2, m->norm_scratch, sizeof(float), s);
-    comm_synchronize(m->comm);
-    stream_synchronize(s);
-    return sqrtf(norm2);
-}
-
-// Global-norm clipping (as torch.nn.utils.clip_grad_norm_) and one AdamW step on what
-// this rank owns; with --zero 1 the updated parts are then all-gathered.
 static void llama_apply_update(Llama* m, float lr, float beta1, float beta2, float eps, float weight_decay,
                                float grad_clip, float norm, int t) {
-    stream_t s = m->stream;
-    float scale = grad_clip_scale(grad_clip, norm);
-    // per element: parameter and gradient (floatX), moments and master weights (fp32), read and written
-    int k = prof_begin(&m->prof, "adamw", s);
-    for (int i = 0; i < m->n_pieces; i++) {
-        const Piece* pc = &m->pieces[i];
-        float wd = param_is_matrix(pc->tensor) ? weight_decay : 0.0f;
-        adamw_update(m->params + pc->local_off, m->master ? m->master + pc->opt_off : NULL, m->grads + pc->local_off,
-                     m->adam_m + pc->opt_off, m->adam_v + pc->opt_off, pc->n, lr, beta1, beta2, eps, wd, scale, t, s);
-    }
-    prof_end(&m->prof, k, 0, (double)m->lay->n_opt * (3 * SX + 4.0 * (2 + HAVE_MASTER_WEIGHTS) * 2), s);
-    if (m->flags.zero)
-        for (int b = 0; b < m->lay->n_buckets; b++)
-            comm_all_gather(llama_comm(m), GROUP_DP, m->params + m->lay->bucket[b].start, m->lay->bucket[b].padded / m->comm->dp,
-                            COMM_FLOATX, s);
-    comm_join(m->comm, s);
+    param_store_apply_update(&m->st, lr, beta1, beta2, eps, weight_decay, grad_clip, norm, t);
     m->vocab_gathered = -1;
-    comm_synchronize(m->comm);
-    stream_synchronize(s);
 }
 
 // both, for callers that need no check in between; returns the norm before clipping
-[[maybe_unused]] static float llama_update(Llama* m, float lr, float beta1, float beta2, float eps, float weight_decay, float grad_clip,
-                          int t) {
-    float norm = llama_grad_norm(m);
+[[maybe_unused]] static float llama_update(Llama* m, float lr, float beta1, float beta2, float eps, float weight_decay,
+                                           float grad_clip, int t) {
+    float norm = param_store_grad_norm(&m->st);
     llama_apply_update(m, lr, beta1, beta2, eps, weight_decay, grad_clip, norm, t);
     return norm;
 }
-
 
 // Logits of the last position of one sequence (for sampling): the layers on [1, T]
 // in eval mode, then the head on one row only. A collective under TP: every rank
@@ -1617,17 +1055,12 @@ static void llama_next_token_logits(Llama* m, const int* tokens, int T, float* h
     llama_stage_batch(m, pad_scratch, NULL, 1, Tp);
     embed_forward(m, Tp);
     for (int l = 0; l < c->L; l++) layer_forward(m, l, 1, Tp, MODE_EVAL);
-    int held = -1;
-    const floatX* xfin = m->x_final;
-    if (m->tpd.sp) {
-        floatX* g = recycled_take(&m->pool, m->buf_gather, "final hidden states (sampling)", (size_t)Tp * c->D * sizeof(floatX));
-        held = m->buf_gather;
-        xfin = tp_gather_rows(m, g, m->x_final, Tp);
-    }
-    int vtp = m->lay->vocab_tp, V = vtp ? (int)m->lay->vs : c->V;
-    rmsnorm_forward(m->xf, m->rstdf, xfin + (size_t)(T - 1) * c->D, m->p[P_NORM], 1, c->D, c->norm_eps, s);
+    TpRows xfin = {m->x_final, -1};
+    if (m->tpd.sp) xfin = tp_gather_taken(&m->tpc, m->x_final, Tp, "final hidden states (sampling)");
+    int vtp = m->st.lay.vocab_tp, V = vtp ? (int)m->st.lay.vs : c->V;
+    rmsnorm_forward(m->xf, m->rstdf, xfin.p + (size_t)(T - 1) * c->D, m->p[P_NORM], 1, c->D, c->norm_eps, s);
     matmul_forward(m->logits, m->xf, vocab_weights(m, P_OUT), 1, c->D, V, c->D, 0, s);
-    tp_give_back(m, held);
+    tp_give_back(&m->tpc, &xfin);
     comm_synchronize(m->comm);
     stream_synchronize(s);
     if (!vtp) { dev_download_floats(host_logits, m->logits, c->V); return; }
@@ -1666,7 +1099,7 @@ static void checkpoint_write(Llama* m, const char* path, int step, int grad_accu
     size_t n = m->num_params, ds = train_loader ? dataloader_state_size() : 0;
     float *p = root ? (float*)xmalloc(n * sizeof(float)) : NULL, *mm = root ? (float*)xmalloc(n * sizeof(float)) : NULL,
           *vv = root ? (float*)xmalloc(n * sizeof(float)) : NULL;
-    llama_get_state(m, p, mm, vv);  // collective
+    param_store_get_state(&m->st, p, mm, vv);  // collective
     unsigned char state[512] = {0};  // the loader reads the global batch: its state is the same on every rank
     if (ds > sizeof(state)) FAIL("dataloader state (%zu bytes) is larger than the checkpoint's buffer", ds);
     if (train_loader) dataloader_get_state(train_loader, state);
@@ -1757,18 +1190,12 @@ static int checkpoint_read(Llama* m, const char* path, int grad_accum, DataLoade
         FAIL("%s: the checkpoint has rope_theta=%.9g norm_eps=%.9g but this run has %.9g and %.9g (pass --rope-theta "
              "and --norm-eps to match)", path, hf[32], hf[33], c->rope_theta, c->norm_eps);
     int step = h[10];
-    size_t n = m->num_params;
-    float* buf = (float*)xmalloc(n * sizeof(float));
     FILE* f = cm->rank == 0 ? xfopen(path, "rb") : NULL;
     if (f) fseek(f, 1024, SEEK_SET);
     *loader_restored = 0;
-    for (int k = 0; k < 3; k++) {  // parameters, m, v: one array at a time bounds the host memory
-        if (params_only && k > 0) { llama_set_state_part(m, k, NULL); continue; }
-        if (f) xfread(buf, sizeof(float), n, f, path);
-        comm_host_broadcast(cm, GROUP_WORLD, buf, n * sizeof(float), 0);
-        llama_set_state_part(m, k, buf);
-    }
-    if (params_only) { if (f) fclose(f); free(buf); return step; }
+    param_store_read_state(&m->st, f, path, params_only);
+    m->vocab_gathered = -1;
+    if (params_only) { if (f) fclose(f); return step; }
     size_t ds = ci.loader_bytes;
     unsigned char* states = (unsigned char*)xmalloc(ds + 1);
     if (f) { xfread(states, 1, ds, f, path); fclose(f); }
@@ -1781,7 +1208,6 @@ static int checkpoint_read(Llama* m, const char* path, int grad_accum, DataLoade
         *loader_restored = 1;
     }
     free(states);
-    free(buf);
     return step;
 }
 
@@ -1793,13 +1219,10 @@ typedef struct {
     LlamaConfig cfg;
     MemoryFlags flags;
     TrainLoopArgs loop;  // optimizer, schedule, cadence, run directory, resume, plan (llmc/train_args.h)
-    int B, T, total_batch, val_batches, sample_every, sample_len, save_init, tp, dp_plan, profile_step, fp32_grad_accum;
-    float fit_memory, fit_link_gbs, fit_reserve_mib;  // --fit-memory GiB (0 = off), its link and reserve
-    const char* fit_candidates;
+    int B, T, total_batch, val_batches, sample_every, sample_len, save_init;
+    ParallelArgs par;    // --comm, --zero, --tp, ... (llmc/parallel_args.h)
+    FitArgs fit;         // --fit-memory and its model (llmc/fit_memory.h)
     int batch_given, fit_fixed_ffn, fit_fixed_ce, fit_fixed_recompute, fit_fixed_offload;  // flags given by the user
-    const char* comm_backend;
-    const char* tp_mode;
-    float comm_timeout;
     float temperature;
     const char *train_data, *val_data, *tokenizer;
 } TrainArgs;
@@ -1818,7 +1241,7 @@ static void parse_args(int argc, char** argv, TrainArgs* a) {
     a->flags = memory_flags_default();
     a->loop.ffn_chunk_dim = "hidden";
     a->loop.attention = "auto";
-    a->B = 8; a->T = 256; a->total_batch = 0; a->loop.steps = 200; a->loop.warmup = 20; a->fp32_grad_accum = -1;
+    a->B = 8; a->T = 256; a->total_batch = 0; a->loop.steps = 200; a->loop.warmup = 20;
     a->loop.val_every = 50; a->val_batches = 20; a->sample_every = 0; a->sample_len = 64; a->loop.ckpt_every = 0;
     a->loop.log_every = 1;
     a->loop.lr = 1e-3f; a->loop.min_lr_frac = 0.1f; a->loop.weight_decay = 0.1f; a->loop.beta1 = 0.9f; a->loop.beta2 = 0.95f;
@@ -1827,18 +1250,8 @@ static void parse_args(int argc, char** argv, TrainArgs* a) {
     a->val_data = "data/tinystories/tinystories_val_*.bin";
     a->tokenizer = "../shared/data/tinystories/tokenizer/tokenizer.bin";
     a->loop.run_dir = "runs/train_llama";
-    a->tp = 1; a->tp_mode = "allreduce"; a->comm_timeout = 300.0f;
-    a->fit_reserve_mib = -1.0f;
-#ifdef LLMC_CPU
-    a->fit_link_gbs = 10.0f;
-#else
-    a->fit_link_gbs = 25.0f;
-#endif
-#ifdef LLMC_CPU
-    a->comm_backend = "mpi";
-#else
-    a->comm_backend = "nccl";
-#endif
+    a->par = parallel_args_default();
+    a->fit = fit_args_default();
     // the preset first, so explicit dimensions override it wherever they stand
     if (flag_peek(argc, argv, "model")) a->loop.model = flag_peek(argc, argv, "model");
     int found = 0;
@@ -1876,45 +1289,31 @@ static void parse_args(int argc, char** argv, TrainArgs* a) {
         {"tokenizer", 's', &a->tokenizer, "llama2.c tokenizer.bin for decoding samples"},
         {"save-init", 'i', &a->save_init, "1: write the initial weights as ckpt_000000.bin"},
         {"ce-chunks", 'i', &a->flags.ce_chunks, "output projection + cross-entropy in K row chunks (default 1)"},
-        {"zero", 'i', &a->flags.zero, "1: shard master weights and AdamW state over the DP ranks (ZeRO-1)"},
         {"shard-vocab", 'i', &a->flags.shard_vocab, "1: embedding and output projection as 1/dp row shards, gathered at use"},
-        {"comm", 's', &a->comm_backend, "nccl | mpi: how a CUDA build's ranks talk (mpi: staged via host, GPUs may be shared)"},
-        {"comm-timeout", 'f', &a->comm_timeout, "seconds a collective may wait before the job is aborted (default 300)"},
-        {"tp", 'i', &a->tp, "tensor-parallel group size: consecutive ranks; must divide the ranks, H and KV (default 1)"},
-        {"tp-mode", 's', &a->tp_mode, "allreduce | reducescatter (sequence parallelism: B*T/tp rows per rank in the residual stream)"},
-        {"tp-recompute-allgather", 'i', &a->flags.tp_regather, "1: backward gathers the norm outputs again (default); 0: keep the gathered copies"},
-        {"dp", 'i', &a->dp_plan, "with --plan-only: plan for this many DP ranks (a run takes dp from the launcher)"},
-        {"fit-memory", 'f', &a->fit_memory, "GiB: choose the memory flags (and the batch, unless given) that fit at the least predicted cost"},
-        {"fit-link-gbs", 'f', &a->fit_link_gbs, "GB/s of the host link in --fit-memory's cost of offload (default 25; CPU build 10)"},
-        {"fit-reserve", 'f', &a->fit_reserve_mib, "MiB --fit-memory leaves outside the plan (default 1024 + cuBLASLt workspace; CPU 64)"},
-        {"fit-candidates", 's', &a->fit_candidates, "write every plan --fit-memory tried as JSON lines to this file"},
-        {"fp32-grad-accum", 'i', &a->fp32_grad_accum, "1: sum micro-steps' gradients in fp32 (+4 B/param), 0: in the "
-                                                       "gradient buffer; default -1 = on when bf16 and > 1 micro-step"},
-        {"profile-step", 'i', &a->profile_step, "print the time of each launch group in step N (0 = off; llmc/profile.h)"},
     };
     MemoryFlagRefs mem = {&a->flags.ffn_chunks, &a->flags.offload_act, &a->flags.recompute,
                           "0 keep all, 1 recompute norms and SwiGLU, 2 keep only layer inputs"};
-    Flag flags[TRAIN_MAX_FLAGS];
+    Flag all[TRAIN_MAX_FLAGS], flags[TRAIN_MAX_FLAGS];
+    int n_own = (int)(sizeof(own) / sizeof(own[0]));
+    memcpy(all, own, sizeof(own));
+    n_own += parallel_flags(all + n_own, &a->par, "tensor-parallel group size: consecutive ranks; must divide the ranks, H "
+                                                  "and KV (default 1)");
+    n_own += fit_flags(all + n_own, &a->fit);
     int given[TRAIN_MAX_FLAGS];
-    int nflags = train_flags_parse(argc, argv, own, (int)(sizeof(own) / sizeof(own[0])), &a->loop, mem,
-                                   &a->flags.ffn_chunk_seq, flags, given, usage);
+    int nflags = train_flags_parse(argc, argv, all, n_own, &a->loop, mem, &a->flags.ffn_chunk_seq, flags, given, usage);
     a->batch_given = flag_given(flags, nflags, given, &a->B);
     a->fit_fixed_ffn = flag_given(flags, nflags, given, &a->flags.ffn_chunks);
     a->fit_fixed_ce = flag_given(flags, nflags, given, &a->flags.ce_chunks);
     a->fit_fixed_recompute = flag_given(flags, nflags, given, &a->flags.recompute);
     a->fit_fixed_offload = flag_given(flags, nflags, given, &a->flags.offload_act);
     if (!(a->temperature >= 0.0f)) FAIL("--temperature must be >= 0 (0 = greedy)");
-    a->flags.tp_sp = tp_mode_parse(a->tp_mode);
-    if (a->tp < 1) FAIL("--tp must be >= 1 (got %d)", a->tp);
-    if (strcmp(a->comm_backend, "nccl") != 0 && strcmp(a->comm_backend, "mpi") != 0)
-        FAIL("--comm must be 'nccl' or 'mpi', got '%s'", a->comm_backend);
-    if (!(a->comm_timeout > 0.0f)) FAIL("--comm-timeout must be > 0 seconds");
-    if (a->dp_plan < 0) FAIL("--dp must be >= 1");
+    parallel_args_validate(&a->par);
+    a->flags.tp_sp = tp_mode_parse(a->par.tp_mode);
+    a->flags.tp_regather = a->par.tp_regather;
+    a->flags.zero = a->par.zero;
     if (a->sample_every < 0 || a->val_batches < 1) FAIL("--sample-every must be >= 0, --val-batches >= 1");
     if (a->sample_len < 1) FAIL("--sample-len must be >= 1");
-    if (a->fit_memory < 0.0f || (a->fit_memory > 0.0f && !(a->fit_link_gbs > 0.0f)))
-        FAIL("--fit-memory must be a positive budget in GiB (0 = off) and --fit-link-gbs positive");
-    if (a->fit_candidates && !(a->fit_memory > 0.0f)) FAIL("--fit-candidates needs --fit-memory");
+    fit_args_validate(&a->fit);
 }
 
 static void print_config(Logger* lg, const TrainArgs* a, const Llama* m, int grad_accum) {
@@ -1929,10 +1328,9 @@ static void print_config(Logger* lg, const TrainArgs* a, const Llama* m, int gra
           "wd %g, clip %g\n", a->B, a->T, a->total_batch, grad_accum, m->comm->dp, a->loop.steps, a->loop.lr, a->loop.warmup,
           a->loop.weight_decay, a->loop.grad_clip);
     logf_(lg, "parallel: world %d = dp %d x tp %d (--tp-mode %s, --tp-recompute-allgather %d) | --zero %d --shard-vocab %d%s "
-          "| comm %s, timeout %g s\n", m->comm->size, m->comm->dp, m->comm->tp, a->tp_mode, m->flags.tp_regather, m->flags.zero,
-          m->flags.shard_vocab, m->flags.shard_vocab ? (m->lay->vocab_tp ? " (over TP)" : " (over DP)") : "",
-          m->comm->backend == BACKEND_NCCL ? "nccl" : m->comm->backend == BACKEND_MPI ? "mpi" : m->comm->size > 1 ? "none (plan only)" : "none (one process)",
-          a->comm_timeout);
+          "| comm %s, timeout %g s\n", m->comm->size, m->comm->dp, m->comm->tp, a->par.tp_mode, m->flags.tp_regather, m->flags.zero,
+          m->flags.shard_vocab, m->flags.shard_vocab ? (m->st.lay.vocab_tp ? " (over TP)" : " (over DP)") : "",
+          comm_backend_name(m->comm), a->par.comm_timeout);
     logf_(lg, "memory flags: --ffn-chunks %d --ffn-chunk-dim %s --ce-chunks %d --offload-act %d (%d layers) --recompute %d"
           " | gradients summed over micro-steps in %s\n", m->flags.ffn_chunks, a->loop.ffn_chunk_dim, m->flags.ce_chunks,
           m->flags.offload_act, m->off.n_offload, m->flags.recompute,
@@ -1951,16 +1349,15 @@ static void print_config(Logger* lg, const TrainArgs* a, const Llama* m, int gra
 // buffer of S bytes: (g-1)/g S; all-reduce: twice that). The closed form of
 // docs/memory.md section 10; a training run prints the counted bytes of its first
 // step next to it, and make test requires them equal.
-typedef struct { double b[NUM_GROUPS][NUM_COMM_KINDS]; } CommBytes;
 
 static CommBytes comm_bytes_per_step(const Llama* m, int micro_steps) {
     CommBytes cb;
     memset(&cb, 0, sizeof(cb));
     const LlamaConfig* c = &m->cfg;
-    const ParamLayout* lay = m->lay;
+    const ParamLayout* lay = &m->st.lay;
     const Comm* cm = m->comm;
     double sx = sizeof(floatX), N = (double)m->B * m->T, D = c->D, S = N * D * sx, L = c->L;
-    #define ADD(g, k, bytes) cb.b[g][k] += ((k) == KIND_ALL_REDUCE ? 2.0 : 1.0) * (cm->group_size[g] - 1) / cm->group_size[g] * (bytes)
+    #define ADD(g, k, bytes) comm_bytes_add(&cb, cm, g, k, bytes)
     if (m->tpd.tp > 1) {
         double re2 = m->flags.recompute >= 2, regather = !m->tpd.keep_gathered, vtp = lay->vocab_tp;
         double ce = 3.0 * N * sizeof(float);  // the CE row max, then the sums of exponentials and target logits
@@ -1975,32 +1372,15 @@ static CommBytes comm_bytes_per_step(const Llama* m, int micro_steps) {
         }
         ADD(GROUP_TP, KIND_ALL_REDUCE, micro_steps * vtp * ce);
     }
-    for (int b = 0; b < lay->n_buckets; b++) {  // data parallelism: each bucket once per step
-        double bytes = lay->bucket[b].padded * sx;
-        if (m->flags.zero) { ADD(GROUP_DP, KIND_REDUCE_SCATTER, bytes); ADD(GROUP_DP, KIND_ALL_GATHER, bytes); }
-        else ADD(GROUP_DP, KIND_ALL_REDUCE, bytes);
-    }
+    param_store_comm_bytes(&m->st, &cb);  // data parallelism: each bucket once per step, the norm
     if (m->flags.shard_vocab && !lay->vocab_tp) {  // the vocabulary over DP: gathered at use, gradients scattered
         double full = (double)lay->vocab_rows * cm->dp * D * sx;
         // tied: one gathered copy serves the whole step; untied: the lookup and the head take turns in the one buffer
         ADD(GROUP_DP, KIND_ALL_GATHER, (c->tied ? 1 : 2.0 * micro_steps) * full);
         ADD(GROUP_DP, KIND_REDUCE_SCATTER, (c->tied ? 1 : 2) * micro_steps * full);
     }
-    ADD(GROUP_WORLD, KIND_ALL_REDUCE, sizeof(float));  // the squared gradient norm
     #undef ADD
     return cb;
-}
-
-static void comm_bytes_log(Logger* lg, const char* what, const double b[NUM_GROUPS][NUM_COMM_KINDS]) {
-    logf_(lg, "%s:", what);
-    double total = 0;
-    for (int g = 0; g < NUM_GROUPS; g++)
-        for (int k = 0; k < NUM_COMM_KINDS; k++) {
-            if (b[g][k] == 0) continue;
-            logf_(lg, " %s %s %.0f B;", GROUP_NAMES[g], COMM_KIND_NAMES[k], b[g][k]);
-            total += b[g][k];
-        }
-    logf_(lg, " total %.0f B (%.2f MiB)\n", total, total / 1048576.0);
 }
 
 static void print_plan(Logger* lg, const Llama* m) {
@@ -2015,17 +1395,17 @@ static void print_plan(Logger* lg, const Llama* m) {
     if (m->flags.shard_vocab) {
         // what --shard-vocab buys against the same run without it: it can be negative
         // (a tied model under --zero 1: docs/memory.md section 7), so say it
-        ParamLayout* off = (ParamLayout*)xmalloc(sizeof(ParamLayout));
-        param_layout_build(off, &m->cfg, m->comm->tp, 0, m->comm->dp, 0, m->flags.zero, 0);
+        ParamLayout off;
+        param_layout_build(&off, m->spec, NUM_PARAM_TENSORS, m->cfg.L, m->comm->tp, 0, m->comm->dp, 0, m->flags.zero, 0);
         double per_opt = 4.0 * (2 + HAVE_MASTER_WEIGHTS), per_local = 2.0 * sizeof(floatX) + 4.0 * m->flags.grad_fp32;
-        double without = off->n_local * per_local + off->n_opt * per_opt;
-        double with = m->lay->n_local * per_local + m->lay->n_opt * per_opt +
-                      (m->lay->vocab_tp ? 0.0 : 2.0 * m->lay->vocab_rows * m->comm->dp * m->cfg.D * sizeof(floatX));
+        double without = off.n_local * per_local + off.n_opt * per_opt;
+        double with = m->st.lay.n_local * per_local + m->st.lay.n_opt * per_opt +
+                      (m->st.lay.vocab_tp ? 0.0 : 2.0 * m->st.lay.vocab_rows * m->comm->dp * m->cfg.D * sizeof(floatX));
         logf_(lg, "--shard-vocab 1 %s %.1f MiB per rank against --shard-vocab 0 (parameters, gradients and optimizer "
               "state of the vocabulary, %s)\n", without >= with ? "saves" : "COSTS", fabs(without - with) / 1048576.0,
-              m->lay->vocab_tp ? "split over the TP group; not counted: the CE chunk's logits, 1/tp of the columns too"
+              m->st.lay.vocab_tp ? "split over the TP group; not counted: the CE chunk's logits, 1/tp of the columns too"
                                : "less its two gathered buffers");
-        free(off);
+        param_layout_free(&off);
     }
     act_plan_log(lg, &m->acts, "layer");
     CommBytes cb = comm_bytes_per_step(m, m->micro_steps);
@@ -2043,38 +1423,14 @@ static void write_plan_json(const Llama* m, const char* path) {
     snprintf(extra, sizeof(extra), "\"dp\": %d, \"tp\": %d, \"tp_sp\": %d, \"tp_regather\": %d, \"zero\": %d, "
              "\"shard_vocab\": %d, \"n_local\": %zu, \"n_opt\": %zu, \"comm_bytes_per_step\": {%s}",
              m->comm->dp, m->comm->tp, m->flags.tp_sp, m->flags.tp_regather, m->flags.zero, m->flags.shard_vocab,
-             m->lay->n_local, m->lay->n_opt, comm);
+             m->st.lay.n_local, m->st.lay.n_opt, comm);
     trainer_plan_json(path, &m->acts, &m->off, m->num_params, extra, &m->dev, &m->host);
 }
 
 // ----------------------------------------------------------------------------
-// --fit-memory: the cheapest memory flags that fit a budget, chosen from the plan alone
-//
-// The search space: --ffn-chunks 1..16 and --ce-chunks 1..64 (powers of two), --recompute
-// 0..2, --offload-act 0..L, and, when --batch is not given, the micro-batch (powers of two;
-// the largest that fits wins, since a bigger micro-batch uses the device better and needs
-// fewer accumulation steps). A flag given on the command line stays fixed. The memory of a
-// candidate is its plan (llama_build without allocating: the same bytes a run allocates);
-// its cost is the predicted extra time per micro-step, from the cost model below
-// (docs/memory.md section 8). The constants are assumptions of the model, not
-// measurements: they rank the candidates, they do not promise a step time.
-
-typedef struct {
-    double flops;      // achieved matmul FLOP/s
-    double mem_bw;     // bytes/s of the memory-bound kernels (norms, SwiGLU)
-    double link_bw;    // bytes/s of one direction of the host link (--fit-link-gbs)
-    double launch_s;   // fixed cost of one kernel launch or copy
-    double reserve;    // bytes the plan does not own (CUDA context, cuBLASLt workspace; the process on the CPU)
-} CostModel;
-
-static CostModel cost_model_default(void) {
-#ifdef LLMC_CPU
-    CostModel cm = {50e9, 10e9, 10e9, 2e-6, 64.0 * 1048576};
-#else
-    CostModel cm = {400e12, 2.5e12, 25e9, 5e-6, 1024.0 * 1048576 + (double)matmul_workspace_bytes()};
-#endif
-    return cm;
-}
+// --fit-memory (llmc/fit_memory.h): the search is shared; here, what a candidate costs.
+// Its memory is its plan (llama_build without allocating); its cost the predicted extra
+// time per micro-step (docs/memory.md section 8).
 
 // What a plan may use: the device arena, plus the host arena on the CPU build, where
 // "device" and host are the same memory (offload saves nothing there).
@@ -2105,12 +1461,7 @@ static double fit_cost_seconds(const LlamaConfig* c, int B, int T, const MemoryF
     launches += L * (K - 1) * 13.0;              // per extra FFN chunk: 4 forward, 9 backward launches
     if (K > 1) launches += L * K * 3.0;          // the chunk recompute: two GEMMs and SwiGLU
     launches += (f->ce_chunks - 1) * 4.0;        // per extra CE chunk: GEMM, CE, two backward GEMMs
-    double copy = (double)act_block_bytes / cm->link_bw, fwd = layer_fwd / cm->flops;
-    double exposed = 0.0;
-    for (int l = 0; l < n_offload; l++) {        // out during the next layer's forward, back during backward
-        exposed += (copy > fwd ? copy - fwd : 0.0) + (copy > 2.0 * fwd ? copy - 2.0 * fwd : 0.0);
-        launches += 4.0;                         // two copies, their events
-    }
+    double exposed = fit_offload_seconds(n_offload, act_block_bytes, layer_fwd, cm, &launches);
     return flops / cm->flops + bytes / cm->mem_bw + launches * cm->launch_s + exposed;
 }
 
@@ -2120,85 +1471,43 @@ static double fit_base_seconds(const LlamaConfig* c, size_t num_params, int B, i
     return per_token * B * T / cm->flops;
 }
 
-typedef struct { MemoryFlags flags; int B, n_offload; double bytes, seconds, base; } FitChoice;
+typedef struct { TrainArgs* a; Comm* comm; } LlamaFit;
 
-static void fit_describe(char* out, size_t n, const FitChoice* f, const CostModel* cm) {
-    snprintf(out, n, "--batch %d --ffn-chunks %d --ce-chunks %d --recompute %d --offload-act %d: plan %.1f MiB "
-             "(+%.0f MiB reserve), predicted +%.1f%% over the flag-free step", f->B, f->flags.ffn_chunks,
-             f->flags.ce_chunks, f->flags.recompute, f->flags.offload_act, f->bytes / 1048576.0, cm->reserve / 1048576.0,
-             100.0 * f->seconds / f->base);
+static FitCost llama_fit_cost(void* ctx, const FitFlags* ff, const CostModel* cm) {
+    const LlamaFit* x = (const LlamaFit*)ctx;
+    const TrainArgs* a = x->a;
+    int B = ff->B, T = a->T, dp = x->comm->dp;
+    MemoryFlags f = a->flags;
+    f.ffn_chunks = ff->ffn_chunks; f.ce_chunks = ff->ce_chunks; f.recompute = ff->recompute; f.offload_act = ff->offload_act;
+    f.grad_fp32 = grad_fp32_resolve(a->par.fp32_grad_accum, a->total_batch ? a->total_batch / (B * T * dp) : 1);
+    long long BT = (long long)B * T;
+    FitCost c = {-1.0, 0.0, 0.0, 0};
+    if ((f.ffn_chunk_seq ? BT : a->cfg.F) < f.ffn_chunks || BT < f.ce_chunks) return c;
+    Llama m;
+    llama_build(&m, &a->cfg, &f, x->comm, B, T, 0);
+    c.bytes = plan_bytes(&m); c.n_offload = m.off.n_offload;
+    c.base = fit_base_seconds(&a->cfg, m.num_params, B, T, cm);
+    c.seconds = fit_cost_seconds(&a->cfg, B, T, &f, m.off.n_offload, m.acts.block_bytes, cm);
+    llama_free(&m);
+    return c;
 }
 
-// Picks the flags (and the batch unless given) for a budget of a->fit_memory GiB; writes
-// what it did into report. Exits with the smallest budget that would fit when none does.
+// Picks the flags (and the batch unless given) for --fit-memory; writes what it did into report.
 static void fit_memory(TrainArgs* a, Comm* comm, char* report, size_t report_n) {
-    CostModel cm = cost_model_default();
-    cm.link_bw = a->fit_link_gbs * 1e9;
-    if (a->fit_reserve_mib >= 0) cm.reserve = a->fit_reserve_mib * 1048576.0;
-    double budget = a->fit_memory * 1073741824.0;
-    int dp = comm->dp, T = a->T;
-    int bs[16], nb = 0;
-    // without --batch: the largest micro-batch that fits, up to what --total-batch allows
-    // (it must stay a multiple of B*T*dp), or up to 64 rows when that is not given either,
-    // so that the optimizer's batch does not silently grow without bound
-    if (a->batch_given) bs[nb++] = a->B;
-    else
-        for (int b = a->total_batch ? 1024 : 64; b >= 1; b /= 2)
-            if (!a->total_batch || a->total_batch % ((long long)b * T * dp) == 0) bs[nb++] = b;
-    if (nb == 0) FAIL("--fit-memory: no micro-batch divides --total-batch %d into B*T*dp rows", a->total_batch);
-    static const int ffn_opts[] = {1, 2, 4, 8, 16}, ce_opts[] = {1, 2, 4, 8, 16, 32, 64};
-    FILE* dump = a->fit_candidates && comm->rank == 0 ? xfopen(a->fit_candidates, "w") : NULL;
-    FitChoice best, second, smallest;
-    best.seconds = second.seconds = INFINITY; smallest.bytes = INFINITY;
-    int searched = 0, fitting = 0;
-    for (int ib = 0; ib < nb && !isfinite(best.seconds); ib++) {
-        int B = bs[ib];
-        second.seconds = INFINITY;
-        for (int fi = 0; fi < 5; fi++) for (int ci = 0; ci < 7; ci++) for (int r = 0; r <= 2; r++)
-        for (int off = 0; off <= a->cfg.L; off++) {
-            MemoryFlags f = a->flags;
-            f.grad_fp32 = grad_fp32_resolve(a->fp32_grad_accum, a->total_batch ? a->total_batch / (B * T * dp) : 1);
-            if (!a->fit_fixed_ffn) f.ffn_chunks = ffn_opts[fi]; else if (fi) continue;
-            if (!a->fit_fixed_ce) f.ce_chunks = ce_opts[ci]; else if (ci) continue;
-            if (!a->fit_fixed_recompute) f.recompute = r; else if (r) continue;
-            if (!a->fit_fixed_offload) f.offload_act = off; else if (off) continue;
-            long long BT = (long long)B * T;
-            if ((f.ffn_chunk_seq ? BT : a->cfg.F) < f.ffn_chunks || BT < f.ce_chunks) continue;
-            Llama m;
-            llama_build(&m, &a->cfg, &f, comm, B, T, 0);
-            FitChoice c = {f, B, m.off.n_offload, plan_bytes(&m), 0.0, fit_base_seconds(&a->cfg, m.num_params, B, T, &cm)};
-            c.seconds = fit_cost_seconds(&a->cfg, B, T, &f, m.off.n_offload, m.acts.block_bytes, &cm);
-            llama_free(&m);
-            int fits = c.bytes + cm.reserve <= budget;
-            searched++; fitting += fits;
-            if (dump) fprintf(dump, "{\"B\": %d, \"ffn_chunks\": %d, \"ce_chunks\": %d, \"recompute\": %d, \"offload_act\": %d, "
-                              "\"bytes\": %.0f, \"seconds\": %.9g, \"fits\": %d}\n", B, f.ffn_chunks, f.ce_chunks,
-                              f.recompute, f.offload_act, c.bytes, c.seconds, fits);
-            if (c.bytes < smallest.bytes) smallest = c;
-            if (!fits) continue;
-            if (c.seconds < best.seconds) { second = best; best = c; }
-            else if (c.seconds < second.seconds) second = c;
-        }
-    }
-    if (dump) fclose(dump);
-    char line[400];
-    if (!isfinite(best.seconds)) {
-        fit_describe(line, sizeof(line), &smallest, &cm);
-        FAIL("--fit-memory %.3g GiB: nothing in the search space fits (%d plans tried). The smallest is %s; it needs a "
-             "budget of at least %.3f GiB (plan + reserve; --fit-reserve sets the reserve)", a->fit_memory, searched, line,
-             ceil((smallest.bytes + cm.reserve) / 1073741824.0 * 1000.0) / 1000.0);
-    }
-    fit_describe(line, sizeof(line), &best, &cm);
-    int n = snprintf(report, report_n, "--fit-memory %.3g GiB: %d plans tried, %d fit; chose %s\n", a->fit_memory, searched,
-                     fitting, line);
-    if (isfinite(second.seconds)) {
-        fit_describe(line, sizeof(line), &second, &cm);
-        snprintf(report + n, report_n - n, "  runner-up: %s\n", line);
-    } else {
-        snprintf(report + n, report_n - n, "  runner-up: none (only one plan fits)\n");
-    }
-    a->flags = best.flags;
+    LlamaFit ctx = {a, comm};
+    FitSearch s;
+    memset(&s, 0, sizeof(s));
+    s.L = a->cfg.L; s.with_ce = 1;
+    FitFlags given = {a->B, a->flags.ffn_chunks, a->flags.ce_chunks, a->flags.recompute, a->flags.offload_act};
+    s.given = given;
+    s.fixed_B = a->batch_given; s.fixed_ffn = a->fit_fixed_ffn; s.fixed_ce = a->fit_fixed_ce;
+    s.fixed_recompute = a->fit_fixed_recompute; s.fixed_offload = a->fit_fixed_offload;
+    fit_batches(&s, a->total_batch, (long long)a->T * comm->dp, 64, 1024);
+    s.ctx = &ctx; s.cost = llama_fit_cost;
+    FitFlags best = fit_memory_search(&s, &a->fit, comm->rank, report, report_n);
     a->B = best.B;
+    a->flags.ffn_chunks = best.ffn_chunks; a->flags.ce_chunks = best.ce_chunks;
+    a->flags.recompute = best.recompute; a->flags.offload_act = best.offload_act;
 }
 
 // Data parallelism reads one global batch of B*dp rows (the same loader, seed and
@@ -2258,6 +1567,7 @@ static void check_same_config(Comm* comm, const TrainArgs* a) {
     const char* values[64];
     int n = 0;
     #define FIELD(name, fmt, x) do { names[n] = name; snprintf(v[n], COMM_CONFIG_VALUE_BYTES, fmt, x); values[n] = v[n]; n++; } while (0)
+    FIELD("program", "%s", "train_llama");
     FIELD("model V", "%d", a->cfg.V); FIELD("model D", "%d", a->cfg.D); FIELD("model L", "%d", a->cfg.L);
     FIELD("model H", "%d", a->cfg.H); FIELD("model KV", "%d", a->cfg.KV); FIELD("model F", "%d", a->cfg.F);
     FIELD("max-seq-len", "%d", a->cfg.max_seq_len); FIELD("tied", "%d", a->cfg.tied);
@@ -2270,8 +1580,8 @@ static void check_same_config(Comm* comm, const TrainArgs* a) {
     FIELD("ffn-chunk-dim", "%s", a->loop.ffn_chunk_dim); FIELD("ce-chunks", "%d", a->flags.ce_chunks);
     FIELD("offload-act", "%d", a->flags.offload_act); FIELD("recompute", "%d", a->flags.recompute);
     FIELD("zero", "%d", a->flags.zero); FIELD("shard-vocab", "%d", a->flags.shard_vocab);
-    FIELD("tp", "%d", a->tp); FIELD("tp-mode", "%s", a->tp_mode); FIELD("tp-recompute-allgather", "%d", a->flags.tp_regather);
-    FIELD("fit-memory", "%.9g", a->fit_memory); FIELD("comm", "%s", a->comm_backend); FIELD("val-every", "%d", a->loop.val_every); FIELD("val-batches", "%d", a->val_batches);
+    FIELD("tp", "%d", a->par.tp); FIELD("tp-mode", "%s", a->par.tp_mode); FIELD("tp-recompute-allgather", "%d", a->flags.tp_regather);
+    FIELD("fit-memory", "%.9g", a->fit.budget_gib); FIELD("comm", "%s", a->par.comm_backend); FIELD("val-every", "%d", a->loop.val_every); FIELD("val-batches", "%d", a->val_batches);
     FIELD("sample-every", "%d", a->sample_every); FIELD("ckpt-every", "%d", a->loop.ckpt_every);
     FIELD("train-data", "%s", a->train_data); FIELD("val-data", "%s", a->val_data); FIELD("run-dir", "%s", a->loop.run_dir);
     FIELD("resume", "%s", a->loop.resume ? a->loop.resume : ""); FIELD("init-from", "%s", a->loop.init_from ? a->loop.init_from : "");
@@ -2285,20 +1595,14 @@ int main(int argc, char** argv) {
     config_validate(&a.cfg);
     attention_select(attention_impl_parse(a.loop.attention), a.cfg.D / a.cfg.H);
     Comm comm;
-    if (a.loop.plan_only) {
-        comm_init_plan(&comm, a.dp_plan > 0 ? a.dp_plan : 1, a.tp);  // no launcher, no device: the plan of rank 0
-    } else {
-        comm_init(&comm, a.tp, strcmp(a.comm_backend, "nccl") == 0, a.comm_timeout);
-        if (a.dp_plan > 0 && a.dp_plan != comm.dp)
-            FAIL("--dp %d is for --plan-only; this run has dp = %d ranks (from the launcher)", a.dp_plan, comm.dp);
-    }
+    parallel_comm_init(&comm, &a.par, a.loop.plan_only);
     char fit_report[1200] = "";
-    if (a.fit_memory > 0.0f) fit_memory(&a, &comm, fit_report, sizeof(fit_report));
+    if (a.fit.budget_gib > 0.0f) fit_memory(&a, &comm, fit_report, sizeof(fit_report));
     if (a.total_batch == 0) a.total_batch = a.B * a.T * comm.dp;
     if (a.total_batch <= 0 || a.total_batch % (a.B * a.T * comm.dp) != 0)
         FAIL("--total-batch %d must be a positive multiple of batch*seq*dp = %d*%d*%d", a.total_batch, a.B, a.T, comm.dp);
     int grad_accum = a.total_batch / (a.B * a.T * comm.dp);
-    a.flags.grad_fp32 = grad_fp32_resolve(a.fp32_grad_accum, grad_accum);
+    a.flags.grad_fp32 = grad_fp32_resolve(a.par.fp32_grad_accum, grad_accum);
     if (!a.loop.plan_only) check_same_config(&comm, &a);
     Logger lg = {NULL, NULL, comm.rank != 0, NULL};
     Llama m;
@@ -2328,7 +1632,7 @@ int main(int argc, char** argv) {
     logf_(&lg, "%s", fit_report);
     print_plan(&lg, &m);
     if (a.loop.plan_json && !lg.quiet) write_plan_json(&m, a.loop.plan_json);
-    if (a.profile_step > 0) profile_setup(&m.prof, m.stream);
+    if (a.loop.profile_step > 0) profile_setup(&m.prof, m.stream);
 
     DataLoader train, val;
     dataloader_init(&train, a.train_data, a.B * comm.dp, a.T, 0, 1, 1, (unsigned long long)a.loop.seed);
@@ -2343,7 +1647,7 @@ int main(int argc, char** argv) {
     Tokenizer tok;
     int have_tok = a.sample_every > 0 && tokenizer_init(&tok, a.tokenizer, a.cfg.V) == 0;
     int sample_len = a.sample_len < a.T ? a.sample_len : a.T;
-    if (m.tpd.sp) sample_len = sample_len < a.T / a.tp * a.tp ? sample_len : a.T / a.tp * a.tp;  // padded to a multiple of tp
+    if (m.tpd.sp) sample_len = sample_len < a.T / a.par.tp * a.par.tp ? sample_len : a.T / a.par.tp * a.par.tp;  // padded to a multiple of tp
     int* sample_tokens = (int*)xmalloc((size_t)sample_len * sizeof(int));
     int* sample_pad = (int*)xmalloc((size_t)a.T * sizeof(int));
     float* sample_logits = (float*)xmalloc((size_t)a.cfg.V * sizeof(float));
@@ -2383,7 +1687,7 @@ int main(int argc, char** argv) {
     for (int step = start + 1; step <= a.loop.steps; step++) {
         double t0 = now_seconds();
         if (step == start + 1) memset(comm.sent, 0, sizeof(comm.sent));  // what the plan's formula predicts, counted
-        if (step == a.profile_step) profile_start_step(&m.prof);
+        if (step == a.loop.profile_step) profile_start_step(&m.prof);
         float lr = lr_at_step(step, a.loop.steps, a.loop.warmup, a.loop.lr, a.loop.min_lr_frac);
         llama_zero_grads(&m);
         for (int micro = 0; micro < grad_accum; micro++) {
@@ -2392,12 +1696,12 @@ int main(int argc, char** argv) {
                                    micro == grad_accum - 1);
         }
         double loss = llama_take_loss(&m);
-        float norm = llama_grad_norm(&m);
+        float norm = param_store_grad_norm(&m.st);
         stop_if_not_finite(step, loss, norm, a.loop.run_dir, last_ckpt);
         llama_apply_update(&m, lr, a.loop.beta1, a.loop.beta2, a.loop.adam_eps, a.loop.weight_decay, a.loop.grad_clip, norm, step);
         double ms = (now_seconds() - t0) * 1e3;
         if (step == start + 1) comm_bytes_log(&lg, "comm per step, counted in this step (bytes this rank sent)", comm.sent);
-        if (step == a.profile_step) profile_report(&m.prof, &lg, step, ms);
+        if (step == a.loop.profile_step) profile_report(&m.prof, &lg, step, ms);
         double measured = (double)dev_peak_bytes_measured();
         comm_host_all_reduce(&comm, GROUP_WORLD, &measured, 1, COMM_MAX);  // the largest rank's
         peak_measured = (size_t)measured > peak_measured ? (size_t)measured : peak_measured;

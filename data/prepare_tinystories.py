@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 r"""
-TinyStories -> token shards for train_llama (llm.c's shard format, DESIGN.md 5.1).
+TinyStories -> token shards for train_llama (llm.c's shard format, docs/design.md 5.1).
 
 Shard format: a header of 256 int32 (little-endian): magic 20240520, version 1,
 number of tokens; then the tokens as uint16. For vocabularies over 65535 the
@@ -172,7 +172,7 @@ def log(msg):
 
 def shard_format(vocab_size):
     """(magic, version, numpy dtype) for a vocabulary size."""
-    if vocab_size <= 65535:  # DESIGN 5.1: uint32 "for vocabularies over 65535"
+    if vocab_size <= 65535:  # docs/design.md 5.1: uint32 "for vocabularies over 65535"
         return 20240520, 1, np.uint16
     return 20240801, 7, np.uint32
 

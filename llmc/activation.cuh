@@ -1,5 +1,5 @@
 /*
-The pointwise activations of the video DiT (DESIGN 9.3), forward and backward.
+The pointwise activations of the video DiT (docs/design.md 9.3), forward and backward.
 CPU twin: llmc/cpu/activation.h.
   gelu_tanh(x) = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))   the FFN (fc1 -> fc2)
   silu(x) = x / (1 + exp(-x))                                       the conditioning c

@@ -1,5 +1,5 @@
 /*
-adaLN-Zero for the video DiT block (DESIGN 9.3). CPU twin: llmc/cpu/adaln.h.
+adaLN-Zero for the video DiT block (docs/design.md 9.3). CPU twin: llmc/cpu/adaln.h.
 Activations are [B*N, C] row-major: sample b owns rows b*N .. b*N+N-1. Every token of
 a sample is modulated by that sample's vectors shift, scale and gate, which are
 columns of a [B, ld] tensor (the [B, 6D] output of one matmul: shift = ada + 0,

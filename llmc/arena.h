@@ -1,5 +1,5 @@
 /*
-The memory plan and the arena that carries it out (DESIGN 4). Every buffer is added
+The memory plan and the arena that carries it out (docs/design.md 4.1). Every buffer is added
 to the plan by name, with its kind and its size computed from the config and the
 flags, before anything is allocated; then one allocation per space (device, pinned
 host) holds them all. Nothing is allocated after that. The plan is printed at start

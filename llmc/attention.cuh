@@ -6,7 +6,7 @@ KV head j serves q heads j*H/KV .. (j+1)*H/KV - 1.
 Two modes of the same kernels, chosen by their `causal` argument:
   attention_forward / attention_backward: causal, query t sees keys u <= t (Llama);
   attention_full_forward / attention_full_backward: non-causal, every query sees all T
-  keys (the video DiT, DESIGN 9.3).
+  keys (the video DiT, docs/design.md 9.3).
 The mode is a kernel argument, not a template parameter: it is uniform over the grid,
 so its branches cost a few integer instructions per score next to an hd-long dot
 product, and there stays one kernel per job (the emulator's coverage check names
@@ -386,7 +386,7 @@ static inline void attention_backward(floatX* dq, floatX* dk, floatX* dv, const 
     att_launch_backward(dq, dk, dv, dout, q, k, v, out, lse, B, T, H, KV, hd, true, s, "attention_backward");
 }
 
-// non-causal (the video DiT, DESIGN 9.3): every query attends to every key
+// non-causal (the video DiT, docs/design.md 9.3): every query attends to every key
 static inline void attention_full_forward(floatX* out, float* lse, const floatX* q, const floatX* k, const floatX* v, int B,
                                           int T, int H, int KV, int hd, stream_t s) {
     att_launch_forward(out, lse, q, k, v, B, T, H, KV, hd, false, s, "attention_full_forward");

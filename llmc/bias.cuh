@@ -1,5 +1,5 @@
 /*
-The bias of an nn.Linear, for the video DiT (DESIGN 9.2; matmul_forward has none).
+The bias of an nn.Linear, for the video DiT (docs/design.md 9.2; matmul_forward has none).
 CPU twin: llmc/cpu/bias.h. out is [N, OC] row-major.
   bias_forward:  out[r, oc] += bias[oc]. Blocks walk rows (grid-stride), threads walk
                  columns: no division per element, any OC and any alignment.

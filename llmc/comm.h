@@ -1,5 +1,5 @@
 /*
-The communication layer (DESIGN 8): ranks, process groups and the collectives the
+The communication layer (docs/design.md 8.1, 8.2): ranks, process groups and the collectives the
 trainers call, with the same one-program-two-backends rule as the kernels.
 
   world = dp x tp. A TP group is tp consecutive ranks, a DP group the ranks with the
@@ -76,6 +76,28 @@ typedef struct {
 static inline void comm_count(Comm* c, CommGroup g, CommKind k, double whole_bytes) {
     int gs = c->group_size[g];
     c->sent[g][k] += (k == KIND_ALL_REDUCE ? 2.0 : 1.0) * (gs - 1) * whole_bytes / gs;
+}
+
+// The bytes a step sends by the same count, predicted from a model's plan (the closed
+// forms of docs/memory.md section 10): the trainers print both, make test requires them equal.
+typedef struct { double b[NUM_GROUPS][NUM_COMM_KINDS]; } CommBytes;
+
+static inline void comm_bytes_add(CommBytes* cb, const Comm* c, CommGroup g, CommKind k, double whole_bytes) {
+    int gs = c->group_size[g];
+    cb->b[g][k] += (k == KIND_ALL_REDUCE ? 2.0 : 1.0) * (gs - 1) * whole_bytes / gs;
+}
+
+// "what: group kind N B; ... total N B (M MiB)", the line the tests compare
+static inline void comm_bytes_format(char* out, size_t n, const char* what, const double b[NUM_GROUPS][NUM_COMM_KINDS]) {
+    size_t used = (size_t)snprintf(out, n, "%s:", what);
+    double total = 0;
+    for (int g = 0; g < NUM_GROUPS; g++)
+        for (int k = 0; k < NUM_COMM_KINDS; k++) {
+            if (b[g][k] == 0 || used >= n) continue;
+            used += (size_t)snprintf(out + used, n - used, " %s %s %.0f B;", GROUP_NAMES[g], COMM_KIND_NAMES[k], b[g][k]);
+            total += b[g][k];
+        }
+    if (used < n) snprintf(out + used, n - used, " total %.0f B (%.2f MiB)\n", total, total / 1048576.0);
 }
 
 // the rank that failures name (common.h prints it)
@@ -200,6 +222,12 @@ static inline void comm_nccl_settle(const Comm* c, ncclComm_t comm, const char* 
 static inline size_t comm_type_bytes(CommDtype t) { return t == COMM_FLOAT ? sizeof(float) : sizeof(floatX); }
 
 // Ranks and groups. tp must divide the world size; dp = world / tp.
+// how the ranks talk, for the logs
+static inline const char* comm_backend_name(const Comm* c) {
+    return c->backend == BACKEND_NCCL ? "nccl" : c->backend == BACKEND_MPI ? "mpi" : c->size > 1 ? "none (plan only)"
+                                                                                                : "none (one process)";
+}
+
 static inline void comm_init(Comm* c, int tp, int use_nccl, double timeout_s) {
     memset(c, 0, sizeof(*c));
     c->rank = 0; c->size = 1; c->local_rank = 0;
@@ -537,41 +565,65 @@ static inline uint64_t fnv1a64(const void* p, size_t n, uint64_t h) {
 
 // All ranks must run the same configuration: fields (name, value as text) are hashed
 // and compared across the world; a mismatch fails on every rank, naming the first
-// field that differs and the values of rank 0 and of the first rank that differs.
+// field that differs and the values of rank 0 and of the first rank that differs. The
+// first field names the program: a launch of two programs (mpirun -np 1 A : -np 1 B)
+// has ranks with different field lists, which the first exchange (a fixed size: the
+// field count, the program and a hash of everything) catches before any exchange whose
+// size depends on the list.
 #define COMM_CONFIG_VALUE_BYTES 96
+
+typedef struct { uint64_t n, hash; char program[COMM_CONFIG_VALUE_BYTES]; } CommConfigSummary;
+
 static inline void comm_check_same_config(Comm* c, const char* const* names, const char* const* values, int n) {
     if (c->size == 1 || c->backend == BACKEND_SINGLE) return;  // one process, or a plan of many (comm_init_plan)
-    uint64_t* mine = (uint64_t*)xmalloc((size_t)(n + 1) * sizeof(uint64_t));
-    uint64_t all_h = 1469598103934665603ull;
+    uint64_t* mine = (uint64_t*)xmalloc((size_t)n * sizeof(uint64_t));
+    CommConfigSummary me;
+    memset(&me, 0, sizeof(me));
+    me.n = (uint64_t)n; me.hash = 1469598103934665603ull;
     for (int i = 0; i < n; i++) {
         mine[i] = fnv1a64(values[i], strlen(values[i]), 1469598103934665603ull);
-        all_h = fnv1a64(&mine[i], sizeof(uint64_t), all_h);
+        me.hash = fnv1a64(&mine[i], sizeof(uint64_t), me.hash);
     }
-    mine[n] = all_h;
-    uint64_t* all = (uint64_t*)xmalloc((size_t)(n + 1) * c->size * sizeof(uint64_t));
+    if (n > 0) memcpy(me.program, values[0], strnlen(values[0], sizeof(me.program) - 1));
+    CommConfigSummary* sums = (CommConfigSummary*)xmalloc((size_t)c->size * sizeof(CommConfigSummary));
+    uint64_t* all = (uint64_t*)xmalloc((size_t)n * c->size * sizeof(uint64_t));
     char* vals = (char*)xmalloc((size_t)c->size * COMM_CONFIG_VALUE_BYTES);
 #ifdef USE_MPI
     MPI_Request req;
-    mpiCheck(MPI_Iallgather(mine, (n + 1) * 8, MPI_BYTE, all, (n + 1) * 8, MPI_BYTE, c->mpi[GROUP_WORLD], &req));
-    comm_mpi_wait(c, &req, "configuration check (all-gather)", GROUP_WORLD, (size_t)n + 1);
+    mpiCheck(MPI_Iallgather(&me, sizeof(me), MPI_BYTE, sums, sizeof(me), MPI_BYTE, c->mpi[GROUP_WORLD], &req));
+    comm_mpi_wait(c, &req, "configuration check (summary)", GROUP_WORLD, 1);
 #endif
-    int bad_field = -1, bad_rank = -1;
-    for (int i = 0; i < n && bad_field < 0; i++)
-        for (int r = 1; r < c->size; r++)
-            if (all[(size_t)r * (n + 1) + i] != all[i]) { bad_field = i; bad_rank = r; break; }
-    if (bad_field >= 0) {
-        char v[COMM_CONFIG_VALUE_BYTES] = {0};
-        snprintf(v, sizeof(v), "%s", values[bad_field]);
-#ifdef USE_MPI
-        mpiCheck(MPI_Iallgather(v, COMM_CONFIG_VALUE_BYTES, MPI_BYTE, vals, COMM_CONFIG_VALUE_BYTES, MPI_BYTE,
-                                c->mpi[GROUP_WORLD], &req));
-        comm_mpi_wait(c, &req, "configuration check (values)", GROUP_WORLD, 1);
-#endif
-        FAIL("the ranks disagree on the configuration: '%s' is '%s' on rank 0 but '%s' on rank %d (every rank must "
-             "get the same flags, model and batch)", names[bad_field], vals, vals + (size_t)bad_rank * COMM_CONFIG_VALUE_BYTES,
-             bad_rank);
+    int same = 1;
+    for (int r = 1; r < c->size; r++) {
+        if (sums[r].n != me.n || strcmp(sums[r].program, sums[0].program) != 0)
+            FAIL("the ranks run different programs: rank 0 is '%s' (%d configuration fields), rank %d is '%s' (%d); "
+                 "one launch trains one model (every rank the same program and flags)", sums[0].program, (int)sums[0].n,
+                 r, sums[r].program, (int)sums[r].n);
+        if (sums[r].hash != sums[0].hash) same = 0;
     }
-    free(mine); free(all); free(vals);
+    if (!same) {
+#ifdef USE_MPI
+        mpiCheck(MPI_Iallgather(mine, n * 8, MPI_BYTE, all, n * 8, MPI_BYTE, c->mpi[GROUP_WORLD], &req));
+        comm_mpi_wait(c, &req, "configuration check (all-gather)", GROUP_WORLD, (size_t)n);
+#endif
+        int bad_field = -1, bad_rank = -1;
+        for (int i = 0; i < n && bad_field < 0; i++)
+            for (int r = 1; r < c->size; r++)
+                if (all[(size_t)r * n + i] != all[i]) { bad_field = i; bad_rank = r; break; }
+        if (bad_field >= 0) {
+            char v[COMM_CONFIG_VALUE_BYTES] = {0};
+            snprintf(v, sizeof(v), "%s", values[bad_field]);
+#ifdef USE_MPI
+            mpiCheck(MPI_Iallgather(v, COMM_CONFIG_VALUE_BYTES, MPI_BYTE, vals, COMM_CONFIG_VALUE_BYTES, MPI_BYTE,
+                                    c->mpi[GROUP_WORLD], &req));
+            comm_mpi_wait(c, &req, "configuration check (values)", GROUP_WORLD, 1);
+#endif
+            FAIL("the ranks disagree on the configuration: '%s' is '%s' on rank 0 but '%s' on rank %d (every rank must "
+                 "get the same flags, model and batch)", names[bad_field], vals, vals + (size_t)bad_rank * COMM_CONFIG_VALUE_BYTES,
+                 bad_rank);
+        }
+    }
+    free(mine); free(sums); free(all); free(vals);
 }
 
 static inline void comm_finalize(Comm* c) {

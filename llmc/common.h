@@ -15,7 +15,7 @@ CUDA build (nvcc) see the same names; everything GPU-specific stays behind them.
 
 #ifdef LLMC_CPU
 // The CPU backend computes in fp32; "device" memory is ordinary memory, streams run
-// inline and events are trivially complete (DESIGN 3).
+// inline and events are trivially complete (docs/design.md 3).
 typedef float floatX;
 typedef int stream_t;
 typedef int event_t;

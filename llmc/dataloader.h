@@ -1,7 +1,7 @@
 /*
 Token shard dataloader (header-only, plain C; compiles as C++ with g++ and with nvcc).
 
-Shard format (DESIGN.md 5.1, llm.c's): a header of 256 int32 (little-endian):
+Shard format (docs/design.md 5.1, llm.c's): a header of 256 int32 (little-endian):
   [0] magic 20240520, [1] version 1, [2] number of tokens, then uint16 tokens; or
   [0] magic 20240801, [1] version 7, [2] number of tokens, then uint32 tokens.
 Shards of both kinds may be mixed under one pattern.

@@ -1,5 +1,5 @@
 /*
-Rectified flow (DESIGN 9.3): the noisy input and the velocity target of a training
+Rectified flow (docs/design.md 9.3): the noisy input and the velocity target of a training
 step, and the loss with its gradient. CPU twin: llmc/cpu/flow.h.
   flow_prepare: per sample b (per_sample values each) xt = (1 - t_b) x0 + t_b noise and
     v = noise - x0. Elementwise, grid-stride, fp32 math, one rounding per output; each

@@ -3,7 +3,7 @@ Pictures of clips for a person to look at, with no image library: an animated GI
 PNG strip of the frames. train_dit writes its samples with them. Header-only host code;
 compiles as C++ with g++ and with nvcc.
 
-Input: a clip [C, Fr, Hi, Wi] in [-1, 1] (train_dit's x0 layout, DESIGN 9.1). A value v
+Input: a clip [C, Fr, Hi, Wi] in [-1, 1] (train_dit's x0 layout, docs/design.md 9.1). A value v
 becomes the 8-bit level q = floor((v + 1) * 127.5 + 0.5), clamped to [0, 255]; NaN
 becomes 0, so a diverged sample still gives a picture. C == 3 is RGB; any other C shows
 channel 0 in grey. Every pixel is repeated scale x scale times (nearest neighbour) so

@@ -1,5 +1,5 @@
 /*
-The launchers the trainers call, from one backend or the other (DESIGN 3). Each
+The launchers the trainers call, from one backend or the other (docs/design.md 3). Each
 llmc/X.cuh has its CPU twin llmc/cpu/X.h with the same signatures; the trainer
 never sees which one it got.
 */

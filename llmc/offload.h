@@ -1,5 +1,5 @@
 /*
-Activation offload to pinned host memory, with async copies and prefetch (DESIGN 4),
+Activation offload to pinned host memory, with async copies and prefetch (docs/design.md 4.3),
 for any model made of L layers whose saved activations are one block of the same size
 per layer (train_llama, train_dit).
 

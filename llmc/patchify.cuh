@@ -1,5 +1,5 @@
 /*
-Video patches (DESIGN 9.1): patchify cuts a clip batch x [B, C, Fr, Hi, Wi] into
+Video patches (docs/design.md 9.1): patchify cuts a clip batch x [B, C, Fr, Hi, Wi] into
 N = (Fr/pt)(Hi/ph)(Wi/pw) tokens per sample, out [B, N, P], P = C*pt*ph*pw;
 unpatchify is the exact inverse. CPU twin: llmc/cpu/patchify.h.
 Token n = (ft*Hn + hy)*Wn + wx (frame-major, then row, then column); inside a token

@@ -8,10 +8,9 @@ copy). On a GPU the timers are CUDA events on the compute stream, so a group's t
 is what the stream spent between its first and last launch, without host overhead;
 on the CPU build kernels run inline, and the timers are wall-clock time stamps.
 
-A group is timed by bracketing its launches:
-    int k = prof_begin(&m->prof, "attention fwd", s);
-    attention_forward(...);
-    prof_end(&m->prof, k, flops, bytes, s);
+A group is timed by bracketing its launches, in one scoped form:
+    PROF(&m->prof, "attention fwd", flops, bytes, s) attention_forward(...);
+(or a block after it; prof_begin and prof_end are the two halves it expands to).
 The counts (flops, bytes) are the nominal work of the call from the shapes, not
 measured: a group's TFLOP/s is flops / time. When no step is being profiled,
 prof_begin returns -1 and both calls cost a branch.
@@ -151,6 +150,19 @@ static inline void prof_end(Profile* p, int k, double flops, double bytes, strea
     ProfileGroup* g = &p->group[p->mark_group[k]];
     g->flops += flops; g->bytes += bytes; g->calls++;
 }
+
+// The nominal work of the launch groups: FLOPs of a GEMM, bytes of the memory-bound
+// kernels (each tensor read or written once; SX bytes per floatX value).
+static inline double gemm_flops(double M, double N, double K) { return 2.0 * M * N * K; }
+#define SX ((double)sizeof(floatX))
+
+// Times the statement or block that follows as one call of launch group `group`, with
+// its nominal work (evaluated after the body):
+//     PROF(P, "rmsnorm fwd", 0, 2.0 * rows * D * SX, s) rmsnorm_forward(...);
+// The body must not return, break or continue (prof_end would be skipped).
+#define PROF(P, group, flops, bytes, s) \
+    for (int prof_k_ = prof_begin(P, group, s), prof_once_ = 1; prof_once_; \
+         prof_once_ = 0, prof_end(P, prof_k_, flops, bytes, s))
 
 // Ends the step's recording (after the step has completed on the device) and prints the
 // table, largest group first; step_ms is the step's wall time.

@@ -1,5 +1,5 @@
 /*
-Recycled communication buffers (DESIGN 4): a few named device buffers that every layer
+Recycled communication buffers (docs/design.md 4.4, 8.5): a few named device buffers that every layer
 borrows in turn for tensor parallelism's all-gathered inputs and reduce-scatter staging,
 sized by the memory plan, so that their memory does not grow with the number of layers.
 

@@ -1,5 +1,5 @@
 /*
-The angle table of 3-D rotary embedding (DESIGN 9.3), for video tokens.
+The angle table of 3-D rotary embedding (docs/design.md 9.3), for video tokens.
 
 The head dimension splits into three even parts, in the order (time, height, width):
 dh = dw = 2*floor(hd/6) and dt = hd - dh - dw. Each part rotates the adjacent pairs

@@ -1,5 +1,5 @@
 /*
-The sinusoidal timestep embedding of the DiT (DESIGN 9.3). CPU twin: llmc/cpu/timestep.h.
+The sinusoidal timestep embedding of the DiT (docs/design.md 9.3). CPU twin: llmc/cpu/timestep.h.
 out [B, dim] (dim even; 256 in the model), half = dim/2, s = 1000 t[b],
 f_i = exp(-ln(10000) i / half), out[b] = [cos(s f_0) .. cos(s f_{half-1}), sin(s f_0) ..
 sin(s f_{half-1})] (cos first). Computed in double and rounded to floatX once: the

@@ -8,7 +8,7 @@ TrainLoopArgs, then appends these entries to its own flag table.
 #include "flags.h"
 
 typedef struct {
-    int steps, warmup, val_every, ckpt_every, log_every, plan_only;
+    int steps, warmup, val_every, ckpt_every, log_every, plan_only, profile_step;
     float lr, min_lr_frac, weight_decay, beta1, beta2, adam_eps, grad_clip;
     long long seed;
     const char *run_dir, *resume, *init_from, *plan_json;
@@ -67,6 +67,7 @@ static inline int train_loop_flags(Flag* out, TrainLoopArgs* a, MemoryFlagRefs m
                                           "a GPU; tc: bf16 CUDA builds, head dim 64 or 128)"},
         {"plan-only", 'i', &a->plan_only, "1: print the memory plan and exit (no device needed)"},
         {"plan-json", 's', &a->plan_json, "write the memory plan as JSON to this file"},
+        {"profile-step", 'i', &a->profile_step, "print the time of each launch group in step N (0 = off; llmc/profile.h)"},
     };
     int n = (int)(sizeof(f) / sizeof(f[0]));
     memcpy(out, f, sizeof(f));
@@ -82,8 +83,8 @@ static inline void train_loop_validate(const TrainLoopArgs* a, int* ffn_chunk_se
     if (a->steps < 0 || (a->steps == 0 && !a->init_from && !a->resume))
         FAIL("--steps must be >= 1 (0 only with --init-from or --resume: evaluate and sample a checkpoint, no training)");
     if (a->warmup < 0) FAIL("--warmup must be >= 0");
-    if (a->val_every < 0 || a->ckpt_every < 0 || a->log_every < 1)
-        FAIL("--val-every and --ckpt-every must be >= 0, --log-every >= 1");
+    if (a->val_every < 0 || a->ckpt_every < 0 || a->log_every < 1 || a->profile_step < 0)
+        FAIL("--val-every, --ckpt-every and --profile-step must be >= 0, --log-every >= 1");
     if (a->init_from && a->resume && strcmp(a->resume, "auto") != 0)
         FAIL("--init-from and --resume both given: --resume continues a run (with its optimizer state), --init-from "
              "starts a new one from a checkpoint's weights; pick one");

@@ -1,5 +1,5 @@
 /*
-Video clips for train_dit (DESIGN 9): a synthetic generator that needs no download, a
+Video clips for train_dit (docs/design.md 9.1): a synthetic generator that needs no download, a
 reader for users' own clips (the clip file of docs/formats.md, written by
 scripts/clips_to_bin.py), and one batch source over both with the data-parallel split
 built in. Header-only host code; compiles as C++ with g++ and with nvcc.

@@ -8,7 +8,8 @@
 # checkpoint. Passes (exit 0) when steps 4-6 of the resumed run have the same loss,
 # grad_norm, lr and validation losses, to the last bit, as the uninterrupted run. The
 # data, the noise, t and the label dropout are functions of (seed, step), so the
-# checkpoint needs only the model and the optimizer state. Environment: PYTHON.
+# checkpoint needs only the model and the optimizer state. Environment: PYTHON; LAUNCH, a
+# launcher to run the binary under, e.g. LAUNCH="mpirun -np 2" for the check at dp=2.
 set -u
 if [ $# -lt 2 ]; then echo "usage: check_dit_resume.sh BINARY WORKDIR [train_dit flags...]" >&2; exit 2; fi
 BIN=$1; W=$2; shift 2
@@ -18,10 +19,10 @@ rm -rf "$W/full" "$W/resumed"
 mkdir -p "$W" || exit 2
 common=(--D 24 --L 2 --H 2 --FF 40 --frames 4 --height 8 --width 8 --NC 3 --batch 2 --grad-accum 2 --steps 6
         --warmup 2 --val-every 3 --val-clips 5 --ckpt-every 3 "$@")
-if ! "$BIN" "${common[@]}" --run-dir "$W/full" > "$W/full.log" 2>&1; then
+if ! ${LAUNCH:-} "$BIN" "${common[@]}" --run-dir "$W/full" > "$W/full.log" 2>&1; then
   echo "check_dit_resume: the uninterrupted run failed ($W/full.log):"; tail -n 5 "$W/full.log"; exit 1
 fi
-if ! "$BIN" "${common[@]}" --run-dir "$W/resumed" --resume "$W/full/ckpt_000003.bin" > "$W/resumed.log" 2>&1; then
+if ! ${LAUNCH:-} "$BIN" "${common[@]}" --run-dir "$W/resumed" --resume "$W/full/ckpt_000003.bin" > "$W/resumed.log" 2>&1; then
   echo "check_dit_resume: the resumed run failed ($W/resumed.log):"; tail -n 5 "$W/resumed.log"; exit 1
 fi
 "$PY" - "$W/full/metrics.jsonl" "$W/resumed/metrics.jsonl" <<'PYEOF'

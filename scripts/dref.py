@@ -1,4 +1,4 @@
-"""Reader and writer of the video DiT reference state file (DREF, DESIGN.md 9.4).
+"""Reader and writer of the video DiT reference state file (DREF, docs/design.md 9.4).
 
     from dref import read_dref, param_shapes
     ref = read_dref("dev/ref/dit_pt2_hw.dref")
@@ -38,12 +38,12 @@ FLOAT_FIELDS = ["rope_theta", "lr", "beta1", "beta2", "adam_eps", "weight_decay"
 INT_BASE = 2
 FLOAT_BASE = 32
 
-# AdamW's weight decay applies to these (DESIGN 9.2); every other tensor (biases,
+# AdamW's weight decay applies to these (docs/design.md 9.2); every other tensor (biases,
 # q_norm, k_norm) is not decayed.
 DECAYED = ["patch_w", "t1_w", "t2_w", "class_emb", "ada_w", "qkv_w", "proj_w",
            "fc1_w", "fc2_w", "fada_w", "final_w"]
 
-TIMESTEP_DIM = 256  # the sinusoidal embedding width, fixed by DESIGN 9.3
+TIMESTEP_DIM = 256  # the sinusoidal embedding width, fixed by docs/design.md 9.3
 
 
 class DrefError(ValueError):
@@ -89,7 +89,7 @@ def clip_shape(c):
 
 
 def param_shapes(c):
-    """OrderedDict name -> shape, in DESIGN 9.2 order."""
+    """OrderedDict name -> shape, in docs/design.md 9.2 order."""
     D, L, FF, NC = c["D"], c["L"], c["FF"], c["NC"]
     P = patch_dim(c)
     hd = D // c["H"]

@@ -8,7 +8,7 @@ checksum) before use. OUT_DIR gets config.json and model.safetensors (float32), 
 LlamaForCausalLM.from_pretrained(OUT_DIR). Interpreter: `bash scripts/ensure_hf_deps.sh`.
 docs/hf.md is the user's guide; scripts/import_hf.py is the way back.
 
-The mapping (DESIGN 5.2 -> transformers), for every layer l:
+The mapping (docs/design.md 5.2 -> transformers), for every layer l:
     tok_embeddings -> model.embed_tokens.weight     attn_norm[l] -> model.layers.l.input_layernorm.weight
     wq[l], wk[l]   -> self_attn.q_proj / k_proj, rows permuted (below)
     wv[l], wo[l]   -> self_attn.v_proj / o_proj     ffn_norm[l]  -> post_attention_layernorm.weight
@@ -54,7 +54,7 @@ class ConversionError(Exception):
 
 def hf_layout(c):
     """(5.2 tensor, layer or None, transformers key, heads whose rows RoPE permutes or 0),
-    in DESIGN 5.2 order, so that walking it fills the checkpoint's parameter block in order."""
+    in docs/design.md 5.2 order, so that walking it fills the checkpoint's parameter block in order."""
     yield "tok_embeddings", None, "model.embed_tokens.weight", 0
     per_layer = (("attn_norm", "input_layernorm.weight", 0),
                  ("wq", "self_attn.q_proj.weight", c["H"]),

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The script for a GPU machine (DESIGN.md 6, 7), in three calls of the device tool, each of
+# The script for a GPU machine (docs/design.md 6, 7), in three calls of the device tool, each of
 # which starts on a bare machine and writes its results under $OUT as it goes:
 #
 #   bash scripts/gpu_check.sh 1   # <= 8 min: tests with --attention tc and fp32 on fresh hd-64/128

@@ -115,7 +115,7 @@ def open_weights(hf_dir, stack):
 
 
 def load_params(c, hf_dir):
-    """The checkpoint's float32 parameter block (DESIGN 5.2 order) from the safetensors files."""
+    """The checkpoint's float32 parameter block (docs/design.md 5.2 order) from the safetensors files."""
     shapes = param_shapes(c)
     flat = np.empty(num_params(c), dtype=np.float32)
     views, off = {}, 0

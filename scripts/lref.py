@@ -1,4 +1,4 @@
-"""Reader for the Llama reference state file (LREF, DESIGN.md 5.3).
+"""Reader for the Llama reference state file (LREF, docs/design.md 5.3).
 
     from lref import read_lref, param_shapes
     ref = read_lref("dev/ref/mha_untied_small.lref")
@@ -67,7 +67,7 @@ def validate_cfg(c):
 
 
 def param_shapes(c):
-    """OrderedDict name -> shape, in DESIGN 5.2 order (output absent when tied)."""
+    """OrderedDict name -> shape, in docs/design.md 5.2 order (output absent when tied)."""
     V, D, L, H, KV, F = c["V"], c["D"], c["L"], c["H"], c["KV"], c["F"]
     hd = D // H
     s = OrderedDict()

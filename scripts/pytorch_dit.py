@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""PyTorch peer of train_dit: the same video DiT (DESIGN.md 9.1-9.3), the same training
+"""PyTorch peer of train_dit: the same video DiT (docs/design.md 9.1-9.3), the same training
 step, the same clips and the same noise, t and label-dropout draws, written for speed as
 a PyTorch user would (bf16 autocast on CUDA, F.scaled_dot_product_attention, fused AdamW,
 optional torch.compile). It is train_dit's side-by-side baseline, as scripts/pytorch_llama.py
@@ -37,7 +37,7 @@ Loss: mean (v_pred - (noise - x0))^2 at x_t = (1 - t) x0 + t noise.
 Step (as train_dit): grad_accum micro-batches of --batch clips, each loss / grad_accum;
 global-norm clipping (torch.nn.utils.clip_grad_norm_, which train_dit copies); AdamW
 (torch.optim.AdamW, train_dit's formula) with decay on the weight matrices and class_emb
-only (DESIGN 9.2); lr(step) of llmc/schedule.h (linear warmup, cosine to min_lr_frac*lr).
+only (docs/design.md 9.2); lr(step) of llmc/schedule.h (linear warmup, cosine to min_lr_frac*lr).
 
 Data, bit for bit as train_dit (llmc/video_data.h, train_dit.cu batch_fill): micro-batch m of
 step s holds the source's clips first .. first+B-1, first = ((s-1)*grad_accum + m)*B.
@@ -106,7 +106,7 @@ import torch.nn.functional as F
 
 sys.dont_write_bytecode = True  # no __pycache__ in scripts/
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import dref  # noqa: E402  (one definition of DESIGN 9.2's layout and the DREF reader)
+import dref  # noqa: E402  (one definition of docs/design.md 9.2's layout and the DREF reader)
 import peer_common  # noqa: E402  (what this peer shares with scripts/pytorch_llama.py)
 from peer_common import (HAVE_SDPA, MASK64, apply_rope, device_name, rand_below, rmsnorm,  # noqa: E402
                          splitmix64)
@@ -125,7 +125,7 @@ CFG_FLAGS = OrderedDict([("C", "channels"), ("Fr", "frames"), ("Hi", "height"), 
                          ("ph", "ph"), ("pw", "pw"), ("D", "D"), ("L", "L"), ("H", "H"), ("FF", "FF"),
                          ("NC", "NC"), ("rope_theta", "rope-theta")])
 TEMB = dref.TIMESTEP_DIM     # 256, the sinusoidal timestep embedding
-EPS = 1e-6                   # LayerNorm and QK RMSNorm (DESIGN 9.3)
+EPS = 1e-6                   # LayerNorm and QK RMSNorm (docs/design.md 9.3)
 LN_10000 = 9.210340371976184  # the double train_dit's timestep embedding uses
 CKPT_MAGIC, CKPT_VERSION = 20261126, 1
 SALT_TRAIN = 0x7261696E      # train_dit.cu: separates the training draws from validation's
@@ -537,7 +537,7 @@ class DiTBlock(nn.Module):
 
 
 class DiT(nn.Module):
-    # the DESIGN 9.2 tensors stacked over the blocks ([L, ...]), and those decayed by AdamW
+    # the docs/design.md 9.2 tensors stacked over the blocks ([L, ...]), and those decayed by AdamW
     STACKED = ("ada_w", "ada_b", "qkv_w", "qkv_b", "q_norm", "k_norm", "proj_w", "proj_b",
                "fc1_w", "fc1_b", "fc2_w", "fc2_b")
 
@@ -610,7 +610,7 @@ class DiT(nn.Module):
 
     @torch.no_grad()
     def init_weights(self, seed):
-        """DiT's adaLN-Zero (DESIGN 9.3), from torch's generator (not train_dit's numbers:
+        """DiT's adaLN-Zero (docs/design.md 9.3), from torch's generator (not train_dit's numbers:
         use --init-from for those)."""
         g = torch.Generator(device=self.patch.weight.device).manual_seed(seed)
         for name, plist in self.tensors_9_2().items():
@@ -649,7 +649,7 @@ def read_checkpoint(path):
 # find-max-batch search are peer_common's; here, what is the DiT's.
 
 def make_optimizer(model, a, device):
-    """AdamW, decay on the weight matrices and class_emb only (dref.DECAYED, DESIGN 9.2)."""
+    """AdamW, decay on the weight matrices and class_emb only (dref.DECAYED, docs/design.md 9.2)."""
     decay, no_decay = [], []
     for name, plist in model.tensors_9_2().items():
         (decay if name in dref.DECAYED else no_decay).extend(plist)
@@ -749,7 +749,7 @@ def find_max_batch(a, c, device, out):
 # ----------------------------------------------------------------------------- DREF check
 
 def check_dref(a, device):
-    """Each DREF (DESIGN 9.4): v_pred, loss and every gradient at --tol (||got - ref|| / ||ref||
+    """Each DREF (docs/design.md 9.4): v_pred, loss and every gradient at --tol (||got - ref|| / ||ref||
     of each tensor), then the file's clipped AdamW step losses at --steps-tol."""
     bf16 = a.dtype == "bf16"
     tol = a.tol if a.tol is not None else (5e-2 if bf16 else 1e-5)  # test_dit's TOL_GRADS

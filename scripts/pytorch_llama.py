@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""PyTorch peer of train_llama: the same Llama model (DESIGN.md 5.2), the same training
+"""PyTorch peer of train_llama: the same Llama model (docs/design.md 5.2), the same training
 step and the same batches, in plain PyTorch (bf16 autocast on CUDA, fp32 on the CPU),
-eager or torch.compile. It is the side-by-side baseline of DESIGN.md 7.
+eager or torch.compile. It is the side-by-side baseline of docs/design.md 7.
 
 Usage (interpreter: `bash scripts/ensure_python_deps.sh` here; plain python3 on a GPU box):
 
@@ -72,7 +72,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from lref import num_params, param_shapes  # noqa: E402  (one definition of DESIGN 5.2's layout)
+from lref import num_params, param_shapes  # noqa: E402  (one definition of docs/design.md 5.2's layout)
 
 sys.dont_write_bytecode = True  # no __pycache__ in scripts/
 import peer_common  # noqa: E402  (what this peer shares with scripts/pytorch_dit.py)
@@ -527,7 +527,7 @@ def selftest_data(a):
 
 
 def selftest_model(a, device):
-    """Loads LREF files (DESIGN 5.3), compares logits, loss, gradients and the n_steps AdamW losses."""
+    """Loads LREF files (docs/design.md 5.3), compares logits, loss, gradients and the n_steps AdamW losses."""
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import lref  # noqa: E402
     fails = 0

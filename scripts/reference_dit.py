@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Independent float64 PyTorch reference of the video DiT (DESIGN.md 9.1-9.3) that
-writes one DREF reference state file (DESIGN.md 9.4) for test_dit --ref.
+"""Independent float64 PyTorch reference of the video DiT (docs/design.md 9.1-9.3) that
+writes one DREF reference state file (docs/design.md 9.4) for test_dit --ref.
 
 Usage (interpreter: the one `bash scripts/ensure_python_deps.sh` prints):
 
@@ -12,12 +12,12 @@ Usage (interpreter: the one `bash scripts/ensure_python_deps.sh` prints):
     python3 scripts/reference_dit.py --check dev/ref/x.dref [--tol 1e-6]
         # re-read a file (any writer), recompute v_pred, loss, grads and the step losses
         # in float64 from its params and inputs, print the max relative error of each
-    scripts/make_dit_refs.sh                       # regenerate dev/ref/dit_*.dref
+    dev/test/make_dit_refs.sh                       # regenerate dev/ref/dit_*.dref
     /usr/bin/python3 dev/test/test_reference_dit.py   # cross-checks of this file
 
 Bad sizes (a patch size that does not divide its axis, D % H != 0, odd head dim,
 non-positive sizes, NC < 1) print a message and exit 2.  Computed in float64 on the
-CPU with one thread, so the bytes are reproducible.  The model, written from DESIGN 9.3:
+CPU with one thread, so the bytes are reproducible.  The model, written from docs/design.md 9.3:
 
     x_t = (1 - t) x0 + t noise;  v = noise - x0
     e   = [cos(1000 t f_i), sin(1000 t f_i)], f_i = exp(-ln(10000) i / 128), i < 128
@@ -53,7 +53,7 @@ Training (losses[n_steps]): on the same x0, noise, t, y, step i computes loss_i
 min(1, grad_clip / (norm + 1e-6)) with norm the L2 norm over all of them
 (torch.nn.utils.clip_grad_norm_), then AdamW as torch.optim.AdamW with constant lr;
 per element, t = step number from 1, wd = weight_decay on the weight matrices and
-class_emb, 0 on biases, q_norm and k_norm (DESIGN 9.2):
+class_emb, 0 on biases, q_norm and k_norm (docs/design.md 9.2):
     p *= 1 - lr*wd;  m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2;
     p -= lr/(1-b1^t) * m / (sqrt(v)/sqrt(1-b2^t) + eps)
 The grads written are step 0's, before clipping.
@@ -73,7 +73,7 @@ import dref  # noqa: E402
 
 torch.set_num_threads(1)
 DT = torch.float64
-NORM_EPS = 1e-6  # LayerNorm and QK RMSNorm, fixed by DESIGN 9.3
+NORM_EPS = 1e-6  # LayerNorm and QK RMSNorm, fixed by docs/design.md 9.3
 
 
 # ----------------------------------------------------------------------------- model

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Independent float64 PyTorch reference of the Llama model (DESIGN.md 5.2) that
-writes one LREF reference state file (DESIGN.md 5.3) for test_llama --ref.
+"""Independent float64 PyTorch reference of the Llama model (docs/design.md 5.2) that
+writes one LREF reference state file (docs/design.md 5.3) for test_llama --ref.
 
 Usage (interpreter: the one `bash scripts/ensure_python_deps.sh` prints):
 
@@ -12,10 +12,10 @@ Usage (interpreter: the one `bash scripts/ensure_python_deps.sh` prints):
         [--norm-perturb 0.1]
     python3 scripts/reference_llama.py --check dev/ref/x.lref   # re-read, verify sizes, recompute
     python3 scripts/reference_llama.py --selftest               # gradcheck, RoPE, attention, AdamW
-    scripts/make_refs.sh                                        # regenerate dev/ref/*.lref
+    dev/test/make_refs.sh                                        # regenerate dev/ref/*.lref
 
 Bad sizes (D % H, H % KV, odd head dim, T > max_seq_len, non-positive sizes)
-print a message and exit 2.  The model is written from the math of DESIGN 5.2,
+print a message and exit 2.  The model is written from the math of docs/design.md 5.2,
 computed in float64 on the CPU with one thread (so the bytes are reproducible):
 
     h = tok_embeddings[tokens]

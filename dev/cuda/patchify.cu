@@ -1,5 +1,5 @@
 /*
-Ladder for llmc/patchify.cuh: x [B, C, Fr, Hi, Wi] <-> tokens [B, N, P] (DESIGN 9.1).
+Ladder for llmc/patchify.cuh: x [B, C, Fr, Hi, Wi] <-> tokens [B, N, P] (docs/design.md 9.1).
   version 1: the llmc kernels: one thread per element of x. patchify reads x in order
              (coalesced) and writes runs of pw values P apart; unpatchify the reverse
   version 2: one thread per element of the tokens: patchify writes in order

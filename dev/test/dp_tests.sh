@@ -53,9 +53,7 @@ for np in 2 4; do
       continue
     fi
     for fl in "${DPFLAGS[@]}"; do
-      name="np${np}_${base}_$(echo "${fl:-plain}" | tr -d ' -')"
-      if run_np "$np" ./test_llama_cpu --ref "$f" $fl >"$W/$name.log" 2>&1 && grep -q "^PASS" "$W/$name.log"; then pass "$name"
-      else fail "$name" "$(grep -E 'FAIL|error' "$W/$name.log" | head -n 3 | tr '\n' ' ')"; fi
+      passes_np "np${np}_${base}_$(echo "${fl:-plain}" | tr -d ' -')" "$np" ./test_llama_cpu --ref "$f" $fl
     done
   done
 done
@@ -65,10 +63,8 @@ done
 # sharded vocabulary (whose rows accumulate outside the buckets) of the last micro-step
 for spec in "2 8 --zero 1 --shard-vocab 1" "4 4 --zero 1 --ffn-chunks 2"; do
   set -- $spec; np=$1; mb=$2; shift 2
-  name="np${np}_micro64_b64_microbatch${mb}_fp32acc$(echo "$*" | tr -d ' -')"
-  if run_np "$np" ./test_llama_cpu --ref dev/emu/ref/micro64_b64.lref --micro-batch "$mb" --fp32-grad-accum 1 "$@" \
-       >"$W/$name.log" 2>&1 && grep -q "^PASS" "$W/$name.log"; then pass "$name"
-  else fail "$name" "$(grep -E 'FAIL|error' "$W/$name.log" | head -n 3 | tr '\n' ' ')"; fi
+  passes_np "np${np}_micro64_b64_microbatch${mb}_fp32acc$(echo "$*" | tr -d ' -')" "$np" \
+    ./test_llama_cpu --ref dev/emu/ref/micro64_b64.lref --micro-batch "$mb" --fp32-grad-accum 1 "$@"
 done
 
 # ---------------------------------------------------------------------------

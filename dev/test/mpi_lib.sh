@@ -10,6 +10,12 @@ fail() { echo "FAIL $1${2:+: $2}"; failed=1; }
 # a hung collective must cost one check, not the whole make test
 RUN_LIMIT=${RUN_LIMIT:-180}
 run_np() { local np=$1; shift; timeout -k 10 "$RUN_LIMIT" "${MPIRUN[@]}" -np "$np" "$@"; }
+# passes_np NAME NP CMD...: CMD (a test program) under mpirun -np NP must end with its PASS line
+passes_np() {
+  local name=$1 np=$2; shift 2
+  if run_np "$np" "$@" >"$W/$name.log" 2>&1 && grep -q "^PASS" "$W/$name.log"; then pass "$name"
+  else fail "$name" "$(grep -E 'FAIL|error' "$W/$name.log" | head -n 3 | tr '\n' ' ')"; fi
+}
 # agree NAME A_DIR B_DIR FIRST_STEP TOL: their metrics.jsonl agree from FIRST_STEP on (compare_metrics.py)
 agree() {
   if "$PY" dev/test/compare_metrics.py "$2/metrics.jsonl" "$3/metrics.jsonl" "$4" "$5" >"$W/$1.cmp" 2>&1; then pass "$1"

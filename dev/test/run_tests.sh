@@ -101,7 +101,7 @@ for f in dev/ref/mha_untied_small.lref dev/ref/gqa_h4kv2_tied.lref; do
 done
 
 section "memory plan against the formulas of docs/memory.md"
-check memory_plan "$PY" scripts/check_memory_plan.py ./train_llama_cpu
+check memory_plan "$PY" dev/test/check_memory_plan.py ./train_llama_cpu
 
 section "dataloader and tokenizer"
 sub_tests dataloader ./build/test_dataloader
@@ -250,25 +250,9 @@ check_error attention_tc_cpu "tensor cores" ./train_llama_cpu --attention tc --p
 check_error attention_bad "expected auto fp32 tc" ./train_dit_cpu --attention flash --plan-only 1
 # the per-kernel profile of one step (--profile-step): every launch group of the step is in
 # its table, and the groups' times add up to no more than the step's wall time
-check profile_step "$PY" - "$TMP" <<'PYEOF'
-import re, subprocess, sys
-tmp = sys.argv[1]
-out = subprocess.run(["./train_llama_cpu", "--model", "tiny", "--V", "512", "--batch", "2", "--seq", "32", "--total-batch", "128",
-                      "--steps", "3", "--profile-step", "2", "--val-every", "0", "--train-data", tmp + "/train.bin",
-                      "--run-dir", tmp + "/profile"], capture_output=True, text=True, check=True).stdout
-head = re.search(r"profile of step 2: ([0-9.]+) ms wall, ([0-9.]+) ms in the timed groups", out)
-assert head, "no profile header"
-wall, timed = float(head.group(1)), float(head.group(2))
-rows = {m.group(1).strip(): float(m.group(2)) for m in re.finditer(r"^\| ([a-z0-9 ()]+?) +\| +\d+ \| +([0-9.]+) \|", out, re.M)}
-want = ["qkv matmul fwd", "attention fwd", "attention bwd", "ffn w1 w3 matmul fwd", "swiglu bwd", "rmsnorm fwd",
-        "head matmul bwd", "crossentropy", "adamw", "grad norm"]
-missing = [w for w in want if w not in rows]
-assert not missing, ("groups missing from the table", missing, sorted(rows))
-assert 0 < timed <= wall * 1.05, (timed, wall)
-assert abs(sum(rows.values()) - timed) < 0.05 * timed + 0.01, (sum(rows.values()), timed)
-assert out.count("profile of step") == 1, "profiled more than the one step"
-print("profile: %d groups, %.1f of %.1f ms timed" % (len(rows), timed, wall))
-PYEOF
+check profile_step "$PY" dev/test/check_profile.py 2 "qkv matmul fwd,attention fwd,attention bwd,ffn w1 w3 matmul fwd,\
+swiglu bwd,rmsnorm fwd,head matmul bwd,crossentropy,adamw,grad norm" -- ./train_llama_cpu --model tiny --V 512 --batch 2 \
+  --seq 32 --total-batch 128 --steps 3 --profile-step 2 --val-every 0 --train-data "$TMP/train.bin" --run-dir "$TMP/profile"
 check_error resume_config_mismatch "checkpoint has" ./train_llama_cpu --model tiny --V 512 --D 128 --batch 2 --seq 32 --steps 6 \
   --train-data "$TMP/train.bin" --val-every 0 --run-dir "$TMP/mismatch" --resume "$TMP/resume_plain/full/ckpt_000003.bin"
 
@@ -374,7 +358,7 @@ if [ -n "$(bash -c 'command -v nvcc || ls /usr/local/cuda/bin/nvcc' 2>/dev/null)
   sub_tests ptxas_gate_planted "$PY" dev/test/ptxas_gate.py --planted \
     "$(bash -c 'command -v nvcc || ls /usr/local/cuda/bin/nvcc' 2>/dev/null | head -n1)"
   # --plan-only touches no device, so the CUDA build's bf16 plan is checked here too
-  [ -x build/train_llama ] && check memory_plan_bf16 "$PY" scripts/check_memory_plan.py ./build/train_llama
+  [ -x build/train_llama ] && check memory_plan_bf16 "$PY" dev/test/check_memory_plan.py ./build/train_llama
 fi
 
 section "train_dit: test_dit against the committed DiT references (dev/ref/*.dref)"
@@ -479,6 +463,37 @@ check dit_resume_auto bash -c "./train_dit_cpu --D 24 --L 2 --H 2 --FF 40 --fram
   --batch 2 --grad-accum 2 --steps 6 --warmup 2 --val-every 3 --val-clips 5 --run-dir '$TMP/dit_resume_plain/full' \
   --resume auto | grep 'resumed from .*ckpt_000006.bin at step 6'"
 check dit_plan_hunyuan ./train_dit_cpu --model hunyuan-13B --batch 1 --plan-only 1 --ffn-chunks 4 --recompute 1 --offload-act -1
+# --fit-memory through the shared search (llmc/fit_memory.h): the choice is the cheapest candidate that fits,
+# and a plain --plan-only run of the chosen flags plans exactly the bytes the search counted
+check dit_fit_memory "$PY" - "$TMP" <<'PYEOF'
+import json, re, subprocess, sys
+tmp = sys.argv[1]
+shape = ["--D", "32", "--L", "3", "--H", "2", "--FF", "96", "--frames", "4", "--height", "8", "--width", "8", "--NC", "3"]
+out = subprocess.run(["./train_dit_cpu", *shape, "--fit-memory", "0.075", "--fit-candidates", tmp + "/dit_fit.jsonl",
+                      "--plan-only", "1"], capture_output=True, text=True, check=True).stdout
+m = re.search(r"chose --batch (\d+) --ffn-chunks (\d+) --recompute (\d+) --offload-act (\d+)", out)
+assert m, out
+B, K, R, O = map(int, m.groups())
+cands = [json.loads(l) for l in open(tmp + "/dit_fit.jsonl")]
+fit = [c for c in cands if c["fits"]]
+same_b = [c for c in fit if c["B"] == B]
+best = min(same_b, key=lambda c: c["seconds"])
+assert (best["ffn_chunks"], best["recompute"], best["offload_act"]) == (K, R, O), (best, (K, R, O))
+assert not any(c["B"] > B for c in fit), "a larger batch fits"
+subprocess.run(["./train_dit_cpu", *shape, "--batch", str(B), "--ffn-chunks", str(K), "--recompute", str(R), "--offload-act",
+                str(O), "--plan-only", "1", "--plan-json", tmp + "/dit_fit_plan.json"], capture_output=True, check=True)
+plan = json.load(open(tmp + "/dit_fit_plan.json"))
+total = plan["device"]["total"] + plan["host"]["total"]
+assert total == best["bytes"] and total + 64 * 2**20 <= 0.075 * 2**30, (total, best["bytes"])
+print("chose B=%d K=%d R=%d O=%d: %d bytes of %d candidates, %d fit" % (B, K, R, O, total, len(cands), len(fit)))
+PYEOF
+check_error dit_fit_memory_impossible "needs a budget of at least" ./train_dit_cpu --fit-memory 0.01 --plan-only 1
+# the per-kernel profile of a DiT step, through the same llmc/profile.h (both trainers' launch groups are bracketed)
+check dit_profile_step "$PY" dev/test/check_profile.py 2 "layernorm modulate fwd,qkv matmul fwd,qk norm rope fwd,\
+attention fwd,proj matmul fwd,gated residual fwd,ffn fc1 matmul fwd,gelu fwd,ffn fc2 matmul fwd,ffn fc2 matmul bwd,\
+gelu bwd,ffn fc1 matmul bwd,attention bwd,qkv matmul bwd,adaln matmul bwd,conditioning fwd,final layer bwd,loss,adamw,\
+grad norm" -- ./train_dit_cpu --D 24 --L 2 --H 2 --FF 40 --frames 4 --height 8 --width 8 --NC 3 --batch 2 --steps 3 \
+  --profile-step 2 --val-every 0 --run-dir "$TMP/dit_profile"
 
 section "train_dit: the PyTorch peer (scripts/pytorch_dit.py) against the DREF references and train_dit's first steps"
 # (1) every committed DREF in fp32: v_pred, loss and each gradient at test_dit's 1e-5 (measured
@@ -511,10 +526,13 @@ check dit_peer_file_train_dit ./train_dit_cpu --model dit-tiny --channels 3 --fr
 check dit_peer_file_steps "$PY" scripts/pytorch_dit.py --device cpu --init-from "$PD/file/ckpt_000000.bin" "${PEER_FILE[@]}" \
   --compare-metrics "$PD/file/metrics.jsonl"
 
+section "train_dit data parallelism and ZeRO-1 under mpirun (2 and 4 ranks): test_dit, train_dit, checkpoints (dev/test/dit_parallel_tests.sh)"
+sub_tests dit_dp bash dev/test/dit_parallel_tests.sh "$PY" "$TMP/dit_dp" $DIT_FRESH
+
 section "train_dit memory plan against the formulas of docs/memory.md section 9"
-check dit_memory_plan "$PY" scripts/check_dit_plan.py ./train_dit_cpu
+check dit_memory_plan "$PY" dev/test/check_dit_plan.py ./train_dit_cpu
 # the CUDA build loads cuBLAS at each start (0.2 s a plan): 2 of the 6 shapes, every flag set
-[ -x build/train_dit ] && check dit_memory_plan_bf16 "$PY" scripts/check_dit_plan.py --shapes 2 ./build/train_dit
+[ -x build/train_dit ] && check dit_memory_plan_bf16 "$PY" dev/test/check_dit_plan.py --shapes 2 ./build/train_dit
 
 section "video data: moving digits, clip files, GIF and PNG (llmc/video_data.h, llmc/image_write.h, scripts/clips_to_bin.py)"
 V="$TMP/video"; mkdir -p "$V/img"

@@ -8,7 +8,7 @@ For several model shapes and budgets (fractions of the flag-free plan), runs
 numbers computed here and not read from the C code:
   - every candidate's cost is the cost model of docs/memory.md section 8, computed
     here from the shape, the flags and the activation block of
-    scripts/check_memory_plan.py's formulas;
+    dev/test/check_memory_plan.py's formulas;
   - a sample of candidates' bytes equal the plan a plain --plan-only run of those
     flags writes (so the search ranks the plans a run would allocate);
   - the choice fits the budget, no cheaper candidate of its batch fits, and, when the

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Cross-checks of scripts/reference_dit.py, the float64 reference of the video DiT
-(DESIGN.md 9), and of its file format scripts/dref.py (9.4).
+(docs/design.md 9), and of its file format scripts/dref.py (9.4).
 
     /usr/bin/python3 dev/test/test_reference_dit.py
 
@@ -9,7 +9,7 @@ do not share its code:
   - gradients against central finite differences (float64) for a sample of the entries
     of every parameter tensor, and every gradient tensor non-zero;
   - the whole forward against a second implementation written with plain loops from
-    the text of DESIGN 9.1 and 9.3 (patch index formula, timestep embedding, LN,
+    the text of docs/design.md 9.1 and 9.3 (patch index formula, timestep embedding, LN,
     QK RMSNorm, rope3d pair by pair, softmax per query, final layer, unpatchify);
   - patchify/unpatchify: exact round trip, and patchify == the 9.1 index formula;
   - rope3d: the identity at position 0, norm-preserving, the complex-number
@@ -96,7 +96,7 @@ def test_finite_differences():
 # ----------------------------------------------------------------- naive forward
 
 def naive_forward(P, x0, noise, t, y, c):
-    """The forward of DESIGN 9.3 with loops, numpy float64; returns (v_pred, loss)."""
+    """The forward of docs/design.md 9.3 with loops, numpy float64; returns (v_pred, loss)."""
     B, C, Fr, Hi, Wi = x0.shape
     pt, ph, pw, D, H = c["pt"], c["ph"], c["pw"], c["D"], c["H"]
     Fn, Hn, Wn = Fr // pt, Hi // ph, Wi // pw
@@ -207,7 +207,7 @@ def test_naive_forward():
         err = float(np.max(np.abs(v_pred.detach().numpy() - v_naive)) / np.max(np.abs(v_naive)))
         lerr = abs(loss.item() - loss_naive) / loss_naive
         report(err < 1e-12 and lerr < 1e-12,
-               "forward == plain-loop forward of DESIGN 9.3 (pt=%d ph=%d pw=%d hd=%d, %d tokens): "
+               "forward == plain-loop forward of docs/design.md 9.3 (pt=%d ph=%d pw=%d hd=%d, %d tokens): "
                "v_pred rel err %.1e, loss rel err %.1e"
                % (c["pt"], c["ph"], c["pw"], c["D"] // c["H"], dref.num_tokens(c), err, lerr))
 
@@ -236,7 +236,7 @@ def test_patchify():
                                     j = ((ch * c["pt"] + dt) * c["ph"] + dy) * c["pw"] + dx
                                     ok &= bool(p[b, n, j] == x[b, ch, ft * c["pt"] + dt, hy * c["ph"] + dy,
                                                                  wx * c["pw"] + dx])
-    report(ok, "patchify == the DESIGN 9.1 index formula at every value")
+    report(ok, "patchify == the docs/design.md 9.1 index formula at every value")
     ft, hy, wx = R.token_positions(c)
     n = torch.arange(dref.num_tokens(c))
     report(torch.equal(ft * Hn * Wn + hy * Wn + wx, n), "token n = (ft*Hn + hy)*Wn + wx")

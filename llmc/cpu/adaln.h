@@ -1,5 +1,5 @@
 /*
-CPU twin of llmc/adaln.cuh: the adaLN-Zero pieces of a DiT block (DESIGN 9.3).
+CPU twin of llmc/adaln.cuh: the adaLN-Zero pieces of a DiT block (docs/design.md 9.3).
 Activations are [B*N, C] row-major, sample b owning rows b*N .. b*N+N-1. Each sample
 has its own modulation vectors (shift, scale, gate), read as columns of a [B, ld]
 tensor (one matmul's [B, 6D] output), so sample b's shift is shift[b*ld + c].

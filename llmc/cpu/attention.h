@@ -7,7 +7,7 @@ KV head j serves q heads j*H/KV .. (j+1)*H/KV - 1.
 Two modes, one set of loops (att_cpu_forward / att_cpu_backward, template <bool CAUSAL>):
   attention_forward / attention_backward: causal, query t sees keys u <= t (Llama);
   attention_full_forward / attention_full_backward: non-causal, every query sees all T
-  keys (the video DiT, DESIGN 9.3).
+  keys (the video DiT, docs/design.md 9.3).
 The mode is a template parameter rather than a run-time flag so that the causal loops
 compile to what they were before the full mode existed (this is the hot path of the
 CPU build). In full mode the only masked keys are the zero padding of the last tile.
@@ -281,7 +281,7 @@ static inline void attention_backward(floatX* dq, floatX* dk, floatX* dv, const 
     att_cpu_backward<true>(dq, dk, dv, dout, q, k, v, out, lse, B, T, H, KV, hd, "attention_backward");
 }
 
-// non-causal (the video DiT, DESIGN 9.3): every query attends to every key
+// non-causal (the video DiT, docs/design.md 9.3): every query attends to every key
 static inline void attention_full_forward(floatX* out, float* lse, const floatX* q, const floatX* k, const floatX* v, int B,
                                           int T, int H, int KV, int hd, stream_t s) {
     (void)s;

@@ -1,6 +1,6 @@
 /*
 CPU twin of llmc/bias.cuh: the bias of an nn.Linear (matmul_forward has none), for
-the video DiT (DESIGN 9.2). out is [N, OC] row-major.
+the video DiT (docs/design.md 9.2). out is [N, OC] row-major.
 bias_backward sums each column over the rows in row order, whatever the thread count:
 one task per block of columns.
 */

@@ -1,5 +1,5 @@
 /*
-CPU twin of llmc/patchify.cuh: x [B, C, Fr, Hi, Wi] <-> tokens [B, N, P] (DESIGN 9.1).
+CPU twin of llmc/patchify.cuh: x [B, C, Fr, Hi, Wi] <-> tokens [B, N, P] (docs/design.md 9.1).
 Token n = (ft*Hn + hy)*Wn + wx, value p = ((c*pt + dt)*ph + dy)*pw + dx, taken from
 x[b, c, ft*pt + dt, hy*ph + dy, wx*pw + dx]. Written from the token side, as the
 definition reads: for each token and each value, one copy of a run of pw elements.

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Holds train_llama's memory plan against the formulas of docs/memory.md.
 
-    python3 scripts/check_memory_plan.py ./train_llama_cpu [./build/train_llama ...]
+    python3 dev/test/check_memory_plan.py ./train_llama_cpu [./build/train_llama ...]
 
 For a grid of model shapes and memory flags, runs `BINARY --plan-only 1 --plan-json F`
 (no allocation, no GPU needed) and compares every activation, offload and scratch
@@ -42,7 +42,7 @@ from fractions import Fraction
 import sys
 import tempfile
 
-import plan_json  # scripts/plan_json.py: run --plan-only, read the JSON
+import plan_json  # dev/test/plan_json.py: run --plan-only, read the JSON
 
 ALIGN = 256
 

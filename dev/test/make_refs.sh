@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Regenerates the committed Llama reference state files in dev/ref/ (DESIGN.md 5.3)
+# Regenerates the committed Llama reference state files in dev/ref/ (docs/design.md 5.3)
 # with scripts/reference_llama.py, then re-reads and recomputes each one (--check).
 # Deterministic: the same bytes on every run (float64, one thread, fixed seeds).
-# Usage: scripts/make_refs.sh [OUTDIR]   (default dev/ref)
+# Usage: dev/test/make_refs.sh [OUTDIR]   (default dev/ref)
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 PY=$(bash scripts/ensure_python_deps.sh | tail -n 1)
 OUT=${1:-dev/ref}
 mkdir -p "$OUT"

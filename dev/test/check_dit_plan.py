@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Holds train_dit's memory plan against the formulas of docs/memory.md, section 9.
 
-    python3 scripts/check_dit_plan.py ./train_dit_cpu [./build/train_dit ...]
-    python3 scripts/check_dit_plan.py --shapes 2 ./build/train_dit   # the first 2 shapes only
-    python3 scripts/check_dit_plan.py --table ./build/train_dit   # section 9's worked example
+    python3 dev/test/check_dit_plan.py ./train_dit_cpu [./build/train_dit ...]
+    python3 dev/test/check_dit_plan.py --shapes 2 ./build/train_dit   # the first 2 shapes only
+    python3 dev/test/check_dit_plan.py --table ./build/train_dit   # section 9's worked example
 
 For a grid of model and clip shapes (odd sizes, head dims that are not powers of two,
 several clip/patch shapes, B = 1..3) and memory flags (--ffn-chunks 1/3 along hidden and
@@ -35,7 +35,7 @@ import os
 import sys
 import tempfile
 
-import plan_json  # scripts/plan_json.py: run --plan-only, read the JSON
+import plan_json  # dev/test/plan_json.py: run --plan-only, read the JSON
 
 ALIGN = 256  # ARENA_ALIGN: every field of a block and every arena entry starts on it
 TEMB = 256   # the sinusoidal timestep embedding
@@ -59,11 +59,38 @@ def patch_dim(c):
     return c["C"] * c["pt"] * c["ph"] * c["pw"]
 
 
+def block_params(c):
+    """section 9.1: a block's 10 D^2 + 2 D FF + 11 D + FF + 2 hd"""
+    D, FF, hd = c["D"], c["FF"], c["D"] // c["H"]
+    return 10 * D * D + 2 * D * FF + 11 * D + FF + 2 * hd
+
+
 def num_params(c):
-    """section 9.1: L blocks of 10 D^2 + 2 D FF + 11 D + FF + 2 hd, and the rest"""
-    D, L, FF, P, hd = c["D"], c["L"], c["FF"], patch_dim(c), c["D"] // c["H"]
-    block = 10 * D * D + 2 * D * FF + 11 * D + FF + 2 * hd
-    return L * block + 3 * D * D + 2 * P * D + (c["NC"] + 262) * D + P
+    """section 9.1: L blocks, and the rest"""
+    D, L, P = c["D"], c["L"], patch_dim(c)
+    return L * block_params(c) + 3 * D * D + 2 * P * D + (c["NC"] + 262) * D + P
+
+
+def shard(c, tp):
+    """section 9.8: what TP rank 0 holds (the plan --plan-only prints): H/tp heads of hd, so
+    Dl = H/tp * hd wide q, k, v, o; ceil(FF/tp) FFN units (the first FF % tp ranks hold one
+    more); FFmax, the largest rank's, sets the number of hidden chunks"""
+    hd = c["D"] // c["H"]
+    Hl = c["H"] // tp
+    return Hl, Hl * hd, cdiv(c["FF"], tp), cdiv(c["FF"], tp)
+
+
+def local_params(c, dp, zero, tp=1):
+    """section 9.8: this rank's parameters and optimizer state: one bucket per block (its
+    share under TP: qkv and fc1 by rows, proj and fc2 by columns, the rest replicated) and one
+    for the rest, each padded to a multiple of dp under --zero 1, which owns 1/dp of each"""
+    pad = (lambda n: cdiv(n, dp) * dp) if zero else (lambda n: n)
+    D, hd = c["D"], c["D"] // c["H"]
+    _, Dl, FFl, _ = shard(c, tp)
+    blk = 6 * D * D + 6 * D + 3 * Dl * D + 3 * Dl + 2 * hd + D * Dl + D + 2 * FFl * D + FFl + D
+    rest = num_params(c) - c["L"] * block_params(c)
+    n_local = c["L"] * pad(blk) + pad(rest)
+    return n_local, n_local // dp if zero else n_local
 
 
 # the per-block fields of table 9.2, in the order of the block layout
@@ -72,15 +99,18 @@ FIELDS = ["h", "mean1", "rstd1", "a1", "qp", "kp", "qrstd", "krstd", "q", "k", "
 FFN_INTERMEDIATE = ("u", "g", "y2")
 
 
-def field_bytes(c, B, N, s):
-    """bytes of each field of one block (table 9.2)"""
+def field_bytes(c, B, N, s, tp=1):
+    """bytes of each field of one block (table 9.2), on TP rank 0 (section 9.8)"""
     BN = B * N
+    Hl, Dl, FFl, _ = shard(c, tp)
     fb = {x: BN * c["D"] * s for x in FIELDS}       # the D-wide fields, in floatX
+    for x in ("qp", "kp", "q", "k", "v", "o"):      # this rank's heads
+        fb[x] = BN * Dl * s
     for x in ("mean1", "rstd1", "mean2", "rstd2"):  # LayerNorm statistics, fp32
         fb[x] = 4 * BN
     for x in ("qrstd", "krstd", "lse"):             # one fp32 per token and head
-        fb[x] = 4 * BN * c["H"]
-    fb["u"] = fb["g"] = BN * c["FF"] * s           # the FFN intermediate
+        fb[x] = 4 * BN * Hl
+    fb["u"] = fb["g"] = BN * FFl * s               # the FFN intermediate
     return fb
 
 
@@ -103,7 +133,7 @@ def work_fields(f):
 
 
 def block_bytes(c, B, N, f, s):
-    fb = field_bytes(c, B, N, s)
+    fb = field_bytes(c, B, N, s, f.get("tp", 1))
     return sum(al(fb[x]) for x in kept_fields(f))
 
 
@@ -112,12 +142,13 @@ def n_offloaded(f, L):
 
 
 def ffn_chunk_shape(c, B, N, f):
-    """rows x columns of one FFN chunk (section 9.5)"""
+    """rows x columns of one FFN chunk (section 9.5; under TP of this rank's units, 9.8)"""
     K = f["ffn_chunks"]
+    _, _, FFl, FFmax = shard(c, f.get("tp", 1))
     if K > 1 and f["ffn_seq"]:
-        return cdiv(N, K), c["FF"]           # a chunk never spans two clips
-    w = cdiv(c["FF"], K)  # rounded up to a multiple of 64 when at least 64 (train_args.h ffn_chunk_width)
-    return B * N, (min(c["FF"], cdiv(w, 64) * 64) if w >= 64 else w)
+        return cdiv(N, K), FFl               # a chunk never spans two clips
+    w = cdiv(FFmax, K)  # rounded up to a multiple of 64 when at least 64 (train_args.h ffn_chunk_width)
+    return B * N, (min(FFmax, cdiv(w, 64) * 64) if w >= 64 else w)
 
 
 def expected_plan(c, B, f, s, master):
@@ -125,7 +156,10 @@ def expected_plan(c, B, f, s, master):
     D, L, H, FF, hd = c["D"], c["L"], c["H"], c["FF"], c["D"] // c["H"]
     N, P = tokens(c), patch_dim(c)
     BN, np_ = B * N, num_params(c)
-    fb = field_bytes(c, B, N, s)
+    tp = f.get("tp", 1)
+    Hl, Dl, _, _ = shard(c, tp)
+    n_local, n_opt = local_params(c, f.get("dp", 1), f.get("zero", 0), tp)
+    fb = field_bytes(c, B, N, s, tp)
     block = block_bytes(c, B, N, f, s)
     work = sum(al(fb[x]) for x in work_fields(f))
     off = n_offloaded(f, L)
@@ -137,11 +171,12 @@ def expected_plan(c, B, f, s, master):
     patches = BN * P * s
     bd = B * D * s
     dev = {
-        "parameters": np_ * s,
-        "gradients": np_ * s,
-        "master weights (fp32)": 4 * np_ if master else 0,
-        "adam m": 4 * np_,
-        "adam v": 4 * np_,
+        "parameters": n_local * s,
+        "gradients": n_local * s,
+        "gradient accumulator (fp32)": 4 * n_local if f.get("gacc", 0) else 0,
+        "master weights (fp32)": 4 * n_opt if master else 0,
+        "adam m": 4 * n_opt,
+        "adam v": 4 * n_opt,
         "saved activations (layers)": (L - off) * block,
         "offload slots": min(off, 2) * block,
         "saved activations (h_final)": act,
@@ -153,14 +188,18 @@ def expected_plan(c, B, f, s, master):
         "d residual": act,
         "d modulated input": act,
         "d gated branch": act,
-        "d attention output": act,
-        "dq": act,
-        "dk": act,
-        "dv": act,
-        "dq before norm": act,
-        "dk before norm": act,
-        # --recompute 1 only: mean and rstd of one LayerNorm, and BN*H for the q/k rstd (9.5)
-        "norm statistics (recompute)": 4 * (2 * BN + BN * H) if f["recompute"] == 1 else 0,
+        "d attention output": BN * Dl * s,  # this rank's heads (9.8)
+        "dq": BN * Dl * s,
+        "dk": BN * Dl * s,
+        "dv": BN * Dl * s,
+        "dq before norm": BN * Dl * s,
+        "dk before norm": BN * Dl * s,
+        # --recompute 1 only: mean and rstd of one LayerNorm, and BN*Hl for the q/k rstd (9.5)
+        "norm statistics (recompute)": 4 * (2 * BN + BN * Hl) if f["recompute"] == 1 else 0,
+        # tensor parallelism's recycled buffers: none in allreduce mode (9.8)
+        "tp gathered input": 0,
+        "tp gathered gradient": 0,
+        "tp reduce-scatter staging": 0,
         "clips x0": clip,
         "noise": clip,
         "x_t": clip,
@@ -180,17 +219,21 @@ def expected_plan(c, B, f, s, master):
         "grad norm": 4,
         "attention delta (tc backward)": 0,  # --attention auto and fp32: the fp32 kernels need none
     }
-    host = {"offloaded activations": off * block}
+    host = {"comm staging (--comm mpi)": 0,  # a plan has no launcher: no staging (the CUDA build's --comm mpi at run time)
+            "offloaded activations": off * block}
     meta = {"act_block_bytes": block, "n_offload": off, "num_params": np_, "N": N, "P": P,
-            "sizeof_floatX": s, "master": master}
+            "sizeof_floatX": s, "master": master, "dp": f.get("dp", 1), "tp": tp, "zero": f.get("zero", 0),
+            "n_local": n_local, "n_opt": n_opt}
     return dev, host, meta
 
 
 # --- running the binary ----------------------------------------------------------------
 
 def flag_args(f):
+    par = ["--dp", str(f["dp"]), "--zero", str(f["zero"]), "--fp32-grad-accum", str(f["gacc"])] if "dp" in f else []
+    par += ["--tp", str(f["tp"])] if "tp" in f else []
     return ["--ffn-chunks", str(f["ffn_chunks"]), "--ffn-chunk-dim", "seq" if f["ffn_seq"] else "hidden",
-            "--recompute", str(f["recompute"]), "--offload-act", str(f["offload"])]
+            "--recompute", str(f["recompute"]), "--offload-act", str(f["offload"])] + par
 
 
 def shape_args(c, B):
@@ -283,6 +326,8 @@ def check_savings(plans, c, B, s):
     tot = lambda p: p["device"]["total"]
     L = c["L"]
     for key, p in plans.items():
+        if key[0] == "dp":
+            continue  # the flag savings are compared within one layout, the single-process one
         ffn, seq, rec, off = key
         base = dict(ffn_chunks=ffn, ffn_seq=seq, recompute=rec, offload=off)
         # --ffn-chunks 3 against 1, along hidden and seq, under every --recompute
@@ -355,11 +400,21 @@ def grid_flags(c):
     """the flag sets of one shape: the grid, plus offloading every block (--offload-act L)"""
     extra = [dict(ffn_chunks=k, ffn_seq=sq, recompute=r, offload=c["L"]) for (k, sq), r in
              itertools.product([(1, 0), (3, 1)], [0, 2])]
-    return FLAGSETS + extra
+    # data parallelism (section 9.8): the plan of one rank of dp, with ZeRO-1 and the fp32 accumulator
+    par = [dict(ffn_chunks=1, ffn_seq=0, recompute=0, offload=0, dp=dp, zero=z, gacc=g)
+           for dp, z, g in ((2, 0, 0), (2, 1, 0), (3, 1, 1), (4, 1, 0), (7, 1, 1))]
+    # tensor parallelism (section 9.8): rank 0 of every tp that divides H, alone, with the
+    # memory flags, and beside dp 2 under ZeRO-1
+    for tp in [t for t in range(2, c["H"] + 1) if c["H"] % t == 0][:2]:
+        par += [dict(ffn_chunks=k, ffn_seq=sq, recompute=r, offload=o, dp=dp, zero=z, gacc=0, tp=tp)
+                for (k, sq, r, o, dp, z) in ((1, 0, 0, 0, 1, 0), (3, 0, 1, 1, 1, 0), (2, 1, 2, -1, 1, 0), (1, 0, 0, 0, 2, 1))]
+    return FLAGSETS + extra + par
 
 
 def key_of(f):
-    return (f["ffn_chunks"], f["ffn_seq"], f["recompute"], f["offload"])
+    """the memory flags (the flag savings compare those); a DP plan is kept apart"""
+    k = (f["ffn_chunks"], f["ffn_seq"], f["recompute"], f["offload"])
+    return k if "dp" not in f else ("dp", f["dp"], f["zero"], f["gacc"], f.get("tp", 1)) + k
 
 
 def check_binary(binary, tmp, shapes):

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Regenerates the committed video DiT reference state files dev/ref/dit_*.dref
-# (DESIGN.md 9.4) with scripts/reference_dit.py, then re-reads and recomputes each one
+# (docs/design.md 9.4) with scripts/reference_dit.py, then re-reads and recomputes each one
 # (--check). Deterministic: the same bytes on every run (float64, one thread, fixed
 # seeds). The exact commands are the `ref` lines below; each file stays under 200 KB
 # (t1_w alone is [D, 256], so D is kept small).
-# Usage: scripts/make_dit_refs.sh [OUTDIR]   (default dev/ref)
+# Usage: dev/test/make_dit_refs.sh [OUTDIR]   (default dev/ref)
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 PY=$(bash scripts/ensure_python_deps.sh | tail -n 1)
 OUT=${1:-dev/ref}
 mkdir -p "$OUT"

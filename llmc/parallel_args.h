@@ -1,0 +1,94 @@
+/*
+The parallel flags both trainers share, one definition for both: the communicator
+(--comm, --comm-timeout), ZeRO-1 (--zero), the fp32 gradient accumulator
+(--fp32-grad-accum), the plan of a cluster without one (--dp with --plan-only), and
+tensor parallelism (--tp, --tp-mode, --tp-recompute-allgather) where the trainer has it.
+The world is dp x tp, TP groups consecutive ranks (llmc/comm.h).
+*/
+#pragma once
+#include "flags.h"
+#include "comm.h"
+#include "logger.h"
+
+typedef struct {
+    int tp, tp_regather, zero, dp_plan, fp32_grad_accum;
+    float comm_timeout;
+    const char *comm_backend, *tp_mode;
+} ParallelArgs;
+
+static inline ParallelArgs parallel_args_default(void) {
+    ParallelArgs p;
+    memset(&p, 0, sizeof(p));
+    p.tp = 1; p.tp_regather = 1; p.fp32_grad_accum = -1; p.comm_timeout = 300.0f; p.tp_mode = "allreduce";
+#ifdef LLMC_CPU
+    p.comm_backend = "mpi";
+#else
+    p.comm_backend = "nccl";
+#endif
+    return p;
+}
+
+// appends the entries to out (the TP ones when tp_help names what --tp must divide); returns how many
+static inline int parallel_flags(Flag* out, ParallelArgs* p, const char* tp_help) {
+    const Flag f[] = {
+        {"zero", 'i', &p->zero, "1: shard master weights and AdamW state over the DP ranks (ZeRO-1)"},
+        {"comm", 's', &p->comm_backend, "nccl | mpi: how a CUDA build's ranks talk (mpi: staged via host, GPUs may be shared)"},
+        {"comm-timeout", 'f', &p->comm_timeout, "seconds a collective may wait before the job is aborted (default 300)"},
+        {"dp", 'i', &p->dp_plan, "with --plan-only: plan for this many DP ranks (a run takes dp from the launcher)"},
+        {"fp32-grad-accum", 'i', &p->fp32_grad_accum, "1: sum micro-steps' gradients in fp32 (+4 B/param), 0: in the "
+                                                       "gradient buffer; default -1 = on when bf16 and > 1 micro-step"},
+        {"tp", 'i', &p->tp, tp_help},
+        {"tp-mode", 's', &p->tp_mode, "allreduce | reducescatter (sequence parallelism: 1/tp of the tokens per rank in the residual stream)"},
+        {"tp-recompute-allgather", 'i', &p->tp_regather, "1: backward gathers the norm outputs again (default); 0: keep the gathered copies"},
+    };
+    int n = (int)(sizeof(f) / sizeof(f[0])) - (tp_help ? 0 : 3);
+    memcpy(out, f, (size_t)n * sizeof(Flag));
+    return n;
+}
+
+// --tp-mode: 1 for sequence parallelism
+static inline int tp_mode_parse(const char* v) {
+    if (strcmp(v, "allreduce") == 0) return 0;
+    if (strcmp(v, "reducescatter") == 0) return 1;
+    FAIL("--tp-mode must be allreduce or reducescatter (sequence parallelism), got '%s'", v);
+    return 0;
+}
+
+static inline void parallel_args_validate(const ParallelArgs* p) {
+    if (p->tp < 1) FAIL("--tp must be >= 1 (got %d)", p->tp);
+    tp_mode_parse(p->tp_mode);
+    if (p->tp_regather != 0 && p->tp_regather != 1) FAIL("--tp-recompute-allgather must be 0 or 1 (got %d)", p->tp_regather);
+    if (p->zero != 0 && p->zero != 1) FAIL("--zero must be 0 or 1 (got %d)", p->zero);
+    if (strcmp(p->comm_backend, "nccl") != 0 && strcmp(p->comm_backend, "mpi") != 0)
+        FAIL("--comm must be 'nccl' or 'mpi', got '%s'", p->comm_backend);
+    if (!(p->comm_timeout > 0.0f)) FAIL("--comm-timeout must be > 0 seconds");
+    if (p->dp_plan < 0) FAIL("--dp must be >= 1");
+    if (p->fp32_grad_accum != -1 && p->fp32_grad_accum != 0 && p->fp32_grad_accum != 1)
+        FAIL("--fp32-grad-accum must be -1 (auto), 0 or 1 (got %d)", p->fp32_grad_accum);
+}
+
+// The world: from the launcher (mpirun, srun; one process: a world of one), or for
+// --plan-only the plan of rank 0 of --dp x --tp ranks, with no launcher and no device.
+static inline void parallel_comm_init(Comm* comm, const ParallelArgs* p, int plan_only) {
+    if (plan_only) { comm_init_plan(comm, p->dp_plan > 0 ? p->dp_plan : 1, p->tp); return; }
+    comm_init(comm, p->tp, strcmp(p->comm_backend, "nccl") == 0, p->comm_timeout);
+    if (p->dp_plan > 0 && p->dp_plan != comm->dp)
+        FAIL("--dp %d is for --plan-only; this run has dp = %d ranks (from the launcher)", p->dp_plan, comm->dp);
+}
+
+// --fp32-grad-accum -1 (auto): on when a step has more than one micro-step and the
+// gradients are stored in bf16, where adding many micro-steps with beta = 1 in bf16
+// loses the small late contributions (docs/memory.md: its 4 bytes per parameter; the
+// emulator's bf16 test_llama run shows the error it removes). In fp32 builds the
+// gradients are fp32 already and auto leaves it off; 1 still runs the path.
+static inline int grad_fp32_resolve(int flag, int micro_steps) {
+    if (flag != -1 && flag != 0 && flag != 1) FAIL("--fp32-grad-accum must be -1 (auto), 0 or 1 (got %d)", flag);
+    return flag == -1 ? (micro_steps > 1 && sizeof(floatX) < sizeof(float)) : flag;
+}
+
+// the bytes a step sends (llmc/comm.h's count), predicted or counted, as one log line
+static inline void comm_bytes_log(Logger* lg, const char* what, const double b[NUM_GROUPS][NUM_COMM_KINDS]) {
+    char line[1024];
+    comm_bytes_format(line, sizeof(line), what, b);
+    logf_(lg, "%s", line);
+}
