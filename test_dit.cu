@@ -176,7 +176,7 @@ int main(int argc, char** argv) {
     if (micro_batch < 1 || Bl % micro_batch != 0)
         FAIL("--micro-batch %d must divide the %d clips each rank runs (B=%d over %d DP ranks)", micro_batch, Bl, r.B, comm.dp);
     int n_micro = Bl / micro_batch;
-    DitParallel par = {pa.zero, grad_fp32_resolve(pa.fp32_grad_accum, n_micro), tp_mode_parse(pa.tp_mode)};
+    ParallelFlags par = parallel_flags_resolve(&pa, 0, n_micro);
     printf("flags: --ffn-chunks %d --ffn-chunk-dim %s --offload-act %d --recompute %d | attention %s | dp %d (%d clips "
            "each, micro-batch %d) --zero %d --fp32-grad-accum %d\n", flags.ffn_chunks, chunk_dim, flags.offload_act,
            flags.recompute, attention_impl_name(g_attention_impl), comm.dp, Bl, micro_batch, par.zero, par.grad_fp32);
@@ -204,7 +204,8 @@ int main(int argc, char** argv) {
     if (memcmp(&flags, &off_flags, sizeof(flags)) != 0) {
         int same_order = flags.ffn_chunks == 1;  // offload and recompute change no sum
         Dit base;
-        DitParallel one = {0, 0, par.tp_sp};
+        ParallelFlags one = par;  // the same layout, no memory flag
+        one.zero = 0; one.grad_fp32 = 0;
         dit_build(&base, c, &off_flags, &one, &comm, micro_batch, 1);
         dit_set_state(&base, r.params, NULL, NULL);
         float* base_grads = (float*)xmalloc(np * sizeof(float));

@@ -150,6 +150,7 @@ int main(int argc, char** argv) {
     const char* comm_backend = "nccl";
     float comm_timeout = 300.0f;
     MemoryFlags flags = memory_flags_default();
+    ParallelFlags pf = {0, 0, 0, 0, 1};  // --zero, --shard-vocab, --fp32-grad-accum, --tp-mode, --tp-recompute-allgather
     int micro_batch = 0;  // rows per micro-step on each rank; 0: all of them in one
     const char* attention = "auto";
     const char* dump = NULL;
@@ -169,13 +170,13 @@ int main(int argc, char** argv) {
         else if (strcmp(a, "--offload-act") == 0) flags.offload_act = parse_int("offload-act", v);
         else if (strcmp(a, "--recompute") == 0) flags.recompute = parse_int("recompute", v);
         else if (strcmp(a, "--test-skip-prefetch") == 0) offload_test_skip_prefetch = parse_int("test-skip-prefetch", v);
-        else if (strcmp(a, "--zero") == 0) flags.zero = parse_int("zero", v);
-        else if (strcmp(a, "--shard-vocab") == 0) flags.shard_vocab = parse_int("shard-vocab", v);
+        else if (strcmp(a, "--zero") == 0) pf.zero = parse_int("zero", v);
+        else if (strcmp(a, "--shard-vocab") == 0) pf.shard_vocab = parse_int("shard-vocab", v);
         else if (strcmp(a, "--micro-batch") == 0) micro_batch = parse_int("micro-batch", v);
-        else if (strcmp(a, "--fp32-grad-accum") == 0) flags.grad_fp32 = parse_int("fp32-grad-accum", v);
+        else if (strcmp(a, "--fp32-grad-accum") == 0) pf.grad_fp32 = parse_int("fp32-grad-accum", v);
         else if (strcmp(a, "--tp") == 0) tp = parse_int("tp", v);
-        else if (strcmp(a, "--tp-mode") == 0) flags.tp_sp = tp_mode_parse(v);
-        else if (strcmp(a, "--tp-recompute-allgather") == 0) flags.tp_regather = parse_int("tp-recompute-allgather", v);
+        else if (strcmp(a, "--tp-mode") == 0) pf.tp_sp = tp_mode_parse(v);
+        else if (strcmp(a, "--tp-recompute-allgather") == 0) pf.tp_regather = parse_int("tp-recompute-allgather", v);
         else if (strcmp(a, "--dump") == 0) dump = v;
         else if (strcmp(a, "--test-plant-tp-bug") == 0) tp_test_plant_bug = parse_int("test-plant-tp-bug", v);
         else if (strcmp(a, "--comm") == 0) comm_backend = v;
@@ -211,13 +212,13 @@ int main(int argc, char** argv) {
     printf("flags: --ffn-chunks %d --ffn-chunk-dim %s --ce-chunks %d --offload-act %d --recompute %d | dp %d (%d rows "
            "each, %d micro-steps of %d) --zero %d --shard-vocab %d --fp32-grad-accum %d\n", flags.ffn_chunks,
            flags.ffn_chunk_seq ? "seq" : "hidden", flags.ce_chunks, flags.offload_act, flags.recompute, comm.dp, Bl,
-           Bl / micro_batch, micro_batch, flags.zero, flags.shard_vocab, flags.grad_fp32);
+           Bl / micro_batch, micro_batch, pf.zero, pf.shard_vocab, pf.grad_fp32);
     printf("attention: %s\n", attention_impl_name(g_attention_impl));
     printf("tensor parallelism: tp %d --tp-mode %s --tp-recompute-allgather %d%s\n", comm.tp,
-           flags.tp_sp ? "reducescatter" : "allreduce", flags.tp_regather, tp_test_plant_bug ? " | PLANTED BUG (must fail)" : "");
+           pf.tp_sp ? "reducescatter" : "allreduce", pf.tp_regather, tp_test_plant_bug ? " | PLANTED BUG (must fail)" : "");
 
     Llama m;
-    llama_build(&m, c, &flags, &comm, micro_batch, r.T, 1);
+    llama_build(&m, c, &flags, &pf, &comm, micro_batch, r.T, 1);
     llama_set_params(&m, r.params);
     size_t BT = (size_t)r.B * r.T, np = m.num_params;
     float* logits = (float*)xmalloc(BT * c->V * sizeof(float));
@@ -239,15 +240,13 @@ int main(int argc, char** argv) {
 
     // the flag-off run in the same process
     // (the same data-parallel layout and micro-steps: --zero, --shard-vocab, --micro-batch and --fp32-grad-accum stay as given)
-    MemoryFlags off_flags = memory_flags_default();
-    off_flags.zero = flags.zero; off_flags.shard_vocab = flags.shard_vocab; off_flags.grad_fp32 = flags.grad_fp32;
-    off_flags.tp_sp = flags.tp_sp; off_flags.tp_regather = flags.tp_regather;
+    MemoryFlags off_flags = memory_flags_default();  // the same layout (ParallelFlags), no memory flag
     int any_flag = memcmp(&flags, &off_flags, sizeof(flags)) != 0;
     int same_order = flags.ffn_chunks == 1 && flags.ce_chunks == 1;  // offload and recompute change no sum
     float* base_grads = NULL;
     if (any_flag) {
         Llama base;
-        llama_build(&base, c, &off_flags, &comm, micro_batch, r.T, 1);
+        llama_build(&base, c, &off_flags, &pf, &comm, micro_batch, r.T, 1);
         llama_set_params(&base, r.params);
         base_grads = (float*)xmalloc(np * sizeof(float));
         float base_loss = run_step(&base, &r, base_grads, NULL);

@@ -79,7 +79,19 @@ static void dit_config_validate(const DitConfig* c) {
     if ((c->D / c->H) % 2) FAIL("config: head dim D/H = %d must be even (RoPE rotates pairs)", c->D / c->H);
     if (!(c->rope_theta > 0.0f)) FAIL("config: rope_theta must be positive");
     if (c->L > OFFLOAD_MAX_LAYERS) FAIL("config: L=%d layers; this build supports at most %d", c->L, OFFLOAD_MAX_LAYERS);
-    if ((double)dit_tokens(c) * c->D > 2e9 || (double)c->FF * c->D > 2e9) FAIL("config: a dimension product exceeds 2^31");
+    // every size product, in 64 bits before any int holds it: the tokens of a clip, a patch,
+    // a clip, and what one clip's tensors hold, each within an int
+    const int64_t lim = 2147483647;
+    int64_t N = (int64_t)(c->Fr / c->pt) * (c->Hi / c->ph) * (c->Wi / c->pw), P = (int64_t)c->C * c->pt * c->ph * c->pw;
+    int64_t clip = (int64_t)c->C * c->Fr * c->Hi * c->Wi;
+    int64_t prods[6] = {N * c->D, N * c->FF, N * P, clip, N * c->H, (int64_t)c->FF * c->D};
+    const char* what[6] = {"tokens x D", "tokens x FF", "tokens x patch size", "values of a clip", "tokens x heads", "FF x D"};
+    if (N > (1 << 24) || P > (1 << 24))
+        FAIL("config: %lld tokens of %lld values per clip (clip %dx%dx%dx%d, patch %dx%dx%d): this build holds at most %d of "
+             "each", (long long)N, (long long)P, c->C, c->Fr, c->Hi, c->Wi, c->pt, c->ph, c->pw, 1 << 24);
+    for (int i = 0; i < 6; i++)
+        if (prods[i] > lim) FAIL("config: %s = %lld exceeds 2^31 - 1 (clip %dx%dx%dx%d, patch %dx%dx%d, D=%d FF=%d H=%d)",
+                                 what[i], (long long)prods[i], c->C, c->Fr, c->Hi, c->Wi, c->pt, c->ph, c->pw, c->D, c->FF, c->H);
 }
 
 // ----------------------------------------------------------------------------
@@ -157,12 +169,6 @@ static DitFlags dit_flags(int ffn_chunks, int recompute) {
 }
 static DitFlags dit_flags_default(void) { return dit_flags(1, 0); }
 
-// how the state is split over the ranks
-typedef struct {
-    int zero;       // 1: optimizer state sharded over DP (ZeRO-1)
-    int grad_fp32;  // 1: micro-steps accumulate the gradients in fp32 (resolved from --fp32-grad-accum)
-    int tp_sp;      // --tp-mode reducescatter (sequence parallelism): not in train_dit yet
-} DitParallel;
 
 // ----------------------------------------------------------------------------
 // activations: what one block keeps for backward, field by field (docs/memory.md 9).
@@ -232,7 +238,7 @@ typedef enum { MODE_TRAIN, MODE_EVAL, MODE_SAMPLE } RunMode;
 typedef struct {
     DitConfig cfg;
     DitFlags flags;
-    DitParallel par;
+    ParallelFlags par;
     Comm* comm;                   // ranks and groups (one process: a world of one)
     DitShard sh;                  // this rank's heads and FFN units (all of them at tp 1)
     TpContext tpc;                // the TP collectives (llmc/tensor_parallel.h)
@@ -316,7 +322,7 @@ static FfnChunk dit_ffn_chunk(const Dit* m, int B, int k) {
 
 // Plans every buffer from the config and the flags, then (allocate = 1) allocates once.
 // With allocate = 0 only the plan exists, so a CUDA build can plan without a GPU.
-static void dit_build(Dit* m, const DitConfig* cfg, const DitFlags* flags, const DitParallel* par, Comm* comm, int B,
+static void dit_build(Dit* m, const DitConfig* cfg, const DitFlags* flags, const ParallelFlags* par, Comm* comm, int B,
                       int allocate) {
     memset(m, 0, sizeof(*m));
     dit_config_validate(cfg);
@@ -324,7 +330,7 @@ static void dit_build(Dit* m, const DitConfig* cfg, const DitFlags* flags, const
     const DitConfig* c = cfg;
     m->N = dit_tokens(c); m->P = dit_patch_dim(c); m->clip = dit_clip_size(c);
     if (B < 1) FAIL("batch: B=%d must be positive", B);
-    if (par->zero != 0 && par->zero != 1) FAIL("--zero must be 0 or 1 (got %d)", par->zero);
+    parallel_flags_validate(par);
     int tp = comm->tp;
     if (c->H % tp != 0) FAIL("--tp %d must divide the number of heads H=%d (each rank holds whole heads)", tp, c->H);
     if (c->FF < tp) FAIL("--tp %d exceeds the FFN hidden size FF=%d", tp, c->FF);
@@ -978,11 +984,7 @@ static int dit_checkpoint_read(Dit* m, const char* path, int params_only) {
     const DitConfig* c = &m->cfg;
     Comm* cm = m->comm;
     int h[256] = {0};
-    char why[1400] = {0};
-    if (cm->rank == 0) { const char* w = dit_checkpoint_check(path, h); if (w) snprintf(why, sizeof(why), "%s", w); }
-    comm_host_broadcast(cm, GROUP_WORLD, why, sizeof(why), 0);
-    if (why[0]) FAIL("%s", why);
-    comm_host_broadcast(cm, GROUP_WORLD, h, sizeof(h), 0);
+    ckpt_check_all_ranks(cm, path, dit_checkpoint_check, h, sizeof(h));
     int want[12] = {c->C, c->Fr, c->Hi, c->Wi, c->pt, c->ph, c->pw, c->D, c->L, c->H, c->FF, c->NC};
     const char* names[12] = {"C", "frames", "height", "width", "pt", "ph", "pw", "D", "L", "H", "FF", "NC"};
     for (int i = 0; i < 12; i++)
@@ -1351,7 +1353,7 @@ static FitCost dit_fit_cost(void* ctx, const FitFlags* ff, const CostModel* cm) 
     DitShard sh = dit_shard(&a->cfg, x->comm->tp, x->comm->tp_rank);
     if (f.ffn_chunks > (f.ffn_chunk_seq ? dit_tokens(&a->cfg) : sh.FFl)) return c;
     int dp = x->comm->dp, micro = a->total_batch ? a->total_batch / (ff->B * dp) : 1;
-    DitParallel par = {a->par.zero, grad_fp32_resolve(a->par.fp32_grad_accum, micro), tp_mode_parse(a->par.tp_mode)};
+    ParallelFlags par = parallel_flags_resolve(&a->par, 0, micro);
     Dit m;
     dit_build(&m, &a->cfg, &f, &par, x->comm, ff->B, 0);
     c.bytes = (double)m.dev.total;
@@ -1421,6 +1423,9 @@ int main(int argc, char** argv) {
     dit_config_validate(&a.cfg);
     attention_select(attention_impl_parse(a.loop.attention), a.cfg.D / a.cfg.H);
     if (a.B > 128) FAIL("--batch %d: at most 128 clips per micro-batch in this build", a.B);
+    // the samples' images, checked now: a bad --gif-scale must not end a run at its first sample
+    const char* no_image = image_clip_fits(a.cfg.C, a.cfg.Fr, a.cfg.Hi, a.cfg.Wi, a.gif_scale, 2);
+    if (no_image) FAIL("--gif-scale %d: %s (choose a smaller --gif-scale)", a.gif_scale, no_image);
     Comm comm;
     parallel_comm_init(&comm, &a.par, a.loop.plan_only);
     char fit_report[1200] = "";
@@ -1434,7 +1439,7 @@ int main(int argc, char** argv) {
         FAIL("--total-batch %d and --grad-accum %d disagree: batch*dp*grad-accum = %d (give one of them)", a.total_batch,
              a.grad_accum, per_micro * a.grad_accum);
     a.grad_accum = a.total_batch / per_micro;
-    DitParallel par = {a.par.zero, grad_fp32_resolve(a.par.fp32_grad_accum, a.grad_accum), tp_mode_parse(a.par.tp_mode)};
+    ParallelFlags par = parallel_flags_resolve(&a.par, 0, a.grad_accum);
     if (!a.loop.plan_only) check_same_config(&comm, &a);
     Logger lg = {NULL, NULL, comm.rank != 0, NULL};
     Dit m;
@@ -1464,18 +1469,15 @@ int main(int argc, char** argv) {
     m.micro_steps = a.grad_accum;
     if (a.loop.profile_step > 0) profile_setup(&m.prof, m.stream);
 
-    // --resume auto: the newest complete checkpoint of the run directory, if any (rank 0 looks)
+    // --resume auto: the newest complete checkpoint of the run directory, if any (rank 0
+    // looks). Any --resume appends to the logs, and the checkpoints it skips are named there.
     const char* resume = a.loop.resume;
-    static char found[1024];
+    if (!lg.quiet) logger_open(&lg, a.loop.run_dir, resume != NULL);
     if (resume && strcmp(resume, "auto") == 0) {
         int h[256];
-        found[0] = 0;
-        if (comm.rank == 0) ckpt_find_latest(a.loop.run_dir, dit_checkpoint_check, h, &lg, found, sizeof(found));
-        comm_host_broadcast(&comm, GROUP_WORLD, found, sizeof(found), 0);
-        resume = found[0] ? found : NULL;
+        resume = ckpt_find_latest_all_ranks(&comm, a.loop.run_dir, dit_checkpoint_check, h, &lg);
+        if (!resume) logf_(&lg, "--resume auto: no checkpoint in %s, starting fresh\n", a.loop.run_dir);
     }
-    if (!lg.quiet) logger_open(&lg, a.loop.run_dir, resume != NULL);
-    if (a.loop.resume && !resume) logf_(&lg, "--resume auto: no checkpoint in %s, starting fresh\n", a.loop.run_dir);
     print_config(&lg, &a, &m);
     logf_(&lg, "%s", fit_report);
     print_plan(&lg, &m);
@@ -1545,13 +1547,15 @@ int main(int argc, char** argv) {
         metrics_num(&lg, "val_loss", vl.all); metrics_num(&lg, "val_loss_low_t", vl.bucket[0]);
         metrics_num(&lg, "val_loss_mid_t", vl.bucket[1]); metrics_num(&lg, "val_loss_high_t", vl.bucket[2]);
         metrics_end(&lg);
-        if (a.sample_every > 0 && (step % a.sample_every == 0 || last)) sample_clips(&m, &a, &lg, step);
+        // the checkpoint first: whatever sampling meets, the step's state is on disk
         if (a.loop.ckpt_every > 0 && (step % a.loop.ckpt_every == 0 || last)) {
             snprintf(path, sizeof(path), "%s/ckpt_%06d.bin", a.loop.run_dir, step);
+            stop_if_params_not_finite(step, param_store_params_finite(&m.st), a.loop.run_dir, last_ckpt);
             dit_checkpoint_write(&m, path, step);
             last_ckpt = step;
             logf_(&lg, "checkpoint: %s\n", path);
         }
+        if (a.sample_every > 0 && (step % a.sample_every == 0 || last)) sample_clips(&m, &a, &lg, step);
     }
     if (start >= a.loop.steps) {  // nothing to train: evaluate and sample the checkpoint
         if (a.loop.val_every > 0) {

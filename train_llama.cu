@@ -27,6 +27,7 @@ Every buffer is planned before the loop (print it with --plan-only, per rank wit
 #include "llmc/parallel_args.h"
 #include "llmc/fit_memory.h"       // --fit-memory: the search and the cost model
 #include "llmc/tensor_parallel.h"  // the TP collectives and their recycled buffers
+#include "llmc/vocab_parallel.h"   // --shard-vocab: the embedding and output split over the vocabulary
 #include "llmc/param_store.h"
 
 // ----------------------------------------------------------------------------
@@ -144,18 +145,13 @@ typedef struct {
     int ce_chunks;      // 1 = off
     int offload_act;    // layers whose saved activations go to host; -1 = all but the last
     int recompute;      // 0, 1, 2
-    int zero;           // 1: optimizer state (fp32 master, AdamW m and v) sharded over DP (ZeRO-1)
-    int shard_vocab;    // 1: embedding and output projection as 1/dp row shards, gathered around their use
-    int grad_fp32;      // 1: micro-steps accumulate the gradients in an fp32 buffer (resolved from --fp32-grad-accum)
-    int tp_sp;          // --tp-mode reducescatter: sequence parallelism (the residual stream holds B*T/tp rows)
-    int tp_regather;    // --tp-recompute-allgather 1: backward gathers the norm outputs again instead of keeping them
 } MemoryFlags;
 
-// every flag off: one FFN chunk, one CE chunk, backward gathers the norm outputs again
+// every flag off: one FFN chunk, one CE chunk (the parallel ones: ParallelFlags, llmc/parallel_args.h)
 static MemoryFlags memory_flags_default(void) {
     MemoryFlags f;
     memset(&f, 0, sizeof(f));
-    f.ffn_chunks = 1; f.ce_chunks = 1; f.tp_regather = 1;
+    f.ffn_chunks = 1; f.ce_chunks = 1;
     return f;
 }
 
@@ -197,10 +193,10 @@ typedef struct {
     int keep_gathered; // the gathered norm outputs are saved (sp, --tp-recompute-allgather 0, --recompute 0)
 } TpDims;
 
-static TpDims tp_dims(const LlamaConfig* c, const MemoryFlags* f, int tp, int tp_rank) {
+static TpDims tp_dims(const LlamaConfig* c, const MemoryFlags* f, const ParallelFlags* pf, int tp, int tp_rank) {
     TpShard t = tp_shard(c, tp, tp_rank);
-    int sp = tp > 1 && f->tp_sp;
-    TpDims d = {tp, sp, t.Hl, t.KVl, t.Fl, sp && !f->tp_regather && f->recompute == 0};
+    int sp = tp > 1 && pf->tp_sp;
+    TpDims d = {tp, sp, t.Hl, t.KVl, t.Fl, sp && !pf->tp_regather && f->recompute == 0};
     return d;
 }
 
@@ -242,6 +238,7 @@ typedef ActBlock LayerActs;
 typedef struct {
     LlamaConfig cfg;
     MemoryFlags flags;
+    ParallelFlags par; // ZeRO-1, the sharded vocabulary, the fp32 accumulator, sequence parallelism
     Comm* comm;        // ranks and groups (one process: a world of one)
     int B, T;          // the largest batch any call will use (buffers are sized for it)
     int N_cur;         // the rows (B*T) of the micro-batch in flight
@@ -256,14 +253,11 @@ typedef struct {
     floatX* p[NUM_PARAM_TENSORS];    // whole-model tensors (norm; embedding and output unless sharded)
     floatX* g[NUM_PARAM_TENSORS];
     size_t* layer_off;               // [NUM_PARAM_TENSORS * L]: local offset of tensor t, layer l
-    floatX* vocab_w;                 // --shard-vocab: the gathered [Vp, D] weights (recycled)
-    floatX* vocab_dw;                // --shard-vocab: the unsharded [Vp, D] gradient, reduce-scattered
-    int vocab_gathered;              // which tensor vocab_w holds now (-1 none)
+    VocabShards voc;                 // --shard-vocab: the split embedding and output (llmc/vocab_parallel.h)
     void* comm_staging;              // --comm mpi (CUDA): pinned host staging of this model's collectives
 
     TpDims tpd;                       // this rank's share of the heads, hidden units and rows
     TpContext tpc;                    // the TP collectives, their recycled buffers (llmc/tensor_parallel.h)
-    float *ce_max, *ce_sums;          // --shard-vocab with tp > 1: each CE row's max, sum of exponentials, target logit
     ActPlan acts;                     // the activation fields and where each lives
     Offload off;                      // where each layer's block lives (llmc/offload.h)
     LayerActs work;                   // fields that are not saved, shared by all layers
@@ -315,10 +309,10 @@ static floatX* layer_output(const Llama* m, int l) {
 // Plans every buffer from the config and the flags, then (allocate = 1) allocates once.
 // With allocate = 0 only the plan exists: no device is touched, so a CUDA build can
 // print its plan on a machine without a GPU.
-static void llama_build(Llama* m, const LlamaConfig* cfg, const MemoryFlags* flags, Comm* comm, int B, int T,
-                        int allocate) {
+static void llama_build(Llama* m, const LlamaConfig* cfg, const MemoryFlags* flags, const ParallelFlags* par, Comm* comm,
+                        int B, int T, int allocate) {
     memset(m, 0, sizeof(*m));
-    m->cfg = *cfg; m->flags = *flags; m->B = B; m->T = T; m->comm = comm;
+    m->cfg = *cfg; m->flags = *flags; m->par = *par; m->B = B; m->T = T; m->comm = comm;
     const LlamaConfig* c = cfg;
     config_validate(c);
     if (B < 1 || T < 1) FAIL("batch: B=%d and T=%d must be positive", B, T);
@@ -329,15 +323,10 @@ static void llama_build(Llama* m, const LlamaConfig* cfg, const MemoryFlags* fla
     if (flags->recompute < 0 || flags->recompute > 2) FAIL("--recompute must be 0, 1 or 2 (got %d)", flags->recompute);
     int n_offload = offload_resolve(flags->offload_act, c->L);
     size_t BT = (size_t)B * T, D = c->D, hd = c->D / c->H;
-    if (flags->zero != 0 && flags->zero != 1) FAIL("--zero must be 0 or 1 (got %d)", flags->zero);
-    if (flags->shard_vocab != 0 && flags->shard_vocab != 1) FAIL("--shard-vocab must be 0 or 1 (got %d)", flags->shard_vocab);
-    if (flags->grad_fp32 != 0 && flags->grad_fp32 != 1) FAIL("grad_fp32 must be resolved to 0 or 1 (got %d)", flags->grad_fp32);
-    if (flags->tp_sp != 0 && flags->tp_sp != 1) FAIL("tp_sp must be 0 or 1 (got %d)", flags->tp_sp);
-    if (flags->tp_regather != 0 && flags->tp_regather != 1)
-        FAIL("--tp-recompute-allgather must be 0 or 1 (got %d)", flags->tp_regather);
+    parallel_flags_validate(par);
     int tp = comm->tp;
     tp_validate(c, tp);
-    m->tpd = tp_dims(c, flags, tp, comm->tp_rank);
+    m->tpd = tp_dims(c, flags, par, tp, comm->tp_rank);
     const TpDims* td = &m->tpd;
     // sequence parallelism cuts the B*T rows of a micro-batch into tp equal blocks; a
     // ragged last block would need padding rows in every collective: refused instead
@@ -351,9 +340,8 @@ static void llama_build(Llama* m, const LlamaConfig* cfg, const MemoryFlags* fla
     m->num_params = 0;
     for (int i = 0; i < NUM_PARAM_TENSORS; i++) m->num_params += m->param_sizes[i];
     llama_param_specs(c, m->spec);
-    param_store_layout(&m->st, m->spec, NUM_PARAM_TENSORS, c->L, comm, flags->zero, flags->shard_vocab, flags->grad_fp32);
+    param_store_layout(&m->st, m->spec, NUM_PARAM_TENSORS, c->L, comm, par->zero, par->shard_vocab, par->grad_fp32);
     const ParamLayout* lay = &m->st.lay;
-    size_t vocab_full = flags->shard_vocab && !m->st.lay.vocab_tp ? m->st.lay.vocab_rows * comm->dp * D : 0;
     // the head's rows: its own rows when sequence-parallel with a replicated vocabulary
     // (nothing to gather), else all of them; its logits: the vocabulary or this rank's shard
     size_t head_rows = td->sp && !m->st.lay.vocab_tp ? rows : BT;
@@ -364,9 +352,9 @@ static void llama_build(Llama* m, const LlamaConfig* cfg, const MemoryFlags* fla
     arena_init(d, "device");
     arena_init(&m->host, "host (pinned)");
     param_store_plan(&m->st, d, HAVE_MASTER_WEIGHTS);
-    arena_add_to(d, "vocab gather (weights)", "comm", vocab_full * sizeof(floatX), &m->vocab_w);
-    arena_add_to(d, "vocab gradient (unsharded)", "comm", vocab_full * sizeof(floatX), &m->vocab_dw);
+    vocab_plan(&m->voc, &m->st, d, D, P_EMB, P_OUT, c->tied);
     // --comm mpi in the CUDA build: the largest collective passes through pinned host memory
+    size_t vocab_full = vocab_dp_elements(&m->voc);
     size_t largest = vocab_full > param_store_largest_bucket(&m->st) ? vocab_full : param_store_largest_bucket(&m->st);
     if (tp > 1) {  // the TP collectives: [BT, D] activations, the CE sums (2 BT floats), the norm and vocabulary gradients
         size_t tpmax = BT * D > 2 * BT * sizeof(float) / sizeof(floatX) ? BT * D : 2 * BT * sizeof(float) / sizeof(floatX);
@@ -418,8 +406,7 @@ static void llama_build(Llama* m, const LlamaConfig* cfg, const MemoryFlags* fla
     arena_add_to(d, "final norm rstd", "scratch", rows * sizeof(float), &m->rstdf);
     arena_add_to(d, "d final norm output", "scratch", (td->sp ? rows : BT) * D * sizeof(floatX), &m->dxf);
     arena_add_to(d, "logits (one CE chunk)", "scratch", (size_t)m->ce_rows * vcols * sizeof(floatX), &m->logits);
-    arena_add_to(d, "CE row max, sums (vocab-parallel)", "scratch", m->st.lay.vocab_tp ? 3 * (size_t)m->ce_rows * sizeof(float) : 0,
-                 &m->ce_max);
+    vocab_plan_crossentropy(&m->voc, d, (size_t)m->ce_rows);
     arena_add_to(d, "per-token losses", "scratch", head_rows * sizeof(float), &m->losses);
     arena_add_to(d, "inputs + targets", "scratch", 2 * BT * sizeof(int), &m->inputs);
     arena_add_to(d, "rope cos + sin", "scratch", 2 * (size_t)c->max_seq_len * (hd / 2) * sizeof(float), &m->rope_cos);
@@ -430,7 +417,7 @@ static void llama_build(Llama* m, const LlamaConfig* cfg, const MemoryFlags* fla
     arena_allocate(d, dev_malloc);
     arena_allocate(&m->host, host_malloc_pinned);
 
-    m->vocab_gathered = -1;
+    vocab_bind(&m->voc, (size_t)m->ce_rows);
     m->layer_off = (size_t*)xmalloc((size_t)NUM_PARAM_TENSORS * c->L * sizeof(size_t));
     for (int i = 0; i < lay->n_seg; i++) {
         const Segment* sg = &lay->seg[i];
@@ -442,7 +429,6 @@ static void llama_build(Llama* m, const LlamaConfig* cfg, const MemoryFlags* fla
     offload_bind(&m->off, d, &m->host);
     act_plan_layout(&m->acts, ACT_IN_WORK, (char*)arena_ptr(d, h_work), &m->work);
     m->targets = m->inputs + BT;
-    if (m->ce_max) m->ce_sums = m->ce_max + m->ce_rows;
     m->rope_sin = m->rope_cos + (size_t)c->max_seq_len * (hd / 2);
     m->loss_sum = m->norm_scratch + 1;
 
@@ -483,7 +469,7 @@ static void llama_free(Llama* m) {
 
 static void llama_set_params(Llama* m, const float* host_params) {
     param_store_set_state(&m->st, host_params, NULL, NULL);
-    m->vocab_gathered = -1;
+    vocab_invalidate(&m->voc);
 }
 
 [[maybe_unused]] static void llama_get_params(Llama* m, float* host_params) {
@@ -534,54 +520,8 @@ static floatX* layer_dw(const Llama* m, int t, int l) { return m->st.grads + m->
 
 static Comm* llama_comm(Llama* m) { return param_store_comm(&m->st); }
 
-// the vocabulary split over DP ranks (--shard-vocab 1 with tp = 1)
-static int vocab_dp_sharded(const Llama* m) { return m->flags.shard_vocab && !m->st.lay.vocab_tp; }
-
-// the local shard (Vs rows) of the embedding (t = P_EMB) or the output (P_OUT)
-static floatX* vocab_shard(floatX* base, const Llama* m, int t) {
-    size_t Vs = m->st.lay.vocab_rows, D = m->cfg.D;
-    return base + m->st.lay.vocab_start + (t == P_OUT && !m->cfg.tied ? Vs * D : 0);
-}
-
-// The [V, D] matrix of tensor t (P_EMB or P_OUT) for a lookup or the head: the tensor
-// itself (under vocab-parallel TP: this rank's shard), or with --shard-vocab 1 over DP
-// the shards all-gathered into the vocab buffer (once: a tied model's lookup and head
-// share the gathered copy).
-static const floatX* vocab_weights(Llama* m, int t) {
-    if (!vocab_dp_sharded(m)) return m->p[t];
-    int which = m->cfg.tied ? P_EMB : t;
-    if (m->vocab_gathered != which) {
-        size_t block = m->st.lay.vocab_rows * m->cfg.D;
-        floatX* mine = m->vocab_w + (size_t)m->comm->dp_rank * block;
-        dev_memcpy_d2d(mine, vocab_shard(m->st.params, m, which), block * sizeof(floatX), m->stream);
-        comm_all_gather(llama_comm(m), GROUP_DP, m->vocab_w, block, COMM_FLOATX, m->stream);
-        comm_join(m->comm, m->stream);
-        m->vocab_gathered = which;
-    }
-    return m->vocab_w;
-}
-
-// Where the gradient of tensor t (P_EMB or P_OUT) accumulates in this micro-step: the
-// tensor's own gradient, or with --shard-vocab 1 over DP the unsharded buffer, which
-// starts with this rank's accumulated shard in its own rows and zeros elsewhere, so that
-// the reduce-scatter of vocab_grad_done leaves (accumulated + this micro-step's sum) there.
-static floatX* vocab_grad_begin(Llama* m, int t) {
-    if (!vocab_dp_sharded(m)) return m->g[t];
-    size_t block = m->st.lay.vocab_rows * m->cfg.D;
-    dev_memset(m->vocab_dw, 0, block * m->comm->dp * sizeof(floatX), m->stream);
-    dev_memcpy_d2d(m->vocab_dw + (size_t)m->comm->dp_rank * block, vocab_shard(m->st.grads, m, t), block * sizeof(floatX),
-                   m->stream);
-    return m->vocab_dw;
-}
-
-static void vocab_grad_done(Llama* m, int t) {
-    if (!vocab_dp_sharded(m)) return;
-    size_t block = m->st.lay.vocab_rows * m->cfg.D;
-    comm_reduce_scatter(llama_comm(m), GROUP_DP, m->vocab_dw, block, COMM_FLOATX, m->stream);
-    comm_join(m->comm, m->stream);
-    dev_memcpy_d2d(vocab_shard(m->st.grads, m, t), m->vocab_dw + (size_t)m->comm->dp_rank * block, block * sizeof(floatX),
-                   m->stream);
-}
+// the vocabulary split over DP ranks (--shard-vocab 1 with tp = 1): llmc/vocab_parallel.h
+static int vocab_dp_sharded(const Llama* m) { return vocab_over_dp(&m->voc); }
 
 // ----------------------------------------------------------------------------
 // tensor parallelism: the collectives around the column- and row-parallel GEMMs
@@ -859,7 +799,7 @@ static void embed_forward(Llama* m, int N) {
     floatX* x = ACT(layer_acts(m, 0), A_X);
     if (!m->st.lay.vocab_tp) {
         PROF(&m->prof, "embedding", 0, 2.0 * own_rows(m, N) * c->D * SX, s)
-            encoder_forward(x, m->inputs + own_row0(m, N), vocab_weights(m, P_EMB), own_rows(m, N), c->D, s);
+            encoder_forward(x, m->inputs + own_row0(m, N), vocab_weights(&m->voc, P_EMB, m->p[P_EMB]), own_rows(m, N), c->D, s);
         return;
     }
     TpRows part = tp_partial_rows(&m->tpc, x, N);
@@ -885,23 +825,6 @@ static void embed_backward(Llama* m, floatX* demb, int N) {
     }
 }
 
-// The cross-entropy of nr rows whose logits this rank holds a vocabulary shard of
-// ([nr, Vs]): the row max, then the sum of exponentials and the target logit, each summed
-// over the TP group, so that no rank ever holds a whole row of V logits. The padding
-// columns of the last shard are masked out (the loss equals the unsharded one).
-static void crossentropy_vocab_parallel(Llama* m, float* losses, const int* targets, int nr, float dloss, int backward) {
-    stream_t s = m->stream;
-    int Vs = (int)m->st.lay.vs, v0 = (int)m->st.lay.v0, nv = (int)m->st.lay.v_valid;
-    crossentropy_vp_max(m->ce_max, m->logits, nr, Vs, nv, s);
-    comm_all_reduce(llama_comm(m), GROUP_TP, m->ce_max, nr, COMM_FLOAT, COMM_MAX, s);
-    comm_join(m->comm, s);
-    crossentropy_vp_sums(m->ce_sums, m->logits, m->ce_max, targets, nr, Vs, v0, nv, s);
-    // the sums of exponentials [0, nr) and the target logits [nr, 2 nr): one all-reduce
-    comm_all_reduce(llama_comm(m), GROUP_TP, m->ce_sums, 2 * (size_t)nr, COMM_FLOAT, COMM_SUM, s);
-    comm_join(m->comm, s);
-    crossentropy_vp_finish(losses, m->logits, m->ce_max, m->ce_sums, targets, nr, Vs, v0, nv, dloss, backward, s);
-}
-
 // Final norm, output projection and cross-entropy, --ce-chunks rows at a time. In
 // training the backward of this head runs at once, chunk by chunk, so the [BT, V]
 // logits never exist: it leaves dL/d(x_final) in m->dx. Under TP: with a replicated
@@ -923,8 +846,8 @@ static void head_forward_backward(Llama* m, int N, RunMode mode, float dloss) {
     if (mode == MODE_TRAIN && vtp) dpart = tp_partial_rows(&m->tpc, m->dxf, N);
     const floatX* xf = xg.p;
     floatX* dxf = dpart.p;
-    const floatX* w_out = vocab_weights(m, P_OUT);
-    floatX* dw_out = mode == MODE_TRAIN ? vocab_grad_begin(m, P_OUT) : NULL;
+    const floatX* w_out = vocab_weights(&m->voc, P_OUT, m->p[P_OUT]);
+    floatX* dw_out = mode == MODE_TRAIN ? vocab_grad_begin(&m->voc, P_OUT, m->g[P_OUT]) : NULL;
     for (int r0 = 0; r0 < H; r0 += m->ce_rows) {
         int nr = H - r0 < m->ce_rows ? H - r0 : m->ce_rows;
         PROF(P, "head matmul fwd", gemm_flops(nr, V, D), 0, s)
@@ -942,7 +865,7 @@ static void head_forward_backward(Llama* m, int N, RunMode mode, float dloss) {
         }
 #endif
         PROF(P, "crossentropy", 0, (mode == MODE_TRAIN ? 2.0 : 1.0) * nr * V * SX, s) {
-            if (vtp) crossentropy_vocab_parallel(m, m->losses + r0, targets + r0, nr, dloss, mode == MODE_TRAIN);
+            if (vtp) vocab_crossentropy(&m->voc, m->losses + r0, m->logits, targets + r0, nr, dloss, mode == MODE_TRAIN);
             else crossentropy_forward_backward(m->losses + r0, m->logits, targets + r0, nr, V, dloss, mode == MODE_TRAIN, s);
         }
         if (mode == MODE_TRAIN) {
@@ -954,7 +877,7 @@ static void head_forward_backward(Llama* m, int N, RunMode mode, float dloss) {
     }
     tp_give_back(&m->tpc, &xg);
     if (mode == MODE_TRAIN) {
-        if (!c->tied) vocab_grad_done(m, P_OUT);  // tied: the embedding's backward adds to it first
+        if (!c->tied) vocab_grad_done(&m->voc, P_OUT);  // tied: the embedding's backward adds to it first
         const floatX* dxf_own = vtp ? tp_reduce_rows(&m->tpc, dxf, N) : dxf;
         PROF(P, "rmsnorm bwd", 0, 5.0 * nr_own * D * SX, s) {
             dev_memset(m->dx, 0, (size_t)nr_own * D * sizeof(floatX), s);
@@ -999,9 +922,9 @@ static void llama_forward_backward(Llama* m, const int* inputs, const int* targe
             param_store_bucket_done(&m->st, l, last, m->tpd.sp);  // its reductions overlap the layers below
         }
         // a tied, sharded model's unsharded gradient already holds the head's part
-        floatX* demb = vocab_dp_sharded(m) && c->tied ? m->vocab_dw : vocab_grad_begin(m, P_EMB);
+        floatX* demb = vocab_dp_sharded(m) && c->tied ? m->voc.grad : vocab_grad_begin(&m->voc, P_EMB, m->g[P_EMB]);
         embed_backward(m, demb, N);
-        vocab_grad_done(m, P_EMB);
+        vocab_grad_done(&m->voc, P_EMB);
         const ParamLayout* lay = &m->st.lay;
         param_store_micro_step_done(&m->st, lay->vocab_start, lay->n_local - lay->vocab_start, last);  // --shard-vocab over DP
         param_store_bucket_done(&m->st, c->L, last, m->tpd.sp);
@@ -1030,7 +953,7 @@ static void llama_zero_grads(Llama* m) { param_store_zero_grads(&m->st); }
 static void llama_apply_update(Llama* m, float lr, float beta1, float beta2, float eps, float weight_decay,
                                float grad_clip, float norm, int t) {
     param_store_apply_update(&m->st, lr, beta1, beta2, eps, weight_decay, grad_clip, norm, t);
-    m->vocab_gathered = -1;
+    vocab_invalidate(&m->voc);
 }
 
 // both, for callers that need no check in between; returns the norm before clipping
@@ -1059,7 +982,7 @@ static void llama_next_token_logits(Llama* m, const int* tokens, int T, float* h
     if (m->tpd.sp) xfin = tp_gather_taken(&m->tpc, m->x_final, Tp, "final hidden states (sampling)");
     int vtp = m->st.lay.vocab_tp, V = vtp ? (int)m->st.lay.vs : c->V;
     rmsnorm_forward(m->xf, m->rstdf, xfin.p + (size_t)(T - 1) * c->D, m->p[P_NORM], 1, c->D, c->norm_eps, s);
-    matmul_forward(m->logits, m->xf, vocab_weights(m, P_OUT), 1, c->D, V, c->D, 0, s);
+    matmul_forward(m->logits, m->xf, vocab_weights(&m->voc, P_OUT, m->p[P_OUT]), 1, c->D, V, c->D, 0, s);
     tp_give_back(&m->tpc, &xfin);
     comm_synchronize(m->comm);
     stream_synchronize(s);
@@ -1110,7 +1033,7 @@ static void checkpoint_write(Llama* m, const char* path, int step, int grad_accu
         header[2] = c->V; header[3] = c->D; header[4] = c->L; header[5] = c->H; header[6] = c->KV; header[7] = c->F;
         header[8] = c->max_seq_len; header[9] = c->tied; header[10] = step; header[11] = cm->dp;
         header[12] = m->B; header[13] = m->T; header[14] = grad_accum; header[15] = (int)ds;
-        header[16] = m->flags.zero; header[17] = m->flags.shard_vocab;
+        header[16] = m->par.zero; header[17] = m->par.shard_vocab;
         header[18] = (int)(n & 0x7fffffff); header[19] = (int)(n >> 31);
         header[20] = cm->tp;  // for the record: any layout reads the file
         hf[32] = c->rope_theta; hf[33] = c->norm_eps;
@@ -1149,17 +1072,6 @@ static const char* checkpoint_header(const char* path, CkptInfo* ci) {
 
 static const char* checkpoint_check(const char* path, void* ci) { return checkpoint_header(path, (CkptInfo*)ci); }
 
-// The newest complete checkpoint of the run directory whose checksum holds (for
-// --resume auto), or NULL when there is none. Rank 0 looks; every rank gets the answer.
-static const char* checkpoint_find_latest(Comm* cm, const char* run_dir, Logger* lg) {
-    static char path[1200];
-    path[0] = 0;
-    CkptInfo ci;
-    if (cm->rank == 0) ckpt_find_latest(run_dir, checkpoint_check, &ci, lg, path, sizeof(path));
-    comm_host_broadcast(cm, GROUP_WORLD, path, sizeof(path), 0);
-    return path[0] ? path : NULL;
-}
-
 // Loads the model and optimizer state of a checkpoint written by any layout; restores
 // the dataloader's position when the layout is the one that wrote it (same dp, batch,
 // sequence and accumulation) and returns 0 in *loader_restored otherwise. Returns the
@@ -1170,11 +1082,7 @@ static int checkpoint_read(Llama* m, const char* path, int grad_accum, DataLoade
     const LlamaConfig* c = &m->cfg;
     Comm* cm = m->comm;
     CkptInfo ci;
-    char why[1400] = {0};
-    if (cm->rank == 0) { const char* w = checkpoint_header(path, &ci); if (w) snprintf(why, sizeof(why), "%s", w); }
-    comm_host_broadcast(cm, GROUP_WORLD, why, sizeof(why), 0);
-    if (why[0]) FAIL("%s", why);
-    comm_host_broadcast(cm, GROUP_WORLD, &ci, sizeof(ci), 0);
+    ckpt_check_all_ranks(cm, path, checkpoint_check, &ci, sizeof(ci));
     const int* h = ci.header;
     int want[8] = {c->V, c->D, c->L, c->H, c->KV, c->F, c->max_seq_len, c->tied};
     const char* names[8] = {"V", "D", "L", "H", "KV", "F", "max_seq_len", "tied"};
@@ -1194,7 +1102,7 @@ static int checkpoint_read(Llama* m, const char* path, int grad_accum, DataLoade
     if (f) fseek(f, 1024, SEEK_SET);
     *loader_restored = 0;
     param_store_read_state(&m->st, f, path, params_only);
-    m->vocab_gathered = -1;
+    vocab_invalidate(&m->voc);
     if (params_only) { if (f) fclose(f); return step; }
     size_t ds = ci.loader_bytes;
     unsigned char* states = (unsigned char*)xmalloc(ds + 1);
@@ -1219,7 +1127,7 @@ typedef struct {
     LlamaConfig cfg;
     MemoryFlags flags;
     TrainLoopArgs loop;  // optimizer, schedule, cadence, run directory, resume, plan (llmc/train_args.h)
-    int B, T, total_batch, val_batches, sample_every, sample_len, save_init;
+    int B, T, total_batch, val_batches, sample_every, sample_len, save_init, shard_vocab;
     ParallelArgs par;    // --comm, --zero, --tp, ... (llmc/parallel_args.h)
     FitArgs fit;         // --fit-memory and its model (llmc/fit_memory.h)
     int batch_given, fit_fixed_ffn, fit_fixed_ce, fit_fixed_recompute, fit_fixed_offload;  // flags given by the user
@@ -1289,7 +1197,7 @@ static void parse_args(int argc, char** argv, TrainArgs* a) {
         {"tokenizer", 's', &a->tokenizer, "llama2.c tokenizer.bin for decoding samples"},
         {"save-init", 'i', &a->save_init, "1: write the initial weights as ckpt_000000.bin"},
         {"ce-chunks", 'i', &a->flags.ce_chunks, "output projection + cross-entropy in K row chunks (default 1)"},
-        {"shard-vocab", 'i', &a->flags.shard_vocab, "1: embedding and output projection as 1/dp row shards, gathered at use"},
+        {"shard-vocab", 'i', &a->shard_vocab, "1: embedding and output projection as 1/dp row shards, gathered at use"},
     };
     MemoryFlagRefs mem = {&a->flags.ffn_chunks, &a->flags.offload_act, &a->flags.recompute,
                           "0 keep all, 1 recompute norms and SwiGLU, 2 keep only layer inputs"};
@@ -1308,9 +1216,6 @@ static void parse_args(int argc, char** argv, TrainArgs* a) {
     a->fit_fixed_offload = flag_given(flags, nflags, given, &a->flags.offload_act);
     if (!(a->temperature >= 0.0f)) FAIL("--temperature must be >= 0 (0 = greedy)");
     parallel_args_validate(&a->par);
-    a->flags.tp_sp = tp_mode_parse(a->par.tp_mode);
-    a->flags.tp_regather = a->par.tp_regather;
-    a->flags.zero = a->par.zero;
     if (a->sample_every < 0 || a->val_batches < 1) FAIL("--sample-every must be >= 0, --val-batches >= 1");
     if (a->sample_len < 1) FAIL("--sample-len must be >= 1");
     fit_args_validate(&a->fit);
@@ -1328,13 +1233,13 @@ static void print_config(Logger* lg, const TrainArgs* a, const Llama* m, int gra
           "wd %g, clip %g\n", a->B, a->T, a->total_batch, grad_accum, m->comm->dp, a->loop.steps, a->loop.lr, a->loop.warmup,
           a->loop.weight_decay, a->loop.grad_clip);
     logf_(lg, "parallel: world %d = dp %d x tp %d (--tp-mode %s, --tp-recompute-allgather %d) | --zero %d --shard-vocab %d%s "
-          "| comm %s, timeout %g s\n", m->comm->size, m->comm->dp, m->comm->tp, a->par.tp_mode, m->flags.tp_regather, m->flags.zero,
-          m->flags.shard_vocab, m->flags.shard_vocab ? (m->st.lay.vocab_tp ? " (over TP)" : " (over DP)") : "",
+          "| comm %s, timeout %g s\n", m->comm->size, m->comm->dp, m->comm->tp, a->par.tp_mode, m->par.tp_regather, m->par.zero,
+          m->par.shard_vocab, m->par.shard_vocab ? (m->st.lay.vocab_tp ? " (over TP)" : " (over DP)") : "",
           comm_backend_name(m->comm), a->par.comm_timeout);
     logf_(lg, "memory flags: --ffn-chunks %d --ffn-chunk-dim %s --ce-chunks %d --offload-act %d (%d layers) --recompute %d"
           " | gradients summed over micro-steps in %s\n", m->flags.ffn_chunks, a->loop.ffn_chunk_dim, m->flags.ce_chunks,
           m->flags.offload_act, m->off.n_offload, m->flags.recompute,
-          m->flags.grad_fp32 ? "an fp32 buffer (--fp32-grad-accum)" : sizeof(floatX) < 4 ? "bf16" : "fp32");
+          m->par.grad_fp32 ? "an fp32 buffer (--fp32-grad-accum)" : sizeof(floatX) < 4 ? "bf16" : "fp32");
     logf_(lg, "attention: %s (--attention %s)\n", attention_impl_name(g_attention_impl), a->loop.attention);
 #ifdef _OPENMP
     logf_(lg, "threads: %d (OpenMP)\n", omp_get_max_threads());
@@ -1373,7 +1278,7 @@ static CommBytes comm_bytes_per_step(const Llama* m, int micro_steps) {
         ADD(GROUP_TP, KIND_ALL_REDUCE, micro_steps * vtp * ce);
     }
     param_store_comm_bytes(&m->st, &cb);  // data parallelism: each bucket once per step, the norm
-    if (m->flags.shard_vocab && !lay->vocab_tp) {  // the vocabulary over DP: gathered at use, gradients scattered
+    if (m->par.shard_vocab && !lay->vocab_tp) {  // the vocabulary over DP: gathered at use, gradients scattered
         double full = (double)lay->vocab_rows * cm->dp * D * sx;
         // tied: one gathered copy serves the whole step; untied: the lookup and the head take turns in the one buffer
         ADD(GROUP_DP, KIND_ALL_GATHER, (c->tied ? 1 : 2.0 * micro_steps) * full);
@@ -1392,12 +1297,12 @@ static void print_plan(Logger* lg, const Llama* m) {
     if (matmul_workspace_bytes())
         logf_(lg, "outside the arena: cuBLASLt workspace %.1f MiB, the CUDA context and library code (the driver's "
               "figure each step includes them)\n", matmul_workspace_bytes() / 1048576.0);
-    if (m->flags.shard_vocab) {
+    if (m->par.shard_vocab) {
         // what --shard-vocab buys against the same run without it: it can be negative
         // (a tied model under --zero 1: docs/memory.md section 7), so say it
         ParamLayout off;
-        param_layout_build(&off, m->spec, NUM_PARAM_TENSORS, m->cfg.L, m->comm->tp, 0, m->comm->dp, 0, m->flags.zero, 0);
-        double per_opt = 4.0 * (2 + HAVE_MASTER_WEIGHTS), per_local = 2.0 * sizeof(floatX) + 4.0 * m->flags.grad_fp32;
+        param_layout_build(&off, m->spec, NUM_PARAM_TENSORS, m->cfg.L, m->comm->tp, 0, m->comm->dp, 0, m->par.zero, 0);
+        double per_opt = 4.0 * (2 + HAVE_MASTER_WEIGHTS), per_local = 2.0 * sizeof(floatX) + 4.0 * m->par.grad_fp32;
         double without = off.n_local * per_local + off.n_opt * per_opt;
         double with = m->st.lay.n_local * per_local + m->st.lay.n_opt * per_opt +
                       (m->st.lay.vocab_tp ? 0.0 : 2.0 * m->st.lay.vocab_rows * m->comm->dp * m->cfg.D * sizeof(floatX));
@@ -1422,7 +1327,7 @@ static void write_plan_json(const Llama* m, const char* path) {
                      GROUP_NAMES[g], COMM_KIND_NAMES[k], cb.b[g][k]);
     snprintf(extra, sizeof(extra), "\"dp\": %d, \"tp\": %d, \"tp_sp\": %d, \"tp_regather\": %d, \"zero\": %d, "
              "\"shard_vocab\": %d, \"n_local\": %zu, \"n_opt\": %zu, \"comm_bytes_per_step\": {%s}",
-             m->comm->dp, m->comm->tp, m->flags.tp_sp, m->flags.tp_regather, m->flags.zero, m->flags.shard_vocab,
+             m->comm->dp, m->comm->tp, m->par.tp_sp, m->par.tp_regather, m->par.zero, m->par.shard_vocab,
              m->st.lay.n_local, m->st.lay.n_opt, comm);
     trainer_plan_json(path, &m->acts, &m->off, m->num_params, extra, &m->dev, &m->host);
 }
@@ -1479,12 +1384,12 @@ static FitCost llama_fit_cost(void* ctx, const FitFlags* ff, const CostModel* cm
     int B = ff->B, T = a->T, dp = x->comm->dp;
     MemoryFlags f = a->flags;
     f.ffn_chunks = ff->ffn_chunks; f.ce_chunks = ff->ce_chunks; f.recompute = ff->recompute; f.offload_act = ff->offload_act;
-    f.grad_fp32 = grad_fp32_resolve(a->par.fp32_grad_accum, a->total_batch ? a->total_batch / (B * T * dp) : 1);
+    ParallelFlags pf = parallel_flags_resolve(&a->par, a->shard_vocab, a->total_batch ? a->total_batch / (B * T * dp) : 1);
     long long BT = (long long)B * T;
     FitCost c = {-1.0, 0.0, 0.0, 0};
     if ((f.ffn_chunk_seq ? BT : a->cfg.F) < f.ffn_chunks || BT < f.ce_chunks) return c;
     Llama m;
-    llama_build(&m, &a->cfg, &f, x->comm, B, T, 0);
+    llama_build(&m, &a->cfg, &f, &pf, x->comm, B, T, 0);
     c.bytes = plan_bytes(&m); c.n_offload = m.off.n_offload;
     c.base = fit_base_seconds(&a->cfg, m.num_params, B, T, cm);
     c.seconds = fit_cost_seconds(&a->cfg, B, T, &f, m.off.n_offload, m.acts.block_bytes, cm);
@@ -1579,9 +1484,9 @@ static void check_same_config(Comm* comm, const TrainArgs* a) {
     FIELD("seed", "%lld", a->loop.seed); FIELD("ffn-chunks", "%d", a->flags.ffn_chunks);
     FIELD("ffn-chunk-dim", "%s", a->loop.ffn_chunk_dim); FIELD("ce-chunks", "%d", a->flags.ce_chunks);
     FIELD("offload-act", "%d", a->flags.offload_act); FIELD("recompute", "%d", a->flags.recompute);
-    FIELD("zero", "%d", a->flags.zero); FIELD("shard-vocab", "%d", a->flags.shard_vocab);
-    FIELD("tp", "%d", a->par.tp); FIELD("tp-mode", "%s", a->par.tp_mode); FIELD("tp-recompute-allgather", "%d", a->flags.tp_regather);
-    FIELD("fit-memory", "%.9g", a->fit.budget_gib); FIELD("comm", "%s", a->par.comm_backend); FIELD("val-every", "%d", a->loop.val_every); FIELD("val-batches", "%d", a->val_batches);
+    FIELD("zero", "%d", a->par.zero); FIELD("shard-vocab", "%d", a->shard_vocab);
+    FIELD("tp", "%d", a->par.tp); FIELD("tp-mode", "%s", a->par.tp_mode); FIELD("tp-recompute-allgather", "%d", a->par.tp_regather);
+    FIELD("fit-memory", "%.9g", a->fit.budget_gib); FIELD("comm", "%s", a->par.comm_backend); FIELD("comm-timeout", "%.9g", a->par.comm_timeout); FIELD("val-every", "%d", a->loop.val_every); FIELD("val-batches", "%d", a->val_batches);
     FIELD("sample-every", "%d", a->sample_every); FIELD("ckpt-every", "%d", a->loop.ckpt_every);
     FIELD("train-data", "%s", a->train_data); FIELD("val-data", "%s", a->val_data); FIELD("run-dir", "%s", a->loop.run_dir);
     FIELD("resume", "%s", a->loop.resume ? a->loop.resume : ""); FIELD("init-from", "%s", a->loop.init_from ? a->loop.init_from : "");
@@ -1602,12 +1507,12 @@ int main(int argc, char** argv) {
     if (a.total_batch <= 0 || a.total_batch % (a.B * a.T * comm.dp) != 0)
         FAIL("--total-batch %d must be a positive multiple of batch*seq*dp = %d*%d*%d", a.total_batch, a.B, a.T, comm.dp);
     int grad_accum = a.total_batch / (a.B * a.T * comm.dp);
-    a.flags.grad_fp32 = grad_fp32_resolve(a.par.fp32_grad_accum, grad_accum);
+    ParallelFlags pf = parallel_flags_resolve(&a.par, a.shard_vocab, grad_accum);
     if (!a.loop.plan_only) check_same_config(&comm, &a);
     Logger lg = {NULL, NULL, comm.rank != 0, NULL};
     Llama m;
     if (a.loop.plan_only) {
-        llama_build(&m, &a.cfg, &a.flags, &comm, a.B, a.T, 0);
+        llama_build(&m, &a.cfg, &a.flags, &pf, &comm, a.B, a.T, 0);
         m.micro_steps = grad_accum;
         print_config(&lg, &a, &m, grad_accum);
         logf_(&lg, "%s", fit_report);
@@ -1618,16 +1523,19 @@ int main(int argc, char** argv) {
     }
     dev_select(comm_device_index(&comm, dev_count()));
     comm_setup_device(&comm);
-    llama_build(&m, &a.cfg, &a.flags, &comm, a.B, a.T, 1);
+    llama_build(&m, &a.cfg, &a.flags, &pf, &comm, a.B, a.T, 1);
     m.micro_steps = grad_accum;
 
-    // --resume auto: the newest complete checkpoint of the run directory, if any
+    // --resume auto: the newest complete checkpoint of the run directory, if any. Any
+    // --resume appends to main.log and metrics.jsonl (nothing of an earlier run is lost, even
+    // when no checkpoint is usable), and the checkpoints it skips are named in main.log.
     const char* resume = a.loop.resume;
+    if (!lg.quiet) logger_open(&lg, a.loop.run_dir, resume != NULL);
     if (resume && strcmp(resume, "auto") == 0) {
-        resume = checkpoint_find_latest(&comm, a.loop.run_dir, &lg);
+        CkptInfo ci;
+        resume = ckpt_find_latest_all_ranks(&comm, a.loop.run_dir, checkpoint_check, &ci, &lg);
         if (!resume) logf_(&lg, "--resume auto: no checkpoint in %s, starting fresh\n", a.loop.run_dir);
     }
-    if (!lg.quiet) logger_open(&lg, a.loop.run_dir, resume != NULL);
     print_config(&lg, &a, &m, grad_accum);
     logf_(&lg, "%s", fit_report);
     print_plan(&lg, &m);
@@ -1729,15 +1637,17 @@ int main(int argc, char** argv) {
         metrics_int(&lg, "peak_mem", (long long)peak_measured); metrics_int(&lg, "arena_bytes", (long long)m.dev.total);
         metrics_num(&lg, "val_loss", val_loss);
         metrics_end(&lg);
-        if (have_tok && (step % a.sample_every == 0 || last))
-            sample_story(&m, &tok, &lg, sample_len, a.temperature, (uint64_t)a.loop.seed * 1000003ull + step, sample_tokens,
-                         sample_logits, sample_pad);
+        // the checkpoint first: whatever sampling meets, the step's state is on disk
         if (a.loop.ckpt_every > 0 && (step % a.loop.ckpt_every == 0 || last)) {
             snprintf(path, sizeof(path), "%s/ckpt_%06d.bin", a.loop.run_dir, step);
+            stop_if_params_not_finite(step, param_store_params_finite(&m.st), a.loop.run_dir, last_ckpt);
             checkpoint_write(&m, path, step, grad_accum, &train);
             last_ckpt = step;
             logf_(&lg, "checkpoint: %s\n", path);
         }
+        if (have_tok && (step % a.sample_every == 0 || last))
+            sample_story(&m, &tok, &lg, sample_len, a.temperature, (uint64_t)a.loop.seed * 1000003ull + step, sample_tokens,
+                         sample_logits, sample_pad);
     }
     if (start >= a.loop.steps) {  // nothing to train (--steps 0, or a finished run resumed): evaluate and sample it
         if (a.loop.val_every > 0) logf_(&lg, "step %5d | val loss %.6f\n", start, evaluate(&m, &val, a.val_batches));

@@ -262,6 +262,22 @@ static inline size_t png_zlib_stored_(const unsigned char* raw, size_t n, unsign
     return k + 4;
 }
 
+// Whether a clip's GIF (each frame Hi*scale x Wi*scale, at most 65535 a side) and PNG strip
+// (Fr frames side by side, gap pixels apart, one image under 2 GiB) can be written: NULL,
+// or why not. A trainer asks at start, so that a bad --gif-scale never ends a run later.
+static inline const char* image_clip_fits(int C, int Fr, int Hi, int Wi, int scale, int gap) {
+    static char why[200];
+    int64_t W = (int64_t)Fr * Wi * scale + (int64_t)(Fr - 1) * gap, H = (int64_t)Hi * scale, ch = C == 3 ? 3 : 1;
+    if (scale < 1) snprintf(why, sizeof(why), "a scale of %d pixels per clip pixel (must be >= 1)", scale);
+    else if ((int64_t)Wi * scale > 65535 || H > 65535)
+        snprintf(why, sizeof(why), "%lldx%lld pixels per GIF frame; a GIF holds at most 65535 per side", (long long)H,
+                 (long long)Wi * scale);
+    else if (W > 0x7FFFFFFF || H * (1 + W * ch) > 0x7FFFFFFF - 65536)
+        snprintf(why, sizeof(why), "a %lldx%lld PNG strip, too large for one image", (long long)H, (long long)W);
+    else return NULL;
+    return why;
+}
+
 static inline void write_png_strip(const char* path, const float* clip, int C, int Fr, int Hi, int Wi, int scale, int gap) {
     image_check_args_("PNG", path, C, Fr, Hi, Wi, scale);
     if (gap < 0) FAIL("PNG '%s': gap %d, must be >= 0", path, gap);

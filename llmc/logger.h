@@ -115,3 +115,13 @@ static void stop_if_not_finite(int step, double loss, double norm, const char* r
     FAIL("step %d: the loss is %g and the gradient norm %g; a non-finite value stops the run before the optimizer "
          "applies it (%s). Hint: lower --lr, keep --grad-clip on, check the data", step, loss, norm, where);
 }
+
+// The same stop when the update itself made the parameters non-finite (finite = 0), checked
+// before a checkpoint would be written: the last good one stays the newest.
+static void stop_if_params_not_finite(int step, int finite, const char* run_dir, int last_ckpt) {
+    if (finite) return;
+    char where[1300] = "no checkpoint was written";
+    if (last_ckpt >= 0) snprintf(where, sizeof(where), "%s/ckpt_%06d.bin is untouched and stays the newest", run_dir, last_ckpt);
+    FAIL("step %d: the optimizer's update made non-finite parameters, so no checkpoint is written (%s). Hint: "
+         "--adam-eps must be > 0; lower --lr", step, where);
+}

@@ -76,6 +76,33 @@ static inline void parallel_comm_init(Comm* comm, const ParallelArgs* p, int pla
         FAIL("--dp %d is for --plan-only; this run has dp = %d ranks (from the launcher)", p->dp_plan, comm->dp);
 }
 
+// What a model needs of the parallel layout beyond its ranks (llmc/comm.h), resolved
+// from the flags: the trainers' memory flags live in their own structs.
+typedef struct {
+    int zero;         // 1: optimizer state (fp32 master, AdamW m and v) sharded over DP (ZeRO-1)
+    int shard_vocab;  // 1: embedding and output projection split over the vocabulary (train_llama)
+    int grad_fp32;    // 1: micro-steps accumulate the gradients in an fp32 buffer (resolved from --fp32-grad-accum)
+    int tp_sp;        // --tp-mode reducescatter: sequence parallelism (the residual stream holds 1/tp of the rows)
+    int tp_regather;  // --tp-recompute-allgather 1: backward gathers the norm outputs again instead of keeping them
+} ParallelFlags;
+
+static inline int grad_fp32_resolve(int flag, int micro_steps);
+
+// the flags of a run whose optimizer steps have micro_steps micro-batches
+static inline ParallelFlags parallel_flags_resolve(const ParallelArgs* p, int shard_vocab, int micro_steps) {
+    ParallelFlags f = {p->zero, shard_vocab, grad_fp32_resolve(p->fp32_grad_accum, micro_steps), tp_mode_parse(p->tp_mode),
+                       p->tp_regather};
+    return f;
+}
+
+static inline void parallel_flags_validate(const ParallelFlags* f) {
+    if (f->zero != 0 && f->zero != 1) FAIL("--zero must be 0 or 1 (got %d)", f->zero);
+    if (f->shard_vocab != 0 && f->shard_vocab != 1) FAIL("--shard-vocab must be 0 or 1 (got %d)", f->shard_vocab);
+    if (f->grad_fp32 != 0 && f->grad_fp32 != 1) FAIL("grad_fp32 must be resolved to 0 or 1 (got %d)", f->grad_fp32);
+    if (f->tp_sp != 0 && f->tp_sp != 1) FAIL("tp_sp must be 0 or 1 (got %d)", f->tp_sp);
+    if (f->tp_regather != 0 && f->tp_regather != 1) FAIL("--tp-recompute-allgather must be 0 or 1 (got %d)", f->tp_regather);
+}
+
 // --fp32-grad-accum -1 (auto): on when a step has more than one micro-step and the
 // gradients are stored in bf16, where adding many micro-steps with beta = 1 in bf16
 // loses the small late contributions (docs/memory.md: its 4 bytes per parameter; the

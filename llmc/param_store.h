@@ -22,6 +22,7 @@ param_store_apply_update.
 #include "comm.h"
 #include "profile.h"
 #include "param_layout.h"
+#include "checkpoint.h"
 
 typedef struct {
     ParamLayout lay;
@@ -144,31 +145,42 @@ static inline void param_store_bucket_done(ParamStore* ps, int b, int last, int 
 // on DP rank 0) instead of one per tensor. Under TP the pieces of what this rank owns
 // are summed instead, the TP-replicated ones on TP rank 0 only, and the all-reduce
 // spans the world.
-static inline float param_store_grad_norm(ParamStore* ps) {
+static inline float param_store_norm_of(ParamStore* ps, const floatX* buf, const char* group);
+static inline float param_store_grad_norm(ParamStore* ps) { return param_store_norm_of(ps, ps->grads, "grad norm"); }
+
+// Are the parameters finite? Their norm, by the same owned ranges: checked before every
+// checkpoint, so that an update that made NaN (--adam-eps 0, a huge --lr) stops the run
+// with the last good checkpoint on disk instead of writing a bad one over it.
+static inline int param_store_params_finite(ParamStore* ps) {
+    return isfinite(param_store_norm_of(ps, ps->params, "parameter check"));
+}
+
+// the norm of a local buffer (gradients or parameters) over what each rank owns
+static inline float param_store_norm_of(ParamStore* ps, const floatX* buf, const char* group) {
     stream_t s = ps->stream;
     const ParamLayout* lay = &ps->lay;
     Comm* cm = ps->comm;
     comm_join(cm, s);
-    int k = prof_begin(ps->prof, "grad norm", s);
+    int k = prof_begin(ps->prof, group, s);
     dev_memset(ps->norm_scratch, 0, sizeof(float), s);
     if (lay->tp > 1) {
         if (lay->zero || cm->dp_rank == 0)
             for (int i = 0; i < ps->n_pieces; i++) {
                 const Piece* pc = &ps->pieces[i];
                 if (param_tp_replicated(lay, pc->tensor) && cm->tp_rank != 0) continue;
-                global_norm_squared(ps->norm_scratch, ps->grads + pc->local_off, pc->n, s);
+                global_norm_squared(ps->norm_scratch, buf + pc->local_off, pc->n, s);
             }
     } else {
         if (lay->zero) {
             for (int b = 0; b < lay->n_buckets; b++) {
                 size_t lo, n; bucket_owned(lay, b, &lo, &n);
-                global_norm_squared(ps->norm_scratch, ps->grads + lo, n, s);
+                global_norm_squared(ps->norm_scratch, buf + lo, n, s);
             }
         } else if (cm->dp_rank == 0) {
-            global_norm_squared(ps->norm_scratch, ps->grads, lay->vocab_start, s);
+            global_norm_squared(ps->norm_scratch, buf, lay->vocab_start, s);
         }
         if (lay->n_local > lay->vocab_start)  // the owned vocabulary rows
-            global_norm_squared(ps->norm_scratch, ps->grads + lay->vocab_start, lay->n_local - lay->vocab_start, s);
+            global_norm_squared(ps->norm_scratch, buf + lay->vocab_start, lay->n_local - lay->vocab_start, s);
     }
     prof_end(ps->prof, k, 0, (double)lay->n_opt * sizeof(floatX), s);
     comm_all_reduce(param_store_comm(ps), GROUP_WORLD, ps->norm_scratch, 1, COMM_FLOAT, COMM_SUM, s);
@@ -345,9 +357,38 @@ static inline void param_store_read_state(ParamStore* ps, FILE* f, const char* p
     float* buf = (float*)xmalloc((n ? n : 1) * sizeof(float));
     for (int k = 0; k < 3; k++) {
         if (params_only && k > 0) { param_store_set_state_part(ps, k, NULL); continue; }
-        if (f) xfread(buf, sizeof(float), n, f, path);
+        if (f) {
+            xfread(buf, sizeof(float), n, f, path);
+            for (size_t i = 0; i < n; i++)  // never resume from NaN: stop with the file's name
+                if (!isfinite(buf[i]))
+                    FAIL("%s holds a non-finite %s at element %zu (a run that diverged wrote it; resume from an earlier "
+                         "checkpoint)", path, k == 0 ? "parameter" : k == 1 ? "AdamW m" : "AdamW v", i);
+        }
         comm_host_broadcast(ps->comm, GROUP_WORLD, buf, n * sizeof(float), 0);
         param_store_set_state_part(ps, k, buf);
     }
     free(buf);
+}
+
+// The newest complete checkpoint of run_dir whose checksum holds (--resume auto): rank 0
+// looks (check reads a header into info), every rank gets the answer; NULL when none.
+static inline const char* ckpt_find_latest_all_ranks(Comm* cm, const char* run_dir,
+                                                     const char* (*check)(const char* path, void* info), void* info,
+                                                     Logger* lg) {
+    static char path[1200];
+    path[0] = 0;
+    if (cm->rank == 0) ckpt_find_latest(run_dir, check, info, lg, path, sizeof(path));
+    comm_host_broadcast(cm, GROUP_WORLD, path, sizeof(path), 0);
+    return path[0] ? path : NULL;
+}
+
+// Rank 0 checks a checkpoint (check fills info, info_bytes long); every rank gets info,
+// or every rank stops with rank 0's reason.
+static inline void ckpt_check_all_ranks(Comm* cm, const char* path, const char* (*check)(const char* path, void* info),
+                                        void* info, size_t info_bytes) {
+    char why[1400] = {0};
+    if (cm->rank == 0) { const char* w = check(path, info); if (w) snprintf(why, sizeof(why), "%s", w); }
+    comm_host_broadcast(cm, GROUP_WORLD, why, sizeof(why), 0);
+    if (why[0]) FAIL("%s", why);
+    comm_host_broadcast(cm, GROUP_WORLD, info, info_bytes, 0);
 }

@@ -229,6 +229,12 @@ shard_cut_while_training() {
 }
 check_error shard_cut_while_training "cut_train.bin ended early truncated" shard_cut_while_training
 
+# the Llama's update making NaN (untied: embedding rows of unseen tokens have zero gradients, and --adam-eps 0 divides
+# 0 by 0): the run stops before writing the checkpoint (it used to write one full of NaN and call it untouched)
+check_error nan_update "update made non-finite parameters no checkpoint" ./train_llama_cpu --model tiny --V 512 --tied 0 \
+  --batch 2 --seq 32 --steps 4 --adam-eps 0 --ckpt-every 1 --val-every 0 --train-data "$XF/train.bin" --run-dir "$TMP/nan_update"
+check nan_update_no_checkpoint bash -c "! ls '$TMP'/nan_update/ckpt_* 2>/dev/null"
+
 section "checkpoint resume continues bit-exactly (scripts/check_resume.sh)"
 # a small shard for the tests below, so they need no prepared data: ids below the tiny model's V
 "$PY" scripts/write_toy_shard.py "$TMP/train.bin" 20000 1 500 && "$PY" scripts/write_toy_shard.py "$TMP/val.bin" 5000 2 500
@@ -417,6 +423,7 @@ b = bytearray(good); b[20 * 4:21 * 4] = struct.pack("<i", 5); put("reserved", b)
 b = bytearray(good); b[11 * 4:12 * 4] = struct.pack("<i", 3); put("heads", b)   # H=3 does not divide D=16
 b = bytearray(good); b[1024:1028] = struct.pack("<f", float("nan")); put("nan", b)
 put("empty", b"")
+b = bytearray(good); b[2 * 4:6 * 4] = struct.pack("<4i", 65536, 65536, 65536, 65536); put("huge", b)  # C Fr Hi Wi
 PYEOF
 check_error dit_ref_bad_magic "magic" ./test_dit_cpu --ref "$TMP/bad_magic.dref"
 check_error dit_ref_truncated "truncated" ./test_dit_cpu --ref "$TMP/bad_truncated.dref"
@@ -424,10 +431,17 @@ check_error dit_ref_reserved "header word 20 must be zero" ./test_dit_cpu --ref 
 check_error dit_ref_bad_heads "multiple of H" ./test_dit_cpu --ref "$TMP/bad_heads.dref"
 check_error dit_ref_nan "non-finite" ./test_dit_cpu --ref "$TMP/bad_nan.dref"
 check_error dit_ref_empty "too short" ./test_dit_cpu --ref "$TMP/bad_empty.dref"
+check_error dit_ref_huge_clip "tokens holds at most" ./test_dit_cpu --ref "$TMP/bad_huge.dref"
 check_error dit_ref_missing "cannot open" ./test_dit_cpu --ref "$TMP/no_such.dref"
 check_error dit_bad_model "unknown --model" ./train_dit_cpu --model dit-huge --plan-only 1
 check_error dit_bad_patch "patch 2x2x3 must divide" ./train_dit_cpu --pw 3 --plan-only 1
 check_error dit_bad_heads "multiple of H" ./train_dit_cpu --H 5 --plan-only 1
+# dimensions whose products wrap a 32-bit int (dit_tokens used to: a segfault, and "N=0 tokens" from --plan-only)
+check_error dit_huge_clip "tokens holds at most" ./train_dit_cpu --channels 65536 --frames 65536 --height 65536 \
+  --width 65536 --D 32 --L 2 --H 2 --FF 64 --steps 3 --run-dir "$TMP/dit_huge"
+check_error dit_huge_clip_plan "tokens holds at most" ./train_dit_cpu --channels 65536 --frames 65536 --height 65536 \
+  --width 65536 --D 32 --L 2 --H 2 --FF 64 --plan-only 1
+check_error dit_product_overflow "exceeds 2^31" ./train_dit_cpu --D 65536 --H 2 --FF 65536 --plan-only 1
 check_error dit_bad_chunks "ffn-chunks" ./train_dit_cpu --ffn-chunks 0 --plan-only 1
 check_error dit_bad_chunk_dim "ffn-chunk-dim" ./train_dit_cpu --ffn-chunk-dim rows --plan-only 1
 check_error dit_bad_save_init "save-init must be 0 or 1" ./train_dit_cpu --save-init 2 --plan-only 1
@@ -436,6 +450,12 @@ check_error dit_bad_offload "offload-act" ./train_dit_cpu --offload-act 9 --plan
 check_error dit_bad_number "integer" ./train_dit_cpu --batch eight
 check_error dit_bad_flag "unknown flag" ./train_dit_cpu --epochs 3
 check_error dit_bad_data "cannot open" ./train_dit_cpu --data "$TMP/no_such_clips.bin" --steps 1
+check_error dit_bad_gif_scale "gif-scale GIF holds at most 65535" ./train_dit_cpu --gif-scale 65536 --steps 1 --run-dir "$TMP/dit_gif"
+check dit_bad_gif_scale_writes_nothing test ! -e "$TMP/dit_gif"
+# an update that makes NaN (--adam-eps 0: 0/0 where a gradient is zero) stops the run before a checkpoint holds it
+check_error dit_nan_update "update made non-finite parameters no checkpoint" ./train_dit_cpu --D 24 --L 2 --H 2 --FF 40 \
+  --frames 4 --height 8 --width 8 --NC 3 --batch 2 --steps 4 --adam-eps 0 --ckpt-every 1 --val-every 0 --run-dir "$TMP/dit_nan"
+check dit_nan_update_no_checkpoint bash -c "! ls '$TMP'/dit_nan/ckpt_* 2>/dev/null"
 check_error dit_bad_resume "not a train_dit checkpoint" ./train_dit_cpu --resume dev/ref/dit_nc1_hd8.dref --steps 1 --run-dir "$TMP/dit_bad_resume"
 
 section "train_dit: training (loss falls, GIF samples), bit-exact resume, --plan-only for hunyuan-13B"
@@ -462,6 +482,14 @@ check dit_resume_flags env PYTHON="$PY" bash scripts/check_dit_resume.sh ./train
 check dit_resume_auto bash -c "./train_dit_cpu --D 24 --L 2 --H 2 --FF 40 --frames 4 --height 8 --width 8 --NC 3 \
   --batch 2 --grad-accum 2 --steps 6 --warmup 2 --val-every 3 --val-clips 5 --run-dir '$TMP/dit_resume_plain/full' \
   --resume auto | grep 'resumed from .*ckpt_000006.bin at step 6'"
+# --resume auto with every checkpoint corrupt starts fresh, but appends to the logs (the earlier run's 6 metrics
+# lines stay) and names the checkpoints it skipped in main.log
+check dit_resume_auto_all_corrupt bash -c "rm -rf '$TMP/dit_corrupt' && cp -r '$TMP/dit_resume_plain/full' '$TMP/dit_corrupt' &&
+  for f in '$TMP'/dit_corrupt/ckpt_*.bin; do head -c 2000 \"\$f\" > \"\$f.cut\" && mv \"\$f.cut\" \"\$f\"; done &&
+  ./train_dit_cpu --D 24 --L 2 --H 2 --FF 40 --frames 4 --height 8 --width 8 --NC 3 --batch 2 --steps 2 --val-every 0 \
+    --run-dir '$TMP/dit_corrupt' --resume auto > '$TMP/dit_corrupt.log' &&
+  grep -q 'no checkpoint' '$TMP/dit_corrupt/main.log' && grep -q 'skips .*ckpt_000006.bin' '$TMP/dit_corrupt/main.log' &&
+  [ \$(wc -l < '$TMP/dit_corrupt/metrics.jsonl') = 8 ]"
 check dit_plan_hunyuan ./train_dit_cpu --model hunyuan-13B --batch 1 --plan-only 1 --ffn-chunks 4 --recompute 1 --offload-act -1
 # --fit-memory through the shared search (llmc/fit_memory.h): the choice is the cheapest candidate that fits,
 # and a plain --plan-only run of the chosen flags plans exactly the bytes the search counted

@@ -1,0 +1,126 @@
+/*
+The vocabulary split over ranks (--shard-vocab 1, docs/design.md 8.4): the [V, D]
+embedding and output projection of a language model, and the cross-entropy over a split
+vocabulary.
+
+Over DP (tp = 1, FSDP-style): each rank keeps Vs = ceil(V/dp) rows of each matrix
+outside the buckets (llmc/param_layout.h's vocabulary region); a lookup or the head
+all-gathers them into one planned buffer (once per step and matrix: a tied model's lookup
+and head share it), and each micro-step's gradient is built whole in a second buffer and
+reduce-scattered back onto the owned rows.
+
+Over TP (vocab-parallel, Megatron's): each rank holds its Vs = ceil(V/tp) rows (the last
+shard's rows past V are padding) and computes logits for its columns only; the
+cross-entropy combines the row maxima and the sums of exponentials over the group, so that
+no rank holds a whole row of V logits.
+*/
+#pragma once
+#include "common.h"
+#include "kernels.h"
+#include "arena.h"
+#include "comm.h"
+#include "param_store.h"
+
+typedef struct {
+    ParamStore* st;            // where the owned rows live (the layout's vocabulary region)
+    size_t D;
+    int emb, out, tied;        // the tensors' ids in the table; tied: out is emb
+    floatX* gathered;          // over DP: the all-gathered [Vs*dp, D] weights
+    floatX* grad;              // over DP: this micro-step's unsharded [Vs*dp, D] gradient
+    int which;                 // the tensor `gathered` holds now (-1: none, or stale)
+    float *ce_max, *ce_sums;   // over TP: each CE row's max; sums of exponentials and target logits [2 rows]
+} VocabShards;
+
+static inline int vocab_over_dp(const VocabShards* v) { return v->st->lay.shard_vocab && !v->st->lay.vocab_tp; }
+
+// the two DP buffers (0 bytes unless the vocabulary is split over DP)
+static inline void vocab_plan(VocabShards* v, ParamStore* st, Arena* d, size_t D, int emb, int out, int tied) {
+    memset(v, 0, sizeof(*v));
+    v->st = st; v->D = D; v->emb = emb; v->out = out; v->tied = tied; v->which = -1;
+    size_t full = vocab_over_dp(v) ? st->lay.vocab_rows * st->comm->dp * D : 0;
+    arena_add_to(d, "vocab gather (weights)", "comm", full * sizeof(floatX), &v->gathered);
+    arena_add_to(d, "vocab gradient (unsharded)", "comm", full * sizeof(floatX), &v->grad);
+}
+
+// the CE statistics of ce_rows rows (0 bytes unless the vocabulary is split over TP)
+static inline void vocab_plan_crossentropy(VocabShards* v, Arena* d, size_t ce_rows) {
+    arena_add_to(d, "CE row max, sums (vocab-parallel)", "scratch", v->st->lay.vocab_tp ? 3 * ce_rows * sizeof(float) : 0,
+                 &v->ce_max);
+}
+
+static inline void vocab_bind(VocabShards* v, size_t ce_rows) {
+    if (v->ce_max) v->ce_sums = v->ce_max + ce_rows;
+    v->which = -1;
+}
+
+// the elements a DP collective of the vocabulary moves (for the --comm mpi staging)
+static inline size_t vocab_dp_elements(const VocabShards* v) {
+    return vocab_over_dp(v) ? v->st->lay.vocab_rows * v->st->comm->dp * v->D : 0;
+}
+
+// the parameters changed (an update, a load): the gathered copy is stale
+static inline void vocab_invalidate(VocabShards* v) { v->which = -1; }
+
+// this rank's Vs rows of tensor t in a local buffer (parameters or gradients)
+static inline floatX* vocab_rows_of(const VocabShards* v, floatX* base, int t) {
+    return base + v->st->lay.vocab_start + (t == v->out && !v->tied ? v->st->lay.vocab_rows * v->D : 0);
+}
+
+// The [V, D] matrix of tensor t for a lookup or the head: `whole` (the tensor itself;
+// vocab-parallel: this rank's shard), or over DP the shards all-gathered.
+static inline const floatX* vocab_weights(VocabShards* v, int t, const floatX* whole) {
+    if (!vocab_over_dp(v)) return whole;
+    int which = v->tied ? v->emb : t;
+    if (v->which != which) {
+        ParamStore* st = v->st;
+        size_t block = st->lay.vocab_rows * v->D;
+        floatX* mine = v->gathered + (size_t)st->comm->dp_rank * block;
+        dev_memcpy_d2d(mine, vocab_rows_of(v, st->params, which), block * sizeof(floatX), st->stream);
+        comm_all_gather(param_store_comm(st), GROUP_DP, v->gathered, block, COMM_FLOATX, st->stream);
+        comm_join(st->comm, st->stream);
+        v->which = which;
+    }
+    return v->gathered;
+}
+
+// Where the gradient of tensor t accumulates in this micro-step: `whole` (its own
+// gradient), or over DP the unsharded buffer, which starts with this rank's accumulated
+// rows in their place and zeros elsewhere, so that vocab_grad_done's reduce-scatter leaves
+// (accumulated + this micro-step's sum) there.
+static inline floatX* vocab_grad_begin(VocabShards* v, int t, floatX* whole) {
+    if (!vocab_over_dp(v)) return whole;
+    ParamStore* st = v->st;
+    size_t block = st->lay.vocab_rows * v->D;
+    dev_memset(v->grad, 0, block * st->comm->dp * sizeof(floatX), st->stream);
+    dev_memcpy_d2d(v->grad + (size_t)st->comm->dp_rank * block, vocab_rows_of(v, st->grads, t), block * sizeof(floatX),
+                   st->stream);
+    return v->grad;
+}
+
+static inline void vocab_grad_done(VocabShards* v, int t) {
+    if (!vocab_over_dp(v)) return;
+    ParamStore* st = v->st;
+    size_t block = st->lay.vocab_rows * v->D;
+    comm_reduce_scatter(param_store_comm(st), GROUP_DP, v->grad, block, COMM_FLOATX, st->stream);
+    comm_join(st->comm, st->stream);
+    dev_memcpy_d2d(vocab_rows_of(v, st->grads, t), v->grad + (size_t)st->comm->dp_rank * block, block * sizeof(floatX),
+                   st->stream);
+}
+
+// The cross-entropy of nr rows whose logits this rank holds a vocabulary shard of
+// ([nr, Vs]): the row max, then the sums of exponentials and the target logit, each
+// summed over the TP group. The padding columns are masked out.
+static inline void vocab_crossentropy(VocabShards* v, float* losses, floatX* logits, const int* targets, int nr, float dloss,
+                                      int backward) {
+    ParamStore* st = v->st;
+    stream_t s = st->stream;
+    int Vs = (int)st->lay.vs, v0 = (int)st->lay.v0, nv = (int)st->lay.v_valid;
+    crossentropy_vp_max(v->ce_max, logits, nr, Vs, nv, s);
+    comm_all_reduce(param_store_comm(st), GROUP_TP, v->ce_max, nr, COMM_FLOAT, COMM_MAX, s);
+    comm_join(st->comm, s);
+    crossentropy_vp_sums(v->ce_sums, logits, v->ce_max, targets, nr, Vs, v0, nv, s);
+    // the sums of exponentials [0, nr) and the target logits [nr, 2 nr): one all-reduce
+    comm_all_reduce(param_store_comm(st), GROUP_TP, v->ce_sums, 2 * (size_t)nr, COMM_FLOAT, COMM_SUM, s);
+    comm_join(st->comm, s);
+    crossentropy_vp_finish(losses, logits, v->ce_max, v->ce_sums, targets, nr, Vs, v0, nv, dloss, backward, s);
+}
