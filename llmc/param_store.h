@@ -357,13 +357,15 @@ static inline void param_store_read_state(ParamStore* ps, FILE* f, const char* p
     float* buf = (float*)xmalloc((n ? n : 1) * sizeof(float));
     for (int k = 0; k < 3; k++) {
         if (params_only && k > 0) { param_store_set_state_part(ps, k, NULL); continue; }
+        int64_t bad = -1;  // never resume from NaN: the first non-finite element, found by rank 0, told to all
         if (f) {
             xfread(buf, sizeof(float), n, f, path);
-            for (size_t i = 0; i < n; i++)  // never resume from NaN: stop with the file's name
-                if (!isfinite(buf[i]))
-                    FAIL("%s holds a non-finite %s at element %zu (a run that diverged wrote it; resume from an earlier "
-                         "checkpoint)", path, k == 0 ? "parameter" : k == 1 ? "AdamW m" : "AdamW v", i);
+            for (size_t i = 0; i < n && bad < 0; i++) if (!isfinite(buf[i])) bad = (int64_t)i;
         }
+        comm_host_broadcast(ps->comm, GROUP_WORLD, &bad, sizeof(bad), 0);
+        if (bad >= 0)
+            FAIL("%s holds a non-finite %s at element %lld (a run that diverged wrote it; resume from an earlier "
+                 "checkpoint)", path, k == 0 ? "parameter" : k == 1 ? "AdamW m" : "AdamW v", (long long)bad);
         comm_host_broadcast(ps->comm, GROUP_WORLD, buf, n * sizeof(float), 0);
         param_store_set_state_part(ps, k, buf);
     }

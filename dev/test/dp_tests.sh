@@ -146,6 +146,9 @@ source dev/test/expect_error.sh
 expect_error ckpt_corrupted_rejected "checksum corrupted" ./train_llama_cpu "${COMMON[@]}" --batch 4 --run-dir "$W/rej1" --resume "$W/flipped.bin"
 expect_error ckpt_truncated_rejected "truncated" ./train_llama_cpu "${COMMON[@]}" --batch 4 --run-dir "$W/rej2" --resume "$W/truncated.bin"
 expect_error ckpt_corrupted_rejected_dp2 "checksum corrupted" run_np 2 ./train_llama_cpu "${COMMON[@]}" --batch 2 --run-dir "$W/rej3" --resume "$W/flipped.bin"
+# a NaN with a checksum that holds: every rank stops, naming the file (rank 0 finds it, the others are told)
+"$PY" dev/test/nan_checkpoint.py "$C3" "$W/nan.bin"
+expect_error ckpt_nan_rejected_dp2 "holds a non-finite parameter" run_np 2 ./train_llama_cpu "${COMMON[@]}" --batch 2 --run-dir "$W/rej4" --resume "$W/nan.bin"
 
 # a write that fails (the file size limit stands in for a full disk) removes its temporary file
 mkdir -p "$W/full_disk"

@@ -490,6 +490,10 @@ check dit_resume_auto_all_corrupt bash -c "rm -rf '$TMP/dit_corrupt' && cp -r '$
     --run-dir '$TMP/dit_corrupt' --resume auto > '$TMP/dit_corrupt.log' &&
   grep -q 'no checkpoint' '$TMP/dit_corrupt/main.log' && grep -q 'skips .*ckpt_000006.bin' '$TMP/dit_corrupt/main.log' &&
   [ \$(wc -l < '$TMP/dit_corrupt/metrics.jsonl') = 8 ]"
+# a checkpoint holding a NaN (its checksum made to hold) is refused by name, not resumed
+check_error dit_resume_nan_checkpoint "holds a non-finite parameter" bash -c "'$PY' dev/test/nan_checkpoint.py \
+  '$TMP/dit_resume_plain/full/ckpt_000003.bin' '$TMP/dit_nan.bin' && ./train_dit_cpu --D 24 --L 2 --H 2 --FF 40 --frames 4 \
+  --height 8 --width 8 --NC 3 --batch 2 --steps 6 --val-every 0 --run-dir '$TMP/dit_nan_resume' --resume '$TMP/dit_nan.bin'"
 check dit_plan_hunyuan ./train_dit_cpu --model hunyuan-13B --batch 1 --plan-only 1 --ffn-chunks 4 --recompute 1 --offload-act -1
 # --fit-memory through the shared search (llmc/fit_memory.h): the choice is the cheapest candidate that fits,
 # and a plain --plan-only run of the chosen flags plans exactly the bytes the search counted
