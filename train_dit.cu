@@ -17,11 +17,13 @@ Memory techniques, each a flag that leaves the mathematics unchanged (as in trai
   --offload-act N                             the saved activations of N layers go to host
   --recompute 0|1|2                           1: recompute the modulated norms, the
                                               normed q/k and GELU; 2: keep only layer inputs
-Parallelism (mpirun / srun, one process per GPU), each a flag, with train_llama's meaning:
-  data parallelism over every rank             --batch clips per rank, --total-batch clips per step
+Parallelism (mpirun / srun, one process per GPU, world = dp x tp), with train_llama's meaning:
+  data parallelism over the DP ranks          --batch clips per rank, --total-batch clips per step
                                               over all ranks (gradient accumulation when larger)
   --zero 1                                    master weights and AdamW state sharded over the DP ranks
-Every buffer is planned before the loop (print it with --plan-only 1, per rank with --dp N).
+  --tp N --tp-mode allreduce                  Megatron tensor parallelism: qkv and fc1 column-parallel,
+                                              proj and fc2 row-parallel (sequence parallelism: not yet)
+Every buffer is planned before the loop (print it with --plan-only 1, per rank with --dp N --tp N).
 */
 #include "llmc/trainer.h"        // kernels, arena, offload, checkpoints, logger, schedule, the shared flags
 #include "llmc/comm.h"           // ranks and their collectives (MPI, NCCL)

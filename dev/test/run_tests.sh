@@ -558,8 +558,8 @@ check dit_peer_file_train_dit ./train_dit_cpu --model dit-tiny --channels 3 --fr
 check dit_peer_file_steps "$PY" scripts/pytorch_dit.py --device cpu --init-from "$PD/file/ckpt_000000.bin" "${PEER_FILE[@]}" \
   --compare-metrics "$PD/file/metrics.jsonl"
 
-section "train_dit data parallelism and ZeRO-1 under mpirun (2 and 4 ranks): test_dit, train_dit, checkpoints (dev/test/dit_parallel_tests.sh)"
-sub_tests dit_dp bash dev/test/dit_parallel_tests.sh "$PY" "$TMP/dit_dp" $DIT_FRESH
+section "train_dit data and tensor parallelism, ZeRO-1 under mpirun (2 and 4 ranks): test_dit, train_dit, checkpoints (dev/test/dit_parallel_tests.sh)"
+sub_tests dit_parallel bash dev/test/dit_parallel_tests.sh "$PY" "$TMP/dit_parallel" $DIT_FRESH
 
 section "train_dit memory plan against the formulas of docs/memory.md section 9"
 check dit_memory_plan "$PY" dev/test/check_dit_plan.py ./train_dit_cpu
