@@ -25,8 +25,10 @@ white), 8-bit grey (C != 3) or 8-bit RGB (C == 3). The zlib stream holds stored
 (uncompressed) deflate blocks: simple, and the pictures are small; CRC-32 per chunk and
 Adler-32 over the image as the formats require.
 
-Both write to PATH.tmp and rename it to PATH, so a reader never sees half a file; any
-failure FAILs with the path and the system's reason.
+Both write to PATH.tmp and rename it to PATH, so a reader never sees half a file. A write
+that fails (full disk, unwritable directory) leaves no file behind: try_write_gif and
+try_write_png_strip return why (NULL when written), write_gif and write_png_strip stop
+with it. Bad arguments stop either way: a trainer checks them at start (image_clip_fits).
 */
 #pragma once
 #include "common.h"
@@ -73,28 +75,43 @@ static inline void image_check_args_(const char* what, const char* path, int C, 
 // ----------------------------------------------------------------------------
 // files: PATH.tmp, then rename
 
-typedef struct { FILE* f; char* path; char* tmp; } ImageFile;
+// The first failure of a write (open, write, flush, close, rename) is kept in err and the
+// rest of the file skipped; closing removes the temporary file and returns err (NULL when
+// the image is whole under its name). A trainer turns that into a warning: a sample that
+// cannot be written never ends a run (the try_ forms); tools stop on it (write_gif, write_png_strip).
+typedef struct { FILE* f; char* path; char* tmp; char err[600]; } ImageFile;
 
 static inline ImageFile image_open_(const char* path) {
     ImageFile o;
+    o.err[0] = 0;
     o.path = (char*)xmalloc(strlen(path) + 1);
     strcpy(o.path, path);
     o.tmp = (char*)xmalloc(strlen(path) + 5);
     sprintf(o.tmp, "%s.tmp", path);
     o.f = fopen(o.tmp, "wb");
-    if (!o.f) FAIL("cannot write image '%s': %s", o.tmp, strerror(errno));
+    if (!o.f) snprintf(o.err, sizeof(o.err), "cannot write image '%s': %s", o.tmp, strerror(errno));
     return o;
 }
 
 static inline void image_put_(ImageFile* o, const void* p, size_t n) {
-    if (n && fwrite(p, 1, n, o->f) != n) FAIL("writing image '%s' failed: %s", o->tmp, strerror(errno));
+    if (o->err[0] || !n) return;
+    if (fwrite(p, 1, n, o->f) != n) snprintf(o->err, sizeof(o->err), "writing image '%s' failed: %s", o->tmp, strerror(errno));
 }
 
-static inline void image_close_(ImageFile* o) {
-    if (fflush(o->f) != 0 || ferror(o->f)) FAIL("writing image '%s' failed: %s", o->tmp, strerror(errno));
-    if (fclose(o->f) != 0) FAIL("closing image '%s' failed: %s", o->tmp, strerror(errno));
-    if (rename(o->tmp, o->path) != 0) FAIL("cannot rename '%s' to '%s': %s", o->tmp, o->path, strerror(errno));
+static inline const char* image_close_(ImageFile* o) {
+    static char why[600];
+    if (o->f) {
+        if (!o->err[0] && (fflush(o->f) != 0 || ferror(o->f)))
+            snprintf(o->err, sizeof(o->err), "writing image '%s' failed: %s", o->tmp, strerror(errno));
+        if (fclose(o->f) != 0 && !o->err[0])
+            snprintf(o->err, sizeof(o->err), "closing image '%s' failed: %s", o->tmp, strerror(errno));
+        if (!o->err[0] && rename(o->tmp, o->path) != 0)
+            snprintf(o->err, sizeof(o->err), "cannot rename '%s' to '%s': %s", o->tmp, o->path, strerror(errno));
+        if (o->err[0]) remove(o->tmp);  // nothing half-written is left behind
+    }
+    snprintf(why, sizeof(why), "%s", o->err);
     free(o->path); free(o->tmp);
+    return why[0] ? why : NULL;
 }
 
 // ----------------------------------------------------------------------------
@@ -150,7 +167,8 @@ static inline void gif_lzw_(const unsigned char* idx, size_t n, uint16_t* child,
 
 static inline void gif_u16_(ImageFile* o, int v) { unsigned char b[2] = {(unsigned char)(v & 0xFF), (unsigned char)(v >> 8)}; image_put_(o, b, 2); }
 
-static inline void write_gif(const char* path, const float* clip, int C, int Fr, int Hi, int Wi, int scale, int delay_cs) {
+static inline const char* try_write_gif(const char* path, const float* clip, int C, int Fr, int Hi, int Wi, int scale,
+                                        int delay_cs) {
     image_check_args_("GIF", path, C, Fr, Hi, Wi, scale);
     if ((int64_t)Wi * scale > 65535 || (int64_t)Hi * scale > 65535)
         FAIL("GIF '%s': %dx%d pixels after scale %d; a GIF holds at most 65535 per side", path, Hi * scale, Wi * scale, scale);
@@ -204,8 +222,13 @@ static inline void write_gif(const char* path, const float* clip, int C, int Fr,
     }
     const unsigned char trailer = 0x3B;
     image_put_(&o, &trailer, 1);
-    image_close_(&o);
     free(idx); free(child); free(w.out);
+    return image_close_(&o);
+}
+
+static inline void write_gif(const char* path, const float* clip, int C, int Fr, int Hi, int Wi, int scale, int delay_cs) {
+    const char* why = try_write_gif(path, clip, C, Fr, Hi, Wi, scale, delay_cs);
+    if (why) FAIL("%s", why);
 }
 
 // ----------------------------------------------------------------------------
@@ -278,7 +301,8 @@ static inline const char* image_clip_fits(int C, int Fr, int Hi, int Wi, int sca
     return why;
 }
 
-static inline void write_png_strip(const char* path, const float* clip, int C, int Fr, int Hi, int Wi, int scale, int gap) {
+static inline const char* try_write_png_strip(const char* path, const float* clip, int C, int Fr, int Hi, int Wi, int scale,
+                                              int gap) {
     image_check_args_("PNG", path, C, Fr, Hi, Wi, scale);
     if (gap < 0) FAIL("PNG '%s': gap %d, must be >= 0", path, gap);
     const int ch = C == 3 ? 3 : 1;
@@ -315,6 +339,11 @@ static inline void write_png_strip(const char* path, const float* clip, int C, i
     png_chunk_(&o, "IHDR", ihdr, 13);
     png_chunk_(&o, "IDAT", z, zn);
     png_chunk_(&o, "IEND", NULL, 0);
-    image_close_(&o);
     free(raw); free(z);
+    return image_close_(&o);
+}
+
+static inline void write_png_strip(const char* path, const float* clip, int C, int Fr, int Hi, int Wi, int scale, int gap) {
+    const char* why = try_write_png_strip(path, clip, C, Fr, Hi, Wi, scale, gap);
+    if (why) FAIL("%s", why);
 }

@@ -15,13 +15,21 @@ written so a crashed run keeps its log.
 // quiet: a rank other than 0 of a multi-process run, which prints and writes nothing
 typedef struct { FILE* log; FILE* metrics; int quiet; const char* run_dir; } Logger;
 
-static void mkdir_p(const char* path) {
+// creates path and its parents; returns 0, or the errno of the last mkdir
+static int mkdir_p_try(const char* path) {
     char buf[1024];
     snprintf(buf, sizeof(buf), "%s", path);
     for (char* p = buf + 1; *p; p++) {
         if (*p == '/') { *p = 0; mkdir(buf, 0755); *p = '/'; }
     }
-    if (mkdir(buf, 0755) != 0 && errno != EEXIST) FAIL("cannot create directory '%s': %s", path, strerror(errno));
+    struct stat st;
+    if (mkdir(buf, 0755) != 0 && !(errno == EEXIST && stat(buf, &st) == 0 && S_ISDIR(st.st_mode))) return errno ? errno : EEXIST;
+    return 0;
+}
+
+static void mkdir_p(const char* path) {
+    int err = mkdir_p_try(path);
+    if (err) FAIL("cannot create directory '%s': %s", path, strerror(err));
 }
 
 // append = 1 when resuming, so one run directory holds the whole history.
