@@ -967,6 +967,7 @@ static void dit_checkpoint_write(Dit* m, const char* path, int step) {
 static const char* dit_checkpoint_check(const char* path, void* header_out) {
     static char why[1400];
     int* h = (int*)header_out;
+    if (ckpt_path_problem(path)) return ckpt_path_problem(path);
     FILE* f = fopen(path, "rb");
     if (!f) { snprintf(why, sizeof(why), "cannot open checkpoint %s: %s", path, strerror(errno)); return why; }
     int ok = fread(h, sizeof(int), 256, f) == 256;

@@ -1053,6 +1053,7 @@ static void checkpoint_write(Llama* m, const char* path, int step, int grad_accu
 static const char* checkpoint_header(const char* path, CkptInfo* ci) {
     static char why[1400];
     memset(ci, 0, sizeof(*ci));
+    if (ckpt_path_problem(path)) return ckpt_path_problem(path);
     FILE* f = fopen(path, "rb");
     if (!f) { snprintf(why, sizeof(why), "cannot open checkpoint %s: %s", path, strerror(errno)); return why; }
     int ok = fread(ci->header, sizeof(int), 256, f) == 256;
@@ -1130,7 +1131,7 @@ typedef struct {
     int B, T, total_batch, val_batches, sample_every, sample_len, save_init, shard_vocab;
     ParallelArgs par;    // --comm, --zero, --tp, ... (llmc/parallel_args.h)
     FitArgs fit;         // --fit-memory and its model (llmc/fit_memory.h)
-    int batch_given, fit_fixed_ffn, fit_fixed_ce, fit_fixed_recompute, fit_fixed_offload;  // flags given by the user
+    int batch_given, tokenizer_given, fit_fixed_ffn, fit_fixed_ce, fit_fixed_recompute, fit_fixed_offload;  // flags given
     float temperature;
     const char *train_data, *val_data, *tokenizer;
 } TrainArgs;
@@ -1210,6 +1211,7 @@ static void parse_args(int argc, char** argv, TrainArgs* a) {
     int given[TRAIN_MAX_FLAGS];
     int nflags = train_flags_parse(argc, argv, all, n_own, &a->loop, mem, &a->flags.ffn_chunk_seq, flags, given, usage);
     a->batch_given = flag_given(flags, nflags, given, &a->B);
+    a->tokenizer_given = flag_given(flags, nflags, given, &a->tokenizer);
     a->fit_fixed_ffn = flag_given(flags, nflags, given, &a->flags.ffn_chunks);
     a->fit_fixed_ce = flag_given(flags, nflags, given, &a->flags.ce_chunks);
     a->fit_fixed_recompute = flag_given(flags, nflags, given, &a->flags.recompute);
@@ -1554,6 +1556,11 @@ int main(int argc, char** argv) {
     }
     Tokenizer tok;
     int have_tok = a.sample_every > 0 && tokenizer_init(&tok, a.tokenizer, a.cfg.V) == 0;
+    // the default tokenizer may be absent (samples are then skipped, with the warning above);
+    // one the user named must work
+    if (a.sample_every > 0 && !have_tok && a.tokenizer_given)
+        FAIL("--tokenizer %s cannot be used (the warning above says why) and --sample-every %d asks for samples: give a "
+             "llama2.c tokenizer.bin for V=%d, or --sample-every 0", a.tokenizer, a.sample_every, a.cfg.V);
     int sample_len = a.sample_len < a.T ? a.sample_len : a.T;
     if (m.tpd.sp) sample_len = sample_len < a.T / a.par.tp * a.par.tp ? sample_len : a.T / a.par.tp * a.par.tp;  // padded to a multiple of tp
     int* sample_tokens = (int*)xmalloc((size_t)sample_len * sizeof(int));

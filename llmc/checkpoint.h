@@ -17,6 +17,7 @@ single word changes h (xor and the odd multiply are bijections).
 #include "common.h"
 #include "logger.h"
 #include <dirent.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define CKPT_HASH_INIT 0xcbf29ce484222325ull
@@ -67,6 +68,19 @@ static inline void ckpt_writer_close(CkptWriter* w) {
     if (fclose(w->f) != 0) { w->f = NULL; ckpt_write_fail(w, "close"); }
     w->f = NULL;
     if (rename(w->tmp, w->path) != 0) ckpt_write_fail(w, "rename");
+}
+
+// NULL, or why path cannot be a checkpoint file before anything is read: a directory
+// (a run directory given to --resume, say) is named as one, not as a truncated file
+static inline const char* ckpt_path_problem(const char* path) {
+    static char why[1300];
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+        snprintf(why, sizeof(why), "%s is a directory, not a checkpoint file (give its ckpt_NNNNNN.bin, or --resume auto "
+                 "with --run-dir %s)", path, path);
+        return why;
+    }
+    return NULL;
 }
 
 // Checks a checkpoint whose blocks (after the 1024-byte header) have the given sizes:

@@ -383,6 +383,9 @@ static inline void clipsource_init_file(ClipSource* s, const char* path, int spl
     s->shuffle_seed = shuffle_seed;
     s->path = (char*)xmalloc(strlen(path) + 1);
     strcpy(s->path, path);
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+        FAIL("clip file '%s' is a directory (scripts/clips_to_bin.py turns a folder of clips into one clip file)", path);
     s->file = xfopen(path, "rb");
     clipsource_read_header_(s);
     // this split's clips: val is the file's last n_val, train the rest

@@ -279,11 +279,21 @@ PYEOF"
 # --steps 0: evaluate and sample a checkpoint, no training (decoded with the 512-piece tokenizer when it was built above)
 check sample_only bash -c "./train_llama_cpu --model tiny --V 512 --batch 2 --seq 32 --steps 0 --init-from $TMP/init_src/ckpt_000003.bin \
     --train-data $TMP/train.bin --val-data $TMP/val.bin --val-batches 2 --sample-every 1 --sample-len 8 --temperature 0 \
-    --tokenizer $TMP/sp512/tok512.bin --run-dir $TMP/sample_only > $TMP/sample_only.log &&
+    \$([ -f $TMP/sp512/tok512.bin ] && echo --tokenizer $TMP/sp512/tok512.bin) --run-dir $TMP/sample_only > $TMP/sample_only.log &&
   grep -q '^step     0 | val loss' $TMP/sample_only.log && ! grep -q '^step     1' $TMP/sample_only.log &&
   { [ ! -f $TMP/sp512/tok512.bin ] || grep -q -- '--- sample ---' $TMP/sample_only.log; }"
 check_error steps0_without_checkpoint "init-from" ./train_llama_cpu --steps 0 --plan-only 1
 check_error bad_temperature "temperature" ./train_llama_cpu --temperature -1 --plan-only 1
+# a --tokenizer the user names must work when samples are asked for (the default one may be absent: a warning)
+check_error unusable_tokenizer "tokenizer cannot be used sample-every" ./train_llama_cpu --model tiny --V 512 --batch 2 \
+  --seq 32 --steps 1 --val-every 0 --sample-every 1 --tokenizer "$TMP/no_such_tokenizer.bin" --train-data "$TMP/train.bin" \
+  --run-dir "$TMP/bad_tok"
+# a directory where a file belongs says so
+check_error resume_is_directory "is a directory not a checkpoint file" ./train_llama_cpu --model tiny --V 512 --batch 2 \
+  --seq 32 --steps 2 --val-every 0 --train-data "$TMP/train.bin" --run-dir "$TMP/resume_dir" --resume "$TMP"
+check_error dit_resume_is_directory "is a directory not a checkpoint file" ./train_dit_cpu --steps 2 --run-dir "$TMP/dit_resume_dir" \
+  --resume "$TMP"
+check_error dit_data_is_directory "is a directory clips_to_bin" ./train_dit_cpu --data "$TMP" --steps 1 --run-dir "$TMP/dit_data_dir"
 check_error init_from_and_resume "pick one" ./train_llama_cpu --init-from a.bin --resume b.bin --plan-only 1
 check_error init_from_mismatch "init-from" ./train_llama_cpu --model tiny --V 512 --D 128 --batch 2 --seq 32 --steps 2 \
   --train-data "$TMP/train.bin" --val-every 0 --run-dir "$TMP/init_bad" --init-from "$TMP/init_src/ckpt_000003.bin"
