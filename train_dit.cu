@@ -1441,6 +1441,9 @@ int main(int argc, char** argv) {
     if (a.fit.budget_gib > 0.0f) fit_memory(&a, &comm, fit_report, sizeof(fit_report));
     // --total-batch (clips over all ranks) and its alias --grad-accum (micro-batches)
     int dp = comm.dp, per_micro = a.B * dp;
+    if ((int64_t)per_micro * (a.grad_accum ? a.grad_accum : 1) > (1 << 30))
+        FAIL("--batch %d x %d DP ranks x --grad-accum %d clips per step: at most 2^30 (the counts wrap past that)", a.B, dp,
+             a.grad_accum);
     if (a.total_batch == 0) a.total_batch = per_micro * (a.grad_accum ? a.grad_accum : 1);
     if (a.total_batch % per_micro != 0)
         FAIL("--total-batch %d must be a positive multiple of batch*dp = %d*%d", a.total_batch, a.B, dp);
