@@ -179,7 +179,7 @@ static void profile_report(Profile* p, Logger* lg, int step, double step_ms) {
         }
     double total = 0.0;
     for (int i = 0; i < p->n_groups; i++) total += p->group[i].ms;
-    logf_(lg, "profile of step %d: %.1f ms wall, %.1f ms in the timed groups; peaks measured here: %.3g TFLOP/s "
+    logf_(lg, "profile of step %d: %.3f ms wall, %.3f ms in the timed groups; peaks measured here: %.3g TFLOP/s "
           "(GEMM), %.3g GB/s (copy)\n", step, step_ms, total, p->peak_tflops, p->peak_gbs);
     logf_(lg, "| %-24s | %6s | %10s | %6s | %12s | %7s |\n", "group", "calls", "ms", "share", "achieved", "of peak");
     logf_(lg, "|--------------------------|--------|------------|--------|--------------|---------|\n");
