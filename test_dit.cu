@@ -20,6 +20,7 @@ FFN chunking must agree within the reference tolerance. Exits non-zero on any fa
 #define TESTING
 #include "train_dit.cu"
 #include "llmc/check.h"
+#include "llmc/test_args.h"
 
 // Per-tensor relative error ||got - ref|| / ||ref||, as test_llama: fp32 lands near
 // 1e-7..1e-6 on these small models; bf16 rounds every stored value to 2^-9.
@@ -131,42 +132,22 @@ static void run_steps(Dit* m, const Reference* r, float* losses) {
 }
 
 int main(int argc, char** argv) {
-    const char* ref_path = NULL;
-    const char* chunk_dim = "hidden";
-    const char* attention = "auto";
     DitFlags flags = dit_flags_default();
-    ParallelArgs pa = parallel_args_default();
-    int micro_batch = 0;  // clips per micro-step on each rank; 0: all of them in one
-    const Flag table[] = {
-        {"ref", 's', &ref_path, "DREF file (scripts/reference_dit.py)"},
-        {"ffn-chunks", 'i', &flags.ffn_chunks, "FFN in K chunks"},
-        {"ffn-chunk-dim", 's', &chunk_dim, "hidden | seq"},
-        {"offload-act", 'i', &flags.offload_act, "blocks offloaded, -1 = all but the last"},
-        {"recompute", 'i', &flags.recompute, "0, 1, 2"},
-        {"test-skip-prefetch", 'i', &offload_test_skip_prefetch, "1: plant a missing prefetch (the check must fail)"},
-        {"attention", 's', &attention, "auto | fp32 | tc (as train_dit)"},
-        {"micro-batch", 'i', &micro_batch, "clips per micro-step on each rank (default: all of its B/dp)"},
-    };
-    Flag all[64];
-    int n = (int)(sizeof(table) / sizeof(table[0]));
-    memcpy(all, table, sizeof(table));
-    n += parallel_flags(all + n, &pa, "tensor-parallel group size (as train_dit)");
-    flags_parse(argc, argv, all, n, NULL, [](const Flag* f, int k) { printf("usage: test_dit --ref FILE [flags]\n"); flags_print(f, k); });
-    parallel_args_validate(&pa);
-    if (!ref_path) FAIL("usage: test_dit --ref FILE [memory flags] (see --help)");
-    if (strcmp(chunk_dim, "hidden") == 0) flags.ffn_chunk_seq = 0;
-    else if (strcmp(chunk_dim, "seq") == 0) flags.ffn_chunk_seq = 1;
-    else FAIL("--ffn-chunk-dim must be hidden or seq, got '%s'", chunk_dim);
+    TestArgs t;
+    MemoryFlagRefs mem = {&flags.ffn_chunks, &flags.offload_act, &flags.recompute, NULL};
+    test_args_parse(argc, argv, "test_dit", "DREF file (scripts/reference_dit.py)", NULL, 0, &t, mem, &flags.ffn_chunk_seq);
+    const ParallelArgs* pa = &t.par;
+    int micro_batch = t.micro_batch;
 
     Comm comm;
-    parallel_comm_init(&comm, &pa, 0);
+    parallel_comm_init(&comm, pa, 0);
     if (comm.rank != 0 && !freopen("/dev/null", "w", stdout)) FAIL("cannot silence rank %d", comm.rank);  // rank 0 reports
     Reference r;
-    dref_read(&r, ref_path);
+    dref_read(&r, t.ref);
     const DitConfig* c = &r.cfg;
-    attention_select(attention_impl_parse(attention), c->D / c->H);
+    attention_select(attention_impl_parse(t.attention), c->D / c->H);
     printf("test_dit %s | %s | clip %dx%dx%dx%d patch %dx%dx%d | D=%d L=%d H=%d FF=%d NC=%d B=%d n_steps=%d\n",
-           ref_path, PRECISION_NAME, c->C, c->Fr, c->Hi, c->Wi, c->pt, c->ph, c->pw, c->D, c->L, c->H, c->FF, c->NC,
+           t.ref, PRECISION_NAME, c->C, c->Fr, c->Hi, c->Wi, c->pt, c->ph, c->pw, c->D, c->L, c->H, c->FF, c->NC,
            r.B, r.steps.n);
     if (r.B % comm.dp != 0)
         FAIL("the reference batch B=%d cannot be split over %d DP ranks: B must be a multiple of the number of ranks "
@@ -176,11 +157,11 @@ int main(int argc, char** argv) {
     if (micro_batch < 1 || Bl % micro_batch != 0)
         FAIL("--micro-batch %d must divide the %d clips each rank runs (B=%d over %d DP ranks)", micro_batch, Bl, r.B, comm.dp);
     int n_micro = Bl / micro_batch;
-    ParallelFlags par = parallel_flags_resolve(&pa, 0, n_micro);
+    ParallelFlags par = parallel_flags_resolve(pa, 0, n_micro);
     printf("flags: --ffn-chunks %d --ffn-chunk-dim %s --offload-act %d --recompute %d | attention %s | dp %d (%d clips "
-           "each, micro-batch %d) --zero %d --fp32-grad-accum %d\n", flags.ffn_chunks, chunk_dim, flags.offload_act,
+           "each, micro-batch %d) --zero %d --fp32-grad-accum %d\n", flags.ffn_chunks, t.chunk_dim, flags.offload_act,
            flags.recompute, attention_impl_name(g_attention_impl), comm.dp, Bl, micro_batch, par.zero, par.grad_fp32);
-    printf("tensor parallelism: tp %d --tp-mode %s\n", comm.tp, pa.tp_mode);
+    printf("tensor parallelism: tp %d --tp-mode %s\n", comm.tp, pa->tp_mode);
     dev_select(comm_device_index(&comm, dev_count()));
     comm_setup_device(&comm);
 

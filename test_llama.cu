@@ -31,6 +31,7 @@ agree within the reference tolerance. Exits non-zero on any failure.
 #define TESTING
 #include "train_llama.cu"
 #include "llmc/check.h"
+#include "llmc/test_args.h"
 
 // Tolerances on the per-tensor relative error ||got - ref|| / ||ref||. The reference is
 // float64; an fp32 build of the same math lands near 1e-7..1e-6 on these small
@@ -146,64 +147,37 @@ static void run_steps(Llama* m, const Reference* r, float* losses) {
 }
 
 int main(int argc, char** argv) {
-    const char* ref_path = NULL;
-    const char* comm_backend = "nccl";
-    float comm_timeout = 300.0f;
-    MemoryFlags flags = memory_flags_default();
-    ParallelFlags pf = {0, 0, 0, 0, 1};  // --zero, --shard-vocab, --fp32-grad-accum, --tp-mode, --tp-recompute-allgather
-    int micro_batch = 0;  // rows per micro-step on each rank; 0: all of them in one
-    const char* attention = "auto";
     const char* dump = NULL;
-    int tp = 1;
-    for (int i = 1; i < argc; i++) {
-        const char* a = argv[i];
-        if (i + 1 >= argc) FAIL("flag '%s' needs a value (usage: test_llama --ref FILE [memory flags])", a);
-        const char* v = argv[++i];
-        if (strcmp(a, "--ref") == 0) ref_path = v;
-        else if (strcmp(a, "--ffn-chunks") == 0) flags.ffn_chunks = parse_int("ffn-chunks", v);
-        else if (strcmp(a, "--ffn-chunk-dim") == 0) {
-            if (strcmp(v, "hidden") == 0) flags.ffn_chunk_seq = 0;
-            else if (strcmp(v, "seq") == 0) flags.ffn_chunk_seq = 1;
-            else FAIL("--ffn-chunk-dim must be hidden or seq, got '%s'", v);
-        }
-        else if (strcmp(a, "--ce-chunks") == 0) flags.ce_chunks = parse_int("ce-chunks", v);
-        else if (strcmp(a, "--offload-act") == 0) flags.offload_act = parse_int("offload-act", v);
-        else if (strcmp(a, "--recompute") == 0) flags.recompute = parse_int("recompute", v);
-        else if (strcmp(a, "--test-skip-prefetch") == 0) offload_test_skip_prefetch = parse_int("test-skip-prefetch", v);
-        else if (strcmp(a, "--zero") == 0) pf.zero = parse_int("zero", v);
-        else if (strcmp(a, "--shard-vocab") == 0) pf.shard_vocab = parse_int("shard-vocab", v);
-        else if (strcmp(a, "--micro-batch") == 0) micro_batch = parse_int("micro-batch", v);
-        else if (strcmp(a, "--fp32-grad-accum") == 0) pf.grad_fp32 = parse_int("fp32-grad-accum", v);
-        else if (strcmp(a, "--tp") == 0) tp = parse_int("tp", v);
-        else if (strcmp(a, "--tp-mode") == 0) pf.tp_sp = tp_mode_parse(v);
-        else if (strcmp(a, "--tp-recompute-allgather") == 0) pf.tp_regather = parse_int("tp-recompute-allgather", v);
-        else if (strcmp(a, "--dump") == 0) dump = v;
-        else if (strcmp(a, "--test-plant-tp-bug") == 0) tp_test_plant_bug = parse_int("test-plant-tp-bug", v);
-        else if (strcmp(a, "--comm") == 0) comm_backend = v;
-        else if (strcmp(a, "--attention") == 0) attention = v;
-        else if (strcmp(a, "--comm-timeout") == 0) comm_timeout = parse_float("comm-timeout", v);
-        else FAIL("unknown flag '%s' (usage: test_llama --ref FILE [--ffn-chunks K] [--ffn-chunk-dim hidden|seq] "
-                  "[--ce-chunks K] [--offload-act N] [--recompute 0|1|2] [--zero 0|1] [--shard-vocab 0|1] "
-                  "[--micro-batch R] [--fp32-grad-accum 0|1] [--attention auto|fp32|tc] [--tp T] "
-                  "[--tp-mode allreduce|reducescatter] [--tp-recompute-allgather 0|1] [--dump FILE] [--test-plant-tp-bug 1] "
-                  "[--comm nccl|mpi] [--comm-timeout S])", a);
-    }
-    if (!ref_path) FAIL("usage: test_llama --ref FILE [memory flags]");
-    if (strcmp(comm_backend, "nccl") != 0 && strcmp(comm_backend, "mpi") != 0)
-        FAIL("--comm must be 'nccl' or 'mpi', got '%s'", comm_backend);
+    MemoryFlags flags = memory_flags_default();
+    int shard_vocab = 0;
+    const Flag own[] = {
+        {"ce-chunks", 'i', &flags.ce_chunks, "output projection + cross-entropy in K row chunks"},
+        {"shard-vocab", 'i', &shard_vocab, "1: embedding and output projection split over the vocabulary"},
+        {"dump", 's', &dump, "write the logits, loss and gradients to this file"},
+        {"test-plant-tp-bug", 'i', &tp_test_plant_bug, "1: plant the sequence-parallel bug (the check must fail)"},
+    };
+    TestArgs t;
+    MemoryFlagRefs mem = {&flags.ffn_chunks, &flags.offload_act, &flags.recompute, NULL};
+    test_args_parse(argc, argv, "test_llama", "LREF file (scripts/reference_llama.py)", own, (int)(sizeof(own) / sizeof(own[0])),
+                    &t, mem, &flags.ffn_chunk_seq);
+    const ParallelArgs* pa = &t.par;
+    int micro_batch = t.micro_batch;
+    // test_llama runs one micro-step per row group as given: --fp32-grad-accum 1 runs the
+    // fp32 accumulator whatever the count (auto means off here)
+    ParallelFlags pf = {pa->zero, shard_vocab, pa->fp32_grad_accum == 1, tp_mode_parse(pa->tp_mode), pa->tp_regather};
     Comm comm;
-    comm_init(&comm, tp, strcmp(comm_backend, "nccl") == 0, comm_timeout);
+    parallel_comm_init(&comm, pa, 0);
     if (comm.rank != 0 && !freopen("/dev/null", "w", stdout)) FAIL("cannot silence rank %d", comm.rank);  // rank 0 reports
     Reference r;
-    lref_read(&r, ref_path);
+    lref_read(&r, t.ref);
     const LlamaConfig* c = &r.cfg;
-    attention_select(attention_impl_parse(attention), c->D / c->H);
+    attention_select(attention_impl_parse(t.attention), c->D / c->H);
     if (r.B % comm.dp != 0)
         FAIL("the reference batch B=%d cannot be split over %d DP ranks: B must be a multiple of the number of ranks "
              "(divided by --tp %d)", r.B, comm.dp, comm.tp);
     dev_select(comm_device_index(&comm, dev_count()));
     comm_setup_device(&comm);
-    printf("test_llama %s | %s | V=%d D=%d L=%d H=%d KV=%d F=%d T=%d/%d B=%d tied=%d n_steps=%d\n", ref_path,
+    printf("test_llama %s | %s | V=%d D=%d L=%d H=%d KV=%d F=%d T=%d/%d B=%d tied=%d n_steps=%d\n", t.ref,
            PRECISION_NAME, c->V, c->D, c->L, c->H, c->KV, c->F, r.T, c->max_seq_len, r.B, c->tied, r.steps.n);
     int Bl = r.B / comm.dp;
     if (micro_batch == 0) micro_batch = Bl;

@@ -975,7 +975,8 @@ static const char* dit_checkpoint_check(const char* path, void* header_out) {
     if (!ok) { snprintf(why, sizeof(why), "%s: too short for a checkpoint header (truncated)", path); return why; }
     if (h[0] != DIT_CKPT_MAGIC) { snprintf(why, sizeof(why), "%s is not a train_dit checkpoint (magic %d, expected %d)", path, h[0], DIT_CKPT_MAGIC); return why; }
     if (h[1] != DIT_CKPT_VERSION) { snprintf(why, sizeof(why), "%s: checkpoint version %d, this build reads %d", path, h[1], DIT_CKPT_VERSION); return why; }
-    if (h[15] < 0 || h[16] < 0 || h[14] < 0) { snprintf(why, sizeof(why), "%s: malformed checkpoint header", path); return why; }
+    if (h[15] < 0 || h[16] < 0) { snprintf(why, sizeof(why), "%s: malformed checkpoint header", path); return why; }
+    if (h[14] < 0 || h[14] > FLAG_STEPS_MAX) { snprintf(why, sizeof(why), "%s: malformed checkpoint header (step %d)", path, h[14]); return why; }
     size_t n = (size_t)h[15] | ((size_t)h[16] << 31);
     size_t blocks[3] = {n * sizeof(float), n * sizeof(float), n * sizeof(float)};
     return ckpt_verify(path, blocks, 3);
@@ -1095,12 +1096,6 @@ static void parse_args(int argc, char** argv, TrainArgs* a) {
     a->fit_fixed_offload = flag_given(flags, n, given, &a->flags.offload_act);
     parallel_args_validate(&a->par);
     fit_args_validate(&a->fit);
-    if (a->B < 1 || a->grad_accum < 0 || a->total_batch < 0)
-        FAIL("--batch must be >= 1, --grad-accum and --total-batch >= 1 (or left out)");
-    if (a->sample_every < 0 || a->val_clips < 1 || a->sample_steps < 1 || a->gif_scale < 1)
-        FAIL("--sample-every must be >= 0; --val-clips, --sample-steps, --gif-scale >= 1");
-    if (!(a->label_dropout >= 0.0f && a->label_dropout <= 1.0f)) FAIL("--label-dropout must be in [0, 1]");
-    if (a->save_init != 0 && a->save_init != 1) FAIL("--save-init must be 0 or 1");
 }
 
 // the per-flag view of a block's saved activations (what --plan-only prints for long sequences)
@@ -1501,7 +1496,7 @@ int main(int argc, char** argv) {
     char path[1024];
     if (resume) {
         start = dit_checkpoint_read(&m, resume, 0);
-        logf_(&lg, "resumed from %s at step %d\n", resume, start);
+        ckpt_log_resumed(&lg, resume, start, a.loop.run_dir);
     } else if (a.loop.init_from) {
         int was = dit_checkpoint_read(&m, a.loop.init_from, 1);
         logf_(&lg, "parameters from %s (its step %d); optimizer state and step start fresh\n", a.loop.init_from, was);
@@ -1559,6 +1554,7 @@ int main(int argc, char** argv) {
         metrics_num(&lg, "val_loss", vl.all); metrics_num(&lg, "val_loss_low_t", vl.bucket[0]);
         metrics_num(&lg, "val_loss_mid_t", vl.bucket[1]); metrics_num(&lg, "val_loss_high_t", vl.bucket[2]);
         metrics_end(&lg);
+        if (step == a.loop.test_nan_update) param_store_plant_nan(&m.st);
         // the checkpoint first: whatever sampling meets, the step's state is on disk
         if (a.loop.ckpt_every > 0 && (step % a.loop.ckpt_every == 0 || last)) {
             snprintf(path, sizeof(path), "%s/ckpt_%06d.bin", a.loop.run_dir, step);

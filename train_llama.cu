@@ -1063,6 +1063,7 @@ static const char* checkpoint_header(const char* path, CkptInfo* ci) {
     if (h[0] != CKPT_MAGIC) { snprintf(why, sizeof(why), "%s is not a train_llama checkpoint (magic %d, expected %d)", path, h[0], CKPT_MAGIC); return why; }
     if (h[1] != CKPT_VERSION) { snprintf(why, sizeof(why), "%s: checkpoint version %d, this build reads %d", path, h[1], CKPT_VERSION); return why; }
     if (h[11] < 1 || h[15] < 0 || h[15] > 512 || h[18] < 0 || h[19] < 0) { snprintf(why, sizeof(why), "%s: malformed checkpoint header", path); return why; }
+    if (h[10] < 0 || h[10] > FLAG_STEPS_MAX) { snprintf(why, sizeof(why), "%s: malformed checkpoint header (step %d)", path, h[10]); return why; }
     ci->num_params = (size_t)h[18] | ((size_t)h[19] << 31);
     ci->dp = h[11];
     ci->loader_bytes = (size_t)h[15];
@@ -1216,10 +1217,7 @@ static void parse_args(int argc, char** argv, TrainArgs* a) {
     a->fit_fixed_ce = flag_given(flags, nflags, given, &a->flags.ce_chunks);
     a->fit_fixed_recompute = flag_given(flags, nflags, given, &a->flags.recompute);
     a->fit_fixed_offload = flag_given(flags, nflags, given, &a->flags.offload_act);
-    if (!(a->temperature >= 0.0f)) FAIL("--temperature must be >= 0 (0 = greedy)");
     parallel_args_validate(&a->par);
-    if (a->sample_every < 0 || a->val_batches < 1) FAIL("--sample-every must be >= 0, --val-batches >= 1");
-    if (a->sample_len < 1) FAIL("--sample-len must be >= 1");
     fit_args_validate(&a->fit);
 }
 
@@ -1386,7 +1384,7 @@ static FitCost llama_fit_cost(void* ctx, const FitFlags* ff, const CostModel* cm
     int B = ff->B, T = a->T, dp = x->comm->dp;
     MemoryFlags f = a->flags;
     f.ffn_chunks = ff->ffn_chunks; f.ce_chunks = ff->ce_chunks; f.recompute = ff->recompute; f.offload_act = ff->offload_act;
-    ParallelFlags pf = parallel_flags_resolve(&a->par, a->shard_vocab, a->total_batch ? a->total_batch / (B * T * dp) : 1);
+    ParallelFlags pf = parallel_flags_resolve(&a->par, a->shard_vocab, a->total_batch ? (int)(a->total_batch / ((long long)B * T * dp)) : 1);
     long long BT = (long long)B * T;
     FitCost c = {-1.0, 0.0, 0.0, 0};
     if ((f.ffn_chunk_seq ? BT : a->cfg.F) < f.ffn_chunks || BT < f.ce_chunks) return c;
@@ -1505,6 +1503,9 @@ int main(int argc, char** argv) {
     parallel_comm_init(&comm, &a.par, a.loop.plan_only);
     char fit_report[1200] = "";
     if (a.fit.budget_gib > 0.0f) fit_memory(&a, &comm, fit_report, sizeof(fit_report));
+    if ((int64_t)a.B * a.T * comm.dp > 2147483647)
+        FAIL("--batch %d x --seq %d x %d DP ranks = %lld tokens per micro-step: at most 2^31 - 1 (the counts wrap past that)",
+             a.B, a.T, comm.dp, (long long)a.B * a.T * comm.dp);
     if (a.total_batch == 0) a.total_batch = a.B * a.T * comm.dp;
     if (a.total_batch <= 0 || a.total_batch % (a.B * a.T * comm.dp) != 0)
         FAIL("--total-batch %d must be a positive multiple of batch*seq*dp = %d*%d*%d", a.total_batch, a.B, a.T, comm.dp);
@@ -1572,7 +1573,7 @@ int main(int argc, char** argv) {
     if (resume) {
         int restored = 0;
         start = checkpoint_read(&m, resume, grad_accum, &train, &restored, 0);
-        logf_(&lg, "resumed from %s at step %d\n", resume, start);
+        ckpt_log_resumed(&lg, resume, start, a.loop.run_dir);
         if (!restored) {
             // another layout wrote it: its data positions do not apply; continue on a new,
             // deterministic data order so that no rank replays the first steps' windows
@@ -1644,6 +1645,7 @@ int main(int argc, char** argv) {
         metrics_int(&lg, "peak_mem", (long long)peak_measured); metrics_int(&lg, "arena_bytes", (long long)m.dev.total);
         metrics_num(&lg, "val_loss", val_loss);
         metrics_end(&lg);
+        if (step == a.loop.test_nan_update) param_store_plant_nan(&m.st);
         // the checkpoint first: whatever sampling meets, the step's state is on disk
         if (a.loop.ckpt_every > 0 && (step % a.loop.ckpt_every == 0 || last)) {
             snprintf(path, sizeof(path), "%s/ckpt_%06d.bin", a.loop.run_dir, step);

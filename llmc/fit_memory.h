@@ -72,8 +72,6 @@ static inline int fit_flags(Flag* out, FitArgs* f) {
 }
 
 static inline void fit_args_validate(const FitArgs* f) {
-    if (f->budget_gib < 0.0f || (f->budget_gib > 0.0f && !(f->link_gbs > 0.0f)))
-        FAIL("--fit-memory must be a positive budget in GiB (0 = off) and --fit-link-gbs positive");
     if (f->candidates && !(f->budget_gib > 0.0f)) FAIL("--fit-candidates needs --fit-memory");
 }
 

@@ -131,5 +131,5 @@ static void stop_if_params_not_finite(int step, int finite, const char* run_dir,
     char where[1300] = "no checkpoint was written";
     if (last_ckpt >= 0) snprintf(where, sizeof(where), "%s/ckpt_%06d.bin is untouched and stays the newest", run_dir, last_ckpt);
     FAIL("step %d: the optimizer's update made non-finite parameters, so no checkpoint is written (%s). Hint: "
-         "--adam-eps must be > 0; lower --lr", step, where);
+         "lower --lr, or raise --adam-eps", step, where);
 }

@@ -16,6 +16,7 @@ start on the communication stream, overlapping the layers below), param_store_gr
 param_store_apply_update.
 */
 #pragma once
+#include <limits.h>
 #include "common.h"
 #include "kernels.h"
 #include "arena.h"
@@ -149,10 +150,17 @@ static inline float param_store_norm_of(ParamStore* ps, const floatX* buf, const
 static inline float param_store_grad_norm(ParamStore* ps) { return param_store_norm_of(ps, ps->grads, "grad norm"); }
 
 // Are the parameters finite? Their norm, by the same owned ranges: checked before every
-// checkpoint, so that an update that made NaN (--adam-eps 0, a huge --lr) stops the run
+// checkpoint, so that an update that made NaN or Inf (a huge --lr) stops the run
 // with the last good checkpoint on disk instead of writing a bad one over it.
 static inline int param_store_params_finite(ParamStore* ps) {
     return isfinite(param_store_norm_of(ps, ps->params, "parameter check"));
+}
+
+// tests only (--test-nan-update): a NaN in this rank's first owned parameter, as an update
+// gone wrong would leave it
+static inline void param_store_plant_nan(ParamStore* ps) {
+    float nan = NAN;
+    if (ps->n_pieces > 0) dev_upload_floats(ps->params + ps->pieces[0].local_off, &nan, 1);
 }
 
 // the norm of a local buffer (gradients or parameters) over what each rank owns
@@ -382,6 +390,19 @@ static inline const char* ckpt_find_latest_all_ranks(Comm* cm, const char* run_d
     if (cm->rank == 0) ckpt_find_latest(run_dir, check, info, lg, path, sizeof(path));
     comm_host_broadcast(cm, GROUP_WORLD, path, sizeof(path), 0);
     return path[0] ? path : NULL;
+}
+
+// The line that says which checkpoint a run continues from; a checkpoint outside --run-dir
+// is said to be so, since this run's logs and checkpoints go to run_dir, not beside it.
+static inline void ckpt_log_resumed(Logger* lg, const char* path, int step, const char* run_dir) {
+    logf_(lg, "resumed from %s at step %d\n", path, step);
+    char dir[PATH_MAX], here[PATH_MAX], real_dir[PATH_MAX];
+    snprintf(dir, sizeof(dir), "%s", path);
+    char* slash = strrchr(dir, '/');
+    if (slash) *slash = 0; else snprintf(dir, sizeof(dir), ".");
+    if (realpath(dir, here) && realpath(run_dir, real_dir) && strcmp(here, real_dir) != 0)
+        logf_(lg, "note: %s is outside --run-dir %s: this run's logs and new checkpoints go to %s, and a later "
+              "--resume auto there continues from those\n", path, run_dir, run_dir);
 }
 
 // Rank 0 checks a checkpoint (check fills info, info_bytes long); every rank gets info,

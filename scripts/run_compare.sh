@@ -11,6 +11,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=$(bash scripts/ensure_python_deps.sh | tail -n1)
+bash scripts/ensure_build_deps.sh
 make -s train_llama_cpu
 STEPS=${STEPS:-300}
 source scripts/stories260K_recipe.sh

@@ -8,6 +8,7 @@
 # Extra flags for train_dit can be passed in ARGS.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+bash scripts/ensure_build_deps.sh  # Open MPI and the CPU BLAS, as make test does (an install is timed apart)
 if bash scripts/have_cuda_gpu.sh; then
   make -s train_dit
   run=runs/dit_S

@@ -7,6 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=$(bash scripts/ensure_python_deps.sh | tail -n1)
+bash scripts/ensure_build_deps.sh  # Open MPI and the CPU BLAS, as make test does (an install is timed apart)
 if bash scripts/have_cuda_gpu.sh; then
   make -s train_llama
   bin=./train_llama; model=${MODEL:-stories110M}; seq=${SEQ:-1024}; batch=${BATCH:-8}; steps=${STEPS:-8}

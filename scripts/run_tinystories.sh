@@ -8,6 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 tok=../shared/data/tinystories/tokenizer/tokenizer.bin
 [ -f "$tok" ] || tok=data/tinystories/tokenizer/tokenizer.bin   # fetched by prepare_tinystories.py --download
+bash scripts/ensure_build_deps.sh  # Open MPI and the CPU BLAS, as make test does (an install is timed apart)
 if bash scripts/have_cuda_gpu.sh; then
   make -s train_llama
   set -x

@@ -180,6 +180,18 @@ check_error flag_bad_tp_mode "tp-mode" ./train_llama_cpu --tp 2 --tp-mode ring -
 check_error flag_bad_tp_regather "tp-recompute-allgather" ./train_llama_cpu --tp 2 --tp-recompute-allgather 2 --plan-only 1
 check_error flag_tp_needs_ranks "number of ranks" ./train_llama_cpu --tp 2 --steps 1
 check_error flag_dp_without_plan "plan-only" ./train_llama_cpu --dp 2 --steps 1
+# the one table of ranges (llmc/flags.h FLAG_BOUNDS), in every program: the issue's cases
+check_error flag_range_batch "--batch 65536 2147483647" ./train_llama_cpu --batch 2147483647 --plan-only 1
+check_error flag_range_lr "--lr must" ./train_llama_cpu --lr 0 --plan-only 1
+check_error flag_range_beta2 "--beta2 must" ./train_dit_cpu --beta2 1 --plan-only 1
+check_error flag_range_adam_eps "--adam-eps must" ./train_dit_cpu --adam-eps 0 --plan-only 1
+check_error flag_range_weight_decay "--weight-decay must" ./train_llama_cpu --weight-decay -0.1 --plan-only 1
+check_error flag_range_min_lr_frac "--min-lr-frac must" ./train_dit_cpu --min-lr-frac 1.5 --plan-only 1
+check_error flag_range_grad_clip "--grad-clip must" ./train_llama_cpu --grad-clip -1 --plan-only 1
+check_error flag_range_switch "--save-init 0 or" ./train_dit_cpu --save-init 2 --plan-only 1
+check_error flag_range_test_llama "--micro-batch must" ./test_llama_cpu --ref "$R" --micro-batch 0
+check_error flag_range_test_dit "--tp must" ./test_dit_cpu --ref dev/ref/dit_pt2_hw.dref --tp 0
+check_error flag_product_tokens "tokens per micro-step 2^31" ./train_llama_cpu --batch 65536 --seq 65536 --max-seq-len 65536 --plan-only 1
 check_error train_missing_data "no" ./train_llama_cpu --train-data "$TMP/none_*.bin" --run-dir "$TMP/run_missing"
 # a shard whose token ids do not fit a smaller vocabulary
 "$PY" - "$TMP/big_ids.bin" <<'PYEOF'
@@ -229,10 +241,10 @@ shard_cut_while_training() {
 }
 check_error shard_cut_while_training "cut_train.bin ended early truncated" shard_cut_while_training
 
-# the Llama's update making NaN (untied: embedding rows of unseen tokens have zero gradients, and --adam-eps 0 divides
-# 0 by 0): the run stops before writing the checkpoint (it used to write one full of NaN and call it untouched)
+# the Llama's update making NaN (planted by --test-nan-update: --adam-eps 0, which made 0/0 where a gradient is zero, is
+# out of range now): the run stops before writing the checkpoint (it used to write one full of NaN and call it untouched)
 check_error nan_update "update made non-finite parameters no checkpoint" ./train_llama_cpu --model tiny --V 512 --tied 0 \
-  --batch 2 --seq 32 --steps 4 --adam-eps 0 --ckpt-every 1 --val-every 0 --train-data "$XF/train.bin" --run-dir "$TMP/nan_update"
+  --batch 2 --seq 32 --steps 4 --test-nan-update 1 --ckpt-every 1 --val-every 0 --train-data "$XF/train.bin" --run-dir "$TMP/nan_update"
 check nan_update_no_checkpoint bash -c "! ls '$TMP'/nan_update/ckpt_* 2>/dev/null"
 
 section "checkpoint resume continues bit-exactly (scripts/check_resume.sh)"
@@ -461,11 +473,11 @@ check_error dit_bad_offload "offload-act" ./train_dit_cpu --offload-act 9 --plan
 check_error dit_bad_number "integer" ./train_dit_cpu --batch eight
 check_error dit_bad_flag "unknown flag" ./train_dit_cpu --epochs 3
 check_error dit_bad_data "cannot open" ./train_dit_cpu --data "$TMP/no_such_clips.bin" --steps 1
-check_error dit_bad_gif_scale "gif-scale GIF holds at most 65535" ./train_dit_cpu --gif-scale 65536 --steps 1 --run-dir "$TMP/dit_gif"
+check_error dit_bad_gif_scale "gif-scale GIF holds at most 65535" ./train_dit_cpu --gif-scale 1024 --height 64 --width 64 --steps 1 --run-dir "$TMP/dit_gif"
 check dit_bad_gif_scale_writes_nothing test ! -e "$TMP/dit_gif"
-# an update that makes NaN (--adam-eps 0: 0/0 where a gradient is zero) stops the run before a checkpoint holds it
+# an update that makes NaN (planted: --adam-eps 0, which did it, is out of range now) stops the run before a checkpoint holds it
 check_error dit_nan_update "update made non-finite parameters no checkpoint" ./train_dit_cpu --D 24 --L 2 --H 2 --FF 40 \
-  --frames 4 --height 8 --width 8 --NC 3 --batch 2 --steps 4 --adam-eps 0 --ckpt-every 1 --val-every 0 --run-dir "$TMP/dit_nan"
+  --frames 4 --height 8 --width 8 --NC 3 --batch 2 --steps 4 --test-nan-update 1 --ckpt-every 1 --val-every 0 --run-dir "$TMP/dit_nan"
 check dit_nan_update_no_checkpoint bash -c "! ls '$TMP'/dit_nan/ckpt_* 2>/dev/null"
 check_error dit_bad_resume "not a train_dit checkpoint" ./train_dit_cpu --resume dev/ref/dit_nc1_hd8.dref --steps 1 --run-dir "$TMP/dit_bad_resume"
 
