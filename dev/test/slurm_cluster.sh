@@ -20,7 +20,8 @@
 # live in one temporary directory, on two free ports that are not SLURM's defaults; munged,
 # slurmctld and slurmd are started by hand (no systemd) and stopped by pid at exit. Debian's
 # packages, when installed here, may start their own services on the defaults (where the
-# init system lets them); this cluster does not use or touch them. About 30 s on 2 cores.
+# init system lets them); this cluster does not use or touch them. About 30 s on 2 cores (and 5-10 s
+# more when it installs the packages).
 # Prints one line per check, "PASS name" or "FAIL name: why"; exit status non-zero when
 # anything failed. SLURM_TEST_KEEP=1 keeps the directory (and says where) for debugging.
 set -u
@@ -56,8 +57,8 @@ if ! have_slurm; then
   command -v apt-get >/dev/null 2>&1 || skip "slurmctld, slurmd, slurm-client or munge missing and no apt-get to install them"
   echo "installing $PKGS (apt-get)"
   export DEBIAN_FRONTEND=noninteractive
-  apt-get install -y -q $PKGS >/tmp/llmc_slurm_apt.$$.log 2>&1 ||
-    { apt-get update -q >>/tmp/llmc_slurm_apt.$$.log 2>&1; apt-get install -y -q $PKGS >>/tmp/llmc_slurm_apt.$$.log 2>&1; }
+  apt-get install -y -q --no-install-recommends $PKGS >/tmp/llmc_slurm_apt.$$.log 2>&1 ||
+    { apt-get update -q >>/tmp/llmc_slurm_apt.$$.log 2>&1; apt-get install -y -q --no-install-recommends $PKGS >>/tmp/llmc_slurm_apt.$$.log 2>&1; }
   if ! have_slurm; then
     msg=$(tail_of /tmp/llmc_slurm_apt.$$.log 2); rm -f /tmp/llmc_slurm_apt.$$.log
     skip "apt-get could not install $PKGS: $msg"
