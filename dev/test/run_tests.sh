@@ -631,6 +631,16 @@ BAD
   check_error clipfile_model_shape "Wi=16 model expects Wi=12" ./build/test_video_data --open "$V/clips/f32.bin" 0 2 3 5 12 12 3
 else fail clipfile_bad "check_clips.py --make-bad: $(tail -n 2 "$TMP/make_bad.log")"; fi
 
+# a real scheduler: a private one-node SLURM cluster (its own slurm.conf, munge key and socket, ports, all in a
+# temporary directory), installed from Debian when missing; make test-full and CI only (about 30 s on 2 cores)
+if [ "$FULL" = 1 ] || [ "${CI:-}" = true ]; then
+  section "SLURM: scripts/train_llama.sbatch and train_dit.sbatch on 2 ranks of a private cluster, a requeued job resumes bit-exactly (dev/test/slurm_cluster.sh)"
+  sub_tests slurm bash dev/test/slurm_cluster.sh "$PY"
+  grep -h '^SKIP' "$TMP/slurm.log" || true  # packages that cannot be installed, or not root: said, nothing failed
+else
+  echo "(SLURM cluster test skipped: make test-full or CI=true runs dev/test/slurm_cluster.sh)"
+fi
+
 echo
 [ $failed -eq 0 ] || echo "failed:$failed_names"
 e=$(( $(date +%s) - T0 ))
