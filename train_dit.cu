@@ -1325,9 +1325,11 @@ static void print_config(Logger* lg, const TrainArgs* a, const Dit* m) {
     logf_(lg, "batch: %d clips x %d micro-steps x %d DP ranks = %d clips (%d tokens) per step | steps %d, lr %g warmup %d, "
           "wd %g, clip %g | label dropout %g\n", a->B, a->grad_accum, m->comm->dp, a->total_batch, a->total_batch * m->N,
           a->loop.steps, a->loop.lr, a->loop.warmup, a->loop.weight_decay, a->loop.grad_clip, a->label_dropout);
-    logf_(lg, "parallel: world %d = dp %d x tp %d (--tp-mode %s: %d heads, %d FFN units on this rank) | --zero %d | "
-          "--fp32-grad-accum %d | comm %s, timeout %g s\n", m->comm->size, m->comm->dp, m->comm->tp, a->par.tp_mode, m->sh.Hl,
-          m->sh.FFl, m->par.zero, m->par.grad_fp32, comm_backend_name(m->comm), a->par.comm_timeout);
+    logf_(lg, "parallel: world %d = dp %d x tp %d (--tp-mode %s --tp-recompute-allgather %d: %d heads, %d FFN units, %d of "
+          "%d tokens per micro-batch on this rank) | --zero %d | --fp32-grad-accum %d | comm %s, timeout %g s\n",
+          m->comm->size, m->comm->dp, m->comm->tp, a->par.tp_mode, a->par.tp_regather, m->sh.Hl, m->sh.FFl,
+          tp_own_rows(&m->tpc, m->B * m->N), m->B * m->N, m->par.zero, m->par.grad_fp32, comm_backend_name(m->comm),
+          a->par.comm_timeout);
     logf_(lg, "memory flags: --ffn-chunks %d --ffn-chunk-dim %s --offload-act %d (%d blocks) --recompute %d\n",
           m->flags.ffn_chunks, a->loop.ffn_chunk_dim, m->flags.offload_act, m->off.n_offload, m->flags.recompute);
     logf_(lg, "attention: %s (--attention %s)\n", attention_impl_name(g_attention_impl), a->loop.attention);
@@ -1336,21 +1338,35 @@ static void print_config(Logger* lg, const TrainArgs* a, const Dit* m) {
 #endif
 }
 
-// What one step sends, by the count of llmc/comm.h (docs/memory.md 9.8). Under TP, per
-// block and micro-step, the all-reduces of [B*N, D] rows: y1 and y2 forward, d a2 and d a1
-// backward; with --recompute 2 y1 again (and y2 when the FFN is one chunk); a chunked FFN's
-// backward sums each recomputed chunk's y2 (all rows per hidden chunk, its own rows per
-// token chunk); once per step the QK norms' gradients. Then data parallelism's buckets.
+// What one step sends, by the count of llmc/comm.h (docs/memory.md 9.8). Under TP in
+// allreduce mode, per block and micro-step, the all-reduces of [B*N, D] rows: y1 and y2
+// forward, d a2 and d a1 backward; with --recompute 2 y1 again (and y2 when the FFN is one
+// chunk); a chunked FFN's backward sums each recomputed chunk's y2 (all rows per hidden
+// chunk, its own rows per token chunk); once per step the QK norms' gradients. Under
+// sequence parallelism, per block and micro-step: a1 and a2 all-gathered and y1, y2
+// reduce-scattered forward; backward gathers dy2 and dy1 and (--tp-recompute-allgather 1)
+// a2 and a1 again, reduce-scatters d a2 and d a1 and all-reduces the clips' [B, 6D] adaLN
+// gradients; --recompute 2 runs the forward's four again. Per micro-step the final layer's
+// [B, 2D] adaLN gradients; once per step the gradients of the tensors computed on own rows
+// (patch embedding, proj and fc2 biases, final layer) and the QK norms'. Then data
+// parallelism's buckets.
 static CommBytes dit_comm_bytes(const Dit* m) {
     CommBytes cb;
     memset(&cb, 0, sizeof(cb));
     const DitConfig* c = &m->cfg;
-    if (m->comm->tp > 1) {
-        double S = (double)m->B * m->N * c->D * sizeof(floatX), chunked = m->flags.ffn_chunks > 1;
+    double sx = sizeof(floatX), D = c->D, L = c->L, P = m->P, hd = (double)c->D / c->H, B = m->B;
+    if (m->comm->tp > 1 && !m->sh.sp) {
+        double S = B * m->N * D * sx, chunked = m->flags.ffn_chunks > 1;
         double per_block = 4 + (m->flags.recompute >= 2) * (1 + !chunked);
         if (chunked) per_block += m->flags.ffn_chunk_seq ? 1 : dit_ffn_num_chunks(m, m->B);
-        comm_bytes_add(&cb, m->comm, GROUP_TP, KIND_ALL_REDUCE, m->micro_steps * c->L * per_block * S);
-        comm_bytes_add(&cb, m->comm, GROUP_TP, KIND_ALL_REDUCE, 2.0 * c->L * (c->D / c->H) * sizeof(floatX));
+        comm_bytes_add(&cb, m->comm, GROUP_TP, KIND_ALL_REDUCE, m->micro_steps * L * per_block * S);
+        comm_bytes_add(&cb, m->comm, GROUP_TP, KIND_ALL_REDUCE, 2.0 * L * hd * sx);
+    } else if (m->comm->tp > 1) {
+        double S = B * m->N * D * sx, re2 = m->flags.recompute >= 2, regather = !m->sh.keep_gathered;
+        comm_bytes_add(&cb, m->comm, GROUP_TP, KIND_ALL_GATHER, m->micro_steps * L * (4 + 2 * regather + 2 * re2) * S);
+        comm_bytes_add(&cb, m->comm, GROUP_TP, KIND_REDUCE_SCATTER, m->micro_steps * L * (4 + 2 * re2) * S);
+        comm_bytes_add(&cb, m->comm, GROUP_TP, KIND_ALL_REDUCE, m->micro_steps * (L * 6 + 2) * B * D * sx);
+        comm_bytes_add(&cb, m->comm, GROUP_TP, KIND_ALL_REDUCE, (2 * D * P + D + P + 2 * L * D + 2 * L * hd) * sx);
     }
     param_store_comm_bytes(&m->st, &cb);
     return cb;
@@ -1367,10 +1383,10 @@ static void print_plan(Logger* lg, const Dit* m) {
 }
 
 static void write_plan_json(const Dit* m, const char* path) {
-    char extra[192];
-    snprintf(extra, sizeof(extra), "\"N\": %d, \"P\": %d, \"dp\": %d, \"tp\": %d, \"zero\": %d, \"grad_fp32\": %d, "
-             "\"n_local\": %zu, \"n_opt\": %zu", m->N, m->P, m->comm->dp, m->comm->tp, m->par.zero, m->par.grad_fp32,
-             m->st.lay.n_local, m->st.lay.n_opt);
+    char extra[256];
+    snprintf(extra, sizeof(extra), "\"N\": %d, \"P\": %d, \"dp\": %d, \"tp\": %d, \"tp_sp\": %d, \"keep_gathered\": %d, "
+             "\"zero\": %d, \"grad_fp32\": %d, \"n_local\": %zu, \"n_opt\": %zu", m->N, m->P, m->comm->dp, m->comm->tp,
+             m->sh.sp, m->sh.keep_gathered, m->par.zero, m->par.grad_fp32, m->st.lay.n_local, m->st.lay.n_opt);
     trainer_plan_json(path, &m->acts, &m->off, m->num_params, extra, &m->dev, &m->host);
 }
 
@@ -1553,6 +1569,7 @@ static FitCost dit_fit_cost(void* ctx, const FitFlags* ff, const CostModel* cm) 
     if (f.ffn_chunks > (f.ffn_chunk_seq ? dit_tokens(&a->cfg) : sh.FFl)) return c;
     int dp = x->comm->dp, micro = a->total_batch ? a->total_batch / (ff->B * dp) : 1;
     ParallelFlags par = parallel_flags_resolve(&a->par, 0, micro);
+    if (x->comm->tp > 1 && par.tp_sp && ((size_t)ff->B * dit_tokens(&a->cfg)) % x->comm->tp) return c;  // rows do not split
     Dit m;
     dit_build(&m, &a->cfg, &f, &par, x->comm, ff->B, 0);
     c.bytes = (double)m.dev.total;
@@ -1642,6 +1659,15 @@ int main(int argc, char** argv) {
              a.grad_accum, per_micro * a.grad_accum);
     a.grad_accum = a.total_batch / per_micro;
     ParallelFlags par = parallel_flags_resolve(&a.par, 0, a.grad_accum);
+    if (comm.tp > 1 && par.tp_sp) {  // the last, smaller batches of validation and sampling must split over TP too
+        int N = dit_tokens(&a.cfg), rests[2] = {a.loop.val_every > 0 ? a.val_clips % a.B : 0, a.sample_every > 0 ? 2 * a.cfg.NC % a.B : 0};
+        const char* what[2] = {"--val-clips", "the sampler's 2 x NC rows"};
+        for (int i = 0; i < 2; i++)
+            if (((size_t)rests[i] * N) % comm.tp)
+                FAIL("--tp-mode reducescatter: %s leave a last batch of %d clips (%zu tokens), which does not split into "
+                     "%d equal blocks; choose them a multiple of --batch %d", what[i], rests[i], (size_t)rests[i] * N,
+                     comm.tp, a.B);
+    }
     if (!a.loop.plan_only) check_same_config(&comm, &a);
     Logger lg = {NULL, NULL, comm.rank != 0, NULL};
     Dit m;
