@@ -22,7 +22,14 @@ Parallelism (mpirun / srun, one process per GPU, world = dp x tp), with train_ll
                                               over all ranks (gradient accumulation when larger)
   --zero 1                                    master weights and AdamW state sharded over the DP ranks
   --tp N --tp-mode allreduce                  Megatron tensor parallelism: qkv and fc1 column-parallel,
-                                              proj and fc2 row-parallel (sequence parallelism: not yet)
+                                              proj and fc2 row-parallel
+  --tp N --tp-mode reducescatter              and sequence parallelism: each TP rank holds 1/tp of the
+  [--tp-recompute-allgather 0|1]              tokens in the residual stream (patch embedding, adaLN
+                                              norms, gated residuals, final layer and loss on its rows;
+                                              the adaLN kernels on clip-aligned segments of them, the
+                                              per-clip adaLN gradients summed over TP); a1, a2 all-gathered
+                                              before qkv and fc1 (kept: 0, gathered again in backward: 1),
+                                              y1, y2 and d a reduce-scattered (llmc/tensor_parallel.h)
 Every buffer is planned before the loop (print it with --plan-only 1, per rank with --dp N --tp N).
 */
 #include "llmc/trainer.h"        // kernels, arena, offload, checkpoints, logger, schedule, the shared flags

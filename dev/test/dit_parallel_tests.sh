@@ -107,7 +107,8 @@ SPSETS=(
   "2 dit_nc1_hd8 --tp 2 --tp-recompute-allgather 0 --offload-act 1"
   "4 dit_nc1_hd8 --tp 2 --zero 1"
   "4 dit_nc1_hd8 --tp 2 --zero 1 --ffn-chunks 2 --ffn-chunk-dim seq --tp-recompute-allgather 0"
-  "4 dp_b4_ff_odd --tp 4 --micro-batch 1 --fp32-grad-accum 1 --recompute 1"
+  "4 dp_b4_ff_odd --tp 4 --micro-batch 1 --fp32-grad-accum 1 --ffn-chunks 2"
+  "4 dp_b4_ff_odd --tp 4 --micro-batch 1 --recompute 1"
 )
 for spec in "${SPSETS[@]}"; do
   set -- $spec; np=$1; base=$2; shift 2
