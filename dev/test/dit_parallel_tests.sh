@@ -124,6 +124,9 @@ if [ $rc -ne 0 ] && [ $rc -lt 124 ] && grep -q "^FAIL" "$W/dit_sp_planted.log"; 
 else fail dit_sp_tp203_planted_bug_fails "exit $rc: the planted bug went unnoticed"; fi
 expect_error dit_sp_tokens_do_not_split "reducescatter 15 tokens 2 equal blocks" \
   run_np 2 ./test_dit_cpu --ref dev/ref/dit_h4_hd4_hparams.dref --tp 2 --tp-mode reducescatter
+expect_error dit_sp_val_batch_does_not_split "reducescatter val-clips last batch does not split" \
+  run_np 2 ./train_dit_cpu --tp 2 --tp-mode reducescatter --val-clips 5 --batch 2 --frames 1 --pt 1 --height 2 --width 2 \
+  --ph 2 --pw 2 --steps 1 --run-dir "$W/e_sp_val"
 
 # ---------------------------------------------------------------------------
 # train_dit: 20 steps at dp 1, 2 and 4 with the same 8 clips per step
