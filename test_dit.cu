@@ -5,10 +5,15 @@ by scripts/reference_dit.py, an independent PyTorch implementation in float64.
   test_dit --ref FILE [--ffn-chunks K] [--ffn-chunk-dim hidden|seq] [--offload-act N]
                       [--recompute 0|1|2] [--test-skip-prefetch 1] [--zero 0|1]
                       [--micro-batch R] [--fp32-grad-accum 0|1] [--comm nccl|mpi] [--comm-timeout S]
+                      [--tp N] [--tp-mode allreduce|reducescatter] [--tp-recompute-allgather 0|1]
+                      [--test-plant-tp-bug 1]
 
 Under mpirun the file's batch is split over the DP ranks (B must be a multiple of dp):
 each rank runs its B/dp clips, in micro-steps of --micro-batch clips whose gradients
-add up; rank 0 gathers the reduced gradients and every v_pred and compares them.
+add up; rank 0 gathers the reduced gradients and every v_pred and compares them. With
+--tp N each TP group runs its clips together (under --tp-mode reducescatter each rank
+holds 1/N of their tokens in the residual stream). --test-plant-tp-bug 1 plants nanotron
+#203's bug (llmc/tensor_parallel.h tp_test_plant_bug): the run must fail.
 
 Loads the parameters, runs forward and backward on the file's (x0, noise, t, y) and
 compares v_pred, the loss and every gradient tensor (max abs error and
@@ -135,7 +140,10 @@ int main(int argc, char** argv) {
     DitFlags flags = dit_flags_default();
     TestArgs t;
     MemoryFlagRefs mem = {&flags.ffn_chunks, &flags.offload_act, &flags.recompute, NULL};
-    test_args_parse(argc, argv, "test_dit", "DREF file (scripts/reference_dit.py)", NULL, 0, &t, mem, &flags.ffn_chunk_seq);
+    const Flag own[] = {
+        {"test-plant-tp-bug", 'i', &tp_test_plant_bug, "1: plant the sequence-parallel bug (the check must fail)"},
+    };
+    test_args_parse(argc, argv, "test_dit", "DREF file (scripts/reference_dit.py)", own, 1, &t, mem, &flags.ffn_chunk_seq);
     const ParallelArgs* pa = &t.par;
     int micro_batch = t.micro_batch;
 
@@ -161,12 +169,14 @@ int main(int argc, char** argv) {
     printf("flags: --ffn-chunks %d --ffn-chunk-dim %s --offload-act %d --recompute %d | attention %s | dp %d (%d clips "
            "each, micro-batch %d) --zero %d --fp32-grad-accum %d\n", flags.ffn_chunks, t.chunk_dim, flags.offload_act,
            flags.recompute, attention_impl_name(g_attention_impl), comm.dp, Bl, micro_batch, par.zero, par.grad_fp32);
-    printf("tensor parallelism: tp %d --tp-mode %s\n", comm.tp, pa->tp_mode);
+    printf("tensor parallelism: tp %d --tp-mode %s --tp-recompute-allgather %d%s\n", comm.tp, pa->tp_mode, pa->tp_regather,
+           tp_test_plant_bug ? " | PLANTED BUG (must fail)" : "");
     dev_select(comm_device_index(&comm, dev_count()));
     comm_setup_device(&comm);
 
     Dit m;
     dit_build(&m, c, &flags, &par, &comm, micro_batch, 1);
+    m.keep_vpred = 1;
     dit_set_state(&m, r.params, NULL, NULL);
     size_t np = m.num_params, nx = (size_t)r.B * r.clip;
     float* grads = (float*)xmalloc(np * sizeof(float));

@@ -22,7 +22,14 @@ Parallelism (mpirun / srun, one process per GPU, world = dp x tp), with train_ll
                                               over all ranks (gradient accumulation when larger)
   --zero 1                                    master weights and AdamW state sharded over the DP ranks
   --tp N --tp-mode allreduce                  Megatron tensor parallelism: qkv and fc1 column-parallel,
-                                              proj and fc2 row-parallel (sequence parallelism: not yet)
+                                              proj and fc2 row-parallel
+  --tp N --tp-mode reducescatter              and sequence parallelism: each TP rank holds 1/tp of the
+  [--tp-recompute-allgather 0|1]              tokens in the residual stream (patch embedding, adaLN
+                                              norms, gated residuals, final layer and loss on its rows;
+                                              the adaLN kernels on clip-aligned segments of them, the
+                                              per-clip adaLN gradients summed over TP); a1, a2 all-gathered
+                                              before qkv and fc1 (kept: 0, gathered again in backward: 1),
+                                              y1, y2 and d a reduce-scattered (llmc/tensor_parallel.h)
 Every buffer is planned before the loop (print it with --plan-only 1, per rank with --dp N --tp N).
 */
 #include "llmc/trainer.h"        // kernels, arena, offload, checkpoints, logger, schedule, the shared flags
@@ -114,35 +121,42 @@ enum {
 // cut; proj row-parallel; fc1 column-parallel; fc2 row-parallel; the biases of the
 // row-parallel layers, the QK norms, the adaLN and the layers outside the blocks
 // replicated). Per-layer tensors come first in each block's bucket, in this order.
+// The last column: what a replicated tensor's gradient on one TP rank covers (llmc/param_layout.h):
+// the rows it ran (patch embedding, the row-parallel biases, final layer: its own rows
+// under sequence parallelism), its heads (QK norms), or the whole (the conditioning and
+// the adaLN weights: their gradients come from the clips' adaLN gradients, summed over TP).
 static void dit_param_specs(const DitConfig* c, ParamSpec s[NUM_DIT_TENSORS]) {
     size_t D = c->D, P = dit_patch_dim(c), hd = c->D / c->H, FF = c->FF, NC1 = (size_t)c->NC + 1;
     const int R = PARAM_REPLICATED, ROWS = PARAM_SPLIT_ROWS, COLS = PARAM_SPLIT_COLS;
+    const int RW = TP_GRAD_ROWS, HD = TP_GRAD_HEADS, WH = TP_GRAD_WHOLE;
     const ParamSpec table[NUM_DIT_TENSORS] = {
-        {"patch_w", 0, D, P, R, 1, 1, 1, 0}, {"patch_b", 0, D, 1, R, 1, 1, 0, 0},
-        {"t1_w", 0, D, TEMB_DIM, R, 1, 1, 1, 0}, {"t1_b", 0, D, 1, R, 1, 1, 0, 0},
-        {"t2_w", 0, D, D, R, 1, 1, 1, 0}, {"t2_b", 0, D, 1, R, 1, 1, 0, 0},
-        {"class_emb", 0, NC1, D, R, 1, 1, 1, 0},
-        {"ada_w", 1, 6 * D, D, R, 1, 1, 1, 0}, {"ada_b", 1, 6 * D, 1, R, 1, 1, 0, 0},
-        {"qkv_w", 1, 3 * D, D, ROWS, hd, 3, 1, 0}, {"qkv_b", 1, 3 * D, 1, ROWS, hd, 3, 0, 0},
-        {"q_norm", 1, hd, 1, R, 1, 1, 0, 1}, {"k_norm", 1, hd, 1, R, 1, 1, 0, 1},  // applied to this rank's heads
-        {"proj_w", 1, D, D, COLS, hd, 1, 1, 0}, {"proj_b", 1, D, 1, R, 1, 1, 0, 0},
-        {"fc1_w", 1, FF, D, ROWS, 1, 1, 1, 0}, {"fc1_b", 1, FF, 1, ROWS, 1, 1, 0, 0},
-        {"fc2_w", 1, D, FF, COLS, 1, 1, 1, 0}, {"fc2_b", 1, D, 1, R, 1, 1, 0, 0},
-        {"fada_w", 0, 2 * D, D, R, 1, 1, 1, 0}, {"fada_b", 0, 2 * D, 1, R, 1, 1, 0, 0},
-        {"final_w", 0, P, D, R, 1, 1, 1, 0}, {"final_b", 0, P, 1, R, 1, 1, 0, 0},
+        {"patch_w", 0, D, P, R, 1, 1, 1, RW}, {"patch_b", 0, D, 1, R, 1, 1, 0, RW},
+        {"t1_w", 0, D, TEMB_DIM, R, 1, 1, 1, WH}, {"t1_b", 0, D, 1, R, 1, 1, 0, WH},
+        {"t2_w", 0, D, D, R, 1, 1, 1, WH}, {"t2_b", 0, D, 1, R, 1, 1, 0, WH},
+        {"class_emb", 0, NC1, D, R, 1, 1, 1, WH},
+        {"ada_w", 1, 6 * D, D, R, 1, 1, 1, WH}, {"ada_b", 1, 6 * D, 1, R, 1, 1, 0, WH},
+        {"qkv_w", 1, 3 * D, D, ROWS, hd, 3, 1, RW}, {"qkv_b", 1, 3 * D, 1, ROWS, hd, 3, 0, RW},
+        {"q_norm", 1, hd, 1, R, 1, 1, 0, HD}, {"k_norm", 1, hd, 1, R, 1, 1, 0, HD},  // applied to this rank's heads
+        {"proj_w", 1, D, D, COLS, hd, 1, 1, RW}, {"proj_b", 1, D, 1, R, 1, 1, 0, RW},
+        {"fc1_w", 1, FF, D, ROWS, 1, 1, 1, RW}, {"fc1_b", 1, FF, 1, ROWS, 1, 1, 0, RW},
+        {"fc2_w", 1, D, FF, COLS, 1, 1, 1, RW}, {"fc2_b", 1, D, 1, R, 1, 1, 0, RW},
+        {"fada_w", 0, 2 * D, D, R, 1, 1, 1, WH}, {"fada_b", 0, 2 * D, 1, R, 1, 1, 0, WH},
+        {"final_w", 0, P, D, R, 1, 1, 1, RW}, {"final_b", 0, P, 1, R, 1, 1, 0, RW},
     };
     memcpy(s, table, sizeof(table));
 }
 
 // what one rank of a TP group holds: its heads (whole heads: tp divides H) and its FFN
 // hidden units (parts differ by at most one); FFmax is the largest rank's, so that every
-// rank cuts its FFN into the same number of chunks (their collectives pair up)
-typedef struct { int tp, Hl, FFl, FFmax; } DitShard;
+// rank cuts its FFN into the same number of chunks (their collectives pair up). Under
+// sequence parallelism (sp) the residual stream holds 1/tp of the rows, and with
+// keep_gathered (--tp-recompute-allgather 0, --recompute 0) the gathered a1, a2 are kept.
+typedef struct { int tp, Hl, FFl, FFmax, sp, keep_gathered; } DitShard;
 
 static DitShard dit_shard(const DitConfig* c, int tp, int rank) {
     size_t f0, n;
     split_part((size_t)c->FF, tp, rank, &f0, &n);
-    DitShard s = {tp, c->H / tp, (int)n, (int)ceil_div(c->FF, tp)};
+    DitShard s = {tp, c->H / tp, (int)n, (int)ceil_div(c->FF, tp), 0, 0};
     return s;
 }
 
@@ -198,29 +212,38 @@ enum {
     A_U,       // a2 fc1_w^T + fc1_b                               [BN, FF]
     A_G,       // gelu_tanh(u)                                     [BN, FF]
     A_Y2,      // g fc2_w^T + fc2_b (gate2's input)                [BN, D]
+    A_A1G,     // a1 all-gathered, kept (--tp-recompute-allgather 0) [BN, D]
+    A_A2G,     // a2 all-gathered, kept                            [BN, D]
     NUM_DIT_ACTS
 };
 [[maybe_unused]] static const char* DIT_ACT_NAMES[NUM_DIT_ACTS] = {
     "h", "mean1", "rstd1", "a1", "qp", "kp", "qrstd", "krstd", "q", "k", "v", "o", "lse", "y1", "hmid", "mean2",
-    "rstd2", "a2", "u", "g", "y2"};
+    "rstd2", "a2", "u", "g", "y2", "a1 gathered", "a2 gathered"};
 
-// the bytes of one field on one rank: under TP its heads' q, k, v, o and its FFN units
+// The bytes of one field on one rank: under TP its heads' q, k, v, o and its FFN units
+// (of all BN rows); under sequence parallelism the residual stream's fields (h, hmid, the
+// LayerNorm statistics, a1, a2, y1, y2) of its BN/tp own rows, a1 and a2 views of their
+// gathered copies when those are kept.
 static size_t dit_act_field_bytes(const DitConfig* c, const DitShard* t, int B, size_t N, int field) {
-    size_t BN = (size_t)B * N, Dl = (size_t)t->Hl * (c->D / c->H);
+    size_t BN = (size_t)B * N, Dl = (size_t)t->Hl * (c->D / c->H), own = t->sp ? BN / t->tp : BN;
     switch (field) {
-        case A_MEAN1: case A_RSTD1: case A_MEAN2: case A_RSTD2: return BN * sizeof(float);
+        case A_MEAN1: case A_RSTD1: case A_MEAN2: case A_RSTD2: return own * sizeof(float);
         case A_QRSTD: case A_KRSTD: case A_LSE: return BN * t->Hl * sizeof(float);
         case A_QP: case A_KP: case A_Q: case A_K: case A_V: case A_O: return BN * Dl * sizeof(floatX);
         case A_U: case A_G: return BN * t->FFl * sizeof(floatX);
-        default: return BN * c->D * sizeof(floatX);
+        case A_A1: case A_A2: return t->keep_gathered ? 0 : own * c->D * sizeof(floatX);
+        case A_A1G: case A_A2G: return t->keep_gathered ? BN * c->D * sizeof(floatX) : 0;
+        default: return own * c->D * sizeof(floatX);  // h, y1, hmid, y2
     }
 }
 
 typedef ActBlock DitActs;
 
-// the one place that says where each field of a block lives under the flags
-static ActHome dit_act_home(const DitFlags* f, int field) {
-    if (f->ffn_chunks > 1 && (field == A_U || field == A_G || field == A_Y2)) return ACT_IN_CHUNK;
+// the one place that says where each field of a block lives under the flags (sp: sequence
+// parallelism, which keeps a chunked FFN's y2, 1/tp of the rows, for gate2's gradient)
+static ActHome dit_act_home(const DitFlags* f, int sp, int field) {
+    if (field == A_A1G || field == A_A2G) return ACT_SAVED;  // 0 bytes unless kept
+    if (f->ffn_chunks > 1 && (field == A_U || field == A_G || (field == A_Y2 && !sp))) return ACT_IN_CHUNK;
     if (f->recompute >= 2) return field == A_H ? ACT_SAVED : ACT_IN_WORK;
     int recomputed = field == A_A1 || field == A_A2 || field == A_G || field == A_Q || field == A_K;
     return f->recompute >= 1 && recomputed ? ACT_IN_WORK : ACT_SAVED;
@@ -228,7 +251,10 @@ static ActHome dit_act_home(const DitFlags* f, int field) {
 
 static ActPlan dit_act_plan(const DitConfig* c, const DitShard* t, int B, size_t N, const DitFlags* fl) {
     ActPlan p = {NUM_DIT_ACTS, DIT_ACT_NAMES, {0}, {}, 0, 0};
-    for (int i = 0; i < NUM_DIT_ACTS; i++) { p.bytes[i] = dit_act_field_bytes(c, t, B, N, i); p.home[i] = dit_act_home(fl, i); }
+    for (int i = 0; i < NUM_DIT_ACTS; i++) {
+        p.bytes[i] = dit_act_field_bytes(c, t, B, N, i);
+        p.home[i] = dit_act_home(fl, t->sp, i);
+    }
     return act_plan_finish(p);
 }
 
@@ -245,6 +271,9 @@ typedef struct {
     DitShard sh;                  // this rank's heads and FFN units (all of them at tp 1)
     TpContext tpc;                // the TP collectives (llmc/tensor_parallel.h)
     int B, N, P;                  // planned batch (clips per rank), tokens per clip, patch size
+    int B_cur;                    // clips of the micro-batch being run
+    int keep_vpred;               // v_pred of every clip on every rank in training too (test_dit
+                                  // compares it; under sequence parallelism it costs a gather)
     size_t clip;                  // values per clip
     int allocated;
     int micro_steps;              // micro-batches per optimizer step (for the plan's communication bytes)
@@ -276,6 +305,7 @@ typedef struct {
     float *rope_cos, *rope_sin;
     float* norm_scratch;
     float* host_sq;
+    double* host_sq_sum;          // each clip's loss over the TP group
     stream_t stream;
     Profile prof;                 // --profile-step (llmc/profile.h)
 } Dit;
@@ -285,7 +315,15 @@ static floatX* dit_dw(const Dit* m, int t, int l) { return m->st.grads + m->loca
 static floatX* dit_p(const Dit* m, int t) { return dit_w(m, t, 0); }
 static floatX* dit_g(const Dit* m, int t) { return dit_dw(m, t, 0); }
 
-static DitActs dit_layer_acts(const Dit* m, int l) { return act_block_at(&m->acts, offload_block(&m->off, l), &m->work); }
+static DitActs dit_layer_acts(const Dit* m, int l) {
+    DitActs a = act_block_at(&m->acts, offload_block(&m->off, l), &m->work);
+    if (m->sh.keep_gathered) {  // a1 and a2 are this rank's rows of their kept gathered copies
+        size_t own = tp_own_row0(&m->tpc, m->B_cur * m->N) * m->cfg.D;
+        a.f[A_A1] = ACT(a, A_A1G) + own;
+        a.f[A_A2] = ACT(a, A_A2G) + own;
+    }
+    return a;
+}
 
 static floatX* dit_layer_output(const Dit* m, int l) {
     return l + 1 < m->cfg.L ? ACT(dit_layer_acts(m, l + 1), A_H) : m->h_final;
@@ -336,9 +374,15 @@ static void dit_build(Dit* m, const DitConfig* cfg, const DitFlags* flags, const
     int tp = comm->tp;
     if (c->H % tp != 0) FAIL("--tp %d must divide the number of heads H=%d (each rank holds whole heads)", tp, c->H);
     if (c->FF < tp) FAIL("--tp %d exceeds the FFN hidden size FF=%d", tp, c->FF);
-    if (tp > 1 && par->tp_sp)
-        FAIL("train_dit: --tp-mode reducescatter (sequence parallelism) is not implemented yet; use --tp-mode allreduce");
     m->sh = dit_shard(c, tp, comm->tp_rank);
+    m->sh.sp = tp > 1 && par->tp_sp;
+    m->sh.keep_gathered = m->sh.sp && !par->tp_regather && flags->recompute == 0;
+    // sequence parallelism cuts the B*N rows of a micro-batch into tp equal blocks (a ragged
+    // last block would need padding rows in every collective: refused instead)
+    if (m->sh.sp && ((size_t)B * m->N) % tp != 0)
+        FAIL("--tp-mode reducescatter splits the %zu tokens of a micro-batch (batch %d x %d tokens per clip) into %d "
+             "equal blocks: choose a batch (or clip) whose tokens --tp divides, or --tp-mode allreduce",
+             (size_t)B * m->N, B, m->N, tp);
     if (flags->ffn_chunks < 1) FAIL("--ffn-chunks must be >= 1 (got %d)", flags->ffn_chunks);
     if (flags->recompute < 0 || flags->recompute > 2) FAIL("--recompute must be 0, 1 or 2 (got %d)", flags->recompute);
     if (flags->ffn_chunk_seq && flags->ffn_chunks > m->N)
@@ -348,6 +392,7 @@ static void dit_build(Dit* m, const DitConfig* cfg, const DitFlags* flags, const
              c->FF, tp > 1 ? " over --tp" : "", m->sh.FFl);
     int n_offload = offload_resolve(flags->offload_act, c->L);
     size_t BN = (size_t)B * m->N, D = c->D, hd = c->D / c->H, P = m->P, Hl = m->sh.Hl, Dl = Hl * hd;
+    size_t own = m->sh.sp ? BN / tp : BN;  // this rank's rows of the residual stream
 
     dit_param_sizes(c, m->param_sizes);
     for (int i = 0; i < NUM_DIT_TENSORS; i++) { m->param_off[i] = m->num_params; m->num_params += m->param_sizes[i]; }
@@ -359,15 +404,17 @@ static void dit_build(Dit* m, const DitConfig* cfg, const DitFlags* flags, const
     arena_init(&m->host, "host (pinned)");
     param_store_plan(&m->st, d, HAVE_MASTER_WEIGHTS);
     // --comm mpi in the CUDA build: the largest collective (a bucket) passes through pinned host memory
-    size_t most = param_store_largest_bucket(&m->st);  // or a TP reduction of [BN, D] rows
-    if (tp > 1 && BN * D > most) most = BN * D;
+    size_t most = param_store_largest_bucket(&m->st);  // or a TP collective of [BN, D] rows, [BN, P] patches, [B, 6D] adaLN
+    size_t tp_most = BN * (D > P ? D : P) > (size_t)B * 6 * D ? BN * (D > P ? D : P) : (size_t)B * 6 * D;
+    if (tp > 1 && tp_most > most) most = tp_most;
     size_t staging = comm_staging_needed(comm) ? most * sizeof(floatX) : 0;
     arena_add_to(&m->host, "comm staging (--comm mpi)", "comm", staging, &m->comm_staging);
-    tp_context_plan(&m->tpc, comm, 0, 0, D, BN, d);  // allreduce mode: no recycled buffers
+    // the recycled buffers of sequence parallelism (allreduce mode: none)
+    tp_context_plan(&m->tpc, comm, m->sh.sp, m->sh.keep_gathered, D, BN, d);
 
     m->acts = dit_act_plan(c, &m->sh, B, m->N, flags);
     offload_plan(&m->off, d, &m->host, c->L, n_offload, m->acts.block_bytes);
-    arena_add_to(d, "saved activations (h_final)", "activations", BN * D * sizeof(floatX), &m->h_final);
+    arena_add_to(d, "saved activations (h_final)", "activations", own * D * sizeof(floatX), &m->h_final);
     int h_work = arena_add(d, "block work (not saved)", "scratch", m->acts.work_bytes);
 
     int chunked = flags->ffn_chunks > 1;
@@ -376,9 +423,10 @@ static void dit_build(Dit* m, const DitConfig* cfg, const DitFlags* flags, const
     size_t chunk_bytes = (size_t)m->ffn_rows * m->ffn_cols * sizeof(floatX);
     arena_add_to(d, "ffn chunk u", "scratch", chunked ? chunk_bytes : 0, &m->ffn_u);
     arena_add_to(d, "ffn chunk g", "scratch", chunked ? chunk_bytes : 0, &m->ffn_g);
-    arena_add_to(d, "ffn chunk y2", "scratch", chunked ? (size_t)m->ffn_rows * D * sizeof(floatX) : 0, &m->ffn_y2);
+    // the chunks' y2 (allreduce mode; sequence parallelism sums them in the reduce-scatter staging)
+    arena_add_to(d, "ffn chunk y2", "scratch", chunked && !m->sh.sp ? (size_t)m->ffn_rows * D * sizeof(floatX) : 0, &m->ffn_y2);
     arena_add_to(d, "ffn d(g), d(u)", "scratch", chunk_bytes, &m->ffn_dg);
-    size_t act = BN * D * sizeof(floatX);
+    size_t act = own * D * sizeof(floatX);  // the residual stream's gradients: this rank's rows
     arena_add_to(d, "d residual", "scratch", act, &m->dh);
     arena_add_to(d, "d modulated input", "scratch", act, &m->da);
     arena_add_to(d, "d gated branch", "scratch", act, &m->dy);
@@ -391,7 +439,7 @@ static void dit_build(Dit* m, const DitConfig* cfg, const DitFlags* flags, const
     arena_add_to(d, "dk before norm", "scratch", heads, &m->dkp);
     // --recompute 1 recomputes the norms but not their statistics: those go here (the q and
     // k RMSNorms one after the other into the same BN*H floats)
-    arena_add_to(d, "norm statistics (recompute)", "scratch", flags->recompute == 1 ? (2 * BN + BN * Hl) * sizeof(float) : 0,
+    arena_add_to(d, "norm statistics (recompute)", "scratch", flags->recompute == 1 ? (2 * own + BN * Hl) * sizeof(float) : 0,
                  &m->mean_scratch);
     size_t xbytes = (size_t)B * m->clip * sizeof(floatX), pbytes = BN * P * sizeof(floatX);
     arena_add_to(d, "clips x0", "scratch", xbytes, &m->x0);
@@ -404,7 +452,7 @@ static void dit_build(Dit* m, const DitConfig* cfg, const DitFlags* flags, const
     arena_add_to(d, "final layer output", "scratch", pbytes, &m->hout);
     arena_add_to(d, "d final layer output", "scratch", pbytes, &m->dhout);
     arena_add_to(d, "final norm output", "scratch", act, &m->xf);
-    arena_add_to(d, "final norm statistics", "scratch", 2 * BN * sizeof(float), &m->meanf);
+    arena_add_to(d, "final norm statistics", "scratch", 2 * own * sizeof(float), &m->meanf);
     arena_add_to(d, "t, y, per-clip losses", "scratch", 3 * (size_t)B * sizeof(float), &m->t);
     size_t bd = (size_t)B * D * sizeof(floatX);
     arena_add_to(d, "conditioning (t emb, c)", "scratch", (size_t)B * TEMB_DIM * sizeof(floatX) + 4 * bd, &m->temb);
@@ -422,10 +470,10 @@ static void dit_build(Dit* m, const DitConfig* cfg, const DitFlags* flags, const
     offload_bind(&m->off, d, &m->host);
     act_plan_layout(&m->acts, ACT_IN_WORK, (char*)arena_ptr(d, h_work), &m->work);
     if (flags->recompute == 1) {
-        m->rstd_scratch = m->mean_scratch + BN;
-        m->qk_rstd_scratch = m->rstd_scratch + BN;
+        m->rstd_scratch = m->mean_scratch + own;
+        m->qk_rstd_scratch = m->rstd_scratch + own;
     }
-    m->rstdf = m->meanf + BN;
+    m->rstdf = m->meanf + own;
     m->sq = m->t + B;
     m->y = (int*)(m->sq + B);
     m->e1 = m->temb + (size_t)B * TEMB_DIM;
@@ -439,6 +487,7 @@ static void dit_build(Dit* m, const DitConfig* cfg, const DitFlags* flags, const
     m->dfada = m->dada + (size_t)B * 6 * D;
     m->rope_sin = m->rope_cos + (size_t)m->N * (hd / 2);
     m->host_sq = (float*)xmalloc((size_t)B * sizeof(float));
+    m->host_sq_sum = (double*)xmalloc((size_t)B * sizeof(double));
     m->local_off = (size_t*)xmalloc((size_t)NUM_DIT_TENSORS * c->L * sizeof(size_t));
     for (int i = m->st.lay.n_seg - 1; i >= 0; i--) {  // backwards: a tensor cut in groups starts at its first
         const Segment* sg = &m->st.lay.seg[i];
@@ -467,6 +516,7 @@ static void dit_free(Dit* m) {
     if (m->dev.base) dev_free(m->dev.base);
     if (m->host.base) host_free_pinned(m->host.base);
     free(m->host_sq);
+    free(m->host_sq_sum);
     free(m->local_off);
     param_store_free(&m->st);
 }
@@ -574,34 +624,118 @@ static void qk_norm_rope(Dit* m, int l, int which, floatX* out, float* rstd, con
     if (!attention_fuses_rope()) rope_forward(out, out, m->rope_cos, m->rope_sin, B, m->N, Hl, hd, m->stream);
 }
 
+// ----------------------------------------------------------------------------
+// this rank's rows of the residual stream (all of them, but under sequence parallelism)
+
+static int own_rows(const Dit* m, int B) { return tp_own_rows(&m->tpc, B * m->N); }
+static size_t own_row0(const Dit* m, int B) { return tp_own_row0(&m->tpc, B * m->N); }
+
+// The adaLN kernels on this rank's rows: they read one modulation row per clip, and under
+// sequence parallelism the rows may start and end inside a clip, so they run once per
+// clip-aligned segment (llmc/tensor_parallel.h tp_own_segments; one call without). The
+// backward's per-clip column sums (d shift, d scale, d gate) are overwritten for the clips
+// this rank's rows touch: under sequence parallelism the caller zeroes them first and sums
+// them over the TP group after (adaln_grad_finish).
+static void modulate_own(Dit* m, floatX* out, float* mean, float* rstd, const floatX* x, const floatX* shift,
+                         const floatX* scale, int ld, int B) {
+    TpSegment sg[3];
+    int n = tp_own_segments(&m->tpc, B, m->N, sg);
+    size_t D = m->cfg.D;
+    for (int i = 0; i < n; i++) {
+        size_t r = sg[i].row, v = (size_t)sg[i].b * ld;
+        layernorm_modulate_forward(out + r * D, mean + r, rstd + r, x + r * D, shift + v, scale + v, ld, sg[i].nb,
+                                   sg[i].per, (int)D, DIT_EPS, m->stream);
+    }
+}
+
+static void modulate_own_backward(Dit* m, floatX* dx, floatX* dshift, floatX* dscale, const floatX* dout, const floatX* x,
+                                  const float* mean, const float* rstd, const floatX* scale, int ld, int B) {
+    TpSegment sg[3];
+    int n = tp_own_segments(&m->tpc, B, m->N, sg);
+    size_t D = m->cfg.D;
+    for (int i = 0; i < n; i++) {
+        size_t r = sg[i].row, v = (size_t)sg[i].b * ld;
+        layernorm_modulate_backward(dx + r * D, dshift + v, dscale + v, dout + r * D, x + r * D, mean + r, rstd + r,
+                                    scale + v, ld, sg[i].nb, sg[i].per, (int)D, m->stream);
+    }
+}
+
+static void gated_own(Dit* m, floatX* out, const floatX* res, const floatX* y, const floatX* gate, int ld, int B) {
+    TpSegment sg[3];
+    int n = tp_own_segments(&m->tpc, B, m->N, sg);
+    size_t D = m->cfg.D;
+    for (int i = 0; i < n; i++) {
+        size_t r = sg[i].row;
+        gated_residual_forward(out + r * D, res + r * D, y + r * D, gate + (size_t)sg[i].b * ld, ld, sg[i].nb, sg[i].per,
+                               (int)D, m->stream);
+    }
+}
+
+static void gated_own_backward(Dit* m, floatX* dy, floatX* dgate, const floatX* dout, const floatX* y, const floatX* gate,
+                               int ld, int B) {
+    TpSegment sg[3];
+    int n = tp_own_segments(&m->tpc, B, m->N, sg);
+    size_t D = m->cfg.D;
+    for (int i = 0; i < n; i++) {
+        size_t r = sg[i].row, v = (size_t)sg[i].b * ld;
+        gated_residual_backward(dy ? dy + r * D : NULL, dgate ? dgate + v : NULL, dout + r * D, y + r * D, gate + v, ld,
+                                sg[i].nb, sg[i].per, (int)D, 0, m->stream);
+    }
+}
+
+// Under sequence parallelism each rank's adaLN gradients ([B, n] per-clip sums) cover its
+// own rows: zeroed before the backward that writes them, summed over the TP group after,
+// so that every rank holds the whole, as it holds the conditioning they flow into.
+static void adaln_grad_begin(Dit* m, floatX* dada, size_t n) {
+    if (m->tpc.sp) dev_memset(dada, 0, n * sizeof(floatX), m->stream);
+}
+static void adaln_grad_finish(Dit* m, floatX* dada, size_t n) {
+    if (m->tpc.sp) tp_all_reduce(&m->tpc, dada, n);
+}
+
 // A row-parallel GEMM's output y = x w^T + b over the TP group: each rank's partial
-// product, the bias on TP rank 0 only (added once), summed in place (all-reduce). At tp 1
-// the product and the bias, as one process computes them.
-static void rowpar_finish(Dit* m, floatX* y, const floatX* bias, int rows, int add_bias) {
-    if (add_bias && m->tpc.rank == 0) bias_forward(y, bias, rows, m->cfg.D, m->stream);
-    tp_reduce_rows(&m->tpc, y, rows);
+// product in `part` (all N rows: tp_partial_rows), the bias on TP rank 0 only (added once),
+// summed: in place (allreduce mode) or reduce-scattered, this rank's rows of it into y.
+// At tp 1 the product and the bias, as one process computes them.
+static void rowpar_finish(Dit* m, TpRows* part, floatX* y, const floatX* bias, int rows) {
+    if (bias && m->tpc.rank == 0) bias_forward(part->p, bias, rows, m->cfg.D, m->stream);
+    floatX* mine = tp_reduce_rows(&m->tpc, part->p, rows);
+    if (mine != y) dev_memcpy_d2d(y, mine, (size_t)tp_own_rows(&m->tpc, rows) * m->cfg.D * sizeof(floatX), m->stream);
+    tp_give_back(&m->tpc, part);
+}
+
+// The input of the column-parallel GEMMs of block l's attention (which = 0: a1) or FFN (1:
+// a2), all B*N rows: the field itself, or under sequence parallelism gathered (kept or
+// recycled, llmc/tensor_parallel.h tp_column_input)
+static TpRows column_input(Dit* m, int l, DitActs a, int which, int B, int backward) {
+    int own_f = which ? A_A2 : A_A1, kept_f = which ? A_A2G : A_A1G;
+    return tp_column_input(&m->tpc, 2 * l + which, ACT(a, own_f), ACT(a, kept_f), B * m->N, backward,
+                           DIT_ACT_NAMES[own_f]);
 }
 
 // the attention half of block l: a1, q, k, v, o, y1 and hmid = h + gate1 y1. Under TP
 // this rank's heads (qkv column-parallel, proj row-parallel): y1 is summed over the
-// group before gate1 multiplies it.
+// group before gate1 multiplies it. Under sequence parallelism the norm and the gated
+// residual run on this rank's rows, a1 is all-gathered and y1 reduce-scattered.
 static void attention_block_forward(Dit* m, int l, DitActs a, int B) {
     const DitConfig* c = &m->cfg;
-    int N = m->N, D = c->D, BN = B * N, hd = D / c->H, Hl = m->sh.Hl, Dl = Hl * hd;
+    int N = m->N, D = c->D, BN = B * N, nr = own_rows(m, B), hd = D / c->H, Hl = m->sh.Hl, Dl = Hl * hd;
     stream_t s = m->stream;
     floatX* ada = m->ada + (size_t)l * B * 6 * D;
     const floatX* wqkv = dit_w(m, W_QKV, l);
     const floatX* bqkv = dit_w(m, B_QKV, l);
     Profile* P = &m->prof;
-    PROF(P, "layernorm modulate fwd", 0, 2.0 * BN * D * SX, s)
-        layernorm_modulate_forward(ACT(a, A_A1), ACTF(a, A_MEAN1), ACTF(a, A_RSTD1), ACT(a, A_H), ada_part(m, ada, 0),
-                                   ada_part(m, ada, 1), 6 * D, B, N, D, DIT_EPS, s);
+    PROF(P, "layernorm modulate fwd", 0, 2.0 * nr * D * SX, s)
+        modulate_own(m, ACT(a, A_A1), ACTF(a, A_MEAN1), ACTF(a, A_RSTD1), ACT(a, A_H), ada_part(m, ada, 0),
+                     ada_part(m, ada, 1), 6 * D, B);
+    TpRows xin = column_input(m, l, a, 0, B, 0);
     floatX* proj[3] = {ACT(a, A_QP), ACT(a, A_KP), ACT(a, A_V)};
     PROF(P, "qkv matmul fwd", gemm_flops(BN, 3.0 * Dl, D), 0, s)
         for (int i = 0; i < 3; i++) {  // q, k, v: the three row blocks of qkv_w (this rank's heads of each)
-            matmul_forward(proj[i], ACT(a, A_A1), wqkv + (size_t)i * Dl * D, BN, D, Dl, D, 0, s);
+            matmul_forward(proj[i], xin.p, wqkv + (size_t)i * Dl * D, BN, D, Dl, D, 0, s);
             bias_forward(proj[i], bqkv + (size_t)i * Dl, BN, Dl, s);
         }
+    tp_give_back(&m->tpc, &xin);
     PROF(P, "qk norm rope fwd", 0, 4.0 * BN * Dl * SX, s) {
         qk_norm_rope(m, l, W_QNORM, ACT(a, A_Q), ACTF(a, A_QRSTD), ACT(a, A_QP), B);
         qk_norm_rope(m, l, W_KNORM, ACT(a, A_K), ACTF(a, A_KRSTD), ACT(a, A_KP), B);
@@ -614,96 +748,120 @@ static void attention_block_forward(Dit* m, int l, DitActs a, int B) {
             attention_dispatch_full_forward(ACT(a, A_O), ACTF(a, A_LSE), ACT(a, A_Q), ACT(a, A_K), ACT(a, A_V), B, N, Hl,
                                             Hl, hd, s);
     }
+    TpRows y1 = tp_partial_rows(&m->tpc, ACT(a, A_Y1), BN);
     PROF(P, "proj matmul fwd", gemm_flops(BN, D, Dl), 0, s)
-        matmul_forward(ACT(a, A_Y1), ACT(a, A_O), dit_w(m, W_PROJ, l), BN, Dl, D, Dl, 0, s);
-    rowpar_finish(m, ACT(a, A_Y1), dit_w(m, B_PROJ, l), BN, 1);
-    PROF(P, "gated residual fwd", 0, 3.0 * BN * D * SX, s)
-        gated_residual_forward(ACT(a, A_HMID), ACT(a, A_H), ACT(a, A_Y1), ada_part(m, ada, 2), 6 * D, B, N, D, s);
-    PROF(P, "layernorm modulate fwd", 0, 2.0 * BN * D * SX, s)
-        layernorm_modulate_forward(ACT(a, A_A2), ACTF(a, A_MEAN2), ACTF(a, A_RSTD2), ACT(a, A_HMID), ada_part(m, ada, 3),
-                                   ada_part(m, ada, 4), 6 * D, B, N, D, DIT_EPS, s);
+        matmul_forward(y1.p, ACT(a, A_O), dit_w(m, W_PROJ, l), BN, Dl, D, Dl, 0, s);
+    rowpar_finish(m, &y1, ACT(a, A_Y1), dit_w(m, B_PROJ, l), BN);
+    PROF(P, "gated residual fwd", 0, 3.0 * nr * D * SX, s)
+        gated_own(m, ACT(a, A_HMID), ACT(a, A_H), ACT(a, A_Y1), ada_part(m, ada, 2), 6 * D, B);
+    PROF(P, "layernorm modulate fwd", 0, 2.0 * nr * D * SX, s)
+        modulate_own(m, ACT(a, A_A2), ACTF(a, A_MEAN2), ACTF(a, A_RSTD2), ACT(a, A_HMID), ada_part(m, ada, 3),
+                     ada_part(m, ada, 4), 6 * D, B);
+}
+
+// u and g of one chunk (fc1 and GELU) from a2 (all rows)
+static void ffn_chunk_hidden(Dit* m, int l, const floatX* a2, FfnChunk ch, floatX* u, floatX* g) {
+    int D = m->cfg.D;
+    stream_t s = m->stream;
+    if (ch.nf == 0) return;  // a rank's empty last hidden chunk (FF split unevenly)
+    PROF(&m->prof, "ffn fc1 matmul fwd", gemm_flops(ch.nr, ch.nf, D), 0, s) {
+        matmul_forward(u, a2 + (size_t)ch.r0 * D, dit_w(m, W_FC1, l) + (size_t)ch.f0 * D, ch.nr, D, ch.nf, D, 0, s);
+        bias_forward(u, dit_w(m, B_FC1, l) + ch.f0, ch.nr, ch.nf, s);
+    }
+    PROF(&m->prof, "gelu fwd", 0, 2.0 * ch.nr * ch.nf * SX, s) gelu_tanh_forward(g, u, (size_t)ch.nr * ch.nf, s);
 }
 
 // u, g and y2 of one chunk (unchunked: the whole FFN into the block's fields); y2 is this
 // chunk's share of the FFN output, and under TP this rank's partial sum of it
 static void ffn_chunk_forward(Dit* m, int l, const floatX* a2, FfnChunk ch, floatX* u, floatX* g, floatX* y2,
                               int y2_accumulate) {
-    const DitConfig* c = &m->cfg;
-    int D = c->D, FFl = m->sh.FFl;
+    int D = m->cfg.D, FFl = m->sh.FFl;
     stream_t s = m->stream;
-    if (ch.nf == 0) {  // a rank's empty last hidden chunk (FF split unevenly): nothing to add
+    if (ch.nf == 0) {  // a rank's empty last hidden chunk: nothing to add
         if (!y2_accumulate) dev_memset(y2, 0, (size_t)ch.nr * D * sizeof(floatX), s);
         return;
     }
-    PROF(&m->prof, "ffn fc1 matmul fwd", gemm_flops(ch.nr, ch.nf, D), 0, s) {
-        matmul_forward(u, a2 + (size_t)ch.r0 * D, dit_w(m, W_FC1, l) + (size_t)ch.f0 * D, ch.nr, D, ch.nf, D, 0, s);
-        bias_forward(u, dit_w(m, B_FC1, l) + ch.f0, ch.nr, ch.nf, s);
-    }
-    PROF(&m->prof, "gelu fwd", 0, 2.0 * ch.nr * ch.nf * SX, s) gelu_tanh_forward(g, u, (size_t)ch.nr * ch.nf, s);
+    ffn_chunk_hidden(m, l, a2, ch, u, g);
     PROF(&m->prof, "ffn fc2 matmul fwd", gemm_flops(ch.nr, D, ch.nf), 0, s)
         matmul_forward(y2, g, dit_w(m, W_FC2, l) + ch.f0, ch.nr, ch.nf, D, FFl, y2_accumulate, s);
     // the bias belongs to the first hidden chunk, and under TP to rank 0's (added once)
     if (ch.f0 == 0 && m->tpc.rank == 0) bias_forward(y2, dit_w(m, B_FC2, l), ch.nr, D, s);
 }
 
-// out = hmid + gate2 * FFN(a2); chunked, only a2 (and hmid) stay
+// The FFN's output y2 = FFN(a2) of block l, summed over the TP group, this rank's rows of
+// it into y2: its chunks (hidden chunks add into one sum, token chunks each write their
+// rows) into the partial rows, then one reduction. Not for the token chunks of allreduce
+// mode, which each finish their own rows (ffn_forward).
+static void ffn_output(Dit* m, int l, DitActs a, int B, floatX* y2) {
+    int BN = B * m->N, D = m->cfg.D, chunked = m->flags.ffn_chunks > 1, seq = chunked && m->flags.ffn_chunk_seq;
+    TpRows xin = column_input(m, l, a, 1, B, 0);
+    TpRows part = tp_partial_rows(&m->tpc, y2, BN);
+    for (int k = 0; k < dit_ffn_num_chunks(m, B); k++) {
+        FfnChunk ch = dit_ffn_chunk(m, B, k);
+        ffn_chunk_forward(m, l, xin.p, ch, chunked ? m->ffn_u : ACT(a, A_U), chunked ? m->ffn_g : ACT(a, A_G),
+                          part.p + (seq ? (size_t)ch.r0 * D : 0), !seq && k > 0);
+    }
+    tp_give_back(&m->tpc, &xin);
+    rowpar_finish(m, &part, y2, NULL, BN);
+}
+
+// out = hmid + gate2 * FFN(a2); chunked, only a2 (and hmid) stay (and under sequence
+// parallelism y2, 1/tp of the rows)
 static void ffn_forward(Dit* m, int l, DitActs a, int B, floatX* out) {
-    int D = m->cfg.D;
+    int D = m->cfg.D, nr = own_rows(m, B);
     stream_t s = m->stream;
     floatX* gate = ada_part(m, m->ada + (size_t)l * B * 6 * D, 5);
-    int BN = B * m->N;
-    if (m->flags.ffn_chunks == 1) {
-        FfnChunk all = dit_ffn_chunk(m, B, 0);
-        ffn_chunk_forward(m, l, ACT(a, A_A2), all, ACT(a, A_U), ACT(a, A_G), ACT(a, A_Y2), 0);
-        rowpar_finish(m, ACT(a, A_Y2), NULL, BN, 0);
-        PROF(&m->prof, "gated residual fwd", 0, 3.0 * BN * D * SX, s)
-            gated_residual_forward(out, ACT(a, A_HMID), ACT(a, A_Y2), gate, 6 * D, B, m->N, D, s);
-        return;
-    }
-    int nc = dit_ffn_num_chunks(m, B);
-    for (int k = 0; k < nc; k++) {
-        FfnChunk ch = dit_ffn_chunk(m, B, k);
-        // hidden chunks add into one [BN, D] y2; token chunks each finish their rows
-        ffn_chunk_forward(m, l, ACT(a, A_A2), ch, m->ffn_u, m->ffn_g, m->ffn_y2, !m->flags.ffn_chunk_seq && k > 0);
-        if (m->flags.ffn_chunk_seq) {
-            rowpar_finish(m, m->ffn_y2, NULL, ch.nr, 0);
+    if (m->flags.ffn_chunks > 1 && m->flags.ffn_chunk_seq && !m->tpc.sp) {  // token chunks, each summed on its own
+        for (int k = 0; k < dit_ffn_num_chunks(m, B); k++) {
+            FfnChunk ch = dit_ffn_chunk(m, B, k);
+            ffn_chunk_forward(m, l, ACT(a, A_A2), ch, m->ffn_u, m->ffn_g, m->ffn_y2, 0);
+            TpRows y2 = {m->ffn_y2, -1};
+            rowpar_finish(m, &y2, m->ffn_y2, NULL, ch.nr);
             PROF(&m->prof, "gated residual fwd", 0, 3.0 * ch.nr * D * SX, s)
                 gated_residual_forward(out + (size_t)ch.r0 * D, ACT(a, A_HMID) + (size_t)ch.r0 * D, m->ffn_y2,
                                        gate + (size_t)ch.b0 * 6 * D, 6 * D, 1, ch.nr, D, s);
         }
+        return;
     }
-    if (!m->flags.ffn_chunk_seq) {
-        rowpar_finish(m, m->ffn_y2, NULL, BN, 0);
-        PROF(&m->prof, "gated residual fwd", 0, 3.0 * BN * D * SX, s)
-            gated_residual_forward(out, ACT(a, A_HMID), m->ffn_y2, gate, 6 * D, B, m->N, D, s);
-    }
+    // y2: the block's field, or in allreduce mode the hidden chunks' sum (not kept)
+    floatX* y2 = m->flags.ffn_chunks > 1 && !m->tpc.sp ? m->ffn_y2 : ACT(a, A_Y2);
+    ffn_output(m, l, a, B, y2);
+    PROF(&m->prof, "gated residual fwd", 0, 3.0 * nr * D * SX, s) gated_own(m, out, ACT(a, A_HMID), y2, gate, 6 * D, B);
 }
 
-// The FFN's backward from m->dh (dL/d block output): gate2's gradient into dada, the
-// FFN weights' gradients, and d a2 into m->da.
-static void ffn_backward(Dit* m, int l, DitActs a, int B) {
+// The FFN's backward from m->dh (dL/d block output, this rank's rows): gate2's gradient
+// into dada, the FFN weights' gradients, and this rank's column-parallel part of d a2 (all
+// rows) into da. The chunks of allreduce mode keep no y2: each is recomputed whole and
+// summed over TP for gate2's gradient; the other layouts read the kept y2.
+static void ffn_backward(Dit* m, int l, DitActs a, int B, floatX* da) {
     const DitConfig* c = &m->cfg;
-    int D = c->D, FFl = m->sh.FFl, BN = B * m->N;
+    int D = c->D, FFl = m->sh.FFl, BN = B * m->N, nr = own_rows(m, B);
     stream_t s = m->stream;
     floatX* gate = ada_part(m, m->ada + (size_t)l * B * 6 * D, 5);
     floatX* dgate = ada_part(m, m->dada, 5);
-    int chunked = m->flags.ffn_chunks > 1;
-    // dy2 = gate2 * dh; unchunked, gate2's gradient needs the saved y2 only
-    PROF(&m->prof, "gated residual bwd", 0, 3.0 * BN * D * SX, s)
-        gated_residual_backward(m->dy, chunked ? NULL : dgate, m->dh, ACT(a, A_Y2), gate, 6 * D, B, m->N, D, 0, s);
+    int chunked = m->flags.ffn_chunks > 1, recompute_y2 = chunked && !m->tpc.sp;
+    // dy2 = gate2 * dh (this rank's rows), then all of them
+    PROF(&m->prof, "gated residual bwd", 0, 3.0 * nr * D * SX, s)
+        gated_own_backward(m, m->dy, recompute_y2 ? NULL : dgate, m->dh, ACT(a, A_Y2), gate, 6 * D, B);
+    bias_backward(dit_dw(m, B_FC2, l), m->dy, nr, D, s);
+    TpRows dy = tp_grad_rows(&m->tpc, m->dy, BN);
+    TpRows xin = column_input(m, l, a, 1, B, 1);
     int nc = dit_ffn_num_chunks(m, B);
     for (int k = 0; k < nc; k++) {
         FfnChunk ch = dit_ffn_chunk(m, B, k);
         floatX *u = ACT(a, A_U), *g = ACT(a, A_G);
-        if (chunked) {  // recompute the chunk, and its share of gate2's gradient (the chunk's y2 summed over TP)
-            u = m->ffn_u; g = m->ffn_g;
-            ffn_chunk_forward(m, l, ACT(a, A_A2), ch, u, g, m->ffn_y2, 0);
-            rowpar_finish(m, m->ffn_y2, NULL, ch.nr, 0);
+        if (chunked) u = m->ffn_u, g = m->ffn_g;
+        if (recompute_y2) {  // recompute the chunk, and its share of gate2's gradient (the chunk's y2 summed over TP)
+            ffn_chunk_forward(m, l, xin.p, ch, u, g, m->ffn_y2, 0);
+            TpRows y2 = {m->ffn_y2, -1};
+            rowpar_finish(m, &y2, m->ffn_y2, NULL, ch.nr);
             gated_residual_backward(NULL, dgate + (size_t)ch.b0 * 6 * D, m->dh + (size_t)ch.r0 * D, m->ffn_y2,
                                     gate + (size_t)ch.b0 * 6 * D, 6 * D, ch.nb, ch.nper, D, !ch.first, s);
+        } else if (chunked) {
+            ffn_chunk_hidden(m, l, xin.p, ch, u, g);
         }
         if (ch.nf == 0) continue;  // a rank's empty last hidden chunk
-        const floatX* dy2 = m->dy + (size_t)ch.r0 * D;
+        const floatX* dy2 = dy.p + (size_t)ch.r0 * D;
         PROF(&m->prof, "ffn fc2 matmul bwd", 2 * gemm_flops(ch.nr, D, ch.nf), 0, s) {
             matmul_backward_weight(dit_dw(m, W_FC2, l) + ch.f0, dy2, g, ch.nr, ch.nf, D, FFl, s);
             matmul_backward_input(m->ffn_dg, dy2, dit_w(m, W_FC2, l) + ch.f0, ch.nr, ch.nf, D, FFl, 0, s);
@@ -711,16 +869,16 @@ static void ffn_backward(Dit* m, int l, DitActs a, int B) {
         PROF(&m->prof, "gelu bwd", 0, 3.0 * ch.nr * ch.nf * SX, s)
             gelu_tanh_backward(m->ffn_dg, m->ffn_dg, u, (size_t)ch.nr * ch.nf, s);
         PROF(&m->prof, "ffn fc1 matmul bwd", 2 * gemm_flops(ch.nr, ch.nf, D), 0, s) {
-            matmul_backward_weight(dit_dw(m, W_FC1, l) + (size_t)ch.f0 * D, m->ffn_dg, ACT(a, A_A2) + (size_t)ch.r0 * D,
+            matmul_backward_weight(dit_dw(m, W_FC1, l) + (size_t)ch.f0 * D, m->ffn_dg, xin.p + (size_t)ch.r0 * D,
                                    ch.nr, D, ch.nf, D, s);
             bias_backward(dit_dw(m, B_FC1, l) + ch.f0, m->ffn_dg, ch.nr, ch.nf, s);
             // hidden chunks add into d a2; token chunks each write their rows
-            matmul_backward_input(m->da + (size_t)ch.r0 * D, m->ffn_dg, dit_w(m, W_FC1, l) + (size_t)ch.f0 * D, ch.nr, D,
+            matmul_backward_input(da + (size_t)ch.r0 * D, m->ffn_dg, dit_w(m, W_FC1, l) + (size_t)ch.f0 * D, ch.nr, D,
                                   ch.nf, D, !m->flags.ffn_chunk_seq && k > 0, s);
         }
     }
-    bias_backward(dit_dw(m, B_FC2, l), m->dy, BN, D, s);
-    tp_reduce_rows(&m->tpc, m->da, BN);  // d a2: the sum of the ranks' column-parallel input gradients
+    tp_give_back(&m->tpc, &xin);
+    tp_give_back(&m->tpc, &dy);
 }
 
 static void layer_forward(Dit* m, int l, int B, RunMode mode) {
@@ -732,13 +890,14 @@ static void layer_forward(Dit* m, int l, int B, RunMode mode) {
     if (mode == MODE_TRAIN) offload_after_forward(&m->off, l, m->stream);
 }
 
-// m->dh holds dL/d(block output) on entry and dL/d(block input) on return; the block's
-// adaLN gradients go to its ada weights and add into d silu(c)
+// m->dh holds dL/d(block output) on entry and dL/d(block input) on return (this rank's
+// rows of them); the block's adaLN gradients go to its ada weights and add into d silu(c)
 static void layer_backward(Dit* m, int l, int B) {
     const DitConfig* c = &m->cfg;
-    int N = m->N, D = c->D, BN = B * N, hd = D / c->H, Hl = m->sh.Hl, Dl = Hl * hd;
+    int N = m->N, D = c->D, BN = B * N, nr = own_rows(m, B), hd = D / c->H, Hl = m->sh.Hl, Dl = Hl * hd;
     stream_t s = m->stream;
     Profile* P = &m->prof;
+    TpContext* tpc = &m->tpc;
     PROF(P, "offload wait", 0, 0, s) offload_before_backward(&m->off, l, s);
     DitActs a = dit_layer_acts(m, l);
     floatX* ada = m->ada + (size_t)l * B * 6 * D;
@@ -746,16 +905,14 @@ static void layer_backward(Dit* m, int l, int B) {
     // recompute what was not kept: the same launchers on the same inputs give the same bits
     if (m->flags.recompute >= 2) {
         attention_block_forward(m, l, a, B);
-        if (m->flags.ffn_chunks == 1) {
-            ffn_chunk_forward(m, l, ACT(a, A_A2), dit_ffn_chunk(m, B, 0), ACT(a, A_U), ACT(a, A_G), ACT(a, A_Y2), 0);
-            rowpar_finish(m, ACT(a, A_Y2), NULL, BN, 0);  // gate2's gradient reads the summed y2
-        }
+        // gate2's gradient reads the summed y2 (allreduce mode's chunks: ffn_backward)
+        if (m->flags.ffn_chunks == 1 || tpc->sp) ffn_output(m, l, a, B, ACT(a, A_Y2));
     } else if (m->flags.recompute == 1) {
-        PROF(P, "layernorm modulate fwd", 0, 4.0 * BN * D * SX, s) {
-            layernorm_modulate_forward(ACT(a, A_A1), m->mean_scratch, m->rstd_scratch, ACT(a, A_H), ada_part(m, ada, 0),
-                                       ada_part(m, ada, 1), 6 * D, B, N, D, DIT_EPS, s);
-            layernorm_modulate_forward(ACT(a, A_A2), m->mean_scratch, m->rstd_scratch, ACT(a, A_HMID), ada_part(m, ada, 3),
-                                       ada_part(m, ada, 4), 6 * D, B, N, D, DIT_EPS, s);
+        PROF(P, "layernorm modulate fwd", 0, 4.0 * nr * D * SX, s) {
+            modulate_own(m, ACT(a, A_A1), m->mean_scratch, m->rstd_scratch, ACT(a, A_H), ada_part(m, ada, 0),
+                         ada_part(m, ada, 1), 6 * D, B);
+            modulate_own(m, ACT(a, A_A2), m->mean_scratch, m->rstd_scratch, ACT(a, A_HMID), ada_part(m, ada, 3),
+                         ada_part(m, ada, 4), 6 * D, B);
         }
         PROF(P, "qk norm rope fwd", 0, 4.0 * BN * Dl * SX, s) {
             qk_norm_rope(m, l, W_QNORM, ACT(a, A_Q), m->qk_rstd_scratch, ACT(a, A_QP), B);
@@ -764,22 +921,29 @@ static void layer_backward(Dit* m, int l, int B) {
         if (m->flags.ffn_chunks == 1)
             PROF(P, "gelu fwd", 0, 2.0 * BN * m->sh.FFl * SX, s) gelu_tanh_forward(ACT(a, A_G), ACT(a, A_U), (size_t)BN * m->sh.FFl, s);
     }
+    adaln_grad_begin(m, m->dada, (size_t)B * 6 * D);
 
     // FFN, then its modulated norm: dh is the gradient at the block output and, through
-    // the residual, at hmid; the norm's backward adds the FFN path into it
-    ffn_backward(m, l, a, B);
-    PROF(P, "layernorm modulate bwd", 0, 4.0 * BN * D * SX, s)
-        layernorm_modulate_backward(m->dh, ada_part(m, m->dada, 3), ada_part(m, m->dada, 4), m->da, ACT(a, A_HMID),
-                                    ACTF(a, A_MEAN2), ACTF(a, A_RSTD2), ada_part(m, ada, 4), 6 * D, B, N, D, s);
+    // the residual, at hmid; the norm's backward adds the FFN path into it. The
+    // column-parallel input gradients d a2, d a1 are partial sums of all rows, reduced
+    // (under sequence parallelism reduce-scattered) to this rank's rows.
+    TpRows part = tp_partial_rows(tpc, m->da, BN);
+    ffn_backward(m, l, a, B, part.p);
+    const floatX* da = tp_reduce_rows(tpc, part.p, BN);
+    PROF(P, "layernorm modulate bwd", 0, 4.0 * nr * D * SX, s)
+        modulate_own_backward(m, m->dh, ada_part(m, m->dada, 3), ada_part(m, m->dada, 4), da, ACT(a, A_HMID),
+                              ACTF(a, A_MEAN2), ACTF(a, A_RSTD2), ada_part(m, ada, 4), 6 * D, B);
+    tp_give_back(tpc, &part);
     // attention: hmid = h + gate1 y1
-    PROF(P, "gated residual bwd", 0, 3.0 * BN * D * SX, s)
-        gated_residual_backward(m->dy, ada_part(m, m->dada, 2), m->dh, ACT(a, A_Y1), ada_part(m, ada, 2), 6 * D, B, N, D,
-                                0, s);
+    PROF(P, "gated residual bwd", 0, 3.0 * nr * D * SX, s)
+        gated_own_backward(m, m->dy, ada_part(m, m->dada, 2), m->dh, ACT(a, A_Y1), ada_part(m, ada, 2), 6 * D, B);
+    TpRows dy = tp_grad_rows(tpc, m->dy, BN);
     PROF(P, "proj matmul bwd", 2 * gemm_flops(BN, D, Dl), 0, s) {
-        matmul_backward_weight(dit_dw(m, W_PROJ, l), m->dy, ACT(a, A_O), BN, Dl, D, Dl, s);
-        bias_backward(dit_dw(m, B_PROJ, l), m->dy, BN, D, s);
-        matmul_backward_input(m->dout_att, m->dy, dit_w(m, W_PROJ, l), BN, Dl, D, Dl, 0, s);
+        matmul_backward_weight(dit_dw(m, W_PROJ, l), dy.p, ACT(a, A_O), BN, Dl, D, Dl, s);
+        bias_backward(dit_dw(m, B_PROJ, l), m->dy, nr, D, s);
+        matmul_backward_input(m->dout_att, dy.p, dit_w(m, W_PROJ, l), BN, Dl, D, Dl, 0, s);
     }
+    tp_give_back(tpc, &dy);
     PROF(P, "attention bwd", 2.5 * 4.0 * B * Hl * (double)N * N * hd, 0, s) {
         if (attention_fuses_rope()) {  // dq, dk come back rotated to the unrotated q, k
             attention_dispatch_full_backward_rope(m->dq, m->dk, m->dv, m->dout_att, ACT(a, A_Q), ACT(a, A_K), ACT(a, A_V),
@@ -801,18 +965,23 @@ static void layer_backward(Dit* m, int l, int B) {
                          BN * Hl, hd, s);
     }
     const floatX* dproj[3] = {m->dqp, m->dkp, m->dv};
+    TpRows xin = column_input(m, l, a, 0, B, 1);
+    part = tp_partial_rows(tpc, m->da, BN);
     PROF(P, "qkv matmul bwd", 2 * gemm_flops(BN, 3.0 * Dl, D), 0, s)
         for (int i = 0; i < 3; i++) {
-            matmul_backward_weight(dit_dw(m, W_QKV, l) + (size_t)i * Dl * D, dproj[i], ACT(a, A_A1), BN, D, Dl, D, s);
+            matmul_backward_weight(dit_dw(m, W_QKV, l) + (size_t)i * Dl * D, dproj[i], xin.p, BN, D, Dl, D, s);
             bias_backward(dit_dw(m, B_QKV, l) + (size_t)i * Dl, dproj[i], BN, Dl, s);
-            matmul_backward_input(m->da, dproj[i], dit_w(m, W_QKV, l) + (size_t)i * Dl * D, BN, D, Dl, D, i > 0, s);
+            matmul_backward_input(part.p, dproj[i], dit_w(m, W_QKV, l) + (size_t)i * Dl * D, BN, D, Dl, D, i > 0, s);
         }
-    tp_reduce_rows(&m->tpc, m->da, BN);  // d a1: the sum of the ranks' column-parallel input gradients
-    PROF(P, "layernorm modulate bwd", 0, 4.0 * BN * D * SX, s)
-        layernorm_modulate_backward(m->dh, ada_part(m, m->dada, 0), ada_part(m, m->dada, 1), m->da, ACT(a, A_H),
-                                    ACTF(a, A_MEAN1), ACTF(a, A_RSTD1), ada_part(m, ada, 1), 6 * D, B, N, D, s);
+    tp_give_back(tpc, &xin);
+    da = tp_reduce_rows(tpc, part.p, BN);
+    PROF(P, "layernorm modulate bwd", 0, 4.0 * nr * D * SX, s)
+        modulate_own_backward(m, m->dh, ada_part(m, m->dada, 0), ada_part(m, m->dada, 1), da, ACT(a, A_H),
+                              ACTF(a, A_MEAN1), ACTF(a, A_RSTD1), ada_part(m, ada, 1), 6 * D, B);
+    tp_give_back(tpc, &part);
     offload_after_backward(&m->off, l, s);
     // the block's adaLN: ada = silu(c) ada_w^T + ada_b
+    adaln_grad_finish(m, m->dada, (size_t)B * 6 * D);
     PROF(P, "adaln matmul bwd", 2 * gemm_flops(B, 6.0 * D, D), 0, s) {
         matmul_backward_weight(dit_dw(m, W_ADA, l), m->dada, m->sc, B, D, 6 * D, D, s);
         bias_backward(dit_dw(m, B_ADA, l), m->dada, B, 6 * D, s);
@@ -821,30 +990,54 @@ static void layer_backward(Dit* m, int l, int B) {
 }
 
 // The final adaLN and linear layer, unpatchify and the loss; in training their backward
-// at once, leaving dL/d h_final in m->dh and the first part of d silu(c) in m->dsc.
+// at once, leaving dL/d h_final in m->dh and the first part of d silu(c) in m->dsc. Under
+// sequence parallelism on this rank's rows: the loss in patch space, each clip's sum over
+// the rows here (dit_forward_backward sums them over TP), v_pred only when it is wanted
+// (sampling, test_dit), from the rows of all ranks gathered.
 static void head_forward_backward(Dit* m, int B, RunMode mode, float dscale) {
     const DitConfig* c = &m->cfg;
-    int D = c->D, P = m->P, BN = B * m->N;
+    int D = c->D, P = m->P, nr = own_rows(m, B), sp = m->tpc.sp;
     stream_t s = m->stream;
-    PROF(&m->prof, "final layer fwd", gemm_flops(BN, P, D), 0, s) {
-        layernorm_modulate_forward(m->xf, m->meanf, m->rstdf, m->h_final, m->fada, m->fada + D, 2 * D, B, m->N, D, DIT_EPS,
-                                   s);
-        matmul_forward(m->hout, m->xf, dit_p(m, W_FINAL), BN, D, P, D, 0, s);
-        bias_forward(m->hout, dit_p(m, B_FINAL), BN, P, s);
-        unpatchify(m->vpred, m->hout, B, c->C, c->Fr, c->Hi, c->Wi, c->pt, c->ph, c->pw, s);
+    floatX* hout = m->hout + own_row0(m, B) * P;  // this rank's rows
+    PROF(&m->prof, "final layer fwd", gemm_flops(nr, P, D), 0, s) {
+        modulate_own(m, m->xf, m->meanf, m->rstdf, m->h_final, m->fada, m->fada + D, 2 * D, B);
+        matmul_forward(hout, m->xf, dit_p(m, W_FINAL), nr, D, P, D, 0, s);
+        bias_forward(hout, dit_p(m, B_FINAL), nr, P, s);
+        if (!sp || mode == MODE_SAMPLE || m->keep_vpred) {
+            if (sp) {
+                comm_all_gather(tp_comm(&m->tpc), GROUP_TP, m->hout, (size_t)nr * P, COMM_FLOATX, s);
+                comm_join(m->comm, s);
+            }
+            unpatchify(m->vpred, m->hout, B, c->C, c->Fr, c->Hi, c->Wi, c->pt, c->ph, c->pw, s);
+        }
     }
     if (mode == MODE_SAMPLE) return;
-    PROF(&m->prof, "loss", 0, 3.0 * B * m->clip * SX, s)
-        mse_forward_backward(m->sq, mode == MODE_TRAIN ? m->dvpred : NULL, m->vpred, m->vtarget, B, m->clip, dscale, s);
+    floatX* dhout = m->dhout + own_row0(m, B) * P;
+    PROF(&m->prof, "loss", 0, 3.0 * B * m->clip * SX, s) {
+        if (!sp) {
+            mse_forward_backward(m->sq, mode == MODE_TRAIN ? m->dvpred : NULL, m->vpred, m->vtarget, B, m->clip, dscale, s);
+            if (mode == MODE_TRAIN) patchify(m->dhout, m->dvpred, B, c->C, c->Fr, c->Hi, c->Wi, c->pt, c->ph, c->pw, s);
+        } else {  // the target's patches; the gradient overwrites this rank's rows of them
+            patchify(m->dhout, m->vtarget, B, c->C, c->Fr, c->Hi, c->Wi, c->pt, c->ph, c->pw, s);
+            dev_memset(m->sq, 0, (size_t)B * sizeof(float), s);
+            TpSegment sg[3];
+            int n = tp_own_segments(&m->tpc, B, m->N, sg);
+            for (int i = 0; i < n; i++) {
+                size_t r = (size_t)sg[i].row * P;
+                mse_forward_backward(m->sq + sg[i].b, mode == MODE_TRAIN ? dhout + r : NULL, hout + r, dhout + r, sg[i].nb,
+                                     (size_t)sg[i].per * P, dscale, s);
+            }
+        }
+    }
     if (mode != MODE_TRAIN) return;
-    PROF(&m->prof, "final layer bwd", 2 * gemm_flops(BN, P, D), 0, s) {
-    patchify(m->dhout, m->dvpred, B, c->C, c->Fr, c->Hi, c->Wi, c->pt, c->ph, c->pw, s);
-    matmul_backward_weight(dit_g(m, W_FINAL), m->dhout, m->xf, BN, D, P, D, s);
-    bias_backward(dit_g(m, B_FINAL), m->dhout, BN, P, s);
-    matmul_backward_input(m->da, m->dhout, dit_p(m, W_FINAL), BN, D, P, D, 0, s);
-    dev_memset(m->dh, 0, (size_t)BN * D * sizeof(floatX), s);
-    layernorm_modulate_backward(m->dh, m->dfada, m->dfada + D, m->da, m->h_final, m->meanf, m->rstdf, m->fada + D,
-                                2 * D, B, m->N, D, s);
+    PROF(&m->prof, "final layer bwd", 2 * gemm_flops(nr, P, D), 0, s) {
+    matmul_backward_weight(dit_g(m, W_FINAL), dhout, m->xf, nr, D, P, D, s);
+    bias_backward(dit_g(m, B_FINAL), dhout, nr, P, s);
+    matmul_backward_input(m->da, dhout, dit_p(m, W_FINAL), nr, D, P, D, 0, s);
+    dev_memset(m->dh, 0, (size_t)nr * D * sizeof(floatX), s);
+    adaln_grad_begin(m, m->dfada, (size_t)B * 2 * D);
+    modulate_own_backward(m, m->dh, m->dfada, m->dfada + D, m->da, m->h_final, m->meanf, m->rstdf, m->fada + D, 2 * D, B);
+    adaln_grad_finish(m, m->dfada, (size_t)B * 2 * D);
     matmul_backward_weight(dit_g(m, W_FADA), m->dfada, m->sc, B, D, 2 * D, D, s);
     bias_backward(dit_g(m, B_FADA), m->dfada, B, 2 * D, s);
     matmul_backward_input(m->dsc, m->dfada, dit_p(m, W_FADA), B, D, 2 * D, D, 0, s);
@@ -852,35 +1045,41 @@ static void head_forward_backward(Dit* m, int B, RunMode mode, float dscale) {
 }
 
 // The model on m->xt, m->t, m->y (and m->vtarget for the loss), already on the device:
-// forward, and in training the backward too, adding into the gradients.
+// forward, and in training the backward too, adding into the gradients. Under sequence
+// parallelism the patch embedding runs on this rank's rows of the (replicated) patches.
 static void dit_run(Dit* m, int B, RunMode mode, float dscale, int last) {
     const DitConfig* c = &m->cfg;
-    int D = c->D, BN = B * m->N;
+    int D = c->D, nr = own_rows(m, B), sp = m->tpc.sp;
     stream_t s = m->stream;
+    m->B_cur = B;
+    const floatX* xp = m->xp + own_row0(m, B) * m->P;  // this rank's rows of the patches
     conditioning_forward(m, B);
     floatX* h0 = ACT(dit_layer_acts(m, 0), A_H);
-    PROF(&m->prof, "patch embed fwd", gemm_flops(BN, D, m->P), 0, s) {
+    PROF(&m->prof, "patch embed fwd", gemm_flops(nr, D, m->P), 0, s) {
         patchify(m->xp, m->xt, B, c->C, c->Fr, c->Hi, c->Wi, c->pt, c->ph, c->pw, s);
-        matmul_forward(h0, m->xp, dit_p(m, W_PATCH), BN, m->P, D, m->P, 0, s);
-        bias_forward(h0, dit_p(m, B_PATCH), BN, D, s);
+        matmul_forward(h0, xp, dit_p(m, W_PATCH), nr, m->P, D, m->P, 0, s);
+        bias_forward(h0, dit_p(m, B_PATCH), nr, D, s);
     }
     for (int l = 0; l < c->L; l++) layer_forward(m, l, B, mode);
     head_forward_backward(m, B, mode, dscale);
     if (mode != MODE_TRAIN) return;
     for (int l = c->L - 1; l >= 0; l--) {
         layer_backward(m, l, B);
-        param_store_bucket_done(&m->st, l, last, 0);  // its reduction overlaps the blocks below
+        param_store_bucket_done(&m->st, l, last, sp);  // its reductions overlap the blocks below
     }
-    PROF(&m->prof, "patch embed bwd", gemm_flops(BN, D, m->P), 0, s) {
-        matmul_backward_weight(dit_g(m, W_PATCH), m->dh, m->xp, BN, m->P, D, m->P, s);
-        bias_backward(dit_g(m, B_PATCH), m->dh, BN, D, s);
+    PROF(&m->prof, "patch embed bwd", gemm_flops(nr, D, m->P), 0, s) {
+        matmul_backward_weight(dit_g(m, W_PATCH), m->dh, xp, nr, m->P, D, m->P, s);
+        bias_backward(dit_g(m, B_PATCH), m->dh, nr, D, s);
     }
     conditioning_backward(m, B);
-    param_store_bucket_done(&m->st, c->L, last, 0);  // the rest: patch, timestep and class, final layer
+    param_store_bucket_done(&m->st, c->L, last, sp);  // the rest: patch, timestep and class, final layer
 }
 
 static void dit_check_batch(const Dit* m, int B, const int* y) {
     if (B < 1 || B > m->B) FAIL("batch of %d clips; the plan holds 1 .. %d", B, m->B);
+    if (m->tpc.sp && ((size_t)B * m->N) % m->tpc.tp != 0)
+        FAIL("--tp-mode reducescatter: a micro-batch of %d clips (%zu tokens) does not split into %d equal blocks", B,
+             (size_t)B * m->N, m->tpc.tp);
     for (int i = 0; i < B; i++)
         if (y[i] < 0 || y[i] > m->cfg.NC) FAIL("class %d of clip %d is outside [0, %d] (%d = the null class)", y[i], i, m->cfg.NC, m->cfg.NC);
 }
@@ -903,10 +1102,13 @@ static float dit_forward_backward(Dit* m, const float* x0, const float* noise, c
     dit_run(m, B, mode, dscale, last);
     dev_memcpy_d2h(m->host_sq, m->sq, (size_t)B * sizeof(float), s);
     stream_synchronize(s);
-    double sum = 0.0;
+    double sum = 0.0, *sq = m->host_sq_sum;
+    for (int i = 0; i < B; i++) sq[i] = m->host_sq[i];
+    // under sequence parallelism each rank summed its own rows of each clip: the clip's sum over TP
+    if (m->tpc.sp) comm_host_all_reduce(m->comm, GROUP_TP, sq, B, COMM_SUM);
     for (int i = 0; i < B; i++) {
-        sum += m->host_sq[i];
-        if (per_clip) per_clip[i] = m->host_sq[i] / (float)m->clip;
+        sum += sq[i];
+        if (per_clip) per_clip[i] = (float)sq[i] / (float)m->clip;
     }
     return (float)(sum / ((double)B * m->clip));
 }
@@ -1130,9 +1332,11 @@ static void print_config(Logger* lg, const TrainArgs* a, const Dit* m) {
     logf_(lg, "batch: %d clips x %d micro-steps x %d DP ranks = %d clips (%d tokens) per step | steps %d, lr %g warmup %d, "
           "wd %g, clip %g | label dropout %g\n", a->B, a->grad_accum, m->comm->dp, a->total_batch, a->total_batch * m->N,
           a->loop.steps, a->loop.lr, a->loop.warmup, a->loop.weight_decay, a->loop.grad_clip, a->label_dropout);
-    logf_(lg, "parallel: world %d = dp %d x tp %d (--tp-mode %s: %d heads, %d FFN units on this rank) | --zero %d | "
-          "--fp32-grad-accum %d | comm %s, timeout %g s\n", m->comm->size, m->comm->dp, m->comm->tp, a->par.tp_mode, m->sh.Hl,
-          m->sh.FFl, m->par.zero, m->par.grad_fp32, comm_backend_name(m->comm), a->par.comm_timeout);
+    logf_(lg, "parallel: world %d = dp %d x tp %d (--tp-mode %s --tp-recompute-allgather %d: %d heads, %d FFN units, %d of "
+          "%d tokens per micro-batch on this rank) | --zero %d | --fp32-grad-accum %d | comm %s, timeout %g s\n",
+          m->comm->size, m->comm->dp, m->comm->tp, a->par.tp_mode, a->par.tp_regather, m->sh.Hl, m->sh.FFl,
+          tp_own_rows(&m->tpc, m->B * m->N), m->B * m->N, m->par.zero, m->par.grad_fp32, comm_backend_name(m->comm),
+          a->par.comm_timeout);
     logf_(lg, "memory flags: --ffn-chunks %d --ffn-chunk-dim %s --offload-act %d (%d blocks) --recompute %d\n",
           m->flags.ffn_chunks, a->loop.ffn_chunk_dim, m->flags.offload_act, m->off.n_offload, m->flags.recompute);
     logf_(lg, "attention: %s (--attention %s)\n", attention_impl_name(g_attention_impl), a->loop.attention);
@@ -1141,21 +1345,35 @@ static void print_config(Logger* lg, const TrainArgs* a, const Dit* m) {
 #endif
 }
 
-// What one step sends, by the count of llmc/comm.h (docs/memory.md 9.8). Under TP, per
-// block and micro-step, the all-reduces of [B*N, D] rows: y1 and y2 forward, d a2 and d a1
-// backward; with --recompute 2 y1 again (and y2 when the FFN is one chunk); a chunked FFN's
-// backward sums each recomputed chunk's y2 (all rows per hidden chunk, its own rows per
-// token chunk); once per step the QK norms' gradients. Then data parallelism's buckets.
+// What one step sends, by the count of llmc/comm.h (docs/memory.md 9.8). Under TP in
+// allreduce mode, per block and micro-step, the all-reduces of [B*N, D] rows: y1 and y2
+// forward, d a2 and d a1 backward; with --recompute 2 y1 again (and y2 when the FFN is one
+// chunk); a chunked FFN's backward sums each recomputed chunk's y2 (all rows per hidden
+// chunk, its own rows per token chunk); once per step the QK norms' gradients. Under
+// sequence parallelism, per block and micro-step: a1 and a2 all-gathered and y1, y2
+// reduce-scattered forward; backward gathers dy2 and dy1 and (--tp-recompute-allgather 1)
+// a2 and a1 again, reduce-scatters d a2 and d a1 and all-reduces the clips' [B, 6D] adaLN
+// gradients; --recompute 2 runs the forward's four again. Per micro-step the final layer's
+// [B, 2D] adaLN gradients; once per step the gradients of the tensors computed on own rows
+// (patch embedding, proj and fc2 biases, final layer) and the QK norms'. Then data
+// parallelism's buckets.
 static CommBytes dit_comm_bytes(const Dit* m) {
     CommBytes cb;
     memset(&cb, 0, sizeof(cb));
     const DitConfig* c = &m->cfg;
-    if (m->comm->tp > 1) {
-        double S = (double)m->B * m->N * c->D * sizeof(floatX), chunked = m->flags.ffn_chunks > 1;
+    double sx = sizeof(floatX), D = c->D, L = c->L, P = m->P, hd = (double)c->D / c->H, B = m->B;
+    if (m->comm->tp > 1 && !m->sh.sp) {
+        double S = B * m->N * D * sx, chunked = m->flags.ffn_chunks > 1;
         double per_block = 4 + (m->flags.recompute >= 2) * (1 + !chunked);
         if (chunked) per_block += m->flags.ffn_chunk_seq ? 1 : dit_ffn_num_chunks(m, m->B);
-        comm_bytes_add(&cb, m->comm, GROUP_TP, KIND_ALL_REDUCE, m->micro_steps * c->L * per_block * S);
-        comm_bytes_add(&cb, m->comm, GROUP_TP, KIND_ALL_REDUCE, 2.0 * c->L * (c->D / c->H) * sizeof(floatX));
+        comm_bytes_add(&cb, m->comm, GROUP_TP, KIND_ALL_REDUCE, m->micro_steps * L * per_block * S);
+        comm_bytes_add(&cb, m->comm, GROUP_TP, KIND_ALL_REDUCE, 2.0 * L * hd * sx);
+    } else if (m->comm->tp > 1) {
+        double S = B * m->N * D * sx, re2 = m->flags.recompute >= 2, regather = !m->sh.keep_gathered;
+        comm_bytes_add(&cb, m->comm, GROUP_TP, KIND_ALL_GATHER, m->micro_steps * L * (4 + 2 * regather + 2 * re2) * S);
+        comm_bytes_add(&cb, m->comm, GROUP_TP, KIND_REDUCE_SCATTER, m->micro_steps * L * (4 + 2 * re2) * S);
+        comm_bytes_add(&cb, m->comm, GROUP_TP, KIND_ALL_REDUCE, m->micro_steps * (L * 6 + 2) * B * D * sx);
+        comm_bytes_add(&cb, m->comm, GROUP_TP, KIND_ALL_REDUCE, (2 * D * P + D + P + 2 * L * D + 2 * L * hd) * sx);
     }
     param_store_comm_bytes(&m->st, &cb);
     return cb;
@@ -1172,10 +1390,10 @@ static void print_plan(Logger* lg, const Dit* m) {
 }
 
 static void write_plan_json(const Dit* m, const char* path) {
-    char extra[192];
-    snprintf(extra, sizeof(extra), "\"N\": %d, \"P\": %d, \"dp\": %d, \"tp\": %d, \"zero\": %d, \"grad_fp32\": %d, "
-             "\"n_local\": %zu, \"n_opt\": %zu", m->N, m->P, m->comm->dp, m->comm->tp, m->par.zero, m->par.grad_fp32,
-             m->st.lay.n_local, m->st.lay.n_opt);
+    char extra[256];
+    snprintf(extra, sizeof(extra), "\"N\": %d, \"P\": %d, \"dp\": %d, \"tp\": %d, \"tp_sp\": %d, \"keep_gathered\": %d, "
+             "\"zero\": %d, \"grad_fp32\": %d, \"n_local\": %zu, \"n_opt\": %zu", m->N, m->P, m->comm->dp, m->comm->tp,
+             m->sh.sp, m->sh.keep_gathered, m->par.zero, m->par.grad_fp32, m->st.lay.n_local, m->st.lay.n_opt);
     trainer_plan_json(path, &m->acts, &m->off, m->num_params, extra, &m->dev, &m->host);
 }
 
@@ -1358,6 +1576,7 @@ static FitCost dit_fit_cost(void* ctx, const FitFlags* ff, const CostModel* cm) 
     if (f.ffn_chunks > (f.ffn_chunk_seq ? dit_tokens(&a->cfg) : sh.FFl)) return c;
     int dp = x->comm->dp, micro = a->total_batch ? a->total_batch / (ff->B * dp) : 1;
     ParallelFlags par = parallel_flags_resolve(&a->par, 0, micro);
+    if (x->comm->tp > 1 && par.tp_sp && ((size_t)ff->B * dit_tokens(&a->cfg)) % x->comm->tp) return c;  // rows do not split
     Dit m;
     dit_build(&m, &a->cfg, &f, &par, x->comm, ff->B, 0);
     c.bytes = (double)m.dev.total;
@@ -1447,6 +1666,15 @@ int main(int argc, char** argv) {
              a.grad_accum, per_micro * a.grad_accum);
     a.grad_accum = a.total_batch / per_micro;
     ParallelFlags par = parallel_flags_resolve(&a.par, 0, a.grad_accum);
+    if (comm.tp > 1 && par.tp_sp) {  // the last, smaller batches of validation and sampling must split over TP too
+        int N = dit_tokens(&a.cfg), rests[2] = {a.loop.val_every > 0 ? a.val_clips % a.B : 0, a.sample_every > 0 ? 2 * a.cfg.NC % a.B : 0};
+        const char* what[2] = {"--val-clips", "the sampler's 2 x NC rows"};
+        for (int i = 0; i < 2; i++)
+            if (((size_t)rests[i] * N) % comm.tp)
+                FAIL("--tp-mode reducescatter: %s leave a last batch of %d clips (%zu tokens), which does not split into "
+                     "%d equal blocks; choose them a multiple of --batch %d", what[i], rests[i], (size_t)rests[i] * N,
+                     comm.tp, a.B);
+    }
     if (!a.loop.plan_only) check_same_config(&comm, &a);
     Logger lg = {NULL, NULL, comm.rank != 0, NULL};
     Dit m;

@@ -23,6 +23,16 @@ A tensor's split over the TP group (Megatron-LM's):
                     the buckets and DP rank r keeps rows [r*Vs, ...) of it, Vs = ceil(V/dp),
                     gathered at use (FSDP-style); otherwise replicated.
 
+A replicated tensor's gradient over the TP group (tp_grad), by what each rank's backward
+saw of the work:
+  TP_GRAD_ROWS   the rows it runs: the whole gradient in allreduce mode, where every rank
+                 runs all rows, and only its own rows' part under sequence parallelism
+                 (norm weights, biases, a replicated vocabulary): summed over TP there
+  TP_GRAD_HEADS  its own heads in any mode (the DiT's QK norms): summed over TP always
+  TP_GRAD_WHOLE  computed from inputs every TP rank holds whole in any mode (the DiT's
+                 conditioning, whose adaLN gradients are summed over TP before they
+                 reach it): never summed
+
 A segment is a piece of one tensor, contiguous in the local buffer; in the reference
 layout it is `rows` runs of n/rows elements, ref_stride apart (a row-parallel shard is
 a block of columns).
@@ -31,6 +41,7 @@ a block of columns).
 #include "common.h"
 
 enum { PARAM_REPLICATED, PARAM_SPLIT_ROWS, PARAM_SPLIT_COLS, PARAM_VOCAB };
+enum { TP_GRAD_ROWS, TP_GRAD_HEADS, TP_GRAD_WHOLE };
 
 typedef struct {
     const char* name;
@@ -40,8 +51,7 @@ typedef struct {
     size_t unit;         // the split dimension is cut in whole units of this many rows or columns (>= 1)
     int groups;          // PARAM_SPLIT_ROWS: stacked blocks, each cut (>= 1)
     int decays;          // AdamW applies weight decay to it
-    int tp_partial;      // replicated, but each TP rank's gradient covers only its heads (the DiT's QK norms):
-                         // summed over the TP group in every mode, not only under sequence parallelism
+    int tp_grad;         // a replicated tensor's gradient on one TP rank: TP_GRAD_ROWS (0), _HEADS, _WHOLE
 } ParamSpec;
 
 // Part r of n units split over tp ranks: the first n % tp parts get one unit more.
@@ -77,6 +87,13 @@ typedef struct {
 } ParamLayout;
 
 static inline size_t param_spec_size(const ParamSpec* s, int L) { return (s->per_layer ? (size_t)L : 1) * s->rows * s->cols; }
+
+// is replicated tensor t's gradient on one TP rank a part that the TP group sums (sp:
+// sequence parallelism on)?
+static inline int param_tp_grad_partial(const ParamLayout* p, int t, int sp) {
+    int g = p->spec[t].tp_grad;
+    return g == TP_GRAD_HEADS || (sp && g == TP_GRAD_ROWS);
+}
 
 // is tensor t the same on every rank of the TP group?
 static inline int param_tp_replicated(const ParamLayout* p, int t) {

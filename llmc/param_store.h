@@ -107,8 +107,8 @@ static inline void param_store_micro_step_done(ParamStore* ps, size_t lo, size_t
 }
 
 // The TP all-reduce of the gradients of tensors every TP rank holds whole but computed
-// from only part of the work: its own rows under sequence parallelism (norm weights,
-// biases added once, a replicated vocabulary), its own heads in any mode (tp_partial),
+// from only part of the work (param_tp_grad_partial): its own rows under sequence
+// parallelism (norm weights, biases, a replicated vocabulary), its own heads in any mode,
 // for the segments of one layer (-1: the rest). Once per step, on the accumulated sums.
 static inline void param_store_reduce_tp_replicated(ParamStore* ps, int layer, int sp) {
     const ParamLayout* lay = &ps->lay;
@@ -116,7 +116,7 @@ static inline void param_store_reduce_tp_replicated(ParamStore* ps, int layer, i
     for (int i = 0; i < lay->n_seg; i++) {
         const Segment* g = &lay->seg[i];
         if (g->layer != layer || !param_tp_replicated(lay, g->tensor) || g->n == 0) continue;
-        if (!sp && !lay->spec[g->tensor].tp_partial) continue;
+        if (!param_tp_grad_partial(lay, g->tensor, sp)) continue;
         comm_all_reduce(param_store_comm(ps), GROUP_TP, ps->grads + g->local_off, g->n, COMM_FLOATX, COMM_SUM, ps->stream);
     }
 }

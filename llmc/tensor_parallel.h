@@ -73,6 +73,35 @@ static inline Comm* tp_comm(TpContext* t) {
 static inline int tp_own_rows(const TpContext* t, int N) { return t->sp ? N / t->tp : N; }
 static inline size_t tp_own_row0(const TpContext* t, int N) { return t->sp ? (size_t)t->rank * (N / t->tp) : 0; }
 
+// This rank's rows of a micro-batch of B samples of n rows each (the rows of a sample
+// consecutive), cut where samples begin: kernels that read one vector per sample (the
+// DiT's adaLN modulation, a per-sample loss) run once per segment, and own rows may start
+// and end inside a sample. At most three: part of a sample, a run of whole samples, part
+// of a sample. Segment i covers samples b .. b+nb-1, `per` rows of each (n, or the part
+// of the one sample held here), from row `row` of this rank's rows. Without sequence
+// parallelism: one segment of all B samples.
+typedef struct { int row, b, nb, per; } TpSegment;
+
+static inline int tp_own_segments(const TpContext* t, int B, int n, TpSegment seg[3]) {
+    int N = B * n, first = (int)tp_own_row0(t, N), end = first + tp_own_rows(t, N), k = 0;
+    for (int r = first; r < end && k < 3;) {
+        int off = r % n;
+        TpSegment s = {r - first, r / n, 1, n - off < end - r ? n - off : end - r};
+        if (off == 0 && end - r >= n) { s.nb = (end - r) / n; s.per = n; }
+        seg[k++] = s;
+        r += s.nb * s.per;
+    }
+    return k;
+}
+
+// n elements summed over the TP group in place (under sequence parallelism: per-sample
+// sums that each rank took over its own rows)
+static inline void tp_all_reduce(TpContext* t, floatX* buf, size_t n) {
+    if (t->tp == 1) return;
+    comm_all_reduce(tp_comm(t), GROUP_TP, buf, n, COMM_FLOATX, COMM_SUM, t->stream);
+    comm_join(t->comm, t->stream);
+}
+
 static inline void tp_give_back(TpContext* t, TpRows* r) {
     if (r->held >= 0) recycled_give_back(&t->pool, r->held, t->stream);
     r->held = -1; r->p = NULL;

@@ -95,45 +95,64 @@ def local_params(c, dp, zero, tp=1):
 
 # the per-block fields of table 9.2, in the order of the block layout
 FIELDS = ["h", "mean1", "rstd1", "a1", "qp", "kp", "qrstd", "krstd", "q", "k", "v", "o", "lse", "y1", "hmid",
-          "mean2", "rstd2", "a2", "u", "g", "y2"]
+          "mean2", "rstd2", "a2", "u", "g", "y2", "a1 gathered", "a2 gathered"]
+GATHERED = ("a1 gathered", "a2 gathered")
 FFN_INTERMEDIATE = ("u", "g", "y2")
 
 
-def field_bytes(c, B, N, s, tp=1):
-    """bytes of each field of one block (table 9.2), on TP rank 0 (section 9.8)"""
+def sp_of(f):
+    """section 9.8: sequence parallelism (--tp-mode reducescatter), and whether the gathered
+    a1, a2 are kept (--tp-recompute-allgather 0 with --recompute 0)"""
+    sp = f.get("sp", 0) and f.get("tp", 1) > 1
+    return sp, sp and f.get("regather", 1) == 0 and f["recompute"] == 0
+
+
+def field_bytes(c, B, N, s, tp=1, sp=0, keep=0):
+    """bytes of each field of one block (table 9.2), on TP rank 0 (section 9.8); under
+    sequence parallelism the residual stream's fields hold this rank's BN/tp rows"""
     BN = B * N
+    own = BN // tp if sp else BN
     Hl, Dl, FFl, _ = shard(c, tp)
-    fb = {x: BN * c["D"] * s for x in FIELDS}       # the D-wide fields, in floatX
-    for x in ("qp", "kp", "q", "k", "v", "o"):      # this rank's heads
+    fb = {x: own * c["D"] * s for x in FIELDS}      # the D-wide fields, in floatX: h, y1, hmid, y2
+    for x in ("a1", "a2"):                          # views of their gathered copies when those are kept
+        fb[x] = 0 if keep else own * c["D"] * s
+    for x in GATHERED:
+        fb[x] = BN * c["D"] * s if keep else 0
+    for x in ("qp", "kp", "q", "k", "v", "o"):      # this rank's heads, all rows
         fb[x] = BN * Dl * s
     for x in ("mean1", "rstd1", "mean2", "rstd2"):  # LayerNorm statistics, fp32
-        fb[x] = 4 * BN
+        fb[x] = 4 * own
     for x in ("qrstd", "krstd", "lse"):             # one fp32 per token and head
         fb[x] = 4 * BN * Hl
     fb["u"] = fb["g"] = BN * FFl * s               # the FFN intermediate
     return fb
 
 
+def in_chunk(f):
+    """the chunked FFN's fields, one chunk at a time (sequence parallelism keeps y2)"""
+    if f["ffn_chunks"] == 1:
+        return ()
+    return ("u", "g") if sp_of(f)[0] else FFN_INTERMEDIATE
+
+
 def kept_fields(f):
     """table 9.3: what a block keeps for backward under the flags"""
     if f["recompute"] == 2:
-        return ["h"]
+        return ["h"] + list(GATHERED)  # (the gathered copies: 0 bytes unless kept, never under --recompute 2)
     keep = list(FIELDS)
     if f["recompute"] == 1:
         keep = [x for x in keep if x not in ("a1", "a2", "g", "q", "k")]
-    if f["ffn_chunks"] > 1:
-        keep = [x for x in keep if x not in FFN_INTERMEDIATE]
-    return keep
+    return [x for x in keep if x not in in_chunk(f)]
 
 
 def work_fields(f):
     """the shared work buffer: the fields not kept, less the chunked FFN intermediate"""
     keep = kept_fields(f)
-    return [x for x in FIELDS if x not in keep and not (f["ffn_chunks"] > 1 and x in FFN_INTERMEDIATE)]
+    return [x for x in FIELDS if x not in keep and x not in in_chunk(f)]
 
 
 def block_bytes(c, B, N, f, s):
-    fb = field_bytes(c, B, N, s, f.get("tp", 1))
+    fb = field_bytes(c, B, N, s, f.get("tp", 1), *sp_of(f))
     return sum(al(fb[x]) for x in kept_fields(f))
 
 
@@ -157,16 +176,18 @@ def expected_plan(c, B, f, s, master):
     N, P = tokens(c), patch_dim(c)
     BN, np_ = B * N, num_params(c)
     tp = f.get("tp", 1)
+    sp, keep = sp_of(f)
+    own = BN // tp if sp else BN  # this rank's rows of the residual stream (9.8)
     Hl, Dl, _, _ = shard(c, tp)
     n_local, n_opt = local_params(c, f.get("dp", 1), f.get("zero", 0), tp)
-    fb = field_bytes(c, B, N, s, tp)
+    fb = field_bytes(c, B, N, s, tp, sp, keep)
     block = block_bytes(c, B, N, f, s)
     work = sum(al(fb[x]) for x in work_fields(f))
     off = n_offloaded(f, L)
     chunked = f["ffn_chunks"] > 1
     rows, cols = ffn_chunk_shape(c, B, N, f)
     chunk = rows * cols * s
-    act = BN * D * s
+    act = own * D * s
     clip = B * c["C"] * c["Fr"] * c["Hi"] * c["Wi"] * s
     patches = BN * P * s
     bd = B * D * s
@@ -183,7 +204,7 @@ def expected_plan(c, B, f, s, master):
         "block work (not saved)": work,
         "ffn chunk u": chunk if chunked else 0,
         "ffn chunk g": chunk if chunked else 0,
-        "ffn chunk y2": rows * D * s if chunked else 0,
+        "ffn chunk y2": rows * D * s if chunked and not sp else 0,  # sequence parallelism: in the staging
         "ffn d(g), d(u)": chunk,
         "d residual": act,
         "d modulated input": act,
@@ -195,11 +216,12 @@ def expected_plan(c, B, f, s, master):
         "dq before norm": BN * Dl * s,
         "dk before norm": BN * Dl * s,
         # --recompute 1 only: mean and rstd of one LayerNorm, and BN*Hl for the q/k rstd (9.5)
-        "norm statistics (recompute)": 4 * (2 * BN + BN * Hl) if f["recompute"] == 1 else 0,
-        # tensor parallelism's recycled buffers: none in allreduce mode (9.8)
-        "tp gathered input": 0,
-        "tp gathered gradient": 0,
-        "tp reduce-scatter staging": 0,
+        "norm statistics (recompute)": 4 * (2 * own + BN * Hl) if f["recompute"] == 1 else 0,
+        # tensor parallelism's recycled buffers: none in allreduce mode, all rows each under
+        # sequence parallelism (9.8)
+        "tp gathered input": BN * D * s if sp else 0,
+        "tp gathered gradient": BN * D * s if sp else 0,
+        "tp reduce-scatter staging": BN * D * s if sp else 0,
         "clips x0": clip,
         "noise": clip,
         "x_t": clip,
@@ -210,7 +232,7 @@ def expected_plan(c, B, f, s, master):
         "final layer output": patches,
         "d final layer output": patches,
         "final norm output": act,
-        "final norm statistics": 4 * 2 * BN,
+        "final norm statistics": 4 * 2 * own,
         "t, y, per-clip losses": 4 * 3 * B,
         "conditioning (t emb, c)": B * TEMB * s + 4 * bd,
         "adaLN vectors (all blocks)": 6 * L * bd + 2 * bd,
@@ -222,7 +244,8 @@ def expected_plan(c, B, f, s, master):
     host = {"comm staging (--comm mpi)": 0,  # a plan has no launcher: no staging (the CUDA build's --comm mpi at run time)
             "offloaded activations": off * block}
     meta = {"act_block_bytes": block, "n_offload": off, "num_params": np_, "N": N, "P": P,
-            "sizeof_floatX": s, "master": master, "dp": f.get("dp", 1), "tp": tp, "zero": f.get("zero", 0),
+            "sizeof_floatX": s, "master": master, "dp": f.get("dp", 1), "tp": tp, "tp_sp": int(sp),
+            "keep_gathered": int(keep), "zero": f.get("zero", 0),
             "n_local": n_local, "n_opt": n_opt}
     return dev, host, meta
 
@@ -232,6 +255,7 @@ def expected_plan(c, B, f, s, master):
 def flag_args(f):
     par = ["--dp", str(f["dp"]), "--zero", str(f["zero"]), "--fp32-grad-accum", str(f["gacc"])] if "dp" in f else []
     par += ["--tp", str(f["tp"])] if "tp" in f else []
+    par += ["--tp-mode", "reducescatter", "--tp-recompute-allgather", str(f.get("regather", 1))] if f.get("sp") else []
     return ["--ffn-chunks", str(f["ffn_chunks"]), "--ffn-chunk-dim", "seq" if f["ffn_seq"] else "hidden",
             "--recompute", str(f["recompute"]), "--offload-act", str(f["offload"])] + par
 
@@ -396,7 +420,7 @@ FLAGSETS = [dict(ffn_chunks=k, ffn_seq=sq, recompute=r, offload=o)
             for (k, sq), r, o in itertools.product([(1, 0), (3, 0), (3, 1)], [0, 1, 2], [0, 1, 2, -1])]
 
 
-def grid_flags(c):
+def grid_flags(c, B):
     """the flag sets of one shape: the grid, plus offloading every block (--offload-act L)"""
     extra = [dict(ffn_chunks=k, ffn_seq=sq, recompute=r, offload=c["L"]) for (k, sq), r in
              itertools.product([(1, 0), (3, 1)], [0, 2])]
@@ -408,18 +432,24 @@ def grid_flags(c):
     for tp in [t for t in range(2, c["H"] + 1) if c["H"] % t == 0][:2]:
         par += [dict(ffn_chunks=k, ffn_seq=sq, recompute=r, offload=o, dp=dp, zero=z, gacc=0, tp=tp)
                 for (k, sq, r, o, dp, z) in ((1, 0, 0, 0, 1, 0), (3, 0, 1, 1, 1, 0), (2, 1, 2, -1, 1, 0), (1, 0, 0, 0, 2, 1))]
+        # sequence parallelism (9.8) where the B*N rows split into tp blocks: --tp-recompute-allgather 1 and 0
+        # (the gathered a1, a2 kept: with --recompute 0 only), the memory flags, beside dp 2
+        if B * tokens(c) % tp == 0:
+            par += [dict(ffn_chunks=k, ffn_seq=sq, recompute=r, offload=o, dp=dp, zero=z, gacc=0, tp=tp, sp=1, regather=g)
+                    for (k, sq, r, o, dp, z, g) in ((1, 0, 0, 0, 1, 0, 1), (1, 0, 0, 1, 1, 0, 0), (3, 0, 1, 1, 1, 0, 0),
+                                                    (3, 1, 0, 0, 1, 0, 0), (2, 1, 2, -1, 1, 0, 1), (3, 0, 2, 0, 2, 1, 1))]
     return FLAGSETS + extra + par
 
 
 def key_of(f):
     """the memory flags (the flag savings compare those); a DP plan is kept apart"""
     k = (f["ffn_chunks"], f["ffn_seq"], f["recompute"], f["offload"])
-    return k if "dp" not in f else ("dp", f["dp"], f["zero"], f["gacc"], f.get("tp", 1)) + k
+    return k if "dp" not in f else ("dp", f["dp"], f["zero"], f["gacc"], f.get("tp", 1), f.get("sp", 0), f.get("regather", 1)) + k
 
 
 def check_binary(binary, tmp, shapes):
     name = os.path.basename(binary)
-    jobs = [(c, B, f) for c, B in shapes for f in grid_flags(c)]
+    jobs = [(c, B, f) for c, B in shapes for f in grid_flags(c, B)]
     results = run_all(binary, jobs, tmp)
     bad = n = 0
     first = None

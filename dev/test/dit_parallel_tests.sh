@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # Data parallelism, ZeRO-1 and tensor parallelism of train_dit under Open MPI (make test
 # runs this through dev/test/run_tests.sh): test_dit with the reference batch split over
-# 2 and 4 ranks and at tp 2, tp 4 and tp 2 x dp 2, with the memory flags; train_dit at dp 2,
-# dp 4, tp 2 and tp 2 x dp 2 against one process over 20 steps (losses, validation by t
-# bucket, samples); the bytes sent against the formula; checkpoints resumed across
-# layouts; bit-exact resume at dp 2 --zero 1; clear errors for a batch that does not
-# split, heads that do not split, two programs in one launch and a build without MPI.
+# 2 and 4 ranks and at tp 2, tp 4 and tp 2 x dp 2, with the memory flags; sequence
+# parallelism (--tp-mode reducescatter) at tp 2, tp 4 and tp 2 x dp 2, with memory flags,
+# --tp-recompute-allgather 0 and 1 bitwise equal, nanotron #203's bug planted (must fail);
+# train_dit at dp 2, dp 4, tp 2 (both modes) and tp 2 x dp 2 (both modes) against one
+# process over 20 steps (losses, validation by t bucket, samples); the bytes sent against
+# the formula; checkpoints resumed across layouts; bit-exact resume at dp 2 --zero 1; clear
+# errors for a batch that does not split, tokens that do not split over --tp, heads that
+# do not split, two programs in one launch and a build without MPI.
 #
 #   bash dev/test/dit_parallel_tests.sh PYTHON WORKDIR [DREF...]
 #
@@ -90,8 +93,40 @@ for f in "$W/dp_b4_nc4.dref" "$W/dp_b4_ff_odd.dref" "$W/tp_ff9.dref" dev/ref/dit
   done
 done
 expect_error dit_tp_heads_do_not_split "tp 2 divide heads H=1" run_np 2 ./test_dit_cpu --ref dev/ref/dit_hd12_clip.dref --tp 2
-expect_error dit_tp_reducescatter_not_yet "reducescatter not implemented allreduce" \
-  run_np 2 ./test_dit_cpu --ref "$W/dp_b4_nc4.dref" --tp 2 --tp-mode reducescatter
+
+# ---------------------------------------------------------------------------
+# test_dit under sequence parallelism (--tp-mode reducescatter): each rank of a TP group
+# holds 1/tp of the micro-batch's tokens in the residual stream. dit_pt2_hw's 3 clips of 24
+# tokens cut into 36 rows per rank (a clip split between the ranks); dit_nc1_hd8 at tp 2 x
+# dp 2 and dp_b4_ff_odd at tp 4 with --micro-batch 1: a rank's rows inside one clip.
+SPSETS=(
+  "2 dit_pt2_hw --tp 2"
+  "2 dit_pt2_hw --tp 2 --ffn-chunks 2 --ffn-chunk-dim seq --recompute 1 --offload-act -1"
+  "2 dit_pt2_hw --tp 2 --ffn-chunks 3 --recompute 2"
+  "2 dit_pt2_hw --tp 2 --tp-recompute-allgather 0 --ffn-chunks 3 --micro-batch 1"
+  "2 dit_nc1_hd8 --tp 2 --tp-recompute-allgather 0 --offload-act 1"
+  "4 dit_nc1_hd8 --tp 2 --zero 1"
+  "4 dit_nc1_hd8 --tp 2 --zero 1 --ffn-chunks 2 --ffn-chunk-dim seq --tp-recompute-allgather 0"
+  "4 dp_b4_ff_odd --tp 4 --micro-batch 1 --fp32-grad-accum 1 --ffn-chunks 2"
+  "4 dp_b4_ff_odd --tp 4 --micro-batch 1 --recompute 1"
+)
+for spec in "${SPSETS[@]}"; do
+  set -- $spec; np=$1; base=$2; shift 2
+  f=dev/ref/$base.dref; [ -f "$f" ] || f=$W/$base.dref
+  passes_np "dit_sp_np${np}_${base}_$(echo "$*" | sed 's/ -1/ all/' | tr -d ' -')" "$np" ./test_dit_cpu --ref "$f" \
+    --tp-mode reducescatter "$@"
+done
+# nanotron #203's bug planted (backward reads the recycled all-gather buffer): must fail
+run_np 2 ./test_dit_cpu --ref dev/ref/dit_pt2_hw.dref --tp 2 --tp-mode reducescatter --test-plant-tp-bug 1 \
+  >"$W/dit_sp_planted.log" 2>&1
+rc=$?
+if [ $rc -ne 0 ] && [ $rc -lt 124 ] && grep -q "^FAIL" "$W/dit_sp_planted.log"; then pass dit_sp_tp203_planted_bug_fails
+else fail dit_sp_tp203_planted_bug_fails "exit $rc: the planted bug went unnoticed"; fi
+expect_error dit_sp_tokens_do_not_split "reducescatter 15 tokens 2 equal blocks" \
+  run_np 2 ./test_dit_cpu --ref dev/ref/dit_h4_hd4_hparams.dref --tp 2 --tp-mode reducescatter
+expect_error dit_sp_val_batch_does_not_split "reducescatter val-clips last batch does not split" \
+  run_np 2 ./train_dit_cpu --tp 2 --tp-mode reducescatter --val-clips 5 --batch 2 --frames 1 --pt 1 --height 2 --width 2 \
+  --ph 2 --pw 2 --steps 1 --run-dir "$W/e_sp_val"
 
 # ---------------------------------------------------------------------------
 # train_dit: 20 steps at dp 1, 2 and 4 with the same 8 clips per step
@@ -115,6 +150,19 @@ train 2 "$W/dit_dp2_b1" --batch 1 --fp32-grad-accum 1 && agree dit_dp2_batch1_ac
 train 2 "$W/dit_tp2" --batch 4 --tp 2 && agree dit_tp2_vs_dp1_20_steps "$W/dit_dp1" "$W/dit_tp2" 1 $TOL
 train 4 "$W/dit_tp2_dp2_zero" --batch 2 --tp 2 --zero 1 --ffn-chunks 2 --ckpt-every 10 \
   && agree dit_tp2xdp2_zero_vs_dp1_20_steps "$W/dit_dp1" "$W/dit_tp2_dp2_zero" 1 $TOL
+# sequence parallelism: the residual stream, patch embedding and final layer on 1/2 of the tokens
+train 2 "$W/dit_sp2" --batch 4 --tp 2 --tp-mode reducescatter --ckpt-every 10 \
+  && agree dit_sp2_vs_dp1_20_steps "$W/dit_dp1" "$W/dit_sp2" 1 $TOL
+train 4 "$W/dit_sp2_dp2_zero" --batch 2 --tp 2 --tp-mode reducescatter --zero 1 --ffn-chunks 2 --ffn-chunk-dim seq \
+  --recompute 2 && agree dit_sp2xdp2_zero_memory_flags_vs_dp1_20_steps "$W/dit_dp1" "$W/dit_sp2_dp2_zero" 1 $TOL
+# --tp-recompute-allgather 0 (keep the gathered a1, a2) and 1 (gather again): the same bits
+for rg in 0 1; do
+  train 2 "$W/dit_sp2_rg$rg" --batch 4 --tp 2 --tp-mode reducescatter --tp-recompute-allgather $rg --steps 6 --val-every 0 \
+    --sample-every 0 --ckpt-every 6
+done
+if cmp -s "$W/dit_sp2_rg0/ckpt_000006.bin" "$W/dit_sp2_rg1/ckpt_000006.bin"; then
+  agree dit_sp2_recompute_allgather_0_vs_1_bitwise "$W/dit_sp2_rg0" "$W/dit_sp2_rg1" 1 0
+else fail dit_sp2_recompute_allgather_0_vs_1_bitwise "the checkpoints after 6 steps differ"; fi
 # the same per-rank batch as dp1's micro-batch: two-term gradient sums (a + b = b + a), so the
 # same bits, and the sampled GIFs (written by rank 0 alone) byte for byte
 if [ -d "$W/dit_dp2/samples" ] && diff -r "$W/dit_dp1/samples" "$W/dit_dp2/samples" >/dev/null; then
@@ -137,7 +185,7 @@ n_logs=$(ls "$W/dit_dp2" | grep -c -E "main.log|metrics.jsonl")
   || fail dit_dp2_rank0_alone_writes "$(ls "$W/dit_dp2" | tr '\n' ' ')"
 
 # the bytes each rank sent in the first step, counted by llmc/comm.h, equal the plan's formula
-for d in dit_dp2 dit_dp4_zero dit_tp2 dit_tp2_dp2_zero; do
+for d in dit_dp2 dit_dp4_zero dit_tp2 dit_tp2_dp2_zero dit_sp2 dit_sp2_dp2_zero dit_sp2_rg0; do
   pred=$(grep -m 1 "^comm per step, predicted" "$W/$d.log" | sed 's/.*: //')
   got=$(grep -m 1 "^comm per step, counted" "$W/$d.log" | sed 's/.*: //')
   if [ -n "$pred" ] && [ "$pred" = "$got" ] && grep -qE "(dp|tp) (all|reduce)" <<<"$pred"; then pass "comm_bytes_${d}_equal_formula"
@@ -153,6 +201,8 @@ train 1 "$W/dit_tp2dp2_to_dp1" --batch 2 --resume "$W/dit_tp2_dp2_zero/ckpt_0000
   && agree dit_tp2xdp2_zero_ckpt_resumed_at_dp1 "$W/dit_tp2_dp2_zero" "$W/dit_tp2dp2_to_dp1" 11 $TOL
 train 2 "$W/dit_dp1_to_tp2" --batch 4 --tp 2 --resume "$W/dit_dp1/ckpt_000010.bin" \
   && agree dit_dp1_ckpt_resumed_at_tp2 "$W/dit_dp1" "$W/dit_dp1_to_tp2" 11 $TOL
+train 1 "$W/dit_sp2_to_dp1" --batch 2 --resume "$W/dit_sp2/ckpt_000010.bin" \
+  && agree dit_sp2_ckpt_resumed_at_dp1 "$W/dit_sp2" "$W/dit_sp2_to_dp1" 11 $TOL
 if env PYTHON="$PY" LAUNCH="${MPIRUN[*]} -np 2" bash scripts/check_dit_resume.sh ./train_dit_cpu "$W/dit_resume_dp2" --zero 1 \
     >"$W/dit_resume_dp2.log" 2>&1; then pass dit_resume_dp2_zero_bitexact
 else fail dit_resume_dp2_zero_bitexact "$(tail -n 2 "$W/dit_resume_dp2.log" | tr '\n' ' ')"; fi
