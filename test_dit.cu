@@ -195,9 +195,8 @@ int main(int argc, char** argv) {
     if (memcmp(&flags, &off_flags, sizeof(flags)) != 0) {
         int same_order = flags.ffn_chunks == 1;  // offload and recompute change no sum
         Dit base;
-        ParallelFlags one = par;  // the same layout, no memory flag
-        one.zero = 0; one.grad_fp32 = 0;
-        dit_build(&base, c, &off_flags, &one, &comm, micro_batch, 1);
+        // the same layout and micro-steps (--zero, --micro-batch, --fp32-grad-accum as given), no memory flag
+        dit_build(&base, c, &off_flags, &par, &comm, micro_batch, 1);
         dit_set_state(&base, r.params, NULL, NULL);
         float* base_grads = (float*)xmalloc(np * sizeof(float));
         float base_loss = run_step(&base, &r, base_grads, NULL);
