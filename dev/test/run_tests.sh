@@ -247,6 +247,12 @@ check_error nan_update "update made non-finite parameters no checkpoint" ./train
   --batch 2 --seq 32 --steps 4 --test-nan-update 1 --ckpt-every 1 --val-every 0 --train-data "$XF/train.bin" --run-dir "$TMP/nan_update"
 check nan_update_no_checkpoint bash -c "! ls '$TMP'/nan_update/ckpt_* 2>/dev/null"
 
+# the fuzz stage (dev/test/fuzz.py): malformed checkpoints of both trainers (checksums made to hold), token shards,
+# clip files, LREF/DREF files and every flag's bad values, each under 20 s and 4 GiB: exit 1..123 with a message that
+# names the problem, no signal, no hang, and a run directory that already held checkpoints left byte-identical.
+# Sampled (800 of about 5300 cases and the named regressions, ~30 s on 2 cores); TEST_FULL=1 runs all (~2 min)
+check fuzz_stage "$PY" dev/test/fuzz.py --cases "$([ "$FULL" = 1 ] && echo 0 || echo 800)"
+
 section "checkpoint resume continues bit-exactly (scripts/check_resume.sh)"
 # a small shard for the tests below, so they need no prepared data: ids below the tiny model's V
 "$PY" scripts/write_toy_shard.py "$TMP/train.bin" 20000 1 500 && "$PY" scripts/write_toy_shard.py "$TMP/val.bin" 5000 2 500
