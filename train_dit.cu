@@ -86,7 +86,7 @@ static void dit_config_validate(const DitConfig* c) {
         FAIL("config: D=%d L=%d H=%d FF=%d NC=%d must be positive", c->D, c->L, c->H, c->FF, c->NC);
     if (c->D % c->H) FAIL("config: D=%d is not a multiple of H=%d", c->D, c->H);
     if ((c->D / c->H) % 2) FAIL("config: head dim D/H = %d must be even (RoPE rotates pairs)", c->D / c->H);
-    if (!(c->rope_theta > 0.0f)) FAIL("config: rope_theta must be positive");
+    if (!(c->rope_theta > 0.0f) || !isfinite(c->rope_theta)) FAIL("config: rope_theta must be positive and finite (got %g)", c->rope_theta);
     if (c->L > OFFLOAD_MAX_LAYERS) FAIL("config: L=%d layers; this build supports at most %d", c->L, OFFLOAD_MAX_LAYERS);
     // every size product, in 64 bits before any int holds it: the tokens of a clip, a patch,
     // a clip, and what one clip's tensors hold, each within an int
@@ -1180,6 +1180,7 @@ static const char* dit_checkpoint_check(const char* path, void* header_out) {
     if (h[15] < 0 || h[16] < 0) { snprintf(why, sizeof(why), "%s: malformed checkpoint header", path); return why; }
     if (h[14] < 0 || h[14] > FLAG_STEPS_MAX) { snprintf(why, sizeof(why), "%s: malformed checkpoint header (step %d)", path, h[14]); return why; }
     size_t n = (size_t)h[15] | ((size_t)h[16] << 31);
+    if (n > CKPT_MAX_PARAMS) { snprintf(why, sizeof(why), "%s: malformed checkpoint header (%zu parameters)", path, n); return why; }
     size_t blocks[3] = {n * sizeof(float), n * sizeof(float), n * sizeof(float)};
     return ckpt_verify(path, blocks, 3);
 }
@@ -1659,6 +1660,7 @@ int main(int argc, char** argv) {
         FAIL("--batch %d x %d DP ranks x --grad-accum %d clips per step: at most 2^30 (the counts wrap past that)", a.B, dp,
              a.grad_accum);
     if (a.total_batch == 0) a.total_batch = per_micro * (a.grad_accum ? a.grad_accum : 1);
+    if (a.total_batch > (1 << 30)) FAIL("--total-batch %d clips per step: at most 2^30 (the counts wrap past that)", a.total_batch);
     if (a.total_batch % per_micro != 0)
         FAIL("--total-batch %d must be a positive multiple of batch*dp = %d*%d", a.total_batch, a.B, dp);
     if (a.grad_accum && a.total_batch != per_micro * a.grad_accum)
@@ -1676,7 +1678,9 @@ int main(int argc, char** argv) {
                      comm.tp, a.B);
     }
     if (!a.loop.plan_only) check_same_config(&comm, &a);
-    Logger lg = {NULL, NULL, comm.rank != 0, NULL};
+    Logger lg;
+    memset(&lg, 0, sizeof(lg));
+    lg.quiet = comm.rank != 0;
     Dit m;
     if (a.loop.plan_only) {
         dit_build(&m, &a.cfg, &a.flags, &par, &comm, a.B, 0);
@@ -1731,6 +1735,7 @@ int main(int argc, char** argv) {
     } else {
         dit_init_params(&m, (uint64_t)a.loop.seed);
     }
+    logger_start(&lg);  // the inputs are accepted: from here on the run directory is written
     // the starting point of a run, for the PyTorch peer to start from the same weights
     if (a.save_init && !resume) {
         snprintf(path, sizeof(path), "%s/ckpt_%06d.bin", a.loop.run_dir, 0);

@@ -69,8 +69,15 @@ static void config_validate(const LlamaConfig* c) {
     if (c->D % c->H != 0) FAIL("config: D=%d is not divisible by the number of heads H=%d", c->D, c->H);
     if (c->H % c->KV != 0) FAIL("config: H=%d is not divisible by the number of kv heads KV=%d (GQA groups)", c->H, c->KV);
     if ((c->D / c->H) % 2 != 0) FAIL("config: head dim D/H=%d must be even (RoPE rotates pairs)", c->D / c->H);
-    if (!(c->rope_theta > 0.0f)) FAIL("config: rope theta must be > 0 (got %g)", c->rope_theta);
-    if (!(c->norm_eps > 0.0f)) FAIL("config: norm eps must be > 0 (got %g)", c->norm_eps);
+    if (!(c->rope_theta > 0.0f) || !isfinite(c->rope_theta)) FAIL("config: rope theta must be > 0 and finite (got %g)", c->rope_theta);
+    if (!(c->norm_eps > 0.0f) || !isfinite(c->norm_eps)) FAIL("config: norm eps must be > 0 and finite (got %g)", c->norm_eps);
+    // every tensor within 2^31 - 1 elements, checked in 64 bits (a flag or a file header can ask for more)
+    int64_t prods[4] = {(int64_t)c->V * c->D, (int64_t)c->F * c->D, (int64_t)c->D * c->D, (int64_t)c->max_seq_len * c->D};
+    const char* what[4] = {"V x D (embedding)", "F x D (FFN)", "D x D (attention)", "max_seq_len x D (RoPE table)"};
+    for (int i = 0; i < 4; i++)
+        if (prods[i] > 2147483647)
+            FAIL("config: %s = %lld elements exceeds 2^31 - 1 (V=%d D=%d F=%d max_seq_len=%d)", what[i],
+                 (long long)prods[i], c->V, c->D, c->F, c->max_seq_len);
 }
 
 // ----------------------------------------------------------------------------
@@ -1065,6 +1072,7 @@ static const char* checkpoint_header(const char* path, CkptInfo* ci) {
     if (h[11] < 1 || h[15] < 0 || h[15] > 512 || h[18] < 0 || h[19] < 0) { snprintf(why, sizeof(why), "%s: malformed checkpoint header", path); return why; }
     if (h[10] < 0 || h[10] > FLAG_STEPS_MAX) { snprintf(why, sizeof(why), "%s: malformed checkpoint header (step %d)", path, h[10]); return why; }
     ci->num_params = (size_t)h[18] | ((size_t)h[19] << 31);
+    if (ci->num_params > CKPT_MAX_PARAMS) { snprintf(why, sizeof(why), "%s: malformed checkpoint header (%zu parameters)", path, ci->num_params); return why; }
     ci->dp = h[11];
     ci->loader_bytes = (size_t)h[15];
     size_t blocks[4];
@@ -1512,7 +1520,9 @@ int main(int argc, char** argv) {
     int grad_accum = a.total_batch / (a.B * a.T * comm.dp);
     ParallelFlags pf = parallel_flags_resolve(&a.par, a.shard_vocab, grad_accum);
     if (!a.loop.plan_only) check_same_config(&comm, &a);
-    Logger lg = {NULL, NULL, comm.rank != 0, NULL};
+    Logger lg;
+    memset(&lg, 0, sizeof(lg));
+    lg.quiet = comm.rank != 0;
     Llama m;
     if (a.loop.plan_only) {
         llama_build(&m, &a.cfg, &a.flags, &pf, &comm, a.B, a.T, 0);
@@ -1590,6 +1600,7 @@ int main(int argc, char** argv) {
     } else {
         llama_init_params(&m, (uint64_t)a.loop.seed);
     }
+    logger_start(&lg);  // the inputs are accepted: from here on the run directory is written
     if (a.save_init && !resume) {
         snprintf(path, sizeof(path), "%s/ckpt_%06d.bin", a.loop.run_dir, 0);
         checkpoint_write(&m, path, 0, grad_accum, &train);

@@ -83,6 +83,10 @@ static inline const char* ckpt_path_problem(const char* path) {
     return NULL;
 }
 
+// The most parameters a checkpoint header may claim (2^40): past it a header is malformed,
+// and the sizes it implies would wrap 64 bits.
+#define CKPT_MAX_PARAMS (1ull << 40)
+
 // Checks a checkpoint whose blocks (after the 1024-byte header) have the given sizes:
 // returns NULL when it is whole and its checksum holds, else the reason.
 static inline const char* ckpt_verify(const char* path, const size_t* block_bytes, int n_blocks) {
@@ -146,7 +150,9 @@ static inline int ckpt_list(const char* dir, int* steps, int max) {
 
 // For --resume auto: the newest checkpoint of the run directory that check() accepts
 // (check returns NULL, or why the file cannot be used: truncated, corrupted, another
-// model). Rejected files are named in a warning and skipped. Returns 0 when there is none.
+// trainer's). Rejected files are named in a warning and skipped. Returns 0 when there is
+// none. A good checkpoint of another model is taken and then refused by the reader with
+// the dimensions that differ: a run directory is not silently started over.
 static inline int ckpt_find_latest(const char* dir, const char* (*check)(const char* path, void* ctx), void* ctx,
                                    Logger* lg, char* out, size_t n) {
     int steps[4096];

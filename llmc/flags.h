@@ -39,7 +39,7 @@ static const FlagBound FLAG_BOUNDS[] = {
     {"steps", 0, FLAG_STEPS_MAX, "[]"}, {"warmup", 0, FLAG_STEPS_MAX, "[]"}, {"lr", 0, 10, "(]"},
     {"min-lr-frac", 0, 1, "[]"},
     {"weight-decay", 0, 100, "[]"}, {"beta1", 0, 1, "[)"}, {"beta2", 0, 1, "[)"}, {"adam-eps", 0, 1, "(]"},
-    {"grad-clip", 0, 1e30, "[]"}, {"seed", 0, 2147483647.0, "[]"},
+    {"grad-clip", 0, 3.4e38, "[]"}, {"seed", 0, 2147483647.0, "[]"},
     // cadence and the loop
     {"val-every", 0, FLAG_STEPS_MAX, "[]"}, {"ckpt-every", 0, FLAG_STEPS_MAX, "[]"},
     {"log-every", 1, FLAG_STEPS_MAX, "[]"},

@@ -2,7 +2,10 @@
 The run directory: main.log (everything printed, as printed) and metrics.jsonl (one
 JSON object per step), and the pieces of a training loop's progress output that every
 trainer prints the same way (durations, ETA, the memory plan). Lines are flushed as
-written so a crashed run keeps its log.
+written so a crashed run keeps its log. Nothing is written into the run directory until
+the trainer has accepted its inputs (logger_start): what is logged before is held in
+memory, so a run refused at start (a bad checkpoint, data file or flag) leaves a run
+directory that already holds a run exactly as it was.
 */
 #pragma once
 #include "common.h"
@@ -13,10 +16,15 @@ written so a crashed run keeps its log.
 #include <time.h>
 
 // quiet: a rank other than 0 of a multi-process run, which prints and writes nothing
-typedef struct { FILE* log; FILE* metrics; int quiet; const char* run_dir; } Logger;
+typedef struct {
+    FILE* log; FILE* metrics; int quiet; const char* run_dir;
+    int append;                           // the files are appended to (a resumed run), else rewritten
+    char* held; size_t held_len, held_cap; // main.log's lines until logger_start (logger_open: held != NULL)
+} Logger;
 
 // creates path and its parents; returns 0, or the errno of the last mkdir
 static int mkdir_p_try(const char* path) {
+    if (!path[0]) return ENOENT;
     char buf[1024];
     snprintf(buf, sizeof(buf), "%s", path);
     for (char* p = buf + 1; *p; p++) {
@@ -39,15 +47,47 @@ static void mkdir_p(const char* path) {
 // leaving a checkpoint's .tmp behind; ignored, that write fails with EFBIG instead, and
 // the writer's own error path runs (llmc/checkpoint.h: a message naming the file and
 // the reason, the .tmp removed, exit 1, the previous checkpoints untouched).
+// The files open at logger_start; until then main.log's lines are held here.
 static void logger_open(Logger* lg, const char* run_dir, int append) {
     signal(SIGXFSZ, SIG_IGN);
-    mkdir_p(run_dir);
     lg->run_dir = run_dir;
+    lg->append = append;
+    lg->held_cap = 1 << 16; lg->held_len = 0;
+    lg->held = (char*)xmalloc(lg->held_cap);
+}
+
+static void logger_check(Logger* lg, FILE** f, const char* name);
+
+// The inputs are accepted and the run begins: the run directory is created if need be,
+// main.log and metrics.jsonl are opened (appended to when resuming) and the held lines written.
+static void logger_start(Logger* lg) {
+    if (!lg->held) return;
+    mkdir_p(lg->run_dir);
     char path[1100];
-    snprintf(path, sizeof(path), "%s/main.log", run_dir);
-    lg->log = xfopen(path, append ? "a" : "w");
-    snprintf(path, sizeof(path), "%s/metrics.jsonl", run_dir);
-    lg->metrics = xfopen(path, append ? "a" : "w");
+    snprintf(path, sizeof(path), "%s/main.log", lg->run_dir);
+    lg->log = xfopen(path, lg->append ? "a" : "w");
+    snprintf(path, sizeof(path), "%s/metrics.jsonl", lg->run_dir);
+    lg->metrics = xfopen(path, lg->append ? "a" : "w");
+    fwrite(lg->held, 1, lg->held_len, lg->log);
+    free(lg->held);
+    lg->held = NULL;
+    logger_check(lg, &lg->log, "main.log");
+}
+
+// a line for main.log before logger_start
+static void logger_hold(Logger* lg, const char* fmt, va_list ap) {
+    va_list ap2;
+    va_copy(ap2, ap);
+    int n = vsnprintf(NULL, 0, fmt, ap2);
+    va_end(ap2);
+    if (n < 0) return;
+    while (lg->held_len + (size_t)n + 1 > lg->held_cap) {
+        lg->held_cap *= 2;
+        lg->held = (char*)realloc(lg->held, lg->held_cap);
+        if (!lg->held) FAIL("host realloc of %zu bytes for the held log lines failed", lg->held_cap);
+    }
+    vsnprintf(lg->held + lg->held_len, (size_t)n + 1, fmt, ap);
+    lg->held_len += (size_t)n;
 }
 
 // A log line that did not reach the disk (full, or past a file-size limit now that SIGXFSZ
@@ -69,10 +109,13 @@ static void logf_(Logger* lg, const char* fmt, ...) {
     va_list ap;
     va_start(ap, fmt); vprintf(fmt, ap); va_end(ap);
     fflush(stdout);
+    if (lg && lg->held) { va_start(ap, fmt); logger_hold(lg, fmt, ap); va_end(ap); }
     if (lg && lg->log) { va_start(ap, fmt); vfprintf(lg->log, fmt, ap); va_end(ap); logger_check(lg, &lg->log, "main.log"); }
 }
 
 static void logger_close(Logger* lg) {
+    free(lg->held);
+    lg->held = NULL;
     if (lg->log) fclose(lg->log);
     if (lg->metrics) fclose(lg->metrics);
     lg->log = lg->metrics = NULL;

@@ -85,6 +85,7 @@ static inline void train_loop_validate(const TrainLoopArgs* a, int* ffn_chunk_se
     // the ranges are llmc/flags.h's; what remains is how the values relate
     if (a->steps == 0 && !a->init_from && !a->resume)
         FAIL("--steps must be >= 1 (0 only with --init-from or --resume: evaluate and sample a checkpoint, no training)");
+    if (!a->run_dir[0]) FAIL("--run-dir must name a directory (got an empty string)");
     if (a->init_from && a->resume && strcmp(a->resume, "auto") != 0)
         FAIL("--init-from and --resume both given: --resume continues a run (with its optimizer state), --init-from "
              "starts a new one from a checkpoint's weights; pick one");

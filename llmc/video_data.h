@@ -361,12 +361,16 @@ static inline void clipsource_read_header_(ClipSource* s) {
         FAIL("clip file '%s': value encoding %d; 0 (uint8) or 1 (float32)", path, (int)h[8]);
     s->file_clips = (uint64_t)h[2];
     s->C = h[3]; s->Fr = h[4]; s->Hi = h[5]; s->Wi = h[6]; s->num_classes = h[7]; s->encoding = h[8];
-    s->clip_values = (size_t)s->C * s->Fr * s->Hi * s->Wi;
-    if (s->clip_values > (size_t)INT32_MAX)
+    // the product in double first: four 31-bit factors can wrap even 64 bits
+    if ((double)s->C * s->Fr * s->Hi * s->Wi > (double)INT32_MAX)
         FAIL("clip file '%s': a clip of %dx%dx%dx%d values is too large", path, s->C, s->Fr, s->Hi, s->Wi);
+    s->clip_values = (size_t)s->C * s->Fr * s->Hi * s->Wi;
     s->record_bytes = 4 + s->clip_values * (s->encoding == CLIPFILE_ENC_UINT8 ? 1 : 4);
     struct stat st;
     if (fstat(fileno(s->file), &st) != 0) FAIL("clip file '%s': cannot stat: %s", path, strerror(errno));
+    if ((double)s->file_clips * (double)s->record_bytes > 1e18)
+        FAIL("clip file '%s': its header's %llu clips of %dx%dx%dx%d values would be %.3g bytes: not a clip file", path,
+             (unsigned long long)s->file_clips, s->C, s->Fr, s->Hi, s->Wi, (double)s->file_clips * (double)s->record_bytes);
     uint64_t expected = (uint64_t)CLIPFILE_HEADER_BYTES + s->file_clips * (uint64_t)s->record_bytes;
     if ((uint64_t)st.st_size != expected)
         FAIL("clip file '%s': %llu bytes, but its header (%llu clips of %dx%dx%dx%d %s values) implies %llu: %s",

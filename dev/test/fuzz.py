@@ -49,10 +49,10 @@ Every case names what it expects:
           whose range is a matter of taste), but no crash, no hang, and an error has a
           clear message
 
-The flags' valid ranges are the tables LLAMA_FLAGS, DIT_FLAGS, LOOP_FLAGS, TEST_LLAMA_FLAGS
-and TEST_DIT_FLAGS below (from --help, docs/ and the validators); where a range is this
-harness's reading rather than a documented rule (a negative --lr, --beta1 outside [0, 1))
-the table says so. Valid flag values that would run for hours (--steps 2147483647) are
+The flags' valid ranges are llmc/flags.h's FLAG_BOUNDS, read from the source (the one
+table the four programs check against): a value outside its row must be an error. Inside
+it, the tables LLAMA_FLAGS, DIT_FLAGS, LOOP_FLAGS, TEST_LLAMA_FLAGS and TEST_DIT_FLAGS
+below say more (sizes the small test models need to divide, values that run for hours). Valid flag values that would run for hours (--steps 2147483647) are
 listed but not run.
 
 Pass, for every case: no timeout (--timeout, 20 s), no signal, exit code <= 123 (the
@@ -115,6 +115,7 @@ PROGS = {"train_llama": "train_llama_cpu", "train_dit": "train_dit_cpu", "test_l
          "test_dit": "test_dit_cpu"}
 
 I32_MAX, I32_MIN = 2147483647, -2147483648
+STEPS_MAX = 1 << 30  # llmc/flags.h FLAG_STEPS_MAX: the largest --steps, and the largest step a checkpoint may hold
 LLAMA_CKPT_MAGIC, DIT_CKPT_MAGIC = 20261123, 20261126
 LREF_MAGIC, DREF_MAGIC, CLIP_MAGIC = 20261121, 20261124, 20261125
 SHARD_MAGIC16, SHARD_MAGIC32 = 20240520, 20240801
@@ -253,7 +254,7 @@ def llama_ckpt_word_expect(w, v, orig):
     if 2 <= w <= 9:
         return "error"                      # the model: V D L H KV F max_seq_len tied must match the run
     if w == 10:
-        return "error" if v < 0 else "ok"   # step: negative is no step; larger: a finished run (evaluated)
+        return "error" if v < 0 or v > STEPS_MAX else "ok"  # step: negative or past --steps' range is no step
     if w == 11:
         return "error" if v < 1 else "ok"   # dp at save: informational, but >= 1
     if w in (12, 13, 14):
@@ -275,7 +276,7 @@ def dit_ckpt_word_expect(w, v, orig):
     if 2 <= w <= 13:
         return "error"                      # C Fr Hi Wi pt ph pw D L H FF NC must match
     if w == 14:
-        return "error" if v < 0 else "ok"
+        return "error" if v < 0 or v > STEPS_MAX else "ok"
     if w in (15, 16):
         return "error"                      # num_params
     if w == 32:
@@ -338,8 +339,9 @@ def ckpt_cases(ctx, rng, llama):
             e = word_expect(w, v, orig)
             if (llama and w in (10, 11, 12, 13, 14, 15, 16, 17, 20)) or (not llama and w == 14):
                 # --init-from reads the parameters alone: the step and the loader fields do not matter
-                e_init = "error" if (w in (15, 18, 19) or (llama and w == 11 and v < 1) or (w == 10 and llama and v < 0)
-                                     or (not llama and w == 14 and v < 0)) else ("either" if e == "either" else "ok")
+                bad_step = v < 0 or v > STEPS_MAX  # the header check refuses it for --init-from too
+                e_init = "error" if (w in (15, 18, 19) or (llama and w == 11 and v < 1) or (w == 10 and llama and bad_step)
+                                     or (not llama and w == 14 and bad_step)) else ("either" if e == "either" else "ok")
                 e = (e, e_init)
             add("hdr%d=%d" % (w, v), ck.with_word(w, v), e, "header word %d %d -> %d" % (w, orig, v))
         if w in (0, 2, 10 if llama else 14, 18 if llama else 15):
@@ -879,7 +881,7 @@ LLAMA_FLAGS = [
     ("norm-eps", "f", frange(0, lo_open=True, huge="either"), [], ["eps"]),
     ("batch", "i", rng_(1, None, big=1 << 16), [], ["batch", "B="]),
     ("seq", "i", rng_(1, 16), [], ["seq", "T=", "max_seq_len"]),
-    ("total-batch", "i", lambda v: "ok" if v == 0 or (v > 0 and v % 32 == 0 and v <= 1 << 16) else (
+    ("total-batch", "i", lambda v: "ok" if (v > 0 and v % 32 == 0 and v <= 1 << 16) else (
         "skip" if v > 0 and v % 32 == 0 else "error"), [], ["total-batch"]),
     ("train-data", "s", path_in(), [], ["train", "match", "pattern"]),
     ("val-data", "s", path_in(), ["--val-every", "1"], ["val", "match", "pattern"]),
@@ -922,8 +924,8 @@ DIT_FLAGS = [
     ("rope-theta", "f", frange(0, lo_open=True), [], ["rope"]),
     ("data", "s", lambda s: "ok" if s == "synthetic" else "error", [], ["data", "clip", "cannot open"]),
     ("batch", "i", rng_(1, 128), [], ["batch"]),
-    ("total-batch", "i", lambda v: "ok" if v == 0 or (v > 0 and v % 2 == 0 and v <= 256) else (
-        "error" if v < 0 or v % 2 or v > 1 << 30 else "skip"), [], ["total-batch", "clips per step"]),
+    ("total-batch", "i", lambda v: "ok" if (v > 0 and v % 2 == 0 and v <= 256) else (
+        "error" if v <= 0 or v % 2 or v > 1 << 30 else "skip"), [], ["total-batch", "clips per step"]),
     ("grad-accum", "i", lambda v: "ok" if 0 <= v <= 128 else ("error" if v < 0 or v > 1 << 29 else "skip"), [],
      ["grad-accum"]),
     ("label-dropout", "f", frange(0, 1), [], ["label-dropout"]),
@@ -1020,14 +1022,53 @@ TEST_DIT_FLAGS = [
 ]
 
 
-def flag_value_expect(ftype, fn, s):
+def read_flag_bounds(path=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "llmc", "flags.h")):
+    """llmc/flags.h's FLAG_BOUNDS, {name: (lo, hi, ends)}: the one table of every numeric flag's range."""
+    text = open(path).read()
+    consts = {"FLAG_COUNT_MAX": 1 << 20, "FLAG_STEPS_MAX": 1 << 30}
+    for m in re.finditer(r"#define (FLAG_\w+_MAX) \(1 << (\d+)\)", text):
+        consts[m.group(1)] = 1 << int(m.group(2))
+    body = text[text.index("FLAG_BOUNDS[] = {"):]
+    body = body[:body.index("};")]
+
+    def num(t):
+        t = t.strip()
+        if t in consts:
+            return consts[t]
+        m = re.fullmatch(r"1 << (\d+)", t)
+        return (1 << int(m.group(1))) if m else float(t)
+    bounds = {}
+    for m in re.finditer(r'\{"([A-Za-z0-9-]+)", ([^,]+), ([^,]+), "([\[(][\])])"\}', body):
+        bounds[m.group(1)] = (num(m.group(2)), num(m.group(3)), m.group(4))
+    if len(bounds) < 50:
+        raise SystemExit("fuzz.py: read only %d rows of llmc/flags.h's FLAG_BOUNDS" % len(bounds))
+    return bounds
+
+
+FLAG_BOUNDS = read_flag_bounds()
+
+
+def in_flag_bounds(name, v):
+    lo, hi, ends = FLAG_BOUNDS[name]
+    return (v > lo if ends[0] == "(" else v >= lo) and (v < hi if ends[1] == ")" else v <= hi)
+
+
+def flag_value_expect(ftype, fn, s, name=None):
+    """A value outside the flag's row of FLAG_BOUNDS is an error; inside it, the table's own
+    function decides (the harness's model: sizes that must divide, values that run for hours)."""
     if ftype in ("i", "l"):
         v = parse_c_int(s)
-        return ("error", "not an integer to flags.h") if v is None else (fn(v), v)
-    if ftype == "f":
+        if v is None:
+            return "error", "not an integer to flags.h"
+    elif ftype == "f":
         v = parse_c_float(s)
-        return ("error", "not a finite float to flags.h") if v is None else (fn(v), v)
-    return fn(s), s
+        if v is None:
+            return "error", "not a finite float to flags.h"
+    else:
+        return fn(s), s
+    if name is not None and not in_flag_bounds(name, v):
+        return "error", v
+    return fn(v), v
 
 
 def flag_cases(ctx, rng, kind):
@@ -1049,7 +1090,7 @@ def flag_cases(ctx, rng, kind):
         values = {"i": INT_VALUES, "l": INT_VALUES, "f": FLOAT_VALUES, "s": STR_VALUES}[ftype]
         keywords = ["--" + name] + (kw or [name])
         for s in values:
-            e, _ = flag_value_expect(ftype, fn, s)
+            e, _ = flag_value_expect(ftype, fn, s, name)
             skip = ""
             if e == "skip":
                 e, skip = "ok", "a valid value that would run for hours"
@@ -1117,7 +1158,7 @@ def flag_cases(ctx, rng, kind):
         for name, ftype, fn, extra, kw in picks:
             values = {"i": INT_VALUES, "l": INT_VALUES, "f": FLOAT_VALUES, "s": STR_VALUES}[ftype]
             s = rng.choice(values)
-            e, _ = flag_value_expect(ftype, fn, s)
+            e, _ = flag_value_expect(ftype, fn, s, name)
             exp.append(e)
             args += extra + ["--" + name, s]
             kws += ["--" + name] + (kw or [name])
