@@ -84,8 +84,14 @@ static inline void flag_check_bound(const Flag* f, double x, const char* text) {
     FAIL("--%s must be in %c%.9g, %.9g%c, got '%s'", f->name, b->ends[0], b->lo, b->hi, b->ends[1], text);
 }
 
+// the table, each numeric flag with its range
 static inline void flags_print(const Flag* flags, int n) {
-    for (int i = 0; i < n; i++) printf("  --%-18s %s\n", flags[i].name, flags[i].help);
+    for (int i = 0; i < n; i++) {
+        const FlagBound* b = flags[i].type == 's' ? NULL : flag_bound(flags[i].name);
+        char range[64] = "";
+        if (b) snprintf(range, sizeof(range), " %c%.9g, %.9g%c", b->ends[0], b->lo, b->hi, b->ends[1]);
+        printf("  --%-18s %s%s\n", flags[i].name, flags[i].help, range);
+    }
 }
 
 // Fills the table's targets from argv. given (n ints, or NULL) gets 1 for every flag on

@@ -941,7 +941,7 @@ DIT_FLAGS = [
     ("dp", "i", one_of(0, 1), [], ["dp"]),
     ("fp32-grad-accum", "i", one_of(-1, 0, 1), [], ["fp32-grad-accum"]),
     ("tp", "i", one_of(1), [], ["tp", "ranks"]),
-    ("tp-mode", "s", choice("allreduce"), [], ["tp-mode"]),   # reducescatter: refused by train_dit (not yet)
+    ("tp-mode", "s", choice("allreduce", "reducescatter"), [], ["tp-mode"]),
     ("tp-recompute-allgather", "i", one_of(0, 1), [], ["tp-recompute-allgather"]),
     ("fit-memory", "f", frange(0, huge="either"), [], ["fit-memory", "budget"]),
     ("fit-link-gbs", "f", frange(0, lo_open=True), ["--fit-memory", "1"], ["fit-link-gbs"]),
@@ -978,6 +978,8 @@ LOOP_FLAGS = [
     ("plan-only", "i", one_of(0, 1), [], ["plan-only"]),
     ("plan-json", "s", path_out, [], ["plan-json", "plan", "cannot open"]),
     ("profile-step", "i", rng_(0), [], ["profile-step"]),
+    # a planted NaN at a step the 2-step run reaches stops it (the guard's message); later steps never come
+    ("test-nan-update", "i", lambda v: "either" if 1 <= v <= 2 else "ok", [], ["test-nan-update", "non-finite"]),
 ]
 # test_llama (its own parser, test_llama.cu) and test_dit (llmc/flags.h); the references have L = 2 and 1,
 # B = 3 and 2
@@ -998,6 +1000,7 @@ TEST_LLAMA_FLAGS = [
     ("tp-recompute-allgather", "i", one_of(0, 1), [], ["tp-recompute-allgather"]),
     ("dump", "s", path_out, [], ["dump", "cannot open"]),
     ("test-plant-tp-bug", "i", lambda v: "ok" if v == 0 else "either", [], ["test-plant-tp-bug", "FAIL"]),
+    ("dp", "i", one_of(1), [], ["dp", "plan-only"]),  # a plan's rank count: a test run takes dp from the launcher
     ("comm", "s", choice("nccl", "mpi"), [], ["comm"]),
     ("attention", "s", choice("auto", "fp32"), [], ["attention", "tensor cores"]),
     ("comm-timeout", "f", frange(0, lo_open=True), [], ["comm-timeout"]),
@@ -1017,8 +1020,9 @@ TEST_DIT_FLAGS = [
     ("dp", "i", one_of(0, 1), [], ["dp"]),
     ("fp32-grad-accum", "i", one_of(-1, 0, 1), [], ["fp32-grad-accum"]),
     ("tp", "i", one_of(1), [], ["tp", "ranks"]),
-    ("tp-mode", "s", choice("allreduce"), [], ["tp-mode"]),
+    ("tp-mode", "s", choice("allreduce", "reducescatter"), [], ["tp-mode"]),
     ("tp-recompute-allgather", "i", one_of(0, 1), [], ["tp-recompute-allgather"]),
+    ("test-plant-tp-bug", "i", lambda v: "ok" if v == 0 else "either", [], ["test-plant-tp-bug", "FAIL"]),
 ]
 
 
@@ -1408,6 +1412,20 @@ def sanity(ctx):
     for argv, what in cmds:
         must(argv, what, d)
     shutil.rmtree(d, ignore_errors=True)
+    # every flag a program lists in --help is in this harness's table (a new flag is fuzzed
+    # from the day it lands), and every numeric one has a row in FLAG_BOUNDS
+    tables = {"train_llama": LLAMA_FLAGS + LOOP_FLAGS, "train_dit": DIT_FLAGS + LOOP_FLAGS,
+              "test_llama": TEST_LLAMA_FLAGS, "test_dit": TEST_DIT_FLAGS}
+    for prog, table in tables.items():
+        out = subprocess.run([ctx.bins[prog], "--help"], capture_output=True, text=True).stdout
+        listed = set(re.findall(r"^  --([A-Za-z0-9-]+)", out, re.M))
+        missing = sorted(listed - {t[0] for t in table})
+        if not listed or missing:
+            raise SystemExit("fuzz: %s --help lists flags this harness does not fuzz: %s (add them to its table)"
+                             % (prog, ", ".join(missing) or "(none parsed)"))
+        unbounded = [t[0] for t in table if t[1] != "s" and t[0] not in FLAG_BOUNDS]
+        if unbounded:
+            raise SystemExit("fuzz: numeric flags without a row in llmc/flags.h FLAG_BOUNDS: %s" % ", ".join(unbounded))
 
 
 def all_cases(ctx, seed):
