@@ -464,11 +464,12 @@ check_error dit_ref_missing "cannot open" ./test_dit_cpu --ref "$TMP/no_such.dre
 check_error dit_bad_model "unknown --model" ./train_dit_cpu --model dit-huge --plan-only 1
 check_error dit_bad_patch "patch 2x2x3 must divide" ./train_dit_cpu --pw 3 --plan-only 1
 check_error dit_bad_heads "multiple of H" ./train_dit_cpu --H 5 --plan-only 1
-check_error dit_grad_accum_overflow "clips per step at most" ./train_dit_cpu --batch 8 --grad-accum 2000000000 --plan-only 1
-# dimensions whose products wrap a 32-bit int (dit_tokens used to: a segfault, and "N=0 tokens" from --plan-only)
-check_error dit_huge_clip "tokens holds at most" ./train_dit_cpu --channels 65536 --frames 65536 --height 65536 \
+check_error dit_grad_accum_overflow "clips per step at most" ./train_dit_cpu --batch 128 --dp 16 --grad-accum 1048576 --plan-only 1
+# dimensions whose products wrap a 32-bit int (dit_tokens used to: a segfault, and "N=0 tokens" from --plan-only),
+# each within its flag's range
+check_error dit_huge_clip "tokens holds at most" ./train_dit_cpu --channels 4096 --frames 65536 --height 65536 \
   --width 65536 --D 32 --L 2 --H 2 --FF 64 --steps 3 --run-dir "$TMP/dit_huge"
-check_error dit_huge_clip_plan "tokens holds at most" ./train_dit_cpu --channels 65536 --frames 65536 --height 65536 \
+check_error dit_huge_clip_plan "tokens holds at most" ./train_dit_cpu --channels 4096 --frames 65536 --height 65536 \
   --width 65536 --D 32 --L 2 --H 2 --FF 64 --plan-only 1
 check_error dit_product_overflow "exceeds 2^31" ./train_dit_cpu --D 65536 --H 2 --FF 65536 --plan-only 1
 check_error dit_bad_chunks "ffn-chunks" ./train_dit_cpu --ffn-chunks 0 --plan-only 1
