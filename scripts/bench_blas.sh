@@ -91,7 +91,7 @@ export LD_LIBRARY_PATH="$PWD/build/blas_cands/mkl/lib${LD_LIBRARY_PATH:+:$LD_LIB
        "scipy-openblas32 (pip): $(du -sh build/blas_cands/pypi 2>/dev/null | cut -f1);"\
        "mkl (pip wheel unpacked): $(du -sh build/blas_cands/mkl 2>/dev/null | cut -f1)"
   echo
-  $RT build/bench/blas_compare $([ -n "$RT" ] && echo --pause 3) --rounds "$ROUNDS" --jsonl "${OUT:-build/bench/blas_compare.md}.jsonl" "${cands[@]}"
+  $RT build/bench/blas_compare $([ -n "$RT" ] && echo --pause 3) --rounds "$ROUNDS" --jsonl "$(dirname "${OUT:-build/bench/blas_compare.md}")/$(basename "${OUT:-build/bench/blas_compare.md}" .md).jsonl" "${cands[@]}"
 } | tee "${OUT:-build/bench/blas_compare.md}"
 true
 
