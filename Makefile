@@ -30,20 +30,50 @@ else
 CUDA_SUFFIX =
 endif
 
-# OpenBLAS for the CPU build's matrix products (llmc/cpu/matmul.h); BLAS=0 keeps the
-# blocked loops. The OpenMP build of OpenBLAS (Debian's libopenblas-openmp-dev) is
-# preferred: it runs on the trainer's OpenMP threads instead of a second pool of threads
-# that competes with them for the cores (about 10% of a step on 2 cores).
+# The CPU build's matrix products (llmc/cpu/matmul.h) on a BLAS library; BLAS=0 keeps the
+# blocked loops. Which library was chosen by measurement (docs/results/cpu_blas_choice.md:
+# the candidates on the trainers' GEMM shapes and inside the training step): oneDNN's
+# dnnl_sgemm, with Debian's OpenMP OpenBLAS as the fallback where oneDNN is missing.
+# BLAS_LIB=auto (the default) takes the first one installed of BLAS_ORDER; BLAS_LIB=onednn,
+# openblas or blis names one (none if it is missing). All three run on the trainer's OpenMP
+# threads instead of a second pool of threads that competes with them for the cores. None
+# is told the processor type (no OPENBLAS_CORETYPE): each detects it itself.
 BLAS ?= 1
-BLAS_PC_DIR := $(firstword $(wildcard /usr/lib/*/openblas-openmp/pkgconfig))
-BLAS_PC := $(if $(BLAS_PC_DIR),PKG_CONFIG_PATH=$(BLAS_PC_DIR) ,)pkg-config
-BLAS_FOUND := $(if $(filter 1,$(BLAS)),$(shell $(BLAS_PC) --exists openblas 2>/dev/null && echo 1))
-ifeq ($(BLAS_FOUND),1)
-BLAS_CFLAGS := $(shell $(BLAS_PC) --cflags openblas)
-CPU_FLAGS += -DUSE_BLAS $(BLAS_CFLAGS)
-# the rpath picks this OpenBLAS build at run time, whichever one the system's alternatives name
-CPU_BLAS_LIBS := $(shell $(BLAS_PC) --libs openblas) -Wl,-rpath,$(shell $(BLAS_PC) --variable=libdir openblas)
+BLAS_LIB ?= auto
+BLAS_ORDER = onednn openblas
+# oneDNN (Debian's libdnnl-dev): dnnl_sgemm, JIT kernels for the instruction set cpuid
+# reports (avx2, avx512_core, ...), on OpenMP threads
+BLAS_OK_onednn := $(if $(and $(wildcard /usr/include/oneapi/dnnl/dnnl.h),$(wildcard /usr/lib/*/libdnnl.so)),1)
+BLAS_CFLAGS_onednn := -DUSE_DNNL
+BLAS_LIBS_onednn := -ldnnl
+BLAS_NAME_onednn := oneDNN dnnl_sgemm (libdnnl-dev)
+# BLIS, its OpenMP build (Debian's libblis-openmp-dev): a configuration per processor family
+# (zen3, skx, haswell, ...) chosen at run time from cpuid; measured, not the default
+BLIS_DIR := $(firstword $(wildcard /usr/lib/*/blis-openmp))
+BLIS_INC := $(firstword $(wildcard /usr/include/*/blis-openmp))
+BLAS_OK_blis := $(if $(and $(wildcard $(BLIS_DIR)/libblis.so),$(wildcard $(BLIS_INC)/blis.h)),1)
+BLAS_CFLAGS_blis := -DUSE_BLAS -DUSE_BLIS -isystem $(BLIS_INC)
+BLAS_LIBS_blis := -L$(BLIS_DIR) -lblis -Wl,-rpath,$(BLIS_DIR)
+BLAS_NAME_blis := BLIS (libblis-openmp-dev)
+# OpenBLAS, its OpenMP build (Debian's libopenblas-openmp-dev); the rpath picks this build at
+# run time, whichever one the system's alternatives name
+OPENBLAS_PC_DIR := $(firstword $(wildcard /usr/lib/*/openblas-openmp/pkgconfig))
+OPENBLAS_PC := $(if $(OPENBLAS_PC_DIR),PKG_CONFIG_PATH=$(OPENBLAS_PC_DIR) ,)pkg-config
+BLAS_OK_openblas = $(shell $(OPENBLAS_PC) --exists openblas 2>/dev/null && echo 1)
+BLAS_CFLAGS_openblas = -DUSE_BLAS $(shell $(OPENBLAS_PC) --cflags openblas)
+BLAS_LIBS_openblas = $(shell $(OPENBLAS_PC) --libs openblas) -Wl,-rpath,$(shell $(OPENBLAS_PC) --variable=libdir openblas)
+BLAS_NAME_openblas := OpenBLAS (libopenblas-openmp-dev)
+ifeq ($(BLAS),1)
+ifeq ($(BLAS_LIB),auto)
+BLAS_USED := $(firstword $(foreach b,$(BLAS_ORDER),$(if $(BLAS_OK_$(b)),$(b))))
+else
+BLAS_USED := $(if $(BLAS_OK_$(BLAS_LIB)),$(BLAS_LIB))
 endif
+endif
+BLAS_FOUND := $(if $(BLAS_USED),1)
+BLAS_CFLAGS := $(if $(BLAS_USED),$(BLAS_CFLAGS_$(BLAS_USED)))
+CPU_BLAS_LIBS := $(if $(BLAS_USED),$(BLAS_LIBS_$(BLAS_USED)))
+CPU_FLAGS += $(BLAS_CFLAGS)
 
 # detected, not required
 MPI ?= 1
@@ -97,10 +127,10 @@ test_llama_cpu: test_llama.cu train_llama.cu $(HEADERS) build/cpu-config
 	$(CXX) $(CPU_FLAGS) -x c++ $< -o $@ -lm $(CPU_LIBS)
 
 # the one-process CPU builds, as on a machine without MPI (make test builds and runs them)
-build/train_llama_cpu_nompi: train_llama.cu $(HEADERS)
+build/train_llama_cpu_nompi: train_llama.cu $(HEADERS) build/cpu-config
 	@mkdir -p build
 	$(CXX) $(filter-out $(MPI_CFLAGS),$(CPU_FLAGS)) -x c++ $< -o $@ -lm $(CPU_BLAS_LIBS)
-build/train_dit_cpu_nompi: train_dit.cu $(HEADERS)
+build/train_dit_cpu_nompi: train_dit.cu $(HEADERS) build/cpu-config
 	@mkdir -p build
 	$(CXX) $(filter-out $(MPI_CFLAGS),$(CPU_FLAGS)) -x c++ $< -o $@ -lm $(CPU_BLAS_LIBS)
 
@@ -197,7 +227,7 @@ gpu_bin/mpi/%: %.cu $(HEADERS)
 test-full:
 	@TEST_FULL=1 $(MAKE) --no-print-directory test
 
-# Open MPI and OpenBLAS first (scripts/ensure_build_deps.sh), then a fresh make so that the build sees them
+# Open MPI and oneDNN first (scripts/ensure_build_deps.sh), then a fresh make so that the build sees them
 test:
 	@bash scripts/ensure_build_deps.sh
 	@$(MAKE) --no-print-directory cpu build/test_dataloader build/test_tokenizer build/train_llama_cpu_nompi build/train_dit_cpu_nompi build/test_comm build/test_video_data
@@ -230,7 +260,7 @@ sweep: data
 
 info:
 	@echo "CXX=$(CXX) NVCC=$(NVCC) CUDA_ARCH=$(CUDA_ARCH) PRECISION=$(PRECISION)"
-	@echo "BLAS (CPU matmul): $(if $(BLAS_FOUND),OpenBLAS - $(CPU_BLAS_LIBS),none - the blocked loops of llmc/cpu/matmul.h; apt-get install libopenblas-openmp-dev)"
+	@echo "BLAS (CPU matmul): $(if $(BLAS_FOUND),$(BLAS_NAME_$(BLAS_USED)) - $(CPU_BLAS_LIBS),none - the blocked loops of llmc/cpu/matmul.h$(if $(filter 1,$(BLAS)),; apt-get install libdnnl-dev (or libopenblas-openmp-dev)$(if $(filter-out auto,$(BLAS_LIB)), ($(BLAS_LIB) not found)),; BLAS=0))"
 	@echo "MPI: $(if $(MPI_FOUND),yes - multi-process builds ($(MPI_LIBS)),no - one-process builds; apt-get install openmpi-bin libopenmpi-dev)"
 	@echo "NCCL: $(if $(and $(MPI_FOUND),$(NCCL_FOUND)),yes - the CUDA build has --comm nccl ($(NCCL_FOUND) $(NCCL_LIB)),no - CUDA multi-process runs use --comm mpi ($(if $(NCCL_HEADER),$(if $(NCCL_LIB),NCCL needs MPI for its ids,header $(NCCL_HEADER) but no libnccl.so),no nccl.h)))"
 
@@ -238,11 +268,12 @@ clean:
 	rm -rf build train_llama_cpu test_llama_cpu train_llama test_llama train_llama_fp32 test_llama_fp32 \
 	       train_dit_cpu test_dit_cpu train_dit test_dit train_dit_fp32 test_dit_fp32
 
-# for scripts/bench_cpu_step.py: the CPU flags, OpenBLAS's compile flags and its libraries, one line each
+# for scripts/bench_cpu_step.py: the CPU flags, the BLAS library's compile flags, its link flags and its name, one line each
 print-cpu-flags:
 	@echo "$(CPU_FLAGS)"
 	@echo "$(BLAS_CFLAGS)"
 	@echo "$(CPU_BLAS_LIBS)"
+	@echo "$(BLAS_USED)"
 
 # llmc/video_data.h (moving digits, clip files) and llmc/image_write.h (GIF, PNG); make test runs it
 build/test_video_data: dev/test/test_video_data.c llmc/video_data.h llmc/image_write.h llmc/common.h
