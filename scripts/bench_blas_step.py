@@ -24,6 +24,8 @@ import sys
 import tempfile
 import time
 
+from bench_cpu_step import loadavg  # the 1-minute load average, -1 when unknown
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LLAMA = {"stories15M": 32000, "stories260K": 512, "tiny": 32000}  # vocabulary of the synthetic shard
 
@@ -34,13 +36,6 @@ def sh(cmd):
         sys.exit("bench_blas_step: %s failed (exit %d):\n%s" % (" ".join(map(shlex.quote, cmd)), p.returncode,
                                                                (p.stdout + p.stderr)[-3000:]))
     return p.stdout
-
-
-def loadavg():
-    try:
-        return float(open("/proc/loadavg").read().split()[0])
-    except (OSError, ValueError, IndexError):
-        return -1.0
 
 
 def main():

@@ -864,6 +864,22 @@ def run_dir_value(s):
     return "error" if s == "" or len(s) > 255 else "ok"
 
 
+# llmc/parallel_args.h and llmc/fit_memory.h: the parallel and --fit-memory flags both trainers append
+PARALLEL_FIT_FLAGS = [
+    ("zero", "i", one_of(0, 1), [], ["zero"]),
+    ("comm", "s", choice("nccl", "mpi"), [], ["comm"]),
+    ("comm-timeout", "f", frange(0, lo_open=True), [], ["comm-timeout"]),
+    ("dp", "i", one_of(0, 1), [], ["dp"]),
+    ("fp32-grad-accum", "i", one_of(-1, 0, 1), [], ["fp32-grad-accum"]),
+    ("tp", "i", one_of(1), [], ["tp", "ranks"]),
+    ("tp-mode", "s", choice("allreduce", "reducescatter"), [], ["tp-mode"]),
+    ("tp-recompute-allgather", "i", one_of(0, 1), [], ["tp-recompute-allgather"]),
+    ("fit-memory", "f", frange(0, huge="either"), [], ["fit-memory", "budget"]),
+    ("fit-link-gbs", "f", frange(0, lo_open=True), ["--fit-memory", "1"], ["fit-link-gbs"]),
+    ("fit-reserve", "f", frange(0, huge="either"), ["--fit-memory", "1"], ["fit-reserve", "budget"]),
+    ("fit-candidates", "s", path_out, ["--fit-memory", "1"], ["fit-candidates", "candidates"]),
+]
+
 # each flag: (name, type i|l|f|s, expectation function, extra arguments that make the flag matter, keywords)
 # Ranges from --help, docs and the validators (llmc/train_args.h, llmc/parallel_args.h, llmc/fit_memory.h).
 LLAMA_FLAGS = [
@@ -894,19 +910,7 @@ LLAMA_FLAGS = [
     ("save-init", "i", one_of(0, 1), [], ["save-init"]),
     ("ce-chunks", "i", lambda v: "error" if v < 1 else ("ok" if v <= 32 else "either"), [], ["ce-chunks", "chunk"]),
     ("shard-vocab", "i", one_of(0, 1), [], ["shard-vocab"]),
-    ("zero", "i", one_of(0, 1), [], ["zero"]),
-    ("comm", "s", choice("nccl", "mpi"), [], ["comm"]),
-    ("comm-timeout", "f", frange(0, lo_open=True), [], ["comm-timeout"]),
-    ("dp", "i", one_of(0, 1), [], ["dp"]),
-    ("fp32-grad-accum", "i", one_of(-1, 0, 1), [], ["fp32-grad-accum"]),
-    ("tp", "i", one_of(1), [], ["tp", "ranks"]),
-    ("tp-mode", "s", choice("allreduce", "reducescatter"), [], ["tp-mode"]),
-    ("tp-recompute-allgather", "i", one_of(0, 1), [], ["tp-recompute-allgather"]),
-    ("fit-memory", "f", frange(0, huge="either"), [], ["fit-memory", "budget"]),
-    ("fit-link-gbs", "f", frange(0, lo_open=True), ["--fit-memory", "1"], ["fit-link-gbs"]),
-    ("fit-reserve", "f", frange(0, huge="either"), ["--fit-memory", "1"], ["fit-reserve", "budget"]),
-    ("fit-candidates", "s", path_out, ["--fit-memory", "1"], ["fit-candidates", "candidates"]),
-]
+] + PARALLEL_FIT_FLAGS
 DIT_FLAGS = [
     ("model", "s", choice("dit-tiny", "dit-S", "dit-B", "dit-XL", "hunyuan-13B"), [], None),
     ("channels", "i", lambda v: "ok" if v in (1, 3) else ("either" if 1 < v <= 16 else "error"), [], ["C=", "channels"]),
@@ -935,24 +939,10 @@ DIT_FLAGS = [
     ("cfg-scale", "f", frange(huge="either"), ["--sample-every", "2"], ["cfg-scale"]),
     ("gif-scale", "i", lambda v: "ok" if 1 <= v <= 64 else "error", ["--sample-every", "2"], ["gif-scale"]),
     ("save-init", "i", one_of(0, 1), [], ["save-init"]),
-    ("zero", "i", one_of(0, 1), [], ["zero"]),
-    ("comm", "s", choice("nccl", "mpi"), [], ["comm"]),
-    ("comm-timeout", "f", frange(0, lo_open=True), [], ["comm-timeout"]),
-    ("dp", "i", one_of(0, 1), [], ["dp"]),
-    ("fp32-grad-accum", "i", one_of(-1, 0, 1), [], ["fp32-grad-accum"]),
-    ("tp", "i", one_of(1), [], ["tp", "ranks"]),
-    ("tp-mode", "s", choice("allreduce", "reducescatter"), [], ["tp-mode"]),
-    ("tp-recompute-allgather", "i", one_of(0, 1), [], ["tp-recompute-allgather"]),
-    ("fit-memory", "f", frange(0, huge="either"), [], ["fit-memory", "budget"]),
-    ("fit-link-gbs", "f", frange(0, lo_open=True), ["--fit-memory", "1"], ["fit-link-gbs"]),
-    ("fit-reserve", "f", frange(0, huge="either"), ["--fit-memory", "1"], ["fit-reserve", "budget"]),
-    ("fit-candidates", "s", path_out, ["--fit-memory", "1"], ["fit-candidates", "candidates"]),
-]
+] + PARALLEL_FIT_FLAGS
 # llmc/train_args.h: the flags both trainers share (L = 2 in both tiny models)
-# The optimizer's ranges (lr >= 0, min-lr-frac in [0, 1], weight-decay >= 0, beta1 and beta2 in [0, 1),
-# adam-eps >= 0, grad-clip >= 0) are this harness's reading of AdamW and the help text: the trainers do not
-# document them as rules. So is "0 or 1" for --plan-only and train_llama's --save-init and --tied (train_dit
-# checks its --save-init so; LREF files must have tied 0 or 1).
+# (every numeric value is first held to its row of llmc/flags.h's FLAG_BOUNDS; these add what the small
+# test models need)
 LOOP_FLAGS = [
     ("steps", "i", rng_(1, None, huge="skip", big=1000), [], ["steps"]),
     ("lr", "f", frange(0, huge="either"), [], ["lr"]),
