@@ -6,10 +6,11 @@
 #                                 #   references, then the headline: llama3-1B T=2048 --attention tc
 #                                 #   with --profile-step beside PyTorch (torch.compile, eager) on the
 #                                 #   same batches; then stories110M T=1024
-#   bash scripts/gpu_check.sh 2   # <= 9 min: compute-sanitizer (memcheck, racecheck, synccheck) on the
-#                                 #   tensor-core kernels, the attention ladder, the DiT benchmark against
-#                                 #   scripts/pytorch_dit.py, bit-exact resume, --comm mpi with 2 ranks,
-#                                 #   every dev/ref file in both builds, the other ladders
+#   bash scripts/gpu_check.sh 2   # <= 9 min: every dev/ref file in both builds, bit-exact resume,
+#                                 #   --comm mpi with 2 ranks, the attention ladder, compute-sanitizer
+#                                 #   (memcheck, racecheck, synccheck) on the tensor-core kernels, the DiT
+#                                 #   benchmark against scripts/pytorch_dit.py, the other ladders
+#                                 #   (the quick correctness steps first: a short lease still gets them)
 #   bash scripts/gpu_check.sh 3   # <= 6 min: loss curves (stories15M, ours vs PyTorch from the same
 #                                 #   initial weights), the memory sweep, largest-batch searches last
 #
@@ -331,11 +332,12 @@ call_1() {
   bench_torch head "${HEAD[@]}" 1 120 "$SYN_LLAMA"
   write_summary
   [ "$PLAN" = 1 ] && plan headline "llama3-1B tok/s and MFU: ours (--attention tc) beside torch.compile" 0
-  bench_torch head "${HEAD[@]}" 0 60 "$SYN_LLAMA"
-  write_summary
+  # the quick correctness steps before the slower benchmarks (a short lease still gets them)
   attention_tests fp32
   [ "$CPU" = 1 ] || test_ref test_llama_hd64_tc_memory_flags "$(b test_llama)" "$SCRATCH/fresh/hd64_gqa.lref" --attention tc \
     --ffn-chunks 3 --ce-chunks 4 --offload-act -1 --recompute 2
+  bench_torch head "${HEAD[@]}" 0 60 "$SYN_LLAMA"
+  write_summary
   bench_ours small "${SMALL[@]}" 30 "$SYN_32K" "${att[@]}"
   bench_torch small "${SMALL[@]}" 1 75 "$SYN_32K"
   bench_torch small "${SMALL[@]}" 0 30 "$SYN_32K"
@@ -351,23 +353,6 @@ call_2() {
   resolve_binaries
   data_step
   fresh_refs
-  # compute-sanitizer on the tensor-core kernels (hd 64, every memory flag: offload's three
-  # streams); racecheck instruments only our attention kernels, which keeps it inside its limit
-  local san
-  san=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null)
-  local sref=$SCRATCH/fresh/hd64_gqa.lref flags=(--attention tc --ffn-chunks 2 --ce-chunks 3 --offload-act -1 --recompute 1)
-  if [ "$CPU" = 1 ]; then skip sanitizers "on the CPU (compute-sanitizer needs a GPU)"
-  elif [ -z "$san" ] && [ "$PLAN" != 1 ]; then skip sanitizers "compute-sanitizer not found"
-  else
-    san=${san:-compute-sanitizer}
-    sanitize memcheck 60 "$san" --tool memcheck --error-exitcode 3 "$(b test_llama)" --ref "$sref" "${flags[@]}"
-    sanitize racecheck 90 "$san" --tool racecheck --kernel-name kns=attention_tc --error-exitcode 3 \
-      "$(b test_llama)" --ref "$sref" "${flags[@]}"
-    sanitize synccheck 45 "$san" --tool synccheck --error-exitcode 3 "$(b test_llama)" --ref "$sref" "${flags[@]}"
-  fi
-  # the attention ladder: every version against the CPU twin, TFLOP/s of each
-  if [ "$CPU" = 1 ]; then skip ladder_attention "on the CPU (ladders need a GPU)"
-  else run_step ladder_attention 45 bash scripts/gpu_ladder.sh attention; fi
   # every committed reference in both builds (one step per program; it stops at the first failure)
   local progs=(test_llama test_dit); [ "$CPU" = 1 ] || progs=(test_llama test_llama_fp32 test_dit test_dit_fp32)
   local p
@@ -375,8 +360,6 @@ call_2() {
     local ext=lref; [[ $p == test_dit* ]] && ext=dref
     run_step "all_refs_$p" 20 bash -c "for f in dev/ref/*.$ext; do echo \"== \$f\"; $(b "$p") --ref \$f || exit 1; done"
   done
-  # the DiT benchmark: train_dit against scripts/pytorch_dit.py, same model and clips
-  bench_dit
   # bit-exact resume in each build, plain and with the memory flags
   local rbins=(train_llama); [ "$CPU" = 1 ] || rbins=(train_llama train_llama_fp32)
   local bin fl
@@ -401,6 +384,25 @@ call_2() {
         --shard-vocab 1 --ffn-chunks 2 --ce-chunks 3 --recompute 1
     done
   fi
+  # the attention ladder: every version against the CPU twin, TFLOP/s of each
+  if [ "$CPU" = 1 ]; then skip ladder_attention "on the CPU (ladders need a GPU)"
+  else run_step ladder_attention 45 bash scripts/gpu_ladder.sh attention; fi
+  # compute-sanitizer on the tensor-core kernels (hd 64, every memory flag: offload's three
+  # streams); racecheck instruments only our attention kernels, which keeps it inside its limit
+  local san
+  san=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null)
+  local sref=$SCRATCH/fresh/hd64_gqa.lref flags=(--attention tc --ffn-chunks 2 --ce-chunks 3 --offload-act -1 --recompute 1)
+  if [ "$CPU" = 1 ]; then skip sanitizers "on the CPU (compute-sanitizer needs a GPU)"
+  elif [ -z "$san" ] && [ "$PLAN" != 1 ]; then skip sanitizers "compute-sanitizer not found"
+  else
+    san=${san:-compute-sanitizer}
+    sanitize memcheck 60 "$san" --tool memcheck --error-exitcode 3 "$(b test_llama)" --ref "$sref" "${flags[@]}"
+    sanitize racecheck 90 "$san" --tool racecheck --kernel-name kns=attention_tc --error-exitcode 3 \
+      "$(b test_llama)" --ref "$sref" "${flags[@]}"
+    sanitize synccheck 45 "$san" --tool synccheck --error-exitcode 3 "$(b test_llama)" --ref "$sref" "${flags[@]}"
+  fi
+  # the DiT benchmark: train_dit against scripts/pytorch_dit.py, same model and clips
+  bench_dit
   if [ "$CPU" = 1 ]; then skip ladders_rest "on the CPU"
   else run_step ladders_rest 90 bash scripts/gpu_ladder.sh all-but-attention; fi
   write_summary
