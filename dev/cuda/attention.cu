@@ -645,7 +645,10 @@ static void run_version(int version, bool causal, const Shape& s, uint64_t seed)
     check_same("backward dq", download_x(d_dq, nq), g_dq);
     check_same("backward dk", download_x(d_dk, nk), g_dk);
     check_same("backward dv", download_x(d_dv, nk), g_dv);
-    if (version == 5) {  // the unfused composition on the device (rope_forward, version 4, rope_backward): bit for bit
+    if (version == 5) {  // the unfused composition on the device (rope_forward, version 4, rope_backward): the
+        // forward bit for bit; dq and dk within one bf16 rounding (2^-7 relative at most), because
+        // the fused backward rotates them in fp32 and rounds once where the unfused one rounds,
+        // rotates and rounds again (seen on the H200: 1 element in 10^4 differs by one bf16 step)
         floatX *d_qr = (floatX*)dev_malloc(nq * sizeof(floatX)), *d_kr = (floatX*)dev_malloc(nk * sizeof(floatX));
         rope_forward(d_qr, d_q, g_rope_cos, g_rope_sin, B, T, H, hd, 0);
         rope_forward(d_kr, d_k, g_rope_cos, g_rope_sin, B, T, KV, hd, 0);
@@ -654,8 +657,9 @@ static void run_version(int version, bool causal, const Shape& s, uint64_t seed)
         bwd(4, causal, d_dq, d_dk, d_dv, d_dout, d_qr, d_kr, d_v, d_out, d_lse, d_scratch, B, T, H, KV, hd);
         rope_backward(d_dq, d_dq, g_rope_cos, g_rope_sin, B, T, H, hd, 0);
         rope_backward(d_dk, d_dk, g_rope_cos, g_rope_sin, B, T, KV, hd, 0);
-        check("unfused dq (exact)", download_x(d_dq, nq), g_dq, 0.0, 0.0);
-        check("unfused dk (exact)", download_x(d_dk, nk), g_dk, 0.0, 0.0);
+        const double one_rounding = LADDER_FP32 ? 0.0 : ldexp(1.0, -7);
+        check("unfused dq (one rounding)", download_x(d_dq, nq), g_dq, 0.0, one_rounding);
+        check("unfused dk (one rounding)", download_x(d_dk, nk), g_dk, 0.0, one_rounding);
         check("unfused dv (exact)", download_x(d_dv, nk), g_dv, 0.0, 0.0);
         dev_free(d_qr); dev_free(d_kr);
         rope_tables_free();
@@ -721,9 +725,9 @@ int main(int argc, char** argv) {
         {1, 1, 2, 1, 64},   {2, 65, 4, 1, 128}, {1, 63, 4, 1, 64},
     };
     const char* names[] = {"", "naive, thread per row", "flash tiles fp32 (llmc)",
-                           "WMMA bf16 tensor cores -- NOT YET VALIDATED",
-                           "mma.sync/ldmatrix/cp.async tensor cores, FlashAttention-2 style (llmc/attention_tc.cuh) -- NOT YET VALIDATED",
-                           "version 4 with RoPE fused into the tile loads and stores -- NOT YET VALIDATED"};
+                           "WMMA bf16 tensor cores",
+                           "mma.sync/ldmatrix/cp.async tensor cores, FlashAttention-2 style (llmc/attention_tc.cuh)",
+                           "version 4 with RoPE fused into the tile loads and stores (slower than v4 + rope launches on the H200: off in the trainers)"};
     for (int version = 1; version <= 5; version++) {
         if (!want(version)) continue;
         printf("version %d: %s\n", version, names[version]);
