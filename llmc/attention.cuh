@@ -44,7 +44,7 @@ backward, two kernels, no atomics, both deterministic:
   dq, dk, dv are overwritten, as in the CPU twin.
 The recomputation of S and dP in both kernels is the price of no atomics.
 The tensor-core version (bf16, hd 64 and 128) is llmc/attention_tc.cuh, chosen by --attention
-tc (llmc/attention_select.h); auto keeps these kernels until it has passed on a GPU.
+tc (llmc/attention_select.h); auto picks tc where it runs (bf16, hd 64 or 128) and these otherwise.
 */
 #pragma once
 #include "common.h"

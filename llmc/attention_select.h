@@ -159,9 +159,10 @@ static inline void attention_dispatch_full_backward(floatX* dq, floatX* dk, floa
 #endif
 static inline bool attention_fuses_rope() { return ATTENTION_TC_FUSE_ROPE && attention_use_tc(); }
 static inline void att_rope_refuse(const char* who) {
-    FAIL("%s: RoPE is fused into the attention only with --attention tc (selected: %s); call rope_forward / "
-         "rope_backward and the plain attention_dispatch_* when attention_fuses_rope() is false", who,
-         attention_impl_name(g_attention_impl));
+    FAIL("%s: RoPE is fused into the attention only with --attention tc in a build with ATTENTION_TC_FUSE_ROPE 1 "
+         "(selected: %s, ATTENTION_TC_FUSE_ROPE %d); call rope_forward / rope_backward and the plain "
+         "attention_dispatch_* when attention_fuses_rope() is false", who, attention_impl_name(g_attention_impl),
+         ATTENTION_TC_FUSE_ROPE);
 }
 static inline void att_dispatch_forward_rope(floatX* out, float* lse, const floatX* q, const floatX* k, const floatX* v,
                                              const float* rope_cos, const float* rope_sin, int B, int T, int H, int KV,

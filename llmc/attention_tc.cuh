@@ -307,6 +307,9 @@ static __device__ __forceinline__ void att_tc_forward_body(floatX* smem, floatX*
         l_r[hr] += __shfl_xor_sync(0xffffffffu, l_r[hr], 2);
     }
     const float inv0 = 1.0f / l_r[0], inv1 = 1.0f / l_r[1];
+    // the warp's ldmatrix reads of these rows (its Q fragments) before any lane overwrites them:
+    // compute-sanitizer racecheck on the H200 reported the read/write pair without this
+    __syncwarp();
     floatX* orow = sQ + (warp * 16 + g) * LD + 2 * t4;
     #pragma unroll
     for (int d = 0; d < DT; d++) {

@@ -2470,7 +2470,14 @@ static void check_attention_tc_refusals() {
         if (attention_impl_parse("auto") != ATTENTION_AUTO || attention_impl_parse("fp32") != ATTENTION_FP32 ||
             attention_impl_parse("tc") != ATTENTION_TC)
             problem("attention_impl_parse: a valid name was misread");
-        if (attention_impl_resolve(ATTENTION_AUTO, 64) != ATTENTION_FP32) problem("auto must mean fp32 until a GPU run validates tc");
+#ifdef ENABLE_FP32
+        if (attention_impl_resolve(ATTENTION_AUTO, 64) != ATTENTION_FP32) problem("auto must mean fp32 in an FP32 build");
+#else
+        // tc passed on an H200 (docs/results/gpu_h200_2026-11-26.md): auto is tc where it runs
+        if (attention_impl_resolve(ATTENTION_AUTO, 64) != ATTENTION_TC) problem("auto must mean tc at hd 64 (bf16)");
+        if (attention_impl_resolve(ATTENTION_AUTO, 128) != ATTENTION_TC) problem("auto must mean tc at hd 128 (bf16)");
+        if (attention_impl_resolve(ATTENTION_AUTO, 72) != ATTENTION_FP32) problem("auto must fall back to fp32 at hd 72");
+#endif
         if (attention_impl_resolve(ATTENTION_FP32, 96) != ATTENTION_FP32) problem("fp32 must take any head dim");
         expect_fail("parse", [] { attention_impl_parse("flash"); }, "expected auto, fp32 or tc");
 #ifdef ENABLE_FP32
@@ -2707,6 +2714,14 @@ static void check_attention_tc_rope_refusals_dispatch() {
         std::vector<float> ct, st;
         rope_tables(T, hd, ct, st);
         attention_select(ATTENTION_TC, hd);
+#if !ATTENTION_TC_FUSE_ROPE  // the fusion is off (slower on the H200): tc must not claim it, the fused dispatch refuses
+        if (attention_fuses_rope()) problem("attention_fuses_rope() true with ATTENTION_TC_FUSE_ROPE 0");
+        DX X(64); DF L(1), C1(64);
+        expect_fail("fusion off", [&] {
+            attention_dispatch_forward_rope(X.p, L.p, X.p, X.p, X.p, C1.p, C1.p, 1, 1, 1, 1, 64, 0);
+        }, "ATTENTION_TC_FUSE_ROPE");
+        return;
+#endif
         if (!attention_fuses_rope()) problem("attention_fuses_rope() false with tc selected");
         Rng r("attention_dispatch_rope");
         DX Q(r.vec(nq, -1.5, 1.5)), K(r.vec(nk, -1.5, 1.5)), Vv(r.vec(nk, -1, 1)), DO(r.vec(nq, -1, 1));
