@@ -637,6 +637,10 @@ BAD
   check_error clipfile_all_val "none is left" ./build/test_video_data --open "$V/clips/f32.bin" 0 9
   check_error clipfile_model_shape "Wi=16 model expects Wi=12" ./build/test_video_data --open "$V/clips/f32.bin" 0 2 3 5 12 12 3
 else fail clipfile_bad "check_clips.py --make-bad: $(tail -n 2 "$TMP/make_bad.log")"; fi
+# the digit classifier that labels make dit's samples (scripts/dit_digits.py): >= 0.95 on held-out real
+# clips, near chance against shuffled labels (its self-test), and a bar it cannot reach must fail
+check dit_digits_real "$PY" scripts/dit_digits.py check --real-clips 300 --self-test
+check_error dit_digits_bar_unreachable "below --min-real" "$PY" scripts/dit_digits.py check --real-clips 100 --min-real 1.01
 
 # a real scheduler: a private one-node SLURM cluster (its own slurm.conf, munge key and socket, ports, all in a
 # temporary directory), installed from Debian when missing; make test-full and CI only (about 30 s on 2 cores)
