@@ -35,6 +35,16 @@ Prints a markdown table; --jsonl writes one line per (candidate, shape). --pause
 S seconds before each child: run under a real-time policy (scripts/bench_blas.sh --rt:
 chrt -r) so that other processes on a shared machine do not time-slice the candidates,
 it gives them the cores back between children.
+
+  build/bench/blas_compare --yardstick R [--threads T] [--pause S] [LABEL@]KIND=PATH ...
+
+times the yardstick alone (M 2048 N 32000 K 288, the head's forward, NoTrans x Trans, on
+the random inputs above), each candidate in a fresh child: two warm-up calls, then R timed
+calls; prints one JSON line per candidate ({"candidate", "kind", "path", "info", "threads",
+"median_gflops", "best_gflops", "times_ms", "max_rel_err"}, or {"candidate", "error"}), where
+max_rel_err compares 256 sampled outputs with double-precision dot products. No loops,
+checks of bits or 1-thread child. scripts/bench_cpu_step.py --yardstick calls it between
+the training steps it times.
 */
 #include "llmc/cpu/matmul.h"  // the blocked loops (this file is compiled without USE_BLAS)
 #include <dlfcn.h>
@@ -209,6 +219,7 @@ typedef struct {
 typedef struct { double gemm_s, omp_s, mixed_s; } Mixed;
 #define MAX_ROUNDS 32
 #define N_MIXED 2
+#define MAX_YARD 200
 typedef struct {
     Res r[MAX_ROUNDS + 1][MAX_CANDS][MAX_SHAPES];  // [R] is the 1-thread child
     Mixed mixed[MAX_ROUNDS][MAX_CANDS][N_MIXED];
@@ -216,6 +227,8 @@ typedef struct {
     char info[MAX_CANDS][400];
     double loops_s[MAX_SHAPES];
     uint64_t loops_hash[MAX_SHAPES];
+    double yard_ms[MAX_CANDS][MAX_YARD];  // --yardstick: every timed call
+    double yard_err[MAX_CANDS];
 } Shared;
 static Shared* sh;
 static float* ref[MAX_SHAPES];  // the blocked loops' outputs (shared memory)
@@ -332,6 +345,43 @@ static void child_candidate(int round, int ci, int threads, double min_time, int
     _exit(0);
 }
 
+// --yardstick: the yardstick shape alone, R timed calls after two warm-up calls
+static void child_yardstick(int ci, int threads, int repeats) {
+    char info[400];
+    if (!load_candidate(&cands[ci], threads, info, sizeof info)) {
+        snprintf(sh->info[ci], sizeof sh->info[ci], "%s", info);
+        _exit(3);
+    }
+    snprintf(sh->info[ci], sizeof sh->info[ci], "%s", info);
+    const Shape* s = &shapes[0];  // the yardstick (make_shapes adds it first)
+    for (int k = 0; k < 2; k++) run_gemm(s, g_inp, g_w, g_dout, g_out);
+    for (int k = 0; k < repeats; k++) {
+        double t0 = now_s();
+        run_gemm(s, g_inp, g_w, g_dout, g_out);
+        sh->yard_ms[ci][k] = (now_s() - t0) * 1e3;
+    }
+    // 256 sampled outputs against double-precision dot products (out = inp . W^T)
+    double maxd = 0, maxr = 0;
+    unsigned r = 12345;
+    for (int k = 0; k < 256; k++) {
+        r = r * 1664525u + 1013904223u;
+        size_t i = (r >> 8) % (size_t)s->N;
+        r = r * 1664525u + 1013904223u;
+        size_t j = (r >> 8) % (size_t)s->OC;
+        double ref = 0;
+        for (int c = 0; c < s->C; c++) ref += (double)g_inp[i * s->C + c] * g_w[j * s->C + c];
+        double d = fabs(g_out[i * s->OC + j] - ref);
+        if (d > maxd || d != d) maxd = d != d ? 1e30 : d;
+        if (fabs(ref) > maxr) maxr = fabs(ref);
+    }
+    sh->yard_err[ci] = maxd / (maxr > 0 ? maxr : 1);
+    _exit(0);
+}
+static int cmp_double(const void* a, const void* b) {
+    double x = *(const double*)a, y = *(const double*)b;
+    return x < y ? -1 : x > y;
+}
+
 static int run_child(void (*fn)(void*), void* arg, const char* what) {
     fflush(stdout); fflush(stderr);
     pid_t p = fork();
@@ -348,6 +398,8 @@ static int run_child(void (*fn)(void*), void* arg, const char* what) {
 }
 typedef struct { int round, ci, threads, mixed; double min_time; } Job;
 static void job_ref(void* a) { (void)a; child_reference(); }
+static int yard_repeats = 0;  // --yardstick R
+static void job_yard(void* a) { Job* j = (Job*)a; child_yardstick(j->ci, j->threads, yard_repeats); }
 static void job_cand(void* a) { Job* j = (Job*)a; child_candidate(j->round, j->ci, j->threads, j->min_time, j->mixed); }
 
 static double loadavg1(void) {
@@ -368,6 +420,7 @@ int main(int argc, char** argv) {
         else if (!strcmp(argv[i], "--jsonl") && i + 1 < argc) jsonl = argv[++i];
         else if (!strcmp(argv[i], "--pause") && i + 1 < argc) pause = atof(argv[++i]);
         else if (!strcmp(argv[i], "--only") && i + 1 < argc) only_model = argv[++i];
+        else if (!strcmp(argv[i], "--yardstick") && i + 1 < argc) { yard_repeats = atoi(argv[++i]); only_model = "yardstick"; }
         else if (strchr(argv[i], '=') && n_cands < MAX_CANDS) {
             char* s = strdup(argv[i]);
             char* eq = strchr(s, '=');
@@ -378,11 +431,14 @@ int main(int argc, char** argv) {
             n_cands++;
         } else {
             fprintf(stderr, "usage: blas_compare [--rounds R] [--threads T] [--min-time S] [--pause S] [--jsonl FILE] [--only MODEL|yardstick] "
-                            "[LABEL@]KIND=LIBRARY ...  (KIND: openblas scipy-openblas blis dnnl mkl)\n");
+                            "[--yardstick R] [LABEL@]KIND=LIBRARY ...  (KIND: openblas scipy-openblas blis dnnl mkl)\n");
             return 2;
         }
     }
-    if (n_cands == 0 || rounds < 1 || rounds > MAX_ROUNDS || threads < 1) { fprintf(stderr, "blas_compare: bad arguments\n"); return 2; }
+    if (n_cands == 0 || rounds < 1 || rounds > MAX_ROUNDS || threads < 1 || yard_repeats < 0 || yard_repeats > MAX_YARD) {
+        fprintf(stderr, "blas_compare: bad arguments\n");
+        return 2;
+    }
     make_shapes();
     for (int i = 0; i < n_shapes; i++) {
         const Shape* s = &shapes[i];
@@ -405,6 +461,35 @@ int main(int argc, char** argv) {
     for (int i = 0; i < n_shapes; i++) {
         ref[i] = (float*)mmap(NULL, out_elems(&shapes[i]) * 4, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
         if (ref[i] == MAP_FAILED) FAIL("mmap");
+    }
+    if (yard_repeats > 0) {  // the yardstick alone, one child per candidate, one JSON line each
+        for (int ci = 0; ci < n_cands; ci++) {
+            Job j = {0, ci, threads, 0, 0};
+            char what[200];
+            snprintf(what, sizeof what, "yardstick %s", cands[ci].label);
+            if (pause > 0) usleep((useconds_t)(pause * 1e6));
+            int ok = run_child(job_yard, &j, what);
+            for (char* p = sh->info[ci]; *p; p++) if (*p == '"' || *p == '\\') *p = '\'';
+            if (!ok) {
+                printf("{\"candidate\": \"%s\", \"kind\": \"%s\", \"path\": \"%s\", \"error\": \"%s\"}\n", cands[ci].label,
+                       cands[ci].kind, cands[ci].path, sh->info[ci][0] ? sh->info[ci] : "child failed");
+                continue;
+            }
+            double* t = sh->yard_ms[ci];
+            double sorted[MAX_YARD];
+            memcpy(sorted, t, yard_repeats * sizeof(double));
+            qsort(sorted, yard_repeats, sizeof(double), cmp_double);
+            double med = yard_repeats % 2 ? sorted[yard_repeats / 2] : 0.5 * (sorted[yard_repeats / 2 - 1] + sorted[yard_repeats / 2]);
+            double fl = 2.0 * 2048 * 32000 * 288;
+            printf("{\"candidate\": \"%s\", \"kind\": \"%s\", \"path\": \"%s\", \"info\": \"%s\", \"M\": 2048, \"N\": 32000, "
+                   "\"K\": 288, \"threads\": %d, \"median_gflops\": %.3f, \"best_gflops\": %.3f, \"max_rel_err\": %.3e, \"times_ms\": [",
+                   cands[ci].label, cands[ci].kind, cands[ci].path, sh->info[ci], threads, fl / med / 1e6, fl / sorted[0] / 1e6,
+                   sh->yard_err[ci]);
+            for (int k = 0; k < yard_repeats; k++) printf("%s%.4f", k ? ", " : "", t[k]);
+            printf("]}\n");
+            fflush(stdout);
+        }
+        return 0;
     }
     double load0 = loadavg1(), t_start = now_s();
     fprintf(stderr, "blas_compare: %d shapes, %d candidates, %d rounds, %d threads; load average %.2f\n", n_shapes, n_cands,

@@ -565,6 +565,19 @@ attention fwd,proj matmul fwd,gated residual fwd,ffn fc1 matmul fwd,gelu fwd,ffn
 gelu bwd,ffn fc1 matmul bwd,attention bwd,qkv matmul bwd,adaln matmul bwd,conditioning fwd,final layer bwd,loss,adamw,\
 grad norm" -- ./train_dit_cpu --D 24 --L 2 --H 2 --FF 40 --frames 4 --height 8 --width 8 --NC 3 --batch 2 --steps 3 \
   --profile-step 2 --val-every 0 --run-dir "$TMP/dit_profile"
+# the CPU step against the best sgemm of any installed library (scripts/bench_cpu_step.py --yardstick,
+# issue 27 item 2; docs/results/cpu_step_yardstick.md), in a quick run: every library's yardstick and both
+# trainers' fractions recomputed from the raw numbers (FLOP per token from the shapes the trainers print),
+# each fraction in (0, 1.5); a fraction not from the measured numbers and a yardstick that is not the
+# fastest library's, planted, must fail. Under SCHED_RR where chrt may (root), as the benchmark runs.
+mkdir -p "$TMP/yard"
+check yardstick_quick "$PY" scripts/bench_cpu_step.py "$TMP/yard/yard.md" --models stories260K,dit-tiny --steps 2 \
+  --yardstick --yard-repeats 3 --no-loops $(chrt -r 10 true 2>/dev/null && echo --rt)
+check yardstick_arithmetic "$PY" dev/test/check_yardstick.py "$TMP/yard/yard.jsonl" --llama-trainer ./train_llama_cpu \
+  --dit-trainer ./train_dit_cpu
+for p in fraction yardstick; do
+  check_error "yardstick_planted_$p" "FAILED" "$PY" dev/test/check_yardstick.py "$TMP/yard/yard.jsonl" --plant $p
+done
 
 section "train_dit: the PyTorch peer (scripts/pytorch_dit.py) against the DREF references and train_dit's first steps"
 # (1) every committed DREF in fp32: v_pred, loss and each gradient at test_dit's 1e-5 (measured
