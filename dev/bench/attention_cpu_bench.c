@@ -5,9 +5,11 @@
 //   mkdir -p build/bench
 //   g++ -O3 -march=native -fopenmp -std=c++17 -DLLMC_CPU -I. -x c++ dev/bench/attention_cpu_bench.c
 //       -o build/bench/attention_cpu_bench
-//   build/bench/attention_cpu_bench [--exp-all] [--reps N] [--time-only] [--full]
+//   build/bench/attention_cpu_bench [--exp-all] [--reps N] [--time-only] [--full] [--vtanh]
 //
-// 1. att_cpu_exp against glibc's expf and against exp in double (error in ulps of the
+// --vtanh: only llmc/cpu/vmath.h's cpu_vtanh (GELU's tanh) against tanhf and tanh in double, on
+//    every float of [-12, 12] (beyond, both round to +-1), and its edges; then exit.
+// 1. cpu_vexp (llmc/cpu/vmath.h) against glibc's expf and against exp in double (error in ulps of the
 //    float result), on every float in [-87.33, 88.72] with --exp-all, else on every 16th;
 //    and its edge cases (-inf, below ln(FLT_MIN), 0, NaN, overflow).
 // 2. forward and backward on random inputs against a double-precision reference
@@ -42,7 +44,7 @@ static uint32_t float_to_bits(float f) { uint32_t u; memcpy(&u, &f, 4); return u
 // ---------------------------------------------------------------------------------
 // 1. the exp
 static int check_exp(int all) {
-    const float lo = -87.3365402f, hi = 88.7228394f;  // as in att_cpu_exp
+    const float lo = -87.3365402f, hi = 88.7228394f;  // as in cpu_vexp
     const uint32_t step = all ? 1 : 16;
     const int N = 1 << 16;
     std::vector<float> xs(N), ys(N);
@@ -57,7 +59,7 @@ static int check_exp(int all) {
         for (uint64_t u = first; u <= last;) {
             int m = 0;
             for (; m < N && u <= last; m++, u += step) xs[m] = bits_to_float((uint32_t)u);
-            for (int i = 0; i < m; i++) ys[i] = att_cpu_exp(xs[i]);  // the vectorised loop
+            for (int i = 0; i < m; i++) ys[i] = cpu_vexp(xs[i]);  // the vectorised loop
             for (int i = 0; i < m; i++) {
                 float e = expf(xs[i]);
                 double t = exp((double)xs[i]);
@@ -73,7 +75,7 @@ static int check_exp(int all) {
             }
         }
     }
-    printf("exp: %zu floats in [%.4f, %.4f)%s: att_cpu_exp vs expf: at most %u ulp apart (%.2f%% differ); "
+    printf("exp: %zu floats in [%.4f, %.4f)%s: cpu_vexp vs expf: at most %u ulp apart (%.2f%% differ); "
            "vs exp in double: max %.3f ulp (at x = %.8g), expf's own: %.3f ulp\n",
            n, lo, hi, all ? " (all)" : " (every 16th)", max_ulp_expf, 100.0 * n_diff / n, max_ulp_true, worst_x,
            max_ulp_true_expf);
@@ -84,14 +86,52 @@ static int check_exp(int all) {
                                                   {INFINITY, "inf"}, {NAN, "nan"}};
     int bad = 0;
     for (auto& c : edge) {
-        float y = att_cpu_exp(c.x);
+        float y = cpu_vexp(c.x);
         printf("  exp(%s) = %.9g (expf: %.9g)\n", c.what, y, expf(c.x));
     }
-    bad += att_cpu_exp(-INFINITY) != 0.0f || att_cpu_exp(-1000.0f) != 0.0f || att_cpu_exp(-88.0f) != 0.0f;
-    bad += att_cpu_exp(0.0f) != 1.0f || att_cpu_exp(-0.0f) != 1.0f;
-    bad += !(att_cpu_exp(INFINITY) == INFINITY) || !(att_cpu_exp(NAN) != att_cpu_exp(NAN));
-    bad += max_ulp_expf > 1 || att_cpu_exp(lo) < FLT_MIN || att_cpu_exp(-87.3365479f) != 0.0f;
+    bad += cpu_vexp(-INFINITY) != 0.0f || cpu_vexp(-1000.0f) != 0.0f || cpu_vexp(-88.0f) != 0.0f;
+    bad += cpu_vexp(0.0f) != 1.0f || cpu_vexp(-0.0f) != 1.0f;
+    bad += !(cpu_vexp(INFINITY) == INFINITY) || !(cpu_vexp(NAN) != cpu_vexp(NAN));
+    bad += max_ulp_expf > 1 || cpu_vexp(lo) < FLT_MIN || cpu_vexp(-87.3365479f) != 0.0f;
     printf("%s exp\n", bad ? "FAIL" : "PASS");
+    return bad;
+}
+
+// cpu_vtanh (llmc/cpu/vmath.h), as check_exp: ulps against tanhf and against tanh in double
+static int check_tanh(void) {
+    const int N = 1 << 16;
+    std::vector<float> xs(N), ys(N);
+    double max_ulp_true = 0, max_ulp_true_tanhf = 0;
+    float worst_x = 0;
+    uint32_t max_ulp_tanhf = 0;
+    size_t n = 0;
+    for (int sign = 0; sign < 2; sign++) {
+        uint64_t first = sign ? 0x80000000u : 0u, last = float_to_bits(sign ? -12.0f : 12.0f);
+        for (uint64_t u = first; u <= last;) {
+            int m = 0;
+            for (; m < N && u <= last; m++, u++) xs[m] = bits_to_float((uint32_t)u);
+            for (int i = 0; i < m; i++) ys[i] = cpu_vtanh(xs[i]);  // the vectorised loop
+            for (int i = 0; i < m; i++) {
+                float e = tanhf(xs[i]);
+                double t = tanh((double)xs[i]);
+                if (t == 0.0) { max_ulp_tanhf = ys[i] != 0.0f ? 1000 : max_ulp_tanhf; continue; }
+                double ulp = ldexp(1.0, ilogb(t) - 23);
+                double et = fabs((double)ys[i] - t) / ulp, ee = fabs((double)e - t) / ulp;
+                if (et > max_ulp_true) { max_ulp_true = et; worst_x = xs[i]; }
+                if (ee > max_ulp_true_tanhf) max_ulp_true_tanhf = ee;
+                uint32_t d = float_to_bits(ys[i]) > float_to_bits(e) ? float_to_bits(ys[i]) - float_to_bits(e)
+                                                                     : float_to_bits(e) - float_to_bits(ys[i]);
+                if (d > max_ulp_tanhf) max_ulp_tanhf = d;
+                n++;
+            }
+        }
+    }
+    printf("tanh: %zu floats in [-12, 12]: cpu_vtanh vs tanhf: at most %u ulp apart; vs tanh in double: max %.3f ulp "
+           "(at x = %.8g), tanhf's own: %.3f ulp\n", n, max_ulp_tanhf, max_ulp_true, worst_x, max_ulp_true_tanhf);
+    int bad = max_ulp_true > 4.0;
+    bad += cpu_vtanh(INFINITY) != 1.0f || cpu_vtanh(-INFINITY) != -1.0f || cpu_vtanh(0.0f) != 0.0f;
+    bad += !signbit(cpu_vtanh(-0.0f)) || !(cpu_vtanh(NAN) != cpu_vtanh(NAN)) || cpu_vtanh(100.0f) != 1.0f;
+    printf("%s tanh (at most 4 ulp from the exact tanh; edges +-inf, +-0, NaN, 100)\n", bad ? "FAIL" : "PASS");
     return bad;
 }
 
@@ -257,7 +297,8 @@ int main(int argc, char** argv) {
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--time-only")) time_only = 1;  // part 4 alone (for a profiler)
         else if (!strcmp(argv[i], "--full")) causal = false;
-        else { fprintf(stderr, "usage: attention_cpu_bench [--exp-all] [--reps N] [--time-only] [--full]\n"); return 2; }
+        else if (!strcmp(argv[i], "--vtanh")) return check_tanh();
+        else { fprintf(stderr, "usage: attention_cpu_bench [--exp-all] [--reps N] [--time-only] [--full] [--vtanh]\n"); return 2; }
     }
     if (reps < 1) reps = 1;
     int bad = 0;

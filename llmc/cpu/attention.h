@@ -17,7 +17,7 @@ ATT_CPU_TILE keys, fewer for a large head dim: the tile is kept under ATT_CPU_BU
 floats). A tile of K and V is copied transposed ([hd][keys], zero-padded to a
 multiple of 8 keys) into stack buffers, so that every loop over the keys of a tile
 is unit-stride and -O3 -march=native vectorises it across keys: the scores, the
-exp (att_cpu_exp below: a polynomial that vectorises, unlike libm's expf), and the
+exp (cpu_vexp of llmc/cpu/vmath.h: a polynomial that vectorises, unlike libm's expf), and the
 sums over keys. The head dim is often small (8 in stories260K, 48 in stories15M),
 so loops over it alone would stay short and scalar. A row computes the keys of a
 tile up to its causal diagonal (full mode: all of them) rounded up to a multiple of 8;
@@ -48,56 +48,12 @@ dq, dk, dv are overwritten.
 */
 #pragma once
 #include "../common.h"
+#include "vmath.h"  // cpu_vexp: the exp of the probabilities, vectorised
 
 #define ATT_CPU_TILE 128   // keys per tile at most (and queries per forward task)
 #define ATT_CPU_BUF 8192   // floats in one transposed tile: keys per tile = min(128, 8192 / hd), a multiple of 8
 #define ATT_CPU_MAX_HD (ATT_CPU_BUF / 8)  // 1024: at least 8 keys per tile
 
-/*
-exp(x) for the attention's probabilities, written so that GCC vectorises a loop of it
-(glibc's vector expf, libmvec, is only used under -ffast-math). Range reduction
-x = n ln2 + r with n = round(x / ln2), |r| <= ln2/2 (ln2 in two parts, Cody-Waite, so
-that n * the first part is exact); exp(r) ~ 1 + r + r^2 P(r) with the degree-5
-polynomial P of Cephes' expf; then the result times 2^n, as 2^(n/2) 2^(n - n/2) so
-that both factors are normal floats for every n in [-126, 128].
-Accuracy, measured at every float in [-87.34, 88.72) by dev/bench/attention_cpu_bench.c
-(--exp-all): at most 1 ulp from glibc's expf (0.8% of the inputs differ from it), and at
-most 1.01 ulp from the exact exp (expf: 0.502), both with FMA contraction (-march=native)
-and without (0.99 ulp). Edges: x below ln(FLT_MIN) = -87.3365, and -inf, give exactly 0
-(never a denormal; expf gives denormals down to -103.97); x above ln(FLT_MAX) gives +inf;
-NaN gives NaN. exp(0) = 1 exactly.
-The edges are applied with bit masks rather than ?:, because GCC (without -ffast-math)
-turns a ?: after the arithmetic into a branch around the polynomial, and a loop with a
-branch is not vectorised.
-*/
-static inline uint32_t att_cpu_bits(float f) { uint32_t u; memcpy(&u, &f, sizeof u); return u; }
-static inline float att_cpu_float(uint32_t u) { float f; memcpy(&f, &u, sizeof f); return f; }
-
-static inline float att_cpu_exp(float x) {
-    const float lo = -87.3365402f;  // the float just above ln(FLT_MIN): exp(lo) >= FLT_MIN
-    const float hi = 88.7228394f;   // ln(FLT_MAX)
-    // n = round(x / ln2): adding 1.5 * 2^23 rounds x / ln2 to an integer, which is then in
-    // the low bits of t (for |x| < 2^21; larger x are caught by the masks below)
-    const float t = x * 1.44269504088896341f + 12582912.0f;
-    const float fn = t - 12582912.0f;
-    const int32_t n = (int32_t)(att_cpu_bits(t) - att_cpu_bits(12582912.0f));
-    float r = x - fn * 0.693359375f;  // ln2 = 0.693359375 - 2.12194440e-4
-    r = r + fn * 2.12194440e-4f;
-    float p = 1.9875691500e-4f;
-    p = p * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    float y = p * (r * r) + r + 1.0f;  // exp(r)
-    const int32_t n1 = n >> 1;
-    y = y * att_cpu_float((uint32_t)(n1 + 127) << 23) * att_cpu_float((uint32_t)(n - n1 + 127) << 23);
-    // the edges: all ones in `below` when x < lo, and so on (all zeros otherwise)
-    const uint32_t below = 0u - (uint32_t)(x < lo), above = 0u - (uint32_t)(x > hi), nan = 0u - (uint32_t)(x != x);
-    const uint32_t bits = (att_cpu_bits(y) & ~(below | above | nan)) | (att_cpu_bits(INFINITY) & above) |
-                          (att_cpu_bits(x) & nan);
-    return att_cpu_float(bits);
-}
 
 // sum_j a[j] * b[j] for n a multiple of 8: 8 interleaved partial sums, then a fixed tree
 static inline float att_cpu_dot(const float* a, const float* b, int n) {
@@ -190,8 +146,8 @@ static inline void att_cpu_forward(floatX* out, float* lse, const floatX* q, con
                             for (int i = 0; i < 8; i++) mx[i] = sc[j + i] > mx[i] ? sc[j + i] : mx[i];
                         float m_new = m[r];
                         for (int i = 0; i < 8; i++) m_new = mx[i] > m_new ? mx[i] : m_new;
-                        const float corr = att_cpu_exp(m[r] - m_new);  // 0 on the first tile (m = -inf)
-                        for (int j = 0; j < nj; j++) p[j] = att_cpu_exp(sc[j] - m_new);
+                        const float corr = cpu_vexp(m[r] - m_new);  // 0 on the first tile (m = -inf)
+                        for (int j = 0; j < nj; j++) p[j] = cpu_vexp(sc[j] - m_new);
                         l[r] = l[r] * corr + att_cpu_sum(p, nj);
                         for (int d = 0; d < hd; d++) o[d] = o[d] * corr + att_cpu_dot(p, vt + d * ld, nj);
                         m[r] = m_new;
@@ -243,7 +199,7 @@ static inline void att_cpu_backward(floatX* dq, floatX* dk, floatX* dv, const fl
                         att_cpu_scores(sc, qt, kt, ld, nj, hd);
                         att_cpu_scores(dp, dot_, vt, ld, nj, hd);
                         for (int j = 0; j < nj; j++) {
-                            p[j] = att_cpu_exp(j < nv ? sc[j] * scale - l : -INFINITY);
+                            p[j] = cpu_vexp(j < nv ? sc[j] * scale - l : -INFINITY);
                             ds[j] = p[j] * (dp[j] - delta) * scale;
                         }
                         for (int d = 0; d < hd; d++) {

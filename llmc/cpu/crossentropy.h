@@ -5,6 +5,7 @@ are overwritten by dloss * (softmax - onehot): the [N, V] buffer is used only on
 */
 #pragma once
 #include "../common.h"
+#include "vmath.h"  // cpu_vexp and the fixed-order row reductions (vectorised)
 
 static inline void crossentropy_forward_backward(float* losses, floatX* logits, const int* targets, int N, int V, float dloss,
                                           int write_dlogits, stream_t s) {
@@ -12,15 +13,12 @@ static inline void crossentropy_forward_backward(float* losses, floatX* logits, 
     #pragma omp parallel for schedule(static)
     for (int i = 0; i < N; i++) {
         float* x = logits + (size_t)i * V;
-        float m = -INFINITY;
-        for (int j = 0; j < V; j++) m = x[j] > m ? x[j] : m;
-        float sum = 0.0f;
-        for (int j = 0; j < V; j++) sum += expf(x[j] - m);
-        float lse = m + logf(sum);
+        float m = cpu_vrow_max(x, V);
+        float lse = m + logf(cpu_vexp_sum(x, V, m));
         int tgt = targets[i];
         losses[i] = lse - x[tgt];
         if (write_dlogits) {
-            for (int j = 0; j < V; j++) x[j] = expf(x[j] - lse) * dloss;
+            for (int j = 0; j < V; j++) x[j] = cpu_vexp(x[j] - lse) * dloss;
             x[tgt] -= dloss;
         }
     }
@@ -44,9 +42,7 @@ static inline void crossentropy_vp_max(float* rowmax, const floatX* logits, int 
     #pragma omp parallel for schedule(static)
     for (int i = 0; i < N; i++) {
         const float* x = logits + (size_t)i * Vs;
-        float m = -INFINITY;
-        for (int j = 0; j < n_valid; j++) m = x[j] > m ? x[j] : m;
-        rowmax[i] = m;
+        rowmax[i] = cpu_vrow_max(x, n_valid);
     }
 }
 
@@ -58,10 +54,8 @@ static inline void crossentropy_vp_sums(float* sums, const floatX* logits, const
     #pragma omp parallel for schedule(static)
     for (int i = 0; i < N; i++) {
         const float* x = logits + (size_t)i * Vs;
-        float sum = 0.0f;
-        for (int j = 0; j < n_valid; j++) sum += expf(x[j] - rowmax[i]);
         int t = targets[i] - v0;
-        sums[i] = sum;
+        sums[i] = cpu_vexp_sum(x, n_valid, rowmax[i]);
         sums[N + i] = t >= 0 && t < n_valid ? x[t] : 0.0f;
     }
 }
@@ -79,7 +73,7 @@ static inline void crossentropy_vp_finish(float* losses, floatX* logits, const f
         if (!write_dlogits) continue;
         float* x = logits + (size_t)i * Vs;
         float b = dloss / S;
-        for (int j = 0; j < n_valid; j++) x[j] = expf(x[j] - M) * b;
+        for (int j = 0; j < n_valid; j++) x[j] = cpu_vexp(x[j] - M) * b;
         for (int j = n_valid; j < Vs; j++) x[j] = 0.0f;  // padded weight rows: no gradient
         int t = targets[i] - v0;
         if (t >= 0 && t < n_valid) x[t] -= dloss;

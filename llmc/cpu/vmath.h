@@ -1,0 +1,111 @@
+/*
+Elementwise math for the CPU twins that GCC vectorises (-O3 -march=native, no -ffast-math):
+cpu_vexp (the attention's probabilities, the cross-entropy's softmax, SiLU) and cpu_vtanh
+(GELU). libm's expf and tanhf are calls that keep their loops scalar: on the Zen 3
+development machine the dit-tiny step spent 41% of its time in GELU's tanhf and stories15M
+20% in the cross-entropy's expf (docs/results/cpu_step_yardstick.md). Results differ from
+libm's in the last bits only (bounds below), so the twins' results stay within their tests'
+tolerances; they are deterministic, and the same in every loop that uses them.
+*/
+#pragma once
+#include <stdint.h>
+#include <string.h>
+#include <math.h>
+
+/*
+exp(x), written so that GCC vectorises a loop of it
+(glibc's vector expf, libmvec, is only used under -ffast-math). Range reduction
+x = n ln2 + r with n = round(x / ln2), |r| <= ln2/2 (ln2 in two parts, Cody-Waite, so
+that n * the first part is exact); exp(r) ~ 1 + r + r^2 P(r) with the degree-5
+polynomial P of Cephes' expf; then the result times 2^n, as 2^(n/2) 2^(n - n/2) so
+that both factors are normal floats for every n in [-126, 128].
+Accuracy, measured at every float in [-87.34, 88.72) by dev/bench/attention_cpu_bench.c
+(--exp-all): at most 1 ulp from glibc's expf (0.8% of the inputs differ from it), and at
+most 1.01 ulp from the exact exp (expf: 0.502), both with FMA contraction (-march=native)
+and without (0.99 ulp). Edges: x below ln(FLT_MIN) = -87.3365, and -inf, give exactly 0
+(never a denormal; expf gives denormals down to -103.97); x above ln(FLT_MAX) gives +inf;
+NaN gives NaN. exp(0) = 1 exactly.
+The edges are applied with bit masks rather than ?:, because GCC (without -ffast-math)
+turns a ?: after the arithmetic into a branch around the polynomial, and a loop with a
+branch is not vectorised.
+*/
+static inline uint32_t cpu_vbits(float f) { uint32_t u; memcpy(&u, &f, sizeof u); return u; }
+static inline float cpu_vfloat(uint32_t u) { float f; memcpy(&f, &u, sizeof f); return f; }
+
+static inline float cpu_vexp(float x) {
+    const float lo = -87.3365402f;  // the float just above ln(FLT_MIN): exp(lo) >= FLT_MIN
+    const float hi = 88.7228394f;   // ln(FLT_MAX)
+    // n = round(x / ln2): adding 1.5 * 2^23 rounds x / ln2 to an integer, which is then in
+    // the low bits of t (for |x| < 2^21; larger x are caught by the masks below)
+    const float t = x * 1.44269504088896341f + 12582912.0f;
+    const float fn = t - 12582912.0f;
+    const int32_t n = (int32_t)(cpu_vbits(t) - cpu_vbits(12582912.0f));
+    float r = x - fn * 0.693359375f;  // ln2 = 0.693359375 - 2.12194440e-4
+    r = r + fn * 2.12194440e-4f;
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    float y = p * (r * r) + r + 1.0f;  // exp(r)
+    const int32_t n1 = n >> 1;
+    y = y * cpu_vfloat((uint32_t)(n1 + 127) << 23) * cpu_vfloat((uint32_t)(n - n1 + 127) << 23);
+    // the edges: all ones in `below` when x < lo, and so on (all zeros otherwise)
+    const uint32_t below = 0u - (uint32_t)(x < lo), above = 0u - (uint32_t)(x > hi), nan = 0u - (uint32_t)(x != x);
+    const uint32_t bits = (cpu_vbits(y) & ~(below | above | nan)) | (cpu_vbits(INFINITY) & above) |
+                          (cpu_vbits(x) & nan);
+    return cpu_vfloat(bits);
+}
+
+/*
+tanh(u) = sign(u) (1 - e) / (1 + e) with e = exp(-2|u|) (no overflow for any u; +-inf give
++-1, NaN gives NaN); for |u| < 0.25, where 1 - e would lose bits to cancellation, the odd
+Taylor polynomial to u^11 (its first omitted term is below 2e-10 relative there). Measured on
+every float of [-12, 12] (dev/bench/attention_cpu_bench.c --vtanh): at most 2.54 ulp from the
+exact tanh (glibc's tanhf: 2.19) and 3 ulp from tanhf. The two results are
+blended with a bit mask, as in cpu_vexp, so that the loop keeps no branch.
+*/
+static inline float cpu_vtanh(float u) {
+    const float a = fabsf(u);
+    const float e = cpu_vexp(-2.0f * a);
+    const float big = (1.0f - e) / (1.0f + e);
+    const float a2 = a * a;
+    // the odd series a - a^3/3 + 2a^5/15 - 17a^7/315 + 62a^9/2835 - 1382a^11/155925, by Horner in a^2
+    float p = -1382.0f / 155925.0f;
+    p = p * a2 + 62.0f / 2835.0f;
+    p = p * a2 - 17.0f / 315.0f;
+    p = p * a2 + 2.0f / 15.0f;
+    p = p * a2 - 1.0f / 3.0f;
+    const float small = a + a * a2 * p;
+    const uint32_t use_small = 0u - (uint32_t)(a < 0.25f);
+    const uint32_t r = (cpu_vbits(small) & use_small) | (cpu_vbits(big) & ~use_small);
+    return copysignf(cpu_vfloat(r), u);
+}
+
+/*
+Row reductions for the softmax of the cross-entropy: 8 interleaved partial sums over the
+multiple-of-8 part (the loop GCC vectorises), the tail in order, then a fixed tree, as
+llmc/cpu/attention.h's att_cpu_dot: the same result for any vector width and thread count.
+*/
+static inline float cpu_vrow_max(const float* x, int n) {
+    float acc[8] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY};
+    const int n8 = n & ~7;
+    for (int j = 0; j < n8; j += 8)
+        for (int i = 0; i < 8; i++) acc[i] = x[j + i] > acc[i] ? x[j + i] : acc[i];  // a NaN is skipped, as before
+    float m = -INFINITY;
+    for (int i = 0; i < 8; i++) m = acc[i] > m ? acc[i] : m;
+    for (int j = n8; j < n; j++) m = x[j] > m ? x[j] : m;
+    return m;
+}
+
+// sum_j exp(x[j] - m)
+static inline float cpu_vexp_sum(const float* x, int n, float m) {
+    float acc[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+    const int n8 = n & ~7;
+    for (int j = 0; j < n8; j += 8)
+        for (int i = 0; i < 8; i++) acc[i] += cpu_vexp(x[j + i] - m);
+    float s = ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
+    for (int j = n8; j < n; j++) s += cpu_vexp(x[j] - m);
+    return s;
+}
