@@ -36,6 +36,7 @@ Every buffer is planned before the loop (print it with --plan-only 1, per rank w
 #include "llmc/comm.h"           // ranks and their collectives (MPI, NCCL)
 #include "llmc/parallel_args.h"  // --zero, --tp, --comm, --comm-timeout, --dp, --fp32-grad-accum
 #include "llmc/param_store.h"    // parameters in buckets, DP reduction, ZeRO-1, AdamW, state in the reference layout
+#include "llmc/state_checkpoint.h"  // the checkpoint file: header, parameters, AdamW state
 #include "llmc/tensor_parallel.h"  // the TP collectives around the column- and row-parallel GEMMs
 #include "llmc/fit_memory.h"     // --fit-memory: the search and the cost model
 #include "llmc/rope3d.h"        // the 3-D RoPE table
@@ -1135,77 +1136,39 @@ static void dit_apply_update(Dit* m, float lr, float beta1, float beta2, float e
 }
 // ----------------------------------------------------------------------------
 // checkpoints (docs/formats.md): header, fp32 parameters, AdamW m and v, through
-// llmc/checkpoint.h (atomic, checksummed). The data order and every random draw are
+// llmc/state_checkpoint.h (atomic, checksummed). The data order and every random draw are
 // functions of (seed, step), so nothing else is needed to continue bit-exactly.
 
-#define DIT_CKPT_MAGIC 20261126
-#define DIT_CKPT_VERSION 1
+static const CkptFormat DIT_CKPT = {"train_dit", 20261126, 1, /*step*/ 14, /*params*/ 15, /*extra*/ -1, /*dp*/ -1};
 
 // A collective: every rank calls it, rank 0 writes.
 static void dit_checkpoint_write(Dit* m, const char* path, int step) {
     const DitConfig* c = &m->cfg;
-    size_t n = m->num_params;
-    int root = m->comm->rank == 0;
-    float* buf = root ? (float*)xmalloc(3 * n * sizeof(float)) : NULL;
-    param_store_get_state(&m->st, buf, root ? buf + n : NULL, root ? buf + 2 * n : NULL);
-    if (!root) return;
-    int header[256] = {0};
-    float* hf = (float*)header;
-    header[0] = DIT_CKPT_MAGIC; header[1] = DIT_CKPT_VERSION;
+    int h[256] = {0};
     int dims[12] = {c->C, c->Fr, c->Hi, c->Wi, c->pt, c->ph, c->pw, c->D, c->L, c->H, c->FF, c->NC};
-    memcpy(header + 2, dims, sizeof(dims));
-    header[14] = step;
-    header[15] = (int)(n & 0x7fffffff); header[16] = (int)(n >> 31);
-    hf[32] = c->rope_theta;
-    CkptWriter w;
-    ckpt_writer_open(&w, path);
-    ckpt_write(&w, header, sizeof(header));
-    for (int k = 0; k < 3; k++) ckpt_write(&w, buf + k * n, n * sizeof(float));
-    ckpt_writer_close(&w);
-    free(buf);
+    memcpy(h + 2, dims, sizeof(dims));
+    ((float*)h)[32] = c->rope_theta;
+    ckpt_state_write(&m->st, &DIT_CKPT, path, h, step, m->num_params, NULL, 0);
 }
 
-// reads and checks the header and the checksum; returns NULL, or why the file cannot be used
-static const char* dit_checkpoint_check(const char* path, void* header_out) {
-    static char why[1400];
-    int* h = (int*)header_out;
-    if (ckpt_path_problem(path)) return ckpt_path_problem(path);
-    FILE* f = fopen(path, "rb");
-    if (!f) { snprintf(why, sizeof(why), "cannot open checkpoint %s: %s", path, strerror(errno)); return why; }
-    int ok = fread(h, sizeof(int), 256, f) == 256;
-    fclose(f);
-    if (!ok) { snprintf(why, sizeof(why), "%s: too short for a checkpoint header (truncated)", path); return why; }
-    if (h[0] != DIT_CKPT_MAGIC) { snprintf(why, sizeof(why), "%s is not a train_dit checkpoint (magic %d, expected %d)", path, h[0], DIT_CKPT_MAGIC); return why; }
-    if (h[1] != DIT_CKPT_VERSION) { snprintf(why, sizeof(why), "%s: checkpoint version %d, this build reads %d", path, h[1], DIT_CKPT_VERSION); return why; }
-    if (h[15] < 0 || h[16] < 0) { snprintf(why, sizeof(why), "%s: malformed checkpoint header", path); return why; }
-    if (h[14] < 0 || h[14] > FLAG_STEPS_MAX) { snprintf(why, sizeof(why), "%s: malformed checkpoint header (step %d)", path, h[14]); return why; }
-    size_t n = (size_t)h[15] | ((size_t)h[16] << 31);
-    if (n > CKPT_MAX_PARAMS) { snprintf(why, sizeof(why), "%s: malformed checkpoint header (%zu parameters)", path, n); return why; }
-    size_t blocks[3] = {n * sizeof(float), n * sizeof(float), n * sizeof(float)};
-    return ckpt_verify(path, blocks, 3);
-}
+static const char* dit_checkpoint_check(const char* path, void* ci) { return ckpt_state_header(path, &DIT_CKPT, (CkptInfo*)ci); }
 
 // Loads parameters and (unless params_only, as for --init-from) AdamW state, whatever the
 // layout that wrote it; returns the checkpoint's step. Rank 0 reads, every rank gets it.
 static int dit_checkpoint_read(Dit* m, const char* path, int params_only) {
     const DitConfig* c = &m->cfg;
-    Comm* cm = m->comm;
-    int h[256] = {0};
-    ckpt_check_all_ranks(cm, path, dit_checkpoint_check, h, sizeof(h));
+    CkptInfo ci;
+    ckpt_check_all_ranks(m->comm, path, dit_checkpoint_check, &ci, sizeof(ci));
+    const int* h = ci.header;
     int want[12] = {c->C, c->Fr, c->Hi, c->Wi, c->pt, c->ph, c->pw, c->D, c->L, c->H, c->FF, c->NC};
     const char* names[12] = {"C", "frames", "height", "width", "pt", "ph", "pw", "D", "L", "H", "FF", "NC"};
     for (int i = 0; i < 12; i++)
         if (h[2 + i] != want[i])
             FAIL("%s: the checkpoint has %s=%d but this run has %d (pass the checkpoint's model and clip dimensions)",
                  path, names[i], h[2 + i], want[i]);
-    if (memcmp(&((float*)h)[32], &c->rope_theta, sizeof(float)) != 0)
-        FAIL("%s: the checkpoint has rope_theta=%.9g but this run has %.9g", path, ((float*)h)[32], c->rope_theta);
-    size_t n = (size_t)h[15] | ((size_t)h[16] << 31);
-    if (n != m->num_params) FAIL("%s: %zu parameters, the model has %zu", path, n, m->num_params);
-    FILE* f = cm->rank == 0 ? xfopen(path, "rb") : NULL;
-    if (f) fseek(f, 1024, SEEK_SET);
-    param_store_read_state(&m->st, f, path, params_only);
-    if (f) fclose(f);
+    if (memcmp(&((const float*)h)[32], &c->rope_theta, sizeof(float)) != 0)
+        FAIL("%s: the checkpoint has rope_theta=%.9g but this run has %.9g", path, ((const float*)h)[32], c->rope_theta);
+    ckpt_state_read(&m->st, path, &ci, m->num_params, params_only, NULL);
     return h[14];
 }
 
@@ -1713,8 +1676,8 @@ int main(int argc, char** argv) {
     const char* resume = a.loop.resume;
     if (!lg.quiet) logger_open(&lg, a.loop.run_dir, resume != NULL);
     if (resume && strcmp(resume, "auto") == 0) {
-        int h[256];
-        resume = ckpt_find_latest_all_ranks(&comm, a.loop.run_dir, dit_checkpoint_check, h, &lg);
+        CkptInfo ci;
+        resume = ckpt_find_latest_all_ranks(&comm, a.loop.run_dir, dit_checkpoint_check, &ci, &lg);
         if (!resume) logf_(&lg, "--resume auto: no checkpoint in %s, starting fresh\n", a.loop.run_dir);
     }
     print_config(&lg, &a, &m);

@@ -29,6 +29,7 @@ Every buffer is planned before the loop (print it with --plan-only, per rank wit
 #include "llmc/tensor_parallel.h"  // the TP collectives and their recycled buffers
 #include "llmc/vocab_parallel.h"   // --shard-vocab: the embedding and output split over the vocabulary
 #include "llmc/param_store.h"
+#include "llmc/state_checkpoint.h"  // the checkpoint file: header, parameters, AdamW state, loader position
 
 // ----------------------------------------------------------------------------
 // model configuration (docs/design.md 5.2)
@@ -1006,81 +1007,28 @@ static void llama_next_token_logits(Llama* m, const int* tokens, int T, float* h
 
 // ----------------------------------------------------------------------------
 // checkpoints (format in docs/formats.md): one format whatever the number of ranks and
-// the flags. Rank 0 gathers the whole model in the reference layout (fp32 parameters,
-// AdamW m and v) and every DP rank's dataloader state, and writes them through
-// llmc/checkpoint.h (atomic, checksummed). Any layout can resume from it.
+// the flags, written and checked by llmc/state_checkpoint.h; here, the model's header
+// fields and the dataloader's position (the same on every rank), which a resume restores
+// when the global batch is the one that wrote it.
 
-#define CKPT_MAGIC 20261123
-#define CKPT_VERSION 2
-
-typedef struct { int header[256]; size_t num_params, loader_bytes; int dp; } CkptInfo;
-
-// the sizes of the blocks that follow the header
-static int ckpt_blocks(const CkptInfo* ci, size_t* blocks) {
-    blocks[0] = blocks[1] = blocks[2] = ci->num_params * sizeof(float);
-    blocks[3] = ci->loader_bytes;
-    return 4;
-}
+static const CkptFormat LLAMA_CKPT = {"train_llama", 20261123, 2, /*step*/ 10, /*params*/ 18, /*loader*/ 15, /*dp*/ 11};
 
 static void checkpoint_write(Llama* m, const char* path, int step, int grad_accum, const DataLoader* train_loader) {
     const LlamaConfig* c = &m->cfg;
-    Comm* cm = m->comm;
-    int root = cm->rank == 0;
-    size_t n = m->num_params, ds = train_loader ? dataloader_state_size() : 0;
-    float *p = root ? (float*)xmalloc(n * sizeof(float)) : NULL, *mm = root ? (float*)xmalloc(n * sizeof(float)) : NULL,
-          *vv = root ? (float*)xmalloc(n * sizeof(float)) : NULL;
-    param_store_get_state(&m->st, p, mm, vv);  // collective
-    unsigned char state[512] = {0};  // the loader reads the global batch: its state is the same on every rank
+    unsigned char state[CKPT_EXTRA_MAX] = {0};  // the loader reads the global batch: its state is the same on every rank
+    size_t ds = train_loader ? dataloader_state_size() : 0;
     if (ds > sizeof(state)) FAIL("dataloader state (%zu bytes) is larger than the checkpoint's buffer", ds);
     if (train_loader) dataloader_get_state(train_loader, state);
-    if (root) {
-        int header[256] = {0};
-        float* hf = (float*)header;
-        header[0] = CKPT_MAGIC; header[1] = CKPT_VERSION;
-        header[2] = c->V; header[3] = c->D; header[4] = c->L; header[5] = c->H; header[6] = c->KV; header[7] = c->F;
-        header[8] = c->max_seq_len; header[9] = c->tied; header[10] = step; header[11] = cm->dp;
-        header[12] = m->B; header[13] = m->T; header[14] = grad_accum; header[15] = (int)ds;
-        header[16] = m->par.zero; header[17] = m->par.shard_vocab;
-        header[18] = (int)(n & 0x7fffffff); header[19] = (int)(n >> 31);
-        header[20] = cm->tp;  // for the record: any layout reads the file
-        hf[32] = c->rope_theta; hf[33] = c->norm_eps;
-        CkptWriter w;
-        ckpt_writer_open(&w, path);
-        ckpt_write(&w, header, sizeof(header));
-        ckpt_write(&w, p, n * sizeof(float));
-        ckpt_write(&w, mm, n * sizeof(float));
-        ckpt_write(&w, vv, n * sizeof(float));
-        ckpt_write(&w, state, ds);
-        ckpt_writer_close(&w);
-    }
-    free(p); free(mm); free(vv);
+    int h[256] = {0};
+    float* hf = (float*)h;
+    h[2] = c->V; h[3] = c->D; h[4] = c->L; h[5] = c->H; h[6] = c->KV; h[7] = c->F; h[8] = c->max_seq_len; h[9] = c->tied;
+    h[11] = m->comm->dp; h[12] = m->B; h[13] = m->T; h[14] = grad_accum; h[16] = m->par.zero; h[17] = m->par.shard_vocab;
+    h[20] = m->comm->tp;  // for the record: any layout reads the file
+    hf[32] = c->rope_theta; hf[33] = c->norm_eps;
+    ckpt_state_write(&m->st, &LLAMA_CKPT, path, h, step, m->num_params, state, ds);  // collective
 }
 
-// reads and checks the header; returns NULL, or why the file cannot be used
-static const char* checkpoint_header(const char* path, CkptInfo* ci) {
-    static char why[1400];
-    memset(ci, 0, sizeof(*ci));
-    if (ckpt_path_problem(path)) return ckpt_path_problem(path);
-    FILE* f = fopen(path, "rb");
-    if (!f) { snprintf(why, sizeof(why), "cannot open checkpoint %s: %s", path, strerror(errno)); return why; }
-    int ok = fread(ci->header, sizeof(int), 256, f) == 256;
-    fclose(f);
-    const int* h = ci->header;
-    if (!ok) { snprintf(why, sizeof(why), "%s: too short for a checkpoint header (truncated)", path); return why; }
-    if (h[0] != CKPT_MAGIC) { snprintf(why, sizeof(why), "%s is not a train_llama checkpoint (magic %d, expected %d)", path, h[0], CKPT_MAGIC); return why; }
-    if (h[1] != CKPT_VERSION) { snprintf(why, sizeof(why), "%s: checkpoint version %d, this build reads %d", path, h[1], CKPT_VERSION); return why; }
-    if (h[11] < 1 || h[15] < 0 || h[15] > 512 || h[18] < 0 || h[19] < 0) { snprintf(why, sizeof(why), "%s: malformed checkpoint header", path); return why; }
-    if (h[10] < 0 || h[10] > FLAG_STEPS_MAX) { snprintf(why, sizeof(why), "%s: malformed checkpoint header (step %d)", path, h[10]); return why; }
-    ci->num_params = (size_t)h[18] | ((size_t)h[19] << 31);
-    if (ci->num_params > CKPT_MAX_PARAMS) { snprintf(why, sizeof(why), "%s: malformed checkpoint header (%zu parameters)", path, ci->num_params); return why; }
-    ci->dp = h[11];
-    ci->loader_bytes = (size_t)h[15];
-    size_t blocks[4];
-    int nb = ckpt_blocks(ci, blocks);
-    return ckpt_verify(path, blocks, nb);
-}
-
-static const char* checkpoint_check(const char* path, void* ci) { return checkpoint_header(path, (CkptInfo*)ci); }
+static const char* checkpoint_check(const char* path, void* ci) { return ckpt_state_header(path, &LLAMA_CKPT, (CkptInfo*)ci); }
 
 // Loads the model and optimizer state of a checkpoint written by any layout; restores
 // the dataloader's position when the layout is the one that wrote it (same dp, batch,
@@ -1101,32 +1049,23 @@ static int checkpoint_read(Llama* m, const char* path, int grad_accum, DataLoade
             FAIL("%s: the checkpoint has %s=%d but this run has %s=%d (%s needs the same model, so pass the "
                  "checkpoint's dimensions; the number of ranks, --zero and --shard-vocab may differ)", path, names[i],
                  h[2 + i], names[i], want[i], params_only ? "--init-from" : "--resume");
-    if (ci.num_params != m->num_params) FAIL("%s: %zu parameters, the model has %zu", path, ci.num_params, m->num_params);
     // the same shape with another RoPE base or norm epsilon is another model: compare the bits
     const float* hf = (const float*)h;
     if (memcmp(&hf[32], &c->rope_theta, sizeof(float)) != 0 || memcmp(&hf[33], &c->norm_eps, sizeof(float)) != 0)
         FAIL("%s: the checkpoint has rope_theta=%.9g norm_eps=%.9g but this run has %.9g and %.9g (pass --rope-theta "
              "and --norm-eps to match)", path, hf[32], hf[33], c->rope_theta, c->norm_eps);
-    int step = h[10];
-    FILE* f = cm->rank == 0 ? xfopen(path, "rb") : NULL;
-    if (f) fseek(f, 1024, SEEK_SET);
-    *loader_restored = 0;
-    param_store_read_state(&m->st, f, path, params_only);
+    unsigned char state[CKPT_EXTRA_MAX];
+    ckpt_state_read(&m->st, path, &ci, m->num_params, params_only, state);
     vocab_invalidate(&m->voc);
-    if (params_only) { if (f) fclose(f); return step; }
-    size_t ds = ci.loader_bytes;
-    unsigned char* states = (unsigned char*)xmalloc(ds + 1);
-    if (f) { xfread(states, 1, ds, f, path); fclose(f); }
-    comm_host_broadcast(cm, GROUP_WORLD, states, ds, 0);
     // the loader reads the global batch (rank_rows), so its position carries over to any
     // layout with the same global micro-batch B*dp, sequence and accumulation
-    if (train_loader && (long long)h[11] * h[12] == (long long)cm->dp * m->B && h[13] == m->T && h[14] == grad_accum &&
-        ds == dataloader_state_size()) {
-        dataloader_set_state(train_loader, states);
+    *loader_restored = 0;
+    if (!params_only && train_loader && (long long)h[11] * h[12] == (long long)cm->dp * m->B && h[13] == m->T &&
+        h[14] == grad_accum && ci.extra_bytes == dataloader_state_size()) {
+        dataloader_set_state(train_loader, state);
         *loader_restored = 1;
     }
-    free(states);
-    return step;
+    return h[10];
 }
 
 // ----------------------------------------------------------------------------
