@@ -22,7 +22,7 @@ Every buffer is planned before the loop (print it with --plan-only, per rank wit
 */
 #include "llmc/trainer.h"
 #include "llmc/dataloader.h"
-#include "llmc/tokenizer.h"
+#include "llmc/story_sampler.h"  // --sample-every: stories decoded with a llama2.c tokenizer
 #include "llmc/comm.h"
 #include "llmc/parallel_args.h"
 #include "llmc/fit_memory.h"       // --fit-memory: the search and the cost model
@@ -1377,39 +1377,9 @@ static float evaluate(Llama* m, DataLoader* val, int batches) {
     return llama_take_loss(m);
 }
 
-// the next token from logits: the most likely at temperature 0 (the first on ties),
-// else drawn from softmax(logits / temperature)
-static int pick_token(float* logits, int V, float temperature, Rng* rng) {
-    int best = 0;
-    for (int j = 1; j < V; j++) if (logits[j] > logits[best]) best = j;
-    if (temperature == 0.0f) return best;
-    float mx = logits[best] / temperature;
-    double sum = 0.0;
-    for (int j = 0; j < V; j++) { logits[j] /= temperature; sum += exp(logits[j] - mx); }
-    double u = rng_uniform(rng) * sum, acc = 0.0;
-    for (int j = 0; j < V; j++) { acc += exp(logits[j] - mx); if (acc > u) return j; }
-    return V - 1;
-}
-
-// a story from BOS, sampled with its own generator seeded by the step, so a resumed
-// run prints the same samples as an uninterrupted one
-static void sample_story(Llama* m, Tokenizer* tok, Logger* lg, int len, float temperature, uint64_t seed, int* tokens,
-                         float* logits, int* pad_scratch) {
-    const LlamaConfig* c = &m->cfg;
-    Rng rng; rng_init(&rng, seed);
-    tokens[0] = 1;  // BOS
-    logf_(lg, "--- sample ---\n");
-    for (int t = 1; t < len; t++) {
-        llama_next_token_logits(m, tokens, t, logits, pad_scratch);
-        int next = pick_token(logits, c->V, temperature, &rng);
-        tokens[t] = next;
-        if (next == 1) break;  // BOS starts the next story
-        if (lg->quiet) continue;  // every rank samples (the sharded head is a collective); rank 0 prints
-        const char* piece = tokenizer_decode(tok, tokens[t - 1], next);
-        safe_print(piece);
-        if (lg->log) fputs(piece, lg->log);
-    }
-    logf_(lg, "\n--------------\n");
+// the model behind llmc/story_sampler.h's samples
+static void next_token_logits(void* m, const int* tokens, int T, float* logits, int* pad) {
+    llama_next_token_logits((Llama*)m, tokens, T, logits, pad);
 }
 
 // the fields every rank must agree on (comm_check_same_config)
@@ -1504,18 +1474,10 @@ int main(int argc, char** argv) {
         logf_(&lg, "val data: %s (%zu tokens), %d batches per evaluation per rank\n", a.val_data, val.num_tokens,
               a.val_batches);
     }
-    Tokenizer tok;
-    int have_tok = a.sample_every > 0 && tokenizer_init(&tok, a.tokenizer, a.cfg.V) == 0;
-    // the default tokenizer may be absent (samples are then skipped, with the warning above);
-    // one the user named must work
-    if (a.sample_every > 0 && !have_tok && a.tokenizer_given)
-        FAIL("--tokenizer %s cannot be used (the warning above says why) and --sample-every %d asks for samples: give a "
-             "llama2.c tokenizer.bin for V=%d, or --sample-every 0", a.tokenizer, a.sample_every, a.cfg.V);
     int sample_len = a.sample_len < a.T ? a.sample_len : a.T;
     if (m.tpd.sp) sample_len = sample_len < a.T / a.par.tp * a.par.tp ? sample_len : a.T / a.par.tp * a.par.tp;  // padded to a multiple of tp
-    int* sample_tokens = (int*)xmalloc((size_t)sample_len * sizeof(int));
-    int* sample_pad = (int*)xmalloc((size_t)a.T * sizeof(int));
-    float* sample_logits = (float*)xmalloc((size_t)a.cfg.V * sizeof(float));
+    StorySampler sampler;
+    story_sampler_init(&sampler, a.sample_every, a.tokenizer, a.tokenizer_given, a.cfg.V, sample_len, a.T, a.temperature);
 
     int start = 0;
     char path[1200];
@@ -1604,15 +1566,12 @@ int main(int argc, char** argv) {
             last_ckpt = step;
             logf_(&lg, "checkpoint: %s\n", path);
         }
-        if (have_tok && (step % a.sample_every == 0 || last))
-            sample_story(&m, &tok, &lg, sample_len, a.temperature, (uint64_t)a.loop.seed * 1000003ull + step, sample_tokens,
-                         sample_logits, sample_pad);
+        if (sampler.ready && (step % a.sample_every == 0 || last))
+            story_sample(&sampler, &lg, (uint64_t)a.loop.seed * 1000003ull + step, next_token_logits, &m);
     }
     if (start >= a.loop.steps) {  // nothing to train (--steps 0, or a finished run resumed): evaluate and sample it
         if (a.loop.val_every > 0) logf_(&lg, "step %5d | val loss %.6f\n", start, evaluate(&m, &val, a.val_batches));
-        if (have_tok)
-            sample_story(&m, &tok, &lg, sample_len, a.temperature, (uint64_t)a.loop.seed * 1000003ull + start, sample_tokens,
-                         sample_logits, sample_pad);
+        if (sampler.ready) story_sample(&sampler, &lg, (uint64_t)a.loop.seed * 1000003ull + start, next_token_logits, &m);
         double measured = (double)dev_peak_bytes_measured();
         comm_host_all_reduce(&comm, GROUP_WORLD, &measured, 1, COMM_MAX);
         peak_measured = (size_t)measured;
@@ -1620,8 +1579,7 @@ int main(int argc, char** argv) {
     logf_(&lg, "done: peak memory measured %.1f MiB (%s%s), arena %.1f MiB planned%s\n",
           peak_measured / 1048576.0, dev_measured_name(), comm.size > 1 ? ", largest rank" : "", m.dev.total / 1048576.0,
           comm.size > 1 ? " per rank" : "");
-    if (have_tok) tokenizer_free(&tok);
-    free(sample_tokens); free(sample_logits); free(sample_pad);
+    story_sampler_free(&sampler);
     dataloader_free(&train);
     if (a.loop.val_every > 0) dataloader_free(&val);
     logger_close(&lg);
