@@ -35,6 +35,7 @@ Every buffer is planned before the loop (print it with --plan-only 1, per rank w
 #include "llmc/trainer.h"        // kernels, arena, offload, checkpoints, logger, schedule, the shared flags
 #include "llmc/comm.h"           // ranks and their collectives (MPI, NCCL)
 #include "llmc/parallel_args.h"  // --zero, --tp, --comm, --comm-timeout, --dp, --fp32-grad-accum
+#include "llmc/same_config.h"    // every rank must run the same configuration
 #include "llmc/param_store.h"    // parameters in buckets, DP reduction, ZeRO-1, AdamW, state in the reference layout
 #include "llmc/state_checkpoint.h"  // the checkpoint file: header, parameters, AdamW state
 #include "llmc/tensor_parallel.h"  // the TP collectives around the column- and row-parallel GEMMs
@@ -1185,7 +1186,7 @@ typedef struct {
     const char* data;
     ParallelArgs par;    // --zero, --tp, --comm, --comm-timeout, --dp, --fp32-grad-accum (llmc/parallel_args.h)
     FitArgs fit;         // --fit-memory (llmc/fit_memory.h)
-    int batch_given, fit_fixed_ffn, fit_fixed_recompute, fit_fixed_offload;  // flags given by the user
+    FitSearch fit_search;  // the flags --fit-memory must keep: those given
 } TrainArgs;
 
 static void usage(const Flag* flags, int n) {
@@ -1198,6 +1199,12 @@ static void usage(const Flag* flags, int n) {
                c->D, c->L, c->H, c->FF, c->C, c->Fr, c->Hi, c->Wi, c->pt, c->ph, c->pw, dit_tokens(c), DIT_PRESETS[i].note);
     }
     printf("\n");
+}
+
+// the flags --fit-memory chooses (no output head: no --ce-chunks)
+static FitTargets fit_targets(TrainArgs* a) {
+    FitTargets t = {&a->B, &a->flags.ffn_chunks, NULL, &a->flags.recompute, &a->flags.offload_act};
+    return t;
 }
 
 static void parse_args(int argc, char** argv, TrainArgs* a) {
@@ -1256,10 +1263,7 @@ static void parse_args(int argc, char** argv, TrainArgs* a) {
     n_own += fit_flags(all + n_own, &a->fit);
     int given[TRAIN_MAX_FLAGS];
     int n = train_flags_parse(argc, argv, all, n_own, &a->loop, mem, &a->flags.ffn_chunk_seq, flags, given, usage);
-    a->batch_given = flag_given(flags, n, given, &a->B);
-    a->fit_fixed_ffn = flag_given(flags, n, given, &a->flags.ffn_chunks);
-    a->fit_fixed_recompute = flag_given(flags, n, given, &a->flags.recompute);
-    a->fit_fixed_offload = flag_given(flags, n, given, &a->flags.offload_act);
+    fit_fixed_from_flags(&a->fit_search, fit_targets(a), flags, n, given);
     parallel_args_validate(&a->par);
     fit_args_validate(&a->fit);
 }
@@ -1543,10 +1547,7 @@ static FitCost dit_fit_cost(void* ctx, const FitFlags* ff, const CostModel* cm) 
     if (x->comm->tp > 1 && par.tp_sp && ((size_t)ff->B * dit_tokens(&a->cfg)) % x->comm->tp) return c;  // rows do not split
     Dit m;
     dit_build(&m, &a->cfg, &f, &par, x->comm, ff->B, 0);
-    c.bytes = (double)m.dev.total;
-#ifdef LLMC_CPU
-    c.bytes += (double)m.host.total;  // "device" and host are the same memory: offload saves nothing there
-#endif
+    c.bytes = fit_plan_bytes(&m.dev, &m.host);
     c.n_offload = m.off.n_offload;
     c.seconds = dit_fit_cost_seconds(&m, cm);
     // the flag-free micro-step: 6 FLOPs per parameter and token, and the attention's 12 L N^2 D per clip
@@ -1558,50 +1559,38 @@ static FitCost dit_fit_cost(void* ctx, const FitFlags* ff, const CostModel* cm) 
 // Picks the flags (and the clips per micro-batch unless given) for --fit-memory.
 static void fit_memory(TrainArgs* a, Comm* comm, char* report, size_t report_n) {
     DitFit ctx = {a, comm};
-    FitSearch s;
-    memset(&s, 0, sizeof(s));
-    s.L = a->cfg.L;
-    FitFlags given = {a->B, a->flags.ffn_chunks, 1, a->flags.recompute, a->flags.offload_act};
-    s.given = given;
-    s.fixed_B = a->batch_given; s.fixed_ffn = a->fit_fixed_ffn; s.fixed_recompute = a->fit_fixed_recompute;
-    s.fixed_offload = a->fit_fixed_offload;
-    fit_batches(&s, a->total_batch, comm->dp, 64, 128);  // this build's 128 clips per micro-batch
-    s.ctx = &ctx; s.cost = dit_fit_cost;
-    FitFlags best = fit_memory_search(&s, &a->fit, comm->rank, report, report_n);
-    a->B = best.B;
-    a->flags.ffn_chunks = best.ffn_chunks; a->flags.recompute = best.recompute; a->flags.offload_act = best.offload_act;
+    FitSearch* s = &a->fit_search;
+    s->L = a->cfg.L; s->ctx = &ctx; s->cost = dit_fit_cost;
+    // this build's 128 clips per micro-batch
+    fit_memory_choose(s, fit_targets(a), a->total_batch, comm->dp, 64, 128, &a->fit, comm->rank, report, report_n);
 }
 
-// every rank must run the same program with the same flags: a mismatch stops the job at start
+// every rank must run the same program with the same flags: a mismatch stops the job at start (llmc/same_config.h)
 static void check_same_config(Comm* comm, const TrainArgs* a) {
-    char v[56][COMM_CONFIG_VALUE_BYTES];
-    const char* names[56];
-    const char* values[56];
-    int n = 0;
-    #define FIELD(name, ...) do { names[n] = name; snprintf(v[n], COMM_CONFIG_VALUE_BYTES, __VA_ARGS__); values[n] = v[n]; n++; } while (0)
-    FIELD("program", "%s", "train_dit");
+    ConfigFields cf;
+    cf.n = 0;
     const DitConfig* c = &a->cfg;
-    FIELD("clip", "%dx%dx%dx%d", c->C, c->Fr, c->Hi, c->Wi); FIELD("patch", "%dx%dx%d", c->pt, c->ph, c->pw);
-    FIELD("model", "D=%d", c->D); FIELD("model L", "%d", c->L); FIELD("model H", "%d", c->H); FIELD("model FF", "%d", c->FF);
-    FIELD("model NC", "%d", c->NC); FIELD("rope-theta", "%.9g", c->rope_theta);
-    FIELD("batch", "%d", a->B); FIELD("total-batch", "%d", a->total_batch); FIELD("steps", "%d", a->loop.steps);
-    FIELD("lr", "%.9g", a->loop.lr); FIELD("min-lr-frac", "%.9g", a->loop.min_lr_frac); FIELD("warmup", "%d", a->loop.warmup);
-    FIELD("weight-decay", "%.9g", a->loop.weight_decay); FIELD("beta1", "%.9g", a->loop.beta1);
-    FIELD("beta2", "%.9g", a->loop.beta2); FIELD("adam-eps", "%.9g", a->loop.adam_eps); FIELD("grad-clip", "%.9g", a->loop.grad_clip);
-    FIELD("seed", "%lld", a->loop.seed); FIELD("label-dropout", "%.9g", a->label_dropout);
-    FIELD("ffn-chunks", "%d", a->flags.ffn_chunks); FIELD("ffn-chunk-dim", "%s", a->loop.ffn_chunk_dim);
-    FIELD("offload-act", "%d", a->flags.offload_act); FIELD("recompute", "%d", a->flags.recompute);
-    FIELD("attention", "%s", a->loop.attention); FIELD("zero", "%d", a->par.zero); FIELD("tp", "%d", a->par.tp);
-    FIELD("tp-mode", "%s", a->par.tp_mode); FIELD("tp-recompute-allgather", "%d", a->par.tp_regather);
-    FIELD("fp32-grad-accum", "%d", a->par.fp32_grad_accum); FIELD("comm", "%s", a->par.comm_backend);
-    FIELD("comm-timeout", "%.9g", a->par.comm_timeout); FIELD("val-every", "%d", a->loop.val_every);
-    FIELD("val-clips", "%d", a->val_clips); FIELD("sample-every", "%d", a->sample_every);
-    FIELD("sample-steps", "%d", a->sample_steps); FIELD("cfg-scale", "%.9g", a->cfg_scale); FIELD("gif-scale", "%d", a->gif_scale);
-    FIELD("ckpt-every", "%d", a->loop.ckpt_every); FIELD("data", "%s", a->data); FIELD("run-dir", "%s", a->loop.run_dir);
-    FIELD("resume", "%s", a->loop.resume ? a->loop.resume : ""); FIELD("init-from", "%s", a->loop.init_from ? a->loop.init_from : "");
-    FIELD("save-init", "%d", a->save_init); FIELD("fit-memory", "%.9g", a->fit.budget_gib);
-    #undef FIELD
-    comm_check_same_config(comm, names, values, n);
+    config_field(&cf, "program", "%s", "train_dit");
+    config_field(&cf, "clip", "%dx%dx%dx%d", c->C, c->Fr, c->Hi, c->Wi); config_field(&cf, "patch", "%dx%dx%d", c->pt, c->ph, c->pw);
+    config_field(&cf, "model", "D=%d", c->D); config_field(&cf, "model L", "%d", c->L); config_field(&cf, "model H", "%d", c->H);
+    config_field(&cf, "model FF", "%d", c->FF); config_field(&cf, "model NC", "%d", c->NC);
+    config_field(&cf, "rope-theta", "%.9g", c->rope_theta);
+    config_field(&cf, "batch", "%d", a->B); config_field(&cf, "total-batch", "%d", a->total_batch);
+    config_optimizer_fields(&cf, &a->loop);
+    config_field(&cf, "label-dropout", "%.9g", a->label_dropout);
+    config_field(&cf, "ffn-chunks", "%d", a->flags.ffn_chunks); config_field(&cf, "ffn-chunk-dim", "%s", a->loop.ffn_chunk_dim);
+    config_field(&cf, "offload-act", "%d", a->flags.offload_act); config_field(&cf, "recompute", "%d", a->flags.recompute);
+    config_field(&cf, "attention", "%s", a->loop.attention); config_field(&cf, "zero", "%d", a->par.zero);
+    config_tp_fields(&cf, &a->par);
+    config_field(&cf, "fp32-grad-accum", "%d", a->par.fp32_grad_accum); config_field(&cf, "comm", "%s", a->par.comm_backend);
+    config_field(&cf, "comm-timeout", "%.9g", a->par.comm_timeout); config_field(&cf, "val-every", "%d", a->loop.val_every);
+    config_field(&cf, "val-clips", "%d", a->val_clips); config_field(&cf, "sample-every", "%d", a->sample_every);
+    config_field(&cf, "sample-steps", "%d", a->sample_steps); config_field(&cf, "cfg-scale", "%.9g", a->cfg_scale);
+    config_field(&cf, "gif-scale", "%d", a->gif_scale); config_field(&cf, "ckpt-every", "%d", a->loop.ckpt_every);
+    config_field(&cf, "data", "%s", a->data);
+    config_run_fields(&cf, &a->loop);
+    config_field(&cf, "save-init", "%d", a->save_init); config_field(&cf, "fit-memory", "%.9g", a->fit.budget_gib);
+    config_fields_check(comm, &cf);
 }
 
 int main(int argc, char** argv) {

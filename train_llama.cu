@@ -25,6 +25,7 @@ Every buffer is planned before the loop (print it with --plan-only, per rank wit
 #include "llmc/story_sampler.h"  // --sample-every: stories decoded with a llama2.c tokenizer
 #include "llmc/comm.h"
 #include "llmc/parallel_args.h"
+#include "llmc/same_config.h"    // every rank must run the same configuration
 #include "llmc/fit_memory.h"       // --fit-memory: the search and the cost model
 #include "llmc/tensor_parallel.h"  // the TP collectives and their recycled buffers
 #include "llmc/vocab_parallel.h"   // --shard-vocab: the embedding and output split over the vocabulary
@@ -1079,7 +1080,8 @@ typedef struct {
     int B, T, total_batch, val_batches, sample_every, sample_len, save_init, shard_vocab;
     ParallelArgs par;    // --comm, --zero, --tp, ... (llmc/parallel_args.h)
     FitArgs fit;         // --fit-memory and its model (llmc/fit_memory.h)
-    int batch_given, tokenizer_given, fit_fixed_ffn, fit_fixed_ce, fit_fixed_recompute, fit_fixed_offload;  // flags given
+    int tokenizer_given;
+    FitSearch fit_search;  // the flags --fit-memory must keep: those given
     float temperature;
     const char *train_data, *val_data, *tokenizer;
 } TrainArgs;
@@ -1090,6 +1092,12 @@ static void usage(const Flag* flags, int n) {
     printf("\nmodels: ");
     for (int i = 0; i < NUM_MODEL_PRESETS; i++) printf("%s%s", i ? ", " : "", MODEL_PRESETS[i].name);
     printf("\n");
+}
+
+// the flags --fit-memory chooses
+static FitTargets fit_targets(TrainArgs* a) {
+    FitTargets t = {&a->B, &a->flags.ffn_chunks, &a->flags.ce_chunks, &a->flags.recompute, &a->flags.offload_act};
+    return t;
 }
 
 static void parse_args(int argc, char** argv, TrainArgs* a) {
@@ -1158,12 +1166,8 @@ static void parse_args(int argc, char** argv, TrainArgs* a) {
     n_own += fit_flags(all + n_own, &a->fit);
     int given[TRAIN_MAX_FLAGS];
     int nflags = train_flags_parse(argc, argv, all, n_own, &a->loop, mem, &a->flags.ffn_chunk_seq, flags, given, usage);
-    a->batch_given = flag_given(flags, nflags, given, &a->B);
     a->tokenizer_given = flag_given(flags, nflags, given, &a->tokenizer);
-    a->fit_fixed_ffn = flag_given(flags, nflags, given, &a->flags.ffn_chunks);
-    a->fit_fixed_ce = flag_given(flags, nflags, given, &a->flags.ce_chunks);
-    a->fit_fixed_recompute = flag_given(flags, nflags, given, &a->flags.recompute);
-    a->fit_fixed_offload = flag_given(flags, nflags, given, &a->flags.offload_act);
+    fit_fixed_from_flags(&a->fit_search, fit_targets(a), flags, nflags, given);
     parallel_args_validate(&a->par);
     fit_args_validate(&a->fit);
 }
@@ -1284,16 +1288,6 @@ static void write_plan_json(const Llama* m, const char* path) {
 // Its memory is its plan (llama_build without allocating); its cost the predicted extra
 // time per micro-step (docs/memory.md section 8).
 
-// What a plan may use: the device arena, plus the host arena on the CPU build, where
-// "device" and host are the same memory (offload saves nothing there).
-static double plan_bytes(const Llama* m) {
-#ifdef LLMC_CPU
-    return (double)m->dev.total + (double)m->host.total;
-#else
-    return (double)m->dev.total;
-#endif
-}
-
 // Predicted seconds per micro-step that the memory flags add to the flag-free step:
 // recomputed FLOPs, recomputed memory traffic, extra launches, and the part of each
 // offload copy that the neighbouring layer's compute cannot hide.
@@ -1337,7 +1331,7 @@ static FitCost llama_fit_cost(void* ctx, const FitFlags* ff, const CostModel* cm
     if ((f.ffn_chunk_seq ? BT : a->cfg.F) < f.ffn_chunks || BT < f.ce_chunks) return c;
     Llama m;
     llama_build(&m, &a->cfg, &f, &pf, x->comm, B, T, 0);
-    c.bytes = plan_bytes(&m); c.n_offload = m.off.n_offload;
+    c.bytes = fit_plan_bytes(&m.dev, &m.host); c.n_offload = m.off.n_offload;
     c.base = fit_base_seconds(&a->cfg, m.num_params, B, T, cm);
     c.seconds = fit_cost_seconds(&a->cfg, B, T, &f, m.off.n_offload, m.acts.block_bytes, cm);
     llama_free(&m);
@@ -1347,19 +1341,10 @@ static FitCost llama_fit_cost(void* ctx, const FitFlags* ff, const CostModel* cm
 // Picks the flags (and the batch unless given) for --fit-memory; writes what it did into report.
 static void fit_memory(TrainArgs* a, Comm* comm, char* report, size_t report_n) {
     LlamaFit ctx = {a, comm};
-    FitSearch s;
-    memset(&s, 0, sizeof(s));
-    s.L = a->cfg.L; s.with_ce = 1;
-    FitFlags given = {a->B, a->flags.ffn_chunks, a->flags.ce_chunks, a->flags.recompute, a->flags.offload_act};
-    s.given = given;
-    s.fixed_B = a->batch_given; s.fixed_ffn = a->fit_fixed_ffn; s.fixed_ce = a->fit_fixed_ce;
-    s.fixed_recompute = a->fit_fixed_recompute; s.fixed_offload = a->fit_fixed_offload;
-    fit_batches(&s, a->total_batch, (long long)a->T * comm->dp, 64, 1024);
-    s.ctx = &ctx; s.cost = llama_fit_cost;
-    FitFlags best = fit_memory_search(&s, &a->fit, comm->rank, report, report_n);
-    a->B = best.B;
-    a->flags.ffn_chunks = best.ffn_chunks; a->flags.ce_chunks = best.ce_chunks;
-    a->flags.recompute = best.recompute; a->flags.offload_act = best.offload_act;
+    FitSearch* s = &a->fit_search;
+    s->L = a->cfg.L; s->ctx = &ctx; s->cost = llama_fit_cost;
+    fit_memory_choose(s, fit_targets(a), a->total_batch, (long long)a->T * comm->dp, 64, 1024, &a->fit, comm->rank, report,
+                      report_n);
 }
 
 // Data parallelism reads one global batch of B*dp rows (the same loader, seed and
@@ -1382,33 +1367,30 @@ static void next_token_logits(void* m, const int* tokens, int T, float* logits, 
     llama_next_token_logits((Llama*)m, tokens, T, logits, pad);
 }
 
-// the fields every rank must agree on (comm_check_same_config)
+// the fields every rank must agree on (llmc/same_config.h)
 static void check_same_config(Comm* comm, const TrainArgs* a) {
-    char v[64][COMM_CONFIG_VALUE_BYTES];
-    const char* names[64];
-    const char* values[64];
-    int n = 0;
-    #define FIELD(name, fmt, x) do { names[n] = name; snprintf(v[n], COMM_CONFIG_VALUE_BYTES, fmt, x); values[n] = v[n]; n++; } while (0)
-    FIELD("program", "%s", "train_llama");
-    FIELD("model V", "%d", a->cfg.V); FIELD("model D", "%d", a->cfg.D); FIELD("model L", "%d", a->cfg.L);
-    FIELD("model H", "%d", a->cfg.H); FIELD("model KV", "%d", a->cfg.KV); FIELD("model F", "%d", a->cfg.F);
-    FIELD("max-seq-len", "%d", a->cfg.max_seq_len); FIELD("tied", "%d", a->cfg.tied);
-    FIELD("rope-theta", "%.9g", a->cfg.rope_theta); FIELD("norm-eps", "%.9g", a->cfg.norm_eps);
-    FIELD("batch", "%d", a->B); FIELD("seq", "%d", a->T); FIELD("total-batch", "%d", a->total_batch);
-    FIELD("steps", "%d", a->loop.steps); FIELD("lr", "%.9g", a->loop.lr); FIELD("min-lr-frac", "%.9g", a->loop.min_lr_frac);
-    FIELD("warmup", "%d", a->loop.warmup); FIELD("weight-decay", "%.9g", a->loop.weight_decay); FIELD("beta1", "%.9g", a->loop.beta1);
-    FIELD("beta2", "%.9g", a->loop.beta2); FIELD("adam-eps", "%.9g", a->loop.adam_eps); FIELD("grad-clip", "%.9g", a->loop.grad_clip);
-    FIELD("seed", "%lld", a->loop.seed); FIELD("ffn-chunks", "%d", a->flags.ffn_chunks);
-    FIELD("ffn-chunk-dim", "%s", a->loop.ffn_chunk_dim); FIELD("ce-chunks", "%d", a->flags.ce_chunks);
-    FIELD("offload-act", "%d", a->flags.offload_act); FIELD("recompute", "%d", a->flags.recompute);
-    FIELD("zero", "%d", a->par.zero); FIELD("shard-vocab", "%d", a->shard_vocab);
-    FIELD("tp", "%d", a->par.tp); FIELD("tp-mode", "%s", a->par.tp_mode); FIELD("tp-recompute-allgather", "%d", a->par.tp_regather);
-    FIELD("fit-memory", "%.9g", a->fit.budget_gib); FIELD("comm", "%s", a->par.comm_backend); FIELD("comm-timeout", "%.9g", a->par.comm_timeout); FIELD("val-every", "%d", a->loop.val_every); FIELD("val-batches", "%d", a->val_batches);
-    FIELD("sample-every", "%d", a->sample_every); FIELD("ckpt-every", "%d", a->loop.ckpt_every);
-    FIELD("train-data", "%s", a->train_data); FIELD("val-data", "%s", a->val_data); FIELD("run-dir", "%s", a->loop.run_dir);
-    FIELD("resume", "%s", a->loop.resume ? a->loop.resume : ""); FIELD("init-from", "%s", a->loop.init_from ? a->loop.init_from : "");
-    #undef FIELD
-    comm_check_same_config(comm, names, values, n);
+    ConfigFields cf;
+    cf.n = 0;
+    const LlamaConfig* c = &a->cfg;
+    config_field(&cf, "program", "%s", "train_llama");
+    config_field(&cf, "model V", "%d", c->V); config_field(&cf, "model D", "%d", c->D); config_field(&cf, "model L", "%d", c->L);
+    config_field(&cf, "model H", "%d", c->H); config_field(&cf, "model KV", "%d", c->KV); config_field(&cf, "model F", "%d", c->F);
+    config_field(&cf, "max-seq-len", "%d", c->max_seq_len); config_field(&cf, "tied", "%d", c->tied);
+    config_field(&cf, "rope-theta", "%.9g", c->rope_theta); config_field(&cf, "norm-eps", "%.9g", c->norm_eps);
+    config_field(&cf, "batch", "%d", a->B); config_field(&cf, "seq", "%d", a->T); config_field(&cf, "total-batch", "%d", a->total_batch);
+    config_optimizer_fields(&cf, &a->loop);
+    config_field(&cf, "ffn-chunks", "%d", a->flags.ffn_chunks); config_field(&cf, "ffn-chunk-dim", "%s", a->loop.ffn_chunk_dim);
+    config_field(&cf, "ce-chunks", "%d", a->flags.ce_chunks); config_field(&cf, "offload-act", "%d", a->flags.offload_act);
+    config_field(&cf, "recompute", "%d", a->flags.recompute);
+    config_field(&cf, "zero", "%d", a->par.zero); config_field(&cf, "shard-vocab", "%d", a->shard_vocab);
+    config_tp_fields(&cf, &a->par);
+    config_field(&cf, "fit-memory", "%.9g", a->fit.budget_gib); config_field(&cf, "comm", "%s", a->par.comm_backend);
+    config_field(&cf, "comm-timeout", "%.9g", a->par.comm_timeout); config_field(&cf, "val-every", "%d", a->loop.val_every);
+    config_field(&cf, "val-batches", "%d", a->val_batches); config_field(&cf, "sample-every", "%d", a->sample_every);
+    config_field(&cf, "ckpt-every", "%d", a->loop.ckpt_every); config_field(&cf, "train-data", "%s", a->train_data);
+    config_field(&cf, "val-data", "%s", a->val_data);
+    config_run_fields(&cf, &a->loop);
+    config_fields_check(comm, &cf);
 }
 
 int main(int argc, char** argv) {
