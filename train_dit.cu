@@ -36,6 +36,7 @@ Every buffer is planned before the loop (print it with --plan-only 1, per rank w
 #include "llmc/comm.h"           // ranks and their collectives (MPI, NCCL)
 #include "llmc/parallel_args.h"  // --zero, --tp, --comm, --comm-timeout, --dp, --fp32-grad-accum
 #include "llmc/same_config.h"    // every rank must run the same configuration
+#include "llmc/run_log.h"        // the log lines every trainer has
 #include "llmc/param_store.h"    // parameters in buckets, DP reduction, ZeRO-1, AdamW, state in the reference layout
 #include "llmc/state_checkpoint.h"  // the checkpoint file: header, parameters, AdamW state
 #include "llmc/tensor_parallel.h"  // the TP collectives around the column- and row-parallel GEMMs
@@ -510,13 +511,7 @@ static void dit_build(Dit* m, const DitConfig* cfg, const DitFlags* flags, const
 
 static void dit_free(Dit* m) {
     if (!m->allocated) { param_store_free(&m->st); return; }
-    stream_synchronize(m->stream);
-    profile_free(&m->prof);
-    offload_free(&m->off);
-    stream_destroy(m->stream);
-    matmul_teardown();
-    if (m->dev.base) dev_free(m->dev.base);
-    if (m->host.base) host_free_pinned(m->host.base);
+    trainer_release(m->stream, &m->prof, &m->off, &m->dev, &m->host);
     free(m->host_sq);
     free(m->host_sq_sum);
     free(m->local_off);
@@ -1307,10 +1302,7 @@ static void print_config(Logger* lg, const TrainArgs* a, const Dit* m) {
           a->par.comm_timeout);
     logf_(lg, "memory flags: --ffn-chunks %d --ffn-chunk-dim %s --offload-act %d (%d blocks) --recompute %d\n",
           m->flags.ffn_chunks, a->loop.ffn_chunk_dim, m->flags.offload_act, m->off.n_offload, m->flags.recompute);
-    logf_(lg, "attention: %s (--attention %s)\n", attention_impl_name(g_attention_impl), a->loop.attention);
-#ifdef _OPENMP
-    logf_(lg, "threads: %d (OpenMP)\n", omp_get_max_threads());
-#endif
+    log_runtime(lg, a->loop.attention);
 }
 
 // What one step sends, by the count of llmc/comm.h (docs/memory.md 9.8). Under TP in
@@ -1662,13 +1654,8 @@ int main(int argc, char** argv) {
 
     // --resume auto: the newest complete checkpoint of the run directory, if any (rank 0
     // looks). Any --resume appends to the logs, and the checkpoints it skips are named there.
-    const char* resume = a.loop.resume;
-    if (!lg.quiet) logger_open(&lg, a.loop.run_dir, resume != NULL);
-    if (resume && strcmp(resume, "auto") == 0) {
-        CkptInfo ci;
-        resume = ckpt_find_latest_all_ranks(&comm, a.loop.run_dir, dit_checkpoint_check, &ci, &lg);
-        if (!resume) logf_(&lg, "--resume auto: no checkpoint in %s, starting fresh\n", a.loop.run_dir);
-    }
+    if (!lg.quiet) logger_open(&lg, a.loop.run_dir, a.loop.resume != NULL);
+    const char* resume = ckpt_resume_path(&comm, &lg, a.loop.resume, a.loop.run_dir, dit_checkpoint_check);
     print_config(&lg, &a, &m);
     logf_(&lg, "%s", fit_report);
     print_plan(&lg, &m);
@@ -1713,9 +1700,8 @@ int main(int argc, char** argv) {
         double ms = (now_seconds() - t0) * 1e3;
         if (step == start + 1) comm_bytes_log(&lg, "comm per step, counted in this step (bytes this rank sent)", comm.sent);
         if (step == a.loop.profile_step) profile_report(&m.prof, &lg, step, ms);
-        double most[1] = {(double)dev_peak_bytes_measured()};
-        comm_host_all_reduce(&comm, GROUP_WORLD, most, 1, COMM_MAX);  // the largest rank's
-        peak = (size_t)most[0] > peak ? (size_t)most[0] : peak;
+        size_t measured = peak_bytes_all_ranks(&comm);  // the largest rank's
+        peak = measured > peak ? measured : peak;
         double clips_s = a.total_batch / (ms / 1e3);
         int last = step == a.loop.steps;
         if (step % a.loop.log_every == 0 || last || step == start + 1) {

@@ -26,6 +26,7 @@ Every buffer is planned before the loop (print it with --plan-only, per rank wit
 #include "llmc/comm.h"
 #include "llmc/parallel_args.h"
 #include "llmc/same_config.h"    // every rank must run the same configuration
+#include "llmc/run_log.h"        // the log lines every trainer has
 #include "llmc/fit_memory.h"       // --fit-memory: the search and the cost model
 #include "llmc/tensor_parallel.h"  // the TP collectives and their recycled buffers
 #include "llmc/vocab_parallel.h"   // --shard-vocab: the embedding and output split over the vocabulary
@@ -465,13 +466,7 @@ static void llama_build(Llama* m, const LlamaConfig* cfg, const MemoryFlags* fla
 
 static void llama_free(Llama* m) {
     if (!m->allocated) { param_store_free(&m->st); return; }
-    stream_synchronize(m->stream);
-    profile_free(&m->prof);
-    offload_free(&m->off);
-    stream_destroy(m->stream);
-    matmul_teardown();
-    if (m->dev.base) dev_free(m->dev.base);
-    if (m->host.base) host_free_pinned(m->host.base);
+    trainer_release(m->stream, &m->prof, &m->off, &m->dev, &m->host);
     free(m->layer_off);
     param_store_free(&m->st);
 }
@@ -1191,10 +1186,7 @@ static void print_config(Logger* lg, const TrainArgs* a, const Llama* m, int gra
           " | gradients summed over micro-steps in %s\n", m->flags.ffn_chunks, a->loop.ffn_chunk_dim, m->flags.ce_chunks,
           m->flags.offload_act, m->off.n_offload, m->flags.recompute,
           m->par.grad_fp32 ? "an fp32 buffer (--fp32-grad-accum)" : sizeof(floatX) < 4 ? "bf16" : "fp32");
-    logf_(lg, "attention: %s (--attention %s)\n", attention_impl_name(g_attention_impl), a->loop.attention);
-#ifdef _OPENMP
-    logf_(lg, "threads: %d (OpenMP)\n", omp_get_max_threads());
-#endif
+    log_runtime(lg, a->loop.attention);
 #ifdef LLMC_CPU
     logf_(lg, "matmul: %s\n", matmul_backend_name());
 #endif
@@ -1248,21 +1240,9 @@ static void print_plan(Logger* lg, const Llama* m) {
     if (matmul_workspace_bytes())
         logf_(lg, "outside the arena: cuBLASLt workspace %.1f MiB, the CUDA context and library code (the driver's "
               "figure each step includes them)\n", matmul_workspace_bytes() / 1048576.0);
-    if (m->par.shard_vocab) {
-        // what --shard-vocab buys against the same run without it: it can be negative
-        // (a tied model under --zero 1: docs/memory.md section 7), so say it
-        ParamLayout off;
-        param_layout_build(&off, m->spec, NUM_PARAM_TENSORS, m->cfg.L, m->comm->tp, 0, m->comm->dp, 0, m->par.zero, 0);
-        double per_opt = 4.0 * (2 + HAVE_MASTER_WEIGHTS), per_local = 2.0 * sizeof(floatX) + 4.0 * m->par.grad_fp32;
-        double without = off.n_local * per_local + off.n_opt * per_opt;
-        double with = m->st.lay.n_local * per_local + m->st.lay.n_opt * per_opt +
-                      (m->st.lay.vocab_tp ? 0.0 : 2.0 * m->st.lay.vocab_rows * m->comm->dp * m->cfg.D * sizeof(floatX));
-        logf_(lg, "--shard-vocab 1 %s %.1f MiB per rank against --shard-vocab 0 (parameters, gradients and optimizer "
-              "state of the vocabulary, %s)\n", without >= with ? "saves" : "COSTS", fabs(without - with) / 1048576.0,
-              m->st.lay.vocab_tp ? "split over the TP group; not counted: the CE chunk's logits, 1/tp of the columns too"
-                               : "less its two gathered buffers");
-        param_layout_free(&off);
-    }
+    if (m->par.shard_vocab)
+        vocab_log_savings(lg, &m->st, m->spec, NUM_PARAM_TENSORS, m->cfg.L, m->par.zero, m->par.grad_fp32, HAVE_MASTER_WEIGHTS,
+                          m->cfg.D);
     act_plan_log(lg, &m->acts, "layer");
     CommBytes cb = comm_bytes_per_step(m, m->micro_steps);
     comm_bytes_log(lg, "comm per step, predicted (bytes this rank sends)", cb.b);
@@ -1271,11 +1251,8 @@ static void print_plan(Logger* lg, const Llama* m) {
 static void write_plan_json(const Llama* m, const char* path) {
     char extra[1024];
     CommBytes cb = comm_bytes_per_step(m, m->micro_steps);
-    char comm[512] = "";
-    for (int g = 0; g < NUM_GROUPS; g++)
-        for (int k = 0; k < NUM_COMM_KINDS; k++)
-            snprintf(comm + strlen(comm), sizeof(comm) - strlen(comm), "%s\"%s %s\": %.0f", comm[0] ? ", " : "",
-                     GROUP_NAMES[g], COMM_KIND_NAMES[k], cb.b[g][k]);
+    char comm[512];
+    comm_bytes_json(comm, sizeof(comm), &cb);
     snprintf(extra, sizeof(extra), "\"dp\": %d, \"tp\": %d, \"tp_sp\": %d, \"tp_regather\": %d, \"zero\": %d, "
              "\"shard_vocab\": %d, \"n_local\": %zu, \"n_opt\": %zu, \"comm_bytes_per_step\": {%s}",
              m->comm->dp, m->comm->tp, m->par.tp_sp, m->par.tp_regather, m->par.zero, m->par.shard_vocab,
@@ -1433,13 +1410,8 @@ int main(int argc, char** argv) {
     // --resume auto: the newest complete checkpoint of the run directory, if any. Any
     // --resume appends to main.log and metrics.jsonl (nothing of an earlier run is lost, even
     // when no checkpoint is usable), and the checkpoints it skips are named in main.log.
-    const char* resume = a.loop.resume;
-    if (!lg.quiet) logger_open(&lg, a.loop.run_dir, resume != NULL);
-    if (resume && strcmp(resume, "auto") == 0) {
-        CkptInfo ci;
-        resume = ckpt_find_latest_all_ranks(&comm, a.loop.run_dir, checkpoint_check, &ci, &lg);
-        if (!resume) logf_(&lg, "--resume auto: no checkpoint in %s, starting fresh\n", a.loop.run_dir);
-    }
+    if (!lg.quiet) logger_open(&lg, a.loop.run_dir, a.loop.resume != NULL);
+    const char* resume = ckpt_resume_path(&comm, &lg, a.loop.resume, a.loop.run_dir, checkpoint_check);
     print_config(&lg, &a, &m, grad_accum);
     logf_(&lg, "%s", fit_report);
     print_plan(&lg, &m);
@@ -1512,9 +1484,8 @@ int main(int argc, char** argv) {
         double ms = (now_seconds() - t0) * 1e3;
         if (step == start + 1) comm_bytes_log(&lg, "comm per step, counted in this step (bytes this rank sent)", comm.sent);
         if (step == a.loop.profile_step) profile_report(&m.prof, &lg, step, ms);
-        double measured = (double)dev_peak_bytes_measured();
-        comm_host_all_reduce(&comm, GROUP_WORLD, &measured, 1, COMM_MAX);  // the largest rank's
-        peak_measured = (size_t)measured > peak_measured ? (size_t)measured : peak_measured;
+        size_t measured = peak_bytes_all_ranks(&comm);  // the largest rank's
+        peak_measured = measured > peak_measured ? measured : peak_measured;
         double tok_s = a.total_batch / (ms / 1e3);
         int last = step == a.loop.steps;
         if (step % a.loop.log_every == 0 || last || step == start + 1) {
@@ -1554,9 +1525,7 @@ int main(int argc, char** argv) {
     if (start >= a.loop.steps) {  // nothing to train (--steps 0, or a finished run resumed): evaluate and sample it
         if (a.loop.val_every > 0) logf_(&lg, "step %5d | val loss %.6f\n", start, evaluate(&m, &val, a.val_batches));
         if (sampler.ready) story_sample(&sampler, &lg, (uint64_t)a.loop.seed * 1000003ull + start, next_token_logits, &m);
-        double measured = (double)dev_peak_bytes_measured();
-        comm_host_all_reduce(&comm, GROUP_WORLD, &measured, 1, COMM_MAX);
-        peak_measured = (size_t)measured;
+        peak_measured = peak_bytes_all_ranks(&comm);
     }
     logf_(&lg, "done: peak memory measured %.1f MiB (%s%s), arena %.1f MiB planned%s\n",
           peak_measured / 1048576.0, dev_measured_name(), comm.size > 1 ? ", largest rank" : "", m.dev.total / 1048576.0,

@@ -116,3 +116,15 @@ static inline void ckpt_state_read(ParamStore* st, const char* path, const CkptI
 static inline void ckpt_step_path(char* out, size_t n, const char* run_dir, int step) {
     snprintf(out, n, "%s/ckpt_%06d.bin", run_dir, step);
 }
+
+// --resume: the checkpoint to continue from, or NULL. "auto": the newest one of run_dir
+// that check accepts (rank 0 looks, every rank gets it; the skipped ones are named in the
+// log), or NULL when there is none.
+static inline const char* ckpt_resume_path(Comm* cm, Logger* lg, const char* resume, const char* run_dir,
+                                           const char* (*check)(const char* path, void* info)) {
+    if (!resume || strcmp(resume, "auto") != 0) return resume;
+    CkptInfo ci;
+    const char* path = ckpt_find_latest_all_ranks(cm, run_dir, check, &ci, lg);
+    if (!path) logf_(lg, "--resume auto: no checkpoint in %s, starting fresh\n", run_dir);
+    return path;
+}
