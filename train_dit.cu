@@ -37,6 +37,7 @@ Every buffer is planned before the loop (print it with --plan-only 1, per rank w
 #include "llmc/parallel_args.h"  // --zero, --tp, --comm, --comm-timeout, --dp, --fp32-grad-accum
 #include "llmc/same_config.h"    // every rank must run the same configuration
 #include "llmc/run_log.h"        // the log lines every trainer has
+#include "llmc/step_loop.h"      // a step's timing, peak memory, log and checkpoint cadence
 #include "llmc/param_store.h"    // parameters in buckets, DP reduction, ZeRO-1, AdamW, state in the reference layout
 #include "llmc/state_checkpoint.h"  // the checkpoint file: header, parameters, AdamW state
 #include "llmc/tensor_parallel.h"  // the TP collectives around the column- and row-parallel GEMMs
@@ -1677,38 +1678,31 @@ int main(int argc, char** argv) {
     logger_start(&lg);  // the inputs are accepted: from here on the run directory is written
     // the starting point of a run, for the PyTorch peer to start from the same weights
     if (a.save_init && !resume) {
-        snprintf(path, sizeof(path), "%s/ckpt_%06d.bin", a.loop.run_dir, 0);
+        ckpt_step_path(path, sizeof(path), a.loop.run_dir, 0);
         dit_checkpoint_write(&m, path, 0);
         logf_(&lg, "initial weights written to %s\n", path);
     }
 
     Batch batch;
     batch_alloc(&batch, a.B, m.clip);
-    size_t peak = 0;
-    int last_ckpt = resume ? start : -1;
+    StepLoop sl;
+    step_loop_init(&sl, &a.loop, &comm, &m.prof, &lg, start, resume != NULL);
     float dscale = 1.0f / (float)((double)a.total_batch * m.clip);
-    double loop_start = now_seconds();
     for (int step = start + 1; step <= a.loop.steps; step++) {
-        double t0 = now_seconds();
-        if (step == start + 1) memset(comm.sent, 0, sizeof(comm.sent));  // what the plan's formula predicts, counted
-        if (step == a.loop.profile_step) profile_start_step(&m.prof);
+        step_begin(&sl, step);
         float lr = lr_at_step(step, a.loop.steps, a.loop.warmup, a.loop.lr, a.loop.min_lr_frac);
         double loss = accumulate_gradients(&m, &a, &batch, &train, step, dscale);
         float norm = dit_grad_norm(&m);
-        stop_if_not_finite(step, loss, norm, a.loop.run_dir, last_ckpt);
+        stop_if_not_finite(step, loss, norm, a.loop.run_dir, sl.last_ckpt);
         dit_apply_update(&m, lr, a.loop.beta1, a.loop.beta2, a.loop.adam_eps, a.loop.weight_decay, a.loop.grad_clip, norm, step);
-        double ms = (now_seconds() - t0) * 1e3;
-        if (step == start + 1) comm_bytes_log(&lg, "comm per step, counted in this step (bytes this rank sent)", comm.sent);
-        if (step == a.loop.profile_step) profile_report(&m.prof, &lg, step, ms);
-        size_t measured = peak_bytes_all_ranks(&comm);  // the largest rank's
-        peak = measured > peak ? measured : peak;
+        double ms = step_end(&sl, step);
         double clips_s = a.total_batch / (ms / 1e3);
         int last = step == a.loop.steps;
-        if (step % a.loop.log_every == 0 || last || step == start + 1) {
+        if (step_logs(&sl, step)) {
             char eta[32];
-            format_eta(eta, sizeof(eta), loop_start, step, start, a.loop.steps);
+            step_eta(&sl, step, eta, sizeof(eta));
             logf_(&lg, "step %5d/%d | loss %.6f | lr %.3e | norm %.4f | %.1f ms | %.1f clips/s %.0f tok/s | ETA %s | "
-                  "peak %.1f MiB%s\n", step, a.loop.steps, loss, lr, norm, ms, clips_s, clips_s * m.N, eta, peak / 1048576.0,
+                  "peak %.1f MiB%s\n", step, a.loop.steps, loss, lr, norm, ms, clips_s, clips_s * m.N, eta, sl.peak / 1048576.0,
                   comm.size > 1 ? " (largest rank)" : "");
         }
         ValLoss vl = {NAN, {NAN, NAN, NAN}, {0, 0, 0}};
@@ -1721,18 +1715,15 @@ int main(int argc, char** argv) {
         metrics_begin(&lg, step);
         metrics_num(&lg, "loss", loss); metrics_num(&lg, "lr", lr); metrics_num(&lg, "grad_norm", norm);
         metrics_num(&lg, "ms", ms); metrics_num(&lg, "clips_per_s", clips_s); metrics_num(&lg, "tok_per_s", clips_s * m.N);
-        metrics_int(&lg, "peak_mem", (long long)peak); metrics_int(&lg, "arena_bytes", (long long)m.dev.total);
+        metrics_int(&lg, "peak_mem", (long long)sl.peak); metrics_int(&lg, "arena_bytes", (long long)m.dev.total);
         metrics_num(&lg, "val_loss", vl.all); metrics_num(&lg, "val_loss_low_t", vl.bucket[0]);
         metrics_num(&lg, "val_loss_mid_t", vl.bucket[1]); metrics_num(&lg, "val_loss_high_t", vl.bucket[2]);
         metrics_end(&lg);
         if (step == a.loop.test_nan_update) param_store_plant_nan(&m.st);
         // the checkpoint first: whatever sampling meets, the step's state is on disk
-        if (a.loop.ckpt_every > 0 && (step % a.loop.ckpt_every == 0 || last)) {
-            snprintf(path, sizeof(path), "%s/ckpt_%06d.bin", a.loop.run_dir, step);
-            stop_if_params_not_finite(step, param_store_params_finite(&m.st), a.loop.run_dir, last_ckpt);
+        if (step_ckpt_due(&sl, step, &m.st, path, sizeof(path))) {
             dit_checkpoint_write(&m, path, step);
-            last_ckpt = step;
-            logf_(&lg, "checkpoint: %s\n", path);
+            step_ckpt_written(&sl, step, path);
         }
         if (a.sample_every > 0 && (step % a.sample_every == 0 || last)) sample_clips(&m, &a, &lg, step);
     }
@@ -1743,9 +1734,9 @@ int main(int argc, char** argv) {
                   vl.bucket[0], vl.bucket[1], vl.bucket[2]);
         }
         if (a.sample_every > 0) sample_clips(&m, &a, &lg, start);
-        peak = dev_peak_bytes_measured();
+        sl.peak = dev_peak_bytes_measured();
     }
-    logf_(&lg, "done: peak memory measured %.1f MiB (%s%s), arena %.1f MiB planned\n", peak / 1048576.0,
+    logf_(&lg, "done: peak memory measured %.1f MiB (%s%s), arena %.1f MiB planned\n", sl.peak / 1048576.0,
           dev_measured_name(), comm.size > 1 ? ", largest rank" : "", m.dev.total / 1048576.0);
     batch_free(&batch);
     clipsource_free(&train);

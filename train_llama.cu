@@ -27,6 +27,7 @@ Every buffer is planned before the loop (print it with --plan-only, per rank wit
 #include "llmc/parallel_args.h"
 #include "llmc/same_config.h"    // every rank must run the same configuration
 #include "llmc/run_log.h"        // the log lines every trainer has
+#include "llmc/step_loop.h"      // a step's timing, peak memory, log and checkpoint cadence
 #include "llmc/fit_memory.h"       // --fit-memory: the search and the cost model
 #include "llmc/tensor_parallel.h"  // the TP collectives and their recycled buffers
 #include "llmc/vocab_parallel.h"   // --shard-vocab: the embedding and output split over the vocabulary
@@ -1457,19 +1458,16 @@ int main(int argc, char** argv) {
     }
     logger_start(&lg);  // the inputs are accepted: from here on the run directory is written
     if (a.save_init && !resume) {
-        snprintf(path, sizeof(path), "%s/ckpt_%06d.bin", a.loop.run_dir, 0);
+        ckpt_step_path(path, sizeof(path), a.loop.run_dir, 0);
         checkpoint_write(&m, path, 0, grad_accum, &train);
         logf_(&lg, "initial weights written to %s\n", path);
     }
 
-    size_t peak_measured = 0;
-    int last_ckpt = resume ? start : -1;
+    StepLoop sl;
+    step_loop_init(&sl, &a.loop, &comm, &m.prof, &lg, start, resume != NULL);
     float dloss = 1.0f / (float)((size_t)a.B * a.T * grad_accum * comm.dp);
-    double loop_start = now_seconds();
     for (int step = start + 1; step <= a.loop.steps; step++) {
-        double t0 = now_seconds();
-        if (step == start + 1) memset(comm.sent, 0, sizeof(comm.sent));  // what the plan's formula predicts, counted
-        if (step == a.loop.profile_step) profile_start_step(&m.prof);
+        step_begin(&sl, step);
         float lr = lr_at_step(step, a.loop.steps, a.loop.warmup, a.loop.lr, a.loop.min_lr_frac);
         llama_zero_grads(&m);
         for (int micro = 0; micro < grad_accum; micro++) {
@@ -1479,24 +1477,19 @@ int main(int argc, char** argv) {
         }
         double loss = llama_take_loss(&m);
         float norm = param_store_grad_norm(&m.st);
-        stop_if_not_finite(step, loss, norm, a.loop.run_dir, last_ckpt);
+        stop_if_not_finite(step, loss, norm, a.loop.run_dir, sl.last_ckpt);
         llama_apply_update(&m, lr, a.loop.beta1, a.loop.beta2, a.loop.adam_eps, a.loop.weight_decay, a.loop.grad_clip, norm, step);
-        double ms = (now_seconds() - t0) * 1e3;
-        if (step == start + 1) comm_bytes_log(&lg, "comm per step, counted in this step (bytes this rank sent)", comm.sent);
-        if (step == a.loop.profile_step) profile_report(&m.prof, &lg, step, ms);
-        size_t measured = peak_bytes_all_ranks(&comm);  // the largest rank's
-        peak_measured = measured > peak_measured ? measured : peak_measured;
+        double ms = step_end(&sl, step);
         double tok_s = a.total_batch / (ms / 1e3);
         int last = step == a.loop.steps;
-        if (step % a.loop.log_every == 0 || last || step == start + 1) {
-            // the ETA spreads everything done so far (validation and samples included) over the steps left
+        if (step_logs(&sl, step)) {
             char eta[32];
-            format_eta(eta, sizeof(eta), loop_start, step, start, a.loop.steps);
+            step_eta(&sl, step, eta, sizeof(eta));
             double seen = (double)step * a.total_batch;
             logf_(&lg, "step %5d/%d | loss %.6f | lr %.3e | norm %.4f | %.1f ms | %.0f tok/s | %.*f%s tok | ETA %s | "
                   "peak %.1f MiB%s\n", step, a.loop.steps, loss, lr, norm, ms, tok_s, seen < 1e6 ? 1 : 2,
                   seen < 1e6 ? seen / 1e3 : seen / 1e6, seen < 1e6 ? "K" : "M", eta,
-                  peak_measured / 1048576.0, comm.size > 1 ? " (largest rank)" : "");
+                  sl.peak / 1048576.0, comm.size > 1 ? " (largest rank)" : "");
         }
         float val_loss = NAN;
         if (a.loop.val_every > 0 && (step % a.loop.val_every == 0 || last)) {
@@ -1507,17 +1500,14 @@ int main(int argc, char** argv) {
         metrics_num(&lg, "loss", loss); metrics_num(&lg, "lr", lr); metrics_num(&lg, "grad_norm", norm);
         metrics_num(&lg, "ms", ms); metrics_num(&lg, "tok_per_s", tok_s);
         metrics_int(&lg, "tokens", (long long)step * a.total_batch);
-        metrics_int(&lg, "peak_mem", (long long)peak_measured); metrics_int(&lg, "arena_bytes", (long long)m.dev.total);
+        metrics_int(&lg, "peak_mem", (long long)sl.peak); metrics_int(&lg, "arena_bytes", (long long)m.dev.total);
         metrics_num(&lg, "val_loss", val_loss);
         metrics_end(&lg);
         if (step == a.loop.test_nan_update) param_store_plant_nan(&m.st);
         // the checkpoint first: whatever sampling meets, the step's state is on disk
-        if (a.loop.ckpt_every > 0 && (step % a.loop.ckpt_every == 0 || last)) {
-            snprintf(path, sizeof(path), "%s/ckpt_%06d.bin", a.loop.run_dir, step);
-            stop_if_params_not_finite(step, param_store_params_finite(&m.st), a.loop.run_dir, last_ckpt);
+        if (step_ckpt_due(&sl, step, &m.st, path, sizeof(path))) {
             checkpoint_write(&m, path, step, grad_accum, &train);
-            last_ckpt = step;
-            logf_(&lg, "checkpoint: %s\n", path);
+            step_ckpt_written(&sl, step, path);
         }
         if (sampler.ready && (step % a.sample_every == 0 || last))
             story_sample(&sampler, &lg, (uint64_t)a.loop.seed * 1000003ull + step, next_token_logits, &m);
@@ -1525,10 +1515,10 @@ int main(int argc, char** argv) {
     if (start >= a.loop.steps) {  // nothing to train (--steps 0, or a finished run resumed): evaluate and sample it
         if (a.loop.val_every > 0) logf_(&lg, "step %5d | val loss %.6f\n", start, evaluate(&m, &val, a.val_batches));
         if (sampler.ready) story_sample(&sampler, &lg, (uint64_t)a.loop.seed * 1000003ull + start, next_token_logits, &m);
-        peak_measured = peak_bytes_all_ranks(&comm);
+        sl.peak = peak_bytes_all_ranks(&comm);
     }
     logf_(&lg, "done: peak memory measured %.1f MiB (%s%s), arena %.1f MiB planned%s\n",
-          peak_measured / 1048576.0, dev_measured_name(), comm.size > 1 ? ", largest rank" : "", m.dev.total / 1048576.0,
+          sl.peak / 1048576.0, dev_measured_name(), comm.size > 1 ? ", largest rank" : "", m.dev.total / 1048576.0,
           comm.size > 1 ? " per rank" : "");
     story_sampler_free(&sampler);
     dataloader_free(&train);
