@@ -1211,13 +1211,10 @@ static void parse_args(int argc, char** argv, TrainArgs* a) {
         if (strcmp(DIT_PRESETS[i].name, a->loop.model) == 0) { a->cfg = DIT_PRESETS[i].cfg; found = 1; }
     if (!found) FAIL("unknown --model '%s' (known: dit-tiny, dit-S, dit-B, dit-XL, hunyuan-13B)", a->loop.model);
     a->flags = dit_flags_default();
-    a->loop.ffn_chunk_dim = "hidden";
-    a->loop.attention = "auto";
-    a->B = 8; a->grad_accum = 0; a->loop.steps = 300; a->loop.warmup = 20;
-    a->loop.val_every = 50; a->val_clips = 48; a->sample_every = 0; a->sample_steps = 24; a->loop.ckpt_every = 0; a->loop.log_every = 1;
-    a->gif_scale = 4;
-    a->loop.lr = 1e-3f; a->loop.min_lr_frac = 0.1f; a->loop.weight_decay = 0.0f; a->loop.beta1 = 0.9f; a->loop.beta2 = 0.999f;
-    a->loop.adam_eps = 1e-8f; a->loop.grad_clip = 1.0f; a->cfg_scale = 3.0f; a->label_dropout = 0.1f; a->loop.seed = 1337;
+    train_loop_defaults(&a->loop);
+    a->loop.steps = 300; a->loop.weight_decay = 0.0f; a->loop.beta2 = 0.999f;
+    a->B = 8; a->grad_accum = 0; a->val_clips = 48; a->sample_every = 0; a->sample_steps = 24; a->gif_scale = 4;
+    a->cfg_scale = 3.0f; a->label_dropout = 0.1f;
     a->data = "synthetic";
     a->loop.run_dir = "runs/train_dit";
     a->par = parallel_args_default();
@@ -1251,17 +1248,12 @@ static void parse_args(int argc, char** argv, TrainArgs* a) {
     };
     MemoryFlagRefs mem = {&a->flags.ffn_chunks, &a->flags.offload_act, &a->flags.recompute,
                           "0 keep all, 1 recompute norms, normed q/k and GELU, 2 keep only block inputs"};
-    Flag all[TRAIN_MAX_FLAGS], flags[TRAIN_MAX_FLAGS];
-    int n_own = (int)(sizeof(own) / sizeof(own[0]));
-    memcpy(all, own, sizeof(own));
-    n_own += parallel_flags(all + n_own, &a->par, "tensor-parallel group size: consecutive ranks; must divide the ranks and H "
-                                                  "(default 1)");
-    n_own += fit_flags(all + n_own, &a->fit);
+    Flag flags[TRAIN_MAX_FLAGS];
     int given[TRAIN_MAX_FLAGS];
-    int n = train_flags_parse(argc, argv, all, n_own, &a->loop, mem, &a->flags.ffn_chunk_seq, flags, given, usage);
+    int n = train_flags_parse_all(argc, argv, own, (int)(sizeof(own) / sizeof(own[0])), &a->loop, mem,
+                                  &a->flags.ffn_chunk_seq, &a->par, "tensor-parallel group size: consecutive ranks; must "
+                                  "divide the ranks and H (default 1)", &a->fit, flags, given, usage);
     fit_fixed_from_flags(&a->fit_search, fit_targets(a), flags, n, given);
-    parallel_args_validate(&a->par);
-    fit_args_validate(&a->fit);
 }
 
 // the per-flag view of a block's saved activations (what --plan-only prints for long sequences)

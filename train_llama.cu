@@ -31,6 +31,7 @@ Every buffer is planned before the loop (print it with --plan-only, per rank wit
 #include "llmc/fit_memory.h"       // --fit-memory: the search and the cost model
 #include "llmc/tensor_parallel.h"  // the TP collectives and their recycled buffers
 #include "llmc/vocab_parallel.h"   // --shard-vocab: the embedding and output split over the vocabulary
+#include "llmc/rope3d.h"           // the RoPE angle table
 #include "llmc/param_store.h"
 #include "llmc/state_checkpoint.h"  // the checkpoint file: header, parameters, AdamW state, loader position
 
@@ -450,16 +451,9 @@ static void llama_build(Llama* m, const LlamaConfig* cfg, const MemoryFlags* fla
     tp_context_bind(&m->tpc, m->stream, m->comm_staging, staging);
     dev_memset(m->loss_sum, 0, sizeof(float), m->stream);
 
-    // RoPE table: angle pos * theta^(-2i/hd) for the adjacent pair (2i, 2i+1)
-    size_t half = hd / 2, n_rope = (size_t)c->max_seq_len * half;
+    size_t n_rope = (size_t)c->max_seq_len * (hd / 2);
     float* tab = (float*)xmalloc(2 * n_rope * sizeof(float));
-    for (int t = 0; t < c->max_seq_len; t++)
-        for (size_t i = 0; i < half; i++) {
-            double freq = pow((double)c->rope_theta, -2.0 * (double)i / (double)hd);
-            double ang = (double)t * freq;
-            tab[t * half + i] = (float)cos(ang);
-            tab[n_rope + t * half + i] = (float)sin(ang);
-        }
+    rope1d_table(tab, tab + n_rope, c->max_seq_len, (int)hd, c->rope_theta);  // llmc/rope3d.h
     dev_memcpy_h2d(m->rope_cos, tab, 2 * n_rope * sizeof(float), m->stream);
     stream_synchronize(m->stream);
     free(tab);
@@ -475,13 +469,6 @@ static void llama_free(Llama* m) {
 static void llama_set_params(Llama* m, const float* host_params) {
     param_store_set_state(&m->st, host_params, NULL, NULL);
     vocab_invalidate(&m->voc);
-}
-
-[[maybe_unused]] static void llama_get_params(Llama* m, float* host_params) {
-    int root = m->comm->dp_rank == 0;
-    float* scratch = root ? (float*)xmalloc(2 * m->num_params * sizeof(float)) : NULL;
-    param_store_get_state(&m->st, host_params, scratch, root ? scratch + m->num_params : NULL);
-    free(scratch);
 }
 
 // the DP-reduced gradients of the whole model in the reference layout, on rank 0
@@ -991,15 +978,8 @@ static void llama_next_token_logits(Llama* m, const int* tokens, int T, float* h
     tp_give_back(&m->tpc, &xfin);
     comm_synchronize(m->comm);
     stream_synchronize(s);
-    if (!vtp) { dev_download_floats(host_logits, m->logits, c->V); return; }
-    // the vocabulary shards of the TP group, in rank order, without the padding
-    float* mine = (float*)xmalloc((size_t)V * sizeof(float));
-    float* all = (float*)xmalloc((size_t)V * tp * sizeof(float));
-    dev_download_floats(mine, m->logits, V);
-    comm_host_gather(m->comm, GROUP_TP, mine, (size_t)V * sizeof(float), all);
-    comm_host_broadcast(m->comm, GROUP_TP, all, (size_t)V * tp * sizeof(float), 0);
-    memcpy(host_logits, all, (size_t)c->V * sizeof(float));
-    free(mine); free(all);
+    if (vtp) vocab_gather_logits(&m->voc, host_logits, m->logits, V, c->V);
+    else dev_download_floats(host_logits, m->logits, c->V);
 }
 
 // ----------------------------------------------------------------------------
@@ -1100,13 +1080,10 @@ static void parse_args(int argc, char** argv, TrainArgs* a) {
     memset(a, 0, sizeof(*a));
     a->loop.model = "tiny";
     a->flags = memory_flags_default();
-    a->loop.ffn_chunk_dim = "hidden";
-    a->loop.attention = "auto";
-    a->B = 8; a->T = 256; a->total_batch = 0; a->loop.steps = 200; a->loop.warmup = 20;
-    a->loop.val_every = 50; a->val_batches = 20; a->sample_every = 0; a->sample_len = 64; a->loop.ckpt_every = 0;
-    a->loop.log_every = 1;
-    a->loop.lr = 1e-3f; a->loop.min_lr_frac = 0.1f; a->loop.weight_decay = 0.1f; a->loop.beta1 = 0.9f; a->loop.beta2 = 0.95f;
-    a->loop.adam_eps = 1e-8f; a->loop.grad_clip = 1.0f; a->temperature = 1.0f; a->loop.seed = 1337;
+    train_loop_defaults(&a->loop);
+    a->loop.steps = 200; a->loop.weight_decay = 0.1f; a->loop.beta2 = 0.95f;
+    a->B = 8; a->T = 256; a->total_batch = 0; a->val_batches = 20; a->sample_every = 0; a->sample_len = 64;
+    a->temperature = 1.0f;
     a->train_data = "data/tinystories/tinystories_train_*.bin";
     a->val_data = "data/tinystories/tinystories_val_*.bin";
     a->tokenizer = "../shared/data/tinystories/tokenizer/tokenizer.bin";
@@ -1154,18 +1131,13 @@ static void parse_args(int argc, char** argv, TrainArgs* a) {
     };
     MemoryFlagRefs mem = {&a->flags.ffn_chunks, &a->flags.offload_act, &a->flags.recompute,
                           "0 keep all, 1 recompute norms and SwiGLU, 2 keep only layer inputs"};
-    Flag all[TRAIN_MAX_FLAGS], flags[TRAIN_MAX_FLAGS];
-    int n_own = (int)(sizeof(own) / sizeof(own[0]));
-    memcpy(all, own, sizeof(own));
-    n_own += parallel_flags(all + n_own, &a->par, "tensor-parallel group size: consecutive ranks; must divide the ranks, H "
-                                                  "and KV (default 1)");
-    n_own += fit_flags(all + n_own, &a->fit);
+    Flag flags[TRAIN_MAX_FLAGS];
     int given[TRAIN_MAX_FLAGS];
-    int nflags = train_flags_parse(argc, argv, all, n_own, &a->loop, mem, &a->flags.ffn_chunk_seq, flags, given, usage);
+    int nflags = train_flags_parse_all(argc, argv, own, (int)(sizeof(own) / sizeof(own[0])), &a->loop, mem,
+                                       &a->flags.ffn_chunk_seq, &a->par, "tensor-parallel group size: consecutive ranks; "
+                                       "must divide the ranks, H and KV (default 1)", &a->fit, flags, given, usage);
     a->tokenizer_given = flag_given(flags, nflags, given, &a->tokenizer);
     fit_fixed_from_flags(&a->fit_search, fit_targets(a), flags, nflags, given);
-    parallel_args_validate(&a->par);
-    fit_args_validate(&a->fit);
 }
 
 static void print_config(Logger* lg, const TrainArgs* a, const Llama* m, int grad_accum) {

@@ -144,3 +144,17 @@ static inline void vocab_log_savings(Logger* lg, const ParamStore* st, const Par
                         : "less its two gathered buffers");
     param_layout_free(&off);
 }
+
+// Over TP: the whole row of V logits on every rank of the group, from each rank's
+// vocab_cols of them on the device (the shards in rank order, without the padding).
+static inline void vocab_gather_logits(const VocabShards* v, float* host_logits, const floatX* logits, int vocab_cols, int V) {
+    Comm* cm = v->st->comm;
+    int tp = cm->tp;
+    float* mine = (float*)xmalloc((size_t)vocab_cols * sizeof(float));
+    float* all = (float*)xmalloc((size_t)vocab_cols * tp * sizeof(float));
+    dev_download_floats(mine, logits, vocab_cols);
+    comm_host_gather(cm, GROUP_TP, mine, (size_t)vocab_cols * sizeof(float), all);
+    comm_host_broadcast(cm, GROUP_TP, all, (size_t)vocab_cols * tp * sizeof(float), 0);
+    memcpy(host_logits, all, (size_t)V * sizeof(float));
+    free(mine); free(all);
+}
