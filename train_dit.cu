@@ -1206,10 +1206,7 @@ static FitTargets fit_targets(TrainArgs* a) {
 static void parse_args(int argc, char** argv, TrainArgs* a) {
     memset(a, 0, sizeof(*a));
     a->loop.model = flag_peek(argc, argv, "model") ? flag_peek(argc, argv, "model") : "dit-tiny";
-    int found = 0;
-    for (int i = 0; i < NUM_DIT_PRESETS; i++)
-        if (strcmp(DIT_PRESETS[i].name, a->loop.model) == 0) { a->cfg = DIT_PRESETS[i].cfg; found = 1; }
-    if (!found) FAIL("unknown --model '%s' (known: dit-tiny, dit-S, dit-B, dit-XL, hunyuan-13B)", a->loop.model);
+    a->cfg = DIT_PRESETS[flag_preset(DIT_PRESETS, sizeof(DIT_PRESETS[0]), NUM_DIT_PRESETS, a->loop.model)].cfg;
     a->flags = dit_flags_default();
     train_loop_defaults(&a->loop);
     a->loop.steps = 300; a->loop.weight_decay = 0.0f; a->loop.beta2 = 0.999f;
@@ -1615,9 +1612,7 @@ int main(int argc, char** argv) {
                      comm.tp, a.B);
     }
     if (!a.loop.plan_only) check_same_config(&comm, &a);
-    Logger lg;
-    memset(&lg, 0, sizeof(lg));
-    lg.quiet = comm.rank != 0;
+    Logger lg = logger_for_rank(comm.rank);
     Dit m;
     if (a.loop.plan_only) {
         dit_build(&m, &a.cfg, &a.flags, &par, &comm, a.B, 0);

@@ -510,8 +510,6 @@ static floatX* layer_dw(const Llama* m, int t, int l) { return m->st.grads + m->
 // ----------------------------------------------------------------------------
 // data parallelism: gradient reduction per bucket, the sharded vocabulary
 
-static Comm* llama_comm(Llama* m) { return param_store_comm(&m->st); }
-
 // the vocabulary split over DP ranks (--shard-vocab 1 with tp = 1): llmc/vocab_parallel.h
 static int vocab_dp_sharded(const Llama* m) { return vocab_over_dp(&m->voc); }
 
@@ -1092,15 +1090,7 @@ static void parse_args(int argc, char** argv, TrainArgs* a) {
     a->fit = fit_args_default();
     // the preset first, so explicit dimensions override it wherever they stand
     if (flag_peek(argc, argv, "model")) a->loop.model = flag_peek(argc, argv, "model");
-    int found = 0;
-    for (int i = 0; i < NUM_MODEL_PRESETS; i++)
-        if (strcmp(MODEL_PRESETS[i].name, a->loop.model) == 0) { a->cfg = MODEL_PRESETS[i].cfg; found = 1; }
-    if (!found) {
-        char known[256] = "";
-        for (int i = 0; i < NUM_MODEL_PRESETS; i++)
-            snprintf(known + strlen(known), sizeof(known) - strlen(known), "%s%s", i ? ", " : "", MODEL_PRESETS[i].name);
-        FAIL("unknown --model '%s' (known: %s)", a->loop.model, known);
-    }
+    a->cfg = MODEL_PRESETS[flag_preset(MODEL_PRESETS, sizeof(MODEL_PRESETS[0]), NUM_MODEL_PRESETS, a->loop.model)].cfg;
     a->T = a->T < a->cfg.max_seq_len ? a->T : a->cfg.max_seq_len;
 
     const Flag own[] = {
@@ -1361,9 +1351,7 @@ int main(int argc, char** argv) {
     int grad_accum = a.total_batch / (a.B * a.T * comm.dp);
     ParallelFlags pf = parallel_flags_resolve(&a.par, a.shard_vocab, grad_accum);
     if (!a.loop.plan_only) check_same_config(&comm, &a);
-    Logger lg;
-    memset(&lg, 0, sizeof(lg));
-    lg.quiet = comm.rank != 0;
+    Logger lg = logger_for_rank(comm.rank);
     Llama m;
     if (a.loop.plan_only) {
         llama_build(&m, &a.cfg, &a.flags, &pf, &comm, a.B, a.T, 0);
