@@ -1184,12 +1184,7 @@ static CommBytes comm_bytes_per_step(const Llama* m, int micro_steps) {
         ADD(GROUP_TP, KIND_ALL_REDUCE, micro_steps * vtp * ce);
     }
     param_store_comm_bytes(&m->st, &cb);  // data parallelism: each bucket once per step, the norm
-    if (m->par.shard_vocab && !lay->vocab_tp) {  // the vocabulary over DP: gathered at use, gradients scattered
-        double full = (double)lay->vocab_rows * cm->dp * D * sx;
-        // tied: one gathered copy serves the whole step; untied: the lookup and the head take turns in the one buffer
-        ADD(GROUP_DP, KIND_ALL_GATHER, (c->tied ? 1 : 2.0 * micro_steps) * full);
-        ADD(GROUP_DP, KIND_REDUCE_SCATTER, (c->tied ? 1 : 2) * micro_steps * full);
-    }
+    vocab_comm_bytes(&m->voc, &cb, micro_steps);  // the vocabulary over DP (--shard-vocab 1, tp = 1)
     #undef ADD
     return cb;
 }

@@ -158,3 +158,14 @@ static inline void vocab_gather_logits(const VocabShards* v, float* host_logits,
     memcpy(host_logits, all, (size_t)V * sizeof(float));
     free(mine); free(all);
 }
+
+// Over DP: what the vocabulary sends per optimizer step (comm_bytes_add's count): the
+// weights gathered at use (tied: one gathered copy serves the whole step; untied: the
+// lookup and the head take turns in the one buffer), the gradients reduce-scattered.
+static inline void vocab_comm_bytes(const VocabShards* v, CommBytes* cb, int micro_steps) {
+    if (!vocab_over_dp(v)) return;
+    const Comm* cm = v->st->comm;
+    double full = (double)v->st->lay.vocab_rows * cm->dp * (double)v->D * sizeof(floatX);
+    comm_bytes_add(cb, cm, GROUP_DP, KIND_ALL_GATHER, (v->tied ? 1 : 2.0 * micro_steps) * full);
+    comm_bytes_add(cb, cm, GROUP_DP, KIND_REDUCE_SCATTER, (v->tied ? 1 : 2) * micro_steps * full);
+}
