@@ -784,35 +784,10 @@ static void layer_backward(Llama* m, int l, int B, int T) {
 // sequence parallelism). Vocab-parallel (--shard-vocab 1, tp > 1): each rank looks up
 // the ids it owns and writes zeros for the others; the TP sum is the lookup.
 static void embed_forward(Llama* m, int N) {
-    const LlamaConfig* c = &m->cfg;
-    stream_t s = m->stream;
-    floatX* x = ACT(layer_acts(m, 0), A_X);
-    if (!m->st.lay.vocab_tp) {
-        PROF(&m->prof, "embedding", 0, 2.0 * own_rows(m, N) * c->D * SX, s)
-            encoder_forward(x, m->inputs + own_row0(m, N), vocab_weights(&m->voc, P_EMB, m->p[P_EMB]), own_rows(m, N), c->D, s);
-        return;
-    }
-    TpRows part = tp_partial_rows(&m->tpc, x, N);
-    PROF(&m->prof, "embedding", 0, 2.0 * N * c->D * SX, s)
-        encoder_forward_range(part.p, m->inputs, m->p[P_EMB], N, c->D, (int)m->st.lay.v0, (int)m->st.lay.v_valid, s);
-    floatX* mine = tp_reduce_rows(&m->tpc, part.p, N);
-    if (mine != x) dev_memcpy_d2d(x, mine, (size_t)own_rows(m, N) * c->D * sizeof(floatX), s);
-    tp_give_back(&m->tpc, &part);
+    vocab_embed_forward(&m->voc, &m->tpc, &m->prof, ACT(layer_acts(m, 0), A_X), m->inputs, m->p[P_EMB], N);
 }
-
-// its backward from m->dx (this rank's rows under sequence parallelism) into demb
 static void embed_backward(Llama* m, floatX* demb, int N) {
-    const LlamaConfig* c = &m->cfg;
-    stream_t s = m->stream;
-    PROF(&m->prof, "embedding", 0, 3.0 * N * c->D * SX, s) {
-        if (!m->st.lay.vocab_tp) {
-            encoder_backward(demb, m->dx, m->inputs + own_row0(m, N), own_rows(m, N), c->D, s);
-        } else {
-            TpRows dy = tp_grad_rows(&m->tpc, m->dx, N);
-            encoder_backward_range(demb, dy.p, m->inputs, N, c->D, (int)m->st.lay.v0, (int)m->st.lay.v_valid, s);
-            tp_give_back(&m->tpc, &dy);
-        }
-    }
+    vocab_embed_backward(&m->voc, &m->tpc, &m->prof, demb, m->dx, m->inputs, N);
 }
 
 // Final norm, output projection and cross-entropy, --ce-chunks rows at a time. In

@@ -20,6 +20,8 @@ no rank holds a whole row of V logits.
 #include "arena.h"
 #include "comm.h"
 #include "param_store.h"
+#include "profile.h"
+#include "tensor_parallel.h"
 
 typedef struct {
     ParamStore* st;            // where the owned rows live (the layout's vocabulary region)
@@ -168,4 +170,44 @@ static inline void vocab_comm_bytes(const VocabShards* v, CommBytes* cb, int mic
     double full = (double)v->st->lay.vocab_rows * cm->dp * (double)v->D * sizeof(floatX);
     comm_bytes_add(cb, cm, GROUP_DP, KIND_ALL_GATHER, (v->tied ? 1 : 2.0 * micro_steps) * full);
     comm_bytes_add(cb, cm, GROUP_DP, KIND_REDUCE_SCATTER, (v->tied ? 1 : 2) * micro_steps * full);
+}
+
+// The token embedding of N tokens into x (this rank's own rows: tpc says which). emb: the
+// table's rows this rank holds. Replicated or over DP, a lookup of the whole table
+// (gathered at use); over TP, each rank looks up the tokens in its rows (zeros for the
+// others) and the partial rows are summed over the group.
+static inline void vocab_embed_forward(VocabShards* v, TpContext* tpc, Profile* prof, floatX* x, const int* inputs,
+                                       floatX* emb, int N) {
+    const ParamLayout* lay = &v->st->lay;
+    stream_t s = v->st->stream;
+    int D = (int)v->D, own = tp_own_rows(tpc, N);
+    if (!lay->vocab_tp) {
+        PROF(prof, "embedding", 0, 2.0 * own * D * SX, s)
+            encoder_forward(x, inputs + tp_own_row0(tpc, N), vocab_weights(v, v->emb, emb), own, D, s);
+        return;
+    }
+    TpRows part = tp_partial_rows(tpc, x, N);
+    PROF(prof, "embedding", 0, 2.0 * N * D * SX, s)
+        encoder_forward_range(part.p, inputs, emb, N, D, (int)lay->v0, (int)lay->v_valid, s);
+    floatX* mine = tp_reduce_rows(tpc, part.p, N);
+    if (mine != x) dev_memcpy_d2d(x, mine, (size_t)own * D * sizeof(floatX), s);
+    tp_give_back(tpc, &part);
+}
+
+// its backward: dx (this rank's own rows of the gradient) into demb, the table's gradient
+// (over DP the unsharded one of vocab_grad_begin); over TP all N rows' gradient, gathered
+static inline void vocab_embed_backward(VocabShards* v, TpContext* tpc, Profile* prof, floatX* demb, floatX* dx,
+                                        const int* inputs, int N) {
+    const ParamLayout* lay = &v->st->lay;
+    stream_t s = v->st->stream;
+    int D = (int)v->D;
+    PROF(prof, "embedding", 0, 3.0 * N * D * SX, s) {
+        if (!lay->vocab_tp) {
+            encoder_backward(demb, dx, inputs + tp_own_row0(tpc, N), tp_own_rows(tpc, N), D, s);
+        } else {
+            TpRows dy = tp_grad_rows(tpc, dx, N);
+            encoder_backward_range(demb, dy.p, inputs, N, D, (int)lay->v0, (int)lay->v_valid, s);
+            tp_give_back(tpc, &dy);
+        }
+    }
 }
