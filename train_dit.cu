@@ -1467,22 +1467,12 @@ static void sample_clips(Dit* m, const TrainArgs* a, Logger* lg, int step) {
             for (size_t j = 0; j < clip; j++) xk[j] -= dt * (vn[j] + a->cfg_scale * (vy[j] - vn[j]));
         }
     }
-    char dir[1100], path[1300];
+    char dir[1100];
     snprintf(dir, sizeof(dir), "%s/samples", a->loop.run_dir);
-    // a sample that cannot be written (full disk, samples/ unwritable) is a warning: the
-    // run and its checkpoints go on
-    const char* why = NULL;
-    static char mkdir_why[1300];
-    int err = m->comm->rank == 0 ? mkdir_p_try(dir) : 0;
-    if (err) { snprintf(mkdir_why, sizeof(mkdir_why), "cannot create directory '%s': %s", dir, strerror(err)); why = mkdir_why; }
-    for (int k = 0; k < c->NC && m->comm->rank == 0 && !why; k++) {  // every rank sampled the same clips; rank 0 writes
-        float* xk = x + (size_t)k * clip;
-        for (size_t j = 0; j < clip; j++) xk[j] = xk[j] < -1.0f ? -1.0f : xk[j] > 1.0f ? 1.0f : xk[j];
-        snprintf(path, sizeof(path), "%s/step_%06d_class_%d.gif", dir, step, k);
-        why = try_write_gif(path, xk, c->C, c->Fr, c->Hi, c->Wi, a->gif_scale, 12);
-        snprintf(path, sizeof(path), "%s/step_%06d_class_%d.png", dir, step, k);
-        if (!why) why = try_write_png_strip(path, xk, c->C, c->Fr, c->Hi, c->Wi, a->gif_scale, 2);
-    }
+    // every rank sampled the same clips; rank 0 writes. A sample that cannot be written
+    // (full disk, samples/ unwritable) is a warning: the run and its checkpoints go on
+    const char* why = m->comm->rank != 0 ? NULL
+                      : write_class_samples(dir, step, x, c->NC, c->C, c->Fr, c->Hi, c->Wi, a->gif_scale);
     if (why) logf_(lg, "warning: the samples of step %d were not written (%s); training goes on\n", step, why);
     else logf_(lg, "samples: %d classes, %d Euler steps, guidance %g -> %s/step_%06d_class_*.gif (and .png)\n", c->NC,
                a->sample_steps, a->cfg_scale, dir, step);
