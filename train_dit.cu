@@ -35,7 +35,11 @@ Every buffer is planned before the loop (print it with --plan-only 1, per rank w
 #include "llmc/trainer.h"        // kernels, arena, offload, checkpoints, logger, schedule, the shared flags
 #include "llmc/comm.h"           // ranks and their collectives (MPI, NCCL)
 #include "llmc/parallel_args.h"  // --zero, --tp, --comm, --comm-timeout, --dp, --fp32-grad-accum
+#include "llmc/same_config.h"    // every rank must run the same configuration
+#include "llmc/run_log.h"        // the log lines every trainer has
+#include "llmc/step_loop.h"      // a step's timing, peak memory, log and checkpoint cadence
 #include "llmc/param_store.h"    // parameters in buckets, DP reduction, ZeRO-1, AdamW, state in the reference layout
+#include "llmc/state_checkpoint.h"  // the checkpoint file: header, parameters, AdamW state
 #include "llmc/tensor_parallel.h"  // the TP collectives around the column- and row-parallel GEMMs
 #include "llmc/fit_memory.h"     // --fit-memory: the search and the cost model
 #include "llmc/rope3d.h"        // the 3-D RoPE table
@@ -508,13 +512,7 @@ static void dit_build(Dit* m, const DitConfig* cfg, const DitFlags* flags, const
 
 static void dit_free(Dit* m) {
     if (!m->allocated) { param_store_free(&m->st); return; }
-    stream_synchronize(m->stream);
-    profile_free(&m->prof);
-    offload_free(&m->off);
-    stream_destroy(m->stream);
-    matmul_teardown();
-    if (m->dev.base) dev_free(m->dev.base);
-    if (m->host.base) host_free_pinned(m->host.base);
+    trainer_release(m->stream, &m->prof, &m->off, &m->dev, &m->host);
     free(m->host_sq);
     free(m->host_sq_sum);
     free(m->local_off);
@@ -1135,77 +1133,39 @@ static void dit_apply_update(Dit* m, float lr, float beta1, float beta2, float e
 }
 // ----------------------------------------------------------------------------
 // checkpoints (docs/formats.md): header, fp32 parameters, AdamW m and v, through
-// llmc/checkpoint.h (atomic, checksummed). The data order and every random draw are
+// llmc/state_checkpoint.h (atomic, checksummed). The data order and every random draw are
 // functions of (seed, step), so nothing else is needed to continue bit-exactly.
 
-#define DIT_CKPT_MAGIC 20261126
-#define DIT_CKPT_VERSION 1
+static const CkptFormat DIT_CKPT = {"train_dit", 20261126, 1, /*step*/ 14, /*params*/ 15, /*extra*/ -1, /*dp*/ -1};
 
 // A collective: every rank calls it, rank 0 writes.
 static void dit_checkpoint_write(Dit* m, const char* path, int step) {
     const DitConfig* c = &m->cfg;
-    size_t n = m->num_params;
-    int root = m->comm->rank == 0;
-    float* buf = root ? (float*)xmalloc(3 * n * sizeof(float)) : NULL;
-    param_store_get_state(&m->st, buf, root ? buf + n : NULL, root ? buf + 2 * n : NULL);
-    if (!root) return;
-    int header[256] = {0};
-    float* hf = (float*)header;
-    header[0] = DIT_CKPT_MAGIC; header[1] = DIT_CKPT_VERSION;
+    int h[256] = {0};
     int dims[12] = {c->C, c->Fr, c->Hi, c->Wi, c->pt, c->ph, c->pw, c->D, c->L, c->H, c->FF, c->NC};
-    memcpy(header + 2, dims, sizeof(dims));
-    header[14] = step;
-    header[15] = (int)(n & 0x7fffffff); header[16] = (int)(n >> 31);
-    hf[32] = c->rope_theta;
-    CkptWriter w;
-    ckpt_writer_open(&w, path);
-    ckpt_write(&w, header, sizeof(header));
-    for (int k = 0; k < 3; k++) ckpt_write(&w, buf + k * n, n * sizeof(float));
-    ckpt_writer_close(&w);
-    free(buf);
+    memcpy(h + 2, dims, sizeof(dims));
+    ((float*)h)[32] = c->rope_theta;
+    ckpt_state_write(&m->st, &DIT_CKPT, path, h, step, m->num_params, NULL, 0);
 }
 
-// reads and checks the header and the checksum; returns NULL, or why the file cannot be used
-static const char* dit_checkpoint_check(const char* path, void* header_out) {
-    static char why[1400];
-    int* h = (int*)header_out;
-    if (ckpt_path_problem(path)) return ckpt_path_problem(path);
-    FILE* f = fopen(path, "rb");
-    if (!f) { snprintf(why, sizeof(why), "cannot open checkpoint %s: %s", path, strerror(errno)); return why; }
-    int ok = fread(h, sizeof(int), 256, f) == 256;
-    fclose(f);
-    if (!ok) { snprintf(why, sizeof(why), "%s: too short for a checkpoint header (truncated)", path); return why; }
-    if (h[0] != DIT_CKPT_MAGIC) { snprintf(why, sizeof(why), "%s is not a train_dit checkpoint (magic %d, expected %d)", path, h[0], DIT_CKPT_MAGIC); return why; }
-    if (h[1] != DIT_CKPT_VERSION) { snprintf(why, sizeof(why), "%s: checkpoint version %d, this build reads %d", path, h[1], DIT_CKPT_VERSION); return why; }
-    if (h[15] < 0 || h[16] < 0) { snprintf(why, sizeof(why), "%s: malformed checkpoint header", path); return why; }
-    if (h[14] < 0 || h[14] > FLAG_STEPS_MAX) { snprintf(why, sizeof(why), "%s: malformed checkpoint header (step %d)", path, h[14]); return why; }
-    size_t n = (size_t)h[15] | ((size_t)h[16] << 31);
-    if (n > CKPT_MAX_PARAMS) { snprintf(why, sizeof(why), "%s: malformed checkpoint header (%zu parameters)", path, n); return why; }
-    size_t blocks[3] = {n * sizeof(float), n * sizeof(float), n * sizeof(float)};
-    return ckpt_verify(path, blocks, 3);
-}
+static const char* dit_checkpoint_check(const char* path, void* ci) { return ckpt_state_header(path, &DIT_CKPT, (CkptInfo*)ci); }
 
 // Loads parameters and (unless params_only, as for --init-from) AdamW state, whatever the
 // layout that wrote it; returns the checkpoint's step. Rank 0 reads, every rank gets it.
 static int dit_checkpoint_read(Dit* m, const char* path, int params_only) {
     const DitConfig* c = &m->cfg;
-    Comm* cm = m->comm;
-    int h[256] = {0};
-    ckpt_check_all_ranks(cm, path, dit_checkpoint_check, h, sizeof(h));
+    CkptInfo ci;
+    ckpt_check_all_ranks(m->comm, path, dit_checkpoint_check, &ci, sizeof(ci));
+    const int* h = ci.header;
     int want[12] = {c->C, c->Fr, c->Hi, c->Wi, c->pt, c->ph, c->pw, c->D, c->L, c->H, c->FF, c->NC};
     const char* names[12] = {"C", "frames", "height", "width", "pt", "ph", "pw", "D", "L", "H", "FF", "NC"};
     for (int i = 0; i < 12; i++)
         if (h[2 + i] != want[i])
             FAIL("%s: the checkpoint has %s=%d but this run has %d (pass the checkpoint's model and clip dimensions)",
                  path, names[i], h[2 + i], want[i]);
-    if (memcmp(&((float*)h)[32], &c->rope_theta, sizeof(float)) != 0)
-        FAIL("%s: the checkpoint has rope_theta=%.9g but this run has %.9g", path, ((float*)h)[32], c->rope_theta);
-    size_t n = (size_t)h[15] | ((size_t)h[16] << 31);
-    if (n != m->num_params) FAIL("%s: %zu parameters, the model has %zu", path, n, m->num_params);
-    FILE* f = cm->rank == 0 ? xfopen(path, "rb") : NULL;
-    if (f) fseek(f, 1024, SEEK_SET);
-    param_store_read_state(&m->st, f, path, params_only);
-    if (f) fclose(f);
+    if (memcmp(&((const float*)h)[32], &c->rope_theta, sizeof(float)) != 0)
+        FAIL("%s: the checkpoint has rope_theta=%.9g but this run has %.9g", path, ((const float*)h)[32], c->rope_theta);
+    ckpt_state_read(&m->st, path, &ci, m->num_params, params_only, NULL);
     return h[14];
 }
 
@@ -1222,7 +1182,7 @@ typedef struct {
     const char* data;
     ParallelArgs par;    // --zero, --tp, --comm, --comm-timeout, --dp, --fp32-grad-accum (llmc/parallel_args.h)
     FitArgs fit;         // --fit-memory (llmc/fit_memory.h)
-    int batch_given, fit_fixed_ffn, fit_fixed_recompute, fit_fixed_offload;  // flags given by the user
+    FitSearch fit_search;  // the flags --fit-memory must keep: those given
 } TrainArgs;
 
 static void usage(const Flag* flags, int n) {
@@ -1237,21 +1197,21 @@ static void usage(const Flag* flags, int n) {
     printf("\n");
 }
 
+// the flags --fit-memory chooses (no output head: no --ce-chunks)
+static FitTargets fit_targets(TrainArgs* a) {
+    FitTargets t = {&a->B, &a->flags.ffn_chunks, NULL, &a->flags.recompute, &a->flags.offload_act};
+    return t;
+}
+
 static void parse_args(int argc, char** argv, TrainArgs* a) {
     memset(a, 0, sizeof(*a));
     a->loop.model = flag_peek(argc, argv, "model") ? flag_peek(argc, argv, "model") : "dit-tiny";
-    int found = 0;
-    for (int i = 0; i < NUM_DIT_PRESETS; i++)
-        if (strcmp(DIT_PRESETS[i].name, a->loop.model) == 0) { a->cfg = DIT_PRESETS[i].cfg; found = 1; }
-    if (!found) FAIL("unknown --model '%s' (known: dit-tiny, dit-S, dit-B, dit-XL, hunyuan-13B)", a->loop.model);
+    a->cfg = DIT_PRESETS[flag_preset(DIT_PRESETS, sizeof(DIT_PRESETS[0]), NUM_DIT_PRESETS, a->loop.model)].cfg;
     a->flags = dit_flags_default();
-    a->loop.ffn_chunk_dim = "hidden";
-    a->loop.attention = "auto";
-    a->B = 8; a->grad_accum = 0; a->loop.steps = 300; a->loop.warmup = 20;
-    a->loop.val_every = 50; a->val_clips = 48; a->sample_every = 0; a->sample_steps = 24; a->loop.ckpt_every = 0; a->loop.log_every = 1;
-    a->gif_scale = 4;
-    a->loop.lr = 1e-3f; a->loop.min_lr_frac = 0.1f; a->loop.weight_decay = 0.0f; a->loop.beta1 = 0.9f; a->loop.beta2 = 0.999f;
-    a->loop.adam_eps = 1e-8f; a->loop.grad_clip = 1.0f; a->cfg_scale = 3.0f; a->label_dropout = 0.1f; a->loop.seed = 1337;
+    train_loop_defaults(&a->loop);
+    a->loop.steps = 300; a->loop.weight_decay = 0.0f; a->loop.beta2 = 0.999f;
+    a->B = 8; a->grad_accum = 0; a->val_clips = 48; a->sample_every = 0; a->sample_steps = 24; a->gif_scale = 4;
+    a->cfg_scale = 3.0f; a->label_dropout = 0.1f;
     a->data = "synthetic";
     a->loop.run_dir = "runs/train_dit";
     a->par = parallel_args_default();
@@ -1285,20 +1245,12 @@ static void parse_args(int argc, char** argv, TrainArgs* a) {
     };
     MemoryFlagRefs mem = {&a->flags.ffn_chunks, &a->flags.offload_act, &a->flags.recompute,
                           "0 keep all, 1 recompute norms, normed q/k and GELU, 2 keep only block inputs"};
-    Flag all[TRAIN_MAX_FLAGS], flags[TRAIN_MAX_FLAGS];
-    int n_own = (int)(sizeof(own) / sizeof(own[0]));
-    memcpy(all, own, sizeof(own));
-    n_own += parallel_flags(all + n_own, &a->par, "tensor-parallel group size: consecutive ranks; must divide the ranks and H "
-                                                  "(default 1)");
-    n_own += fit_flags(all + n_own, &a->fit);
+    Flag flags[TRAIN_MAX_FLAGS];
     int given[TRAIN_MAX_FLAGS];
-    int n = train_flags_parse(argc, argv, all, n_own, &a->loop, mem, &a->flags.ffn_chunk_seq, flags, given, usage);
-    a->batch_given = flag_given(flags, n, given, &a->B);
-    a->fit_fixed_ffn = flag_given(flags, n, given, &a->flags.ffn_chunks);
-    a->fit_fixed_recompute = flag_given(flags, n, given, &a->flags.recompute);
-    a->fit_fixed_offload = flag_given(flags, n, given, &a->flags.offload_act);
-    parallel_args_validate(&a->par);
-    fit_args_validate(&a->fit);
+    int n = train_flags_parse_all(argc, argv, own, (int)(sizeof(own) / sizeof(own[0])), &a->loop, mem,
+                                  &a->flags.ffn_chunk_seq, &a->par, "tensor-parallel group size: consecutive ranks; must "
+                                  "divide the ranks and H (default 1)", &a->fit, flags, given, usage);
+    fit_fixed_from_flags(&a->fit_search, fit_targets(a), flags, n, given);
 }
 
 // the per-flag view of a block's saved activations (what --plan-only prints for long sequences)
@@ -1340,10 +1292,7 @@ static void print_config(Logger* lg, const TrainArgs* a, const Dit* m) {
           a->par.comm_timeout);
     logf_(lg, "memory flags: --ffn-chunks %d --ffn-chunk-dim %s --offload-act %d (%d blocks) --recompute %d\n",
           m->flags.ffn_chunks, a->loop.ffn_chunk_dim, m->flags.offload_act, m->off.n_offload, m->flags.recompute);
-    logf_(lg, "attention: %s (--attention %s)\n", attention_impl_name(g_attention_impl), a->loop.attention);
-#ifdef _OPENMP
-    logf_(lg, "threads: %d (OpenMP)\n", omp_get_max_threads());
-#endif
+    log_runtime(lg, a->loop.attention);
 }
 
 // What one step sends, by the count of llmc/comm.h (docs/memory.md 9.8). Under TP in
@@ -1518,22 +1467,12 @@ static void sample_clips(Dit* m, const TrainArgs* a, Logger* lg, int step) {
             for (size_t j = 0; j < clip; j++) xk[j] -= dt * (vn[j] + a->cfg_scale * (vy[j] - vn[j]));
         }
     }
-    char dir[1100], path[1300];
+    char dir[1100];
     snprintf(dir, sizeof(dir), "%s/samples", a->loop.run_dir);
-    // a sample that cannot be written (full disk, samples/ unwritable) is a warning: the
-    // run and its checkpoints go on
-    const char* why = NULL;
-    static char mkdir_why[1300];
-    int err = m->comm->rank == 0 ? mkdir_p_try(dir) : 0;
-    if (err) { snprintf(mkdir_why, sizeof(mkdir_why), "cannot create directory '%s': %s", dir, strerror(err)); why = mkdir_why; }
-    for (int k = 0; k < c->NC && m->comm->rank == 0 && !why; k++) {  // every rank sampled the same clips; rank 0 writes
-        float* xk = x + (size_t)k * clip;
-        for (size_t j = 0; j < clip; j++) xk[j] = xk[j] < -1.0f ? -1.0f : xk[j] > 1.0f ? 1.0f : xk[j];
-        snprintf(path, sizeof(path), "%s/step_%06d_class_%d.gif", dir, step, k);
-        why = try_write_gif(path, xk, c->C, c->Fr, c->Hi, c->Wi, a->gif_scale, 12);
-        snprintf(path, sizeof(path), "%s/step_%06d_class_%d.png", dir, step, k);
-        if (!why) why = try_write_png_strip(path, xk, c->C, c->Fr, c->Hi, c->Wi, a->gif_scale, 2);
-    }
+    // every rank sampled the same clips; rank 0 writes. A sample that cannot be written
+    // (full disk, samples/ unwritable) is a warning: the run and its checkpoints go on
+    const char* why = m->comm->rank != 0 ? NULL
+                      : write_class_samples(dir, step, x, c->NC, c->C, c->Fr, c->Hi, c->Wi, a->gif_scale);
     if (why) logf_(lg, "warning: the samples of step %d were not written (%s); training goes on\n", step, why);
     else logf_(lg, "samples: %d classes, %d Euler steps, guidance %g -> %s/step_%06d_class_*.gif (and .png)\n", c->NC,
                a->sample_steps, a->cfg_scale, dir, step);
@@ -1580,10 +1519,7 @@ static FitCost dit_fit_cost(void* ctx, const FitFlags* ff, const CostModel* cm) 
     if (x->comm->tp > 1 && par.tp_sp && ((size_t)ff->B * dit_tokens(&a->cfg)) % x->comm->tp) return c;  // rows do not split
     Dit m;
     dit_build(&m, &a->cfg, &f, &par, x->comm, ff->B, 0);
-    c.bytes = (double)m.dev.total;
-#ifdef LLMC_CPU
-    c.bytes += (double)m.host.total;  // "device" and host are the same memory: offload saves nothing there
-#endif
+    c.bytes = fit_plan_bytes(&m.dev, &m.host);
     c.n_offload = m.off.n_offload;
     c.seconds = dit_fit_cost_seconds(&m, cm);
     // the flag-free micro-step: 6 FLOPs per parameter and token, and the attention's 12 L N^2 D per clip
@@ -1595,50 +1531,38 @@ static FitCost dit_fit_cost(void* ctx, const FitFlags* ff, const CostModel* cm) 
 // Picks the flags (and the clips per micro-batch unless given) for --fit-memory.
 static void fit_memory(TrainArgs* a, Comm* comm, char* report, size_t report_n) {
     DitFit ctx = {a, comm};
-    FitSearch s;
-    memset(&s, 0, sizeof(s));
-    s.L = a->cfg.L;
-    FitFlags given = {a->B, a->flags.ffn_chunks, 1, a->flags.recompute, a->flags.offload_act};
-    s.given = given;
-    s.fixed_B = a->batch_given; s.fixed_ffn = a->fit_fixed_ffn; s.fixed_recompute = a->fit_fixed_recompute;
-    s.fixed_offload = a->fit_fixed_offload;
-    fit_batches(&s, a->total_batch, comm->dp, 64, 128);  // this build's 128 clips per micro-batch
-    s.ctx = &ctx; s.cost = dit_fit_cost;
-    FitFlags best = fit_memory_search(&s, &a->fit, comm->rank, report, report_n);
-    a->B = best.B;
-    a->flags.ffn_chunks = best.ffn_chunks; a->flags.recompute = best.recompute; a->flags.offload_act = best.offload_act;
+    FitSearch* s = &a->fit_search;
+    s->L = a->cfg.L; s->ctx = &ctx; s->cost = dit_fit_cost;
+    // this build's 128 clips per micro-batch
+    fit_memory_choose(s, fit_targets(a), a->total_batch, comm->dp, 64, 128, &a->fit, comm->rank, report, report_n);
 }
 
-// every rank must run the same program with the same flags: a mismatch stops the job at start
+// every rank must run the same program with the same flags: a mismatch stops the job at start (llmc/same_config.h)
 static void check_same_config(Comm* comm, const TrainArgs* a) {
-    char v[56][COMM_CONFIG_VALUE_BYTES];
-    const char* names[56];
-    const char* values[56];
-    int n = 0;
-    #define FIELD(name, ...) do { names[n] = name; snprintf(v[n], COMM_CONFIG_VALUE_BYTES, __VA_ARGS__); values[n] = v[n]; n++; } while (0)
-    FIELD("program", "%s", "train_dit");
+    ConfigFields cf;
+    cf.n = 0;
     const DitConfig* c = &a->cfg;
-    FIELD("clip", "%dx%dx%dx%d", c->C, c->Fr, c->Hi, c->Wi); FIELD("patch", "%dx%dx%d", c->pt, c->ph, c->pw);
-    FIELD("model", "D=%d", c->D); FIELD("model L", "%d", c->L); FIELD("model H", "%d", c->H); FIELD("model FF", "%d", c->FF);
-    FIELD("model NC", "%d", c->NC); FIELD("rope-theta", "%.9g", c->rope_theta);
-    FIELD("batch", "%d", a->B); FIELD("total-batch", "%d", a->total_batch); FIELD("steps", "%d", a->loop.steps);
-    FIELD("lr", "%.9g", a->loop.lr); FIELD("min-lr-frac", "%.9g", a->loop.min_lr_frac); FIELD("warmup", "%d", a->loop.warmup);
-    FIELD("weight-decay", "%.9g", a->loop.weight_decay); FIELD("beta1", "%.9g", a->loop.beta1);
-    FIELD("beta2", "%.9g", a->loop.beta2); FIELD("adam-eps", "%.9g", a->loop.adam_eps); FIELD("grad-clip", "%.9g", a->loop.grad_clip);
-    FIELD("seed", "%lld", a->loop.seed); FIELD("label-dropout", "%.9g", a->label_dropout);
-    FIELD("ffn-chunks", "%d", a->flags.ffn_chunks); FIELD("ffn-chunk-dim", "%s", a->loop.ffn_chunk_dim);
-    FIELD("offload-act", "%d", a->flags.offload_act); FIELD("recompute", "%d", a->flags.recompute);
-    FIELD("attention", "%s", a->loop.attention); FIELD("zero", "%d", a->par.zero); FIELD("tp", "%d", a->par.tp);
-    FIELD("tp-mode", "%s", a->par.tp_mode); FIELD("tp-recompute-allgather", "%d", a->par.tp_regather);
-    FIELD("fp32-grad-accum", "%d", a->par.fp32_grad_accum); FIELD("comm", "%s", a->par.comm_backend);
-    FIELD("comm-timeout", "%.9g", a->par.comm_timeout); FIELD("val-every", "%d", a->loop.val_every);
-    FIELD("val-clips", "%d", a->val_clips); FIELD("sample-every", "%d", a->sample_every);
-    FIELD("sample-steps", "%d", a->sample_steps); FIELD("cfg-scale", "%.9g", a->cfg_scale); FIELD("gif-scale", "%d", a->gif_scale);
-    FIELD("ckpt-every", "%d", a->loop.ckpt_every); FIELD("data", "%s", a->data); FIELD("run-dir", "%s", a->loop.run_dir);
-    FIELD("resume", "%s", a->loop.resume ? a->loop.resume : ""); FIELD("init-from", "%s", a->loop.init_from ? a->loop.init_from : "");
-    FIELD("save-init", "%d", a->save_init); FIELD("fit-memory", "%.9g", a->fit.budget_gib);
-    #undef FIELD
-    comm_check_same_config(comm, names, values, n);
+    config_field(&cf, "program", "%s", "train_dit");
+    config_field(&cf, "clip", "%dx%dx%dx%d", c->C, c->Fr, c->Hi, c->Wi); config_field(&cf, "patch", "%dx%dx%d", c->pt, c->ph, c->pw);
+    config_field(&cf, "model", "D=%d", c->D); config_field(&cf, "model L", "%d", c->L); config_field(&cf, "model H", "%d", c->H);
+    config_field(&cf, "model FF", "%d", c->FF); config_field(&cf, "model NC", "%d", c->NC);
+    config_field(&cf, "rope-theta", "%.9g", c->rope_theta);
+    config_field(&cf, "batch", "%d", a->B); config_field(&cf, "total-batch", "%d", a->total_batch);
+    config_optimizer_fields(&cf, &a->loop);
+    config_field(&cf, "label-dropout", "%.9g", a->label_dropout);
+    config_field(&cf, "ffn-chunks", "%d", a->flags.ffn_chunks); config_field(&cf, "ffn-chunk-dim", "%s", a->loop.ffn_chunk_dim);
+    config_field(&cf, "offload-act", "%d", a->flags.offload_act); config_field(&cf, "recompute", "%d", a->flags.recompute);
+    config_field(&cf, "attention", "%s", a->loop.attention); config_field(&cf, "zero", "%d", a->par.zero);
+    config_tp_fields(&cf, &a->par);
+    config_field(&cf, "fp32-grad-accum", "%d", a->par.fp32_grad_accum); config_field(&cf, "comm", "%s", a->par.comm_backend);
+    config_field(&cf, "comm-timeout", "%.9g", a->par.comm_timeout); config_field(&cf, "val-every", "%d", a->loop.val_every);
+    config_field(&cf, "val-clips", "%d", a->val_clips); config_field(&cf, "sample-every", "%d", a->sample_every);
+    config_field(&cf, "sample-steps", "%d", a->sample_steps); config_field(&cf, "cfg-scale", "%.9g", a->cfg_scale);
+    config_field(&cf, "gif-scale", "%d", a->gif_scale); config_field(&cf, "ckpt-every", "%d", a->loop.ckpt_every);
+    config_field(&cf, "data", "%s", a->data);
+    config_run_fields(&cf, &a->loop);
+    config_field(&cf, "save-init", "%d", a->save_init); config_field(&cf, "fit-memory", "%.9g", a->fit.budget_gib);
+    config_fields_check(comm, &cf);
 }
 
 int main(int argc, char** argv) {
@@ -1678,9 +1602,7 @@ int main(int argc, char** argv) {
                      comm.tp, a.B);
     }
     if (!a.loop.plan_only) check_same_config(&comm, &a);
-    Logger lg;
-    memset(&lg, 0, sizeof(lg));
-    lg.quiet = comm.rank != 0;
+    Logger lg = logger_for_rank(comm.rank);
     Dit m;
     if (a.loop.plan_only) {
         dit_build(&m, &a.cfg, &a.flags, &par, &comm, a.B, 0);
@@ -1710,13 +1632,8 @@ int main(int argc, char** argv) {
 
     // --resume auto: the newest complete checkpoint of the run directory, if any (rank 0
     // looks). Any --resume appends to the logs, and the checkpoints it skips are named there.
-    const char* resume = a.loop.resume;
-    if (!lg.quiet) logger_open(&lg, a.loop.run_dir, resume != NULL);
-    if (resume && strcmp(resume, "auto") == 0) {
-        int h[256];
-        resume = ckpt_find_latest_all_ranks(&comm, a.loop.run_dir, dit_checkpoint_check, h, &lg);
-        if (!resume) logf_(&lg, "--resume auto: no checkpoint in %s, starting fresh\n", a.loop.run_dir);
-    }
+    if (!lg.quiet) logger_open(&lg, a.loop.run_dir, a.loop.resume != NULL);
+    const char* resume = ckpt_resume_path(&comm, &lg, a.loop.resume, a.loop.run_dir, dit_checkpoint_check);
     print_config(&lg, &a, &m);
     logf_(&lg, "%s", fit_report);
     print_plan(&lg, &m);
@@ -1738,39 +1655,31 @@ int main(int argc, char** argv) {
     logger_start(&lg);  // the inputs are accepted: from here on the run directory is written
     // the starting point of a run, for the PyTorch peer to start from the same weights
     if (a.save_init && !resume) {
-        snprintf(path, sizeof(path), "%s/ckpt_%06d.bin", a.loop.run_dir, 0);
+        ckpt_step_path(path, sizeof(path), a.loop.run_dir, 0);
         dit_checkpoint_write(&m, path, 0);
         logf_(&lg, "initial weights written to %s\n", path);
     }
 
     Batch batch;
     batch_alloc(&batch, a.B, m.clip);
-    size_t peak = 0;
-    int last_ckpt = resume ? start : -1;
+    StepLoop sl;
+    step_loop_init(&sl, &a.loop, &comm, &m.prof, &lg, start, resume != NULL);
     float dscale = 1.0f / (float)((double)a.total_batch * m.clip);
-    double loop_start = now_seconds();
     for (int step = start + 1; step <= a.loop.steps; step++) {
-        double t0 = now_seconds();
-        if (step == start + 1) memset(comm.sent, 0, sizeof(comm.sent));  // what the plan's formula predicts, counted
-        if (step == a.loop.profile_step) profile_start_step(&m.prof);
+        step_begin(&sl, step);
         float lr = lr_at_step(step, a.loop.steps, a.loop.warmup, a.loop.lr, a.loop.min_lr_frac);
         double loss = accumulate_gradients(&m, &a, &batch, &train, step, dscale);
         float norm = dit_grad_norm(&m);
-        stop_if_not_finite(step, loss, norm, a.loop.run_dir, last_ckpt);
+        stop_if_not_finite(step, loss, norm, a.loop.run_dir, sl.last_ckpt);
         dit_apply_update(&m, lr, a.loop.beta1, a.loop.beta2, a.loop.adam_eps, a.loop.weight_decay, a.loop.grad_clip, norm, step);
-        double ms = (now_seconds() - t0) * 1e3;
-        if (step == start + 1) comm_bytes_log(&lg, "comm per step, counted in this step (bytes this rank sent)", comm.sent);
-        if (step == a.loop.profile_step) profile_report(&m.prof, &lg, step, ms);
-        double most[1] = {(double)dev_peak_bytes_measured()};
-        comm_host_all_reduce(&comm, GROUP_WORLD, most, 1, COMM_MAX);  // the largest rank's
-        peak = (size_t)most[0] > peak ? (size_t)most[0] : peak;
+        double ms = step_end(&sl, step);
         double clips_s = a.total_batch / (ms / 1e3);
         int last = step == a.loop.steps;
-        if (step % a.loop.log_every == 0 || last || step == start + 1) {
+        if (step_logs(&sl, step)) {
             char eta[32];
-            format_eta(eta, sizeof(eta), loop_start, step, start, a.loop.steps);
+            step_eta(&sl, step, eta, sizeof(eta));
             logf_(&lg, "step %5d/%d | loss %.6f | lr %.3e | norm %.4f | %.1f ms | %.1f clips/s %.0f tok/s | ETA %s | "
-                  "peak %.1f MiB%s\n", step, a.loop.steps, loss, lr, norm, ms, clips_s, clips_s * m.N, eta, peak / 1048576.0,
+                  "peak %.1f MiB%s\n", step, a.loop.steps, loss, lr, norm, ms, clips_s, clips_s * m.N, eta, sl.peak / 1048576.0,
                   comm.size > 1 ? " (largest rank)" : "");
         }
         ValLoss vl = {NAN, {NAN, NAN, NAN}, {0, 0, 0}};
@@ -1783,18 +1692,15 @@ int main(int argc, char** argv) {
         metrics_begin(&lg, step);
         metrics_num(&lg, "loss", loss); metrics_num(&lg, "lr", lr); metrics_num(&lg, "grad_norm", norm);
         metrics_num(&lg, "ms", ms); metrics_num(&lg, "clips_per_s", clips_s); metrics_num(&lg, "tok_per_s", clips_s * m.N);
-        metrics_int(&lg, "peak_mem", (long long)peak); metrics_int(&lg, "arena_bytes", (long long)m.dev.total);
+        metrics_int(&lg, "peak_mem", (long long)sl.peak); metrics_int(&lg, "arena_bytes", (long long)m.dev.total);
         metrics_num(&lg, "val_loss", vl.all); metrics_num(&lg, "val_loss_low_t", vl.bucket[0]);
         metrics_num(&lg, "val_loss_mid_t", vl.bucket[1]); metrics_num(&lg, "val_loss_high_t", vl.bucket[2]);
         metrics_end(&lg);
         if (step == a.loop.test_nan_update) param_store_plant_nan(&m.st);
         // the checkpoint first: whatever sampling meets, the step's state is on disk
-        if (a.loop.ckpt_every > 0 && (step % a.loop.ckpt_every == 0 || last)) {
-            snprintf(path, sizeof(path), "%s/ckpt_%06d.bin", a.loop.run_dir, step);
-            stop_if_params_not_finite(step, param_store_params_finite(&m.st), a.loop.run_dir, last_ckpt);
+        if (step_ckpt_due(&sl, step, &m.st, path, sizeof(path))) {
             dit_checkpoint_write(&m, path, step);
-            last_ckpt = step;
-            logf_(&lg, "checkpoint: %s\n", path);
+            step_ckpt_written(&sl, step, path);
         }
         if (a.sample_every > 0 && (step % a.sample_every == 0 || last)) sample_clips(&m, &a, &lg, step);
     }
@@ -1805,9 +1711,9 @@ int main(int argc, char** argv) {
                   vl.bucket[0], vl.bucket[1], vl.bucket[2]);
         }
         if (a.sample_every > 0) sample_clips(&m, &a, &lg, start);
-        peak = dev_peak_bytes_measured();
+        sl.peak = dev_peak_bytes_measured();
     }
-    logf_(&lg, "done: peak memory measured %.1f MiB (%s%s), arena %.1f MiB planned\n", peak / 1048576.0,
+    logf_(&lg, "done: peak memory measured %.1f MiB (%s%s), arena %.1f MiB planned\n", sl.peak / 1048576.0,
           dev_measured_name(), comm.size > 1 ? ", largest rank" : "", m.dev.total / 1048576.0);
     batch_free(&batch);
     clipsource_free(&train);

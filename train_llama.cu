@@ -22,13 +22,18 @@ Every buffer is planned before the loop (print it with --plan-only, per rank wit
 */
 #include "llmc/trainer.h"
 #include "llmc/dataloader.h"
-#include "llmc/tokenizer.h"
+#include "llmc/story_sampler.h"  // --sample-every: stories decoded with a llama2.c tokenizer
 #include "llmc/comm.h"
 #include "llmc/parallel_args.h"
+#include "llmc/same_config.h"    // every rank must run the same configuration
+#include "llmc/run_log.h"        // the log lines every trainer has
+#include "llmc/step_loop.h"      // a step's timing, peak memory, log and checkpoint cadence
 #include "llmc/fit_memory.h"       // --fit-memory: the search and the cost model
 #include "llmc/tensor_parallel.h"  // the TP collectives and their recycled buffers
 #include "llmc/vocab_parallel.h"   // --shard-vocab: the embedding and output split over the vocabulary
+#include "llmc/rope3d.h"           // the RoPE angle table
 #include "llmc/param_store.h"
+#include "llmc/state_checkpoint.h"  // the checkpoint file: header, parameters, AdamW state, loader position
 
 // ----------------------------------------------------------------------------
 // model configuration (docs/design.md 5.2)
@@ -446,16 +451,9 @@ static void llama_build(Llama* m, const LlamaConfig* cfg, const MemoryFlags* fla
     tp_context_bind(&m->tpc, m->stream, m->comm_staging, staging);
     dev_memset(m->loss_sum, 0, sizeof(float), m->stream);
 
-    // RoPE table: angle pos * theta^(-2i/hd) for the adjacent pair (2i, 2i+1)
-    size_t half = hd / 2, n_rope = (size_t)c->max_seq_len * half;
+    size_t n_rope = (size_t)c->max_seq_len * (hd / 2);
     float* tab = (float*)xmalloc(2 * n_rope * sizeof(float));
-    for (int t = 0; t < c->max_seq_len; t++)
-        for (size_t i = 0; i < half; i++) {
-            double freq = pow((double)c->rope_theta, -2.0 * (double)i / (double)hd);
-            double ang = (double)t * freq;
-            tab[t * half + i] = (float)cos(ang);
-            tab[n_rope + t * half + i] = (float)sin(ang);
-        }
+    rope1d_table(tab, tab + n_rope, c->max_seq_len, (int)hd, c->rope_theta);  // llmc/rope3d.h
     dev_memcpy_h2d(m->rope_cos, tab, 2 * n_rope * sizeof(float), m->stream);
     stream_synchronize(m->stream);
     free(tab);
@@ -463,13 +461,7 @@ static void llama_build(Llama* m, const LlamaConfig* cfg, const MemoryFlags* fla
 
 static void llama_free(Llama* m) {
     if (!m->allocated) { param_store_free(&m->st); return; }
-    stream_synchronize(m->stream);
-    profile_free(&m->prof);
-    offload_free(&m->off);
-    stream_destroy(m->stream);
-    matmul_teardown();
-    if (m->dev.base) dev_free(m->dev.base);
-    if (m->host.base) host_free_pinned(m->host.base);
+    trainer_release(m->stream, &m->prof, &m->off, &m->dev, &m->host);
     free(m->layer_off);
     param_store_free(&m->st);
 }
@@ -477,13 +469,6 @@ static void llama_free(Llama* m) {
 static void llama_set_params(Llama* m, const float* host_params) {
     param_store_set_state(&m->st, host_params, NULL, NULL);
     vocab_invalidate(&m->voc);
-}
-
-[[maybe_unused]] static void llama_get_params(Llama* m, float* host_params) {
-    int root = m->comm->dp_rank == 0;
-    float* scratch = root ? (float*)xmalloc(2 * m->num_params * sizeof(float)) : NULL;
-    param_store_get_state(&m->st, host_params, scratch, root ? scratch + m->num_params : NULL);
-    free(scratch);
 }
 
 // the DP-reduced gradients of the whole model in the reference layout, on rank 0
@@ -524,8 +509,6 @@ static floatX* layer_dw(const Llama* m, int t, int l) { return m->st.grads + m->
 
 // ----------------------------------------------------------------------------
 // data parallelism: gradient reduction per bucket, the sharded vocabulary
-
-static Comm* llama_comm(Llama* m) { return param_store_comm(&m->st); }
 
 // the vocabulary split over DP ranks (--shard-vocab 1 with tp = 1): llmc/vocab_parallel.h
 static int vocab_dp_sharded(const Llama* m) { return vocab_over_dp(&m->voc); }
@@ -801,35 +784,10 @@ static void layer_backward(Llama* m, int l, int B, int T) {
 // sequence parallelism). Vocab-parallel (--shard-vocab 1, tp > 1): each rank looks up
 // the ids it owns and writes zeros for the others; the TP sum is the lookup.
 static void embed_forward(Llama* m, int N) {
-    const LlamaConfig* c = &m->cfg;
-    stream_t s = m->stream;
-    floatX* x = ACT(layer_acts(m, 0), A_X);
-    if (!m->st.lay.vocab_tp) {
-        PROF(&m->prof, "embedding", 0, 2.0 * own_rows(m, N) * c->D * SX, s)
-            encoder_forward(x, m->inputs + own_row0(m, N), vocab_weights(&m->voc, P_EMB, m->p[P_EMB]), own_rows(m, N), c->D, s);
-        return;
-    }
-    TpRows part = tp_partial_rows(&m->tpc, x, N);
-    PROF(&m->prof, "embedding", 0, 2.0 * N * c->D * SX, s)
-        encoder_forward_range(part.p, m->inputs, m->p[P_EMB], N, c->D, (int)m->st.lay.v0, (int)m->st.lay.v_valid, s);
-    floatX* mine = tp_reduce_rows(&m->tpc, part.p, N);
-    if (mine != x) dev_memcpy_d2d(x, mine, (size_t)own_rows(m, N) * c->D * sizeof(floatX), s);
-    tp_give_back(&m->tpc, &part);
+    vocab_embed_forward(&m->voc, &m->tpc, &m->prof, ACT(layer_acts(m, 0), A_X), m->inputs, m->p[P_EMB], N);
 }
-
-// its backward from m->dx (this rank's rows under sequence parallelism) into demb
 static void embed_backward(Llama* m, floatX* demb, int N) {
-    const LlamaConfig* c = &m->cfg;
-    stream_t s = m->stream;
-    PROF(&m->prof, "embedding", 0, 3.0 * N * c->D * SX, s) {
-        if (!m->st.lay.vocab_tp) {
-            encoder_backward(demb, m->dx, m->inputs + own_row0(m, N), own_rows(m, N), c->D, s);
-        } else {
-            TpRows dy = tp_grad_rows(&m->tpc, m->dx, N);
-            encoder_backward_range(demb, dy.p, m->inputs, N, c->D, (int)m->st.lay.v0, (int)m->st.lay.v_valid, s);
-            tp_give_back(&m->tpc, &dy);
-        }
-    }
+    vocab_embed_backward(&m->voc, &m->tpc, &m->prof, demb, m->dx, m->inputs, N);
 }
 
 // Final norm, output projection and cross-entropy, --ce-chunks rows at a time. In
@@ -993,94 +951,34 @@ static void llama_next_token_logits(Llama* m, const int* tokens, int T, float* h
     tp_give_back(&m->tpc, &xfin);
     comm_synchronize(m->comm);
     stream_synchronize(s);
-    if (!vtp) { dev_download_floats(host_logits, m->logits, c->V); return; }
-    // the vocabulary shards of the TP group, in rank order, without the padding
-    float* mine = (float*)xmalloc((size_t)V * sizeof(float));
-    float* all = (float*)xmalloc((size_t)V * tp * sizeof(float));
-    dev_download_floats(mine, m->logits, V);
-    comm_host_gather(m->comm, GROUP_TP, mine, (size_t)V * sizeof(float), all);
-    comm_host_broadcast(m->comm, GROUP_TP, all, (size_t)V * tp * sizeof(float), 0);
-    memcpy(host_logits, all, (size_t)c->V * sizeof(float));
-    free(mine); free(all);
+    if (vtp) vocab_gather_logits(&m->voc, host_logits, m->logits, V, c->V);
+    else dev_download_floats(host_logits, m->logits, c->V);
 }
 
 // ----------------------------------------------------------------------------
 // checkpoints (format in docs/formats.md): one format whatever the number of ranks and
-// the flags. Rank 0 gathers the whole model in the reference layout (fp32 parameters,
-// AdamW m and v) and every DP rank's dataloader state, and writes them through
-// llmc/checkpoint.h (atomic, checksummed). Any layout can resume from it.
+// the flags, written and checked by llmc/state_checkpoint.h; here, the model's header
+// fields and the dataloader's position (the same on every rank), which a resume restores
+// when the global batch is the one that wrote it.
 
-#define CKPT_MAGIC 20261123
-#define CKPT_VERSION 2
-
-typedef struct { int header[256]; size_t num_params, loader_bytes; int dp; } CkptInfo;
-
-// the sizes of the blocks that follow the header
-static int ckpt_blocks(const CkptInfo* ci, size_t* blocks) {
-    blocks[0] = blocks[1] = blocks[2] = ci->num_params * sizeof(float);
-    blocks[3] = ci->loader_bytes;
-    return 4;
-}
+static const CkptFormat LLAMA_CKPT = {"train_llama", 20261123, 2, /*step*/ 10, /*params*/ 18, /*loader*/ 15, /*dp*/ 11};
 
 static void checkpoint_write(Llama* m, const char* path, int step, int grad_accum, const DataLoader* train_loader) {
     const LlamaConfig* c = &m->cfg;
-    Comm* cm = m->comm;
-    int root = cm->rank == 0;
-    size_t n = m->num_params, ds = train_loader ? dataloader_state_size() : 0;
-    float *p = root ? (float*)xmalloc(n * sizeof(float)) : NULL, *mm = root ? (float*)xmalloc(n * sizeof(float)) : NULL,
-          *vv = root ? (float*)xmalloc(n * sizeof(float)) : NULL;
-    param_store_get_state(&m->st, p, mm, vv);  // collective
-    unsigned char state[512] = {0};  // the loader reads the global batch: its state is the same on every rank
+    unsigned char state[CKPT_EXTRA_MAX] = {0};  // the loader reads the global batch: its state is the same on every rank
+    size_t ds = train_loader ? dataloader_state_size() : 0;
     if (ds > sizeof(state)) FAIL("dataloader state (%zu bytes) is larger than the checkpoint's buffer", ds);
     if (train_loader) dataloader_get_state(train_loader, state);
-    if (root) {
-        int header[256] = {0};
-        float* hf = (float*)header;
-        header[0] = CKPT_MAGIC; header[1] = CKPT_VERSION;
-        header[2] = c->V; header[3] = c->D; header[4] = c->L; header[5] = c->H; header[6] = c->KV; header[7] = c->F;
-        header[8] = c->max_seq_len; header[9] = c->tied; header[10] = step; header[11] = cm->dp;
-        header[12] = m->B; header[13] = m->T; header[14] = grad_accum; header[15] = (int)ds;
-        header[16] = m->par.zero; header[17] = m->par.shard_vocab;
-        header[18] = (int)(n & 0x7fffffff); header[19] = (int)(n >> 31);
-        header[20] = cm->tp;  // for the record: any layout reads the file
-        hf[32] = c->rope_theta; hf[33] = c->norm_eps;
-        CkptWriter w;
-        ckpt_writer_open(&w, path);
-        ckpt_write(&w, header, sizeof(header));
-        ckpt_write(&w, p, n * sizeof(float));
-        ckpt_write(&w, mm, n * sizeof(float));
-        ckpt_write(&w, vv, n * sizeof(float));
-        ckpt_write(&w, state, ds);
-        ckpt_writer_close(&w);
-    }
-    free(p); free(mm); free(vv);
+    int h[256] = {0};
+    float* hf = (float*)h;
+    h[2] = c->V; h[3] = c->D; h[4] = c->L; h[5] = c->H; h[6] = c->KV; h[7] = c->F; h[8] = c->max_seq_len; h[9] = c->tied;
+    h[11] = m->comm->dp; h[12] = m->B; h[13] = m->T; h[14] = grad_accum; h[16] = m->par.zero; h[17] = m->par.shard_vocab;
+    h[20] = m->comm->tp;  // for the record: any layout reads the file
+    hf[32] = c->rope_theta; hf[33] = c->norm_eps;
+    ckpt_state_write(&m->st, &LLAMA_CKPT, path, h, step, m->num_params, state, ds);  // collective
 }
 
-// reads and checks the header; returns NULL, or why the file cannot be used
-static const char* checkpoint_header(const char* path, CkptInfo* ci) {
-    static char why[1400];
-    memset(ci, 0, sizeof(*ci));
-    if (ckpt_path_problem(path)) return ckpt_path_problem(path);
-    FILE* f = fopen(path, "rb");
-    if (!f) { snprintf(why, sizeof(why), "cannot open checkpoint %s: %s", path, strerror(errno)); return why; }
-    int ok = fread(ci->header, sizeof(int), 256, f) == 256;
-    fclose(f);
-    const int* h = ci->header;
-    if (!ok) { snprintf(why, sizeof(why), "%s: too short for a checkpoint header (truncated)", path); return why; }
-    if (h[0] != CKPT_MAGIC) { snprintf(why, sizeof(why), "%s is not a train_llama checkpoint (magic %d, expected %d)", path, h[0], CKPT_MAGIC); return why; }
-    if (h[1] != CKPT_VERSION) { snprintf(why, sizeof(why), "%s: checkpoint version %d, this build reads %d", path, h[1], CKPT_VERSION); return why; }
-    if (h[11] < 1 || h[15] < 0 || h[15] > 512 || h[18] < 0 || h[19] < 0) { snprintf(why, sizeof(why), "%s: malformed checkpoint header", path); return why; }
-    if (h[10] < 0 || h[10] > FLAG_STEPS_MAX) { snprintf(why, sizeof(why), "%s: malformed checkpoint header (step %d)", path, h[10]); return why; }
-    ci->num_params = (size_t)h[18] | ((size_t)h[19] << 31);
-    if (ci->num_params > CKPT_MAX_PARAMS) { snprintf(why, sizeof(why), "%s: malformed checkpoint header (%zu parameters)", path, ci->num_params); return why; }
-    ci->dp = h[11];
-    ci->loader_bytes = (size_t)h[15];
-    size_t blocks[4];
-    int nb = ckpt_blocks(ci, blocks);
-    return ckpt_verify(path, blocks, nb);
-}
-
-static const char* checkpoint_check(const char* path, void* ci) { return checkpoint_header(path, (CkptInfo*)ci); }
+static const char* checkpoint_check(const char* path, void* ci) { return ckpt_state_header(path, &LLAMA_CKPT, (CkptInfo*)ci); }
 
 // Loads the model and optimizer state of a checkpoint written by any layout; restores
 // the dataloader's position when the layout is the one that wrote it (same dp, batch,
@@ -1101,32 +999,23 @@ static int checkpoint_read(Llama* m, const char* path, int grad_accum, DataLoade
             FAIL("%s: the checkpoint has %s=%d but this run has %s=%d (%s needs the same model, so pass the "
                  "checkpoint's dimensions; the number of ranks, --zero and --shard-vocab may differ)", path, names[i],
                  h[2 + i], names[i], want[i], params_only ? "--init-from" : "--resume");
-    if (ci.num_params != m->num_params) FAIL("%s: %zu parameters, the model has %zu", path, ci.num_params, m->num_params);
     // the same shape with another RoPE base or norm epsilon is another model: compare the bits
     const float* hf = (const float*)h;
     if (memcmp(&hf[32], &c->rope_theta, sizeof(float)) != 0 || memcmp(&hf[33], &c->norm_eps, sizeof(float)) != 0)
         FAIL("%s: the checkpoint has rope_theta=%.9g norm_eps=%.9g but this run has %.9g and %.9g (pass --rope-theta "
              "and --norm-eps to match)", path, hf[32], hf[33], c->rope_theta, c->norm_eps);
-    int step = h[10];
-    FILE* f = cm->rank == 0 ? xfopen(path, "rb") : NULL;
-    if (f) fseek(f, 1024, SEEK_SET);
-    *loader_restored = 0;
-    param_store_read_state(&m->st, f, path, params_only);
+    unsigned char state[CKPT_EXTRA_MAX];
+    ckpt_state_read(&m->st, path, &ci, m->num_params, params_only, state);
     vocab_invalidate(&m->voc);
-    if (params_only) { if (f) fclose(f); return step; }
-    size_t ds = ci.loader_bytes;
-    unsigned char* states = (unsigned char*)xmalloc(ds + 1);
-    if (f) { xfread(states, 1, ds, f, path); fclose(f); }
-    comm_host_broadcast(cm, GROUP_WORLD, states, ds, 0);
     // the loader reads the global batch (rank_rows), so its position carries over to any
     // layout with the same global micro-batch B*dp, sequence and accumulation
-    if (train_loader && (long long)h[11] * h[12] == (long long)cm->dp * m->B && h[13] == m->T && h[14] == grad_accum &&
-        ds == dataloader_state_size()) {
-        dataloader_set_state(train_loader, states);
+    *loader_restored = 0;
+    if (!params_only && train_loader && (long long)h[11] * h[12] == (long long)cm->dp * m->B && h[13] == m->T &&
+        h[14] == grad_accum && ci.extra_bytes == dataloader_state_size()) {
+        dataloader_set_state(train_loader, state);
         *loader_restored = 1;
     }
-    free(states);
-    return step;
+    return h[10];
 }
 
 // ----------------------------------------------------------------------------
@@ -1140,7 +1029,8 @@ typedef struct {
     int B, T, total_batch, val_batches, sample_every, sample_len, save_init, shard_vocab;
     ParallelArgs par;    // --comm, --zero, --tp, ... (llmc/parallel_args.h)
     FitArgs fit;         // --fit-memory and its model (llmc/fit_memory.h)
-    int batch_given, tokenizer_given, fit_fixed_ffn, fit_fixed_ce, fit_fixed_recompute, fit_fixed_offload;  // flags given
+    int tokenizer_given;
+    FitSearch fit_search;  // the flags --fit-memory must keep: those given
     float temperature;
     const char *train_data, *val_data, *tokenizer;
 } TrainArgs;
@@ -1153,17 +1043,20 @@ static void usage(const Flag* flags, int n) {
     printf("\n");
 }
 
+// the flags --fit-memory chooses
+static FitTargets fit_targets(TrainArgs* a) {
+    FitTargets t = {&a->B, &a->flags.ffn_chunks, &a->flags.ce_chunks, &a->flags.recompute, &a->flags.offload_act};
+    return t;
+}
+
 static void parse_args(int argc, char** argv, TrainArgs* a) {
     memset(a, 0, sizeof(*a));
     a->loop.model = "tiny";
     a->flags = memory_flags_default();
-    a->loop.ffn_chunk_dim = "hidden";
-    a->loop.attention = "auto";
-    a->B = 8; a->T = 256; a->total_batch = 0; a->loop.steps = 200; a->loop.warmup = 20;
-    a->loop.val_every = 50; a->val_batches = 20; a->sample_every = 0; a->sample_len = 64; a->loop.ckpt_every = 0;
-    a->loop.log_every = 1;
-    a->loop.lr = 1e-3f; a->loop.min_lr_frac = 0.1f; a->loop.weight_decay = 0.1f; a->loop.beta1 = 0.9f; a->loop.beta2 = 0.95f;
-    a->loop.adam_eps = 1e-8f; a->loop.grad_clip = 1.0f; a->temperature = 1.0f; a->loop.seed = 1337;
+    train_loop_defaults(&a->loop);
+    a->loop.steps = 200; a->loop.weight_decay = 0.1f; a->loop.beta2 = 0.95f;
+    a->B = 8; a->T = 256; a->total_batch = 0; a->val_batches = 20; a->sample_every = 0; a->sample_len = 64;
+    a->temperature = 1.0f;
     a->train_data = "data/tinystories/tinystories_train_*.bin";
     a->val_data = "data/tinystories/tinystories_val_*.bin";
     a->tokenizer = "../shared/data/tinystories/tokenizer/tokenizer.bin";
@@ -1172,15 +1065,7 @@ static void parse_args(int argc, char** argv, TrainArgs* a) {
     a->fit = fit_args_default();
     // the preset first, so explicit dimensions override it wherever they stand
     if (flag_peek(argc, argv, "model")) a->loop.model = flag_peek(argc, argv, "model");
-    int found = 0;
-    for (int i = 0; i < NUM_MODEL_PRESETS; i++)
-        if (strcmp(MODEL_PRESETS[i].name, a->loop.model) == 0) { a->cfg = MODEL_PRESETS[i].cfg; found = 1; }
-    if (!found) {
-        char known[256] = "";
-        for (int i = 0; i < NUM_MODEL_PRESETS; i++)
-            snprintf(known + strlen(known), sizeof(known) - strlen(known), "%s%s", i ? ", " : "", MODEL_PRESETS[i].name);
-        FAIL("unknown --model '%s' (known: %s)", a->loop.model, known);
-    }
+    a->cfg = MODEL_PRESETS[flag_preset(MODEL_PRESETS, sizeof(MODEL_PRESETS[0]), NUM_MODEL_PRESETS, a->loop.model)].cfg;
     a->T = a->T < a->cfg.max_seq_len ? a->T : a->cfg.max_seq_len;
 
     const Flag own[] = {
@@ -1211,22 +1096,13 @@ static void parse_args(int argc, char** argv, TrainArgs* a) {
     };
     MemoryFlagRefs mem = {&a->flags.ffn_chunks, &a->flags.offload_act, &a->flags.recompute,
                           "0 keep all, 1 recompute norms and SwiGLU, 2 keep only layer inputs"};
-    Flag all[TRAIN_MAX_FLAGS], flags[TRAIN_MAX_FLAGS];
-    int n_own = (int)(sizeof(own) / sizeof(own[0]));
-    memcpy(all, own, sizeof(own));
-    n_own += parallel_flags(all + n_own, &a->par, "tensor-parallel group size: consecutive ranks; must divide the ranks, H "
-                                                  "and KV (default 1)");
-    n_own += fit_flags(all + n_own, &a->fit);
+    Flag flags[TRAIN_MAX_FLAGS];
     int given[TRAIN_MAX_FLAGS];
-    int nflags = train_flags_parse(argc, argv, all, n_own, &a->loop, mem, &a->flags.ffn_chunk_seq, flags, given, usage);
-    a->batch_given = flag_given(flags, nflags, given, &a->B);
+    int nflags = train_flags_parse_all(argc, argv, own, (int)(sizeof(own) / sizeof(own[0])), &a->loop, mem,
+                                       &a->flags.ffn_chunk_seq, &a->par, "tensor-parallel group size: consecutive ranks; "
+                                       "must divide the ranks, H and KV (default 1)", &a->fit, flags, given, usage);
     a->tokenizer_given = flag_given(flags, nflags, given, &a->tokenizer);
-    a->fit_fixed_ffn = flag_given(flags, nflags, given, &a->flags.ffn_chunks);
-    a->fit_fixed_ce = flag_given(flags, nflags, given, &a->flags.ce_chunks);
-    a->fit_fixed_recompute = flag_given(flags, nflags, given, &a->flags.recompute);
-    a->fit_fixed_offload = flag_given(flags, nflags, given, &a->flags.offload_act);
-    parallel_args_validate(&a->par);
-    fit_args_validate(&a->fit);
+    fit_fixed_from_flags(&a->fit_search, fit_targets(a), flags, nflags, given);
 }
 
 static void print_config(Logger* lg, const TrainArgs* a, const Llama* m, int grad_accum) {
@@ -1248,10 +1124,7 @@ static void print_config(Logger* lg, const TrainArgs* a, const Llama* m, int gra
           " | gradients summed over micro-steps in %s\n", m->flags.ffn_chunks, a->loop.ffn_chunk_dim, m->flags.ce_chunks,
           m->flags.offload_act, m->off.n_offload, m->flags.recompute,
           m->par.grad_fp32 ? "an fp32 buffer (--fp32-grad-accum)" : sizeof(floatX) < 4 ? "bf16" : "fp32");
-    logf_(lg, "attention: %s (--attention %s)\n", attention_impl_name(g_attention_impl), a->loop.attention);
-#ifdef _OPENMP
-    logf_(lg, "threads: %d (OpenMP)\n", omp_get_max_threads());
-#endif
+    log_runtime(lg, a->loop.attention);
 #ifdef LLMC_CPU
     logf_(lg, "matmul: %s\n", matmul_backend_name());
 #endif
@@ -1286,12 +1159,7 @@ static CommBytes comm_bytes_per_step(const Llama* m, int micro_steps) {
         ADD(GROUP_TP, KIND_ALL_REDUCE, micro_steps * vtp * ce);
     }
     param_store_comm_bytes(&m->st, &cb);  // data parallelism: each bucket once per step, the norm
-    if (m->par.shard_vocab && !lay->vocab_tp) {  // the vocabulary over DP: gathered at use, gradients scattered
-        double full = (double)lay->vocab_rows * cm->dp * D * sx;
-        // tied: one gathered copy serves the whole step; untied: the lookup and the head take turns in the one buffer
-        ADD(GROUP_DP, KIND_ALL_GATHER, (c->tied ? 1 : 2.0 * micro_steps) * full);
-        ADD(GROUP_DP, KIND_REDUCE_SCATTER, (c->tied ? 1 : 2) * micro_steps * full);
-    }
+    vocab_comm_bytes(&m->voc, &cb, micro_steps);  // the vocabulary over DP (--shard-vocab 1, tp = 1)
     #undef ADD
     return cb;
 }
@@ -1305,21 +1173,9 @@ static void print_plan(Logger* lg, const Llama* m) {
     if (matmul_workspace_bytes())
         logf_(lg, "outside the arena: cuBLASLt workspace %.1f MiB, the CUDA context and library code (the driver's "
               "figure each step includes them)\n", matmul_workspace_bytes() / 1048576.0);
-    if (m->par.shard_vocab) {
-        // what --shard-vocab buys against the same run without it: it can be negative
-        // (a tied model under --zero 1: docs/memory.md section 7), so say it
-        ParamLayout off;
-        param_layout_build(&off, m->spec, NUM_PARAM_TENSORS, m->cfg.L, m->comm->tp, 0, m->comm->dp, 0, m->par.zero, 0);
-        double per_opt = 4.0 * (2 + HAVE_MASTER_WEIGHTS), per_local = 2.0 * sizeof(floatX) + 4.0 * m->par.grad_fp32;
-        double without = off.n_local * per_local + off.n_opt * per_opt;
-        double with = m->st.lay.n_local * per_local + m->st.lay.n_opt * per_opt +
-                      (m->st.lay.vocab_tp ? 0.0 : 2.0 * m->st.lay.vocab_rows * m->comm->dp * m->cfg.D * sizeof(floatX));
-        logf_(lg, "--shard-vocab 1 %s %.1f MiB per rank against --shard-vocab 0 (parameters, gradients and optimizer "
-              "state of the vocabulary, %s)\n", without >= with ? "saves" : "COSTS", fabs(without - with) / 1048576.0,
-              m->st.lay.vocab_tp ? "split over the TP group; not counted: the CE chunk's logits, 1/tp of the columns too"
-                               : "less its two gathered buffers");
-        param_layout_free(&off);
-    }
+    if (m->par.shard_vocab)
+        vocab_log_savings(lg, &m->st, m->spec, NUM_PARAM_TENSORS, m->cfg.L, m->par.zero, m->par.grad_fp32, HAVE_MASTER_WEIGHTS,
+                          m->cfg.D);
     act_plan_log(lg, &m->acts, "layer");
     CommBytes cb = comm_bytes_per_step(m, m->micro_steps);
     comm_bytes_log(lg, "comm per step, predicted (bytes this rank sends)", cb.b);
@@ -1328,11 +1184,8 @@ static void print_plan(Logger* lg, const Llama* m) {
 static void write_plan_json(const Llama* m, const char* path) {
     char extra[1024];
     CommBytes cb = comm_bytes_per_step(m, m->micro_steps);
-    char comm[512] = "";
-    for (int g = 0; g < NUM_GROUPS; g++)
-        for (int k = 0; k < NUM_COMM_KINDS; k++)
-            snprintf(comm + strlen(comm), sizeof(comm) - strlen(comm), "%s\"%s %s\": %.0f", comm[0] ? ", " : "",
-                     GROUP_NAMES[g], COMM_KIND_NAMES[k], cb.b[g][k]);
+    char comm[512];
+    comm_bytes_json(comm, sizeof(comm), &cb);
     snprintf(extra, sizeof(extra), "\"dp\": %d, \"tp\": %d, \"tp_sp\": %d, \"tp_regather\": %d, \"zero\": %d, "
              "\"shard_vocab\": %d, \"n_local\": %zu, \"n_opt\": %zu, \"comm_bytes_per_step\": {%s}",
              m->comm->dp, m->comm->tp, m->par.tp_sp, m->par.tp_regather, m->par.zero, m->par.shard_vocab,
@@ -1344,16 +1197,6 @@ static void write_plan_json(const Llama* m, const char* path) {
 // --fit-memory (llmc/fit_memory.h): the search is shared; here, what a candidate costs.
 // Its memory is its plan (llama_build without allocating); its cost the predicted extra
 // time per micro-step (docs/memory.md section 8).
-
-// What a plan may use: the device arena, plus the host arena on the CPU build, where
-// "device" and host are the same memory (offload saves nothing there).
-static double plan_bytes(const Llama* m) {
-#ifdef LLMC_CPU
-    return (double)m->dev.total + (double)m->host.total;
-#else
-    return (double)m->dev.total;
-#endif
-}
 
 // Predicted seconds per micro-step that the memory flags add to the flag-free step:
 // recomputed FLOPs, recomputed memory traffic, extra launches, and the part of each
@@ -1398,7 +1241,7 @@ static FitCost llama_fit_cost(void* ctx, const FitFlags* ff, const CostModel* cm
     if ((f.ffn_chunk_seq ? BT : a->cfg.F) < f.ffn_chunks || BT < f.ce_chunks) return c;
     Llama m;
     llama_build(&m, &a->cfg, &f, &pf, x->comm, B, T, 0);
-    c.bytes = plan_bytes(&m); c.n_offload = m.off.n_offload;
+    c.bytes = fit_plan_bytes(&m.dev, &m.host); c.n_offload = m.off.n_offload;
     c.base = fit_base_seconds(&a->cfg, m.num_params, B, T, cm);
     c.seconds = fit_cost_seconds(&a->cfg, B, T, &f, m.off.n_offload, m.acts.block_bytes, cm);
     llama_free(&m);
@@ -1408,19 +1251,10 @@ static FitCost llama_fit_cost(void* ctx, const FitFlags* ff, const CostModel* cm
 // Picks the flags (and the batch unless given) for --fit-memory; writes what it did into report.
 static void fit_memory(TrainArgs* a, Comm* comm, char* report, size_t report_n) {
     LlamaFit ctx = {a, comm};
-    FitSearch s;
-    memset(&s, 0, sizeof(s));
-    s.L = a->cfg.L; s.with_ce = 1;
-    FitFlags given = {a->B, a->flags.ffn_chunks, a->flags.ce_chunks, a->flags.recompute, a->flags.offload_act};
-    s.given = given;
-    s.fixed_B = a->batch_given; s.fixed_ffn = a->fit_fixed_ffn; s.fixed_ce = a->fit_fixed_ce;
-    s.fixed_recompute = a->fit_fixed_recompute; s.fixed_offload = a->fit_fixed_offload;
-    fit_batches(&s, a->total_batch, (long long)a->T * comm->dp, 64, 1024);
-    s.ctx = &ctx; s.cost = llama_fit_cost;
-    FitFlags best = fit_memory_search(&s, &a->fit, comm->rank, report, report_n);
-    a->B = best.B;
-    a->flags.ffn_chunks = best.ffn_chunks; a->flags.ce_chunks = best.ce_chunks;
-    a->flags.recompute = best.recompute; a->flags.offload_act = best.offload_act;
+    FitSearch* s = &a->fit_search;
+    s->L = a->cfg.L; s->ctx = &ctx; s->cost = llama_fit_cost;
+    fit_memory_choose(s, fit_targets(a), a->total_batch, (long long)a->T * comm->dp, 64, 1024, &a->fit, comm->rank, report,
+                      report_n);
 }
 
 // Data parallelism reads one global batch of B*dp rows (the same loader, seed and
@@ -1438,68 +1272,35 @@ static float evaluate(Llama* m, DataLoader* val, int batches) {
     return llama_take_loss(m);
 }
 
-// the next token from logits: the most likely at temperature 0 (the first on ties),
-// else drawn from softmax(logits / temperature)
-static int pick_token(float* logits, int V, float temperature, Rng* rng) {
-    int best = 0;
-    for (int j = 1; j < V; j++) if (logits[j] > logits[best]) best = j;
-    if (temperature == 0.0f) return best;
-    float mx = logits[best] / temperature;
-    double sum = 0.0;
-    for (int j = 0; j < V; j++) { logits[j] /= temperature; sum += exp(logits[j] - mx); }
-    double u = rng_uniform(rng) * sum, acc = 0.0;
-    for (int j = 0; j < V; j++) { acc += exp(logits[j] - mx); if (acc > u) return j; }
-    return V - 1;
+// the model behind llmc/story_sampler.h's samples
+static void next_token_logits(void* m, const int* tokens, int T, float* logits, int* pad) {
+    llama_next_token_logits((Llama*)m, tokens, T, logits, pad);
 }
 
-// a story from BOS, sampled with its own generator seeded by the step, so a resumed
-// run prints the same samples as an uninterrupted one
-static void sample_story(Llama* m, Tokenizer* tok, Logger* lg, int len, float temperature, uint64_t seed, int* tokens,
-                         float* logits, int* pad_scratch) {
-    const LlamaConfig* c = &m->cfg;
-    Rng rng; rng_init(&rng, seed);
-    tokens[0] = 1;  // BOS
-    logf_(lg, "--- sample ---\n");
-    for (int t = 1; t < len; t++) {
-        llama_next_token_logits(m, tokens, t, logits, pad_scratch);
-        int next = pick_token(logits, c->V, temperature, &rng);
-        tokens[t] = next;
-        if (next == 1) break;  // BOS starts the next story
-        if (lg->quiet) continue;  // every rank samples (the sharded head is a collective); rank 0 prints
-        const char* piece = tokenizer_decode(tok, tokens[t - 1], next);
-        safe_print(piece);
-        if (lg->log) fputs(piece, lg->log);
-    }
-    logf_(lg, "\n--------------\n");
-}
-
-// the fields every rank must agree on (comm_check_same_config)
+// the fields every rank must agree on (llmc/same_config.h)
 static void check_same_config(Comm* comm, const TrainArgs* a) {
-    char v[64][COMM_CONFIG_VALUE_BYTES];
-    const char* names[64];
-    const char* values[64];
-    int n = 0;
-    #define FIELD(name, fmt, x) do { names[n] = name; snprintf(v[n], COMM_CONFIG_VALUE_BYTES, fmt, x); values[n] = v[n]; n++; } while (0)
-    FIELD("program", "%s", "train_llama");
-    FIELD("model V", "%d", a->cfg.V); FIELD("model D", "%d", a->cfg.D); FIELD("model L", "%d", a->cfg.L);
-    FIELD("model H", "%d", a->cfg.H); FIELD("model KV", "%d", a->cfg.KV); FIELD("model F", "%d", a->cfg.F);
-    FIELD("max-seq-len", "%d", a->cfg.max_seq_len); FIELD("tied", "%d", a->cfg.tied);
-    FIELD("rope-theta", "%.9g", a->cfg.rope_theta); FIELD("norm-eps", "%.9g", a->cfg.norm_eps);
-    FIELD("batch", "%d", a->B); FIELD("seq", "%d", a->T); FIELD("total-batch", "%d", a->total_batch);
-    FIELD("steps", "%d", a->loop.steps); FIELD("lr", "%.9g", a->loop.lr); FIELD("min-lr-frac", "%.9g", a->loop.min_lr_frac);
-    FIELD("warmup", "%d", a->loop.warmup); FIELD("weight-decay", "%.9g", a->loop.weight_decay); FIELD("beta1", "%.9g", a->loop.beta1);
-    FIELD("beta2", "%.9g", a->loop.beta2); FIELD("adam-eps", "%.9g", a->loop.adam_eps); FIELD("grad-clip", "%.9g", a->loop.grad_clip);
-    FIELD("seed", "%lld", a->loop.seed); FIELD("ffn-chunks", "%d", a->flags.ffn_chunks);
-    FIELD("ffn-chunk-dim", "%s", a->loop.ffn_chunk_dim); FIELD("ce-chunks", "%d", a->flags.ce_chunks);
-    FIELD("offload-act", "%d", a->flags.offload_act); FIELD("recompute", "%d", a->flags.recompute);
-    FIELD("zero", "%d", a->par.zero); FIELD("shard-vocab", "%d", a->shard_vocab);
-    FIELD("tp", "%d", a->par.tp); FIELD("tp-mode", "%s", a->par.tp_mode); FIELD("tp-recompute-allgather", "%d", a->par.tp_regather);
-    FIELD("fit-memory", "%.9g", a->fit.budget_gib); FIELD("comm", "%s", a->par.comm_backend); FIELD("comm-timeout", "%.9g", a->par.comm_timeout); FIELD("val-every", "%d", a->loop.val_every); FIELD("val-batches", "%d", a->val_batches);
-    FIELD("sample-every", "%d", a->sample_every); FIELD("ckpt-every", "%d", a->loop.ckpt_every);
-    FIELD("train-data", "%s", a->train_data); FIELD("val-data", "%s", a->val_data); FIELD("run-dir", "%s", a->loop.run_dir);
-    FIELD("resume", "%s", a->loop.resume ? a->loop.resume : ""); FIELD("init-from", "%s", a->loop.init_from ? a->loop.init_from : "");
-    #undef FIELD
-    comm_check_same_config(comm, names, values, n);
+    ConfigFields cf;
+    cf.n = 0;
+    const LlamaConfig* c = &a->cfg;
+    config_field(&cf, "program", "%s", "train_llama");
+    config_field(&cf, "model V", "%d", c->V); config_field(&cf, "model D", "%d", c->D); config_field(&cf, "model L", "%d", c->L);
+    config_field(&cf, "model H", "%d", c->H); config_field(&cf, "model KV", "%d", c->KV); config_field(&cf, "model F", "%d", c->F);
+    config_field(&cf, "max-seq-len", "%d", c->max_seq_len); config_field(&cf, "tied", "%d", c->tied);
+    config_field(&cf, "rope-theta", "%.9g", c->rope_theta); config_field(&cf, "norm-eps", "%.9g", c->norm_eps);
+    config_field(&cf, "batch", "%d", a->B); config_field(&cf, "seq", "%d", a->T); config_field(&cf, "total-batch", "%d", a->total_batch);
+    config_optimizer_fields(&cf, &a->loop);
+    config_field(&cf, "ffn-chunks", "%d", a->flags.ffn_chunks); config_field(&cf, "ffn-chunk-dim", "%s", a->loop.ffn_chunk_dim);
+    config_field(&cf, "ce-chunks", "%d", a->flags.ce_chunks); config_field(&cf, "offload-act", "%d", a->flags.offload_act);
+    config_field(&cf, "recompute", "%d", a->flags.recompute);
+    config_field(&cf, "zero", "%d", a->par.zero); config_field(&cf, "shard-vocab", "%d", a->shard_vocab);
+    config_tp_fields(&cf, &a->par);
+    config_field(&cf, "fit-memory", "%.9g", a->fit.budget_gib); config_field(&cf, "comm", "%s", a->par.comm_backend);
+    config_field(&cf, "comm-timeout", "%.9g", a->par.comm_timeout); config_field(&cf, "val-every", "%d", a->loop.val_every);
+    config_field(&cf, "val-batches", "%d", a->val_batches); config_field(&cf, "sample-every", "%d", a->sample_every);
+    config_field(&cf, "ckpt-every", "%d", a->loop.ckpt_every); config_field(&cf, "train-data", "%s", a->train_data);
+    config_field(&cf, "val-data", "%s", a->val_data);
+    config_run_fields(&cf, &a->loop);
+    config_fields_check(comm, &cf);
 }
 
 int main(int argc, char** argv) {
@@ -1520,9 +1321,7 @@ int main(int argc, char** argv) {
     int grad_accum = a.total_batch / (a.B * a.T * comm.dp);
     ParallelFlags pf = parallel_flags_resolve(&a.par, a.shard_vocab, grad_accum);
     if (!a.loop.plan_only) check_same_config(&comm, &a);
-    Logger lg;
-    memset(&lg, 0, sizeof(lg));
-    lg.quiet = comm.rank != 0;
+    Logger lg = logger_for_rank(comm.rank);
     Llama m;
     if (a.loop.plan_only) {
         llama_build(&m, &a.cfg, &a.flags, &pf, &comm, a.B, a.T, 0);
@@ -1542,13 +1341,8 @@ int main(int argc, char** argv) {
     // --resume auto: the newest complete checkpoint of the run directory, if any. Any
     // --resume appends to main.log and metrics.jsonl (nothing of an earlier run is lost, even
     // when no checkpoint is usable), and the checkpoints it skips are named in main.log.
-    const char* resume = a.loop.resume;
-    if (!lg.quiet) logger_open(&lg, a.loop.run_dir, resume != NULL);
-    if (resume && strcmp(resume, "auto") == 0) {
-        CkptInfo ci;
-        resume = ckpt_find_latest_all_ranks(&comm, a.loop.run_dir, checkpoint_check, &ci, &lg);
-        if (!resume) logf_(&lg, "--resume auto: no checkpoint in %s, starting fresh\n", a.loop.run_dir);
-    }
+    if (!lg.quiet) logger_open(&lg, a.loop.run_dir, a.loop.resume != NULL);
+    const char* resume = ckpt_resume_path(&comm, &lg, a.loop.resume, a.loop.run_dir, checkpoint_check);
     print_config(&lg, &a, &m, grad_accum);
     logf_(&lg, "%s", fit_report);
     print_plan(&lg, &m);
@@ -1565,18 +1359,10 @@ int main(int argc, char** argv) {
         logf_(&lg, "val data: %s (%zu tokens), %d batches per evaluation per rank\n", a.val_data, val.num_tokens,
               a.val_batches);
     }
-    Tokenizer tok;
-    int have_tok = a.sample_every > 0 && tokenizer_init(&tok, a.tokenizer, a.cfg.V) == 0;
-    // the default tokenizer may be absent (samples are then skipped, with the warning above);
-    // one the user named must work
-    if (a.sample_every > 0 && !have_tok && a.tokenizer_given)
-        FAIL("--tokenizer %s cannot be used (the warning above says why) and --sample-every %d asks for samples: give a "
-             "llama2.c tokenizer.bin for V=%d, or --sample-every 0", a.tokenizer, a.sample_every, a.cfg.V);
     int sample_len = a.sample_len < a.T ? a.sample_len : a.T;
     if (m.tpd.sp) sample_len = sample_len < a.T / a.par.tp * a.par.tp ? sample_len : a.T / a.par.tp * a.par.tp;  // padded to a multiple of tp
-    int* sample_tokens = (int*)xmalloc((size_t)sample_len * sizeof(int));
-    int* sample_pad = (int*)xmalloc((size_t)a.T * sizeof(int));
-    float* sample_logits = (float*)xmalloc((size_t)a.cfg.V * sizeof(float));
+    StorySampler sampler;
+    story_sampler_init(&sampler, a.sample_every, a.tokenizer, a.tokenizer_given, a.cfg.V, sample_len, a.T, a.temperature);
 
     int start = 0;
     char path[1200];
@@ -1602,19 +1388,16 @@ int main(int argc, char** argv) {
     }
     logger_start(&lg);  // the inputs are accepted: from here on the run directory is written
     if (a.save_init && !resume) {
-        snprintf(path, sizeof(path), "%s/ckpt_%06d.bin", a.loop.run_dir, 0);
+        ckpt_step_path(path, sizeof(path), a.loop.run_dir, 0);
         checkpoint_write(&m, path, 0, grad_accum, &train);
         logf_(&lg, "initial weights written to %s\n", path);
     }
 
-    size_t peak_measured = 0;
-    int last_ckpt = resume ? start : -1;
+    StepLoop sl;
+    step_loop_init(&sl, &a.loop, &comm, &m.prof, &lg, start, resume != NULL);
     float dloss = 1.0f / (float)((size_t)a.B * a.T * grad_accum * comm.dp);
-    double loop_start = now_seconds();
     for (int step = start + 1; step <= a.loop.steps; step++) {
-        double t0 = now_seconds();
-        if (step == start + 1) memset(comm.sent, 0, sizeof(comm.sent));  // what the plan's formula predicts, counted
-        if (step == a.loop.profile_step) profile_start_step(&m.prof);
+        step_begin(&sl, step);
         float lr = lr_at_step(step, a.loop.steps, a.loop.warmup, a.loop.lr, a.loop.min_lr_frac);
         llama_zero_grads(&m);
         for (int micro = 0; micro < grad_accum; micro++) {
@@ -1624,25 +1407,19 @@ int main(int argc, char** argv) {
         }
         double loss = llama_take_loss(&m);
         float norm = param_store_grad_norm(&m.st);
-        stop_if_not_finite(step, loss, norm, a.loop.run_dir, last_ckpt);
+        stop_if_not_finite(step, loss, norm, a.loop.run_dir, sl.last_ckpt);
         llama_apply_update(&m, lr, a.loop.beta1, a.loop.beta2, a.loop.adam_eps, a.loop.weight_decay, a.loop.grad_clip, norm, step);
-        double ms = (now_seconds() - t0) * 1e3;
-        if (step == start + 1) comm_bytes_log(&lg, "comm per step, counted in this step (bytes this rank sent)", comm.sent);
-        if (step == a.loop.profile_step) profile_report(&m.prof, &lg, step, ms);
-        double measured = (double)dev_peak_bytes_measured();
-        comm_host_all_reduce(&comm, GROUP_WORLD, &measured, 1, COMM_MAX);  // the largest rank's
-        peak_measured = (size_t)measured > peak_measured ? (size_t)measured : peak_measured;
+        double ms = step_end(&sl, step);
         double tok_s = a.total_batch / (ms / 1e3);
         int last = step == a.loop.steps;
-        if (step % a.loop.log_every == 0 || last || step == start + 1) {
-            // the ETA spreads everything done so far (validation and samples included) over the steps left
+        if (step_logs(&sl, step)) {
             char eta[32];
-            format_eta(eta, sizeof(eta), loop_start, step, start, a.loop.steps);
+            step_eta(&sl, step, eta, sizeof(eta));
             double seen = (double)step * a.total_batch;
             logf_(&lg, "step %5d/%d | loss %.6f | lr %.3e | norm %.4f | %.1f ms | %.0f tok/s | %.*f%s tok | ETA %s | "
                   "peak %.1f MiB%s\n", step, a.loop.steps, loss, lr, norm, ms, tok_s, seen < 1e6 ? 1 : 2,
                   seen < 1e6 ? seen / 1e3 : seen / 1e6, seen < 1e6 ? "K" : "M", eta,
-                  peak_measured / 1048576.0, comm.size > 1 ? " (largest rank)" : "");
+                  sl.peak / 1048576.0, comm.size > 1 ? " (largest rank)" : "");
         }
         float val_loss = NAN;
         if (a.loop.val_every > 0 && (step % a.loop.val_every == 0 || last)) {
@@ -1653,36 +1430,27 @@ int main(int argc, char** argv) {
         metrics_num(&lg, "loss", loss); metrics_num(&lg, "lr", lr); metrics_num(&lg, "grad_norm", norm);
         metrics_num(&lg, "ms", ms); metrics_num(&lg, "tok_per_s", tok_s);
         metrics_int(&lg, "tokens", (long long)step * a.total_batch);
-        metrics_int(&lg, "peak_mem", (long long)peak_measured); metrics_int(&lg, "arena_bytes", (long long)m.dev.total);
+        metrics_int(&lg, "peak_mem", (long long)sl.peak); metrics_int(&lg, "arena_bytes", (long long)m.dev.total);
         metrics_num(&lg, "val_loss", val_loss);
         metrics_end(&lg);
         if (step == a.loop.test_nan_update) param_store_plant_nan(&m.st);
         // the checkpoint first: whatever sampling meets, the step's state is on disk
-        if (a.loop.ckpt_every > 0 && (step % a.loop.ckpt_every == 0 || last)) {
-            snprintf(path, sizeof(path), "%s/ckpt_%06d.bin", a.loop.run_dir, step);
-            stop_if_params_not_finite(step, param_store_params_finite(&m.st), a.loop.run_dir, last_ckpt);
+        if (step_ckpt_due(&sl, step, &m.st, path, sizeof(path))) {
             checkpoint_write(&m, path, step, grad_accum, &train);
-            last_ckpt = step;
-            logf_(&lg, "checkpoint: %s\n", path);
+            step_ckpt_written(&sl, step, path);
         }
-        if (have_tok && (step % a.sample_every == 0 || last))
-            sample_story(&m, &tok, &lg, sample_len, a.temperature, (uint64_t)a.loop.seed * 1000003ull + step, sample_tokens,
-                         sample_logits, sample_pad);
+        if (sampler.ready && (step % a.sample_every == 0 || last))
+            story_sample(&sampler, &lg, (uint64_t)a.loop.seed * 1000003ull + step, next_token_logits, &m);
     }
     if (start >= a.loop.steps) {  // nothing to train (--steps 0, or a finished run resumed): evaluate and sample it
         if (a.loop.val_every > 0) logf_(&lg, "step %5d | val loss %.6f\n", start, evaluate(&m, &val, a.val_batches));
-        if (have_tok)
-            sample_story(&m, &tok, &lg, sample_len, a.temperature, (uint64_t)a.loop.seed * 1000003ull + start, sample_tokens,
-                         sample_logits, sample_pad);
-        double measured = (double)dev_peak_bytes_measured();
-        comm_host_all_reduce(&comm, GROUP_WORLD, &measured, 1, COMM_MAX);
-        peak_measured = (size_t)measured;
+        if (sampler.ready) story_sample(&sampler, &lg, (uint64_t)a.loop.seed * 1000003ull + start, next_token_logits, &m);
+        sl.peak = peak_bytes_all_ranks(&comm);
     }
     logf_(&lg, "done: peak memory measured %.1f MiB (%s%s), arena %.1f MiB planned%s\n",
-          peak_measured / 1048576.0, dev_measured_name(), comm.size > 1 ? ", largest rank" : "", m.dev.total / 1048576.0,
+          sl.peak / 1048576.0, dev_measured_name(), comm.size > 1 ? ", largest rank" : "", m.dev.total / 1048576.0,
           comm.size > 1 ? " per rank" : "");
-    if (have_tok) tokenizer_free(&tok);
-    free(sample_tokens); free(sample_logits); free(sample_pad);
+    story_sampler_free(&sampler);
     dataloader_free(&train);
     if (a.loop.val_every > 0) dataloader_free(&val);
     logger_close(&lg);

@@ -15,6 +15,7 @@ do not promise a step time.
 #pragma once
 #include "common.h"
 #include "flags.h"
+#include "arena.h"
 
 typedef struct {
     double flops;      // achieved matmul FLOP/s
@@ -164,4 +165,42 @@ static inline FitFlags fit_memory_search(const FitSearch* s, const FitArgs* a, i
         snprintf(report + n, report_n - n, "  runner-up: none (only one plan fits)\n");
     }
     return best_f;
+}
+
+// The flags --fit-memory chooses, as places in a trainer's arguments (ce_chunks NULL: the
+// model has no output head to chunk). The search starts from their values, keeps the ones
+// the command line gave, and writes its choice back.
+typedef struct { int *B, *ffn_chunks, *ce_chunks, *recompute, *offload_act; } FitTargets;
+
+// Which targets the command line gave (train_flags_parse's `given`): those stay fixed.
+static inline void fit_fixed_from_flags(FitSearch* s, FitTargets t, const Flag* flags, int n, const int* given) {
+    s->fixed_B = flag_given(flags, n, given, t.B);
+    s->fixed_ffn = flag_given(flags, n, given, t.ffn_chunks);
+    s->fixed_ce = t.ce_chunks ? flag_given(flags, n, given, t.ce_chunks) : 0;
+    s->fixed_recompute = flag_given(flags, n, given, t.recompute);
+    s->fixed_offload = flag_given(flags, n, given, t.offload_act);
+}
+
+// Runs the search (s: its fixed flags, L, ctx and cost filled in by the trainer; the
+// micro-batches as fit_batches takes them) and writes the chosen flags into t.
+static inline void fit_memory_choose(FitSearch* s, FitTargets t, int total, long long per_B, int most, int cap,
+                                     const FitArgs* a, int rank, char* report, size_t report_n) {
+    FitFlags given = {*t.B, *t.ffn_chunks, t.ce_chunks ? *t.ce_chunks : 1, *t.recompute, *t.offload_act};
+    s->given = given;
+    s->with_ce = t.ce_chunks != NULL;
+    fit_batches(s, total, per_B, most, cap);
+    FitFlags best = fit_memory_search(s, a, rank, report, report_n);
+    *t.B = best.B; *t.ffn_chunks = best.ffn_chunks; *t.recompute = best.recompute; *t.offload_act = best.offload_act;
+    if (t.ce_chunks) *t.ce_chunks = best.ce_chunks;
+}
+
+// What a plan may use: the device arena, plus the host arena on the CPU build, where
+// "device" and host are the same memory (offload saves nothing there).
+static inline double fit_plan_bytes(const Arena* dev, const Arena* host) {
+#ifdef LLMC_CPU
+    return (double)dev->total + (double)host->total;
+#else
+    (void)host;
+    return (double)dev->total;
+#endif
 }

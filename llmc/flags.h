@@ -135,3 +135,16 @@ static inline const char* flag_peek(int argc, char** argv, const char* name) {
     for (int i = 1; i + 1 < argc; i++) if (strncmp(argv[i], "--", 2) == 0 && strcmp(argv[i] + 2, name) == 0) v = argv[i + 1];
     return v;
 }
+
+// --model: the index of the preset called name in a table of n presets whose first field
+// is the name (stride: the size of one entry); an unknown name stops with the known ones.
+static inline int flag_preset(const void* table, size_t stride, int n, const char* name) {
+    char known[512] = "";
+    for (int i = 0; i < n; i++) {
+        const char* preset = *(const char* const*)((const char*)table + (size_t)i * stride);
+        if (strcmp(preset, name) == 0) return i;
+        snprintf(known + strlen(known), sizeof(known) - strlen(known), "%s%s", i ? ", " : "", preset);
+    }
+    FAIL("unknown --model '%s' (known: %s)", name, known);
+    return -1;
+}

@@ -32,6 +32,7 @@ with it. Bad arguments stop either way: a trainer checks them at start (image_cl
 */
 #pragma once
 #include "common.h"
+#include "logger.h"  // mkdir_p_try
 
 // ----------------------------------------------------------------------------
 // pixels
@@ -346,4 +347,30 @@ static inline const char* try_write_png_strip(const char* path, const float* cli
 static inline void write_png_strip(const char* path, const float* clip, int C, int Fr, int Hi, int Wi, int scale, int gap) {
     const char* why = try_write_png_strip(path, clip, C, Fr, Hi, Wi, scale, gap);
     if (why) FAIL("%s", why);
+}
+
+// One step's samples, a clip per class (clips: [n_classes, C*Fr*Hi*Wi], clamped to
+// [-1, 1] here), as DIR/step_SSSSSS_class_K.gif and .png (frames side by side, gap 2).
+// Returns NULL, or why they were not all written (a full disk, an unwritable directory):
+// a training run warns and goes on.
+static inline const char* write_class_samples(const char* dir, int step, float* clips, int n_classes, int C, int Fr,
+                                              int Hi, int Wi, int scale) {
+    static char why_dir[1300];
+    char path[1300];
+    int err = mkdir_p_try(dir);
+    if (err) {
+        snprintf(why_dir, sizeof(why_dir), "cannot create directory '%s': %s", dir, strerror(err));
+        return why_dir;
+    }
+    const char* why = NULL;
+    size_t clip = (size_t)C * Fr * Hi * Wi;
+    for (int k = 0; k < n_classes && !why; k++) {
+        float* xk = clips + (size_t)k * clip;
+        for (size_t j = 0; j < clip; j++) xk[j] = xk[j] < -1.0f ? -1.0f : xk[j] > 1.0f ? 1.0f : xk[j];
+        snprintf(path, sizeof(path), "%s/step_%06d_class_%d.gif", dir, step, k);
+        why = try_write_gif(path, xk, C, Fr, Hi, Wi, scale, 12);
+        snprintf(path, sizeof(path), "%s/step_%06d_class_%d.png", dir, step, k);
+        if (!why) why = try_write_png_strip(path, xk, C, Fr, Hi, Wi, scale, 2);
+    }
+    return why;
 }

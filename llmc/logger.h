@@ -22,6 +22,14 @@ typedef struct {
     char* held; size_t held_len, held_cap; // main.log's lines until logger_start (logger_open: held != NULL)
 } Logger;
 
+// a job's logger: rank 0 prints and writes the run directory, the other ranks stay quiet
+static inline Logger logger_for_rank(int rank) {
+    Logger lg;
+    memset(&lg, 0, sizeof(lg));
+    lg.quiet = rank != 0;
+    return lg;
+}
+
 // creates path and its parents; returns 0, or the errno of the last mkdir
 static int mkdir_p_try(const char* path) {
     if (!path[0]) return ENOENT;

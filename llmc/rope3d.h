@@ -8,7 +8,8 @@ row or column index in patches. A token's rotation is therefore one angle per pa
 the head, like 1-D RoPE's, only the angle comes from three positions: so this file
 builds a [N, hd/2] cos/sin table indexed by token, and the rotation itself is the
 rope kernel of llmc/rope.cuh (and its CPU twin) with T = N. One kernel, checked once,
-serves both trainers; only this table differs.
+serves both trainers; only this table differs. rope1d_table is the text models' table
+(the position is the token's index in the sequence).
 */
 #pragma once
 #include "common.h"
@@ -32,4 +33,16 @@ static inline void rope3d_table(float* cos_t, float* sin_t, int Fn, int Hn, int 
                     sin_t[n * half + j] = (float)sin(ang);
                 }
             }
+}
+
+// cos_t, sin_t: [T, hd/2]; angle t * theta^(-2i/hd) for the adjacent pair (2i, 2i+1)
+static inline void rope1d_table(float* cos_t, float* sin_t, int T, int hd, float theta) {
+    size_t half = hd / 2;
+    for (int t = 0; t < T; t++)
+        for (size_t i = 0; i < half; i++) {
+            double freq = pow((double)theta, -2.0 * (double)i / (double)hd);
+            double ang = (double)t * freq;
+            cos_t[t * half + i] = (float)cos(ang);
+            sin_t[t * half + i] = (float)sin(ang);
+        }
 }

@@ -6,6 +6,8 @@ TrainLoopArgs, then appends these entries to its own flag table.
 */
 #pragma once
 #include "flags.h"
+#include "parallel_args.h"  // the parallel flags (--zero, --tp, --comm, ...)
+#include "fit_memory.h"     // --fit-memory's flags
 
 typedef struct {
     int steps, warmup, val_every, ckpt_every, log_every, plan_only, profile_step;
@@ -18,6 +20,14 @@ typedef struct {
     const char* attention;      // "auto" | "fp32" | "tc" (llmc/attention_select.h)
     char help[9][112];  // the entries whose help names a trainer's own default
 } TrainLoopArgs;
+
+// The defaults both trainers share; each sets its own steps, weight decay, beta2, model and
+// run directory (the other fields start at zero).
+static inline void train_loop_defaults(TrainLoopArgs* l) {
+    l->ffn_chunk_dim = "hidden"; l->attention = "auto";
+    l->warmup = 20; l->val_every = 50; l->ckpt_every = 0; l->log_every = 1;
+    l->lr = 1e-3f; l->min_lr_frac = 0.1f; l->beta1 = 0.9f; l->adam_eps = 1e-8f; l->grad_clip = 1.0f; l->seed = 1337;
+}
 
 // the memory flags both trainers share, with train_llama's and train_dit's meaning
 typedef struct { int* ffn_chunks; int* offload_act; int* recompute; const char* recompute_help; } MemoryFlagRefs;
@@ -104,5 +114,22 @@ static inline int train_flags_parse(int argc, char** argv, const Flag* own, int 
     int n = n_own + train_loop_flags(flags + n_own, loop, mem);
     flags_parse(argc, argv, flags, n, given, usage);
     train_loop_validate(loop, ffn_chunk_seq);
+    return n;
+}
+
+// The whole command line of a trainer: its own entries, the parallel flags (tp_help: what
+// --tp must divide in this model), --fit-memory's, then the shared ones, all checked.
+// flags and given as for train_flags_parse; returns the number of flags.
+static inline int train_flags_parse_all(int argc, char** argv, const Flag* own, int n_own, TrainLoopArgs* loop,
+                                        MemoryFlagRefs mem, int* ffn_chunk_seq, ParallelArgs* par, const char* tp_help,
+                                        FitArgs* fit, Flag* flags, int* given, void (*usage)(const Flag*, int)) {
+    Flag all[TRAIN_MAX_FLAGS];
+    if (n_own + 16 > TRAIN_MAX_FLAGS) FAIL("train_flags_parse_all: %d flags of the trainer's own, raise TRAIN_MAX_FLAGS", n_own);
+    memcpy(all, own, (size_t)n_own * sizeof(Flag));
+    n_own += parallel_flags(all + n_own, par, tp_help);
+    n_own += fit_flags(all + n_own, fit);
+    int n = train_flags_parse(argc, argv, all, n_own, loop, mem, ffn_chunk_seq, flags, given, usage);
+    parallel_args_validate(par);
+    fit_args_validate(fit);
     return n;
 }

@@ -45,3 +45,15 @@ static inline void trainer_plan_json(const char* path, const ActPlan* acts, cons
              HAVE_MASTER_WEIGHTS, extra[0] ? ", " : "", extra);
     plan_write_json(path, fields, dev, host);
 }
+
+// What a trainer's build set up, given back: the stream's work finished first, then the
+// profile's timers, the offload streams and events, the GEMM library, both arenas.
+static inline void trainer_release(stream_t stream, Profile* prof, Offload* off, Arena* dev, Arena* host) {
+    stream_synchronize(stream);
+    profile_free(prof);
+    offload_free(off);
+    stream_destroy(stream);
+    matmul_teardown();
+    if (dev->base) dev_free(dev->base);
+    if (host->base) host_free_pinned(host->base);
+}

@@ -20,6 +20,8 @@ no rank holds a whole row of V logits.
 #include "arena.h"
 #include "comm.h"
 #include "param_store.h"
+#include "profile.h"
+#include "tensor_parallel.h"
 
 typedef struct {
     ParamStore* st;            // where the owned rows live (the layout's vocabulary region)
@@ -123,4 +125,89 @@ static inline void vocab_crossentropy(VocabShards* v, float* losses, floatX* log
     comm_all_reduce(param_store_comm(st), GROUP_TP, v->ce_sums, 2 * (size_t)nr, COMM_FLOAT, COMM_SUM, s);
     comm_join(st->comm, s);
     crossentropy_vp_finish(losses, logits, v->ce_max, v->ce_sums, targets, nr, Vs, v0, nv, dloss, backward, s);
+}
+
+// What --shard-vocab buys against the same run without it, per rank: parameters, gradients
+// and optimizer state of the vocabulary (master: fp32 master weights kept). It can be
+// negative (a tied model under --zero 1: docs/memory.md section 7), so the log says it.
+static inline void vocab_log_savings(Logger* lg, const ParamStore* st, const ParamSpec* spec, int n_spec, int L, int zero,
+                                     int grad_fp32, int master, size_t D) {
+    const ParamLayout* lay = &st->lay;
+    const Comm* comm = st->comm;
+    ParamLayout off;
+    param_layout_build(&off, spec, n_spec, L, comm->tp, 0, comm->dp, 0, zero, 0);
+    double per_opt = 4.0 * (2 + master), per_local = 2.0 * sizeof(floatX) + 4.0 * grad_fp32;
+    double without = off.n_local * per_local + off.n_opt * per_opt;
+    double with = lay->n_local * per_local + lay->n_opt * per_opt +
+                  (lay->vocab_tp ? 0.0 : 2.0 * lay->vocab_rows * comm->dp * D * sizeof(floatX));
+    logf_(lg, "--shard-vocab 1 %s %.1f MiB per rank against --shard-vocab 0 (parameters, gradients and optimizer "
+          "state of the vocabulary, %s)\n", without >= with ? "saves" : "COSTS", fabs(without - with) / 1048576.0,
+          lay->vocab_tp ? "split over the TP group; not counted: the CE chunk's logits, 1/tp of the columns too"
+                        : "less its two gathered buffers");
+    param_layout_free(&off);
+}
+
+// Over TP: the whole row of V logits on every rank of the group, from each rank's
+// vocab_cols of them on the device (the shards in rank order, without the padding).
+static inline void vocab_gather_logits(const VocabShards* v, float* host_logits, const floatX* logits, int vocab_cols, int V) {
+    Comm* cm = v->st->comm;
+    int tp = cm->tp;
+    float* mine = (float*)xmalloc((size_t)vocab_cols * sizeof(float));
+    float* all = (float*)xmalloc((size_t)vocab_cols * tp * sizeof(float));
+    dev_download_floats(mine, logits, vocab_cols);
+    comm_host_gather(cm, GROUP_TP, mine, (size_t)vocab_cols * sizeof(float), all);
+    comm_host_broadcast(cm, GROUP_TP, all, (size_t)vocab_cols * tp * sizeof(float), 0);
+    memcpy(host_logits, all, (size_t)V * sizeof(float));
+    free(mine); free(all);
+}
+
+// Over DP: what the vocabulary sends per optimizer step (comm_bytes_add's count): the
+// weights gathered at use (tied: one gathered copy serves the whole step; untied: the
+// lookup and the head take turns in the one buffer), the gradients reduce-scattered.
+static inline void vocab_comm_bytes(const VocabShards* v, CommBytes* cb, int micro_steps) {
+    if (!vocab_over_dp(v)) return;
+    const Comm* cm = v->st->comm;
+    double full = (double)v->st->lay.vocab_rows * cm->dp * (double)v->D * sizeof(floatX);
+    comm_bytes_add(cb, cm, GROUP_DP, KIND_ALL_GATHER, (v->tied ? 1 : 2.0 * micro_steps) * full);
+    comm_bytes_add(cb, cm, GROUP_DP, KIND_REDUCE_SCATTER, (v->tied ? 1 : 2) * micro_steps * full);
+}
+
+// The token embedding of N tokens into x (this rank's own rows: tpc says which). emb: the
+// table's rows this rank holds. Replicated or over DP, a lookup of the whole table
+// (gathered at use); over TP, each rank looks up the tokens in its rows (zeros for the
+// others) and the partial rows are summed over the group.
+static inline void vocab_embed_forward(VocabShards* v, TpContext* tpc, Profile* prof, floatX* x, const int* inputs,
+                                       floatX* emb, int N) {
+    const ParamLayout* lay = &v->st->lay;
+    stream_t s = v->st->stream;
+    int D = (int)v->D, own = tp_own_rows(tpc, N);
+    if (!lay->vocab_tp) {
+        PROF(prof, "embedding", 0, 2.0 * own * D * SX, s)
+            encoder_forward(x, inputs + tp_own_row0(tpc, N), vocab_weights(v, v->emb, emb), own, D, s);
+        return;
+    }
+    TpRows part = tp_partial_rows(tpc, x, N);
+    PROF(prof, "embedding", 0, 2.0 * N * D * SX, s)
+        encoder_forward_range(part.p, inputs, emb, N, D, (int)lay->v0, (int)lay->v_valid, s);
+    floatX* mine = tp_reduce_rows(tpc, part.p, N);
+    if (mine != x) dev_memcpy_d2d(x, mine, (size_t)own * D * sizeof(floatX), s);
+    tp_give_back(tpc, &part);
+}
+
+// its backward: dx (this rank's own rows of the gradient) into demb, the table's gradient
+// (over DP the unsharded one of vocab_grad_begin); over TP all N rows' gradient, gathered
+static inline void vocab_embed_backward(VocabShards* v, TpContext* tpc, Profile* prof, floatX* demb, floatX* dx,
+                                        const int* inputs, int N) {
+    const ParamLayout* lay = &v->st->lay;
+    stream_t s = v->st->stream;
+    int D = (int)v->D;
+    PROF(prof, "embedding", 0, 3.0 * N * D * SX, s) {
+        if (!lay->vocab_tp) {
+            encoder_backward(demb, dx, inputs + tp_own_row0(tpc, N), tp_own_rows(tpc, N), D, s);
+        } else {
+            TpRows dy = tp_grad_rows(tpc, dx, N);
+            encoder_backward_range(demb, dy.p, inputs, N, D, (int)lay->v0, (int)lay->v_valid, s);
+            tp_give_back(tpc, &dy);
+        }
+    }
 }

@@ -1,0 +1,37 @@
+/*
+The lines of a training run's log that are the same whatever the model: how its kernels
+run, the memory measured across ranks, the predicted communication as JSON for the
+plan's tests. The model's own lines (its config, its loss) stay in its trainer.
+*/
+#pragma once
+#include "common.h"
+#include "kernels.h"
+#include "logger.h"
+#include "comm.h"
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+// which attention the run uses (--attention resolved) and how many threads it has
+static inline void log_runtime(Logger* lg, const char* attention_flag) {
+    logf_(lg, "attention: %s (--attention %s)\n", attention_impl_name(g_attention_impl), attention_flag);
+#ifdef _OPENMP
+    logf_(lg, "threads: %d (OpenMP)\n", omp_get_max_threads());
+#endif
+}
+
+// the peak memory measured so far on the rank that has the most (a collective)
+static inline size_t peak_bytes_all_ranks(Comm* comm) {
+    double measured = (double)dev_peak_bytes_measured();
+    comm_host_all_reduce(comm, GROUP_WORLD, &measured, 1, COMM_MAX);
+    return (size_t)measured;
+}
+
+// a step's bytes per group and kind as JSON fields: "tp all-gather": 123, ...
+static inline void comm_bytes_json(char* out, size_t n, const CommBytes* cb) {
+    out[0] = 0;
+    for (int g = 0; g < NUM_GROUPS; g++)
+        for (int k = 0; k < NUM_COMM_KINDS; k++)
+            snprintf(out + strlen(out), n - strlen(out), "%s\"%s %s\": %.0f", out[0] ? ", " : "", GROUP_NAMES[g],
+                     COMM_KIND_NAMES[k], cb->b[g][k]);
+}
