@@ -1177,7 +1177,7 @@ typedef struct {
     DitConfig cfg;
     DitFlags flags;
     TrainLoopArgs loop;  // optimizer, schedule, cadence, run directory, resume, plan (llmc/train_args.h)
-    int B, grad_accum, total_batch, val_clips, sample_every, sample_steps, gif_scale, save_init;
+    int B, grad_accum, total_batch, val_clips, sample_every, sample_steps, sample_clips, gif_scale, save_init;
     float cfg_scale, label_dropout;
     const char* data;
     ParallelArgs par;    // --zero, --tp, --comm, --comm-timeout, --dp, --fp32-grad-accum (llmc/parallel_args.h)
@@ -1210,7 +1210,7 @@ static void parse_args(int argc, char** argv, TrainArgs* a) {
     a->flags = dit_flags_default();
     train_loop_defaults(&a->loop);
     a->loop.steps = 300; a->loop.weight_decay = 0.0f; a->loop.beta2 = 0.999f;
-    a->B = 8; a->grad_accum = 0; a->val_clips = 48; a->sample_every = 0; a->sample_steps = 24; a->gif_scale = 4;
+    a->B = 8; a->grad_accum = 0; a->val_clips = 48; a->sample_every = 0; a->sample_steps = 24; a->sample_clips = 1; a->gif_scale = 4;
     a->cfg_scale = 3.0f; a->label_dropout = 0.1f;
     a->data = "synthetic";
     a->loop.run_dir = "runs/train_dit";
@@ -1239,6 +1239,8 @@ static void parse_args(int argc, char** argv, TrainArgs* a) {
         {"val-clips", 'i', &a->val_clips, "held-out (clip, t, noise) triples per validation (default 48)"},
         {"sample-every", 'i', &a->sample_every, "write one GIF per class every N steps and at the end, 0 = never"},
         {"sample-steps", 'i', &a->sample_steps, "Euler steps of the sampler (default 24)"},
+        {"sample-clips", 'i', &a->sample_clips, "clips sampled per class (default 1; all go to samples/step_N.clips, "
+                                                "which scripts/dit_digits.py scores)"},
         {"cfg-scale", 'f', &a->cfg_scale, "classifier-free guidance scale of the samples (default 3)"},
         {"gif-scale", 'i', &a->gif_scale, "pixels per clip pixel in the GIFs and PNGs (default 4)"},
         {"save-init", 'i', &a->save_init, "1: write the initial weights as ckpt_000000.bin (scripts/pytorch_dit.py --init-from)"},
@@ -1430,23 +1432,45 @@ static ValLoss evaluate(Dit* m, ClipSource* val, Batch* b, int n_clips, uint64_t
     return r;
 }
 
-// One clip per class with the Euler sampler of docs/design.md 9.3 and classifier-free guidance
-// (every rank runs it on the same numbers, so that any layout samples alike):
-// x from noise at t = 1 to t = 0 in S steps, v = v_null + s (v_y - v_null). The noise is
-// seeded by the class only, so the samples of successive steps are comparable. Each
-// clip goes to a GIF and a PNG strip of its frames in DIR/samples.
-static void sample_clips(Dit* m, const TrainArgs* a, Logger* lg, int step) {
+// --sample-clips K clips per class with the Euler sampler of docs/design.md 9.3 and
+// classifier-free guidance (every rank runs it on the same numbers, so that any layout
+// samples alike): x from noise at t = 1 to t = 0 in S steps, v = v_null + s (v_y - v_null).
+// The noise is seeded by the class and the clip's number only, so the samples of successive
+// steps are comparable (and clip 0 of each class is the same for any K). Clip 0 of each class
+// goes to a GIF and a PNG strip of its frames in DIR/samples, all NC x K clips with their
+// classes to DIR/samples/step_N.clips (a clip file, docs/formats.md), which
+// scripts/dit_digits.py scores. x holds the clips [K][NC]: clip 0 of every class first.
+// The sampler's host buffers, allocated once at start (when --sample-every is on), so that a
+// --sample-clips too large for host memory fails before the first step, not at the first sample.
+typedef struct { int n; float *x, *xin, *v, *t; int *y, *labels; } Sampler;
+
+static Sampler sampler_alloc(const Dit* m, int clips_per_class) {
+    Sampler s;
+    memset(&s, 0, sizeof(s));
+    if (clips_per_class <= 0) return s;
+    s.n = m->cfg.NC * clips_per_class;  // clip i = j * NC + k is clip j of class k
+    s.x = (float*)xmalloc((size_t)s.n * m->clip * sizeof(float));
+    s.v = (float*)xmalloc(2 * (size_t)s.n * m->clip * sizeof(float));  // row 2i: class, 2i+1: null class
+    s.xin = (float*)xmalloc((size_t)m->B * m->clip * sizeof(float));
+    s.t = (float*)xmalloc((size_t)m->B * sizeof(float));
+    s.y = (int*)xmalloc((size_t)m->B * sizeof(int));
+    s.labels = (int*)xmalloc((size_t)s.n * sizeof(int));
+    return s;
+}
+static void sampler_free(Sampler* s) { free(s->x); free(s->v); free(s->xin); free(s->t); free(s->y); free(s->labels); }
+
+static void sample_clips(Dit* m, const TrainArgs* a, Sampler* smp, Logger* lg, int step) {
     const DitConfig* c = &m->cfg;
     size_t clip = m->clip;
-    int rows = 2 * c->NC;  // row 2k: class k, row 2k+1: the null class on the same x
-    float* x = (float*)xmalloc((size_t)c->NC * clip * sizeof(float));
-    float* xin = (float*)xmalloc((size_t)m->B * clip * sizeof(float));
-    float* v = (float*)xmalloc((size_t)rows * clip * sizeof(float));
-    float* t = (float*)xmalloc((size_t)m->B * sizeof(float));
-    int* y = (int*)xmalloc((size_t)m->B * sizeof(int));
-    for (int k = 0; k < c->NC; k++) {
-        Rng r; rng_init(&r, (uint64_t)a->loop.seed ^ SALT_SAMPLE ^ ((uint64_t)k * 0x9E3779B97F4A7C15ull));
-        for (size_t j = 0; j < clip; j++) x[(size_t)k * clip + j] = rng_normal(&r);
+    const int n = smp->n;
+    int rows = 2 * n;  // row 2i: clip i with its class, row 2i+1: the null class on the same x
+    float *x = smp->x, *xin = smp->xin, *v = smp->v, *t = smp->t;
+    int *y = smp->y, *labels = smp->labels;
+    for (int i = 0; i < n; i++) {
+        const uint64_t k = (uint64_t)(i % c->NC), j = (uint64_t)(i / c->NC);
+        Rng r; rng_init(&r, (uint64_t)a->loop.seed ^ SALT_SAMPLE ^ (k * 0x9E3779B97F4A7C15ull) ^ (j * 0xD1B54A32D192ED03ull));
+        for (size_t e = 0; e < clip; e++) x[(size_t)i * clip + e] = rng_normal(&r);
+        labels[i] = (int)k;
     }
     float dt = 1.0f / a->sample_steps;
     for (int i = 0; i < a->sample_steps; i++) {
@@ -1456,11 +1480,11 @@ static void sample_clips(Dit* m, const TrainArgs* a, Logger* lg, int step) {
                 int r = r0 + q;
                 memcpy(xin + (size_t)q * clip, x + (size_t)(r / 2) * clip, clip * sizeof(float));
                 t[q] = 1.0f - (float)i * dt;
-                y[q] = r % 2 ? c->NC : r / 2;
+                y[q] = r % 2 ? c->NC : labels[r / 2];
             }
             dit_velocity(m, xin, t, y, nr, v + (size_t)r0 * clip);
         }
-        for (int k = 0; k < c->NC; k++) {
+        for (int k = 0; k < n; k++) {
             const float* vy = v + (size_t)(2 * k) * clip;
             const float* vn = vy + clip;
             float* xk = x + (size_t)k * clip;
@@ -1473,10 +1497,12 @@ static void sample_clips(Dit* m, const TrainArgs* a, Logger* lg, int step) {
     // (full disk, samples/ unwritable) is a warning: the run and its checkpoints go on
     const char* why = m->comm->rank != 0 ? NULL
                       : write_class_samples(dir, step, x, c->NC, c->C, c->Fr, c->Hi, c->Wi, a->gif_scale);
+    char path[1200];
+    snprintf(path, sizeof(path), "%s/step_%06d.clips", dir, step);
+    if (!why && m->comm->rank == 0) why = try_write_clip_file(path, x, labels, n, c->C, c->Fr, c->Hi, c->Wi, c->NC);
     if (why) logf_(lg, "warning: the samples of step %d were not written (%s); training goes on\n", step, why);
-    else logf_(lg, "samples: %d classes, %d Euler steps, guidance %g -> %s/step_%06d_class_*.gif (and .png)\n", c->NC,
-               a->sample_steps, a->cfg_scale, dir, step);
-    free(x); free(xin); free(v); free(t); free(y);
+    else logf_(lg, "samples: %d classes x %d clips, %d Euler steps, guidance %g -> %s/step_%06d_class_*.gif (and .png), "
+               "all clips in %s\n", c->NC, a->sample_clips, a->sample_steps, a->cfg_scale, dir, step, path);
 }
 
 // ----------------------------------------------------------------------------
@@ -1557,7 +1583,8 @@ static void check_same_config(Comm* comm, const TrainArgs* a) {
     config_field(&cf, "fp32-grad-accum", "%d", a->par.fp32_grad_accum); config_field(&cf, "comm", "%s", a->par.comm_backend);
     config_field(&cf, "comm-timeout", "%.9g", a->par.comm_timeout); config_field(&cf, "val-every", "%d", a->loop.val_every);
     config_field(&cf, "val-clips", "%d", a->val_clips); config_field(&cf, "sample-every", "%d", a->sample_every);
-    config_field(&cf, "sample-steps", "%d", a->sample_steps); config_field(&cf, "cfg-scale", "%.9g", a->cfg_scale);
+    config_field(&cf, "sample-steps", "%d", a->sample_steps); config_field(&cf, "sample-clips", "%d", a->sample_clips);
+    config_field(&cf, "cfg-scale", "%.9g", a->cfg_scale);
     config_field(&cf, "gif-scale", "%d", a->gif_scale); config_field(&cf, "ckpt-every", "%d", a->loop.ckpt_every);
     config_field(&cf, "data", "%s", a->data);
     config_run_fields(&cf, &a->loop);
@@ -1662,6 +1689,7 @@ int main(int argc, char** argv) {
 
     Batch batch;
     batch_alloc(&batch, a.B, m.clip);
+    Sampler smp = sampler_alloc(&m, a.sample_every > 0 ? a.sample_clips : 0);
     StepLoop sl;
     step_loop_init(&sl, &a.loop, &comm, &m.prof, &lg, start, resume != NULL);
     float dscale = 1.0f / (float)((double)a.total_batch * m.clip);
@@ -1702,7 +1730,7 @@ int main(int argc, char** argv) {
             dit_checkpoint_write(&m, path, step);
             step_ckpt_written(&sl, step, path);
         }
-        if (a.sample_every > 0 && (step % a.sample_every == 0 || last)) sample_clips(&m, &a, &lg, step);
+        if (a.sample_every > 0 && (step % a.sample_every == 0 || last)) sample_clips(&m, &a, &smp, &lg, step);
     }
     if (start >= a.loop.steps) {  // nothing to train: evaluate and sample the checkpoint
         if (a.loop.val_every > 0) {
@@ -1710,12 +1738,13 @@ int main(int argc, char** argv) {
             logf_(&lg, "step %5d | val loss %.6f | by t: low %.6f, middle %.6f, high %.6f\n", start, vl.all,
                   vl.bucket[0], vl.bucket[1], vl.bucket[2]);
         }
-        if (a.sample_every > 0) sample_clips(&m, &a, &lg, start);
+        if (a.sample_every > 0) sample_clips(&m, &a, &smp, &lg, start);
         sl.peak = dev_peak_bytes_measured();
     }
     logf_(&lg, "done: peak memory measured %.1f MiB (%s%s), arena %.1f MiB planned\n", sl.peak / 1048576.0,
           dev_measured_name(), comm.size > 1 ? ", largest rank" : "", m.dev.total / 1048576.0);
     batch_free(&batch);
+    sampler_free(&smp);
     clipsource_free(&train);
     clipsource_free(&val);
     logger_close(&lg);

@@ -66,7 +66,7 @@ static const FlagBound FLAG_BOUNDS[] = {
     {"pt", 1, 4096, "[]"}, {"ph", 1, 4096, "[]"}, {"pw", 1, 4096, "[]"},
     // sampling
     {"sample-len", 1, FLAG_COUNT_MAX, "[]"}, {"temperature", 0, 100, "[]"}, {"sample-steps", 1, 65536, "[]"},
-    {"cfg-scale", 0, 1000, "[]"}, {"label-dropout", 0, 1, "[]"}, {"gif-scale", 1, 1024, "[]"},
+    {"sample-clips", 1, 256, "[]"}, {"cfg-scale", 0, 1000, "[]"}, {"label-dropout", 0, 1, "[]"}, {"gif-scale", 1, 1024, "[]"},
 };
 
 static inline const FlagBound* flag_bound(const char* name) {

@@ -90,22 +90,22 @@ static inline ImageFile image_open_(const char* path) {
     o.tmp = (char*)xmalloc(strlen(path) + 5);
     sprintf(o.tmp, "%s.tmp", path);
     o.f = fopen(o.tmp, "wb");
-    if (!o.f) snprintf(o.err, sizeof(o.err), "cannot write image '%s': %s", o.tmp, strerror(errno));
+    if (!o.f) snprintf(o.err, sizeof(o.err), "cannot write '%s': %s", o.tmp, strerror(errno));
     return o;
 }
 
 static inline void image_put_(ImageFile* o, const void* p, size_t n) {
     if (o->err[0] || !n) return;
-    if (fwrite(p, 1, n, o->f) != n) snprintf(o->err, sizeof(o->err), "writing image '%s' failed: %s", o->tmp, strerror(errno));
+    if (fwrite(p, 1, n, o->f) != n) snprintf(o->err, sizeof(o->err), "writing '%s' failed: %s", o->tmp, strerror(errno));
 }
 
 static inline const char* image_close_(ImageFile* o) {
     static char why[600];
     if (o->f) {
         if (!o->err[0] && (fflush(o->f) != 0 || ferror(o->f)))
-            snprintf(o->err, sizeof(o->err), "writing image '%s' failed: %s", o->tmp, strerror(errno));
+            snprintf(o->err, sizeof(o->err), "writing '%s' failed: %s", o->tmp, strerror(errno));
         if (fclose(o->f) != 0 && !o->err[0])
-            snprintf(o->err, sizeof(o->err), "closing image '%s' failed: %s", o->tmp, strerror(errno));
+            snprintf(o->err, sizeof(o->err), "closing '%s' failed: %s", o->tmp, strerror(errno));
         if (!o->err[0] && rename(o->tmp, o->path) != 0)
             snprintf(o->err, sizeof(o->err), "cannot rename '%s' to '%s': %s", o->tmp, o->path, strerror(errno));
         if (o->err[0]) remove(o->tmp);  // nothing half-written is left behind
@@ -373,4 +373,28 @@ static inline const char* write_class_samples(const char* dir, int step, float* 
         if (!why) why = try_write_png_strip(path, xk, C, Fr, Hi, Wi, scale, 2);
     }
     return why;
+}
+
+// The sampled clips as a clip file (docs/formats.md, float32 encoding: every value kept; clamped
+// to [-1, 1], as the format requires), labels[i] the class clip i was sampled for, so that tools
+// can score them (scripts/dit_digits.py). NULL, or why the file was not written (nothing is
+// left half-written).
+static inline const char* try_write_clip_file(const char* path, float* clips, const int* labels, int n, int C, int Fr,
+                                              int Hi, int Wi, int n_classes) {
+    image_check_args_("clip file", path, C, Fr, Hi, Wi, 1);
+    const size_t clip = (size_t)C * Fr * Hi * Wi;
+    int32_t header[256];
+    memset(header, 0, sizeof(header));
+    header[0] = 20261125; header[1] = 1; header[2] = n;  // llmc/video_data.h's CLIPFILE_MAGIC, version 1
+    header[3] = C; header[4] = Fr; header[5] = Hi; header[6] = Wi; header[7] = n_classes; header[8] = 1;  // float32
+    ImageFile o = image_open_(path);
+    image_put_(&o, header, sizeof(header));
+    for (int i = 0; i < n; i++) {
+        float* x = clips + (size_t)i * clip;
+        for (size_t j = 0; j < clip; j++) x[j] = x[j] < -1.0f ? -1.0f : x[j] > 1.0f ? 1.0f : x[j];
+        int32_t label = labels[i];
+        image_put_(&o, &label, sizeof(label));
+        image_put_(&o, x, clip * sizeof(float));
+    }
+    return image_close_(&o);
 }

@@ -936,6 +936,8 @@ DIT_FLAGS = [
     ("val-clips", "i", rng_(1, None, huge="skip", big=4096), ["--val-every", "1"], ["val-clips"]),
     ("sample-every", "i", rng_(0), [], ["sample-every"]),
     ("sample-steps", "i", rng_(1, None, huge="skip", big=1000), ["--sample-every", "2"], ["sample-steps"]),
+    ("sample-clips", "i", lambda v: "ok" if 1 <= v <= 4 else ("error" if v < 1 or v > 256 else "skip"),
+     ["--sample-every", "2"], ["sample-clips"]),
     ("cfg-scale", "f", frange(huge="either"), ["--sample-every", "2"], ["cfg-scale"]),
     ("gif-scale", "i", lambda v: "ok" if 1 <= v <= 64 else "error", ["--sample-every", "2"], ["gif-scale"]),
     ("save-init", "i", one_of(0, 1), [], ["save-init"]),

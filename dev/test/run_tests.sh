@@ -491,7 +491,12 @@ check_error dit_bad_resume "not a train_dit checkpoint" ./train_dit_cpu --resume
 section "train_dit: training (loss falls, GIF samples), bit-exact resume, --plan-only for hunyuan-13B"
 DT="$TMP/dit_train"
 check dit_train_short ./train_dit_cpu --D 32 --L 2 --H 2 --FF 64 --frames 4 --height 8 --width 8 --NC 3 --batch 4 \
-  --steps 40 --warmup 5 --lr 3e-3 --val-every 20 --val-clips 12 --sample-every 40 --sample-steps 4 --gif-scale 2 --run-dir "$DT"
+  --steps 40 --warmup 5 --lr 3e-3 --val-every 20 --val-clips 12 --sample-every 40 --sample-steps 4 --gif-scale 2 \
+  --sample-clips 2 --run-dir "$DT"
+# every sampled clip (3 classes x --sample-clips 2) in a clip file with its class, which the digit classifier reads
+check dit_samples_clipfile bash -c "'$PY' scripts/dit_digits.py classify '$DT/samples/step_000040.clips' --real-clips 200 \
+  --json '$TMP/dit_digits.json' && '$PY' -c \"import json, sys; d = json.load(open('$TMP/dit_digits.json'))
+sys.exit(0 if d['labels_given'] == [0, 1, 2, 0, 1, 2] and sum(d['samples_total']) == 6 else 1)\""
 check dit_loss_falls "$PY" -c "
 import json, sys
 rows = [json.loads(l) for l in open('$DT/metrics.jsonl')]
