@@ -163,11 +163,14 @@ done
 if cmp -s "$W/dit_sp2_rg0/ckpt_000006.bin" "$W/dit_sp2_rg1/ckpt_000006.bin"; then
   agree dit_sp2_recompute_allgather_0_vs_1_bitwise "$W/dit_sp2_rg0" "$W/dit_sp2_rg1" 1 0
 else fail dit_sp2_recompute_allgather_0_vs_1_bitwise "the checkpoints after 6 steps differ"; fi
-# the same per-rank batch as dp1's micro-batch: two-term gradient sums (a + b = b + a), so the
-# same bits, and the sampled GIFs (written by rank 0 alone) byte for byte
-if [ -d "$W/dit_dp2/samples" ] && diff -r "$W/dit_dp1/samples" "$W/dit_dp2/samples" >/dev/null; then
+# the same per-rank batch as dp1's micro-batch: two-term gradient sums (a + b = b + a), and the
+# sampled GIFs and PNGs (written by rank 0 alone) byte for byte. Not the float32 clip file of
+# the same samples: dp1 runs one process of 2 threads and dp2 two of 1, and oneDNN's GEMMs
+# round differently with the thread count, which the 8-bit images do not show (the same
+# checkpoint sampled at dp 1, 2 and 4, below, gives every file byte for byte)
+if [ -d "$W/dit_dp2/samples" ] && diff -r -x '*.clips' "$W/dit_dp1/samples" "$W/dit_dp2/samples" >/dev/null; then
   pass dit_dp2_samples_identical_to_dp1
-else fail dit_dp2_samples_identical_to_dp1 "$(diff -rq "$W/dit_dp1/samples" "$W/dit_dp2/samples" 2>&1 | head -n 2 | tr '\n' ' ')"; fi
+else fail dit_dp2_samples_identical_to_dp1 "$(diff -rq -x '*.clips' "$W/dit_dp1/samples" "$W/dit_dp2/samples" 2>&1 | head -n 2 | tr '\n' ' ')"; fi
 # one checkpoint evaluated and sampled (--steps at the checkpoint's step: no training) at dp 1, 2
 # and 4: the validation losses by t bucket and the GIFs identical, whatever the layout
 for np in 1 2 4; do

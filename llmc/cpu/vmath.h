@@ -60,8 +60,9 @@ static inline float cpu_vexp(float x) {
 
 /*
 tanh(u) = sign(u) (1 - e) / (1 + e) with e = exp(-2|u|) (no overflow for any u; +-inf give
-+-1, NaN gives NaN); for |u| < 0.25, where 1 - e would lose bits to cancellation, the odd
-Taylor polynomial to u^11 (its first omitted term is below 2e-10 relative there). Measured on
++-1, NaN gives NaN), written 1 - 2e / (1 + e) from |u| = 0.55 on; for |u| < 0.25, where 1 - e
+would lose bits to cancellation, the odd Taylor polynomial to u^11 (its first omitted term is
+below 2e-10 relative there). Measured on
 every float of [-12, 12] (dev/bench/attention_cpu_bench.c --vtanh): at most 2.54 ulp from the
 exact tanh (glibc's tanhf: 2.19) and 3 ulp from tanhf. The two results are
 blended with a bit mask, as in cpu_vexp, so that the loop keeps no branch.
@@ -69,7 +70,10 @@ blended with a bit mask, as in cpu_vexp, so that the loop keeps no branch.
 static inline float cpu_vtanh(float u) {
     const float a = fabsf(u);
     const float e = cpu_vexp(-2.0f * a);
-    const float big = (1.0f - e) / (1.0f + e);
+    const float mid = (1.0f - e) / (1.0f + e);
+    // from |u| = 0.55 (tanh >= 0.5) on: 1 - 2e / (1 + e) rounds once near +-1, where (1 - e) / (1 + e)
+    // is off by up to 2 ulp, so that 1 + tanh (GELU's backward takes it at u << 0) keeps its bits
+    const float big = 1.0f - 2.0f * e / (1.0f + e);
     const float a2 = a * a;
     // the odd series a - a^3/3 + 2a^5/15 - 17a^7/315 + 62a^9/2835 - 1382a^11/155925, by Horner in a^2
     float p = -1382.0f / 155925.0f;
@@ -78,8 +82,9 @@ static inline float cpu_vtanh(float u) {
     p = p * a2 + 2.0f / 15.0f;
     p = p * a2 - 1.0f / 3.0f;
     const float small = a + a * a2 * p;
-    const uint32_t use_small = 0u - (uint32_t)(a < 0.25f);
-    const uint32_t r = (cpu_vbits(small) & use_small) | (cpu_vbits(big) & ~use_small);
+    const uint32_t use_small = 0u - (uint32_t)(a < 0.25f), use_big = 0u - (uint32_t)(a >= 0.55f);
+    const uint32_t use_mid = ~(use_small | use_big);  // and NaN, which fails both comparisons
+    const uint32_t r = (cpu_vbits(small) & use_small) | (cpu_vbits(mid) & use_mid) | (cpu_vbits(big) & use_big);
     return copysignf(cpu_vfloat(r), u);
 }
 
