@@ -3,8 +3,8 @@
 # printing progress and the validation loss per t bucket, and leaving one animated GIF
 # (and a PNG strip) per digit class in the run directory's samples/. On a machine with a
 # GPU and nvcc: the CUDA build and dit-S on 16x32x32 colour clips; otherwise the CPU
-# build and dit-tiny (recipe in scripts/dit_tiny_recipe.sh), 10 min 40 s on 2 quiet cores
-# (measured end to end: docs/results/cpu_dit_tiny.md). Then a classifier of the generator's
+# build and dit-tiny (recipe in scripts/dit_tiny_recipe.sh), 10 min 55 s on 2 quiet cores
+# (measured end to end: docs/results/cpu_dit_digits.md). Then a classifier of the generator's
 # real clips (scripts/dit_digits.py, shown first to score >= 0.95 on held-out real ones)
 # labels the last step's 8 sampled clips per class: the accuracy per class says whether a
 # person could name the digits (run_dir/digits.json).
