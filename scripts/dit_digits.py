@@ -104,26 +104,16 @@ class Classifier:
 
 
 def read_clip_file(path):
-    """(clips [n, C, Fr, Hi, Wi] float32 in [-1, 1], labels [n]) of a clip file (docs/formats.md)."""
+    """(clips [n, C, Fr, Hi, Wi] float32 in [-1, 1], labels [n]) of a clip file (docs/formats.md),
+    checked and decoded by scripts/pytorch_dit.py's reader."""
     try:
-        size = os.path.getsize(path)
-        h = np.fromfile(path, dtype="<i4", count=256)
-    except OSError as e:
-        die("cannot read %s: %s" % (path, e), 1)
-    if len(h) < 256 or h[0] != 20261125 or h[1] != 1 or np.any(h[9:] != 0):
-        die("%s is not a clip file (magic 20261125, version 1, reserved words zero)" % path, 1)
-    n, C, Fr, Hi, Wi, NC, enc = (int(v) for v in h[2:9])
-    if min(n, C, Fr, Hi, Wi, NC) <= 0 or enc not in (0, 1):
-        die("%s: bad header %s" % (path, h[2:9].tolist()), 1)
-    vals = C * Fr * Hi * Wi
-    dt = np.dtype("u1" if enc == 0 else "<f4")
-    rec = 4 + vals * dt.itemsize
-    if size != 1024 + n * rec:
-        die("%s: %d bytes, the header implies %d" % (path, size, 1024 + n * rec), 1)
+        from pytorch_dit import clip_file_header, decode_clip_values
+    except ImportError as e:
+        die("needs scripts/pytorch_dit.py's imports (numpy, torch): %s" % e)
+    n, C, Fr, Hi, Wi, NC, dt, rec = clip_file_header(path)
     raw = np.fromfile(path, dtype="u1", offset=1024).reshape(n, rec)
     labels = raw[:, :4].copy().view("<i4").reshape(n)
-    v = raw[:, 4:].copy().view(dt).reshape(n, C, Fr, Hi, Wi)
-    x = (2 * v.astype(np.int32) - 255).astype(np.float32) / np.float32(255.0) if enc == 0 else v.astype(np.float32)
+    x = decode_clip_values(raw[:, 4:].copy().view(dt), dt).reshape(n, C, Fr, Hi, Wi)
     if labels.min() < 0 or labels.max() >= NC:
         die("%s: a label outside [0, %d)" % (path, NC), 1)
     return x, labels, NC

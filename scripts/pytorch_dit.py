@@ -358,25 +358,39 @@ def feistel_permute(i, n, key):
             return i
 
 
+def clip_file_header(path):
+    """(n, C, Fr, Hi, Wi, NC, value dtype, bytes per record) of a clip file (docs/formats.md),
+    its header and size checked as llmc/video_data.h does; exits naming the file otherwise."""
+    try:
+        size = os.path.getsize(path)
+        h = np.fromfile(path, dtype="<i4", count=256)
+    except OSError as e:
+        die("cannot open clip file %s: %s" % (path, e), 1)
+    if len(h) < 256 or h[0] != 20261125 or h[1] != 1 or np.any(h[9:] != 0):
+        die("%s is not a clip file (magic 20261125, version 1, reserved words zero)" % path, 1)
+    n, C, Fr, Hi, Wi, NC, enc = (int(v) for v in h[2:9])
+    if min(n, C, Fr, Hi, Wi, NC) <= 0 or enc not in (0, 1):
+        die("clip file %s: bad header %s" % (path, h[2:9].tolist()), 1)
+    dtype = np.dtype("u1" if enc == 0 else "<f4")
+    rec = 4 + C * Fr * Hi * Wi * dtype.itemsize
+    if size != 1024 + n * rec:
+        die("clip file %s: %d bytes, the header implies %d" % (path, size, 1024 + n * rec), 1)
+    return n, C, Fr, Hi, Wi, NC, dtype, rec
+
+
+def decode_clip_values(v, dtype):
+    """A record's values as float32 in [-1, 1]: uint8 as (2 b - 255) / 255.0f, float32 as is."""
+    if dtype.kind == "u":
+        return (2 * v.astype(np.int32) - 255).astype(np.float32) / np.float32(255.0)
+    return v.astype(np.float32)
+
+
 class ClipFile:
     """A clip file (docs/formats.md), training split, read as llmc/video_data.h does."""
 
     def __init__(self, path, n_val, shuffle_seed):
-        try:
-            size = os.path.getsize(path)
-            h = np.fromfile(path, dtype="<i4", count=256)
-        except OSError as e:
-            die("cannot open clip file %s: %s" % (path, e), 1)
-        if len(h) < 256 or h[0] != 20261125 or h[1] != 1 or np.any(h[9:] != 0):
-            die("%s is not a clip file (magic 20261125, version 1, reserved words zero)" % path, 1)
-        self.n, self.C, self.Fr, self.Hi, self.Wi, self.NC, enc = (int(v) for v in h[2:9])
-        if min(self.n, self.C, self.Fr, self.Hi, self.Wi, self.NC) <= 0 or enc not in (0, 1):
-            die("clip file %s: bad header %s" % (path, h[2:9].tolist()), 1)
+        self.n, self.C, self.Fr, self.Hi, self.Wi, self.NC, self.dtype, rec = clip_file_header(path)
         self.values = self.C * self.Fr * self.Hi * self.Wi
-        self.dtype = np.dtype("u1" if enc == 0 else "<f4")
-        rec = 4 + self.values * self.dtype.itemsize
-        if size != 1024 + self.n * rec:
-            die("clip file %s: %d bytes, the header implies %d" % (path, size, 1024 + self.n * rec), 1)
         if not 0 <= n_val < self.n:
             die("clip file %s: %d clips, %d held out for validation: none left to train on" % (path, self.n, n_val))
         self.n_train = self.n - n_val
@@ -397,11 +411,7 @@ class ClipFile:
         label = int(r[:4].view("<i4")[0])
         if not 0 <= label < self.NC:
             die("clip file: label %d outside [0, %d)" % (label, self.NC), 1)
-        v = r[4:].view(self.dtype)
-        if self.dtype.kind == "u":  # (float)(2 b - 255) / 255.0f
-            x = (2 * v.astype(np.int32) - 255).astype(np.float32) / np.float32(255.0)
-        else:
-            x = v.astype(np.float32)
+        x = decode_clip_values(r[4:].view(self.dtype), self.dtype)
         return x.reshape(self.C, self.Fr, self.Hi, self.Wi), label
 
 

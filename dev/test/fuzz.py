@@ -864,8 +864,8 @@ def run_dir_value(s):
     return "error" if s == "" or len(s) > 255 else "ok"
 
 
-# llmc/parallel_args.h and llmc/fit_memory.h: the parallel and --fit-memory flags both trainers append
-PARALLEL_FIT_FLAGS = [
+# llmc/parallel_args.h: the parallel flags both trainers and test_dit append
+PARALLEL_FLAGS = [
     ("zero", "i", one_of(0, 1), [], ["zero"]),
     ("comm", "s", choice("nccl", "mpi"), [], ["comm"]),
     ("comm-timeout", "f", frange(0, lo_open=True), [], ["comm-timeout"]),
@@ -874,6 +874,9 @@ PARALLEL_FIT_FLAGS = [
     ("tp", "i", one_of(1), [], ["tp", "ranks"]),
     ("tp-mode", "s", choice("allreduce", "reducescatter"), [], ["tp-mode"]),
     ("tp-recompute-allgather", "i", one_of(0, 1), [], ["tp-recompute-allgather"]),
+]
+# and llmc/fit_memory.h: the --fit-memory flags both trainers append too
+PARALLEL_FIT_FLAGS = PARALLEL_FLAGS + [
     ("fit-memory", "f", frange(0, huge="either"), [], ["fit-memory", "budget"]),
     ("fit-link-gbs", "f", frange(0, lo_open=True), ["--fit-memory", "1"], ["fit-link-gbs"]),
     ("fit-reserve", "f", frange(0, huge="either"), ["--fit-memory", "1"], ["fit-reserve", "budget"]),
@@ -1006,16 +1009,8 @@ TEST_DIT_FLAGS = [
     ("test-skip-prefetch", "i", lambda v: "either", [], ["test-skip-prefetch", "FAIL"]),
     ("attention", "s", choice("auto", "fp32"), [], ["attention", "tensor cores"]),
     ("micro-batch", "i", one_of(0, 1, 2), [], ["micro-batch"]),
-    ("zero", "i", one_of(0, 1), [], ["zero"]),
-    ("comm", "s", choice("nccl", "mpi"), [], ["comm"]),
-    ("comm-timeout", "f", frange(0, lo_open=True), [], ["comm-timeout"]),
-    ("dp", "i", one_of(0, 1), [], ["dp"]),
-    ("fp32-grad-accum", "i", one_of(-1, 0, 1), [], ["fp32-grad-accum"]),
-    ("tp", "i", one_of(1), [], ["tp", "ranks"]),
-    ("tp-mode", "s", choice("allreduce", "reducescatter"), [], ["tp-mode"]),
-    ("tp-recompute-allgather", "i", one_of(0, 1), [], ["tp-recompute-allgather"]),
     ("test-plant-tp-bug", "i", lambda v: "ok" if v == 0 else "either", [], ["test-plant-tp-bug", "FAIL"]),
-]
+] + PARALLEL_FLAGS
 
 
 def read_flag_bounds(path=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "llmc", "flags.h")):
