@@ -143,7 +143,7 @@ int main(int argc, char** argv) {
     const Flag own[] = {
         {"test-plant-tp-bug", 'i', &tp_test_plant_bug, "1: plant the sequence-parallel bug (the check must fail)"},
     };
-    test_args_parse(argc, argv, "test_dit", "DREF file (scripts/reference_dit.py)", own, 1, &t, mem, &flags.ffn_chunk_seq);
+    test_args_parse(argc, argv, "test_dit", "DREF file (scripts/reference_dit.py)", own, 1, &t, mem, &flags.ffn_chunk_seq, NULL);
     const ParallelArgs* pa = &t.par;
     int micro_batch = t.micro_batch;
 

@@ -108,14 +108,15 @@ static void lref_read(Reference* r, const char* path) {
 // reduced gradients in the reference layout and (optionally) all the logits, each
 // logit from the rank that computed it (under TP: its rows or its vocabulary columns).
 static float run_step(Llama* m, const Reference* r, float* grads_out, float* logits_out) {
-    int dp = m->comm->dp, Bl = r->B / dp, micro = m->B, n_micro = Bl / micro;
+    int dp = m->comm->dp, Bl = r->B / dp, micro = m->B, n_micro = Bl / micro, cp = m->comm->cp;
     size_t rows = (size_t)Bl * r->T, off = (size_t)m->comm->dp_rank * rows, V = r->cfg.V;
-    float* mine = logits_out ? (float*)xmalloc(rows * V * sizeof(float)) : NULL;
-    if (mine) for (size_t i = 0; i < rows * V; i++) mine[i] = NAN;  // a chunk that is never written fails
+    size_t my_rows = rows / cp, micro_rows = (size_t)micro * m->Tl;  // this rank's tokens (1/cp of each sample)
+    float* mine = logits_out ? (float*)xmalloc(my_rows * V * sizeof(float)) : NULL;
+    if (mine) for (size_t i = 0; i < my_rows * V; i++) mine[i] = NAN;  // a chunk that is never written fails
     llama_zero_grads(m);
     for (int j = 0; j < n_micro; j++) {
         size_t r0 = (size_t)j * micro * r->T;
-        m->capture_logits = mine ? mine + r0 * V : NULL;
+        m->capture_logits = mine ? mine + j * micro_rows * V : NULL;
         llama_forward_backward(m, r->inputs + off + r0, r->targets + off + r0, micro, r->T, MODE_TRAIN,
                                1.0f / (float)((size_t)r->B * r->T), j == n_micro - 1);
     }
@@ -123,15 +124,20 @@ static float run_step(Llama* m, const Reference* r, float* grads_out, float* log
     m->capture_logits = NULL;
     if (grads_out) llama_get_grads(m, grads_out);
     if (mine) {
-        size_t n = rows * V, world = m->comm->size;
+        size_t n = my_rows * V, world = m->comm->size, tp = m->comm->tp;
         float* all = m->comm->rank == 0 ? (float*)xmalloc(world * n * sizeof(float)) : NULL;
         comm_host_gather(m->comm, GROUP_WORLD, mine, n * sizeof(float), all);
-        if (all) {  // world rank q is DP rank q / tp: its rows; a NaN is a logit that rank did not compute
-            for (size_t q = 0; q < world; q++)
-                for (size_t i = 0; i < n; i++)
-                    if (!isnan(all[q * n + i])) logits_out[(q / m->comm->tp) * n + i] = all[q * n + i];
-            free(all);
-        }
+        // world rank q is DP rank q / (tp cp), CP member q / tp % cp: its rows (in its token order
+        // under cp, llmc/context_parallel.h); a NaN is a logit that rank did not compute
+        for (size_t q = 0; all && q < world; q++)
+            for (size_t i = 0; i < my_rows; i++) {
+                size_t j = i / micro_rows, row = i % micro_rows;  // micro-step, row in it
+                size_t tok = cp > 1 ? cp_token_of_row(&m->cpx, (int)(q / tp % cp), micro, row) : row;
+                float* dst = logits_out + (q / (tp * cp)) * rows * V + (j * micro_rows * cp + tok) * V;
+                for (size_t v = 0; v < V; v++)
+                    if (!isnan(all[(q * my_rows + i) * V + v])) dst[v] = all[(q * my_rows + i) * V + v];
+            }
+        free(all);
         free(mine);
     }
     return loss;
@@ -155,11 +161,12 @@ int main(int argc, char** argv) {
         {"shard-vocab", 'i', &shard_vocab, "1: embedding and output projection split over the vocabulary"},
         {"dump", 's', &dump, "write the logits, loss and gradients to this file"},
         {"test-plant-tp-bug", 'i', &tp_test_plant_bug, "1: plant the sequence-parallel bug (the check must fail)"},
+        {"test-plant-cp-bug", 'i', &cp_test_plant_bug, "1: plant the ring's overwritten-block bug (the check must fail)"},
     };
     TestArgs t;
     MemoryFlagRefs mem = {&flags.ffn_chunks, &flags.offload_act, &flags.recompute, NULL};
     test_args_parse(argc, argv, "test_llama", "LREF file (scripts/reference_llama.py)", own, (int)(sizeof(own) / sizeof(own[0])),
-                    &t, mem, &flags.ffn_chunk_seq);
+                    &t, mem, &flags.ffn_chunk_seq, "context-parallel group size (as the trainer)");
     const ParallelArgs* pa = &t.par;
     int micro_batch = t.micro_batch;
     // test_llama runs one micro-step per row group as given: --fp32-grad-accum 1 runs the
@@ -174,7 +181,7 @@ int main(int argc, char** argv) {
     attention_select(attention_impl_parse(t.attention), c->D / c->H);
     if (r.B % comm.dp != 0)
         FAIL("the reference batch B=%d cannot be split over %d DP ranks: B must be a multiple of the number of ranks "
-             "(divided by --tp %d)", r.B, comm.dp, comm.tp);
+             "(divided by --tp %d x --cp %d)", r.B, comm.dp, comm.tp, comm.cp);
     dev_select(comm_device_index(&comm, dev_count()));
     comm_setup_device(&comm);
     printf("test_llama %s | %s | V=%d D=%d L=%d H=%d KV=%d F=%d T=%d/%d B=%d tied=%d n_steps=%d\n", t.ref,
@@ -190,6 +197,8 @@ int main(int argc, char** argv) {
     printf("attention: %s\n", attention_impl_name(g_attention_impl));
     printf("tensor parallelism: tp %d --tp-mode %s --tp-recompute-allgather %d%s\n", comm.tp,
            pf.tp_sp ? "reducescatter" : "allreduce", pf.tp_regather, tp_test_plant_bug ? " | PLANTED BUG (must fail)" : "");
+    printf("context parallelism: cp %d --cp-mode %s (%d Ulysses ways x %d ring members)%s\n", comm.cp, pa->cp_mode,
+           comm.ulysses, comm.cp / comm.ulysses, cp_test_plant_bug ? " | PLANTED BUG (must fail)" : "");
 
     Llama m;
     llama_build(&m, c, &flags, &pf, &comm, micro_batch, r.T, 1);

@@ -1251,7 +1251,7 @@ static void parse_args(int argc, char** argv, TrainArgs* a) {
     int given[TRAIN_MAX_FLAGS];
     int n = train_flags_parse_all(argc, argv, own, (int)(sizeof(own) / sizeof(own[0])), &a->loop, mem,
                                   &a->flags.ffn_chunk_seq, &a->par, "tensor-parallel group size: consecutive ranks; must "
-                                  "divide the ranks and H (default 1)", &a->fit, flags, given, usage);
+                                  "divide the ranks and H (default 1)", NULL, &a->fit, flags, given, usage);
     fit_fixed_from_flags(&a->fit_search, fit_targets(a), flags, n, given);
 }
 

@@ -30,6 +30,7 @@ Every buffer is planned before the loop (print it with --plan-only, per rank wit
 #include "llmc/step_loop.h"      // a step's timing, peak memory, log and checkpoint cadence
 #include "llmc/fit_memory.h"       // --fit-memory: the search and the cost model
 #include "llmc/tensor_parallel.h"  // the TP collectives and their recycled buffers
+#include "llmc/context_parallel.h" // --cp: each rank holds 1/cp of every sample's tokens
 #include "llmc/vocab_parallel.h"   // --shard-vocab: the embedding and output split over the vocabulary
 #include "llmc/rope3d.h"           // the RoPE angle table
 #include "llmc/param_store.h"
@@ -252,8 +253,9 @@ typedef struct {
     MemoryFlags flags;
     ParallelFlags par; // ZeRO-1, the sharded vocabulary, the fp32 accumulator, sequence parallelism
     Comm* comm;        // ranks and groups (one process: a world of one)
-    int B, T;          // the largest batch any call will use (buffers are sized for it)
-    int N_cur;         // the rows (B*T) of the micro-batch in flight
+    int B, T;          // the largest batch any call will use (buffers are sized for it); T: a sample's tokens
+    int Tl;            // the tokens of a sample this rank holds: T / cp
+    int N_cur;         // the rows (B*Tl) of the micro-batch in flight
     int micro_steps;   // micro-batches per optimizer step (for the plan's communication bytes)
     int allocated;     // 0: only the plan exists
     size_t param_sizes[NUM_PARAM_TENSORS];  // the whole model, reference layout
@@ -270,6 +272,8 @@ typedef struct {
 
     TpDims tpd;                       // this rank's share of the heads, hidden units and rows
     TpContext tpc;                    // the TP collectives, their recycled buffers (llmc/tensor_parallel.h)
+    CpContext cpx;                    // context parallelism's layout and buffers (llmc/context_parallel.h)
+    int* cp_tokens;                   // host: a micro-batch's inputs and targets in this rank's token order
     ActPlan acts;                     // the activation fields and where each lives
     Offload off;                      // where each layer's block lives (llmc/offload.h)
     LayerActs work;                   // fields that are not saved, shared by all layers
@@ -334,17 +338,20 @@ static void llama_build(Llama* m, const LlamaConfig* cfg, const MemoryFlags* fla
     if (flags->ce_chunks < 1) FAIL("--ce-chunks must be >= 1 (got %d)", flags->ce_chunks);
     if (flags->recompute < 0 || flags->recompute > 2) FAIL("--recompute must be 0, 1 or 2 (got %d)", flags->recompute);
     int n_offload = offload_resolve(flags->offload_act, c->L);
-    size_t BT = (size_t)B * T, D = c->D, hd = c->D / c->H;
     parallel_flags_validate(par);
     int tp = comm->tp;
     tp_validate(c, tp);
     m->tpd = tp_dims(c, flags, par, tp, comm->tp_rank);
     const TpDims* td = &m->tpd;
+    // context parallelism: every buffer below that grows with the tokens holds this rank's Tl of each sample
+    cp_setup(&m->cpx, comm, 1, B, T, td->Hl, td->KVl, c->D / c->H);
+    m->Tl = T / comm->cp;
+    size_t BT = (size_t)B * m->Tl, D = c->D, hd = c->D / c->H;
     // sequence parallelism cuts the B*T rows of a micro-batch into tp equal blocks; a
     // ragged last block would need padding rows in every collective: refused instead
     if (td->sp && BT % tp != 0)
-        FAIL("--tp-mode reducescatter splits the %zu tokens of a micro-batch (batch %d x seq %d) into %d equal blocks: "
-             "choose batch*seq divisible by --tp, or --tp-mode allreduce", BT, B, T, tp);
+        FAIL("--tp-mode reducescatter splits the %zu tokens of a micro-batch (batch %d x seq %d / cp %d) into %d equal "
+             "blocks: choose batch*seq/cp divisible by --tp, or --tp-mode allreduce", BT, B, T, comm->cp, tp);
     size_t rows = td->sp ? BT / tp : BT;  // this rank's rows of the residual stream
     int Fl = td->Fl;
 
@@ -372,14 +379,16 @@ static void llama_build(Llama* m, const LlamaConfig* cfg, const MemoryFlags* fla
         size_t tpmax = BT * D > 2 * BT * sizeof(float) / sizeof(floatX) ? BT * D : 2 * BT * sizeof(float) / sizeof(floatX);
         largest = tpmax > largest ? tpmax : largest;
     }
+    largest = cp_staging_elements(&m->cpx) > largest ? cp_staging_elements(&m->cpx) : largest;
     arena_add_to(&m->host, "comm staging (--comm mpi)", "comm", comm_staging_needed(comm) ? largest * sizeof(floatX) : 0,
                  &m->comm_staging);
 
-    m->acts = act_plan(c, td, B, T, flags);
+    m->acts = act_plan(c, td, B, m->Tl, flags);
     offload_plan(&m->off, d, &m->host, c->L, n_offload, m->acts.block_bytes);
     arena_add_to(d, "saved activations (x_final)", "activations", rows * D * sizeof(floatX), &m->x_final);
     // tensor parallelism's recycled buffers (llmc/tensor_parallel.h)
     tp_context_plan(&m->tpc, comm, td->sp, td->keep_gathered, D, BT, d);
+    cp_plan(&m->cpx, d);  // its recycled buffers and fp32 scratch (none at cp 1)
 
     int h_work = arena_add(d, "layer work (not saved)", "scratch", m->acts.work_bytes);
     if (flags->ffn_chunk_seq) {
@@ -409,8 +418,8 @@ static void llama_build(Llama* m, const LlamaConfig* cfg, const MemoryFlags* fla
     arena_add_to(d, "dv", "scratch", BT * td->KVl * hd * sizeof(floatX), &m->dv);
     arena_add_to(d, "d attention output", "scratch", BT * td->Hl * hd * sizeof(floatX), &m->datt);
     arena_add_to(d, "rstd (recompute)", "scratch", rows * sizeof(float), &m->rstd_scratch);
-    arena_add_to(d, "attention delta (tc backward)", "scratch", attention_dispatch_scratch_floats(B, td->Hl, T) * sizeof(float),
-                 &m->att_delta);
+    arena_add_to(d, "attention delta (tc backward)", "scratch",
+                 comm->cp > 1 ? 0 : attention_dispatch_scratch_floats(B, td->Hl, T) * sizeof(float), &m->att_delta);
     if ((size_t)flags->ce_chunks > head_rows)
         FAIL("--ce-chunks %d exceeds the %zu rows the output head runs on this rank", flags->ce_chunks, head_rows);
     m->ce_rows = (int)ceil_div(head_rows, flags->ce_chunks);
@@ -444,11 +453,12 @@ static void llama_build(Llama* m, const LlamaConfig* cfg, const MemoryFlags* fla
     m->rope_sin = m->rope_cos + (size_t)c->max_seq_len * (hd / 2);
     m->loss_sum = m->norm_scratch + 1;
 
+    m->cp_tokens = comm->cp > 1 ? (int*)xmalloc(2 * BT * sizeof(int)) : NULL;
     m->stream = stream_create();
     matmul_setup();
     size_t staging = comm_staging_needed(comm) ? largest * sizeof(floatX) : 0;
     param_store_bind(&m->st, m->stream, &m->prof, m->norm_scratch, m->comm_staging, staging);
-    tp_context_bind(&m->tpc, m->stream, m->comm_staging, staging);
+    tp_context_bind(&m->tpc, m->stream, m->comm_staging, staging);  // (CP's exchanges stage through comm's buffer too)
     dev_memset(m->loss_sum, 0, sizeof(float), m->stream);
 
     size_t n_rope = (size_t)c->max_seq_len * (hd / 2);
@@ -463,6 +473,7 @@ static void llama_free(Llama* m) {
     if (!m->allocated) { param_store_free(&m->st); return; }
     trainer_release(m->stream, &m->prof, &m->off, &m->dev, &m->host);
     free(m->layer_off);
+    free(m->cp_tokens);
     param_store_free(&m->st);
 }
 
@@ -540,8 +551,16 @@ static void attention_block_forward(Llama* m, int l, LayerActs a, int B, int T, 
         matmul_forward(ACT(a, A_V), xin.p, layer_w(m, P_WV, l), N, D, kvd, D, 0, s);
     }
     tp_give_back(&m->tpc, &xin);
-    double att_flops = 2.0 * B * Hl * (double)T * T * hd;  // FlashAttention's count: 4 B H T^2 hd, halved (causal)
-    if (attention_fuses_rope()) {  // --attention tc rotates q and k in its tile loads: they are saved unrotated
+    // FlashAttention's count: 4 B H T^2 hd, halved (causal); under cp, this rank's 1/cp of it
+    double att_flops = 2.0 * B * Hl * (double)T * T * m->comm->cp * hd;
+    if (m->comm->cp > 1) {  // RoPE by each chunk's global positions; attention over the CP group
+        PROF(P, "rope fwd", 0, 2.0 * N * (qd + kvd) * SX, s) {
+            cp_rope(&m->cpx, ACT(a, A_Q), Hl, m->rope_cos, m->rope_sin, B, 0, s);
+            cp_rope(&m->cpx, ACT(a, A_K), KVl, m->rope_cos, m->rope_sin, B, 0, s);
+        }
+        PROF(P, "attention fwd", att_flops, 0, s)
+            cp_attention_forward(&m->cpx, ACT(a, A_ATT), ACTF(a, A_LSE), ACT(a, A_Q), ACT(a, A_K), ACT(a, A_V), B, s);
+    } else if (attention_fuses_rope()) {  // --attention tc rotates q and k in its tile loads: they are saved unrotated
         PROF(P, "attention fwd", att_flops, 0, s) {
             attention_dispatch_forward_rope(ACT(a, A_ATT), ACTF(a, A_LSE), ACT(a, A_Q), ACT(a, A_K), ACT(a, A_V), m->rope_cos,
                                             m->rope_sin, B, T, Hl, KVl, hd, s);
@@ -743,8 +762,16 @@ static void layer_backward(Llama* m, int l, int B, int T) {
         matmul_backward_input(m->datt, dy.p, layer_w(m, P_WO, l), N, qd, D, qd, 0, s);
     }
     tp_give_back(tpc, &dy);
-    double att_flops = 2.5 * 2.0 * B * Hl * (double)T * T * hd;  // FlashAttention's count: 2.5 x forward
-    if (attention_fuses_rope()) {  // dq, dk come back rotated to the unrotated q, k
+    double att_flops = 2.5 * 2.0 * B * Hl * (double)T * T * m->comm->cp * hd;  // FlashAttention's count: 2.5 x forward
+    if (m->comm->cp > 1) {
+        PROF(P, "attention bwd", att_flops, 0, s)
+            cp_attention_backward(&m->cpx, m->dq, m->dk, m->dv, m->datt, ACT(a, A_Q), ACT(a, A_K), ACT(a, A_V), ACT(a, A_ATT),
+                                  ACTF(a, A_LSE), B, s);
+        PROF(P, "rope bwd", 0, 2.0 * N * (qd + kvd) * SX, s) {
+            cp_rope(&m->cpx, m->dq, Hl, m->rope_cos, m->rope_sin, B, 1, s);
+            cp_rope(&m->cpx, m->dk, KVl, m->rope_cos, m->rope_sin, B, 1, s);
+        }
+    } else if (attention_fuses_rope()) {  // dq, dk come back rotated to the unrotated q, k
         PROF(P, "attention bwd", att_flops, 0, s)
             attention_dispatch_backward_rope(m->dq, m->dk, m->dv, m->datt, ACT(a, A_Q), ACT(a, A_K), ACT(a, A_V), ACT(a, A_ATT),
                                              ACTF(a, A_LSE), m->att_delta, m->rope_cos, m->rope_sin, B, T, Hl, KVl, hd, s);
@@ -856,10 +883,20 @@ static void head_forward_backward(Llama* m, int N, RunMode mode, float dloss) {
 // replicated vocabulary under sequence parallelism) or the same on all of them
 static int head_rows(const Llama* m, int N) { return m->tpd.sp && !m->st.lay.vocab_tp ? own_rows(m, N) : N; }
 
-// checks a micro-batch against the plan and stages its tokens
+// checks a micro-batch of B samples of T tokens against the plan and stages this rank's
+// tokens of it (under cp its Tl of each sample, in its order: llmc/context_parallel.h)
 static void llama_stage_batch(Llama* m, const int* inputs, const int* targets, int B, int T) {
-    int N = B * T;
     if (B * T > m->B * m->T || T > m->T) FAIL("batch %dx%d exceeds the planned %dx%d", B, T, m->B, m->T);
+    if (m->comm->cp > 1) {
+        if (T != m->T) FAIL("--cp %d: a micro-batch of %d tokens a sample, the plan has %d", m->comm->cp, T, m->T);
+        int* local = m->cp_tokens;
+        cp_local_tokens(&m->cpx, local, inputs, B);
+        if (targets) cp_local_tokens(&m->cpx, local + (size_t)B * m->Tl, targets, B);
+        inputs = local;
+        targets = targets ? local + (size_t)B * m->Tl : NULL;
+        T = m->Tl;
+    }
+    int N = B * T;
     if (m->tpd.sp && N % m->tpd.tp != 0)
         FAIL("--tp-mode reducescatter: a micro-batch of %d tokens does not split into %d equal blocks", N, m->tpd.tp);
     m->N_cur = N;
@@ -875,9 +912,10 @@ static void llama_stage_batch(Llama* m, const int* inputs, const int* targets, i
 static void llama_forward_backward(Llama* m, const int* inputs, const int* targets, int B, int T, RunMode mode,
                                    float dloss, int last) {
     const LlamaConfig* c = &m->cfg;
-    int N = B * T;
     stream_t s = m->stream;
     llama_stage_batch(m, inputs, targets, B, T);
+    T = m->comm->cp > 1 ? m->Tl : T;  // from here on, the tokens of a sample on this rank
+    int N = B * T;
     embed_forward(m, N);
     for (int l = 0; l < c->L; l++) layer_forward(m, l, B, T, mode);
     head_forward_backward(m, N, mode, dloss);
@@ -1100,7 +1138,9 @@ static void parse_args(int argc, char** argv, TrainArgs* a) {
     int given[TRAIN_MAX_FLAGS];
     int nflags = train_flags_parse_all(argc, argv, own, (int)(sizeof(own) / sizeof(own[0])), &a->loop, mem,
                                        &a->flags.ffn_chunk_seq, &a->par, "tensor-parallel group size: consecutive ranks; "
-                                       "must divide the ranks, H and KV (default 1)", &a->fit, flags, given, usage);
+                                       "must divide the ranks, H and KV (default 1)",
+                                       "context-parallel group size: each rank holds 1/cp of every sample's tokens; tp x cp "
+                                       "must divide the ranks (default 1)", &a->fit, flags, given, usage);
     a->tokenizer_given = flag_given(flags, nflags, given, &a->tokenizer);
     fit_fixed_from_flags(&a->fit_search, fit_targets(a), flags, nflags, given);
 }

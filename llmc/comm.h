@@ -2,8 +2,18 @@
 The communication layer (docs/design.md 8.1, 8.2): ranks, process groups and the collectives the
 trainers call, with the same one-program-two-backends rule as the kernels.
 
-  world = dp x tp. A TP group is tp consecutive ranks, a DP group the ranks with the
-  same position in their TP group (strided by tp).
+  world = dp x cp x tp, tp innermost: rank = (d * cp + k) * tp + t for DP index d,
+  CP index k, TP index t. A TP group is tp consecutive ranks; a CP group the cp ranks
+  with the same d and t (strided by tp), which hold the same samples and split their
+  tokens (llmc/context_parallel.h). With U Ulysses ways (--cp-mode ulysses: U = cp;
+  ring: 1; hybrid: --cp-ulysses), k = r * U + u: GROUP_ULYSSES is the U consecutive
+  members of a CP group with the same r (the all-to-all stays among near ranks),
+  GROUP_RING the cp/U members with the same u. GROUP_DP, the gradient group, is every rank with the
+  same t: the dp x cp ranks that hold the same shard of the model, over which gradients
+  are summed and ZeRO-1 shards (Megatron's data-parallel group "with context
+  parallelism"). Without cp it is the DP group. c->dp and c->dp_rank count samples
+  (the DP index d); the gradient group's size and index are group_size[GROUP_DP] and
+  group_rank[GROUP_DP] (comm_grad_ranks, comm_grad_rank).
 
 Backends, chosen at build time and by --comm:
   - no MPI in the build (USE_MPI undefined): one process; every collective over a
@@ -39,18 +49,20 @@ they complete before they return.
 #include <nccl.h>
 #endif
 
-typedef enum { GROUP_WORLD, GROUP_TP, GROUP_DP, NUM_GROUPS } CommGroup;
+typedef enum { GROUP_WORLD, GROUP_TP, GROUP_DP, GROUP_ULYSSES, GROUP_RING, NUM_GROUPS } CommGroup;
 typedef enum { COMM_SUM, COMM_MAX } CommOp;
 typedef enum { COMM_FLOATX, COMM_FLOAT } CommDtype;  // element types of device buffers
 typedef enum { BACKEND_SINGLE, BACKEND_MPI, BACKEND_NCCL } CommBackend;
-typedef enum { KIND_ALL_REDUCE, KIND_REDUCE_SCATTER, KIND_ALL_GATHER, NUM_COMM_KINDS } CommKind;
+typedef enum { KIND_ALL_REDUCE, KIND_REDUCE_SCATTER, KIND_ALL_GATHER, KIND_ALL_TO_ALL, KIND_SEND_RECV, NUM_COMM_KINDS } CommKind;
 
-[[maybe_unused]] static const char* GROUP_NAMES[NUM_GROUPS] = {"world", "tp", "dp"};
-[[maybe_unused]] static const char* COMM_KIND_NAMES[NUM_COMM_KINDS] = {"all-reduce", "reduce-scatter", "all-gather"};
+[[maybe_unused]] static const char* GROUP_NAMES[NUM_GROUPS] = {"world", "tp", "dp", "ulysses", "ring"};
+[[maybe_unused]] static const char* COMM_KIND_NAMES[NUM_COMM_KINDS] = {"all-reduce", "reduce-scatter", "all-gather",
+                                                                        "all-to-all", "send-recv"};
 
 typedef struct {
     int rank, size;                   // world
-    int tp, dp, tp_rank, dp_rank;
+    int tp, dp, cp, tp_rank, dp_rank, cp_rank;  // the three degrees and this rank's index in each
+    int ulysses;                      // U: the Ulysses ways of the CP group (GROUP_ULYSSES' size)
     int local_rank;                   // position among the ranks of this node (device choice)
     int group_rank[NUM_GROUPS], group_size[NUM_GROUPS];
     CommBackend backend;
@@ -69,22 +81,32 @@ typedef struct {
     size_t staging_bytes;
     // bytes this rank has sent in device collectives, by group and kind, counted as a ring
     // algorithm sends them (NCCL's): all-gather and reduce-scatter (g-1)/g of the whole
-    // buffer, all-reduce twice that. The trainer compares them with its formula.
+    // buffer, all-reduce twice that; an all-to-all the g-1 blocks that leave the rank, a
+    // send-recv what it sends. The trainer compares them with its formula.
     double sent[NUM_GROUPS][NUM_COMM_KINDS];
 } Comm;
 
-static inline void comm_count(Comm* c, CommGroup g, CommKind k, double whole_bytes) {
-    int gs = c->group_size[g];
-    c->sent[g][k] += (k == KIND_ALL_REDUCE ? 2.0 : 1.0) * (gs - 1) * whole_bytes / gs;
+// the bytes a rank sends for a collective over a buffer of whole_bytes (the ring
+// count above); all-to-all and send-recv are given the bytes that leave the rank
+static inline double comm_sent_bytes(int group_size, CommKind k, double whole_bytes) {
+    if (k == KIND_ALL_TO_ALL || k == KIND_SEND_RECV) return whole_bytes;
+    return (k == KIND_ALL_REDUCE ? 2.0 : 1.0) * (group_size - 1) * whole_bytes / group_size;
 }
+
+static inline void comm_count(Comm* c, CommGroup g, CommKind k, double whole_bytes) {
+    c->sent[g][k] += comm_sent_bytes(c->group_size[g], k, whole_bytes);
+}
+
+// the gradient group (GROUP_DP: dp x cp ranks): its size and this rank's index in it
+static inline int comm_grad_ranks(const Comm* c) { return c->group_size[GROUP_DP]; }
+static inline int comm_grad_rank(const Comm* c) { return c->group_rank[GROUP_DP]; }
 
 // The bytes a step sends by the same count, predicted from a model's plan (the closed
 // forms of docs/memory.md section 10): the trainers print both, make test requires them equal.
 typedef struct { double b[NUM_GROUPS][NUM_COMM_KINDS]; } CommBytes;
 
 static inline void comm_bytes_add(CommBytes* cb, const Comm* c, CommGroup g, CommKind k, double whole_bytes) {
-    int gs = c->group_size[g];
-    cb->b[g][k] += (k == KIND_ALL_REDUCE ? 2.0 : 1.0) * (gs - 1) * whole_bytes / gs;
+    cb->b[g][k] += comm_sent_bytes(c->group_size[g], k, whole_bytes);
 }
 
 // "what: group kind N B; ... total N B (M MiB)", the line the tests compare
@@ -221,14 +243,26 @@ static inline void comm_nccl_settle(const Comm* c, ncclComm_t comm, const char* 
 
 static inline size_t comm_type_bytes(CommDtype t) { return t == COMM_FLOAT ? sizeof(float) : sizeof(floatX); }
 
-// Ranks and groups. tp must divide the world size; dp = world / tp.
 // how the ranks talk, for the logs
 static inline const char* comm_backend_name(const Comm* c) {
     return c->backend == BACKEND_NCCL ? "nccl" : c->backend == BACKEND_MPI ? "mpi" : c->size > 1 ? "none (plan only)"
                                                                                                 : "none (one process)";
 }
 
-static inline void comm_init(Comm* c, int tp, int use_nccl, double timeout_s) {
+// the degrees and indices of rank `rank` of a world of `size` = dp x cp x tp ranks whose
+// CP groups are cp/U rings of U Ulysses ways
+static inline void comm_set_layout(Comm* c, int size, int rank, int tp, int cp, int U) {
+    c->size = size; c->rank = rank; c->tp = tp; c->cp = cp; c->ulysses = U; c->dp = size / (tp * cp);
+    c->tp_rank = rank % tp; c->cp_rank = (rank / tp) % cp; c->dp_rank = rank / (tp * cp);
+    c->group_rank[GROUP_WORLD] = rank;          c->group_size[GROUP_WORLD] = size;
+    c->group_rank[GROUP_TP] = c->tp_rank;       c->group_size[GROUP_TP] = tp;
+    c->group_rank[GROUP_DP] = rank / tp;        c->group_size[GROUP_DP] = size / tp;  // d * cp + k of dp x cp
+    c->group_rank[GROUP_ULYSSES] = c->cp_rank % U; c->group_size[GROUP_ULYSSES] = U;
+    c->group_rank[GROUP_RING] = c->cp_rank / U;    c->group_size[GROUP_RING] = cp / U;
+}
+
+// Ranks and groups: tp x cp must divide the world size; dp = world / (tp x cp).
+static inline void comm_init(Comm* c, int tp, int cp, int U, int use_nccl, double timeout_s) {
     memset(c, 0, sizeof(*c));
     c->rank = 0; c->size = 1; c->local_rank = 0;
     c->timeout_s = timeout_s > 0 ? timeout_s : 300.0;
@@ -250,20 +284,24 @@ static inline void comm_init(Comm* c, int tp, int use_nccl, double timeout_s) {
                  "libopenmpi-dev and rebuild)");
 #endif
     }
-    if (tp < 1 || c->size % tp != 0)
-        FAIL("--tp %d must divide the number of ranks %d (world = dp x tp: start tp x dp processes with mpirun -np or srun)",
-             tp, c->size);
-    c->tp = tp; c->dp = c->size / tp;
-    c->tp_rank = c->rank % tp; c->dp_rank = c->rank / tp;
-    c->group_rank[GROUP_WORLD] = c->rank;   c->group_size[GROUP_WORLD] = c->size;
-    c->group_rank[GROUP_TP] = c->tp_rank;   c->group_size[GROUP_TP] = c->tp;
-    c->group_rank[GROUP_DP] = c->dp_rank;   c->group_size[GROUP_DP] = c->dp;
+    if (tp < 1 || cp < 1 || c->size % ((long long)tp * cp) != 0) {
+        if (cp == 1)
+            FAIL("--tp %d must divide the number of ranks %d (world = dp x tp: start tp x dp processes with mpirun -np or srun)",
+                 tp, c->size);
+        FAIL("--tp %d x --cp %d must divide the number of ranks %d (world = dp x cp x tp: start dp x cp x tp processes "
+             "with mpirun -np or srun)", tp, cp, c->size);
+    }
+    if (U < 1 || cp % U != 0) FAIL("the Ulysses ways %d must divide --cp %d", U, cp);
+    comm_set_layout(c, c->size, c->rank, tp, cp, U);
 #ifdef USE_MPI
     if (c->mpi_initialised) {
         c->backend = BACKEND_MPI;
         mpiCheck(MPI_Comm_dup(MPI_COMM_WORLD, &c->mpi[GROUP_WORLD]));
         mpiCheck(MPI_Comm_split(MPI_COMM_WORLD, c->rank / tp, c->tp_rank, &c->mpi[GROUP_TP]));
-        mpiCheck(MPI_Comm_split(MPI_COMM_WORLD, c->tp_rank, c->dp_rank, &c->mpi[GROUP_DP]));
+        mpiCheck(MPI_Comm_split(MPI_COMM_WORLD, c->tp_rank, c->rank / tp, &c->mpi[GROUP_DP]));
+        int u = c->group_rank[GROUP_ULYSSES], r = c->group_rank[GROUP_RING], R = c->group_size[GROUP_RING];
+        mpiCheck(MPI_Comm_split(MPI_COMM_WORLD, (c->dp_rank * R + r) * tp + c->tp_rank, u, &c->mpi[GROUP_ULYSSES]));
+        mpiCheck(MPI_Comm_split(MPI_COMM_WORLD, (c->dp_rank * U + u) * tp + c->tp_rank, r, &c->mpi[GROUP_RING]));
 #if !defined(LLMC_CPU) && !defined(ENABLE_FP32)
         mpiCheck(MPI_Op_create(comm_bf16_sum, 1, &c->op_sum_bf16));
         mpiCheck(MPI_Op_create(comm_bf16_max, 1, &c->op_max_bf16));
@@ -283,13 +321,13 @@ static inline void comm_init(Comm* c, int tp, int use_nccl, double timeout_s) {
 #endif
 }
 
-// A world of dp x tp ranks seen from rank 0, for --plan-only: no launcher, no device,
-// and no collective may be called.
-static inline void comm_init_plan(Comm* c, int dp, int tp) {
+// A world of dp x cp x tp ranks seen from rank 0, for --plan-only: no launcher, no
+// device, and no collective may be called.
+static inline void comm_init_plan(Comm* c, int dp, int tp, int cp, int U) {
     memset(c, 0, sizeof(*c));
-    if (dp < 1 || tp < 1) FAIL("a plan needs dp >= 1 and tp >= 1 (got dp %d, tp %d)", dp, tp);
-    c->size = dp * tp; c->tp = tp; c->dp = dp;
-    c->group_size[GROUP_WORLD] = dp * tp; c->group_size[GROUP_TP] = tp; c->group_size[GROUP_DP] = dp;
+    if (dp < 1 || tp < 1 || cp < 1) FAIL("a plan needs dp, tp and cp >= 1 (got dp %d, tp %d, cp %d)", dp, tp, cp);
+    if (U < 1 || cp % U != 0) FAIL("the Ulysses ways %d must divide --cp %d", U, cp);
+    comm_set_layout(c, dp * tp * cp, 0, tp, cp, U);
     c->backend = BACKEND_SINGLE;
     c->timeout_s = 300.0;
 }
@@ -473,6 +511,100 @@ static inline void comm_broadcast(Comm* c, CommGroup g, void* buf, size_t n, Com
     comm_stage_out(c, buf, n * es, after);
 #else
     (void)buf; (void)t; (void)root; (void)after;
+#endif
+}
+
+// Context parallelism's exchanges (llmc/context_parallel.h), out of place.
+// all-to-all: send holds group_size blocks of n elements, block r for rank r; afterwards
+// recv's block r is what rank r sent to this rank. Counted: the g-1 blocks that leave.
+static inline void comm_all_to_all(Comm* c, CommGroup g, const void* send, void* recv, size_t n, CommDtype t, stream_t after) {
+    int gs = c->group_size[g];
+    size_t es = comm_type_bytes(t), block = n * es;
+    if (gs == 1 || n == 0) {
+        if (n) dev_memcpy_d2d(recv, send, block, after);
+        return;
+    }
+    comm_count(c, g, KIND_ALL_TO_ALL, (double)(gs - 1) * block);
+#if !defined(LLMC_CPU) && defined(USE_NCCL)
+    if (c->backend == BACKEND_NCCL) {  // NCCL has no all-to-all: grouped sends and receives
+        comm_order_after(c, after);
+        ncclCheck(ncclGroupStart());
+        for (int r = 0; r < gs; r++) {
+            ncclCheck(ncclSend((const char*)send + r * block, n, comm_nccl_type(t), r, c->nccl[g], c->stream));
+            ncclCheck(ncclRecv((char*)recv + r * block, n, comm_nccl_type(t), r, c->nccl[g], c->stream));
+        }
+        ncclCheck(ncclGroupEnd());
+        comm_nccl_settle(c, c->nccl[g], "all-to-all");
+        return;
+    }
+#endif
+#ifdef USE_MPI
+    if (n > COMM_MPI_MAX_COUNT) FAIL("comm: all-to-all blocks of %zu elements exceed MPI's int count", n);
+#ifdef LLMC_CPU
+    const char* hs = (const char*)send;
+    char* hr = (char*)recv;
+#else
+    size_t total = block * gs;  // --comm mpi: both halves of the staging buffer
+    if (2 * total > c->staging_bytes) FAIL("comm: an all-to-all of 2 x %zu bytes exceeds the planned staging of %zu", total, c->staging_bytes);
+    char* hs = c->staging;
+    char* hr = c->staging + total;
+    dev_memcpy_d2h(hs, send, total, after);
+    stream_synchronize(after);
+#endif
+    MPI_Request req;
+    mpiCheck(MPI_Ialltoall(hs, (int)n, comm_mpi_type(t), hr, (int)n, comm_mpi_type(t), c->mpi[g], &req));
+    comm_mpi_wait(c, &req, "all-to-all", g, n);
+#ifndef LLMC_CPU
+    dev_memcpy_h2d(recv, hr, total, after);
+#endif
+#else
+    (void)send; (void)recv; (void)after;
+#endif
+}
+
+// send-recv: sends n elements to group rank `to` and receives n from group rank `from`
+// (the ring's step: to = next, from = previous). With NCCL it is enqueued on the
+// communication stream and returns at once: work on other streams overlaps it until
+// comm_join. Counted: the n elements sent.
+static inline void comm_send_recv(Comm* c, CommGroup g, const void* send, int to, void* recv, int from, size_t n,
+                                  CommDtype t, stream_t after) {
+    size_t es = comm_type_bytes(t), bytes = n * es;
+    if (n == 0) return;
+    if (c->group_size[g] == 1) { dev_memcpy_d2d(recv, send, bytes, after); return; }
+    comm_count(c, g, KIND_SEND_RECV, (double)bytes);
+#if !defined(LLMC_CPU) && defined(USE_NCCL)
+    if (c->backend == BACKEND_NCCL) {
+        comm_order_after(c, after);
+        ncclCheck(ncclGroupStart());
+        ncclCheck(ncclSend(send, n, comm_nccl_type(t), to, c->nccl[g], c->stream));
+        ncclCheck(ncclRecv(recv, n, comm_nccl_type(t), from, c->nccl[g], c->stream));
+        ncclCheck(ncclGroupEnd());
+        comm_nccl_settle(c, c->nccl[g], "send-recv");
+        return;
+    }
+#endif
+#ifdef USE_MPI
+    if (n > COMM_MPI_MAX_COUNT) FAIL("comm: a send-recv of %zu elements exceeds MPI's int count", n);
+#ifdef LLMC_CPU
+    const char* hs = (const char*)send;
+    char* hr = (char*)recv;
+#else
+    if (2 * bytes > c->staging_bytes) FAIL("comm: a send-recv of 2 x %zu bytes exceeds the planned staging of %zu", bytes, c->staging_bytes);
+    char* hs = c->staging;
+    char* hr = c->staging + bytes;
+    dev_memcpy_d2h(hs, send, bytes, after);
+    stream_synchronize(after);
+#endif
+    MPI_Request req[2];
+    mpiCheck(MPI_Irecv(hr, (int)n, comm_mpi_type(t), from, 0, c->mpi[g], &req[0]));
+    mpiCheck(MPI_Isend(hs, (int)n, comm_mpi_type(t), to, 0, c->mpi[g], &req[1]));
+    comm_mpi_wait(c, &req[0], "send-recv (receive)", g, n);
+    comm_mpi_wait(c, &req[1], "send-recv (send)", g, n);
+#ifndef LLMC_CPU
+    dev_memcpy_h2d(recv, hr, bytes, after);
+#endif
+#else
+    (void)to; (void)from; (void)after;
 #endif
 }
 

@@ -23,6 +23,8 @@ never sees which one it got.
 #include "cpu/flow.h"
 #include "cpu/grad_accum.h"
 #include "cpu/reduce.h"
+#include "cpu/attention_merge.h"
+#include "cpu/copy2d.h"
 #else
 #include "device.cuh"
 #include "matmul.cuh"
@@ -43,5 +45,7 @@ never sees which one it got.
 #include "flow.cuh"
 #include "grad_accum.cuh"
 #include "reduce.cuh"
+#include "attention_merge.cuh"
+#include "copy2d.cuh"
 #endif
 #include "attention_select.h"  // --attention auto|fp32|tc: attention_dispatch_*

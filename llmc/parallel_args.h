@@ -2,8 +2,9 @@
 The parallel flags both trainers share, one definition for both: the communicator
 (--comm, --comm-timeout), ZeRO-1 (--zero), the fp32 gradient accumulator
 (--fp32-grad-accum), the plan of a cluster without one (--dp with --plan-only), and
-tensor parallelism (--tp, --tp-mode, --tp-recompute-allgather) where the trainer has it.
-The world is dp x tp, TP groups consecutive ranks (llmc/comm.h).
+tensor parallelism (--tp, --tp-mode, --tp-recompute-allgather) and context parallelism
+(--cp, --cp-mode, --cp-ulysses) where the trainer has them. The world is dp x cp x tp,
+tp innermost (llmc/comm.h).
 */
 #pragma once
 #include "flags.h"
@@ -11,15 +12,16 @@ The world is dp x tp, TP groups consecutive ranks (llmc/comm.h).
 #include "logger.h"
 
 typedef struct {
-    int tp, tp_regather, zero, dp_plan, fp32_grad_accum;
+    int tp, tp_regather, zero, dp_plan, fp32_grad_accum, cp, cp_ulysses;
     float comm_timeout;
-    const char *comm_backend, *tp_mode;
+    const char *comm_backend, *tp_mode, *cp_mode;
 } ParallelArgs;
 
 static inline ParallelArgs parallel_args_default(void) {
     ParallelArgs p;
     memset(&p, 0, sizeof(p));
     p.tp = 1; p.tp_regather = 1; p.fp32_grad_accum = -1; p.comm_timeout = 300.0f; p.tp_mode = "allreduce";
+    p.cp = 1; p.cp_mode = "ring"; p.cp_ulysses = 0;
 #ifdef LLMC_CPU
     p.comm_backend = "mpi";
 #else
@@ -28,8 +30,9 @@ static inline ParallelArgs parallel_args_default(void) {
     return p;
 }
 
-// appends the entries to out (the TP ones when tp_help names what --tp must divide); returns how many
-static inline int parallel_flags(Flag* out, ParallelArgs* p, const char* tp_help) {
+// appends the entries to out (the TP ones when tp_help names what --tp must divide, the
+// CP ones when cp_help names what --cp must divide); returns how many
+static inline int parallel_flags(Flag* out, ParallelArgs* p, const char* tp_help, const char* cp_help) {
     const Flag f[] = {
         {"zero", 'i', &p->zero, "1: shard master weights and AdamW state over the DP ranks (ZeRO-1)"},
         {"comm", 's', &p->comm_backend, "nccl | mpi: how a CUDA build's ranks talk (mpi: staged via host, GPUs may be shared)"},
@@ -41,9 +44,27 @@ static inline int parallel_flags(Flag* out, ParallelArgs* p, const char* tp_help
         {"tp-mode", 's', &p->tp_mode, "allreduce | reducescatter (sequence parallelism: 1/tp of the tokens per rank in the residual stream)"},
         {"tp-recompute-allgather", 'i', &p->tp_regather, "1: backward gathers the norm outputs again (default); 0: keep the gathered copies"},
     };
+    const Flag fc[] = {
+        {"cp", 'i', &p->cp, cp_help},
+        {"cp-mode", 's', &p->cp_mode, "ring (default) | ulysses | hybrid: how attention sees the tokens of the other CP ranks"},
+        {"cp-ulysses", 'i', &p->cp_ulysses, "with --cp-mode hybrid: the Ulysses ways inside each ring member (divides --cp)"},
+    };
     int n = (int)(sizeof(f) / sizeof(f[0])) - (tp_help ? 0 : 3);
     memcpy(out, f, (size_t)n * sizeof(Flag));
+    if (cp_help) {
+        memcpy(out + n, fc, sizeof(fc));
+        n += (int)(sizeof(fc) / sizeof(fc[0]));
+    }
     return n;
+}
+
+// --cp-mode (llmc/context_parallel.h's CpMode order)
+static inline int cp_mode_parse(const char* v) {
+    if (strcmp(v, "ring") == 0) return 0;
+    if (strcmp(v, "ulysses") == 0) return 1;
+    if (strcmp(v, "hybrid") == 0) return 2;
+    FAIL("--cp-mode must be ring, ulysses or hybrid, got '%s'", v);
+    return 0;
 }
 
 // --tp-mode: 1 for sequence parallelism
@@ -54,18 +75,30 @@ static inline int tp_mode_parse(const char* v) {
     return 0;
 }
 
+// U, the Ulysses ways of the CP group: cp (ulysses), 1 (ring), --cp-ulysses (hybrid)
+static inline int cp_ulysses_ways(const ParallelArgs* p) {
+    int mode = cp_mode_parse(p->cp_mode);
+    return mode == 1 ? p->cp : mode == 2 ? p->cp_ulysses : 1;
+}
+
 // the string flags (the numeric ranges are llmc/flags.h's)
 static inline void parallel_args_validate(const ParallelArgs* p) {
     tp_mode_parse(p->tp_mode);
+    int mode = cp_mode_parse(p->cp_mode);
+    if (mode == 2 && (p->cp_ulysses < 1 || p->cp % p->cp_ulysses != 0))
+        FAIL("--cp-mode hybrid needs --cp-ulysses U dividing --cp %d (U-way Ulysses inside, cp/U-way ring across), got %d",
+             p->cp, p->cp_ulysses);
+    if (mode != 2 && p->cp_ulysses != 0) FAIL("--cp-ulysses %d is for --cp-mode hybrid (this run: %s)", p->cp_ulysses, p->cp_mode);
     if (strcmp(p->comm_backend, "nccl") != 0 && strcmp(p->comm_backend, "mpi") != 0)
         FAIL("--comm must be 'nccl' or 'mpi', got '%s'", p->comm_backend);
 }
 
 // The world: from the launcher (mpirun, srun; one process: a world of one), or for
-// --plan-only the plan of rank 0 of --dp x --tp ranks, with no launcher and no device.
+// --plan-only the plan of rank 0 of --dp x --cp x --tp ranks, with no launcher and no device.
 static inline void parallel_comm_init(Comm* comm, const ParallelArgs* p, int plan_only) {
-    if (plan_only) { comm_init_plan(comm, p->dp_plan > 0 ? p->dp_plan : 1, p->tp); return; }
-    comm_init(comm, p->tp, strcmp(p->comm_backend, "nccl") == 0, p->comm_timeout);
+    int U = cp_ulysses_ways(p);
+    if (plan_only) { comm_init_plan(comm, p->dp_plan > 0 ? p->dp_plan : 1, p->tp, p->cp, U); return; }
+    comm_init(comm, p->tp, p->cp, U, strcmp(p->comm_backend, "nccl") == 0, p->comm_timeout);
     if (p->dp_plan > 0 && p->dp_plan != comm->dp)
         FAIL("--dp %d is for --plan-only; this run has dp = %d ranks (from the launcher)", p->dp_plan, comm->dp);
 }

@@ -44,7 +44,7 @@ static inline void param_store_layout(ParamStore* ps, const ParamSpec* spec, int
                                       int shard_vocab, int grad_fp32) {
     memset(ps, 0, sizeof(*ps));
     ps->comm = comm; ps->grad_fp32 = grad_fp32;
-    param_layout_build(&ps->lay, spec, n_spec, L, comm->tp, comm->tp_rank, comm->dp, comm->dp_rank, zero, shard_vocab);
+    param_layout_build(&ps->lay, spec, n_spec, L, comm->tp, comm->tp_rank, comm_grad_ranks(comm), comm_grad_rank(comm), zero, shard_vocab);
     ps->pieces = (Piece*)xmalloc(param_layout_max_pieces(&ps->lay) * sizeof(Piece));
     ps->n_pieces = param_layout_pieces(&ps->lay, ps->pieces);
 }
@@ -126,7 +126,7 @@ static inline void param_store_reduce_tp_replicated(ParamStore* ps, int layer, i
 static inline void param_store_reduce_bucket(ParamStore* ps, int b) {
     const Bucket* k = &ps->lay.bucket[b];
     if (ps->lay.zero)
-        comm_reduce_scatter(param_store_comm(ps), GROUP_DP, ps->grads + k->start, k->padded / ps->comm->dp, COMM_FLOATX, ps->stream);
+        comm_reduce_scatter(param_store_comm(ps), GROUP_DP, ps->grads + k->start, k->padded / comm_grad_ranks(ps->comm), COMM_FLOATX, ps->stream);
     else comm_all_reduce(param_store_comm(ps), GROUP_DP, ps->grads + k->start, k->padded, COMM_FLOATX, COMM_SUM, ps->stream);
 }
 
@@ -172,7 +172,7 @@ static inline float param_store_norm_of(ParamStore* ps, const floatX* buf, const
     int k = prof_begin(ps->prof, group, s);
     dev_memset(ps->norm_scratch, 0, sizeof(float), s);
     if (lay->tp > 1) {
-        if (lay->zero || cm->dp_rank == 0)
+        if (lay->zero || comm_grad_rank(cm) == 0)
             for (int i = 0; i < ps->n_pieces; i++) {
                 const Piece* pc = &ps->pieces[i];
                 if (param_tp_replicated(lay, pc->tensor) && cm->tp_rank != 0) continue;
@@ -184,7 +184,7 @@ static inline float param_store_norm_of(ParamStore* ps, const floatX* buf, const
                 size_t lo, n; bucket_owned(lay, b, &lo, &n);
                 global_norm_squared(ps->norm_scratch, buf + lo, n, s);
             }
-        } else if (cm->dp_rank == 0) {
+        } else if (comm_grad_rank(cm) == 0) {
             global_norm_squared(ps->norm_scratch, buf, lay->vocab_start, s);
         }
         if (lay->n_local > lay->vocab_start)  // the owned vocabulary rows
@@ -219,7 +219,7 @@ static inline void param_store_apply_update(ParamStore* ps, float lr, float beta
     if (ps->lay.zero)
         for (int b = 0; b < ps->lay.n_buckets; b++)
             comm_all_gather(param_store_comm(ps), GROUP_DP, ps->params + ps->lay.bucket[b].start,
-                            ps->lay.bucket[b].padded / ps->comm->dp, COMM_FLOATX, s);
+                            ps->lay.bucket[b].padded / comm_grad_ranks(ps->comm), COMM_FLOATX, s);
     comm_join(ps->comm, s);
     comm_synchronize(ps->comm);
     stream_synchronize(s);
@@ -301,9 +301,9 @@ static inline void param_store_gather_owned(ParamStore* ps, const float* owned, 
     if (c->rank != 0) return;
     for (int t = 0; t < c->tp; t++) {
         float* local = NULL;
-        for (int q = 0; q < c->dp; q++) {  // world rank q * tp + t (TP groups are consecutive ranks)
+        for (int q = 0; q < comm_grad_ranks(c); q++) {  // world rank q * tp + t (TP groups are consecutive ranks)
             ParamLayout lay;
-            param_layout_build(&lay, me->spec, me->n_spec, me->L, c->tp, t, c->dp, q, me->zero, me->shard_vocab);
+            param_layout_build(&lay, me->spec, me->n_spec, me->L, c->tp, t, comm_grad_ranks(c), q, me->zero, me->shard_vocab);
             if (!local) { local = (float*)xmalloc(lay.n_local * sizeof(float)); memset(local, 0, lay.n_local * sizeof(float)); }
             Piece* pieces = (Piece*)xmalloc(param_layout_max_pieces(&lay) * sizeof(Piece));
             int np = param_layout_pieces(&lay, pieces);
@@ -311,7 +311,7 @@ static inline void param_store_gather_owned(ParamStore* ps, const float* owned, 
             for (int i = 0; i < np; i++) memcpy(local + pieces[i].local_off, src + pieces[i].opt_off, pieces[i].n * sizeof(float));
             for (int i = 0; i < lay.n_seg; i++)  // FSDP vocabulary rows: each DP rank's own segments
                 if (lay.seg_bucket[i] == -1) segment_copy(&lay.seg[i], local, ref_out, 0);
-            if (q == c->dp - 1)
+            if (q == comm_grad_ranks(c) - 1)
                 for (int i = 0; i < lay.n_seg; i++) if (lay.seg_bucket[i] != -1) segment_copy(&lay.seg[i], local, ref_out, 0);
             free(pieces);
             param_layout_free(&lay);

@@ -20,7 +20,8 @@ typedef struct {
 // memory flags mem points at; sets *ffn_chunk_seq from --ffn-chunk-dim. `program` and
 // `ref_kind` name the usage: "test_llama", "LREF file (scripts/reference_llama.py)".
 static inline void test_args_parse(int argc, char** argv, const char* program, const char* ref_kind, const Flag* own,
-                                   int n_own, TestArgs* t, MemoryFlagRefs mem, int* ffn_chunk_seq) {
+                                   int n_own, TestArgs* t, MemoryFlagRefs mem, int* ffn_chunk_seq,
+                                   const char* cp_help) {
     static const char* usage_program;
     usage_program = program;
     t->ref = NULL; t->chunk_dim = "hidden"; t->attention = "auto"; t->micro_batch = 0;
@@ -37,11 +38,11 @@ static inline void test_args_parse(int argc, char** argv, const char* program, c
     };
     Flag all[64];
     int n = (int)(sizeof(shared) / sizeof(shared[0]));
-    if (n + n_own + 8 > 64) FAIL("test_args_parse: too many flags (%d of the program's own)", n_own);
+    if (n + n_own + 11 > 64) FAIL("test_args_parse: too many flags (%d of the program's own)", n_own);
     memcpy(all, shared, sizeof(shared));
     memcpy(all + n, own, (size_t)n_own * sizeof(Flag));
     n += n_own;
-    n += parallel_flags(all + n, &t->par, "tensor-parallel group size (as the trainer)");
+    n += parallel_flags(all + n, &t->par, "tensor-parallel group size (as the trainer)", cp_help);
     flags_parse(argc, argv, all, n, NULL, [](const Flag* f, int k) {
         printf("usage: %s --ref FILE [flags]\n", usage_program);
         flags_print(f, k);

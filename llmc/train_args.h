@@ -122,11 +122,12 @@ static inline int train_flags_parse(int argc, char** argv, const Flag* own, int 
 // flags and given as for train_flags_parse; returns the number of flags.
 static inline int train_flags_parse_all(int argc, char** argv, const Flag* own, int n_own, TrainLoopArgs* loop,
                                         MemoryFlagRefs mem, int* ffn_chunk_seq, ParallelArgs* par, const char* tp_help,
+                                        const char* cp_help,
                                         FitArgs* fit, Flag* flags, int* given, void (*usage)(const Flag*, int)) {
     Flag all[TRAIN_MAX_FLAGS];
-    if (n_own + 16 > TRAIN_MAX_FLAGS) FAIL("train_flags_parse_all: %d flags of the trainer's own, raise TRAIN_MAX_FLAGS", n_own);
+    if (n_own + 19 > TRAIN_MAX_FLAGS) FAIL("train_flags_parse_all: %d flags of the trainer's own, raise TRAIN_MAX_FLAGS", n_own);
     memcpy(all, own, (size_t)n_own * sizeof(Flag));
-    n_own += parallel_flags(all + n_own, par, tp_help);
+    n_own += parallel_flags(all + n_own, par, tp_help, cp_help);
     n_own += fit_flags(all + n_own, fit);
     int n = train_flags_parse(argc, argv, all, n_own, loop, mem, ffn_chunk_seq, flags, given, usage);
     parallel_args_validate(par);

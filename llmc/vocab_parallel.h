@@ -39,7 +39,7 @@ static inline int vocab_over_dp(const VocabShards* v) { return v->st->lay.shard_
 static inline void vocab_plan(VocabShards* v, ParamStore* st, Arena* d, size_t D, int emb, int out, int tied) {
     memset(v, 0, sizeof(*v));
     v->st = st; v->D = D; v->emb = emb; v->out = out; v->tied = tied; v->which = -1;
-    size_t full = vocab_over_dp(v) ? st->lay.vocab_rows * st->comm->dp * D : 0;
+    size_t full = vocab_over_dp(v) ? st->lay.vocab_rows * comm_grad_ranks(st->comm) * D : 0;
     arena_add_to(d, "vocab gather (weights)", "comm", full * sizeof(floatX), &v->gathered);
     arena_add_to(d, "vocab gradient (unsharded)", "comm", full * sizeof(floatX), &v->grad);
 }
@@ -57,7 +57,7 @@ static inline void vocab_bind(VocabShards* v, size_t ce_rows) {
 
 // the elements a DP collective of the vocabulary moves (for the --comm mpi staging)
 static inline size_t vocab_dp_elements(const VocabShards* v) {
-    return vocab_over_dp(v) ? v->st->lay.vocab_rows * v->st->comm->dp * v->D : 0;
+    return vocab_over_dp(v) ? v->st->lay.vocab_rows * comm_grad_ranks(v->st->comm) * v->D : 0;
 }
 
 // the parameters changed (an update, a load): the gathered copy is stale
@@ -76,7 +76,7 @@ static inline const floatX* vocab_weights(VocabShards* v, int t, const floatX* w
     if (v->which != which) {
         ParamStore* st = v->st;
         size_t block = st->lay.vocab_rows * v->D;
-        floatX* mine = v->gathered + (size_t)st->comm->dp_rank * block;
+        floatX* mine = v->gathered + (size_t)comm_grad_rank(st->comm) * block;
         dev_memcpy_d2d(mine, vocab_rows_of(v, st->params, which), block * sizeof(floatX), st->stream);
         comm_all_gather(param_store_comm(st), GROUP_DP, v->gathered, block, COMM_FLOATX, st->stream);
         comm_join(st->comm, st->stream);
@@ -93,8 +93,8 @@ static inline floatX* vocab_grad_begin(VocabShards* v, int t, floatX* whole) {
     if (!vocab_over_dp(v)) return whole;
     ParamStore* st = v->st;
     size_t block = st->lay.vocab_rows * v->D;
-    dev_memset(v->grad, 0, block * st->comm->dp * sizeof(floatX), st->stream);
-    dev_memcpy_d2d(v->grad + (size_t)st->comm->dp_rank * block, vocab_rows_of(v, st->grads, t), block * sizeof(floatX),
+    dev_memset(v->grad, 0, block * comm_grad_ranks(st->comm) * sizeof(floatX), st->stream);
+    dev_memcpy_d2d(v->grad + (size_t)comm_grad_rank(st->comm) * block, vocab_rows_of(v, st->grads, t), block * sizeof(floatX),
                    st->stream);
     return v->grad;
 }
@@ -105,7 +105,7 @@ static inline void vocab_grad_done(VocabShards* v, int t) {
     size_t block = st->lay.vocab_rows * v->D;
     comm_reduce_scatter(param_store_comm(st), GROUP_DP, v->grad, block, COMM_FLOATX, st->stream);
     comm_join(st->comm, st->stream);
-    dev_memcpy_d2d(vocab_rows_of(v, st->grads, t), v->grad + (size_t)st->comm->dp_rank * block, block * sizeof(floatX),
+    dev_memcpy_d2d(vocab_rows_of(v, st->grads, t), v->grad + (size_t)comm_grad_rank(st->comm) * block, block * sizeof(floatX),
                    st->stream);
 }
 
@@ -135,11 +135,11 @@ static inline void vocab_log_savings(Logger* lg, const ParamStore* st, const Par
     const ParamLayout* lay = &st->lay;
     const Comm* comm = st->comm;
     ParamLayout off;
-    param_layout_build(&off, spec, n_spec, L, comm->tp, 0, comm->dp, 0, zero, 0);
+    param_layout_build(&off, spec, n_spec, L, comm->tp, 0, comm_grad_ranks(comm), 0, zero, 0);
     double per_opt = 4.0 * (2 + master), per_local = 2.0 * sizeof(floatX) + 4.0 * grad_fp32;
     double without = off.n_local * per_local + off.n_opt * per_opt;
     double with = lay->n_local * per_local + lay->n_opt * per_opt +
-                  (lay->vocab_tp ? 0.0 : 2.0 * lay->vocab_rows * comm->dp * D * sizeof(floatX));
+                  (lay->vocab_tp ? 0.0 : 2.0 * lay->vocab_rows * comm_grad_ranks(comm) * D * sizeof(floatX));
     logf_(lg, "--shard-vocab 1 %s %.1f MiB per rank against --shard-vocab 0 (parameters, gradients and optimizer "
           "state of the vocabulary, %s)\n", without >= with ? "saves" : "COSTS", fabs(without - with) / 1048576.0,
           lay->vocab_tp ? "split over the TP group; not counted: the CE chunk's logits, 1/tp of the columns too"
@@ -167,7 +167,7 @@ static inline void vocab_gather_logits(const VocabShards* v, float* host_logits,
 static inline void vocab_comm_bytes(const VocabShards* v, CommBytes* cb, int micro_steps) {
     if (!vocab_over_dp(v)) return;
     const Comm* cm = v->st->comm;
-    double full = (double)v->st->lay.vocab_rows * cm->dp * (double)v->D * sizeof(floatX);
+    double full = (double)v->st->lay.vocab_rows * comm_grad_ranks(cm) * (double)v->D * sizeof(floatX);
     comm_bytes_add(cb, cm, GROUP_DP, KIND_ALL_GATHER, (v->tied ? 1 : 2.0 * micro_steps) * full);
     comm_bytes_add(cb, cm, GROUP_DP, KIND_REDUCE_SCATTER, (v->tied ? 1 : 2) * micro_steps * full);
 }

@@ -28,7 +28,7 @@ static float val(int rank, size_t i) { return (float)((rank * 7919 + i * 104729)
 int main(int argc, char** argv) {
     int hang = argc == 3 && strcmp(argv[1], "--hang") == 0 && atoi(argv[2]) == 1;
     Comm c;
-    comm_init(&c, 1, 0, hang ? 1.0 : 60.0);
+    comm_init(&c, 1, 1, 1, 0, hang ? 1.0 : 60.0);
     comm_setup_device(&c);
     int R = c.size, me = c.rank;
     if (c.rank == 0) printf("test_comm: %d ranks (dp %d, tp %d)\n", R, c.dp, c.tp);
