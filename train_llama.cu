@@ -974,23 +974,28 @@ static void llama_apply_update(Llama* m, float lr, float beta1, float beta2, flo
 static void llama_next_token_logits(Llama* m, const int* tokens, int T, float* host_logits, int* pad_scratch) {
     const LlamaConfig* c = &m->cfg;
     stream_t s = m->stream;
-    int tp = m->tpd.tp, Tp = m->tpd.sp ? (int)ceil_div(T, tp) * tp : T;
+    int tp = m->tpd.tp, cp = m->comm->cp, Tp = cp > 1 ? m->T : m->tpd.sp ? (int)ceil_div(T, tp) * tp : T;
     if (Tp > m->T) FAIL("sampling %d tokens: padded to %d for --tp-mode reducescatter, more than seq %d", T, Tp, m->T);
     memcpy(pad_scratch, tokens, (size_t)T * sizeof(int));
-    for (int t = T; t < Tp; t++) pad_scratch[t] = 0;
+    for (int t = T; t < Tp; t++) pad_scratch[t] = 0;  // (under cp: the whole planned sample, every rank its part)
     llama_stage_batch(m, pad_scratch, NULL, 1, Tp);
-    embed_forward(m, Tp);
-    for (int l = 0; l < c->L; l++) layer_forward(m, l, 1, Tp, MODE_EVAL);
+    int rows = cp > 1 ? m->Tl : Tp;
+    if (m->tpd.sp && rows % tp != 0) FAIL("sampling: %d tokens a rank do not split over --tp %d", rows, tp);
+    embed_forward(m, rows);
+    for (int l = 0; l < c->L; l++) layer_forward(m, l, 1, rows, MODE_EVAL);
     TpRows xfin = {m->x_final, -1};
-    if (m->tpd.sp) xfin = tp_gather_taken(&m->tpc, m->x_final, Tp, "final hidden states (sampling)");
+    if (m->tpd.sp) xfin = tp_gather_taken(&m->tpc, m->x_final, rows, "final hidden states (sampling)");
     int vtp = m->st.lay.vocab_tp, V = vtp ? (int)m->st.lay.vs : c->V;
-    rmsnorm_forward(m->xf, m->rstdf, xfin.p + (size_t)(T - 1) * c->D, m->p[P_NORM], 1, c->D, c->norm_eps, s);
+    size_t last = (size_t)T - 1;  // the row of the last token; under cp one member holds it and shares its logits
+    int holder = cp == 1 || cp_holds_token(&m->cpx, T - 1, &last);
+    rmsnorm_forward(m->xf, m->rstdf, xfin.p + (holder ? last : 0) * c->D, m->p[P_NORM], 1, c->D, c->norm_eps, s);
     matmul_forward(m->logits, m->xf, vocab_weights(&m->voc, P_OUT, m->p[P_OUT]), 1, c->D, V, c->D, 0, s);
     tp_give_back(&m->tpc, &xfin);
     comm_synchronize(m->comm);
     stream_synchronize(s);
     if (vtp) vocab_gather_logits(&m->voc, host_logits, m->logits, V, c->V);
     else dev_download_floats(host_logits, m->logits, c->V);
+    if (cp > 1) cp_share_from_holder(&m->cpx, T - 1, host_logits, (size_t)c->V * sizeof(float));
 }
 
 // ----------------------------------------------------------------------------
@@ -1156,9 +1161,13 @@ static void print_config(Logger* lg, const TrainArgs* a, const Llama* m, int gra
     logf_(lg, "batch: B=%d T=%d per rank, %d tokens per step (%d micro-steps x %d DP ranks) | steps %d, lr %g warmup %d, "
           "wd %g, clip %g\n", a->B, a->T, a->total_batch, grad_accum, m->comm->dp, a->loop.steps, a->loop.lr, a->loop.warmup,
           a->loop.weight_decay, a->loop.grad_clip);
-    logf_(lg, "parallel: world %d = dp %d x tp %d (--tp-mode %s, --tp-recompute-allgather %d) | --zero %d --shard-vocab %d%s "
-          "| comm %s, timeout %g s\n", m->comm->size, m->comm->dp, m->comm->tp, a->par.tp_mode, m->par.tp_regather, m->par.zero,
-          m->par.shard_vocab, m->par.shard_vocab ? (m->st.lay.vocab_tp ? " (over TP)" : " (over DP)") : "",
+    char cp[160] = "";
+    if (m->comm->cp > 1)
+        snprintf(cp, sizeof(cp), "cp %d (--cp-mode %s: %d Ulysses ways x %d ring members, %d tokens a sample each) x ",
+                 m->comm->cp, CP_MODE_NAMES[m->cpx.mode], m->cpx.U, m->cpx.R, m->Tl);
+    logf_(lg, "parallel: world %d = dp %d x %stp %d (--tp-mode %s, --tp-recompute-allgather %d) | --zero %d --shard-vocab %d%s "
+          "| comm %s, timeout %g s\n", m->comm->size, m->comm->dp, cp, m->comm->tp, a->par.tp_mode, m->par.tp_regather,
+          m->par.zero, m->par.shard_vocab, m->par.shard_vocab ? (m->st.lay.vocab_tp ? " (over TP)" : " (over DP)") : "",
           comm_backend_name(m->comm), a->par.comm_timeout);
     logf_(lg, "memory flags: --ffn-chunks %d --ffn-chunk-dim %s --ce-chunks %d --offload-act %d (%d layers) --recompute %d"
           " | gradients summed over micro-steps in %s\n", m->flags.ffn_chunks, a->loop.ffn_chunk_dim, m->flags.ce_chunks,
@@ -1182,7 +1191,7 @@ static CommBytes comm_bytes_per_step(const Llama* m, int micro_steps) {
     const LlamaConfig* c = &m->cfg;
     const ParamLayout* lay = &m->st.lay;
     const Comm* cm = m->comm;
-    double sx = sizeof(floatX), N = (double)m->B * m->T, D = c->D, S = N * D * sx, L = c->L;
+    double sx = sizeof(floatX), N = (double)m->B * m->Tl, D = c->D, S = N * D * sx, L = c->L;
     #define ADD(g, k, bytes) comm_bytes_add(&cb, cm, g, k, bytes)
     if (m->tpd.tp > 1) {
         double re2 = m->flags.recompute >= 2, regather = !m->tpd.keep_gathered, vtp = lay->vocab_tp;
@@ -1198,7 +1207,9 @@ static CommBytes comm_bytes_per_step(const Llama* m, int micro_steps) {
         }
         ADD(GROUP_TP, KIND_ALL_REDUCE, micro_steps * vtp * ce);
     }
-    param_store_comm_bytes(&m->st, &cb);  // data parallelism: each bucket once per step, the norm
+    // context parallelism: each layer's attention forward (again in backward under --recompute 2) and backward
+    cp_bytes_add(&m->cpx, &cb, m->B, micro_steps * L * (1 + (m->flags.recompute >= 2)), micro_steps * L);
+    param_store_comm_bytes(&m->st, &cb);  // data parallelism (over dp x cp): each bucket once per step, the norm
     vocab_comm_bytes(&m->voc, &cb, micro_steps);  // the vocabulary over DP (--shard-vocab 1, tp = 1)
     #undef ADD
     return cb;

@@ -112,6 +112,24 @@ static inline size_t cp_token_of_row(const CpContext* x, int k, int B, size_t ro
     return (size_t)b * x->T + cp_chunk_pos0(x->R, k / x->U, k % x->U, x->Cr, x->C, i) + t;
 }
 
+// Does this rank hold token `pos` of a one-sample micro-batch? Then *row is its local row.
+static inline int cp_holds_token(const CpContext* x, int pos, size_t* row) {
+    for (int i = 0; i < x->chunks; i++) {
+        int p0 = cp_pos0(x, i);
+        if (pos >= p0 && pos < p0 + x->C) { *row = (size_t)i * x->C + (pos - p0); return 1; }
+    }
+    return 0;
+}
+
+// Every member of the CP group gets the bytes of buf that the holder of token `pos`
+// has: over the ring from its ring member (among the ways of its u), then over the ways
+// of every ring member from way u. Host memory, blocking (sampling).
+static inline void cp_share_from_holder(const CpContext* x, int pos, void* buf, size_t bytes) {
+    int g = pos / x->Cr, r = g < x->R ? g : 2 * x->R - 1 - g, u = pos % x->Cr / x->C;
+    comm_host_broadcast(x->comm, GROUP_RING, buf, bytes, r);
+    comm_host_broadcast(x->comm, GROUP_ULYSSES, buf, bytes, u);
+}
+
 // this rank's tokens of B samples ([B, T] row-major: token ids, targets) in local order
 static inline void cp_local_tokens(const CpContext* x, int* dst, const int* src, int B) {
     for (int i = 0; i < x->chunks; i++)
@@ -340,7 +358,7 @@ static inline void cp_attend_whole(const CpContext* x, floatX* out, float* lse, 
 
 static inline void cp_attention_forward(CpContext* x, floatX* out, float* lse, const floatX* q, const floatX* k,
                                         const floatX* v, int B, stream_t s) {
-    if (B != x->B) FAIL("--cp: a micro-batch of %d samples, the plan has %d", B, x->B);
+    if (B > x->B) FAIL("--cp: a micro-batch of %d samples, the plan has %d", B, x->B);
     if (x->U == 1) { cp_ring_forward(x, out, lse, q, k, v, B, s); return; }
     size_t qn = cp_q_ring(x, B), kvn = cp_kv_ring(x, B), es = sizeof(floatX);
     floatX* h = recycled_take(&x->pool, x->id_qkv, "cp_attention_forward", (qn + 2 * kvn) * es);
@@ -386,18 +404,14 @@ static inline void cp_attention_backward(CpContext* x, floatX* dq, floatX* dk, f
     recycled_give_back(&x->pool, x->id_dqkv, s);
 }
 
-// The bytes a rank sends for one layer's attention, forward and backward, in a micro-batch
+// The bytes a rank sends in n_fwd attention forwards and n_bwd backwards of micro-batches
 // of B samples (llmc/comm.h's count; docs/memory.md section 10)
-static inline void cp_bytes_add(const CpContext* x, CommBytes* cb, int B, int train) {
+static inline void cp_bytes_add(const CpContext* x, CommBytes* cb, int B, double n_fwd, double n_bwd) {
     if (x->cp == 1) return;
     double es = sizeof(floatX), qn = (double)cp_q_ring(x, B), kvn = (double)cp_kv_ring(x, B);
     double U = x->U, R = x->R;
-    if (x->U > 1) {  // each all-to-all sends U-1 of its U blocks; a block is 1/U of the ring-local tensor
-        double a2a_fwd = 2 * qn + 2 * kvn, a2a_bwd = 4 * qn + 4 * kvn;  // fwd: q k v out; bwd: q k v out dout dq dk dv
-        cb->b[GROUP_ULYSSES][KIND_ALL_TO_ALL] += (U - 1) / U * es * (a2a_fwd + (train ? a2a_bwd : 0));
-    }
-    if (x->R > 1) {
-        double kv = 2 * kvn * es;
-        cb->b[GROUP_RING][KIND_SEND_RECV] += (R - 1) * kv + (train ? (R - 1) * kv + R * 2 * kvn * sizeof(float) : 0);
-    }
+    if (x->U > 1)  // each all-to-all sends U-1 of its U blocks; fwd: q k v out; bwd: q k v out dout dq dk dv
+        cb->b[GROUP_ULYSSES][KIND_ALL_TO_ALL] += (U - 1) / U * es * (n_fwd * (2 * qn + 2 * kvn) + n_bwd * (4 * qn + 4 * kvn));
+    if (x->R > 1)  // the k|v block R-1 times each way; backward's fp32 dK|dV sums R times
+        cb->b[GROUP_RING][KIND_SEND_RECV] += (n_fwd + n_bwd) * (R - 1) * 2 * kvn * es + n_bwd * R * 2 * kvn * sizeof(float);
 }
