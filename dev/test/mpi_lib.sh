@@ -21,6 +21,17 @@ agree() {
   if "$PY" dev/test/compare_metrics.py "$2/metrics.jsonl" "$3/metrics.jsonl" "$4" "$5" >"$W/$1.cmp" 2>&1; then pass "$1"
   else fail "$1" "$(tail -n 1 "$W/$1.cmp")"; fi
 }
+# toy_tokenizer PATH: a llama2.c tokenizer of 512 pieces " t<id>", which keeps sampled stories printable
+toy_tokenizer() {
+  "$PY" - "$1" <<'PYEOF'
+import struct, sys
+with open(sys.argv[1], "wb") as f:
+    f.write(struct.pack("<i", 16))
+    for i in range(512):
+        p = b" t%d" % i
+        f.write(struct.pack("<fi", -float(i), len(p)) + p)
+PYEOF
+}
 if ! command -v mpirun >/dev/null 2>&1; then
   fail mpi_available "mpirun not found (apt-get install openmpi-bin libopenmpi-dev; .ci/run installs them)"; exit 1
 fi

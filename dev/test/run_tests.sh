@@ -347,6 +347,9 @@ sub_tests dp bash dev/test/dp_tests.sh "$PY" "$TMP/dp" dev/ref/*.lref ${FRESH:-}
 section "tensor and sequence parallelism under mpirun (tp 2, tp 4, tp 2 x dp 2): test_llama, train_llama, checkpoints (dev/test/tp_tests.sh)"
 sub_tests tp bash dev/test/tp_tests.sh "$PY" "$TMP/tp"
 
+section "context parallelism under mpirun (cp 2, cp 4: ring, ulysses, hybrid; with tp and dp): test_llama, train_llama, checkpoints (dev/test/cp_tests.sh)"
+sub_tests cp bash dev/test/cp_tests.sh "$PY" "$TMP/cp"
+
 section "scripts/gpu_check.sh: the plan of the three GPU calls, then each call executed on the CPU"
 # the plan: every step's limit as its estimate; the headline within call 1's first 300 s, at
 # most 8 files a call, data for every benchmark, llama3-1B on --attention tc (no GPU, no data

@@ -260,14 +260,7 @@ fi
 # sampling: every rank runs the model on a growing prefix (padded to a multiple of tp under
 # reducescatter) and the sharded head; the stories must be those of one process. A tokenizer
 # whose pieces are " t<id>" keeps the text printable.
-"$PY" - "$W/tok512.bin" <<'PYEOF'
-import struct, sys
-with open(sys.argv[1], "wb") as f:
-    f.write(struct.pack("<i", 16))
-    for i in range(512):
-        p = b" t%d" % i
-        f.write(struct.pack("<fi", -float(i), len(p)) + p)
-PYEOF
+toy_tokenizer "$W/tok512.bin"
 SAMPLE=(--steps 3 --sample-every 3 --sample-len 23 --tokenizer "$W/tok512.bin")
 stories() { awk '/^--- sample ---$/ {on = 1; next} /^--------------$/ {on = 0} on' "$1"; }
 if train 1 "$W/sample_tp1" --batch 4 "${SAMPLE[@]}" && [ -n "$(stories "$W/sample_tp1.log")" ]; then
