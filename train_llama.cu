@@ -1233,14 +1233,14 @@ static void print_plan(Logger* lg, const Llama* m) {
 }
 
 static void write_plan_json(const Llama* m, const char* path) {
-    char extra[1024];
+    char extra[4096];
     CommBytes cb = comm_bytes_per_step(m, m->micro_steps);
-    char comm[512];
+    char comm[2048];
     comm_bytes_json(comm, sizeof(comm), &cb);
     snprintf(extra, sizeof(extra), "\"dp\": %d, \"tp\": %d, \"tp_sp\": %d, \"tp_regather\": %d, \"zero\": %d, "
-             "\"shard_vocab\": %d, \"n_local\": %zu, \"n_opt\": %zu, \"comm_bytes_per_step\": {%s}",
-             m->comm->dp, m->comm->tp, m->par.tp_sp, m->par.tp_regather, m->par.zero, m->par.shard_vocab,
-             m->st.lay.n_local, m->st.lay.n_opt, comm);
+             "\"shard_vocab\": %d, \"cp\": %d, \"cp_ulysses\": %d, \"n_local\": %zu, \"n_opt\": %zu, "
+             "\"comm_bytes_per_step\": {%s}", m->comm->dp, m->comm->tp, m->par.tp_sp, m->par.tp_regather, m->par.zero,
+             m->par.shard_vocab, m->comm->cp, m->comm->ulysses, m->st.lay.n_local, m->st.lay.n_opt, comm);
     trainer_plan_json(path, &m->acts, &m->off, m->num_params, extra, &m->dev, &m->host);
 }
 

@@ -39,7 +39,7 @@ parameters; the fp32 builds (CPU, PRECISION=FP32) update the parameters themselv
 // both arenas.
 static inline void trainer_plan_json(const char* path, const ActPlan* acts, const Offload* off, size_t num_params,
                                      const char* extra, const Arena* dev, const Arena* host) {
-    char fields[2048];
+    char fields[6144];
     snprintf(fields, sizeof(fields), "\"act_block_bytes\": %zu, \"n_offload\": %d, \"num_params\": %zu, "
              "\"sizeof_floatX\": %zu, \"master\": %d%s%s", acts->block_bytes, off->n_offload, num_params, sizeof(floatX),
              HAVE_MASTER_WEIGHTS, extra[0] ? ", " : "", extra);
