@@ -130,6 +130,32 @@ static inline void cp_share_from_holder(const CpContext* x, int pos, void* buf, 
     comm_host_broadcast(x->comm, GROUP_ULYSSES, buf, bytes, u);
 }
 
+// Sums n doubles (host) over the whole CP group: over the ring, then over the ways (the
+// group is their product, so every member ends with the sum over all cp)
+static inline void cp_host_sum(const CpContext* x, double* v, int n) {
+    comm_host_all_reduce(x->comm, GROUP_RING, v, n, COMM_SUM);
+    comm_host_all_reduce(x->comm, GROUP_ULYSSES, v, n, COMM_SUM);
+}
+
+// A model without a ring's zigzag (chunks = 1) holds tokens [k C, (k+1) C) of each sample on
+// member k. Gathers every member's rows (B samples of C tokens, `width` elements a token,
+// in `local`) into all[B, T, width] on every member; `gathered` ([cp][B][C][width]) is the
+// staging. Device buffers, on stream s.
+static inline void cp_all_gather_tokens(const CpContext* x, floatX* all, floatX* gathered, const floatX* local, int B,
+                                        size_t width, stream_t s) {
+    if (x->chunks != 1) FAIL("cp_all_gather_tokens: only for a plain split (no zigzag)");
+    size_t blk = (size_t)B * x->C * width;
+    floatX* mine = gathered + (size_t)x->comm->cp_rank * blk;
+    dev_memcpy_d2d(mine, local, blk * sizeof(floatX), s);
+    // over the ways of this ring member (blocks r U .. r U + U-1), then the ring's U-block groups
+    comm_all_gather(x->comm, GROUP_ULYSSES, gathered + (size_t)x->r * x->U * blk, blk, COMM_FLOATX, s);
+    comm_all_gather(x->comm, GROUP_RING, gathered, x->U * blk, COMM_FLOATX, s);
+    comm_join(x->comm, s);
+    for (int k = 0; k < x->cp; k++)  // member k's B rows of C tokens: tokens [k C, (k+1) C) of each sample
+        copy_2d(all + (size_t)k * x->C * width, (size_t)x->T * width, gathered + k * blk, (size_t)x->C * width,
+                (size_t)x->C * width, B, 0, s);
+}
+
 // this rank's tokens of B samples ([B, T] row-major: token ids, targets) in local order
 static inline void cp_local_tokens(const CpContext* x, int* dst, const int* src, int B) {
     for (int i = 0; i < x->chunks; i++)

@@ -303,7 +303,9 @@ fresh_refs() {
       --max-seq-len 200 --B 1 --T 197 --n-steps 2 --tied 1 --seed 22 & p2=\$!
     $PY scripts/reference_dit.py --quiet --out $f/dit_hd64.dref --C 1 --Fr 4 --Hi 16 --Wi 16 --pt 1 --ph 2 --pw 2 \
       --D 128 --L 2 --H 2 --FF 256 --NC 3 --B 2 --n-steps 2 --seed 23 & p3=\$!
-    wait \$p1 && wait \$p2 && wait \$p3"
+    $PY scripts/reference_llama.py --quiet --out $f/cp_hd64.lref --V 101 --D 256 --L 2 --H 4 --KV 2 --F 256 \
+      --max-seq-len 128 --B 1 --T 128 --n-steps 2 --tied 0 --seed 24 & p4=\$!
+    wait \$p1 && wait \$p2 && wait \$p3 && wait \$p4"
 }
 
 # tests of one attention kernel on the fresh references (the CPU build has only its own kernel)
@@ -384,6 +386,13 @@ call_2() {
     for mode in allreduce reducescatter; do
       run_step "mpi2_test_llama_tp2_$mode" 30 "${mp[@]}" "$BIN/mpi/test_llama" --comm mpi --ref "$r" --tp 2 --tp-mode "$mode" \
         --shard-vocab 1 --ffn-chunks 2 --ce-chunks 3 --recompute 1
+    done
+    # context parallelism (llmc/context_parallel.h): ring and Ulysses, on the tensor cores at hd 64 (T 128: 4 ring
+    # chunks of 32) and on the fp32 kernel; the staged all-to-all and send-recv of --comm mpi
+    for mode in ring ulysses; do
+      run_step "mpi2_test_llama_cp2_${mode}_tc" 30 "${mp[@]}" "$BIN/mpi/test_llama" --comm mpi --ref "$SCRATCH/fresh/cp_hd64.lref" \
+        --cp 2 --cp-mode "$mode" --attention tc --ffn-chunks 2 --recompute 1
+      run_step "mpi2_test_llama_cp2_${mode}_fp32" 30 "${mp[@]}" "$BIN/mpi/test_llama" --comm mpi --ref "$r" --cp 2 --cp-mode "$mode"
     done
   fi
   # the attention ladder: every version against the CPU twin, TFLOP/s of each
