@@ -45,6 +45,7 @@ Every buffer is planned before the loop (print it with --plan-only 1, per rank w
 #include "llmc/rope3d.h"        // the 3-D RoPE table
 #include "llmc/video_data.h"     // clip sources: moving digits, clip files
 #include "llmc/image_write.h"    // GIF and PNG samples
+#include "llmc/clip_sampler.h"   // --sample-every: clips sampled per class, written as GIFs, PNGs and a clip file
 
 #define TEMB_DIM 256      // the sinusoidal timestep embedding (docs/design.md 9.3)
 #define DIT_EPS 1e-6f     // LayerNorm and QK RMSNorm
@@ -1379,7 +1380,6 @@ static void batch_fill(Batch* b, ClipSource* src, uint64_t first, size_t clip, u
 
 #define SALT_TRAIN 0x7261696eull
 #define SALT_VAL 0x76616c21ull
-#define SALT_SAMPLE 0x73616d70ull
 
 // the validation loss on the fixed held-out set, overall and per t bucket
 typedef struct { double all, bucket[3]; int count[3]; } ValLoss;
@@ -1432,77 +1432,9 @@ static ValLoss evaluate(Dit* m, ClipSource* val, Batch* b, int n_clips, uint64_t
     return r;
 }
 
-// --sample-clips K clips per class with the Euler sampler of docs/design.md 9.3 and
-// classifier-free guidance (every rank runs it on the same numbers, so that any layout
-// samples alike): x from noise at t = 1 to t = 0 in S steps, v = v_null + s (v_y - v_null).
-// The noise is seeded by the class and the clip's number only, so the samples of successive
-// steps are comparable (and clip 0 of each class is the same for any K). Clip 0 of each class
-// goes to a GIF and a PNG strip of its frames in DIR/samples, all NC x K clips with their
-// classes to DIR/samples/step_N.clips (a clip file, docs/formats.md), which
-// scripts/dit_digits.py scores. x holds the clips [K][NC]: clip 0 of every class first.
-// The sampler's host buffers, allocated once at start (when --sample-every is on), so that a
-// --sample-clips too large for host memory fails before the first step, not at the first sample.
-typedef struct { int n; float *x, *xin, *v, *t; int *y, *labels; } Sampler;
-
-static Sampler sampler_alloc(const Dit* m, int clips_per_class) {
-    Sampler s;
-    memset(&s, 0, sizeof(s));
-    if (clips_per_class <= 0) return s;
-    s.n = m->cfg.NC * clips_per_class;  // clip i = j * NC + k is clip j of class k
-    s.x = (float*)xmalloc((size_t)s.n * m->clip * sizeof(float));
-    s.v = (float*)xmalloc(2 * (size_t)s.n * m->clip * sizeof(float));  // row 2i: class, 2i+1: null class
-    s.xin = (float*)xmalloc((size_t)m->B * m->clip * sizeof(float));
-    s.t = (float*)xmalloc((size_t)m->B * sizeof(float));
-    s.y = (int*)xmalloc((size_t)m->B * sizeof(int));
-    s.labels = (int*)xmalloc((size_t)s.n * sizeof(int));
-    return s;
-}
-static void sampler_free(Sampler* s) { free(s->x); free(s->v); free(s->xin); free(s->t); free(s->y); free(s->labels); }
-
-static void sample_clips(Dit* m, const TrainArgs* a, Sampler* smp, Logger* lg, int step) {
-    const DitConfig* c = &m->cfg;
-    size_t clip = m->clip;
-    const int n = smp->n;
-    int rows = 2 * n;  // row 2i: clip i with its class, row 2i+1: the null class on the same x
-    float *x = smp->x, *xin = smp->xin, *v = smp->v, *t = smp->t;
-    int *y = smp->y, *labels = smp->labels;
-    for (int i = 0; i < n; i++) {
-        const uint64_t k = (uint64_t)(i % c->NC), j = (uint64_t)(i / c->NC);
-        Rng r; rng_init(&r, (uint64_t)a->loop.seed ^ SALT_SAMPLE ^ (k * 0x9E3779B97F4A7C15ull) ^ (j * 0xD1B54A32D192ED03ull));
-        for (size_t e = 0; e < clip; e++) x[(size_t)i * clip + e] = rng_normal(&r);
-        labels[i] = (int)k;
-    }
-    float dt = 1.0f / a->sample_steps;
-    for (int i = 0; i < a->sample_steps; i++) {
-        for (int r0 = 0; r0 < rows; r0 += m->B) {  // as many rows per forward as the plan holds
-            int nr = rows - r0 < m->B ? rows - r0 : m->B;
-            for (int q = 0; q < nr; q++) {
-                int r = r0 + q;
-                memcpy(xin + (size_t)q * clip, x + (size_t)(r / 2) * clip, clip * sizeof(float));
-                t[q] = 1.0f - (float)i * dt;
-                y[q] = r % 2 ? c->NC : labels[r / 2];
-            }
-            dit_velocity(m, xin, t, y, nr, v + (size_t)r0 * clip);
-        }
-        for (int k = 0; k < n; k++) {
-            const float* vy = v + (size_t)(2 * k) * clip;
-            const float* vn = vy + clip;
-            float* xk = x + (size_t)k * clip;
-            for (size_t j = 0; j < clip; j++) xk[j] -= dt * (vn[j] + a->cfg_scale * (vy[j] - vn[j]));
-        }
-    }
-    char dir[1100];
-    snprintf(dir, sizeof(dir), "%s/samples", a->loop.run_dir);
-    // every rank sampled the same clips; rank 0 writes. A sample that cannot be written
-    // (full disk, samples/ unwritable) is a warning: the run and its checkpoints go on
-    const char* why = m->comm->rank != 0 ? NULL
-                      : write_class_samples(dir, step, x, c->NC, c->C, c->Fr, c->Hi, c->Wi, a->gif_scale);
-    char path[1200];
-    snprintf(path, sizeof(path), "%s/step_%06d.clips", dir, step);
-    if (!why && m->comm->rank == 0) why = try_write_clip_file(path, x, labels, n, c->C, c->Fr, c->Hi, c->Wi, c->NC);
-    if (why) logf_(lg, "warning: the samples of step %d were not written (%s); training goes on\n", step, why);
-    else logf_(lg, "samples: %d classes x %d clips, %d Euler steps, guidance %g -> %s/step_%06d_class_*.gif (and .png), "
-               "all clips in %s\n", c->NC, a->sample_clips, a->sample_steps, a->cfg_scale, dir, step, path);
+// the model behind llmc/clip_sampler.h's samples
+static void velocity(void* m, const float* xt, const float* t, const int* y, int B, float* v) {
+    dit_velocity((Dit*)m, xt, t, y, B, v);
 }
 
 // ----------------------------------------------------------------------------
@@ -1689,7 +1621,9 @@ int main(int argc, char** argv) {
 
     Batch batch;
     batch_alloc(&batch, a.B, m.clip);
-    Sampler smp = sampler_alloc(&m, a.sample_every > 0 ? a.sample_clips : 0);
+    ClipSampler smp;
+    clip_sampler_init(&smp, a.sample_every > 0 ? a.sample_clips : 0, a.cfg.NC, a.cfg.C, a.cfg.Fr, a.cfg.Hi, a.cfg.Wi, a.B,
+                      a.sample_steps, a.cfg_scale, a.gif_scale, (uint64_t)a.loop.seed);
     StepLoop sl;
     step_loop_init(&sl, &a.loop, &comm, &m.prof, &lg, start, resume != NULL);
     float dscale = 1.0f / (float)((double)a.total_batch * m.clip);
@@ -1730,7 +1664,8 @@ int main(int argc, char** argv) {
             dit_checkpoint_write(&m, path, step);
             step_ckpt_written(&sl, step, path);
         }
-        if (a.sample_every > 0 && (step % a.sample_every == 0 || last)) sample_clips(&m, &a, &smp, &lg, step);
+        if (a.sample_every > 0 && (step % a.sample_every == 0 || last))
+            clip_sample(&smp, &lg, a.loop.run_dir, comm.rank, step, velocity, &m);
     }
     if (start >= a.loop.steps) {  // nothing to train: evaluate and sample the checkpoint
         if (a.loop.val_every > 0) {
@@ -1738,13 +1673,13 @@ int main(int argc, char** argv) {
             logf_(&lg, "step %5d | val loss %.6f | by t: low %.6f, middle %.6f, high %.6f\n", start, vl.all,
                   vl.bucket[0], vl.bucket[1], vl.bucket[2]);
         }
-        if (a.sample_every > 0) sample_clips(&m, &a, &smp, &lg, start);
+        if (a.sample_every > 0) clip_sample(&smp, &lg, a.loop.run_dir, comm.rank, start, velocity, &m);
         sl.peak = dev_peak_bytes_measured();
     }
     logf_(&lg, "done: peak memory measured %.1f MiB (%s%s), arena %.1f MiB planned\n", sl.peak / 1048576.0,
           dev_measured_name(), comm.size > 1 ? ", largest rank" : "", m.dev.total / 1048576.0);
     batch_free(&batch);
-    sampler_free(&smp);
+    clip_sampler_free(&smp);
     clipsource_free(&train);
     clipsource_free(&val);
     logger_close(&lg);
