@@ -44,6 +44,7 @@ Every buffer is planned before the loop (print it with --plan-only 1, per rank w
 #include "llmc/fit_memory.h"     // --fit-memory: the search and the cost model
 #include "llmc/rope3d.h"        // the 3-D RoPE table
 #include "llmc/video_data.h"     // clip sources: moving digits, clip files
+#include "llmc/flow_batch.h"     // rectified-flow batches (noise, t, label dropout) and the validation by t
 #include "llmc/image_write.h"    // GIF and PNG samples
 #include "llmc/clip_sampler.h"   // --sample-every: clips sampled per class, written as GIFs, PNGs and a clip file
 
@@ -1351,85 +1352,27 @@ static void write_plan_json(const Dit* m, const char* path) {
 }
 
 // ----------------------------------------------------------------------------
-// data: clips from the source, noise, t = sigmoid(n) and the label dropout, every draw a
-// function of (seed, the clip's global index), so a resumed run sees the same numbers
-
-typedef struct { float *x0, *noise, *t; int* y; int B; } Batch;
-
-static void batch_alloc(Batch* b, int B, size_t clip) {
-    b->B = B;
-    b->x0 = (float*)xmalloc((size_t)B * clip * sizeof(float));
-    b->noise = (float*)xmalloc((size_t)B * clip * sizeof(float));
-    b->t = (float*)xmalloc((size_t)B * sizeof(float));
-    b->y = (int*)xmalloc((size_t)B * sizeof(int));
-}
-static void batch_free(Batch* b) { free(b->x0); free(b->noise); free(b->t); free(b->y); }
-
-// clip i of the batch is the source's clip first + i; salt separates training from validation
-static void batch_fill(Batch* b, ClipSource* src, uint64_t first, size_t clip, uint64_t seed, uint64_t salt,
-                       float label_dropout, int null_class) {
-    for (int i = 0; i < b->B; i++) {
-        uint64_t index = first + (uint64_t)i;
-        clipsource_get(src, index, b->x0 + (size_t)i * clip, &b->y[i]);
-        Rng r; rng_init(&r, seed ^ salt ^ (index * 0x9E3779B97F4A7C15ull));
-        for (size_t j = 0; j < clip; j++) b->noise[(size_t)i * clip + j] = rng_normal(&r);
-        b->t[i] = 1.0f / (1.0f + expf(-rng_normal(&r)));
-        if (rng_uniform(&r) < label_dropout) b->y[i] = null_class;
-    }
-}
-
-#define SALT_TRAIN 0x7261696eull
-#define SALT_VAL 0x76616c21ull
-
-// the validation loss on the fixed held-out set, overall and per t bucket
-typedef struct { double all, bucket[3]; int count[3]; } ValLoss;
+// the training step on rectified-flow batches (llmc/flow_batch.h)
 
 // The forward and backward of one optimizer step: grad_accum micro-batches of clips, each
 // with its noise, t and label dropout drawn from (seed, the clip's global index), added
-// into the zeroed gradients. A global micro-batch is B x dp clips in a row of the source,
-// DP rank r taking B of them from its r-th place: the clips of a step do not depend on
-// the layout. Returns the mean loss over all ranks.
-static double accumulate_gradients(Dit* m, const TrainArgs* a, Batch* batch, ClipSource* train, int step, float dscale) {
+// into the zeroed gradients. Returns the mean loss over all ranks.
+static double accumulate_gradients(Dit* m, const TrainArgs* a, FlowBatch* batch, ClipSource* train, int step, float dscale) {
     dit_zero_grads(m);
-    int dp = m->comm->dp;
     double loss = 0.0;
     for (int micro = 0; micro < a->grad_accum; micro++) {
-        uint64_t first = (((uint64_t)(step - 1) * a->grad_accum + micro) * dp + m->comm->dp_rank) * a->B;
-        batch_fill(batch, train, first, m->clip, (uint64_t)a->loop.seed, SALT_TRAIN, a->label_dropout, a->cfg.NC);
+        flow_batch_train(batch, train, step, micro, a->grad_accum, m->comm, (uint64_t)a->loop.seed, a->label_dropout,
+                         a->cfg.NC);
         loss += dit_forward_backward(m, batch->x0, batch->noise, batch->t, batch->y, a->B, MODE_TRAIN, dscale, NULL,
                                      micro == a->grad_accum - 1);
     }
     comm_host_all_reduce(m->comm, GROUP_DP, &loss, 1, COMM_SUM);  // the ranks' means of equal batches
-    return loss / a->grad_accum / dp;
+    return loss / a->grad_accum / m->comm->dp;
 }
 
-// The held-out set in chunks of B clips, chunk k on DP rank k % dp. Each clip's loss and t
-// land in its own slot of one array (zero elsewhere), summed over the ranks (x + 0 is
-// exact) and then added up in clip order: the same numbers as one process with the same
-// --batch, whatever the number of ranks.
-static ValLoss evaluate(Dit* m, ClipSource* val, Batch* b, int n_clips, uint64_t seed) {
-    ValLoss r = {0.0, {0.0, 0.0, 0.0}, {0, 0, 0}};
-    float* per = (float*)xmalloc((size_t)b->B * sizeof(float));
-    double* slots = (double*)xmalloc(2 * (size_t)n_clips * sizeof(double));  // loss, t of each clip
-    memset(slots, 0, 2 * (size_t)n_clips * sizeof(double));
-    for (int done = 0, k = 0; done < n_clips; done += b->B, k++) {
-        if (k % m->comm->dp != m->comm->dp_rank) continue;
-        int n = n_clips - done < b->B ? n_clips - done : b->B;
-        Batch part = *b; part.B = n;
-        batch_fill(&part, val, (uint64_t)done, m->clip, seed, SALT_VAL, 0.0f, m->cfg.NC);
-        dit_forward_backward(m, part.x0, part.noise, part.t, part.y, n, MODE_EVAL, 0.0f, per, 0);
-        for (int i = 0; i < n; i++) { slots[2 * (done + i)] = per[i]; slots[2 * (done + i) + 1] = part.t[i]; }
-    }
-    comm_host_all_reduce(m->comm, GROUP_DP, slots, 2 * (size_t)n_clips, COMM_SUM);
-    for (int i = 0; i < n_clips; i++) {
-        float loss = (float)slots[2 * i], t = (float)slots[2 * i + 1];
-        int k = t < 1.0f / 3.0f ? 0 : t < 2.0f / 3.0f ? 1 : 2;
-        r.all += loss; r.bucket[k] += loss; r.count[k]++;
-    }
-    r.all /= n_clips;
-    for (int k = 0; k < 3; k++) r.bucket[k] = r.count[k] ? r.bucket[k] / r.count[k] : NAN;
-    free(per); free(slots);
-    return r;
+// the model behind llmc/flow_batch.h's validation
+static void clip_losses(void* m, const FlowBatch* b, float* per_clip) {
+    dit_forward_backward((Dit*)m, b->x0, b->noise, b->t, b->y, b->B, MODE_EVAL, 0.0f, per_clip, 0);
 }
 
 // the model behind llmc/clip_sampler.h's samples
@@ -1619,8 +1562,8 @@ int main(int argc, char** argv) {
         logf_(&lg, "initial weights written to %s\n", path);
     }
 
-    Batch batch;
-    batch_alloc(&batch, a.B, m.clip);
+    FlowBatch batch;
+    flow_batch_alloc(&batch, a.B, m.clip);
     ClipSampler smp;
     clip_sampler_init(&smp, a.sample_every > 0 ? a.sample_clips : 0, a.cfg.NC, a.cfg.C, a.cfg.Fr, a.cfg.Hi, a.cfg.Wi, a.B,
                       a.sample_steps, a.cfg_scale, a.gif_scale, (uint64_t)a.loop.seed);
@@ -1644,19 +1587,16 @@ int main(int argc, char** argv) {
                   "peak %.1f MiB%s\n", step, a.loop.steps, loss, lr, norm, ms, clips_s, clips_s * m.N, eta, sl.peak / 1048576.0,
                   comm.size > 1 ? " (largest rank)" : "");
         }
-        ValLoss vl = {NAN, {NAN, NAN, NAN}, {0, 0, 0}};
+        ValLoss vl = val_loss_none();
         if (a.loop.val_every > 0 && (step % a.loop.val_every == 0 || last)) {
-            vl = evaluate(&m, &val, &batch, a.val_clips, (uint64_t)a.loop.seed);
-            logf_(&lg, "step %5d | val loss %.6f | by t: low noise (t<1/3) %.6f (%d), middle %.6f (%d), high noise "
-                  "(t>=2/3) %.6f (%d)\n", step, vl.all, vl.bucket[0], vl.count[0], vl.bucket[1], vl.count[1],
-                  vl.bucket[2], vl.count[2]);
+            vl = flow_validate(&comm, &val, &batch, a.val_clips, (uint64_t)a.loop.seed, a.cfg.NC, clip_losses, &m);
+            val_loss_log(&lg, step, &vl);
         }
         metrics_begin(&lg, step);
         metrics_num(&lg, "loss", loss); metrics_num(&lg, "lr", lr); metrics_num(&lg, "grad_norm", norm);
         metrics_num(&lg, "ms", ms); metrics_num(&lg, "clips_per_s", clips_s); metrics_num(&lg, "tok_per_s", clips_s * m.N);
         metrics_int(&lg, "peak_mem", (long long)sl.peak); metrics_int(&lg, "arena_bytes", (long long)m.dev.total);
-        metrics_num(&lg, "val_loss", vl.all); metrics_num(&lg, "val_loss_low_t", vl.bucket[0]);
-        metrics_num(&lg, "val_loss_mid_t", vl.bucket[1]); metrics_num(&lg, "val_loss_high_t", vl.bucket[2]);
+        val_loss_metrics(&lg, &vl);
         metrics_end(&lg);
         if (step == a.loop.test_nan_update) param_store_plant_nan(&m.st);
         // the checkpoint first: whatever sampling meets, the step's state is on disk
@@ -1669,7 +1609,7 @@ int main(int argc, char** argv) {
     }
     if (start >= a.loop.steps) {  // nothing to train: evaluate and sample the checkpoint
         if (a.loop.val_every > 0) {
-            ValLoss vl = evaluate(&m, &val, &batch, a.val_clips, (uint64_t)a.loop.seed);
+            ValLoss vl = flow_validate(&comm, &val, &batch, a.val_clips, (uint64_t)a.loop.seed, a.cfg.NC, clip_losses, &m);
             logf_(&lg, "step %5d | val loss %.6f | by t: low %.6f, middle %.6f, high %.6f\n", start, vl.all,
                   vl.bucket[0], vl.bucket[1], vl.bucket[2]);
         }
@@ -1678,7 +1618,7 @@ int main(int argc, char** argv) {
     }
     logf_(&lg, "done: peak memory measured %.1f MiB (%s%s), arena %.1f MiB planned\n", sl.peak / 1048576.0,
           dev_measured_name(), comm.size > 1 ? ", largest rank" : "", m.dev.total / 1048576.0);
-    batch_free(&batch);
+    flow_batch_free(&batch);
     clip_sampler_free(&smp);
     clipsource_free(&train);
     clipsource_free(&val);
