@@ -1334,10 +1334,13 @@ static CommBytes dit_comm_bytes(const Dit* m) {
 }
 
 static void print_plan(Logger* lg, const Dit* m) {
-    logf_(lg, "memory plan%s (everything allocated before the first step):\n", m->comm->size > 1 ? " per rank" : "");
+    // under TP the ranks' plans differ slightly (FF split unevenly): rank 0's is the largest
+    logf_(lg, "memory plan%s (everything allocated before the first step):\n",
+          m->comm->tp > 1 ? " of rank 0, the largest per rank" : m->comm->size > 1 ? " per rank" : "");
     log_plan(lg, &m->dev, &m->host);
     if (matmul_workspace_bytes())
-        logf_(lg, "outside the arena: cuBLASLt workspace %.1f MiB and the CUDA context\n", matmul_workspace_bytes() / 1048576.0);
+        logf_(lg, "outside the arena: cuBLASLt workspace %.1f MiB, the CUDA context and library code (the driver's "
+              "figure each step includes them)\n", matmul_workspace_bytes() / 1048576.0);
     act_plan_log(lg, &m->acts, "block");
     CommBytes cb = dit_comm_bytes(m);
     comm_bytes_log(lg, "comm per step, predicted (bytes this rank sends)", cb.b);
@@ -1614,10 +1617,10 @@ int main(int argc, char** argv) {
                   vl.bucket[0], vl.bucket[1], vl.bucket[2]);
         }
         if (a.sample_every > 0) clip_sample(&smp, &lg, a.loop.run_dir, comm.rank, start, velocity, &m);
-        sl.peak = dev_peak_bytes_measured();
+        sl.peak = peak_bytes_all_ranks(&comm);
     }
-    logf_(&lg, "done: peak memory measured %.1f MiB (%s%s), arena %.1f MiB planned\n", sl.peak / 1048576.0,
-          dev_measured_name(), comm.size > 1 ? ", largest rank" : "", m.dev.total / 1048576.0);
+    logf_(&lg, "done: peak memory measured %.1f MiB (%s%s), arena %.1f MiB planned%s\n", sl.peak / 1048576.0,
+          dev_measured_name(), comm.size > 1 ? ", largest rank" : "", m.dev.total / 1048576.0, comm.size > 1 ? " per rank" : "");
     flow_batch_free(&batch);
     clip_sampler_free(&smp);
     clipsource_free(&train);
