@@ -1334,16 +1334,8 @@ static CommBytes dit_comm_bytes(const Dit* m) {
 }
 
 static void print_plan(Logger* lg, const Dit* m) {
-    // under TP the ranks' plans differ slightly (FF split unevenly): rank 0's is the largest
-    logf_(lg, "memory plan%s (everything allocated before the first step):\n",
-          m->comm->tp > 1 ? " of rank 0, the largest per rank" : m->comm->size > 1 ? " per rank" : "");
-    log_plan(lg, &m->dev, &m->host);
-    if (matmul_workspace_bytes())
-        logf_(lg, "outside the arena: cuBLASLt workspace %.1f MiB, the CUDA context and library code (the driver's "
-              "figure each step includes them)\n", matmul_workspace_bytes() / 1048576.0);
-    act_plan_log(lg, &m->acts, "block");
-    CommBytes cb = dit_comm_bytes(m);
-    comm_bytes_log(lg, "comm per step, predicted (bytes this rank sends)", cb.b);
+    log_plan_head(lg, m->comm, &m->dev, &m->host);
+    log_plan_tail(lg, &m->acts, "block", dit_comm_bytes(m));
 }
 
 static void write_plan_json(const Dit* m, const char* path) {
@@ -1508,41 +1500,24 @@ int main(int argc, char** argv) {
     }
     if (!a.loop.plan_only) check_same_config(&comm, &a);
     Logger lg = logger_for_rank(comm.rank);
-    Dit m;
-    if (a.loop.plan_only) {
-        dit_build(&m, &a.cfg, &a.flags, &par, &comm, a.B, 0);
-        m.micro_steps = a.grad_accum;
-        print_config(&lg, &a, &m);
-        logf_(&lg, "%s", fit_report);
-        print_plan(&lg, &m);
-        print_activation_table(&lg, &a.cfg, &m.sh, a.B);
-        if (a.loop.plan_json) write_plan_json(&m, a.loop.plan_json);
-        dit_free(&m);
-        return 0;
-    }
     ClipSource train, val;
-    if (strcmp(a.data, "synthetic") == 0) {
-        clipsource_init_synthetic(&train, a.cfg.C, a.cfg.Fr, a.cfg.Hi, a.cfg.Wi, a.cfg.NC, (uint64_t)a.loop.seed, 0);
-        clipsource_init_synthetic(&val, a.cfg.C, a.cfg.Fr, a.cfg.Hi, a.cfg.Wi, a.cfg.NC, (uint64_t)a.loop.seed, 1);
-    } else {
-        clipsource_init_file(&train, a.data, 0, a.val_clips, (uint64_t)a.loop.seed);
-        clipsource_init_file(&val, a.data, 1, a.val_clips, (uint64_t)a.loop.seed);
-        clipsource_check_shape(&train, a.cfg.C, a.cfg.Fr, a.cfg.Hi, a.cfg.Wi, a.cfg.NC);
+    if (!a.loop.plan_only) {  // --plan-only builds the plan alone: no data, no device, no run directory
+        clipsource_open(&train, &val, a.data, a.cfg.C, a.cfg.Fr, a.cfg.Hi, a.cfg.Wi, a.cfg.NC, a.val_clips,
+                        (uint64_t)a.loop.seed);
+        dev_select(comm_device_index(&comm, dev_count()));
+        comm_setup_device(&comm);
     }
-    dev_select(comm_device_index(&comm, dev_count()));
-    comm_setup_device(&comm);
-    dit_build(&m, &a.cfg, &a.flags, &par, &comm, a.B, 1);
+    Dit m;
+    dit_build(&m, &a.cfg, &a.flags, &par, &comm, a.B, !a.loop.plan_only);
     m.micro_steps = a.grad_accum;
-    if (a.loop.profile_step > 0) profile_setup(&m.prof, m.stream);
-
-    // --resume auto: the newest complete checkpoint of the run directory, if any (rank 0
-    // looks). Any --resume appends to the logs, and the checkpoints it skips are named there.
-    if (!lg.quiet) logger_open(&lg, a.loop.run_dir, a.loop.resume != NULL);
-    const char* resume = ckpt_resume_path(&comm, &lg, a.loop.resume, a.loop.run_dir, dit_checkpoint_check);
+    const char* resume = run_open(&comm, &lg, &a.loop, dit_checkpoint_check);
     print_config(&lg, &a, &m);
     logf_(&lg, "%s", fit_report);
     print_plan(&lg, &m);
+    if (a.loop.plan_only) print_activation_table(&lg, &a.cfg, &m.sh, a.B);
     if (a.loop.plan_json && !lg.quiet) write_plan_json(&m, a.loop.plan_json);
+    if (a.loop.plan_only) { dit_free(&m); return 0; }
+    if (a.loop.profile_step > 0) profile_setup(&m.prof, m.stream);
     logf_(&lg, "data: %s | validation: %d held-out clips, each with its own fixed t and noise\n",
           strcmp(a.data, "synthetic") == 0 ? "moving digits, generated (llmc/video_data.h)" : a.data, a.val_clips);
 
@@ -1560,8 +1535,7 @@ int main(int argc, char** argv) {
     logger_start(&lg);  // the inputs are accepted: from here on the run directory is written
     // the starting point of a run, for the PyTorch peer to start from the same weights
     if (a.save_init && !resume) {
-        ckpt_step_path(path, sizeof(path), a.loop.run_dir, 0);
-        dit_checkpoint_write(&m, path, 0);
+        dit_checkpoint_write(&m, ckpt_step_path(path, sizeof(path), a.loop.run_dir, 0), 0);
         logf_(&lg, "initial weights written to %s\n", path);
     }
 
@@ -1582,23 +1556,15 @@ int main(int argc, char** argv) {
         dit_apply_update(&m, lr, a.loop.beta1, a.loop.beta2, a.loop.adam_eps, a.loop.weight_decay, a.loop.grad_clip, norm, step);
         double ms = step_end(&sl, step);
         double clips_s = a.total_batch / (ms / 1e3);
-        int last = step == a.loop.steps;
-        if (step_logs(&sl, step)) {
-            char eta[32];
-            step_eta(&sl, step, eta, sizeof(eta));
-            logf_(&lg, "step %5d/%d | loss %.6f | lr %.3e | norm %.4f | %.1f ms | %.1f clips/s %.0f tok/s | ETA %s | "
-                  "peak %.1f MiB%s\n", step, a.loop.steps, loss, lr, norm, ms, clips_s, clips_s * m.N, eta, sl.peak / 1048576.0,
-                  comm.size > 1 ? " (largest rank)" : "");
-        }
+        step_log(&sl, step, loss, lr, norm, ms, "%.1f clips/s %.0f tok/s", clips_s, clips_s * m.N);
         ValLoss vl = val_loss_none();
-        if (a.loop.val_every > 0 && (step % a.loop.val_every == 0 || last)) {
+        if (step_due(&sl, step, a.loop.val_every)) {
             vl = flow_validate(&comm, &val, &batch, a.val_clips, (uint64_t)a.loop.seed, a.cfg.NC, clip_losses, &m);
             val_loss_log(&lg, step, &vl);
         }
-        metrics_begin(&lg, step);
-        metrics_num(&lg, "loss", loss); metrics_num(&lg, "lr", lr); metrics_num(&lg, "grad_norm", norm);
-        metrics_num(&lg, "ms", ms); metrics_num(&lg, "clips_per_s", clips_s); metrics_num(&lg, "tok_per_s", clips_s * m.N);
-        metrics_int(&lg, "peak_mem", (long long)sl.peak); metrics_int(&lg, "arena_bytes", (long long)m.dev.total);
+        step_metrics(&sl, step, loss, lr, norm, ms);
+        metrics_num(&lg, "clips_per_s", clips_s); metrics_num(&lg, "tok_per_s", clips_s * m.N);
+        step_metrics_memory(&sl, m.dev.total);
         val_loss_metrics(&lg, &vl);
         metrics_end(&lg);
         if (step == a.loop.test_nan_update) param_store_plant_nan(&m.st);
@@ -1607,8 +1573,7 @@ int main(int argc, char** argv) {
             dit_checkpoint_write(&m, path, step);
             step_ckpt_written(&sl, step, path);
         }
-        if (a.sample_every > 0 && (step % a.sample_every == 0 || last))
-            clip_sample(&smp, &lg, a.loop.run_dir, comm.rank, step, velocity, &m);
+        if (step_due(&sl, step, a.sample_every)) clip_sample(&smp, &lg, a.loop.run_dir, comm.rank, step, velocity, &m);
     }
     if (start >= a.loop.steps) {  // nothing to train: evaluate and sample the checkpoint
         if (a.loop.val_every > 0) {
@@ -1617,10 +1582,8 @@ int main(int argc, char** argv) {
                   vl.bucket[0], vl.bucket[1], vl.bucket[2]);
         }
         if (a.sample_every > 0) clip_sample(&smp, &lg, a.loop.run_dir, comm.rank, start, velocity, &m);
-        sl.peak = peak_bytes_all_ranks(&comm);
     }
-    logf_(&lg, "done: peak memory measured %.1f MiB (%s%s), arena %.1f MiB planned%s\n", sl.peak / 1048576.0,
-          dev_measured_name(), comm.size > 1 ? ", largest rank" : "", m.dev.total / 1048576.0, comm.size > 1 ? " per rank" : "");
+    step_loop_done(&sl, m.dev.total);
     flow_batch_free(&batch);
     clip_sampler_free(&smp);
     clipsource_free(&train);

@@ -1166,19 +1166,11 @@ static CommBytes comm_bytes_per_step(const Llama* m, int micro_steps) {
 
 static void print_plan(Logger* lg, const Llama* m) {
     if (lg->quiet) return;
-    // under TP the ranks' plans differ slightly (F split unevenly): rank 0's is the largest
-    logf_(lg, "memory plan%s (everything allocated before the first step):\n",
-          m->comm->tp > 1 ? " of rank 0, the largest per rank" : m->comm->size > 1 ? " per rank" : "");
-    log_plan(lg, &m->dev, &m->host);
-    if (matmul_workspace_bytes())
-        logf_(lg, "outside the arena: cuBLASLt workspace %.1f MiB, the CUDA context and library code (the driver's "
-              "figure each step includes them)\n", matmul_workspace_bytes() / 1048576.0);
+    log_plan_head(lg, m->comm, &m->dev, &m->host);
     if (m->par.shard_vocab)
         vocab_log_savings(lg, &m->st, m->spec, NUM_PARAM_TENSORS, m->cfg.L, m->par.zero, m->par.grad_fp32, HAVE_MASTER_WEIGHTS,
                           m->cfg.D);
-    act_plan_log(lg, &m->acts, "layer");
-    CommBytes cb = comm_bytes_per_step(m, m->micro_steps);
-    comm_bytes_log(lg, "comm per step, predicted (bytes this rank sends)", cb.b);
+    log_plan_tail(lg, &m->acts, "layer", comm_bytes_per_step(m, m->micro_steps));
 }
 
 static void write_plan_json(const Llama* m, const char* path) {
@@ -1322,31 +1314,19 @@ int main(int argc, char** argv) {
     ParallelFlags pf = parallel_flags_resolve(&a.par, a.shard_vocab, grad_accum);
     if (!a.loop.plan_only) check_same_config(&comm, &a);
     Logger lg = logger_for_rank(comm.rank);
-    Llama m;
-    if (a.loop.plan_only) {
-        llama_build(&m, &a.cfg, &a.flags, &pf, &comm, a.B, a.T, 0);
-        m.micro_steps = grad_accum;
-        print_config(&lg, &a, &m, grad_accum);
-        logf_(&lg, "%s", fit_report);
-        print_plan(&lg, &m);
-        if (a.loop.plan_json) write_plan_json(&m, a.loop.plan_json);
-        llama_free(&m);
-        return 0;
+    if (!a.loop.plan_only) {  // --plan-only builds the plan alone: no device, no run directory
+        dev_select(comm_device_index(&comm, dev_count()));
+        comm_setup_device(&comm);
     }
-    dev_select(comm_device_index(&comm, dev_count()));
-    comm_setup_device(&comm);
-    llama_build(&m, &a.cfg, &a.flags, &pf, &comm, a.B, a.T, 1);
+    Llama m;
+    llama_build(&m, &a.cfg, &a.flags, &pf, &comm, a.B, a.T, !a.loop.plan_only);
     m.micro_steps = grad_accum;
-
-    // --resume auto: the newest complete checkpoint of the run directory, if any. Any
-    // --resume appends to main.log and metrics.jsonl (nothing of an earlier run is lost, even
-    // when no checkpoint is usable), and the checkpoints it skips are named in main.log.
-    if (!lg.quiet) logger_open(&lg, a.loop.run_dir, a.loop.resume != NULL);
-    const char* resume = ckpt_resume_path(&comm, &lg, a.loop.resume, a.loop.run_dir, checkpoint_check);
+    const char* resume = run_open(&comm, &lg, &a.loop, checkpoint_check);
     print_config(&lg, &a, &m, grad_accum);
     logf_(&lg, "%s", fit_report);
     print_plan(&lg, &m);
     if (a.loop.plan_json && !lg.quiet) write_plan_json(&m, a.loop.plan_json);
+    if (a.loop.plan_only) { llama_free(&m); return 0; }
     if (a.loop.profile_step > 0) profile_setup(&m.prof, m.stream);
 
     DataLoader train, val;
@@ -1388,8 +1368,7 @@ int main(int argc, char** argv) {
     }
     logger_start(&lg);  // the inputs are accepted: from here on the run directory is written
     if (a.save_init && !resume) {
-        ckpt_step_path(path, sizeof(path), a.loop.run_dir, 0);
-        checkpoint_write(&m, path, 0, grad_accum, &train);
+        checkpoint_write(&m, ckpt_step_path(path, sizeof(path), a.loop.run_dir, 0), 0, grad_accum, &train);
         logf_(&lg, "initial weights written to %s\n", path);
     }
 
@@ -1410,27 +1389,17 @@ int main(int argc, char** argv) {
         stop_if_not_finite(step, loss, norm, a.loop.run_dir, sl.last_ckpt);
         llama_apply_update(&m, lr, a.loop.beta1, a.loop.beta2, a.loop.adam_eps, a.loop.weight_decay, a.loop.grad_clip, norm, step);
         double ms = step_end(&sl, step);
-        double tok_s = a.total_batch / (ms / 1e3);
-        int last = step == a.loop.steps;
-        if (step_logs(&sl, step)) {
-            char eta[32];
-            step_eta(&sl, step, eta, sizeof(eta));
-            double seen = (double)step * a.total_batch;
-            logf_(&lg, "step %5d/%d | loss %.6f | lr %.3e | norm %.4f | %.1f ms | %.0f tok/s | %.*f%s tok | ETA %s | "
-                  "peak %.1f MiB%s\n", step, a.loop.steps, loss, lr, norm, ms, tok_s, seen < 1e6 ? 1 : 2,
-                  seen < 1e6 ? seen / 1e3 : seen / 1e6, seen < 1e6 ? "K" : "M", eta,
-                  sl.peak / 1048576.0, comm.size > 1 ? " (largest rank)" : "");
-        }
+        double tok_s = a.total_batch / (ms / 1e3), seen = (double)step * a.total_batch;
+        step_log(&sl, step, loss, lr, norm, ms, "%.0f tok/s | %.*f%s tok", tok_s, seen < 1e6 ? 1 : 2,
+                 seen < 1e6 ? seen / 1e3 : seen / 1e6, seen < 1e6 ? "K" : "M");
         float val_loss = NAN;
-        if (a.loop.val_every > 0 && (step % a.loop.val_every == 0 || last)) {
+        if (step_due(&sl, step, a.loop.val_every)) {
             val_loss = evaluate(&m, &val, a.val_batches);
             logf_(&lg, "step %5d | val loss %.6f\n", step, val_loss);
         }
-        metrics_begin(&lg, step);
-        metrics_num(&lg, "loss", loss); metrics_num(&lg, "lr", lr); metrics_num(&lg, "grad_norm", norm);
-        metrics_num(&lg, "ms", ms); metrics_num(&lg, "tok_per_s", tok_s);
-        metrics_int(&lg, "tokens", (long long)step * a.total_batch);
-        metrics_int(&lg, "peak_mem", (long long)sl.peak); metrics_int(&lg, "arena_bytes", (long long)m.dev.total);
+        step_metrics(&sl, step, loss, lr, norm, ms);
+        metrics_num(&lg, "tok_per_s", tok_s); metrics_int(&lg, "tokens", (long long)step * a.total_batch);
+        step_metrics_memory(&sl, m.dev.total);
         metrics_num(&lg, "val_loss", val_loss);
         metrics_end(&lg);
         if (step == a.loop.test_nan_update) param_store_plant_nan(&m.st);
@@ -1439,17 +1408,14 @@ int main(int argc, char** argv) {
             checkpoint_write(&m, path, step, grad_accum, &train);
             step_ckpt_written(&sl, step, path);
         }
-        if (sampler.ready && (step % a.sample_every == 0 || last))
+        if (sampler.ready && step_due(&sl, step, a.sample_every))
             story_sample(&sampler, &lg, (uint64_t)a.loop.seed * 1000003ull + step, next_token_logits, &m);
     }
     if (start >= a.loop.steps) {  // nothing to train (--steps 0, or a finished run resumed): evaluate and sample it
         if (a.loop.val_every > 0) logf_(&lg, "step %5d | val loss %.6f\n", start, evaluate(&m, &val, a.val_batches));
         if (sampler.ready) story_sample(&sampler, &lg, (uint64_t)a.loop.seed * 1000003ull + start, next_token_logits, &m);
-        sl.peak = peak_bytes_all_ranks(&comm);
     }
-    logf_(&lg, "done: peak memory measured %.1f MiB (%s%s), arena %.1f MiB planned%s\n",
-          sl.peak / 1048576.0, dev_measured_name(), comm.size > 1 ? ", largest rank" : "", m.dev.total / 1048576.0,
-          comm.size > 1 ? " per rank" : "");
+    step_loop_done(&sl, m.dev.total);
     story_sampler_free(&sampler);
     dataloader_free(&train);
     if (a.loop.val_every > 0) dataloader_free(&val);

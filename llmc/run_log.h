@@ -1,13 +1,17 @@
 /*
 The lines of a training run's log that are the same whatever the model: how its kernels
-run, the memory measured across ranks, the predicted communication as JSON for the
-plan's tests. The model's own lines (its config, its loss) stay in its trainer.
+run, the memory plan's frame, the memory measured across ranks, the predicted
+communication as JSON for the plan's tests. The model's own lines (its config, its loss)
+stay in its trainer.
 */
 #pragma once
 #include "common.h"
 #include "kernels.h"
 #include "logger.h"
 #include "comm.h"
+#include "arena.h"
+#include "activations.h"
+#include "parallel_args.h"
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -18,6 +22,25 @@ static inline void log_runtime(Logger* lg, const char* attention_flag) {
 #ifdef _OPENMP
     logf_(lg, "threads: %d (OpenMP)\n", omp_get_max_threads());
 #endif
+}
+
+// The memory plan's head: whose plan it is (under TP the ranks' plans differ slightly, a
+// hidden size split unevenly: rank 0's is the largest), both arenas, and what a GPU holds
+// outside them. A trainer adds its own lines, then log_plan_tail.
+static inline void log_plan_head(Logger* lg, const Comm* comm, const Arena* dev, const Arena* host) {
+    logf_(lg, "memory plan%s (everything allocated before the first step):\n",
+          comm->tp > 1 ? " of rank 0, the largest per rank" : comm->size > 1 ? " per rank" : "");
+    log_plan(lg, dev, host);
+    if (matmul_workspace_bytes())
+        logf_(lg, "outside the arena: cuBLASLt workspace %.1f MiB, the CUDA context and library code (the driver's "
+              "figure each step includes them)\n", matmul_workspace_bytes() / 1048576.0);
+}
+
+// the plan's end: what a layer (unit) keeps for backward, and the bytes a step sends by the
+// trainer's formula (the first step prints the counted bytes beside them: step_loop.h)
+static inline void log_plan_tail(Logger* lg, const ActPlan* acts, const char* unit, CommBytes cb) {
+    act_plan_log(lg, acts, unit);
+    comm_bytes_log(lg, "comm per step, predicted (bytes this rank sends)", cb.b);
 }
 
 // the peak memory measured so far on the rank that has the most (a collective)
