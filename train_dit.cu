@@ -1199,25 +1199,15 @@ static void usage(const Flag* flags, int n) {
     printf("\n");
 }
 
-// the flags --fit-memory chooses (no output head: no --ce-chunks)
-static FitTargets fit_targets(TrainArgs* a) {
-    FitTargets t = {&a->B, &a->flags.ffn_chunks, NULL, &a->flags.recompute, &a->flags.offload_act};
-    return t;
-}
-
 static void parse_args(int argc, char** argv, TrainArgs* a) {
     memset(a, 0, sizeof(*a));
     a->loop.model = flag_peek(argc, argv, "model") ? flag_peek(argc, argv, "model") : "dit-tiny";
     a->cfg = DIT_PRESETS[flag_preset(DIT_PRESETS, sizeof(DIT_PRESETS[0]), NUM_DIT_PRESETS, a->loop.model)].cfg;
     a->flags = dit_flags_default();
-    train_loop_defaults(&a->loop);
-    a->loop.steps = 300; a->loop.weight_decay = 0.0f; a->loop.beta2 = 0.999f;
+    train_loop_defaults(&a->loop, "runs/train_dit", 300, 0.0f, 0.999f);
     a->B = 8; a->grad_accum = 0; a->val_clips = 48; a->sample_every = 0; a->sample_steps = 24; a->sample_clips = 1; a->gif_scale = 4;
     a->cfg_scale = 3.0f; a->label_dropout = 0.1f;
     a->data = "synthetic";
-    a->loop.run_dir = "runs/train_dit";
-    a->par = parallel_args_default();
-    a->fit = fit_args_default();
     const Flag own[] = {
         {"model", 's', &a->loop.model, "dit-tiny | dit-S | dit-B | dit-XL | hunyuan-13B (default dit-tiny)"},
         {"channels", 'i', &a->cfg.C, "clip channels C (overrides the preset)"},
@@ -1254,7 +1244,8 @@ static void parse_args(int argc, char** argv, TrainArgs* a) {
     int n = train_flags_parse_all(argc, argv, own, (int)(sizeof(own) / sizeof(own[0])), &a->loop, mem,
                                   &a->flags.ffn_chunk_seq, &a->par, "tensor-parallel group size: consecutive ranks; must "
                                   "divide the ranks and H (default 1)", &a->fit, flags, given, usage);
-    fit_fixed_from_flags(&a->fit_search, fit_targets(a), flags, n, given);
+    FitTargets fit = {&a->B, &a->flags.ffn_chunks, NULL, &a->flags.recompute, &a->flags.offload_act};  // no --ce-chunks
+    fit_fixed_from_flags(&a->fit_search, fit, flags, n, given);  // the flags --fit-memory chooses
 }
 
 // the per-flag view of a block's saved activations (what --plan-only prints for long sequences)
@@ -1343,7 +1334,7 @@ static void write_plan_json(const Dit* m, const char* path) {
     snprintf(extra, sizeof(extra), "\"N\": %d, \"P\": %d, \"dp\": %d, \"tp\": %d, \"tp_sp\": %d, \"keep_gathered\": %d, "
              "\"zero\": %d, \"grad_fp32\": %d, \"n_local\": %zu, \"n_opt\": %zu", m->N, m->P, m->comm->dp, m->comm->tp,
              m->sh.sp, m->sh.keep_gathered, m->par.zero, m->par.grad_fp32, m->st.lay.n_local, m->st.lay.n_opt);
-    trainer_plan_json(path, &m->acts, &m->off, m->num_params, extra, &m->dev, &m->host);
+    trainer_plan_json(path, &m->acts, &m->off, m->num_params, extra, NULL, &m->dev, &m->host);
 }
 
 // ----------------------------------------------------------------------------
@@ -1425,12 +1416,12 @@ static FitCost dit_fit_cost(void* ctx, const FitFlags* ff, const CostModel* cm) 
 }
 
 // Picks the flags (and the clips per micro-batch unless given) for --fit-memory.
-static void fit_memory(TrainArgs* a, Comm* comm, char* report, size_t report_n) {
+static void fit_memory(TrainArgs* a, Comm* comm) {
     DitFit ctx = {a, comm};
     FitSearch* s = &a->fit_search;
     s->L = a->cfg.L; s->ctx = &ctx; s->cost = dit_fit_cost;
     // this build's 128 clips per micro-batch
-    fit_memory_choose(s, fit_targets(a), a->total_batch, comm->dp, 64, 128, &a->fit, comm->rank, report, report_n);
+    fit_memory_choose(s, a->total_batch, comm->dp, 64, 128, &a->fit, comm->rank);
 }
 
 // every rank must run the same program with the same flags: a mismatch stops the job at start (llmc/same_config.h)
@@ -1473,8 +1464,7 @@ int main(int argc, char** argv) {
     if (no_image) FAIL("--gif-scale %d: %s (choose a smaller --gif-scale)", a.gif_scale, no_image);
     Comm comm;
     parallel_comm_init(&comm, &a.par, a.loop.plan_only);
-    char fit_report[1200] = "";
-    if (a.fit.budget_gib > 0.0f) fit_memory(&a, &comm, fit_report, sizeof(fit_report));
+    if (a.fit.budget_gib > 0.0f) fit_memory(&a, &comm);
     // --total-batch (clips over all ranks) and its alias --grad-accum (micro-batches)
     int dp = comm.dp, per_micro = a.B * dp;
     if ((int64_t)per_micro * (a.grad_accum ? a.grad_accum : 1) > (1 << 30))
@@ -1501,18 +1491,16 @@ int main(int argc, char** argv) {
     if (!a.loop.plan_only) check_same_config(&comm, &a);
     Logger lg = logger_for_rank(comm.rank);
     ClipSource train, val;
-    if (!a.loop.plan_only) {  // --plan-only builds the plan alone: no data, no device, no run directory
+    if (!a.loop.plan_only)  // --plan-only builds the plan alone: no data, no device, no run directory
         clipsource_open(&train, &val, a.data, a.cfg.C, a.cfg.Fr, a.cfg.Hi, a.cfg.Wi, a.cfg.NC, a.val_clips,
                         (uint64_t)a.loop.seed);
-        dev_select(comm_device_index(&comm, dev_count()));
-        comm_setup_device(&comm);
-    }
+    parallel_device_setup(&comm, a.loop.plan_only);
     Dit m;
     dit_build(&m, &a.cfg, &a.flags, &par, &comm, a.B, !a.loop.plan_only);
     m.micro_steps = a.grad_accum;
     const char* resume = run_open(&comm, &lg, &a.loop, dit_checkpoint_check);
     print_config(&lg, &a, &m);
-    logf_(&lg, "%s", fit_report);
+    logf_(&lg, "%s", a.fit_search.report);
     print_plan(&lg, &m);
     if (a.loop.plan_only) print_activation_table(&lg, &a.cfg, &m.sh, a.B);
     if (a.loop.plan_json && !lg.quiet) write_plan_json(&m, a.loop.plan_json);

@@ -1,8 +1,7 @@
 /*
 The lines of a training run's log that are the same whatever the model: how its kernels
-run, the memory plan's frame, the memory measured across ranks, the predicted
-communication as JSON for the plan's tests. The model's own lines (its config, its loss)
-stay in its trainer.
+run, the memory plan's frame and the memory measured across ranks. The model's own
+lines (its config, its loss) stay in its trainer.
 */
 #pragma once
 #include "common.h"
@@ -15,6 +14,13 @@ stay in its trainer.
 #ifdef _OPENMP
 #include <omp.h>
 #endif
+
+// the model's tensors and their sizes (the ones of size 0, absent from this model, left out)
+static inline void log_param_sizes(Logger* lg, const char* const* names, const size_t* sizes, int n) {
+    logf_(lg, "parameters:");
+    for (int i = 0; i < n; i++) if (sizes[i]) logf_(lg, " %s %zu", names[i], sizes[i]);
+    logf_(lg, "\n");
+}
 
 // which attention the run uses (--attention resolved) and how many threads it has
 static inline void log_runtime(Logger* lg, const char* attention_flag) {
@@ -48,13 +54,4 @@ static inline size_t peak_bytes_all_ranks(Comm* comm) {
     double measured = (double)dev_peak_bytes_measured();
     comm_host_all_reduce(comm, GROUP_WORLD, &measured, 1, COMM_MAX);
     return (size_t)measured;
-}
-
-// a step's bytes per group and kind as JSON fields: "tp all-gather": 123, ...
-static inline void comm_bytes_json(char* out, size_t n, const CommBytes* cb) {
-    out[0] = 0;
-    for (int g = 0; g < NUM_GROUPS; g++)
-        for (int k = 0; k < NUM_COMM_KINDS; k++)
-            snprintf(out + strlen(out), n - strlen(out), "%s\"%s %s\": %.0f", out[0] ? ", " : "", GROUP_NAMES[g],
-                     COMM_KIND_NAMES[k], cb->b[g][k]);
 }
