@@ -522,14 +522,8 @@ static void dit_free(Dit* m) {
 }
 
 // ----------------------------------------------------------------------------
-// parameters and optimizer state from and to the host (fp32, the reference layout of
-// docs/design.md 9.2), through the store; the gets are collectives that leave the result on rank 0
-
-static void dit_set_state(Dit* m, const float* params, const float* adam_m, const float* adam_v) {
-    param_store_set_state(&m->st, params, adam_m, adam_v);
-}
-
-[[maybe_unused]] static void dit_get_grads(Dit* m, float* grads) { param_store_get_grads(&m->st, grads); }
+// initialisation; parameters and optimizer state go to and from the host (fp32, the
+// reference layout of docs/design.md 9.2) through the store (llmc/param_store.h)
 
 // Initialisation of DiT's adaLN-Zero (docs/design.md 9.3): xavier-uniform weights and zero biases
 // for patch, qkv, proj, fc1, fc2; normal(0, 0.02) for t1, t2 and class_emb; zeros for
@@ -565,7 +559,7 @@ static void dit_init_params(Dit* m, uint64_t seed) {
             rng_fill_uniform_symmetric(&rng, w, n, bound, 0);
         }
     }
-    dit_set_state(m, h, NULL, NULL);
+    param_store_set_state(&m->st, h, NULL, NULL);
     free(h);
 }
 
@@ -1124,15 +1118,6 @@ static void dit_velocity(Dit* m, const float* xt, const float* t, const int* y, 
     stream_synchronize(s);
     dev_download_floats(v, m->vpred, (size_t)B * m->clip);
 }
-
-static void dit_zero_grads(Dit* m) { param_store_zero_grads(&m->st); }
-static float dit_grad_norm(Dit* m) { return param_store_grad_norm(&m->st); }
-
-// global-norm clipping and one AdamW step on what this rank owns (then ZeRO-1's all-gather)
-static void dit_apply_update(Dit* m, float lr, float beta1, float beta2, float eps, float weight_decay, float grad_clip,
-                             float norm, int t) {
-    param_store_apply_update(&m->st, lr, beta1, beta2, eps, weight_decay, grad_clip, norm, t);
-}
 // ----------------------------------------------------------------------------
 // checkpoints (docs/formats.md): header, fp32 parameters, AdamW m and v, through
 // llmc/state_checkpoint.h (atomic, checksummed). The data order and every random draw are
@@ -1344,7 +1329,7 @@ static void write_plan_json(const Dit* m, const char* path) {
 // with its noise, t and label dropout drawn from (seed, the clip's global index), added
 // into the zeroed gradients. Returns the mean loss over all ranks.
 static double accumulate_gradients(Dit* m, const TrainArgs* a, FlowBatch* batch, ClipSource* train, int step, float dscale) {
-    dit_zero_grads(m);
+    param_store_zero_grads(&m->st);
     double loss = 0.0;
     for (int micro = 0; micro < a->grad_accum; micro++) {
         flow_batch_train(batch, train, step, micro, a->grad_accum, m->comm, (uint64_t)a->loop.seed, a->label_dropout,
@@ -1539,9 +1524,11 @@ int main(int argc, char** argv) {
         step_begin(&sl, step);
         float lr = lr_at_step(step, a.loop.steps, a.loop.warmup, a.loop.lr, a.loop.min_lr_frac);
         double loss = accumulate_gradients(&m, &a, &batch, &train, step, dscale);
-        float norm = dit_grad_norm(&m);
+        float norm = param_store_grad_norm(&m.st);
         stop_if_not_finite(step, loss, norm, a.loop.run_dir, sl.last_ckpt);
-        dit_apply_update(&m, lr, a.loop.beta1, a.loop.beta2, a.loop.adam_eps, a.loop.weight_decay, a.loop.grad_clip, norm, step);
+        // global-norm clipping and one AdamW step on what this rank owns (then ZeRO-1's all-gather)
+        param_store_apply_update(&m.st, lr, a.loop.beta1, a.loop.beta2, a.loop.adam_eps, a.loop.weight_decay, a.loop.grad_clip,
+                                 norm, step);
         double ms = step_end(&sl, step);
         double clips_s = a.total_batch / (ms / 1e3);
         step_log(&sl, step, loss, lr, norm, ms, "%.1f clips/s %.0f tok/s", clips_s, clips_s * m.N);
