@@ -1379,7 +1379,6 @@ int main(int argc, char** argv) {
         step_metrics_memory(&sl, m.dev.total);
         metrics_num(&lg, "val_loss", val_loss);
         metrics_end(&lg);
-        if (step == a.loop.test_nan_update) param_store_plant_nan(&m.st);
         // the checkpoint first: whatever sampling meets, the step's state is on disk
         if (step_ckpt_due(&sl, step, &m.st, path, sizeof(path))) {
             checkpoint_write(&m, path, step, grad_accum, &train);
