@@ -1114,9 +1114,6 @@ static void print_config(Logger* lg, const TrainArgs* a, const Llama* m, int gra
           m->flags.offload_act, m->off.n_offload, m->flags.recompute,
           m->par.grad_fp32 ? "an fp32 buffer (--fp32-grad-accum)" : sizeof(floatX) < 4 ? "bf16" : "fp32");
     log_runtime(lg, a->loop.attention);
-#ifdef LLMC_CPU
-    logf_(lg, "matmul: %s\n", matmul_backend_name());
-#endif
 }
 
 // The bytes this rank sends per optimizer step in device collectives, by group and

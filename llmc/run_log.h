@@ -22,11 +22,15 @@ static inline void log_param_sizes(Logger* lg, const char* const* names, const s
     logf_(lg, "\n");
 }
 
-// which attention the run uses (--attention resolved) and how many threads it has
+// which attention the run uses (--attention resolved), how many threads it has and, in the
+// CPU build, which library runs its matrix products
 static inline void log_runtime(Logger* lg, const char* attention_flag) {
     logf_(lg, "attention: %s (--attention %s)\n", attention_impl_name(g_attention_impl), attention_flag);
 #ifdef _OPENMP
     logf_(lg, "threads: %d (OpenMP)\n", omp_get_max_threads());
+#endif
+#ifdef LLMC_CPU
+    logf_(lg, "matmul: %s\n", matmul_backend_name());
 #endif
 }
 
