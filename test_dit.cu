@@ -107,7 +107,7 @@ static float run_step(Dit* m, const Reference* r, float* grads_out, float* vpred
     int dp = m->comm->dp, Bl = r->B / dp, micro = m->B, n_micro = Bl / micro;
     size_t clip = r->clip, c0 = (size_t)m->comm->dp_rank * Bl;
     float* mine = vpred_out ? (float*)xmalloc((size_t)Bl * clip * sizeof(float)) : NULL;
-    dit_zero_grads(m);
+    param_store_zero_grads(&m->st);
     double loss = 0.0;
     for (int j = 0; j < n_micro; j++) {
         size_t k = c0 + (size_t)j * micro;
@@ -117,7 +117,7 @@ static float run_step(Dit* m, const Reference* r, float* grads_out, float* vpred
         if (mine) dev_download_floats(mine + (size_t)j * micro * clip, m->vpred, (size_t)micro * clip);
     }
     comm_host_all_reduce(m->comm, GROUP_DP, &loss, 1, COMM_SUM);
-    if (grads_out) dit_get_grads(m, grads_out);
+    if (grads_out) param_store_get_grads(&m->st, grads_out);
     if (mine) {
         // DP rank order is clip order; the ranks of a TP group hold the same v_pred
         comm_host_gather(m->comm, GROUP_DP, mine, (size_t)Bl * clip * sizeof(float), vpred_out);
@@ -127,12 +127,12 @@ static float run_step(Dit* m, const Reference* r, float* grads_out, float* vpred
 }
 
 static void run_steps(Dit* m, const Reference* r, float* losses) {
-    dit_set_state(m, r->params, NULL, NULL);
+    param_store_set_state(&m->st, r->params, NULL, NULL);
     for (int i = 0; i < r->steps.n; i++) {
         losses[i] = run_step(m, r, NULL, NULL);
-        float norm = dit_grad_norm(m);
+        float norm = param_store_grad_norm(&m->st);
         const RefSteps* a = &r->steps;
-        dit_apply_update(m, a->lr, a->beta1, a->beta2, a->eps, a->weight_decay, a->grad_clip, norm, i + 1);
+        param_store_apply_update(&m->st, a->lr, a->beta1, a->beta2, a->eps, a->weight_decay, a->grad_clip, norm, i + 1);
     }
 }
 
@@ -177,7 +177,7 @@ int main(int argc, char** argv) {
     Dit m;
     dit_build(&m, c, &flags, &par, &comm, micro_batch, 1);
     m.keep_vpred = 1;
-    dit_set_state(&m, r.params, NULL, NULL);
+    param_store_set_state(&m.st, r.params, NULL, NULL);
     size_t np = m.num_params, nx = (size_t)r.B * r.clip;
     float* grads = (float*)xmalloc(np * sizeof(float));
     float* vpred = (float*)xmalloc(nx * sizeof(float));
@@ -197,7 +197,7 @@ int main(int argc, char** argv) {
         Dit base;
         // the same layout and micro-steps (--zero, --micro-batch, --fp32-grad-accum as given), no memory flag
         dit_build(&base, c, &off_flags, &par, &comm, micro_batch, 1);
-        dit_set_state(&base, r.params, NULL, NULL);
+        param_store_set_state(&base.st, r.params, NULL, NULL);
         float* base_grads = (float*)xmalloc(np * sizeof(float));
         float base_loss = run_step(&base, &r, base_grads, NULL);
         check_flag_off_grads(grads, base_grads, np, loss, base_loss, same_order);

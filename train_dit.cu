@@ -44,7 +44,9 @@ Every buffer is planned before the loop (print it with --plan-only 1, per rank w
 #include "llmc/fit_memory.h"     // --fit-memory: the search and the cost model
 #include "llmc/rope3d.h"        // the 3-D RoPE table
 #include "llmc/video_data.h"     // clip sources: moving digits, clip files
+#include "llmc/flow_batch.h"     // rectified-flow batches (noise, t, label dropout) and the validation by t
 #include "llmc/image_write.h"    // GIF and PNG samples
+#include "llmc/clip_sampler.h"   // --sample-every: clips sampled per class, written as GIFs, PNGs and a clip file
 
 #define TEMB_DIM 256      // the sinusoidal timestep embedding (docs/design.md 9.3)
 #define DIT_EPS 1e-6f     // LayerNorm and QK RMSNorm
@@ -520,14 +522,8 @@ static void dit_free(Dit* m) {
 }
 
 // ----------------------------------------------------------------------------
-// parameters and optimizer state from and to the host (fp32, the reference layout of
-// docs/design.md 9.2), through the store; the gets are collectives that leave the result on rank 0
-
-static void dit_set_state(Dit* m, const float* params, const float* adam_m, const float* adam_v) {
-    param_store_set_state(&m->st, params, adam_m, adam_v);
-}
-
-[[maybe_unused]] static void dit_get_grads(Dit* m, float* grads) { param_store_get_grads(&m->st, grads); }
+// initialisation; parameters and optimizer state go to and from the host (fp32, the
+// reference layout of docs/design.md 9.2) through the store (llmc/param_store.h)
 
 // Initialisation of DiT's adaLN-Zero (docs/design.md 9.3): xavier-uniform weights and zero biases
 // for patch, qkv, proj, fc1, fc2; normal(0, 0.02) for t1, t2 and class_emb; zeros for
@@ -563,7 +559,7 @@ static void dit_init_params(Dit* m, uint64_t seed) {
             rng_fill_uniform_symmetric(&rng, w, n, bound, 0);
         }
     }
-    dit_set_state(m, h, NULL, NULL);
+    param_store_set_state(&m->st, h, NULL, NULL);
     free(h);
 }
 
@@ -1122,15 +1118,6 @@ static void dit_velocity(Dit* m, const float* xt, const float* t, const int* y, 
     stream_synchronize(s);
     dev_download_floats(v, m->vpred, (size_t)B * m->clip);
 }
-
-static void dit_zero_grads(Dit* m) { param_store_zero_grads(&m->st); }
-static float dit_grad_norm(Dit* m) { return param_store_grad_norm(&m->st); }
-
-// global-norm clipping and one AdamW step on what this rank owns (then ZeRO-1's all-gather)
-static void dit_apply_update(Dit* m, float lr, float beta1, float beta2, float eps, float weight_decay, float grad_clip,
-                             float norm, int t) {
-    param_store_apply_update(&m->st, lr, beta1, beta2, eps, weight_decay, grad_clip, norm, t);
-}
 // ----------------------------------------------------------------------------
 // checkpoints (docs/formats.md): header, fp32 parameters, AdamW m and v, through
 // llmc/state_checkpoint.h (atomic, checksummed). The data order and every random draw are
@@ -1197,25 +1184,15 @@ static void usage(const Flag* flags, int n) {
     printf("\n");
 }
 
-// the flags --fit-memory chooses (no output head: no --ce-chunks)
-static FitTargets fit_targets(TrainArgs* a) {
-    FitTargets t = {&a->B, &a->flags.ffn_chunks, NULL, &a->flags.recompute, &a->flags.offload_act};
-    return t;
-}
-
 static void parse_args(int argc, char** argv, TrainArgs* a) {
     memset(a, 0, sizeof(*a));
     a->loop.model = flag_peek(argc, argv, "model") ? flag_peek(argc, argv, "model") : "dit-tiny";
     a->cfg = DIT_PRESETS[flag_preset(DIT_PRESETS, sizeof(DIT_PRESETS[0]), NUM_DIT_PRESETS, a->loop.model)].cfg;
     a->flags = dit_flags_default();
-    train_loop_defaults(&a->loop);
-    a->loop.steps = 300; a->loop.weight_decay = 0.0f; a->loop.beta2 = 0.999f;
+    train_loop_defaults(&a->loop, "runs/train_dit", 300, 0.0f, 0.999f);
     a->B = 8; a->grad_accum = 0; a->val_clips = 48; a->sample_every = 0; a->sample_steps = 24; a->sample_clips = 1; a->gif_scale = 4;
     a->cfg_scale = 3.0f; a->label_dropout = 0.1f;
     a->data = "synthetic";
-    a->loop.run_dir = "runs/train_dit";
-    a->par = parallel_args_default();
-    a->fit = fit_args_default();
     const Flag own[] = {
         {"model", 's', &a->loop.model, "dit-tiny | dit-S | dit-B | dit-XL | hunyuan-13B (default dit-tiny)"},
         {"channels", 'i', &a->cfg.C, "clip channels C (overrides the preset)"},
@@ -1252,7 +1229,8 @@ static void parse_args(int argc, char** argv, TrainArgs* a) {
     int n = train_flags_parse_all(argc, argv, own, (int)(sizeof(own) / sizeof(own[0])), &a->loop, mem,
                                   &a->flags.ffn_chunk_seq, &a->par, "tensor-parallel group size: consecutive ranks; must "
                                   "divide the ranks and H (default 1)", NULL, &a->fit, flags, given, usage);
-    fit_fixed_from_flags(&a->fit_search, fit_targets(a), flags, n, given);
+    FitTargets fit = {&a->B, &a->flags.ffn_chunks, NULL, &a->flags.recompute, &a->flags.offload_act};  // no --ce-chunks
+    fit_fixed_from_flags(&a->fit_search, fit, flags, n, given);  // the flags --fit-memory chooses
 }
 
 // the per-flag view of a block's saved activations (what --plan-only prints for long sequences)
@@ -1332,13 +1310,8 @@ static CommBytes dit_comm_bytes(const Dit* m) {
 }
 
 static void print_plan(Logger* lg, const Dit* m) {
-    logf_(lg, "memory plan%s (everything allocated before the first step):\n", m->comm->size > 1 ? " per rank" : "");
-    log_plan(lg, &m->dev, &m->host);
-    if (matmul_workspace_bytes())
-        logf_(lg, "outside the arena: cuBLASLt workspace %.1f MiB and the CUDA context\n", matmul_workspace_bytes() / 1048576.0);
-    act_plan_log(lg, &m->acts, "block");
-    CommBytes cb = dit_comm_bytes(m);
-    comm_bytes_log(lg, "comm per step, predicted (bytes this rank sends)", cb.b);
+    log_plan_head(lg, m->comm, &m->dev, &m->host);
+    log_plan_tail(lg, &m->acts, "block", dit_comm_bytes(m));
 }
 
 static void write_plan_json(const Dit* m, const char* path) {
@@ -1346,163 +1319,36 @@ static void write_plan_json(const Dit* m, const char* path) {
     snprintf(extra, sizeof(extra), "\"N\": %d, \"P\": %d, \"dp\": %d, \"tp\": %d, \"tp_sp\": %d, \"keep_gathered\": %d, "
              "\"zero\": %d, \"grad_fp32\": %d, \"n_local\": %zu, \"n_opt\": %zu", m->N, m->P, m->comm->dp, m->comm->tp,
              m->sh.sp, m->sh.keep_gathered, m->par.zero, m->par.grad_fp32, m->st.lay.n_local, m->st.lay.n_opt);
-    trainer_plan_json(path, &m->acts, &m->off, m->num_params, extra, &m->dev, &m->host);
+    trainer_plan_json(path, &m->acts, &m->off, m->num_params, extra, NULL, &m->dev, &m->host);
 }
 
 // ----------------------------------------------------------------------------
-// data: clips from the source, noise, t = sigmoid(n) and the label dropout, every draw a
-// function of (seed, the clip's global index), so a resumed run sees the same numbers
-
-typedef struct { float *x0, *noise, *t; int* y; int B; } Batch;
-
-static void batch_alloc(Batch* b, int B, size_t clip) {
-    b->B = B;
-    b->x0 = (float*)xmalloc((size_t)B * clip * sizeof(float));
-    b->noise = (float*)xmalloc((size_t)B * clip * sizeof(float));
-    b->t = (float*)xmalloc((size_t)B * sizeof(float));
-    b->y = (int*)xmalloc((size_t)B * sizeof(int));
-}
-static void batch_free(Batch* b) { free(b->x0); free(b->noise); free(b->t); free(b->y); }
-
-// clip i of the batch is the source's clip first + i; salt separates training from validation
-static void batch_fill(Batch* b, ClipSource* src, uint64_t first, size_t clip, uint64_t seed, uint64_t salt,
-                       float label_dropout, int null_class) {
-    for (int i = 0; i < b->B; i++) {
-        uint64_t index = first + (uint64_t)i;
-        clipsource_get(src, index, b->x0 + (size_t)i * clip, &b->y[i]);
-        Rng r; rng_init(&r, seed ^ salt ^ (index * 0x9E3779B97F4A7C15ull));
-        for (size_t j = 0; j < clip; j++) b->noise[(size_t)i * clip + j] = rng_normal(&r);
-        b->t[i] = 1.0f / (1.0f + expf(-rng_normal(&r)));
-        if (rng_uniform(&r) < label_dropout) b->y[i] = null_class;
-    }
-}
-
-#define SALT_TRAIN 0x7261696eull
-#define SALT_VAL 0x76616c21ull
-#define SALT_SAMPLE 0x73616d70ull
-
-// the validation loss on the fixed held-out set, overall and per t bucket
-typedef struct { double all, bucket[3]; int count[3]; } ValLoss;
+// the training step on rectified-flow batches (llmc/flow_batch.h)
 
 // The forward and backward of one optimizer step: grad_accum micro-batches of clips, each
 // with its noise, t and label dropout drawn from (seed, the clip's global index), added
-// into the zeroed gradients. A global micro-batch is B x dp clips in a row of the source,
-// DP rank r taking B of them from its r-th place: the clips of a step do not depend on
-// the layout. Returns the mean loss over all ranks.
-static double accumulate_gradients(Dit* m, const TrainArgs* a, Batch* batch, ClipSource* train, int step, float dscale) {
-    dit_zero_grads(m);
-    int dp = m->comm->dp;
+// into the zeroed gradients. Returns the mean loss over all ranks.
+static double accumulate_gradients(Dit* m, const TrainArgs* a, FlowBatch* batch, ClipSource* train, int step, float dscale) {
+    param_store_zero_grads(&m->st);
     double loss = 0.0;
     for (int micro = 0; micro < a->grad_accum; micro++) {
-        uint64_t first = (((uint64_t)(step - 1) * a->grad_accum + micro) * dp + m->comm->dp_rank) * a->B;
-        batch_fill(batch, train, first, m->clip, (uint64_t)a->loop.seed, SALT_TRAIN, a->label_dropout, a->cfg.NC);
+        flow_batch_train(batch, train, step, micro, a->grad_accum, m->comm, (uint64_t)a->loop.seed, a->label_dropout,
+                         a->cfg.NC);
         loss += dit_forward_backward(m, batch->x0, batch->noise, batch->t, batch->y, a->B, MODE_TRAIN, dscale, NULL,
                                      micro == a->grad_accum - 1);
     }
     comm_host_all_reduce(m->comm, GROUP_DP, &loss, 1, COMM_SUM);  // the ranks' means of equal batches
-    return loss / a->grad_accum / dp;
+    return loss / a->grad_accum / m->comm->dp;
 }
 
-// The held-out set in chunks of B clips, chunk k on DP rank k % dp. Each clip's loss and t
-// land in its own slot of one array (zero elsewhere), summed over the ranks (x + 0 is
-// exact) and then added up in clip order: the same numbers as one process with the same
-// --batch, whatever the number of ranks.
-static ValLoss evaluate(Dit* m, ClipSource* val, Batch* b, int n_clips, uint64_t seed) {
-    ValLoss r = {0.0, {0.0, 0.0, 0.0}, {0, 0, 0}};
-    float* per = (float*)xmalloc((size_t)b->B * sizeof(float));
-    double* slots = (double*)xmalloc(2 * (size_t)n_clips * sizeof(double));  // loss, t of each clip
-    memset(slots, 0, 2 * (size_t)n_clips * sizeof(double));
-    for (int done = 0, k = 0; done < n_clips; done += b->B, k++) {
-        if (k % m->comm->dp != m->comm->dp_rank) continue;
-        int n = n_clips - done < b->B ? n_clips - done : b->B;
-        Batch part = *b; part.B = n;
-        batch_fill(&part, val, (uint64_t)done, m->clip, seed, SALT_VAL, 0.0f, m->cfg.NC);
-        dit_forward_backward(m, part.x0, part.noise, part.t, part.y, n, MODE_EVAL, 0.0f, per, 0);
-        for (int i = 0; i < n; i++) { slots[2 * (done + i)] = per[i]; slots[2 * (done + i) + 1] = part.t[i]; }
-    }
-    comm_host_all_reduce(m->comm, GROUP_DP, slots, 2 * (size_t)n_clips, COMM_SUM);
-    for (int i = 0; i < n_clips; i++) {
-        float loss = (float)slots[2 * i], t = (float)slots[2 * i + 1];
-        int k = t < 1.0f / 3.0f ? 0 : t < 2.0f / 3.0f ? 1 : 2;
-        r.all += loss; r.bucket[k] += loss; r.count[k]++;
-    }
-    r.all /= n_clips;
-    for (int k = 0; k < 3; k++) r.bucket[k] = r.count[k] ? r.bucket[k] / r.count[k] : NAN;
-    free(per); free(slots);
-    return r;
+// the model behind llmc/flow_batch.h's validation
+static void clip_losses(void* m, const FlowBatch* b, float* per_clip) {
+    dit_forward_backward((Dit*)m, b->x0, b->noise, b->t, b->y, b->B, MODE_EVAL, 0.0f, per_clip, 0);
 }
 
-// --sample-clips K clips per class with the Euler sampler of docs/design.md 9.3 and
-// classifier-free guidance (every rank runs it on the same numbers, so that any layout
-// samples alike): x from noise at t = 1 to t = 0 in S steps, v = v_null + s (v_y - v_null).
-// The noise is seeded by the class and the clip's number only, so the samples of successive
-// steps are comparable (and clip 0 of each class is the same for any K). Clip 0 of each class
-// goes to a GIF and a PNG strip of its frames in DIR/samples, all NC x K clips with their
-// classes to DIR/samples/step_N.clips (a clip file, docs/formats.md), which
-// scripts/dit_digits.py scores. x holds the clips [K][NC]: clip 0 of every class first.
-// The sampler's host buffers, allocated once at start (when --sample-every is on), so that a
-// --sample-clips too large for host memory fails before the first step, not at the first sample.
-typedef struct { int n; float *x, *xin, *v, *t; int *y, *labels; } Sampler;
-
-static Sampler sampler_alloc(const Dit* m, int clips_per_class) {
-    Sampler s;
-    memset(&s, 0, sizeof(s));
-    if (clips_per_class <= 0) return s;
-    s.n = m->cfg.NC * clips_per_class;  // clip i = j * NC + k is clip j of class k
-    s.x = (float*)xmalloc((size_t)s.n * m->clip * sizeof(float));
-    s.v = (float*)xmalloc(2 * (size_t)s.n * m->clip * sizeof(float));  // row 2i: class, 2i+1: null class
-    s.xin = (float*)xmalloc((size_t)m->B * m->clip * sizeof(float));
-    s.t = (float*)xmalloc((size_t)m->B * sizeof(float));
-    s.y = (int*)xmalloc((size_t)m->B * sizeof(int));
-    s.labels = (int*)xmalloc((size_t)s.n * sizeof(int));
-    return s;
-}
-static void sampler_free(Sampler* s) { free(s->x); free(s->v); free(s->xin); free(s->t); free(s->y); free(s->labels); }
-
-static void sample_clips(Dit* m, const TrainArgs* a, Sampler* smp, Logger* lg, int step) {
-    const DitConfig* c = &m->cfg;
-    size_t clip = m->clip;
-    const int n = smp->n;
-    int rows = 2 * n;  // row 2i: clip i with its class, row 2i+1: the null class on the same x
-    float *x = smp->x, *xin = smp->xin, *v = smp->v, *t = smp->t;
-    int *y = smp->y, *labels = smp->labels;
-    for (int i = 0; i < n; i++) {
-        const uint64_t k = (uint64_t)(i % c->NC), j = (uint64_t)(i / c->NC);
-        Rng r; rng_init(&r, (uint64_t)a->loop.seed ^ SALT_SAMPLE ^ (k * 0x9E3779B97F4A7C15ull) ^ (j * 0xD1B54A32D192ED03ull));
-        for (size_t e = 0; e < clip; e++) x[(size_t)i * clip + e] = rng_normal(&r);
-        labels[i] = (int)k;
-    }
-    float dt = 1.0f / a->sample_steps;
-    for (int i = 0; i < a->sample_steps; i++) {
-        for (int r0 = 0; r0 < rows; r0 += m->B) {  // as many rows per forward as the plan holds
-            int nr = rows - r0 < m->B ? rows - r0 : m->B;
-            for (int q = 0; q < nr; q++) {
-                int r = r0 + q;
-                memcpy(xin + (size_t)q * clip, x + (size_t)(r / 2) * clip, clip * sizeof(float));
-                t[q] = 1.0f - (float)i * dt;
-                y[q] = r % 2 ? c->NC : labels[r / 2];
-            }
-            dit_velocity(m, xin, t, y, nr, v + (size_t)r0 * clip);
-        }
-        for (int k = 0; k < n; k++) {
-            const float* vy = v + (size_t)(2 * k) * clip;
-            const float* vn = vy + clip;
-            float* xk = x + (size_t)k * clip;
-            for (size_t j = 0; j < clip; j++) xk[j] -= dt * (vn[j] + a->cfg_scale * (vy[j] - vn[j]));
-        }
-    }
-    char dir[1100];
-    snprintf(dir, sizeof(dir), "%s/samples", a->loop.run_dir);
-    // every rank sampled the same clips; rank 0 writes. A sample that cannot be written
-    // (full disk, samples/ unwritable) is a warning: the run and its checkpoints go on
-    const char* why = m->comm->rank != 0 ? NULL
-                      : write_class_samples(dir, step, x, c->NC, c->C, c->Fr, c->Hi, c->Wi, a->gif_scale);
-    char path[1200];
-    snprintf(path, sizeof(path), "%s/step_%06d.clips", dir, step);
-    if (!why && m->comm->rank == 0) why = try_write_clip_file(path, x, labels, n, c->C, c->Fr, c->Hi, c->Wi, c->NC);
-    if (why) logf_(lg, "warning: the samples of step %d were not written (%s); training goes on\n", step, why);
-    else logf_(lg, "samples: %d classes x %d clips, %d Euler steps, guidance %g -> %s/step_%06d_class_*.gif (and .png), "
-               "all clips in %s\n", c->NC, a->sample_clips, a->sample_steps, a->cfg_scale, dir, step, path);
+// the model behind llmc/clip_sampler.h's samples
+static void velocity(void* m, const float* xt, const float* t, const int* y, int B, float* v) {
+    dit_velocity((Dit*)m, xt, t, y, B, v);
 }
 
 // ----------------------------------------------------------------------------
@@ -1555,12 +1401,12 @@ static FitCost dit_fit_cost(void* ctx, const FitFlags* ff, const CostModel* cm) 
 }
 
 // Picks the flags (and the clips per micro-batch unless given) for --fit-memory.
-static void fit_memory(TrainArgs* a, Comm* comm, char* report, size_t report_n) {
+static void fit_memory(TrainArgs* a, Comm* comm) {
     DitFit ctx = {a, comm};
     FitSearch* s = &a->fit_search;
     s->L = a->cfg.L; s->ctx = &ctx; s->cost = dit_fit_cost;
     // this build's 128 clips per micro-batch
-    fit_memory_choose(s, fit_targets(a), a->total_batch, comm->dp, 64, 128, &a->fit, comm->rank, report, report_n);
+    fit_memory_choose(s, a->total_batch, comm->dp, 64, 128, &a->fit, comm->rank);
 }
 
 // every rank must run the same program with the same flags: a mismatch stops the job at start (llmc/same_config.h)
@@ -1603,8 +1449,7 @@ int main(int argc, char** argv) {
     if (no_image) FAIL("--gif-scale %d: %s (choose a smaller --gif-scale)", a.gif_scale, no_image);
     Comm comm;
     parallel_comm_init(&comm, &a.par, a.loop.plan_only);
-    char fit_report[1200] = "";
-    if (a.fit.budget_gib > 0.0f) fit_memory(&a, &comm, fit_report, sizeof(fit_report));
+    if (a.fit.budget_gib > 0.0f) fit_memory(&a, &comm);
     // --total-batch (clips over all ranks) and its alias --grad-accum (micro-batches)
     int dp = comm.dp, per_micro = a.B * dp;
     if ((int64_t)per_micro * (a.grad_accum ? a.grad_accum : 1) > (1 << 30))
@@ -1630,41 +1475,22 @@ int main(int argc, char** argv) {
     }
     if (!a.loop.plan_only) check_same_config(&comm, &a);
     Logger lg = logger_for_rank(comm.rank);
-    Dit m;
-    if (a.loop.plan_only) {
-        dit_build(&m, &a.cfg, &a.flags, &par, &comm, a.B, 0);
-        m.micro_steps = a.grad_accum;
-        print_config(&lg, &a, &m);
-        logf_(&lg, "%s", fit_report);
-        print_plan(&lg, &m);
-        print_activation_table(&lg, &a.cfg, &m.sh, a.B);
-        if (a.loop.plan_json) write_plan_json(&m, a.loop.plan_json);
-        dit_free(&m);
-        return 0;
-    }
     ClipSource train, val;
-    if (strcmp(a.data, "synthetic") == 0) {
-        clipsource_init_synthetic(&train, a.cfg.C, a.cfg.Fr, a.cfg.Hi, a.cfg.Wi, a.cfg.NC, (uint64_t)a.loop.seed, 0);
-        clipsource_init_synthetic(&val, a.cfg.C, a.cfg.Fr, a.cfg.Hi, a.cfg.Wi, a.cfg.NC, (uint64_t)a.loop.seed, 1);
-    } else {
-        clipsource_init_file(&train, a.data, 0, a.val_clips, (uint64_t)a.loop.seed);
-        clipsource_init_file(&val, a.data, 1, a.val_clips, (uint64_t)a.loop.seed);
-        clipsource_check_shape(&train, a.cfg.C, a.cfg.Fr, a.cfg.Hi, a.cfg.Wi, a.cfg.NC);
-    }
-    dev_select(comm_device_index(&comm, dev_count()));
-    comm_setup_device(&comm);
-    dit_build(&m, &a.cfg, &a.flags, &par, &comm, a.B, 1);
+    if (!a.loop.plan_only)  // --plan-only builds the plan alone: no data, no device, no run directory
+        clipsource_open(&train, &val, a.data, a.cfg.C, a.cfg.Fr, a.cfg.Hi, a.cfg.Wi, a.cfg.NC, a.val_clips,
+                        (uint64_t)a.loop.seed);
+    parallel_device_setup(&comm, a.loop.plan_only);
+    Dit m;
+    dit_build(&m, &a.cfg, &a.flags, &par, &comm, a.B, !a.loop.plan_only);
     m.micro_steps = a.grad_accum;
-    if (a.loop.profile_step > 0) profile_setup(&m.prof, m.stream);
-
-    // --resume auto: the newest complete checkpoint of the run directory, if any (rank 0
-    // looks). Any --resume appends to the logs, and the checkpoints it skips are named there.
-    if (!lg.quiet) logger_open(&lg, a.loop.run_dir, a.loop.resume != NULL);
-    const char* resume = ckpt_resume_path(&comm, &lg, a.loop.resume, a.loop.run_dir, dit_checkpoint_check);
+    const char* resume = run_open(&comm, &lg, &a.loop, dit_checkpoint_check);
     print_config(&lg, &a, &m);
-    logf_(&lg, "%s", fit_report);
+    logf_(&lg, "%s", a.fit_search.report);
     print_plan(&lg, &m);
+    if (a.loop.plan_only) print_activation_table(&lg, &a.cfg, &m.sh, a.B);
     if (a.loop.plan_json && !lg.quiet) write_plan_json(&m, a.loop.plan_json);
+    if (a.loop.plan_only) { dit_free(&m); return 0; }
+    if (a.loop.profile_step > 0) profile_setup(&m.prof, m.stream);
     logf_(&lg, "data: %s | validation: %d held-out clips, each with its own fixed t and noise\n",
           strcmp(a.data, "synthetic") == 0 ? "moving digits, generated (llmc/video_data.h)" : a.data, a.val_clips);
 
@@ -1682,14 +1508,15 @@ int main(int argc, char** argv) {
     logger_start(&lg);  // the inputs are accepted: from here on the run directory is written
     // the starting point of a run, for the PyTorch peer to start from the same weights
     if (a.save_init && !resume) {
-        ckpt_step_path(path, sizeof(path), a.loop.run_dir, 0);
-        dit_checkpoint_write(&m, path, 0);
+        dit_checkpoint_write(&m, ckpt_step_path(path, sizeof(path), a.loop.run_dir, 0), 0);
         logf_(&lg, "initial weights written to %s\n", path);
     }
 
-    Batch batch;
-    batch_alloc(&batch, a.B, m.clip);
-    Sampler smp = sampler_alloc(&m, a.sample_every > 0 ? a.sample_clips : 0);
+    FlowBatch batch;
+    flow_batch_alloc(&batch, a.B, m.clip);
+    ClipSampler smp;
+    clip_sampler_init(&smp, a.sample_every > 0 ? a.sample_clips : 0, a.cfg.NC, a.cfg.C, a.cfg.Fr, a.cfg.Hi, a.cfg.Wi, a.B,
+                      a.sample_steps, a.cfg_scale, a.gif_scale, (uint64_t)a.loop.seed);
     StepLoop sl;
     step_loop_init(&sl, &a.loop, &comm, &m.prof, &lg, start, resume != NULL);
     float dscale = 1.0f / (float)((double)a.total_batch * m.clip);
@@ -1697,54 +1524,42 @@ int main(int argc, char** argv) {
         step_begin(&sl, step);
         float lr = lr_at_step(step, a.loop.steps, a.loop.warmup, a.loop.lr, a.loop.min_lr_frac);
         double loss = accumulate_gradients(&m, &a, &batch, &train, step, dscale);
-        float norm = dit_grad_norm(&m);
+        float norm = param_store_grad_norm(&m.st);
         stop_if_not_finite(step, loss, norm, a.loop.run_dir, sl.last_ckpt);
-        dit_apply_update(&m, lr, a.loop.beta1, a.loop.beta2, a.loop.adam_eps, a.loop.weight_decay, a.loop.grad_clip, norm, step);
+        // global-norm clipping and one AdamW step on what this rank owns (then ZeRO-1's all-gather)
+        param_store_apply_update(&m.st, lr, a.loop.beta1, a.loop.beta2, a.loop.adam_eps, a.loop.weight_decay, a.loop.grad_clip,
+                                 norm, step);
         double ms = step_end(&sl, step);
         double clips_s = a.total_batch / (ms / 1e3);
-        int last = step == a.loop.steps;
-        if (step_logs(&sl, step)) {
-            char eta[32];
-            step_eta(&sl, step, eta, sizeof(eta));
-            logf_(&lg, "step %5d/%d | loss %.6f | lr %.3e | norm %.4f | %.1f ms | %.1f clips/s %.0f tok/s | ETA %s | "
-                  "peak %.1f MiB%s\n", step, a.loop.steps, loss, lr, norm, ms, clips_s, clips_s * m.N, eta, sl.peak / 1048576.0,
-                  comm.size > 1 ? " (largest rank)" : "");
+        step_log(&sl, step, loss, lr, norm, ms, "%.1f clips/s %.0f tok/s", clips_s, clips_s * m.N);
+        ValLoss vl = val_loss_none();
+        if (step_due(&sl, step, a.loop.val_every)) {
+            vl = flow_validate(&comm, &val, &batch, a.val_clips, (uint64_t)a.loop.seed, a.cfg.NC, clip_losses, &m);
+            val_loss_log(&lg, step, &vl);
         }
-        ValLoss vl = {NAN, {NAN, NAN, NAN}, {0, 0, 0}};
-        if (a.loop.val_every > 0 && (step % a.loop.val_every == 0 || last)) {
-            vl = evaluate(&m, &val, &batch, a.val_clips, (uint64_t)a.loop.seed);
-            logf_(&lg, "step %5d | val loss %.6f | by t: low noise (t<1/3) %.6f (%d), middle %.6f (%d), high noise "
-                  "(t>=2/3) %.6f (%d)\n", step, vl.all, vl.bucket[0], vl.count[0], vl.bucket[1], vl.count[1],
-                  vl.bucket[2], vl.count[2]);
-        }
-        metrics_begin(&lg, step);
-        metrics_num(&lg, "loss", loss); metrics_num(&lg, "lr", lr); metrics_num(&lg, "grad_norm", norm);
-        metrics_num(&lg, "ms", ms); metrics_num(&lg, "clips_per_s", clips_s); metrics_num(&lg, "tok_per_s", clips_s * m.N);
-        metrics_int(&lg, "peak_mem", (long long)sl.peak); metrics_int(&lg, "arena_bytes", (long long)m.dev.total);
-        metrics_num(&lg, "val_loss", vl.all); metrics_num(&lg, "val_loss_low_t", vl.bucket[0]);
-        metrics_num(&lg, "val_loss_mid_t", vl.bucket[1]); metrics_num(&lg, "val_loss_high_t", vl.bucket[2]);
+        step_metrics(&sl, step, loss, lr, norm, ms);
+        metrics_num(&lg, "clips_per_s", clips_s); metrics_num(&lg, "tok_per_s", clips_s * m.N);
+        step_metrics_memory(&sl, m.dev.total);
+        val_loss_metrics(&lg, &vl);
         metrics_end(&lg);
-        if (step == a.loop.test_nan_update) param_store_plant_nan(&m.st);
         // the checkpoint first: whatever sampling meets, the step's state is on disk
         if (step_ckpt_due(&sl, step, &m.st, path, sizeof(path))) {
             dit_checkpoint_write(&m, path, step);
             step_ckpt_written(&sl, step, path);
         }
-        if (a.sample_every > 0 && (step % a.sample_every == 0 || last)) sample_clips(&m, &a, &smp, &lg, step);
+        if (step_due(&sl, step, a.sample_every)) clip_sample(&smp, &lg, a.loop.run_dir, comm.rank, step, velocity, &m);
     }
     if (start >= a.loop.steps) {  // nothing to train: evaluate and sample the checkpoint
         if (a.loop.val_every > 0) {
-            ValLoss vl = evaluate(&m, &val, &batch, a.val_clips, (uint64_t)a.loop.seed);
+            ValLoss vl = flow_validate(&comm, &val, &batch, a.val_clips, (uint64_t)a.loop.seed, a.cfg.NC, clip_losses, &m);
             logf_(&lg, "step %5d | val loss %.6f | by t: low %.6f, middle %.6f, high %.6f\n", start, vl.all,
                   vl.bucket[0], vl.bucket[1], vl.bucket[2]);
         }
-        if (a.sample_every > 0) sample_clips(&m, &a, &smp, &lg, start);
-        sl.peak = dev_peak_bytes_measured();
+        if (a.sample_every > 0) clip_sample(&smp, &lg, a.loop.run_dir, comm.rank, start, velocity, &m);
     }
-    logf_(&lg, "done: peak memory measured %.1f MiB (%s%s), arena %.1f MiB planned\n", sl.peak / 1048576.0,
-          dev_measured_name(), comm.size > 1 ? ", largest rank" : "", m.dev.total / 1048576.0);
-    batch_free(&batch);
-    sampler_free(&smp);
+    step_loop_done(&sl, m.dev.total);
+    flow_batch_free(&batch);
+    clip_sampler_free(&smp);
     clipsource_free(&train);
     clipsource_free(&val);
     logger_close(&lg);

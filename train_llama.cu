@@ -1086,26 +1086,16 @@ static void usage(const Flag* flags, int n) {
     printf("\n");
 }
 
-// the flags --fit-memory chooses
-static FitTargets fit_targets(TrainArgs* a) {
-    FitTargets t = {&a->B, &a->flags.ffn_chunks, &a->flags.ce_chunks, &a->flags.recompute, &a->flags.offload_act};
-    return t;
-}
-
 static void parse_args(int argc, char** argv, TrainArgs* a) {
     memset(a, 0, sizeof(*a));
     a->loop.model = "tiny";
     a->flags = memory_flags_default();
-    train_loop_defaults(&a->loop);
-    a->loop.steps = 200; a->loop.weight_decay = 0.1f; a->loop.beta2 = 0.95f;
+    train_loop_defaults(&a->loop, "runs/train_llama", 200, 0.1f, 0.95f);
     a->B = 8; a->T = 256; a->total_batch = 0; a->val_batches = 20; a->sample_every = 0; a->sample_len = 64;
     a->temperature = 1.0f;
     a->train_data = "data/tinystories/tinystories_train_*.bin";
     a->val_data = "data/tinystories/tinystories_val_*.bin";
     a->tokenizer = "../shared/data/tinystories/tokenizer/tokenizer.bin";
-    a->loop.run_dir = "runs/train_llama";
-    a->par = parallel_args_default();
-    a->fit = fit_args_default();
     // the preset first, so explicit dimensions override it wherever they stand
     if (flag_peek(argc, argv, "model")) a->loop.model = flag_peek(argc, argv, "model");
     a->cfg = MODEL_PRESETS[flag_preset(MODEL_PRESETS, sizeof(MODEL_PRESETS[0]), NUM_MODEL_PRESETS, a->loop.model)].cfg;
@@ -1147,7 +1137,8 @@ static void parse_args(int argc, char** argv, TrainArgs* a) {
                                        "context-parallel group size: each rank holds 1/cp of every sample's tokens; tp x cp "
                                        "must divide the ranks (default 1)", &a->fit, flags, given, usage);
     a->tokenizer_given = flag_given(flags, nflags, given, &a->tokenizer);
-    fit_fixed_from_flags(&a->fit_search, fit_targets(a), flags, nflags, given);
+    FitTargets fit = {&a->B, &a->flags.ffn_chunks, &a->flags.ce_chunks, &a->flags.recompute, &a->flags.offload_act};
+    fit_fixed_from_flags(&a->fit_search, fit, flags, nflags, given);  // the flags --fit-memory chooses
 }
 
 static void print_config(Logger* lg, const TrainArgs* a, const Llama* m, int grad_accum) {
@@ -1155,9 +1146,7 @@ static void print_config(Logger* lg, const TrainArgs* a, const Llama* m, int gra
     logf_(lg, "train_llama | %s | %s | %s\n", m->allocated ? dev_name() : "plan only", PRECISION_NAME, a->loop.model);
     logf_(lg, "model: V=%d D=%d L=%d H=%d KV=%d F=%d max_seq_len=%d tied=%d rope_theta=%g | %.2fM parameters\n",
           c->V, c->D, c->L, c->H, c->KV, c->F, c->max_seq_len, c->tied, c->rope_theta, m->num_params / 1e6);
-    logf_(lg, "parameters:");
-    for (int i = 0; i < NUM_PARAM_TENSORS; i++) if (m->param_sizes[i]) logf_(lg, " %s %zu", PARAM_NAMES[i], m->param_sizes[i]);
-    logf_(lg, "\n");
+    log_param_sizes(lg, PARAM_NAMES, m->param_sizes, NUM_PARAM_TENSORS);
     logf_(lg, "batch: B=%d T=%d per rank, %d tokens per step (%d micro-steps x %d DP ranks) | steps %d, lr %g warmup %d, "
           "wd %g, clip %g\n", a->B, a->T, a->total_batch, grad_accum, m->comm->dp, a->loop.steps, a->loop.lr, a->loop.warmup,
           a->loop.weight_decay, a->loop.grad_clip);
@@ -1174,9 +1163,6 @@ static void print_config(Logger* lg, const TrainArgs* a, const Llama* m, int gra
           m->flags.offload_act, m->off.n_offload, m->flags.recompute,
           m->par.grad_fp32 ? "an fp32 buffer (--fp32-grad-accum)" : sizeof(floatX) < 4 ? "bf16" : "fp32");
     log_runtime(lg, a->loop.attention);
-#ifdef LLMC_CPU
-    logf_(lg, "matmul: %s\n", matmul_backend_name());
-#endif
 }
 
 // The bytes this rank sends per optimizer step in device collectives, by group and
@@ -1217,31 +1203,19 @@ static CommBytes comm_bytes_per_step(const Llama* m, int micro_steps) {
 
 static void print_plan(Logger* lg, const Llama* m) {
     if (lg->quiet) return;
-    // under TP the ranks' plans differ slightly (F split unevenly): rank 0's is the largest
-    logf_(lg, "memory plan%s (everything allocated before the first step):\n",
-          m->comm->tp > 1 ? " of rank 0, the largest per rank" : m->comm->size > 1 ? " per rank" : "");
-    log_plan(lg, &m->dev, &m->host);
-    if (matmul_workspace_bytes())
-        logf_(lg, "outside the arena: cuBLASLt workspace %.1f MiB, the CUDA context and library code (the driver's "
-              "figure each step includes them)\n", matmul_workspace_bytes() / 1048576.0);
-    if (m->par.shard_vocab)
-        vocab_log_savings(lg, &m->st, m->spec, NUM_PARAM_TENSORS, m->cfg.L, m->par.zero, m->par.grad_fp32, HAVE_MASTER_WEIGHTS,
-                          m->cfg.D);
-    act_plan_log(lg, &m->acts, "layer");
-    CommBytes cb = comm_bytes_per_step(m, m->micro_steps);
-    comm_bytes_log(lg, "comm per step, predicted (bytes this rank sends)", cb.b);
+    log_plan_head(lg, m->comm, &m->dev, &m->host);
+    if (m->par.shard_vocab) vocab_log_savings(lg, &m->st, HAVE_MASTER_WEIGHTS, m->cfg.D);
+    log_plan_tail(lg, &m->acts, "layer", comm_bytes_per_step(m, m->micro_steps));
 }
 
 static void write_plan_json(const Llama* m, const char* path) {
     char extra[4096];
     CommBytes cb = comm_bytes_per_step(m, m->micro_steps);
-    char comm[2048];
-    comm_bytes_json(comm, sizeof(comm), &cb);
     snprintf(extra, sizeof(extra), "\"dp\": %d, \"tp\": %d, \"tp_sp\": %d, \"tp_regather\": %d, \"zero\": %d, "
-             "\"shard_vocab\": %d, \"cp\": %d, \"cp_ulysses\": %d, \"n_local\": %zu, \"n_opt\": %zu, "
-             "\"comm_bytes_per_step\": {%s}", m->comm->dp, m->comm->tp, m->par.tp_sp, m->par.tp_regather, m->par.zero,
-             m->par.shard_vocab, m->comm->cp, m->comm->ulysses, m->st.lay.n_local, m->st.lay.n_opt, comm);
-    trainer_plan_json(path, &m->acts, &m->off, m->num_params, extra, &m->dev, &m->host);
+             "\"shard_vocab\": %d, \"cp\": %d, \"cp_ulysses\": %d, \"n_local\": %zu, \"n_opt\": %zu", m->comm->dp,
+             m->comm->tp, m->par.tp_sp, m->par.tp_regather, m->par.zero, m->par.shard_vocab, m->comm->cp, m->comm->ulysses,
+             m->st.lay.n_local, m->st.lay.n_opt);
+    trainer_plan_json(path, &m->acts, &m->off, m->num_params, extra, &cb, &m->dev, &m->host);
 }
 
 // ----------------------------------------------------------------------------
@@ -1299,13 +1273,12 @@ static FitCost llama_fit_cost(void* ctx, const FitFlags* ff, const CostModel* cm
     return c;
 }
 
-// Picks the flags (and the batch unless given) for --fit-memory; writes what it did into report.
-static void fit_memory(TrainArgs* a, Comm* comm, char* report, size_t report_n) {
+// Picks the flags (and the batch unless given) for --fit-memory; what it did goes to fit_search.report.
+static void fit_memory(TrainArgs* a, Comm* comm) {
     LlamaFit ctx = {a, comm};
     FitSearch* s = &a->fit_search;
     s->L = a->cfg.L; s->ctx = &ctx; s->cost = llama_fit_cost;
-    fit_memory_choose(s, fit_targets(a), a->total_batch, (long long)a->T * comm->dp, 64, 1024, &a->fit, comm->rank, report,
-                      report_n);
+    fit_memory_choose(s, a->total_batch, (long long)a->T * comm->dp, 64, 1024, &a->fit, comm->rank);
 }
 
 // Data parallelism reads one global batch of B*dp rows (the same loader, seed and
@@ -1314,13 +1287,16 @@ static void fit_memory(TrainArgs* a, Comm* comm, char* report, size_t report_n) 
 // share it (dp=1 with B*dp rows sees the same data as dp ranks with B rows each).
 static const int* rank_rows(const Llama* m, const int* global) { return global + (size_t)m->comm->dp_rank * m->B * m->T; }
 
-static float evaluate(Llama* m, DataLoader* val, int batches) {
+// the validation loss of `step`, and its log line
+static float evaluate(Llama* m, DataLoader* val, int batches, Logger* lg, int step) {
     dataloader_reset(val);
     for (int i = 0; i < batches; i++) {
         dataloader_next_batch(val);
         llama_forward_backward(m, rank_rows(m, val->inputs), rank_rows(m, val->targets), m->B, m->T, MODE_EVAL, 0.0f, 0);
     }
-    return llama_take_loss(m);
+    float loss = llama_take_loss(m);
+    logf_(lg, "step %5d | val loss %.6f\n", step, loss);
+    return loss;
 }
 
 // the model behind llmc/story_sampler.h's samples
@@ -1361,8 +1337,7 @@ int main(int argc, char** argv) {
     attention_select(attention_impl_parse(a.loop.attention), a.cfg.D / a.cfg.H);
     Comm comm;
     parallel_comm_init(&comm, &a.par, a.loop.plan_only);
-    char fit_report[1200] = "";
-    if (a.fit.budget_gib > 0.0f) fit_memory(&a, &comm, fit_report, sizeof(fit_report));
+    if (a.fit.budget_gib > 0.0f) fit_memory(&a, &comm);
     if ((int64_t)a.B * a.T * comm.dp > 2147483647)
         FAIL("--batch %d x --seq %d x %d DP ranks = %lld tokens per micro-step: at most 2^31 - 1 (the counts wrap past that)",
              a.B, a.T, comm.dp, (long long)a.B * a.T * comm.dp);
@@ -1373,31 +1348,16 @@ int main(int argc, char** argv) {
     ParallelFlags pf = parallel_flags_resolve(&a.par, a.shard_vocab, grad_accum);
     if (!a.loop.plan_only) check_same_config(&comm, &a);
     Logger lg = logger_for_rank(comm.rank);
+    parallel_device_setup(&comm, a.loop.plan_only);
     Llama m;
-    if (a.loop.plan_only) {
-        llama_build(&m, &a.cfg, &a.flags, &pf, &comm, a.B, a.T, 0);
-        m.micro_steps = grad_accum;
-        print_config(&lg, &a, &m, grad_accum);
-        logf_(&lg, "%s", fit_report);
-        print_plan(&lg, &m);
-        if (a.loop.plan_json) write_plan_json(&m, a.loop.plan_json);
-        llama_free(&m);
-        return 0;
-    }
-    dev_select(comm_device_index(&comm, dev_count()));
-    comm_setup_device(&comm);
-    llama_build(&m, &a.cfg, &a.flags, &pf, &comm, a.B, a.T, 1);
+    llama_build(&m, &a.cfg, &a.flags, &pf, &comm, a.B, a.T, !a.loop.plan_only);
     m.micro_steps = grad_accum;
-
-    // --resume auto: the newest complete checkpoint of the run directory, if any. Any
-    // --resume appends to main.log and metrics.jsonl (nothing of an earlier run is lost, even
-    // when no checkpoint is usable), and the checkpoints it skips are named in main.log.
-    if (!lg.quiet) logger_open(&lg, a.loop.run_dir, a.loop.resume != NULL);
-    const char* resume = ckpt_resume_path(&comm, &lg, a.loop.resume, a.loop.run_dir, checkpoint_check);
+    const char* resume = run_open(&comm, &lg, &a.loop, checkpoint_check);
     print_config(&lg, &a, &m, grad_accum);
-    logf_(&lg, "%s", fit_report);
+    logf_(&lg, "%s", a.fit_search.report);
     print_plan(&lg, &m);
     if (a.loop.plan_json && !lg.quiet) write_plan_json(&m, a.loop.plan_json);
+    if (a.loop.plan_only) { llama_free(&m); return 0; }
     if (a.loop.profile_step > 0) profile_setup(&m.prof, m.stream);
 
     DataLoader train, val;
@@ -1413,7 +1373,8 @@ int main(int argc, char** argv) {
     int sample_len = a.sample_len < a.T ? a.sample_len : a.T;
     if (m.tpd.sp) sample_len = sample_len < a.T / a.par.tp * a.par.tp ? sample_len : a.T / a.par.tp * a.par.tp;  // padded to a multiple of tp
     StorySampler sampler;
-    story_sampler_init(&sampler, a.sample_every, a.tokenizer, a.tokenizer_given, a.cfg.V, sample_len, a.T, a.temperature);
+    story_sampler_init(&sampler, a.sample_every, a.tokenizer, a.tokenizer_given, a.cfg.V, sample_len, a.T, a.temperature,
+                       (uint64_t)a.loop.seed);
 
     int start = 0;
     char path[1200];
@@ -1424,9 +1385,7 @@ int main(int argc, char** argv) {
         if (!restored) {
             // another layout wrote it: its data positions do not apply; continue on a new,
             // deterministic data order so that no rank replays the first steps' windows
-            dataloader_free(&train);
-            dataloader_init(&train, a.train_data, a.B * comm.dp, a.T, 0, 1, 1,
-                            (unsigned long long)a.loop.seed ^ (0x9E3779B97F4A7C15ull * (unsigned long long)(start + 1)));
+            dataloader_reseed(&train, (unsigned long long)a.loop.seed ^ (0x9E3779B97F4A7C15ull * (unsigned long long)(start + 1)));
             logf_(&lg, "the checkpoint's global micro-batch (dp x batch), sequence or accumulation differs from this run's: "
                   "the model and optimizer state carry over, the data order restarts from a seed derived from --seed "
                   "and step %d\n", start);
@@ -1439,8 +1398,7 @@ int main(int argc, char** argv) {
     }
     logger_start(&lg);  // the inputs are accepted: from here on the run directory is written
     if (a.save_init && !resume) {
-        ckpt_step_path(path, sizeof(path), a.loop.run_dir, 0);
-        checkpoint_write(&m, path, 0, grad_accum, &train);
+        checkpoint_write(&m, ckpt_step_path(path, sizeof(path), a.loop.run_dir, 0), 0, grad_accum, &train);
         logf_(&lg, "initial weights written to %s\n", path);
     }
 
@@ -1461,46 +1419,27 @@ int main(int argc, char** argv) {
         stop_if_not_finite(step, loss, norm, a.loop.run_dir, sl.last_ckpt);
         llama_apply_update(&m, lr, a.loop.beta1, a.loop.beta2, a.loop.adam_eps, a.loop.weight_decay, a.loop.grad_clip, norm, step);
         double ms = step_end(&sl, step);
-        double tok_s = a.total_batch / (ms / 1e3);
-        int last = step == a.loop.steps;
-        if (step_logs(&sl, step)) {
-            char eta[32];
-            step_eta(&sl, step, eta, sizeof(eta));
-            double seen = (double)step * a.total_batch;
-            logf_(&lg, "step %5d/%d | loss %.6f | lr %.3e | norm %.4f | %.1f ms | %.0f tok/s | %.*f%s tok | ETA %s | "
-                  "peak %.1f MiB%s\n", step, a.loop.steps, loss, lr, norm, ms, tok_s, seen < 1e6 ? 1 : 2,
-                  seen < 1e6 ? seen / 1e3 : seen / 1e6, seen < 1e6 ? "K" : "M", eta,
-                  sl.peak / 1048576.0, comm.size > 1 ? " (largest rank)" : "");
-        }
-        float val_loss = NAN;
-        if (a.loop.val_every > 0 && (step % a.loop.val_every == 0 || last)) {
-            val_loss = evaluate(&m, &val, a.val_batches);
-            logf_(&lg, "step %5d | val loss %.6f\n", step, val_loss);
-        }
-        metrics_begin(&lg, step);
-        metrics_num(&lg, "loss", loss); metrics_num(&lg, "lr", lr); metrics_num(&lg, "grad_norm", norm);
-        metrics_num(&lg, "ms", ms); metrics_num(&lg, "tok_per_s", tok_s);
-        metrics_int(&lg, "tokens", (long long)step * a.total_batch);
-        metrics_int(&lg, "peak_mem", (long long)sl.peak); metrics_int(&lg, "arena_bytes", (long long)m.dev.total);
+        double tok_s = a.total_batch / (ms / 1e3), seen = (double)step * a.total_batch;
+        step_log(&sl, step, loss, lr, norm, ms, "%.0f tok/s | %.*f%s tok", tok_s, seen < 1e6 ? 1 : 2,
+                 seen < 1e6 ? seen / 1e3 : seen / 1e6, seen < 1e6 ? "K" : "M");
+        float val_loss = step_due(&sl, step, a.loop.val_every) ? evaluate(&m, &val, a.val_batches, &lg, step) : NAN;
+        step_metrics(&sl, step, loss, lr, norm, ms);
+        metrics_num(&lg, "tok_per_s", tok_s); metrics_int(&lg, "tokens", (long long)step * a.total_batch);
+        step_metrics_memory(&sl, m.dev.total);
         metrics_num(&lg, "val_loss", val_loss);
         metrics_end(&lg);
-        if (step == a.loop.test_nan_update) param_store_plant_nan(&m.st);
         // the checkpoint first: whatever sampling meets, the step's state is on disk
         if (step_ckpt_due(&sl, step, &m.st, path, sizeof(path))) {
             checkpoint_write(&m, path, step, grad_accum, &train);
             step_ckpt_written(&sl, step, path);
         }
-        if (sampler.ready && (step % a.sample_every == 0 || last))
-            story_sample(&sampler, &lg, (uint64_t)a.loop.seed * 1000003ull + step, next_token_logits, &m);
+        if (sampler.ready && step_due(&sl, step, a.sample_every)) story_sample(&sampler, &lg, step, next_token_logits, &m);
     }
     if (start >= a.loop.steps) {  // nothing to train (--steps 0, or a finished run resumed): evaluate and sample it
-        if (a.loop.val_every > 0) logf_(&lg, "step %5d | val loss %.6f\n", start, evaluate(&m, &val, a.val_batches));
-        if (sampler.ready) story_sample(&sampler, &lg, (uint64_t)a.loop.seed * 1000003ull + start, next_token_logits, &m);
-        sl.peak = peak_bytes_all_ranks(&comm);
+        if (a.loop.val_every > 0) evaluate(&m, &val, a.val_batches, &lg, start);
+        if (sampler.ready) story_sample(&sampler, &lg, start, next_token_logits, &m);
     }
-    logf_(&lg, "done: peak memory measured %.1f MiB (%s%s), arena %.1f MiB planned%s\n",
-          sl.peak / 1048576.0, dev_measured_name(), comm.size > 1 ? ", largest rank" : "", m.dev.total / 1048576.0,
-          comm.size > 1 ? " per rank" : "");
+    step_loop_done(&sl, m.dev.total);
     story_sampler_free(&sampler);
     dataloader_free(&train);
     if (a.loop.val_every > 0) dataloader_free(&val);

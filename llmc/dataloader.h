@@ -278,6 +278,13 @@ static inline void dataloader_reset(DataLoader* dl) {
     dl->batches = 0;
 }
 
+// The same shards on another data order: the loader dataloader_init makes with this seed,
+// at its first batch.
+static inline void dataloader_reseed(DataLoader* dl, unsigned long long seed) {
+    dl->seed = seed;
+    dataloader_reset(dl);
+}
+
 static inline void dataloader_init(DataLoader* dl, const char* pattern, int B, int T, int rank, int world,
                                    int random_windows, unsigned long long seed) {
     char buf[512];

@@ -80,7 +80,13 @@ static inline void fit_args_validate(const FitArgs* f) {
 typedef struct { int B, ffn_chunks, ce_chunks, recompute, offload_act; } FitFlags;
 typedef struct { double bytes, seconds, base; int n_offload; } FitCost;  // bytes < 0: not a valid layout
 
+// The flags --fit-memory chooses, as places in a trainer's arguments (ce_chunks NULL: the
+// model has no output head to chunk). The search starts from their values, keeps the ones
+// the command line gave, and writes its choice back.
+typedef struct { int *B, *ffn_chunks, *ce_chunks, *recompute, *offload_act; } FitTargets;
+
 typedef struct {
+    FitTargets targets;     // set with the fixed flags (fit_fixed_from_flags)
     int L;                  // --offload-act 0..L
     int with_ce;            // the model has an output head: search --ce-chunks too
     FitFlags given;         // the flags' values on the command line (the defaults otherwise)
@@ -89,6 +95,7 @@ typedef struct {
     const char* batch_unit;      // "rows" or "clips", for the messages
     void* ctx;
     FitCost (*cost)(void* ctx, const FitFlags* f, const CostModel* cm);
+    char report[1200];           // what the search did, for the log ("" before it runs)
 } FitSearch;
 
 // Without --batch: the largest micro-batch that fits, up to what the step batch allows
@@ -167,13 +174,9 @@ static inline FitFlags fit_memory_search(const FitSearch* s, const FitArgs* a, i
     return best_f;
 }
 
-// The flags --fit-memory chooses, as places in a trainer's arguments (ce_chunks NULL: the
-// model has no output head to chunk). The search starts from their values, keeps the ones
-// the command line gave, and writes its choice back.
-typedef struct { int *B, *ffn_chunks, *ce_chunks, *recompute, *offload_act; } FitTargets;
-
-// Which targets the command line gave (train_flags_parse's `given`): those stay fixed.
+// The targets, and which of them the command line gave (train_flags_parse's `given`): those stay fixed.
 static inline void fit_fixed_from_flags(FitSearch* s, FitTargets t, const Flag* flags, int n, const int* given) {
+    s->targets = t;
     s->fixed_B = flag_given(flags, n, given, t.B);
     s->fixed_ffn = flag_given(flags, n, given, t.ffn_chunks);
     s->fixed_ce = t.ce_chunks ? flag_given(flags, n, given, t.ce_chunks) : 0;
@@ -181,15 +184,17 @@ static inline void fit_fixed_from_flags(FitSearch* s, FitTargets t, const Flag* 
     s->fixed_offload = flag_given(flags, n, given, t.offload_act);
 }
 
-// Runs the search (s: its fixed flags, L, ctx and cost filled in by the trainer; the
-// micro-batches as fit_batches takes them) and writes the chosen flags into t.
-static inline void fit_memory_choose(FitSearch* s, FitTargets t, int total, long long per_B, int most, int cap,
-                                     const FitArgs* a, int rank, char* report, size_t report_n) {
+// Runs the search (s: its targets and fixed flags, L, ctx and cost filled in by the trainer;
+// the micro-batches as fit_batches takes them), writes the chosen flags into the targets
+// and what it did into s->report.
+static inline void fit_memory_choose(FitSearch* s, int total, long long per_B, int most, int cap, const FitArgs* a,
+                                     int rank) {
+    const FitTargets t = s->targets;
     FitFlags given = {*t.B, *t.ffn_chunks, t.ce_chunks ? *t.ce_chunks : 1, *t.recompute, *t.offload_act};
     s->given = given;
     s->with_ce = t.ce_chunks != NULL;
     fit_batches(s, total, per_B, most, cap);
-    FitFlags best = fit_memory_search(s, a, rank, report, report_n);
+    FitFlags best = fit_memory_search(s, a, rank, s->report, sizeof(s->report));
     *t.B = best.B; *t.ffn_chunks = best.ffn_chunks; *t.recompute = best.recompute; *t.offload_act = best.offload_act;
     if (t.ce_chunks) *t.ce_chunks = best.ce_chunks;
 }

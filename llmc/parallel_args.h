@@ -103,6 +103,13 @@ static inline void parallel_comm_init(Comm* comm, const ParallelArgs* p, int pla
         FAIL("--dp %d is for --plan-only; this run has dp = %d ranks (from the launcher)", p->dp_plan, comm->dp);
 }
 
+// this rank's device (comm_device_index) and the communication's set-up on it; none for --plan-only
+static inline void parallel_device_setup(Comm* comm, int plan_only) {
+    if (plan_only) return;
+    dev_select(comm_device_index(comm, dev_count()));
+    comm_setup_device(comm);
+}
+
 // What a model needs of the parallel layout beyond its ranks (llmc/comm.h), resolved
 // from the flags: the trainers' memory flags live in their own structs.
 typedef struct {

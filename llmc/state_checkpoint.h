@@ -15,6 +15,7 @@ here, so the two trainers cannot drift apart in how they guard a file.
 #include "checkpoint.h"
 #include "flags.h"
 #include "param_store.h"
+#include "train_args.h"
 
 // the largest extra block a header may claim (a data loader's state is far smaller)
 #define CKPT_EXTRA_MAX 512
@@ -112,9 +113,10 @@ static inline void ckpt_state_read(ParamStore* st, const char* path, const CkptI
     if (f) fclose(f);
 }
 
-// PATH of the checkpoint of step `step` in run_dir (the name --resume auto looks for)
-static inline void ckpt_step_path(char* out, size_t n, const char* run_dir, int step) {
+// PATH of the checkpoint of step `step` in run_dir (the name --resume auto looks for); returns out
+static inline const char* ckpt_step_path(char* out, size_t n, const char* run_dir, int step) {
     snprintf(out, n, "%s/ckpt_%06d.bin", run_dir, step);
+    return out;
 }
 
 // --resume: the checkpoint to continue from, or NULL. "auto": the newest one of run_dir
@@ -127,4 +129,15 @@ static inline const char* ckpt_resume_path(Comm* cm, Logger* lg, const char* res
     const char* path = ckpt_find_latest_all_ranks(cm, run_dir, check, &ci, lg);
     if (!path) logf_(lg, "--resume auto: no checkpoint in %s, starting fresh\n", run_dir);
     return path;
+}
+
+// The start of a run (not --plan-only, which writes nothing and returns NULL): rank 0 opens
+// the run directory's main.log and metrics.jsonl, appending on any --resume (nothing of an
+// earlier run is lost, even when no checkpoint is usable), and the checkpoint to continue
+// from is found (ckpt_resume_path: --resume auto names the ones it skips in main.log).
+static inline const char* run_open(Comm* cm, Logger* lg, const TrainLoopArgs* l,
+                                   const char* (*check)(const char* path, void* info)) {
+    if (l->plan_only) return NULL;
+    if (!lg->quiet) logger_open(lg, l->run_dir, l->resume != NULL);
+    return ckpt_resume_path(cm, lg, l->resume, l->run_dir, check);
 }

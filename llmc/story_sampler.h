@@ -21,6 +21,7 @@ typedef struct {
     int ready;          // a tokenizer is loaded: samples are taken
     int len, V;         // tokens per sample, vocabulary
     float temperature;  // 0: greedy
+    uint64_t seed;      // --seed: each sample's generator is seeded by it and the step
     int *tokens, *pad;
     float* logits;
 } StorySampler;
@@ -28,13 +29,13 @@ typedef struct {
 // every: --sample-every (0: never); tokenizer_given: the user named the file, so it must
 // work (the default may be absent: samples are then skipped, with tokenizer_init's warning)
 static inline void story_sampler_init(StorySampler* s, int every, const char* tokenizer, int tokenizer_given, int V,
-                                      int len, int max_T, float temperature) {
+                                      int len, int max_T, float temperature, uint64_t seed) {
     memset(s, 0, sizeof(*s));
     s->ready = every > 0 && tokenizer_init(&s->tok, tokenizer, V) == 0;
     if (every > 0 && !s->ready && tokenizer_given)
         FAIL("--tokenizer %s cannot be used (the warning above says why) and --sample-every %d asks for samples: give a "
              "llama2.c tokenizer.bin for V=%d, or --sample-every 0", tokenizer, every, V);
-    s->len = len; s->V = V; s->temperature = temperature;
+    s->len = len; s->V = V; s->temperature = temperature; s->seed = seed;
     s->tokens = (int*)xmalloc((size_t)len * sizeof(int));
     s->pad = (int*)xmalloc((size_t)max_T * sizeof(int));
     s->logits = (float*)xmalloc((size_t)V * sizeof(float));
@@ -59,10 +60,10 @@ static inline int pick_token(float* logits, int V, float temperature, Rng* rng) 
     return V - 1;
 }
 
-// a story from BOS, sampled with its own generator seeded by the caller (by the step, so
-// that a resumed run prints the same samples as an uninterrupted one)
-static inline void story_sample(StorySampler* s, Logger* lg, uint64_t seed, NextTokenLogits next_logits, void* model) {
-    Rng rng; rng_init(&rng, seed);
+// the sample of `step`: a story from BOS, drawn with its own generator seeded by the seed
+// and the step, so that a resumed run prints the same samples as an uninterrupted one
+static inline void story_sample(StorySampler* s, Logger* lg, int step, NextTokenLogits next_logits, void* model) {
+    Rng rng; rng_init(&rng, s->seed * 1000003ull + (uint64_t)step);
     s->tokens[0] = 1;  // BOS
     logf_(lg, "--- sample ---\n");
     for (int t = 1; t < s->len; t++) {

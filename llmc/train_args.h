@@ -21,9 +21,10 @@ typedef struct {
     char help[9][112];  // the entries whose help names a trainer's own default
 } TrainLoopArgs;
 
-// The defaults both trainers share; each sets its own steps, weight decay, beta2, model and
-// run directory (the other fields start at zero).
-static inline void train_loop_defaults(TrainLoopArgs* l) {
+// The defaults both trainers share, and each trainer's own run directory, steps, weight decay
+// and beta2 (the model is the trainer's; the other fields start at zero).
+static inline void train_loop_defaults(TrainLoopArgs* l, const char* run_dir, int steps, float weight_decay, float beta2) {
+    l->run_dir = run_dir; l->steps = steps; l->weight_decay = weight_decay; l->beta2 = beta2;
     l->ffn_chunk_dim = "hidden"; l->attention = "auto";
     l->warmup = 20; l->val_every = 50; l->ckpt_every = 0; l->log_every = 1;
     l->lr = 1e-3f; l->min_lr_frac = 0.1f; l->beta1 = 0.9f; l->adam_eps = 1e-8f; l->grad_clip = 1.0f; l->seed = 1337;
@@ -118,12 +119,15 @@ static inline int train_flags_parse(int argc, char** argv, const Flag* own, int 
 }
 
 // The whole command line of a trainer: its own entries, the parallel flags (tp_help: what
-// --tp must divide in this model), --fit-memory's, then the shared ones, all checked.
-// flags and given as for train_flags_parse; returns the number of flags.
+// --tp must divide in this model), --fit-memory's, then the shared ones, all checked. par
+// and fit start at their defaults (no trainer has its own). flags and given as for
+// train_flags_parse; returns the number of flags.
 static inline int train_flags_parse_all(int argc, char** argv, const Flag* own, int n_own, TrainLoopArgs* loop,
                                         MemoryFlagRefs mem, int* ffn_chunk_seq, ParallelArgs* par, const char* tp_help,
                                         const char* cp_help,
                                         FitArgs* fit, Flag* flags, int* given, void (*usage)(const Flag*, int)) {
+    *par = parallel_args_default();
+    *fit = fit_args_default();
     Flag all[TRAIN_MAX_FLAGS];
     if (n_own + 19 > TRAIN_MAX_FLAGS) FAIL("train_flags_parse_all: %d flags of the trainer's own, raise TRAIN_MAX_FLAGS", n_own);
     memcpy(all, own, (size_t)n_own * sizeof(Flag));

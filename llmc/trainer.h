@@ -34,15 +34,28 @@ parameters; the fp32 builds (CPU, PRECISION=FP32) update the parameters themselv
 #define HAVE_MASTER_WEIGHTS 0
 #endif
 
+// a step's bytes per group and kind as JSON fields: "tp all-gather": 123, ...
+static inline void comm_bytes_json(char* out, size_t n, const CommBytes* cb) {
+    out[0] = 0;
+    for (int g = 0; g < NUM_GROUPS; g++)
+        for (int k = 0; k < NUM_COMM_KINDS; k++)
+            snprintf(out + strlen(out), n - strlen(out), "%s\"%s %s\": %.0f", out[0] ? ", " : "", GROUP_NAMES[g],
+                     COMM_KIND_NAMES[k], cb->b[g][k]);
+}
+
 // The memory plan as JSON for the tests that hold it against docs/memory.md: the fields
-// every trainer has, then the trainer's own (`extra`: "key": value pairs, or ""), then
-// both arenas.
+// every trainer has, then the trainer's own (`extra`: "key": value pairs, or ""), the bytes
+// a step sends by the trainer's formula (cb; NULL: not written), then both arenas.
 static inline void trainer_plan_json(const char* path, const ActPlan* acts, const Offload* off, size_t num_params,
-                                     const char* extra, const Arena* dev, const Arena* host) {
-    char fields[6144];
-    snprintf(fields, sizeof(fields), "\"act_block_bytes\": %zu, \"n_offload\": %d, \"num_params\": %zu, "
-             "\"sizeof_floatX\": %zu, \"master\": %d%s%s", acts->block_bytes, off->n_offload, num_params, sizeof(floatX),
-             HAVE_MASTER_WEIGHTS, extra[0] ? ", " : "", extra);
+                                     const char* extra, const CommBytes* cb, const Arena* dev, const Arena* host) {
+    char fields[6144], comm[2048];
+    int n = snprintf(fields, sizeof(fields), "\"act_block_bytes\": %zu, \"n_offload\": %d, \"num_params\": %zu, "
+                     "\"sizeof_floatX\": %zu, \"master\": %d%s%s", acts->block_bytes, off->n_offload, num_params,
+                     sizeof(floatX), HAVE_MASTER_WEIGHTS, extra[0] ? ", " : "", extra);
+    if (cb) {
+        comm_bytes_json(comm, sizeof(comm), cb);
+        snprintf(fields + n, sizeof(fields) - n, ", \"comm_bytes_per_step\": {%s}", comm);
+    }
     plan_write_json(path, fields, dev, host);
 }
 

@@ -443,6 +443,20 @@ static inline void clipsource_check_shape(const ClipSource* s, int C, int Fr, in
          what, s->C, s->Fr, s->Hi, s->Wi, s->num_classes, C, Fr, Hi, Wi, num_classes);
 }
 
+// A run's training and validation sources: the moving-digits generator (data "synthetic"),
+// or the clip file `data` with its last n_val clips held out, checked against the model's shape.
+static inline void clipsource_open(ClipSource* train, ClipSource* val, const char* data, int C, int Fr, int Hi, int Wi,
+                                   int num_classes, int n_val, uint64_t seed) {
+    if (strcmp(data, "synthetic") == 0) {
+        clipsource_init_synthetic(train, C, Fr, Hi, Wi, num_classes, seed, 0);
+        clipsource_init_synthetic(val, C, Fr, Hi, Wi, num_classes, seed, 1);
+    } else {
+        clipsource_init_file(train, data, 0, n_val, seed);
+        clipsource_init_file(val, data, 1, n_val, seed);
+        clipsource_check_shape(train, C, Fr, Hi, Wi, num_classes);
+    }
+}
+
 static inline void clipsource_free(ClipSource* s) {
     if (s->file) fclose(s->file);
     free(s->path);

@@ -127,16 +127,16 @@ static inline void vocab_crossentropy(VocabShards* v, float* losses, floatX* log
     crossentropy_vp_finish(losses, logits, v->ce_max, v->ce_sums, targets, nr, Vs, v0, nv, dloss, backward, s);
 }
 
-// What --shard-vocab buys against the same run without it, per rank: parameters, gradients
-// and optimizer state of the vocabulary (master: fp32 master weights kept). It can be
-// negative (a tied model under --zero 1: docs/memory.md section 7), so the log says it.
-static inline void vocab_log_savings(Logger* lg, const ParamStore* st, const ParamSpec* spec, int n_spec, int L, int zero,
-                                     int grad_fp32, int master, size_t D) {
+// What --shard-vocab buys against the same run without it (the store's tensor table and
+// --zero), per rank: parameters, gradients and optimizer state of the vocabulary (master:
+// fp32 master weights kept). It can be negative (a tied model under --zero 1: docs/memory.md
+// section 7), so the log says it.
+static inline void vocab_log_savings(Logger* lg, const ParamStore* st, int master, size_t D) {
     const ParamLayout* lay = &st->lay;
     const Comm* comm = st->comm;
     ParamLayout off;
-    param_layout_build(&off, spec, n_spec, L, comm->tp, 0, comm_grad_ranks(comm), 0, zero, 0);
-    double per_opt = 4.0 * (2 + master), per_local = 2.0 * sizeof(floatX) + 4.0 * grad_fp32;
+    param_layout_build(&off, lay->spec, lay->n_spec, lay->L, comm->tp, 0, comm_grad_ranks(comm), 0, lay->zero, 0);
+    double per_opt = 4.0 * (2 + master), per_local = 2.0 * sizeof(floatX) + 4.0 * st->grad_fp32;
     double without = off.n_local * per_local + off.n_opt * per_opt;
     double with = lay->n_local * per_local + lay->n_opt * per_opt +
                   (lay->vocab_tp ? 0.0 : 2.0 * lay->vocab_rows * comm_grad_ranks(comm) * D * sizeof(floatX));

@@ -39,7 +39,7 @@ global-norm clipping (torch.nn.utils.clip_grad_norm_, which train_dit copies); A
 (torch.optim.AdamW, train_dit's formula) with decay on the weight matrices and class_emb
 only (docs/design.md 9.2); lr(step) of llmc/schedule.h (linear warmup, cosine to min_lr_frac*lr).
 
-Data, bit for bit as train_dit (llmc/video_data.h, train_dit.cu batch_fill): micro-batch m of
+Data, bit for bit as train_dit (llmc/video_data.h, llmc/flow_batch.h flow_batch_fill): micro-batch m of
 step s holds the source's clips first .. first+B-1, first = ((s-1)*grad_accum + m)*B.
   synthetic  the moving-digits generator, ported (integer geometry, exact);
   FILE       a clip file (docs/formats.md): the last --val-clips clips are held out, clip i
@@ -128,7 +128,7 @@ TEMB = dref.TIMESTEP_DIM     # 256, the sinusoidal timestep embedding
 EPS = 1e-6                   # LayerNorm and QK RMSNorm (docs/design.md 9.3)
 LN_10000 = 9.210340371976184  # the double train_dit's timestep embedding uses
 CKPT_MAGIC, CKPT_VERSION = 20261126, 1
-SALT_TRAIN = 0x7261696E      # train_dit.cu: separates the training draws from validation's
+SALT_TRAIN = 0x7261696E      # llmc/flow_batch.h: separates the training draws from validation's
 GOLDEN = 0x9E3779B97F4A7C15
 PLANTS = ("none", "gate-swap", "rope-axis", "noise-shift")
 
@@ -229,7 +229,7 @@ def xorshift_outputs(states, n):
 
 
 def clip_draws(seed, indices, n_values, label_dropout, plant="none"):
-    """train_dit's batch_fill draws for the clips with these global indices: noise float32
+    """train_dit's flow_batch_fill draws for the clips with these global indices: noise float32
     [len, n_values], t float32 [len], dropped bool [len] (label -> null class)."""
     states = [rng_init((seed ^ SALT_TRAIN ^ ((i * GOLDEN) & MASK64)) & MASK64) for i in indices]
     n_normals = n_values + 1                  # the clip's noise, then the n of t
@@ -428,7 +428,7 @@ def open_source(a, c):
 
 class Batches:
     """Micro-batch m of step s: clips ((s-1)*grad_accum + m)*B .. +B-1 of the source, with
-    their noise, t and label dropout (train_dit.cu batch_fill)."""
+    their noise, t and label dropout (llmc/flow_batch.h flow_batch_fill)."""
 
     def __init__(self, source, c, a, device):
         self.src, self.c, self.a, self.device = source, c, a, device
