@@ -116,11 +116,18 @@ static float run_step(Dit* m, const Reference* r, float* grads_out, float* vpred
                                                             j == n_micro - 1);
         if (mine) dev_download_floats(mine + (size_t)j * micro * clip, m->vpred, (size_t)micro * clip);
     }
+    if (m->comm->cp_rank != 0) loss = 0.0;  // the members of a CP group ran the same clips: one counts
     comm_host_all_reduce(m->comm, GROUP_DP, &loss, 1, COMM_SUM);
     if (grads_out) param_store_get_grads(&m->st, grads_out);
     if (mine) {
-        // DP rank order is clip order; the ranks of a TP group hold the same v_pred
-        comm_host_gather(m->comm, GROUP_DP, mine, (size_t)Bl * clip * sizeof(float), vpred_out);
+        // the gradient group's order is (DP rank, CP member) and DP rank order is clip order; the
+        // ranks of a TP group and the members of a CP group hold the same v_pred
+        int cp = m->comm->cp;
+        size_t bytes = (size_t)Bl * clip * sizeof(float);
+        float* all = comm_grad_rank(m->comm) == 0 ? (float*)xmalloc(bytes * dp * cp) : NULL;  // the gather's root
+        comm_host_gather(m->comm, GROUP_DP, mine, bytes, all);
+        for (int d = 0; all && d < dp; d++) memcpy((char*)vpred_out + d * bytes, (char*)all + (size_t)d * cp * bytes, bytes);
+        free(all);
         free(mine);
     }
     return (float)loss;
@@ -142,8 +149,10 @@ int main(int argc, char** argv) {
     MemoryFlagRefs mem = {&flags.ffn_chunks, &flags.offload_act, &flags.recompute, NULL};
     const Flag own[] = {
         {"test-plant-tp-bug", 'i', &tp_test_plant_bug, "1: plant the sequence-parallel bug (the check must fail)"},
+        {"test-plant-cp-bug", 'i', &cp_test_plant_bug, "1: plant the ring's overwritten-block bug (the check must fail)"},
     };
-    test_args_parse(argc, argv, "test_dit", "DREF file (scripts/reference_dit.py)", own, 1, &t, mem, &flags.ffn_chunk_seq, NULL);
+    test_args_parse(argc, argv, "test_dit", "DREF file (scripts/reference_dit.py)", own, (int)(sizeof(own) / sizeof(own[0])), &t, mem, &flags.ffn_chunk_seq,
+                    "context-parallel group size (as the trainer)");
     const ParallelArgs* pa = &t.par;
     int micro_batch = t.micro_batch;
 
@@ -171,6 +180,8 @@ int main(int argc, char** argv) {
            flags.recompute, attention_impl_name(g_attention_impl), comm.dp, Bl, micro_batch, par.zero, par.grad_fp32);
     printf("tensor parallelism: tp %d --tp-mode %s --tp-recompute-allgather %d%s\n", comm.tp, pa->tp_mode, pa->tp_regather,
            tp_test_plant_bug ? " | PLANTED BUG (must fail)" : "");
+    printf("context parallelism: cp %d --cp-mode %s (%d Ulysses ways x %d ring members)%s\n", comm.cp, pa->cp_mode,
+           comm.ulysses, comm.cp / comm.ulysses, cp_test_plant_bug ? " | PLANTED BUG (must fail)" : "");
     dev_select(comm_device_index(&comm, dev_count()));
     comm_setup_device(&comm);
 

@@ -41,6 +41,7 @@ Every buffer is planned before the loop (print it with --plan-only 1, per rank w
 #include "llmc/param_store.h"    // parameters in buckets, DP reduction, ZeRO-1, AdamW, state in the reference layout
 #include "llmc/state_checkpoint.h"  // the checkpoint file: header, parameters, AdamW state
 #include "llmc/tensor_parallel.h"  // the TP collectives around the column- and row-parallel GEMMs
+#include "llmc/context_parallel.h"  // --cp: each rank holds 1/cp of every clip's tokens
 #include "llmc/fit_memory.h"     // --fit-memory: the search and the cost model
 #include "llmc/rope3d.h"        // the 3-D RoPE table
 #include "llmc/video_data.h"     // clip sources: moving digits, clip files
@@ -276,7 +277,10 @@ typedef struct {
     Comm* comm;                   // ranks and groups (one process: a world of one)
     DitShard sh;                  // this rank's heads and FFN units (all of them at tp 1)
     TpContext tpc;                // the TP collectives (llmc/tensor_parallel.h)
-    int B, N, P;                  // planned batch (clips per rank), tokens per clip, patch size
+    int B, N, P;                  // planned batch (clips per rank), tokens per clip on this rank, patch size
+    int Nt;                       // tokens per clip (N = Nt / cp)
+    CpContext cpx;                // context parallelism's layout and buffers (llmc/context_parallel.h)
+    floatX *cp_patches, *cp_gathered;  // --cp: every token's patches of the micro-batch; the members' rows gathered
     int B_cur;                    // clips of the micro-batch being run
     int keep_vpred;               // v_pred of every clip on every rank in training too (test_dit
                                   // compares it; under sequence parallelism it costs a gather)
@@ -374,13 +378,16 @@ static void dit_build(Dit* m, const DitConfig* cfg, const DitFlags* flags, const
     dit_config_validate(cfg);
     m->cfg = *cfg; m->flags = *flags; m->par = *par; m->comm = comm; m->B = B;
     const DitConfig* c = cfg;
-    m->N = dit_tokens(c); m->P = dit_patch_dim(c); m->clip = dit_clip_size(c);
+    m->Nt = dit_tokens(c); m->P = dit_patch_dim(c); m->clip = dit_clip_size(c);
     if (B < 1) FAIL("batch: B=%d must be positive", B);
     parallel_flags_validate(par);
     int tp = comm->tp;
     if (c->H % tp != 0) FAIL("--tp %d must divide the number of heads H=%d (each rank holds whole heads)", tp, c->H);
     if (c->FF < tp) FAIL("--tp %d exceeds the FFN hidden size FF=%d", tp, c->FF);
     m->sh = dit_shard(c, tp, comm->tp_rank);
+    // context parallelism (non-causal: a plain split, no zigzag): from here on N is this rank's tokens of a clip
+    cp_setup(&m->cpx, comm, 0, B, m->Nt, m->sh.Hl, m->sh.Hl, c->D / c->H);
+    m->N = m->Nt / comm->cp;
     m->sh.sp = tp > 1 && par->tp_sp;
     m->sh.keep_gathered = m->sh.sp && !par->tp_regather && flags->recompute == 0;
     // sequence parallelism cuts the B*N rows of a micro-batch into tp equal blocks (a ragged
@@ -413,10 +420,14 @@ static void dit_build(Dit* m, const DitConfig* cfg, const DitFlags* flags, const
     size_t most = param_store_largest_bucket(&m->st);  // or a TP collective of [BN, D] rows, [BN, P] patches, [B, 6D] adaLN
     size_t tp_most = BN * (D > P ? D : P) > (size_t)B * 6 * D ? BN * (D > P ? D : P) : (size_t)B * 6 * D;
     if (tp > 1 && tp_most > most) most = tp_most;
+    size_t cp_most = comm->cp > 1 ? (size_t)B * m->Nt * P : 0;  // the patches' gather (sampling, test_dit's v_pred)
+    cp_most = cp_staging_elements(&m->cpx) > cp_most ? cp_staging_elements(&m->cpx) : cp_most;
+    if (cp_most > most) most = cp_most;
     size_t staging = comm_staging_needed(comm) ? most * sizeof(floatX) : 0;
     arena_add_to(&m->host, "comm staging (--comm mpi)", "comm", staging, &m->comm_staging);
     // the recycled buffers of sequence parallelism (allreduce mode: none)
     tp_context_plan(&m->tpc, comm, m->sh.sp, m->sh.keep_gathered, D, BN, d);
+    cp_plan(&m->cpx, d);  // its recycled buffers and fp32 scratch (none at cp 1)
 
     m->acts = dit_act_plan(c, &m->sh, B, m->N, flags);
     offload_plan(&m->off, d, &m->host, c->L, n_offload, m->acts.block_bytes);
@@ -464,10 +475,14 @@ static void dit_build(Dit* m, const DitConfig* cfg, const DitFlags* flags, const
     arena_add_to(d, "conditioning (t emb, c)", "scratch", (size_t)B * TEMB_DIM * sizeof(floatX) + 4 * bd, &m->temb);
     arena_add_to(d, "adaLN vectors (all blocks)", "activations", (size_t)c->L * 6 * bd + 2 * bd, &m->ada);
     arena_add_to(d, "d conditioning", "scratch", 3 * bd + 6 * bd + 2 * bd, &m->dsc);
-    arena_add_to(d, "rope3d cos + sin", "scratch", 2 * (size_t)m->N * (hd / 2) * sizeof(float), &m->rope_cos);
+    if (comm->cp > 1) {  // every token's patches (the patchify of whole clips; v_pred's gather)
+        arena_add_to(d, "cp patches (whole clips)", "scratch", (size_t)B * m->Nt * P * sizeof(floatX), &m->cp_patches);
+        arena_add_to(d, "cp gathered patches", "comm", (size_t)B * m->Nt * P * sizeof(floatX), &m->cp_gathered);
+    }
+    arena_add_to(d, "rope3d cos + sin", "scratch", 2 * (size_t)m->Nt * (hd / 2) * sizeof(float), &m->rope_cos);
     arena_add_to(d, "grad norm", "scratch", sizeof(float), &m->norm_scratch);
-    arena_add_to(d, "attention delta (tc backward)", "scratch", attention_dispatch_scratch_floats(B, (int)Hl, m->N) * sizeof(float),
-                 &m->att_delta);
+    arena_add_to(d, "attention delta (tc backward)", "scratch",
+                 comm->cp > 1 ? 0 : attention_dispatch_scratch_floats(B, (int)Hl, m->N) * sizeof(float), &m->att_delta);
 
     if (!allocate) return;
     m->allocated = 1;
@@ -491,7 +506,7 @@ static void dit_build(Dit* m, const DitConfig* cfg, const DitFlags* flags, const
     m->ds1 = m->dc + (size_t)B * D;
     m->dada = m->ds1 + (size_t)B * D;
     m->dfada = m->dada + (size_t)B * 6 * D;
-    m->rope_sin = m->rope_cos + (size_t)m->N * (hd / 2);
+    m->rope_sin = m->rope_cos + (size_t)m->Nt * (hd / 2);
     m->host_sq = (float*)xmalloc((size_t)B * sizeof(float));
     m->host_sq_sum = (double*)xmalloc((size_t)B * sizeof(double));
     m->local_off = (size_t*)xmalloc((size_t)NUM_DIT_TENSORS * c->L * sizeof(size_t));
@@ -504,7 +519,7 @@ static void dit_build(Dit* m, const DitConfig* cfg, const DitFlags* flags, const
     matmul_setup();
     param_store_bind(&m->st, m->stream, &m->prof, m->norm_scratch, m->comm_staging, staging);
     tp_context_bind(&m->tpc, m->stream, m->comm_staging, staging);
-    size_t n_rope = (size_t)m->N * (hd / 2);
+    size_t n_rope = (size_t)m->Nt * (hd / 2);
     float* tab = (float*)xmalloc(2 * n_rope * sizeof(float));
     rope3d_table(tab, tab + n_rope, c->Fr / c->pt, c->Hi / c->ph, c->Wi / c->pw, (int)hd, c->rope_theta);
     dev_memcpy_h2d(m->rope_cos, tab, 2 * n_rope * sizeof(float), m->stream);
@@ -614,8 +629,10 @@ static void qk_norm_rope(Dit* m, int l, int which, floatX* out, float* rstd, con
     const DitConfig* c = &m->cfg;
     int hd = c->D / c->H, Hl = m->sh.Hl;
     rmsnorm_forward(out, rstd, in, dit_w(m, which, l), B * m->N * Hl, hd, DIT_EPS, m->stream);
-    // --attention tc rotates q and k in its tile loads (llmc/attention_tc.cuh): they stay unrotated
-    if (!attention_fuses_rope()) rope_forward(out, out, m->rope_cos, m->rope_sin, B, m->N, Hl, hd, m->stream);
+    // --attention tc rotates q and k in its tile loads (llmc/attention_tc.cuh): they stay unrotated;
+    // under cp each rank's tokens from their first position
+    if (m->comm->cp > 1) cp_rope(&m->cpx, out, Hl, m->rope_cos, m->rope_sin, B, 0, m->stream);
+    else if (!attention_fuses_rope()) rope_forward(out, out, m->rope_cos, m->rope_sin, B, m->N, Hl, hd, m->stream);
 }
 
 // ----------------------------------------------------------------------------
@@ -734,8 +751,10 @@ static void attention_block_forward(Dit* m, int l, DitActs a, int B) {
         qk_norm_rope(m, l, W_QNORM, ACT(a, A_Q), ACTF(a, A_QRSTD), ACT(a, A_QP), B);
         qk_norm_rope(m, l, W_KNORM, ACT(a, A_K), ACTF(a, A_KRSTD), ACT(a, A_KP), B);
     }
-    PROF(P, "attention fwd", 4.0 * B * Hl * (double)N * N * hd, 0, s) {
-        if (attention_fuses_rope())
+    PROF(P, "attention fwd", 4.0 * B * Hl * (double)N * m->Nt * hd, 0, s) {
+        if (m->comm->cp > 1)
+            cp_attention_forward(&m->cpx, ACT(a, A_O), ACTF(a, A_LSE), ACT(a, A_Q), ACT(a, A_K), ACT(a, A_V), B, s);
+        else if (attention_fuses_rope())
             attention_dispatch_full_forward_rope(ACT(a, A_O), ACTF(a, A_LSE), ACT(a, A_Q), ACT(a, A_K), ACT(a, A_V),
                                                  m->rope_cos, m->rope_sin, B, N, Hl, Hl, hd, s);
         else
@@ -938,8 +957,13 @@ static void layer_backward(Dit* m, int l, int B) {
         matmul_backward_input(m->dout_att, dy.p, dit_w(m, W_PROJ, l), BN, Dl, D, Dl, 0, s);
     }
     tp_give_back(tpc, &dy);
-    PROF(P, "attention bwd", 2.5 * 4.0 * B * Hl * (double)N * N * hd, 0, s) {
-        if (attention_fuses_rope()) {  // dq, dk come back rotated to the unrotated q, k
+    PROF(P, "attention bwd", 2.5 * 4.0 * B * Hl * (double)N * m->Nt * hd, 0, s) {
+        if (m->comm->cp > 1) {
+            cp_attention_backward(&m->cpx, m->dq, m->dk, m->dv, m->dout_att, ACT(a, A_Q), ACT(a, A_K), ACT(a, A_V),
+                                  ACT(a, A_O), ACTF(a, A_LSE), B, s);
+            cp_rope(&m->cpx, m->dq, Hl, m->rope_cos, m->rope_sin, B, 1, s);
+            cp_rope(&m->cpx, m->dk, Hl, m->rope_cos, m->rope_sin, B, 1, s);
+        } else if (attention_fuses_rope()) {  // dq, dk come back rotated to the unrotated q, k
             attention_dispatch_full_backward_rope(m->dq, m->dk, m->dv, m->dout_att, ACT(a, A_Q), ACT(a, A_K), ACT(a, A_V),
                                                   ACT(a, A_O), ACTF(a, A_LSE), m->att_delta, m->rope_cos, m->rope_sin, B,
                                                   N, Hl, Hl, hd, s);
@@ -983,6 +1007,17 @@ static void layer_backward(Dit* m, int l, int B) {
     }
 }
 
+// The patches of B clips x ([B, clip] values) into out: all N of each clip, or under cp this
+// rank's N of the Nt (tokens [k N, (k+1) N) of each clip on CP member k)
+static void dit_patches(Dit* m, floatX* out, const floatX* x, int B) {
+    const DitConfig* c = &m->cfg;
+    floatX* all = m->comm->cp > 1 ? m->cp_patches : out;
+    patchify(all, x, B, c->C, c->Fr, c->Hi, c->Wi, c->pt, c->ph, c->pw, m->stream);
+    if (all == out) return;
+    size_t P = m->P, first = (size_t)m->comm->cp_rank * m->N * P;
+    copy_2d(out, (size_t)m->N * P, all + first, (size_t)m->Nt * P, (size_t)m->N * P, B, 0, m->stream);
+}
+
 // The final adaLN and linear layer, unpatchify and the loss; in training their backward
 // at once, leaving dL/d h_final in m->dh and the first part of d silu(c) in m->dsc. Under
 // sequence parallelism on this rank's rows: the loss in patch space, each clip's sum over
@@ -990,29 +1025,35 @@ static void layer_backward(Dit* m, int l, int B) {
 // (sampling, test_dit), from the rows of all ranks gathered.
 static void head_forward_backward(Dit* m, int B, RunMode mode, float dscale) {
     const DitConfig* c = &m->cfg;
-    int D = c->D, P = m->P, nr = own_rows(m, B), sp = m->tpc.sp;
+    int D = c->D, P = m->P, nr = own_rows(m, B), sp = m->tpc.sp, cp = m->comm->cp;
+    int rowwise = sp || cp > 1;  // the loss on this rank's rows, in patch space
     stream_t s = m->stream;
     floatX* hout = m->hout + own_row0(m, B) * P;  // this rank's rows
     PROF(&m->prof, "final layer fwd", gemm_flops(nr, P, D), 0, s) {
         modulate_own(m, m->xf, m->meanf, m->rstdf, m->h_final, m->fada, m->fada + D, 2 * D, B);
         matmul_forward(hout, m->xf, dit_p(m, W_FINAL), nr, D, P, D, 0, s);
         bias_forward(hout, dit_p(m, B_FINAL), nr, P, s);
-        if (!sp || mode == MODE_SAMPLE || m->keep_vpred) {
+        if (!rowwise || mode == MODE_SAMPLE || m->keep_vpred) {
             if (sp) {
                 comm_all_gather(tp_comm(&m->tpc), GROUP_TP, m->hout, (size_t)nr * P, COMM_FLOATX, s);
                 comm_join(m->comm, s);
             }
-            unpatchify(m->vpred, m->hout, B, c->C, c->Fr, c->Hi, c->Wi, c->pt, c->ph, c->pw, s);
+            const floatX* all = m->hout;  // every token's output (under cp gathered from the CP group)
+            if (cp > 1) {
+                cp_all_gather_tokens(&m->cpx, m->cp_patches, m->cp_gathered, m->hout, B, (size_t)P, s);
+                all = m->cp_patches;
+            }
+            unpatchify(m->vpred, all, B, c->C, c->Fr, c->Hi, c->Wi, c->pt, c->ph, c->pw, s);
         }
     }
     if (mode == MODE_SAMPLE) return;
     floatX* dhout = m->dhout + own_row0(m, B) * P;
     PROF(&m->prof, "loss", 0, 3.0 * B * m->clip * SX, s) {
-        if (!sp) {
+        if (!rowwise) {
             mse_forward_backward(m->sq, mode == MODE_TRAIN ? m->dvpred : NULL, m->vpred, m->vtarget, B, m->clip, dscale, s);
             if (mode == MODE_TRAIN) patchify(m->dhout, m->dvpred, B, c->C, c->Fr, c->Hi, c->Wi, c->pt, c->ph, c->pw, s);
-        } else {  // the target's patches; the gradient overwrites this rank's rows of them
-            patchify(m->dhout, m->vtarget, B, c->C, c->Fr, c->Hi, c->Wi, c->pt, c->ph, c->pw, s);
+        } else {  // the target's patches (this rank's tokens under cp); the gradient overwrites this rank's rows of them
+            dit_patches(m, m->dhout, m->vtarget, B);
             dev_memset(m->sq, 0, (size_t)B * sizeof(float), s);
             TpSegment sg[3];
             int n = tp_own_segments(&m->tpc, B, m->N, sg);
@@ -1050,7 +1091,7 @@ static void dit_run(Dit* m, int B, RunMode mode, float dscale, int last) {
     conditioning_forward(m, B);
     floatX* h0 = ACT(dit_layer_acts(m, 0), A_H);
     PROF(&m->prof, "patch embed fwd", gemm_flops(nr, D, m->P), 0, s) {
-        patchify(m->xp, m->xt, B, c->C, c->Fr, c->Hi, c->Wi, c->pt, c->ph, c->pw, s);
+        dit_patches(m, m->xp, m->xt, B);
         matmul_forward(h0, xp, dit_p(m, W_PATCH), nr, m->P, D, m->P, 0, s);
         bias_forward(h0, dit_p(m, B_PATCH), nr, D, s);
     }
@@ -1098,8 +1139,10 @@ static float dit_forward_backward(Dit* m, const float* x0, const float* noise, c
     stream_synchronize(s);
     double sum = 0.0, *sq = m->host_sq_sum;
     for (int i = 0; i < B; i++) sq[i] = m->host_sq[i];
-    // under sequence parallelism each rank summed its own rows of each clip: the clip's sum over TP
+    // under sequence parallelism each rank summed its own rows of each clip: the clip's sum over
+    // TP; under cp over the CP group
     if (m->tpc.sp) comm_host_all_reduce(m->comm, GROUP_TP, sq, B, COMM_SUM);
+    if (m->comm->cp > 1) cp_host_sum(&m->cpx, sq, B);
     for (int i = 0; i < B; i++) {
         sum += sq[i];
         if (per_clip) per_clip[i] = (float)sq[i] / (float)m->clip;
@@ -1228,7 +1271,9 @@ static void parse_args(int argc, char** argv, TrainArgs* a) {
     int given[TRAIN_MAX_FLAGS];
     int n = train_flags_parse_all(argc, argv, own, (int)(sizeof(own) / sizeof(own[0])), &a->loop, mem,
                                   &a->flags.ffn_chunk_seq, &a->par, "tensor-parallel group size: consecutive ranks; must "
-                                  "divide the ranks and H (default 1)", NULL, &a->fit, flags, given, usage);
+                                  "divide the ranks and H (default 1)",
+                                  "context-parallel group size: each rank holds 1/cp of every clip's tokens; tp x cp must "
+                                  "divide the ranks (default 1)", &a->fit, flags, given, usage);
     FitTargets fit = {&a->B, &a->flags.ffn_chunks, NULL, &a->flags.recompute, &a->flags.offload_act};  // no --ce-chunks
     fit_fixed_from_flags(&a->fit_search, fit, flags, n, given);  // the flags --fit-memory chooses
 }
@@ -1261,14 +1306,18 @@ static void print_config(Logger* lg, const TrainArgs* a, const Dit* m) {
     logf_(lg, "train_dit | %s | %s | %s\n", m->allocated ? dev_name() : "plan only", PRECISION_NAME, a->loop.model);
     logf_(lg, "model: D=%d L=%d H=%d (hd %d) FF=%d NC=%d rope_theta=%g | clip C=%d Fr=%d Hi=%d Wi=%d, patch %dx%dx%d: "
           "N=%d tokens of P=%d | %.2fM parameters\n", c->D, c->L, c->H, c->D / c->H, c->FF, c->NC, c->rope_theta, c->C,
-          c->Fr, c->Hi, c->Wi, c->pt, c->ph, c->pw, m->N, m->P, m->num_params / 1e6);
+          c->Fr, c->Hi, c->Wi, c->pt, c->ph, c->pw, m->Nt, m->P, m->num_params / 1e6);
     logf_(lg, "batch: %d clips x %d micro-steps x %d DP ranks = %d clips (%d tokens) per step | steps %d, lr %g warmup %d, "
-          "wd %g, clip %g | label dropout %g\n", a->B, a->grad_accum, m->comm->dp, a->total_batch, a->total_batch * m->N,
+          "wd %g, clip %g | label dropout %g\n", a->B, a->grad_accum, m->comm->dp, a->total_batch, a->total_batch * m->Nt,
           a->loop.steps, a->loop.lr, a->loop.warmup, a->loop.weight_decay, a->loop.grad_clip, a->label_dropout);
-    logf_(lg, "parallel: world %d = dp %d x tp %d (--tp-mode %s --tp-recompute-allgather %d: %d heads, %d FFN units, %d of "
+    char cp[160] = "";
+    if (m->comm->cp > 1)
+        snprintf(cp, sizeof(cp), "cp %d (--cp-mode %s: %d Ulysses ways x %d ring members, %d tokens a clip each) x ",
+                 m->comm->cp, CP_MODE_NAMES[m->cpx.mode], m->cpx.U, m->cpx.R, m->N);
+    logf_(lg, "parallel: world %d = dp %d x %stp %d (--tp-mode %s --tp-recompute-allgather %d: %d heads, %d FFN units, %d of "
           "%d tokens per micro-batch on this rank) | --zero %d | --fp32-grad-accum %d | comm %s, timeout %g s\n",
-          m->comm->size, m->comm->dp, m->comm->tp, a->par.tp_mode, a->par.tp_regather, m->sh.Hl, m->sh.FFl,
-          tp_own_rows(&m->tpc, m->B * m->N), m->B * m->N, m->par.zero, m->par.grad_fp32, comm_backend_name(m->comm),
+          m->comm->size, m->comm->dp, cp, m->comm->tp, a->par.tp_mode, a->par.tp_regather, m->sh.Hl, m->sh.FFl,
+          tp_own_rows(&m->tpc, m->B * m->N), m->B * m->Nt, m->par.zero, m->par.grad_fp32, comm_backend_name(m->comm),
           a->par.comm_timeout);
     logf_(lg, "memory flags: --ffn-chunks %d --ffn-chunk-dim %s --offload-act %d (%d blocks) --recompute %d\n",
           m->flags.ffn_chunks, a->loop.ffn_chunk_dim, m->flags.offload_act, m->off.n_offload, m->flags.recompute);
@@ -1305,6 +1354,8 @@ static CommBytes dit_comm_bytes(const Dit* m) {
         comm_bytes_add(&cb, m->comm, GROUP_TP, KIND_ALL_REDUCE, m->micro_steps * (L * 6 + 2) * B * D * sx);
         comm_bytes_add(&cb, m->comm, GROUP_TP, KIND_ALL_REDUCE, (2 * D * P + D + P + 2 * L * D + 2 * L * hd) * sx);
     }
+    // context parallelism: each block's attention forward (again in backward under --recompute 2) and backward
+    cp_bytes_add(&m->cpx, &cb, m->B, m->micro_steps * L * (1 + (m->flags.recompute >= 2)), m->micro_steps * L);
     param_store_comm_bytes(&m->st, &cb);
     return cb;
 }
@@ -1315,11 +1366,13 @@ static void print_plan(Logger* lg, const Dit* m) {
 }
 
 static void write_plan_json(const Dit* m, const char* path) {
-    char extra[256];
+    char extra[512];
     snprintf(extra, sizeof(extra), "\"N\": %d, \"P\": %d, \"dp\": %d, \"tp\": %d, \"tp_sp\": %d, \"keep_gathered\": %d, "
-             "\"zero\": %d, \"grad_fp32\": %d, \"n_local\": %zu, \"n_opt\": %zu", m->N, m->P, m->comm->dp, m->comm->tp,
-             m->sh.sp, m->sh.keep_gathered, m->par.zero, m->par.grad_fp32, m->st.lay.n_local, m->st.lay.n_opt);
-    trainer_plan_json(path, &m->acts, &m->off, m->num_params, extra, NULL, &m->dev, &m->host);
+             "\"zero\": %d, \"grad_fp32\": %d, \"cp\": %d, \"cp_ulysses\": %d, \"n_local\": %zu, \"n_opt\": %zu", m->N,
+             m->P, m->comm->dp, m->comm->tp, m->sh.sp, m->sh.keep_gathered, m->par.zero, m->par.grad_fp32, m->comm->cp,
+             m->comm->ulysses, m->st.lay.n_local, m->st.lay.n_opt);
+    CommBytes cb = dit_comm_bytes(m);
+    trainer_plan_json(path, &m->acts, &m->off, m->num_params, extra, m->comm->cp > 1 ? &cb : NULL, &m->dev, &m->host);
 }
 
 // ----------------------------------------------------------------------------
@@ -1337,7 +1390,9 @@ static double accumulate_gradients(Dit* m, const TrainArgs* a, FlowBatch* batch,
         loss += dit_forward_backward(m, batch->x0, batch->noise, batch->t, batch->y, a->B, MODE_TRAIN, dscale, NULL,
                                      micro == a->grad_accum - 1);
     }
-    comm_host_all_reduce(m->comm, GROUP_DP, &loss, 1, COMM_SUM);  // the ranks' means of equal batches
+    // the ranks' means of equal batches (a CP group's members hold the same clips: one counts)
+    if (m->comm->cp_rank != 0) loss = 0.0;
+    comm_host_all_reduce(m->comm, GROUP_DP, &loss, 1, COMM_SUM);
     return loss / a->grad_accum / m->comm->dp;
 }
 

@@ -78,8 +78,8 @@ static inline ValLoss flow_validate(Comm* comm, ClipSource* val, FlowBatch* b, i
         int n = n_clips - done < b->B ? n_clips - done : b->B;
         FlowBatch part = *b; part.B = n;
         flow_batch_fill(&part, val, (uint64_t)done, seed, SALT_VAL, 0.0f, null_class);
-        losses(model, &part, per);
-        for (int i = 0; i < n; i++) { slots[2 * (done + i)] = per[i]; slots[2 * (done + i) + 1] = part.t[i]; }
+        losses(model, &part, per);  // (every member of a CP group runs it; member 0's numbers are written, once)
+        for (int i = 0; i < n && comm->cp_rank == 0; i++) { slots[2 * (done + i)] = per[i]; slots[2 * (done + i) + 1] = part.t[i]; }
     }
     comm_host_all_reduce(comm, GROUP_DP, slots, 2 * (size_t)n_clips, COMM_SUM);
     for (int i = 0; i < n_clips; i++) {

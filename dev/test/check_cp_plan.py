@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Holds train_llama's memory plan under context parallelism against docs/memory.md section 11.
 
-    python3 dev/test/check_cp_plan.py ./train_llama_cpu [./build/train_llama ...]
+    python3 dev/test/check_cp_plan.py ./train_llama_cpu ./train_dit_cpu [./build/train_llama ...]
 
 For a grid of shapes, cp in {2, 4, 8}, --cp-mode ring / ulysses / hybrid, tp 1 and 2, dp 1
 and 2 with --zero, and memory flags rotating, the plan of rank 0 (`--plan-only 1 --cp C
@@ -25,6 +25,7 @@ from fractions import Fraction
 
 import plan_json
 import check_memory_plan as M
+import check_dit_plan as DP
 
 # shapes whose T splits into 2 x 8 chunks; GQA with fewer kv heads than some Ulysses ways
 CP_MODELS = [
@@ -86,17 +87,21 @@ def cp_comm(c, cp, U, s, qn, kvn, k, recompute):
     return out
 
 
-def run(binary, c, f, lay, dpz, path):
+def layout_args(f, lay, dpz):
+    """the memory flags, the attention and the parallel layout of a plan's command line"""
     cp, mode, U, tp = lay
     dp, zero = dpz
+    args = ["--ffn-chunks", str(f["ffn_chunks"]), "--ffn-chunk-dim", "seq" if f["ffn_seq"] else "hidden",
+            "--offload-act", str(f["offload"]), "--recompute", str(f["recompute"]), "--attention", "fp32",
+            "--cp", str(cp), "--cp-mode", mode, "--tp", str(tp), "--dp", str(dp), "--zero", str(zero)]
+    return args + (["--cp-ulysses", str(U)] if mode == "hybrid" else [])
+
+
+def run(binary, c, f, lay, dpz, path):
     cmd = [binary, "--plan-only", "1", "--plan-json", path, "--V", str(c["V"]), "--D", str(c["D"]), "--L", str(c["L"]),
            "--H", str(c["H"]), "--KV", str(c["KV"]), "--F", str(c["F"]), "--max-seq-len", str(c["T"]),
-           "--batch", str(c["B"]), "--seq", str(c["T"]), "--tied", str(c["tied"]), "--ffn-chunks", str(f["ffn_chunks"]),
-           "--ffn-chunk-dim", "seq" if f["ffn_seq"] else "hidden", "--ce-chunks", str(f["ce_chunks"]),
-           "--offload-act", str(f["offload"]), "--recompute", str(f["recompute"]), "--attention", "fp32",
-           "--cp", str(cp), "--cp-mode", mode, "--tp", str(tp), "--dp", str(dp), "--zero", str(zero)]
-    if mode == "hybrid":
-        cmd += ["--cp-ulysses", str(U)]
+           "--batch", str(c["B"]), "--seq", str(c["T"]), "--tied", str(c["tied"]), "--ce-chunks", str(f["ce_chunks"])]
+    cmd += layout_args(f, lay, dpz)
     return cmd, plan_json.run_plan(cmd, path, keep_stdout=True)
 
 
@@ -139,6 +144,45 @@ def check(plan, c, f, lay, dpz):
     return errs
 
 
+# DiT shapes (non-causal: one chunk a rank); tokens 64 and 256 split into 8; H 4 and 8
+DIT_MODELS = [
+    dict(C=1, Fr=4, Hi=8, Wi=8, pt=1, ph=2, pw=2, D=32, L=2, H=4, FF=48, NC=3, B=2),
+    dict(C=3, Fr=4, Hi=16, Wi=16, pt=1, ph=2, pw=2, D=96, L=3, H=8, FF=250, NC=5, B=1),
+]
+DIT_LAYOUTS = [(2, "ring", 1, 1), (4, "ring", 1, 1), (8, "ring", 1, 1), (2, "ulysses", 2, 1), (4, "ulysses", 4, 1),
+               (4, "hybrid", 2, 1), (8, "hybrid", 4, 1), (2, "ring", 1, 2), (2, "ulysses", 2, 2)]
+
+
+def dit_run(binary, c, f, lay, dpz, path):
+    cmd = [binary, "--plan-only", "1", "--plan-json", path] + DP.shape_args(c, c["B"]) + layout_args(f, lay, dpz)
+    return cmd, plan_json.run_plan(cmd, path, keep_stdout=True)
+
+
+def dit_check(plan, c, f, lay, dpz):
+    cp, mode, U, tp = lay
+    dp, zero = dpz
+    s = plan["sizeof_floatX"]
+    fd = dict(f, dp=dp, zero=zero, gacc=0, tp=tp)
+    dev_want, host_want, _ = DP.expected_plan(c, c["B"], fd, s, 1 if s == 2 else 0, cp)
+    Nt = DP.tokens(c)
+    shape_c = dict(c, T=Nt, KV=c["H"])
+    chunks, C, Cr = 1, Nt // cp, Nt // cp * U
+    Hl = c["H"] // tp
+    cpe, qn, kvn = cp_entries(shape_c, cp, U, s, (chunks, C, Cr, Hl, Hl, Hl // U, Hl // U))
+    dev_want.update(cpe)
+    dev_want["cp patches (whole clips)"] = dev_want["cp gathered patches"] = c["B"] * Nt * DP.patch_dim(c) * s
+    got = {e["name"]: e["bytes"] for e in plan["device"]["entries"]}
+    errs = [f"{k}: plan {got.get(k)} formula {v}" for k, v in dev_want.items() if got.get(k) != v]
+    unknown = [k for k in got if k not in dev_want]
+    if unknown:
+        errs.append(f"entries no formula names: {unknown}")
+    comm = plan.get("comm_bytes_per_step", {})
+    for k, v in cp_comm(shape_c, cp, U, s, qn, kvn, 1, f["recompute"]).items():
+        if abs(comm.get(k, -1) - v) > Fraction(1, 2) + v / 10**9:
+            errs.append(f"comm {k}: plan {comm.get(k)} formula {float(v):.1f}")
+    return errs
+
+
 def refusals(binary):
     c = CP_MODELS[0]
     base = [binary, "--plan-only", "1", "--V", "512", "--D", "64", "--L", "2", "--H", "8", "--KV", "2", "--F", "176",
@@ -155,36 +199,43 @@ def refusals(binary):
     return errs, len(cases)
 
 
+def grid(binary):
+    """(jobs, run, check) of one binary: the Llama grid or the DiT grid, every layout that can exist"""
+    if "dit" in os.path.basename(binary):
+        jobs = [(c, M.FLAGS[(5 * i) % len(M.FLAGS)], lay, DPZ[i % len(DPZ)])
+                for i, (c, lay) in enumerate(itertools.product(DIT_MODELS, DIT_LAYOUTS))]
+        return jobs, dit_run, dit_check
+    jobs = [(c, M.FLAGS[(7 * i) % len(M.FLAGS)], lay, DPZ[i % len(DPZ)])
+            for i, (c, lay) in enumerate(itertools.product(CP_MODELS, LAYOUTS)) if cp_shape(c, lay[0], lay[2], lay[3])]
+    return jobs, run, check
+
+
 def main():
     binaries = sys.argv[1:] or ["./train_llama_cpu"]
-    bad = n = entries = 0
+    bad = n = 0
     with tempfile.TemporaryDirectory() as tmp:
         for binary in binaries:
-            jobs = []
-            for i, (c, lay) in enumerate(itertools.product(CP_MODELS, LAYOUTS)):
-                if cp_shape(c, lay[0], lay[2], lay[3]) is None:
-                    continue
-                f = M.FLAGS[(7 * i) % len(M.FLAGS)]
-                jobs.append((c, f, lay, DPZ[i % len(DPZ)]))
-            def one(i):
-                c, f, lay, dpz = jobs[i]
-                return run(binary, c, f, lay, dpz, os.path.join(tmp, f"cp{i}.json"))
-            results = plan_json.run_all(one, len(jobs), max(2, min(8, os.cpu_count() or 2)))
+            jobs, run_one, check_one = grid(binary)
+            results = plan_json.run_all(lambda i: run_one(binary, *jobs[i], os.path.join(tmp, f"p{i}.json")), len(jobs),
+                                        max(2, min(8, os.cpu_count() or 2)))
+            entries = 0
             for (c, f, lay, dpz), (cmd, (plan, err)) in zip(jobs, results):
-                errs = [err] if err else check(plan, c, f, lay, dpz)
+                errs = [err] if err else check_one(plan, c, f, lay, dpz)
                 n += 1
                 if errs:
                     bad += 1
                     print(f"FAIL {' '.join(cmd[5:])}:\n    " + "\n    ".join(errs[:6]))
                 else:
                     entries += len(plan["device"]["entries"]) + len(plan["host"]["entries"])
-            errs, k = refusals(binary)
-            n += 1
-            if errs:
-                bad += 1
-                print("FAIL refusals:\n    " + "\n    ".join(errs))
-            print(f"{os.path.basename(binary)}: {len(jobs)} context-parallel plans ({entries} entries equal to the "
-                  f"formulas of docs/memory.md section 11), {k} refusals")
+            what = f"{len(jobs)} context-parallel plans ({entries} entries equal to the formulas of docs/memory.md section 11)"
+            if run_one is run:
+                errs, k = refusals(binary)
+                n += 1
+                if errs:
+                    bad += 1
+                    print("FAIL refusals:\n    " + "\n    ".join(errs))
+                what += f", {k} refusals"
+            print(f"{os.path.basename(binary)}: {what}")
     print(f"{'PASS' if bad == 0 else 'FAIL'}: {n} checks, {bad} failed")
     return 1 if bad else 0
 

@@ -170,16 +170,18 @@ def ffn_chunk_shape(c, B, N, f):
     return B * N, (min(FFmax, cdiv(w, 64) * 64) if w >= 64 else w)
 
 
-def expected_plan(c, B, f, s, master):
-    """every device and host entry of the plan, by name (sections 9.1, 9.4, 9.5)"""
+def expected_plan(c, B, f, s, master, cp=1):
+    """every device and host entry of the plan, by name (sections 9.1, 9.4, 9.5); under
+    context parallelism (cp > 1, section 11) N is this rank's 1/cp of a clip's tokens and
+    the gradient group dp x cp (CP's own buffers: dev/test/check_cp_plan.py)"""
     D, L, H, FF, hd = c["D"], c["L"], c["H"], c["FF"], c["D"] // c["H"]
-    N, P = tokens(c), patch_dim(c)
+    N, P = tokens(c) // cp, patch_dim(c)
     BN, np_ = B * N, num_params(c)
     tp = f.get("tp", 1)
     sp, keep = sp_of(f)
     own = BN // tp if sp else BN  # this rank's rows of the residual stream (9.8)
     Hl, Dl, _, _ = shard(c, tp)
-    n_local, n_opt = local_params(c, f.get("dp", 1), f.get("zero", 0), tp)
+    n_local, n_opt = local_params(c, f.get("dp", 1) * cp, f.get("zero", 0), tp)
     fb = field_bytes(c, B, N, s, tp, sp, keep)
     block = block_bytes(c, B, N, f, s)
     work = sum(al(fb[x]) for x in work_fields(f))
@@ -237,7 +239,7 @@ def expected_plan(c, B, f, s, master):
         "conditioning (t emb, c)": B * TEMB * s + 4 * bd,
         "adaLN vectors (all blocks)": 6 * L * bd + 2 * bd,
         "d conditioning": 11 * bd,
-        "rope3d cos + sin": 4 * 2 * N * (hd // 2),
+        "rope3d cos + sin": 4 * 2 * tokens(c) * (hd // 2),  # every position of a clip
         "grad norm": 4,
         "attention delta (tc backward)": 0,  # --attention auto and fp32: the fp32 kernels need none
     }

@@ -11,7 +11,9 @@
 #      accumulation), the comm bytes counted against the formula, the stories, checkpoints
 #      resumed across layouts (cp 4 -> cp 1, tp 2 x cp 2, dp 2; cp 1 -> cp 2), bit-exact resume;
 #   d. clear errors for layouts that cannot work;
-#   e. the measured peak saves what the plan saves against cp 1, within 5%.
+#   e. the measured peak saves what the plan saves against cp 1, within 5%;
+#   f. test_dit and train_dit likewise (plain ring, ulysses, hybrid, with tp and dp; the GIFs
+#      identical to one process; checkpoints across layouts).
 #
 #   bash dev/test/cp_tests.sh PYTHON WORKDIR
 #
@@ -109,14 +111,18 @@ done
 toy_tokenizer "$W/tok512.bin"
 COMMON=(--model tiny --V 512 --H 4 --KV 2 --F 170 --seq 32 --total-batch 256 --steps 20 --warmup 2 --val-every 10 --val-batches 2
         --train-data "$W/train.bin" --val-data "$W/val.bin" --sample-every 20 --sample-len 23 --tokenizer "$W/tok512.bin")
-train() {  # train NP RUN_DIR FLAGS...: a run that must succeed
-  local np=$1 dir=$2; shift 2
-  if [ "$np" = 1 ]; then ./train_llama_cpu "${COMMON[@]}" --run-dir "$dir" "$@" >"$dir.log" 2>&1
-  else run_np "$np" ./train_llama_cpu "${COMMON[@]}" --run-dir "$dir" "$@" >"$dir.log" 2>&1; fi
+# run_trainer BINARY COMMON_ARRAY NP RUN_DIR FLAGS...: a run that must succeed (one process without mpirun)
+run_trainer() {
+  local bin=$1 np=$3 dir=$4
+  local -n common=$2
+  shift 4
+  if [ "$np" = 1 ]; then "$bin" "${common[@]}" --run-dir "$dir" "$@" >"$dir.log" 2>&1
+  else run_np "$np" "$bin" "${common[@]}" --run-dir "$dir" "$@" >"$dir.log" 2>&1; fi
   local rc=$?
   [ $rc -eq 0 ] || fail "train_$(basename "$dir")" "exit $rc: $(grep -m 2 -iE 'error|fail' "$dir.log" | tr '\n' ' ')"
   return $rc
 }
+train() { run_trainer ./train_llama_cpu COMMON "$@"; }
 stories() { awk '/^--- sample ---$/ {on = 1; next} /^--------------$/ {on = 0} on' "$1"; }
 TOL=1e-5
 train 1 "$W/cp1" --batch 4 --ckpt-every 10
@@ -159,6 +165,68 @@ fi
 if env PYTHON="$PY" LAUNCH="timeout -k 10 $RUN_LIMIT ${MPIRUN[*]} -np 4" bash scripts/check_resume.sh ./train_llama_cpu "$W/resume_cp2dp2" \
     --cp 2 --cp-mode ring --zero 1 >"$W/resume_cp2dp2.log" 2>&1; then pass resume_cp2xdp2_bitexact
 else fail resume_cp2xdp2_bitexact "$(tail -n 2 "$W/resume_cp2dp2.log" | tr '\n' ' ')"; fi
+
+# ---------------------------------------------------------------------------
+# f. train_dit and test_dit (non-causal: a plain split of each clip's tokens, the ring without
+# zigzag; 3-D RoPE by each rank's first token; the loss summed over the CP group)
+[ -x ./test_dit_cpu ] && [ -x ./train_dit_cpu ] || fail build_dit "./test_dit_cpu or ./train_dit_cpu is missing"
+DF=$W/cp_dit_h4_n64.dref
+"$PY" scripts/reference_dit.py --quiet --out "$DF" --C 1 --Fr 4 --Hi 8 --Wi 8 --pt 1 --ph 2 --pw 2 --D 32 --L 2 --H 4 --FF 48 \
+  --NC 3 --B 2 --n-steps 2 --seed 54 >"$W/gen_dit.log" 2>&1 || fail fresh_cp_dit "reference_dit.py failed: $(tail -n 1 "$W/gen_dit.log")"
+td() {  # td NAME NP ARGS...: test_dit under mpirun ends with its PASS line at the cp asked for
+  local name=$1 np=$2; shift 2
+  run_np "$np" ./test_dit_cpu "$@" >"$W/$name.log" 2>&1
+  local rc=$?
+  if [ $rc -eq 0 ] && grep -q "^PASS" "$W/$name.log" && ! grep -q "^FAIL" "$W/$name.log" \
+      && grep -q "^context parallelism: cp [24] " "$W/$name.log"; then pass "$name"
+  else fail "$name" "exit $rc; $(grep -E 'FAIL|error' "$W/$name.log" | head -n 3 | tr '\n' ' ')"; fi
+}
+td dit_np2_cp2_ring_hd12 2 --ref dev/ref/dit_hd12_clip.dref --cp 2 --cp-mode ring
+td dit_np4_cp4_ring_hd12_flags 4 --ref dev/ref/dit_hd12_clip.dref --cp 4 --cp-mode ring --ffn-chunks 2 --offload-act -1 --recompute 1
+td dit_np2_cp2_ulysses_nc1 2 --ref dev/ref/dit_nc1_hd8.dref --cp 2 --cp-mode ulysses --recompute 2
+td dit_np2_cp2_ulysses_pt2_flags 2 --ref dev/ref/dit_pt2_hw.dref --cp 2 --cp-mode ulysses --ffn-chunks 3 --ffn-chunk-dim seq
+td dit_np4_cp4_ulysses_fresh 4 --ref "$DF" --cp 4 --cp-mode ulysses
+td dit_np4_cp4_hybrid_fresh_flags 4 --ref "$DF" --cp 4 --cp-mode hybrid --cp-ulysses 2 --ffn-chunks 2 --recompute 1
+td dit_np4_tp2xcp2_rs_pt2 4 --ref dev/ref/dit_pt2_hw.dref --cp 2 --tp 2 --tp-mode reducescatter
+td dit_np4_tp2xcp2_ar_fresh 4 --ref "$DF" --cp 2 --cp-mode ulysses --tp 2
+td dit_np4_dp2xcp2_zero_fresh 4 --ref "$DF" --cp 2 --zero 1 --micro-batch 1 --fp32-grad-accum 1
+run_np 2 ./test_dit_cpu --ref "$DF" --cp 2 --test-plant-cp-bug 1 >"$W/dit_planted.log" 2>&1
+rc=$?
+if [ $rc -ne 0 ] && [ $rc -lt 124 ] && grep -q "^FAIL" "$W/dit_planted.log" && grep -q "PLANTED BUG" "$W/dit_planted.log"; then
+  pass dit_planted_cp_bug_fails
+else fail dit_planted_cp_bug_fails "exit $rc: the planted bug went unnoticed"; fi
+
+DCOMMON=(--D 24 --L 2 --H 2 --FF 40 --frames 4 --height 8 --width 8 --NC 3 --steps 20 --warmup 2 --val-every 10
+         --val-clips 6 --total-batch 8 --sample-every 20 --sample-steps 3)
+dtrain() { run_trainer ./train_dit_cpu DCOMMON "$@"; }
+dtrain 1 "$W/dit_cp1" --batch 2 --ckpt-every 10
+for spec in "2 dit_cp2_ring --batch 2 --cp 2 --cp-mode ring --ckpt-every 10" "2 dit_cp2_ulysses --batch 2 --cp 2 --cp-mode ulysses" \
+            "4 dit_cp4_hybrid --batch 2 --cp 4 --cp-mode hybrid --cp-ulysses 2 --recompute 2" \
+            "4 dit_tp2xcp2_rs --batch 2 --cp 2 --tp 2 --tp-mode reducescatter" \
+            "4 dit_dp2xcp2_zero --batch 1 --cp 2 --cp-mode ulysses --zero 1 --ffn-chunks 2"; do
+  set -- $spec; np=$1; n=$2; shift 2
+  dtrain "$np" "$W/$n" "$@" || continue
+  agree "train_${n}_vs_one_process" "$W/dit_cp1" "$W/$n" 1 $TOL
+  pred=$(grep -m 1 "^comm per step, predicted" "$W/$n.log" | sed 's/.*: //')
+  got=$(grep -m 1 "^comm per step, counted" "$W/$n.log" | sed 's/.*: //')
+  if [ -n "$pred" ] && [ "$pred" = "$got" ] && grep -qE "(ring send-recv|ulysses all-to-all)" <<<"$pred"; then pass "comm_bytes_${n}_equal_formula"
+  else fail "comm_bytes_${n}_equal_formula" "predicted '$pred', counted '$got'"; fi
+  # the GIFs and PNGs of rank 0 (not the float32 clip file: oneDNN rounds with the thread count)
+  if [ -d "$W/$n/samples" ] && diff -r -x '*.clips' "$W/dit_cp1/samples" "$W/$n/samples" >/dev/null; then pass "train_${n}_samples_identical"
+  else fail "train_${n}_samples_identical" "$(diff -rq -x '*.clips' "$W/dit_cp1/samples" "$W/$n/samples" 2>&1 | head -n 2 | tr '\n' ' ')"; fi
+done
+if [ -f "$W/dit_cp2_ring/ckpt_000010.bin" ]; then
+  dtrain 1 "$W/dit_cp2_to_cp1" --batch 2 --resume "$W/dit_cp2_ring/ckpt_000010.bin" \
+    && agree ckpt_dit_cp2_resumed_at_one_process "$W/dit_cp1" "$W/dit_cp2_to_cp1" 11 $TOL
+fi
+if [ -f "$W/dit_cp1/ckpt_000010.bin" ]; then
+  dtrain 4 "$W/dit_cp1_to_cp4" --batch 2 --cp 4 --cp-mode ring --resume "$W/dit_cp1/ckpt_000010.bin" \
+    && agree ckpt_dit_one_process_resumed_at_cp4 "$W/dit_cp1" "$W/dit_cp1_to_cp4" 11 $TOL
+fi
+expect_error dit_cp_15_tokens_do_not_split "15 tokens split 2 equal chunks" run_np 2 ./test_dit_cpu \
+  --ref dev/ref/dit_h4_hd4_hparams.dref --cp 2
+expect_error dit_cp_ulysses_heads_do_not_split "query heads split Ulysses" ./train_dit_cpu --D 24 --H 2 --frames 4 --height 8 \
+  --width 8 --cp 4 --cp-mode ulysses --plan-only 1
 
 # ---------------------------------------------------------------------------
 # e. memory, measured: at 4096 tokens a sample the activations dominate a rank's plan; what

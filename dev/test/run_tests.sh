@@ -102,7 +102,7 @@ done
 
 section "memory plan against the formulas of docs/memory.md"
 check memory_plan "$PY" dev/test/check_memory_plan.py ./train_llama_cpu
-check memory_plan_cp "$PY" dev/test/check_cp_plan.py ./train_llama_cpu
+check memory_plan_cp "$PY" dev/test/check_cp_plan.py ./train_llama_cpu ./train_dit_cpu
 
 section "dataloader and tokenizer"
 sub_tests dataloader ./build/test_dataloader
@@ -397,7 +397,7 @@ if [ -n "$(bash -c 'command -v nvcc || ls /usr/local/cuda/bin/nvcc' 2>/dev/null)
     "$(bash -c 'command -v nvcc || ls /usr/local/cuda/bin/nvcc' 2>/dev/null | head -n1)"
   # --plan-only touches no device, so the CUDA build's bf16 plan is checked here too
   [ -x build/train_llama ] && check memory_plan_bf16 "$PY" dev/test/check_memory_plan.py ./build/train_llama
-  [ -x build/train_llama ] && check memory_plan_cp_bf16 "$PY" dev/test/check_cp_plan.py ./build/train_llama
+  [ -x build/train_llama ] && [ -x build/train_dit ] && check memory_plan_cp_bf16 "$PY" dev/test/check_cp_plan.py ./build/train_llama ./build/train_dit
 fi
 
 section "train_dit: test_dit against the committed DiT references (dev/ref/*.dref)"
