@@ -291,3 +291,10 @@ build/test_rand: dev/test/test_rand.c llmc/rand.h
 build/init_bench: dev/bench/init_bench.c llmc/rand.h
 	@mkdir -p build
 	$(CXX) -O3 -march=native -fopenmp -x c++ -Wall -Wextra -I. $(if $(NVCC),-I$(dir $(NVCC))../include) $< -o $@ -lm
+
+# ring attention's log-sum-exp merge (llmc/cpu/attention_merge.h) against whole attention
+# (llmc/cpu/attention.h), forward and backward, on the CPU twins (make test runs it)
+test: build/test_attention_merge
+build/test_attention_merge: dev/test/test_attention_merge.c llmc/cpu/attention_merge.h llmc/cpu/attention.h llmc/cpu/vmath.h llmc/common.h
+	@mkdir -p build
+	$(CXX) -O3 -march=native -fopenmp -x c++ -DLLMC_CPU -Wall -Wextra -I. $< -o $@ -lm

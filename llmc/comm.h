@@ -517,6 +517,9 @@ static inline void comm_broadcast(Comm* c, CommGroup g, void* buf, size_t n, Com
 // Context parallelism's exchanges (llmc/context_parallel.h), out of place.
 // all-to-all: send holds group_size blocks of n elements, block r for rank r; afterwards
 // recv's block r is what rank r sent to this rank. Counted: the g-1 blocks that leave.
+// Unlike the other collectives it completes on `after`: with NCCL, `after` joins the
+// communication stream, so work issued on `after` next may read recv and reuse send (its
+// callers do at once; with --comm mpi it has completed when it returns).
 static inline void comm_all_to_all(Comm* c, CommGroup g, const void* send, void* recv, size_t n, CommDtype t, stream_t after) {
     int gs = c->group_size[g];
     size_t es = comm_type_bytes(t), block = n * es;
@@ -535,6 +538,7 @@ static inline void comm_all_to_all(Comm* c, CommGroup g, const void* send, void*
         }
         ncclCheck(ncclGroupEnd());
         comm_nccl_settle(c, c->nccl[g], "all-to-all");
+        comm_join(c, after);  // recv is read, and send refilled, on `after` right away
         return;
     }
 #endif

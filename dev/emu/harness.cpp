@@ -71,6 +71,8 @@ typedef int stream_t;
 #include "cpu/flow.h"
 #include "cpu/grad_accum.h"
 #include "cpu/reduce.h"
+#include "cpu/attention_merge.h"
+#include "cpu/copy2d.h"
 }  // namespace cpu
 
 #ifndef EMU_SHIM_CUDA_RUNTIME
@@ -2219,6 +2221,260 @@ static void add_step_checks() {
 }
 
 // ---------------------------------------------------------------------------------
+// context parallelism's kernels (llmc/context_parallel.h): attention_merge and
+// float_accumulate (llmc/attention_merge.cuh), copy_2d (llmc/copy2d.cuh)
+
+// got vs ref where ref may hold -inf (an lse row that saw no key): those entries must be
+// -inf in got too, exactly; the others as expect()
+static void expect_with_inf(const char* what, std::vector<float> got, std::vector<float> ref, const std::vector<double>& tol) {
+    size_t bad = 0, first = 0, infs = 0;
+    for (size_t i = 0; i < ref.size() && i < got.size(); i++)
+        if (std::isinf(ref[i]) || std::isinf(got[i])) {
+            infs++;
+            if (!(got[i] == ref[i])) { if (!bad) first = i; bad++; }
+            got[i] = ref[i] = 0.0f;
+        }
+    if (bad)
+        problem("%s: %zu of %zu infinite entries differ; first at %zu: got %.9g, expected %.9g", what, bad, infs, first,
+                got[first], ref[first]);
+    fprintf(stderr, "    %-12s %zu entries -inf in the twin%s\n", what, infs, bad ? "  <-- FAIL" : "");
+    expect(what, got, ref, tol);
+}
+
+// attention_merge: `steps` merges in a chain, as the ring does them: the first with
+// first = 1 (from_first; the running state is then NaN poison, which it must not read),
+// or all with first = 0 onto a random running state (o_acc fp32, lse_acc); out (floatX)
+// written at the last merge when with_out, else NULL. o_p is floatX, lse_p fp32, both
+// random; lse values spread over [-4, 12], plus rows where one side is ~100 above the
+// other (its weight exp(-100) underflows in fp32). infs: -inf rows on either side (a
+// block that saw no key: lse_p -inf keeps the running state, a running lse at -inf is
+// replaced by the partial, both -inf stays empty with lse -inf), in every step.
+// Bound of one evaluation, step by step in units of U (E = 2 U B), with B(l_acc) and
+// B(o_acc) carried from the step before (the partial's are 0: exact inputs):
+//   m = max(l_a, l_b): B(l_a); d = l - m: B(l_a) + |d|; e = exp(d): e (B(d) + 2)
+//   s = e_a + e_b: B(e_a) + B(e_b) + s;  l' = m + log s: B(l_a) + B(s)/s + 2 |log s| + |l'|
+//   w = exp(l - l'): w (B(l) + B(l') + |l - l'| + 2)
+//   o' = w_a o + w_b p: w_a B(o) + |o| B(w_a) + |p| B(w_b) + 2 (|w_a o| + |w_b p|)
+// first = 1 and rows with both lse -inf are copies: B = 0, exact. lse is fp32 (R = 0);
+// out is o_acc rounded once to floatX (tol_x).
+struct MergeShape { int B, T, H, hd; };
+static void check_attention_merge(const MergeShape& m, int steps, int from_first, int with_out, int infs) {
+    std::string name = sz("attention_merge[B=%d,T=%d,H=%d,hd=%d,steps=%d,%s,%s%s]", m.B, m.T, m.H, m.hd, steps,
+                          from_first ? "first" : "onto-running", with_out ? "out" : "out=NULL", infs ? ",-inf" : "");
+    add(name, [=] {
+        Rng r(name);
+        const int B = m.B, T = m.T, H = m.H, hd = m.hd;
+        const size_t rows = (size_t)B * T * H, n = rows * hd;
+        std::vector<float> o0(n), l0(rows);
+        for (auto& x : o0) x = from_first ? NAN : r.uni(-2, 2);  // fp32 running state (not floatX-rounded)
+        for (auto& x : l0) x = from_first ? NAN : r.uni(-4, 12);
+        std::vector<std::vector<float>> op, lp;
+        for (int k = 0; k < steps; k++) {
+            op.push_back(r.vec(n, -2, 2));
+            std::vector<float> l(rows);
+            for (auto& x : l) x = r.uni(-4, 12);
+            for (size_t i = 6; i < rows; i += 13) l[i] = 100.0f + r.uni(0, 8);   // far above the running lse
+            for (size_t i = 9; i < rows; i += 13) l[i] = -100.0f - r.uni(0, 8);  // far below
+            if (infs)
+                for (size_t i = 0; i < rows; i++)
+                    if (i % 7 == (size_t)(3 + k) % 7 || i % 11 == 4) l[i] = -INFINITY;
+            lp.push_back(l);
+        }
+        if (infs && !from_first)
+            for (size_t i = 0; i < rows; i++)
+                if (i % 5 == 2 || i % 11 == 4) l0[i] = -INFINITY;  // i % 11 == 4: both sides, every step
+        // the twin, step by step, and the bound
+        std::vector<float> ro = o0, rl = l0, rout(n, NAN);
+        std::vector<double> Bo(n, 0.0), Bl(rows, 0.0);
+        auto ex = [](double x, double Bx, double* Be) { double e = exp(x); *Be = e == 0 ? 0 : e * (Bx + 2); return e; };
+        for (int k = 0; k < steps; k++) {
+            int first = from_first && k == 0;
+            for (int b = 0; b < B; b++)
+                for (int t = 0; t < T; t++)
+                    for (int h = 0; h < H; h++) {
+                        size_t row = ((size_t)b * T + t) * H + h, li = ((size_t)b * H + h) * T + t;
+                        if (first) { Bl[li] = 0; for (int d = 0; d < hd; d++) Bo[row * hd + d] = 0; continue; }
+                        double la = rl[li], lb = lp[k][li], Bla = Bl[li], mx = fmax(la, lb);
+                        if (mx == -INFINITY) continue;  // both empty: o_acc and lse_acc stay
+                        double Bea, Beb, Bwa, Bwb;
+                        double ea = ex(la - mx, Bla + fabs(la - mx), &Bea), eb = ex(lb - mx, Bla + fabs(lb - mx), &Beb);
+                        double s = ea + eb, Bs = Bea + Beb + s, ln = mx + log(s);
+                        double Bln = Bla + Bs / s + 2 * fabs(log(s)) + fabs(ln);
+                        double wa = ex(la - ln, Bla + Bln + fabs(la - ln), &Bwa), wb = ex(lb - ln, Bln + fabs(lb - ln), &Bwb);
+                        Bl[li] = Bln;
+                        for (int d = 0; d < hd; d++) {
+                            size_t i = row * hd + d;
+                            double o = ro[i], p = op[k][i];
+                            Bo[i] = wa * Bo[i] + fabs(o) * Bwa + fabs(p) * Bwb + 2 * (fabs(wa * o) + fabs(wb * p));
+                        }
+                    }
+            cpu::attention_merge(ro.data(), rl.data(), with_out && k == steps - 1 ? rout.data() : nullptr, op[k].data(),
+                                 lp[k].data(), B, T, H, hd, first, 0);
+        }
+        Outs o = both_schedules([&] {
+            DF O(o0), L(l0), LP(rows); DX P(n), OUT(n);  // OUT stays NaN poison unless written
+            for (int k = 0; k < steps; k++) {
+                dev_upload_floats(P.p, op[k].data(), n);
+                dev_memcpy_h2d(LP.p, lp[k].data(), rows * sizeof(float), 0);
+                attention_merge(O.p, L.p, with_out && k == steps - 1 ? OUT.p : nullptr, P.p, LP.p, B, T, H, hd,
+                                from_first && k == 0, 0);
+            }
+            Outs out{{"o_acc", O.get()}, {"lse_acc", L.get()}};
+            if (with_out) out.push_back({"out", OUT.get()});
+            return out;
+        });
+        std::vector<double> Eo(n), El(rows);
+        for (size_t i = 0; i < n; i++) Eo[i] = 2 * U * Bo[i];
+        for (size_t i = 0; i < rows; i++) El[i] = 2 * U * Bl[i];
+        expect("o_acc", o[0].second, ro, tol_f(Eo));
+        expect_with_inf("lse_acc", o[1].second, rl, tol_f(El));
+        if (with_out) expect("out", o[2].second, rout, tol_x(rout, Eo));
+        // the twin against the definition, in double, for the single merge onto a running state
+        if (steps == 1 && !from_first) {
+            size_t bad = 0;
+            for (size_t row = 0; row < rows && bad == 0; row++) {
+                size_t b = row / ((size_t)T * H), t = row / H % T, h = row % H, li = (b * H + h) * T + t;
+                double la = l0[li], lb = lp[0][li], mx = fmax(la, lb);
+                double ln = mx == -INFINITY ? -INFINITY : mx + log(exp(la - mx) + exp(lb - mx));
+                if (!(std::isinf(ln) ? rl[li] == ln : fabs(rl[li] - ln) <= El[li])) bad++;
+                for (int d = 0; d < hd && !bad && !std::isinf(ln); d++) {
+                    size_t i = row * hd + d;
+                    double want = exp(la - ln) * o0[i] + exp(lb - ln) * op[0][i];
+                    if (!(fabs(ro[i] - want) <= Eo[i])) bad++;
+                }
+                if (bad) problem("twin vs definition: row %zu (lse %.9g and %.9g): lse %.9g, expected %.9g", row, la, lb, rl[li], ln);
+            }
+        }
+    });
+}
+
+// float_accumulate (the ring's fp32 dQ, dK, dV sums): acc[i] += x[i] in fp32, the same
+// addition as the twin: exact in both builds. off: the slice start in both buffers; the
+// elements around the slice must keep their values.
+static void check_float_accumulate(size_t n, int off) {
+    std::string name = sz("float_accumulate[n=%zu,off=%d]", n, off);
+    add(name, [=] {
+        Rng r(name);
+        const size_t pad = 5, all = n + off + pad;
+        std::vector<float> a(all), x(all);
+        for (auto& v : a) v = r.uni(-4, 4);
+        for (auto& v : x) v = r.uni(-1, 1);
+        std::vector<float> ref = a;
+        cpu::float_accumulate(ref.data() + off, x.data() + off, n, 0);
+        Outs o = both_schedules([&] {
+            DF A(a), X(x);
+            float_accumulate(A.p + off, X.p + off, n, 0);
+            return Outs{{"acc", A.get()}, {"x", X.get()}};
+        });
+        expect_exact("acc", o[0].second, ref);
+        expect_exact("x", o[1].second, x);  // an input: unchanged
+        for (size_t i = 0; i < all; i++) {  // the twin against the definition
+            float want = i >= (size_t)off && i < off + n ? a[i] + x[i] : a[i];
+            if (memcmp(&want, &ref[i], sizeof(float)) != 0) { problem("twin: element %zu is %.9g, expected %.9g", i, ref[i], want); break; }
+        }
+    });
+}
+
+// copy_2d: height rows of width elements, source rows spitch apart, destination rows dpitch
+// apart (odd pitches and widths), add = 0 (a copy: exact) or 1 (added into dst in fp32 and
+// rounded once: the twin's fp32 sum rounded to floatX, exact). dst starts at doff, src at
+// soff, into buffers that hold random values everywhere else: the elements between rows and
+// around the block must keep theirs. The twin is also checked against the definition.
+struct Copy2D { size_t width, height, dpitch, spitch; int doff, soff; };
+static void check_copy_2d(const Copy2D& c, int add_) {
+    std::string name = sz("copy_2d[width=%zu,height=%zu,dpitch=%zu,spitch=%zu,dst+%d,src+%d,add=%d]", c.width, c.height, c.dpitch,
+                          c.spitch, c.doff, c.soff, add_);
+    add(name, [=] {
+        Rng r(name);
+        const size_t pad = 7, nd = c.doff + c.height * c.dpitch + pad, ns = c.soff + c.height * c.spitch + pad;
+        auto d0 = r.vec(nd, -3, 3), s0 = r.vec(ns, -3, 3);
+        std::vector<float> ref = d0;
+        cpu::copy_2d(ref.data() + c.doff, c.dpitch, s0.data() + c.soff, c.spitch, c.width, c.height, add_, 0);
+        ref = round_x(ref);  // the twin (fp32 here) rounds the sum to floatX once, as the kernel does
+        Outs o = both_schedules([&] {
+            DX D(d0), S(s0);
+            copy_2d(D.p + c.doff, c.dpitch, S.p + c.soff, c.spitch, c.width, c.height, add_, 0);
+            return Outs{{"dst", D.get()}, {"src", S.get()}};
+        });
+        expect_exact("dst", o[0].second, ref);
+        expect_exact("src", o[1].second, s0);
+        std::vector<float> def = d0;
+        for (size_t y = 0; y < c.height; y++)
+            for (size_t x = 0; x < c.width; x++) {
+                float s = s0[c.soff + y * c.spitch + x], &d = def[c.doff + y * c.dpitch + x];
+                d = add_ ? rx(d + s) : s;
+            }
+        expect_exact("twin vs def", ref, def);
+    });
+}
+
+// the grid-stride loops with a small grid: float_accumulate caps its grid at 4096 blocks
+// and copy_2d at 8192 (of 256 threads), so the launchers' loops wrap only beyond 2^20 and
+// 2^21 elements (float_accumulate[n=1048579] above wraps through its launcher)
+static void check_cp_gridstride() {
+    add("float_accumulate_kernel[grid-stride,n=1001,grid=3x32]", [] {
+        Rng r("gs-float-acc");
+        size_t n = 1001;
+        std::vector<float> a(n), x(n);
+        for (auto& v : a) v = r.uni(-4, 4);
+        for (auto& v : x) v = r.uni(-1, 1);
+        auto ref = a;
+        cpu::float_accumulate(ref.data(), x.data(), n, 0);
+        Outs o = both_schedules([&] {
+            DF A(a), X(x);
+            ::emu::launch("float_accumulate_kernel", __FILE__, __LINE__, dim3(3), dim3(32), 0, 0, float_accumulate_kernel, A.p, X.p, n);
+            return Outs{{"acc", A.get()}};
+        });
+        expect_exact("acc", o[0].second, ref);
+    });
+    for (int add_ = 0; add_ <= 1; add_++)
+        add(sz("copy_2d_kernel[grid-stride,width=37,height=29,dpitch=41,spitch=53,grid=3x32,add=%d]", add_), [add_] {
+            Rng r("gs-copy2d");
+            size_t w = 37, h = 29, dp = 41, sp = 53;
+            auto d0 = r.vec(h * dp, -3, 3), s0 = r.vec(h * sp, -3, 3);
+            auto ref = d0;
+            cpu::copy_2d(ref.data(), dp, s0.data(), sp, w, h, add_, 0);
+            ref = round_x(ref);
+            Outs o = both_schedules([&] {
+                DX D(d0), S(s0);
+                ::emu::launch("copy_2d_kernel", __FILE__, __LINE__, dim3(3), dim3(32), 0, 0, copy_2d_kernel, D.p, dp, S.p, sp, w,
+                              w * h, add_);
+                return Outs{{"dst", D.get()}};
+            });
+            expect_exact("dst", o[0].second, ref);
+        });
+}
+
+static void add_context_parallel_checks() {
+    // hd < 32 (idle lanes), = 32, > 32 and not a multiple of it (33, 45, 70: a second pass of
+    // some lanes), 64 and 128 (the models'); rows = B T H not a multiple of the 8 warps of
+    // a block (the last block has warps past the end); T = 1
+    for (const MergeShape& m : std::vector<MergeShape>{{1, 7, 4, 6}, {2, 9, 3, 45}, {1, 5, 2, 32}, {2, 3, 2, 70},
+                                                       {3, 5, 1, 33}, {1, 1, 1, 1}, {2, 13, 4, 128}, {1, 37, 2, 64}}) {
+        for (int out = 0; out <= 1; out++) {
+            check_attention_merge(m, 1, 1, out, 1);  // first = 1: a copy (lse_p -inf rows included)
+            check_attention_merge(m, 1, 0, out, 1);  // first = 0 onto a running state, -inf rows on both sides
+        }
+        check_attention_merge(m, 1, 0, 1, 0);  // no -inf row
+        check_attention_merge(m, 4, 1, 1, 1);  // a ring of 4 blocks: first, two merges, the last with out
+    }
+    for (size_t n : {(size_t)0, (size_t)1, (size_t)7, (size_t)1001, (size_t)4099, ((size_t)1 << 20) + 3})
+        for (int off : {0, 3}) check_float_accumulate(n, off);
+    for (const Copy2D& c : std::vector<Copy2D>{{37, 29, 41, 53, 0, 0},    // odd widths and pitches
+                                               {37, 29, 53, 41, 3, 1},    // unaligned starts
+                                               {1, 1, 1, 1, 0, 0},
+                                               {1, 9, 3, 5, 1, 2},        // a column
+                                               {300, 5, 301, 300, 0, 0},  // contiguous source, > 256 per row
+                                               {64, 7, 64, 192, 0, 64},   // contiguous destination (a head block)
+                                               {72, 3, 216, 72, 144, 0},  // a ring chunk into ring-local order
+                                               {5, 300, 7, 5, 0, 0},      // many short rows
+                                               {0, 5, 3, 3, 0, 0},        // nothing to copy
+                                               {7, 0, 9, 9, 0, 0}})
+        for (int a = 0; a <= 1; a++) check_copy_2d(c, a);
+    check_cp_gridstride();
+}
+
+// ---------------------------------------------------------------------------------
 // grid-stride loops: the launchers cap the grid at 65536 blocks, so their loops wrap only
 // beyond 2^24 elements, too many to emulate. These checks launch the kernels themselves
 // with a small grid (the launch of a real llmc kernel, only the grid is chosen here).
@@ -2939,6 +3195,7 @@ int main(int argc, char** argv) {
         for (int bwd = 0; bwd <= 1; bwd++) check_bias(nc.first, nc.second, bwd);
     check_gridstride_adaln();
     add_step_checks();  // grad_accumulate (fp32 gradient accumulation), sum_accumulate (the loss on the device)
+    add_context_parallel_checks();  // attention_merge, float_accumulate, copy_2d (llmc/context_parallel.h)
 
     int passed = 0, failed = 0;
     for (const Check& c : g_checks) {

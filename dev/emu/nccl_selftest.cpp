@@ -5,7 +5,13 @@ mpirun -np 2, one case per run:
                            broadcast from rank 1) against values computed here, through the
                            non-blocking protocol, in the lazy stream model; the result of a
                            collective must include a memset issued on its stream just before
-                           it (it runs in stream order, not when called). Exits 0.
+                           it (it runs in stream order, not when called). Then point-to-point
+                           as llmc/comm.h drives it: an all-to-all (a group of a ncclSend and
+                           a ncclRecv to and from every rank, itself included, fp32) and two
+                           steps of a ring (a group of a send to the next rank and a receive
+                           from the previous one, bf16; the second step sends on what the
+                           first received, and a memset before the first must travel), exact.
+                           Exits 0.
     nccl_selftest CASE     a planted misuse of NCCL's non-blocking contract; the run must end
                            in the emulator error whose text `nccl_selftest --expect CASE` prints
                            (a shim that stops checking a rule fails its case).
@@ -42,6 +48,11 @@ static const Case CASES[] = {
     {"bad_overlap", "ncclAllGather: sendbuff and recvbuff overlap but are not in place"},
     {"ranks_disagree", "the ranks of communicator 0 run different collectives"},
     {"peer_never_runs", "did not complete within 1 s (EMU_NCCL_TIMEOUT)"},
+    {"p2p_ungrouped_ring", "never ran the matching ncclRecv at the same time"},
+    {"p2p_count_mismatch", "a send and its receive must have the same count and type"},
+    {"p2p_recv_overlap", "the receive buffer of ncclRecv from rank"},
+    {"p2p_call_in_progress", "ncclSend on communicator 0 while its ncclGroupEnd is still in progress"},
+    {"group_end_without_start", "ncclGroupEnd without ncclGroupStart"},
 };
 
 static int rank_ = 0;
@@ -153,11 +164,53 @@ static int case_ok(int n) {
     CK(ncclBroadcast(dg + rank_ * B, dt, B, ncclFloat32, n - 1, c, s)); settle(c);
     got = dev_download(dt, B, s);
     for (size_t i = 0; i < B; i++) expect_eq("broadcast fp32", i, got[i], val(n - 1, i));
+    // all-to-all as comm_all_to_all: block r of the send buffer to rank r, block r of the
+    // receive buffer from rank r, one group (the block to itself included)
+    const size_t A = 29;
+    std::vector<float> ha(n * A);
+    for (size_t i = 0; i < ha.size(); i++) ha[i] = val(rank_ * n + (int)(i / A), i % A);
+    float* das = dev_upload(ha, s);
+    float* dar; CU(cudaMalloc(&dar, n * A * sizeof(float)));
+    CK(ncclGroupStart());
+    for (int r = 0; r < n; r++) {
+        CK(ncclSend(das + r * A, A, ncclFloat32, r, c, s));
+        CK(ncclRecv(dar + r * A, A, ncclFloat32, r, c, s));
+    }
+    CK(ncclGroupEnd()); settle(c);
+    got = dev_download(dar, n * A, s);
+    for (size_t i = 0; i < n * A; i++) expect_eq("all-to-all fp32", i, got[i], val((int)(i / A) * n + rank_, i % A));
+    // two steps of a ring as comm_send_recv: to the next rank, from the previous; the second
+    // step sends what the first received. Elements [0, 5) are zeroed on the stream before the
+    // first step: the zeros travel with the block.
+    const size_t RB = 41;
+    const int next = (rank_ + 1) % n, prev = (rank_ + n - 1) % n;
+    auto ring_val = [](int r, size_t i) { return __float2bfloat16(1.0f + (float)(i % 17) / 32.0f + (float)r / 8.0f); };
+    std::vector<__nv_bfloat16> hk(RB);
+    for (size_t i = 0; i < RB; i++) hk[i] = ring_val(rank_, i);
+    __nv_bfloat16* ring[3];
+    ring[0] = dev_upload(hk, s);
+    CU(cudaMalloc(&ring[1], RB * sizeof(__nv_bfloat16))); CU(cudaMalloc(&ring[2], RB * sizeof(__nv_bfloat16)));
+    CU(cudaMemsetAsync(ring[0], 0, 5 * sizeof(__nv_bfloat16), s));
+    for (int st = 0; st < 2; st++) {
+        CK(ncclGroupStart());
+        CK(ncclSend(ring[st], RB, ncclBfloat16, next, c, s));
+        CK(ncclRecv(ring[st + 1], RB, ncclBfloat16, prev, c, s));
+        CK(ncclGroupEnd()); settle(c);
+    }
+    for (int st = 1; st <= 2; st++) {
+        std::vector<__nv_bfloat16> g = dev_download(ring[st], RB, s);
+        int from = ((rank_ - st) % n + n) % n;  // whose block arrived after st steps
+        for (size_t i = 0; i < RB; i++)
+            expect_eq(st == 1 ? "ring step 1 bf16" : "ring step 2 bf16", i, __bfloat162float(g[i]),
+                      i < 5 ? 0.0f : __bfloat162float(ring_val(from, i)));
+    }
     close_comm(c);
     CU(cudaStreamDestroy(s));
     CU(cudaFree(d)); CU(cudaFree(m)); CU(cudaFree(db)); CU(cudaFree(dr)); CU(cudaFree(dg)); CU(cudaFree(dt));
+    CU(cudaFree(das)); CU(cudaFree(dar)); for (auto* p : ring) CU(cudaFree(p));
     if (bad) { fprintf(stderr, "nccl_selftest (rank %d): %d wrong elements\n", rank_, bad); return 1; }
-    printf("nccl_selftest (rank %d): ok (6 collectives, %llu calls returned ncclInProgress)\n", rank_, emu_nccl::st().in_progress);
+    printf("nccl_selftest (rank %d): ok (6 collectives, an all-to-all and 2 ring steps in 3 groups of ncclSend/ncclRecv, %llu "
+           "calls returned ncclInProgress)\n", rank_, emu_nccl::st().in_progress);
     return 0;
 }
 
@@ -195,6 +248,33 @@ static int case_bad(const std::string& k, int n) {
         if (rank_ == 0) { CK(ncclAllReduce(d, d, N, ncclFloat32, ncclSum, c, s)); settle(c); dev_download(d, N, s); }
         else sleep(30);
     }
+    const int next = (rank_ + 1) % n, prev = (rank_ + n - 1) % n;
+    if (k == "p2p_ungrouped_ring") {  // each rank sends before it receives, ungrouped: NCCL deadlocks (EMU_NCCL_TIMEOUT=1)
+        CK(ncclSend(d, N, ncclFloat32, next, c, s)); settle(c);
+        CK(ncclRecv(d + N, N, ncclFloat32, prev, c, s)); settle(c);
+        dev_download(d, 2 * N, s);
+    }
+    if (k == "p2p_count_mismatch") {  // rank 1 receives one element fewer than rank 0 sends
+        CK(ncclGroupStart());
+        CK(ncclSend(d, N, ncclFloat32, next, c, s));
+        CK(ncclRecv(d + N, N - (rank_ == 1), ncclFloat32, prev, c, s));
+        CK(ncclGroupEnd()); settle(c);
+        dev_download(d, 2 * N, s);
+    }
+    if (k == "p2p_recv_overlap") {  // the receive lands on half of what the group sends
+        CK(ncclGroupStart());
+        CK(ncclSend(d, N, ncclFloat32, next, c, s));
+        CK(ncclRecv(d + N / 2, N, ncclFloat32, prev, c, s));
+        CK(ncclGroupEnd());
+    }
+    if (k == "p2p_call_in_progress") {  // every call takes 2 polls: the group is still in progress at the next send
+        CK(ncclGroupStart());
+        CK(ncclSend(d, N, ncclFloat32, next, c, s));
+        CK(ncclRecv(d + N, N, ncclFloat32, prev, c, s));
+        CK(ncclGroupEnd());
+        CK(ncclSend(d, N, ncclFloat32, next, c, s));
+    }
+    if (k == "group_end_without_start") CK(ncclGroupEnd());
     fprintf(stderr, "nccl_selftest (rank %d): case %s: the misuse was not caught\n", rank_, k.c_str());
     return 1;
 }
@@ -211,9 +291,10 @@ int main(int argc, char** argv) {
     if (!cs) { fprintf(stderr, "nccl_selftest: unknown case '%s' (--list)\n", k.c_str()); return 2; }
     if (argc == 3) { printf("%s\n", cs->expect); return 0; }
     emu::lazy_streams = true;  // collectives run when their stream is forced, as in the trainer stage
-    if (k == "call_in_progress" || k == "stream_use" || k == "use_before_init" || k == "destroy_during_finalize")
+    if (k == "call_in_progress" || k == "stream_use" || k == "use_before_init" || k == "destroy_during_finalize" ||
+        k == "p2p_call_in_progress")
         setenv("EMU_NCCL_POLLS", "2-2", 1);  // every call returns ncclInProgress (the shim reads it at its first call)
-    if (k == "peer_never_runs") setenv("EMU_NCCL_TIMEOUT", "1", 1);
+    if (k == "peer_never_runs" || k == "p2p_ungrouped_ring") setenv("EMU_NCCL_TIMEOUT", "1", 1);
     MP(MPI_Init(&argc, &argv));
     int n = 0;
     MP(MPI_Comm_rank(MPI_COMM_WORLD, &rank_));

@@ -34,7 +34,8 @@
 #    without a GPU (train_dit has no data parallelism yet). They are built with NCCL too,
 #    which is include/nccl.h here (non-blocking NCCL emulated on MPI), and test_llama runs
 #    with --comm nccl: --zero 1 --shard-vocab 1 in both precisions (bitwise the downloads
-#    of the --comm mpi run), --tp 2 in both --tp-modes; planted faults (EMU_NCCL_FAULT)
+#    of the --comm mpi run), --tp 2 in both --tp-modes, --cp 2 as ulysses and as ring
+#    (comm.h's all-to-all and send-recv: grouped ncclSend/ncclRecv); planted faults (EMU_NCCL_FAULT)
 #    must end in comm.h's messages; nccl_selftest.cpp plants one misuse per shim rule;
 # 4. for both test programs: checks that the results do not depend on the stream model or
 #    the thread schedule (sync / lazy / lazy with eager copy streams / reverse thread
@@ -160,6 +161,13 @@ if [ ${#MPIFLAGS[@]} -gt 0 ]; then
   for mode in allreduce reducescatter; do
     job "test_llama.bf16.nccl2.tp2_$mode" "$OMPI_TMP" "${MPIRUN[@]}" "$B/bin/test_llama.bf16" --comm nccl --ref dev/ref/mha_untied_small.lref \
       --tp 2 --tp-mode $mode --shard-vocab 1
+  done
+  # context parallelism over NCCL (llmc/context_parallel.h): Ulysses' all-to-alls and the ring's
+  # send-recvs, comm.h's groups of ncclSend/ncclRecv (in the lazy stream model, a consumer not
+  # ordered after its exchange reads what the buffer held before)
+  for mode in ulysses ring; do
+    job "test_llama.bf16.nccl2.cp2_$mode" "$OMPI_TMP" "${MPIRUN[@]}" "$B/bin/test_llama.bf16" --comm nccl --ref dev/ref/mha_untied_small.lref \
+      --cp 2 --cp-mode $mode
   done
   # comm.h's error handling, through faults the shim plants (EMU_NCCL_FAULT, on both ranks; the 3rd
   # collective is the first gradient reduce-scatter): each run must FAIL with its message
@@ -326,6 +334,8 @@ for o in "$B"/out/test_llama.*.out "$B"/out/test_dit.*.out; do
             if (v["destroyed"] != v["comms"] || v["finalized"] != v["comms"] || v["aborted"] != 0 || v["ran"] != v["calls"] ||
                 v["calls"] == 0 || v["in_progress"] == 0) { print "NCCL shim: " $0; exit } }')
           extra="; rank 0: $(field "$o" comms | head -n 1) communicators, $(grep -m1 '^EMU_NCCL ' "$o" | grep -o 'calls=[0-9]*' | cut -d= -f2) collectives, $(grep -m1 '^EMU_NCCL ' "$o" | grep -o 'in_progress=[0-9]*' | cut -d= -f2) calls in progress"
+          ng=$(grep -m1 '^EMU_NCCL ' "$o" | grep -o 'groups=[0-9]*' | cut -d= -f2)
+          [ "${ng:-0}" = 0 ] || extra="$extra; $ng of the collectives ncclSend/ncclRecv groups"
         fi
       fi ;;&
     *.models.lazy_eager_copies)

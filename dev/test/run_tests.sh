@@ -135,6 +135,11 @@ sub_tests rand ./build/test_rand
 # lost thread.
 check rand_fill_time ./build/test_rand --time 1.24e8 2 12
 
+section "context parallelism: ring attention's log-sum-exp merge against whole attention (dev/test/test_attention_merge.c)"
+# the CPU twins (llmc/cpu/attention_merge.h, attention.h): blocks merged = whole, forward and
+# backward, causal and full, 50 shapes; under a second (one thread: the shapes are tiny)
+sub_tests attention_merge ./build/test_attention_merge
+
 section "bad input: a clear message and a non-zero exit"
 R=dev/ref/mha_untied_small.lref
 head -c 3000 "$R" > "$TMP/truncated.lref"

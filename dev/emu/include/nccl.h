@@ -24,6 +24,16 @@ The model
     every rank, in rank order, in fp32 with the result rounded to the element type after
     each addition (bf16: as NCCL's ring does it; with 2 ranks a single rounding of a + b).
     Types: ncclFloat32, ncclBfloat16; operations ncclSum, ncclMax, ncclMin.
+  - Point-to-point (ncclSend, ncclRecv; comm.h's all-to-all and send-recv): the k-th send
+    from rank a to rank b on a communicator matches the k-th receive from a on b, and their
+    counts and types must agree (an error otherwise). Between ncclGroupStart and the
+    outermost ncclGroupEnd the calls are collected; ncclGroupEnd launches them together, as
+    one call that completes like a collective (ncclInProgress, polls) and runs on the stream
+    as one operation; an ungrouped call is a group of its own. A send completes only once the
+    peer's matching receive runs at the same time (NCCL's kernels wait for each other; here
+    MPI_Issend), so a ring of sends each issued before its receive, ungrouped, deadlocks as
+    it does in NCCL and ends at EMU_NCCL_TIMEOUT in an error naming the call, while the same
+    calls grouped run. A send to the rank itself is matched like any other.
   - Errors the caller must be told about are ASYNC: ncclCommGetAsyncError reports them
     (sticky), as NCCL does for a peer that died or a network failure.
 Rules (a violation is an emulator error, EMU_ERROR, exit 3; NCCL's documented contract):
@@ -42,25 +52,29 @@ Rules (a violation is an emulator error, EMU_ERROR, exit 3; NCCL's documented co
      implies; in-place only in the forms NCCL defines (ReduceScatter: recvbuff == sendbuff +
      rank * recvcount; AllGather: sendbuff == recvbuff + rank * sendcount; AllReduce and
      Broadcast: sendbuff == recvbuff), otherwise the buffers must not overlap.
+  6. A group of ncclSend/ncclRecv: no receive buffer overlaps another call's buffer; ncclGroupEnd
+     only after ncclGroupStart.
 Fault injection, so that tests can show the caller's error handling works
-(EMU_NCCL_FAULT, on every rank; K counts this process's collective calls from 1):
+(EMU_NCCL_FAULT, on every rank; K counts this process's collective calls and point-to-point
+groups from 1):
   call_error:K  the K-th collective fails to enqueue: its completion reports
                 ncclRemoteError through ncclCommGetAsyncError (as if a peer had died)
   run_error:K   the K-th collective fails while it runs on the stream: it moves no data,
-                leaves its output NaN (0xFF bytes) and the communicator reports
+                leaves its output (a group: every receive buffer) NaN (0xFF bytes) and the communicator reports
                 ncclRemoteError from then on
   stuck:K       the K-th collective never completes (ncclCommGetAsyncError says
                 ncclInProgress for ever): the caller's timeout and ncclCommAbort must end it
   no_finalize   ncclCommFinalize does nothing (a caller that skips it): rule 4 must fire
 At exit (normal or exit(1) from FAIL()) it prints to stderr
-  EMU_NCCL comms=N ready=N finalized=N destroyed=N aborted=N calls=N ran=N in_progress=N polls=N fault=...
-(calls: collectives enqueued; ran: of them run on their stream; in_progress: calls that
-returned ncclInProgress). run_trainer.sh checks every communicator was destroyed and every
-collective ran.
+  EMU_NCCL comms=N ready=N finalized=N destroyed=N aborted=N calls=N ran=N in_progress=N polls=N groups=N fault=...
+(calls: collectives and point-to-point groups enqueued; ran: of them run on their stream;
+in_progress: calls that returned ncclInProgress; groups: the point-to-point groups among
+calls). run_trainer.sh checks every communicator was destroyed and every collective ran.
 Limits: every rank of MPI_COMM_WORLD must call ncclCommInitRankConfig the same number of
 times in the same order (it splits MPI_COMM_WORLD; comm.h creates its world, TP and DP
-communicators on every rank in that order); no groups (ncclGroupStart/End), no
-point-to-point, no ncclCommSplit; at most INT_MAX bytes per rank and collective.
+communicators on every rank in that order); groups only of ncclSend/ncclRecv, on one
+communicator and one stream (collectives inside a group are an error); no ncclCommSplit; at
+most INT_MAX bytes per rank and collective (per call for point-to-point).
 */
 #pragma once
 #include <mpi.h>
@@ -130,7 +144,10 @@ struct ncclComm {
     std::function<ncclResult_t()> complete;
     ncclResult_t async_error;        // sticky, reported by ncclCommGetAsyncError
     bool ready, finalizing, finalized, destroyed, aborted;
-    unsigned long long calls, ran;   // collectives enqueued on streams / run there
+    unsigned long long calls, ran;   // collectives and point-to-point groups enqueued on streams / run there
+    unsigned long long colls;        // collectives enqueued (their sequence number, the same on every rank)
+    unsigned long long p2p_groups;   // point-to-point groups enqueued (a part of calls)
+    std::vector<unsigned long long> sends, recvs;  // ncclSend / ncclRecv enqueued, by peer (their MPI tags)
     CUstream_st* last_stream;        // where its last collective was enqueued, and at which position
     unsigned long long last_seq;
 };
@@ -139,6 +156,19 @@ namespace emu_nccl {
 enum Fault { FAULT_NONE, FAULT_CALL_ERROR, FAULT_RUN_ERROR, FAULT_STUCK, FAULT_NO_FINALIZE };
 enum Kind { K_ALL_REDUCE, K_REDUCE_SCATTER, K_ALL_GATHER, K_BROADCAST };
 inline const char* KIND_NAMES[] = {"ncclAllReduce", "ncclReduceScatter", "ncclAllGather", "ncclBroadcast"};
+
+// a ncclSend or ncclRecv, from its call until it has run on its stream
+struct P2P {
+    bool send;
+    const void* sbuf;                // ncclSend's
+    void* rbuf;                      // ncclRecv's
+    size_t count;
+    ncclDataType_t type;
+    int peer;
+    ncclComm* c;
+    cudaStream_t stream;
+    unsigned long long k;            // its number among this rank's sends to (receives from) peer on c: the MPI tags
+};
 
 struct State {
     std::vector<ncclComm*> comms;    // every communicator created (kept after destroy, to catch use after it)
@@ -152,6 +182,8 @@ struct State {
     unsigned long long fault_k = 0;
     const char* fault_text = "none";
     bool configured = false;
+    int group_depth = 0;             // ncclGroupStart nesting
+    std::vector<struct P2P> group;   // the point-to-point calls of the open group
 };
 inline State& st() { static State s; return s; }
 
@@ -207,11 +239,14 @@ inline int draw_polls() {
 inline void report() {
     State& s = st();
     int ready = 0, fin = 0, des = 0, ab = 0;
-    unsigned long long calls = 0, ran = 0;
-    for (ncclComm* c : s.comms) { ready += c->ready; fin += c->finalized; des += c->destroyed; ab += c->aborted; calls += c->calls; ran += c->ran; }
+    unsigned long long calls = 0, ran = 0, groups = 0;
+    for (ncclComm* c : s.comms) {
+        ready += c->ready; fin += c->finalized; des += c->destroyed; ab += c->aborted; calls += c->calls; ran += c->ran;
+        groups += c->p2p_groups;
+    }
     fflush(stdout);
-    fprintf(stderr, "EMU_NCCL comms=%zu ready=%d finalized=%d destroyed=%d aborted=%d calls=%llu ran=%llu in_progress=%llu polls=%llu fault=%s\n",
-            s.comms.size(), ready, fin, des, ab, calls, ran, s.in_progress, s.polls, s.fault_text);
+    fprintf(stderr, "EMU_NCCL comms=%zu ready=%d finalized=%d destroyed=%d aborted=%d calls=%llu ran=%llu in_progress=%llu polls=%llu groups=%llu fault=%s\n",
+            s.comms.size(), ready, fin, des, ab, calls, ran, s.in_progress, s.polls, groups, s.fault_text);
     fflush(stderr);
 }
 
@@ -388,6 +423,9 @@ inline bool overlap(const void* a, size_t na, const void* b, size_t nb) {
 inline ncclResult_t collective(ncclComm_t comm, Coll x, cudaStream_t stream) {
     const char* what = KIND_NAMES[x.kind];
     ncclComm* c = usable(comm, what);
+    if (st().group_depth > 0)
+        ::emu::error("emulated NCCL: %s inside ncclGroupStart/ncclGroupEnd: groups of collectives are not emulated (only of "
+                     "ncclSend and ncclRecv)", what);
     if (!::emu::valid_stream(stream)) ::emu::error("emulated NCCL: %s on an invalid or destroyed stream", what);
     size_t es = type_bytes(x.type, what);
     if (x.kind != K_ALL_GATHER && x.op != ncclSum && x.op != ncclMax && x.op != ncclMin)
@@ -412,7 +450,7 @@ inline ncclResult_t collective(ncclComm_t comm, Coll x, cudaStream_t stream) {
         ::emu::error("emulated NCCL: %s: sendbuff and recvbuff overlap but are not in place the way NCCL defines it", what);
     State& g = st();
     unsigned long long nth = ++g.calls;
-    unsigned long long seq = c->calls;  // its position on the communicator (the same on every rank)
+    unsigned long long seq = c->colls;  // its position among the communicator's collectives (the same on every rank)
     CUstream_st* cs = ::emu::stream_of(stream);
     bool fail_now = g.fault == FAULT_CALL_ERROR && nth == g.fault_k;
     auto take = [c, x, stream, cs, seq, nth, fail_now]() -> ncclResult_t {
@@ -420,10 +458,151 @@ inline ncclResult_t collective(ncclComm_t comm, Coll x, cudaStream_t stream) {
         if (fail_now) return ncclRemoteError;  // the collective never reaches the stream
         ::emu::submit(stream, [c, x, seq, nth]() { run(c, x, seq, nth); });
         c->calls++;
+        c->colls++;
         c->last_stream = cs; c->last_seq = cs->enq;
         return ncclSuccess;
     };
     return start(c, what, cs, g.fault == FAULT_STUCK && nth == g.fault_k, take);
+}
+
+// ---- point-to-point (ncclSend, ncclRecv) and groups (ncclGroupStart, ncclGroupEnd)
+// NCCL matches the k-th ncclSend from rank a to rank b on a communicator with the k-th
+// ncclRecv from a on b; counts and types must agree. A send completes only when the peer's
+// receive runs at the same time (NCCL's kernels wait for each other), so two ranks that each
+// issue a send to the other before the matching receive deadlock unless the calls are in one
+// group: ncclGroupEnd launches the group's calls together. Here each call is two MPI messages
+// on the communicator with tags from k: a header (count, type) and the data, sent with
+// MPI_Issend, which completes only once the peer has posted the matching receive, the
+// receiver posting the data receive only after it has run the header check. So a send whose
+// receive is never running at the same time (ungrouped pairs in a ring) never completes:
+// after EMU_NCCL_TIMEOUT the run stops with an error naming it.
+struct P2PHeader { long long count, type, k; };
+
+inline const char* p2p_name(const P2P& o) { return o.send ? "ncclSend" : "ncclRecv"; }
+
+// runs on the stream when the emulated stream reaches the group: every call of the group at once
+inline void run_p2p(ncclComm* c, std::vector<P2P> ops, unsigned long long nth) {
+    if (c->aborted) return;  // ncclCommAbort drops what was enqueued
+    if (st().fault == FAULT_RUN_ERROR && nth == st().fault_k) {
+        for (const P2P& o : ops)
+            if (!o.send) memset(o.rbuf, 0xFF, o.count * (o.type == ncclFloat32 ? 4 : 2));  // whatever reads it sees NaN
+        c->async_error = ncclRemoteError;
+        c->ran++;
+        return;
+    }
+    size_t n = ops.size();
+    std::vector<P2PHeader> hs(n);
+    std::vector<MPI_Request> hreq(n, MPI_REQUEST_NULL), dreq(n, MPI_REQUEST_NULL);
+    std::vector<char> hdone(n, 0), ddone(n, 0), posted(n, 0);
+    for (size_t i = 0; i < n; i++) {
+        const P2P& o = ops[i];
+        int tag = (int)(o.k % 16384) * 2;  // 2 tags a call, within the 32767 MPI guarantees
+        size_t bytes = o.count * (o.type == ncclFloat32 ? 4 : 2);
+        if (o.send) {
+            hs[i] = {(long long)o.count, (long long)o.type, (long long)o.k};
+            EMU_MPI(MPI_Isend(&hs[i], (int)sizeof(P2PHeader), MPI_BYTE, o.peer, tag, c->mpi, &hreq[i]));
+            EMU_MPI(MPI_Issend(o.sbuf, (int)bytes, MPI_BYTE, o.peer, tag + 1, c->mpi, &dreq[i]));
+            posted[i] = 1;
+        } else {
+            EMU_MPI(MPI_Irecv(&hs[i], (int)sizeof(P2PHeader), MPI_BYTE, o.peer, tag, c->mpi, &hreq[i]));
+        }
+    }
+    struct timespec t0; clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (long spins = 0;; spins++) {
+        bool all = true;
+        for (size_t i = 0; i < n; i++) {
+            const P2P& o = ops[i];
+            int done = 0;
+            if (!hdone[i]) { EMU_MPI(MPI_Test(&hreq[i], &done, MPI_STATUS_IGNORE)); hdone[i] = (char)done; }
+            if (hdone[i] && !posted[i]) {  // a receive: its header has come
+                if (hs[i].count != (long long)o.count || hs[i].type != (long long)o.type)
+                    ::emu::error("emulated NCCL: ncclRecv of %zu elements of type %d from rank %d (communicator %d, rank %d of "
+                                 "%d; its receive #%llu from that rank), but rank %d sent %lld elements of type %lld: a send "
+                                 "and its receive must have the same count and type", o.count, (int)o.type, o.peer, c->index,
+                                 c->rank, c->nranks, o.k + 1, o.peer, hs[i].count, hs[i].type);
+                EMU_MPI(MPI_Irecv(o.rbuf, (int)(o.count * (o.type == ncclFloat32 ? 4 : 2)), MPI_BYTE, o.peer,
+                                  (int)(o.k % 16384) * 2 + 1, c->mpi, &dreq[i]));
+                posted[i] = 1;
+            }
+            if (posted[i] && !ddone[i]) { EMU_MPI(MPI_Test(&dreq[i], &done, MPI_STATUS_IGNORE)); ddone[i] = (char)done; }
+            all = all && hdone[i] && ddone[i];
+        }
+        if (all) break;
+        if (spins > 1000) { struct timespec ts = {0, 200000}; nanosleep(&ts, NULL); }  // leave the core to the peer
+        struct timespec t1; clock_gettime(CLOCK_MONOTONIC, &t1);
+        if ((t1.tv_sec - t0.tv_sec) + 1e-9 * (t1.tv_nsec - t0.tv_nsec) > st().timeout_s) {
+            size_t i = 0;
+            while (i < n && hdone[i] && ddone[i]) i++;
+            const P2P& o = ops[i];
+            ::emu::error("emulated NCCL: %s of %zu elements %s rank %d (communicator %d, rank %d of %d; its %s #%llu %s that "
+                         "rank, in a group of %zu calls) did not complete within %g s (EMU_NCCL_TIMEOUT): rank %d never ran the "
+                         "matching %s at the same time (it died, hangs, its streams have not reached it, or it waits itself: a "
+                         "send and a receive that two ranks issue to each other must be in one ncclGroupStart/ncclGroupEnd, "
+                         "or they deadlock)", p2p_name(o), o.count, o.send ? "to" : "from", o.peer, c->index, c->rank,
+                         c->nranks, o.send ? "send" : "receive", o.k + 1, o.send ? "to" : "from", n, st().timeout_s, o.peer,
+                         o.send ? "ncclRecv" : "ncclSend");
+        }
+    }
+    c->ran++;
+}
+
+// ncclGroupEnd (or an ungrouped call): the group's calls enqueued together, completing
+// like a collective (now, or after some polls of ncclCommGetAsyncError)
+inline ncclResult_t group_launch(const char* what) {
+    State& g = st();
+    std::vector<P2P> ops = std::move(g.group);
+    g.group.clear();
+    if (ops.empty()) return ncclSuccess;
+    ncclComm* c = usable(ops[0].c, what);
+    CUstream_st* cs = ::emu::stream_of(ops[0].stream);
+    cudaStream_t stream = ops[0].stream;
+    for (const P2P& o : ops)
+        if (o.c != c || ::emu::stream_of(o.stream) != cs)
+            ::emu::error("emulated NCCL: %s of calls on more than one communicator or stream: not emulated (comm.h groups "
+                         "the sends and receives of one communicator on one stream)", what);
+    // a receive buffer must not overlap another call's buffer (NCCL defines no in-place point-to-point)
+    for (size_t i = 0; i < ops.size(); i++)
+        for (size_t j = 0; j < ops.size(); j++) {
+            if (i == j || ops[i].send) continue;
+            size_t bi = ops[i].count * type_bytes(ops[i].type, what), bj = ops[j].count * type_bytes(ops[j].type, what);
+            if (overlap(ops[i].rbuf, bi, ops[j].send ? ops[j].sbuf : ops[j].rbuf, bj))
+                ::emu::error("emulated NCCL: %s: the receive buffer of ncclRecv from rank %d overlaps the buffer of %s %s rank %d "
+                             "in the same group", what, ops[i].peer, p2p_name(ops[j]), ops[j].send ? "to" : "from", ops[j].peer);
+        }
+    unsigned long long nth = ++g.calls;
+    bool fail_now = g.fault == FAULT_CALL_ERROR && nth == g.fault_k;
+    auto take = [c, ops, stream, cs, nth, fail_now]() mutable -> ncclResult_t {
+        c->pending = nullptr;
+        if (fail_now) return ncclRemoteError;  // the group never reaches the stream
+        for (P2P& o : ops) o.k = o.send ? c->sends[o.peer]++ : c->recvs[o.peer]++;
+        ::emu::submit(stream, [c, ops, nth]() { run_p2p(c, ops, nth); });
+        c->calls++;
+        c->p2p_groups++;
+        c->last_stream = cs; c->last_seq = cs->enq;
+        return ncclSuccess;
+    };
+    return start(c, what, cs, g.fault == FAULT_STUCK && nth == g.fault_k, take);
+}
+
+// ncclSend / ncclRecv: checked at the call, added to the open group, or a group of their own
+inline ncclResult_t p2p_call(bool send, const void* sbuf, void* rbuf, size_t count, ncclDataType_t type, int peer, ncclComm_t comm,
+                             cudaStream_t stream) {
+    const char* what = send ? "ncclSend" : "ncclRecv";
+    ncclComm* c = usable(comm, what);
+    if (!::emu::valid_stream(stream)) ::emu::error("emulated NCCL: %s on an invalid or destroyed stream", what);
+    size_t es = type_bytes(type, what);
+    if (peer < 0 || peer >= c->nranks)
+        ::emu::error("emulated NCCL: %s with peer %d on communicator %d of %d ranks", what, peer, c->index, c->nranks);
+    if (count > (size_t)INT_MAX / es)
+        ::emu::error("emulated NCCL: %s of %zu elements: more than the shim moves at once (INT_MAX bytes)", what, count);
+    const void* buf = send ? sbuf : rbuf;
+    if (count && !::emu::is_device(buf, count * es))
+        ::emu::error("emulated NCCL: %s: %s %p (%zu bytes) is not inside one device allocation", what,
+                     send ? "sendbuff" : "recvbuff", buf, count * es);
+    State& g = st();
+    g.group.push_back({send, sbuf, rbuf, count, type, peer, c, stream, 0});
+    if (g.group_depth > 0) return ncclSuccess;  // launched by the ncclGroupEnd that closes the group
+    return group_launch(what);
 }
 }  // namespace emu_nccl
 
@@ -478,6 +657,7 @@ static inline ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, 
     ncclComm* c = new ncclComm();
     c->index = (int)emu_nccl::st().comms.size();
     c->mpi = m; c->rank = rank; c->nranks = nranks;
+    c->sends.assign(nranks, 0); c->recvs.assign(nranks, 0);
     c->blocking = !config || config->blocking == NCCL_CONFIG_UNDEF_INT || config->blocking != 0;
     c->async_error = ncclSuccess;
     emu_nccl::st().comms.push_back(c);
@@ -528,6 +708,30 @@ static inline ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, s
 static inline ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
                                          ncclComm_t comm, cudaStream_t stream) {
     return emu_nccl::collective(comm, {emu_nccl::K_BROADCAST, sendbuff, recvbuff, count, datatype, ncclSum, root}, stream);
+}
+
+// point-to-point: matched with the peer's ncclRecv / ncclSend by order (see emu_nccl::run_p2p)
+static inline ncclResult_t ncclSend(const void* sendbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
+                                    cudaStream_t stream) {
+    return emu_nccl::p2p_call(true, sendbuff, nullptr, count, datatype, peer, comm, stream);
+}
+static inline ncclResult_t ncclRecv(void* recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
+                                    cudaStream_t stream) {
+    return emu_nccl::p2p_call(false, nullptr, recvbuff, count, datatype, peer, comm, stream);
+}
+// ncclSend and ncclRecv between them are collected; the outermost ncclGroupEnd launches them
+// together (returns ncclInProgress on a non-blocking communicator until its polls are done)
+static inline ncclResult_t ncclGroupStart() {
+    emu_nccl::configure();
+    emu_nccl::st().group_depth++;
+    return ncclSuccess;
+}
+static inline ncclResult_t ncclGroupEnd() {
+    emu_nccl::configure();
+    emu_nccl::State& g = emu_nccl::st();
+    if (g.group_depth == 0) ::emu::error("emulated NCCL: ncclGroupEnd without ncclGroupStart");
+    if (--g.group_depth > 0) return ncclSuccess;
+    return emu_nccl::group_launch("ncclGroupEnd");
 }
 
 // flushes the collectives issued on the communicator (runs its stream up to the last one)
