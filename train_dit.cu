@@ -1276,6 +1276,7 @@ static void parse_args(int argc, char** argv, TrainArgs* a) {
                                   "divide the ranks (default 1)", &a->fit, flags, given, usage);
     FitTargets fit = {&a->B, &a->flags.ffn_chunks, NULL, &a->flags.recompute, &a->flags.offload_act};  // no --ce-chunks
     fit_fixed_from_flags(&a->fit_search, fit, flags, n, given);  // the flags --fit-memory chooses
+    if (!a->data[0]) FAIL("--data must be 'synthetic' or a clip file (got an empty string)");  // even for --plan-only
 }
 
 // the per-flag view of a block's saved activations (what --plan-only prints for long sequences)

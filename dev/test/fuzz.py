@@ -874,6 +874,10 @@ PARALLEL_FLAGS = [
     ("tp", "i", one_of(1), [], ["tp", "ranks"]),
     ("tp-mode", "s", choice("allreduce", "reducescatter"), [], ["tp-mode"]),
     ("tp-recompute-allgather", "i", one_of(0, 1), [], ["tp-recompute-allgather"]),
+    # context parallelism: one process is a CP group of one (cp 1 only); hybrid needs its ways
+    ("cp", "i", one_of(1), [], ["cp", "ranks"]),
+    ("cp-mode", "s", choice("ring", "ulysses"), [], ["cp-mode"]),
+    ("cp-ulysses", "i", one_of(0), [], ["cp-ulysses"]),
 ]
 # and llmc/fit_memory.h: the --fit-memory flags both trainers append too
 PARALLEL_FIT_FLAGS = PARALLEL_FLAGS + [
@@ -995,6 +999,10 @@ TEST_LLAMA_FLAGS = [
     ("tp-recompute-allgather", "i", one_of(0, 1), [], ["tp-recompute-allgather"]),
     ("dump", "s", path_out, [], ["dump", "cannot open"]),
     ("test-plant-tp-bug", "i", lambda v: "ok" if v == 0 else "either", [], ["test-plant-tp-bug", "FAIL"]),
+    ("test-plant-cp-bug", "i", lambda v: "ok" if v == 0 else "either", [], ["test-plant-cp-bug", "FAIL"]),
+    ("cp", "i", one_of(1), [], ["cp", "ranks"]),
+    ("cp-mode", "s", choice("ring", "ulysses"), [], ["cp-mode"]),
+    ("cp-ulysses", "i", one_of(0), [], ["cp-ulysses"]),
     ("dp", "i", one_of(1), [], ["dp", "plan-only"]),  # a plan's rank count: a test run takes dp from the launcher
     ("comm", "s", choice("nccl", "mpi"), [], ["comm"]),
     ("attention", "s", choice("auto", "fp32"), [], ["attention", "tensor cores"]),
@@ -1010,6 +1018,7 @@ TEST_DIT_FLAGS = [
     ("attention", "s", choice("auto", "fp32"), [], ["attention", "tensor cores"]),
     ("micro-batch", "i", one_of(0, 1, 2), [], ["micro-batch"]),
     ("test-plant-tp-bug", "i", lambda v: "ok" if v == 0 else "either", [], ["test-plant-tp-bug", "FAIL"]),
+    ("test-plant-cp-bug", "i", lambda v: "ok" if v == 0 else "either", [], ["test-plant-cp-bug", "FAIL"]),
 ] + PARALLEL_FLAGS
 
 

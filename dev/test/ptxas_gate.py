@@ -92,6 +92,10 @@ KERNELS = {
     "bias_forward_kernel": (256, 8, 0, STREAM),
     "gated_residual_forward_kernel": (256, 8, 0, STREAM),
     "gated_residual_backward_dy_kernel": (256, 8, 0, STREAM),
+    # context parallelism (attention_merge.cuh, copy2d.cuh): streaming
+    "float_accumulate_kernel": (256, 8, 0, STREAM),
+    "copy_2d_kernel": (256, 8, 0, STREAM),
+    "attention_merge_kernel": (256, 8, 0, "one warp per row, scalar loads of o_acc and o_p: " + STREAM),
     "layernorm_modulate_forward_kernel": (256, 8, 0, "one warp per row, scalar loads: " + STREAM),
     "layernorm_modulate_backward_dinp_kernel": (256, 8, 0, "one warp per row, scalar loads: " + STREAM),
     "rmsnorm_backward_dinp_kernel": (256, 8, 0, "one warp per row, scalar loads: " + STREAM),
