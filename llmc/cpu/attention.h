@@ -315,13 +315,20 @@ static inline void att_cpu_backward(floatX* dq, floatX* dk, floatX* dv, const fl
                             cpu_v8f p[8], ds[8];
                             att_cpu_dots_n(p, qt, kb + (size_t)u0 * ks, ks, n, hd);   // s
                             att_cpu_dots_n(ds, gt, vb + (size_t)u0 * ks, ks, n, hd);  // dP
-                            for (int j = 0; j < 8; j++) {
-                                if (j >= n) { p[j] = cpu_v8_set1(0.0f); ds[j] = p[j]; continue; }
-                                cpu_v8f x = p[j] * scale - lq;
-                                const cpu_v8i ok = CAUSAL ? lane_ok & (u0 + j <= lane_t) : lane_ok;
-                                x = ok ? x : -INFINITY;
-                                p[j] = cpu_vexp8_le88(x);
-                                ds[j] = p[j] * (ds[j] - delta) * scale;
+                            if (n == 8 && nq == 8 && (!CAUSAL || u0 + 7 <= t0)) {  // no key past a query, no empty lane
+                                for (int j = 0; j < 8; j++) {
+                                    p[j] = cpu_vexp8_le88(p[j] * scale - lq);
+                                    ds[j] = p[j] * (ds[j] - delta) * scale;
+                                }
+                            } else {
+                                for (int j = 0; j < 8; j++) {
+                                    if (j >= n) { p[j] = cpu_v8_set1(0.0f); ds[j] = p[j]; continue; }
+                                    cpu_v8f x = p[j] * scale - lq;
+                                    const cpu_v8i ok = CAUSAL ? lane_ok & (u0 + j <= lane_t) : lane_ok;
+                                    x = ok ? x : -INFINITY;
+                                    p[j] = cpu_vexp8_le88(x);
+                                    ds[j] = p[j] * (ds[j] - delta) * scale;
+                                }
                             }
                             // dq += dS k (lanes: queries)
                             att_cpu_accum_hd(dqt, ds, kb + (size_t)u0 * ks, ks, n, hd);
