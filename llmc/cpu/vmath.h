@@ -136,9 +136,9 @@ static inline float cpu_vtanh(float u) {
 }
 
 /*
-Row reductions for the softmax of the cross-entropy: 8 interleaved partial sums over the
-multiple-of-8 part (the loop GCC vectorises), the tail in order, then a fixed tree: the
-same result for any vector width and thread count.
+Row reductions (the softmax of the cross-entropy, the statistics of RMSNorm and LayerNorm): 8
+interleaved partial sums over the multiple-of-8 part (the loop GCC vectorises), the tail in
+order, then a fixed tree: the same result for any vector width and thread count.
 */
 static inline float cpu_vrow_max(const float* x, int n) {
     float acc[8] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY};
@@ -151,13 +151,19 @@ static inline float cpu_vrow_max(const float* x, int n) {
     return m;
 }
 
-// sum_j exp(x[j] - m)
-static inline float cpu_vexp_sum(const float* x, int n, float m) {
+// sum_j f(j) for j < n (f: a lambda of the index, inlined into the loop)
+template <class F>
+static inline float cpu_vrow_sum(int n, F f) {
     float acc[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
     const int n8 = n & ~7;
     for (int j = 0; j < n8; j += 8)
-        for (int i = 0; i < 8; i++) acc[i] += cpu_vexp(x[j + i] - m);
+        for (int i = 0; i < 8; i++) acc[i] += f(j + i);
     float s = ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
-    for (int j = n8; j < n; j++) s += cpu_vexp(x[j] - m);
+    for (int j = n8; j < n; j++) s += f(j);
     return s;
+}
+
+// sum_j exp(x[j] - m)
+static inline float cpu_vexp_sum(const float* x, int n, float m) {
+    return cpu_vrow_sum(n, [&](int j) { return cpu_vexp(x[j] - m); });
 }
