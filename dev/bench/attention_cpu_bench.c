@@ -5,25 +5,29 @@
 //   mkdir -p build/bench
 //   g++ -O3 -march=native -fopenmp -std=c++17 -DLLMC_CPU -I. -x c++ dev/bench/attention_cpu_bench.c
 //       -o build/bench/attention_cpu_bench
-//   build/bench/attention_cpu_bench [--exp-all] [--reps N] [--time-only] [--full] [--vtanh]
+//   build/bench/attention_cpu_bench [--exp-all] [--reps N] [--time-only] [--full] [--wide] [--vtanh]
 //
 // --vtanh: only llmc/cpu/vmath.h's cpu_vtanh (GELU's tanh) against tanhf and tanh in double, on
 //    every float of [-12, 12] (beyond, both round to +-1), and its edges; then exit.
 // 1. cpu_vexp (llmc/cpu/vmath.h) against glibc's expf and against exp in double (error in ulps of the
 //    float result), on every float in [-87.33, 88.72] with --exp-all, else on every 16th;
-//    and its edge cases (-inf, below ln(FLT_MIN), 0, NaN, overflow).
+//    and its edge cases (-inf, below ln(FLT_MIN), 0, NaN, overflow); cpu_vexp8_le88 (the
+//    attention's eight-lane exp) bit for bit against cpu_vexp on those floats up to 88, and its edges.
 // 2. forward and backward on random inputs against a double-precision reference
 //    (largest error relative to the largest value of each output), for several shapes
-//    (GQA, MQA, T not a multiple of the tile, odd head dims, hd = 130).
+//    (GQA, MQA, T not a multiple of 8, odd head dims, hd = 16, 32, 65, 130, 1024).
 // 3. determinism: the outputs bit for bit, run twice, with 1 thread and with all threads.
 // 4. time per call (median of --reps, default 7) of forward and backward at B=32 T=256
-//    H=8 KV=4 hd=8 (stories260K) and B=8 T=256 H=6 KV=6 hd=48 (stories15M).
+//    H=8 KV=4 hd=8 (stories260K), B=8 T=256 H=6 KV=6 hd=48 (stories15M) and B=16 T=256
+//    H=4 KV=4 hd=16 (dit-tiny; it runs the full mode); --wide adds hd 32 and 64 and T = 512.
 // --full: parts 2 to 4 on the non-causal mode (attention_full_forward/backward, the video
 //    DiT) instead of the causal one.
 //    With -DOLD_ATTENTION='"path.h"', another version of llmc/cpu/attention.h without its
-//    #include line, is timed too and compared in part 2; e.g. the committed one:
-//      git show HEAD:llmc/cpu/attention.h | grep -v '#include "../common.h"' > /tmp/old_attention.h
+//    #include lines, is timed too and compared in part 2 (error, and whether it gives the same
+//    bits); e.g. the committed one:
+//      git show HEAD:llmc/cpu/attention.h | grep -v '#include "' > /tmp/old_attention.h
 //      g++ ... -DOLD_ATTENTION='"/tmp/old_attention.h"' -x c++ dev/bench/attention_cpu_bench.c ...
+//    (-DOLD_HAS_FULL=0 for a version from before the full mode).
 #include <omp.h>
 #include <time.h>
 #include <float.h>
