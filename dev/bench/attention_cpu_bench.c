@@ -5,25 +5,29 @@
 //   mkdir -p build/bench
 //   g++ -O3 -march=native -fopenmp -std=c++17 -DLLMC_CPU -I. -x c++ dev/bench/attention_cpu_bench.c
 //       -o build/bench/attention_cpu_bench
-//   build/bench/attention_cpu_bench [--exp-all] [--reps N] [--time-only] [--full] [--vtanh]
+//   build/bench/attention_cpu_bench [--exp-all] [--reps N] [--time-only] [--full] [--wide] [--vtanh]
 //
 // --vtanh: only llmc/cpu/vmath.h's cpu_vtanh (GELU's tanh) against tanhf and tanh in double, on
 //    every float of [-12, 12] (beyond, both round to +-1), and its edges; then exit.
 // 1. cpu_vexp (llmc/cpu/vmath.h) against glibc's expf and against exp in double (error in ulps of the
 //    float result), on every float in [-87.33, 88.72] with --exp-all, else on every 16th;
-//    and its edge cases (-inf, below ln(FLT_MIN), 0, NaN, overflow).
+//    and its edge cases (-inf, below ln(FLT_MIN), 0, NaN, overflow); cpu_vexp8_le88 (the
+//    attention's eight-lane exp) bit for bit against cpu_vexp on those floats up to 88, and its edges.
 // 2. forward and backward on random inputs against a double-precision reference
 //    (largest error relative to the largest value of each output), for several shapes
-//    (GQA, MQA, T not a multiple of the tile, odd head dims, hd = 130).
+//    (GQA, MQA, T not a multiple of 8, odd head dims, hd = 16, 32, 65, 130, 1024).
 // 3. determinism: the outputs bit for bit, run twice, with 1 thread and with all threads.
 // 4. time per call (median of --reps, default 7) of forward and backward at B=32 T=256
-//    H=8 KV=4 hd=8 (stories260K) and B=8 T=256 H=6 KV=6 hd=48 (stories15M).
+//    H=8 KV=4 hd=8 (stories260K), B=8 T=256 H=6 KV=6 hd=48 (stories15M) and B=16 T=256
+//    H=4 KV=4 hd=16 (dit-tiny; it runs the full mode); --wide adds hd 32 and 64 and T = 512.
 // --full: parts 2 to 4 on the non-causal mode (attention_full_forward/backward, the video
 //    DiT) instead of the causal one.
 //    With -DOLD_ATTENTION='"path.h"', another version of llmc/cpu/attention.h without its
-//    #include line, is timed too and compared in part 2; e.g. the committed one:
-//      git show HEAD:llmc/cpu/attention.h | grep -v '#include "../common.h"' > /tmp/old_attention.h
+//    #include lines, is timed too and compared in part 2 (error, and whether it gives the same
+//    bits); e.g. the committed one:
+//      git show HEAD:llmc/cpu/attention.h | grep -v '#include "' > /tmp/old_attention.h
 //      g++ ... -DOLD_ATTENTION='"/tmp/old_attention.h"' -x c++ dev/bench/attention_cpu_bench.c ...
+//    (-DOLD_HAS_FULL=0 for a version from before the full mode).
 #include <omp.h>
 #include <time.h>
 #include <float.h>
@@ -32,9 +36,20 @@
 #include "llmc/common.h"
 #include "llmc/cpu/attention.h"
 #ifdef OLD_ATTENTION
+#undef ATT_CPU_TILE  // the old version's own
+#undef ATT_CPU_BUF
+#undef ATT_CPU_MAX_HD
 namespace old {
 #include OLD_ATTENTION
 }
+#ifndef OLD_HAS_FULL
+#define OLD_HAS_FULL 1
+#endif
+#if OLD_HAS_FULL
+#define OLD_FULL(f) old::f
+#else
+#define OLD_FULL(f) f
+#endif
 #endif
 
 static double now(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec + t.tv_nsec * 1e-9; }
@@ -51,7 +66,7 @@ static int check_exp(int all) {
     double max_ulp_true = 0, max_ulp_true_expf = 0;
     float worst_x = 0;
     uint32_t max_ulp_expf = 0;
-    size_t n = 0, n_diff = 0;
+    size_t n = 0, n_diff = 0, n_le88_diff = 0;
     // negative floats from -0 to lo, then positive from +0 to hi, in batches of N
     for (int sign = 0; sign < 2; sign++) {
         // up to lo, and up to the float below hi (exp(hi) overflows)
@@ -60,6 +75,10 @@ static int check_exp(int all) {
             int m = 0;
             for (; m < N && u <= last; m++, u += step) xs[m] = bits_to_float((uint32_t)u);
             for (int i = 0; i < m; i++) ys[i] = cpu_vexp(xs[i]);  // the vectorised loop
+            for (int i = 0; i + 8 <= m; i += 8) {  // the eight-lane version, bit for bit
+                const cpu_v8f z8 = cpu_vexp8_le88(cpu_v8_load(&xs[i]));
+                for (int j = 0; j < 8; j++) n_le88_diff += xs[i + j] <= 88.0f && float_to_bits(z8[j]) != float_to_bits(ys[i + j]);
+            }
             for (int i = 0; i < m; i++) {
                 float e = expf(xs[i]);
                 double t = exp((double)xs[i]);
@@ -93,6 +112,13 @@ static int check_exp(int all) {
     bad += cpu_vexp(0.0f) != 1.0f || cpu_vexp(-0.0f) != 1.0f;
     bad += !(cpu_vexp(INFINITY) == INFINITY) || !(cpu_vexp(NAN) != cpu_vexp(NAN));
     bad += max_ulp_expf > 1 || cpu_vexp(lo) < FLT_MIN || cpu_vexp(-87.3365479f) != 0.0f;
+    printf("cpu_vexp8_le88 (eight lanes) vs cpu_vexp: %zu of the floats <= 88 differ\n", n_le88_diff);
+    bad += n_le88_diff != 0;
+    {
+        const cpu_v8f e = cpu_vexp8_le88(cpu_v8f{-INFINITY, -1000.0f, -88.0f, -87.3365479f, -0.0f, 0.0f, 88.0f, NAN});
+        bad += e[0] != 0.0f || e[1] != 0.0f || e[2] != 0.0f || e[3] != 0.0f || e[4] != 1.0f || e[5] != 1.0f ||
+               e[6] != cpu_vexp(88.0f) || !(e[7] != e[7]);
+    }
     printf("%s exp\n", bad ? "FAIL" : "PASS");
     return bad;
 }
@@ -222,7 +248,8 @@ static int check_accuracy(bool causal) {
     const fwd_fn fwd = causal ? attention_forward : attention_full_forward;
     const bwd_fn bwd = causal ? attention_backward : attention_full_backward;
     const Shape shapes[] = {{2, 7, 4, 2, 6}, {1, 9, 6, 1, 8}, {1, 16, 4, 4, 12}, {2, 200, 8, 4, 8},
-                            {1, 300, 6, 6, 48}, {1, 37, 2, 2, 130}, {1, 1, 1, 1, 2}, {1, 129, 2, 1, 64}};
+                            {1, 300, 6, 6, 48}, {1, 37, 2, 2, 130}, {1, 1, 1, 1, 2}, {1, 129, 2, 1, 64},
+                            {2, 150, 4, 4, 16}, {1, 260, 4, 2, 32}, {1, 70, 2, 2, 65}, {1, 33, 3, 1, 1024}};
     int bad = 0;
     for (const Shape& a : shapes) {
         unsigned s = 1234 + a.T;
@@ -243,10 +270,11 @@ static int check_accuracy(bool causal) {
                "bitwise identical twice and with 1 vs %d threads: %s",
                causal ? "causal" : "full", a.B, a.T, a.H, a.KV, a.hd, e[0], e[1], e[2], e[3], e[4], nt, det ? "yes" : "NO");
 #ifdef OLD_ATTENTION
-        if (causal) {  // the old version may predate the full mode
-            Run o = run(old::attention_forward, old::attention_backward, a, q, k, v, dout);
+        if (causal || OLD_HAS_FULL) {  // -DOLD_HAS_FULL=0: the old version predates the full mode
+            Run o = run(causal ? old::attention_forward : OLD_FULL(attention_full_forward),
+                        causal ? old::attention_backward : OLD_FULL(attention_full_backward), a, q, k, v, dout);
             double eo[5] = {rel_err(o.out, ro), rel_err(o.lse, rl), rel_err(o.dq, rq), rel_err(o.dk, rk), rel_err(o.dv, rv)};
-            printf("; old: worst %.1e", *std::max_element(eo, eo + 5));
+            printf("; old: worst %.1e, bitwise the same as new: %s", *std::max_element(eo, eo + 5), same(o, n1) ? "yes" : "NO");
         }
 #endif
         printf("\n");
@@ -271,6 +299,7 @@ static void time_shape(const char* name, const Shape& a, int reps, bool causal) 
                                       : Impl{"new, full", attention_full_forward, attention_full_backward}};
 #ifdef OLD_ATTENTION
     if (causal) impls.push_back({"old", old::attention_forward, old::attention_backward});
+    else if (OLD_HAS_FULL) impls.push_back({"old, full", OLD_FULL(attention_full_forward), OLD_FULL(attention_full_backward)});
 #endif
     for (auto& im : impls) {
         std::vector<double> tf, tb;
@@ -290,15 +319,16 @@ static void time_shape(const char* name, const Shape& a, int reps, bool causal) 
 }
 
 int main(int argc, char** argv) {
-    int all = 0, reps = 7, time_only = 0;
+    int all = 0, reps = 7, time_only = 0, wide = 0;
     bool causal = true;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--exp-all")) all = 1;
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--time-only")) time_only = 1;  // part 4 alone (for a profiler)
         else if (!strcmp(argv[i], "--full")) causal = false;
+        else if (!strcmp(argv[i], "--wide")) wide = 1;  // part 4 on head dims 32 and 64 and T = 512 too
         else if (!strcmp(argv[i], "--vtanh")) return check_tanh();
-        else { fprintf(stderr, "usage: attention_cpu_bench [--exp-all] [--reps N] [--time-only] [--full] [--vtanh]\n"); return 2; }
+        else { fprintf(stderr, "usage: attention_cpu_bench [--exp-all] [--reps N] [--time-only] [--full] [--wide] [--vtanh]\n"); return 2; }
     }
     if (reps < 1) reps = 1;
     int bad = 0;
@@ -308,5 +338,11 @@ int main(int argc, char** argv) {
     }
     time_shape("stories260K", Shape{32, 256, 8, 4, 8}, reps, causal);
     time_shape("stories15M", Shape{8, 256, 6, 6, 48}, reps, causal);
+    time_shape("dit-tiny", Shape{16, 256, 4, 4, 16}, reps, causal);
+    if (wide) {  // the other small head dims
+        time_shape("hd32", Shape{16, 256, 4, 4, 32}, reps, causal);
+        time_shape("hd64", Shape{8, 256, 4, 4, 64}, reps, causal);
+        time_shape("stories260K T=512", Shape{16, 512, 8, 4, 8}, reps, causal);
+    }
     return bad ? 1 : 0;
 }

@@ -7,10 +7,12 @@ tensor (one matmul's [B, 6D] output), so sample b's shift is shift[b*ld + c].
                         x_hat * (1 + scale) + shift
   gated_residual_*:     out = res + gate * y
 Sums over the rows of a sample (dshift, dscale, dgate) run in row order for each
-column, whatever the thread count: one task per (sample, block of columns).
+column, whatever the thread count: one task per (sample, block of columns). Sums along a
+row (the LayerNorm statistics) in cpu_vrow_sum's fixed order (llmc/cpu/vmath.h).
 */
 #pragma once
 #include "../common.h"
+#include "vmath.h"  // cpu_vrow_sum
 
 // same checks, same messages as the CUDA launchers
 static inline void adaln_check_sizes(const char* who, int ld, int B, int N, int C) {
@@ -33,11 +35,8 @@ static inline void layernorm_modulate_forward(floatX* out, float* mean, float* r
         const float* x = inp + (size_t)r * C;
         const float* sh = shift + (size_t)(r / N) * ld;
         const float* sc = scale + (size_t)(r / N) * ld;
-        float sum = 0.0f;
-        for (int c = 0; c < C; c++) sum += x[c];
-        float m = sum / C;
-        float ss = 0.0f;
-        for (int c = 0; c < C; c++) ss += (x[c] - m) * (x[c] - m);
+        float m = cpu_vrow_sum(C, [&](int c) { return x[c]; }) / C;
+        float ss = cpu_vrow_sum(C, [&](int c) { return (x[c] - m) * (x[c] - m); });
         float rs = 1.0f / sqrtf(ss / C + eps);
         float* y = out + (size_t)r * C;
         for (int c = 0; c < C; c++) y[c] = (x[c] - m) * rs * (1.0f + sc[c]) + sh[c];
@@ -60,12 +59,9 @@ static inline void layernorm_modulate_backward(floatX* dinp, floatX* dshift, flo
         const float* dy = dout + (size_t)r * C;
         const float* sc = scale + (size_t)(r / N) * ld;
         float m = mean[r], rs = rstd[r];
-        float sum_d = 0.0f, sum_dx = 0.0f;  // sum dxhat, sum dxhat * xhat
-        for (int c = 0; c < C; c++) {
-            float dxhat = dy[c] * (1.0f + sc[c]);
-            sum_d += dxhat;
-            sum_dx += dxhat * ((x[c] - m) * rs);
-        }
+        // sum dxhat, sum dxhat * xhat
+        float sum_d = cpu_vrow_sum(C, [&](int c) { return dy[c] * (1.0f + sc[c]); });
+        float sum_dx = cpu_vrow_sum(C, [&](int c) { return dy[c] * (1.0f + sc[c]) * ((x[c] - m) * rs); });
         float mean_d = sum_d / C, mean_dx = sum_dx / C;
         float* dx = dinp + (size_t)r * C;
         for (int c = 0; c < C; c++) {

@@ -1,6 +1,9 @@
-/* CPU twin of llmc/rmsnorm.cuh. y = x * rstd * w with rstd = 1/sqrt(mean(x^2) + eps), in fp32. */
+/* CPU twin of llmc/rmsnorm.cuh. y = x * rstd * w with rstd = 1/sqrt(mean(x^2) + eps), in fp32.
+The row sums (sum x^2, sum dy w x) in cpu_vrow_sum's fixed order (llmc/cpu/vmath.h): eight
+partial sums side by side rather than one chain of C dependent adds. */
 #pragma once
 #include "../common.h"
+#include "vmath.h"  // cpu_vrow_sum
 
 static inline void rmsnorm_forward(floatX* out, float* rstd, const floatX* inp, const floatX* w, int N, int C, float eps,
                             stream_t s) {
@@ -8,8 +11,7 @@ static inline void rmsnorm_forward(floatX* out, float* rstd, const floatX* inp, 
     #pragma omp parallel for schedule(static)
     for (int i = 0; i < N; i++) {
         const float* x = inp + (size_t)i * C;
-        float ss = 0.0f;
-        for (int c = 0; c < C; c++) ss += x[c] * x[c];
+        float ss = cpu_vrow_sum(C, [&](int c) { return x[c] * x[c]; });
         float r = 1.0f / sqrtf(ss / C + eps);
         float* y = out + (size_t)i * C;
         for (int c = 0; c < C; c++) y[c] = x[c] * r * w[c];
@@ -29,8 +31,7 @@ static inline void rmsnorm_backward(floatX* dinp, floatX* dw, const floatX* dout
         const float* x = inp + (size_t)i * C;
         const float* dy = dout + (size_t)i * C;
         float r = rstd[i];
-        float dot = 0.0f;  // sum_k dy_k w_k x_k
-        for (int c = 0; c < C; c++) dot += dy[c] * w[c] * x[c];
+        float dot = cpu_vrow_sum(C, [&](int c) { return dy[c] * w[c] * x[c]; });  // sum_k dy_k w_k x_k
         float k = dot * r * r * r / C;
         float* dx = dinp + (size_t)i * C;
         for (int c = 0; c < C; c++) dx[c] += r * w[c] * dy[c] - k * x[c];

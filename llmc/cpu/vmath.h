@@ -1,8 +1,8 @@
 /*
 Elementwise math for the CPU twins that GCC vectorises (-O3 -march=native, no -ffast-math):
-cpu_vexp (the attention's probabilities, the cross-entropy's softmax, SiLU) and cpu_vtanh
-(GELU). libm's expf and tanhf are calls that keep their loops scalar: on the Zen 3
-development machine the dit-tiny step spent 41% of its time in GELU's tanhf and stories15M
+cpu_vexp (the cross-entropy's softmax, SiLU; cpu_vexp8_le88, an eight-lane form, the
+attention's probabilities) and cpu_vtanh (GELU). libm's expf and tanhf are calls that keep
+their loops scalar: on the Zen 3 development machine the dit-tiny step spent 41% of its time in GELU's tanhf and stories15M
 20% in the cross-entropy's expf (docs/results/cpu_step_yardstick.md). Results differ from
 libm's in the last bits only (bounds below), so the twins' results stay within their tests'
 tolerances; they are deterministic, and the same in every loop that uses them.
@@ -59,6 +59,53 @@ static inline float cpu_vexp(float x) {
 }
 
 /*
+Eight floats as one value (GCC's vector extension: an AVX register with -march=native on
+x86-64, two SSE registers without AVX, NEON pairs on arm64): the attention twin's loops are
+written on it so that they keep their partial sums in registers. Every operation is lane by
+lane IEEE arithmetic, as in a scalar loop, and is contracted to FMA exactly where the same
+expression on scalars is. Without AVX (the emulator's build) GCC warns, at the end of the
+file, that returning these changes the ABI: -Wpsabi is off from here to the end of the
+including file, and the functions that return them are always inlined, never called (none
+takes one by value: that draws a note no pragma turns off).
+*/
+#pragma GCC diagnostic ignored "-Wpsabi"
+#define CPU_V8_FN static inline __attribute__((always_inline))
+typedef float cpu_v8f __attribute__((vector_size(32)));
+typedef uint32_t cpu_v8u __attribute__((vector_size(32)));
+typedef int32_t cpu_v8i __attribute__((vector_size(32)));
+
+CPU_V8_FN cpu_v8f cpu_v8_load(const float* p) { cpu_v8f v; memcpy(&v, p, sizeof v); return v; }
+// a statement, not a function: a function would have to take the vector by value (by reference,
+// GCC keeps the arrays of sums that are stored from in memory) and without AVX GCC notes that
+// this changes the ABI
+#define cpu_v8_store(p, v) do { const cpu_v8f cpu_v8_store_v_ = (v); memcpy((p), &cpu_v8_store_v_, sizeof(cpu_v8f)); } while (0)
+CPU_V8_FN cpu_v8f cpu_v8_set1(float x) { return cpu_v8f{x, x, x, x, x, x, x, x}; }
+
+// cpu_vexp on eight lanes, for x <= 88 (the attention's exp(s - max) and exp(s - lse): x <= 0 up
+// to rounding): the same bits as cpu_vexp for every x in [-inf, 88] (attention_cpu_bench checks
+// every float it checks cpu_vexp on), NaN for NaN. There n = round(x / ln2) <= 127, so 2^n is one
+// normal float (n >= -126 wherever the result is not flushed to 0) and one product y 2^n rounds
+// as cpu_vexp's two do (y 2^(n/2) is exact); no +inf or NaN lanes to blend in: about 40% fewer
+// operations than cpu_vexp.
+CPU_V8_FN cpu_v8f cpu_vexp8_le88(const cpu_v8f& x) {
+    const float lo = -87.3365402f;  // as in cpu_vexp
+    const cpu_v8f t = x * 1.44269504088896341f + 12582912.0f;
+    const cpu_v8f fn = t - 12582912.0f;
+    cpu_v8f r = x - fn * 0.693359375f;
+    r = r + fn * 2.12194440e-4f;
+    cpu_v8f p = cpu_v8_set1(1.9875691500e-4f);
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    const cpu_v8f y = p * (r * r) + r + 1.0f;
+    // 2^n: the bits of t are those of 1.5 * 2^23 plus n, so (n + 127) << 23 is (t's bits << 23) plus a constant
+    const cpu_v8u two_n = ((cpu_v8u)t << 23) + (uint32_t)((127u - cpu_vbits(12582912.0f)) << 23);
+    return (cpu_v8f)((cpu_v8u)(y * (cpu_v8f)two_n) & ~(cpu_v8u)(x < lo));
+}
+
+/*
 tanh(u) = sign(u) (1 - e) / (1 + e) with e = exp(-2|u|) (no overflow for any u; +-inf give
 +-1, NaN gives NaN), written 1 - 2e / (1 + e) from |u| = 0.55 on; for |u| < 0.25, where 1 - e
 would lose bits to cancellation, the odd Taylor polynomial to u^11 (its first omitted term is
@@ -89,9 +136,9 @@ static inline float cpu_vtanh(float u) {
 }
 
 /*
-Row reductions for the softmax of the cross-entropy: 8 interleaved partial sums over the
-multiple-of-8 part (the loop GCC vectorises), the tail in order, then a fixed tree, as
-llmc/cpu/attention.h's att_cpu_dot: the same result for any vector width and thread count.
+Row reductions (the softmax of the cross-entropy, the statistics of RMSNorm and LayerNorm): 8
+interleaved partial sums over the multiple-of-8 part (the loop GCC vectorises), the tail in
+order, then a fixed tree: the same result for any vector width and thread count.
 */
 static inline float cpu_vrow_max(const float* x, int n) {
     float acc[8] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY};
@@ -104,13 +151,19 @@ static inline float cpu_vrow_max(const float* x, int n) {
     return m;
 }
 
-// sum_j exp(x[j] - m)
-static inline float cpu_vexp_sum(const float* x, int n, float m) {
+// sum_j f(j) for j < n (f: a lambda of the index, inlined into the loop)
+template <class F>
+static inline float cpu_vrow_sum(int n, F f) {
     float acc[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
     const int n8 = n & ~7;
     for (int j = 0; j < n8; j += 8)
-        for (int i = 0; i < 8; i++) acc[i] += cpu_vexp(x[j + i] - m);
+        for (int i = 0; i < 8; i++) acc[i] += f(j + i);
     float s = ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
-    for (int j = n8; j < n; j++) s += cpu_vexp(x[j] - m);
+    for (int j = n8; j < n; j++) s += f(j);
     return s;
+}
+
+// sum_j exp(x[j] - m)
+static inline float cpu_vexp_sum(const float* x, int n, float m) {
+    return cpu_vrow_sum(n, [&](int j) { return cpu_vexp(x[j] - m); });
 }
