@@ -402,11 +402,31 @@ static inline void* comm_stage_in(Comm* c, const void* dev, size_t bytes, stream
     return c->staging;
 #endif
 }
-static inline void comm_stage_out(Comm* c, void* dev, size_t bytes, stream_t after) {
+static inline void comm_stage_out_from(Comm* c, void* dev, size_t bytes, const char* host, stream_t after) {
 #ifdef LLMC_CPU
-    (void)c; (void)dev; (void)bytes; (void)after;
+    (void)c; (void)dev; (void)bytes; (void)host; (void)after;
 #else
-    dev_memcpy_h2d(dev, c->staging, bytes, after);
+    (void)c;
+    dev_memcpy_h2d(dev, host, bytes, after);
+#endif
+}
+static inline void comm_stage_out(Comm* c, void* dev, size_t bytes, stream_t after) {
+    comm_stage_out_from(c, dev, bytes, c->staging, after);
+}
+// out-of-place exchanges (all-to-all, send-recv): the send and receive buffers of `bytes`
+// each, on the host; with --comm mpi in the CUDA build the two halves of the staging
+// buffer, the send half filled; on the CPU the buffers themselves
+static inline void comm_stage_pair_in(Comm* c, const void* send, void* recv, size_t bytes, const char* what, stream_t after,
+                                      char** hs, char** hr) {
+#ifdef LLMC_CPU
+    (void)c; (void)bytes; (void)what; (void)after;
+    *hs = (char*)send; *hr = (char*)recv;
+#else
+    (void)recv;
+    if (2 * bytes > c->staging_bytes) FAIL("comm: %s of 2 x %zu bytes exceeds the planned staging of %zu", what, bytes, c->staging_bytes);
+    *hs = c->staging; *hr = c->staging + bytes;
+    dev_memcpy_d2h(*hs, send, bytes, after);
+    stream_synchronize(after);
 #endif
 }
 #endif
@@ -544,23 +564,12 @@ static inline void comm_all_to_all(Comm* c, CommGroup g, const void* send, void*
 #endif
 #ifdef USE_MPI
     if (n > COMM_MPI_MAX_COUNT) FAIL("comm: all-to-all blocks of %zu elements exceed MPI's int count", n);
-#ifdef LLMC_CPU
-    const char* hs = (const char*)send;
-    char* hr = (char*)recv;
-#else
-    size_t total = block * gs;  // --comm mpi: both halves of the staging buffer
-    if (2 * total > c->staging_bytes) FAIL("comm: an all-to-all of 2 x %zu bytes exceeds the planned staging of %zu", total, c->staging_bytes);
-    char* hs = c->staging;
-    char* hr = c->staging + total;
-    dev_memcpy_d2h(hs, send, total, after);
-    stream_synchronize(after);
-#endif
+    char *hs, *hr;
+    comm_stage_pair_in(c, send, recv, block * gs, "an all-to-all", after, &hs, &hr);
     MPI_Request req;
     mpiCheck(MPI_Ialltoall(hs, (int)n, comm_mpi_type(t), hr, (int)n, comm_mpi_type(t), c->mpi[g], &req));
     comm_mpi_wait(c, &req, "all-to-all", g, n);
-#ifndef LLMC_CPU
-    dev_memcpy_h2d(recv, hr, total, after);
-#endif
+    comm_stage_out_from(c, recv, block * gs, hr, after);
 #else
     (void)send; (void)recv; (void)after;
 #endif
@@ -589,24 +598,14 @@ static inline void comm_send_recv(Comm* c, CommGroup g, const void* send, int to
 #endif
 #ifdef USE_MPI
     if (n > COMM_MPI_MAX_COUNT) FAIL("comm: a send-recv of %zu elements exceeds MPI's int count", n);
-#ifdef LLMC_CPU
-    const char* hs = (const char*)send;
-    char* hr = (char*)recv;
-#else
-    if (2 * bytes > c->staging_bytes) FAIL("comm: a send-recv of 2 x %zu bytes exceeds the planned staging of %zu", bytes, c->staging_bytes);
-    char* hs = c->staging;
-    char* hr = c->staging + bytes;
-    dev_memcpy_d2h(hs, send, bytes, after);
-    stream_synchronize(after);
-#endif
+    char *hs, *hr;
+    comm_stage_pair_in(c, send, recv, bytes, "a send-recv", after, &hs, &hr);
     MPI_Request req[2];
     mpiCheck(MPI_Irecv(hr, (int)n, comm_mpi_type(t), from, 0, c->mpi[g], &req[0]));
     mpiCheck(MPI_Isend(hs, (int)n, comm_mpi_type(t), to, 0, c->mpi[g], &req[1]));
     comm_mpi_wait(c, &req[0], "send-recv (receive)", g, n);
     comm_mpi_wait(c, &req[1], "send-recv (send)", g, n);
-#ifndef LLMC_CPU
-    dev_memcpy_h2d(recv, hr, bytes, after);
-#endif
+    comm_stage_out_from(c, recv, bytes, hr, after);
 #else
     (void)to; (void)from; (void)after;
 #endif
