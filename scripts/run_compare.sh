@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# make compare: the loss-curve overlay on the CPU. The main job's model (stories260K on
-# the 512-piece tokenizer, scripts/stories260K_recipe.sh) trained by train_llama_cpu and
+# make compare: the loss-curve overlay on the CPU. llama2.c's stories260K (on the 512-piece
+# tokenizer, scripts/stories260K_recipe.sh) trained by train_llama_cpu and
 # by scripts/pytorch_llama.py, the independent PyTorch implementation, from the same
 # initial weights (train_llama's ckpt_000000.bin) and the same batches (the dataloader
 # state in that checkpoint, the same window sampler); both training-loss curves in one

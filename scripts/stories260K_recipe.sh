@@ -1,7 +1,7 @@
-# The CPU main job's recipe (sourced by scripts/run_tinystories.sh and scripts/run_compare.sh):
-# llama2.c's stories260K shape (dim 64, 5 layers, 8 heads, 4 kv heads, vocab 512) on the
-# 512-piece tokenizer trained on the shared sample (make data512), sized so that 2 CPU
-# cores finish in about 10 minutes. docs/results/cpu_tinystories_260K.md has its curve.
+# make compare's recipe (sourced by scripts/run_compare.sh), the CPU main job's until stories800K
+# (scripts/tinystories_cpu_recipe.sh) replaced it: llama2.c's stories260K shape (dim 64, 5 layers,
+# 8 heads, 4 kv heads, vocab 512) on the 512-piece tokenizer trained on the shared sample (make
+# data512). docs/results/cpu_tinystories_260K.md has its 1000-step curve.
 SP512=data/tinystories_sp512
 STORIES260K_DATA=(--train-data "$SP512/tinystories_train_*.bin" --val-data "$SP512/tinystories_val_*.bin"
                   --tokenizer "$SP512/tok512.bin")

@@ -11,6 +11,7 @@
 #   EMU_SRC_DIR   directory with the .cuh files, kernels.h, common.h and cpu/ to check
 #                 (default: llmc). Used to show that a broken kernel fails.
 #   EMU_FILTER    only the checks whose name contains this string (no coverage check)
+#   EMU_PRECISIONS the harness builds to run (default "fp32 bf16"; make test's sample: bf16)
 #   CXX           the C++ compiler (default g++; C++17 and GNU inline asm on x86-64)
 #   EMU_LADDERS   0: skip the last stage, the dev/cuda ladders' validation (run_ladders.sh);
 #                 1: run it even when EMU_FILTER is set. EMU_LADDER_DIR (default dev/cuda)
@@ -64,11 +65,12 @@ FLAGS=(-std=c++17 -O1 -g0 -pthread -I"$B/src" -Idev/emu/include -I"$SRC" -Wall -
 echo 'int main(){return 0;}' > "$B/probe.cpp"
 "$CXX" -ftrivial-auto-var-init=pattern "$B/probe.cpp" -o "$B/probe" 2>/dev/null && FLAGS+=(-ftrivial-auto-var-init=pattern)
 "$CXX" "${FLAGS[@]}" -DENABLE_FP32 dev/emu/selftest.cpp -o "$B/selftest" >"$B/build_selftest.log" 2>&1 & p0=$!
-"$CXX" "${FLAGS[@]}" -DENABLE_FP32 dev/emu/harness.cpp -o "$B/harness_fp32" >"$B/build_fp32.log" 2>&1 & p1=$!
-"$CXX" "${FLAGS[@]}" dev/emu/harness.cpp -o "$B/harness_bf16" >"$B/build_bf16.log" 2>&1 & p2=$!
+PRECS=" ${EMU_PRECISIONS:-fp32 bf16} "
+BUILDS=("selftest $p0")
+case "$PRECS" in *" fp32 "*) "$CXX" "${FLAGS[@]}" -DENABLE_FP32 dev/emu/harness.cpp -o "$B/harness_fp32" >"$B/build_fp32.log" 2>&1 & BUILDS+=("fp32 $!") ;; esac
+case "$PRECS" in *" bf16 "*) "$CXX" "${FLAGS[@]}" dev/emu/harness.cpp -o "$B/harness_bf16" >"$B/build_bf16.log" 2>&1 & BUILDS+=("bf16 $!") ;; esac
 RUN_PROBE=0
 if [ "${EMU_PROBE:-}" = 1 ] || { [ "${EMU_PROBE:-}" != 0 ] && [ -z "${EMU_FILTER:-}" ]; }; then RUN_PROBE=1; fi
-BUILDS=("selftest $p0" "fp32 $p1" "bf16 $p2")
 if [ $RUN_PROBE = 1 ]; then
   "$CXX" "${FLAGS[@]}" -fwrapv dev/emu/index_probe.cpp -o "$B/index_probe" >"$B/build_probe.log" 2>&1 & p3=$!
   BUILDS+=("probe $p3")
@@ -94,14 +96,14 @@ if [ -z "${EMU_FILTER:-}" ]; then
   count "$B/selftest.out"
   [ $rc0 -eq 0 ] || grep -q '^FAIL' "$B/selftest.out" || { echo "FAIL emu.selftest: exit $rc0"; failed=$((failed + 1)); }
 fi
-"$B/harness_fp32" ${ARGS[@]+"${ARGS[@]}"} >"$B/fp32.out" 2>"$B/fp32.log" & p1=$!
-"$B/harness_bf16" ${ARGS[@]+"${ARGS[@]}"} >"$B/bf16.out" 2>"$B/bf16.log" & p2=$!
-wait $p1; rc1=$?
-wait $p2; rc2=$?
-count "$B/fp32.out"
-count "$B/bf16.out"
-[ $rc1 -eq 0 ] || grep -q '^FAIL' "$B/fp32.out" || { echo "FAIL emu.harness_fp32: exit $rc1 $(tail -n 1 "$B/fp32.log")"; failed=$((failed + 1)); }
-[ $rc2 -eq 0 ] || grep -q '^FAIL' "$B/bf16.out" || { echo "FAIL emu.harness_bf16: exit $rc2 $(tail -n 1 "$B/bf16.log")"; failed=$((failed + 1)); }
+HPIDS=()
+for p in $PRECS; do "$B/harness_$p" ${ARGS[@]+"${ARGS[@]}"} >"$B/$p.out" 2>"$B/$p.log" & HPIDS+=("$p $!"); done
+for x in "${HPIDS[@]}"; do
+  set -- $x
+  wait "$2"; rc=$?
+  count "$B/$1.out"
+  [ $rc -eq 0 ] || grep -q '^FAIL' "$B/$1.out" || { echo "FAIL emu.harness_$1: exit $rc $(tail -n 1 "$B/$1.log")"; failed=$((failed + 1)); }
+done
 
 # 3b. the full-size index probe: skipped with EMU_PROBE=0, and when EMU_FILTER is set unless
 # EMU_PROBE=1

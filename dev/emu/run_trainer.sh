@@ -57,7 +57,7 @@
 # Environment: EMU_SRC_DIR (llmc sources, default llmc), EMU_TRAINER_SRC (directory with
 # the trainers' .cu files, default the repository root; a file it lacks is taken from the
 # repository), EMU_TRAINER_FULL, EMU_TRAINER_RESUME, EMU_TRAINER_FILTER (only runs whose
-# name contains it, e.g. test_dit or .bf16.), CXX, and EMU_H2D_ASYNC=0 (emu.h: by default a
+# name contains it, a shell pattern: e.g. test_dit, .bf16. or test_*.bf16.), CXX, and EMU_H2D_ASYNC=0 (emu.h: by default a
 # synchronous cudaMemcpy from pageable memory to the device returns before its copy lands,
 # as CUDA documents it may; 0 turns that off).
 set -u
@@ -93,7 +93,7 @@ done
 # 2. the runs: one small script per run (run in parallel after the build)
 job() {  # job NAME ENV COMMAND...: writes $B/jobs/NAME.sh
   local name=$1 env=$2; shift 2
-  case "$name" in *"${EMU_TRAINER_FILTER:-}"*) ;; *) return ;; esac
+  case "$name" in *${EMU_TRAINER_FILTER:-}*) ;; *) return ;; esac  # (a glob: "test_*.bf16.")
   { echo "cd '$PWD'"; printf 'env %s timeout %s' "$env" "$TIMEOUT_S"; printf ' %q' "$@"
     echo " > '$B/out/$name.out' 2>&1"; echo "echo \$? > '$B/out/$name.rc'"; } > "$B/jobs/$name.sh"
 }

@@ -8,7 +8,8 @@
 # REF: reference files for test_llama under mpirun (dev/ref/*.lref and fresh ones).
 # Prints one line per check, "PASS name" or "FAIL name: why"; exit status non-zero when
 # anything failed. Every rank runs one OpenMP thread; mpirun may oversubscribe the cores
-# and run as root (CI does).
+# and run as root (CI does). Of the flag sets on the references, make test runs the plain one
+# and one other in turn per reference and rank count; TEST_FULL=1 runs all of them.
 set -u
 PY=$1; W=$2; shift 2
 REFS=("$@")
@@ -52,7 +53,8 @@ for np in 2 4; do
       else fail "np${np}_${base}_B${B}_does_not_split" "exit $rc without the clear error"; fi
       continue
     fi
-    for fl in "${DPFLAGS[@]}"; do
+    pick_flagsets "${DPFLAGS[@]}"  # sampled: plain and one set in turn (mpi_lib.sh)
+    for fl in "${PICKED[@]}"; do
       passes_np "np${np}_${base}_$(echo "${fl:-plain}" | tr -d ' -')" "$np" ./test_llama_cpu --ref "$f" $fl
     done
   done

@@ -890,7 +890,7 @@ PARALLEL_FIT_FLAGS = PARALLEL_FLAGS + [
 # each flag: (name, type i|l|f|s, expectation function, extra arguments that make the flag matter, keywords)
 # Ranges from --help, docs and the validators (llmc/train_args.h, llmc/parallel_args.h, llmc/fit_memory.h).
 LLAMA_FLAGS = [
-    ("model", "s", choice("tiny", "stories260K", "stories15M", "stories42M", "stories110M", "llama3-1B", "llama3-8B",
+    ("model", "s", choice("tiny", "stories260K", "stories800K", "stories15M", "stories42M", "stories110M", "llama3-1B", "llama3-8B",
                           "llama3-70B"), [], None),
     ("V", "i", rng_(256, None, big=1 << 24), [], ["V", "vocab"]),        # the data's ids are below 256
     ("D", "i", lambda v: "ok" if v >= 4 and v % 4 == 0 and v <= 4096 else "error", [], ["D"]),  # D/H even, H=2

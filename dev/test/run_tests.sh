@@ -6,12 +6,15 @@ set -u
 cd "$(dirname "$0")/../.."
 PY=$(bash scripts/ensure_python_deps.sh | tail -n1)
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/llmc_test.XXXXXX")
-trap 'rm -rf "$TMP"' EXIT
+# (the background lane below, if still running, is stopped with the run)
+trap '[ -n "${LANE_PID:-}" ] && { pkill -P "$LANE_PID" 2>/dev/null; kill "$LANE_PID" 2>/dev/null; }; rm -rf "$TMP"' EXIT
 passed=0; failed=0; failed_names=""
 T0=$(date +%s)
-# make test samples what has outgrown 20 minutes on 2 cores; TEST_FULL=1 (make test-full, which CI
-# runs) runs all of it: every dev/cuda ladder under the emulator (sampled: the attention ladder),
-# call 2 of scripts/gpu_check.sh on the CPU (sampled: the plan, calls 1 and 3), and the CPU step yardstick
+# make test samples (a developer's loop of about 8 minutes on 2 cores); TEST_FULL=1 (make test-full, which CI
+# runs) runs all of it: the dev/cuda ladders compiled and under the emulator, the emulated CUDA
+# trainers in fp32 (sampled: bf16), calls 2 and 3 of scripts/gpu_check.sh on the CPU (sampled: the
+# plan and call 1), every flag set at every layout of the multi-process tests (sampled: the plain
+# run and one set in turn, dev/test/mpi_lib.sh), the SLURM cluster and the CPU step yardstick
 FULL=${TEST_FULL:-0}
 # a section header, with the minutes and seconds make test has run so far (the whole run must stay under 20 minutes)
 section() { local e=$(( $(date +%s) - T0 )); printf '== [%d:%02d] %s\n' $((e / 60)) $((e % 60)) "$1"; }
@@ -19,17 +22,22 @@ section() { local e=$(( $(date +%s) - T0 )); printf '== [%d:%02d] %s\n' $((e / 6
 pass() { echo "PASS $1"; passed=$((passed + 1)); }
 fail() { echo "FAIL $1${2:+: $2}"; failed=$((failed + 1)); failed_names="$failed_names $1"; }
 
+# each check's wall time, for the slowest-checks table at the end (where make test's minutes go)
+now() { date +%s.%N; }
+timed() { awk -v a="$1" -v b="$(now)" -v n="$2" 'BEGIN { printf "%.1f %s\n", b - a, n }' >> "$TMP/times"; }
 # check NAME CMD...: passes when CMD exits 0; its output is kept in $TMP/NAME.log
 check() {
-  local name=$1; shift
+  local name=$1 t=$(now); shift
   if "$@" >"$TMP/$name.log" 2>&1; then pass "$name"; else fail "$name" "exit $? ($*)"; tail -n 15 "$TMP/$name.log" | sed 's/^/    /'; fi
+  timed "$t" "$name"
 }
 # check_error NAME "WORDS" CMD...: passes when CMD exits non-zero and prints every word
 # (case-insensitive) of WORDS: bad input must end with a clear message, not a crash
 check_error() {
-  local name=$1 words=$2; shift 2
+  local name=$1 words=$2 t=$(now); shift 2
   "$@" >"$TMP/$name.log" 2>&1
   local rc=$?
+  timed "$t" "$name"
   local missing=""
   for w in $words; do grep -qi -- "$w" "$TMP/$name.log" || missing="$missing $w"; done
   if [ $rc -ne 0 ] && [ $rc -lt 128 ] && [ -z "$missing" ]; then pass "$name"
@@ -39,9 +47,15 @@ check_error() {
 }
 # a sub-test that prints its own PASS/FAIL lines: each line counts
 sub_tests() {
-  local name=$1; shift
+  local name=$1 t=$(now); shift
   "$@" >"$TMP/$name.log" 2>&1
   local rc=$?
+  timed "$t" "$name (sub-tests)"
+  count_sub_tests "$name" $rc
+}
+# count_sub_tests NAME RC: the PASS/FAIL lines of $TMP/NAME.log, and a non-zero RC without any FAIL line
+count_sub_tests() {
+  local name=$1 rc=$2 line
   while IFS= read -r line; do
     case "$line" in
       PASS\ *) pass "$name/${line#PASS }" ;;
@@ -50,6 +64,38 @@ sub_tests() {
   done < "$TMP/$name.log"
   [ $rc -eq 0 ] || grep -q '^FAIL' "$TMP/$name.log" || fail "$name" "exit $rc"
 }
+
+# The background lane, started now beside the CPU checks (most of which keep one of the two
+# cores busy, not both): the CUDA compile (nvcc, one at a time, about 20 s of one core a
+# program), then the emulator stage (dev/emu: every llmc kernel against its twin, the emulated
+# CUDA trainers), then the Hugging Face round trip. Their sections below wait for the lane and
+# count its results there.
+NVCC_PATH=$(bash -c 'command -v nvcc || ls /usr/local/cuda/bin/nvcc' 2>/dev/null | head -n1)
+# Sampled: four of the six CUDA programs (train_llama and train_dit in bf16, whose code
+# test_llama.cu and test_dit.cu include, and both test programs in FP32); the emulator's kernel
+# harness in bf16 (every kernel, its coverage check included) and of its emulated CUDA trainers
+# the bf16 test programs; no dev/cuda ladders. test-full: all of it.
+CUDA_SET=(build/train_llama build/train_dit build/test_llama_fp32 build/test_dit_fp32)
+EMU_ENV=(EMU_PRECISIONS=bf16 EMU_LADDERS=0 EMU_TRAINER=1 "EMU_TRAINER_FILTER=test_*.bf16.")
+if [ "$FULL" = 1 ]; then CUDA_SET=(cuda-compile); EMU_ENV=(); fi
+LANE_T0=$(now)
+(
+  if [ -n "$NVCC_PATH" ]; then make -s -j1 "${CUDA_SET[@]}" CUDA_ARCH=90 > "$TMP/cuda_compile.log" 2>&1; echo $? > "$TMP/cuda_compile.rc"; fi
+  now > "$TMP/cuda_compile.end"
+  env ${EMU_ENV[@]+"${EMU_ENV[@]}"} bash dev/emu/run.sh > "$TMP/emu.log" 2>&1; echo $? > "$TMP/emu.rc"
+  now > "$TMP/emu.end"
+  # the Hugging Face round trip (mostly one Python process importing transformers)
+  if PY_HF=$(bash scripts/ensure_hf_deps.sh 2>"$TMP/hf_deps.log" | tail -n1) && [ -n "$PY_HF" ]; then
+    bash dev/test/hf_roundtrip.sh "$PY_HF" "$TMP/hf" > "$TMP/hf.log" 2>&1; echo $? > "$TMP/hf.rc"
+  else
+    echo "FAIL deps: scripts/ensure_hf_deps.sh could not install the pinned transformers: $(tail -n 2 "$TMP/hf_deps.log" | tr '\n' ' ')" > "$TMP/hf.log"
+    echo 1 > "$TMP/hf.rc"
+  fi
+  now > "$TMP/hf.end"
+) &
+LANE_PID=$!
+# the lane's wall time from its start, into the slowest-checks table
+lane_timed() { awk -v a="$1" -v b="$(cat "$2")" -v n="$3" 'BEGIN { printf "%.1f %s\n", b - a, n }' >> "$TMP/times"; }
 
 section "test_llama against the committed references (dev/ref)"
 for f in dev/ref/*.lref; do check "ref_$(basename "$f" .lref)" ./test_llama_cpu --ref "$f"; done
@@ -86,12 +132,12 @@ FLAGSETS=(
 )
 for f in dev/ref/*.lref ${FRESH:-}; do
   base=$(basename "$f" .lref)
+  L=$("$PY" -c "import struct, sys; print(struct.unpack('<13i', open(sys.argv[1], 'rb').read(52))[4])" "$f")  # header word 4
   for fl in "${FLAGSETS[@]}"; do
     # --offload-act N beyond the model's L is a user error, tested below; skip it here
-    L=$("$PY" -c "import sys; sys.path.insert(0,'scripts'); import lref; print(lref.read_lref('$f')['cfg']['L'])")
     n=$(echo "$fl" | sed -n 's/.*--offload-act \([0-9]*\).*/\1/p')
     [ -n "$n" ] && [ "$n" -gt "$L" ] && continue
-    check "flags_${base}_$(echo "$fl" | tr -d ' -' )" ./test_llama_cpu --ref "$f" $fl
+    check "flags_${base}_$(echo "$fl" | sed 's/ -1/ all/g' | tr -d ' -' )" ./test_llama_cpu --ref "$f" $fl
   done
 done
 
@@ -322,11 +368,6 @@ check_error init_from_and_resume "pick one" ./train_llama_cpu --init-from a.bin 
 check_error init_from_mismatch "init-from" ./train_llama_cpu --model tiny --V 512 --D 128 --batch 2 --seq 32 --steps 2 \
   --train-data "$TMP/train.bin" --val-every 0 --run-dir "$TMP/init_bad" --init-from "$TMP/init_src/ckpt_000003.bin"
 
-section "Hugging Face: transformers loads the export, the import gives back the same bits (dev/test/hf_roundtrip.sh)"
-if PY_HF=$(bash scripts/ensure_hf_deps.sh 2>"$TMP/hf_deps.log" | tail -n1) && [ -n "$PY_HF" ]; then
-  sub_tests hf bash dev/test/hf_roundtrip.sh "$PY_HF" "$TMP/hf"
-else fail hf_deps "scripts/ensure_hf_deps.sh could not install the pinned transformers: $(tail -n 2 "$TMP/hf_deps.log")"; fi
-
 section "--fit-memory: the cheapest flags that fit, from the plan (dev/test/test_fit_memory.py)"
 sub_tests fit_memory "$PY" dev/test/test_fit_memory.py ./train_llama_cpu
 check_error fit_memory_impossible "needs a budget of at least" ./train_llama_cpu --model stories15M --fit-memory 0.01 --plan-only 1
@@ -364,7 +405,7 @@ sub_tests gpu_plan bash -c "GPU_CHECK_DRY=1 OUT=$TMP/gpu_plan PYTHON=$PY bash sc
   $PY dev/test/check_gpu_plan.py --planted $TMP/gpu_plan/plan.tsv"
 # each call on the CPU build with tiny models (its own \$OUT, as on the device): every step,
 # file and table; the CPU's numbers say nothing about a GPU
-calls="1 3"; [ "$FULL" = 1 ] && calls="1 2 3"
+calls="1"; [ "$FULL" = 1 ] && calls="1 2 3"
 for call in $calls; do
   check "gpu_check_cpu_call$call" bash -c "GPU_CHECK_CPU=1 PYTHON=$PY OUT=$TMP/gpu_call$call \
     GPU_CHECK_SCRATCH=$TMP/gpu_call${call}_scratch bash scripts/gpu_check.sh $call && $PY - $TMP/gpu_call$call $call <<'PYEOF'
@@ -387,21 +428,32 @@ PYEOF"
 done
 
 section "the CUDA kernels of llmc/*.cuh run in the host emulator against their CPU twins (dev/emu)"
-if [ "$FULL" = 1 ]; then sub_tests emu bash dev/emu/run.sh
-else sub_tests emu env EMU_LADDER_FILTER=attention bash dev/emu/run.sh; fi
+# (run by the background lane since the start, after the CUDA compile)
+wait "$LANE_PID"
+lane_timed "$LANE_T0" "$TMP/cuda_compile.end" "cuda_compile (background lane, from the start)"
+lane_timed "$(cat "$TMP/cuda_compile.end")" "$TMP/emu.end" "emu (sub-tests; background lane, after the compile)"
+count_sub_tests emu "$(cat "$TMP/emu.rc" 2>/dev/null || echo 1)"
+grep -h "took\|in [0-9.]* s" "$TMP/emu.log" | sed "s/^/  /"  # where the emulator stage's minutes go
 
-if [ -n "$(bash -c 'command -v nvcc || ls /usr/local/cuda/bin/nvcc' 2>/dev/null)" ]; then
-  section "CUDA build compiles (sm_90, bf16 and FP32); it cannot run here"
-  check cuda_compile make -s -j2 cuda-compile CUDA_ARCH=90
-  check cuda_ladders_compile make -s -j2 -C dev/cuda compile CUDA_ARCH=90
+section "Hugging Face: transformers loads the export, the import gives back the same bits (dev/test/hf_roundtrip.sh; background lane)"
+lane_timed "$(cat "$TMP/emu.end")" "$TMP/hf.end" "hf (sub-tests; background lane, after the emulator)"
+count_sub_tests hf "$(cat "$TMP/hf.rc" 2>/dev/null || echo 1)"
+
+if [ -n "$NVCC_PATH" ]; then
+  section "CUDA build compiles (sm_90, bf16 and FP32: ${CUDA_SET[*]}); it cannot run here"
+  # (compiled by the background lane at the start)
+  if [ "$(cat "$TMP/cuda_compile.rc" 2>/dev/null)" = 0 ]; then pass cuda_compile
+  else fail cuda_compile "make cuda-compile: exit $(cat "$TMP/cuda_compile.rc" 2>/dev/null)"; tail -n 15 "$TMP/cuda_compile.log" | sed 's/^/    /'; fi
+  [ "$FULL" = 1 ] && check cuda_ladders_compile make -s -j2 -C dev/cuda compile CUDA_ARCH=90
   # ptxas' report of every kernel, kept by cuda-compile: spills, registers and shared memory
   # against each kernel's occupancy, dynamic shared memory opt-ins, coverage; then planted
   # defects, every one of which the gate must catch (dev/test/ptxas_gate.py)
-  sub_tests ptxas_gate "$PY" dev/test/ptxas_gate.py build/{train,test}_{llama,dit}.ptxas build/test_{llama,dit}_fp32.ptxas
-  sub_tests ptxas_gate_planted "$PY" dev/test/ptxas_gate.py --planted \
-    "$(bash -c 'command -v nvcc || ls /usr/local/cuda/bin/nvcc' 2>/dev/null | head -n1)"
+  PTXAS=(build/train_{llama,dit}.ptxas build/test_{llama,dit}_fp32.ptxas); [ "$FULL" = 1 ] && PTXAS+=(build/test_{llama,dit}.ptxas)
+  sub_tests ptxas_gate "$PY" dev/test/ptxas_gate.py "${PTXAS[@]}"
+  sub_tests ptxas_gate_planted "$PY" dev/test/ptxas_gate.py --planted "$NVCC_PATH"
   # --plan-only touches no device, so the CUDA build's bf16 plan is checked here too
-  [ -x build/train_llama ] && check memory_plan_bf16 "$PY" dev/test/check_memory_plan.py ./build/train_llama
+  # (sampled: the CP and DiT plans of the bf16 build; test-full also every plan of check_memory_plan.py, 35 s)
+  [ "$FULL" = 1 ] && [ -x build/train_llama ] && check memory_plan_bf16 "$PY" dev/test/check_memory_plan.py ./build/train_llama
   [ -x build/train_llama ] && [ -x build/train_dit ] && check memory_plan_cp_bf16 "$PY" dev/test/check_cp_plan.py ./build/train_llama ./build/train_dit
 fi
 
@@ -684,6 +736,9 @@ else
 fi
 
 echo
+echo "the slowest checks (seconds of wall time; their sum is $(awk '{ s += $1 } END { printf "%.0f", s }' "$TMP/times") s):"
+sort -rn "$TMP/times" | head -n 15 | sed 's/^/  /'
+mkdir -p build && sort -rn "$TMP/times" > build/test_times.txt  # all of them, kept after the run
 [ $failed -eq 0 ] || echo "failed:$failed_names"
 e=$(( $(date +%s) - T0 ))
 printf 'make test%s: %d:%02d (minutes:seconds)\n' "$([ "$FULL" = 1 ] && echo ' (full: TEST_FULL=1)' || echo ' (sampled; make test-full runs all)')" $((e / 60)) $((e % 60))

@@ -15,8 +15,9 @@
 #
 # PYTHON must import torch and numpy (fresh references). Prints one line per check,
 # "PASS name" or "FAIL name: why"; exit status non-zero when anything failed. The matrix is
-# chosen so that every case above runs at least once, not the full cross product (~2 min
-# on 2 cores). Every rank runs one OpenMP thread; mpirun may oversubscribe and run as root.
+# chosen so that every case above runs at least once, not the full cross product; of the flag
+# sets in a., make test runs the plain one and one other in turn at each layout and reference
+# (TEST_FULL=1 all of them: about 2 min on 2 cores). Every rank runs one OpenMP thread; mpirun may oversubscribe and run as root.
 set -u
 PY=$1; W=$2
 cd "$(dirname "$0")/../.."
@@ -104,7 +105,8 @@ for layout in "2 2" "4 4" "4 2"; do
           run_np "$np" ./test_llama_cpu --ref "$f" --tp "$tp" --tp-mode reducescatter
         continue
       fi
-      for fl in "${TPFLAGS[@]}"; do
+      pick_flagsets "${TPFLAGS[@]}"  # sampled: plain and one set in turn (mpi_lib.sh)
+      for fl in "${PICKED[@]}"; do
         tl "${lay}_${m}_${base}_$(flagname "$fl")" "$np" --ref "$f" --tp "$tp" --tp-mode "$mode" $fl
       done
     done
