@@ -227,10 +227,11 @@ gpu_bin/mpi/%: %.cu $(HEADERS)
 test-full:
 	@TEST_FULL=1 $(MAKE) --no-print-directory test
 
-# Open MPI and oneDNN first (scripts/ensure_build_deps.sh), then a fresh make so that the build sees them
+# Open MPI and oneDNN first (scripts/ensure_build_deps.sh), then a fresh make so that the build sees
+# them (one compiler a core: the eleven programs take about a minute on 2 cores one at a time)
 test:
 	@bash scripts/ensure_build_deps.sh
-	@$(MAKE) --no-print-directory cpu build/test_dataloader build/test_tokenizer build/train_llama_cpu_nompi build/train_dit_cpu_nompi build/test_comm build/test_video_data
+	@$(MAKE) --no-print-directory -j$(shell nproc 2>/dev/null || echo 2) cpu build/test_dataloader build/test_tokenizer build/train_llama_cpu_nompi build/train_dit_cpu_nompi build/test_comm build/test_video_data
 	@bash dev/test/run_tests.sh
 
 # the shared sample when it is there (no network), else the official download

@@ -68,8 +68,8 @@ count_sub_tests() {
 # The background lane, started now beside the CPU checks (most of which keep one of the two
 # cores busy, not both): the CUDA compile (nvcc, one at a time, about 20 s of one core a
 # program), then the emulator stage (dev/emu: every llmc kernel against its twin, the emulated
-# CUDA trainers), then the Hugging Face round trip. Their sections below wait for the lane and
-# count its results there.
+# CUDA trainers), then the Hugging Face round trip and gpu_check's calls on the CPU. The run
+# waits for the lane at its end and counts the lane's results there.
 NVCC_PATH=$(bash -c 'command -v nvcc || ls /usr/local/cuda/bin/nvcc' 2>/dev/null | head -n1)
 # Sampled: four of the six CUDA programs (train_llama and train_dit in bf16, whose code
 # test_llama.cu and test_dit.cu include, and both test programs in FP32); the emulator's kernel
@@ -78,6 +78,31 @@ NVCC_PATH=$(bash -c 'command -v nvcc || ls /usr/local/cuda/bin/nvcc' 2>/dev/null
 CUDA_SET=(build/train_llama build/train_dit build/test_llama_fp32 build/test_dit_fp32)
 EMU_ENV=(EMU_PRECISIONS=bf16 EMU_LADDERS=0 EMU_TRAINER=1 "EMU_TRAINER_FILTER=test_*.bf16.")
 if [ "$FULL" = 1 ]; then CUDA_SET=(cuda-compile); EMU_ENV=(); fi
+# gpu_call_on_cpu N: call N of scripts/gpu_check.sh on the CPU build with tiny models (its own
+# $OUT, as on the device): every step, file and table; the CPU's numbers say nothing about a GPU.
+# Sampled: call 1 (the headline call); test-full: all three. Run by the background lane.
+GPU_CALLS="1"; [ "$FULL" = 1 ] && GPU_CALLS="1 2 3"
+gpu_call_on_cpu() {
+  local call=$1
+  bash -c "GPU_CHECK_CPU=1 PYTHON=$PY OUT=$TMP/gpu_call$call \
+    GPU_CHECK_SCRATCH=$TMP/gpu_call${call}_scratch bash scripts/gpu_check.sh $call && $PY - $TMP/gpu_call$call $call <<'PYEOF'
+import json, os, re, sys
+out, call = sys.argv[1], sys.argv[2]
+files = os.listdir(out)
+assert len(files) <= 8, files
+for f in ('summary_call%s.md' % call, 'gpu_check_call%s.log' % call, 'bench_call%s.jsonl' % call):
+    assert os.path.getsize(os.path.join(out, f)) > 0, f
+bench = [json.loads(l) for l in open(os.path.join(out, 'bench_call%s.jsonl' % call))]
+want = {'1': 6, '2': 3, '3': 2}[call]
+assert len(bench) == want and all(b['tok_per_s'] > 0 and b['data'] for b in bench), bench
+summary = open(os.path.join(out, 'summary_call%s.md' % call)).read()
+if call == '3':
+    gap = re.search(r'max_abs_gap ([0-9.e+-]+)', summary)
+    assert gap and float(gap.group(1)) < 1e-3, 'train_llama and the PyTorch peer disagree: %s' % gap
+    assert 'memory sweep' in summary
+print('call %s: %d throughput rows, %d files' % (call, len(bench), len(files)))
+PYEOF"
+}
 LANE_T0=$(now)
 (
   if [ -n "$NVCC_PATH" ]; then make -s -j1 "${CUDA_SET[@]}" CUDA_ARCH=90 > "$TMP/cuda_compile.log" 2>&1; echo $? > "$TMP/cuda_compile.rc"; fi
@@ -92,6 +117,8 @@ LANE_T0=$(now)
     echo 1 > "$TMP/hf.rc"
   fi
   now > "$TMP/hf.end"
+  for call in $GPU_CALLS; do gpu_call_on_cpu "$call" > "$TMP/gpu_check_cpu_call$call.log" 2>&1; echo $? > "$TMP/gpu_check_cpu_call$call.rc"; done
+  now > "$TMP/gpu_calls.end"
 ) &
 LANE_PID=$!
 # the lane's wall time from its start, into the slowest-checks table
@@ -403,59 +430,7 @@ section "scripts/gpu_check.sh: the plan of the three GPU calls, then each call e
 # directory, no ../shared: the plan needs none of them); then the same checks on planted defects
 sub_tests gpu_plan bash -c "GPU_CHECK_DRY=1 OUT=$TMP/gpu_plan PYTHON=$PY bash scripts/gpu_check.sh plan && \
   $PY dev/test/check_gpu_plan.py --planted $TMP/gpu_plan/plan.tsv"
-# each call on the CPU build with tiny models (its own \$OUT, as on the device): every step,
-# file and table; the CPU's numbers say nothing about a GPU
-calls="1"; [ "$FULL" = 1 ] && calls="1 2 3"
-for call in $calls; do
-  check "gpu_check_cpu_call$call" bash -c "GPU_CHECK_CPU=1 PYTHON=$PY OUT=$TMP/gpu_call$call \
-    GPU_CHECK_SCRATCH=$TMP/gpu_call${call}_scratch bash scripts/gpu_check.sh $call && $PY - $TMP/gpu_call$call $call <<'PYEOF'
-import json, os, re, sys
-out, call = sys.argv[1], sys.argv[2]
-files = os.listdir(out)
-assert len(files) <= 8, files
-for f in ('summary_call%s.md' % call, 'gpu_check_call%s.log' % call, 'bench_call%s.jsonl' % call):
-    assert os.path.getsize(os.path.join(out, f)) > 0, f
-bench = [json.loads(l) for l in open(os.path.join(out, 'bench_call%s.jsonl' % call))]
-want = {'1': 6, '2': 3, '3': 2}[call]
-assert len(bench) == want and all(b['tok_per_s'] > 0 and b['data'] for b in bench), bench
-summary = open(os.path.join(out, 'summary_call%s.md' % call)).read()
-if call == '3':
-    gap = re.search(r'max_abs_gap ([0-9.e+-]+)', summary)
-    assert gap and float(gap.group(1)) < 1e-3, 'train_llama and the PyTorch peer disagree: %s' % gap
-    assert 'memory sweep' in summary
-print('call %s: %d throughput rows, %d files' % (call, len(bench), len(files)))
-PYEOF"
-done
-
-section "the CUDA kernels of llmc/*.cuh run in the host emulator against their CPU twins (dev/emu)"
-# (run by the background lane since the start, after the CUDA compile)
-wait "$LANE_PID"
-lane_timed "$LANE_T0" "$TMP/cuda_compile.end" "cuda_compile (background lane, from the start)"
-lane_timed "$(cat "$TMP/cuda_compile.end")" "$TMP/emu.end" "emu (sub-tests; background lane, after the compile)"
-count_sub_tests emu "$(cat "$TMP/emu.rc" 2>/dev/null || echo 1)"
-grep -h "took\|in [0-9.]* s" "$TMP/emu.log" | sed "s/^/  /"  # where the emulator stage's minutes go
-
-section "Hugging Face: transformers loads the export, the import gives back the same bits (dev/test/hf_roundtrip.sh; background lane)"
-lane_timed "$(cat "$TMP/emu.end")" "$TMP/hf.end" "hf (sub-tests; background lane, after the emulator)"
-count_sub_tests hf "$(cat "$TMP/hf.rc" 2>/dev/null || echo 1)"
-
-if [ -n "$NVCC_PATH" ]; then
-  section "CUDA build compiles (sm_90, bf16 and FP32: ${CUDA_SET[*]}); it cannot run here"
-  # (compiled by the background lane at the start)
-  if [ "$(cat "$TMP/cuda_compile.rc" 2>/dev/null)" = 0 ]; then pass cuda_compile
-  else fail cuda_compile "make cuda-compile: exit $(cat "$TMP/cuda_compile.rc" 2>/dev/null)"; tail -n 15 "$TMP/cuda_compile.log" | sed 's/^/    /'; fi
-  [ "$FULL" = 1 ] && check cuda_ladders_compile make -s -j2 -C dev/cuda compile CUDA_ARCH=90
-  # ptxas' report of every kernel, kept by cuda-compile: spills, registers and shared memory
-  # against each kernel's occupancy, dynamic shared memory opt-ins, coverage; then planted
-  # defects, every one of which the gate must catch (dev/test/ptxas_gate.py)
-  PTXAS=(build/train_{llama,dit}.ptxas build/test_{llama,dit}_fp32.ptxas); [ "$FULL" = 1 ] && PTXAS+=(build/test_{llama,dit}.ptxas)
-  sub_tests ptxas_gate "$PY" dev/test/ptxas_gate.py "${PTXAS[@]}"
-  sub_tests ptxas_gate_planted "$PY" dev/test/ptxas_gate.py --planted "$NVCC_PATH"
-  # --plan-only touches no device, so the CUDA build's bf16 plan is checked here too
-  # (sampled: the CP and DiT plans of the bf16 build; test-full also every plan of check_memory_plan.py, 35 s)
-  [ "$FULL" = 1 ] && [ -x build/train_llama ] && check memory_plan_bf16 "$PY" dev/test/check_memory_plan.py ./build/train_llama
-  [ -x build/train_llama ] && [ -x build/train_dit ] && check memory_plan_cp_bf16 "$PY" dev/test/check_cp_plan.py ./build/train_llama ./build/train_dit
-fi
+# (each call executed on the CPU build: by the background lane, counted at the end)
 
 section "train_dit: test_dit against the committed DiT references (dev/ref/*.dref)"
 for f in dev/ref/*.dref; do check "dit_ref_$(basename "$f" .dref)" ./test_dit_cpu --ref "$f"; done
@@ -685,8 +660,6 @@ sub_tests dit_parallel bash dev/test/dit_parallel_tests.sh "$PY" "$TMP/dit_paral
 
 section "train_dit memory plan against the formulas of docs/memory.md section 9"
 check dit_memory_plan "$PY" dev/test/check_dit_plan.py ./train_dit_cpu
-# the CUDA build loads cuBLAS at each start (0.2 s a plan): 2 of the 6 shapes, every flag set
-[ -x build/train_dit ] && check dit_memory_plan_bf16 "$PY" dev/test/check_dit_plan.py --shapes 2 ./build/train_dit
 
 section "video data: moving digits, clip files, GIF and PNG (llmc/video_data.h, llmc/image_write.h, scripts/clips_to_bin.py)"
 V="$TMP/video"; mkdir -p "$V/img"
@@ -724,6 +697,46 @@ else fail clipfile_bad "check_clips.py --make-bad: $(tail -n 2 "$TMP/make_bad.lo
 # clips, near chance against shuffled labels (its self-test), and a bar it cannot reach must fail
 check dit_digits_real "$PY" scripts/dit_digits.py check --real-clips 300 --self-test
 check_error dit_digits_bar_unreachable "below --min-real" "$PY" scripts/dit_digits.py check --real-clips 100 --min-real 1.01
+
+# ---------------------------------------------------------------------------
+# the background lane's results (it ran beside everything above)
+wait "$LANE_PID"
+section "scripts/gpu_check.sh's calls executed on the CPU (background lane)"
+for call in $GPU_CALLS; do
+  if [ "$(cat "$TMP/gpu_check_cpu_call$call.rc" 2>/dev/null)" = 0 ]; then pass "gpu_check_cpu_call$call"
+  else fail "gpu_check_cpu_call$call" "exit $(cat "$TMP/gpu_check_cpu_call$call.rc" 2>/dev/null)"; tail -n 15 "$TMP/gpu_check_cpu_call$call.log" | sed 's/^/    /'; fi
+done
+lane_timed "$(cat "$TMP/hf.end")" "$TMP/gpu_calls.end" "gpu_check_cpu_call $GPU_CALLS (background lane, after the HF round trip)"
+
+section "the CUDA kernels of llmc/*.cuh run in the host emulator against their CPU twins (dev/emu; background lane)"
+lane_timed "$LANE_T0" "$TMP/cuda_compile.end" "cuda_compile (background lane, from the start)"
+lane_timed "$(cat "$TMP/cuda_compile.end")" "$TMP/emu.end" "emu (sub-tests; background lane, after the compile)"
+count_sub_tests emu "$(cat "$TMP/emu.rc" 2>/dev/null || echo 1)"
+grep -h "took\|in [0-9.]* s" "$TMP/emu.log" | sed "s/^/  /"  # where the emulator stage's minutes go
+
+section "Hugging Face: transformers loads the export, the import gives back the same bits (dev/test/hf_roundtrip.sh; background lane)"
+lane_timed "$(cat "$TMP/emu.end")" "$TMP/hf.end" "hf (sub-tests; background lane, after the emulator)"
+count_sub_tests hf "$(cat "$TMP/hf.rc" 2>/dev/null || echo 1)"
+
+if [ -n "$NVCC_PATH" ]; then
+  section "CUDA build compiles (sm_90, bf16 and FP32: ${CUDA_SET[*]}); it cannot run here"
+  # (compiled by the background lane at its start)
+  if [ "$(cat "$TMP/cuda_compile.rc" 2>/dev/null)" = 0 ]; then pass cuda_compile
+  else fail cuda_compile "make cuda-compile: exit $(cat "$TMP/cuda_compile.rc" 2>/dev/null)"; tail -n 15 "$TMP/cuda_compile.log" | sed 's/^/    /'; fi
+  [ "$FULL" = 1 ] && check cuda_ladders_compile make -s -j2 -C dev/cuda compile CUDA_ARCH=90
+  # ptxas' report of every kernel, kept by cuda-compile: spills, registers and shared memory
+  # against each kernel's occupancy, dynamic shared memory opt-ins, coverage; then planted
+  # defects, every one of which the gate must catch (dev/test/ptxas_gate.py)
+  PTXAS=(build/train_{llama,dit}.ptxas build/test_{llama,dit}_fp32.ptxas); [ "$FULL" = 1 ] && PTXAS+=(build/test_{llama,dit}.ptxas)
+  sub_tests ptxas_gate "$PY" dev/test/ptxas_gate.py "${PTXAS[@]}"
+  sub_tests ptxas_gate_planted "$PY" dev/test/ptxas_gate.py --planted "$NVCC_PATH"
+  # --plan-only touches no device, so the CUDA build's bf16 plan is checked here too
+  # (sampled: the CP and DiT plans of the bf16 build; test-full also every plan of check_memory_plan.py, 35 s)
+  [ "$FULL" = 1 ] && [ -x build/train_llama ] && check memory_plan_bf16 "$PY" dev/test/check_memory_plan.py ./build/train_llama
+  [ -x build/train_llama ] && [ -x build/train_dit ] && check memory_plan_cp_bf16 "$PY" dev/test/check_cp_plan.py ./build/train_llama ./build/train_dit
+  # the DiT plan (docs/memory.md section 9); the CUDA build loads cuBLAS at each start (0.2 s a plan): 2 of the 6 shapes, every flag set
+  [ -x build/train_dit ] && check dit_memory_plan_bf16 "$PY" dev/test/check_dit_plan.py --shapes 2 ./build/train_dit
+fi
 
 # a real scheduler: a private one-node SLURM cluster (its own slurm.conf, munge key and socket, ports, all in a
 # temporary directory), installed from Debian when missing; make test-full and CI only (about 30 s on 2 cores)
