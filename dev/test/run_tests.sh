@@ -6,8 +6,8 @@ set -u
 cd "$(dirname "$0")/../.."
 PY=$(bash scripts/ensure_python_deps.sh | tail -n1)
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/llmc_test.XXXXXX")
-# (the background lane below, if still running, is stopped with the run)
-trap '[ -n "${LANE_PID:-}" ] && { pkill -P "$LANE_PID" 2>/dev/null; kill "$LANE_PID" 2>/dev/null; }; rm -rf "$TMP"' EXIT
+# (the background jobs below, if still running, are stopped with the run)
+trap 'for p in ${LANE_PID:-} ${CP_PID:-}; do pkill -P "$p" 2>/dev/null; kill "$p" 2>/dev/null; done; rm -rf "$TMP"' EXIT
 passed=0; failed=0; failed_names=""
 T0=$(date +%s)
 # make test samples (a developer's loop of about 8 minutes on 2 cores); TEST_FULL=1 (make test-full, which CI
@@ -421,8 +421,14 @@ sub_tests dp bash dev/test/dp_tests.sh "$PY" "$TMP/dp" dev/ref/*.lref ${FRESH:-}
 section "tensor and sequence parallelism under mpirun (tp 2, tp 4, tp 2 x dp 2): test_llama, train_llama, checkpoints (dev/test/tp_tests.sh)"
 sub_tests tp bash dev/test/tp_tests.sh "$PY" "$TMP/tp"
 
-section "context parallelism under mpirun (cp 2, cp 4: ring, ulysses, hybrid; with tp and dp): test_llama, train_llama, checkpoints (dev/test/cp_tests.sh)"
-sub_tests cp bash dev/test/cp_tests.sh "$PY" "$TMP/cp"
+# context parallelism (dev/test/cp_tests.sh, about 1 minute alone) runs in the background from here,
+# beside the DiT checks below, and is counted at the end. Its mpiruns get a session directory of
+# their own: two mpiruns starting at once in Open MPI's default one can race on creating it.
+mkdir -p "$TMP/cp_ompi"
+CP_T0=$(now)
+( OMPI_MCA_orte_tmpdir_base="$TMP/cp_ompi" bash dev/test/cp_tests.sh "$PY" "$TMP/cp" > "$TMP/cp.log" 2>&1
+  echo $? > "$TMP/cp.rc"; now > "$TMP/cp.end" ) &
+CP_PID=$!
 
 section "scripts/gpu_check.sh: the plan of the three GPU calls, then each call executed on the CPU"
 # the plan: every step's limit as its estimate; the headline within call 1's first 300 s, at
@@ -699,7 +705,12 @@ check dit_digits_real "$PY" scripts/dit_digits.py check --real-clips 300 --self-
 check_error dit_digits_bar_unreachable "below --min-real" "$PY" scripts/dit_digits.py check --real-clips 100 --min-real 1.01
 
 # ---------------------------------------------------------------------------
-# the background lane's results (it ran beside everything above)
+# the background jobs' results (they ran beside everything above)
+wait "$CP_PID"
+section "context parallelism under mpirun (cp 2, cp 4: ring, ulysses, hybrid; with tp and dp): test_llama, train_llama, checkpoints (dev/test/cp_tests.sh; in the background)"
+lane_timed "$CP_T0" "$TMP/cp.end" "cp (sub-tests; in the background, after the TP tests)"
+count_sub_tests cp "$(cat "$TMP/cp.rc" 2>/dev/null || echo 1)"
+
 wait "$LANE_PID"
 section "scripts/gpu_check.sh's calls executed on the CPU (background lane)"
 for call in $GPU_CALLS; do
