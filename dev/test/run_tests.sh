@@ -10,7 +10,7 @@ TMP=$(mktemp -d "${TMPDIR:-/tmp}/llmc_test.XXXXXX")
 trap 'for p in ${LANE_PID:-} ${CP_PID:-}; do pkill -P "$p" 2>/dev/null; kill "$p" 2>/dev/null; done; rm -rf "$TMP"' EXIT
 passed=0; failed=0; failed_names=""
 T0=$(date +%s)
-# make test samples (a developer's loop of about 8 minutes on 2 cores); TEST_FULL=1 (make test-full, which CI
+# make test samples (a developer's loop of about 7 minutes on 2 cores); TEST_FULL=1 (make test-full, which CI
 # runs) runs all of it: the dev/cuda ladders compiled and under the emulator, the emulated CUDA
 # trainers in fp32 (sampled: bf16), calls 2 and 3 of scripts/gpu_check.sh on the CPU (sampled: the
 # plan and call 1), every flag set at every layout of the multi-process tests (sampled: the plain
