@@ -29,7 +29,6 @@ source dev/test/expect_error.sh
 for b in test_llama_cpu train_llama_cpu; do
   [ -x "./$b" ] || { fail "build_$b" "./$b is missing (make $b)"; exit 1; }
 done
-FULL=${TEST_FULL:-0}
 
 # tl NAME NP ARGS...: test_llama under mpirun ends with its PASS line, at the cp layout asked for
 tl() {
@@ -70,7 +69,6 @@ FLAGSETS=(
   "--shard-vocab 1 --ffn-chunks 4 --ffn-chunk-dim seq --ce-chunks 3 --recompute 2"
   "--zero 1 --offload-act 1 --recompute 2"
 )
-i=0
 for spec in \
     "2 $G4 --cp 2 --cp-mode ring" "2 $G4 --cp 2 --cp-mode ulysses" \
     "4 $G4 --cp 4 --cp-mode ring" "4 $G4 --cp 4 --cp-mode ulysses" "4 $G4 --cp 4 --cp-mode hybrid --cp-ulysses 2" \
@@ -81,10 +79,8 @@ for spec in \
     "2 $C --cp 2 --cp-mode ring" "4 $C --cp 4 --cp-mode ulysses" "4 $C --cp 2 --cp-mode ring --tp 2 --tp-mode reducescatter"; do
   set -- $spec; np=$1; f=$2; shift 2
   lay=$(echo "np$np $*" | sed 's/--cp-ulysses /u/; s/--cp-mode //; s/--tp-mode reducescatter/rs/; s/--//g; s/ /_/g')
-  for fl in "${FLAGSETS[@]}"; do
-    i=$((i + 1))
-    # sampled: the plain run everywhere, one flag set per layout in turn (all of them in test-full)
-    if [ "$FULL" != 1 ] && [ -n "$fl" ] && [ "${FLAGSETS[$((1 + i % 3))]}" != "$fl" ]; then continue; fi
+  pick_flagsets "${FLAGSETS[@]}"  # sampled: the plain run and one set in turn (mpi_lib.sh)
+  for fl in "${PICKED[@]}"; do
     tl "${lay}_$(basename "$f" .lref)_$(flagname "$fl")" "$np" --ref "$f" "$@" $fl
   done
 done

@@ -24,7 +24,9 @@ fail() { echo "FAIL $1${2:+: $2}"; failed=$((failed + 1)); failed_names="$failed
 
 # each check's wall time, for the slowest-checks table at the end (where make test's minutes go)
 now() { date +%s.%N; }
-timed() { awk -v a="$1" -v b="$(now)" -v n="$2" 'BEGIN { printf "%.1f %s\n", b - a, n }' >> "$TMP/times"; }
+# times_line START END NAME: one row of that table
+times_line() { awk -v a="$1" -v b="$2" -v n="$3" 'BEGIN { printf "%.1f %s\n", b - a, n }' >> "$TMP/times"; }
+timed() { times_line "$1" "$(now)" "$2"; }
 # check NAME CMD...: passes when CMD exits 0; its output is kept in $TMP/NAME.log
 check() {
   local name=$1 t=$(now); shift
@@ -122,7 +124,7 @@ LANE_T0=$(now)
 ) &
 LANE_PID=$!
 # the lane's wall time from its start, into the slowest-checks table
-lane_timed() { awk -v a="$1" -v b="$(cat "$2")" -v n="$3" 'BEGIN { printf "%.1f %s\n", b - a, n }' >> "$TMP/times"; }
+lane_timed() { times_line "$1" "$(cat "$2")" "$3"; }
 
 section "test_llama against the committed references (dev/ref)"
 for f in dev/ref/*.lref; do check "ref_$(basename "$f" .lref)" ./test_llama_cpu --ref "$f"; done
