@@ -2,19 +2,21 @@
 """scripts/bench_cpu_step.py --yardstick, held to its arithmetic (make test runs it on a quick run).
 
     python3 dev/test/check_yardstick.py OUT.jsonl [--llama-trainer ./train_llama_cpu] [--dit-trainer ./train_dit_cpu]
-                                        [--plant fraction|yardstick]
+                                        [--plant fraction|yardstick|round]
 
 Checks, from the raw numbers in the .jsonl alone: each library's yardstick speed is the median
 of the calls its measurements timed (2 M N K over that median, M N K = 2048 32000 288), its
 sampled outputs agree with double-precision dot products (the sgemm computed the product);
-the yardstick every step is held to is the fastest library's; each step's time is the
+the yardstick every step is held to is the fastest library's; each round's step time is the
+median of that run's step times (the first step left out; their mean beside it), each model's the
 median of its rounds, tok/s and FLOP/s follow from it, the fraction is FLOP/s over the
 yardstick and lies in (0, 1.5); the target is the issue's (stories15M 0.70, others 0.40) and
 the verdict follows from it. With the trainers given, FLOP per token is recomputed from the
 shapes and parameter counts the trainer itself prints (--plan-only 1): 6N + 6LDT for the
 Llama, 6 x weight multiply-adds per token + 12 L N^2 D / N for the DiT. --plant changes one
 number the way a wrong script would (a fraction not from the measured numbers, a yardstick
-that is not the fastest library's) and must then fail. Exit status 1 on any failure.
+that is not the fastest library's, a round's time that is not the median of its steps) and must
+then fail. Exit status 1 on any failure.
 """
 import argparse
 import json
@@ -54,7 +56,7 @@ def main():
     ap.add_argument("--llama-trainer")
     ap.add_argument("--dit-trainer")
     ap.add_argument("--seq", type=int, default=256)
-    ap.add_argument("--plant", choices=["fraction", "yardstick"])
+    ap.add_argument("--plant", choices=["fraction", "yardstick", "round"])
     a = ap.parse_args()
     rows = [json.loads(l) for l in open(a.jsonl) if l.strip()]
     libs = [r for r in rows if r.get("kind") == "yardstick_library"]
@@ -63,6 +65,8 @@ def main():
     assert libs and meas and steps, "no yardstick rows (libraries %d, measurements %d, steps %d)" % (len(libs), len(meas), len(steps))
     if a.plant == "fraction":
         steps[0]["fraction"] *= 1.05
+    elif a.plant == "round":
+        steps[0]["rounds_steps_ms"][0] = [x * 1.2 for x in steps[0]["rounds_steps_ms"][0]]
     elif a.plant == "yardstick":
         for s in steps:
             s["yard_gflops"] *= 0.9
@@ -81,6 +85,13 @@ def main():
         assert close(s["yard_gflops"], best["median_gflops"]) and s["yard_library"] == best["library"], \
             ("the yardstick is not the fastest library's", s["model"], s["yard_gflops"], best["library"], best["median_gflops"])
         assert s["rounds_ms"] and close(statistics.median(s["rounds_ms"]), s["ms_per_step"]), ("median of the rounds", s["model"])
+        rs = s["rounds_steps_ms"]
+        assert len(rs) == len(s["rounds_ms"]) and all(rs), ("every round's step times", s["model"])
+        for r_ms, st in zip(s["rounds_ms"], rs):  # a round's time: the median of its steps (the first left out)
+            assert close(statistics.median(st), r_ms), ("a round is not the median of its steps", s["model"], r_ms, st)
+        assert close(statistics.median([sum(x) / len(x) for x in rs]), s["ms_per_step_of_means"]), ("the rounds' means", s["model"])
+        assert close(s["tokens_per_step"] / (s["ms_per_step_of_means"] / 1e3) * s["flop_per_token"] / 1e9 / s["yard_gflops"],
+                     s["fraction_of_means"]), ("the fraction by means", s["model"])
         tok = s["tokens_per_step"] / (s["ms_per_step"] / 1e3)
         assert close(tok, s["tok_per_s"]), ("tok/s", s["model"])
         assert close(tok * s["flop_per_token"] / 1e9, s["gflops"]), ("FLOP/s", s["model"])

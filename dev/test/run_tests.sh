@@ -627,7 +627,7 @@ check yardstick_quick "$PY" scripts/bench_cpu_step.py "$TMP/yard/yard.md" --mode
   --yardstick --yard-repeats 3 --no-loops $(chrt -r 10 true 2>/dev/null && echo --rt)
 check yardstick_arithmetic "$PY" dev/test/check_yardstick.py "$TMP/yard/yard.jsonl" --llama-trainer ./train_llama_cpu \
   --dit-trainer ./train_dit_cpu
-for p in fraction yardstick; do
+for p in fraction yardstick round; do
   check_error "yardstick_planted_$p" "FAILED" "$PY" dev/test/check_yardstick.py "$TMP/yard/yard.jsonl" --plant $p
 done
 fi
