@@ -10,7 +10,8 @@ its BLAS flags, plus CFLAGS and LIBS (e.g. "-DUSE_BLAS -DUSE_BLIS -isystem DIR;-
 LABEL "loops" with empty flags is the blocked loops. Then, for each model, R rounds in
 which every build trains a few steps (llama: B 8, T 256 on a synthetic shard; dit-tiny:
 batch 16 of make dit), interleaved so that load from other processes falls on all of
-them; a run's time is the mean of its steps after the first, the best round counts. The
+them; a run's time is the median of its steps after the first (see bench_cpu_step.py), the
+best round counts. The
 load average before and after is written down. This measures the whole step: the GEMMs
 with the trainers' OpenMP regions between them (norms, attention, SwiGLU, AdamW), on the
 same 2 threads, which is where a BLAS with its own pool of threads loses.
@@ -19,6 +20,7 @@ import argparse
 import json
 import os
 import shlex
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -68,10 +70,10 @@ def main():
             if not os.path.exists(shard):
                 sh([sys.executable, "scripts/write_toy_shard.py", shard, "300000", "1", str(LLAMA[model])])
             args = ["--model", model, "--batch", "8", "--seq", "256", "--train-data", shard, "--val-every", "0"]
-            prog, tokens = "llama", 8 * 256
+            prog = "llama"
         else:
             args = ["--model", model, "--batch", "16", "--val-every", "0", "--sample-every", "0"]
-            prog, tokens = "dit", None
+            prog = "dit"
         best = {}
         for rnd in range(a.rounds):
             for k in range(len(cands)):
@@ -82,8 +84,9 @@ def main():
                     time.sleep(2)  # the cores back to the other processes for a while
                 sh((["chrt", "-r", "10"] if a.rt else []) + cmd)
                 m = [json.loads(l) for l in open(os.path.join(rd, "metrics.jsonl"))]
-                ms = sum(r["ms"] for r in m[1:]) / max(1, len(m) - 1)
-                tok = sum(r["tok_per_s"] for r in m[1:]) / max(1, len(m) - 1) if "tok_per_s" in m[-1] else tokens / (ms / 1e3)
+                # the median of the steps after the first, as bench_cpu_step.py takes it (under --rt the real-time
+                # throttling stops a run for ~50 ms once a second, which a mean of a few steps takes in whole)
+                ms = statistics.median([r["ms"] for r in m[1:]] or [r["ms"] for r in m])
                 print("bench_blas_step: %s %s round %d: %.1f ms/step (load %.2f)" % (model, label, rnd + 1, ms, loadavg()),
                       file=sys.stderr, flush=True)
                 every = best[label]["all"] if label in best else []
@@ -100,7 +103,7 @@ def main():
         for r in rows:
             f.write(json.dumps(r) + "\n")
     lines = ["Load average (1 min) before %.2f, after %.2f; %d interleaved rounds, the best counts; %d steps a run, the "
-             "mean of steps 2..%d%s." % (load0, load1, a.rounds, a.steps, a.steps,
+             "median of steps 2..%d%s." % (load0, load1, a.rounds, a.steps, a.steps,
                                         "; every run under SCHED_RR (chrt -r 10), 2 s apart" if a.rt else ""), "",
              "| model | BLAS | ms/step (best round) | every round | speed vs %s | loss after %d steps |" % (cands[0], a.steps),
              "|---|---|---|---|---|---|"]

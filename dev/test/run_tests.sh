@@ -630,6 +630,8 @@ check yardstick_arithmetic "$PY" dev/test/check_yardstick.py "$TMP/yard/yard.jso
 for p in fraction yardstick round; do
   check_error "yardstick_planted_$p" "FAILED" "$PY" dev/test/check_yardstick.py "$TMP/yard/yard.jsonl" --plant $p
 done
+# the tool that shows why a round's step time is a median (the real-time throttling's stops) still builds
+check rt_gaps_builds gcc -O2 -Wall -Wextra -Werror dev/bench/rt_gaps.c -o "$TMP/yard/rt_gaps"
 fi
 
 section "train_dit: the PyTorch peer (scripts/pytorch_dit.py) against the DREF references and train_dit's first steps"
