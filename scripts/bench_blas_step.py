@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The BLAS candidates inside the trainers: a training step's time with each library.
 
-    python3 scripts/bench_blas_step.py OUT_MD [--rounds 3] [--steps 5] [--models stories15M,stories260K,dit-tiny]
+    python3 scripts/bench_blas_step.py OUT_MD [--rounds 3] [--steps 9] [--models stories15M,stories260K,dit-tiny]
                                        [--rt] LABEL='CFLAGS;LIBS' ...
 
 scripts/bench_blas.sh --step calls it with the candidates it installed. Each LABEL builds
@@ -10,11 +10,11 @@ its BLAS flags, plus CFLAGS and LIBS (e.g. "-DUSE_BLAS -DUSE_BLIS -isystem DIR;-
 LABEL "loops" with empty flags is the blocked loops. Then, for each model, R rounds in
 which every build trains a few steps (llama: B 8, T 256 on a synthetic shard; dit-tiny:
 batch 16 of make dit), interleaved so that load from other processes falls on all of
-them; a run's time is the median of its steps after the first (see bench_cpu_step.py), the
-best round counts. The
-load average before and after is written down. This measures the whole step: the GEMMs
-with the trainers' OpenMP regions between them (norms, attention, SwiGLU, AdamW), on the
-same 2 threads, which is where a BLAS with its own pool of threads loses.
+them; a run's time is the median of its steps after the first (see bench_cpu_step.py),
+the best round counts. The load average before and after is written down. This measures
+the whole step: the GEMMs with the trainers' OpenMP regions between them (norms, attention,
+SwiGLU, AdamW), on the same 2 threads, which is where a BLAS with its own pool of threads
+loses.
 """
 import argparse
 import json
@@ -44,7 +44,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("out_md")
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--steps", type=int, default=5)
+    ap.add_argument("--steps", type=int, default=9)  # the median of steps 2..9 (see bench_cpu_step.py)
     ap.add_argument("--models", default="stories15M,stories260K,dit-tiny")
     ap.add_argument("--rt", action="store_true", help="run the trainers under SCHED_RR (chrt -r 10), 2 s apart")
     ap.add_argument("cands", nargs="+", help="LABEL='CFLAGS;LIBS'")

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The CPU build's training step against the machine's sgemm, before and after BLAS.
 
-    python3 scripts/bench_cpu_step.py OUT_MD [--steps 6] [--models stories15M,tiny]
+    python3 scripts/bench_cpu_step.py OUT_MD [--steps 9] [--models stories15M,tiny]
                                       [--blas-libs onednn,openblas] [--rounds 1] [--rt]
                                       [--yardstick] [--yard-repeats 9] [--no-loops] [--threads T]
                                       [--profile-step N] [--dit-batch 16]
@@ -172,7 +172,8 @@ def group_kind(g):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("out_md")
-    ap.add_argument("--steps", type=int, default=6)
+    ap.add_argument("--steps", type=int, default=9,
+                    help="steps a run; a round's time is the median of steps 2..N (default 9: eight steps, whose median leaves out a throttling stop)")
     ap.add_argument("--models", default="stories15M,tiny")
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--seq", type=int, default=256)
