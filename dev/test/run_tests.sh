@@ -70,8 +70,9 @@ count_sub_tests() {
 # The background lane, started now beside the CPU checks (most of which keep one of the two
 # cores busy, not both): the CUDA compile (nvcc, one at a time, about 20 s of one core a
 # program), then the emulator stage (dev/emu: every llmc kernel against its twin, the emulated
-# CUDA trainers), then the Hugging Face round trip and gpu_check's calls on the CPU. The run
-# waits for the lane at its end and counts the lane's results there.
+# CUDA trainers), then the Hugging Face round trip (test-full only: it installs transformers) and
+# gpu_check's calls on the CPU. The run waits for the lane at its end and counts the lane's
+# results there.
 NVCC_PATH=$(bash -c 'command -v nvcc || ls /usr/local/cuda/bin/nvcc' 2>/dev/null | head -n1)
 # Sampled: four of the six CUDA programs (train_llama and train_dit in bf16, whose code
 # test_llama.cu and test_dit.cu include, and both test programs in FP32); the emulator's kernel
@@ -111,12 +112,14 @@ LANE_T0=$(now)
   now > "$TMP/cuda_compile.end"
   env ${EMU_ENV[@]+"${EMU_ENV[@]}"} bash dev/emu/run.sh > "$TMP/emu.log" 2>&1; echo $? > "$TMP/emu.rc"
   now > "$TMP/emu.end"
-  # the Hugging Face round trip (mostly one Python process importing transformers)
-  if PY_HF=$(bash scripts/ensure_hf_deps.sh 2>"$TMP/hf_deps.log" | tail -n1) && [ -n "$PY_HF" ]; then
-    bash dev/test/hf_roundtrip.sh "$PY_HF" "$TMP/hf" > "$TMP/hf.log" 2>&1; echo $? > "$TMP/hf.rc"
-  else
-    echo "FAIL deps: scripts/ensure_hf_deps.sh could not install the pinned transformers: $(tail -n 2 "$TMP/hf_deps.log" | tr '\n' ' ')" > "$TMP/hf.log"
-    echo 1 > "$TMP/hf.rc"
+  # the Hugging Face round trip (mostly one Python process importing transformers; make test-full and CI)
+  if [ "$FULL" = 1 ]; then
+    if PY_HF=$(bash scripts/ensure_hf_deps.sh 2>"$TMP/hf_deps.log" | tail -n1) && [ -n "$PY_HF" ]; then
+      bash dev/test/hf_roundtrip.sh "$PY_HF" "$TMP/hf" > "$TMP/hf.log" 2>&1; echo $? > "$TMP/hf.rc"
+    else
+      echo "FAIL deps: scripts/ensure_hf_deps.sh could not install the pinned transformers: $(tail -n 2 "$TMP/hf_deps.log" | tr '\n' ' ')" > "$TMP/hf.log"
+      echo 1 > "$TMP/hf.rc"
+    fi
   fi
   now > "$TMP/hf.end"
   for call in $GPU_CALLS; do gpu_call_on_cpu "$call" > "$TMP/gpu_check_cpu_call$call.log" 2>&1; echo $? > "$TMP/gpu_check_cpu_call$call.rc"; done
@@ -721,7 +724,7 @@ for call in $GPU_CALLS; do
   if [ "$(cat "$TMP/gpu_check_cpu_call$call.rc" 2>/dev/null)" = 0 ]; then pass "gpu_check_cpu_call$call"
   else fail "gpu_check_cpu_call$call" "exit $(cat "$TMP/gpu_check_cpu_call$call.rc" 2>/dev/null)"; tail -n 15 "$TMP/gpu_check_cpu_call$call.log" | sed 's/^/    /'; fi
 done
-lane_timed "$(cat "$TMP/hf.end")" "$TMP/gpu_calls.end" "gpu_check_cpu_call $GPU_CALLS (background lane, after the HF round trip)"
+lane_timed "$(cat "$TMP/hf.end")" "$TMP/gpu_calls.end" "gpu_check_cpu_call $GPU_CALLS (background lane, after the emulator$([ "$FULL" = 1 ] && echo " and the HF round trip"))"
 
 section "the CUDA kernels of llmc/*.cuh run in the host emulator against their CPU twins (dev/emu; background lane)"
 lane_timed "$LANE_T0" "$TMP/cuda_compile.end" "cuda_compile (background lane, from the start)"
@@ -729,9 +732,13 @@ lane_timed "$(cat "$TMP/cuda_compile.end")" "$TMP/emu.end" "emu (sub-tests; back
 count_sub_tests emu "$(cat "$TMP/emu.rc" 2>/dev/null || echo 1)"
 grep -h "took\|in [0-9.]* s" "$TMP/emu.log" | sed "s/^/  /"  # where the emulator stage's minutes go
 
-section "Hugging Face: transformers loads the export, the import gives back the same bits (dev/test/hf_roundtrip.sh; background lane)"
-lane_timed "$(cat "$TMP/emu.end")" "$TMP/hf.end" "hf (sub-tests; background lane, after the emulator)"
-count_sub_tests hf "$(cat "$TMP/hf.rc" 2>/dev/null || echo 1)"
+if [ "$FULL" = 1 ]; then
+  section "Hugging Face: transformers loads the export, the import gives back the same bits (dev/test/hf_roundtrip.sh; background lane)"
+  lane_timed "$(cat "$TMP/emu.end")" "$TMP/hf.end" "hf (sub-tests; background lane, after the emulator)"
+  count_sub_tests hf "$(cat "$TMP/hf.rc" 2>/dev/null || echo 1)"
+else
+  echo "(Hugging Face round trip skipped: make test-full and CI run dev/test/hf_roundtrip.sh, which installs transformers)"
+fi
 
 if [ -n "$NVCC_PATH" ]; then
   section "CUDA build compiles (sm_90, bf16 and FP32: ${CUDA_SET[*]}); it cannot run here"
