@@ -14,7 +14,8 @@ T0=$(date +%s)
 # runs) runs all of it: the dev/cuda ladders compiled and under the emulator, the emulated CUDA
 # trainers in fp32 (sampled: bf16), calls 2 and 3 of scripts/gpu_check.sh on the CPU (sampled: the
 # plan and call 1), every flag set at every layout of the multi-process tests (sampled: the plain
-# run and one set in turn, dev/test/mpi_lib.sh), the SLURM cluster and the CPU step yardstick
+# run and one set in turn, dev/test/mpi_lib.sh), the Hugging Face round trip, the SLURM cluster and
+# the CPU step yardstick
 FULL=${TEST_FULL:-0}
 # a section header, with the minutes and seconds make test has run so far (the whole run must stay under 20 minutes)
 section() { local e=$(( $(date +%s) - T0 )); printf '== [%d:%02d] %s\n' $((e / 60)) $((e % 60)) "$1"; }
