@@ -11,7 +11,7 @@
 
 CXX ?= g++
 CPU_FLAGS = -O3 -march=native -fopenmp -std=c++17 -DLLMC_CPU -Wall -Wextra -Wno-unused-function -I.
-HEADERS = $(wildcard llmc/*.h llmc/*.cuh llmc/cpu/*.h)
+HEADERS = $(wildcard llmc/*/*.h llmc/*/*.cuh llmc/kernels/cpu/*.h)
 
 NVCC ?= $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
 # compute capability of the first visible GPU (9.0 -> 90); sm_90 (H100/H200) when there is none
@@ -30,7 +30,7 @@ else
 CUDA_SUFFIX =
 endif
 
-# The CPU build's matrix products (llmc/cpu/matmul.h) on a BLAS library; BLAS=0 keeps the
+# The CPU build's matrix products (llmc/kernels/cpu/matmul.h) on a BLAS library; BLAS=0 keeps the
 # blocked loops. Which library was chosen by measurement (docs/results/cpu_blas_choice.md:
 # the candidates on the trainers' GEMM shapes and inside the training step): oneDNN's
 # dnnl_sgemm, with Debian's OpenMP OpenBLAS as the fallback where oneDNN is missing.
@@ -98,8 +98,8 @@ NVCC_LIBS += -L$(dir $(NCCL_LIB)) -Xlinker -rpath=$(dir $(NCCL_LIB)) -lnccl
 endif
 endif
 
-# OpenMP in the CUDA build's host code too: start-up work on every core (llmc/rand.h's
-# parallel initialisation, the staged bf16 conversion of llmc/device.cuh's uploads)
+# OpenMP in the CUDA build's host code too: start-up work on every core (llmc/core/rand.h's
+# parallel initialisation, the staged bf16 conversion of llmc/kernels/device.cuh's uploads)
 NVCC_FLAGS += -Xcompiler -fopenmp
 NVCC_LIBS += -lgomp
 
@@ -158,16 +158,16 @@ test_dit$(CUDA_SUFFIX): test_dit.cu train_dit.cu $(HEADERS)
 
 cuda: train_llama$(CUDA_SUFFIX) test_llama$(CUDA_SUFFIX) train_dit$(CUDA_SUFFIX) test_dit$(CUDA_SUFFIX)
 
-build/test_dataloader: dev/test/test_dataloader.c llmc/dataloader.h
+build/test_dataloader: dev/test/test_dataloader.c llmc/io/dataloader.h
 	@mkdir -p build
 	$(CXX) -O2 -x c++ -Wall -Wextra -I. $< -o $@
 
-# llmc/comm.h on the CPU build (run under mpirun by dev/test/dp_tests.sh)
-build/test_comm: dev/test/test_comm.c llmc/comm.h llmc/common.h llmc/cpu/device.h build/cpu-config
+# llmc/parallel/comm.h on the CPU build (run under mpirun by dev/test/dp_tests.sh)
+build/test_comm: dev/test/test_comm.c llmc/parallel/comm.h llmc/core/common.h llmc/kernels/cpu/device.h build/cpu-config
 	@mkdir -p build
 	$(CXX) $(CPU_FLAGS) -x c++ $< -o $@ -lm $(CPU_LIBS)
 
-build/test_tokenizer: dev/test/test_tokenizer.c llmc/tokenizer.h
+build/test_tokenizer: dev/test/test_tokenizer.c llmc/io/tokenizer.h
 	@mkdir -p build
 	$(CXX) -O2 -x c++ -Wall -Wextra -I. $< -o $@
 
@@ -262,7 +262,7 @@ sweep: data
 
 info:
 	@echo "CXX=$(CXX) NVCC=$(NVCC) CUDA_ARCH=$(CUDA_ARCH) PRECISION=$(PRECISION)"
-	@echo "BLAS (CPU matmul): $(if $(BLAS_FOUND),$(BLAS_NAME_$(BLAS_USED)) - $(CPU_BLAS_LIBS),none - the blocked loops of llmc/cpu/matmul.h$(if $(filter 1,$(BLAS)),; apt-get install libdnnl-dev (or libopenblas-openmp-dev)$(if $(filter-out auto,$(BLAS_LIB)), ($(BLAS_LIB) not found)),; BLAS=0))"
+	@echo "BLAS (CPU matmul): $(if $(BLAS_FOUND),$(BLAS_NAME_$(BLAS_USED)) - $(CPU_BLAS_LIBS),none - the blocked loops of llmc/kernels/cpu/matmul.h$(if $(filter 1,$(BLAS)),; apt-get install libdnnl-dev (or libopenblas-openmp-dev)$(if $(filter-out auto,$(BLAS_LIB)), ($(BLAS_LIB) not found)),; BLAS=0))"
 	@echo "MPI: $(if $(MPI_FOUND),yes - multi-process builds ($(MPI_LIBS)),no - one-process builds; apt-get install openmpi-bin libopenmpi-dev)"
 	@echo "NCCL: $(if $(and $(MPI_FOUND),$(NCCL_FOUND)),yes - the CUDA build has --comm nccl ($(NCCL_FOUND) $(NCCL_LIB)),no - CUDA multi-process runs use --comm mpi ($(if $(NCCL_HEADER),$(if $(NCCL_LIB),NCCL needs MPI for its ids,header $(NCCL_HEADER) but no libnccl.so),no nccl.h)))"
 
@@ -270,33 +270,33 @@ clean:
 	rm -rf build train_llama_cpu test_llama_cpu train_llama test_llama train_llama_fp32 test_llama_fp32 \
 	       train_dit_cpu test_dit_cpu train_dit test_dit train_dit_fp32 test_dit_fp32
 
-# for scripts/bench_cpu_step.py: the CPU flags, the BLAS library's compile flags, its link flags and its name, one line each
+# for dev/bench/bench_cpu_step.py: the CPU flags, the BLAS library's compile flags, its link flags and its name, one line each
 print-cpu-flags:
 	@echo "$(CPU_FLAGS)"
 	@echo "$(BLAS_CFLAGS)"
 	@echo "$(CPU_BLAS_LIBS)"
 	@echo "$(BLAS_USED)"
 
-# llmc/video_data.h (moving digits, clip files) and llmc/image_write.h (GIF, PNG); make test runs it
+# llmc/io/video_data.h (moving digits, clip files) and llmc/io/image_write.h (GIF, PNG); make test runs it
 build/test_video_data: dev/test/test_video_data.c $(HEADERS)
 	@mkdir -p build
 	$(CXX) -O2 -x c++ -DLLMC_CPU -Wall -Wextra -Wno-unused-function -I. $< -o $@ -lm
 
-# llmc/rand.h's parallel fills against the sequential generator, bit for bit, and their time
+# llmc/core/rand.h's parallel fills against the sequential generator, bit for bit, and their time
 # (make test runs it); build/init_bench: the host side of llama3-1B's start-up (fill, bf16
 # conversion, staging copy) at any size and thread count, with cuda_bf16.h's own
 # conversion when the CUDA Toolkit is here
 test: build/test_rand
-build/test_rand: dev/test/test_rand.c llmc/rand.h
+build/test_rand: dev/test/test_rand.c llmc/core/rand.h
 	@mkdir -p build
 	$(CXX) -O3 -march=native -fopenmp -x c++ -Wall -Wextra -I. $< -o $@ -lm
-build/init_bench: dev/bench/init_bench.c llmc/rand.h
+build/init_bench: dev/bench/init_bench.c llmc/core/rand.h
 	@mkdir -p build
 	$(CXX) -O3 -march=native -fopenmp -x c++ -Wall -Wextra -I. $(if $(NVCC),-I$(dir $(NVCC))../include) $< -o $@ -lm
 
-# ring attention's log-sum-exp merge (llmc/cpu/attention_merge.h) against whole attention
-# (llmc/cpu/attention.h), forward and backward, on the CPU twins (make test runs it)
+# ring attention's log-sum-exp merge (llmc/kernels/cpu/attention_merge.h) against whole attention
+# (llmc/kernels/cpu/attention.h), forward and backward, on the CPU twins (make test runs it)
 test: build/test_attention_merge
-build/test_attention_merge: dev/test/test_attention_merge.c llmc/cpu/attention_merge.h llmc/cpu/attention.h llmc/cpu/vmath.h llmc/common.h
+build/test_attention_merge: dev/test/test_attention_merge.c llmc/kernels/cpu/attention_merge.h llmc/kernels/cpu/attention.h llmc/kernels/cpu/vmath.h llmc/core/common.h
 	@mkdir -p build
 	$(CXX) -O3 -march=native -fopenmp -x c++ -DLLMC_CPU -Wall -Wextra -I. $< -o $@ -lm

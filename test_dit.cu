@@ -1,6 +1,6 @@
 /*
 test_dit: checks train_dit against a DiT reference state file (DREF, docs/design.md 9.4) written
-by scripts/reference_dit.py, an independent PyTorch implementation in float64.
+by dev/ref/reference_dit.py, an independent PyTorch implementation in float64.
 
   test_dit --ref FILE [--ffn-chunks K] [--ffn-chunk-dim hidden|seq] [--offload-act N]
                       [--recompute 0|1|2] [--test-skip-prefetch 1] [--zero 0|1]
@@ -13,7 +13,7 @@ each rank runs its B/dp clips, in micro-steps of --micro-batch clips whose gradi
 add up; rank 0 gathers the reduced gradients and every v_pred and compares them. With
 --tp N each TP group runs its clips together (under --tp-mode reducescatter each rank
 holds 1/N of their tokens in the residual stream). --test-plant-tp-bug 1 plants nanotron
-#203's bug (llmc/tensor_parallel.h tp_test_plant_bug): the run must fail.
+#203's bug (llmc/parallel/tensor_parallel.h tp_test_plant_bug): the run must fail.
 
 Loads the parameters, runs forward and backward on the file's (x0, noise, t, y) and
 compares v_pred, the loss and every gradient tensor (max abs error and
@@ -24,8 +24,8 @@ FFN chunking must agree within the reference tolerance. Exits non-zero on any fa
 */
 #define TESTING
 #include "train_dit.cu"
-#include "llmc/check.h"
-#include "llmc/test_args.h"
+#include "llmc/core/check.h"
+#include "llmc/train/test_args.h"
 
 // Per-tensor relative error ||got - ref|| / ||ref||, as test_llama: fp32 lands near
 // 1e-7..1e-6 on these small models; bf16 rounds every stored value to 2^-9.
@@ -151,7 +151,7 @@ int main(int argc, char** argv) {
         {"test-plant-tp-bug", 'i', &tp_test_plant_bug, "1: plant the sequence-parallel bug (the check must fail)"},
         {"test-plant-cp-bug", 'i', &cp_test_plant_bug, "1: plant the ring's overwritten-block bug (the check must fail)"},
     };
-    test_args_parse(argc, argv, "test_dit", "DREF file (scripts/reference_dit.py)", own, (int)(sizeof(own) / sizeof(own[0])), &t, mem, &flags.ffn_chunk_seq,
+    test_args_parse(argc, argv, "test_dit", "DREF file (dev/ref/reference_dit.py)", own, (int)(sizeof(own) / sizeof(own[0])), &t, mem, &flags.ffn_chunk_seq,
                     "context-parallel group size (as the trainer)");
     const ParallelArgs* pa = &t.par;
     int micro_batch = t.micro_batch;

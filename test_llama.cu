@@ -1,6 +1,6 @@
 /*
 test_llama: checks train_llama against a reference state file (docs/design.md 5.3) written by
-scripts/reference_llama.py, an independent PyTorch implementation in float64.
+dev/ref/reference_llama.py, an independent PyTorch implementation in float64.
 
   test_llama --ref FILE [--ffn-chunks K] [--ffn-chunk-dim hidden|seq] [--ce-chunks K]
                         [--offload-act N] [--recompute 0|1|2] [--zero 0|1] [--shard-vocab 0|1]
@@ -19,7 +19,7 @@ the model), the gradients are reduced as in training, and rank 0 gathers the log
 every gradient in the reference layout before comparing them. --dump FILE makes rank 0
 write what it compared (logits, loss, gradients, then the step losses; float32) so that
 two layouts can be compared bitwise. --test-plant-tp-bug 1 plants nanotron #203's bug
-(llmc/tensor_parallel.h tp_test_plant_bug): the run must fail.
+(llmc/parallel/tensor_parallel.h tp_test_plant_bug): the run must fail.
 
 Loads the parameters, runs forward and backward on the file's batch and compares the
 logits, the loss and every gradient tensor (max abs error and ||got-ref||/||ref||),
@@ -30,8 +30,8 @@ agree within the reference tolerance. Exits non-zero on any failure.
 */
 #define TESTING
 #include "train_llama.cu"
-#include "llmc/check.h"
-#include "llmc/test_args.h"
+#include "llmc/core/check.h"
+#include "llmc/train/test_args.h"
 
 // Tolerances on the per-tensor relative error ||got - ref|| / ||ref||. The reference is
 // float64; an fp32 build of the same math lands near 1e-7..1e-6 on these small
@@ -128,7 +128,7 @@ static float run_step(Llama* m, const Reference* r, float* grads_out, float* log
         float* all = m->comm->rank == 0 ? (float*)xmalloc(world * n * sizeof(float)) : NULL;
         comm_host_gather(m->comm, GROUP_WORLD, mine, n * sizeof(float), all);
         // world rank q is DP rank q / (tp cp), CP member q / tp % cp: its rows (in its token order
-        // under cp, llmc/context_parallel.h); a NaN is a logit that rank did not compute
+        // under cp, llmc/parallel/context_parallel.h); a NaN is a logit that rank did not compute
         for (size_t q = 0; all && q < world; q++)
             for (size_t i = 0; i < my_rows; i++) {
                 size_t j = i / micro_rows, row = i % micro_rows;  // micro-step, row in it
@@ -165,7 +165,7 @@ int main(int argc, char** argv) {
     };
     TestArgs t;
     MemoryFlagRefs mem = {&flags.ffn_chunks, &flags.offload_act, &flags.recompute, NULL};
-    test_args_parse(argc, argv, "test_llama", "LREF file (scripts/reference_llama.py)", own, (int)(sizeof(own) / sizeof(own[0])),
+    test_args_parse(argc, argv, "test_llama", "LREF file (dev/ref/reference_llama.py)", own, (int)(sizeof(own) / sizeof(own[0])),
                     &t, mem, &flags.ffn_chunk_seq, "context-parallel group size (as the trainer)");
     const ParallelArgs* pa = &t.par;
     int micro_batch = t.micro_batch;

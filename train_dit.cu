@@ -29,25 +29,25 @@ Parallelism (mpirun / srun, one process per GPU, world = dp x tp), with train_ll
                                               the adaLN kernels on clip-aligned segments of them, the
                                               per-clip adaLN gradients summed over TP); a1, a2 all-gathered
                                               before qkv and fc1 (kept: 0, gathered again in backward: 1),
-                                              y1, y2 and d a reduce-scattered (llmc/tensor_parallel.h)
+                                              y1, y2 and d a reduce-scattered (llmc/parallel/tensor_parallel.h)
 Every buffer is planned before the loop (print it with --plan-only 1, per rank with --dp N --tp N).
 */
-#include "llmc/trainer.h"        // kernels, arena, offload, checkpoints, logger, schedule, the shared flags
-#include "llmc/comm.h"           // ranks and their collectives (MPI, NCCL)
-#include "llmc/parallel_args.h"  // --zero, --tp, --comm, --comm-timeout, --dp, --fp32-grad-accum
-#include "llmc/same_config.h"    // every rank must run the same configuration
-#include "llmc/run_log.h"        // the log lines every trainer has
-#include "llmc/step_loop.h"      // a step's timing, peak memory, log and checkpoint cadence
-#include "llmc/param_store.h"    // parameters in buckets, DP reduction, ZeRO-1, AdamW, state in the reference layout
-#include "llmc/state_checkpoint.h"  // the checkpoint file: header, parameters, AdamW state
-#include "llmc/tensor_parallel.h"  // the TP collectives around the column- and row-parallel GEMMs
-#include "llmc/context_parallel.h"  // --cp: each rank holds 1/cp of every clip's tokens
-#include "llmc/fit_memory.h"     // --fit-memory: the search and the cost model
-#include "llmc/rope3d.h"        // the 3-D RoPE table
-#include "llmc/video_data.h"     // clip sources: moving digits, clip files
-#include "llmc/flow_batch.h"     // rectified-flow batches (noise, t, label dropout) and the validation by t
-#include "llmc/image_write.h"    // GIF and PNG samples
-#include "llmc/clip_sampler.h"   // --sample-every: clips sampled per class, written as GIFs, PNGs and a clip file
+#include "llmc/train/trainer.h"        // kernels, arena, offload, checkpoints, logger, schedule, the shared flags
+#include "llmc/parallel/comm.h"           // ranks and their collectives (MPI, NCCL)
+#include "llmc/parallel/parallel_args.h"  // --zero, --tp, --comm, --comm-timeout, --dp, --fp32-grad-accum
+#include "llmc/train/same_config.h"    // every rank must run the same configuration
+#include "llmc/train/run_log.h"        // the log lines every trainer has
+#include "llmc/train/step_loop.h"      // a step's timing, peak memory, log and checkpoint cadence
+#include "llmc/parallel/param_store.h"    // parameters in buckets, DP reduction, ZeRO-1, AdamW, state in the reference layout
+#include "llmc/train/state_checkpoint.h"  // the checkpoint file: header, parameters, AdamW state
+#include "llmc/parallel/tensor_parallel.h"  // the TP collectives around the column- and row-parallel GEMMs
+#include "llmc/parallel/context_parallel.h"  // --cp: each rank holds 1/cp of every clip's tokens
+#include "llmc/train/fit_memory.h"     // --fit-memory: the search and the cost model
+#include "llmc/kernels/rope3d.h"        // the 3-D RoPE table
+#include "llmc/io/video_data.h"     // clip sources: moving digits, clip files
+#include "llmc/train/flow_batch.h"     // rectified-flow batches (noise, t, label dropout) and the validation by t
+#include "llmc/io/image_write.h"    // GIF and PNG samples
+#include "llmc/train/clip_sampler.h"   // --sample-every: clips sampled per class, written as GIFs, PNGs and a clip file
 
 #define TEMB_DIM 256      // the sinusoidal timestep embedding (docs/design.md 9.3)
 #define DIT_EPS 1e-6f     // LayerNorm and QK RMSNorm
@@ -128,7 +128,7 @@ enum {
 // cut; proj row-parallel; fc1 column-parallel; fc2 row-parallel; the biases of the
 // row-parallel layers, the QK norms, the adaLN and the layers outside the blocks
 // replicated). Per-layer tensors come first in each block's bucket, in this order.
-// The last column: what a replicated tensor's gradient on one TP rank covers (llmc/param_layout.h):
+// The last column: what a replicated tensor's gradient on one TP rank covers (llmc/parallel/param_layout.h):
 // the rows it ran (patch embedding, the row-parallel biases, final layer: its own rows
 // under sequence parallelism), its heads (QK norms), or the whole (the conditioning and
 // the adaLN weights: their gradients come from the clips' adaLN gradients, summed over TP).
@@ -276,10 +276,10 @@ typedef struct {
     ParallelFlags par;
     Comm* comm;                   // ranks and groups (one process: a world of one)
     DitShard sh;                  // this rank's heads and FFN units (all of them at tp 1)
-    TpContext tpc;                // the TP collectives (llmc/tensor_parallel.h)
+    TpContext tpc;                // the TP collectives (llmc/parallel/tensor_parallel.h)
     int B, N, P;                  // planned batch (clips per rank), tokens per clip on this rank, patch size
     int Nt;                       // tokens per clip (N = Nt / cp)
-    CpContext cpx;                // context parallelism's layout and buffers (llmc/context_parallel.h)
+    CpContext cpx;                // context parallelism's layout and buffers (llmc/parallel/context_parallel.h)
     floatX *cp_patches, *cp_gathered;  // --cp: every token's patches of the micro-batch; the members' rows gathered
     int B_cur;                    // clips of the micro-batch being run
     int keep_vpred;               // v_pred of every clip on every rank in training too (test_dit
@@ -291,7 +291,7 @@ typedef struct {
 
     Arena dev, host;
     ParamSpec spec[NUM_DIT_TENSORS];
-    ParamStore st;                // this rank's parameters, gradients and optimizer state (llmc/param_store.h)
+    ParamStore st;                // this rank's parameters, gradients and optimizer state (llmc/parallel/param_store.h)
     size_t* local_off;            // [NUM_DIT_TENSORS * L]: where tensor t (its layer l) starts in st.params
     void* comm_staging;           // --comm mpi (CUDA): pinned host staging of the collectives
     Offload off;
@@ -317,7 +317,7 @@ typedef struct {
     float* host_sq;
     double* host_sq_sum;          // each clip's loss over the TP group
     stream_t stream;
-    Profile prof;                 // --profile-step (llmc/profile.h)
+    Profile prof;                 // --profile-step (llmc/kernels/profile.h)
 } Dit;
 
 static floatX* dit_w(const Dit* m, int t, int l) { return m->st.params + m->local_off[(size_t)t * m->cfg.L + l]; }
@@ -538,13 +538,13 @@ static void dit_free(Dit* m) {
 
 // ----------------------------------------------------------------------------
 // initialisation; parameters and optimizer state go to and from the host (fp32, the
-// reference layout of docs/design.md 9.2) through the store (llmc/param_store.h)
+// reference layout of docs/design.md 9.2) through the store (llmc/parallel/param_store.h)
 
 // Initialisation of DiT's adaLN-Zero (docs/design.md 9.3): xavier-uniform weights and zero biases
 // for patch, qkv, proj, fc1, fc2; normal(0, 0.02) for t1, t2 and class_emb; zeros for
 // ada, fada and final; ones for q_norm and k_norm. So each block starts as the identity.
 // One sequential stream of normals and uniforms, drawn on every thread with the serial
-// loops' bits (llmc/rand.h).
+// loops' bits (llmc/core/rand.h).
 static void dit_init_params(Dit* m, uint64_t seed) {
     const DitConfig* c = &m->cfg;
     float* h = (float*)xmalloc(m->num_params * sizeof(float));
@@ -629,7 +629,7 @@ static void qk_norm_rope(Dit* m, int l, int which, floatX* out, float* rstd, con
     const DitConfig* c = &m->cfg;
     int hd = c->D / c->H, Hl = m->sh.Hl;
     rmsnorm_forward(out, rstd, in, dit_w(m, which, l), B * m->N * Hl, hd, DIT_EPS, m->stream);
-    // --attention tc rotates q and k in its tile loads (llmc/attention_tc.cuh): they stay unrotated;
+    // --attention tc rotates q and k in its tile loads (llmc/kernels/attention_tc.cuh): they stay unrotated;
     // under cp each rank's tokens from their first position
     if (m->comm->cp > 1) cp_rope(&m->cpx, out, Hl, m->rope_cos, m->rope_sin, B, 0, m->stream);
     else if (!attention_fuses_rope()) rope_forward(out, out, m->rope_cos, m->rope_sin, B, m->N, Hl, hd, m->stream);
@@ -643,7 +643,7 @@ static size_t own_row0(const Dit* m, int B) { return tp_own_row0(&m->tpc, B * m-
 
 // The adaLN kernels on this rank's rows: they read one modulation row per clip, and under
 // sequence parallelism the rows may start and end inside a clip, so they run once per
-// clip-aligned segment (llmc/tensor_parallel.h tp_own_segments; one call without). The
+// clip-aligned segment (llmc/parallel/tensor_parallel.h tp_own_segments; one call without). The
 // backward's per-clip column sums (d shift, d scale, d gate) are overwritten for the clips
 // this rank's rows touch: under sequence parallelism the caller zeroes them first and sums
 // them over the TP group after (adaln_grad_finish).
@@ -717,7 +717,7 @@ static void rowpar_finish(Dit* m, TpRows* part, floatX* y, const floatX* bias, i
 
 // The input of the column-parallel GEMMs of block l's attention (which = 0: a1) or FFN (1:
 // a2), all B*N rows: the field itself, or under sequence parallelism gathered (kept or
-// recycled, llmc/tensor_parallel.h tp_column_input)
+// recycled, llmc/parallel/tensor_parallel.h tp_column_input)
 static TpRows column_input(Dit* m, int l, DitActs a, int which, int B, int backward) {
     int own_f = which ? A_A2 : A_A1, kept_f = which ? A_A2G : A_A1G;
     return tp_column_input(&m->tpc, 2 * l + which, ACT(a, own_f), ACT(a, kept_f), B * m->N, backward,
@@ -1163,7 +1163,7 @@ static void dit_velocity(Dit* m, const float* xt, const float* t, const int* y, 
 }
 // ----------------------------------------------------------------------------
 // checkpoints (docs/formats.md): header, fp32 parameters, AdamW m and v, through
-// llmc/state_checkpoint.h (atomic, checksummed). The data order and every random draw are
+// llmc/train/state_checkpoint.h (atomic, checksummed). The data order and every random draw are
 // functions of (seed, step), so nothing else is needed to continue bit-exactly.
 
 static const CkptFormat DIT_CKPT = {"train_dit", 20261126, 1, /*step*/ 14, /*params*/ 15, /*extra*/ -1, /*dp*/ -1};
@@ -1206,12 +1206,12 @@ static int dit_checkpoint_read(Dit* m, const char* path, int params_only) {
 typedef struct {
     DitConfig cfg;
     DitFlags flags;
-    TrainLoopArgs loop;  // optimizer, schedule, cadence, run directory, resume, plan (llmc/train_args.h)
+    TrainLoopArgs loop;  // optimizer, schedule, cadence, run directory, resume, plan (llmc/train/train_args.h)
     int B, grad_accum, total_batch, val_clips, sample_every, sample_steps, sample_clips, gif_scale, save_init;
     float cfg_scale, label_dropout;
     const char* data;
-    ParallelArgs par;    // --zero, --tp, --comm, --comm-timeout, --dp, --fp32-grad-accum (llmc/parallel_args.h)
-    FitArgs fit;         // --fit-memory (llmc/fit_memory.h)
+    ParallelArgs par;    // --zero, --tp, --comm, --comm-timeout, --dp, --fp32-grad-accum (llmc/parallel/parallel_args.h)
+    FitArgs fit;         // --fit-memory (llmc/train/fit_memory.h)
     FitSearch fit_search;  // the flags --fit-memory must keep: those given
 } TrainArgs;
 
@@ -1325,7 +1325,7 @@ static void print_config(Logger* lg, const TrainArgs* a, const Dit* m) {
     log_runtime(lg, a->loop.attention);
 }
 
-// What one step sends, by the count of llmc/comm.h (docs/memory.md 9.8). Under TP in
+// What one step sends, by the count of llmc/parallel/comm.h (docs/memory.md 9.8). Under TP in
 // allreduce mode, per block and micro-step, the all-reduces of [B*N, D] rows: y1 and y2
 // forward, d a2 and d a1 backward; with --recompute 2 y1 again (and y2 when the FFN is one
 // chunk); a chunked FFN's backward sums each recomputed chunk's y2 (all rows per hidden
@@ -1377,7 +1377,7 @@ static void write_plan_json(const Dit* m, const char* path) {
 }
 
 // ----------------------------------------------------------------------------
-// the training step on rectified-flow batches (llmc/flow_batch.h)
+// the training step on rectified-flow batches (llmc/train/flow_batch.h)
 
 // The forward and backward of one optimizer step: grad_accum micro-batches of clips, each
 // with its noise, t and label dropout drawn from (seed, the clip's global index), added
@@ -1397,18 +1397,18 @@ static double accumulate_gradients(Dit* m, const TrainArgs* a, FlowBatch* batch,
     return loss / a->grad_accum / m->comm->dp;
 }
 
-// the model behind llmc/flow_batch.h's validation
+// the model behind llmc/train/flow_batch.h's validation
 static void clip_losses(void* m, const FlowBatch* b, float* per_clip) {
     dit_forward_backward((Dit*)m, b->x0, b->noise, b->t, b->y, b->B, MODE_EVAL, 0.0f, per_clip, 0);
 }
 
-// the model behind llmc/clip_sampler.h's samples
+// the model behind llmc/train/clip_sampler.h's samples
 static void velocity(void* m, const float* xt, const float* t, const int* y, int B, float* v) {
     dit_velocity((Dit*)m, xt, t, y, B, v);
 }
 
 // ----------------------------------------------------------------------------
-// --fit-memory (llmc/fit_memory.h): what a candidate costs. Its memory is its plan
+// --fit-memory (llmc/train/fit_memory.h): what a candidate costs. Its memory is its plan
 // (dit_build without allocating); its cost the predicted extra time per micro-step:
 // the recomputed FLOPs (--recompute 2: the attention half; --recompute 2 or chunks: the
 // FFN, whose backward recomputes fc1 and fc2), the recomputed memory traffic (the
@@ -1465,7 +1465,7 @@ static void fit_memory(TrainArgs* a, Comm* comm) {
     fit_memory_choose(s, a->total_batch, comm->dp, 64, 128, &a->fit, comm->rank);
 }
 
-// every rank must run the same program with the same flags: a mismatch stops the job at start (llmc/same_config.h)
+// every rank must run the same program with the same flags: a mismatch stops the job at start (llmc/train/same_config.h)
 static void check_same_config(Comm* comm, const TrainArgs* a) {
     ConfigFields cf;
     cf.n = 0;
@@ -1548,7 +1548,7 @@ int main(int argc, char** argv) {
     if (a.loop.plan_only) { dit_free(&m); return 0; }
     if (a.loop.profile_step > 0) profile_setup(&m.prof, m.stream);
     logf_(&lg, "data: %s | validation: %d held-out clips, each with its own fixed t and noise\n",
-          strcmp(a.data, "synthetic") == 0 ? "moving digits, generated (llmc/video_data.h)" : a.data, a.val_clips);
+          strcmp(a.data, "synthetic") == 0 ? "moving digits, generated (llmc/io/video_data.h)" : a.data, a.val_clips);
 
     int start = 0;
     char path[1024];

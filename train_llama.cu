@@ -4,14 +4,14 @@ train_llama: trains a Llama-style language model, in one file of host code.
 The same file builds two programs (docs/design.md 3): nvcc makes the CUDA trainer, and
 g++ -x c++ -fopenmp -DLLMC_CPU makes the CPU one, which runs the exact same
 orchestration (chunking, offload schedule, memory plan) with the CPU twins of the
-kernels. This file has no kernels: it calls the launchers of llmc/kernels.h.
+kernels. This file has no kernels: it calls the launchers of llmc/kernels/kernels.h.
 
 Memory techniques, each a flag that leaves the mathematics unchanged:
   --ffn-chunks K --ffn-chunk-dim hidden|seq   FFN in K slices, recomputed in backward
   --ce-chunks K                               output projection + cross-entropy in K row slices
   --offload-act N                             saved activations of N layers live in pinned host memory
   --recompute 0|1|2                           what backward recomputes instead of keeping
-Parallelism (mpirun / srun, one process per GPU, world = dp x tp; llmc/comm.h), each also a flag:
+Parallelism (mpirun / srun, one process per GPU, world = dp x tp; llmc/parallel/comm.h), each also a flag:
   --tp N --tp-mode allreduce|reducescatter    Megatron tensor parallelism; reducescatter adds sequence parallelism
   --tp-recompute-allgather 0|1                backward gathers the norm outputs again (1) or keeps the gathered copy (0)
   --zero 1                                    master weights and AdamW state sharded over the DP ranks
@@ -20,21 +20,21 @@ Parallelism (mpirun / srun, one process per GPU, world = dp x tp; llmc/comm.h), 
 Every buffer is planned before the loop (print it with --plan-only, per rank with
 --dp N --tp N); nothing is allocated inside it.
 */
-#include "llmc/trainer.h"
-#include "llmc/dataloader.h"
-#include "llmc/story_sampler.h"  // --sample-every: stories decoded with a llama2.c tokenizer
-#include "llmc/comm.h"
-#include "llmc/parallel_args.h"
-#include "llmc/same_config.h"    // every rank must run the same configuration
-#include "llmc/run_log.h"        // the log lines every trainer has
-#include "llmc/step_loop.h"      // a step's timing, peak memory, log and checkpoint cadence
-#include "llmc/fit_memory.h"       // --fit-memory: the search and the cost model
-#include "llmc/tensor_parallel.h"  // the TP collectives and their recycled buffers
-#include "llmc/context_parallel.h" // --cp: each rank holds 1/cp of every sample's tokens
-#include "llmc/vocab_parallel.h"   // --shard-vocab: the embedding and output split over the vocabulary
-#include "llmc/rope3d.h"           // the RoPE angle table
-#include "llmc/param_store.h"
-#include "llmc/state_checkpoint.h"  // the checkpoint file: header, parameters, AdamW state, loader position
+#include "llmc/train/trainer.h"
+#include "llmc/io/dataloader.h"
+#include "llmc/train/story_sampler.h"  // --sample-every: stories decoded with a llama2.c tokenizer
+#include "llmc/parallel/comm.h"
+#include "llmc/parallel/parallel_args.h"
+#include "llmc/train/same_config.h"    // every rank must run the same configuration
+#include "llmc/train/run_log.h"        // the log lines every trainer has
+#include "llmc/train/step_loop.h"      // a step's timing, peak memory, log and checkpoint cadence
+#include "llmc/train/fit_memory.h"       // --fit-memory: the search and the cost model
+#include "llmc/parallel/tensor_parallel.h"  // the TP collectives and their recycled buffers
+#include "llmc/parallel/context_parallel.h" // --cp: each rank holds 1/cp of every sample's tokens
+#include "llmc/parallel/vocab_parallel.h"   // --shard-vocab: the embedding and output split over the vocabulary
+#include "llmc/kernels/rope3d.h"           // the RoPE angle table
+#include "llmc/parallel/param_store.h"
+#include "llmc/train/state_checkpoint.h"  // the checkpoint file: header, parameters, AdamW state, loader position
 
 // ----------------------------------------------------------------------------
 // model configuration (docs/design.md 5.2)
@@ -103,7 +103,7 @@ static const char* PARAM_NAMES[NUM_PARAM_TENSORS] = {"tok_embeddings", "attn_nor
 // [r*KV/tp, ...), so each GQA group stays on one rank) and w1, w3 (hidden units
 // [f0, f0 + Fl): F need not divide by tp, parts differ by at most one). Row-parallel wo
 // and w2 (the matching columns). Norm weights are replicated. With --shard-vocab 1 the
-// embedding and the output projection are split over the vocabulary (llmc/param_layout.h).
+// embedding and the output projection are split over the vocabulary (llmc/parallel/param_layout.h).
 
 typedef struct {
     int tp, rank;     // TP group size, this rank's place in it
@@ -163,7 +163,7 @@ typedef struct {
     int recompute;      // 0, 1, 2
 } MemoryFlags;
 
-// every flag off: one FFN chunk, one CE chunk (the parallel ones: ParallelFlags, llmc/parallel_args.h)
+// every flag off: one FFN chunk, one CE chunk (the parallel ones: ParallelFlags, llmc/parallel/parallel_args.h)
 static MemoryFlags memory_flags_default(void) {
     MemoryFlags f;
     memset(&f, 0, sizeof(f));
@@ -270,15 +270,15 @@ typedef struct {
     floatX* p[NUM_PARAM_TENSORS];    // whole-model tensors (norm; embedding and output unless sharded)
     floatX* g[NUM_PARAM_TENSORS];
     size_t* layer_off;               // [NUM_PARAM_TENSORS * L]: local offset of tensor t, layer l
-    VocabShards voc;                 // --shard-vocab: the split embedding and output (llmc/vocab_parallel.h)
+    VocabShards voc;                 // --shard-vocab: the split embedding and output (llmc/parallel/vocab_parallel.h)
     void* comm_staging;              // --comm mpi (CUDA): pinned host staging of this model's collectives
 
     TpDims tpd;                       // this rank's share of the heads, hidden units and rows
-    TpContext tpc;                    // the TP collectives, their recycled buffers (llmc/tensor_parallel.h)
-    CpContext cpx;                    // context parallelism's layout and buffers (llmc/context_parallel.h)
+    TpContext tpc;                    // the TP collectives, their recycled buffers (llmc/parallel/tensor_parallel.h)
+    CpContext cpx;                    // context parallelism's layout and buffers (llmc/parallel/context_parallel.h)
     int* cp_tokens;                   // host: a micro-batch's inputs and targets in this rank's token order
     ActPlan acts;                     // the activation fields and where each lives
-    Offload off;                      // where each layer's block lives (llmc/offload.h)
+    Offload off;                      // where each layer's block lives (llmc/parallel/offload.h)
     LayerActs work;                   // fields that are not saved, shared by all layers
     floatX* x_final;                  // output of the last layer [BT, D]
     // FFN chunk scratch (chunked) or backward scratch (always)
@@ -299,7 +299,7 @@ typedef struct {
     double loss_tokens;               // how many tokens that sum holds (host)
 
     stream_t stream;
-    Profile prof;                     // --profile-step: timers around the launch groups (llmc/profile.h)
+    Profile prof;                     // --profile-step: timers around the launch groups (llmc/kernels/profile.h)
 #ifdef TESTING
     float* capture_logits;            // when set, every logits chunk is copied here (host, [BT, V])
 #endif
@@ -389,7 +389,7 @@ static void llama_build(Llama* m, const LlamaConfig* cfg, const MemoryFlags* fla
     m->acts = act_plan(c, td, B, m->Tl, flags);
     offload_plan(&m->off, d, &m->host, c->L, n_offload, m->acts.block_bytes);
     arena_add_to(d, "saved activations (x_final)", "activations", rows * D * sizeof(floatX), &m->x_final);
-    // tensor parallelism's recycled buffers (llmc/tensor_parallel.h)
+    // tensor parallelism's recycled buffers (llmc/parallel/tensor_parallel.h)
     tp_context_plan(&m->tpc, comm, td->sp, td->keep_gathered, D, BT, d);
     cp_plan(&m->cpx, d);  // its recycled buffers and fp32 scratch (none at cp 1)
 
@@ -466,7 +466,7 @@ static void llama_build(Llama* m, const LlamaConfig* cfg, const MemoryFlags* fla
 
     size_t n_rope = (size_t)c->max_seq_len * (hd / 2);
     float* tab = (float*)xmalloc(2 * n_rope * sizeof(float));
-    rope1d_table(tab, tab + n_rope, c->max_seq_len, (int)hd, c->rope_theta);  // llmc/rope3d.h
+    rope1d_table(tab, tab + n_rope, c->max_seq_len, (int)hd, c->rope_theta);  // llmc/kernels/rope3d.h
     dev_memcpy_h2d(m->rope_cos, tab, 2 * n_rope * sizeof(float), m->stream);
     stream_synchronize(m->stream);
     free(tab);
@@ -494,7 +494,7 @@ static void llama_set_params(Llama* m, const float* host_params) {
 // (its up-projection) instead of w2; we scale the output projection its comment means
 // (docs/formats.md). The normals are one sequential stream (a seed gives one model on
 // every machine), drawn on every thread by rng_fill_normal with the serial loop's bits
-// (llmc/rand.h): llama3-1B's 1.24e9 normals take about 33 s on one core.
+// (llmc/core/rand.h): llama3-1B's 1.24e9 normals take about 33 s on one core.
 static void llama_init_params(Llama* m, uint64_t seed) {
     float* h = (float*)xmalloc(m->num_params * sizeof(float));
     Rng rng; rng_init(&rng, seed);
@@ -524,7 +524,7 @@ static floatX* layer_dw(const Llama* m, int t, int l) { return m->st.grads + m->
 // ----------------------------------------------------------------------------
 // data parallelism: gradient reduction per bucket, the sharded vocabulary
 
-// the vocabulary split over DP ranks (--shard-vocab 1 with tp = 1): llmc/vocab_parallel.h
+// the vocabulary split over DP ranks (--shard-vocab 1 with tp = 1): llmc/parallel/vocab_parallel.h
 static int vocab_dp_sharded(const Llama* m) { return vocab_over_dp(&m->voc); }
 
 // ----------------------------------------------------------------------------
@@ -532,7 +532,7 @@ static int vocab_dp_sharded(const Llama* m) { return vocab_over_dp(&m->voc); }
 // (Megatron's f and g; with sequence parallelism, all-gather and reduce-scatter)
 
 // The input of the column-parallel GEMMs that read a norm output (field own_f; kept_f its
-// kept gathered copy): all N rows (llmc/tensor_parallel.h)
+// kept gathered copy): all N rows (llmc/parallel/tensor_parallel.h)
 static TpRows norm_output_rows(Llama* m, int l, LayerActs a, int own_f, int kept_f, int N, int backward) {
     return tp_column_input(&m->tpc, 2 * l + (own_f == A_XN2), ACT(a, own_f), ACT(a, kept_f), N, backward, ACT_NAMES[own_f]);
 }
@@ -887,7 +887,7 @@ static void head_forward_backward(Llama* m, int N, RunMode mode, float dloss) {
 static int head_rows(const Llama* m, int N) { return m->tpd.sp && !m->st.lay.vocab_tp ? own_rows(m, N) : N; }
 
 // checks a micro-batch of B samples of T tokens against the plan and stages this rank's
-// tokens of it (under cp its Tl of each sample, in its order: llmc/context_parallel.h)
+// tokens of it (under cp its Tl of each sample, in its order: llmc/parallel/context_parallel.h)
 static void llama_stage_batch(Llama* m, const int* inputs, const int* targets, int B, int T) {
     if (B * T > m->B * m->T || T > m->T) FAIL("batch %dx%d exceeds the planned %dx%d", B, T, m->B, m->T);
     if (m->comm->cp > 1) {
@@ -1003,7 +1003,7 @@ static void llama_next_token_logits(Llama* m, const int* tokens, int T, float* h
 
 // ----------------------------------------------------------------------------
 // checkpoints (format in docs/formats.md): one format whatever the number of ranks and
-// the flags, written and checked by llmc/state_checkpoint.h; here, the model's header
+// the flags, written and checked by llmc/train/state_checkpoint.h; here, the model's header
 // fields and the dataloader's position (the same on every rank), which a resume restores
 // when the global batch is the one that wrote it.
 
@@ -1071,10 +1071,10 @@ static int checkpoint_read(Llama* m, const char* path, int grad_accum, DataLoade
 typedef struct {
     LlamaConfig cfg;
     MemoryFlags flags;
-    TrainLoopArgs loop;  // optimizer, schedule, cadence, run directory, resume, plan (llmc/train_args.h)
+    TrainLoopArgs loop;  // optimizer, schedule, cadence, run directory, resume, plan (llmc/train/train_args.h)
     int B, T, total_batch, val_batches, sample_every, sample_len, save_init, shard_vocab;
-    ParallelArgs par;    // --comm, --zero, --tp, ... (llmc/parallel_args.h)
-    FitArgs fit;         // --fit-memory and its model (llmc/fit_memory.h)
+    ParallelArgs par;    // --comm, --zero, --tp, ... (llmc/parallel/parallel_args.h)
+    FitArgs fit;         // --fit-memory and its model (llmc/train/fit_memory.h)
     int tokenizer_given;
     FitSearch fit_search;  // the flags --fit-memory must keep: those given
     float temperature;
@@ -1222,7 +1222,7 @@ static void write_plan_json(const Llama* m, const char* path) {
 }
 
 // ----------------------------------------------------------------------------
-// --fit-memory (llmc/fit_memory.h): the search is shared; here, what a candidate costs.
+// --fit-memory (llmc/train/fit_memory.h): the search is shared; here, what a candidate costs.
 // Its memory is its plan (llama_build without allocating); its cost the predicted extra
 // time per micro-step (docs/memory.md section 8).
 
@@ -1302,12 +1302,12 @@ static float evaluate(Llama* m, DataLoader* val, int batches, Logger* lg, int st
     return loss;
 }
 
-// the model behind llmc/story_sampler.h's samples
+// the model behind llmc/train/story_sampler.h's samples
 static void next_token_logits(void* m, const int* tokens, int T, float* logits, int* pad) {
     llama_next_token_logits((Llama*)m, tokens, T, logits, pad);
 }
 
-// the fields every rank must agree on (llmc/same_config.h)
+// the fields every rank must agree on (llmc/train/same_config.h)
 static void check_same_config(Comm* comm, const TrainArgs* a) {
     ConfigFields cf;
     cf.n = 0;

@@ -592,7 +592,7 @@ FIXTURE_TEXTS = [
 
 
 def write_decode_fixture(sp, val_stories, path, n_stories=5):
-    """The expected output of llmc/tokenizer.h's decoder, computed with sentencepiece, for
+    """The expected output of llmc/io/tokenizer.h's decoder, computed with sentencepiece, for
     dev/test/test_tokenizer.c --fixture. Lines (bytes as lowercase hex, "-" when empty):
       tokenizer_fixture 1
       vocab V

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Can a person name the digits in train_dit's samples? A measured answer: a small classifier
-of the moving-digits generator's real clips (llmc/video_data.h, ported in scripts/pytorch_dit.py)
+of the moving-digits generator's real clips (llmc/io/video_data.h, ported in scripts/pytorch_dit.py)
 labels each sampled clip, and its accuracy on held-out REAL clips is shown first, so that a low
 score on the samples is the model's, not the classifier's.
 
@@ -41,7 +41,7 @@ def die(msg, code=2):
 
 def generator(C, Fr, Hi, Wi, NC, seed):
     try:
-        from pytorch_dit import MovingDigits  # the exact port of llmc/video_data.h's ClipGenerator
+        from pytorch_dit import MovingDigits  # the exact port of llmc/io/video_data.h's ClipGenerator
     except ImportError as e:
         die("needs scripts/pytorch_dit.py's imports (numpy, torch): %s" % e)
     return MovingDigits(C, Fr, Hi, Wi, NC, seed)

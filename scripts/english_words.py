@@ -28,7 +28,7 @@ the count (the report says so); --keep-last-word counts it.
 
 Input: a file, or stdin ("-" or nothing); or train_llama's main.log with --last-sample
 (the last "--- sample ---" ... "--------------" block, as story_sample in
-llmc/story_sampler.h prints it) or --all-samples (one line per sample, then the last in full).
+llmc/train/story_sampler.h prints it) or --all-samples (one line per sample, then the last in full).
 
 Output: the fraction, the counts, and the non-words with how often each occurs.
 --min F: exit status 1 when the fraction is below F (e.g. --min 0.97); 2 on bad input.

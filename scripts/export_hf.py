@@ -23,7 +23,7 @@ and with it the attention, is unchanged; v, wo and everything else keep their or
 the permutation of transformers' own convert_llama_weights_to_hf.py.
 
 This file also holds what import_hf.py shares with it: the tensor and config name tables,
-the permutation both ways, and the checkpoint checksum of llmc/checkpoint.h.
+the permutation both ways, and the checkpoint checksum of llmc/io/checkpoint.h.
 """
 
 import argparse
@@ -121,7 +121,7 @@ HASH_INIT, HASH_PRIME, MASK64 = 0xcbf29ce484222325, 0x100000001b3, (1 << 64) - 1
 
 
 def ckpt_hash_py(h, data):
-    """llmc/checkpoint.h's ckpt_hash in Python: fold the 64-bit little-endian words of data
+    """llmc/io/checkpoint.h's ckpt_hash in Python: fold the 64-bit little-endian words of data
     (the last one zero-padded). About 5 M words/s; the compiled one below is ~100x faster."""
     b = memoryview(data).cast("B")
     n8 = len(b) // 8 * 8
@@ -136,7 +136,7 @@ _c_hash = []  # [function or None], built on first use
 
 
 def _compiled_hash():
-    """ckpt_hash from llmc/checkpoint.h itself, built as a tiny shared library with the C
+    """ckpt_hash from llmc/io/checkpoint.h itself, built as a tiny shared library with the C
     compiler that built train_llama: the fold is sequential, and in Python a 1B-parameter
     checkpoint would take minutes. None when no compiler works (then the Python fold)."""
     if not _c_hash:
@@ -145,7 +145,7 @@ def _compiled_hash():
                "uint64_t llmc_ckpt_hash(uint64_t h, const void* p, size_t n) { return ckpt_hash(h, p, n); }\n")
         with tempfile.TemporaryDirectory() as tmp:
             lib = os.path.join(tmp, "ckpt_hash.so")
-            cmd = [os.environ.get("CC", "cc"), "-O2", "-shared", "-fPIC", "-I", os.path.join(REPO, "llmc"),
+            cmd = [os.environ.get("CC", "cc"), "-O2", "-shared", "-fPIC", "-I", os.path.join(REPO, "llmc", "io"),
                    "-x", "c", "-", "-o", lib]
             try:
                 subprocess.run(cmd, input=src.encode(), check=True, capture_output=True)
@@ -160,7 +160,7 @@ def _compiled_hash():
 
 
 def ckpt_hash(h, data):
-    """Folds one block (bytes or a contiguous numpy array) into h, as llmc/checkpoint.h does."""
+    """Folds one block (bytes or a contiguous numpy array) into h, as llmc/io/checkpoint.h does."""
     fn = _compiled_hash()
     if fn is None:
         return ckpt_hash_py(h, data)
@@ -197,7 +197,7 @@ def verify_checkpoint(path):
             raise ConversionError("%s has %d bytes but its header implies %d: truncated or not a complete checkpoint"
                                   % (path, size, want))
         hsh = ckpt_hash(HASH_INIT, hb)
-        chunk = 1 << 26  # a multiple of 8 bytes, as llmc/checkpoint.h requires within a block
+        chunk = 1 << 26  # a multiple of 8 bytes, as llmc/io/checkpoint.h requires within a block
         for block in (4 * n, 4 * n, 4 * n, ds):
             while block:
                 k = min(block, chunk)

@@ -24,7 +24,7 @@
 #   run(command="bash scripts/gpu_check.sh 1", carry=["gpu_bin", "dev/cuda/build", "data/tinystories"])
 #
 # Data: nothing depends on ../shared (it does not travel). Every benchmark reads synthetic
-# token shards that the call writes itself (scripts/write_toy_shard.py; uint32 for llama3's
+# token shards that the call writes itself (dev/test/write_toy_shard.py; uint32 for llama3's
 # vocabulary), the same files for train_llama and PyTorch. The loss curves of call 3 use
 # carried TinyStories shards (data/tinystories, `make data` here) when present, else the
 # synthetic ones; the summary names the data each row used.
@@ -236,7 +236,7 @@ SYN_32K=$SCRATCH/data/syn_v32000.bin
 data_step() {
   local ids=$LLAMA_V n=600000
   if [ "$CPU" = 1 ]; then n=40000; fi
-  run_step synthetic_data 10 bash -c "$PY scripts/write_toy_shard.py $SYN_LLAMA $n 7 $ids && $PY scripts/write_toy_shard.py $SYN_32K $n 8 32000"
+  run_step synthetic_data 10 bash -c "$PY dev/test/write_toy_shard.py $SYN_LLAMA $n 7 $ids && $PY dev/test/write_toy_shard.py $SYN_32K $n 8 32000"
   [ "$PLAN" = 1 ] && { plan provides "$SYN_LLAMA" 0; plan provides "$SYN_32K" 0; }
   return 0
 }
@@ -297,13 +297,13 @@ test_ref() {
 fresh_refs() {
   local f=$SCRATCH/fresh
   run_step fresh_refs_hd64_hd128 30 bash -c "
-    $PY scripts/reference_llama.py --quiet --out $f/hd64_gqa.lref --V 211 --D 256 --L 2 --H 4 --KV 2 --F 320 \
+    $PY dev/ref/reference_llama.py --quiet --out $f/hd64_gqa.lref --V 211 --D 256 --L 2 --H 4 --KV 2 --F 320 \
       --max-seq-len 160 --B 2 --T 150 --n-steps 2 --tied 0 --seed 21 & p1=\$!
-    $PY scripts/reference_llama.py --quiet --out $f/hd128.lref --V 173 --D 256 --L 2 --H 2 --KV 2 --F 320 \
+    $PY dev/ref/reference_llama.py --quiet --out $f/hd128.lref --V 173 --D 256 --L 2 --H 2 --KV 2 --F 320 \
       --max-seq-len 200 --B 1 --T 197 --n-steps 2 --tied 1 --seed 22 & p2=\$!
-    $PY scripts/reference_dit.py --quiet --out $f/dit_hd64.dref --C 1 --Fr 4 --Hi 16 --Wi 16 --pt 1 --ph 2 --pw 2 \
+    $PY dev/ref/reference_dit.py --quiet --out $f/dit_hd64.dref --C 1 --Fr 4 --Hi 16 --Wi 16 --pt 1 --ph 2 --pw 2 \
       --D 128 --L 2 --H 2 --FF 256 --NC 3 --B 2 --n-steps 2 --seed 23 & p3=\$!
-    $PY scripts/reference_llama.py --quiet --out $f/cp_hd64.lref --V 101 --D 256 --L 2 --H 4 --KV 2 --F 256 \
+    $PY dev/ref/reference_llama.py --quiet --out $f/cp_hd64.lref --V 101 --D 256 --L 2 --H 4 --KV 2 --F 256 \
       --max-seq-len 128 --B 1 --T 128 --n-steps 2 --tied 0 --seed 24 & p4=\$!
     wait \$p1 && wait \$p2 && wait \$p3 && wait \$p4"
 }
@@ -370,7 +370,7 @@ call_2() {
   for bin in "${rbins[@]}"; do
     for fl in plain flags; do
       local extra=(); [ $fl = flags ] && extra=(--ffn-chunks 2 --ce-chunks 3 --offload-act -1 --recompute 1)
-      run_step "resume_${bin}_$fl" 25 env PYTHON="$PY" bash scripts/check_resume.sh "$(b "$bin")" "$SCRATCH/resume_${bin}_$fl" "${extra[@]}"
+      run_step "resume_${bin}_$fl" 25 env PYTHON="$PY" bash dev/test/check_resume.sh "$(b "$bin")" "$SCRATCH/resume_${bin}_$fl" "${extra[@]}"
     done
   done
   # 2 ranks on the one GPU through --comm mpi (NCCL refuses two ranks on one device)
@@ -387,7 +387,7 @@ call_2() {
       run_step "mpi2_test_llama_tp2_$mode" 30 "${mp[@]}" "$BIN/mpi/test_llama" --comm mpi --ref "$r" --tp 2 --tp-mode "$mode" \
         --shard-vocab 1 --ffn-chunks 2 --ce-chunks 3 --recompute 1
     done
-    # context parallelism (llmc/context_parallel.h): ring and Ulysses, on the tensor cores at hd 64 (T 128: 4 ring
+    # context parallelism (llmc/parallel/context_parallel.h): ring and Ulysses, on the tensor cores at hd 64 (T 128: 4 ring
     # chunks of 32) and on the fp32 kernel; the staged all-to-all and send-recv of --comm mpi
     for mode in ring ulysses; do
       run_step "mpi2_test_llama_cp2_${mode}_tc" 30 "${mp[@]}" "$BIN/mpi/test_llama" --comm mpi --ref "$SCRATCH/fresh/cp_hd64.lref" \
@@ -408,7 +408,7 @@ call_2() {
   else
     san=${san:-compute-sanitizer}
     sanitize memcheck 60 "$san" --tool memcheck --error-exitcode 3 "$(b test_llama)" --ref "$sref" "${flags[@]}"
-    # racecheck on the attention ladder's version 4 (llmc/attention_tc.cuh, validation shapes
+    # racecheck on the attention ladder's version 4 (llmc/kernels/attention_tc.cuh, validation shapes
     # only): under racecheck cuBLASLt's Hopper GEMMs failed to launch in test_llama ("failed to
     # handle a hardware exception", H200, 2026-11-26), and the ladder has no cuBLASLt
     sanitize racecheck 90 env LADDER_QUICK=1 "$san" --tool racecheck --error-exitcode 3 dev/cuda/build/bf16/attention 4

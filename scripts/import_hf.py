@@ -153,7 +153,7 @@ def load_params(c, hf_dir):
 
 def write_checkpoint(path, c, flat):
     """A version-2 checkpoint (docs/formats.md) at step 0: these parameters, zero AdamW
-    moments and no dataloader state, written to PATH.tmp and renamed, like llmc/checkpoint.h."""
+    moments and no dataloader state, written to PATH.tmp and renamed, like llmc/io/checkpoint.h."""
     n = flat.size
     h = np.zeros(256, dtype="<i4")
     h[0], h[1] = CKPT_MAGIC, CKPT_VERSION

@@ -8,8 +8,8 @@ checks against the reference files, and the command line's model and data flags.
 
   messages(prog)          (die, log): "PROG: error: MSG" (and exit) / "PROG: MSG" on stderr
   splitmix64, rand_below  the splitmix64 stream and its unbiased draw in [0, n): one
-                          generator behind llmc/dataloader.h and llmc/video_data.h
-  lr_at_step              llmc/schedule.h's warmup + cosine schedule, in float32 as the C code
+                          generator behind llmc/io/dataloader.h and llmc/io/video_data.h
+  lr_at_step              llmc/train/schedule.h's warmup + cosine schedule, in float32 as the C code
   rmsnorm, apply_rope     RMSNorm in fp32; RoPE on the adjacent pairs from cos/sin tables
   adamw                   torch.optim.AdamW on a decayed and an undecayed group (fused on CUDA)
   Trainer                 one optimizer step over micro-batches (a subclass puts them on the device)
@@ -81,7 +81,7 @@ def rand_below(state, n):
 
 
 def lr_at_step(step, total, warmup, lr, min_lr_frac):
-    """llmc/schedule.h lr_at_step (step from 1), in float32 like the C code."""
+    """llmc/train/schedule.h lr_at_step (step from 1), in float32 like the C code."""
     f = np.float32
     min_lr = f(lr) * f(min_lr_frac)
     if step <= warmup:

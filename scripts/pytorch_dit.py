@@ -37,15 +37,15 @@ Loss: mean (v_pred - (noise - x0))^2 at x_t = (1 - t) x0 + t noise.
 Step (as train_dit): grad_accum micro-batches of --batch clips, each loss / grad_accum;
 global-norm clipping (torch.nn.utils.clip_grad_norm_, which train_dit copies); AdamW
 (torch.optim.AdamW, train_dit's formula) with decay on the weight matrices and class_emb
-only (docs/design.md 9.2); lr(step) of llmc/schedule.h (linear warmup, cosine to min_lr_frac*lr).
+only (docs/design.md 9.2); lr(step) of llmc/train/schedule.h (linear warmup, cosine to min_lr_frac*lr).
 
-Data, bit for bit as train_dit (llmc/video_data.h, llmc/flow_batch.h flow_batch_fill): micro-batch m of
+Data, bit for bit as train_dit (llmc/io/video_data.h, llmc/train/flow_batch.h flow_batch_fill): micro-batch m of
 step s holds the source's clips first .. first+B-1, first = ((s-1)*grad_accum + m)*B.
   synthetic  the moving-digits generator, ported (integer geometry, exact);
   FILE       a clip file (docs/formats.md): the last --val-clips clips are held out, clip i
              of training reads file clip perm(i mod n_train) of epoch i / n_train (the
              4-round Feistel permutation of video_data.h, seeded by --seed).
-Per clip, --draws trainer (default) replays llmc/rand.h: an xorshift64* stream seeded by
+Per clip, --draws trainer (default) replays llmc/core/rand.h: an xorshift64* stream seeded by
 seed ^ 0x7261696e ^ (index * 0x9E3779B97F4A7C15) gives, through Box-Muller, the clip's
 C*Fr*Hi*Wi noise values, then n with t = sigmoid(n), then one uniform u: the label
 becomes the null class NC when u < --label-dropout. The streams are computed all at once
@@ -128,7 +128,7 @@ TEMB = dref.TIMESTEP_DIM     # 256, the sinusoidal timestep embedding
 EPS = 1e-6                   # LayerNorm and QK RMSNorm (docs/design.md 9.3)
 LN_10000 = 9.210340371976184  # the double train_dit's timestep embedding uses
 CKPT_MAGIC, CKPT_VERSION = 20261126, 1
-SALT_TRAIN = 0x7261696E      # llmc/flow_batch.h: separates the training draws from validation's
+SALT_TRAIN = 0x7261696E      # llmc/train/flow_batch.h: separates the training draws from validation's
 GOLDEN = 0x9E3779B97F4A7C15
 PLANTS = ("none", "gate-swap", "rope-axis", "noise-shift")
 
@@ -173,8 +173,8 @@ def validate_cfg(c):
 
 
 # ----------------------------------------------------------------------------- random streams
-# Ports of llmc/rand.h (Rng: xorshift64*, Box-Muller) and of the splitmix64 streams of
-# llmc/video_data.h (splitmix64 and rand_below, clipgen_below_, are peer_common's). Python
+# Ports of llmc/core/rand.h (Rng: xorshift64*, Box-Muller) and of the splitmix64 streams of
+# llmc/io/video_data.h (splitmix64 and rand_below, clipgen_below_, are peer_common's). Python
 # ints masked to 64 bits for the few scalar draws; numpy uint64 (which wraps) for the long
 # noise streams.
 
@@ -269,7 +269,7 @@ FONT_BITS = np.array([[[(row >> (4 - col)) & 1 for col in range(5)] for row in d
 
 
 class MovingDigits:
-    """The moving-digits generator of llmc/video_data.h (ClipGenerator), training split:
+    """The moving-digits generator of llmc/io/video_data.h (ClipGenerator), training split:
     clip `index` is a pure function of (seed, index). All geometry is integer arithmetic in
     1/64 pixel, so this port gives the same bits; the glyph's coverage of each pixel is
     oy @ font @ ox^T, the per-pixel sum of the C code as one exact int64 product."""
@@ -360,7 +360,7 @@ def feistel_permute(i, n, key):
 
 def clip_file_header(path):
     """(n, C, Fr, Hi, Wi, NC, value dtype, bytes per record) of a clip file (docs/formats.md),
-    its header and size checked as llmc/video_data.h does; exits naming the file otherwise."""
+    its header and size checked as llmc/io/video_data.h does; exits naming the file otherwise."""
     try:
         size = os.path.getsize(path)
         h = np.fromfile(path, dtype="<i4", count=256)
@@ -386,7 +386,7 @@ def decode_clip_values(v, dtype):
 
 
 class ClipFile:
-    """A clip file (docs/formats.md), training split, read as llmc/video_data.h does."""
+    """A clip file (docs/formats.md), training split, read as llmc/io/video_data.h does."""
 
     def __init__(self, path, n_val, shuffle_seed):
         self.n, self.C, self.Fr, self.Hi, self.Wi, self.NC, self.dtype, rec = clip_file_header(path)
@@ -428,7 +428,7 @@ def open_source(a, c):
 
 class Batches:
     """Micro-batch m of step s: clips ((s-1)*grad_accum + m)*B .. +B-1 of the source, with
-    their noise, t and label dropout (llmc/flow_batch.h flow_batch_fill)."""
+    their noise, t and label dropout (llmc/train/flow_batch.h flow_batch_fill)."""
 
     def __init__(self, source, c, a, device):
         self.src, self.c, self.a, self.device = source, c, a, device
@@ -473,7 +473,7 @@ def unpatchify(p, c):
 
 
 def rope3d_tables(c, plant="none"):
-    """cos, sin [N, hd/2] as llmc/rope3d.h: pair j of the head rotates by pos * theta^(-2i/d)
+    """cos, sin [N, hd/2] as llmc/kernels/rope3d.h: pair j of the head rotates by pos * theta^(-2i/d)
     with (pos, i, d) from the time, row or column part (dt = hd - 2 dh, dh = dw = 2 floor(hd/6))."""
     hd = c["D"] // c["H"]
     dh = 2 * (hd // 6)

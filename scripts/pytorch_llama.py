@@ -16,7 +16,7 @@ Usage (interpreter: `bash scripts/ensure_python_deps.sh` here; plain python3 on 
   python3 scripts/pytorch_llama.py --model stories110M --batch 16 --seq 1024 --steps 20 --bench --compile 1
   # largest micro-batch that fits (doubles, then bisects, until CUDA OOM)
   python3 scripts/pytorch_llama.py --model llama3-1B --seq 2048 --find-max-batch
-  # the first batch of the random-window loader, to compare with llmc/dataloader.h
+  # the first batch of the random-window loader, to compare with llmc/io/dataloader.h
   python3 scripts/pytorch_llama.py --selftest-data 'data/tinystories/*train*.bin' --batch 4 --seq 8 --seed 1337
   # forward/backward against LREF reference files (dev/ref/*.lref): logits, loss, grads
   python3 scripts/pytorch_llama.py --selftest-model dev/ref/*.lref
@@ -33,9 +33,9 @@ Step: grad_accum = total_batch / (B*T) micro-batches (each one B x T batch of th
 loss scaled by 1/grad_accum); global-norm clipping (torch.nn.utils.clip_grad_norm_) when
 grad_clip > 0; torch.optim.AdamW with decay on the 2-D tensors only; lr(step) for step =
 1..N: lr*step/warmup while step <= warmup, then min_lr + 0.5*(lr-min_lr)*(1+cos(pi*
-(step-warmup)/(N-warmup))), min_lr = lr*min_lr_frac (llmc/schedule.h).
+(step-warmup)/(N-warmup))), min_lr = lr*min_lr_frac (llmc/train/schedule.h).
 
-Data (llmc/dataloader.h, random-window mode, rank 0 of world 1): shards matching the glob
+Data (llmc/io/dataloader.h, random-window mode, rank 0 of world 1): shards matching the glob
 (sorted by name), every row a window of T+1 tokens starting at x - start_begin(shard) for
 x uniform in [0, sum over shards of (n - T)), drawn with splitmix64 (unbiased, rejection
 sampling) from the state dataloader_initial_rng_(seed, 0), or the state saved in the
@@ -115,7 +115,7 @@ def validate_cfg(c):
 
 
 # ----------------------------------------------------------------------------- data
-# A port of llmc/dataloader.h (rank 0 of world 1 unless told otherwise); its splitmix64
+# A port of llmc/io/dataloader.h (rank 0 of world 1 unless told otherwise); its splitmix64
 # and rand_below are peer_common's.
 
 def initial_rng(seed, rank=0):
@@ -127,7 +127,7 @@ def initial_rng(seed, rank=0):
 
 
 class ShardLoader:
-    """Batches exactly as llmc/dataloader.h: random windows (training) or sequential."""
+    """Batches exactly as llmc/io/dataloader.h: random windows (training) or sequential."""
 
     def __init__(self, pattern, B, T, seed=0, random_windows=True, rank=0, world=1, V=None):
         paths = sorted(glob.glob(pattern))

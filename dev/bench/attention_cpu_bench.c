@@ -1,4 +1,4 @@
-// The CPU attention (llmc/cpu/attention.h): accuracy of its exp, agreement with a
+// The CPU attention (llmc/kernels/cpu/attention.h): accuracy of its exp, agreement with a
 // double-precision reference, determinism, and speed on the stories260K and stories15M
 // shapes. Built like the CPU trainer (C++, the trainer's flags):
 //
@@ -7,9 +7,9 @@
 //       -o build/bench/attention_cpu_bench
 //   build/bench/attention_cpu_bench [--exp-all] [--reps N] [--time-only] [--full] [--wide] [--vtanh]
 //
-// --vtanh: only llmc/cpu/vmath.h's cpu_vtanh (GELU's tanh) against tanhf and tanh in double, on
+// --vtanh: only llmc/kernels/cpu/vmath.h's cpu_vtanh (GELU's tanh) against tanhf and tanh in double, on
 //    every float of [-12, 12] (beyond, both round to +-1), and its edges; then exit.
-// 1. cpu_vexp (llmc/cpu/vmath.h) against glibc's expf and against exp in double (error in ulps of the
+// 1. cpu_vexp (llmc/kernels/cpu/vmath.h) against glibc's expf and against exp in double (error in ulps of the
 //    float result), on every float in [-87.33, 88.72] with --exp-all, else on every 16th;
 //    and its edge cases (-inf, below ln(FLT_MIN), 0, NaN, overflow); cpu_vexp8_le88 (the
 //    attention's eight-lane exp) bit for bit against cpu_vexp on those floats up to 88, and its edges.
@@ -22,10 +22,10 @@
 //    H=4 KV=4 hd=16 (dit-tiny; it runs the full mode); --wide adds hd 32 and 64 and T = 512.
 // --full: parts 2 to 4 on the non-causal mode (attention_full_forward/backward, the video
 //    DiT) instead of the causal one.
-//    With -DOLD_ATTENTION='"path.h"', another version of llmc/cpu/attention.h without its
+//    With -DOLD_ATTENTION='"path.h"', another version of llmc/kernels/cpu/attention.h without its
 //    #include lines, is timed too and compared in part 2 (error, and whether it gives the same
 //    bits); e.g. the committed one:
-//      git show HEAD:llmc/cpu/attention.h | grep -v '#include "' > /tmp/old_attention.h
+//      git show HEAD:llmc/kernels/cpu/attention.h | grep -v '#include "' > /tmp/old_attention.h
 //      g++ ... -DOLD_ATTENTION='"/tmp/old_attention.h"' -x c++ dev/bench/attention_cpu_bench.c ...
 //    (-DOLD_HAS_FULL=0 for a version from before the full mode).
 #include <omp.h>
@@ -33,8 +33,8 @@
 #include <float.h>
 #include <vector>
 #include <algorithm>
-#include "llmc/common.h"
-#include "llmc/cpu/attention.h"
+#include "llmc/core/common.h"
+#include "llmc/kernels/cpu/attention.h"
 #ifdef OLD_ATTENTION
 #undef ATT_CPU_TILE  // the old version's own
 #undef ATT_CPU_BUF
@@ -123,7 +123,7 @@ static int check_exp(int all) {
     return bad;
 }
 
-// cpu_vtanh (llmc/cpu/vmath.h), as check_exp: ulps against tanhf and against tanh in double
+// cpu_vtanh (llmc/kernels/cpu/vmath.h), as check_exp: ulps against tanhf and against tanh in double
 static int check_tanh(void) {
     const int N = 1 << 16;
     std::vector<float> xs(N), ys(N);

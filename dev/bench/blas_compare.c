@@ -1,6 +1,6 @@
 /*
 Which BLAS for the CPU build's matrix products: the candidates side by side on the
-trainers' own GEMM shapes, in one run (issue 27 item 1; scripts/bench_blas.sh installs the
+trainers' own GEMM shapes, in one run (issue 27 item 1; dev/bench/bench_blas.sh installs the
 candidates, builds this and runs it; docs/results/cpu_blas_choice.md is its report).
 
   build/bench/blas_compare [--rounds R] [--threads T] [--min-time S] [--pause S] [--jsonl FILE] [--only MODEL]
@@ -18,12 +18,12 @@ not fatal. Rounds interleave the candidates: round r runs every candidate once, 
 order rotated by r, so a stretch of load from other processes falls on all of them. Every
 shape of every GEMM the trainers call (matmul_forward: out = inp . W^T;
 matmul_backward_input: dinp = dout . W; matmul_backward_weight: dW += dout^T . inp, the
-three cblas_sgemm calls of llmc/cpu/matmul.h with the same transposes and leading
+three cblas_sgemm calls of llmc/kernels/cpu/matmul.h with the same transposes and leading
 dimensions) is timed best-of-N within the child after one warm-up call, and the best over
 the rounds is reported as GFLOP/s = 2 M N K / time.
 
 Also per candidate and shape:
-  - agreement with the blocked loops of llmc/cpu/matmul.h (built without USE_BLAS, the
+  - agreement with the blocked loops of llmc/kernels/cpu/matmul.h (built without USE_BLAS, the
     trainers' BLAS=0 build, computed once in a child of its own): max |c - ref| / max |ref|;
   - determinism: every call of a child must give the same bits (a hash of the output), every
     round the same bits as round 1, and one extra child per candidate runs with 1 thread
@@ -32,7 +32,7 @@ Also per candidate and shape:
     one GEMM}, T threads, against the sum of the two timed alone: a BLAS that keeps its own
     pool of threads competes with the OpenMP threads on the same cores ("mixed" rows).
 Prints a markdown table; --jsonl writes one line per (candidate, shape). --pause S sleeps
-S seconds before each child: run under a real-time policy (scripts/bench_blas.sh --rt:
+S seconds before each child: run under a real-time policy (dev/bench/bench_blas.sh --rt:
 chrt -r) so that other processes on a shared machine do not time-slice the candidates,
 it gives them the cores back between children.
 
@@ -43,10 +43,10 @@ the random inputs above), each candidate in a fresh child: two warm-up calls, th
 calls; prints one JSON line per candidate ({"candidate", "kind", "path", "info", "threads",
 "median_gflops", "best_gflops", "times_ms", "max_rel_err"}, or {"candidate", "error"}), where
 max_rel_err compares 256 sampled outputs with double-precision dot products. No loops,
-checks of bits or 1-thread child. scripts/bench_cpu_step.py --yardstick calls it between
+checks of bits or 1-thread child. dev/bench/bench_cpu_step.py --yardstick calls it between
 the training steps it times.
 */
-#include "llmc/cpu/matmul.h"  // the blocked loops (this file is compiled without USE_BLAS)
+#include "llmc/kernels/cpu/matmul.h"  // the blocked loops (this file is compiled without USE_BLAS)
 #include <dlfcn.h>
 #include <omp.h>
 #include <sys/mman.h>
@@ -76,7 +76,7 @@ static void make_shapes(void) {
     // the yardstick: M 2048 N 32000 K 288 = stories15M's head forward at B*T = 2048
     add3("yardstick", "head (M2048 N32000 K288)", 2048, 288, 32000, 1);
     // stories15M (D 288, H 6, KV 6, F 768, V 32000) and stories260K (D 64, H 8, KV 4 of head
-    // dim 8, F 172, V 512) at B 8, T 256 as scripts/bench_cpu_step.py trains them: N = 2048
+    // dim 8, F 172, V 512) at B 8, T 256 as dev/bench/bench_cpu_step.py trains them: N = 2048
     add3("stories15M", "wq/wk/wv/wo", 2048, 288, 288, 7);
     add3("stories15M", "w1/w3", 2048, 288, 768, 7);
     add3("stories15M", "w2", 2048, 768, 288, 7);
@@ -119,7 +119,7 @@ static cblas_sgemm_t cb;  // in the child: the loaded library's sgemm
 static dnnl_sgemm_t dn;
 static void* lib;
 
-// out = the product of a shape's operands, with the transposes of llmc/cpu/matmul.h's cblas calls
+// out = the product of a shape's operands, with the transposes of llmc/kernels/cpu/matmul.h's cblas calls
 static void run_gemm(const Shape* s, const float* inp, const float* w, const float* dout, float* out) {
     int tn = CblasNoTrans_, tt = CblasTrans_;
     if (s->op == OP_FWD) {

@@ -9,7 +9,7 @@
 //             writing zeros): the kernel's page faults, timed apart because they depend on
 //             the machine more than on the code (0.3 to 1.3 GB/s on one thread of this
 //             project's 2-core VM); in the trainer the fill does this touch
-//   fill      llama_init_params' normals: rng_fill_normal (llmc/rand.h) into the touched array
+//   fill      llama_init_params' normals: rng_fill_normal (llmc/core/rand.h) into the touched array
 //   layout    with --layout, llama_local_from_ref: a calloc'd array filled by all threads
 //             in blocks of 2^18 floats, first touch included (a second N floats of memory).
 //             Only TP layouts build it; one process, DP and ZeRO upload from the
@@ -25,7 +25,7 @@
 #include <string.h>
 #include <time.h>
 #include <omp.h>
-#include "llmc/rand.h"
+#include "llmc/core/rand.h"
 #if __has_include(<cuda_bf16.h>)
 #include <cuda_bf16.h>
 typedef __nv_bfloat16 bf16;
@@ -42,7 +42,7 @@ static inline bf16 to_bf16(float x) {
 #define BF16_FROM "a bit-level round-to-nearest-even (no CUDA Toolkit found)"
 #endif
 
-#define STAGE_BYTES ((size_t)32 << 20)  // llmc/device.cuh's DEV_STAGE_BYTES
+#define STAGE_BYTES ((size_t)32 << 20)  // llmc/kernels/device.cuh's DEV_STAGE_BYTES
 #define PARALLEL_MIN ((size_t)1 << 16)  // and DEV_STAGE_PARALLEL_MIN
 
 static double now(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec + 1e-9 * t.tv_nsec; }

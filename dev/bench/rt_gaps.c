@@ -1,5 +1,5 @@
 // How long the CPU is taken away from a busy thread: a loop that reads the clock for 4 s and
-// prints every gap over 2 ms. Under SCHED_RR (chrt -r 10, as scripts/bench_cpu_step.py --rt runs
+// prints every gap over 2 ms. Under SCHED_RR (chrt -r 10, as dev/bench/bench_cpu_step.py --rt runs
 // its measurements) the kernel's real-time throttling (/proc/sys/kernel/sched_rt_runtime_us of
 // sched_rt_period_us: 950000 of 1000000 by default) stops it for about 50 ms once a second; at
 // normal priority on an idle machine it is never stopped. Why bench_cpu_step takes the median

@@ -28,7 +28,7 @@ int main(int argc, char** argv) {
     int M = atoi(argv[1]), N = atoi(argv[2]), K = atoi(argv[3]), R = argc > 4 ? atoi(argv[4]) : 5;
     if (M < 1 || N < 1 || K < 1 || R < 1) { fprintf(stderr, "sgemm_bench: sizes must be positive\n"); return 2; }
 #ifdef USE_BLIS
-    // BLIS runs on 1 thread unless told: as many as OpenMP would use, as llmc/cpu/matmul.h does
+    // BLIS runs on 1 thread unless told: as many as OpenMP would use, as llmc/kernels/cpu/matmul.h does
     if (!getenv("BLIS_NUM_THREADS")) {
         long nt = getenv("OMP_NUM_THREADS") ? atol(getenv("OMP_NUM_THREADS")) : sysconf(_SC_NPROCESSORS_ONLN);
         bli_thread_set_num_threads(nt > 0 ? nt : 1);

@@ -1,15 +1,15 @@
 /*
-Ladder for llmc/activation.cuh (gelu_tanh and silu, forward and backward).
+Ladder for llmc/kernels/activation.cuh (gelu_tanh and silu, forward and backward).
   version 1: the llmc kernels: one thread per element, scalar loads
   version 2: 16-byte vector loads/stores (8 bf16 or 4 fp32 per thread) when every
              pointer is 16-byte aligned, the llmc kernel for the tail and for
              unaligned pointers: the same math, so results must be bitwise equal to v1
-Validated against the CPU twin (llmc/cpu/activation.h) on random data at odd sizes and
+Validated against the CPU twin (llmc/kernels/cpu/activation.h) on random data at odd sizes and
 misaligned offsets, with dinp == dout in the backward (allowed by the interface).
 Both are pure bandwidth: forward moves 2 values per element, backward 3.
 */
 #include "ladder.h"
-#include "../../llmc/activation.cuh"
+#include "../../llmc/kernels/activation.cuh"
 
 #define VEC (16 / (int)sizeof(floatX))
 struct alignas(16) VecX { floatX v[VEC]; };

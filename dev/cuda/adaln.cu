@@ -1,5 +1,5 @@
 /*
-Ladder for llmc/adaln.cuh (adaLN-Zero of the video DiT: layernorm_modulate_* and
+Ladder for llmc/kernels/adaln.cuh (adaLN-Zero of the video DiT: layernorm_modulate_* and
 gated_residual_*). Activations [B*N, C]; shift/scale/gate are columns of [B, ld].
   version 1: the llmc launchers: one warp per row, scalar loads; per-sample column
              sums (dshift, dscale, dgate) by blocks of 32 columns x 16 row slices of
@@ -22,14 +22,14 @@ gated_residual_*). Activations [B*N, C]; shift/scale/gate are columns of [B, ld]
              The vector paths need C, ld and the column offsets multiples of the vector
              width and 16-byte aligned pointers; otherwise v2 falls back to v1's row
              kernels (the two-stage sums work for any shape).
-Validated against the CPU twin (llmc/cpu/adaln.h via cpu_reference) on random data: odd
+Validated against the CPU twin (llmc/kernels/cpu/adaln.h via cpu_reference) on random data: odd
 C and ld, unaligned column offsets, N = 1, C = 1, N over a chunk, C = 1152 and 4096
 (the register paths' largest case in bf16). The [B, ld] gradient buffers are checked
 whole (columns outside the slice must keep their values). Determinism: each backward
 run twice, bitwise.
 */
 #include "ladder.h"
-#include "../../llmc/adaln.cuh"
+#include "../../llmc/kernels/adaln.cuh"
 
 #define VEC (16 / (int)sizeof(floatX))
 struct alignas(16) VecX { floatX v[VEC]; };

@@ -1,15 +1,15 @@
 /*
-Ladder for llmc/adamw.cuh.
+Ladder for llmc/kernels/adamw.cuh.
   version 1: adamw_update, one thread per element (llmc); global_norm_squared with a
              fixed grid of 1024 blocks, double partials, one ordered final sum (llmc)
 Memory-bound and already one pass over the data, so one rung. Validated against the
-CPU twin (llmc/cpu/adamw.h) on random data: with an fp32 master copy (the bf16
+CPU twin (llmc/kernels/cpu/adamw.h) on random data: with an fp32 master copy (the bf16
 configuration) and, in fp32 builds, also without one; the norm at odd sizes, as an
 accumulation (out[0] += ...), run twice for determinism, and at n > 2^31 against
 an exactly known sum (size_t indexing).
 */
 #include "ladder.h"
-#include "../../llmc/adamw.cuh"
+#include "../../llmc/kernels/adamw.cuh"
 
 __global__ void fill_kernel(floatX* p, size_t n, float val) {
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)

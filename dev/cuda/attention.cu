@@ -1,5 +1,5 @@
 /*
-Ladder for llmc/attention.cuh (GQA attention, forward keeps out and lse), in both of
+Ladder for llmc/kernels/attention.cuh (GQA attention, forward keeps out and lse), in both of
 its modes: causal (attention_forward/backward) and full, non-causal
 (attention_full_forward/backward, the video DiT). Every version takes the mode as an
 argument (a `causal` kernel argument, as in llmc) and is validated in both.
@@ -22,35 +22,35 @@ argument (a `causal` kernel argument, as in llmc) and is validated in both.
              shim with bf16 tolerances), which says nothing of the tensor cores'
              numerics or speed. It stays here until this ladder passes on an H100; only
              then may it move to llmc. ***
-  version 4: tensor cores through the PTX wrappers of llmc/tensorcore.cuh, FlashAttention-2
-             style (llmc/attention_tc.cuh: mma.sync m16n8k16 + ldmatrix, cp.async double
+  version 4: tensor cores through the PTX wrappers of llmc/kernels/tensorcore.cuh, FlashAttention-2
+             style (llmc/kernels/attention_tc.cuh: mma.sync m16n8k16 + ldmatrix, cp.async double
              buffering of 64-key K/V tiles, S/P/O in registers, exp2, only the diagonal
-             and ragged tiles masked; backward: llmc/attention_tc_backward.cuh, which needs
+             and ragged tiles masked; backward: llmc/kernels/attention_tc_backward.cuh, which needs
              a delta scratch of attention_tc_delta_floats(B, H, T) floats). bf16 builds,
              hd 64 and 128 only. *** NOT YET VALIDATED ON A GPU: checked by the host
              emulator's model of the documented fragment layouts (dev/emu/include/
              tensorcore_emu.h), which says nothing of the hardware's numerics or speed.
-             The trainers run it only with --attention tc (llmc/attention_select.h). ***
+             The trainers run it only with --attention tc (llmc/kernels/attention_select.h). ***
   version 5: version 4 with RoPE fused (attention_tc_forward_rope / _backward_rope): q and
              k come unrotated; the kernels rotate the Q and K tiles in shared memory after
              their cp.async lands and rotate dq, dk back in the registers of the final
              store, instead of two rope_forward launches before and two rope_backward
              launches after (PREDICTED saving ~84 MB of traffic per layer each way at
-             llama3-1B, B 4, T 2048; see llmc/attention_tc.cuh). Validated against the
+             llama3-1B, B 4, T 2048; see llmc/kernels/attention_tc.cuh). Validated against the
              CPU reference composed (ref_rope_forward on q, k rounded to floatX, the
              attention, ref_rope_backward on dq, dk) and bit for bit against the unfused
              composition on the device (rope_forward, version 4, rope_backward); timed
              next to that composition. Same *** NOT YET VALIDATED ON A GPU *** as v4.
-Validated against the CPU twin (llmc/cpu/attention.h, ref_attention[_full]_* of
+Validated against the CPU twin (llmc/kernels/cpu/attention.h, ref_attention[_full]_* of
 cpu_reference) on random q, k, v, dout at odd sizes, in both modes: T not a multiple
 of any tile, GQA ratios 1, 2, 3, 4 and MQA, hd from 6 to 256. Determinism: each
 backward run twice, bitwise. Timed in both modes (full: twice the FLOPs of causal).
 */
 #include "ladder.h"
-#include "../../llmc/attention.cuh"
-#include "../../llmc/attention_tc.cuh"           // version 4, forward
-#include "../../llmc/attention_tc_backward.cuh"  // version 4, backward (both named: dev/emu tables direct includes)
-#include "../../llmc/rope.cuh"                   // version 5's unfused twin (rope_forward, rope_backward)
+#include "../../llmc/kernels/attention.cuh"
+#include "../../llmc/kernels/attention_tc.cuh"           // version 4, forward
+#include "../../llmc/kernels/attention_tc_backward.cuh"  // version 4, backward
+#include "../../llmc/kernels/rope.cuh"                   // version 5's unfused twin (rope_forward, rope_backward)
 #include <mma.h>
 
 // ---------------------------------------------------------------------------------
@@ -726,7 +726,7 @@ int main(int argc, char** argv) {
     };
     const char* names[] = {"", "naive, thread per row", "flash tiles fp32 (llmc)",
                            "WMMA bf16 tensor cores",
-                           "mma.sync/ldmatrix/cp.async tensor cores, FlashAttention-2 style (llmc/attention_tc.cuh)",
+                           "mma.sync/ldmatrix/cp.async tensor cores, FlashAttention-2 style (llmc/kernels/attention_tc.cuh)",
                            "version 4 with RoPE fused into the tile loads and stores (slower than v4 + rope launches on the H200: off in the trainers)"};
     for (int version = 1; version <= 5; version++) {
         if (!want(version)) continue;

@@ -1,5 +1,5 @@
 /*
-Ladder for llmc/bias.cuh (nn.Linear biases of the video DiT).
+Ladder for llmc/kernels/bias.cuh (nn.Linear biases of the video DiT).
   version 1: the llmc launchers: forward by blocks of rows, scalar loads; backward by
              blocks of 32 columns x 16 row slices, no scratch.
   version 2: candidates for many rows and few columns (dbias of a [B*N, D] activation
@@ -13,12 +13,12 @@ Ladder for llmc/bias.cuh (nn.Linear biases of the video DiT).
                has none, so adopting it means a scratch argument.
              - forward with 16-byte vectors when OC is a multiple of the vector width and
                the pointers are 16-byte aligned (else v1's kernel).
-Validated against the CPU twin (llmc/cpu/bias.h via cpu_reference) on random data at odd
+Validated against the CPU twin (llmc/kernels/cpu/bias.h via cpu_reference) on random data at odd
 sizes (N = 1, OC = 1, N over several chunks with the last partial); the backward
 accumulates into random dbias. Determinism: each backward run twice, bitwise.
 */
 #include "ladder.h"
-#include "../../llmc/bias.cuh"
+#include "../../llmc/kernels/bias.cuh"
 
 #define VEC (16 / (int)sizeof(floatX))
 struct alignas(16) VecX { floatX v[VEC]; };

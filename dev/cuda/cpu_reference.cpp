@@ -2,7 +2,7 @@
 #ifndef LLMC_CPU
 #error "cpu_reference.cpp must be compiled with -DLLMC_CPU (it wraps the fp32 CPU twins)"
 #endif
-#include "../../llmc/kernels.h"
+#include "../../llmc/kernels/kernels.h"
 #include "cpu_reference.h"
 
 static const stream_t S = 0;  // CPU streams run inline

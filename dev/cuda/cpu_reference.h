@@ -1,8 +1,8 @@
 /*
-The CPU twins (llmc/cpu/X.h) as plain fp32 functions for the dev/cuda ladders.
+The CPU twins (llmc/kernels/cpu/X.h) as plain fp32 functions for the dev/cuda ladders.
 The twins are written for -DLLMC_CPU, where floatX is float, so they cannot be
 included in an nvcc translation unit whose floatX is bf16. cpu_reference.cpp is
-compiled by g++ with -DLLMC_CPU -fopenmp, includes llmc/kernels.h and wraps every
+compiled by g++ with -DLLMC_CPU -fopenmp, includes llmc/kernels/kernels.h and wraps every
 launcher as ref_<launcher> (same arguments, float everywhere, no stream); each
 ladder links with that object. Semantics are exactly the twins'.
 */

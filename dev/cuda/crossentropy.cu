@@ -1,5 +1,5 @@
 /*
-Ladder for llmc/crossentropy.cuh (fused softmax + cross-entropy + dlogits, in place).
+Ladder for llmc/kernels/crossentropy.cuh (fused softmax + cross-entropy + dlogits, in place).
   version 1: one block per row, three passes over the row: max, sum of exp, write, with
              2-byte loads (the llmc kernel before version 3, kept here)
   version 2: one block per row, max and sum in one pass (online softmax: each thread
@@ -8,13 +8,13 @@ Ladder for llmc/crossentropy.cuh (fused softmax + cross-entropy + dlogits, in pl
   version 3: the llmc kernel: version 2's two passes over 16-byte chunks (one load per
              8 bf16), element by element when the row is not 16-byte aligned (same
              arithmetic: bitwise the same result)
-Validated against the CPU twin (llmc/cpu/crossentropy.h) on random logits, odd V,
+Validated against the CPU twin (llmc/kernels/cpu/crossentropy.h) on random logits, odd V,
 with and without dlogits; offset=1 shapes start the logits one element into their
 allocation (no row 16-byte aligned).
 
 Vocabulary-parallel cross-entropy (--shard-vocab 1 --tp N: each rank holds a logit shard
 [N, Vs], Vs = ceil(V / tp), the last one padded; three launches with the trainer's
-all-reduces between them, see llmc/crossentropy.cuh):
+all-reduces between them, see llmc/kernels/crossentropy.cuh):
   version 4: one block per row, 2-byte loads, a shared-memory block reduction per pass
   version 5: the llmc launchers crossentropy_vp_max / _sums / _finish (16-byte chunks
              when Vs is a multiple of 8 bf16 and the shard is aligned)
@@ -24,7 +24,7 @@ the concatenated dlogits against the whole-vocabulary twin; the padding columns 
 with logits larger than any real one) must come back exactly 0.
 */
 #include "ladder.h"
-#include "../../llmc/crossentropy.cuh"
+#include "../../llmc/kernels/crossentropy.cuh"
 
 // version 1: block reduction (op 0: sum, 1: max) through shared memory, every thread gets the result
 static __device__ float ce_v1_reduce(float v, int op, float* shared) {

@@ -1,5 +1,5 @@
 /*
-Ladder for llmc/encoder.cuh.
+Ladder for llmc/kernels/encoder.cuh.
   forward  version 1: one thread per element (llmc)
   backward version 1: one thread per channel walking the tokens in order and
                       adding into dwte directly (deterministic, but in bf16 builds
@@ -10,7 +10,7 @@ Ladder for llmc/encoder.cuh.
                       encoder_backward_range, the kernels of versions 1-2 of the forward
                       and 2 of the backward): the table split into tp shards of
                       ceil(V / tp) rows as --shard-vocab 1 --tp N splits it
-Validated against the CPU twin (llmc/cpu/encoder.h) on random tokens with many
+Validated against the CPU twin (llmc/kernels/cpu/encoder.h) on random tokens with many
 repeats (small V) and with more vocabulary tiles than blocks (V = 10000 > 256 * 32),
 D that is not a multiple of the channel block. Determinism: v2 run twice, bitwise.
 Version 3: each shard against the twin's range versions, the shards' forward outputs
@@ -18,7 +18,7 @@ summed against the whole-table forward, the shards' gradients side by side again
 whole-table backward.
 */
 #include "ladder.h"
-#include "../../llmc/encoder.cuh"
+#include "../../llmc/kernels/encoder.cuh"
 
 // version 1 of the backward: thread c walks tokens in order, read-modify-write in floatX
 __global__ void encoder_backward_v1_kernel(floatX* dwte, const floatX* dout, const int* tokens, int N, int D) {

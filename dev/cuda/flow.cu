@@ -1,6 +1,6 @@
 /*
-Ladder for llmc/flow.cuh (rectified flow: flow_prepare, mse_forward_backward) and
-llmc/timestep.cuh (timestep_embedding).
+Ladder for llmc/kernels/flow.cuh (rectified flow: flow_prepare, mse_forward_backward) and
+llmc/kernels/timestep.cuh (timestep_embedding).
   version 1: the llmc kernels. flow_prepare one thread per element; mse one block of
              512 threads per sample (B blocks: most SMs idle when B is small);
              timestep_embedding one thread per (b, i) in double
@@ -11,12 +11,12 @@ llmc/timestep.cuh (timestep_embedding).
              blocks. Adopting it in llmc needs a scratch buffer of B*MSE_V2_SPLIT
              floats (an argument, or a static __device__ array as global_norm_squared
              has). timestep_embedding has one version (B*dim values: nothing to gain).
-Validated against the CPU twins (llmc/cpu/flow.h, llmc/cpu/timestep.h) with t = 0, 1 and
+Validated against the CPU twins (llmc/kernels/cpu/flow.h, llmc/kernels/cpu/timestep.h) with t = 0, 1 and
 random t, odd per_sample, dpred over pred; determinism: mse run twice, bitwise.
 */
 #include "ladder.h"
-#include "../../llmc/flow.cuh"
-#include "../../llmc/timestep.cuh"
+#include "../../llmc/kernels/flow.cuh"
+#include "../../llmc/kernels/timestep.cuh"
 
 #define VEC (16 / (int)sizeof(floatX))
 struct alignas(16) VecX { floatX v[VEC]; };

@@ -1,11 +1,11 @@
 /*
-Ladder for llmc/grad_accum.cuh (fp32 gradient accumulation across micro-steps).
+Ladder for llmc/kernels/grad_accum.cuh (fp32 gradient accumulation across micro-steps).
   version 1: one thread per element, scalar loads and stores
   version 2: 16-byte vectors of grad (8 bf16 or 4 fp32) with the matching 32 or 16
              bytes of acc after a scalar head that aligns both, scalar tail, scalar
              fallback when no head aligns both (llmc)
 Both do the same fp32 addition per element, so they must agree bit for bit with each
-other and with the CPU twin (llmc/cpu/grad_accum.h): acc exactly, the stored gradient
+other and with the CPU twin (llmc/kernels/cpu/grad_accum.h): acc exactly, the stored gradient
 exactly equal to the twin's fp32 value rounded once to floatX. Validated on random data
 at odd sizes and offsets, as a chain of micro-steps (last = 0, 0, then 1), with every
 intermediate gradient buffer required to be zero.
@@ -13,7 +13,7 @@ Memory-bound: 12 bytes per element in bf16 (grad read and written, acc read and
 written), 16 in fp32; the benchmark prints the achieved GB/s on that count.
 */
 #include "ladder.h"
-#include "../../llmc/grad_accum.cuh"
+#include "../../llmc/kernels/grad_accum.cuh"
 
 __global__ void grad_accumulate_v1_kernel(float* acc, floatX* grad, size_t n, int last) {
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {

@@ -10,8 +10,8 @@ Each ladder picks atol/rtol for its outputs and says why next to the call.
 #pragma once
 #include <vector>
 #include <math.h>
-#include "../../llmc/common.h"
-#include "../../llmc/device.cuh"
+#include "../../llmc/core/common.h"
+#include "../../llmc/kernels/device.cuh"
 #include "cpu_reference.h"
 
 #if defined(ENABLE_FP32)

@@ -1,14 +1,14 @@
 /*
-Ladder for llmc/matmul.cuh (forward, backward_input, backward_weight, forward_residual).
+Ladder for llmc/kernels/matmul.cuh (forward, backward_input, backward_weight, forward_residual).
   version 1: the 16x16 shared-memory tiled kernel (matmul_fallback in
-             llmc/matmul.cuh, used there only when cuBLASLt offers no algorithm)
-  version 2: cuBLASLt through the launchers of llmc/matmul.cuh with the algorithm
+             llmc/kernels/matmul.cuh, used there only when cuBLASLt offers no algorithm)
+  version 2: cuBLASLt through the launchers of llmc/kernels/matmul.cuh with the algorithm
              cache off (matmul_algo_cache_cap = 0): descriptors and the heuristic query
              on every call, as before the cache
   version 3: the llmc launchers as the trainers use them: the algorithm cache on, and
              matmul_forward_residual (out = res + inp W^T as one GEMM, C = res, D = out),
              checked with out separate from res and in place
-Validated against the CPU twin (llmc/cpu/matmul.h) on random data, with a weight
+Validated against the CPU twin (llmc/kernels/cpu/matmul.h) on random data, with a weight
 slice (w + c0, ldw > C) like the hidden-chunked FFN uses, and with pointer offsets
 that are not 16-byte aligned; the whole weight buffer is compared, so writes
 outside the slice would show. Version 3 also runs each product twice (the second
@@ -16,7 +16,7 @@ from the cache) and requires the same bits.
 Build: make -C dev/cuda matmul; run: ./build/bf16/matmul [version]
 */
 #include "ladder.h"
-#include "../../llmc/matmul.cuh"
+#include "../../llmc/kernels/matmul.cuh"
 #include <chrono>
 
 static double ladder_wall_seconds(void) {

@@ -1,5 +1,5 @@
 /*
-Ladder for llmc/patchify.cuh: x [B, C, Fr, Hi, Wi] <-> tokens [B, N, P] (docs/design.md 9.1).
+Ladder for llmc/kernels/patchify.cuh: x [B, C, Fr, Hi, Wi] <-> tokens [B, N, P] (docs/design.md 9.1).
   version 1: the llmc kernels: one thread per element of x. patchify reads x in order
              (coalesced) and writes runs of pw values P apart; unpatchify the reverse
   version 2: one thread per element of the tokens: patchify writes in order
@@ -9,12 +9,12 @@ Ladder for llmc/patchify.cuh: x [B, C, Fr, Hi, Wi] <-> tokens [B, N, P] (docs/de
              values, so the block loads one side with coalesced accesses into shared
              memory and stores the other side with coalesced accesses. Strips above
              48 KiB (C*pt*ph*Wi values) take version 2.
-Pure copies: every version must equal the CPU twin (llmc/cpu/patchify.h) exactly, and
+Pure copies: every version must equal the CPU twin (llmc/kernels/cpu/patchify.h) exactly, and
 unpatchify(patchify(x)) must be x, at odd shapes (C=3, Fr=4, Hi=6, Wi=10 with 2x3x5
 patches, 1x1x1 patches, one token per strip) and at a DiT-like 1x2x2.
 */
 #include "ladder.h"
-#include "../../llmc/patchify.cuh"
+#include "../../llmc/kernels/patchify.cuh"
 
 // where element j of the tokens [B, N, P] comes from in x (the inverse of patch_token_index)
 __device__ __forceinline__ size_t patch_pixel_index(size_t j, PatchShape s) {

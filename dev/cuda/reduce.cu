@@ -1,16 +1,16 @@
 /*
-Ladder for llmc/reduce.cuh: acc[0] += sum of x[0..n) (the per-token losses of a
+Ladder for llmc/kernels/reduce.cuh: acc[0] += sum of x[0..n) (the per-token losses of a
 micro-step, summed on the device so that the host reads one float per step).
   version 1: one block of 1024 threads, strided double sums, a shared-memory tree
   version 2: 64 blocks x 256 threads into double partials, one warp adds them in a
-             fixed order (llmc); the CPU twin (llmc/cpu/reduce.h) follows the same
+             fixed order (llmc); the CPU twin (llmc/kernels/cpu/reduce.h) follows the same
              order, so the two must agree bit for bit
 Both are deterministic. Validated on random data at odd sizes (out starts at 1.5, so
 the accumulation is checked too), against the twin and against a long-double sum,
 and run twice (bitwise the same).
 */
 #include "ladder.h"
-#include "../../llmc/reduce.cuh"
+#include "../../llmc/kernels/reduce.cuh"
 
 #define V1_THREADS 1024
 __global__ void __launch_bounds__(V1_THREADS) sum_v1_kernel(float* acc, const float* x, size_t n) {

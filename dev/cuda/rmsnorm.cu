@@ -1,5 +1,5 @@
 /*
-Ladder for llmc/rmsnorm.cuh.
+Ladder for llmc/kernels/rmsnorm.cuh.
   version 1: one thread per row (forward and dinp), one thread per channel walking
              all rows in order for dw: simple, deterministic, little parallelism
   version 2: one warp per row with 2-byte loads, the row read twice; dw by a second
@@ -9,14 +9,14 @@ Ladder for llmc/rmsnorm.cuh.
              L = 1..32 lanes per row; the backward in one kernel, dw reduced through
              per-block partials and a fixed tree (last block of each group of 16, then
              the last group), no second pass over dy and x
-Validated against the CPU twin (llmc/cpu/rmsnorm.h) on random data, odd C, rows
+Validated against the CPU twin (llmc/kernels/cpu/rmsnorm.h) on random data, odd C, rows
 not a multiple of 8 or 16; the backward accumulates into random dinp and dw.
 Shapes with offset=1 start every floatX buffer one element into its allocation: no row
 is 16-byte aligned, so version 3 takes its element-by-element path.
 Determinism: versions 2 and 3 backward run twice, bitwise.
 */
 #include "ladder.h"
-#include "../../llmc/rmsnorm.cuh"
+#include "../../llmc/kernels/rmsnorm.cuh"
 
 __global__ void rmsnorm_forward_v1_kernel(floatX* out, float* rstd, const floatX* inp, const floatX* w, int N, int C,
                                           float eps) {

@@ -1,13 +1,13 @@
 /*
-Ladder for llmc/rope.cuh.
+Ladder for llmc/kernels/rope.cuh.
   version 1: one thread per rotated pair (llmc); in place is allowed
 Elementwise and memory-bound: a faster version would only vectorise the loads,
 which the hidden odd head dims (hd = 6) make fiddly for little gain, so the ladder
-has one rung. Validated against the CPU twin (llmc/cpu/rope.h) on random data and
+has one rung. Validated against the CPU twin (llmc/kernels/cpu/rope.h) on random data and
 the real table (theta = 10000), out of place and in place, forward and backward.
 */
 #include "ladder.h"
-#include "../../llmc/rope.cuh"
+#include "../../llmc/kernels/rope.cuh"
 
 static void make_table(std::vector<float>& cs, std::vector<float>& sn, int T, int hd, double theta) {
     int half = hd / 2;

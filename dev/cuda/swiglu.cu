@@ -1,5 +1,5 @@
 /*
-Ladder for llmc/swiglu.cuh.
+Ladder for llmc/kernels/swiglu.cuh.
   version 1: one thread per element, scalar loads (the llmc kernels before version 3,
              kept here)
   version 2: 16-byte vector loads/stores (8 bf16 or 4 fp32 per thread) when every
@@ -7,11 +7,11 @@ Ladder for llmc/swiglu.cuh.
              a second launch: the same math, so results must be bitwise equal to version 1
   version 3: the llmc kernels: version 2's 16-byte chunks and the tail in one launch
              (the tail elements go to the first threads after the chunk loop)
-Validated against the CPU twin (llmc/cpu/swiglu.h) on random data at odd sizes and
+Validated against the CPU twin (llmc/kernels/cpu/swiglu.h) on random data at odd sizes and
 misaligned offsets, with dh1 == dout in the backward (allowed by the interface).
 */
 #include "ladder.h"
-#include "../../llmc/swiglu.cuh"
+#include "../../llmc/kernels/swiglu.cuh"
 
 __global__ void swiglu_forward_v1_kernel(floatX* out, const floatX* h1, const floatX* h3, size_t n) {
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {

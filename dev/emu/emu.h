@@ -1029,7 +1029,7 @@ static inline cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t, cudaEvent
 // progress while the host polls, but the lazy model runs work only when forced: so the
 // first query of a pending record answers cudaErrorNotReady (a polling loop must cope with
 // that) and the next one runs the stream up to the record, as a synchronisation would
-// (llmc/comm.h's comm_synchronize polls an event this way between NCCL error checks)
+// (llmc/parallel/comm.h's comm_synchronize polls an event this way between NCCL error checks)
 static inline cudaError_t cudaEventQuery(cudaEvent_t e) {
     if (!e || e->destroyed) return emu::api_error(cudaErrorInvalidResourceHandle, "cudaEventQuery of an invalid or destroyed event");
     if (!e->recorded || e->s->done >= e->seq) return cudaSuccess;

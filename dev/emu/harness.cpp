@@ -1,6 +1,6 @@
 /*
 Checks every llmc CUDA launcher, run in the host emulator (emu.h), against its CPU twin
-(llmc/cpu/*.h) on random data at odd sizes. Built twice by dev/emu/run.sh: with
+(llmc/kernels/cpu/*.h) on random data at odd sizes. Built twice by dev/emu/run.sh: with
 -DENABLE_FP32 (floatX = float) and without (floatX = bf16, emulated by include/cuda_bf16.h).
 
 Each check runs in a child process (a crash, a FAIL() of a launcher, an emulator error
@@ -110,7 +110,7 @@ static void on_emu_error(const char* msg) {
 
 // Shared-memory bank conflicts of the check's tensor-core kernels (include/smem_banks.h
 // counts them per kernel and call site): every count goes to the log; ldmatrix and
-// cp.async must be conflict-free, because the design says so (llmc/attention_tc.cuh:
+// cp.async must be conflict-free, because the design says so (llmc/kernels/attention_tc.cuh:
 // "rows are padded to hd + 8 bf16 ... cover all 32 banks once; the same holds for a
 // cp.async phase of 8 lanes writing 16 bytes each"; attention_tc_backward.cuh: "no bank
 // conflicts, plain or .trans"). The stores and casted loads have no such claim: their
@@ -400,7 +400,7 @@ static void check_matmul_residual(const MM& s, int path, int variant) {
     });
 }
 
-// The cuBLASLt algorithm cache of llmc/matmul.cuh: a problem is queried once
+// The cuBLASLt algorithm cache of llmc/kernels/matmul.cuh: a problem is queried once
 // (cublasLtMatmulAlgoGetHeuristic, counted by the shim), its repeats are not; C = D and a
 // separate C are different keys; a full table (matmul_algo_cache_cap lowered) queries on
 // every call and still computes the right product; matmul_teardown empties the table.
@@ -1357,7 +1357,7 @@ static void check_attention_twin(const Att& a, bool causal) {
 }
 
 // ---------------------------------------------------------------------------------
-// adaLN (llmc/adaln.cuh). Activations [B*N, C]; the modulation vectors are the columns
+// adaLN (llmc/kernels/adaln.cuh). Activations [B*N, C]; the modulation vectors are the columns
 // [off, off + C) of [B, ld] tensors, as the DiT slices one [B, 6D] matmul output. All
 // bounds are in units of U, per evaluation (see the header):
 // layernorm_modulate_forward: m = sum x / C: Bm = (C + 2) sum|x| / C, absolute. var is
@@ -1528,7 +1528,7 @@ static void check_gated_residual(const Ada& a, int backward, int mode, int accum
 }
 
 // ---------------------------------------------------------------------------------
-// bias (llmc/bias.cuh). forward out = out0 + bias: B = |out0| + |bias|.
+// bias (llmc/kernels/bias.cuh). forward out = out0 + bias: B = |out0| + |bias|.
 // backward dbias = dbias0 + sum_r dout: B = (N + 2) (|dbias0| + sum|dout|).
 static void check_bias(int N, int OC, int backward) {
     std::string name = sz("%s[N=%d,OC=%d]", backward ? "bias_backward" : "bias_forward", N, OC);
@@ -2084,7 +2084,7 @@ static void add_dit_elementwise_checks() {
 }
 
 // ---------------------------------------------------------------------------------
-// grad_accumulate (llmc/grad_accum.cuh): a chain of micro-steps, last == 0 each time
+// grad_accumulate (llmc/kernels/grad_accum.cuh): a chain of micro-steps, last == 0 each time
 // except, when with_last, the final call. Elementwise fp32 additions of the same values
 // in the same order as the twin, so exact: acc equal bit for bit in both builds, the
 // stored gradient equal to the twin's fp32 value rounded once (itself in fp32; in bf16
@@ -2143,7 +2143,7 @@ static void check_grad_accum(size_t n, int acc_off, int grad_off, int calls, int
     });
 }
 
-// sum_accumulate (llmc/reduce.cuh): acc[0] += sum x. The kernel and the twin promise
+// sum_accumulate (llmc/kernels/reduce.cuh): acc[0] += sum x. The kernel and the twin promise
 // the same additions in the same order: equal bit for bit. The twin is checked against
 // a long-double sum at the fp32 bound of one float rounding of the double total plus
 // the float addition: B = 8 (|acc0| + sum |x|), as for global_norm_squared.
@@ -2221,8 +2221,8 @@ static void add_step_checks() {
 }
 
 // ---------------------------------------------------------------------------------
-// context parallelism's kernels (llmc/context_parallel.h): attention_merge and
-// float_accumulate (llmc/attention_merge.cuh), copy_2d (llmc/copy2d.cuh)
+// context parallelism's kernels (llmc/parallel/context_parallel.h): attention_merge and
+// float_accumulate (llmc/kernels/attention_merge.cuh), copy_2d (llmc/kernels/copy2d.cuh)
 
 // got vs ref where ref may hold -inf (an lse row that saw no key): those entries must be
 // -inf in got too, exactly; the others as expect()
@@ -2588,7 +2588,7 @@ template <class Call, class Check> static void add_att_tc(const std::string& nam
 }
 
 // ---------------------------------------------------------------------------------
-// attention on tensor cores, forward (llmc/attention_tc.cuh): attention_tc_forward and
+// attention on tensor cores, forward (llmc/kernels/attention_tc.cuh): attention_tc_forward and
 // attention_tc_full_forward against the same CPU twin as the fp32 kernels, in the bf16
 // build (in the fp32 build the launchers must FAIL, and the kernels are not compiled).
 // The kernel differs from the twin in three ways, each bounded per element on top of the
@@ -2783,7 +2783,7 @@ static void add_attention_tc_forward_checks() {
 }
 
 // ---------------------------------------------------------------------------------
-// attention on tensor cores, backward (llmc/attention_tc_backward.cuh):
+// attention on tensor cores, backward (llmc/kernels/attention_tc_backward.cuh):
 // attention_tc_backward and attention_tc_full_backward against the same CPU twin as the
 // fp32 kernels, on inputs made as check_attention makes them, in the bf16 build (in the
 // fp32 build the launchers must FAIL, and the kernels are not compiled). The bound is
@@ -3168,8 +3168,8 @@ int main(int argc, char** argv) {
                        check_attention);
     // the twin against fp64 softmax attention: T = 150 and hd = 130 (56-key tiles) cross the twin's tiles
     add_att_both_modes({{2, 9, 4, 2, 10}, {1, 150, 2, 1, 12}, {1, 70, 2, 2, 130}, {1, 1, 1, 1, 2}}, check_attention_twin);
-    add_attention_tc_forward_checks();  // llmc/attention_tc.cuh: attention_tc_forward[...], attention_tc_full_forward[...]
-    add_attention_tc_backward_checks();  // llmc/attention_tc_backward.cuh: attention_tc_backward[...], attention_tc_full_backward[...]
+    add_attention_tc_forward_checks();  // llmc/kernels/attention_tc.cuh: attention_tc_forward[...], attention_tc_full_forward[...]
+    add_attention_tc_backward_checks();  // llmc/kernels/attention_tc_backward.cuh: attention_tc_backward[...], attention_tc_full_backward[...]
     check_gridstride();
     add_dit_elementwise_checks();  // activations, patchify, timestep embedding, rectified flow
     // adaLN and gated residual: the DiT's ld = 6D with shift/gate at 0 and scale at D;
@@ -3195,7 +3195,7 @@ int main(int argc, char** argv) {
         for (int bwd = 0; bwd <= 1; bwd++) check_bias(nc.first, nc.second, bwd);
     check_gridstride_adaln();
     add_step_checks();  // grad_accumulate (fp32 gradient accumulation), sum_accumulate (the loss on the device)
-    add_context_parallel_checks();  // attention_merge, float_accumulate, copy_2d (llmc/context_parallel.h)
+    add_context_parallel_checks();  // attention_merge, float_accumulate, copy_2d (llmc/parallel/context_parallel.h)
 
     int passed = 0, failed = 0;
     for (const Check& c : g_checks) {

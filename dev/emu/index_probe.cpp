@@ -18,7 +18,7 @@ fault, or silently wrong rows. Here:
     records the launch and runs nothing);
   - before the run the probe writes random inputs exactly where those blocks read, and
     NaN (0xFF) exactly where they must write; after it, every element they must write is
-    compared with the CPU twin (llmc/cpu/, on just those rows or elements; the attention
+    compared with the CPU twin (llmc/kernels/cpu/, on just those rows or elements; the attention
     and a few sums by their definition, in double) at a bound that catches wrong data,
     NaN and zeros (not the harness's tight numerics: that is the harness's job);
   - nothing else may have been written: every page of every buffer that holds a nonzero

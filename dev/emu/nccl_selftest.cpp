@@ -6,7 +6,7 @@ mpirun -np 2, one case per run:
                            non-blocking protocol, in the lazy stream model; the result of a
                            collective must include a memset issued on its stream just before
                            it (it runs in stream order, not when called). Then point-to-point
-                           as llmc/comm.h drives it: an all-to-all (a group of a ncclSend and
+                           as llmc/parallel/comm.h drives it: an all-to-all (a group of a ncclSend and
                            a ncclRecv to and from every rank, itself included, fp32) and two
                            steps of a ring (a group of a send to the next rank and a receive
                            from the previous one, bf16; the second step sends on what the
@@ -17,7 +17,7 @@ mpirun -np 2, one case per run:
                            (a shim that stops checking a rule fails its case).
     nccl_selftest --list   the cases
 If the shim stopped catching one of these, the trainer runs with --comm nccl would no
-longer show that llmc/comm.h drives NCCL correctly.
+longer show that llmc/parallel/comm.h drives NCCL correctly.
 */
 #include <cuda_runtime.h>
 #include <cuda_bf16.h>

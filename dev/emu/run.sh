@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # Host-emulation check of the llmc CUDA kernels (no GPU needed). From any directory:
 #     bash dev/emu/run.sh
-# Transforms the CURRENT llmc/*.cuh into dev/emu/build/src (rebuilt on every run, never
+# Transforms the CURRENT llmc tree (its kernels/*.cuh) into dev/emu/build/src (rebuilt on every run, never
 # committed), builds the emulator self-test and the harness with g++ in fp32
 # (-DENABLE_FP32) and bf16, runs them, and prints one line per check:
 #     PASS <name>      or      FAIL <name>: why
 # then a summary with the time taken. Exit status: non-zero when anything failed.
 #
 # Environment:
-#   EMU_SRC_DIR   directory with the .cuh files, kernels.h, common.h and cpu/ to check
+#   EMU_SRC_DIR   the llmc tree to check (kernels/*.cuh, kernels/kernels.h, kernels/cpu/, core/...)
 #                 (default: llmc). Used to show that a broken kernel fails.
 #   EMU_FILTER    only the checks whose name contains this string (no coverage check)
 #   EMU_PRECISIONS the harness builds to run (default "fp32 bf16"; make test's sample: bf16)
@@ -59,7 +59,7 @@ fi
 
 # 2. build: the self-test, the harness in both precisions and the index probe (bf16; -fwrapv:
 # an int product that overflows wraps as the GPU's 32-bit multiply does), in parallel
-FLAGS=(-std=c++17 -O1 -g0 -pthread -I"$B/src" -Idev/emu/include -I"$SRC" -Wall -Wno-unused-function -Wno-unknown-pragmas -Wno-comment)
+FLAGS=(-std=c++17 -O1 -g0 -pthread -I"$B/src/kernels" -Idev/emu/include -Wall -Wno-unused-function -Wno-unknown-pragmas -Wno-comment)
 # uninitialised local variables get a recognisable garbage pattern instead of whatever
 # the stack held (GCC >= 12, clang >= 8)
 echo 'int main(){return 0;}' > "$B/probe.cpp"

@@ -3,8 +3,8 @@
 # train_llama, test_dit and train_dit (the video DiT).
 # From anywhere:
 #     bash dev/emu/run_trainer.sh          (dev/emu/run.sh runs it as its last stage)
-# 1. transforms llmc/*.cuh (transform.py) into dev/emu/build/trainer/src/llmc, next to copies
-#    of llmc's other files, train_llama.cu, test_llama.cu, train_dit.cu and test_dit.cu; the
+# 1. transforms llmc/kernels/*.cuh (transform.py) into dev/emu/build/trainer/src/llmc, next to copies
+#    of llmc's other files (the same tree), train_llama.cu, test_llama.cu, train_dit.cu and test_dit.cu; the
 #    copies get `#include "trainer_emu.h"` appended after their last line (line numbers
 #    unchanged), which installs the kernel table and reads the EMU_* environment;
 # 2. builds the four programs with g++ against the emulator (no -DLLMC_CPU: the CUDA host
@@ -81,8 +81,6 @@ finish() { rm -rf /tmp/emu_ompi.$$.*; echo "trainer: $np passed, $nf failed in $
 # 1. sources
 if "$PY" dev/emu/transform.py "$LLMC" "$B/src/llmc" >"$B/transform.log" 2>&1; then pass trainer.transform
 else fail trainer.transform "$(tail -n 1 "$B/transform.log")"; finish; fi
-for f in "$LLMC"/*.h; do [ -e "$B/src/llmc/$(basename "$f")" ] || cp "$f" "$B/src/llmc/"; done
-cp -r "$LLMC/cpu" "$B/src/llmc/"
 for f in train_llama.cu test_llama.cu train_dit.cu test_dit.cu; do
   src="$TSRC/$f"
   # a copy made for one trainer (EMU_TRAINER_SRC) need not hold the other one's files
@@ -104,7 +102,7 @@ MPIFLAGS=()
 if command -v mpicxx >/dev/null 2>&1 && command -v mpirun >/dev/null 2>&1; then
   MPIFLAGS=(-DUSE_MPI -DUSE_NCCL -DOMPI_SKIP_MPICXX $(mpicxx --showme:compile) $(mpicxx --showme:link | sed 's/-lmpi_cxx//'))
 fi
-# The copy streams, by id (EMU_EAGER_STREAMS, in creation order): per model, llmc/offload.h's
+# The copy streams, by id (EMU_EAGER_STREAMS, in creation order): per model, llmc/parallel/offload.h's
 # offload_bind creates the offload copy stream and the prefetch stream, then the trainer its
 # compute stream; test_llama and test_dit build the model under test, then, with a memory
 # flag, the flag-off model; both create their communication stream before either. The
@@ -162,7 +160,7 @@ if [ ${#MPIFLAGS[@]} -gt 0 ]; then
     job "test_llama.bf16.nccl2.tp2_$mode" "$OMPI_TMP" "${MPIRUN[@]}" "$B/bin/test_llama.bf16" --comm nccl --ref dev/ref/mha_untied_small.lref \
       --tp 2 --tp-mode $mode --shard-vocab 1
   done
-  # context parallelism over NCCL (llmc/context_parallel.h): Ulysses' all-to-alls and the ring's
+  # context parallelism over NCCL (llmc/parallel/context_parallel.h): Ulysses' all-to-alls and the ring's
   # send-recvs, comm.h's groups of ncclSend/ncclRecv (in the lazy stream model, a consumer not
   # ordered after its exchange reads what the buffer held before)
   for mode in ulysses ring; do
@@ -196,13 +194,13 @@ done
 # second ragged). test_llama alone and with the memory flags (recompute and offload re-run the
 # fused kernels on saved unrotated q, k), and test_dit (non-causal, 3-D RoPE).
 REF_PY=$(bash scripts/ensure_python_deps.sh 2>/dev/null | tail -n 1)
-if "$REF_PY" scripts/reference_llama.py --quiet --out "$B/data/hd64_tc.lref" --V 64 --D 128 --L 2 --H 2 --KV 1 --F 64 \
+if "$REF_PY" dev/ref/reference_llama.py --quiet --out "$B/data/hd64_tc.lref" --V 64 --D 128 --L 2 --H 2 --KV 1 --F 64 \
      --max-seq-len 72 --B 1 --T 70 --n-steps 2 --tied 0 --seed 31 > "$B/data/ref_hd64_tc.log" 2>&1; then
   job "test_llama.bf16.hd64_tc.attention_tc" "" "$B/bin/test_llama.bf16" --ref "$B/data/hd64_tc.lref" --attention tc
   job "test_llama.bf16.hd64_tc.attention_tc_flags" "" "$B/bin/test_llama.bf16" --ref "$B/data/hd64_tc.lref" --attention tc \
     --ffn-chunks 2 --offload-act 1 --recompute 2
 else fail "trainer.test_llama.bf16.hd64_tc" "reference_llama.py failed: $(tail -n 1 "$B/data/ref_hd64_tc.log")"; fi
-if "$REF_PY" scripts/reference_dit.py --quiet --out "$B/data/dit_hd64_tc.dref" --C 1 --Fr 2 --Hi 8 --Wi 8 --pt 1 --ph 2 \
+if "$REF_PY" dev/ref/reference_dit.py --quiet --out "$B/data/dit_hd64_tc.dref" --C 1 --Fr 2 --Hi 8 --Wi 8 --pt 1 --ph 2 \
      --pw 2 --D 128 --L 2 --H 2 --FF 64 --NC 2 --B 1 --n-steps 2 --seed 32 > "$B/data/ref_dit_hd64_tc.log" 2>&1; then
   job "test_dit.bf16.dit_hd64_tc.attention_tc" "" "$B/bin/test_dit.bf16" --ref "$B/data/dit_hd64_tc.dref" --attention tc \
     --offload-act 1 --recompute 1
@@ -210,7 +208,7 @@ else fail "trainer.test_dit.bf16.dit_hd64_tc" "reference_dit.py failed: $(tail -
 # must fail: backward reads offload slots that were never prefetched (poisoned)
 job "test_llama.fp32.catches_missing_prefetch" "" "$B/bin/test_llama.fp32" --ref $DR --offload-act -1 --test-skip-prefetch 1
 if [ "${EMU_TRAINER_RESUME:-1}" != 0 ]; then
-  "$PY" scripts/write_toy_shard.py "$B/data/train.bin" 4000 1 128 && "$PY" scripts/write_toy_shard.py "$B/data/val.bin" 1000 2 128
+  "$PY" dev/test/write_toy_shard.py "$B/data/train.bin" 4000 1 128 && "$PY" dev/test/write_toy_shard.py "$B/data/val.bin" 1000 2 128
   TR=(--model tiny --V 128 --D 32 --L 4 --H 4 --KV 2 --F 64 --batch 2 --seq 16 --total-batch 64 --steps 6 --warmup 2
       --val-every 3 --val-batches 2 --ckpt-every 3 --train-data "$B/data/train.bin" --val-data "$B/data/val.bin")
   for p in fp32 bf16; do
@@ -257,7 +255,7 @@ if [ "${EMU_TRAINER_RESUME:-1}" != 0 ]; then
 fi
 
 # 3. build what the runs need (NJ compilers at a time); a failed build fails its runs only
-FLAGS=(-std=c++17 -O1 -g0 -pthread -Idev/emu/include -Idev/emu -I"$B/src/llmc" -Wall -Wno-unused-function -Wno-unknown-pragmas -Wno-comment)
+FLAGS=(-std=c++17 -O1 -g0 -pthread -Idev/emu/include -Idev/emu -I"$B/src/llmc/kernels" -Wall -Wno-unused-function -Wno-unknown-pragmas -Wno-comment)
 echo 'int main(){return 0;}' > "$B/probe.cpp"
 "$CXX" -ftrivial-auto-var-init=pattern "$B/probe.cpp" -o "$B/probe" 2>/dev/null && FLAGS+=(-ftrivial-auto-var-init=pattern)
 BINS=$(cat "$B"/jobs/*.sh 2>/dev/null | grep -oE "$B/bin/[a-z_]+\.(fp32|bf16)" | sed "s|$B/bin/||" | sort -u)

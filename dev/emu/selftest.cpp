@@ -8,7 +8,7 @@ Each case runs in a child process (emulator errors end the process).
 #include <cuda_runtime.h>
 #include <cuda_bf16.h>
 #include <mma.h>
-#include "tensorcore.cuh"  // llmc/tensorcore.cuh as transformed: the model include/tensorcore_emu.h
+#include "tensorcore.cuh"  // llmc/kernels/tensorcore.cuh as transformed: the model include/tensorcore_emu.h
 #include <cublasLt.h>      // the cuBLASLt model
 #include <sys/wait.h>
 #include <signal.h>
@@ -384,7 +384,7 @@ static std::string wmma_bad_args(int what) {
     return "not caught";
 }
 
-// ---- the tensor-core wrappers (llmc/tensorcore.cuh, replaced by include/tensorcore_emu.h)
+// ---- the tensor-core wrappers (llmc/kernels/tensorcore.cuh, replaced by include/tensorcore_emu.h)
 // One m16n8k16 product D = A B + C of small integers (exact in fp32) against an exact
 // reference, its fragments built three ways: by hand from the documented layout (path 0),
 // through ldmatrix x4 / x2 from row-major A and n-major B in shared memory (path 1), and

@@ -9,13 +9,13 @@
 //   EMU_SCHEDULE=fwd|rev   thread and block order (default fwd)
 //   EMU_LT_MODE=0|1        cuBLASLt shim: 1 (default here) = the MODEL of the documented
 //                          cublasLtMatmul contract (include/cublasLt.h; it is NOT cuBLASLt),
-//                          0 = no algorithm, so llmc/matmul.cuh runs its fallback kernel
+//                          0 = no algorithm, so llmc/kernels/matmul.cuh runs its fallback kernel
 //   EMU_STREAMS=lazy|sync  stream model (emu.h, "Streams and events"): lazy (default here) runs
 //                          every operation as late as its stream's dependencies allow, so a
 //                          missing wait or synchronisation reads stale or poisoned data;
 //                          sync runs every operation when it is issued
 //   EMU_EAGER_STREAMS=2,3  lazy model: these streams (ids in creation order, from 1) run their
-//                          work when it is issued (per model, llmc/offload.h creates the
+//                          work when it is issued (per model, llmc/parallel/offload.h creates the
 //                          offload copy stream and the prefetch stream, then the trainer its
 //                          compute stream; test_llama creates its communication stream first)
 // At exit (normal, exit(1) from FAIL() included) it prints to stderr

@@ -22,7 +22,7 @@ OUT_DIR/emu_kernels.inc, the table of every __global__ kernel (of the files that
 kernels.h includes) with its __launch_bounds__, which the harness uses to check that
 every kernel was launched and that launches respect the bounds.
 
-llmc/tensorcore.cuh, the tensor-core wrappers (inline PTX), is the one exception: it is
+llmc/kernels/tensorcore.cuh, the tensor-core wrappers (inline PTX), is the one exception: it is
 replaced by the host model include/tensorcore_emu.h (see transform_tc).
 
 It fails (exit status 1, with file:line) on anything it cannot transform faithfully:
@@ -133,7 +133,7 @@ def split_top(x):
     return parts
 
 
-# llmc/tensorcore.cuh (inline PTX: mma.sync, ldmatrix, cp.async) is not transformed but
+# llmc/kernels/tensorcore.cuh (inline PTX: mma.sync, ldmatrix, cp.async) is not transformed but
 # REPLACED by the host model of its documented fragment layouts, include/tensorcore_emu.h.
 # Both must define the same tc_* functions, so that a wrapper added on one side only is an
 # error here rather than a kernel that silently misses its model.
@@ -417,38 +417,69 @@ def transform(path, register_bounds=False):
     return '#line 1 "%s"\n%s' % (path, t), kernels, n_launch
 
 
+def cuh_included(folder, name):
+    """The .cuh files of FOLDER that FOLDER/NAME includes, directly or through other files
+    of FOLDER: what a build of NAME compiles (the kernel table lists their kernels)."""
+    found, todo = set(), [name]
+    while todo:
+        f = todo.pop()
+        path = os.path.join(folder, f)
+        if not os.path.isfile(path):
+            continue
+        for inc in re.findall(r'^[ \t]*#[ \t]*include[ \t]*"(\w+\.(?:cuh|h))"', open(path).read(), re.M):
+            if inc not in found:
+                found.add(inc)
+                todo.append(inc)
+    return {f for f in found if f.endswith('.cuh')}
+
+
+def mirror(src, dst, compiled, log=False):
+    """Writes the tree SRC (llmc) into DST with the same folders: every .cuh transformed,
+    every other file copied, so that the relative #includes between them hold. Returns
+    every kernel of the .cuh files as (name, bound, path); a name defined twice is an
+    error. With log, prints a line per transformed file (COMPILED: the files kernels.h
+    includes; the others are transformed, not compiled)."""
+    found, seen = [], {}
+    for root, dirs, files in os.walk(src):
+        dirs.sort()
+        rel = os.path.relpath(root, src)
+        os.makedirs(os.path.join(dst, rel), exist_ok=True)
+        for f in sorted(files):
+            path = os.path.join(root, f)
+            out = os.path.join(dst, rel, f)
+            if not f.endswith('.cuh'):
+                shutil.copy(path, out)
+                continue
+            text, kernels, n_launch = transform(path)
+            with open(out, 'w') as fo:
+                fo.write(text)
+            for name, bound, line in kernels:
+                if name in seen:
+                    raise TransformError('%s:%d: kernel %s also defined in %s' % (path, line, name, seen[name]))
+                seen[name] = path
+            found += [(name, bound, path) for name, bound, line in kernels]
+            if log:
+                n_smem = SMEM_INSTRUMENTED.get(path, 0)
+                print('transform: %-18s %d kernels, %d launches%s%s' % (f, len(kernels), n_launch,
+                      ', %d stores and casted loads instrumented (bank conflicts)' % n_smem if n_smem else '',
+                      '' if f in compiled else '  (not included by kernels.h: transformed, not compiled)'))
+    return found
+
+
 def ladders(llmc, cuda, dst):
     """--ladders mode: the dev/cuda kernel ladders (standalone programs with a main) and
     the llmc sources they include, for dev/emu/run_ladders.sh. Writes
-      DST/llmc/*.cuh          transformed, and llmc's other top-level files copied, so that
-                              a ladder's #include "../../llmc/X.cuh" gets the transformed one
-      DST/llmc/cpu/           copied (the CPU twins, for cpu_reference.cpp)
+      DST/llmc/               llmc's tree: every .cuh transformed, every other file copied (the
+                              CPU twins for cpu_reference.cpp among them), so that a ladder's
+                              #include "../../llmc/kernels/X.cuh" gets the transformed one
       DST/dev/cuda/*.h        transformed (ladder.h, cpu_reference.h); *.cpp copied
       DST/dev/cuda/X.cu       transformed, with the kernel table (the ladder's own kernels and
                               llmc's) and #include "ladder_emu.h" (dev/emu) appended after its
                               last line, so that the line numbers of the ladder are unchanged
     and prints the ladder name and its own kernels, one ladder a line: "X k1 k2 ..."."""
-    os.makedirs(os.path.join(dst, 'llmc'), exist_ok=True)
     os.makedirs(os.path.join(dst, 'dev', 'cuda'), exist_ok=True)
-    llmc_kernels, seen = [], {}
-    for f in sorted(os.listdir(llmc)):
-        src = os.path.join(llmc, f)
-        if os.path.isdir(src) and f == 'cpu':  # the CPU twins, for cpu_reference.cpp
-            shutil.copytree(src, os.path.join(dst, 'llmc', f), dirs_exist_ok=True)
-            continue
-        if not os.path.isfile(src):
-            continue
-        if f.endswith('.cuh'):
-            text, kernels, _ = transform(src)
-            for name, bound, line in kernels:
-                if name in seen:
-                    raise TransformError('%s:%d: kernel %s also defined in %s' % (src, line, name, seen[name]))
-                seen[name] = src
-            llmc_kernels += [(name, bound, src) for name, bound, line in kernels]
-        else:
-            text = open(src).read()
-        with open(os.path.join(dst, 'llmc', f), 'w') as fo:
-            fo.write(text)
+    llmc_kernels = mirror(llmc, os.path.join(dst, 'llmc'), {})
+    seen = {name: path for name, bound, path in llmc_kernels}
     for f in sorted(os.listdir(cuda)):
         src = os.path.join(cuda, f)
         if f.endswith('.cpp') and os.path.isfile(src):  # cpu_reference.cpp: host code, copied
@@ -474,7 +505,9 @@ def ladders(llmc, cuda, dst):
         lad = f[:-3]
         # the ladder's kernels (bounds registered next to each, see transform) and those
         # of the llmc files it includes (whose bound macros are visible here)
-        incs = set(re.findall(r'^[ \t]*#[ \t]*include[ \t]*"\.\./\.\./llmc/(\w+\.cuh)"', open(src).read(), re.M))
+        incs = set()
+        for inc in re.findall(r'^[ \t]*#[ \t]*include[ \t]*"\.\./\.\./llmc/kernels/(\w+\.cuh)"', open(src).read(), re.M):
+            incs |= {inc} | cuh_included(os.path.join(llmc, 'kernels'), inc)
         table = [(name, '0', src) for name, bound, line in kernels] + \
                 [k for k in llmc_kernels if os.path.basename(k[2]) in incs]
         tail = ['', '#line 1 "%s (dev/emu/transform.py: kernel table)"' % src,
@@ -498,37 +531,22 @@ def main():
     if len(sys.argv) != 3:
         sys.exit('usage: transform.py SRC_DIR OUT_DIR  |  transform.py --ladders LLMC_DIR CUDA_DIR OUT_DIR')
     src, dst = sys.argv[1], sys.argv[2]
-    os.makedirs(dst, exist_ok=True)
-    files = sorted(f for f in os.listdir(src) if f.endswith('.cuh'))
-    if not files:
-        sys.exit('transform.py: no .cuh files in %s' % src)
-    kh = open(os.path.join(src, 'kernels.h')).read()
-    compiled = set(re.findall(r'^[ \t]*#[ \t]*include[ \t]*"(\w+\.cuh)"', kh, re.M))
-    table, seen = [], {}
+    kdir = os.path.join(src, 'kernels')
+    if not os.path.isfile(os.path.join(kdir, 'kernels.h')):
+        sys.exit('transform.py: %s has no kernels/kernels.h (SRC_DIR is the llmc tree)' % src)
+    compiled = cuh_included(kdir, 'kernels.h')
     try:
-        for f in files:
-            text, kernels, n_launch = transform(os.path.join(src, f))
-            with open(os.path.join(dst, f), 'w') as fo:
-                fo.write(text)
-            for name, bound, line in kernels:
-                if name in seen:
-                    raise TransformError('%s/%s:%d: kernel %s also defined in %s' % (src, f, line, name, seen[name]))
-                seen[name] = f
-                if f in compiled:
-                    table.append((name, bound, f))
-            n_smem = SMEM_INSTRUMENTED.get(os.path.join(src, f), 0)
-            print('transform: %-18s %d kernels, %d launches%s%s' % (f, len(kernels), n_launch,
-                  ', %d stores and casted loads instrumented (bank conflicts)' % n_smem if n_smem else '',
-                  '' if f in compiled else '  (not included by kernels.h: transformed, not compiled)'))
+        kernels = mirror(src, dst, compiled, log=True)
     except TransformError as e:
         sys.exit('transform.py: error: %s' % e)
-    with open(os.path.join(src, 'kernels.h')) as fi, open(os.path.join(dst, 'kernels.h'), 'w') as fo:
-        fo.write(fi.read())
-    with open(os.path.join(dst, 'emu_kernels.inc'), 'w') as fo:
+    if not kernels:
+        sys.exit('transform.py: no .cuh files in %s' % src)
+    with open(os.path.join(dst, 'kernels', 'emu_kernels.inc'), 'w') as fo:
         fo.write('// generated by dev/emu/transform.py from %s: every __global__ kernel, its __launch_bounds__ (0: none)\n' % src)
         fo.write('static const emu::KernelInfo emu_kernel_list[] = {\n')
-        for name, bound, f in table:
-            fo.write('    {"%s", (int)(%s)},  // %s\n' % (name, bound, f))
+        for name, bound, f in kernels:
+            if os.path.basename(f) in compiled:
+                fo.write('    {"%s", (int)(%s)},  // %s\n' % (name, bound, os.path.basename(f)))
         fo.write('};\n')
 
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Bad-input checks of llmc/dataloader.h, each in its own process (the loader exits(1)).
+# Bad-input checks of llmc/io/dataloader.h, each in its own process (the loader exits(1)).
 # Usage: bash dev/test/bad_shards.sh PATH/TO/test_dataloader
 # Writes shards to a temp dir, runs `test_dataloader --open ...` on each, and asserts a
 # non-zero exit and a message on stderr naming the problem. One line PASS/FAIL per

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Checks scripts/clips_to_bin.py against the C reader of llmc/video_data.h.
+"""Checks scripts/clips_to_bin.py against the C reader of llmc/io/video_data.h.
 
   python3 dev/test/check_clips.py ./build/test_video_data WORKDIR
       converts demo clips (and clips it writes itself) with scripts/clips_to_bin.py, reads

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Checks the GIFs and PNG strips of llmc/image_write.h with PIL, an independent decoder.
+"""Checks the GIFs and PNG strips of llmc/io/image_write.h with PIL, an independent decoder.
 
   ./build/test_video_data --images DIR && python3 dev/test/check_images.py DIR
 
@@ -7,7 +7,7 @@ DIR/manifest.txt has one line per case: NAME C Fr Hi Wi scale gap delay_cs, with
 clip in NAME.f32 ([C, Fr, Hi, Wi] float32) and the pictures in NAME.gif and NAME.png.
 For each picture: the frame count, size, loop and delay, every pixel against the clip
 (grey: within half a level of (v + 1) * 127.5; RGB GIF: the palette entry nearest to the
-clip's levels, from the palette the header of llmc/image_write.h documents), and, for the
+clip's levels, from the palette the header of llmc/io/image_write.h documents), and, for the
 PNG, every chunk's CRC-32 and the zlib stream's Adler-32 checked by hand. Prints one line
 PASS name / FAIL name: why per picture; exit status non-zero on any failure.
 """

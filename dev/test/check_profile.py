@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The per-kernel profile of one step (--profile-step N, llmc/profile.h), held to its promise.
+"""The per-kernel profile of one step (--profile-step N, llmc/kernels/profile.h), held to its promise.
 
     python3 dev/test/check_profile.py STEP GROUP,GROUP,... -- TRAINER ARGS...
 

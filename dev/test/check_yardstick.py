@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""scripts/bench_cpu_step.py --yardstick, held to its arithmetic (make test runs it on a quick run).
+"""dev/bench/bench_cpu_step.py --yardstick, held to its arithmetic (make test runs it on a quick run).
 
     python3 dev/test/check_yardstick.py OUT.jsonl [--llama-trainer ./train_llama_cpu] [--dit-trainer ./train_dit_cpu]
                                         [--plant fraction|yardstick|round]

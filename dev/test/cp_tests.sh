@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Multi-process tests of context parallelism (--cp, llmc/context_parallel.h; issue 25) in the
+# Multi-process tests of context parallelism (--cp, llmc/parallel/context_parallel.h; issue 25) in the
 # CPU build under Open MPI (make test runs them through dev/test/run_tests.sh):
 #   a. test_llama at cp 2 and cp 4 in each mode (ring, ulysses), hybrid cp 4 = 2 ways x 2 ring
 #      members, tp 2 x cp 2 (both --tp-mode), dp 2 x cp 2 with --zero 1, with the memory flags,
@@ -50,7 +50,7 @@ flagname() { echo "${1:-plain}" | sed 's/ -1/ all/g' | tr -d ' -'; }
 #   cp_gqa2_kv2_tied: ratio 2, tied, B 4 (dp 2 x cp 2 with micro-steps), T 16
 #   cp_mha_h4_t24: H = KV = 4, odd V and F, T 24 (cp 2 ring: 4 chunks of 6; hybrid: 8 of 3)
 while read -r name V D L H KV F S B T N tied seed; do
-  if ! "$PY" scripts/reference_llama.py --quiet --out "$W/$name.lref" --V "$V" --D "$D" --L "$L" --H "$H" --KV "$KV" \
+  if ! "$PY" dev/ref/reference_llama.py --quiet --out "$W/$name.lref" --V "$V" --D "$D" --L "$L" --H "$H" --KV "$KV" \
       --F "$F" --max-seq-len "$S" --B "$B" --T "$T" --n-steps "$N" --tied "$tied" --seed "$seed" >"$W/gen_$name.log" 2>&1; then
     fail "fresh_$name" "reference_llama.py failed: $(tail -n 2 "$W/gen_$name.log" | tr '\n' ' ')"
   fi
@@ -103,7 +103,7 @@ done
 
 # ---------------------------------------------------------------------------
 # c. train_llama: the same model and global batch at every layout (256 tokens a step)
-"$PY" scripts/write_toy_shard.py "$W/train.bin" 20000 1 500 >/dev/null && "$PY" scripts/write_toy_shard.py "$W/val.bin" 5000 2 500 >/dev/null
+"$PY" dev/test/write_toy_shard.py "$W/train.bin" 20000 1 500 >/dev/null && "$PY" dev/test/write_toy_shard.py "$W/val.bin" 5000 2 500 >/dev/null
 toy_tokenizer "$W/tok512.bin"
 COMMON=(--model tiny --V 512 --H 4 --KV 2 --F 170 --seq 32 --total-batch 256 --steps 20 --warmup 2 --val-every 10 --val-batches 2
         --train-data "$W/train.bin" --val-data "$W/val.bin" --sample-every 20 --sample-len 23 --tokenizer "$W/tok512.bin")
@@ -158,7 +158,7 @@ if [ -f "$W/cp1/ckpt_000010.bin" ]; then
     && agree ckpt_cp1_to_cp2_vs_uninterrupted "$W/cp1" "$W/cp1_to_cp2" 11 $TOL
 fi
 # bit-exact resume with the same layout (cp 2 ring x dp 2, ZeRO-1)
-if env PYTHON="$PY" LAUNCH="timeout -k 10 $RUN_LIMIT ${MPIRUN[*]} -np 4" bash scripts/check_resume.sh ./train_llama_cpu "$W/resume_cp2dp2" \
+if env PYTHON="$PY" LAUNCH="timeout -k 10 $RUN_LIMIT ${MPIRUN[*]} -np 4" bash dev/test/check_resume.sh ./train_llama_cpu "$W/resume_cp2dp2" \
     --cp 2 --cp-mode ring --zero 1 >"$W/resume_cp2dp2.log" 2>&1; then pass resume_cp2xdp2_bitexact
 else fail resume_cp2xdp2_bitexact "$(tail -n 2 "$W/resume_cp2dp2.log" | tr '\n' ' ')"; fi
 
@@ -167,7 +167,7 @@ else fail resume_cp2xdp2_bitexact "$(tail -n 2 "$W/resume_cp2dp2.log" | tr '\n' 
 # zigzag; 3-D RoPE by each rank's first token; the loss summed over the CP group)
 [ -x ./test_dit_cpu ] && [ -x ./train_dit_cpu ] || fail build_dit "./test_dit_cpu or ./train_dit_cpu is missing"
 DF=$W/cp_dit_h4_n64.dref
-"$PY" scripts/reference_dit.py --quiet --out "$DF" --C 1 --Fr 4 --Hi 8 --Wi 8 --pt 1 --ph 2 --pw 2 --D 32 --L 2 --H 4 --FF 48 \
+"$PY" dev/ref/reference_dit.py --quiet --out "$DF" --C 1 --Fr 4 --Hi 8 --Wi 8 --pt 1 --ph 2 --pw 2 --D 32 --L 2 --H 4 --FF 48 \
   --NC 3 --B 2 --n-steps 2 --seed 54 >"$W/gen_dit.log" 2>&1 || fail fresh_cp_dit "reference_dit.py failed: $(tail -n 1 "$W/gen_dit.log")"
 td() {  # td NAME NP ARGS...: test_dit under mpirun ends with its PASS line at the cp asked for
   local name=$1 np=$2; shift 2
@@ -229,7 +229,7 @@ expect_error dit_cp_ulysses_heads_do_not_split "query heads split Ulysses" ./tra
 # cp 2 (ring) and cp 4 (ulysses, hybrid) save in the measured peak (the resident set) against
 # cp 1 must be what their plans save, within 5% (the one-process run under mpirun too, so
 # that every run carries MPI's own memory)
-"$PY" scripts/write_toy_shard.py "$W/long.bin" 100000 1 500 >/dev/null
+"$PY" dev/test/write_toy_shard.py "$W/long.bin" 100000 1 500 >/dev/null
 MEM=(--model tiny --V 512 --H 4 --KV 2 --F 170 --seq 4096 --max-seq-len 4096 --batch 2 --steps 1 --warmup 1 --val-every 0
      --sample-every 0 --train-data "$W/long.bin")
 last_mem() { tail -n 1 "$1/metrics.jsonl" | "$PY" -c "import json, sys; r = json.loads(sys.stdin.read()); print(r['arena_bytes'], r['peak_mem'])"; }

@@ -27,7 +27,7 @@ source dev/test/expect_error.sh
 # 2 and 4 ranks; the committed ones (B = 1, 2, 3) where they split, a clear error where not.
 refs=(dev/ref/*.dref "${EXTRA[@]}")
 while read -r name C Fr Hi Wi pt ph pw D L H FF NC B N clip seed; do
-  if "$PY" scripts/reference_dit.py --quiet --out "$W/$name.dref" --C "$C" --Fr "$Fr" --Hi "$Hi" --Wi "$Wi" --pt "$pt" \
+  if "$PY" dev/ref/reference_dit.py --quiet --out "$W/$name.dref" --C "$C" --Fr "$Fr" --Hi "$Hi" --Wi "$Wi" --pt "$pt" \
       --ph "$ph" --pw "$pw" --D "$D" --L "$L" --H "$H" --FF "$FF" --NC "$NC" --B "$B" --n-steps "$N" \
       --grad-clip "$clip" --seed "$seed" >"$W/gen_$name.log" 2>&1; then refs+=("$W/$name.dref")
   else fail "gen_$name" "reference_dit.py failed: $(tail -n 2 "$W/gen_$name.log")"; fi
@@ -192,7 +192,7 @@ n_logs=$(ls "$W/dit_dp2" | grep -c -E "main.log|metrics.jsonl")
 [ "$n_logs" = 2 ] && [ "$(grep -c '"step"' "$W/dit_dp2/metrics.jsonl")" = 20 ] && pass dit_dp2_rank0_alone_writes \
   || fail dit_dp2_rank0_alone_writes "$(ls "$W/dit_dp2" | tr '\n' ' ')"
 
-# the bytes each rank sent in the first step, counted by llmc/comm.h, equal the plan's formula
+# the bytes each rank sent in the first step, counted by llmc/parallel/comm.h, equal the plan's formula
 for d in dit_dp2 dit_dp4_zero dit_tp2 dit_tp2_dp2_zero dit_sp2 dit_sp2_dp2_zero dit_sp2_rg0; do
   pred=$(grep -m 1 "^comm per step, predicted" "$W/$d.log" | sed 's/.*: //')
   got=$(grep -m 1 "^comm per step, counted" "$W/$d.log" | sed 's/.*: //')
@@ -211,7 +211,7 @@ train 2 "$W/dit_dp1_to_tp2" --batch 4 --tp 2 --resume "$W/dit_dp1/ckpt_000010.bi
   && agree dit_dp1_ckpt_resumed_at_tp2 "$W/dit_dp1" "$W/dit_dp1_to_tp2" 11 $TOL
 train 1 "$W/dit_sp2_to_dp1" --batch 2 --resume "$W/dit_sp2/ckpt_000010.bin" \
   && agree dit_sp2_ckpt_resumed_at_dp1 "$W/dit_sp2" "$W/dit_sp2_to_dp1" 11 $TOL
-if env PYTHON="$PY" LAUNCH="${MPIRUN[*]} -np 2" bash scripts/check_dit_resume.sh ./train_dit_cpu "$W/dit_resume_dp2" --zero 1 \
+if env PYTHON="$PY" LAUNCH="${MPIRUN[*]} -np 2" bash dev/test/check_dit_resume.sh ./train_dit_cpu "$W/dit_resume_dp2" --zero 1 \
     >"$W/dit_resume_dp2.log" 2>&1; then pass dit_resume_dp2_zero_bitexact
 else fail dit_resume_dp2_zero_bitexact "$(tail -n 2 "$W/dit_resume_dp2.log" | tr '\n' ' ')"; fi
 

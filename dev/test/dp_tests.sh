@@ -18,7 +18,7 @@ mkdir -p "$W"
 source dev/test/mpi_lib.sh  # MPIRUN, run_np, pass, fail, agree
 
 # ---------------------------------------------------------------------------
-# llmc/comm.h: every collective at 3 ranks (odd sizes), and a rank that skips one
+# llmc/parallel/comm.h: every collective at 3 ranks (odd sizes), and a rank that skips one
 if [ -x build/test_comm ]; then
   run_np 3 build/test_comm > "$W/test_comm.log" 2>&1; rc=$?
   while IFS= read -r line; do
@@ -71,7 +71,7 @@ done
 
 # ---------------------------------------------------------------------------
 # train_llama
-"$PY" scripts/write_toy_shard.py "$W/train.bin" 20000 1 500 >/dev/null && "$PY" scripts/write_toy_shard.py "$W/val.bin" 5000 2 500 >/dev/null
+"$PY" dev/test/write_toy_shard.py "$W/train.bin" 20000 1 500 >/dev/null && "$PY" dev/test/write_toy_shard.py "$W/val.bin" 5000 2 500 >/dev/null
 COMMON=(--model tiny --V 512 --seq 32 --steps 6 --warmup 2 --val-every 3 --val-batches 2 --sample-every 0
         --train-data "$W/train.bin" --val-data "$W/val.bin")
 
@@ -94,7 +94,7 @@ train 2 "$W/dp2_flags" --batch 2 --total-batch 256 --zero 1 --ffn-chunks 2 --ce-
   && agree dp2_memory_flags_vs_dp1 "$W/dp1" "$W/dp2_flags" 1 $TOL
 
 # bit-exact resume at dp=2 with --zero 1 (and the sharded vocabulary)
-if env PYTHON="$PY" LAUNCH="${MPIRUN[*]} -np 2" bash scripts/check_resume.sh ./train_llama_cpu "$W/resume_dp2" --zero 1 --shard-vocab 1 \
+if env PYTHON="$PY" LAUNCH="${MPIRUN[*]} -np 2" bash dev/test/check_resume.sh ./train_llama_cpu "$W/resume_dp2" --zero 1 --shard-vocab 1 \
     >"$W/resume_dp2.log" 2>&1; then pass resume_dp2_zero_bitexact; else fail resume_dp2_zero_bitexact "$(tail -n 2 "$W/resume_dp2.log" | tr '\n' ' ')"; fi
 
 # a dp=4 --zero 1 checkpoint resumed at dp=2 (with and without --zero) and at dp=1; and back

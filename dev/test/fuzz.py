@@ -36,7 +36,7 @@ value at the end of the command line; every integer flag again in a --plan-only 
 products the trainers form of several flags (batch x seq x dp, batch x dp x grad-accum)
 at 2^31 and 2^32) and --seed adds random ones (random header words and values, random
 truncations, random bit flips in the payload, random pairs of flag values). A
-checkpoint mutation recomputes the checksum (llmc/checkpoint.h: per block, 64-bit
+checkpoint mutation recomputes the checksum (llmc/io/checkpoint.h: per block, 64-bit
 little-endian words folded as h = (h ^ w) * 0x100000001b3 from 0xcbf29ce484222325), so
 that the check under test is the one after the checksum; a few keep the stale checksum.
 Every case names what it expects:
@@ -49,7 +49,7 @@ Every case names what it expects:
           whose range is a matter of taste), but no crash, no hang, and an error has a
           clear message
 
-The flags' valid ranges are llmc/flags.h's FLAG_BOUNDS, read from the source (the one
+The flags' valid ranges are llmc/core/flags.h's FLAG_BOUNDS, read from the source (the one
 table the four programs check against): a value outside its row must be an error. Inside
 it, the tables LLAMA_FLAGS, DIT_FLAGS, LOOP_FLAGS, TEST_LLAMA_FLAGS and TEST_DIT_FLAGS
 below say more (sizes the small test models need to divide, values that run for hours). Valid flag values that would run for hours (--steps 2147483647) are
@@ -115,7 +115,7 @@ PROGS = {"train_llama": "train_llama_cpu", "train_dit": "train_dit_cpu", "test_l
          "test_dit": "test_dit_cpu"}
 
 I32_MAX, I32_MIN = 2147483647, -2147483648
-STEPS_MAX = 1 << 30  # llmc/flags.h FLAG_STEPS_MAX: the largest --steps, and the largest step a checkpoint may hold
+STEPS_MAX = 1 << 30  # llmc/core/flags.h FLAG_STEPS_MAX: the largest --steps, and the largest step a checkpoint may hold
 LLAMA_CKPT_MAGIC, DIT_CKPT_MAGIC = 20261123, 20261126
 LREF_MAGIC, DREF_MAGIC, CLIP_MAGIC = 20261121, 20261124, 20261125
 SHARD_MAGIC16, SHARD_MAGIC32 = 20240520, 20240801
@@ -164,7 +164,7 @@ MASK64 = (1 << 64) - 1
 
 
 def ckpt_fold(h, data):
-    """llmc/checkpoint.h's ckpt_hash: 64-bit little-endian words, the tail zero-padded."""
+    """llmc/io/checkpoint.h's ckpt_hash: 64-bit little-endian words, the tail zero-padded."""
     data = bytes(data) + b"\0" * (-len(data) % 8)
     for (w,) in struct.iter_unpack("<Q", data):
         h = ((h ^ w) * 0x100000001B3) & MASK64
@@ -786,7 +786,7 @@ STR_VALUES = ["-1", "0", "2147483647", "1e308", "nan", "inf", "garbage", "", "a 
 
 
 def parse_c_int(s):
-    """What llmc/flags.h's parse_int accepts (strtol base 10, whole string, int32 range but INT_MIN); None if not."""
+    """What llmc/core/flags.h's parse_int accepts (strtol base 10, whole string, int32 range but INT_MIN); None if not."""
     if not re.fullmatch(r"\s*[+-]?\d+", s):
         return None
     v = int(s)
@@ -864,7 +864,7 @@ def run_dir_value(s):
     return "error" if s == "" or len(s) > 255 else "ok"
 
 
-# llmc/parallel_args.h: the parallel flags both trainers and test_dit append
+# llmc/parallel/parallel_args.h: the parallel flags both trainers and test_dit append
 PARALLEL_FLAGS = [
     ("zero", "i", one_of(0, 1), [], ["zero"]),
     ("comm", "s", choice("nccl", "mpi"), [], ["comm"]),
@@ -879,7 +879,7 @@ PARALLEL_FLAGS = [
     ("cp-mode", "s", choice("ring", "ulysses"), [], ["cp-mode"]),
     ("cp-ulysses", "i", one_of(0), [], ["cp-ulysses"]),
 ]
-# and llmc/fit_memory.h: the --fit-memory flags both trainers append too
+# and llmc/train/fit_memory.h: the --fit-memory flags both trainers append too
 PARALLEL_FIT_FLAGS = PARALLEL_FLAGS + [
     ("fit-memory", "f", frange(0, huge="either"), [], ["fit-memory", "budget"]),
     ("fit-link-gbs", "f", frange(0, lo_open=True), ["--fit-memory", "1"], ["fit-link-gbs"]),
@@ -888,7 +888,7 @@ PARALLEL_FIT_FLAGS = PARALLEL_FLAGS + [
 ]
 
 # each flag: (name, type i|l|f|s, expectation function, extra arguments that make the flag matter, keywords)
-# Ranges from --help, docs and the validators (llmc/train_args.h, llmc/parallel_args.h, llmc/fit_memory.h).
+# Ranges from --help, docs and the validators (llmc/train/train_args.h, llmc/parallel/parallel_args.h, llmc/train/fit_memory.h).
 LLAMA_FLAGS = [
     ("model", "s", choice("tiny", "stories260K", "stories800K", "stories15M", "stories42M", "stories110M", "llama3-1B", "llama3-8B",
                           "llama3-70B"), [], None),
@@ -949,8 +949,8 @@ DIT_FLAGS = [
     ("gif-scale", "i", lambda v: "ok" if 1 <= v <= 64 else "error", ["--sample-every", "2"], ["gif-scale"]),
     ("save-init", "i", one_of(0, 1), [], ["save-init"]),
 ] + PARALLEL_FIT_FLAGS
-# llmc/train_args.h: the flags both trainers share (L = 2 in both tiny models)
-# (every numeric value is first held to its row of llmc/flags.h's FLAG_BOUNDS; these add what the small
+# llmc/train/train_args.h: the flags both trainers share (L = 2 in both tiny models)
+# (every numeric value is first held to its row of llmc/core/flags.h's FLAG_BOUNDS; these add what the small
 # test models need)
 LOOP_FLAGS = [
     ("steps", "i", rng_(1, None, huge="skip", big=1000), [], ["steps"]),
@@ -980,7 +980,7 @@ LOOP_FLAGS = [
     # a planted NaN at a step the 2-step run reaches stops it (the guard's message); later steps never come
     ("test-nan-update", "i", lambda v: "either" if 1 <= v <= 2 else "ok", [], ["test-nan-update", "non-finite"]),
 ]
-# test_llama (its own parser, test_llama.cu) and test_dit (llmc/flags.h); the references have L = 2 and 1,
+# test_llama (its own parser, test_llama.cu) and test_dit (llmc/core/flags.h); the references have L = 2 and 1,
 # B = 3 and 2
 TEST_LLAMA_FLAGS = [
     ("ref", "s", path_in(), [], ["ref", "reference"]),
@@ -1022,8 +1022,8 @@ TEST_DIT_FLAGS = [
 ] + PARALLEL_FLAGS
 
 
-def read_flag_bounds(path=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "llmc", "flags.h")):
-    """llmc/flags.h's FLAG_BOUNDS, {name: (lo, hi, ends)}: the one table of every numeric flag's range."""
+def read_flag_bounds(path=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "llmc", "core", "flags.h")):
+    """llmc/core/flags.h's FLAG_BOUNDS, {name: (lo, hi, ends)}: the one table of every numeric flag's range."""
     text = open(path).read()
     consts = {"FLAG_COUNT_MAX": 1 << 20, "FLAG_STEPS_MAX": 1 << 30}
     for m in re.finditer(r"#define (FLAG_\w+_MAX) \(1 << (\d+)\)", text):
@@ -1041,7 +1041,7 @@ def read_flag_bounds(path=os.path.join(os.path.dirname(os.path.abspath(__file__)
     for m in re.finditer(r'\{"([A-Za-z0-9-]+)", ([^,]+), ([^,]+), "([\[(][\])])"\}', body):
         bounds[m.group(1)] = (num(m.group(2)), num(m.group(3)), m.group(4))
     if len(bounds) < 50:
-        raise SystemExit("fuzz.py: read only %d rows of llmc/flags.h's FLAG_BOUNDS" % len(bounds))
+        raise SystemExit("fuzz.py: read only %d rows of llmc/core/flags.h's FLAG_BOUNDS" % len(bounds))
     return bounds
 
 
@@ -1421,7 +1421,7 @@ def sanity(ctx):
                              % (prog, ", ".join(missing) or "(none parsed)"))
         unbounded = [t[0] for t in table if t[1] != "s" and t[0] not in FLAG_BOUNDS]
         if unbounded:
-            raise SystemExit("fuzz: numeric flags without a row in llmc/flags.h FLAG_BOUNDS: %s" % ", ".join(unbounded))
+            raise SystemExit("fuzz: numeric flags without a row in llmc/core/flags.h FLAG_BOUNDS: %s" % ", ".join(unbounded))
 
 
 def all_cases(ctx, seed):

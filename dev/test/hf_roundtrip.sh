@@ -226,7 +226,7 @@ ids = json.load(open(os.path.join(W, "ids_hf", "config.json")))
 report("export_token_ids", (ids["bos_token_id"], ids["eos_token_id"]) == (128000, 128001),
        "bos_token_id %d, eos_token_id %d as given" % (ids["bos_token_id"], ids["eos_token_id"]))
 
-# the Python checksum fold agrees with llmc/checkpoint.h's (through the compiled one)
+# the Python checksum fold agrees with llmc/io/checkpoint.h's (through the compiled one)
 ck = os.path.join(W, "untied", "ckpt_%06d.bin" % STEPS)
 b = open(ck, "rb").read()
 py = export_hf.ckpt_hash_py(export_hf.ckpt_hash_py(export_hf.HASH_INIT, b[:1024]), b[1024:-8])

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Regenerates the committed video DiT reference state files dev/ref/dit_*.dref
-# (docs/design.md 9.4) with scripts/reference_dit.py, then re-reads and recomputes each one
+# (docs/design.md 9.4) with dev/ref/reference_dit.py, then re-reads and recomputes each one
 # (--check). Deterministic: the same bytes on every run (float64, one thread, fixed
 # seeds). The exact commands are the `ref` lines below; each file stays under 200 KB
 # (t1_w alone is [D, 256], so D is kept small).
@@ -12,8 +12,8 @@ OUT=${1:-dev/ref}
 mkdir -p "$OUT"
 ref() { # name, then reference_dit.py arguments
   local name=$1; shift
-  "$PY" scripts/reference_dit.py --quiet --out "$OUT/$name.dref" "$@"
-  "$PY" scripts/reference_dit.py --check "$OUT/$name.dref" >/dev/null \
+  "$PY" dev/ref/reference_dit.py --quiet --out "$OUT/$name.dref" "$@"
+  "$PY" dev/ref/reference_dit.py --check "$OUT/$name.dref" >/dev/null \
     || { echo "make_dit_refs: --check failed on $OUT/$name.dref" >&2; exit 1; }
   echo "$OUT/$name.dref"
 }

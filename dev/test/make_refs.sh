@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Regenerates the committed Llama reference state files in dev/ref/ (docs/design.md 5.3)
-# with scripts/reference_llama.py, then re-reads and recomputes each one (--check).
+# with dev/ref/reference_llama.py, then re-reads and recomputes each one (--check).
 # Deterministic: the same bytes on every run (float64, one thread, fixed seeds).
 # Usage: dev/test/make_refs.sh [OUTDIR]   (default dev/ref)
 set -euo pipefail
@@ -10,8 +10,8 @@ OUT=${1:-dev/ref}
 mkdir -p "$OUT"
 ref() { # name, then reference_llama.py arguments
   local name=$1; shift
-  "$PY" scripts/reference_llama.py --quiet --out "$OUT/$name.lref" "$@"
-  "$PY" scripts/reference_llama.py --check "$OUT/$name.lref" >/dev/null \
+  "$PY" dev/ref/reference_llama.py --quiet --out "$OUT/$name.lref" "$@"
+  "$PY" dev/ref/reference_llama.py --check "$OUT/$name.lref" >/dev/null \
     || { echo "make_refs: --check failed on $OUT/$name.lref" >&2; exit 1; }
   echo "$OUT/$name.lref"
 }

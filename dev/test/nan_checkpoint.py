@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes a copy of a checkpoint (llmc/checkpoint.h) with one parameter set to NaN and a
+"""Writes a copy of a checkpoint (llmc/io/checkpoint.h) with one parameter set to NaN and a
 checksum that holds, so that only the reader's finite check can refuse it.
 
     python3 dev/test/nan_checkpoint.py IN OUT

@@ -60,7 +60,7 @@ COLSUM = ("column sums, 32 columns x 16 row slices, scalar loads down the rows: 
           "kernel, every thread slot (4 blocks of 512)")
 ONE = "launched as one block, or a few: no occupancy to keep"
 TC = ("tensor-core attention: two CTAs per SM, so that one CTA's cp.async tile loads overlap the "
-      "other's mma (llmc/attention_tc_backward.cuh: 'at 241 [registers], still two CTAs')")
+      "other's mma (llmc/kernels/attention_tc_backward.cuh: 'at 241 [registers], still two CTAs')")
 
 
 def vec16(loads, threads):
@@ -117,7 +117,7 @@ KERNELS = {
     "attention_tc_delta_kernel": (256, _DELTA, 0, _DELTA_WHY + " (dout, out)"),
     # rows kept in registers
     "rmsnorm_forward_kernel": (256, 2, 0, "a row of up to 8 chunks per lane kept in registers (101 in bf16, "
-                               "llmc/rmsnorm.cuh): two blocks per SM, one would halve the bytes in flight"),
+                               "llmc/kernels/rmsnorm.cuh): two blocks per SM, one would halve the bytes in flight"),
     "rmsnorm_backward_kernel": (256, 2, 96 * 1024, "RMS_BWD_SMEM_MAX (96 KB of dw slots): '2 blocks per SM'"),
     # one block, or few
     "gnorm_final_kernel": (32, 1, 0, ONE + " (one warp)"),
@@ -518,7 +518,7 @@ def run_gate(paths):
             print("FAIL report_%s: missing (make cuda-compile writes it)" % os.path.basename(p))
             return 1
         reports.append(("fp32" if p.endswith("_fp32.ptxas") else "bf16", open(p).read()))
-    files = sorted("llmc/" + f for f in os.listdir(os.path.join(ROOT, "llmc")) if f.endswith(".cuh"))
+    files = sorted("llmc/kernels/" + f for f in os.listdir(os.path.join(ROOT, "llmc", "kernels")) if f.endswith(".cuh"))
     fails, rows = gate(files, reports, KERNELS, ALLOW)
     print_table(rows)
     n_kernels = len({r[0] for r in rows})

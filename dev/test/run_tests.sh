@@ -136,7 +136,7 @@ for f in dev/ref/*.lref; do check "ref_$(basename "$f" .lref)" ./test_llama_cpu 
 section "test_llama against fresh references (configs not in dev/ref)"
 # name V D L H KV F max_seq_len B T n_steps tied seed
 while read -r name V D L H KV F S B T N tied seed; do
-  if "$PY" scripts/reference_llama.py --quiet --out "$TMP/$name.lref" --V "$V" --D "$D" --L "$L" --H "$H" --KV "$KV" \
+  if "$PY" dev/ref/reference_llama.py --quiet --out "$TMP/$name.lref" --V "$V" --D "$D" --L "$L" --H "$H" --KV "$KV" \
       --F "$F" --max-seq-len "$S" --B "$B" --T "$T" --n-steps "$N" --tied "$tied" --seed "$seed" >"$TMP/gen_$name.log" 2>&1; then
     check "fresh_$name" ./test_llama_cpu --ref "$TMP/$name.lref"
     FRESH="${FRESH:-} $TMP/$name.lref"
@@ -206,7 +206,7 @@ if [ -d ../shared/data/tinystories ]; then
   check_error english_words_below_min "FAIL" sh -c "printf 'Once upon a time blorf xqzt gnarp.\n' | '$PY' scripts/english_words.py --min 0.97"
 fi
 
-section "initialisation: llmc/rand.h's parallel fills, bit for bit and in time (dev/test/test_rand.c)"
+section "initialisation: llmc/core/rand.h's parallel fills, bit for bit and in time (dev/test/test_rand.c)"
 sub_tests rand ./build/test_rand
 # 1.24e8 normals (a tenth of llama3-1B) on 2 threads: 1.5-1.7 s measured on 2 free cores, 3.2-3.5 s
 # with one of them busy elsewhere (7 s at a load of 8); the bound is 3.5x the busy case, not to be
@@ -215,7 +215,7 @@ sub_tests rand ./build/test_rand
 check rand_fill_time ./build/test_rand --time 1.24e8 2 12
 
 section "context parallelism: ring attention's log-sum-exp merge against whole attention (dev/test/test_attention_merge.c)"
-# the CPU twins (llmc/cpu/attention_merge.h, attention.h): blocks merged = whole, forward and
+# the CPU twins (llmc/kernels/cpu/attention_merge.h, attention.h): blocks merged = whole, forward and
 # backward, causal and full, 50 shapes; under a second (one thread: the shapes are tiny)
 sub_tests attention_merge ./build/test_attention_merge
 
@@ -265,7 +265,7 @@ check_error flag_bad_tp_mode "tp-mode" ./train_llama_cpu --tp 2 --tp-mode ring -
 check_error flag_bad_tp_regather "tp-recompute-allgather" ./train_llama_cpu --tp 2 --tp-recompute-allgather 2 --plan-only 1
 check_error flag_tp_needs_ranks "number of ranks" ./train_llama_cpu --tp 2 --steps 1
 check_error flag_dp_without_plan "plan-only" ./train_llama_cpu --dp 2 --steps 1
-# the one table of ranges (llmc/flags.h FLAG_BOUNDS), in every program: the issue's cases
+# the one table of ranges (llmc/core/flags.h FLAG_BOUNDS), in every program: the issue's cases
 check_error flag_range_batch "--batch 65536 2147483647" ./train_llama_cpu --batch 2147483647 --plan-only 1
 check_error flag_range_lr "--lr must" ./train_llama_cpu --lr 0 --plan-only 1
 check_error flag_range_beta2 "--beta2 must" ./train_dit_cpu --beta2 1 --plan-only 1
@@ -287,12 +287,12 @@ open(sys.argv[1], 'wb').write(struct.pack('<256i', *h) + struct.pack('<%dH' % le
 PYEOF
 check_error train_token_ge_V "vocab" ./train_llama_cpu --V 256 --train-data "$TMP/big_ids.bin" --val-every 0 --run-dir "$TMP/run_bigids"
 check_error resume_missing "cannot open" ./train_llama_cpu --resume "$TMP/none.bin" --train-data "$TMP/big_ids.bin" --val-every 0 --run-dir "$TMP/run_noresume"
-# A full disk, as a file-size limit (ulimit -f 200: 200 KiB): the trainers ignore SIGXFSZ (llmc/logger.h), so the
+# A full disk, as a file-size limit (ulimit -f 200: 200 KiB): the trainers ignore SIGXFSZ (llmc/core/logger.h), so the
 # checkpoint write past the limit fails with EFBIG and the writer's error path runs: the file named, exit 1, no .tmp
 # left, and the step-2 checkpoint of the run before (written without a limit) still the one --resume auto loads
 XF="$TMP/xfsz"; mkdir -p "$XF"
-"$PY" scripts/write_toy_shard.py "$XF/train.bin" 20000 1 500 && "$PY" scripts/write_toy_shard.py "$XF/cut.bin" 20000 3 500 &&
-  "$PY" scripts/write_toy_shard.py "$XF/cut_train.bin" 20000 4 500
+"$PY" dev/test/write_toy_shard.py "$XF/train.bin" 20000 1 500 && "$PY" dev/test/write_toy_shard.py "$XF/cut.bin" 20000 3 500 &&
+  "$PY" dev/test/write_toy_shard.py "$XF/cut_train.bin" 20000 4 500
 XF_llama=(--model tiny --V 512 --batch 2 --seq 32 --total-batch 128 --train-data "$XF/train.bin")
 XF_dit=(--D 24 --L 2 --H 2 --FF 40 --frames 4 --height 8 --width 8 --NC 3 --batch 2 --warmup 1)
 for t in llama dit; do
@@ -304,14 +304,14 @@ for t in llama dit; do
   check "ulimit_f_${t}_no_tmp_ckpt_intact" bash -c '! ls "$1"/*.tmp 2>/dev/null && "${@:2}" | grep "resumed from .*ckpt_000002.bin at step 2"' \
     _ "$XF/$t" ./train_${t}_cpu "${args[@]}" --steps 2 --resume auto
 done
-# a log write past the limit (no checkpoint to fail first) stops the run naming the file (llmc/logger.h), where it
+# a log write past the limit (no checkpoint to fail first) stops the run naming the file (llmc/core/logger.h), where it
 # used to go on with a cut main.log and exit 0; only the trainer runs under the limit, tail keeps its message
 for t in llama dit; do
   case $t in llama) args=("${XF_llama[@]}") ;; dit) args=("${XF_dit[@]}") ;; esac
   check_error "ulimit_f_${t}_log_write" "main.log failed too large" bash -c '(ulimit -f 2; exec "$@") 2>&1 | tail -n 3; exit ${PIPESTATUS[0]}' \
     _ ./train_${t}_cpu "${args[@]}" --steps 200 --val-every 0 --ckpt-every 0 --run-dir "$XF/logs_$t"
 done
-# A shard cut while training reads it: the dataloader reads with pread (llmc/dataloader.h), so a short read, not SIGBUS:
+# A shard cut while training reads it: the dataloader reads with pread (llmc/io/dataloader.h), so a short read, not SIGBUS:
 # in the unit (cut after init, deterministic), then in train_llama (cut to its header once step 1 is done)
 check_error shard_cut_after_init "cut.bin ended early truncated" ./build/test_dataloader --truncate "$XF/cut.bin" 4 64 21024
 shard_cut_while_training() {
@@ -338,11 +338,11 @@ check nan_update_no_checkpoint bash -c "! ls '$TMP'/nan_update/ckpt_* 2>/dev/nul
 # Sampled (800 of about 5300 cases and the named regressions, ~30 s on 2 cores); TEST_FULL=1 runs all (~2 min)
 check fuzz_stage "$PY" dev/test/fuzz.py --cases "$([ "$FULL" = 1 ] && echo 0 || echo 800)"
 
-section "checkpoint resume continues bit-exactly (scripts/check_resume.sh)"
+section "checkpoint resume continues bit-exactly (dev/test/check_resume.sh)"
 # a small shard for the tests below, so they need no prepared data: ids below the tiny model's V
-"$PY" scripts/write_toy_shard.py "$TMP/train.bin" 20000 1 500 && "$PY" scripts/write_toy_shard.py "$TMP/val.bin" 5000 2 500
-check resume_plain env PYTHON="$PY" bash scripts/check_resume.sh ./train_llama_cpu "$TMP/resume_plain"
-check resume_flags env PYTHON="$PY" bash scripts/check_resume.sh ./train_llama_cpu "$TMP/resume_flags" \
+"$PY" dev/test/write_toy_shard.py "$TMP/train.bin" 20000 1 500 && "$PY" dev/test/write_toy_shard.py "$TMP/val.bin" 5000 2 500
+check resume_plain env PYTHON="$PY" bash dev/test/check_resume.sh ./train_llama_cpu "$TMP/resume_plain"
+check resume_flags env PYTHON="$PY" bash dev/test/check_resume.sh ./train_llama_cpu "$TMP/resume_flags" \
   --ffn-chunks 2 --ce-chunks 3 --offload-act -1 --recompute 1
 # gradient accumulation: the reference batch as micro-steps whose gradients add up, summed
 # in the gradient buffer and in the fp32 accumulator (--fp32-grad-accum 1: in the CPU build
@@ -352,7 +352,7 @@ check grad_accum_microsteps ./test_llama_cpu --ref dev/ref/mha_tied_odd.lref --m
 check grad_accum_fp32 ./test_llama_cpu --ref dev/ref/mha_tied_odd.lref --micro-batch 1 --fp32-grad-accum 1
 check grad_accum_fp32_flags ./test_llama_cpu --ref dev/emu/ref/micro64_b64.lref --micro-batch 8 --fp32-grad-accum 1 \
   --ffn-chunks 3 --ce-chunks 2 --offload-act -1 --recompute 1
-check resume_fp32_grad_accum env PYTHON="$PY" bash scripts/check_resume.sh ./train_llama_cpu "$TMP/resume_gacc" --fp32-grad-accum 1
+check resume_fp32_grad_accum env PYTHON="$PY" bash dev/test/check_resume.sh ./train_llama_cpu "$TMP/resume_gacc" --fp32-grad-accum 1
 check_error grad_accum_bad_micro_batch "micro-batch divide" ./test_llama_cpu --ref dev/ref/mha_tied_odd.lref --micro-batch 2
 check_error fp32_grad_accum_bad "fp32-grad-accum" ./train_llama_cpu --fp32-grad-accum 2 --plan-only 1
 check_error attention_tc_cpu "tensor cores" ./train_llama_cpu --attention tc --plan-only 1
@@ -452,7 +452,7 @@ section "train_dit: fresh DiT references (configs not in dev/ref)"
 # name C Fr Hi Wi pt ph pw D L H FF NC B n_steps grad_clip seed
 DIT_FRESH=""
 while read -r name C Fr Hi Wi pt ph pw D L H FF NC B N clip seed; do
-  if "$PY" scripts/reference_dit.py --quiet --out "$TMP/$name.dref" --C "$C" --Fr "$Fr" --Hi "$Hi" --Wi "$Wi" --pt "$pt" \
+  if "$PY" dev/ref/reference_dit.py --quiet --out "$TMP/$name.dref" --C "$C" --Fr "$Fr" --Hi "$Hi" --Wi "$Wi" --pt "$pt" \
       --ph "$ph" --pw "$pw" --D "$D" --L "$L" --H "$H" --FF "$FF" --NC "$NC" --B "$B" --n-steps "$N" \
       --grad-clip "$clip" --seed "$seed" >"$TMP/gen_$name.log" 2>&1; then
     check "dit_fresh_$name" ./test_dit_cpu --ref "$TMP/$name.dref"
@@ -560,8 +560,8 @@ gifs = sorted(glob.glob('$DT/samples/step_000040_class_*.gif')); pngs = glob.glo
 frames = [Image.open(g).n_frames for g in gifs]
 print(len(gifs), 'gifs', frames, len(pngs), 'pngs')
 sys.exit(0 if len(gifs) == 3 and len(pngs) == 3 and all(n == 4 for n in frames) else 1)"
-check dit_resume_plain env PYTHON="$PY" bash scripts/check_dit_resume.sh ./train_dit_cpu "$TMP/dit_resume_plain"
-check dit_resume_flags env PYTHON="$PY" bash scripts/check_dit_resume.sh ./train_dit_cpu "$TMP/dit_resume_flags" \
+check dit_resume_plain env PYTHON="$PY" bash dev/test/check_dit_resume.sh ./train_dit_cpu "$TMP/dit_resume_plain"
+check dit_resume_flags env PYTHON="$PY" bash dev/test/check_dit_resume.sh ./train_dit_cpu "$TMP/dit_resume_flags" \
   --ffn-chunks 3 --offload-act -1 --recompute 1
 check dit_resume_auto bash -c "./train_dit_cpu --D 24 --L 2 --H 2 --FF 40 --frames 4 --height 8 --width 8 --NC 3 \
   --batch 2 --grad-accum 2 --steps 6 --warmup 2 --val-every 3 --val-clips 5 --run-dir '$TMP/dit_resume_plain/full' \
@@ -588,7 +588,7 @@ check_error dit_resume_nan_checkpoint "holds a non-finite parameter" bash -c "'$
   '$TMP/dit_resume_plain/full/ckpt_000003.bin' '$TMP/dit_nan.bin' && ./train_dit_cpu --D 24 --L 2 --H 2 --FF 40 --frames 4 \
   --height 8 --width 8 --NC 3 --batch 2 --steps 6 --val-every 0 --run-dir '$TMP/dit_nan_resume' --resume '$TMP/dit_nan.bin'"
 check dit_plan_hunyuan ./train_dit_cpu --model hunyuan-13B --batch 1 --plan-only 1 --ffn-chunks 4 --recompute 1 --offload-act -1
-# --fit-memory through the shared search (llmc/fit_memory.h): the choice is the cheapest candidate that fits,
+# --fit-memory through the shared search (llmc/train/fit_memory.h): the choice is the cheapest candidate that fits,
 # and a plain --plan-only run of the chosen flags plans exactly the bytes the search counted
 check dit_fit_memory "$PY" - "$TMP" <<'PYEOF'
 import json, re, subprocess, sys
@@ -613,13 +613,13 @@ assert total == best["bytes"] and total + 64 * 2**20 <= 0.075 * 2**30, (total, b
 print("chose B=%d K=%d R=%d O=%d: %d bytes of %d candidates, %d fit" % (B, K, R, O, total, len(cands), len(fit)))
 PYEOF
 check_error dit_fit_memory_impossible "needs a budget of at least" ./train_dit_cpu --fit-memory 0.01 --plan-only 1
-# the per-kernel profile of a DiT step, through the same llmc/profile.h (both trainers' launch groups are bracketed)
+# the per-kernel profile of a DiT step, through the same llmc/kernels/profile.h (both trainers' launch groups are bracketed)
 check dit_profile_step "$PY" dev/test/check_profile.py 2 "layernorm modulate fwd,qkv matmul fwd,qk norm rope fwd,\
 attention fwd,proj matmul fwd,gated residual fwd,ffn fc1 matmul fwd,gelu fwd,ffn fc2 matmul fwd,ffn fc2 matmul bwd,\
 gelu bwd,ffn fc1 matmul bwd,attention bwd,qkv matmul bwd,adaln matmul bwd,conditioning fwd,final layer bwd,loss,adamw,\
 grad norm" -- ./train_dit_cpu --D 24 --L 2 --H 2 --FF 40 --frames 4 --height 8 --width 8 --NC 3 --batch 2 --steps 3 \
   --profile-step 2 --val-every 0 --run-dir "$TMP/dit_profile"
-# the CPU step against the best sgemm of any installed library (scripts/bench_cpu_step.py --yardstick,
+# the CPU step against the best sgemm of any installed library (dev/bench/bench_cpu_step.py --yardstick,
 # issue 27 item 2; docs/results/cpu_step_yardstick.md), in a quick run: every library's yardstick and both
 # trainers' fractions recomputed from the raw numbers (FLOP per token from the shapes the trainers print),
 # each fraction in (0, 1.5); a fraction not from the measured numbers and a yardstick that is not the
@@ -627,7 +627,7 @@ grad norm" -- ./train_dit_cpu --D 24 --L 2 --H 2 --FF 40 --frames 4 --height 8 -
 # (about 60 s on 2 cores: make test-full and CI only)
 if [ "$FULL" = 1 ]; then
 mkdir -p "$TMP/yard"
-check yardstick_quick "$PY" scripts/bench_cpu_step.py "$TMP/yard/yard.md" --models stories260K,dit-tiny --steps 2 \
+check yardstick_quick "$PY" dev/bench/bench_cpu_step.py "$TMP/yard/yard.md" --models stories260K,dit-tiny --steps 2 \
   --yardstick --yard-repeats 3 --no-loops $(chrt -r 10 true 2>/dev/null && echo --rt)
 check yardstick_arithmetic "$PY" dev/test/check_yardstick.py "$TMP/yard/yard.jsonl" --llama-trainer ./train_llama_cpu \
   --dit-trainer ./train_dit_cpu
@@ -675,7 +675,7 @@ sub_tests dit_parallel bash dev/test/dit_parallel_tests.sh "$PY" "$TMP/dit_paral
 section "train_dit memory plan against the formulas of docs/memory.md section 9"
 check dit_memory_plan "$PY" dev/test/check_dit_plan.py ./train_dit_cpu
 
-section "video data: moving digits, clip files, GIF and PNG (llmc/video_data.h, llmc/image_write.h, scripts/clips_to_bin.py)"
+section "video data: moving digits, clip files, GIF and PNG (llmc/io/video_data.h, llmc/io/image_write.h, scripts/clips_to_bin.py)"
 V="$TMP/video"; mkdir -p "$V/img"
 sub_tests video_data ./build/test_video_data
 sub_tests clips_to_bin "$PY" dev/test/check_clips.py ./build/test_video_data "$V/clips"

@@ -206,7 +206,7 @@ else fail srun_mpi_list_has_pmix "srun --mpi=list: $(srun --mpi=list 2>&1 | tr '
 # the jobs: 2 tasks of one CPU each on the one node, in place of the scripts' GPU defaults
 SB=(--nodes=1 -n 2 --ntasks-per-node=2 --cpus-per-task=1 --gpus-per-node=0 --time=3)
 WAIT=150  # seconds any one sbatch --wait may take (the jobs take 1-10 s)
-"$PY" scripts/write_toy_shard.py "$D/train.bin" 20000 1 500 >/dev/null && "$PY" scripts/write_toy_shard.py "$D/val.bin" 5000 2 500 >/dev/null
+"$PY" dev/test/write_toy_shard.py "$D/train.bin" 20000 1 500 >/dev/null && "$PY" dev/test/write_toy_shard.py "$D/val.bin" 5000 2 500 >/dev/null
 # 300 steps with a checkpoint every 20: the requeue below lands after the first of them, with
 # nearly the whole run still to go however fast the machine is
 LLAMA=(--model tiny --V 512 --batch 2 --seq 32 --total-batch 128 --steps 300 --warmup 5 --val-every 100 --val-batches 2

@@ -1,7 +1,7 @@
 /*
-Unit test of ring attention's log-sum-exp merge on the CPU twins (llmc/cpu/attention_merge.h,
-llmc/cpu/attention.h): attention computed by blocks and merged must be attention computed
-whole, forward and backward, as llmc/context_parallel.h's ring relies on.
+Unit test of ring attention's log-sum-exp merge on the CPU twins (llmc/kernels/cpu/attention_merge.h,
+llmc/kernels/cpu/attention.h): attention computed by blocks and merged must be attention computed
+whole, forward and backward, as llmc/parallel/context_parallel.h's ring relies on.
 
 For each shape (B 1-3 samples, T cut into 2..8 equal blocks of C tokens, H query heads
 over KV key/value heads with GQA ratios 1, 2, 4, head dims 4..72), causal and not, on
@@ -35,9 +35,9 @@ prints PASS/FAIL lines (dev/test/run_tests.sh counts them); exit status non-zero
 #include <time.h>
 #include <vector>
 #include <omp.h>
-#include "llmc/common.h"
-#include "llmc/cpu/attention.h"
-#include "llmc/cpu/attention_merge.h"
+#include "llmc/core/common.h"
+#include "llmc/kernels/cpu/attention.h"
+#include "llmc/kernels/cpu/attention_merge.h"
 
 static const double RTOL = 1e-5;
 static int g_fail = 0, g_pass = 0;

@@ -1,4 +1,4 @@
-// Unit tests of llmc/comm.h on the CPU build, under mpirun with any number of ranks:
+// Unit tests of llmc/parallel/comm.h on the CPU build, under mpirun with any number of ranks:
 //
 //   mpirun -np 3 build/test_comm              every collective against a sum written here
 //   mpirun -np 3 build/test_comm --hang 1     the last rank skips a collective: the others
@@ -9,9 +9,9 @@
 #ifndef LLMC_CPU
 #define LLMC_CPU
 #endif
-#include "llmc/common.h"
-#include "llmc/cpu/device.h"
-#include "llmc/comm.h"
+#include "llmc/core/common.h"
+#include "llmc/kernels/cpu/device.h"
+#include "llmc/parallel/comm.h"
 
 static int failures = 0;
 static void check(const Comm* c, const char* what, int ok) {

@@ -1,5 +1,5 @@
 /*
-Unit test of llmc/dataloader.h. Writes its own small shards to a temp dir.
+Unit test of llmc/io/dataloader.h. Writes its own small shards to a temp dir.
 
   g++ -O2 -x c++ -Wall -Wextra -I. dev/test/test_dataloader.c -o test_dataloader
   ./test_dataloader                        # all checks: one line PASS name / FAIL name: why
@@ -18,7 +18,7 @@ Exit status: non-zero on any failure.
 #include <string.h>
 #include <stdint.h>
 #include <unistd.h>
-#include "llmc/dataloader.h"
+#include "llmc/io/dataloader.h"
 
 static int g_fail = 0, g_pass = 0;
 

@@ -1,5 +1,5 @@
 /*
-Unit test of llmc/rand.h's jump-ahead and parallel fills: every number and the generator
+Unit test of llmc/core/rand.h's jump-ahead and parallel fills: every number and the generator
 left behind must be bit-identical to the sequential loops they replace (the loops that
 llama_init_params and dit_init_params ran before), whatever the start, length and thread
 count: odd starts that begin on a pair's sin half, a spare carried into and out of a
@@ -16,7 +16,7 @@ Exit status: non-zero on any failure.
 #include <string.h>
 #include <stdint.h>
 #include <time.h>
-#include "llmc/rand.h"
+#include "llmc/core/rand.h"
 
 static int g_fail = 0, g_pass = 0;
 

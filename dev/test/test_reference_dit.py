@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Cross-checks of scripts/reference_dit.py, the float64 reference of the video DiT
-(docs/design.md 9), and of its file format scripts/dref.py (9.4).
+"""Cross-checks of dev/ref/reference_dit.py, the float64 reference of the video DiT
+(docs/design.md 9), and of its file format dev/ref/dref.py (9.4).
 
     /usr/bin/python3 dev/test/test_reference_dit.py
 

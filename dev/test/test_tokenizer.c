@@ -1,5 +1,5 @@
 /*
-Unit test of llmc/tokenizer.h against the Llama 2 tokenizer in llama2.c's tokenizer.bin layout.
+Unit test of llmc/io/tokenizer.h against the Llama 2 tokenizer in llama2.c's tokenizer.bin layout.
 
   g++ -O2 -x c++ -Wall -Wextra -I. dev/test/test_tokenizer.c -o test_tokenizer
   ./test_tokenizer [../shared/data/tinystories/tokenizer/tokenizer.bin]
@@ -30,7 +30,7 @@ samples do, must give them piece by piece (so the leading space after BOS is dro
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include "llmc/tokenizer.h"
+#include "llmc/io/tokenizer.h"
 
 static int g_fail = 0, g_pass = 0;
 

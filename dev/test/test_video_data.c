@@ -1,6 +1,6 @@
 /*
-Unit test of llmc/video_data.h (moving-digits generator, clip files, the batch source)
-and the helper modes that dev/test/run_tests.sh drives for llmc/image_write.h and
+Unit test of llmc/io/video_data.h (moving-digits generator, clip files, the batch source)
+and the helper modes that dev/test/run_tests.sh drives for llmc/io/image_write.h and
 scripts/clips_to_bin.py.
 
   g++ -O2 -x c++ -DLLMC_CPU -Wall -Wextra -I. dev/test/test_video_data.c -o build/test_video_data
@@ -13,8 +13,8 @@ scripts/clips_to_bin.py.
   ./test_video_data --write-gif PATH        # one small GIF to PATH (an unwritable PATH must FAIL clearly)
 Exit status: non-zero on any failure.
 */
-#include "llmc/video_data.h"
-#include "llmc/image_write.h"
+#include "llmc/io/video_data.h"
+#include "llmc/io/image_write.h"
 #include <unistd.h>
 
 static int g_fail = 0;

@@ -60,7 +60,7 @@ lref_cfg() { "$PY" -c "import struct, sys; print(*struct.unpack('<13i', open(sys
 #   tp_v50_f45_rows10: one row of 10 tokens: reducescatter works at tp 2 and is refused at tp 4
 REFS=(dev/ref/*.lref)
 while read -r name V D L H KV F S B T N tied seed; do
-  if "$PY" scripts/reference_llama.py --quiet --out "$W/$name.lref" --V "$V" --D "$D" --L "$L" --H "$H" --KV "$KV" \
+  if "$PY" dev/ref/reference_llama.py --quiet --out "$W/$name.lref" --V "$V" --D "$D" --L "$L" --H "$H" --KV "$KV" \
       --F "$F" --max-seq-len "$S" --B "$B" --T "$T" --n-steps "$N" --tied "$tied" --seed "$seed" >"$W/gen_$name.log" 2>&1; then
     REFS+=("$W/$name.lref")
   else fail "fresh_$name" "reference_llama.py failed: $(tail -n 2 "$W/gen_$name.log" | tr '\n' ' ')"; fi
@@ -203,7 +203,7 @@ expect_error tp_mode_unknown "--tp-mode ring" ./test_llama_cpu --ref "$M" --tp-m
 # ---------------------------------------------------------------------------
 # d. train_llama: tiny with 4 KV heads (so tp 4 splits them) and F = 4k+2, the same shape for
 # every run; all runs see the same global batch of 256 tokens per step
-"$PY" scripts/write_toy_shard.py "$W/train.bin" 20000 1 500 >/dev/null && "$PY" scripts/write_toy_shard.py "$W/val.bin" 5000 2 500 >/dev/null
+"$PY" dev/test/write_toy_shard.py "$W/train.bin" 20000 1 500 >/dev/null && "$PY" dev/test/write_toy_shard.py "$W/val.bin" 5000 2 500 >/dev/null
 COMMON=(--model tiny --V 512 --H 4 --KV 4 --F 170 --seq 32 --total-batch 256 --steps 6 --warmup 2 --val-every 3 --val-batches 2
         --sample-every 0 --train-data "$W/train.bin" --val-data "$W/val.bin")
 
@@ -234,7 +234,7 @@ train 4 "$W/tp4_rs" --batch 4 --tp 4 --tp-mode reducescatter --tp-recompute-allg
 train 4 "$W/tp4_ar" --batch 4 --tp 4 --tp-mode allreduce --recompute 2 --ce-chunks 2 \
   && agree train_tp4_allreduce_recompute2_vs_tp1 "$W/tp1" "$W/tp4_ar" 1 $TOL
 
-# the bytes each rank sent in the first step, counted by llmc/comm.h, equal the plan's formula
+# the bytes each rank sent in the first step, counted by llmc/parallel/comm.h, equal the plan's formula
 # (docs/memory.md section 10.4) for every layout and flag set above
 for d in tp2_ar tp2_rs_flags tp2dp2 tp2dp2_ar tp4_rs tp4_ar; do
   pred=$(grep -m 1 "^comm per step, predicted" "$W/$d.log" | sed 's/.*: //')
@@ -275,7 +275,7 @@ if train 1 "$W/sample_tp1" --batch 4 "${SAMPLE[@]}" && [ -n "$(stories "$W/sampl
 else fail train_tp1_samples "no story in $W/sample_tp1.log"; fi
 
 # bit-exact resume with the same layout (tp 2 x dp 2, sequence parallel, ZeRO-1, sharded vocabulary)
-if env PYTHON="$PY" LAUNCH="timeout -k 10 $RUN_LIMIT ${MPIRUN[*]} -np 4" bash scripts/check_resume.sh ./train_llama_cpu "$W/resume_tp2dp2" \
+if env PYTHON="$PY" LAUNCH="timeout -k 10 $RUN_LIMIT ${MPIRUN[*]} -np 4" bash dev/test/check_resume.sh ./train_llama_cpu "$W/resume_tp2dp2" \
     --tp 2 --tp-mode reducescatter --zero 1 --shard-vocab 1 >"$W/resume_tp2dp2.log" 2>&1; then pass resume_tp2xdp2_bitexact
 else fail resume_tp2xdp2_bitexact "$(tail -n 2 "$W/resume_tp2dp2.log" | tr '\n' ' ')"; fi
 

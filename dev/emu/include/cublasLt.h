@@ -2,12 +2,12 @@
 Shim for host emulation (dev/emu): cuBLASLt is NOT emulated. What this file provides:
 
   mode 0 (emu::lt_mode = 0, the default): cublasLtMatmulAlgoGetHeuristic finds no
-    algorithm (CUBLAS_STATUS_NOT_SUPPORTED), so llmc/matmul.cuh takes its own fallback
+    algorithm (CUBLAS_STATUS_NOT_SUPPORTED), so llmc/kernels/matmul.cuh takes its own fallback
     path: the tiled matmul_fallback_kernel runs in the emulator. This is what checks
     the matmul kernel code.
 
   mode 1 (emu::lt_mode = 1): a MODEL of the documented cublasLtMatmul contract, used to
-    check how the launchers of llmc/matmul.cuh map their row-major products onto
+    check how the launchers of llmc/kernels/matmul.cuh map their row-major products onto
     cuBLASLt's column-major one (m, n, k, transposes, leading dimensions, beta, the
     alignments they declare). The model validates the descriptors (shapes consistent
     with the transposes, ld >= rows, one data type for A/B/C/D, fp32 compute and scale,

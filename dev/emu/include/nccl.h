@@ -1,5 +1,5 @@
 /*
-Shim for host emulation (dev/emu): the NCCL API subset that llmc/comm.h uses, so that the
+Shim for host emulation (dev/emu): the NCCL API subset that llmc/parallel/comm.h uses, so that the
 `--comm nccl` path of the CUDA build runs under the emulator, several ranks under mpirun.
 Each rank is a process of its own and the emulator's "device" memory is host memory, so the
 data moves through MPI between the processes. It is NOT NCCL: no algorithms, no rings or

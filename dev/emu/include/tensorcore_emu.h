@@ -1,9 +1,9 @@
-// Host model (dev/emu) of llmc/tensorcore.cuh: transform.py replaces that file by this
+// Host model (dev/emu) of llmc/kernels/tensorcore.cuh: transform.py replaces that file by this
 // one (the real one is inline PTX). It implements the DOCUMENTED per-lane fragment layouts
 // of mma.m16n8k16 (.bf16, fp32 accumulate) and ldmatrix (PTX ISA), so that a kernel that
 // assumes a wrong layout (a wrong row of d[1], a missing .trans, swapped a[1]/a[2])
 // computes wrong numbers here as it would on the GPU. The layouts are written out in
-// llmc/tensorcore.cuh. What it checks and what it cannot: dev/emu/README.md, "Tensor
+// llmc/kernels/tensorcore.cuh. What it checks and what it cannot: dev/emu/README.md, "Tensor
 // cores: the mma.sync / ldmatrix / cp.async model".
 //
 // Model

@@ -1,0 +1,186 @@
+/*
+The run directory: main.log (everything printed, as printed) and metrics.jsonl (one
+JSON object per step), and the pieces of a training loop's progress output that every
+trainer prints the same way (durations, ETA, the memory plan). Lines are flushed as
+written so a crashed run keeps its log. Nothing is written into the run directory until
+the trainer has accepted its inputs (logger_start): what is logged before is held in
+memory, so a run refused at start (a bad checkpoint, data file or flag) leaves a run
+directory that already holds a run exactly as it was.
+*/
+#pragma once
+#include "common.h"
+#include "arena.h"
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <time.h>
+
+// quiet: a rank other than 0 of a multi-process run, which prints and writes nothing
+typedef struct {
+    FILE* log; FILE* metrics; int quiet; const char* run_dir;
+    int append;                           // the files are appended to (a resumed run), else rewritten
+    char* held; size_t held_len, held_cap; // main.log's lines until logger_start (logger_open: held != NULL)
+} Logger;
+
+// a job's logger: rank 0 prints and writes the run directory, the other ranks stay quiet
+static inline Logger logger_for_rank(int rank) {
+    Logger lg;
+    memset(&lg, 0, sizeof(lg));
+    lg.quiet = rank != 0;
+    return lg;
+}
+
+// creates path and its parents; returns 0, or the errno of the last mkdir
+static int mkdir_p_try(const char* path) {
+    if (!path[0]) return ENOENT;
+    char buf[1024];
+    snprintf(buf, sizeof(buf), "%s", path);
+    for (char* p = buf + 1; *p; p++) {
+        if (*p == '/') { *p = 0; mkdir(buf, 0755); *p = '/'; }
+    }
+    struct stat st;
+    if (mkdir(buf, 0755) != 0 && !(errno == EEXIST && stat(buf, &st) == 0 && S_ISDIR(st.st_mode))) return errno ? errno : EEXIST;
+    return 0;
+}
+
+static void mkdir_p(const char* path) {
+    int err = mkdir_p_try(path);
+    if (err) FAIL("cannot create directory '%s': %s", path, strerror(err));
+}
+
+// append = 1 when resuming, so one run directory holds the whole history.
+// Also where every trainer starts writing files, so SIGXFSZ is ignored here, once for the
+// process: past a file-size limit (ulimit -f, or a file system that enforces one) the
+// kernel would kill the process at the write that crosses it, without a message and
+// leaving a checkpoint's .tmp behind; ignored, that write fails with EFBIG instead, and
+// the writer's own error path runs (llmc/io/checkpoint.h: a message naming the file and
+// the reason, the .tmp removed, exit 1, the previous checkpoints untouched).
+// The files open at logger_start; until then main.log's lines are held here.
+static void logger_open(Logger* lg, const char* run_dir, int append) {
+    signal(SIGXFSZ, SIG_IGN);
+    lg->run_dir = run_dir;
+    lg->append = append;
+    lg->held_cap = 1 << 16; lg->held_len = 0;
+    lg->held = (char*)xmalloc(lg->held_cap);
+}
+
+static void logger_check(Logger* lg, FILE** f, const char* name);
+
+// The inputs are accepted and the run begins: the run directory is created if need be,
+// main.log and metrics.jsonl are opened (appended to when resuming) and the held lines written.
+static void logger_start(Logger* lg) {
+    if (!lg->held) return;
+    mkdir_p(lg->run_dir);
+    char path[1100];
+    snprintf(path, sizeof(path), "%s/main.log", lg->run_dir);
+    lg->log = xfopen(path, lg->append ? "a" : "w");
+    snprintf(path, sizeof(path), "%s/metrics.jsonl", lg->run_dir);
+    lg->metrics = xfopen(path, lg->append ? "a" : "w");
+    fwrite(lg->held, 1, lg->held_len, lg->log);
+    free(lg->held);
+    lg->held = NULL;
+    logger_check(lg, &lg->log, "main.log");
+}
+
+// a line for main.log before logger_start
+static void logger_hold(Logger* lg, const char* fmt, va_list ap) {
+    va_list ap2;
+    va_copy(ap2, ap);
+    int n = vsnprintf(NULL, 0, fmt, ap2);
+    va_end(ap2);
+    if (n < 0) return;
+    while (lg->held_len + (size_t)n + 1 > lg->held_cap) {
+        lg->held_cap *= 2;
+        lg->held = (char*)realloc(lg->held, lg->held_cap);
+        if (!lg->held) FAIL("host realloc of %zu bytes for the held log lines failed", lg->held_cap);
+    }
+    vsnprintf(lg->held + lg->held_len, (size_t)n + 1, fmt, ap);
+    lg->held_len += (size_t)n;
+}
+
+// A log line that did not reach the disk (full, or past a file-size limit now that SIGXFSZ
+// is ignored) stops the run with a message: a run that goes on with a cut main.log or
+// metrics.jsonl and exits 0 has lost data without a word. The file is closed first, so the
+// message itself is not written into it.
+static void logger_check(Logger* lg, FILE** f, const char* name) {
+    if (fflush(*f) == 0 && !ferror(*f)) return;
+    int err = errno;
+    fclose(*f);
+    *f = NULL;
+    FAIL("writing %s/%s failed: %s (hint: disk full, or over a file-size limit (ulimit -f)?)",
+         lg->run_dir ? lg->run_dir : ".", name, strerror(err));
+}
+
+// printf to stdout and main.log
+static void logf_(Logger* lg, const char* fmt, ...) {
+    if (lg && lg->quiet) return;
+    va_list ap;
+    va_start(ap, fmt); vprintf(fmt, ap); va_end(ap);
+    fflush(stdout);
+    if (lg && lg->held) { va_start(ap, fmt); logger_hold(lg, fmt, ap); va_end(ap); }
+    if (lg && lg->log) { va_start(ap, fmt); vfprintf(lg->log, fmt, ap); va_end(ap); logger_check(lg, &lg->log, "main.log"); }
+}
+
+static void logger_close(Logger* lg) {
+    free(lg->held);
+    lg->held = NULL;
+    if (lg->log) fclose(lg->log);
+    if (lg->metrics) fclose(lg->metrics);
+    lg->log = lg->metrics = NULL;
+}
+
+// metrics.jsonl: metrics_begin(lg, step), then metrics_num / metrics_int, then metrics_end
+static void metrics_begin(Logger* lg, int step) { if (lg->metrics) fprintf(lg->metrics, "{\"step\": %d", step); }
+static void metrics_num(Logger* lg, const char* key, double v) {
+    if (lg->metrics && !isnan(v)) fprintf(lg->metrics, ", \"%s\": %.9g", key, v);  // NaN = not measured this step
+}
+static void metrics_int(Logger* lg, const char* key, long long v) { if (lg->metrics) fprintf(lg->metrics, ", \"%s\": %lld", key, v); }
+static void metrics_end(Logger* lg) { if (lg->metrics) { fprintf(lg->metrics, "}\n"); logger_check(lg, &lg->metrics, "metrics.jsonl"); } }
+
+// 75 s -> "1m15s", 4000 s -> "1h06m"
+static void format_duration(char* out, size_t n, double seconds) {
+    long s = (long)(seconds + 0.5);
+    if (s < 60) snprintf(out, n, "%lds", s);
+    else if (s < 3600) snprintf(out, n, "%ldm%02lds", s / 60, s % 60);
+    else snprintf(out, n, "%ldh%02ldm", s / 3600, (s % 3600) / 60);
+}
+
+static double now_seconds(void) {
+    struct timespec ts; clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+// the time left, spreading everything done since loop_start (validation and samples
+// included) over the steps done, start+1 .. step
+static void format_eta(char* out, size_t n, double loop_start, int step, int start, int steps) {
+    double per_step = (now_seconds() - loop_start) / (step - start > 0 ? step - start : 1);
+    format_duration(out, n, per_step * (steps - step));
+}
+
+// the memory plan's tables (device, and pinned host when it holds anything), to stdout and main.log
+static void log_plan(Logger* lg, const Arena* dev, const Arena* host) {
+    if (lg->quiet) return;
+    arena_print(dev, stdout);
+    if (lg->log) arena_print(dev, lg->log);
+    if (host->total) { arena_print(host, stdout); if (lg->log) arena_print(host, lg->log); }
+}
+
+// A loss or gradient norm that is not finite stops the run before the optimizer applies
+// it: a message, a non-zero exit, and the last checkpoint (step last_ckpt, -1 = none) as it was.
+static void stop_if_not_finite(int step, double loss, double norm, const char* run_dir, int last_ckpt) {
+    if (isfinite(loss) && isfinite(norm)) return;
+    char where[1300] = "no checkpoint was written";
+    if (last_ckpt >= 0) snprintf(where, sizeof(where), "%s/ckpt_%06d.bin is untouched", run_dir, last_ckpt);
+    FAIL("step %d: the loss is %g and the gradient norm %g; a non-finite value stops the run before the optimizer "
+         "applies it (%s). Hint: lower --lr, keep --grad-clip on, check the data", step, loss, norm, where);
+}
+
+// The same stop when the update itself made the parameters non-finite (finite = 0), checked
+// before a checkpoint would be written: the last good one stays the newest.
+static void stop_if_params_not_finite(int step, int finite, const char* run_dir, int last_ckpt) {
+    if (finite) return;
+    char where[1300] = "no checkpoint was written";
+    if (last_ckpt >= 0) snprintf(where, sizeof(where), "%s/ckpt_%06d.bin is untouched and stays the newest", run_dir, last_ckpt);
+    FAIL("step %d: the optimizer's update made non-finite parameters, so no checkpoint is written (%s). Hint: "
+         "lower --lr, or raise --adam-eps", step, where);
+}

@@ -1,0 +1,224 @@
+/*
+Which attention implementation the trainers run: --attention auto|fp32|tc.
+  fp32  the kernels of llmc/kernels/attention.cuh (fp32 math on CUDA cores, any head dim <= 256);
+        in the CPU build, its twin llmc/kernels/cpu/attention.h (the CPU build has only this one)
+  tc    the tensor-core kernels of llmc/kernels/attention_tc.cuh (bf16 builds, head dims 64 and 128)
+  auto  tc where it can run (bf16 CUDA build, head dim 64 or 128), else fp32. The tensor-core
+        kernels passed on an H200 (docs/results/gpu_h200_2026-11-26.md: every test at the bf16
+        tolerances, the ladder against its CPU twin) and ran llama3-1B's attention 13x faster
+        than fp32 (145 ms against 873 ms a step)
+Both implementations give lse the same meaning (natural-log log-sum-exp of the scaled
+scores), so a forward of one and a backward of the other are consistent.
+
+Use (one process, one model):
+  g_attention_impl = attention_impl_parse(arg);   // at flag parsing; FAILs on anything else
+  attention_select(g_attention_impl, hd);         // once the head dim is known: resolves
+                                                  // auto, FAILs if the choice cannot run
+  attention_dispatch_forward(...)        instead of attention_forward(...)
+  attention_dispatch_full_forward(...)   instead of attention_full_forward(...)
+(same arguments), and
+  attention_dispatch_backward(dq, dk, dv, dout, q, k, v, out, lse, delta_scratch, B, T, H, KV, hd, s)
+  attention_dispatch_full_backward(...the same...)
+instead of attention_backward / attention_full_backward: one more argument, a scratch
+buffer of attention_dispatch_scratch_floats(B, H, T) floats (0, and NULL is fine, unless
+the tensor-core backward runs), planned by the caller like any activation.
+attention_impl_name(g_attention_impl) names the choice for the log.
+Backward with tc: the tensor-core backward (llmc/kernels/attention_tc_backward.cuh, which
+kernels.h includes in every CUDA build).
+RoPE: when attention_fuses_rope() (tc selected and ATTENTION_TC_FUSE_ROPE 1), the rotation of
+q and k is done inside the tensor-core kernels: call
+  attention_dispatch_forward_rope(out, lse, q, k, v, rope_cos, rope_sin, B, T, H, KV, hd, s)
+  attention_dispatch_backward_rope(dq, dk, dv, dout, q, k, v, out, lse, delta_scratch,
+                                   rope_cos, rope_sin, B, T, H, KV, hd, s)
+(and the _full_ ones) with the UNROTATED q, k, instead of rope_forward on q and k before
+attention_dispatch_forward and rope_backward on dq and dk after attention_dispatch_backward:
+the same results, bit for bit, two passes over q and k fewer each way. Otherwise (fp32)
+keep the separate rope launches: these four FAIL when tc is not selected.
+The fusion is off (ATTENTION_TC_FUSE_ROPE 0) by measurement: on the H200 the fused kernels
+were slower than the rope launches plus the plain tc kernels at every benchmark shape of the
+ladder (llama3-1B's heads, causal B=4 T=2048 H=32 KV=8 hd 64: forward 0.535 ms fused against
+0.438 unfused, backward 1.907 against 1.419; dev/cuda/attention.cu version 5), because the
+rotation in the tile loads lengthens the kernels' critical path more than the two passes over
+q and k cost. The fused results match the unfused ones within one bf16 rounding (the fused
+backward rotates dq, dk in fp32 and rounds once; the unfused one rounds, rotates, rounds).
+*/
+#pragma once
+#include "../core/common.h"
+#ifdef LLMC_CPU
+#include "cpu/attention.h"
+#else
+#include "attention.cuh"                // CUDA cores, any even head dim
+#include "attention_tc_backward.cuh"    // tensor cores (bf16 builds), forward and backward
+#endif
+
+enum AttentionImpl { ATTENTION_AUTO = 0, ATTENTION_FP32 = 1, ATTENTION_TC = 2 };
+static AttentionImpl g_attention_impl = ATTENTION_AUTO;  // after attention_select: FP32 or TC
+
+static inline const char* attention_impl_name(AttentionImpl a) {
+    return a == ATTENTION_TC ? "tc" : a == ATTENTION_FP32 ? "fp32" : "auto";
+}
+
+static inline AttentionImpl attention_impl_parse(const char* s) {
+    if (s && strcmp(s, "auto") == 0) return ATTENTION_AUTO;
+    if (s && strcmp(s, "fp32") == 0) return ATTENTION_FP32;
+    if (s && strcmp(s, "tc") == 0) return ATTENTION_TC;
+    FAIL("--attention %s: expected auto, fp32 or tc", s ? s : "(missing)");
+    return ATTENTION_AUTO;
+}
+
+// auto -> what runs; FAILs, naming the reason, when the choice cannot run in this build
+// or for this head dim
+static inline AttentionImpl attention_impl_resolve(AttentionImpl want, int hd) {
+    if (want == ATTENTION_AUTO) {
+#if defined(LLMC_CPU) || defined(ENABLE_FP32)
+        (void)hd;
+        return ATTENTION_FP32;
+#else
+        return attention_tc_supported_hd(hd) ? ATTENTION_TC : ATTENTION_FP32;
+#endif
+    }
+    if (want == ATTENTION_TC) {
+#if defined(LLMC_CPU)
+        (void)hd;
+        FAIL("--attention tc: the CPU build has no tensor cores (use auto or fp32)");
+#elif defined(ENABLE_FP32)
+        (void)hd;
+        FAIL("--attention tc: the tensor-core attention needs bf16 activations; this is an ENABLE_FP32 build "
+             "(use auto or fp32)");
+#else
+        if (!attention_tc_supported_hd(hd))
+            FAIL("--attention tc: head dim %d is not supported by the tensor-core attention (64 and 128 are; use auto "
+                 "or fp32)", hd);
+#endif
+    }
+    return want;
+}
+static inline void attention_select(AttentionImpl want, int hd) { g_attention_impl = attention_impl_resolve(want, hd); }
+
+static inline bool attention_use_tc() {
+    if (g_attention_impl == ATTENTION_AUTO) FAIL("attention_dispatch_*: attention_select() was not called");
+    return g_attention_impl == ATTENTION_TC;
+}
+
+// both modes: causal (attention_dispatch_forward) or full (attention_dispatch_full_forward)
+static inline void att_dispatch_forward(floatX* out, float* lse, const floatX* q, const floatX* k, const floatX* v, int B,
+                                        int T, int H, int KV, int hd, bool causal, stream_t s) {
+#ifndef LLMC_CPU
+    if (attention_use_tc()) {
+        (causal ? attention_tc_forward : attention_tc_full_forward)(out, lse, q, k, v, B, T, H, KV, hd, s);
+        return;
+    }
+#endif
+    (causal ? attention_forward : attention_full_forward)(out, lse, q, k, v, B, T, H, KV, hd, s);
+}
+static inline void att_dispatch_backward(floatX* dq, floatX* dk, floatX* dv, const floatX* dout, const floatX* q,
+                                         const floatX* k, const floatX* v, const floatX* out, const float* lse,
+                                         float* delta_scratch, int B, int T, int H, int KV, int hd, bool causal,
+                                         stream_t s) {
+#ifndef LLMC_CPU
+    if (attention_use_tc()) {
+        (causal ? attention_tc_backward : attention_tc_full_backward)(dq, dk, dv, dout, q, k, v, out, lse, delta_scratch,
+                                                                      B, T, H, KV, hd, s);
+        return;
+    }
+#endif
+    (void)delta_scratch;
+    (causal ? attention_backward : attention_full_backward)(dq, dk, dv, dout, q, k, v, out, lse, B, T, H, KV, hd, s);
+}
+
+static inline void attention_dispatch_forward(floatX* out, float* lse, const floatX* q, const floatX* k, const floatX* v,
+                                              int B, int T, int H, int KV, int hd, stream_t s) {
+    att_dispatch_forward(out, lse, q, k, v, B, T, H, KV, hd, true, s);
+}
+static inline void attention_dispatch_full_forward(floatX* out, float* lse, const floatX* q, const floatX* k,
+                                                   const floatX* v, int B, int T, int H, int KV, int hd, stream_t s) {
+    att_dispatch_forward(out, lse, q, k, v, B, T, H, KV, hd, false, s);
+}
+// floats of scratch the backward needs for the chosen implementation (0 for fp32): the
+// caller plans this much and passes it as delta_scratch (nothing is allocated here)
+static inline size_t attention_dispatch_scratch_floats(int B, int H, int T) {
+#ifndef LLMC_CPU
+    if (attention_use_tc()) return attention_tc_delta_floats(B, H, T);
+#endif
+    (void)B; (void)H; (void)T;
+    return 0;
+}
+// delta_scratch: attention_dispatch_scratch_floats(B, H, T) floats (NULL when that is 0), overwritten
+static inline void attention_dispatch_backward(floatX* dq, floatX* dk, floatX* dv, const floatX* dout, const floatX* q,
+                                               const floatX* k, const floatX* v, const floatX* out, const float* lse,
+                                               float* delta_scratch, int B, int T, int H, int KV, int hd, stream_t s) {
+    att_dispatch_backward(dq, dk, dv, dout, q, k, v, out, lse, delta_scratch, B, T, H, KV, hd, true, s);
+}
+static inline void attention_dispatch_full_backward(floatX* dq, floatX* dk, floatX* dv, const floatX* dout,
+                                                    const floatX* q, const floatX* k, const floatX* v, const floatX* out,
+                                                    const float* lse, float* delta_scratch, int B, int T, int H, int KV,
+                                                    int hd, stream_t s) {
+    att_dispatch_backward(dq, dk, dv, dout, q, k, v, out, lse, delta_scratch, B, T, H, KV, hd, false, s);
+}
+
+// RoPE fused into the attention (tc only; see the top of this file)
+#ifndef ATTENTION_TC_FUSE_ROPE
+#define ATTENTION_TC_FUSE_ROPE 0  // off: slower on the H200 (the top of this file)
+#endif
+static inline bool attention_fuses_rope() { return ATTENTION_TC_FUSE_ROPE && attention_use_tc(); }
+static inline void att_rope_refuse(const char* who) {
+    FAIL("%s: RoPE is fused into the attention only with --attention tc in a build with ATTENTION_TC_FUSE_ROPE 1 "
+         "(selected: %s, ATTENTION_TC_FUSE_ROPE %d); call rope_forward / rope_backward and the plain "
+         "attention_dispatch_* when attention_fuses_rope() is false", who, attention_impl_name(g_attention_impl),
+         ATTENTION_TC_FUSE_ROPE);
+}
+static inline void att_dispatch_forward_rope(floatX* out, float* lse, const floatX* q, const floatX* k, const floatX* v,
+                                             const float* rope_cos, const float* rope_sin, int B, int T, int H, int KV,
+                                             int hd, bool causal, stream_t s) {
+#ifndef LLMC_CPU
+    if (attention_fuses_rope()) {
+        (causal ? attention_tc_forward_rope : attention_tc_full_forward_rope)(out, lse, q, k, v, rope_cos, rope_sin, B, T,
+                                                                              H, KV, hd, s);
+        return;
+    }
+#endif
+    (void)out; (void)lse; (void)q; (void)k; (void)v; (void)rope_cos; (void)rope_sin;
+    (void)B; (void)T; (void)H; (void)KV; (void)hd; (void)s;
+    att_rope_refuse(causal ? "attention_dispatch_forward_rope" : "attention_dispatch_full_forward_rope");
+}
+static inline void att_dispatch_backward_rope(floatX* dq, floatX* dk, floatX* dv, const floatX* dout, const floatX* q,
+                                              const floatX* k, const floatX* v, const floatX* out, const float* lse,
+                                              float* delta_scratch, const float* rope_cos, const float* rope_sin,
+                                              int B, int T, int H, int KV, int hd, bool causal, stream_t s) {
+#ifndef LLMC_CPU
+    if (attention_fuses_rope()) {
+        (causal ? attention_tc_backward_rope : attention_tc_full_backward_rope)(
+            dq, dk, dv, dout, q, k, v, out, lse, delta_scratch, rope_cos, rope_sin, B, T, H, KV, hd, s);
+        return;
+    }
+#endif
+    (void)dq; (void)dk; (void)dv; (void)dout; (void)q; (void)k; (void)v; (void)out; (void)lse; (void)delta_scratch;
+    (void)rope_cos; (void)rope_sin; (void)B; (void)T; (void)H; (void)KV; (void)hd; (void)s;
+    att_rope_refuse(causal ? "attention_dispatch_backward_rope" : "attention_dispatch_full_backward_rope");
+}
+static inline void attention_dispatch_forward_rope(floatX* out, float* lse, const floatX* q, const floatX* k,
+                                                   const floatX* v, const float* rope_cos, const float* rope_sin, int B,
+                                                   int T, int H, int KV, int hd, stream_t s) {
+    att_dispatch_forward_rope(out, lse, q, k, v, rope_cos, rope_sin, B, T, H, KV, hd, true, s);
+}
+static inline void attention_dispatch_full_forward_rope(floatX* out, float* lse, const floatX* q, const floatX* k,
+                                                        const floatX* v, const float* rope_cos, const float* rope_sin,
+                                                        int B, int T, int H, int KV, int hd, stream_t s) {
+    att_dispatch_forward_rope(out, lse, q, k, v, rope_cos, rope_sin, B, T, H, KV, hd, false, s);
+}
+static inline void attention_dispatch_backward_rope(floatX* dq, floatX* dk, floatX* dv, const floatX* dout,
+                                                    const floatX* q, const floatX* k, const floatX* v, const floatX* out,
+                                                    const float* lse, float* delta_scratch, const float* rope_cos,
+                                                    const float* rope_sin, int B, int T, int H, int KV, int hd,
+                                                    stream_t s) {
+    att_dispatch_backward_rope(dq, dk, dv, dout, q, k, v, out, lse, delta_scratch, rope_cos, rope_sin, B, T, H, KV, hd,
+                               true, s);
+}
+static inline void attention_dispatch_full_backward_rope(floatX* dq, floatX* dk, floatX* dv, const floatX* dout,
+                                                         const floatX* q, const floatX* k, const floatX* v,
+                                                         const floatX* out, const float* lse, float* delta_scratch,
+                                                         const float* rope_cos, const float* rope_sin, int B, int T,
+                                                         int H, int KV, int hd, stream_t s) {
+    att_dispatch_backward_rope(dq, dk, dv, dout, q, k, v, out, lse, delta_scratch, rope_cos, rope_sin, B, T, H, KV, hd,
+                               false, s);
+}

@@ -1,0 +1,498 @@
+/*
+RMSNorm forward and backward. CPU twin: llmc/kernels/cpu/rmsnorm.h.
+y = x * rstd * w with rstd = 1/sqrt(mean(x^2) + eps); statistics in fp32.
+
+Layout of the work. A row is cut into 16-byte chunks (RMS_VEC = 8 bf16 or 4 fp32
+elements; the last chunk of a row may be partial). A group of L lanes owns a row,
+L = the smallest power of two >= the chunks per row, at most 32, so a warp holds
+32/L rows at once (hd = 64 q/k norms of the DiT: 8 lanes per row, 4 rows per warp;
+C = 2048: a whole warp per row). Lane l of a group takes chunks l, l + L, l + 2L, ...
+Sums: each lane in chunk order, then a xor-shuffle tree inside the group: a fixed
+order, deterministic.
+When every row starts on a 16-byte boundary (the base pointers are 16-byte aligned and
+C is a multiple of RMS_VEC) each chunk is one 16-byte load/store; otherwise the same
+chunks are loaded element by element, so both paths do the same arithmetic in the
+same order (bit-equal in the emulator's checks).
+The number of chunks a lane keeps in registers is a compile-time variant picked at
+launch from C (a uniform branch inside one kernel: the emulator and the coverage check
+name kernels without template arguments).
+
+Forward (rmsnorm_forward_kernel): one pass: x kept in registers (up to 8 chunks per
+lane, C <= 2048 in bf16; 101 registers) between the sum of squares and the output, so
+a row is read from memory once.
+
+Backward (rmsnorm_backward_kernel): one kernel computes dinp and dw.
+  dinp += r*w*dy - k*x with k = r^3/C * sum(dy*w*x) (the residual stream's gradient
+  accumulates), per row as above; dy and x stay in registers between the dot product
+  and the update up to 2 chunks per lane (C <= 512 in bf16, the DiT's q/k norms);
+  longer rows are read again in the second pass, from L1/L2 since the row was just
+  read (4 chunks in registers would take the kernel to ~160 registers, one block per
+  SM; now 116). __launch_bounds__(256, 2) states the two blocks per SM that the shared
+  memory allows anyway: without it ptxas stopped the FP32 build at 80 registers with a
+  4-byte spill; with it, 110 and no spill (dev/test/ptxas_gate.py).
+  dw += sum_i dy_i * x_i * rstd_i without a second pass over dy and x: a fixed grid of
+  G blocks (G depends only on N and C, never on the GPU) walks the rows in a fixed
+  partition; each row group ("slot") of a block adds its rows' dy*x*r into its own fp32
+  slice of shared memory, the block adds its slots in slot order and writes one fp32
+  partial row [C] to a static scratch array. Partials are then reduced in a fixed tree:
+  blocks form groups of RMS_GROUP in block order; the last block of a group to finish
+  (an atomic ticket) adds the group's partials in block order; the last group to finish
+  adds the group sums in group order and adds the total to dw (one rounding). Which
+  block happens to be last changes only who adds, never the order of the additions, so
+  dw is the same on every run and every device. No float atomics.
+  The scratch (RMS_SCRATCH_FLOATS fp32 + counters, rmsnorm_scratch_bytes()) is a static
+  __device__ array: no allocation, no setup call, the trainers' calls are unchanged. As
+  with the cuBLASLt workspace and global_norm_squared, two rmsnorm_backward calls must
+  not run concurrently on two streams.
+  Rows longer than the fused kernel's shared memory allows (C above about 24500, or
+  more than the device's opt-in limit) take the old two-kernel path
+  (rmsnorm_backward_dinp_kernel + rmsnorm_backward_dw_kernel): deterministic too.
+
+Predicted gain at llama3-1B, B=4 T=2048 (N = 8192 rows, C = 2048, bf16), H100 SXM at an
+achievable ~2.9 TB/s. PREDICTIONS, nothing here has run on a GPU:
+  forward: 67 MB from HBM (x read once, y written) before and after; before, 2-byte
+    loads and a second read of x from L1/L2: ~30-38 us -> after ~23-25 us.
+  backward: before 201 MB (dinp kernel: dy, x, dinp read + dinp written, 134 MB;
+    dw kernel: dy and x read again, 67 MB, by only C/32 = 64 blocks with 64-byte warp
+    loads, so bound by memory-level parallelism): ~155-265 us -> after 134 MB + 2 MB
+    of partials: ~47 us plus a ~3 us reduction tail.
+Where the residual add went: the forward add x + f(x) is done by the GEMM that
+produces f(x) (matmul_forward_residual), so it costs no extra kernel and no extra pass;
+the backward add is the "dinp +=" above, so the residual gradient and the norm's
+gradient are summed in the same pass over the row.
+*/
+#pragma once
+#include "../core/common.h"
+
+#define RMS_VEC (16 / (int)sizeof(floatX))  // elements per 16-byte chunk
+struct alignas(16) RmsChunk { floatX v[RMS_VEC]; };
+
+#define RMS_WARPS 8             // warps per block (the backward uses fewer when C is large)
+#define RMS_MAX_NPL 8           // forward: chunks per lane kept in registers (C <= 8 * 32 * RMS_VEC)
+// backward: dy and x stay in registers up to 2 chunks per lane (C <= 512 in bf16); longer
+// rows are read again in the second pass, from L1/L2 (the row was just read). 4 chunks
+// would make the kernel ~160 registers (one block per SM), 8 ~250.
+#define RMS_BWD_MAX_NPL 2
+#define RMS_GROUP 16            // partial rows added per group in the backward's reduction tree
+#define RMS_BWD_MAX_BLOCKS 256  // G: at most 16 groups of 16
+#define RMS_BWD_ROWS_PER_SLOT 4 // G is chosen so that each row slot gets about this many rows
+#define RMS_BWD_SMEM_MAX (96 * 1024)  // fused backward: shared memory per block, 2 blocks per SM
+#define RMS_SCRATCH_FLOATS (RMS_BWD_MAX_BLOCKS * 2048)  // partial rows [G, C], G * C <= this
+
+static __device__ float rmsnorm_dw_partials[RMS_SCRATCH_FLOATS];
+static __device__ unsigned int rmsnorm_tickets[RMS_BWD_MAX_BLOCKS / RMS_GROUP + 1];  // per group, then the final
+
+// bytes of device memory the backward's static scratch holds (for the memory plan)
+static inline size_t rmsnorm_scratch_bytes(void) {
+    return sizeof(float) * (size_t)RMS_SCRATCH_FLOATS + sizeof(unsigned int) * (RMS_BWD_MAX_BLOCKS / RMS_GROUP + 1);
+}
+
+// lanes per row: the smallest power of two >= the chunks of a row, at most 32
+static inline int rms_lanes(int nch) {
+    int L = 1;
+    while (L < 32 && L < nch) L <<= 1;
+    return L;
+}
+// chunks per lane to keep in registers: 1, 2, 4, ... up to max, or 0 (more: re-read the row)
+static inline int rms_npl(int nch, int L, int max) {
+    int per = (int)ceil_div((size_t)nch, (size_t)L);
+    int npl = 1;
+    while (npl < per) npl <<= 1;
+    return npl <= max ? npl : 0;
+}
+static inline bool rms_aligned16(const void* p) { return ((uintptr_t)p & 15) == 0; }
+
+// Floats per row slot in the backward's shared memory. Element k of chunk q sits at
+// k * nchp + q: the lanes of a group hold consecutive chunks, so they hit consecutive
+// banks; nchp % 32 == 32 / RMS_VEC makes the block's final pass (consecutive channels
+// c = q * RMS_VEC + k across lanes) hit 32 different banks too; the extra (L % 32) floats
+// put the row groups of one warp on different banks.
+static __host__ __device__ __forceinline__ int rms_nchp(int nch) { return nch + ((32 / RMS_VEC - nch % 32) % 32 + 32) % 32; }
+static __host__ __device__ __forceinline__ int rms_slice(int nch, int L) { return RMS_VEC * rms_nchp(nch) + (L & 31); }
+
+template <bool VEC>
+static __device__ __forceinline__ RmsChunk rms_load(const floatX* p, int valid) {
+    RmsChunk c;
+    if (VEC) {
+        c = *(const RmsChunk*)p;
+    } else {
+        for (int k = 0; k < RMS_VEC; k++) c.v[k] = k < valid ? p[k] : (floatX)0.0f;
+    }
+    return c;
+}
+template <bool VEC>
+static __device__ __forceinline__ void rms_store(floatX* p, const RmsChunk& c, int valid) {
+    if (VEC) {
+        *(RmsChunk*)p = c;
+    } else {
+        for (int k = 0; k < RMS_VEC; k++)
+            if (k < valid) p[k] = c.v[k];
+    }
+}
+// sum over the L lanes of a group (xor offsets below L stay inside the group)
+static __device__ __forceinline__ float rms_group_sum(float v, int L) {
+    for (int off = L >> 1; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
+    return v;
+}
+static __device__ __forceinline__ int rms_valid(int q, int C) {
+    int left = C - q * RMS_VEC;
+    return left < RMS_VEC ? left : RMS_VEC;
+}
+
+// ---------------------------------------------------------------------------------
+// forward
+template <bool VEC, int NPL>
+static __device__ void rms_forward_rows(floatX* out, float* rstd, const floatX* inp, const floatX* w, int N, int C,
+                                        float eps, int L) {
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    int sub = lane / L, sl = lane % L, rpw = 32 / L;
+    int nch = (C + RMS_VEC - 1) / RMS_VEC;
+    int row = (blockIdx.x * (blockDim.x >> 5) + warp) * rpw + sub;
+    bool ok = row < N;  // lanes past the end still take part in the shuffles
+    const floatX* x = inp + (size_t)(ok ? row : 0) * C;
+    RmsChunk xs[NPL > 0 ? NPL : 1];
+    float ss = 0.0f;
+    if (NPL > 0) {
+#pragma unroll
+        for (int t = 0; t < NPL; t++) {
+            int q = sl + t * L;
+            if (ok && q < nch) {
+                int valid = VEC ? RMS_VEC : rms_valid(q, C);
+                xs[t] = rms_load<VEC>(x + q * RMS_VEC, valid);
+                for (int k = 0; k < RMS_VEC; k++) if (k < valid) { float xv = (float)xs[t].v[k]; ss += xv * xv; }
+            }
+        }
+    } else if (ok) {
+        for (int q = sl; q < nch; q += L) {
+            int valid = VEC ? RMS_VEC : rms_valid(q, C);
+            RmsChunk c = rms_load<VEC>(x + q * RMS_VEC, valid);
+            for (int k = 0; k < RMS_VEC; k++) if (k < valid) { float xv = (float)c.v[k]; ss += xv * xv; }
+        }
+    }
+    ss = rms_group_sum(ss, L);
+    if (!ok) return;  // after the last shuffle
+    float r = 1.0f / sqrtf(ss / C + eps);
+    floatX* y = out + (size_t)row * C;
+    if (NPL > 0) {
+#pragma unroll
+        for (int t = 0; t < NPL; t++) {
+            int q = sl + t * L;
+            if (q < nch) {
+                int valid = VEC ? RMS_VEC : rms_valid(q, C);
+                RmsChunk wc = rms_load<VEC>(w + q * RMS_VEC, valid), yc;
+                for (int k = 0; k < RMS_VEC; k++) yc.v[k] = (floatX)((float)xs[t].v[k] * r * (float)wc.v[k]);
+                rms_store<VEC>(y + q * RMS_VEC, yc, valid);
+            }
+        }
+    } else {
+        for (int q = sl; q < nch; q += L) {
+            int valid = VEC ? RMS_VEC : rms_valid(q, C);
+            RmsChunk xc = rms_load<VEC>(x + q * RMS_VEC, valid), wc = rms_load<VEC>(w + q * RMS_VEC, valid), yc;
+            for (int k = 0; k < RMS_VEC; k++) yc.v[k] = (floatX)((float)xc.v[k] * r * (float)wc.v[k]);
+            rms_store<VEC>(y + q * RMS_VEC, yc, valid);
+        }
+    }
+    if (sl == 0) rstd[row] = r;
+}
+
+// vec and npl are uniform over the grid: one kernel, the branch picks a compiled variant
+__global__ void __launch_bounds__(32 * RMS_WARPS) rmsnorm_forward_kernel(floatX* out, float* rstd, const floatX* inp,
+                                                                         const floatX* w, int N, int C, float eps,
+                                                                         int vec, int npl, int L) {
+    if (vec) {
+        switch (npl) {
+            case 1: rms_forward_rows<true, 1>(out, rstd, inp, w, N, C, eps, L); break;
+            case 2: rms_forward_rows<true, 2>(out, rstd, inp, w, N, C, eps, L); break;
+            case 4: rms_forward_rows<true, 4>(out, rstd, inp, w, N, C, eps, L); break;
+            case 8: rms_forward_rows<true, 8>(out, rstd, inp, w, N, C, eps, L); break;
+            default: rms_forward_rows<true, 0>(out, rstd, inp, w, N, C, eps, L); break;
+        }
+    } else {
+        switch (npl) {
+            case 1: rms_forward_rows<false, 1>(out, rstd, inp, w, N, C, eps, L); break;
+            case 2: rms_forward_rows<false, 2>(out, rstd, inp, w, N, C, eps, L); break;
+            case 4: rms_forward_rows<false, 4>(out, rstd, inp, w, N, C, eps, L); break;
+            case 8: rms_forward_rows<false, 8>(out, rstd, inp, w, N, C, eps, L); break;
+            default: rms_forward_rows<false, 0>(out, rstd, inp, w, N, C, eps, L); break;
+        }
+    }
+}
+
+// the 16-byte path: every row of every tensor starts on a 16-byte boundary
+static inline int rms_vec_ok(int C, const void* a, const void* b, const void* c, const void* d) {
+    return C % RMS_VEC == 0 && rms_aligned16(a) && rms_aligned16(b) && rms_aligned16(c) && rms_aligned16(d);
+}
+
+static inline void rmsnorm_forward(floatX* out, float* rstd, const floatX* inp, const floatX* w, int N, int C, float eps,
+                                   stream_t s) {
+    if (N <= 0 || C <= 0) return;
+    int nch = (int)ceil_div((size_t)C, RMS_VEC), L = rms_lanes(nch), npl = rms_npl(nch, L, RMS_MAX_NPL);
+    int vec = rms_vec_ok(C, out, inp, w, inp);
+    size_t rows_per_block = (size_t)RMS_WARPS * (32 / L);
+    unsigned grid = (unsigned)ceil_div((size_t)N, rows_per_block);
+    rmsnorm_forward_kernel<<<grid, 32 * RMS_WARPS, 0, s>>>(out, rstd, inp, w, N, C, eps, vec, npl, L);
+    cudaCheck(cudaGetLastError());
+}
+
+// ---------------------------------------------------------------------------------
+// backward, fused. Shared memory: one fp32 slice (rms_slice floats) per row slot.
+template <bool VEC, int NPL>
+static __device__ void rms_backward_rows(floatX* dinp, const floatX* dout, const floatX* inp, const floatX* w,
+                                         const float* rstd, int N, int C, int L, float* dwp) {
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
+    int sub = lane / L, sl = lane % L, rpw = 32 / L;
+    int nch = (C + RMS_VEC - 1) / RMS_VEC, nchp = rms_nchp(nch);
+    float* mine = dwp + (size_t)(warp * rpw + sub) * rms_slice(nch, L);
+    for (int q = sl; q < nch; q += L)
+        for (int k = 0; k < RMS_VEC; k++) mine[k * nchp + q] = 0.0f;
+    size_t step = (size_t)gridDim.x * nwarps * rpw;
+    for (size_t base = ((size_t)blockIdx.x * nwarps + warp) * rpw; base < (size_t)N; base += step) {
+        size_t row = base + sub;
+        bool ok = row < (size_t)N;
+        const floatX* x = inp + (ok ? row : 0) * C;
+        const floatX* dy = dout + (ok ? row : 0) * C;
+        float r = ok ? rstd[row] : 0.0f;
+        RmsChunk xs[NPL > 0 ? NPL : 1], dys[NPL > 0 ? NPL : 1];
+        float dot = 0.0f;  // sum_k dy_k w_k x_k
+        if (NPL > 0) {
+#pragma unroll
+            for (int t = 0; t < NPL; t++) {
+                int q = sl + t * L;
+                if (ok && q < nch) {
+                    int valid = VEC ? RMS_VEC : rms_valid(q, C);
+                    xs[t] = rms_load<VEC>(x + q * RMS_VEC, valid);
+                    dys[t] = rms_load<VEC>(dy + q * RMS_VEC, valid);
+                    RmsChunk wc = rms_load<VEC>(w + q * RMS_VEC, valid);
+                    for (int k = 0; k < RMS_VEC; k++) if (k < valid) dot += (float)dys[t].v[k] * (float)wc.v[k] * (float)xs[t].v[k];
+                }
+            }
+        } else if (ok) {
+            for (int q = sl; q < nch; q += L) {
+                int valid = VEC ? RMS_VEC : rms_valid(q, C);
+                RmsChunk xc = rms_load<VEC>(x + q * RMS_VEC, valid), dc = rms_load<VEC>(dy + q * RMS_VEC, valid);
+                RmsChunk wc = rms_load<VEC>(w + q * RMS_VEC, valid);
+                for (int k = 0; k < RMS_VEC; k++) if (k < valid) dot += (float)dc.v[k] * (float)wc.v[k] * (float)xc.v[k];
+            }
+        }
+        dot = rms_group_sum(dot, L);
+        if (!ok) continue;  // the loop bound is uniform over the warp: no shuffle is skipped
+        float kk = dot * r * r * r / C;
+        floatX* dx = dinp + row * C;
+        if (NPL > 0) {
+#pragma unroll
+            for (int t = 0; t < NPL; t++) {
+                int q = sl + t * L;
+                if (q < nch) {
+                    int valid = VEC ? RMS_VEC : rms_valid(q, C);
+                    RmsChunk wc = rms_load<VEC>(w + q * RMS_VEC, valid), dxc = rms_load<VEC>(dx + q * RMS_VEC, valid);
+                    for (int k = 0; k < RMS_VEC; k++) {
+                        float xv = (float)xs[t].v[k], g = (float)dys[t].v[k];
+                        dxc.v[k] = (floatX)((float)dxc.v[k] + (r * (float)wc.v[k] * g - kk * xv));
+                        mine[k * nchp + q] += g * xv * r;
+                    }
+                    rms_store<VEC>(dx + q * RMS_VEC, dxc, valid);
+                }
+            }
+        } else {
+            for (int q = sl; q < nch; q += L) {
+                int valid = VEC ? RMS_VEC : rms_valid(q, C);
+                RmsChunk xc = rms_load<VEC>(x + q * RMS_VEC, valid), dc = rms_load<VEC>(dy + q * RMS_VEC, valid);
+                RmsChunk wc = rms_load<VEC>(w + q * RMS_VEC, valid), dxc = rms_load<VEC>(dx + q * RMS_VEC, valid);
+                for (int k = 0; k < RMS_VEC; k++) {
+                    float xv = (float)xc.v[k], g = (float)dc.v[k];
+                    dxc.v[k] = (floatX)((float)dxc.v[k] + (r * (float)wc.v[k] * g - kk * xv));
+                    mine[k * nchp + q] += g * xv * r;
+                }
+                rms_store<VEC>(dx + q * RMS_VEC, dxc, valid);
+            }
+        }
+    }
+}
+
+// Adds rows row0, row0 + step, ... (nrows of them, in that order) of the partials, for
+// every channel: into row row0 (dw == NULL), or onto dw. The partials were written by other
+// blocks: read through a volatile pointer (from L2, never a stale L1 line). Eight channels
+// per thread and four rows loaded before they are added, so ~32 loads are in flight per
+// thread: this runs on one SM while the others may be idle.
+static __device__ void rms_sum_rows(int C, int row0, int step, int nrows, floatX* dw) {
+    const volatile float* part = rmsnorm_dw_partials;
+    constexpr int J = 8, U = 4;
+    const int nt = blockDim.x;
+    for (int c0 = threadIdx.x; c0 < C; c0 += J * nt) {
+        float acc[J];
+#pragma unroll
+        for (int j = 0; j < J; j++) acc[j] = 0.0f;
+        int r = 0;
+        for (; r + U <= nrows; r += U) {
+            float v[U][J];
+#pragma unroll
+            for (int u = 0; u < U; u++)
+#pragma unroll
+                for (int j = 0; j < J; j++) {
+                    int c = c0 + j * nt;
+                    v[u][j] = c < C ? part[(size_t)(row0 + (r + u) * step) * C + c] : 0.0f;
+                }
+#pragma unroll
+            for (int u = 0; u < U; u++)
+#pragma unroll
+                for (int j = 0; j < J; j++) acc[j] += v[u][j];
+        }
+        for (; r < nrows; r++)
+#pragma unroll
+            for (int j = 0; j < J; j++) {
+                int c = c0 + j * nt;
+                if (c < C) acc[j] += part[(size_t)(row0 + r * step) * C + c];
+            }
+#pragma unroll
+        for (int j = 0; j < J; j++) {
+            int c = c0 + j * nt;
+            if (c >= C) continue;
+            if (dw) dw[c] = (floatX)((float)dw[c] + acc[j]);
+            else rmsnorm_dw_partials[(size_t)row0 * C + c] = acc[j];
+        }
+    }
+}
+
+__global__ void __launch_bounds__(32 * RMS_WARPS, 2) rmsnorm_backward_kernel(floatX* dinp, floatX* dw, const floatX* dout,
+                                                                             const floatX* inp, const floatX* w,
+                                                                             const float* rstd, int N, int C, int vec,
+                                                                             int npl, int L) {
+    extern __shared__ float dwp[];  // [slots][rms_slice(nch, L)]
+    __shared__ unsigned int ticket;
+    if (vec) {
+        switch (npl) {
+            case 1: rms_backward_rows<true, 1>(dinp, dout, inp, w, rstd, N, C, L, dwp); break;
+            case 2: rms_backward_rows<true, 2>(dinp, dout, inp, w, rstd, N, C, L, dwp); break;
+            default: rms_backward_rows<true, 0>(dinp, dout, inp, w, rstd, N, C, L, dwp); break;
+        }
+    } else {
+        switch (npl) {
+            case 1: rms_backward_rows<false, 1>(dinp, dout, inp, w, rstd, N, C, L, dwp); break;
+            case 2: rms_backward_rows<false, 2>(dinp, dout, inp, w, rstd, N, C, L, dwp); break;
+            default: rms_backward_rows<false, 0>(dinp, dout, inp, w, rstd, N, C, L, dwp); break;
+        }
+    }
+    // this block's partial of dw: its slots added in slot order
+    int nch = (C + RMS_VEC - 1) / RMS_VEC, nchp = rms_nchp(nch), slots = (blockDim.x >> 5) * (32 / L);
+    size_t slice = (size_t)rms_slice(nch, L);
+    __syncthreads();
+    for (int c = threadIdx.x; c < C; c += blockDim.x) {
+        size_t at = (size_t)(c % RMS_VEC) * nchp + c / RMS_VEC;
+        float sum = 0.0f;
+        for (int sl = 0; sl < slots; sl++) sum += dwp[sl * slice + at];
+        rmsnorm_dw_partials[(size_t)blockIdx.x * C + c] = sum;
+    }
+    // the last block of each group adds the group's partials, in block order, into the
+    // group's first row; the last group adds the group rows, in group order, into dw
+    __threadfence();  // this block's partials are visible before its ticket is taken
+    __syncthreads();
+    int G = gridDim.x, g = blockIdx.x / RMS_GROUP, first = g * RMS_GROUP;
+    int gsize = G - first < RMS_GROUP ? G - first : RMS_GROUP, ngroups = (G + RMS_GROUP - 1) / RMS_GROUP;
+    if (threadIdx.x == 0) ticket = atomicAdd(&rmsnorm_tickets[g], 1u);
+    __syncthreads();
+    if (ticket != (unsigned)gsize - 1) return;  // block-uniform
+    if (threadIdx.x == 0) rmsnorm_tickets[g] = 0;  // every block of the group has taken its ticket: reset for the next call
+    rms_sum_rows(C, first, 1, gsize, NULL);  // into row `first`
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) ticket = atomicAdd(&rmsnorm_tickets[RMS_BWD_MAX_BLOCKS / RMS_GROUP], 1u);
+    __syncthreads();
+    if (ticket != (unsigned)ngroups - 1) return;
+    if (threadIdx.x == 0) rmsnorm_tickets[RMS_BWD_MAX_BLOCKS / RMS_GROUP] = 0;
+    rms_sum_rows(C, 0, RMS_GROUP, ngroups, dw);
+}
+
+// --- the two-kernel path, for rows too long for the fused kernel's shared memory
+__global__ void rmsnorm_backward_dinp_kernel(floatX* dinp, const floatX* dout, const floatX* inp, const floatX* w,
+                                             const float* rstd, int N, int C) {
+    int lane = threadIdx.x & 31;
+    int i = blockIdx.x * RMS_WARPS + (threadIdx.x >> 5);
+    if (i >= N) return;
+    const floatX* x = inp + (size_t)i * C;
+    const floatX* dy = dout + (size_t)i * C;
+    floatX* dx = dinp + (size_t)i * C;
+    float r = rstd[i];
+    float dot = 0.0f;  // sum_k dy_k w_k x_k
+    for (int c = lane; c < C; c += 32) dot += (float)dy[c] * (float)w[c] * (float)x[c];
+    dot = rms_group_sum(dot, 32);
+    float k = dot * r * r * r / C;
+    for (int c = lane; c < C; c += 32)
+        dx[c] = (floatX)((float)dx[c] + (r * (float)w[c] * (float)dy[c] - k * (float)x[c]));
+}
+
+#define RMSNORM_DW_CH 32      // channels per block (threadIdx.x)
+#define RMSNORM_DW_SLICES 16  // row slices per block (threadIdx.y)
+
+// A block owns 32 channels (threadIdx.x) and has 16 row slices (threadIdx.y): slice y
+// sums rows y, y+16, ... in order, then one thread per channel adds the 16 partials in order.
+__global__ void rmsnorm_backward_dw_kernel(floatX* dw, const floatX* dout, const floatX* inp, const float* rstd, int N,
+                                           int C) {
+    __shared__ float part[RMSNORM_DW_SLICES][RMSNORM_DW_CH];
+    int tx = threadIdx.x, ty = threadIdx.y;
+    int c = blockIdx.x * RMSNORM_DW_CH + tx;
+    float acc = 0.0f;
+    if (c < C)
+        for (int i = ty; i < N; i += RMSNORM_DW_SLICES)
+            acc += (float)dout[(size_t)i * C + c] * (float)inp[(size_t)i * C + c] * rstd[i];
+    part[ty][tx] = acc;
+    __syncthreads();
+    if (ty == 0 && c < C) {
+        float sum = 0.0f;
+        for (int y = 0; y < RMSNORM_DW_SLICES; y++) sum += part[y][tx];
+        dw[c] = (floatX)((float)dw[c] + sum);
+    }
+}
+
+// the fused kernel's shape: warps per block (0: C too large, use the two-kernel path) and blocks
+static inline void rms_backward_shape(int N, int C, int* warps, int* blocks, size_t* smem) {
+    int nch = (int)ceil_div((size_t)C, RMS_VEC), L = rms_lanes(nch);
+    size_t per_warp = (size_t)(32 / L) * rms_slice(nch, L) * sizeof(float);
+    size_t w = RMS_BWD_SMEM_MAX / per_warp;
+    *warps = (int)(w < RMS_WARPS ? w : RMS_WARPS);
+    *smem = (size_t)*warps * per_warp;
+    if (*warps == 0) { *blocks = 0; return; }
+    size_t rows_per_block = (size_t)*warps * (32 / L) * RMS_BWD_ROWS_PER_SLOT;
+    size_t g = ceil_div((size_t)N, rows_per_block);
+    size_t gmax = RMS_SCRATCH_FLOATS / (size_t)C;
+    if (g > RMS_BWD_MAX_BLOCKS) g = RMS_BWD_MAX_BLOCKS;
+    if (g > gmax) g = gmax;
+    *blocks = (int)g;
+}
+
+// dinp += dL/dx, dw += dL/dw
+static inline void rmsnorm_backward(floatX* dinp, floatX* dw, const floatX* dout, const floatX* inp, const floatX* w,
+                                    const float* rstd, int N, int C, stream_t s) {
+    if (N <= 0 || C <= 0) return;
+    // The fused kernel's shared memory is opted in once per process, up to what the device
+    // allows; a device that allows less than a shape needs gets the two-kernel path (the
+    // shape itself never depends on the device, so neither does the order of dw's sums).
+    static int smem_allowed = -1;
+    if (smem_allowed < 0) {
+        int dev = 0, optin = 0;
+        cudaCheck(cudaGetDevice(&dev));
+        cudaCheck(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+        smem_allowed = optin < RMS_BWD_SMEM_MAX ? optin : RMS_BWD_SMEM_MAX;
+        if (smem_allowed > 48 * 1024)
+            cudaCheck(cudaFuncSetAttribute(rmsnorm_backward_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           smem_allowed));
+        else smem_allowed = 48 * 1024;
+    }
+    int warps, blocks;
+    size_t smem;
+    rms_backward_shape(N, C, &warps, &blocks, &smem);
+    if (warps == 0 || smem > (size_t)smem_allowed) {
+        unsigned grid = (unsigned)ceil_div((size_t)N, RMS_WARPS);
+        rmsnorm_backward_dinp_kernel<<<grid, 32 * RMS_WARPS, 0, s>>>(dinp, dout, inp, w, rstd, N, C);
+        cudaCheck(cudaGetLastError());
+        dim3 block(RMSNORM_DW_CH, RMSNORM_DW_SLICES);
+        unsigned grid_dw = (unsigned)ceil_div((size_t)C, RMSNORM_DW_CH);
+        rmsnorm_backward_dw_kernel<<<grid_dw, block, 0, s>>>(dw, dout, inp, rstd, N, C);
+        cudaCheck(cudaGetLastError());
+        return;
+    }
+    int vec = rms_vec_ok(C, dinp, dout, inp, w);
+    int nch = (int)ceil_div((size_t)C, RMS_VEC), L = rms_lanes(nch);
+    int npl = rms_npl(nch, L, RMS_BWD_MAX_NPL);
+    rmsnorm_backward_kernel<<<blocks, 32 * warps, smem, s>>>(dinp, dw, dout, inp, w, rstd, N, C, vec, npl, L);
+    cudaCheck(cudaGetLastError());
+}

@@ -1,0 +1,155 @@
+/*
+The parallel flags both trainers share, one definition for both: the communicator
+(--comm, --comm-timeout), ZeRO-1 (--zero), the fp32 gradient accumulator
+(--fp32-grad-accum), the plan of a cluster without one (--dp with --plan-only), and
+tensor parallelism (--tp, --tp-mode, --tp-recompute-allgather) and context parallelism
+(--cp, --cp-mode, --cp-ulysses) where the trainer has them. The world is dp x cp x tp,
+tp innermost (llmc/parallel/comm.h).
+*/
+#pragma once
+#include "../core/flags.h"
+#include "comm.h"
+#include "../core/logger.h"
+
+typedef struct {
+    int tp, tp_regather, zero, dp_plan, fp32_grad_accum, cp, cp_ulysses;
+    float comm_timeout;
+    const char *comm_backend, *tp_mode, *cp_mode;
+} ParallelArgs;
+
+static inline ParallelArgs parallel_args_default(void) {
+    ParallelArgs p;
+    memset(&p, 0, sizeof(p));
+    p.tp = 1; p.tp_regather = 1; p.fp32_grad_accum = -1; p.comm_timeout = 300.0f; p.tp_mode = "allreduce";
+    p.cp = 1; p.cp_mode = "ring"; p.cp_ulysses = 0;
+#ifdef LLMC_CPU
+    p.comm_backend = "mpi";
+#else
+    p.comm_backend = "nccl";
+#endif
+    return p;
+}
+
+// appends the entries to out (the TP ones when tp_help names what --tp must divide, the
+// CP ones when cp_help names what --cp must divide); returns how many
+static inline int parallel_flags(Flag* out, ParallelArgs* p, const char* tp_help, const char* cp_help) {
+    const Flag f[] = {
+        {"zero", 'i', &p->zero, "1: shard master weights and AdamW state over the DP ranks (ZeRO-1)"},
+        {"comm", 's', &p->comm_backend, "nccl | mpi: how a CUDA build's ranks talk (mpi: staged via host, GPUs may be shared)"},
+        {"comm-timeout", 'f', &p->comm_timeout, "seconds a collective may wait before the job is aborted (default 300)"},
+        {"dp", 'i', &p->dp_plan, "with --plan-only: plan for this many DP ranks (a run takes dp from the launcher)"},
+        {"fp32-grad-accum", 'i', &p->fp32_grad_accum, "1: sum micro-steps' gradients in fp32 (+4 B/param), 0: in the "
+                                                       "gradient buffer; default -1 = on when bf16 and > 1 micro-step"},
+        {"tp", 'i', &p->tp, tp_help},
+        {"tp-mode", 's', &p->tp_mode, "allreduce | reducescatter (sequence parallelism: 1/tp of the tokens per rank in the residual stream)"},
+        {"tp-recompute-allgather", 'i', &p->tp_regather, "1: backward gathers the norm outputs again (default); 0: keep the gathered copies"},
+    };
+    const Flag fc[] = {
+        {"cp", 'i', &p->cp, cp_help},
+        {"cp-mode", 's', &p->cp_mode, "ring (default) | ulysses | hybrid: how attention sees the tokens of the other CP ranks"},
+        {"cp-ulysses", 'i', &p->cp_ulysses, "with --cp-mode hybrid: the Ulysses ways inside each ring member (divides --cp)"},
+    };
+    int n = (int)(sizeof(f) / sizeof(f[0])) - (tp_help ? 0 : 3);
+    memcpy(out, f, (size_t)n * sizeof(Flag));
+    if (cp_help) {
+        memcpy(out + n, fc, sizeof(fc));
+        n += (int)(sizeof(fc) / sizeof(fc[0]));
+    }
+    return n;
+}
+
+// --cp-mode (llmc/parallel/context_parallel.h's CpMode order)
+static inline int cp_mode_parse(const char* v) {
+    if (strcmp(v, "ring") == 0) return 0;
+    if (strcmp(v, "ulysses") == 0) return 1;
+    if (strcmp(v, "hybrid") == 0) return 2;
+    FAIL("--cp-mode must be ring, ulysses or hybrid, got '%s'", v);
+    return 0;
+}
+
+// --tp-mode: 1 for sequence parallelism
+static inline int tp_mode_parse(const char* v) {
+    if (strcmp(v, "allreduce") == 0) return 0;
+    if (strcmp(v, "reducescatter") == 0) return 1;
+    FAIL("--tp-mode must be allreduce or reducescatter (sequence parallelism), got '%s'", v);
+    return 0;
+}
+
+// U, the Ulysses ways of the CP group: cp (ulysses), 1 (ring), --cp-ulysses (hybrid)
+static inline int cp_ulysses_ways(const ParallelArgs* p) {
+    int mode = cp_mode_parse(p->cp_mode);
+    return mode == 1 ? p->cp : mode == 2 ? p->cp_ulysses : 1;
+}
+
+// the string flags (the numeric ranges are llmc/core/flags.h's)
+static inline void parallel_args_validate(const ParallelArgs* p) {
+    tp_mode_parse(p->tp_mode);
+    int mode = cp_mode_parse(p->cp_mode);
+    if (mode == 2 && (p->cp_ulysses < 1 || p->cp % p->cp_ulysses != 0))
+        FAIL("--cp-mode hybrid needs --cp-ulysses U dividing --cp %d (U-way Ulysses inside, cp/U-way ring across), got %d",
+             p->cp, p->cp_ulysses);
+    if (mode != 2 && p->cp_ulysses != 0) FAIL("--cp-ulysses %d is for --cp-mode hybrid (this run: %s)", p->cp_ulysses, p->cp_mode);
+    if (strcmp(p->comm_backend, "nccl") != 0 && strcmp(p->comm_backend, "mpi") != 0)
+        FAIL("--comm must be 'nccl' or 'mpi', got '%s'", p->comm_backend);
+}
+
+// The world: from the launcher (mpirun, srun; one process: a world of one), or for
+// --plan-only the plan of rank 0 of --dp x --cp x --tp ranks, with no launcher and no device.
+static inline void parallel_comm_init(Comm* comm, const ParallelArgs* p, int plan_only) {
+    int U = cp_ulysses_ways(p);
+    if (plan_only) { comm_init_plan(comm, p->dp_plan > 0 ? p->dp_plan : 1, p->tp, p->cp, U); return; }
+    comm_init(comm, p->tp, p->cp, U, strcmp(p->comm_backend, "nccl") == 0, p->comm_timeout);
+    if (p->dp_plan > 0 && p->dp_plan != comm->dp)
+        FAIL("--dp %d is for --plan-only; this run has dp = %d ranks (from the launcher)", p->dp_plan, comm->dp);
+}
+
+// this rank's device (comm_device_index) and the communication's set-up on it; none for --plan-only
+static inline void parallel_device_setup(Comm* comm, int plan_only) {
+    if (plan_only) return;
+    dev_select(comm_device_index(comm, dev_count()));
+    comm_setup_device(comm);
+}
+
+// What a model needs of the parallel layout beyond its ranks (llmc/parallel/comm.h), resolved
+// from the flags: the trainers' memory flags live in their own structs.
+typedef struct {
+    int zero;         // 1: optimizer state (fp32 master, AdamW m and v) sharded over DP (ZeRO-1)
+    int shard_vocab;  // 1: embedding and output projection split over the vocabulary (train_llama)
+    int grad_fp32;    // 1: micro-steps accumulate the gradients in an fp32 buffer (resolved from --fp32-grad-accum)
+    int tp_sp;        // --tp-mode reducescatter: sequence parallelism (the residual stream holds 1/tp of the rows)
+    int tp_regather;  // --tp-recompute-allgather 1: backward gathers the norm outputs again instead of keeping them
+} ParallelFlags;
+
+static inline int grad_fp32_resolve(int flag, int micro_steps);
+
+// the flags of a run whose optimizer steps have micro_steps micro-batches
+static inline ParallelFlags parallel_flags_resolve(const ParallelArgs* p, int shard_vocab, int micro_steps) {
+    ParallelFlags f = {p->zero, shard_vocab, grad_fp32_resolve(p->fp32_grad_accum, micro_steps), tp_mode_parse(p->tp_mode),
+                       p->tp_regather};
+    return f;
+}
+
+static inline void parallel_flags_validate(const ParallelFlags* f) {
+    if (f->zero != 0 && f->zero != 1) FAIL("--zero must be 0 or 1 (got %d)", f->zero);
+    if (f->shard_vocab != 0 && f->shard_vocab != 1) FAIL("--shard-vocab must be 0 or 1 (got %d)", f->shard_vocab);
+    if (f->grad_fp32 != 0 && f->grad_fp32 != 1) FAIL("grad_fp32 must be resolved to 0 or 1 (got %d)", f->grad_fp32);
+    if (f->tp_sp != 0 && f->tp_sp != 1) FAIL("tp_sp must be 0 or 1 (got %d)", f->tp_sp);
+    if (f->tp_regather != 0 && f->tp_regather != 1) FAIL("--tp-recompute-allgather must be 0 or 1 (got %d)", f->tp_regather);
+}
+
+// --fp32-grad-accum -1 (auto): on when a step has more than one micro-step and the
+// gradients are stored in bf16, where adding many micro-steps with beta = 1 in bf16
+// loses the small late contributions (docs/memory.md: its 4 bytes per parameter; the
+// emulator's bf16 test_llama run shows the error it removes). In fp32 builds the
+// gradients are fp32 already and auto leaves it off; 1 still runs the path.
+static inline int grad_fp32_resolve(int flag, int micro_steps) {
+    if (flag != -1 && flag != 0 && flag != 1) FAIL("--fp32-grad-accum must be -1 (auto), 0 or 1 (got %d)", flag);
+    return flag == -1 ? (micro_steps > 1 && sizeof(floatX) < sizeof(float)) : flag;
+}
+
+// the bytes a step sends (llmc/parallel/comm.h's count), predicted or counted, as one log line
+static inline void comm_bytes_log(Logger* lg, const char* what, const double b[NUM_GROUPS][NUM_COMM_KINDS]) {
+    char line[1024];
+    comm_bytes_format(line, sizeof(line), what, b);
+    logf_(lg, "%s", line);
+}

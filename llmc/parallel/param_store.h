@@ -1,0 +1,417 @@
+/*
+One rank's parameters, gradients and optimizer state, laid out by llmc/parallel/param_layout.h,
+and what data parallelism does with them: the gradient reduction of a bucket (an
+all-reduce, or with --zero 1 a reduce-scatter leaving each rank the sum over its own
+part), the fp32 accumulation of micro-steps, the global gradient norm over shards,
+AdamW over the owned pieces with the all-gather of ZeRO-1, and the moves of the whole
+state to and from the reference layout (checkpoints, reference files, test dumps).
+
+A model fills a table of ParamSpec, then:
+    param_store_layout   the layout of this rank (before planning)
+    param_store_plan     the arena entries (parameters, gradients, fp32 accumulator,
+                         master weights, AdamW moments), sized by the layout
+    param_store_bind     after allocation: the stream, the profile, zeroed buffers
+and in the step: param_store_bucket_done as backward completes each bucket (reductions
+start on the communication stream, overlapping the layers below), param_store_grad_norm,
+param_store_apply_update.
+*/
+#pragma once
+#include <limits.h>
+#include "../core/common.h"
+#include "../kernels/kernels.h"
+#include "../core/arena.h"
+#include "comm.h"
+#include "../kernels/profile.h"
+#include "param_layout.h"
+#include "../io/checkpoint.h"
+
+typedef struct {
+    ParamLayout lay;
+    Piece* pieces; int n_pieces;       // what this rank owns, in optimizer order
+    floatX *params, *grads;            // [n_local]
+    float *master, *adam_m, *adam_v;   // [n_opt]; master only where HAVE_MASTER_WEIGHTS
+    float* grad_acc;                   // --fp32-grad-accum: the fp32 sum of the step's micro-steps [n_local]
+    float* norm_scratch;               // one float on the device, planned by the model
+    int grad_fp32;
+    Comm* comm;
+    void* staging; size_t staging_bytes;  // --comm mpi (CUDA): pinned host staging, planned by the model
+    stream_t stream;
+    Profile* prof;
+} ParamStore;
+
+// The layout of this rank (comm's DP and TP ranks) for the model's tensor table.
+static inline void param_store_layout(ParamStore* ps, const ParamSpec* spec, int n_spec, int L, Comm* comm, int zero,
+                                      int shard_vocab, int grad_fp32) {
+    memset(ps, 0, sizeof(*ps));
+    ps->comm = comm; ps->grad_fp32 = grad_fp32;
+    param_layout_build(&ps->lay, spec, n_spec, L, comm->tp, comm->tp_rank, comm_grad_ranks(comm), comm_grad_rank(comm), zero, shard_vocab);
+    ps->pieces = (Piece*)xmalloc(param_layout_max_pieces(&ps->lay) * sizeof(Piece));
+    ps->n_pieces = param_layout_pieces(&ps->lay, ps->pieces);
+}
+
+static inline void param_store_plan(ParamStore* ps, Arena* d, int have_master) {
+    size_t n_local = ps->lay.n_local, n_opt = ps->lay.n_opt;
+    arena_add_to(d, "parameters", "parameters", n_local * sizeof(floatX), &ps->params);
+    arena_add_to(d, "gradients", "gradients", n_local * sizeof(floatX), &ps->grads);
+    arena_add_to(d, "gradient accumulator (fp32)", "gradients", ps->grad_fp32 ? n_local * sizeof(float) : 0, &ps->grad_acc);
+    arena_add_to(d, "master weights (fp32)", "optimizer", have_master ? n_opt * sizeof(float) : 0, &ps->master);
+    arena_add_to(d, "adam m", "optimizer", n_opt * sizeof(float), &ps->adam_m);
+    arena_add_to(d, "adam v", "optimizer", n_opt * sizeof(float), &ps->adam_v);
+}
+
+// the largest bucket, in elements: what --comm mpi stages through host memory at most
+static inline size_t param_store_largest_bucket(const ParamStore* ps) {
+    size_t most = 0;
+    for (int b = 0; b < ps->lay.n_buckets; b++) most = ps->lay.bucket[b].padded > most ? ps->lay.bucket[b].padded : most;
+    return most;
+}
+
+// bucket padding and the padded vocabulary rows stay zero for good
+static inline void param_store_bind(ParamStore* ps, stream_t s, Profile* prof, float* norm_scratch, void* staging,
+                                    size_t staging_bytes) {
+    ps->stream = s; ps->prof = prof; ps->norm_scratch = norm_scratch;
+    ps->staging = staging; ps->staging_bytes = staging_bytes;
+    size_t n = ps->lay.n_local;
+    dev_memset(ps->params, 0, n * sizeof(floatX), s);
+    dev_memset(ps->grads, 0, n * sizeof(floatX), s);
+    if (ps->grad_acc) dev_memset(ps->grad_acc, 0, n * sizeof(float), s);
+}
+
+static inline void param_store_free(ParamStore* ps) {
+    if (ps->comm && ps->comm->staging == ps->staging && ps->staging) comm_set_staging(ps->comm, NULL, 0);  // never left dangling
+    param_layout_free(&ps->lay);
+    free(ps->pieces);
+    ps->pieces = NULL;
+}
+
+// The communicator, with this store's staging buffer attached: the staging belongs to
+// the model's plan, and a process may hold two models (a test's flag-off run).
+static inline Comm* param_store_comm(ParamStore* ps) {
+    comm_set_staging(ps->comm, ps->staging, ps->staging_bytes);
+    return ps->comm;
+}
+
+static inline void param_store_zero_grads(ParamStore* ps) {
+    dev_memset(ps->grads, 0, ps->lay.n_local * sizeof(floatX), ps->stream);
+}
+
+// The gradients of [lo, lo + n) are complete for this micro-step. With
+// --fp32-grad-accum they move into the fp32 accumulator (the floatX buffer is zeroed
+// for the next micro-step), and on the last micro-step the sum comes back, rounded
+// once, for the reduction, the norm and AdamW.
+static inline void param_store_micro_step_done(ParamStore* ps, size_t lo, size_t n, int last) {
+    if (!ps->grad_acc || n == 0) return;
+    int k = prof_begin(ps->prof, "grad accumulate (fp32)", ps->stream);
+    grad_accumulate(ps->grad_acc + lo, ps->grads + lo, n, last, ps->stream);
+    prof_end(ps->prof, k, 0, n * (2.0 * sizeof(floatX) + 8.0), ps->stream);
+}
+
+// The TP all-reduce of the gradients of tensors every TP rank holds whole but computed
+// from only part of the work (param_tp_grad_partial): its own rows under sequence
+// parallelism (norm weights, biases, a replicated vocabulary), its own heads in any mode,
+// for the segments of one layer (-1: the rest). Once per step, on the accumulated sums.
+static inline void param_store_reduce_tp_replicated(ParamStore* ps, int layer, int sp) {
+    const ParamLayout* lay = &ps->lay;
+    if (lay->tp == 1) return;
+    for (int i = 0; i < lay->n_seg; i++) {
+        const Segment* g = &lay->seg[i];
+        if (g->layer != layer || !param_tp_replicated(lay, g->tensor) || g->n == 0) continue;
+        if (!param_tp_grad_partial(lay, g->tensor, sp)) continue;
+        comm_all_reduce(param_store_comm(ps), GROUP_TP, ps->grads + g->local_off, g->n, COMM_FLOATX, COMM_SUM, ps->stream);
+    }
+}
+
+// Starts the DP reduction of bucket b's gradients on the communication stream, after
+// the work already on the compute stream.
+static inline void param_store_reduce_bucket(ParamStore* ps, int b) {
+    const Bucket* k = &ps->lay.bucket[b];
+    if (ps->lay.zero)
+        comm_reduce_scatter(param_store_comm(ps), GROUP_DP, ps->grads + k->start, k->padded / comm_grad_ranks(ps->comm), COMM_FLOATX, ps->stream);
+    else comm_all_reduce(param_store_comm(ps), GROUP_DP, ps->grads + k->start, k->padded, COMM_FLOATX, COMM_SUM, ps->stream);
+}
+
+// Bucket b's gradients are complete for this micro-step (b = L: the rest). On the last
+// micro-step its reductions start: TP for the replicated tensors under sequence
+// parallelism, then DP.
+static inline void param_store_bucket_done(ParamStore* ps, int b, int last, int sp) {
+    const Bucket* k = &ps->lay.bucket[b];
+    param_store_micro_step_done(ps, k->start, k->padded, last);
+    if (last) { param_store_reduce_tp_replicated(ps, b < ps->lay.L ? b : -1, sp); param_store_reduce_bucket(ps, b); }
+}
+
+// The global gradient norm (before clipping), once the reductions are done: each rank
+// sums the squares of what it owns, then one all-reduce. Owned ranges, not tensors: the
+// padding of a bucket holds zero gradients, so it adds nothing, and the norm takes one
+// call per owned range (one for all the buckets when they are replicated, counted once,
+// on DP rank 0) instead of one per tensor. Under TP the pieces of what this rank owns
+// are summed instead, the TP-replicated ones on TP rank 0 only, and the all-reduce
+// spans the world.
+static inline float param_store_norm_of(ParamStore* ps, const floatX* buf, const char* group);
+static inline float param_store_grad_norm(ParamStore* ps) { return param_store_norm_of(ps, ps->grads, "grad norm"); }
+
+// Are the parameters finite? Their norm, by the same owned ranges: checked before every
+// checkpoint, so that an update that made NaN or Inf (a huge --lr) stops the run
+// with the last good checkpoint on disk instead of writing a bad one over it.
+static inline int param_store_params_finite(ParamStore* ps) {
+    return isfinite(param_store_norm_of(ps, ps->params, "parameter check"));
+}
+
+// tests only (--test-nan-update): a NaN in this rank's first owned parameter, as an update
+// gone wrong would leave it
+static inline void param_store_plant_nan(ParamStore* ps) {
+    float nan = NAN;
+    if (ps->n_pieces > 0) dev_upload_floats(ps->params + ps->pieces[0].local_off, &nan, 1);
+}
+
+// the norm of a local buffer (gradients or parameters) over what each rank owns
+static inline float param_store_norm_of(ParamStore* ps, const floatX* buf, const char* group) {
+    stream_t s = ps->stream;
+    const ParamLayout* lay = &ps->lay;
+    Comm* cm = ps->comm;
+    comm_join(cm, s);
+    int k = prof_begin(ps->prof, group, s);
+    dev_memset(ps->norm_scratch, 0, sizeof(float), s);
+    if (lay->tp > 1) {
+        if (lay->zero || comm_grad_rank(cm) == 0)
+            for (int i = 0; i < ps->n_pieces; i++) {
+                const Piece* pc = &ps->pieces[i];
+                if (param_tp_replicated(lay, pc->tensor) && cm->tp_rank != 0) continue;
+                global_norm_squared(ps->norm_scratch, buf + pc->local_off, pc->n, s);
+            }
+    } else {
+        if (lay->zero) {
+            for (int b = 0; b < lay->n_buckets; b++) {
+                size_t lo, n; bucket_owned(lay, b, &lo, &n);
+                global_norm_squared(ps->norm_scratch, buf + lo, n, s);
+            }
+        } else if (comm_grad_rank(cm) == 0) {
+            global_norm_squared(ps->norm_scratch, buf, lay->vocab_start, s);
+        }
+        if (lay->n_local > lay->vocab_start)  // the owned vocabulary rows
+            global_norm_squared(ps->norm_scratch, buf + lay->vocab_start, lay->n_local - lay->vocab_start, s);
+    }
+    prof_end(ps->prof, k, 0, (double)lay->n_opt * sizeof(floatX), s);
+    comm_all_reduce(param_store_comm(ps), GROUP_WORLD, ps->norm_scratch, 1, COMM_FLOAT, COMM_SUM, s);
+    comm_join(cm, s);
+    float norm2 = 0.0f;
+    dev_memcpy_d2h(&norm2, ps->norm_scratch, sizeof(float), s);
+    comm_synchronize(cm);
+    stream_synchronize(s);
+    return sqrtf(norm2);
+}
+
+// Global-norm clipping (as torch.nn.utils.clip_grad_norm_) and one AdamW step on what
+// this rank owns (weight decay on the tensors whose spec says so); with --zero 1 the
+// updated parts are then all-gathered.
+static inline void param_store_apply_update(ParamStore* ps, float lr, float beta1, float beta2, float eps, float weight_decay,
+                                            float grad_clip, float norm, int t) {
+    stream_t s = ps->stream;
+    float scale = grad_clip_scale(grad_clip, norm);
+    int k = prof_begin(ps->prof, "adamw", s);
+    for (int i = 0; i < ps->n_pieces; i++) {
+        const Piece* pc = &ps->pieces[i];
+        float wd = ps->lay.spec[pc->tensor].decays ? weight_decay : 0.0f;
+        adamw_update(ps->params + pc->local_off, ps->master ? ps->master + pc->opt_off : NULL, ps->grads + pc->local_off,
+                     ps->adam_m + pc->opt_off, ps->adam_v + pc->opt_off, pc->n, lr, beta1, beta2, eps, wd, scale, t, s);
+    }
+    // per element: parameter and gradient (floatX), moments and master weights (fp32), read and written
+    prof_end(ps->prof, k, 0, (double)ps->lay.n_opt * (3.0 * sizeof(floatX) + 4.0 * (2 + (ps->master != NULL)) * 2), s);
+    if (ps->lay.zero)
+        for (int b = 0; b < ps->lay.n_buckets; b++)
+            comm_all_gather(param_store_comm(ps), GROUP_DP, ps->params + ps->lay.bucket[b].start,
+                            ps->lay.bucket[b].padded / comm_grad_ranks(ps->comm), COMM_FLOATX, s);
+    comm_join(ps->comm, s);
+    comm_synchronize(ps->comm);
+    stream_synchronize(s);
+}
+
+// What data parallelism sends in one step (comm_bytes_add's count): each bucket once
+// (all-reduce, or with --zero 1 reduce-scatter and all-gather), and the squared norm.
+static inline void param_store_comm_bytes(const ParamStore* ps, CommBytes* cb) {
+    for (int b = 0; b < ps->lay.n_buckets; b++) {
+        double bytes = ps->lay.bucket[b].padded * (double)sizeof(floatX);
+        if (ps->lay.zero) {
+            comm_bytes_add(cb, ps->comm, GROUP_DP, KIND_REDUCE_SCATTER, bytes);
+            comm_bytes_add(cb, ps->comm, GROUP_DP, KIND_ALL_GATHER, bytes);
+        } else comm_bytes_add(cb, ps->comm, GROUP_DP, KIND_ALL_REDUCE, bytes);
+    }
+    comm_bytes_add(cb, ps->comm, GROUP_WORLD, KIND_ALL_REDUCE, sizeof(float));
+}
+
+// ----------------------------------------------------------------------------
+// the state in the reference layout
+
+// Writes one part of the state from the whole model's fp32 array in the reference
+// layout (the same on every rank) into this rank's layout: part 0 the parameters (and
+// this rank's part of the master weights), 1 AdamW m, 2 AdamW v. A part without an
+// array (a fresh start's moments) is zeroed on the device: llama3-1B's m and v are
+// 10 GB of host zeros otherwise, built and uploaded. Whatever no segment or piece
+// covers (bucket padding, padded vocabulary rows) is zero.
+static inline void param_store_set_state_part(ParamStore* ps, int part, const float* ref) {
+    const ParamLayout* lay = &ps->lay;
+    float* dst = part == 0 ? ps->master : part == 1 ? ps->adam_m : ps->adam_v;
+    if (part == 0) dev_memset(ps->params, 0, lay->n_local * sizeof(floatX), ps->stream);
+    if (dst) dev_memset(dst, 0, lay->n_opt * sizeof(float), ps->stream);
+    stream_synchronize(ps->stream);  // the uploads below do not run on the stream
+    if (!ref) return;
+    float* local = segments_contiguous(lay) ? NULL : layout_local_from_ref(lay, ref);
+    if (part == 0)
+        for (int i = 0; i < lay->n_seg; i++) {
+            const Segment* g = &lay->seg[i];
+            if (g->n) dev_upload_floats(ps->params + g->local_off, layout_local_element(lay, ref, local, g->local_off), g->n);
+        }
+    if (dst)
+        for (int i = 0; i < ps->n_pieces;) {
+            // the owned pieces, in optimizer order; pieces that follow each other on the
+            // host and in the optimizer state (a whole bucket of a local copy) go up as one
+            const Piece* first = &ps->pieces[i];
+            const float* from = layout_local_element(lay, ref, local, first->local_off);
+            size_t n = first->n;
+            for (i++; i < ps->n_pieces && ps->pieces[i].opt_off == first->opt_off + n &&
+                      layout_local_element(lay, ref, local, ps->pieces[i].local_off) == from + n; i++)
+                n += ps->pieces[i].n;
+            dev_upload_floats(dst + first->opt_off, from, n);
+        }
+    free(local);
+}
+
+// fresh parameters: the optimizer's moments start at zero
+static inline void param_store_set_state(ParamStore* ps, const float* ref_params, const float* ref_m, const float* ref_v) {
+    param_store_set_state_part(ps, 0, ref_params);
+    param_store_set_state_part(ps, 1, ref_m);
+    param_store_set_state_part(ps, 2, ref_v);
+}
+
+// Assembles the whole model's view of an owned array (n_opt floats on every rank, in
+// optimizer order) in the reference layout, on world rank 0 (ref_out may be NULL
+// elsewhere). Rank 0 rebuilds every rank's layout: the DP ranks of one TP rank together
+// own its whole local buffer, whose segments then land in the reference layout.
+static inline void param_store_gather_owned(ParamStore* ps, const float* owned, float* ref_out) {
+    Comm* c = ps->comm;
+    const ParamLayout* me = &ps->lay;
+    double most = (double)me->n_opt;  // ranks differ (a dimension split unevenly, vocabulary padding)
+    comm_host_all_reduce(c, GROUP_WORLD, &most, 1, COMM_MAX);
+    size_t stride = (size_t)most;
+    float* mine = (float*)xmalloc((stride ? stride : 1) * sizeof(float));
+    memset(mine, 0, stride * sizeof(float));
+    memcpy(mine, owned, me->n_opt * sizeof(float));
+    float* all = c->rank == 0 ? (float*)xmalloc((stride ? stride : 1) * c->size * sizeof(float)) : NULL;
+    comm_host_gather(c, GROUP_WORLD, mine, stride * sizeof(float), all);
+    free(mine);
+    if (c->rank != 0) return;
+    for (int t = 0; t < c->tp; t++) {
+        float* local = NULL;
+        for (int q = 0; q < comm_grad_ranks(c); q++) {  // world rank q * tp + t (TP groups are consecutive ranks)
+            ParamLayout lay;
+            param_layout_build(&lay, me->spec, me->n_spec, me->L, c->tp, t, comm_grad_ranks(c), q, me->zero, me->shard_vocab);
+            if (!local) { local = (float*)xmalloc(lay.n_local * sizeof(float)); memset(local, 0, lay.n_local * sizeof(float)); }
+            Piece* pieces = (Piece*)xmalloc(param_layout_max_pieces(&lay) * sizeof(Piece));
+            int np = param_layout_pieces(&lay, pieces);
+            const float* src = all + (size_t)(q * c->tp + t) * stride;
+            for (int i = 0; i < np; i++) memcpy(local + pieces[i].local_off, src + pieces[i].opt_off, pieces[i].n * sizeof(float));
+            for (int i = 0; i < lay.n_seg; i++)  // FSDP vocabulary rows: each DP rank's own segments
+                if (lay.seg_bucket[i] == -1) segment_copy(&lay.seg[i], local, ref_out, 0);
+            if (q == comm_grad_ranks(c) - 1)
+                for (int i = 0; i < lay.n_seg; i++) if (lay.seg_bucket[i] != -1) segment_copy(&lay.seg[i], local, ref_out, 0);
+            free(pieces);
+            param_layout_free(&lay);
+        }
+        free(local);
+    }
+    free(all);
+}
+
+// an owned fp32 array from a local floatX buffer (parameters or gradients)
+static inline void param_store_owned_from_local(ParamStore* ps, const floatX* dev_local, float* owned) {
+    float* local = (float*)xmalloc(ps->lay.n_local * sizeof(float));
+    comm_join(ps->comm, ps->stream);
+    stream_synchronize(ps->stream);
+    dev_download_floats(local, dev_local, ps->lay.n_local);
+    for (int i = 0; i < ps->n_pieces; i++)
+        memcpy(owned + ps->pieces[i].opt_off, local + ps->pieces[i].local_off, ps->pieces[i].n * sizeof(float));
+    free(local);
+}
+
+// The fp32 parameters (master weights where the build has them), AdamW m and v of the
+// whole model in the reference layout, on world rank 0 (the pointers are not used on
+// the other ranks). A collective: every rank calls it.
+static inline void param_store_get_state(ParamStore* ps, float* ref_params, float* ref_m, float* ref_v) {
+    size_t n_opt = ps->lay.n_opt;
+    float* owned = (float*)xmalloc((n_opt ? n_opt : 1) * sizeof(float));
+    stream_synchronize(ps->stream);
+    if (ps->master) { dev_memcpy_d2h(owned, ps->master, n_opt * sizeof(float), ps->stream); stream_synchronize(ps->stream); }
+    else param_store_owned_from_local(ps, ps->params, owned);
+    param_store_gather_owned(ps, owned, ref_params);
+    dev_memcpy_d2h(owned, ps->adam_m, n_opt * sizeof(float), ps->stream); stream_synchronize(ps->stream);
+    param_store_gather_owned(ps, owned, ref_m);
+    dev_memcpy_d2h(owned, ps->adam_v, n_opt * sizeof(float), ps->stream); stream_synchronize(ps->stream);
+    param_store_gather_owned(ps, owned, ref_v);
+    free(owned);
+}
+
+// the DP-reduced gradients of the whole model in the reference layout, on world rank 0
+static inline void param_store_get_grads(ParamStore* ps, float* ref_grads) {
+    float* owned = (float*)xmalloc((ps->lay.n_opt ? ps->lay.n_opt : 1) * sizeof(float));
+    param_store_owned_from_local(ps, ps->grads, owned);
+    param_store_gather_owned(ps, owned, ref_grads);
+    free(owned);
+}
+
+// The three arrays of a checkpoint (parameters, AdamW m, v: num_params fp32 each),
+// read by world rank 0 from f (already at the first array), broadcast, and set. One
+// array at a time bounds the host memory. With params_only the moments start at zero.
+static inline void param_store_read_state(ParamStore* ps, FILE* f, const char* path, int params_only) {
+    size_t n = ps->lay.num_params;
+    float* buf = (float*)xmalloc((n ? n : 1) * sizeof(float));
+    for (int k = 0; k < 3; k++) {
+        if (params_only && k > 0) { param_store_set_state_part(ps, k, NULL); continue; }
+        int64_t bad = -1;  // never resume from NaN: the first non-finite element, found by rank 0, told to all
+        if (f) {
+            xfread(buf, sizeof(float), n, f, path);
+            for (size_t i = 0; i < n && bad < 0; i++) if (!isfinite(buf[i])) bad = (int64_t)i;
+        }
+        comm_host_broadcast(ps->comm, GROUP_WORLD, &bad, sizeof(bad), 0);
+        if (bad >= 0)
+            FAIL("%s holds a non-finite %s at element %lld (a run that diverged wrote it; resume from an earlier "
+                 "checkpoint)", path, k == 0 ? "parameter" : k == 1 ? "AdamW m" : "AdamW v", (long long)bad);
+        comm_host_broadcast(ps->comm, GROUP_WORLD, buf, n * sizeof(float), 0);
+        param_store_set_state_part(ps, k, buf);
+    }
+    free(buf);
+}
+
+// The newest complete checkpoint of run_dir whose checksum holds (--resume auto): rank 0
+// looks (check reads a header into info), every rank gets the answer; NULL when none.
+static inline const char* ckpt_find_latest_all_ranks(Comm* cm, const char* run_dir,
+                                                     const char* (*check)(const char* path, void* info), void* info,
+                                                     Logger* lg) {
+    static char path[1200];
+    path[0] = 0;
+    if (cm->rank == 0) ckpt_find_latest(run_dir, check, info, lg, path, sizeof(path));
+    comm_host_broadcast(cm, GROUP_WORLD, path, sizeof(path), 0);
+    return path[0] ? path : NULL;
+}
+
+// The line that says which checkpoint a run continues from; a checkpoint outside --run-dir
+// is said to be so, since this run's logs and checkpoints go to run_dir, not beside it.
+static inline void ckpt_log_resumed(Logger* lg, const char* path, int step, const char* run_dir) {
+    logf_(lg, "resumed from %s at step %d\n", path, step);
+    char dir[PATH_MAX], here[PATH_MAX], real_dir[PATH_MAX];
+    snprintf(dir, sizeof(dir), "%s", path);
+    char* slash = strrchr(dir, '/');
+    if (slash) *slash = 0; else snprintf(dir, sizeof(dir), ".");
+    if (realpath(dir, here) && realpath(run_dir, real_dir) && strcmp(here, real_dir) != 0)
+        logf_(lg, "note: %s is outside --run-dir %s: this run's logs and new checkpoints go to %s, and a later "
+              "--resume auto there continues from those\n", path, run_dir, run_dir);
+}
+
+// Rank 0 checks a checkpoint (check fills info, info_bytes long); every rank gets info,
+// or every rank stops with rank 0's reason.
+static inline void ckpt_check_all_ranks(Comm* cm, const char* path, const char* (*check)(const char* path, void* info),
+                                        void* info, size_t info_bytes) {
+    char why[1400] = {0};
+    if (cm->rank == 0) { const char* w = check(path, info); if (w) snprintf(why, sizeof(why), "%s", w); }
+    comm_host_broadcast(cm, GROUP_WORLD, why, sizeof(why), 0);
+    if (why[0]) FAIL("%s", why);
+    comm_host_broadcast(cm, GROUP_WORLD, info, info_bytes, 0);
+}

@@ -1,0 +1,205 @@
+/*
+Tensor parallelism's collectives around the column- and row-parallel GEMMs (Megatron's
+f and g; with sequence parallelism, all-gather and reduce-scatter), for any model whose
+residual stream is rows of `width` elements (docs/design.md 8.5).
+
+One TpContext per model owns every sequence-parallel decision and the recycled
+communication buffers (llmc/parallel/recycled.h): the gathered inputs of the column-parallel
+GEMMs, the gathered residual gradient (backward needs both at once: two names) and the
+staging of the reduce-scatters. A call that puts rows in a recycled buffer returns them
+as TpRows; the caller hands that back with tp_give_back once the work that reads the
+rows is enqueued, in one place, and no pointer into a recycled buffer outlives it.
+
+Under sequence parallelism (--tp-mode reducescatter) the residual stream of an N-row
+micro-batch holds block tp_rank of tp equal blocks on each rank ("own rows").
+*/
+#pragma once
+#include "../core/common.h"
+#include "../kernels/kernels.h"
+#include "../core/arena.h"
+#include "comm.h"
+#include "recycled.h"
+
+#ifdef TESTING
+// test_llama --test-plant-tp-bug 1: nanotron #203's bug, planted on purpose. Forward keeps
+// a pointer into the recycled all-gather buffer as the column-parallel GEMMs' saved input,
+// and backward reads it instead of gathering again; the shipped path has no such pointer.
+static int tp_test_plant_bug = 0;
+#define TP_MAX_SLOTS 2048
+#endif
+
+typedef struct {
+    Comm* comm;
+    void* staging; size_t staging_bytes;  // --comm mpi (CUDA): the model's pinned host staging
+    stream_t stream;
+    int tp, rank;         // TP group size, this rank's place in it
+    int sp;               // sequence parallelism on (tp > 1 and --tp-mode reducescatter)
+    int keep_gathered;    // the gathered column inputs are saved copies (--tp-recompute-allgather 0)
+    size_t width;         // elements per row of the residual stream
+    RecycledPool pool;
+    int buf_gather, buf_gather_grad, buf_rs;
+#ifdef TESTING
+    floatX* planted[TP_MAX_SLOTS];  // --test-plant-tp-bug: the pointers nanotron kept (never in the shipped path)
+#endif
+} TpContext;
+
+// rows of the residual stream and the recycled buffer they live in (-1: none)
+typedef struct { floatX* p; int held; } TpRows;
+
+// The plan of the recycled buffers for micro-batches of up to max_rows rows: under
+// sequence parallelism each holds all of them; allreduce mode reduces in place and
+// needs none.
+static inline void tp_context_plan(TpContext* t, Comm* comm, int sp, int keep_gathered, size_t width, size_t max_rows,
+                                   Arena* d) {
+    memset(t, 0, sizeof(*t));
+    t->comm = comm; t->tp = comm->tp; t->rank = comm->tp_rank;
+    t->sp = comm->tp > 1 && sp; t->keep_gathered = t->sp && keep_gathered; t->width = width;
+    size_t full = t->sp ? max_rows * width * sizeof(floatX) : 0;
+    t->buf_gather = recycled_plan(&t->pool, d, "tp gathered input", full);
+    t->buf_gather_grad = recycled_plan(&t->pool, d, "tp gathered gradient", full);
+    t->buf_rs = recycled_plan(&t->pool, d, "tp reduce-scatter staging", full);
+}
+
+static inline void tp_context_bind(TpContext* t, stream_t s, void* staging, size_t staging_bytes) {
+    t->stream = s; t->staging = staging; t->staging_bytes = staging_bytes;
+}
+
+static inline Comm* tp_comm(TpContext* t) {
+    comm_set_staging(t->comm, t->staging, t->staging_bytes);
+    return t->comm;
+}
+
+// the rows of an N-row micro-batch this rank holds in the residual stream, and the first
+static inline int tp_own_rows(const TpContext* t, int N) { return t->sp ? N / t->tp : N; }
+static inline size_t tp_own_row0(const TpContext* t, int N) { return t->sp ? (size_t)t->rank * (N / t->tp) : 0; }
+
+// This rank's rows of a micro-batch of B samples of n rows each (the rows of a sample
+// consecutive), cut where samples begin: kernels that read one vector per sample (the
+// DiT's adaLN modulation, a per-sample loss) run once per segment, and own rows may start
+// and end inside a sample. At most three: part of a sample, a run of whole samples, part
+// of a sample. Segment i covers samples b .. b+nb-1, `per` rows of each (n, or the part
+// of the one sample held here), from row `row` of this rank's rows. Without sequence
+// parallelism: one segment of all B samples.
+typedef struct { int row, b, nb, per; } TpSegment;
+
+static inline int tp_own_segments(const TpContext* t, int B, int n, TpSegment seg[3]) {
+    int N = B * n, first = (int)tp_own_row0(t, N), end = first + tp_own_rows(t, N), k = 0;
+    for (int r = first; r < end && k < 3;) {
+        int off = r % n;
+        TpSegment s = {r - first, r / n, 1, n - off < end - r ? n - off : end - r};
+        if (off == 0 && end - r >= n) { s.nb = (end - r) / n; s.per = n; }
+        seg[k++] = s;
+        r += s.nb * s.per;
+    }
+    return k;
+}
+
+// n elements summed over the TP group in place (under sequence parallelism: per-sample
+// sums that each rank took over its own rows)
+static inline void tp_all_reduce(TpContext* t, floatX* buf, size_t n) {
+    if (t->tp == 1) return;
+    comm_all_reduce(tp_comm(t), GROUP_TP, buf, n, COMM_FLOATX, COMM_SUM, t->stream);
+    comm_join(t->comm, t->stream);
+}
+
+static inline void tp_give_back(TpContext* t, TpRows* r) {
+    if (r->held >= 0) recycled_give_back(&t->pool, r->held, t->stream);
+    r->held = -1; r->p = NULL;
+}
+
+// The N rows of a sequence-sharded tensor: this rank's rows `own` all-gathered into
+// `into` (a recycled buffer or a kept copy; own may already be its block of it).
+static inline floatX* tp_gather_rows(TpContext* t, floatX* into, const floatX* own, int N) {
+    size_t n = (size_t)tp_own_rows(t, N) * t->width;
+    floatX* mine = into + tp_own_row0(t, N) * t->width;
+    if (mine != own) dev_memcpy_d2d(mine, own, n * sizeof(floatX), t->stream);
+    comm_all_gather(tp_comm(t), GROUP_TP, into, n, COMM_FLOATX, t->stream);
+    comm_join(t->comm, t->stream);
+    return into;
+}
+
+// All N rows of `own` gathered into a recycled buffer (the head, sampling); under
+// sequence parallelism only.
+static inline TpRows tp_gather_taken(TpContext* t, const floatX* own, int N, const char* holder) {
+    TpRows r = {recycled_take(&t->pool, t->buf_gather, holder, (size_t)N * t->width * sizeof(floatX)), t->buf_gather};
+    tp_gather_rows(t, r.p, own, N);
+    return r;
+}
+
+// The input of column-parallel GEMMs that read a norm output: all N rows. Without
+// sequence parallelism it is `own` itself. With it, forward gathers into the kept copy
+// `kept` (--tp-recompute-allgather 0) or into the recycled buffer (1); backward reads
+// the kept copy or gathers again. `slot` names the input (layer and which norm) for the
+// planted bug of TESTING builds.
+static inline TpRows tp_column_input(TpContext* t, int slot, floatX* own, floatX* kept, int N, int backward,
+                                     const char* holder) {
+    TpRows r = {own, -1};
+    if (!t->sp) return r;
+    if (t->keep_gathered) { r.p = backward ? kept : tp_gather_rows(t, kept, own, N); return r; }
+#ifdef TESTING
+    if (slot >= TP_MAX_SLOTS) FAIL("tensor parallelism: slot %d, at most %d", slot, TP_MAX_SLOTS);
+    if (tp_test_plant_bug && backward && t->planted[slot]) { r.p = t->planted[slot]; return r; }  // the bug: a stale pointer
+#else
+    (void)slot;
+#endif
+    r = tp_gather_taken(t, own, N, holder);
+#ifdef TESTING
+    if (tp_test_plant_bug && !backward) t->planted[slot] = r.p;
+#endif
+    return r;
+}
+
+// The residual gradient of all N rows for the backward of a row-parallel GEMM: dx itself,
+// or under sequence parallelism its own rows all-gathered into the recycled buffer.
+static inline TpRows tp_grad_rows(TpContext* t, floatX* dx_own, int N) {
+    TpRows r = {dx_own, -1};
+    if (!t->sp) return r;
+    r.p = recycled_take(&t->pool, t->buf_gather_grad, "d residual", (size_t)N * t->width * sizeof(floatX));
+    r.held = t->buf_gather_grad;
+    tp_gather_rows(t, r.p, dx_own, N);
+    return r;
+}
+
+// Where N rows of partial sums go before their TP reduction (a row-parallel GEMM's output,
+// the column-parallel GEMMs' input gradient, a vocab-parallel lookup): `full` itself
+// (reduced in place: allreduce mode), or the reduce-scatter staging.
+static inline TpRows tp_partial_rows(TpContext* t, floatX* full, int N) {
+    TpRows r = {full, -1};
+    if (!t->sp) return r;
+    r.p = recycled_take(&t->pool, t->buf_rs, "partial sums", (size_t)N * t->width * sizeof(floatX));
+    r.held = t->buf_rs;
+    return r;
+}
+
+// Sums the partial rows over the TP group: all-reduce in place, or reduce-scatter, which
+// leaves this rank's own rows summed in its block of the staging; returns those rows.
+static inline floatX* tp_reduce_rows(TpContext* t, floatX* part, int N) {
+    if (t->tp == 1) return part;
+    if (!t->sp) comm_all_reduce(tp_comm(t), GROUP_TP, part, (size_t)N * t->width, COMM_FLOATX, COMM_SUM, t->stream);
+    else comm_reduce_scatter(tp_comm(t), GROUP_TP, part, (size_t)tp_own_rows(t, N) * t->width, COMM_FLOATX, t->stream);
+    comm_join(t->comm, t->stream);
+    return part + tp_own_row0(t, N) * t->width;
+}
+
+// A row-parallel GEMM's output with its residual: out = residual + sum over the TP ranks of
+// their partial products. With tp = 1 the GEMM adds the residual itself (C = residual:
+// the one-process path, unchanged). With tp > 1 the partial rows are prefilled so that
+// the rank's accumulating GEMMs add to them: the residual enters once, on TP rank 0
+// (allreduce mode), or on each rank in its own block of the staging (reducescatter).
+static inline TpRows tp_rowpar_begin(TpContext* t, floatX* out, const floatX* residual, int N) {
+    if (t->tp == 1) { TpRows r = {out, -1}; return r; }
+    TpRows part = tp_partial_rows(t, out, N);
+    floatX* mine = part.p + tp_own_row0(t, N) * t->width;
+    size_t n_own = (size_t)tp_own_rows(t, N) * t->width;
+    if (t->sp || t->rank != 0) dev_memset(part.p, 0, (size_t)N * t->width * sizeof(floatX), t->stream);
+    if (t->sp || t->rank == 0) dev_memcpy_d2d(mine, residual, n_own * sizeof(floatX), t->stream);
+    return part;
+}
+
+// the sum of tp_rowpar_begin's partial rows, this rank's rows of it in out
+static inline void tp_rowpar_end(TpContext* t, TpRows* part, floatX* out, int N) {
+    if (t->tp == 1) return;
+    floatX* mine = tp_reduce_rows(t, part->p, N);
+    if (mine != out) dev_memcpy_d2d(out, mine, (size_t)tp_own_rows(t, N) * t->width * sizeof(floatX), t->stream);
+    tp_give_back(t, part);
+}

@@ -1,0 +1,211 @@
+/*
+--fit-memory GiB: the cheapest memory flags that fit a budget, chosen from the plan alone,
+for either trainer (docs/memory.md section 8).
+
+The search space: --ffn-chunks 1..16 and, for a model with an output head, --ce-chunks
+1..64 (powers of two), --recompute 0..2, --offload-act 0..L, and, when --batch is not
+given, the micro-batch (powers of two; the largest that fits wins, since a bigger
+micro-batch uses the device better and needs fewer accumulation steps). A flag given on
+the command line stays fixed. The trainer says what a candidate costs through one
+callback: its plan's bytes (the model built without allocating: the same bytes a run
+allocates) and its predicted extra time per micro-step from the cost model below. The
+constants are assumptions of the model, not measurements: they rank the candidates, they
+do not promise a step time.
+*/
+#pragma once
+#include "../core/common.h"
+#include "../core/flags.h"
+#include "../core/arena.h"
+
+typedef struct {
+    double flops;      // achieved matmul FLOP/s
+    double mem_bw;     // bytes/s of the memory-bound kernels (norms, activations)
+    double link_bw;    // bytes/s of one direction of the host link (--fit-link-gbs)
+    double launch_s;   // fixed cost of one kernel launch or copy
+    double reserve;    // bytes the plan does not own (CUDA context, cuBLASLt workspace; the process on the CPU)
+} CostModel;
+
+static inline CostModel cost_model_default(void) {
+#ifdef LLMC_CPU
+    CostModel cm = {50e9, 10e9, 10e9, 2e-6, 64.0 * 1048576};
+#else
+    CostModel cm = {400e12, 2.5e12, 25e9, 5e-6, 1024.0 * 1048576 + (double)matmul_workspace_bytes()};
+#endif
+    return cm;
+}
+
+// the part of each offload copy (out during the next layer's forward, back during
+// backward) that the neighbouring layer's compute cannot hide, and its launches
+static inline double fit_offload_seconds(int n_offload, size_t act_block_bytes, double layer_fwd_flops,
+                                         const CostModel* cm, double* launches) {
+    double copy = (double)act_block_bytes / cm->link_bw, fwd = layer_fwd_flops / cm->flops, exposed = 0.0;
+    for (int l = 0; l < n_offload; l++) {
+        exposed += (copy > fwd ? copy - fwd : 0.0) + (copy > 2.0 * fwd ? copy - 2.0 * fwd : 0.0);
+        *launches += 4.0;  // two copies, their events
+    }
+    return exposed;
+}
+
+// the flags --fit-memory adds to a trainer's table
+typedef struct {
+    float budget_gib, link_gbs, reserve_mib;  // --fit-memory (0 = off), --fit-link-gbs, --fit-reserve (-1: the default)
+    const char* candidates;                   // --fit-candidates FILE
+} FitArgs;
+
+static inline FitArgs fit_args_default(void) {
+#ifdef LLMC_CPU
+    FitArgs f = {0.0f, 10.0f, -1.0f, NULL};
+#else
+    FitArgs f = {0.0f, 25.0f, -1.0f, NULL};
+#endif
+    return f;
+}
+
+static inline int fit_flags(Flag* out, FitArgs* f) {
+    const Flag t[] = {
+        {"fit-memory", 'f', &f->budget_gib, "GiB: choose the memory flags (and the batch, unless given) that fit at the least predicted cost"},
+        {"fit-link-gbs", 'f', &f->link_gbs, "GB/s of the host link in --fit-memory's cost of offload (default 25; CPU build 10)"},
+        {"fit-reserve", 'f', &f->reserve_mib, "MiB --fit-memory leaves outside the plan (default 1024 + cuBLASLt workspace; CPU 64)"},
+        {"fit-candidates", 's', &f->candidates, "write every plan --fit-memory tried as JSON lines to this file"},
+    };
+    memcpy(out, t, sizeof(t));
+    return (int)(sizeof(t) / sizeof(t[0]));
+}
+
+static inline void fit_args_validate(const FitArgs* f) {
+    if (f->candidates && !(f->budget_gib > 0.0f)) FAIL("--fit-candidates needs --fit-memory");
+}
+
+// one candidate: the flags the search sets, and what the trainer's callback says of it
+typedef struct { int B, ffn_chunks, ce_chunks, recompute, offload_act; } FitFlags;
+typedef struct { double bytes, seconds, base; int n_offload; } FitCost;  // bytes < 0: not a valid layout
+
+// The flags --fit-memory chooses, as places in a trainer's arguments (ce_chunks NULL: the
+// model has no output head to chunk). The search starts from their values, keeps the ones
+// the command line gave, and writes its choice back.
+typedef struct { int *B, *ffn_chunks, *ce_chunks, *recompute, *offload_act; } FitTargets;
+
+typedef struct {
+    FitTargets targets;     // set with the fixed flags (fit_fixed_from_flags)
+    int L;                  // --offload-act 0..L
+    int with_ce;            // the model has an output head: search --ce-chunks too
+    FitFlags given;         // the flags' values on the command line (the defaults otherwise)
+    int fixed_B, fixed_ffn, fixed_ce, fixed_recompute, fixed_offload;  // given on the command line
+    int batches[16], n_batches;  // the micro-batches to try, largest first
+    const char* batch_unit;      // "rows" or "clips", for the messages
+    void* ctx;
+    FitCost (*cost)(void* ctx, const FitFlags* f, const CostModel* cm);
+    char report[1200];           // what the search did, for the log ("" before it runs)
+} FitSearch;
+
+// Without --batch: the largest micro-batch that fits, up to what the step batch allows
+// (it must stay a multiple of B*per_B; at most `cap`) or, when that is not given either,
+// up to `most`, so that the optimizer's batch does not silently grow without bound.
+static inline void fit_batches(FitSearch* s, int total, long long per_B, int most, int cap) {
+    s->n_batches = 0;
+    if (s->fixed_B) { s->batches[s->n_batches++] = s->given.B; return; }
+    for (int b = total ? cap : most; b >= 1 && s->n_batches < 16; b /= 2)
+        if (!total || total % ((long long)b * per_B) == 0) s->batches[s->n_batches++] = b;
+    if (s->n_batches == 0) FAIL("--fit-memory: no micro-batch divides the step's batch of %d into whole micro-batches", total);
+}
+
+static inline void fit_describe(char* out, size_t n, const FitFlags* f, const FitCost* c, int with_ce, const CostModel* cm) {
+    char ce[32] = "";
+    if (with_ce) snprintf(ce, sizeof(ce), " --ce-chunks %d", f->ce_chunks);
+    snprintf(out, n, "--batch %d --ffn-chunks %d%s --recompute %d --offload-act %d: plan %.1f MiB (+%.0f MiB reserve), "
+             "predicted +%.1f%% over the flag-free step", f->B, f->ffn_chunks, ce, f->recompute, f->offload_act,
+             c->bytes / 1048576.0, cm->reserve / 1048576.0, 100.0 * c->seconds / c->base);
+}
+
+// Picks the flags (and the batch unless given) for the budget; writes what it did into
+// report. Exits with the smallest budget that would fit when none does.
+static inline FitFlags fit_memory_search(const FitSearch* s, const FitArgs* a, int rank, char* report, size_t report_n) {
+    CostModel cm = cost_model_default();
+    cm.link_bw = a->link_gbs * 1e9;
+    if (a->reserve_mib >= 0) cm.reserve = a->reserve_mib * 1048576.0;
+    double budget = a->budget_gib * 1073741824.0;
+    static const int ffn_opts[] = {1, 2, 4, 8, 16}, ce_opts[] = {1, 2, 4, 8, 16, 32, 64};
+    FILE* dump = a->candidates && rank == 0 ? xfopen(a->candidates, "w") : NULL;
+    FitFlags best_f, second_f, small_f;
+    FitCost best, second, small;
+    memset(&best_f, 0, sizeof(best_f)); second_f = small_f = best_f;
+    best.seconds = second.seconds = INFINITY; small.bytes = INFINITY;
+    int searched = 0, fitting = 0, n_ce = s->with_ce ? 7 : 1;
+    for (int ib = 0; ib < s->n_batches && !isfinite(best.seconds); ib++) {
+        second.seconds = INFINITY;
+        for (int fi = 0; fi < 5; fi++) for (int ci = 0; ci < n_ce; ci++) for (int r = 0; r <= 2; r++)
+        for (int off = 0; off <= s->L; off++) {
+            FitFlags f = s->given;
+            f.B = s->batches[ib];
+            if (!s->fixed_ffn) f.ffn_chunks = ffn_opts[fi]; else if (fi) continue;
+            if (s->with_ce && !s->fixed_ce) f.ce_chunks = ce_opts[ci]; else if (ci) continue;
+            if (!s->fixed_recompute) f.recompute = r; else if (r) continue;
+            if (!s->fixed_offload) f.offload_act = off; else if (off) continue;
+            FitCost c = s->cost(s->ctx, &f, &cm);
+            if (c.bytes < 0) continue;
+            int fits = c.bytes + cm.reserve <= budget;
+            searched++; fitting += fits;
+            if (dump) fprintf(dump, "{\"B\": %d, \"ffn_chunks\": %d, \"ce_chunks\": %d, \"recompute\": %d, \"offload_act\": %d, "
+                              "\"bytes\": %.0f, \"seconds\": %.9g, \"fits\": %d}\n", f.B, f.ffn_chunks, f.ce_chunks,
+                              f.recompute, f.offload_act, c.bytes, c.seconds, fits);
+            if (c.bytes < small.bytes) { small = c; small_f = f; }
+            if (!fits) continue;
+            if (c.seconds < best.seconds) { second = best; second_f = best_f; best = c; best_f = f; }
+            else if (c.seconds < second.seconds) { second = c; second_f = f; }
+        }
+    }
+    if (dump) fclose(dump);
+    char line[400];
+    if (!isfinite(best.seconds)) {
+        fit_describe(line, sizeof(line), &small_f, &small, s->with_ce, &cm);
+        FAIL("--fit-memory %.3g GiB: nothing in the search space fits (%d plans tried). The smallest is %s; it needs a "
+             "budget of at least %.3f GiB (plan + reserve; --fit-reserve sets the reserve)", a->budget_gib, searched, line,
+             ceil((small.bytes + cm.reserve) / 1073741824.0 * 1000.0) / 1000.0);
+    }
+    fit_describe(line, sizeof(line), &best_f, &best, s->with_ce, &cm);
+    int n = snprintf(report, report_n, "--fit-memory %.3g GiB: %d plans tried, %d fit; chose %s\n", a->budget_gib, searched,
+                     fitting, line);
+    if (isfinite(second.seconds)) {
+        fit_describe(line, sizeof(line), &second_f, &second, s->with_ce, &cm);
+        snprintf(report + n, report_n - n, "  runner-up: %s\n", line);
+    } else {
+        snprintf(report + n, report_n - n, "  runner-up: none (only one plan fits)\n");
+    }
+    return best_f;
+}
+
+// The targets, and which of them the command line gave (train_flags_parse's `given`): those stay fixed.
+static inline void fit_fixed_from_flags(FitSearch* s, FitTargets t, const Flag* flags, int n, const int* given) {
+    s->targets = t;
+    s->fixed_B = flag_given(flags, n, given, t.B);
+    s->fixed_ffn = flag_given(flags, n, given, t.ffn_chunks);
+    s->fixed_ce = t.ce_chunks ? flag_given(flags, n, given, t.ce_chunks) : 0;
+    s->fixed_recompute = flag_given(flags, n, given, t.recompute);
+    s->fixed_offload = flag_given(flags, n, given, t.offload_act);
+}
+
+// Runs the search (s: its targets and fixed flags, L, ctx and cost filled in by the trainer;
+// the micro-batches as fit_batches takes them), writes the chosen flags into the targets
+// and what it did into s->report.
+static inline void fit_memory_choose(FitSearch* s, int total, long long per_B, int most, int cap, const FitArgs* a,
+                                     int rank) {
+    const FitTargets t = s->targets;
+    FitFlags given = {*t.B, *t.ffn_chunks, t.ce_chunks ? *t.ce_chunks : 1, *t.recompute, *t.offload_act};
+    s->given = given;
+    s->with_ce = t.ce_chunks != NULL;
+    fit_batches(s, total, per_B, most, cap);
+    FitFlags best = fit_memory_search(s, a, rank, s->report, sizeof(s->report));
+    *t.B = best.B; *t.ffn_chunks = best.ffn_chunks; *t.recompute = best.recompute; *t.offload_act = best.offload_act;
+    if (t.ce_chunks) *t.ce_chunks = best.ce_chunks;
+}
+
+// What a plan may use: the device arena, plus the host arena on the CPU build, where
+// "device" and host are the same memory (offload saves nothing there).
+static inline double fit_plan_bytes(const Arena* dev, const Arena* host) {
+#ifdef LLMC_CPU
+    return (double)dev->total + (double)host->total;
+#else
+    (void)host;
+    return (double)dev->total;
+#endif
+}

@@ -1,0 +1,143 @@
+/*
+A trainer's checkpoint: a header of 256 int32, the whole model's fp32 parameters, AdamW m
+and v in the reference layout, then an optional extra block the trainer names (the data
+loader's position), written and checked through llmc/io/checkpoint.h (atomic, checksummed).
+Byte layouts: docs/formats.md; outside tools read them, so what is written here must not
+change.
+
+The ParamStore gathers the state from any layout (ranks, --zero, sharded vocabulary) and
+scatters it back into any other, so one file serves every layout. The trainer fills and
+compares its model's header fields; the fields every trainer has (magic, version, step,
+parameter count, extra bytes) sit where its CkptFormat says and are written and checked
+here, so the two trainers cannot drift apart in how they guard a file.
+*/
+#pragma once
+#include "../io/checkpoint.h"
+#include "../core/flags.h"
+#include "../parallel/param_store.h"
+#include "train_args.h"
+
+// the largest extra block a header may claim (a data loader's state is far smaller)
+#define CKPT_EXTRA_MAX 512
+
+typedef struct {
+    const char* program;  // "train_llama": named when a file is some other program's
+    int magic, version;
+    int step_at;          // header slots: the step,
+    int params_at;        // the parameter count (low 31 bits; the rest in the next slot),
+    int extra_at;         // the extra block's bytes, or -1: no extra block
+    int dp_at;            // the writer's DP ranks (at least 1), or -1: not recorded
+} CkptFormat;
+
+typedef struct { int header[256]; size_t num_params, extra_bytes; } CkptInfo;
+
+// Reads and checks the header and the checksum; returns NULL, or why the file cannot be used.
+// Not inlined: inlined into ckpt_find_latest through the trainer's check, gcc can no longer
+// see how long a path may be and warns of truncations that cannot happen.
+__attribute__((noinline)) static const char* ckpt_state_header(const char* path, const CkptFormat* fmt, CkptInfo* ci) {
+    static char why[1400];
+    memset(ci, 0, sizeof(*ci));
+    if (ckpt_path_problem(path)) return ckpt_path_problem(path);
+    FILE* f = fopen(path, "rb");
+    if (!f) { snprintf(why, sizeof(why), "cannot open checkpoint %s: %s", path, strerror(errno)); return why; }
+    int ok = fread(ci->header, sizeof(int), 256, f) == 256;
+    fclose(f);
+    const int* h = ci->header;
+    if (!ok) { snprintf(why, sizeof(why), "%s: too short for a checkpoint header (truncated)", path); return why; }
+    if (h[0] != fmt->magic) {
+        snprintf(why, sizeof(why), "%s is not a %s checkpoint (magic %d, expected %d)", path, fmt->program, h[0], fmt->magic);
+        return why;
+    }
+    if (h[1] != fmt->version) {
+        snprintf(why, sizeof(why), "%s: checkpoint version %d, this build reads %d", path, h[1], fmt->version);
+        return why;
+    }
+    int extra = fmt->extra_at >= 0 ? h[fmt->extra_at] : 0, step = h[fmt->step_at];
+    if ((fmt->dp_at >= 0 && h[fmt->dp_at] < 1) || extra < 0 || extra > CKPT_EXTRA_MAX || h[fmt->params_at] < 0 ||
+        h[fmt->params_at + 1] < 0) {
+        snprintf(why, sizeof(why), "%s: malformed checkpoint header", path);
+        return why;
+    }
+    if (step < 0 || step > FLAG_STEPS_MAX) { snprintf(why, sizeof(why), "%s: malformed checkpoint header (step %d)", path, step); return why; }
+    ci->num_params = (size_t)h[fmt->params_at] | ((size_t)h[fmt->params_at + 1] << 31);
+    if (ci->num_params > CKPT_MAX_PARAMS) {
+        snprintf(why, sizeof(why), "%s: malformed checkpoint header (%zu parameters)", path, ci->num_params);
+        return why;
+    }
+    ci->extra_bytes = (size_t)extra;
+    size_t blocks[4] = {ci->num_params * sizeof(float), ci->num_params * sizeof(float), ci->num_params * sizeof(float),
+                        ci->extra_bytes};
+    return ckpt_verify(path, blocks, fmt->extra_at >= 0 ? 4 : 3);
+}
+
+// A collective: every rank calls it (the store gathers), rank 0 writes. header holds the
+// model's fields; the format's common fields are filled in here.
+static inline void ckpt_state_write(ParamStore* st, const CkptFormat* fmt, const char* path, const int model_header[256],
+                                    int step, size_t num_params, const void* extra, size_t extra_bytes) {
+    size_t n = num_params;
+    int root = param_store_comm(st)->rank == 0;
+    float* buf = root ? (float*)xmalloc(3 * n * sizeof(float)) : NULL;
+    param_store_get_state(st, buf, root ? buf + n : NULL, root ? buf + 2 * n : NULL);
+    if (!root) return;
+    if (extra_bytes > CKPT_EXTRA_MAX || (extra_bytes && fmt->extra_at < 0))
+        FAIL("checkpoint %s: an extra block of %zu bytes does not fit the format", path, extra_bytes);
+    int header[256];
+    memcpy(header, model_header, sizeof(header));
+    header[0] = fmt->magic; header[1] = fmt->version; header[fmt->step_at] = step;
+    header[fmt->params_at] = (int)(n & 0x7fffffff); header[fmt->params_at + 1] = (int)(n >> 31);
+    if (fmt->extra_at >= 0) header[fmt->extra_at] = (int)extra_bytes;
+    CkptWriter w;
+    ckpt_writer_open(&w, path);
+    ckpt_write(&w, header, sizeof(header));
+    for (int k = 0; k < 3; k++) ckpt_write(&w, buf + k * n, n * sizeof(float));
+    ckpt_write(&w, extra, extra_bytes);
+    ckpt_writer_close(&w);
+    free(buf);
+}
+
+// Loads a checkpoint that ckpt_check_all_ranks has accepted into ci, whatever the layout
+// that wrote it: the parameters, and unless params_only (--init-from) the AdamW moments and
+// the extra block (ci->extra_bytes of it into extra, CKPT_EXTRA_MAX bytes at least) on
+// every rank. Rank 0 reads, every rank gets it.
+static inline void ckpt_state_read(ParamStore* st, const char* path, const CkptInfo* ci, size_t num_params,
+                                   int params_only, void* extra) {
+    if (ci->num_params != num_params) FAIL("%s: %zu parameters, the model has %zu", path, ci->num_params, num_params);
+    Comm* cm = param_store_comm(st);
+    FILE* f = cm->rank == 0 ? xfopen(path, "rb") : NULL;
+    if (f) fseek(f, 1024, SEEK_SET);
+    param_store_read_state(st, f, path, params_only);
+    if (!params_only && ci->extra_bytes) {
+        if (f) xfread(extra, 1, ci->extra_bytes, f, path);
+        comm_host_broadcast(cm, GROUP_WORLD, extra, ci->extra_bytes, 0);
+    }
+    if (f) fclose(f);
+}
+
+// PATH of the checkpoint of step `step` in run_dir (the name --resume auto looks for); returns out
+static inline const char* ckpt_step_path(char* out, size_t n, const char* run_dir, int step) {
+    snprintf(out, n, "%s/ckpt_%06d.bin", run_dir, step);
+    return out;
+}
+
+// --resume: the checkpoint to continue from, or NULL. "auto": the newest one of run_dir
+// that check accepts (rank 0 looks, every rank gets it; the skipped ones are named in the
+// log), or NULL when there is none.
+static inline const char* ckpt_resume_path(Comm* cm, Logger* lg, const char* resume, const char* run_dir,
+                                           const char* (*check)(const char* path, void* info)) {
+    if (!resume || strcmp(resume, "auto") != 0) return resume;
+    CkptInfo ci;
+    const char* path = ckpt_find_latest_all_ranks(cm, run_dir, check, &ci, lg);
+    if (!path) logf_(lg, "--resume auto: no checkpoint in %s, starting fresh\n", run_dir);
+    return path;
+}
+
+// The start of a run (not --plan-only, which writes nothing and returns NULL): rank 0 opens
+// the run directory's main.log and metrics.jsonl, appending on any --resume (nothing of an
+// earlier run is lost, even when no checkpoint is usable), and the checkpoint to continue
+// from is found (ckpt_resume_path: --resume auto names the ones it skips in main.log).
+static inline const char* run_open(Comm* cm, Logger* lg, const TrainLoopArgs* l,
+                                   const char* (*check)(const char* path, void* info)) {
+    if (l->plan_only) return NULL;
+    if (!lg->quiet) logger_open(lg, l->run_dir, l->resume != NULL);
+    return ckpt_resume_path(cm, lg, l->resume, l->run_dir, check);
+}

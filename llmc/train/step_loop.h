@@ -1,0 +1,121 @@
+/*
+The bookkeeping around a training step that is the same for every model: the step's
+wall time, the first step's counted communication (printed beside the plan's prediction,
+and make test holds them equal), the --profile-step report, the largest rank's measured
+peak memory, the step's log line (--log-every, ETA) and the metrics fields every trainer
+writes, the cadence of validation and samples, the --ckpt-every cadence with its guard (a
+model whose parameters are no longer finite is not written: the run stops naming the
+last good checkpoint), and the run's last line. The step itself (data, forward,
+backward, update, the model's throughput and validation) stays in the trainer's main loop.
+*/
+#pragma once
+#include <stdarg.h>
+#include "../core/common.h"
+#include "../kernels/kernels.h"
+#include "../core/logger.h"
+#include "../kernels/profile.h"
+#include "train_args.h"
+#include "../parallel/parallel_args.h"
+#include "../parallel/param_store.h"
+#include "run_log.h"
+#include "state_checkpoint.h"
+
+typedef struct {
+    const TrainLoopArgs* loop;
+    Comm* comm;
+    Profile* prof;
+    Logger* lg;
+    int start;          // the step the run continues from (0: a fresh run)
+    int last_ckpt;      // the step of the newest checkpoint on disk, -1: none
+    size_t peak;        // the largest rank's measured peak memory so far
+    double loop_start;  // when the first step began (the ETA spreads everything since)
+    double t0;          // when this step began
+} StepLoop;
+
+// resumed: the run continues from a checkpoint of step start, which is then on disk
+static inline void step_loop_init(StepLoop* s, const TrainLoopArgs* loop, Comm* comm, Profile* prof, Logger* lg, int start,
+                                  int resumed) {
+    memset(s, 0, sizeof(*s));
+    s->loop = loop; s->comm = comm; s->prof = prof; s->lg = lg; s->start = start;
+    s->last_ckpt = resumed ? start : -1;
+    s->loop_start = now_seconds();
+}
+
+static inline void step_begin(StepLoop* s, int step) {
+    s->t0 = now_seconds();
+    if (step == s->start + 1) memset(s->comm->sent, 0, sizeof(s->comm->sent));  // what the plan's formula predicts, counted
+    if (step == s->loop->profile_step) profile_start_step(s->prof);
+}
+
+// after the update: returns the step's milliseconds; a collective (the peak memory)
+static inline double step_end(StepLoop* s, int step) {
+    double ms = (now_seconds() - s->t0) * 1e3;
+    if (step == s->start + 1) comm_bytes_log(s->lg, "comm per step, counted in this step (bytes this rank sent)", s->comm->sent);
+    if (step == s->loop->profile_step) profile_report(s->prof, s->lg, step, ms);
+    size_t measured = peak_bytes_all_ranks(s->comm);  // the largest rank's
+    s->peak = measured > s->peak ? measured : s->peak;
+    return ms;
+}
+
+// The step's line, every --log-every steps, the first and the last: its loss, lr, gradient
+// norm and time, the trainer's throughput (rate_fmt: printf's format and arguments), the
+// ETA and the largest rank's peak memory so far.
+__attribute__((format(printf, 7, 8))) static inline void step_log(const StepLoop* s, int step, double loss, double lr,
+                                                                  double norm, double ms, const char* rate_fmt, ...) {
+    if (step % s->loop->log_every != 0 && step != s->loop->steps && step != s->start + 1) return;
+    char eta[32], rate[160];
+    format_eta(eta, sizeof(eta), s->loop_start, step, s->start, s->loop->steps);
+    va_list ap;
+    va_start(ap, rate_fmt);
+    vsnprintf(rate, sizeof(rate), rate_fmt, ap);
+    va_end(ap);
+    logf_(s->lg, "step %5d/%d | loss %.6f | lr %.3e | norm %.4f | %.1f ms | %s | ETA %s | peak %.1f MiB%s\n", step,
+          s->loop->steps, loss, lr, norm, ms, rate, eta, s->peak / 1048576.0, s->comm->size > 1 ? " (largest rank)" : "");
+}
+
+// The metrics.jsonl fields of every trainer's step: step_metrics opens the step's line with
+// its loss, lr, gradient norm and time; the trainer adds its throughput; step_metrics_memory
+// the largest rank's measured peak and the planned arena; the trainer its validation, then
+// metrics_end.
+static inline void step_metrics(const StepLoop* s, int step, double loss, double lr, double norm, double ms) {
+    metrics_begin(s->lg, step);
+    metrics_num(s->lg, "loss", loss); metrics_num(s->lg, "lr", lr); metrics_num(s->lg, "grad_norm", norm);
+    metrics_num(s->lg, "ms", ms);
+}
+
+static inline void step_metrics_memory(const StepLoop* s, size_t arena_bytes) {
+    metrics_int(s->lg, "peak_mem", (long long)s->peak); metrics_int(s->lg, "arena_bytes", (long long)arena_bytes);
+}
+
+// whether something done every N steps (validation, samples; 0 = never) is done at this
+// step: every N steps and at the last
+static inline int step_due(const StepLoop* s, int step, int every) {
+    return every > 0 && (step % every == 0 || step == s->loop->steps);
+}
+
+// --ckpt-every (the last step too): whether this step writes a checkpoint, to path. A
+// collective: the parameters are checked to be finite on every rank first. Tests only:
+// --test-nan-update plants its NaN here, after the step's update and metrics, for the
+// guard to catch.
+static inline int step_ckpt_due(StepLoop* s, int step, ParamStore* st, char* path, size_t n) {
+    const TrainLoopArgs* l = s->loop;
+    if (step == l->test_nan_update) param_store_plant_nan(st);
+    if (l->ckpt_every <= 0 || (step % l->ckpt_every != 0 && step != l->steps)) return 0;
+    ckpt_step_path(path, n, l->run_dir, step);
+    stop_if_params_not_finite(step, param_store_params_finite(st), l->run_dir, s->last_ckpt);
+    return 1;
+}
+
+static inline void step_ckpt_written(StepLoop* s, int step, const char* path) {
+    s->last_ckpt = step;
+    logf_(s->lg, "checkpoint: %s\n", path);
+}
+
+// The run's last line: the largest rank's measured peak against the planned arena. A
+// collective; a run that trained nothing (a finished run resumed, --steps 0) measures here.
+static inline void step_loop_done(StepLoop* s, size_t arena_bytes) {
+    if (s->start >= s->loop->steps) s->peak = peak_bytes_all_ranks(s->comm);
+    logf_(s->lg, "done: peak memory measured %.1f MiB (%s%s), arena %.1f MiB planned%s\n", s->peak / 1048576.0,
+          dev_measured_name(), s->comm->size > 1 ? ", largest rank" : "", arena_bytes / 1048576.0,
+          s->comm->size > 1 ? " per rank" : "");
+}

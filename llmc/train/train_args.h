@@ -1,0 +1,140 @@
+/*
+The flags every trainer has, one definition for both: the optimizer and its schedule,
+validation and checkpoint cadence, the run directory, resume, the memory flags shared
+by train_llama and train_dit, and the memory plan. A trainer sets its own defaults in
+TrainLoopArgs, then appends these entries to its own flag table.
+*/
+#pragma once
+#include "../core/flags.h"
+#include "../parallel/parallel_args.h"  // the parallel flags (--zero, --tp, --comm, ...)
+#include "fit_memory.h"     // --fit-memory's flags
+
+typedef struct {
+    int steps, warmup, val_every, ckpt_every, log_every, plan_only, profile_step;
+    int test_nan_update;  // tests only: the update of this step leaves a NaN (the guard must stop the run)
+    float lr, min_lr_frac, weight_decay, beta1, beta2, adam_eps, grad_clip;
+    long long seed;
+    const char *run_dir, *resume, *init_from, *plan_json;
+    const char* model;          // the preset's name (the trainer's own --model entry sets it)
+    const char* ffn_chunk_dim;  // "hidden" | "seq"
+    const char* attention;      // "auto" | "fp32" | "tc" (llmc/kernels/attention_select.h)
+    char help[9][112];  // the entries whose help names a trainer's own default
+} TrainLoopArgs;
+
+// The defaults both trainers share, and each trainer's own run directory, steps, weight decay
+// and beta2 (the model is the trainer's; the other fields start at zero).
+static inline void train_loop_defaults(TrainLoopArgs* l, const char* run_dir, int steps, float weight_decay, float beta2) {
+    l->run_dir = run_dir; l->steps = steps; l->weight_decay = weight_decay; l->beta2 = beta2;
+    l->ffn_chunk_dim = "hidden"; l->attention = "auto";
+    l->warmup = 20; l->val_every = 50; l->ckpt_every = 0; l->log_every = 1;
+    l->lr = 1e-3f; l->min_lr_frac = 0.1f; l->beta1 = 0.9f; l->adam_eps = 1e-8f; l->grad_clip = 1.0f; l->seed = 1337;
+}
+
+// the memory flags both trainers share, with train_llama's and train_dit's meaning
+typedef struct { int* ffn_chunks; int* offload_act; int* recompute; const char* recompute_help; } MemoryFlagRefs;
+
+// --ffn-chunks K along the hidden dimension: a chunk's width, ceil(F/K) rounded up to a
+// multiple of 64 when it is at least 64. cuBLASLt's fast bf16 kernels want the GEMM's
+// dimensions aligned (a width of 2731 for F=8192, K=3 falls to slower tiles: 2752 does
+// not); K such chunks may then cover F with fewer, and the trailing chunks are empty.
+// Narrower chunks (the small test models) stay as they are, so that K still splits.
+static inline int ffn_chunk_width(int F, int K) {
+    int w = (F + K - 1) / K;
+    if (w < 64) return w;
+    int r = (w + 63) / 64 * 64;
+    return r < F ? r : F;
+}
+
+// appends the entries to out; returns how many
+static inline int train_loop_flags(Flag* out, TrainLoopArgs* a, MemoryFlagRefs mem) {
+    snprintf(a->help[0], sizeof(a->help[0]), "optimizer steps (default %d)", a->steps);
+    snprintf(a->help[1], sizeof(a->help[1]), "peak learning rate (default %g)", a->lr);
+    snprintf(a->help[2], sizeof(a->help[2]), "linear warmup steps (default %d)", a->warmup);
+    snprintf(a->help[3], sizeof(a->help[3]), "AdamW weight decay on the weight matrices (default %g)", a->weight_decay);
+    snprintf(a->help[4], sizeof(a->help[4]), "AdamW beta2 (default %g)", a->beta2);
+    snprintf(a->help[5], sizeof(a->help[5]), "validation every N steps and at the end, 0 = never (default %d)", a->val_every);
+    snprintf(a->help[6], sizeof(a->help[6]), "directory for main.log, metrics.jsonl, checkpoints (default %s)", a->run_dir);
+    const Flag f[] = {
+        {"steps", 'i', &a->steps, a->help[0]},
+        {"lr", 'f', &a->lr, a->help[1]},
+        {"min-lr-frac", 'f', &a->min_lr_frac, "final lr as a fraction of the peak (default 0.1)"},
+        {"warmup", 'i', &a->warmup, a->help[2]},
+        {"weight-decay", 'f', &a->weight_decay, a->help[3]},
+        {"beta1", 'f', &a->beta1, "AdamW beta1 (default 0.9)"},
+        {"beta2", 'f', &a->beta2, a->help[4]},
+        {"adam-eps", 'f', &a->adam_eps, "AdamW epsilon (default 1e-8)"},
+        {"grad-clip", 'f', &a->grad_clip, "global-norm clipping, 0 = off (default 1.0)"},
+        {"seed", 'l', &a->seed, "initialisation, data order and noise (default 1337)"},
+        {"val-every", 'i', &a->val_every, a->help[5]},
+        {"run-dir", 's', &a->run_dir, a->help[6]},
+        {"ckpt-every", 'i', &a->ckpt_every, "checkpoint every N steps and at the end, 0 = never"},
+        {"resume", 's', &a->resume, "checkpoint file to continue from, or 'auto': the newest good one of --run-dir, if any"},
+        {"init-from", 's', &a->init_from, "checkpoint whose parameters start a new run (step 0, fresh optimizer state)"},
+        {"log-every", 'i', &a->log_every, "print a step line every N steps (metrics.jsonl gets every step)"},
+        {"ffn-chunks", 'i', mem.ffn_chunks, "split the FFN into K chunks, recomputed in backward (default 1)"},
+        {"ffn-chunk-dim", 's', &a->ffn_chunk_dim, "hidden | seq: what --ffn-chunks splits (default hidden)"},
+        {"offload-act", 'i', mem.offload_act, "offload the saved activations of N layers to host, -1 = all but the last"},
+        {"recompute", 'i', mem.recompute, mem.recompute_help},
+        {"attention", 's', &a->attention, "auto | fp32 | tc: the attention kernels (auto = fp32 until tc has passed on "
+                                          "a GPU; tc: bf16 CUDA builds, head dim 64 or 128)"},
+        {"plan-only", 'i', &a->plan_only, "1: print the memory plan and exit (no device needed)"},
+        {"plan-json", 's', &a->plan_json, "write the memory plan as JSON to this file"},
+        {"profile-step", 'i', &a->profile_step, "print the time of each launch group in step N (0 = off; llmc/kernels/profile.h)"},
+        {"test-nan-update", 'i', &a->test_nan_update, "tests only: step N's update leaves a NaN (no checkpoint may hold it)"},
+    };
+    int n = (int)(sizeof(f) / sizeof(f[0]));
+    memcpy(out, f, sizeof(f));
+    return n;
+}
+
+// the checks of these values that do not depend on the trainer
+static inline void train_loop_validate(const TrainLoopArgs* a, int* ffn_chunk_seq) {
+    attention_impl_parse(a->attention);  // fails on anything but auto, fp32, tc
+    if (strcmp(a->ffn_chunk_dim, "hidden") == 0) *ffn_chunk_seq = 0;
+    else if (strcmp(a->ffn_chunk_dim, "seq") == 0) *ffn_chunk_seq = 1;
+    else FAIL("--ffn-chunk-dim must be 'hidden' or 'seq', got '%s'", a->ffn_chunk_dim);
+    // the ranges are llmc/core/flags.h's; what remains is how the values relate
+    if (a->steps == 0 && !a->init_from && !a->resume)
+        FAIL("--steps must be >= 1 (0 only with --init-from or --resume: evaluate and sample a checkpoint, no training)");
+    if (!a->run_dir[0]) FAIL("--run-dir must name a directory (got an empty string)");
+    if (a->init_from && a->resume && strcmp(a->resume, "auto") != 0)
+        FAIL("--init-from and --resume both given: --resume continues a run (with its optimizer state), --init-from "
+             "starts a new one from a checkpoint's weights; pick one");
+}
+
+#define TRAIN_MAX_FLAGS 96
+
+// Parses the command line against the trainer's own entries followed by the shared ones
+// into `flags` (room for TRAIN_MAX_FLAGS) and checks the shared values; given[i] (given
+// may be NULL) says whether flag i was on the command line. Returns the number of flags.
+static inline int train_flags_parse(int argc, char** argv, const Flag* own, int n_own, TrainLoopArgs* loop,
+                                    MemoryFlagRefs mem, int* ffn_chunk_seq, Flag* flags, int* given,
+                                    void (*usage)(const Flag*, int)) {
+    if (n_own + 32 > TRAIN_MAX_FLAGS) FAIL("train_flags_parse: %d flags of the trainer's own, raise TRAIN_MAX_FLAGS", n_own);
+    memcpy(flags, own, (size_t)n_own * sizeof(Flag));
+    int n = n_own + train_loop_flags(flags + n_own, loop, mem);
+    flags_parse(argc, argv, flags, n, given, usage);
+    train_loop_validate(loop, ffn_chunk_seq);
+    return n;
+}
+
+// The whole command line of a trainer: its own entries, the parallel flags (tp_help: what
+// --tp must divide in this model), --fit-memory's, then the shared ones, all checked. par
+// and fit start at their defaults (no trainer has its own). flags and given as for
+// train_flags_parse; returns the number of flags.
+static inline int train_flags_parse_all(int argc, char** argv, const Flag* own, int n_own, TrainLoopArgs* loop,
+                                        MemoryFlagRefs mem, int* ffn_chunk_seq, ParallelArgs* par, const char* tp_help,
+                                        const char* cp_help,
+                                        FitArgs* fit, Flag* flags, int* given, void (*usage)(const Flag*, int)) {
+    *par = parallel_args_default();
+    *fit = fit_args_default();
+    Flag all[TRAIN_MAX_FLAGS];
+    if (n_own + 19 > TRAIN_MAX_FLAGS) FAIL("train_flags_parse_all: %d flags of the trainer's own, raise TRAIN_MAX_FLAGS", n_own);
+    memcpy(all, own, (size_t)n_own * sizeof(Flag));
+    n_own += parallel_flags(all + n_own, par, tp_help, cp_help);
+    n_own += fit_flags(all + n_own, fit);
+    int n = train_flags_parse(argc, argv, all, n_own, loop, mem, ffn_chunk_seq, flags, given, usage);
+    parallel_args_validate(par);
+    fit_args_validate(fit);
+    return n;
+}
