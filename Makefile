@@ -282,6 +282,13 @@ build/test_video_data: dev/test/test_video_data.c $(HEADERS)
 	@mkdir -p build
 	$(CXX) -O2 -x c++ -DLLMC_CPU -Wall -Wextra -Wno-unused-function -I. $< -o $@ -lm
 
+# llmc/train/flow_batch.h's label dropout (train_dit --label-dropout): none at p = 0, all at p = 1, a
+# binomial fraction at p = 0.25, the same labels for the same seed (make test runs it)
+test: build/test_flow_batch
+build/test_flow_batch: dev/test/test_flow_batch.c $(HEADERS)
+	@mkdir -p build
+	$(CXX) -O2 -fopenmp -x c++ -DLLMC_CPU -Wall -Wextra -Wno-unused-function -I. $< -o $@ -lm
+
 # llmc/core/rand.h's parallel fills against the sequential generator, bit for bit, and their time
 # (make test runs it); build/init_bench: the host side of llama3-1B's start-up (fill, bf16
 # conversion, staging copy) at any size and thread count, with cuda_bf16.h's own

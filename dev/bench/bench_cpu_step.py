@@ -28,7 +28,7 @@ Models: the train_llama presets below (B x T tokens a step) and dit-tiny (train_
 tokens + 12 L N^2 D, N tokens a clip, the per-clip adaLN and conditioning not counted);
 dit-tiny's same-library sgemm is the yardstick shape below.
 
---yardstick (issue 27 item 2): one fixed sgemm, M 2048 N 32000 K 288 (stories15M's head
+--yardstick: one fixed sgemm, M 2048 N 32000 K 288 (stories15M's head
 forward), measured with EVERY installed library, in the same run as the steps and between
 them: before each model's runs in each round, build/bench/blas_compare --yardstick R times
 it with each library it can load (Debian's OpenMP OpenBLAS, OpenMP BLIS, oneDNN; PyPI's
@@ -38,7 +38,7 @@ numpy.matmul(a, b.T, out=c) on the same shape; random inputs, two warm-up calls,
 calls, on --threads threads (default: every core, as the trainers run). A library's speed is
 the median of all its timed calls in the run; the yardstick is the fastest library's.
 Each model's step FLOP/s (the median over the rounds of a round's median step time) is then
-reported as a fraction of it, against the issue's target (stories15M 0.70, other models
+reported as a fraction of it, against the project's target (stories15M 0.70, other models
 0.40), with the load average around every measurement. --no-loops leaves out the blocked
 loops build; --profile-step N runs each model once more with --profile-step N
 (llmc/kernels/profile.h) and reports where its step's time goes (GEMM groups, attention, the rest).
@@ -67,7 +67,7 @@ DIT_PRESETS = {  # C, Fr, Hi, Wi, pt, ph, pw, D, L, H, FF, NC (train_dit.cu's DI
     "dit-tiny": (1, 8, 16, 16, 2, 2, 2, 64, 4, 4, 256, 10),
 }
 YARD_MNK = (2048, 32000, 288)  # the yardstick: stories15M's head forward at B*T = 2048
-TARGETS = {"stories15M": 0.70}  # issue 27 item 2; every other model: DEFAULT_TARGET
+TARGETS = {"stories15M": 0.70}  # the project's targets; every other model: DEFAULT_TARGET
 DEFAULT_TARGET = 0.40
 
 
@@ -415,7 +415,7 @@ def main():
                  "the working tree may hold uncommitted edits of the same change. Load average (1 min) before %.2f, after %.2f."
                  % (platform.machine(), os.cpu_count(), commit, load0, load1), ""]
     else:
-        lines = ["# The CPU step against the best sgemm of any installed library (issue 27 item 2)", "",
+        lines = ["# The CPU step against the best sgemm of any installed library", "",
                  "Machine: %s (`lscpu`), %s, %d cores (`nproc`), no GPU; %d threads (OMP_NUM_THREADS and every BLAS "
                  "library's thread count) for the trainers and the yardstick alike. %s to %s; commit %s (the working tree may hold "
                  "uncommitted edits of the same change). Load average (1 min) before %.2f, after %.2f; around every measurement "

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Per-rank memory of data parallelism, planned against measured (issue: the cluster).
+"""Per-rank memory of data parallelism, planned against measured.
 
     python3 dev/bench/measure_dp_memory.py BINARY OUT_MD [--model stories15M] [--steps 2]
 

@@ -1,6 +1,6 @@
 /*
 Host emulation of the CUDA execution model, for checking the llmc kernels without a GPU.
-Included (through the shim include/cuda_runtime.h) by every transformed llmc/*.cuh.
+Included (through the shim include/cuda_runtime.h) by every transformed llmc/kernels/*.cuh.
 See dev/emu/README.md for what is and is not emulated.
 
 Model

@@ -38,7 +38,7 @@ Tolerances. Inputs are random values already representable in floatX, so the CPU
   Where the code promises the same operations in the same order as the CPU twin (the
   encoder), the check is exact: equal in fp32, equal to the twin rounded once in bf16.
 */
-#include "kernels.h"  // the transformed llmc/*.cuh (OUT_DIR first on the include path)
+#include "kernels.h"  // the transformed llmc/kernels/*.cuh (OUT_DIR/kernels first on the include path)
 #include "emu_kernels.inc"
 #include "smem_banks.h"  // dev/emu/include: the bank-conflict counts of the tensor-core kernels
 
@@ -3216,8 +3216,8 @@ int main(int argc, char** argv) {
             if (!emu::covered[i]) missing += std::string(missing.empty() ? "" : ", ") + emu_kernel_list[i].name;
         }
         if (missing.empty()) {
-            if (bf16_only) printf("PASS %s.coverage[all %d kernels of llmc/*.cuh launched; %d bf16-only attention_tc_* kernels are not compiled in this build]\n", BUILD, nk - bf16_only, bf16_only);
-            else printf("PASS %s.coverage[all %d kernels of llmc/*.cuh launched]\n", BUILD, nk);
+            if (bf16_only) printf("PASS %s.coverage[all %d kernels of llmc/kernels/*.cuh launched; %d bf16-only attention_tc_* kernels are not compiled in this build]\n", BUILD, nk - bf16_only, bf16_only);
+            else printf("PASS %s.coverage[all %d kernels of llmc/kernels/*.cuh launched]\n", BUILD, nk);
             passed++;
         }
         else { printf("FAIL %s.coverage: kernels never launched by any check (add a check to dev/emu/harness.cpp): %s\n", BUILD, missing.c_str()); failed++; }

@@ -1,7 +1,7 @@
 /*
 The full-size index probe: the FIRST and the LAST blocks of llama3-8B-sized grids (and of
 a large video DiT), run in the emulator over reserved, unbacked memory. dev/emu/run.sh
-builds it (bf16, -fwrapv) from the transformed llmc/*.cuh and runs it after the harness.
+builds it (bf16, -fwrapv) from the transformed llmc/kernels/*.cuh and runs it after the harness.
 
 Why. The harness checks every launcher at small, odd sizes, where no index comes near
 2^31. At llama3-8B sizes (D 4096, F 14336, V 128256, H 32, KV 8, hd 128, B*T = 4 x 8192
@@ -34,7 +34,7 @@ its details (elements checked, max |err|) go to stderr. `probe.catches_int_index
 a copy of the cross-entropy row addressing with the row offset in int and must FAIL
 (the probe machinery can still see the bug it is for). Options: --list, --filter S.
 */
-#include "kernels.h"  // the transformed llmc/*.cuh
+#include "kernels.h"  // the transformed llmc/kernels/*.cuh
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <signal.h>

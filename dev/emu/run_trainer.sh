@@ -179,7 +179,7 @@ if [ ${#MPIFLAGS[@]} -gt 0 ]; then
     "${@:4}" "$1" "$k" > "$2.$k.out" 2>&1; echo $? > "$2.$k.rc" ) & done; wait' \
     nccl_selftest "$B/bin/nccl_selftest.fp32" "$B/out/nccl_selftest" "$$" "${MPIRUN[@]}"
 fi
-# gradient accumulation over many micro-steps (issue: bf16 sums swamp the small late
+# gradient accumulation over many micro-steps (the risk: bf16 sums swamp the small late
 # contributions): micro64_b64.lref's 64 rows as 64 micro-steps of one row, the gradients
 # summed in the bf16 buffer (--fp32-grad-accum 0) and in an fp32 buffer (1). The fp32 run
 # must pass test_llama's bf16 tolerances and land closer to the float64 reference than the

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """
-Turns the CUDA sources llmc/*.cuh into C++ that the host emulator (dev/emu/emu.h)
+Turns the CUDA sources llmc/kernels/*.cuh into C++ that the host emulator (dev/emu/emu.h)
 compiles with g++. Usage:
 
     transform.py SRC_DIR OUT_DIR

@@ -10,7 +10,7 @@ sampled outputs agree with double-precision dot products (the sgemm computed the
 the yardstick every step is held to is the fastest library's; each round's step time is the
 median of that run's step times (the first step left out; their mean beside it), each model's the
 median of its rounds, tok/s and FLOP/s follow from it, the fraction is FLOP/s over the
-yardstick and lies in (0, 1.5); the target is the issue's (stories15M 0.70, others 0.40) and
+yardstick and lies in (0, 1.5); the target is the project's (stories15M 0.70, others 0.40) and
 the verdict follows from it. With the trainers given, FLOP per token is recomputed from the
 shapes and parameter counts the trainer itself prints (--plan-only 1): 6N + 6LDT for the
 Llama, 6 x weight multiply-adds per token + 12 L N^2 D / N for the DiT. --plant changes one

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Multi-process tests of context parallelism (--cp, llmc/parallel/context_parallel.h; issue 25) in the
+# Multi-process tests of context parallelism (--cp, llmc/parallel/context_parallel.h) in the
 # CPU build under Open MPI (make test runs them through dev/test/run_tests.sh):
 #   a. test_llama at cp 2 and cp 4 in each mode (ring, ulysses), hybrid cp 4 = 2 ways x 2 ring
 #      members, tp 2 x cp 2 (both --tp-mode), dp 2 x cp 2 with --zero 1, with the memory flags,

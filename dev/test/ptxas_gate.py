@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """
-ptxas gate over every kernel of llmc/*.cuh (make test, after the CUDA compile).
+ptxas gate over every kernel of llmc/kernels/*.cuh (make test, after the CUDA compile).
 
 No GPU has run these kernels, so what ptxas says about them is the only evidence of how
 they will sit on an SM. The CUDA compile of make test (make cuda-compile) runs nvcc with
@@ -18,7 +18,7 @@ script reads those reports and fails when a kernel
      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, ...) on
      it (direct, or through a helper that calls it, such as att_prepare_smem): without
      it such a launch fails on the GPU.
-Coverage: every __global__ function of llmc/*.cuh must be in a report (a kernel that
+Coverage: every __global__ function of llmc/kernels/*.cuh must be in a report (a kernel that
 is never compiled is never checked) and in KERNELS (a new kernel must state its block
 size and the occupancy it assumes); KERNELS may name no kernel that no longer exists.
 Block sizes are checked against __launch_bounds__ and against the launch sites whose

@@ -1,7 +1,7 @@
 /*
 Kernels with one planted defect each, for `dev/test/ptxas_gate.py --planted NVCC` (make
 test): the gate must report every defect, each under its rule, and nothing about the
-clean kernels, so that its passing on llmc/*.cuh means something. Compiled to a cubin
+clean kernels, so that its passing on llmc/kernels/*.cuh means something. Compiled to a cubin
 only (nvcc -cubin -Xptxas -v), never linked or run. The block sizes and occupancies the
 gate checks against are PLANTED_KERNELS in the checker.
 */

@@ -265,7 +265,7 @@ check_error flag_bad_tp_mode "tp-mode" ./train_llama_cpu --tp 2 --tp-mode ring -
 check_error flag_bad_tp_regather "tp-recompute-allgather" ./train_llama_cpu --tp 2 --tp-recompute-allgather 2 --plan-only 1
 check_error flag_tp_needs_ranks "number of ranks" ./train_llama_cpu --tp 2 --steps 1
 check_error flag_dp_without_plan "plan-only" ./train_llama_cpu --dp 2 --steps 1
-# the one table of ranges (llmc/core/flags.h FLAG_BOUNDS), in every program: the issue's cases
+# the one table of ranges (llmc/core/flags.h FLAG_BOUNDS), in every program: the edge cases of each range
 check_error flag_range_batch "--batch 65536 2147483647" ./train_llama_cpu --batch 2147483647 --plan-only 1
 check_error flag_range_lr "--lr must" ./train_llama_cpu --lr 0 --plan-only 1
 check_error flag_range_beta2 "--beta2 must" ./train_dit_cpu --beta2 1 --plan-only 1
@@ -401,6 +401,8 @@ check_error init_from_and_resume "pick one" ./train_llama_cpu --init-from a.bin 
 check_error init_from_mismatch "init-from" ./train_llama_cpu --model tiny --V 512 --D 128 --batch 2 --seq 32 --steps 2 \
   --train-data "$TMP/train.bin" --val-every 0 --run-dir "$TMP/init_bad" --init-from "$TMP/init_src/ckpt_000003.bin"
 
+section "every flag has a check: dev/test/flag_index.md is the index the programs and the test sources give (dev/test/flag_index.py)"
+sub_tests flag_index "$PY" dev/test/flag_index.py --check
 section "--fit-memory: the cheapest flags that fit, from the plan (dev/test/test_fit_memory.py)"
 sub_tests fit_memory "$PY" dev/test/test_fit_memory.py ./train_llama_cpu
 check_error fit_memory_impossible "needs a budget of at least" ./train_llama_cpu --model stories15M --fit-memory 0.01 --plan-only 1
@@ -560,6 +562,16 @@ gifs = sorted(glob.glob('$DT/samples/step_000040_class_*.gif')); pngs = glob.glo
 frames = [Image.open(g).n_frames for g in gifs]
 print(len(gifs), 'gifs', frames, len(pngs), 'pngs')
 sys.exit(0 if len(gifs) == 3 and len(pngs) == 3 and all(n == 4 for n in frames) else 1)"
+# --label-dropout reaches the training batches: 5 steps with every class kept (0) and with every class the null
+# class (1) train on other labels, so their losses differ (from step 3 on: adaLN-Zero's first steps do not see the
+# class; about 1 s). What the dropout draws is dev/test/test_flow_batch.c's.
+check dit_label_dropout_trains bash -c "for p in 0 1; do ./train_dit_cpu --D 24 --L 2 --H 2 --FF 40 --frames 4 --height 8 \
+  --width 8 --NC 3 --batch 2 --steps 5 --warmup 1 --lr 1e-2 --val-every 0 --label-dropout \$p --run-dir '$TMP/dit_dropout'\$p \
+  > '$TMP/dit_dropout'\$p.log || exit 1; grep -o '\"loss\": [^,]*' '$TMP/dit_dropout'\$p/metrics.jsonl > '$TMP/dit_dropout'\$p.loss; done
+  [ \$(wc -l < '$TMP/dit_dropout0.loss') = 5 ] && ! cmp -s '$TMP/dit_dropout0.loss' '$TMP/dit_dropout1.loss'"
+# --cfg-scale: at 0 the samples ignore the class (only the null-class velocity), at 1 they follow it, and they are
+# affine in the scale, x(3) - x(1) = 2 (x(1) - x(0)) with one Euler step (dev/test/check_dit_cfg.py; 5 tiny runs, 2-9 s)
+sub_tests dit_cfg_scale "$PY" dev/test/check_dit_cfg.py ./train_dit_cpu "$TMP/dit_cfg"
 check dit_resume_plain env PYTHON="$PY" bash dev/test/check_dit_resume.sh ./train_dit_cpu "$TMP/dit_resume_plain"
 check dit_resume_flags env PYTHON="$PY" bash dev/test/check_dit_resume.sh ./train_dit_cpu "$TMP/dit_resume_flags" \
   --ffn-chunks 3 --offload-act -1 --recompute 1
@@ -620,7 +632,7 @@ gelu bwd,ffn fc1 matmul bwd,attention bwd,qkv matmul bwd,adaln matmul bwd,condit
 grad norm" -- ./train_dit_cpu --D 24 --L 2 --H 2 --FF 40 --frames 4 --height 8 --width 8 --NC 3 --batch 2 --steps 3 \
   --profile-step 2 --val-every 0 --run-dir "$TMP/dit_profile"
 # the CPU step against the best sgemm of any installed library (dev/bench/bench_cpu_step.py --yardstick,
-# issue 27 item 2; docs/results/cpu_step_yardstick.md), in a quick run: every library's yardstick and both
+# docs/results/cpu_step_yardstick.md), in a quick run: every library's yardstick and both
 # trainers' fractions recomputed from the raw numbers (FLOP per token from the shapes the trainers print),
 # each fraction in (0, 1.5); a fraction not from the measured numbers and a yardstick that is not the
 # fastest library's, planted, must fail. Under SCHED_RR where chrt may (root), as the benchmark runs.
@@ -678,6 +690,9 @@ check dit_memory_plan "$PY" dev/test/check_dit_plan.py ./train_dit_cpu
 section "video data: moving digits, clip files, GIF and PNG (llmc/io/video_data.h, llmc/io/image_write.h, scripts/clips_to_bin.py)"
 V="$TMP/video"; mkdir -p "$V/img"
 sub_tests video_data ./build/test_video_data
+# train_dit --label-dropout in llmc/train/flow_batch.h: p = 0 none, p = 1 all, p = 0.25 a binomial fraction of 20000
+# labels (5 sigma), the kept labels the source's, the same seed the same labels (dev/test/test_flow_batch.c; about 1 s)
+sub_tests flow_batch ./build/test_flow_batch
 sub_tests clips_to_bin "$PY" dev/test/check_clips.py ./build/test_video_data "$V/clips"
 check images_write ./build/test_video_data --images "$V/img"
 sub_tests images "$PY" dev/test/check_images.py "$V/img"
@@ -727,7 +742,7 @@ for call in $GPU_CALLS; do
 done
 lane_timed "$(cat "$TMP/hf.end")" "$TMP/gpu_calls.end" "gpu_check_cpu_call $GPU_CALLS (background lane, after the emulator$([ "$FULL" = 1 ] && echo " and the HF round trip"))"
 
-section "the CUDA kernels of llmc/*.cuh run in the host emulator against their CPU twins (dev/emu; background lane)"
+section "the CUDA kernels of llmc/kernels/*.cuh run in the host emulator against their CPU twins (dev/emu; background lane)"
 lane_timed "$LANE_T0" "$TMP/cuda_compile.end" "cuda_compile (background lane, from the start)"
 lane_timed "$(cat "$TMP/cuda_compile.end")" "$TMP/emu.end" "emu (sub-tests; background lane, after the compile)"
 count_sub_tests emu "$(cat "$TMP/emu.rc" 2>/dev/null || echo 1)"

@@ -90,8 +90,18 @@ def flags_of(row):
                 recompute=row["recompute"])
 
 
+def cost_model(extra):
+    """the CPU build's cost model with --fit-link-gbs (GB/s) and --fit-reserve (MiB) applied"""
+    cm = dict(CPU_MODEL)
+    if "--fit-link-gbs" in extra:
+        cm["link_bw"] = float(extra[extra.index("--fit-link-gbs") + 1]) * 1e9
+    if "--fit-reserve" in extra:
+        cm["reserve"] = float(extra[extra.index("--fit-reserve") + 1]) * 1048576
+    return cm
+
+
 def check_case(binary, name, c, fraction, extra, tmp, rng):
-    cm = CPU_MODEL
+    cm = cost_model(extra)
     batch_given = "--batch" in extra
     # the budget: a fraction of the flag-free plan at the given (or largest searched) batch
     B0 = int(extra[extra.index("--batch") + 1]) if batch_given else 4
@@ -157,6 +167,9 @@ CASES = [
     ("tiny, batch searched", dict(V=32000, D=64, L=4, H=4, KV=2, F=176, T=128), ["--total-batch", "8192"]),
     ("stories15M", dict(V=32000, D=288, L=6, H=6, KV=6, F=768, T=256), ["--batch", "8"]),
     ("llama3-1B shape", dict(V=128256, D=2048, L=16, H=32, KV=8, F=8192, T=2048), ["--batch", "2"]),
+    # a slow host link (offload's copies exposed) and a larger reserve: both enter the search
+    ("stories15M, link 0.5 GB/s, reserve 96 MiB", dict(V=32000, D=288, L=6, H=6, KV=6, F=768, T=256),
+     ["--batch", "8", "--fit-link-gbs", "0.5", "--fit-reserve", "96"]),
 ]
 FRACTIONS = [1.2, 0.9, 0.75, 0.6, 0.3]
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Multi-process tests of tensor and sequence parallelism in the CPU build under Open MPI
-# (issue 12; make test runs them through dev/test/run_tests.sh):
+# (make test runs them through dev/test/run_tests.sh):
 #   a. test_llama at tp 2 (-np 2), tp 4 (-np 4) and tp 2 x dp 2 (-np 4), --tp-mode allreduce and
 #      reducescatter, with and without --shard-vocab 1 and with the memory flags, on every
 #      dev/ref/*.lref whose heads split (a clear --tp error for the others) and on fresh

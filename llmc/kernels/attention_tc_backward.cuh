@@ -60,9 +60,13 @@ rounding more than needed, kept for that equality). This replaces the two rope_b
 passes over dq and dk (read and written once each): ~84 MB per layer at llama3-1B, B 4,
 T 2048, half of the ~0.9 ms per step PREDICTED in llmc/kernels/attention_tc.cuh.
 
-NOT YET RUN ON A GPU: written without one, checked by the host emulator (dev/emu, the
-tensor-core model of dev/emu/include/tensorcore_emu.h) against the CPU twin:
-attention_tc_backward[...] and attention_tc_full_backward[...] in dev/emu/harness.cpp.
+Ran on an H200 (docs/results/gpu_h200_2026-11-26.md): the unfused kernels passed test_llama
+and test_dit at head dims 64 and 128 and ran at 106 TFLOP/s in a llama3-1B step (127 in
+the dev/cuda ladder); the fused-rope variants (off in every build) ran there only in the
+ladder, as version 5, slower than the unfused pair (llmc/kernels/attention_select.h). The
+host emulator (dev/emu, the tensor-core model of dev/emu/include/tensorcore_emu.h) checks
+every variant against the CPU twin: attention_tc_backward[...] and
+attention_tc_full_backward[...] in dev/emu/harness.cpp.
 */
 #pragma once
 #include "../core/common.h"
