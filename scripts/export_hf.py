@@ -39,6 +39,7 @@ import numpy as np
 
 sys.dont_write_bytecode = True  # no __pycache__ in scripts/
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "dev", "ref"))  # lref.py, dref.py: the layouts
 from lref import num_params  # noqa: E402
 from pytorch_llama import CKPT_MAGIC, CKPT_VERSION, read_checkpoint  # noqa: E402
 

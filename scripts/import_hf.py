@@ -31,6 +31,7 @@ import numpy as np
 
 sys.dont_write_bytecode = True  # no __pycache__ in scripts/
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "dev", "ref"))  # lref.py, dref.py: the layouts
 from export_hf import (HASH_INIT, HF_FLOATS, HF_SIZES, ConversionError, ckpt_hash,  # noqa: E402
                        ckpt_hash_zeros, float32_json, hf_layout, rope_from_hf)
 from lref import num_params, param_shapes  # noqa: E402

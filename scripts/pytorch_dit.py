@@ -106,6 +106,7 @@ import torch.nn.functional as F
 
 sys.dont_write_bytecode = True  # no __pycache__ in scripts/
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "dev", "ref"))  # lref.py, dref.py: the layouts
 import dref  # noqa: E402  (one definition of docs/design.md 9.2's layout and the DREF reader)
 import peer_common  # noqa: E402  (what this peer shares with scripts/pytorch_llama.py)
 from peer_common import (HAVE_SDPA, MASK64, apply_rope, device_name, rand_below, rmsnorm,  # noqa: E402

@@ -72,6 +72,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "dev", "ref"))  # lref.py, dref.py: the layouts
 from lref import num_params, param_shapes  # noqa: E402  (one definition of docs/design.md 5.2's layout)
 
 sys.dont_write_bytecode = True  # no __pycache__ in scripts/
@@ -528,7 +529,6 @@ def selftest_data(a):
 
 def selftest_model(a, device):
     """Loads LREF files (docs/design.md 5.3), compares logits, loss, gradients and the n_steps AdamW losses."""
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import lref  # noqa: E402
     fails = 0
     bf16 = a.dtype == "bf16"

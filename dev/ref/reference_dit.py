@@ -67,7 +67,7 @@ import sys
 import numpy as np
 import torch
 
-sys.dont_write_bytecode = True  # no __pycache__ in scripts/
+sys.dont_write_bytecode = True  # no __pycache__ in dev/ref/
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import dref  # noqa: E402
 

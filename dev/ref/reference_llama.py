@@ -62,7 +62,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-sys.dont_write_bytecode = True  # no __pycache__ in scripts/
+sys.dont_write_bytecode = True  # no __pycache__ in dev/ref/
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import lref  # noqa: E402
 

@@ -25,7 +25,7 @@ import subprocess
 import sys
 import tempfile
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from check_memory_plan import expected_plan, run_plan  # noqa: E402
 
 FAILS = 0

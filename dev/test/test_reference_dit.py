@@ -33,7 +33,7 @@ import torch
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 sys.dont_write_bytecode = True
-sys.path.insert(0, os.path.join(ROOT, "scripts"))
+sys.path.insert(0, os.path.join(ROOT, "dev", "ref"))
 import dref  # noqa: E402
 import reference_dit as R  # noqa: E402
 
@@ -409,7 +409,7 @@ def test_files():
                 report(word.lower() in str(e).lower(), "malformed DREF rejected: %s: %s" % (what, e))
 
         # invalid sizes on the command line: exit 2 with the reason
-        script = os.path.join(ROOT, "scripts", "reference_dit.py")
+        script = os.path.join(ROOT, "dev", "ref", "reference_dit.py")
         args = [sys.executable, script, "--out", os.path.join(d, "x.dref"), "--C", "1", "--Fr", "3", "--Hi", "4",
                 "--Wi", "5", "--pt", "1", "--ph", "2", "--pw", "2", "--D", "12", "--L", "1", "--H", "5",
                 "--FF", "8", "--NC", "1", "--B", "1", "--n-steps", "1"]
