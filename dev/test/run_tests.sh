@@ -479,7 +479,7 @@ DIT_FLAGSETS=(
 )
 for f in dev/ref/*.dref $DIT_FRESH; do
   base=$(basename "$f" .dref)
-  L=$("$PY" -c "import sys; sys.path.insert(0,'scripts'); import dref; print(dref.read_dref('$f')['cfg']['L'])")
+  L=$("$PY" -c "import sys; sys.path.insert(0,'dev/ref'); import dref; print(dref.read_dref('$f')['cfg']['L'])")
   for fl in "${DIT_FLAGSETS[@]}"; do
     n=$(echo "$fl" | sed -n 's/.*--offload-act \([0-9]*\).*/\1/p')
     [ -n "$n" ] && [ "$n" -gt "$L" ] && continue

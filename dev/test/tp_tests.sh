@@ -128,7 +128,7 @@ tl np2_tp2_rs_deep_l5_gqa_offload2_recompute1 2 --ref dev/emu/ref/deep_l5_gqa.lr
 cat > "$W/check_dump.py" <<'PYEOF'
 import sys
 import numpy as np
-sys.path.insert(0, "scripts")
+sys.path.insert(0, "dev/ref")
 from lref import read_lref
 ref = read_lref(sys.argv[1])
 d = np.fromfile(sys.argv[2], dtype="<f4")
