@@ -102,6 +102,23 @@ static inline void tp_all_reduce(TpContext* t, floatX* buf, size_t n) {
     comm_join(t->comm, t->stream);
 }
 
+// Per-sample sums (n elements) that each rank takes over its own rows: under sequence
+// parallelism zeroed before the kernels that write them and summed over the TP group after,
+// so that every rank holds the whole; without it the kernels write them whole.
+static inline void tp_sample_sums_begin(TpContext* t, floatX* buf, size_t n) {
+    if (t->sp) dev_memset(buf, 0, n * sizeof(floatX), t->stream);
+}
+static inline void tp_sample_sums_end(TpContext* t, floatX* buf, size_t n) {
+    if (t->sp) tp_all_reduce(t, buf, n);
+}
+
+// Under sequence parallelism: each rank's own rows, `own_n` elements already in its block
+// of `all`, all-gathered in place (rows of any width: a model's output patches)
+static inline void tp_all_gather_rows(TpContext* t, floatX* all, size_t own_n) {
+    comm_all_gather(tp_comm(t), GROUP_TP, all, own_n, COMM_FLOATX, t->stream);
+    comm_join(t->comm, t->stream);
+}
+
 static inline void tp_give_back(TpContext* t, TpRows* r) {
     if (r->held >= 0) recycled_give_back(&t->pool, r->held, t->stream);
     r->held = -1; r->p = NULL;
