@@ -29,7 +29,7 @@ Parallelism (mpirun / srun, one process per GPU, world = dp x tp), with train_ll
                                               the adaLN kernels on clip-aligned segments of them, the
                                               per-clip adaLN gradients summed over TP); a1, a2 all-gathered
                                               before qkv and fc1 (kept: 0, gathered again in backward: 1),
-                                              y1, y2 and d a reduce-scattered (llmc/parallel/tensor_parallel.h)
+                                              y1, y2 and d a reduce-scattered (llmc/parallel/linear.h)
 Every buffer is planned before the loop (print it with --plan-only 1, per rank with --dp N --tp N).
 */
 #include "llmc/train/trainer.h"        // kernels, arena, offload, checkpoints, logger, schedule, the shared flags
@@ -528,7 +528,7 @@ static void dit_build(Dit* m, const DitConfig* cfg, const DitFlags* flags, const
     float* tab = (float*)xmalloc(2 * n_rope * sizeof(float));
     rope3d_table(tab, tab + n_rope, c->Fr / c->pt, c->Hi / c->ph, c->Wi / c->pw, (int)hd, c->rope_theta);
     dev_memcpy_h2d(m->rope_cos, tab, 2 * n_rope * sizeof(float), m->stream);
-    attention_bind(&m->att, m->rope_cos, m->rope_sin, m->stream);
+    attention_bind(&m->att, m->rope_cos, m->rope_sin, &m->prof, m->stream);
     stream_synchronize(m->stream);
     free(tab);
 }
@@ -732,8 +732,7 @@ static void attention_block_forward(Dit* m, int l, DitActs a, int B) {
         qk_norm_rope(m, l, W_QNORM, ACT(a, A_Q), ACTF(a, A_QRSTD), ACT(a, A_QP), B);
         qk_norm_rope(m, l, W_KNORM, ACT(a, A_K), ACTF(a, A_KRSTD), ACT(a, A_KP), B);
     }
-    PROF(P, "attention fwd", 4.0 * B * Hl * (double)N * m->Nt * hd, 0, s)
-        attention_forward(&m->att, ACT(a, A_O), ACTF(a, A_LSE), ACT(a, A_Q), ACT(a, A_K), ACT(a, A_V), B, N);
+    attention_forward(&m->att, ACT(a, A_O), ACTF(a, A_LSE), ACT(a, A_Q), ACT(a, A_K), ACT(a, A_V), B, N);
     RowLinear y1 = row_forward(&m->tpc, ACT(a, A_Y1), NULL, BN);
     PROF(P, "proj matmul fwd", gemm_flops(BN, D, Dl), 0, s)
         row_gemm(&y1, ACT(a, A_O), dit_w(m, W_PROJ, l), dit_w(m, B_PROJ, l), 0, BN, Dl, Dl, 1);
@@ -912,12 +911,8 @@ static void layer_backward(Dit* m, int l, int B) {
     PROF(P, "proj matmul bwd", 2 * gemm_flops(BN, D, Dl), 0, s)
         row_gemm_backward(&y1, dit_dw(m, W_PROJ, l), m->dout_att, ACT(a, A_O), dit_w(m, W_PROJ, l), 0, BN, Dl, Dl);
     row_done(&y1);
-    PROF(P, "attention bwd", 2.5 * 4.0 * B * Hl * (double)N * m->Nt * hd, 0, s) {
-        attention_backward(&m->att, m->dq, m->dk, m->dv, m->dout_att, ACT(a, A_Q), ACT(a, A_K), ACT(a, A_V), ACT(a, A_O),
-                           ACTF(a, A_LSE), B, N);
-        attention_rope(&m->att, m->dq, Hl, B, N, 1);
-        attention_rope(&m->att, m->dk, Hl, B, N, 1);
-    }
+    attention_backward(&m->att, m->dq, m->dk, m->dv, m->dout_att, ACT(a, A_Q), ACT(a, A_K), ACT(a, A_V), ACT(a, A_O),
+                       ACTF(a, A_LSE), B, N);
     PROF(P, "qk norm bwd", 0, 6.0 * BN * Dl * SX, s) {
         dev_memset(m->dqp, 0, (size_t)BN * Dl * sizeof(floatX), s);
         dev_memset(m->dkp, 0, (size_t)BN * Dl * sizeof(floatX), s);

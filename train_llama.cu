@@ -467,7 +467,7 @@ static void llama_build(Llama* m, const LlamaConfig* cfg, const MemoryFlags* fla
     float* tab = (float*)xmalloc(2 * n_rope * sizeof(float));
     rope1d_table(tab, tab + n_rope, c->max_seq_len, (int)hd, c->rope_theta);  // llmc/kernels/rope3d.h
     dev_memcpy_h2d(m->rope_cos, tab, 2 * n_rope * sizeof(float), m->stream);
-    attention_bind(&m->att, m->rope_cos, m->rope_sin, m->stream);
+    attention_bind(&m->att, m->rope_cos, m->rope_sin, &m->prof, m->stream);
     stream_synchronize(m->stream);
     free(tab);
 }
@@ -559,13 +559,8 @@ static void attention_block_forward(Llama* m, int l, LayerActs a, int B, int T, 
         column_gemm(&qkv, ACT(a, A_V), layer_w(m, P_WV, l), NULL, 0, N, kvd);
     }
     column_done(&qkv);
-    PROF(P, "rope fwd", 0, 2.0 * N * (qd + kvd) * SX, s) {  // (a no-op when the attention kernels fuse it)
-        attention_rope(&m->att, ACT(a, A_Q), Hl, B, T, 0);
-        attention_rope(&m->att, ACT(a, A_K), KVl, B, T, 0);
-    }
-    // FlashAttention's count: 4 B H T^2 hd, halved (causal); under cp, this rank's 1/cp of it
-    PROF(P, "attention fwd", 2.0 * B * Hl * (double)T * T * m->comm->cp * hd, 0, s)
-        attention_forward(&m->att, ACT(a, A_ATT), ACTF(a, A_LSE), ACT(a, A_Q), ACT(a, A_K), ACT(a, A_V), B, T);
+    attention_rope_qk(&m->att, ACT(a, A_Q), ACT(a, A_K), B, T);
+    attention_forward(&m->att, ACT(a, A_ATT), ACTF(a, A_LSE), ACT(a, A_Q), ACT(a, A_K), ACT(a, A_V), B, T);
     // the residual add is the GEMM's: xmid = x + att wo^T
     RowLinear wo = row_forward(&m->tpc, ACT(a, A_XMID), ACT(a, A_X), N);
     PROF(P, "wo matmul fwd", gemm_flops(N, D, qd), 0, s)
@@ -732,13 +727,8 @@ static void layer_backward(Llama* m, int l, int B, int T) {
     PROF(P, "wo matmul bwd", 2 * gemm_flops(N, D, qd), 0, s)
         row_gemm_backward(&wo, layer_dw(m, P_WO, l), m->datt, ACT(a, A_ATT), layer_w(m, P_WO, l), 0, N, qd, qd);
     row_done(&wo);
-    PROF(P, "attention bwd", 2.5 * 2.0 * B * Hl * (double)T * T * m->comm->cp * hd, 0, s)  // FlashAttention's: 2.5 x forward
-        attention_backward(&m->att, m->dq, m->dk, m->dv, m->datt, ACT(a, A_Q), ACT(a, A_K), ACT(a, A_V), ACT(a, A_ATT),
-                           ACTF(a, A_LSE), B, T);
-    PROF(P, "rope bwd", 0, 2.0 * N * (qd + kvd) * SX, s) {
-        attention_rope(&m->att, m->dq, Hl, B, T, 1);
-        attention_rope(&m->att, m->dk, KVl, B, T, 1);
-    }
+    attention_backward(&m->att, m->dq, m->dk, m->dv, m->datt, ACT(a, A_Q), ACT(a, A_K), ACT(a, A_V), ACT(a, A_ATT),
+                       ACTF(a, A_LSE), B, T);
     ColumnLinear qkv = norm_linear(m, l, a, A_XN1, A_XN1G, N, 1);
     PROF(P, "qkv matmul bwd", 2 * gemm_flops(N, qd + 2.0 * kvd, D), 0, s) {
         column_gemm_backward(&qkv, layer_dw(m, P_WQ, l), NULL, m->dq, layer_w(m, P_WQ, l), 0, N, qd, 0);
@@ -828,7 +818,7 @@ static void head_forward_backward(Llama* m, int N, RunMode mode, float dloss) {
 static int head_rows(const Llama* m, int N) { return m->tpd.sp && !m->st.lay.vocab_tp ? own_rows(m, N) : N; }
 
 // checks a micro-batch of B samples of T tokens against the plan and stages this rank's
-// tokens of it (under cp its Tl of each sample, in its order: llmc/parallel/context_parallel.h)
+// tokens of it (under cp its Tl of each sample, in its order: llmc/parallel/attention_op.h)
 static void llama_stage_batch(Llama* m, const int* inputs, const int* targets, int B, int T) {
     if (B * T > m->B * m->T || T > m->T) FAIL("batch %dx%d exceeds the planned %dx%d", B, T, m->B, m->T);
     if (m->comm->cp > 1) {

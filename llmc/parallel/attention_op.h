@@ -10,21 +10,25 @@ choice a model would otherwise branch on at every call:
                                   ATTENTION_TC_FUSE_ROPE 1, off in every build by measurement,
                                   llmc/kernels/attention_select.h); q and k are then saved unrotated
   one process                     rope_forward / rope_backward around attention_dispatch_*
-The math a caller writes is the same for all three: attention_rope on q and k (a no-op
-when the kernels fuse it), attention_forward; attention_backward, attention_rope(backward)
-on dq and dk.
+The math a caller writes is the same for all three: RoPE on q and k (a no-op when the
+kernels fuse it), attention_forward; attention_backward (which rotates dq and dk back).
+The operation times its launches in the profile's "rope fwd", "attention fwd",
+"attention bwd" and "rope bwd" groups (llmc/kernels/profile.h), with their nominal work;
+attention_rope alone is untimed, for a caller that times it within its own group.
 
 The CP layout (CpContext) stays the model's: its plan and its bytes-sent formula are read
 beside the model, and test_llama gathers rows by it.
 */
 #pragma once
 #include "context_parallel.h"
+#include "../kernels/profile.h"
 
 typedef struct {
     CpContext* cp;             // the token split over the CP group (cp 1: every token here)
     int causal, H, KV, hd;     // this TP rank's query and key/value heads
     const float *cos, *sin;    // the RoPE table by position [positions, hd/2]
     float* delta;              // the tensor-core backward's scratch (one process)
+    Profile* prof;
     stream_t stream;
 } Attention;
 
@@ -48,8 +52,17 @@ static inline void attention_plan_scratch(Attention* a, Arena* d, int B, int T) 
     arena_add_to(d, "attention delta (tc backward)", "scratch", n, &a->delta);
 }
 
-static inline void attention_bind(Attention* a, const float* rope_cos, const float* rope_sin, stream_t s) {
-    a->cos = rope_cos; a->sin = rope_sin; a->stream = s;
+static inline void attention_bind(Attention* a, const float* rope_cos, const float* rope_sin, Profile* prof, stream_t s) {
+    a->cos = rope_cos; a->sin = rope_sin; a->prof = prof; a->stream = s;
+}
+
+// FlashAttention's count for this rank's queries against all T cp keys: 4 B H T^2 hd
+// over the whole sample, halved when causal
+static inline double attention_flops(const Attention* a, int B, int T) {
+    return (a->causal ? 2.0 : 4.0) * B * a->H * (double)T * T * a->cp->cp * a->hd;
+}
+static inline double attention_rope_bytes(const Attention* a, int B, int T) {
+    return 2.0 * B * T * (a->H + a->KV) * (double)a->hd * SX;
 }
 
 // RoPE on q or k (nh heads) of B samples of T tokens (this rank's), or its backward on dq
@@ -61,24 +74,40 @@ static inline void attention_rope(const Attention* a, floatX* qk, int nh, int B,
     else rope_forward(qk, qk, a->cos, a->sin, B, T, nh, a->hd, a->stream);
 }
 
-static inline void attention_forward(Attention* a, floatX* out, float* lse, const floatX* q, const floatX* k,
-                                     const floatX* v, int B, int T) {
-    if (a->cp->cp > 1) cp_attention_forward(a->cp, out, lse, q, k, v, B, a->stream);
-    else if (attention_fuses_rope())
-        att_dispatch_forward_rope(out, lse, q, k, v, a->cos, a->sin, B, T, a->H, a->KV, a->hd, a->causal, a->stream);
-    else att_dispatch_forward(out, lse, q, k, v, B, T, a->H, a->KV, a->hd, a->causal, a->stream);
+// RoPE on q and k, in the profile's "rope fwd" group
+static inline void attention_rope_qk(const Attention* a, floatX* q, floatX* k, int B, int T) {
+    PROF(a->prof, "rope fwd", 0, attention_rope_bytes(a, B, T), a->stream) {
+        attention_rope(a, q, a->H, B, T, 0);
+        attention_rope(a, k, a->KV, B, T, 0);
+    }
 }
 
-// dq, dk, dv overwritten (dq, dk still to go through attention_rope's backward)
+static inline void attention_forward(Attention* a, floatX* out, float* lse, const floatX* q, const floatX* k,
+                                     const floatX* v, int B, int T) {
+    PROF(a->prof, "attention fwd", attention_flops(a, B, T), 0, a->stream) {
+        if (a->cp->cp > 1) cp_attention_forward(a->cp, out, lse, q, k, v, B, a->stream);
+        else if (attention_fuses_rope())
+            att_dispatch_forward_rope(out, lse, q, k, v, a->cos, a->sin, B, T, a->H, a->KV, a->hd, a->causal, a->stream);
+        else att_dispatch_forward(out, lse, q, k, v, B, T, a->H, a->KV, a->hd, a->causal, a->stream);
+    }
+}
+
+// dq, dk, dv overwritten; dq and dk are the gradients at q and k before RoPE
 static inline void attention_backward(Attention* a, floatX* dq, floatX* dk, floatX* dv, const floatX* dout,
                                       const floatX* q, const floatX* k, const floatX* v, const floatX* out,
                                       const float* lse, int B, int T) {
-    if (a->cp->cp > 1) cp_attention_backward(a->cp, dq, dk, dv, dout, q, k, v, out, lse, B, a->stream);
-    else if (attention_fuses_rope())
-        att_dispatch_backward_rope(dq, dk, dv, dout, q, k, v, out, lse, a->delta, a->cos, a->sin, B, T, a->H, a->KV, a->hd,
-                                   a->causal, a->stream);
-    else att_dispatch_backward(dq, dk, dv, dout, q, k, v, out, lse, a->delta, B, T, a->H, a->KV, a->hd, a->causal,
-                               a->stream);
+    PROF(a->prof, "attention bwd", 2.5 * attention_flops(a, B, T), 0, a->stream) {  // FlashAttention's: 2.5 x forward
+        if (a->cp->cp > 1) cp_attention_backward(a->cp, dq, dk, dv, dout, q, k, v, out, lse, B, a->stream);
+        else if (attention_fuses_rope())
+            att_dispatch_backward_rope(dq, dk, dv, dout, q, k, v, out, lse, a->delta, a->cos, a->sin, B, T, a->H, a->KV,
+                                       a->hd, a->causal, a->stream);
+        else att_dispatch_backward(dq, dk, dv, dout, q, k, v, out, lse, a->delta, B, T, a->H, a->KV, a->hd, a->causal,
+                                   a->stream);
+    }
+    PROF(a->prof, "rope bwd", 0, attention_rope_bytes(a, B, T), a->stream) {
+        attention_rope(a, dq, a->H, B, T, 1);
+        attention_rope(a, dk, a->KV, B, T, 1);
+    }
 }
 
 // ----------------------------------------------------------------------------
