@@ -113,7 +113,13 @@ typedef struct {
 // accumulates: the residual enters once, on TP rank 0 (allreduce mode), or on each rank
 // in its own block of the staging (reducescatter).
 static inline RowLinear row_forward(TpContext* t, floatX* out, const floatX* residual, int N) {
-    RowLinear r = {t, residual ? tp_rowpar_begin(t, out, residual, N) : tp_partial_rows(t, out, N), out, residual, N};
+    RowLinear r = {t, tp_partial_rows(t, out, N), out, residual, N};
+    if (residual && t->tp > 1) {
+        floatX* mine = r.y.p + tp_own_row0(t, N) * t->width;
+        size_t n_own = (size_t)tp_own_rows(t, N) * t->width;
+        if (t->sp || t->rank != 0) dev_memset(r.y.p, 0, (size_t)N * t->width * sizeof(floatX), t->stream);
+        if (t->sp || t->rank == 0) dev_memcpy_d2d(mine, residual, n_own * sizeof(floatX), t->stream);
+    }
     return r;
 }
 
