@@ -29,7 +29,7 @@ Parallelism (mpirun / srun, one process per GPU, world = dp x tp), with train_ll
                                               the adaLN kernels on clip-aligned segments of them, the
                                               per-clip adaLN gradients summed over TP); a1, a2 all-gathered
                                               before qkv and fc1 (kept: 0, gathered again in backward: 1),
-                                              y1, y2 and d a reduce-scattered (llmc/parallel/tensor_parallel.h)
+                                              y1, y2 and d a reduce-scattered (llmc/parallel/linear.h)
 Every buffer is planned before the loop (print it with --plan-only 1, per rank with --dp N --tp N).
 */
 #include "llmc/train/trainer.h"        // kernels, arena, offload, checkpoints, logger, schedule, the shared flags
@@ -40,8 +40,8 @@ Every buffer is planned before the loop (print it with --plan-only 1, per rank w
 #include "llmc/train/step_loop.h"      // a step's timing, peak memory, log and checkpoint cadence
 #include "llmc/parallel/param_store.h"    // parameters in buckets, DP reduction, ZeRO-1, AdamW, state in the reference layout
 #include "llmc/train/state_checkpoint.h"  // the checkpoint file: header, parameters, AdamW state
-#include "llmc/parallel/tensor_parallel.h"  // the TP collectives around the column- and row-parallel GEMMs
-#include "llmc/parallel/context_parallel.h"  // --cp: each rank holds 1/cp of every clip's tokens
+#include "llmc/parallel/linear.h"          // column- and row-parallel linears: TP, sequence parallelism, recycled buffers
+#include "llmc/parallel/attention_op.h"    // attention: --cp (each rank holds 1/cp of every clip's tokens), RoPE
 #include "llmc/train/fit_memory.h"     // --fit-memory: the search and the cost model
 #include "llmc/kernels/rope3d.h"        // the 3-D RoPE table
 #include "llmc/io/video_data.h"     // clip sources: moving digits, clip files
@@ -280,6 +280,7 @@ typedef struct {
     int B, N, P;                  // planned batch (clips per rank), tokens per clip on this rank, patch size
     int Nt;                       // tokens per clip (N = Nt / cp)
     CpContext cpx;                // context parallelism's layout and buffers (llmc/parallel/context_parallel.h)
+    Attention att;                // the attention operation over it (llmc/parallel/attention_op.h)
     floatX *cp_patches, *cp_gathered;  // --cp: every token's patches of the micro-batch; the members' rows gathered
     int B_cur;                    // clips of the micro-batch being run
     int keep_vpred;               // v_pred of every clip on every rank in training too (test_dit
@@ -303,7 +304,6 @@ typedef struct {
     int ffn_rows, ffn_cols;
     // backward scratch
     floatX *dh, *da, *dy, *dout_att, *dq, *dk, *dv, *dqp, *dkp;
-    float* att_delta;             // the tensor-core attention backward's rowsum(dO * O) (--attention tc)
     float *mean_scratch, *rstd_scratch, *qk_rstd_scratch;
     // data and head
     floatX *x0, *noise, *xt, *vtarget, *vpred, *dvpred, *xp, *hout, *dhout, *xf;
@@ -325,10 +325,16 @@ static floatX* dit_dw(const Dit* m, int t, int l) { return m->st.grads + m->loca
 static floatX* dit_p(const Dit* m, int t) { return dit_w(m, t, 0); }
 static floatX* dit_g(const Dit* m, int t) { return dit_dw(m, t, 0); }
 
+// this rank's rows of the residual stream of B clips (all of them, but under sequence
+// parallelism), the first, and their clip-aligned segments (llmc/parallel/tensor_parallel.h)
+static int own_rows(const Dit* m, int B) { return tp_own_rows(&m->tpc, B * m->N); }
+static size_t own_row0(const Dit* m, int B) { return tp_own_row0(&m->tpc, B * m->N); }
+static int own_segments(const Dit* m, int B, TpSegment sg[3]) { return tp_own_segments(&m->tpc, B, m->N, sg); }
+
 static DitActs dit_layer_acts(const Dit* m, int l) {
     DitActs a = act_block_at(&m->acts, offload_block(&m->off, l), &m->work);
     if (m->sh.keep_gathered) {  // a1 and a2 are this rank's rows of their kept gathered copies
-        size_t own = tp_own_row0(&m->tpc, m->B_cur * m->N) * m->cfg.D;
+        size_t own = own_row0(m, m->B_cur) * m->cfg.D;
         a.f[A_A1] = ACT(a, A_A1G) + own;
         a.f[A_A2] = ACT(a, A_A2G) + own;
     }
@@ -386,8 +392,8 @@ static void dit_build(Dit* m, const DitConfig* cfg, const DitFlags* flags, const
     if (c->FF < tp) FAIL("--tp %d exceeds the FFN hidden size FF=%d", tp, c->FF);
     m->sh = dit_shard(c, tp, comm->tp_rank);
     // context parallelism (non-causal: a plain split, no zigzag): from here on N is this rank's tokens of a clip
-    cp_setup(&m->cpx, comm, 0, B, m->Nt, m->sh.Hl, m->sh.Hl, c->D / c->H);
-    m->N = m->Nt / comm->cp;
+    attention_setup(&m->att, &m->cpx, comm, 0, B, m->Nt, m->sh.Hl, m->sh.Hl, c->D / c->H);
+    m->N = attention_local_tokens(&m->att, m->Nt);
     m->sh.sp = tp > 1 && par->tp_sp;
     m->sh.keep_gathered = m->sh.sp && !par->tp_regather && flags->recompute == 0;
     // sequence parallelism cuts the B*N rows of a micro-batch into tp equal blocks (a ragged
@@ -421,13 +427,13 @@ static void dit_build(Dit* m, const DitConfig* cfg, const DitFlags* flags, const
     size_t tp_most = BN * (D > P ? D : P) > (size_t)B * 6 * D ? BN * (D > P ? D : P) : (size_t)B * 6 * D;
     if (tp > 1 && tp_most > most) most = tp_most;
     size_t cp_most = comm->cp > 1 ? (size_t)B * m->Nt * P : 0;  // the patches' gather (sampling, test_dit's v_pred)
-    cp_most = cp_staging_elements(&m->cpx) > cp_most ? cp_staging_elements(&m->cpx) : cp_most;
+    cp_most = attention_staging_elements(&m->att) > cp_most ? attention_staging_elements(&m->att) : cp_most;
     if (cp_most > most) most = cp_most;
     size_t staging = comm_staging_needed(comm) ? most * sizeof(floatX) : 0;
     arena_add_to(&m->host, "comm staging (--comm mpi)", "comm", staging, &m->comm_staging);
     // the recycled buffers of sequence parallelism (allreduce mode: none)
     tp_context_plan(&m->tpc, comm, m->sh.sp, m->sh.keep_gathered, D, BN, d);
-    cp_plan(&m->cpx, d);  // its recycled buffers and fp32 scratch (none at cp 1)
+    attention_plan(&m->att, d);  // context parallelism's recycled buffers and fp32 scratch (none at cp 1)
 
     m->acts = dit_act_plan(c, &m->sh, B, m->N, flags);
     offload_plan(&m->off, d, &m->host, c->L, n_offload, m->acts.block_bytes);
@@ -481,8 +487,7 @@ static void dit_build(Dit* m, const DitConfig* cfg, const DitFlags* flags, const
     }
     arena_add_to(d, "rope3d cos + sin", "scratch", 2 * (size_t)m->Nt * (hd / 2) * sizeof(float), &m->rope_cos);
     arena_add_to(d, "grad norm", "scratch", sizeof(float), &m->norm_scratch);
-    arena_add_to(d, "attention delta (tc backward)", "scratch",
-                 comm->cp > 1 ? 0 : attention_dispatch_scratch_floats(B, (int)Hl, m->N) * sizeof(float), &m->att_delta);
+    attention_plan_scratch(&m->att, d, B, m->N);
 
     if (!allocate) return;
     m->allocated = 1;
@@ -523,6 +528,7 @@ static void dit_build(Dit* m, const DitConfig* cfg, const DitFlags* flags, const
     float* tab = (float*)xmalloc(2 * n_rope * sizeof(float));
     rope3d_table(tab, tab + n_rope, c->Fr / c->pt, c->Hi / c->ph, c->Wi / c->pw, (int)hd, c->rope_theta);
     dev_memcpy_h2d(m->rope_cos, tab, 2 * n_rope * sizeof(float), m->stream);
+    attention_bind(&m->att, m->rope_cos, m->rope_sin, &m->prof, m->stream);
     stream_synchronize(m->stream);
     free(tab);
 }
@@ -624,33 +630,26 @@ static void conditioning_backward(Dit* m, int B) {
     }
 }
 
-// q or k of block l from its projection: RMSNorm over each head, then 3-D RoPE
+// q or k of block l from its projection: RMSNorm over each head, then 3-D RoPE (by each
+// token's position in its clip: llmc/parallel/attention_op.h)
 static void qk_norm_rope(Dit* m, int l, int which, floatX* out, float* rstd, const floatX* in, int B) {
     const DitConfig* c = &m->cfg;
     int hd = c->D / c->H, Hl = m->sh.Hl;
     rmsnorm_forward(out, rstd, in, dit_w(m, which, l), B * m->N * Hl, hd, DIT_EPS, m->stream);
-    // --attention tc rotates q and k in its tile loads (llmc/kernels/attention_tc.cuh): they stay unrotated;
-    // under cp each rank's tokens from their first position
-    if (m->comm->cp > 1) cp_rope(&m->cpx, out, Hl, m->rope_cos, m->rope_sin, B, 0, m->stream);
-    else if (!attention_fuses_rope()) rope_forward(out, out, m->rope_cos, m->rope_sin, B, m->N, Hl, hd, m->stream);
+    attention_rope(&m->att, out, Hl, B, m->N, 0);
 }
 
-// ----------------------------------------------------------------------------
-// this rank's rows of the residual stream (all of them, but under sequence parallelism)
-
-static int own_rows(const Dit* m, int B) { return tp_own_rows(&m->tpc, B * m->N); }
-static size_t own_row0(const Dit* m, int B) { return tp_own_row0(&m->tpc, B * m->N); }
 
 // The adaLN kernels on this rank's rows: they read one modulation row per clip, and under
 // sequence parallelism the rows may start and end inside a clip, so they run once per
-// clip-aligned segment (llmc/parallel/tensor_parallel.h tp_own_segments; one call without). The
-// backward's per-clip column sums (d shift, d scale, d gate) are overwritten for the clips
-// this rank's rows touch: under sequence parallelism the caller zeroes them first and sums
-// them over the TP group after (adaln_grad_finish).
+// clip-aligned segment (own_segments; one call without). The backward's per-clip column
+// sums (d shift, d scale, d gate) are overwritten for the clips this rank's rows touch:
+// under sequence parallelism the caller zeroes them first and sums them over the TP group
+// after (adaln_grad_begin, adaln_grad_finish).
 static void modulate_own(Dit* m, floatX* out, float* mean, float* rstd, const floatX* x, const floatX* shift,
                          const floatX* scale, int ld, int B) {
     TpSegment sg[3];
-    int n = tp_own_segments(&m->tpc, B, m->N, sg);
+    int n = own_segments(m, B, sg);
     size_t D = m->cfg.D;
     for (int i = 0; i < n; i++) {
         size_t r = sg[i].row, v = (size_t)sg[i].b * ld;
@@ -662,7 +661,7 @@ static void modulate_own(Dit* m, floatX* out, float* mean, float* rstd, const fl
 static void modulate_own_backward(Dit* m, floatX* dx, floatX* dshift, floatX* dscale, const floatX* dout, const floatX* x,
                                   const float* mean, const float* rstd, const floatX* scale, int ld, int B) {
     TpSegment sg[3];
-    int n = tp_own_segments(&m->tpc, B, m->N, sg);
+    int n = own_segments(m, B, sg);
     size_t D = m->cfg.D;
     for (int i = 0; i < n; i++) {
         size_t r = sg[i].row, v = (size_t)sg[i].b * ld;
@@ -673,7 +672,7 @@ static void modulate_own_backward(Dit* m, floatX* dx, floatX* dshift, floatX* ds
 
 static void gated_own(Dit* m, floatX* out, const floatX* res, const floatX* y, const floatX* gate, int ld, int B) {
     TpSegment sg[3];
-    int n = tp_own_segments(&m->tpc, B, m->N, sg);
+    int n = own_segments(m, B, sg);
     size_t D = m->cfg.D;
     for (int i = 0; i < n; i++) {
         size_t r = sg[i].row;
@@ -685,7 +684,7 @@ static void gated_own(Dit* m, floatX* out, const floatX* res, const floatX* y, c
 static void gated_own_backward(Dit* m, floatX* dy, floatX* dgate, const floatX* dout, const floatX* y, const floatX* gate,
                                int ld, int B) {
     TpSegment sg[3];
-    int n = tp_own_segments(&m->tpc, B, m->N, sg);
+    int n = own_segments(m, B, sg);
     size_t D = m->cfg.D;
     for (int i = 0; i < n; i++) {
         size_t r = sg[i].row, v = (size_t)sg[i].b * ld;
@@ -694,40 +693,24 @@ static void gated_own_backward(Dit* m, floatX* dy, floatX* dgate, const floatX* 
     }
 }
 
-// Under sequence parallelism each rank's adaLN gradients ([B, n] per-clip sums) cover its
-// own rows: zeroed before the backward that writes them, summed over the TP group after,
-// so that every rank holds the whole, as it holds the conditioning they flow into.
-static void adaln_grad_begin(Dit* m, floatX* dada, size_t n) {
-    if (m->tpc.sp) dev_memset(dada, 0, n * sizeof(floatX), m->stream);
-}
-static void adaln_grad_finish(Dit* m, floatX* dada, size_t n) {
-    if (m->tpc.sp) tp_all_reduce(&m->tpc, dada, n);
-}
+// Each rank's adaLN gradients ([B, n] per-clip sums) cover its own rows: under sequence
+// parallelism summed over the TP group, so that every rank holds the whole, as it holds
+// the conditioning they flow into.
+static void adaln_grad_begin(Dit* m, floatX* dada, size_t n) { tp_sample_sums_begin(&m->tpc, dada, n); }
+static void adaln_grad_finish(Dit* m, floatX* dada, size_t n) { tp_sample_sums_end(&m->tpc, dada, n); }
 
-// A row-parallel GEMM's output y = x w^T + b over the TP group: each rank's partial
-// product in `part` (all N rows: tp_partial_rows), the bias on TP rank 0 only (added once),
-// summed: in place (allreduce mode) or reduce-scattered, this rank's rows of it into y.
-// At tp 1 the product and the bias, as one process computes them.
-static void rowpar_finish(Dit* m, TpRows* part, floatX* y, const floatX* bias, int rows) {
-    if (bias && m->tpc.rank == 0) bias_forward(part->p, bias, rows, m->cfg.D, m->stream);
-    floatX* mine = tp_reduce_rows(&m->tpc, part->p, rows);
-    if (mine != y) dev_memcpy_d2d(y, mine, (size_t)tp_own_rows(&m->tpc, rows) * m->cfg.D * sizeof(floatX), m->stream);
-    tp_give_back(&m->tpc, part);
-}
-
-// The input of the column-parallel GEMMs of block l's attention (which = 0: a1) or FFN (1:
-// a2), all B*N rows: the field itself, or under sequence parallelism gathered (kept or
-// recycled, llmc/parallel/tensor_parallel.h tp_column_input)
-static TpRows column_input(Dit* m, int l, DitActs a, int which, int B, int backward) {
-    int own_f = which ? A_A2 : A_A1, kept_f = which ? A_A2G : A_A1G;
-    return tp_column_input(&m->tpc, 2 * l + which, ACT(a, own_f), ACT(a, kept_f), B * m->N, backward,
-                           DIT_ACT_NAMES[own_f]);
+// The column-parallel linears of block l's attention (which = 0: they read a1) or FFN (1:
+// a2), on all B*N rows; in backward with the partial gradient at their input in m->da (or
+// under sequence parallelism the reduce-scatter staging) (llmc/parallel/linear.h)
+static ColumnLinear norm_linear(Dit* m, int l, DitActs a, int which, int B, int backward) {
+    int own_f = which ? A_A2 : A_A1, kept_f = which ? A_A2G : A_A1G, slot = 2 * l + which;
+    if (backward) return column_backward(&m->tpc, slot, ACT(a, own_f), ACT(a, kept_f), m->da, B * m->N, DIT_ACT_NAMES[own_f]);
+    return column_forward(&m->tpc, slot, ACT(a, own_f), ACT(a, kept_f), B * m->N, DIT_ACT_NAMES[own_f]);
 }
 
 // the attention half of block l: a1, q, k, v, o, y1 and hmid = h + gate1 y1. Under TP
 // this rank's heads (qkv column-parallel, proj row-parallel): y1 is summed over the
-// group before gate1 multiplies it. Under sequence parallelism the norm and the gated
-// residual run on this rank's rows, a1 is all-gathered and y1 reduce-scattered.
+// group before gate1 multiplies it; the norm and the gated residual run on this rank's rows.
 static void attention_block_forward(Dit* m, int l, DitActs a, int B) {
     const DitConfig* c = &m->cfg;
     int N = m->N, D = c->D, BN = B * N, nr = own_rows(m, B), hd = D / c->H, Hl = m->sh.Hl, Dl = Hl * hd;
@@ -739,32 +722,21 @@ static void attention_block_forward(Dit* m, int l, DitActs a, int B) {
     PROF(P, "layernorm modulate fwd", 0, 2.0 * nr * D * SX, s)
         modulate_own(m, ACT(a, A_A1), ACTF(a, A_MEAN1), ACTF(a, A_RSTD1), ACT(a, A_H), ada_part(m, ada, 0),
                      ada_part(m, ada, 1), 6 * D, B);
-    TpRows xin = column_input(m, l, a, 0, B, 0);
+    ColumnLinear qkv = norm_linear(m, l, a, 0, B, 0);
     floatX* proj[3] = {ACT(a, A_QP), ACT(a, A_KP), ACT(a, A_V)};
     PROF(P, "qkv matmul fwd", gemm_flops(BN, 3.0 * Dl, D), 0, s)
-        for (int i = 0; i < 3; i++) {  // q, k, v: the three row blocks of qkv_w (this rank's heads of each)
-            matmul_forward(proj[i], xin.p, wqkv + (size_t)i * Dl * D, BN, D, Dl, D, 0, s);
-            bias_forward(proj[i], bqkv + (size_t)i * Dl, BN, Dl, s);
-        }
-    tp_give_back(&m->tpc, &xin);
+        for (int i = 0; i < 3; i++)  // q, k, v: the three row blocks of qkv_w (this rank's heads of each)
+            column_gemm(&qkv, proj[i], wqkv + (size_t)i * Dl * D, bqkv + (size_t)i * Dl, 0, BN, Dl);
+    column_done(&qkv);
     PROF(P, "qk norm rope fwd", 0, 4.0 * BN * Dl * SX, s) {
         qk_norm_rope(m, l, W_QNORM, ACT(a, A_Q), ACTF(a, A_QRSTD), ACT(a, A_QP), B);
         qk_norm_rope(m, l, W_KNORM, ACT(a, A_K), ACTF(a, A_KRSTD), ACT(a, A_KP), B);
     }
-    PROF(P, "attention fwd", 4.0 * B * Hl * (double)N * m->Nt * hd, 0, s) {
-        if (m->comm->cp > 1)
-            cp_attention_forward(&m->cpx, ACT(a, A_O), ACTF(a, A_LSE), ACT(a, A_Q), ACT(a, A_K), ACT(a, A_V), B, s);
-        else if (attention_fuses_rope())
-            attention_dispatch_full_forward_rope(ACT(a, A_O), ACTF(a, A_LSE), ACT(a, A_Q), ACT(a, A_K), ACT(a, A_V),
-                                                 m->rope_cos, m->rope_sin, B, N, Hl, Hl, hd, s);
-        else
-            attention_dispatch_full_forward(ACT(a, A_O), ACTF(a, A_LSE), ACT(a, A_Q), ACT(a, A_K), ACT(a, A_V), B, N, Hl,
-                                            Hl, hd, s);
-    }
-    TpRows y1 = tp_partial_rows(&m->tpc, ACT(a, A_Y1), BN);
+    attention_forward(&m->att, ACT(a, A_O), ACTF(a, A_LSE), ACT(a, A_Q), ACT(a, A_K), ACT(a, A_V), B, N);
+    RowLinear y1 = row_forward(&m->tpc, ACT(a, A_Y1), NULL, BN);
     PROF(P, "proj matmul fwd", gemm_flops(BN, D, Dl), 0, s)
-        matmul_forward(y1.p, ACT(a, A_O), dit_w(m, W_PROJ, l), BN, Dl, D, Dl, 0, s);
-    rowpar_finish(m, &y1, ACT(a, A_Y1), dit_w(m, B_PROJ, l), BN);
+        row_gemm(&y1, ACT(a, A_O), dit_w(m, W_PROJ, l), dit_w(m, B_PROJ, l), 0, BN, Dl, Dl, 1);
+    row_done(&y1);
     PROF(P, "gated residual fwd", 0, 3.0 * nr * D * SX, s)
         gated_own(m, ACT(a, A_HMID), ACT(a, A_H), ACT(a, A_Y1), ada_part(m, ada, 2), 6 * D, B);
     PROF(P, "layernorm modulate fwd", 0, 2.0 * nr * D * SX, s)
@@ -773,49 +745,41 @@ static void attention_block_forward(Dit* m, int l, DitActs a, int B) {
 }
 
 // u and g of one chunk (fc1 and GELU) from a2 (all rows)
-static void ffn_chunk_hidden(Dit* m, int l, const floatX* a2, FfnChunk ch, floatX* u, floatX* g) {
+static void ffn_chunk_hidden(Dit* m, int l, const ColumnLinear* a2, FfnChunk ch, floatX* u, floatX* g) {
     int D = m->cfg.D;
     stream_t s = m->stream;
     if (ch.nf == 0) return;  // a rank's empty last hidden chunk (FF split unevenly)
-    PROF(&m->prof, "ffn fc1 matmul fwd", gemm_flops(ch.nr, ch.nf, D), 0, s) {
-        matmul_forward(u, a2 + (size_t)ch.r0 * D, dit_w(m, W_FC1, l) + (size_t)ch.f0 * D, ch.nr, D, ch.nf, D, 0, s);
-        bias_forward(u, dit_w(m, B_FC1, l) + ch.f0, ch.nr, ch.nf, s);
-    }
+    PROF(&m->prof, "ffn fc1 matmul fwd", gemm_flops(ch.nr, ch.nf, D), 0, s)
+        column_gemm(a2, u, dit_w(m, W_FC1, l) + (size_t)ch.f0 * D, dit_w(m, B_FC1, l) + ch.f0, ch.r0, ch.nr, ch.nf);
     PROF(&m->prof, "gelu fwd", 0, 2.0 * ch.nr * ch.nf * SX, s) gelu_tanh_forward(g, u, (size_t)ch.nr * ch.nf, s);
 }
 
-// u, g and y2 of one chunk (unchunked: the whole FFN into the block's fields); y2 is this
-// chunk's share of the FFN output, and under TP this rank's partial sum of it
-static void ffn_chunk_forward(Dit* m, int l, const floatX* a2, FfnChunk ch, floatX* u, floatX* g, floatX* y2,
-                              int y2_accumulate) {
-    int D = m->cfg.D, FFl = m->sh.FFl;
-    stream_t s = m->stream;
-    if (ch.nf == 0) {  // a rank's empty last hidden chunk: nothing to add
-        if (!y2_accumulate) dev_memset(y2, 0, (size_t)ch.nr * D * sizeof(floatX), s);
-        return;
-    }
+// u, g and this chunk's share of the FFN output y2, added into rows r0.. of the
+// row-parallel sum (first: the first chunk into those rows). The bias belongs to the
+// first hidden chunk (and under TP to rank 0's: row_gemm).
+static void ffn_chunk_forward(Dit* m, int l, const ColumnLinear* a2, FfnChunk ch, floatX* u, floatX* g, RowLinear* y2,
+                              int r0, int first) {
     ffn_chunk_hidden(m, l, a2, ch, u, g);
-    PROF(&m->prof, "ffn fc2 matmul fwd", gemm_flops(ch.nr, D, ch.nf), 0, s)
-        matmul_forward(y2, g, dit_w(m, W_FC2, l) + ch.f0, ch.nr, ch.nf, D, FFl, y2_accumulate, s);
-    // the bias belongs to the first hidden chunk, and under TP to rank 0's (added once)
-    if (ch.f0 == 0 && m->tpc.rank == 0) bias_forward(y2, dit_w(m, B_FC2, l), ch.nr, D, s);
+    PROF(&m->prof, "ffn fc2 matmul fwd", gemm_flops(ch.nr, m->cfg.D, ch.nf), 0, m->stream)
+        row_gemm(y2, g, dit_w(m, W_FC2, l) + ch.f0, ch.f0 == 0 ? dit_w(m, B_FC2, l) : NULL, r0, ch.nr, ch.nf, m->sh.FFl,
+                 first);
 }
 
 // The FFN's output y2 = FFN(a2) of block l, summed over the TP group, this rank's rows of
 // it into y2: its chunks (hidden chunks add into one sum, token chunks each write their
-// rows) into the partial rows, then one reduction. Not for the token chunks of allreduce
-// mode, which each finish their own rows (ffn_forward).
+// rows) into one row-parallel sum. Not for the token chunks of allreduce mode, which each
+// finish their own rows (ffn_forward).
 static void ffn_output(Dit* m, int l, DitActs a, int B, floatX* y2) {
-    int BN = B * m->N, D = m->cfg.D, chunked = m->flags.ffn_chunks > 1, seq = chunked && m->flags.ffn_chunk_seq;
-    TpRows xin = column_input(m, l, a, 1, B, 0);
-    TpRows part = tp_partial_rows(&m->tpc, y2, BN);
+    int chunked = m->flags.ffn_chunks > 1, seq = chunked && m->flags.ffn_chunk_seq;
+    ColumnLinear x = norm_linear(m, l, a, 1, B, 0);
+    RowLinear out = row_forward(&m->tpc, y2, NULL, B * m->N);
     for (int k = 0; k < dit_ffn_num_chunks(m, B); k++) {
         FfnChunk ch = dit_ffn_chunk(m, B, k);
-        ffn_chunk_forward(m, l, xin.p, ch, chunked ? m->ffn_u : ACT(a, A_U), chunked ? m->ffn_g : ACT(a, A_G),
-                          part.p + (seq ? (size_t)ch.r0 * D : 0), !seq && k > 0);
+        ffn_chunk_forward(m, l, &x, ch, chunked ? m->ffn_u : ACT(a, A_U), chunked ? m->ffn_g : ACT(a, A_G), &out,
+                          seq ? ch.r0 : 0, seq || k == 0);
     }
-    tp_give_back(&m->tpc, &xin);
-    rowpar_finish(m, &part, y2, NULL, BN);
+    column_done(&x);
+    row_done(&out);
 }
 
 // out = hmid + gate2 * FFN(a2); chunked, only a2 (and hmid) stay (and under sequence
@@ -825,15 +789,17 @@ static void ffn_forward(Dit* m, int l, DitActs a, int B, floatX* out) {
     stream_t s = m->stream;
     floatX* gate = ada_part(m, m->ada + (size_t)l * B * 6 * D, 5);
     if (m->flags.ffn_chunks > 1 && m->flags.ffn_chunk_seq && !m->tpc.sp) {  // token chunks, each summed on its own
+        ColumnLinear x = norm_linear(m, l, a, 1, B, 0);
         for (int k = 0; k < dit_ffn_num_chunks(m, B); k++) {
             FfnChunk ch = dit_ffn_chunk(m, B, k);
-            ffn_chunk_forward(m, l, ACT(a, A_A2), ch, m->ffn_u, m->ffn_g, m->ffn_y2, 0);
-            TpRows y2 = {m->ffn_y2, -1};
-            rowpar_finish(m, &y2, m->ffn_y2, NULL, ch.nr);
+            RowLinear y2 = row_forward(&m->tpc, m->ffn_y2, NULL, ch.nr);
+            ffn_chunk_forward(m, l, &x, ch, m->ffn_u, m->ffn_g, &y2, 0, 1);
+            row_done(&y2);
             PROF(&m->prof, "gated residual fwd", 0, 3.0 * ch.nr * D * SX, s)
                 gated_residual_forward(out + (size_t)ch.r0 * D, ACT(a, A_HMID) + (size_t)ch.r0 * D, m->ffn_y2,
                                        gate + (size_t)ch.b0 * 6 * D, 6 * D, 1, ch.nr, D, s);
         }
+        column_done(&x);
         return;
     }
     // y2: the block's field, or in allreduce mode the hidden chunks' sum (not kept)
@@ -843,12 +809,13 @@ static void ffn_forward(Dit* m, int l, DitActs a, int B, floatX* out) {
 }
 
 // The FFN's backward from m->dh (dL/d block output, this rank's rows): gate2's gradient
-// into dada, the FFN weights' gradients, and this rank's column-parallel part of d a2 (all
-// rows) into da. The chunks of allreduce mode keep no y2: each is recomputed whole and
-// summed over TP for gate2's gradient; the other layouts read the kept y2.
-static void ffn_backward(Dit* m, int l, DitActs a, int B, floatX* da) {
+// into dada, the FFN weights' gradients; returns its input linear with the partial
+// gradient at a2 (all rows), for the caller to reduce. The chunks of allreduce mode keep
+// no y2: each is recomputed whole and summed over TP for gate2's gradient; the other
+// layouts read the kept y2.
+static ColumnLinear ffn_backward(Dit* m, int l, DitActs a, int B) {
     const DitConfig* c = &m->cfg;
-    int D = c->D, FFl = m->sh.FFl, BN = B * m->N, nr = own_rows(m, B);
+    int D = c->D, FFl = m->sh.FFl, nr = own_rows(m, B);
     stream_t s = m->stream;
     floatX* gate = ada_part(m, m->ada + (size_t)l * B * 6 * D, 5);
     floatX* dgate = ada_part(m, m->dada, 5);
@@ -856,42 +823,35 @@ static void ffn_backward(Dit* m, int l, DitActs a, int B, floatX* da) {
     // dy2 = gate2 * dh (this rank's rows), then all of them
     PROF(&m->prof, "gated residual bwd", 0, 3.0 * nr * D * SX, s)
         gated_own_backward(m, m->dy, recompute_y2 ? NULL : dgate, m->dh, ACT(a, A_Y2), gate, 6 * D, B);
-    bias_backward(dit_dw(m, B_FC2, l), m->dy, nr, D, s);
-    TpRows dy = tp_grad_rows(&m->tpc, m->dy, BN);
-    TpRows xin = column_input(m, l, a, 1, B, 1);
+    RowLinear fc2 = row_backward(&m->tpc, m->dy, B * m->N, dit_dw(m, B_FC2, l));
+    ColumnLinear x = norm_linear(m, l, a, 1, B, 1);
     int nc = dit_ffn_num_chunks(m, B);
     for (int k = 0; k < nc; k++) {
         FfnChunk ch = dit_ffn_chunk(m, B, k);
         floatX *u = ACT(a, A_U), *g = ACT(a, A_G);
         if (chunked) u = m->ffn_u, g = m->ffn_g;
         if (recompute_y2) {  // recompute the chunk, and its share of gate2's gradient (the chunk's y2 summed over TP)
-            ffn_chunk_forward(m, l, xin.p, ch, u, g, m->ffn_y2, 0);
-            TpRows y2 = {m->ffn_y2, -1};
-            rowpar_finish(m, &y2, m->ffn_y2, NULL, ch.nr);
+            RowLinear y2 = row_forward(&m->tpc, m->ffn_y2, NULL, ch.nr);
+            ffn_chunk_forward(m, l, &x, ch, u, g, &y2, 0, 1);
+            row_done(&y2);
             gated_residual_backward(NULL, dgate + (size_t)ch.b0 * 6 * D, m->dh + (size_t)ch.r0 * D, m->ffn_y2,
                                     gate + (size_t)ch.b0 * 6 * D, 6 * D, ch.nb, ch.nper, D, !ch.first, s);
         } else if (chunked) {
-            ffn_chunk_hidden(m, l, xin.p, ch, u, g);
+            ffn_chunk_hidden(m, l, &x, ch, u, g);
         }
         if (ch.nf == 0) continue;  // a rank's empty last hidden chunk
-        const floatX* dy2 = dy.p + (size_t)ch.r0 * D;
-        PROF(&m->prof, "ffn fc2 matmul bwd", 2 * gemm_flops(ch.nr, D, ch.nf), 0, s) {
-            matmul_backward_weight(dit_dw(m, W_FC2, l) + ch.f0, dy2, g, ch.nr, ch.nf, D, FFl, s);
-            matmul_backward_input(m->ffn_dg, dy2, dit_w(m, W_FC2, l) + ch.f0, ch.nr, ch.nf, D, FFl, 0, s);
-        }
+        PROF(&m->prof, "ffn fc2 matmul bwd", 2 * gemm_flops(ch.nr, D, ch.nf), 0, s)
+            row_gemm_backward(&fc2, dit_dw(m, W_FC2, l) + ch.f0, m->ffn_dg, g, dit_w(m, W_FC2, l) + ch.f0, ch.r0, ch.nr,
+                              ch.nf, FFl);
         PROF(&m->prof, "gelu bwd", 0, 3.0 * ch.nr * ch.nf * SX, s)
             gelu_tanh_backward(m->ffn_dg, m->ffn_dg, u, (size_t)ch.nr * ch.nf, s);
-        PROF(&m->prof, "ffn fc1 matmul bwd", 2 * gemm_flops(ch.nr, ch.nf, D), 0, s) {
-            matmul_backward_weight(dit_dw(m, W_FC1, l) + (size_t)ch.f0 * D, m->ffn_dg, xin.p + (size_t)ch.r0 * D,
-                                   ch.nr, D, ch.nf, D, s);
-            bias_backward(dit_dw(m, B_FC1, l) + ch.f0, m->ffn_dg, ch.nr, ch.nf, s);
-            // hidden chunks add into d a2; token chunks each write their rows
-            matmul_backward_input(da + (size_t)ch.r0 * D, m->ffn_dg, dit_w(m, W_FC1, l) + (size_t)ch.f0 * D, ch.nr, D,
-                                  ch.nf, D, !m->flags.ffn_chunk_seq && k > 0, s);
-        }
+        PROF(&m->prof, "ffn fc1 matmul bwd", 2 * gemm_flops(ch.nr, ch.nf, D), 0, s)  // hidden chunks add into d a2
+            column_gemm_backward(&x, dit_dw(m, W_FC1, l) + (size_t)ch.f0 * D, dit_dw(m, B_FC1, l) + ch.f0, m->ffn_dg,
+                                 dit_w(m, W_FC1, l) + (size_t)ch.f0 * D, ch.r0, ch.nr, ch.nf,
+                                 !m->flags.ffn_chunk_seq && k > 0);
     }
-    tp_give_back(&m->tpc, &xin);
-    tp_give_back(&m->tpc, &dy);
+    row_done(&fc2);
+    return x;
 }
 
 static void layer_forward(Dit* m, int l, int B, RunMode mode) {
@@ -910,7 +870,6 @@ static void layer_backward(Dit* m, int l, int B) {
     int N = m->N, D = c->D, BN = B * N, nr = own_rows(m, B), hd = D / c->H, Hl = m->sh.Hl, Dl = Hl * hd;
     stream_t s = m->stream;
     Profile* P = &m->prof;
-    TpContext* tpc = &m->tpc;
     PROF(P, "offload wait", 0, 0, s) offload_before_backward(&m->off, l, s);
     DitActs a = dit_layer_acts(m, l);
     floatX* ada = m->ada + (size_t)l * B * 6 * D;
@@ -919,7 +878,7 @@ static void layer_backward(Dit* m, int l, int B) {
     if (m->flags.recompute >= 2) {
         attention_block_forward(m, l, a, B);
         // gate2's gradient reads the summed y2 (allreduce mode's chunks: ffn_backward)
-        if (m->flags.ffn_chunks == 1 || tpc->sp) ffn_output(m, l, a, B, ACT(a, A_Y2));
+        if (m->flags.ffn_chunks == 1 || m->tpc.sp) ffn_output(m, l, a, B, ACT(a, A_Y2));
     } else if (m->flags.recompute == 1) {
         PROF(P, "layernorm modulate fwd", 0, 4.0 * nr * D * SX, s) {
             modulate_own(m, ACT(a, A_A1), m->mean_scratch, m->rstd_scratch, ACT(a, A_H), ada_part(m, ada, 0),
@@ -937,43 +896,23 @@ static void layer_backward(Dit* m, int l, int B) {
     adaln_grad_begin(m, m->dada, (size_t)B * 6 * D);
 
     // FFN, then its modulated norm: dh is the gradient at the block output and, through
-    // the residual, at hmid; the norm's backward adds the FFN path into it. The
-    // column-parallel input gradients d a2, d a1 are partial sums of all rows, reduced
-    // (under sequence parallelism reduce-scattered) to this rank's rows.
-    TpRows part = tp_partial_rows(tpc, m->da, BN);
-    ffn_backward(m, l, a, B, part.p);
-    const floatX* da = tp_reduce_rows(tpc, part.p, BN);
+    // the residual, at hmid; the norm's backward adds the FFN path into it (the FFN input's
+    // gradient summed over TP: this rank's rows)
+    ColumnLinear ffn_in = ffn_backward(m, l, a, B);
+    const floatX* da = column_reduce(&ffn_in);
     PROF(P, "layernorm modulate bwd", 0, 4.0 * nr * D * SX, s)
         modulate_own_backward(m, m->dh, ada_part(m, m->dada, 3), ada_part(m, m->dada, 4), da, ACT(a, A_HMID),
                               ACTF(a, A_MEAN2), ACTF(a, A_RSTD2), ada_part(m, ada, 4), 6 * D, B);
-    tp_give_back(tpc, &part);
+    column_done(&ffn_in);
     // attention: hmid = h + gate1 y1
     PROF(P, "gated residual bwd", 0, 3.0 * nr * D * SX, s)
         gated_own_backward(m, m->dy, ada_part(m, m->dada, 2), m->dh, ACT(a, A_Y1), ada_part(m, ada, 2), 6 * D, B);
-    TpRows dy = tp_grad_rows(tpc, m->dy, BN);
-    PROF(P, "proj matmul bwd", 2 * gemm_flops(BN, D, Dl), 0, s) {
-        matmul_backward_weight(dit_dw(m, W_PROJ, l), dy.p, ACT(a, A_O), BN, Dl, D, Dl, s);
-        bias_backward(dit_dw(m, B_PROJ, l), m->dy, nr, D, s);
-        matmul_backward_input(m->dout_att, dy.p, dit_w(m, W_PROJ, l), BN, Dl, D, Dl, 0, s);
-    }
-    tp_give_back(tpc, &dy);
-    PROF(P, "attention bwd", 2.5 * 4.0 * B * Hl * (double)N * m->Nt * hd, 0, s) {
-        if (m->comm->cp > 1) {
-            cp_attention_backward(&m->cpx, m->dq, m->dk, m->dv, m->dout_att, ACT(a, A_Q), ACT(a, A_K), ACT(a, A_V),
-                                  ACT(a, A_O), ACTF(a, A_LSE), B, s);
-            cp_rope(&m->cpx, m->dq, Hl, m->rope_cos, m->rope_sin, B, 1, s);
-            cp_rope(&m->cpx, m->dk, Hl, m->rope_cos, m->rope_sin, B, 1, s);
-        } else if (attention_fuses_rope()) {  // dq, dk come back rotated to the unrotated q, k
-            attention_dispatch_full_backward_rope(m->dq, m->dk, m->dv, m->dout_att, ACT(a, A_Q), ACT(a, A_K), ACT(a, A_V),
-                                                  ACT(a, A_O), ACTF(a, A_LSE), m->att_delta, m->rope_cos, m->rope_sin, B,
-                                                  N, Hl, Hl, hd, s);
-        } else {
-            attention_dispatch_full_backward(m->dq, m->dk, m->dv, m->dout_att, ACT(a, A_Q), ACT(a, A_K), ACT(a, A_V),
-                                             ACT(a, A_O), ACTF(a, A_LSE), m->att_delta, B, N, Hl, Hl, hd, s);
-            rope_backward(m->dq, m->dq, m->rope_cos, m->rope_sin, B, N, Hl, hd, s);
-            rope_backward(m->dk, m->dk, m->rope_cos, m->rope_sin, B, N, Hl, hd, s);
-        }
-    }
+    RowLinear y1 = row_backward(&m->tpc, m->dy, BN, dit_dw(m, B_PROJ, l));
+    PROF(P, "proj matmul bwd", 2 * gemm_flops(BN, D, Dl), 0, s)
+        row_gemm_backward(&y1, dit_dw(m, W_PROJ, l), m->dout_att, ACT(a, A_O), dit_w(m, W_PROJ, l), 0, BN, Dl, Dl);
+    row_done(&y1);
+    attention_backward(&m->att, m->dq, m->dk, m->dv, m->dout_att, ACT(a, A_Q), ACT(a, A_K), ACT(a, A_V), ACT(a, A_O),
+                       ACTF(a, A_LSE), B, N);
     PROF(P, "qk norm bwd", 0, 6.0 * BN * Dl * SX, s) {
         dev_memset(m->dqp, 0, (size_t)BN * Dl * sizeof(floatX), s);
         dev_memset(m->dkp, 0, (size_t)BN * Dl * sizeof(floatX), s);
@@ -983,20 +922,16 @@ static void layer_backward(Dit* m, int l, int B) {
                          BN * Hl, hd, s);
     }
     const floatX* dproj[3] = {m->dqp, m->dkp, m->dv};
-    TpRows xin = column_input(m, l, a, 0, B, 1);
-    part = tp_partial_rows(tpc, m->da, BN);
+    ColumnLinear qkv = norm_linear(m, l, a, 0, B, 1);
     PROF(P, "qkv matmul bwd", 2 * gemm_flops(BN, 3.0 * Dl, D), 0, s)
-        for (int i = 0; i < 3; i++) {
-            matmul_backward_weight(dit_dw(m, W_QKV, l) + (size_t)i * Dl * D, dproj[i], xin.p, BN, D, Dl, D, s);
-            bias_backward(dit_dw(m, B_QKV, l) + (size_t)i * Dl, dproj[i], BN, Dl, s);
-            matmul_backward_input(part.p, dproj[i], dit_w(m, W_QKV, l) + (size_t)i * Dl * D, BN, D, Dl, D, i > 0, s);
-        }
-    tp_give_back(tpc, &xin);
-    da = tp_reduce_rows(tpc, part.p, BN);
+        for (int i = 0; i < 3; i++)
+            column_gemm_backward(&qkv, dit_dw(m, W_QKV, l) + (size_t)i * Dl * D, dit_dw(m, B_QKV, l) + (size_t)i * Dl,
+                                 dproj[i], dit_w(m, W_QKV, l) + (size_t)i * Dl * D, 0, BN, Dl, i > 0);
+    da = column_reduce(&qkv);
     PROF(P, "layernorm modulate bwd", 0, 4.0 * nr * D * SX, s)
         modulate_own_backward(m, m->dh, ada_part(m, m->dada, 0), ada_part(m, m->dada, 1), da, ACT(a, A_H),
                               ACTF(a, A_MEAN1), ACTF(a, A_RSTD1), ada_part(m, ada, 1), 6 * D, B);
-    tp_give_back(tpc, &part);
+    column_done(&qkv);
     offload_after_backward(&m->off, l, s);
     // the block's adaLN: ada = silu(c) ada_w^T + ada_b
     adaln_grad_finish(m, m->dada, (size_t)B * 6 * D);
@@ -1013,9 +948,7 @@ static void dit_patches(Dit* m, floatX* out, const floatX* x, int B) {
     const DitConfig* c = &m->cfg;
     floatX* all = m->comm->cp > 1 ? m->cp_patches : out;
     patchify(all, x, B, c->C, c->Fr, c->Hi, c->Wi, c->pt, c->ph, c->pw, m->stream);
-    if (all == out) return;
-    size_t P = m->P, first = (size_t)m->comm->cp_rank * m->N * P;
-    copy_2d(out, (size_t)m->N * P, all + first, (size_t)m->Nt * P, (size_t)m->N * P, B, 0, m->stream);
+    if (all != out) attention_slice_rows(&m->att, out, all, B, (size_t)m->P);
 }
 
 // The final adaLN and linear layer, unpatchify and the loss; in training their backward
@@ -1034,13 +967,10 @@ static void head_forward_backward(Dit* m, int B, RunMode mode, float dscale) {
         matmul_forward(hout, m->xf, dit_p(m, W_FINAL), nr, D, P, D, 0, s);
         bias_forward(hout, dit_p(m, B_FINAL), nr, P, s);
         if (!rowwise || mode == MODE_SAMPLE || m->keep_vpred) {
-            if (sp) {
-                comm_all_gather(tp_comm(&m->tpc), GROUP_TP, m->hout, (size_t)nr * P, COMM_FLOATX, s);
-                comm_join(m->comm, s);
-            }
+            replicated_gather_rows(&m->tpc, m->hout, B * m->N, (size_t)P);
             const floatX* all = m->hout;  // every token's output (under cp gathered from the CP group)
             if (cp > 1) {
-                cp_all_gather_tokens(&m->cpx, m->cp_patches, m->cp_gathered, m->hout, B, (size_t)P, s);
+                attention_gather_rows(&m->att, m->cp_patches, m->cp_gathered, m->hout, B, (size_t)P);
                 all = m->cp_patches;
             }
             unpatchify(m->vpred, all, B, c->C, c->Fr, c->Hi, c->Wi, c->pt, c->ph, c->pw, s);
@@ -1056,7 +986,7 @@ static void head_forward_backward(Dit* m, int B, RunMode mode, float dscale) {
             dit_patches(m, m->dhout, m->vtarget, B);
             dev_memset(m->sq, 0, (size_t)B * sizeof(float), s);
             TpSegment sg[3];
-            int n = tp_own_segments(&m->tpc, B, m->N, sg);
+            int n = own_segments(m, B, sg);
             for (int i = 0; i < n; i++) {
                 size_t r = (size_t)sg[i].row * P;
                 mse_forward_backward(m->sq + sg[i].b, mode == MODE_TRAIN ? dhout + r : NULL, hout + r, dhout + r, sg[i].nb,
@@ -1079,12 +1009,13 @@ static void head_forward_backward(Dit* m, int B, RunMode mode, float dscale) {
     }
 }
 
-// The model on m->xt, m->t, m->y (and m->vtarget for the loss), already on the device:
-// forward, and in training the backward too, adding into the gradients. Under sequence
+// The forward on m->xt, m->t, m->y (and m->vtarget for the loss), already on the device:
+// the conditioning, the patch embedding, the blocks, the final layer and the loss. In
+// training the head's backward runs with it, leaving dL/d h_final in m->dh. Under sequence
 // parallelism the patch embedding runs on this rank's rows of the (replicated) patches.
-static void dit_run(Dit* m, int B, RunMode mode, float dscale, int last) {
+static void dit_forward(Dit* m, int B, RunMode mode, float dscale) {
     const DitConfig* c = &m->cfg;
-    int D = c->D, nr = own_rows(m, B), sp = m->tpc.sp;
+    int D = c->D, nr = own_rows(m, B);
     stream_t s = m->stream;
     m->B_cur = B;
     const floatX* xp = m->xp + own_row0(m, B) * m->P;  // this rank's rows of the patches
@@ -1097,7 +1028,16 @@ static void dit_run(Dit* m, int B, RunMode mode, float dscale, int last) {
     }
     for (int l = 0; l < c->L; l++) layer_forward(m, l, B, mode);
     head_forward_backward(m, B, mode, dscale);
-    if (mode != MODE_TRAIN) return;
+}
+
+// The backward from m->dh down to the patch embedding and the conditioning, adding into
+// the gradients. With last = 1 (the step's last micro-batch) each bucket's reductions
+// start as soon as its gradients are complete.
+static void dit_backward(Dit* m, int B, int last) {
+    const DitConfig* c = &m->cfg;
+    int D = c->D, nr = own_rows(m, B), sp = m->tpc.sp;
+    stream_t s = m->stream;
+    const floatX* xp = m->xp + own_row0(m, B) * m->P;
     for (int l = c->L - 1; l >= 0; l--) {
         layer_backward(m, l, B);
         param_store_bucket_done(&m->st, l, last, sp);  // its reductions overlap the blocks below
@@ -1108,6 +1048,12 @@ static void dit_run(Dit* m, int B, RunMode mode, float dscale, int last) {
     }
     conditioning_backward(m, B);
     param_store_bucket_done(&m->st, c->L, last, sp);  // the rest: patch, timestep and class, final layer
+}
+
+// the model on the staged batch: forward, and in training the backward
+static void dit_run(Dit* m, int B, RunMode mode, float dscale, int last) {
+    dit_forward(m, B, mode, dscale);
+    if (mode == MODE_TRAIN) dit_backward(m, B, last);
 }
 
 static void dit_check_batch(const Dit* m, int B, const int* y) {
@@ -1142,7 +1088,7 @@ static float dit_forward_backward(Dit* m, const float* x0, const float* noise, c
     // under sequence parallelism each rank summed its own rows of each clip: the clip's sum over
     // TP; under cp over the CP group
     if (m->tpc.sp) comm_host_all_reduce(m->comm, GROUP_TP, sq, B, COMM_SUM);
-    if (m->comm->cp > 1) cp_host_sum(&m->cpx, sq, B);
+    attention_sum_samples(&m->att, sq, B);
     for (int i = 0; i < B; i++) {
         sum += sq[i];
         if (per_clip) per_clip[i] = (float)sq[i] / (float)m->clip;

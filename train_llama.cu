@@ -29,8 +29,8 @@ Every buffer is planned before the loop (print it with --plan-only, per rank wit
 #include "llmc/train/run_log.h"        // the log lines every trainer has
 #include "llmc/train/step_loop.h"      // a step's timing, peak memory, log and checkpoint cadence
 #include "llmc/train/fit_memory.h"       // --fit-memory: the search and the cost model
-#include "llmc/parallel/tensor_parallel.h"  // the TP collectives and their recycled buffers
-#include "llmc/parallel/context_parallel.h" // --cp: each rank holds 1/cp of every sample's tokens
+#include "llmc/parallel/linear.h"          // column- and row-parallel linears: TP, sequence parallelism, recycled buffers
+#include "llmc/parallel/attention_op.h"    // attention: --cp (each rank holds 1/cp of every sample's tokens), RoPE
 #include "llmc/parallel/vocab_parallel.h"   // --shard-vocab: the embedding and output split over the vocabulary
 #include "llmc/kernels/rope3d.h"           // the RoPE angle table
 #include "llmc/parallel/param_store.h"
@@ -111,14 +111,14 @@ typedef struct {
     int Fl, f0;       // FFN hidden units [f0, f0 + Fl)
 } TpShard;
 
-static TpShard tp_shard(const LlamaConfig* c, int tp, int r) {
+static TpShard llama_shard(const LlamaConfig* c, int tp, int r) {
     size_t f0, Fl;
     split_part((size_t)c->F, tp, r, &f0, &Fl);
     TpShard t = {tp, r, c->H / tp, c->KV / tp, (int)Fl, (int)f0};
     return t;
 }
 
-static void tp_validate(const LlamaConfig* c, int tp) {
+static void llama_check_tp(const LlamaConfig* c, int tp) {
     if (tp < 1) FAIL("--tp must be >= 1 (got %d)", tp);
     if (c->H % tp != 0 || c->KV % tp != 0)
         FAIL("--tp %d must divide the number of heads H=%d and of kv heads KV=%d (each rank holds whole GQA groups)",
@@ -209,8 +209,8 @@ typedef struct {
     int keep_gathered; // the gathered norm outputs are saved (sp, --tp-recompute-allgather 0, --recompute 0)
 } TpDims;
 
-static TpDims tp_dims(const LlamaConfig* c, const MemoryFlags* f, const ParallelFlags* pf, int tp, int tp_rank) {
-    TpShard t = tp_shard(c, tp, tp_rank);
+static TpDims llama_dims(const LlamaConfig* c, const MemoryFlags* f, const ParallelFlags* pf, int tp, int tp_rank) {
+    TpShard t = llama_shard(c, tp, tp_rank);
     int sp = tp > 1 && pf->tp_sp;
     TpDims d = {tp, sp, t.Hl, t.KVl, t.Fl, sp && !pf->tp_regather && f->recompute == 0};
     return d;
@@ -276,6 +276,7 @@ typedef struct {
     TpDims tpd;                       // this rank's share of the heads, hidden units and rows
     TpContext tpc;                    // the TP collectives, their recycled buffers (llmc/parallel/tensor_parallel.h)
     CpContext cpx;                    // context parallelism's layout and buffers (llmc/parallel/context_parallel.h)
+    Attention att;                    // the attention operation over it (llmc/parallel/attention_op.h)
     int* cp_tokens;                   // host: a micro-batch's inputs and targets in this rank's token order
     ActPlan acts;                     // the activation fields and where each lives
     Offload off;                      // where each layer's block lives (llmc/parallel/offload.h)
@@ -287,7 +288,6 @@ typedef struct {
     // backward scratch
     floatX *dx, *dxn, *dq, *dk, *dv, *datt;
     float* rstd_scratch;
-    float* att_delta;                 // the tensor-core attention backward's rowsum(dO * O) (--attention tc)
     // head
     floatX *xf, *dxf, *logits;
     float *rstdf, *losses;
@@ -343,12 +343,12 @@ static void llama_build(Llama* m, const LlamaConfig* cfg, const MemoryFlags* fla
     int n_offload = offload_resolve(flags->offload_act, c->L);
     parallel_flags_validate(par);
     int tp = comm->tp;
-    tp_validate(c, tp);
-    m->tpd = tp_dims(c, flags, par, tp, comm->tp_rank);
+    llama_check_tp(c, tp);
+    m->tpd = llama_dims(c, flags, par, tp, comm->tp_rank);
     const TpDims* td = &m->tpd;
     // context parallelism: every buffer below that grows with the tokens holds this rank's Tl of each sample
-    cp_setup(&m->cpx, comm, 1, B, T, td->Hl, td->KVl, c->D / c->H);
-    m->Tl = T / comm->cp;
+    attention_setup(&m->att, &m->cpx, comm, 1, B, T, td->Hl, td->KVl, c->D / c->H);
+    m->Tl = attention_local_tokens(&m->att, T);
     size_t BT = (size_t)B * m->Tl, D = c->D, hd = c->D / c->H;
     // sequence parallelism cuts the B*T rows of a micro-batch into tp equal blocks; a
     // ragged last block would need padding rows in every collective: refused instead
@@ -382,7 +382,7 @@ static void llama_build(Llama* m, const LlamaConfig* cfg, const MemoryFlags* fla
         size_t tpmax = BT * D > 2 * BT * sizeof(float) / sizeof(floatX) ? BT * D : 2 * BT * sizeof(float) / sizeof(floatX);
         largest = tpmax > largest ? tpmax : largest;
     }
-    largest = cp_staging_elements(&m->cpx) > largest ? cp_staging_elements(&m->cpx) : largest;
+    largest = attention_staging_elements(&m->att) > largest ? attention_staging_elements(&m->att) : largest;
     arena_add_to(&m->host, "comm staging (--comm mpi)", "comm", comm_staging_needed(comm) ? largest * sizeof(floatX) : 0,
                  &m->comm_staging);
 
@@ -391,7 +391,7 @@ static void llama_build(Llama* m, const LlamaConfig* cfg, const MemoryFlags* fla
     arena_add_to(d, "saved activations (x_final)", "activations", rows * D * sizeof(floatX), &m->x_final);
     // tensor parallelism's recycled buffers (llmc/parallel/tensor_parallel.h)
     tp_context_plan(&m->tpc, comm, td->sp, td->keep_gathered, D, BT, d);
-    cp_plan(&m->cpx, d);  // its recycled buffers and fp32 scratch (none at cp 1)
+    attention_plan(&m->att, d);  // context parallelism's recycled buffers and fp32 scratch (none at cp 1)
 
     int h_work = arena_add(d, "layer work (not saved)", "scratch", m->acts.work_bytes);
     if (flags->ffn_chunk_seq) {
@@ -421,8 +421,7 @@ static void llama_build(Llama* m, const LlamaConfig* cfg, const MemoryFlags* fla
     arena_add_to(d, "dv", "scratch", BT * td->KVl * hd * sizeof(floatX), &m->dv);
     arena_add_to(d, "d attention output", "scratch", BT * td->Hl * hd * sizeof(floatX), &m->datt);
     arena_add_to(d, "rstd (recompute)", "scratch", rows * sizeof(float), &m->rstd_scratch);
-    arena_add_to(d, "attention delta (tc backward)", "scratch",
-                 comm->cp > 1 ? 0 : attention_dispatch_scratch_floats(B, td->Hl, T) * sizeof(float), &m->att_delta);
+    attention_plan_scratch(&m->att, d, B, T);
     if ((size_t)flags->ce_chunks > head_rows)
         FAIL("--ce-chunks %d exceeds the %zu rows the output head runs on this rank", flags->ce_chunks, head_rows);
     m->ce_rows = (int)ceil_div(head_rows, flags->ce_chunks);
@@ -468,6 +467,7 @@ static void llama_build(Llama* m, const LlamaConfig* cfg, const MemoryFlags* fla
     float* tab = (float*)xmalloc(2 * n_rope * sizeof(float));
     rope1d_table(tab, tab + n_rope, c->max_seq_len, (int)hd, c->rope_theta);  // llmc/kernels/rope3d.h
     dev_memcpy_h2d(m->rope_cos, tab, 2 * n_rope * sizeof(float), m->stream);
+    attention_bind(&m->att, m->rope_cos, m->rope_sin, &m->prof, m->stream);
     stream_synchronize(m->stream);
     free(tab);
 }
@@ -528,13 +528,18 @@ static floatX* layer_dw(const Llama* m, int t, int l) { return m->st.grads + m->
 static int vocab_dp_sharded(const Llama* m) { return vocab_over_dp(&m->voc); }
 
 // ----------------------------------------------------------------------------
-// tensor parallelism: the collectives around the column- and row-parallel GEMMs
-// (Megatron's f and g; with sequence parallelism, all-gather and reduce-scatter)
+// forward and backward of one layer. The GEMMs go through the column- and row-parallel
+// linears of llmc/parallel/linear.h (tensor parallelism, sequence parallelism and the
+// recycled buffers are theirs) and attention through llmc/parallel/attention_op.h (context
+// parallelism, RoPE and the fused-RoPE choice are its).
 
-// The input of the column-parallel GEMMs that read a norm output (field own_f; kept_f its
-// kept gathered copy): all N rows (llmc/parallel/tensor_parallel.h)
-static TpRows norm_output_rows(Llama* m, int l, LayerActs a, int own_f, int kept_f, int N, int backward) {
-    return tp_column_input(&m->tpc, 2 * l + (own_f == A_XN2), ACT(a, own_f), ACT(a, kept_f), N, backward, ACT_NAMES[own_f]);
+// The column-parallel linears that read a norm output (field own_f, kept_f its kept
+// gathered copy): all N rows; in backward with the partial gradient at their input
+// (m->dxn, or under sequence parallelism the reduce-scatter staging)
+static ColumnLinear norm_linear(Llama* m, int l, LayerActs a, int own_f, int kept_f, int N, int backward) {
+    int slot = 2 * l + (own_f == A_XN2);  // names the input for the planted bug of TESTING builds
+    if (backward) return column_backward(&m->tpc, slot, ACT(a, own_f), ACT(a, kept_f), m->dxn, N, ACT_NAMES[own_f]);
+    return column_forward(&m->tpc, slot, ACT(a, own_f), ACT(a, kept_f), N, ACT_NAMES[own_f]);
 }
 
 // attention half of the layer: x -> xmid. Under TP this rank's heads; the norm works on
@@ -547,54 +552,31 @@ static void attention_block_forward(Llama* m, int l, LayerActs a, int B, int T, 
     Profile* P = &m->prof;
     PROF(P, "rmsnorm fwd", 0, 2.0 * nr * D * SX, s)
         rmsnorm_forward(ACT(a, A_XN1), rstd1, ACT(a, A_X), layer_w(m, P_ATTN_NORM, l), nr, D, c->norm_eps, s);
-    TpRows xin = norm_output_rows(m, l, a, A_XN1, A_XN1G, N, 0);
+    ColumnLinear qkv = norm_linear(m, l, a, A_XN1, A_XN1G, N, 0);
     PROF(P, "qkv matmul fwd", gemm_flops(N, qd + 2.0 * kvd, D), 0, s) {
-        matmul_forward(ACT(a, A_Q), xin.p, layer_w(m, P_WQ, l), N, D, qd, D, 0, s);
-        matmul_forward(ACT(a, A_K), xin.p, layer_w(m, P_WK, l), N, D, kvd, D, 0, s);
-        matmul_forward(ACT(a, A_V), xin.p, layer_w(m, P_WV, l), N, D, kvd, D, 0, s);
+        column_gemm(&qkv, ACT(a, A_Q), layer_w(m, P_WQ, l), NULL, 0, N, qd);
+        column_gemm(&qkv, ACT(a, A_K), layer_w(m, P_WK, l), NULL, 0, N, kvd);
+        column_gemm(&qkv, ACT(a, A_V), layer_w(m, P_WV, l), NULL, 0, N, kvd);
     }
-    tp_give_back(&m->tpc, &xin);
-    // FlashAttention's count: 4 B H T^2 hd, halved (causal); under cp, this rank's 1/cp of it
-    double att_flops = 2.0 * B * Hl * (double)T * T * m->comm->cp * hd;
-    if (m->comm->cp > 1) {  // RoPE by each chunk's global positions; attention over the CP group
-        PROF(P, "rope fwd", 0, 2.0 * N * (qd + kvd) * SX, s) {
-            cp_rope(&m->cpx, ACT(a, A_Q), Hl, m->rope_cos, m->rope_sin, B, 0, s);
-            cp_rope(&m->cpx, ACT(a, A_K), KVl, m->rope_cos, m->rope_sin, B, 0, s);
-        }
-        PROF(P, "attention fwd", att_flops, 0, s)
-            cp_attention_forward(&m->cpx, ACT(a, A_ATT), ACTF(a, A_LSE), ACT(a, A_Q), ACT(a, A_K), ACT(a, A_V), B, s);
-    } else if (attention_fuses_rope()) {  // --attention tc rotates q and k in its tile loads: they are saved unrotated
-        PROF(P, "attention fwd", att_flops, 0, s) {
-            attention_dispatch_forward_rope(ACT(a, A_ATT), ACTF(a, A_LSE), ACT(a, A_Q), ACT(a, A_K), ACT(a, A_V), m->rope_cos,
-                                            m->rope_sin, B, T, Hl, KVl, hd, s);
-        }
-    } else {
-        PROF(P, "rope fwd", 0, 2.0 * N * (qd + kvd) * SX, s) {
-            rope_forward(ACT(a, A_Q), ACT(a, A_Q), m->rope_cos, m->rope_sin, B, T, Hl, hd, s);
-            rope_forward(ACT(a, A_K), ACT(a, A_K), m->rope_cos, m->rope_sin, B, T, KVl, hd, s);
-        }
-        PROF(P, "attention fwd", att_flops, 0, s)
-            attention_dispatch_forward(ACT(a, A_ATT), ACTF(a, A_LSE), ACT(a, A_Q), ACT(a, A_K), ACT(a, A_V), B, T, Hl, KVl, hd, s);
-    }
-    // the residual add is the GEMM's: xmid = x + att wo^T (cuBLASLt's C = x, D = xmid);
-    // under TP the partial products of the ranks are summed with x (tp_rowpar_begin)
-    TpRows o = tp_rowpar_begin(&m->tpc, ACT(a, A_XMID), ACT(a, A_X), N);
-    PROF(P, "wo matmul fwd", gemm_flops(N, D, qd), 0, s) {
-        if (m->tpd.tp == 1) matmul_forward_residual(o.p, ACT(a, A_X), ACT(a, A_ATT), layer_w(m, P_WO, l), N, qd, D, qd, s);
-        else matmul_forward(o.p, ACT(a, A_ATT), layer_w(m, P_WO, l), N, qd, D, qd, 1, s);
-    }
-    tp_rowpar_end(&m->tpc, &o, ACT(a, A_XMID), N);
+    column_done(&qkv);
+    attention_rope_qk(&m->att, ACT(a, A_Q), ACT(a, A_K), B, T);
+    attention_forward(&m->att, ACT(a, A_ATT), ACTF(a, A_LSE), ACT(a, A_Q), ACT(a, A_K), ACT(a, A_V), B, T);
+    // the residual add is the GEMM's: xmid = x + att wo^T
+    RowLinear wo = row_forward(&m->tpc, ACT(a, A_XMID), ACT(a, A_X), N);
+    PROF(P, "wo matmul fwd", gemm_flops(N, D, qd), 0, s)
+        row_gemm(&wo, ACT(a, A_ATT), layer_w(m, P_WO, l), NULL, 0, N, qd, qd, 1);
+    row_done(&wo);
 }
 
 // One FFN chunk: rows [r0, r0+nr) of the tokens, hidden units [f0, f0+nf) of this rank's.
 // Computes h1, h3 and g for the chunk into the given buffers.
-static void ffn_chunk_hidden(Llama* m, int l, const floatX* xn2, int nr, int f0, int nf, floatX* h1, floatX* h3,
-                             floatX* g) {
+static void ffn_chunk_hidden(Llama* m, int l, const ColumnLinear* x, int r0, int nr, int f0, int nf, floatX* h1,
+                             floatX* h3, floatX* g) {
     int D = m->cfg.D;
     stream_t s = m->stream;
     PROF(&m->prof, "ffn w1 w3 matmul fwd", 2 * gemm_flops(nr, nf, D), 0, s) {
-        matmul_forward(h1, xn2, layer_w(m, P_W1, l) + (size_t)f0 * D, nr, D, nf, D, 0, s);
-        matmul_forward(h3, xn2, layer_w(m, P_W3, l) + (size_t)f0 * D, nr, D, nf, D, 0, s);
+        column_gemm(x, h1, layer_w(m, P_W1, l) + (size_t)f0 * D, NULL, r0, nr, nf);
+        column_gemm(x, h3, layer_w(m, P_W3, l) + (size_t)f0 * D, NULL, r0, nr, nf);
     }
     PROF(&m->prof, "swiglu fwd", 0, 3.0 * nr * nf * SX, s)
         swiglu_forward(g, h1, h3, (size_t)nr * nf, s);
@@ -623,82 +605,68 @@ static int ffn_num_chunks(const Llama* m, int N) {
 }
 
 // FFN with its residual: out = residual + w2(silu(w1 xn2) * w3 xn2), chunk by chunk when
-// --ffn-chunks > 1, on all N rows (xn2 gathered under sequence parallelism). With tp = 1
-// the residual enters through the first GEMM that writes each row (cuBLASLt's C =
-// residual, D = out) and later hidden chunks accumulate; with tp > 1 every GEMM
-// accumulates into the prefilled partial rows (tp_rowpar_begin).
+// --ffn-chunks > 1, on all N rows; the chunks' w2 products add into one sum (hidden
+// chunks) or each write their rows (token chunks).
 static void ffn_forward(Llama* m, int l, LayerActs a, int N, const floatX* residual, floatX* out) {
-    int D = m->cfg.D, Fl = m->tpd.Fl, tp1 = m->tpd.tp == 1;
+    int D = m->cfg.D, Fl = m->tpd.Fl;
     stream_t s = m->stream;
-    TpRows xin = norm_output_rows(m, l, a, A_XN2, A_XN2G, N, 0);
-    TpRows o = tp_rowpar_begin(&m->tpc, out, residual, N);
-    const floatX* xn2 = xin.p;
-    floatX* o_all = o.p;
+    ColumnLinear x = norm_linear(m, l, a, A_XN2, A_XN2G, N, 0);
+    RowLinear w2 = row_forward(&m->tpc, out, residual, N);
     if (m->flags.ffn_chunks == 1) {
-        ffn_chunk_hidden(m, l, xn2, N, 0, Fl, ACT(a, A_H1), ACT(a, A_H3), ACT(a, A_G));
-        tp_give_back(&m->tpc, &xin);
-        PROF(&m->prof, "ffn w2 matmul fwd", gemm_flops(N, D, Fl), 0, s) {
-            if (tp1) matmul_forward_residual(o_all, residual, ACT(a, A_G), layer_w(m, P_W2, l), N, Fl, D, Fl, s);
-            else matmul_forward(o_all, ACT(a, A_G), layer_w(m, P_W2, l), N, Fl, D, Fl, 1, s);
-        }
+        ffn_chunk_hidden(m, l, &x, 0, N, 0, Fl, ACT(a, A_H1), ACT(a, A_H3), ACT(a, A_G));
+        column_done(&x);
+        PROF(&m->prof, "ffn w2 matmul fwd", gemm_flops(N, D, Fl), 0, s)
+            row_gemm(&w2, ACT(a, A_G), layer_w(m, P_W2, l), NULL, 0, N, Fl, Fl, 1);
     } else {
         int K = ffn_num_chunks(m, N);
         for (int k = 0; k < K; k++) {
             int r0, nr, f0, nf; ffn_chunk_range(m, N, k, &r0, &nr, &f0, &nf);
-            ffn_chunk_hidden(m, l, xn2 + (size_t)r0 * D, nr, f0, nf, m->ffn_h1, m->ffn_h3, m->ffn_g);
-            PROF(&m->prof, "ffn w2 matmul fwd", gemm_flops(nr, D, nf), 0, s) {
-                floatX* o = o_all + (size_t)r0 * D;
-                if (tp1 && (m->flags.ffn_chunk_seq || k == 0))  // the first product into these rows
-                    matmul_forward_residual(o, residual + (size_t)r0 * D, m->ffn_g, layer_w(m, P_W2, l) + f0, nr, nf, D, Fl, s);
-                else
-                    matmul_forward(o, m->ffn_g, layer_w(m, P_W2, l) + f0, nr, nf, D, Fl, 1, s);
-            }
+            ffn_chunk_hidden(m, l, &x, r0, nr, f0, nf, m->ffn_h1, m->ffn_h3, m->ffn_g);
+            PROF(&m->prof, "ffn w2 matmul fwd", gemm_flops(nr, D, nf), 0, s)
+                row_gemm(&w2, m->ffn_g, layer_w(m, P_W2, l) + f0, NULL, r0, nr, nf, Fl, m->flags.ffn_chunk_seq || k == 0);
         }
-        tp_give_back(&m->tpc, &xin);
+        column_done(&x);
     }
-    tp_rowpar_end(&m->tpc, &o, out, N);
+    row_done(&w2);
 }
 
-// FFN backward on all N rows: dout is the gradient at the FFN output, dxn receives the
-// (partial, under TP) gradient at the FFN input. With --recompute 2 and one chunk the
-// hidden activations are recomputed here, where the gathered input is at hand.
-static void ffn_backward(Llama* m, int l, LayerActs a, int N, const floatX* dout, floatX* dxn) {
+// FFN backward on all N rows from m->dx, the gradient at the FFN output (this rank's
+// rows). Returns its input linear with the FFN input's gradient, for the caller to reduce.
+// With --recompute 2 and one chunk the hidden activations are recomputed here, where the
+// gathered input is at hand.
+static ColumnLinear ffn_backward(Llama* m, int l, LayerActs a, int N) {
     int D = m->cfg.D, Fl = m->tpd.Fl;
     stream_t s = m->stream;
-    TpRows xrows = norm_output_rows(m, l, a, A_XN2, A_XN2G, N, 1);
-    const floatX* xin = xrows.p;
+    RowLinear w2 = row_backward(&m->tpc, m->dx, N, NULL);
+    ColumnLinear x = norm_linear(m, l, a, A_XN2, A_XN2G, N, 1);
     if (m->flags.recompute >= 2 && m->flags.ffn_chunks == 1)
-        ffn_chunk_hidden(m, l, xin, N, 0, Fl, ACT(a, A_H1), ACT(a, A_H3), ACT(a, A_G));
+        ffn_chunk_hidden(m, l, &x, 0, N, 0, Fl, ACT(a, A_H1), ACT(a, A_H3), ACT(a, A_G));
     int K = m->flags.ffn_chunks == 1 ? 1 : ffn_num_chunks(m, N);
     for (int k = 0; k < K; k++) {
         int r0, nr, f0, nf; ffn_chunk_range(m, N, k, &r0, &nr, &f0, &nf);
-        const floatX* xn2 = xin + (size_t)r0 * D;
-        const floatX* dy = dout + (size_t)r0 * D;
         floatX *h1, *h3, *g;
         if (m->flags.ffn_chunks == 1) {
             h1 = ACT(a, A_H1); h3 = ACT(a, A_H3); g = ACT(a, A_G);
         } else {  // recompute this chunk's intermediates
             h1 = m->ffn_h1; h3 = m->ffn_h3; g = m->ffn_g;
-            ffn_chunk_hidden(m, l, xn2, nr, f0, nf, h1, h3, g);
+            ffn_chunk_hidden(m, l, &x, r0, nr, f0, nf, h1, h3, g);
         }
         Profile* P = &m->prof;
-        PROF(P, "ffn w2 matmul bwd", 2 * gemm_flops(nr, D, nf), 0, s) {
-            matmul_backward_weight(layer_dw(m, P_W2, l) + f0, dy, g, nr, nf, D, Fl, s);
-            matmul_backward_input(m->ffn_dg, dy, layer_w(m, P_W2, l) + f0, nr, nf, D, Fl, 0, s);
-        }
+        PROF(P, "ffn w2 matmul bwd", 2 * gemm_flops(nr, D, nf), 0, s)
+            row_gemm_backward(&w2, layer_dw(m, P_W2, l) + f0, m->ffn_dg, g, layer_w(m, P_W2, l) + f0, r0, nr, nf, Fl);
         PROF(P, "swiglu bwd", 0, 5.0 * nr * nf * SX, s) {
             swiglu_backward(m->ffn_dg, m->ffn_dh3, m->ffn_dg, h1, h3, (size_t)nr * nf, s);  // ffn_dg now holds d(h1)
         }
         PROF(P, "ffn w1 w3 matmul bwd", 4 * gemm_flops(nr, nf, D), 0, s) {
-            matmul_backward_weight(layer_dw(m, P_W1, l) + (size_t)f0 * D, m->ffn_dg, xn2, nr, D, nf, D, s);
-            matmul_backward_weight(layer_dw(m, P_W3, l) + (size_t)f0 * D, m->ffn_dh3, xn2, nr, D, nf, D, s);
-            floatX* dxn2 = dxn + (size_t)r0 * D;
             int first = m->flags.ffn_chunk_seq || k == 0;  // hidden chunks all add into the same rows
-            matmul_backward_input(dxn2, m->ffn_dg, layer_w(m, P_W1, l) + (size_t)f0 * D, nr, D, nf, D, !first, s);
-            matmul_backward_input(dxn2, m->ffn_dh3, layer_w(m, P_W3, l) + (size_t)f0 * D, nr, D, nf, D, 1, s);
+            column_gemm_backward(&x, layer_dw(m, P_W1, l) + (size_t)f0 * D, NULL, m->ffn_dg,
+                                 layer_w(m, P_W1, l) + (size_t)f0 * D, r0, nr, nf, !first);
+            column_gemm_backward(&x, layer_dw(m, P_W3, l) + (size_t)f0 * D, NULL, m->ffn_dh3,
+                                 layer_w(m, P_W3, l) + (size_t)f0 * D, r0, nr, nf, 1);
         }
     }
-    tp_give_back(&m->tpc, &xrows);
+    row_done(&w2);
+    return x;
 }
 
 static void layer_forward(Llama* m, int l, int B, int T, RunMode mode) {
@@ -746,64 +714,33 @@ static void layer_backward(Llama* m, int l, int B, int T) {
 
     // FFN and its norm: dx is the gradient at the FFN output and also, through the
     // residual, at xmid; the norm's backward adds the FFN path into it
-    TpContext* tpc = &m->tpc;
-    TpRows dy = tp_grad_rows(tpc, m->dx, N);
-    TpRows part = tp_partial_rows(tpc, m->dxn, N);
-    ffn_backward(m, l, a, N, dy.p, part.p);
-    tp_give_back(tpc, &dy);
-    const floatX* dxn = tp_reduce_rows(tpc, part.p, N);
+    ColumnLinear ffn_in = ffn_backward(m, l, a, N);
+    const floatX* dxn = column_reduce(&ffn_in);
     double norm_bytes = 4.0 * nr * D * SX;  // reads x, dxn, dx; writes dx
     PROF(P, "rmsnorm bwd", 0, norm_bytes, s) {
         rmsnorm_backward(m->dx, layer_dw(m, P_FFN_NORM, l), dxn, ACT(a, A_XMID), layer_w(m, P_FFN_NORM, l),
                          ACTF(a, A_RSTD2), nr, D, s);
     }
-    tp_give_back(tpc, &part);
+    column_done(&ffn_in);
     // attention
-    dy = tp_grad_rows(tpc, m->dx, N);
-    PROF(P, "wo matmul bwd", 2 * gemm_flops(N, D, qd), 0, s) {
-        matmul_backward_weight(layer_dw(m, P_WO, l), dy.p, ACT(a, A_ATT), N, qd, D, qd, s);
-        matmul_backward_input(m->datt, dy.p, layer_w(m, P_WO, l), N, qd, D, qd, 0, s);
-    }
-    tp_give_back(tpc, &dy);
-    double att_flops = 2.5 * 2.0 * B * Hl * (double)T * T * m->comm->cp * hd;  // FlashAttention's count: 2.5 x forward
-    if (m->comm->cp > 1) {
-        PROF(P, "attention bwd", att_flops, 0, s)
-            cp_attention_backward(&m->cpx, m->dq, m->dk, m->dv, m->datt, ACT(a, A_Q), ACT(a, A_K), ACT(a, A_V), ACT(a, A_ATT),
-                                  ACTF(a, A_LSE), B, s);
-        PROF(P, "rope bwd", 0, 2.0 * N * (qd + kvd) * SX, s) {
-            cp_rope(&m->cpx, m->dq, Hl, m->rope_cos, m->rope_sin, B, 1, s);
-            cp_rope(&m->cpx, m->dk, KVl, m->rope_cos, m->rope_sin, B, 1, s);
-        }
-    } else if (attention_fuses_rope()) {  // dq, dk come back rotated to the unrotated q, k
-        PROF(P, "attention bwd", att_flops, 0, s)
-            attention_dispatch_backward_rope(m->dq, m->dk, m->dv, m->datt, ACT(a, A_Q), ACT(a, A_K), ACT(a, A_V), ACT(a, A_ATT),
-                                             ACTF(a, A_LSE), m->att_delta, m->rope_cos, m->rope_sin, B, T, Hl, KVl, hd, s);
-    } else {
-        PROF(P, "attention bwd", att_flops, 0, s)
-            attention_dispatch_backward(m->dq, m->dk, m->dv, m->datt, ACT(a, A_Q), ACT(a, A_K), ACT(a, A_V), ACT(a, A_ATT),
-                                        ACTF(a, A_LSE), m->att_delta, B, T, Hl, KVl, hd, s);
-        PROF(P, "rope bwd", 0, 2.0 * N * (qd + kvd) * SX, s) {
-            rope_backward(m->dq, m->dq, m->rope_cos, m->rope_sin, B, T, Hl, hd, s);
-            rope_backward(m->dk, m->dk, m->rope_cos, m->rope_sin, B, T, KVl, hd, s);
-        }
-    }
-    TpRows xin = norm_output_rows(m, l, a, A_XN1, A_XN1G, N, 1);
-    part = tp_partial_rows(tpc, m->dxn, N);
+    RowLinear wo = row_backward(&m->tpc, m->dx, N, NULL);
+    PROF(P, "wo matmul bwd", 2 * gemm_flops(N, D, qd), 0, s)
+        row_gemm_backward(&wo, layer_dw(m, P_WO, l), m->datt, ACT(a, A_ATT), layer_w(m, P_WO, l), 0, N, qd, qd);
+    row_done(&wo);
+    attention_backward(&m->att, m->dq, m->dk, m->dv, m->datt, ACT(a, A_Q), ACT(a, A_K), ACT(a, A_V), ACT(a, A_ATT),
+                       ACTF(a, A_LSE), B, T);
+    ColumnLinear qkv = norm_linear(m, l, a, A_XN1, A_XN1G, N, 1);
     PROF(P, "qkv matmul bwd", 2 * gemm_flops(N, qd + 2.0 * kvd, D), 0, s) {
-        matmul_backward_weight(layer_dw(m, P_WQ, l), m->dq, xin.p, N, D, qd, D, s);
-        matmul_backward_weight(layer_dw(m, P_WK, l), m->dk, xin.p, N, D, kvd, D, s);
-        matmul_backward_weight(layer_dw(m, P_WV, l), m->dv, xin.p, N, D, kvd, D, s);
-        matmul_backward_input(part.p, m->dq, layer_w(m, P_WQ, l), N, D, qd, D, 0, s);
-        matmul_backward_input(part.p, m->dk, layer_w(m, P_WK, l), N, D, kvd, D, 1, s);
-        matmul_backward_input(part.p, m->dv, layer_w(m, P_WV, l), N, D, kvd, D, 1, s);
+        column_gemm_backward(&qkv, layer_dw(m, P_WQ, l), NULL, m->dq, layer_w(m, P_WQ, l), 0, N, qd, 0);
+        column_gemm_backward(&qkv, layer_dw(m, P_WK, l), NULL, m->dk, layer_w(m, P_WK, l), 0, N, kvd, 1);
+        column_gemm_backward(&qkv, layer_dw(m, P_WV, l), NULL, m->dv, layer_w(m, P_WV, l), 0, N, kvd, 1);
     }
-    tp_give_back(tpc, &xin);
-    dxn = tp_reduce_rows(tpc, part.p, N);
+    dxn = column_reduce(&qkv);
     PROF(P, "rmsnorm bwd", 0, norm_bytes, s) {
         rmsnorm_backward(m->dx, layer_dw(m, P_ATTN_NORM, l), dxn, ACT(a, A_X), layer_w(m, P_ATTN_NORM, l),
                          ACTF(a, A_RSTD1), nr, D, s);
     }
-    tp_give_back(tpc, &part);
+    column_done(&qkv);
     offload_after_backward(&m->off, l, s);
 }
 
@@ -836,17 +773,14 @@ static void head_forward_backward(Llama* m, int N, RunMode mode, float dloss) {
     Profile* P = &m->prof;
     PROF(P, "rmsnorm fwd", 0, 2.0 * nr_own * D * SX, s)
         rmsnorm_forward(m->xf, m->rstdf, m->x_final, m->p[P_NORM], nr_own, D, c->norm_eps, s);
-    TpRows xg = {m->xf, -1}, dpart = {m->dxf, -1};
-    if (vtp && m->tpd.sp) xg = tp_gather_taken(&m->tpc, m->xf, N, "final norm output");
-    if (mode == MODE_TRAIN && vtp) dpart = tp_partial_rows(&m->tpc, m->dxf, N);
-    const floatX* xf = xg.p;
-    floatX* dxf = dpart.p;
+    // a column-parallel linear over the vocabulary when it is split over TP, else replicated
+    ColumnLinear out = column_open(&m->tpc, vtp, m->xf, m->dxf, N, mode == MODE_TRAIN, "final norm output");
     const floatX* w_out = vocab_weights(&m->voc, P_OUT, m->p[P_OUT]);
     floatX* dw_out = mode == MODE_TRAIN ? vocab_grad_begin(&m->voc, P_OUT, m->g[P_OUT]) : NULL;
     for (int r0 = 0; r0 < H; r0 += m->ce_rows) {
         int nr = H - r0 < m->ce_rows ? H - r0 : m->ce_rows;
         PROF(P, "head matmul fwd", gemm_flops(nr, V, D), 0, s)
-            matmul_forward(m->logits, xf + (size_t)r0 * D, w_out, nr, D, V, D, 0, s);
+            column_gemm(&out, m->logits, w_out, NULL, r0, nr, V);
 #ifdef TESTING
         if (m->capture_logits) {  // [BT, V] on the host: this rank's rows, or its vocabulary columns of every row
             stream_synchronize(s);
@@ -864,22 +798,19 @@ static void head_forward_backward(Llama* m, int N, RunMode mode, float dloss) {
             else crossentropy_forward_backward(m->losses + r0, m->logits, targets + r0, nr, V, dloss, mode == MODE_TRAIN, s);
         }
         if (mode == MODE_TRAIN) {
-            PROF(P, "head matmul bwd", 2 * gemm_flops(nr, V, D), 0, s) {
-                matmul_backward_weight(dw_out, m->logits, xf + (size_t)r0 * D, nr, D, V, D, s);
-                matmul_backward_input(dxf + (size_t)r0 * D, m->logits, w_out, nr, D, V, D, 0, s);
-            }
+            PROF(P, "head matmul bwd", 2 * gemm_flops(nr, V, D), 0, s)
+                column_gemm_backward(&out, dw_out, NULL, m->logits, w_out, r0, nr, V, 0);
         }
     }
-    tp_give_back(&m->tpc, &xg);
     if (mode == MODE_TRAIN) {
         if (!c->tied) vocab_grad_done(&m->voc, P_OUT);  // tied: the embedding's backward adds to it first
-        const floatX* dxf_own = vtp ? tp_reduce_rows(&m->tpc, dxf, N) : dxf;
+        const floatX* dxf_own = column_reduce(&out);
         PROF(P, "rmsnorm bwd", 0, 5.0 * nr_own * D * SX, s) {
             dev_memset(m->dx, 0, (size_t)nr_own * D * sizeof(floatX), s);
             rmsnorm_backward(m->dx, m->g[P_NORM], dxf_own, m->x_final, m->p[P_NORM], m->rstdf, nr_own, D, s);
         }
-        tp_give_back(&m->tpc, &dpart);
     }
+    column_done(&out);
 }
 
 // the rows of the head's per-token losses: distinct on every rank of the TP group (a
@@ -887,14 +818,14 @@ static void head_forward_backward(Llama* m, int N, RunMode mode, float dloss) {
 static int head_rows(const Llama* m, int N) { return m->tpd.sp && !m->st.lay.vocab_tp ? own_rows(m, N) : N; }
 
 // checks a micro-batch of B samples of T tokens against the plan and stages this rank's
-// tokens of it (under cp its Tl of each sample, in its order: llmc/parallel/context_parallel.h)
+// tokens of it (under cp its Tl of each sample, in its order: llmc/parallel/attention_op.h)
 static void llama_stage_batch(Llama* m, const int* inputs, const int* targets, int B, int T) {
     if (B * T > m->B * m->T || T > m->T) FAIL("batch %dx%d exceeds the planned %dx%d", B, T, m->B, m->T);
     if (m->comm->cp > 1) {
         if (T != m->T) FAIL("--cp %d: a micro-batch of %d tokens a sample, the plan has %d", m->comm->cp, T, m->T);
         int* local = m->cp_tokens;
-        cp_local_tokens(&m->cpx, local, inputs, B);
-        if (targets) cp_local_tokens(&m->cpx, local + (size_t)B * m->Tl, targets, B);
+        attention_slice_tokens(&m->att, local, inputs, B);
+        if (targets) attention_slice_tokens(&m->att, local + (size_t)B * m->Tl, targets, B);
         inputs = local;
         targets = targets ? local + (size_t)B * m->Tl : NULL;
         T = m->Tl;
@@ -907,36 +838,45 @@ static void llama_stage_batch(Llama* m, const int* inputs, const int* targets, i
     if (targets) dev_memcpy_h2d(m->targets, targets, (size_t)N * sizeof(int), m->stream);
 }
 
-// One micro-batch: forward, and in training the backward too, adding into the
-// gradients (dloss = 1 / (tokens in the whole step, all DP ranks)). With last = 1
-// (the step's last micro-batch) each bucket's reductions (TP for the replicated
-// tensors under sequence parallelism, then DP) start as soon as its gradients are
-// complete. The losses are summed on the device: llama_take_loss reads them once per step.
-static void llama_forward_backward(Llama* m, const int* inputs, const int* targets, int B, int T, RunMode mode,
-                                   float dloss, int last) {
-    const LlamaConfig* c = &m->cfg;
-    stream_t s = m->stream;
-    llama_stage_batch(m, inputs, targets, B, T);
-    T = m->comm->cp > 1 ? m->Tl : T;  // from here on, the tokens of a sample on this rank
+// The forward of the staged micro-batch (B samples of T tokens on this rank): the
+// embedding, the layers, the head and its per-token losses. In training the head's
+// backward runs with it, chunk by chunk (--ce-chunks: the [BT, V] logits never exist),
+// leaving dL/d(x_final) in m->dx (dloss = 1 / (tokens in the whole step, all DP ranks)).
+static void llama_forward(Llama* m, int B, int T, RunMode mode, float dloss) {
     int N = B * T;
     embed_forward(m, N);
-    for (int l = 0; l < c->L; l++) layer_forward(m, l, B, T, mode);
+    for (int l = 0; l < m->cfg.L; l++) layer_forward(m, l, B, T, mode);
     head_forward_backward(m, N, mode, dloss);
-    if (mode == MODE_TRAIN) {
-        for (int l = c->L - 1; l >= 0; l--) {
-            layer_backward(m, l, B, T);
-            param_store_bucket_done(&m->st, l, last, m->tpd.sp);  // its reductions overlap the layers below
-        }
-        // a tied, sharded model's unsharded gradient already holds the head's part
-        floatX* demb = vocab_dp_sharded(m) && c->tied ? m->voc.grad : vocab_grad_begin(&m->voc, P_EMB, m->g[P_EMB]);
-        embed_backward(m, demb, N);
-        vocab_grad_done(&m->voc, P_EMB);
-        const ParamLayout* lay = &m->st.lay;
-        param_store_micro_step_done(&m->st, lay->vocab_start, lay->n_local - lay->vocab_start, last);  // --shard-vocab over DP
-        param_store_bucket_done(&m->st, c->L, last, m->tpd.sp);
+}
+
+// The backward from m->dx down to the embedding, adding into the gradients. With last = 1
+// (the step's last micro-batch) each bucket's reductions (TP for the replicated tensors
+// under sequence parallelism, then DP) start as soon as its gradients are complete.
+static void llama_backward(Llama* m, int B, int T, int last) {
+    const LlamaConfig* c = &m->cfg;
+    for (int l = c->L - 1; l >= 0; l--) {
+        layer_backward(m, l, B, T);
+        param_store_bucket_done(&m->st, l, last, m->tpd.sp);  // its reductions overlap the layers below
     }
-    sum_accumulate(m->loss_sum, m->losses, (size_t)head_rows(m, N), s);
-    m->loss_tokens += head_rows(m, N);
+    // a tied, sharded model's unsharded gradient already holds the head's part
+    floatX* demb = vocab_dp_sharded(m) && c->tied ? m->voc.grad : vocab_grad_begin(&m->voc, P_EMB, m->g[P_EMB]);
+    embed_backward(m, demb, B * T);
+    vocab_grad_done(&m->voc, P_EMB);
+    const ParamLayout* lay = &m->st.lay;
+    param_store_micro_step_done(&m->st, lay->vocab_start, lay->n_local - lay->vocab_start, last);  // --shard-vocab over DP
+    param_store_bucket_done(&m->st, c->L, last, m->tpd.sp);
+}
+
+// One micro-batch: forward, and in training the backward too. The losses are summed on
+// the device: llama_take_loss reads them once per step.
+static void llama_forward_backward(Llama* m, const int* inputs, const int* targets, int B, int T, RunMode mode,
+                                   float dloss, int last) {
+    llama_stage_batch(m, inputs, targets, B, T);
+    T = attention_local_tokens(&m->att, T);  // from here on, the tokens of a sample on this rank
+    llama_forward(m, B, T, mode, dloss);
+    if (mode == MODE_TRAIN) llama_backward(m, B, T, last);
+    sum_accumulate(m->loss_sum, m->losses, (size_t)head_rows(m, B * T), m->stream);
+    m->loss_tokens += head_rows(m, B * T);
 }
 
 // The mean loss over the tokens forward has seen since the last call, over the ranks
@@ -986,19 +926,19 @@ static void llama_next_token_logits(Llama* m, const int* tokens, int T, float* h
     if (m->tpd.sp && rows % tp != 0) FAIL("sampling: %d tokens a rank do not split over --tp %d", rows, tp);
     embed_forward(m, rows);
     for (int l = 0; l < c->L; l++) layer_forward(m, l, 1, rows, MODE_EVAL);
-    TpRows xfin = {m->x_final, -1};
-    if (m->tpd.sp) xfin = tp_gather_taken(&m->tpc, m->x_final, rows, "final hidden states (sampling)");
+    // every row (gathered under sequence parallelism), for the last token's
+    ColumnLinear xfin = column_open(&m->tpc, 1, m->x_final, NULL, rows, 0, "final hidden states (sampling)");
     int vtp = m->st.lay.vocab_tp, V = vtp ? (int)m->st.lay.vs : c->V;
     size_t last = (size_t)T - 1;  // the row of the last token; under cp one member holds it and shares its logits
-    int holder = cp == 1 || cp_holds_token(&m->cpx, T - 1, &last);
-    rmsnorm_forward(m->xf, m->rstdf, xfin.p + (holder ? last : 0) * c->D, m->p[P_NORM], 1, c->D, c->norm_eps, s);
+    int holder = attention_holds_token(&m->att, T - 1, &last);
+    rmsnorm_forward(m->xf, m->rstdf, xfin.x.p + (holder ? last : 0) * c->D, m->p[P_NORM], 1, c->D, c->norm_eps, s);
     matmul_forward(m->logits, m->xf, vocab_weights(&m->voc, P_OUT, m->p[P_OUT]), 1, c->D, V, c->D, 0, s);
-    tp_give_back(&m->tpc, &xfin);
+    column_done(&xfin);
     comm_synchronize(m->comm);
     stream_synchronize(s);
     if (vtp) vocab_gather_logits(&m->voc, host_logits, m->logits, V, c->V);
     else dev_download_floats(host_logits, m->logits, c->V);
-    if (cp > 1) cp_share_from_holder(&m->cpx, T - 1, host_logits, (size_t)c->V * sizeof(float));
+    attention_share_token(&m->att, T - 1, host_logits, (size_t)c->V * sizeof(float));
 }
 
 // ----------------------------------------------------------------------------

@@ -1,7 +1,9 @@
 /*
 Tensor parallelism's collectives around the column- and row-parallel GEMMs (Megatron's
 f and g; with sequence parallelism, all-gather and reduce-scatter), for any model whose
-residual stream is rows of `width` elements (docs/design.md 8.5).
+residual stream is rows of `width` elements (docs/design.md 8.5): the primitives that the
+linears of llmc/parallel/linear.h and the vocab-parallel layers (vocab_parallel.h) are
+built on. A model calls those, not these.
 
 One TpContext per model owns every sequence-parallel decision and the recycled
 communication buffers (llmc/parallel/recycled.h): the gathered inputs of the column-parallel
@@ -102,6 +104,23 @@ static inline void tp_all_reduce(TpContext* t, floatX* buf, size_t n) {
     comm_join(t->comm, t->stream);
 }
 
+// Per-sample sums (n elements) that each rank takes over its own rows: under sequence
+// parallelism zeroed before the kernels that write them and summed over the TP group after,
+// so that every rank holds the whole; without it the kernels write them whole.
+static inline void tp_sample_sums_begin(TpContext* t, floatX* buf, size_t n) {
+    if (t->sp) dev_memset(buf, 0, n * sizeof(floatX), t->stream);
+}
+static inline void tp_sample_sums_end(TpContext* t, floatX* buf, size_t n) {
+    if (t->sp) tp_all_reduce(t, buf, n);
+}
+
+// Under sequence parallelism: each rank's own rows, `own_n` elements already in its block
+// of `all`, all-gathered in place (rows of any width: a model's output patches)
+static inline void tp_all_gather_rows(TpContext* t, floatX* all, size_t own_n) {
+    comm_all_gather(tp_comm(t), GROUP_TP, all, own_n, COMM_FLOATX, t->stream);
+    comm_join(t->comm, t->stream);
+}
+
 static inline void tp_give_back(TpContext* t, TpRows* r) {
     if (r->held >= 0) recycled_give_back(&t->pool, r->held, t->stream);
     r->held = -1; r->p = NULL;
@@ -179,27 +198,4 @@ static inline floatX* tp_reduce_rows(TpContext* t, floatX* part, int N) {
     else comm_reduce_scatter(tp_comm(t), GROUP_TP, part, (size_t)tp_own_rows(t, N) * t->width, COMM_FLOATX, t->stream);
     comm_join(t->comm, t->stream);
     return part + tp_own_row0(t, N) * t->width;
-}
-
-// A row-parallel GEMM's output with its residual: out = residual + sum over the TP ranks of
-// their partial products. With tp = 1 the GEMM adds the residual itself (C = residual:
-// the one-process path, unchanged). With tp > 1 the partial rows are prefilled so that
-// the rank's accumulating GEMMs add to them: the residual enters once, on TP rank 0
-// (allreduce mode), or on each rank in its own block of the staging (reducescatter).
-static inline TpRows tp_rowpar_begin(TpContext* t, floatX* out, const floatX* residual, int N) {
-    if (t->tp == 1) { TpRows r = {out, -1}; return r; }
-    TpRows part = tp_partial_rows(t, out, N);
-    floatX* mine = part.p + tp_own_row0(t, N) * t->width;
-    size_t n_own = (size_t)tp_own_rows(t, N) * t->width;
-    if (t->sp || t->rank != 0) dev_memset(part.p, 0, (size_t)N * t->width * sizeof(floatX), t->stream);
-    if (t->sp || t->rank == 0) dev_memcpy_d2d(mine, residual, n_own * sizeof(floatX), t->stream);
-    return part;
-}
-
-// the sum of tp_rowpar_begin's partial rows, this rank's rows of it in out
-static inline void tp_rowpar_end(TpContext* t, TpRows* part, floatX* out, int N) {
-    if (t->tp == 1) return;
-    floatX* mine = tp_reduce_rows(t, part->p, N);
-    if (mine != out) dev_memcpy_d2d(out, mine, (size_t)tp_own_rows(t, N) * t->width * sizeof(floatX), t->stream);
-    tp_give_back(t, part);
 }
