@@ -59,10 +59,16 @@ typedef enum { KIND_ALL_REDUCE, KIND_REDUCE_SCATTER, KIND_ALL_GATHER, KIND_ALL_T
 [[maybe_unused]] static const char* COMM_KIND_NAMES[NUM_COMM_KINDS] = {"all-reduce", "reduce-scatter", "all-gather",
                                                                         "all-to-all", "send-recv"};
 
+// how a CP group's attention sees the other members' tokens (--cp-mode; the names end with NULL
+// for the flag parser), resolved once from the flags (llmc/parallel/parallel_args.h)
+typedef enum { CP_RING = 0, CP_ULYSSES = 1, CP_HYBRID = 2 } CpMode;
+[[maybe_unused]] static const char* const CP_MODE_NAMES[4] = {"ring", "ulysses", "hybrid", NULL};
+
 typedef struct {
     int rank, size;                   // world
     int tp, dp, cp, tp_rank, dp_rank, cp_rank;  // the three degrees and this rank's index in each
     int ulysses;                      // U: the Ulysses ways of the CP group (GROUP_ULYSSES' size)
+    CpMode cp_mode;                   // what U ways of cp mean: ring (U = 1), ulysses (U = cp), hybrid
     int local_rank;                   // position among the ranks of this node (device choice)
     int group_rank[NUM_GROUPS], group_size[NUM_GROUPS];
     CommBackend backend;
@@ -261,8 +267,10 @@ static inline void comm_set_layout(Comm* c, int size, int rank, int tp, int cp, 
     c->group_rank[GROUP_RING] = c->cp_rank / U;    c->group_size[GROUP_RING] = cp / U;
 }
 
-// Ranks and groups: tp x cp must divide the world size; dp = world / (tp x cp).
-static inline void comm_init(Comm* c, int tp, int cp, int U, int use_nccl, double timeout_s) {
+// The world alone: the launcher's ranks (mpirun, srun; one process: a world of one), with
+// no group split yet, so that a check of every rank's flags on the world can run before
+// the flags decide the groups (llmc/train/same_config.h).
+static inline void comm_init_world(Comm* c, double timeout_s) {
     memset(c, 0, sizeof(*c));
     c->rank = 0; c->size = 1; c->local_rank = 0;
     c->timeout_s = timeout_s > 0 ? timeout_s : 300.0;
@@ -278,12 +286,19 @@ static inline void comm_init(Comm* c, int tp, int cp, int U, int use_nccl, doubl
         mpiCheck(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, c->rank, MPI_INFO_NULL, &node));
         mpiCheck(MPI_Comm_rank(node, &c->local_rank));
         mpiCheck(MPI_Comm_free(&node));
+        c->backend = BACKEND_MPI;
+        c->group_size[GROUP_WORLD] = c->size; c->group_rank[GROUP_WORLD] = c->rank;
+        mpiCheck(MPI_Comm_dup(MPI_COMM_WORLD, &c->mpi[GROUP_WORLD]));
 #else
         if (env_int("OMPI_COMM_WORLD_SIZE", 1) > 1 || env_int("PMI_SIZE", 1) > 1 || env_int("SLURM_NTASKS", 1) > 1)
             FAIL("started by an MPI launcher with several ranks, but this build has no MPI (make info; install "
                  "libopenmpi-dev and rebuild)");
 #endif
     }
+}
+
+// The groups of a world from comm_init_world: tp x cp must divide the world size; dp = world / (tp x cp).
+static inline void comm_init_groups(Comm* c, int tp, int cp, int U, int use_nccl) {
     if (tp < 1 || cp < 1 || c->size % ((long long)tp * cp) != 0) {
         if (cp == 1)
             FAIL("--tp %d must divide the number of ranks %d (world = dp x tp: start tp x dp processes with mpirun -np or srun)",
@@ -295,8 +310,6 @@ static inline void comm_init(Comm* c, int tp, int cp, int U, int use_nccl, doubl
     comm_set_layout(c, c->size, c->rank, tp, cp, U);
 #ifdef USE_MPI
     if (c->mpi_initialised) {
-        c->backend = BACKEND_MPI;
-        mpiCheck(MPI_Comm_dup(MPI_COMM_WORLD, &c->mpi[GROUP_WORLD]));
         mpiCheck(MPI_Comm_split(MPI_COMM_WORLD, c->rank / tp, c->tp_rank, &c->mpi[GROUP_TP]));
         mpiCheck(MPI_Comm_split(MPI_COMM_WORLD, c->tp_rank, c->rank / tp, &c->mpi[GROUP_DP]));
         int u = c->group_rank[GROUP_ULYSSES], r = c->group_rank[GROUP_RING], R = c->group_size[GROUP_RING];
@@ -319,6 +332,12 @@ static inline void comm_init(Comm* c, int tp, int cp, int U, int use_nccl, doubl
 #endif
     }
 #endif
+}
+
+// both at once, for programs with no flags to compare first (dev/test/test_comm.c)
+static inline void comm_init(Comm* c, int tp, int cp, int U, int use_nccl, double timeout_s) {
+    comm_init_world(c, timeout_s);
+    comm_init_groups(c, tp, cp, U, use_nccl);
 }
 
 // A world of dp x cp x tp ranks seen from rank 0, for --plan-only: no launcher, no
@@ -699,8 +718,9 @@ static inline uint64_t fnv1a64(const void* p, size_t n, uint64_t h) {
 }
 
 // All ranks must run the same configuration: fields (name, value as text) are hashed
-// and compared across the world; a mismatch fails on every rank, naming the first
-// field that differs and the values of rank 0 and of the first rank that differs. The
+// and compared across the world (only MPI_COMM_WORLD is used: it runs before the groups
+// are split); a mismatch fails on every rank, naming the first field that differs and
+// which ranks have which value. The
 // first field names the program: a launch of two programs (mpirun -np 1 A : -np 1 B)
 // has ranks with different field lists, which the first exchange (a fixed size: the
 // field count, the program and a hash of everything) catches before any exchange whose
@@ -741,10 +761,10 @@ static inline void comm_check_same_config(Comm* c, const char* const* names, con
         mpiCheck(MPI_Iallgather(mine, n * 8, MPI_BYTE, all, n * 8, MPI_BYTE, c->mpi[GROUP_WORLD], &req));
         comm_mpi_wait(c, &req, "configuration check (all-gather)", GROUP_WORLD, (size_t)n);
 #endif
-        int bad_field = -1, bad_rank = -1;
+        int bad_field = -1;
         for (int i = 0; i < n && bad_field < 0; i++)
             for (int r = 1; r < c->size; r++)
-                if (all[(size_t)r * n + i] != all[i]) { bad_field = i; bad_rank = r; break; }
+                if (all[(size_t)r * n + i] != all[i]) { bad_field = i; break; }
         if (bad_field >= 0) {
             char v[COMM_CONFIG_VALUE_BYTES] = {0};
             snprintf(v, sizeof(v), "%s", values[bad_field]);
@@ -753,9 +773,27 @@ static inline void comm_check_same_config(Comm* c, const char* const* names, con
                                     c->mpi[GROUP_WORLD], &req));
             comm_mpi_wait(c, &req, "configuration check (values)", GROUP_WORLD, 1);
 #endif
-            FAIL("the ranks disagree on the configuration: '%s' is '%s' on rank 0 but '%s' on rank %d (every rank must "
-                 "get the same flags, model and batch)", names[bad_field], vals, vals + (size_t)bad_rank * COMM_CONFIG_VALUE_BYTES,
-                 bad_rank);
+            // which ranks have which value, the values in the order of their first rank
+            char msg[2048] = "";
+            int* done = (int*)calloc((size_t)c->size, sizeof(int));
+            for (int r = 0; r < c->size; r++) {
+                if (done[r]) continue;
+                uint64_t h = all[(size_t)r * n + bad_field];
+                int count = 0;
+                for (int q = r; q < c->size; q++) count += all[(size_t)q * n + bad_field] == h;
+                size_t len = strlen(msg);
+                snprintf(msg + len, sizeof(msg) - len, "%s'%s' on rank%s", len ? "; " : "",
+                         vals + (size_t)r * COMM_CONFIG_VALUE_BYTES, count > 1 ? "s" : "");
+                for (int q = r, k = 0; q < c->size; q++) {
+                    if (all[(size_t)q * n + bad_field] != h) continue;
+                    done[q] = 1;
+                    len = strlen(msg);
+                    snprintf(msg + len, sizeof(msg) - len, "%s %d", k++ ? "," : "", q);
+                }
+            }
+            free(done);
+            FAIL("the ranks disagree on the configuration: %s is %s (every rank must get the same flags, model and batch)",
+                 names[bad_field], msg);
         }
     }
     free(mine); free(sums); free(all); free(vals);
