@@ -117,7 +117,7 @@ static float run_step(Dit* m, const Reference* r, float* grads_out, float* vpred
         if (mine) dev_download_floats(mine + (size_t)j * micro * clip, m->vpred, (size_t)micro * clip);
     }
     if (m->comm->cp_rank != 0) loss = 0.0;  // the members of a CP group ran the same clips: one counts
-    comm_host_all_reduce(m->comm, GROUP_DP, &loss, 1, COMM_SUM);
+    comm_host_all_reduce(m->comm, GROUP_GRAD, &loss, 1, COMM_SUM);
     if (grads_out) param_store_get_grads(&m->st, grads_out);
     if (mine) {
         // the gradient group's order is (DP rank, CP member) and DP rank order is clip order; the
@@ -125,7 +125,7 @@ static float run_step(Dit* m, const Reference* r, float* grads_out, float* vpred
         int cp = m->comm->cp;
         size_t bytes = (size_t)Bl * clip * sizeof(float);
         float* all = comm_grad_rank(m->comm) == 0 ? (float*)xmalloc(bytes * dp * cp) : NULL;  // the gather's root
-        comm_host_gather(m->comm, GROUP_DP, mine, bytes, all);
+        comm_host_gather(m->comm, GROUP_GRAD, mine, bytes, all);
         for (int d = 0; all && d < dp; d++) memcpy((char*)vpred_out + d * bytes, (char*)all + (size_t)d * cp * bytes, bytes);
         free(all);
         free(mine);

@@ -1504,7 +1504,7 @@ static double take_loss(void* t) {
     Trainer* x = (Trainer*)t;
     double loss = x->comm->cp_rank != 0 ? 0.0 : x->loss;
     x->loss = 0.0;
-    comm_host_all_reduce(x->comm, GROUP_DP, &loss, 1, COMM_SUM);
+    comm_host_all_reduce(x->comm, GROUP_GRAD, &loss, 1, COMM_SUM);
     return loss / x->a.run.grad_accum / x->comm->dp;
 }
 

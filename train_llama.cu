@@ -933,7 +933,7 @@ static float llama_take_loss(Llama* m) {
     stream_synchronize(m->stream);
     double v[2] = {sum, m->loss_tokens};
     m->loss_tokens = 0;
-    comm_host_all_reduce(m->comm, m->tpd.sp && !m->st.lay.vocab_tp ? GROUP_WORLD : GROUP_DP, v, 2, COMM_SUM);
+    comm_host_all_reduce(m->comm, m->tpd.sp && !m->st.lay.vocab_tp ? GROUP_WORLD : GROUP_GRAD, v, 2, COMM_SUM);
     return v[1] > 0 ? (float)(v[0] / v[1]) : NAN;
 }
 

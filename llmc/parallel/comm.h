@@ -8,12 +8,12 @@ trainers call, with the same one-program-two-backends rule as the kernels.
   tokens (llmc/parallel/context_parallel.h). With U Ulysses ways (--cp-mode ulysses: U = cp;
   ring: 1; hybrid: --cp-ulysses), k = r * U + u: GROUP_ULYSSES is the U consecutive
   members of a CP group with the same r (the all-to-all stays among near ranks),
-  GROUP_RING the cp/U members with the same u. GROUP_DP, the gradient group, is every rank with the
+  GROUP_RING the cp/U members with the same u. GROUP_GRAD, the gradient group, is every rank with the
   same t: the dp x cp ranks that hold the same shard of the model, over which gradients
   are summed and ZeRO-1 shards (Megatron's data-parallel group "with context
   parallelism"). Without cp it is the DP group. c->dp and c->dp_rank count samples
-  (the DP index d); the gradient group's size and index are group_size[GROUP_DP] and
-  group_rank[GROUP_DP] (comm_grad_ranks, comm_grad_rank).
+  (the DP index d); the gradient group's size and index are group_size[GROUP_GRAD] and
+  group_rank[GROUP_GRAD] (comm_grad_ranks, comm_grad_rank).
 
 Backends, chosen at build time and by --comm:
   - no MPI in the build (USE_MPI undefined): one process; every collective over a
@@ -49,7 +49,8 @@ they complete before they return.
 #include <nccl.h>
 #endif
 
-typedef enum { GROUP_WORLD, GROUP_TP, GROUP_DP, GROUP_ULYSSES, GROUP_RING, NUM_GROUPS } CommGroup;
+// GROUP_GRAD: the gradient group, dp x cp ranks (its logs' name stays "dp", as the plans print it)
+typedef enum { GROUP_WORLD, GROUP_TP, GROUP_GRAD, GROUP_ULYSSES, GROUP_RING, NUM_GROUPS } CommGroup;
 typedef enum { COMM_SUM, COMM_MAX } CommOp;
 typedef enum { COMM_FLOATX, COMM_FLOAT } CommDtype;  // element types of device buffers
 typedef enum { BACKEND_SINGLE, BACKEND_MPI, BACKEND_NCCL } CommBackend;
@@ -103,9 +104,9 @@ static inline void comm_count(Comm* c, CommGroup g, CommKind k, double whole_byt
     c->sent[g][k] += comm_sent_bytes(c->group_size[g], k, whole_bytes);
 }
 
-// the gradient group (GROUP_DP: dp x cp ranks): its size and this rank's index in it
-static inline int comm_grad_ranks(const Comm* c) { return c->group_size[GROUP_DP]; }
-static inline int comm_grad_rank(const Comm* c) { return c->group_rank[GROUP_DP]; }
+// the gradient group (GROUP_GRAD: dp x cp ranks): its size and this rank's index in it
+static inline int comm_grad_ranks(const Comm* c) { return c->group_size[GROUP_GRAD]; }
+static inline int comm_grad_rank(const Comm* c) { return c->group_rank[GROUP_GRAD]; }
 
 // The bytes a step sends by the same count, predicted from a model's plan (the closed
 // forms of docs/memory.md section 10): the trainers print both, make test requires them equal.
@@ -262,7 +263,7 @@ static inline void comm_set_layout(Comm* c, int size, int rank, int tp, int cp, 
     c->tp_rank = rank % tp; c->cp_rank = (rank / tp) % cp; c->dp_rank = rank / (tp * cp);
     c->group_rank[GROUP_WORLD] = rank;          c->group_size[GROUP_WORLD] = size;
     c->group_rank[GROUP_TP] = c->tp_rank;       c->group_size[GROUP_TP] = tp;
-    c->group_rank[GROUP_DP] = rank / tp;        c->group_size[GROUP_DP] = size / tp;  // d * cp + k of dp x cp
+    c->group_rank[GROUP_GRAD] = rank / tp;        c->group_size[GROUP_GRAD] = size / tp;  // d * cp + k of dp x cp
     c->group_rank[GROUP_ULYSSES] = c->cp_rank % U; c->group_size[GROUP_ULYSSES] = U;
     c->group_rank[GROUP_RING] = c->cp_rank / U;    c->group_size[GROUP_RING] = cp / U;
 }
@@ -311,7 +312,7 @@ static inline void comm_init_groups(Comm* c, int tp, int cp, int U, int use_nccl
 #ifdef USE_MPI
     if (c->mpi_initialised) {
         mpiCheck(MPI_Comm_split(MPI_COMM_WORLD, c->rank / tp, c->tp_rank, &c->mpi[GROUP_TP]));
-        mpiCheck(MPI_Comm_split(MPI_COMM_WORLD, c->tp_rank, c->rank / tp, &c->mpi[GROUP_DP]));
+        mpiCheck(MPI_Comm_split(MPI_COMM_WORLD, c->tp_rank, c->rank / tp, &c->mpi[GROUP_GRAD]));
         int u = c->group_rank[GROUP_ULYSSES], r = c->group_rank[GROUP_RING], R = c->group_size[GROUP_RING];
         mpiCheck(MPI_Comm_split(MPI_COMM_WORLD, (c->dp_rank * R + r) * tp + c->tp_rank, u, &c->mpi[GROUP_ULYSSES]));
         mpiCheck(MPI_Comm_split(MPI_COMM_WORLD, (c->dp_rank * U + u) * tp + c->tp_rank, r, &c->mpi[GROUP_RING]));

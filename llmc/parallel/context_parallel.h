@@ -3,7 +3,7 @@ Context parallelism (--cp N, docs/design.md 8.6): the cp ranks of a CP group hol
 samples and split every sample's tokens, for the whole layer: norms, GEMMs, FFN, residual,
 head and loss run on this rank's tokens only; attention alone needs the others' keys and
 values, and gets them here. Weights are replicated over CP; gradients are summed over
-dp x cp (llmc/parallel/comm.h's GROUP_DP) and the loss is divided by the tokens of all ranks once.
+dp x cp (llmc/parallel/comm.h's GROUP_GRAD) and the loss is divided by the tokens of all ranks once.
 
 The CP group is R rings of U Ulysses ways (cp = U x R; member k = r U + u):
   --cp-mode ulysses  U = cp, R = 1: an all-to-all over the U ways turns this rank's tokens
