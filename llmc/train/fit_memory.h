@@ -82,15 +82,14 @@ static inline void fit_args_validate(const FitArgs* f) {
 typedef struct { int B; MemoryFlags mem; } FitFlags;
 typedef struct { double bytes, seconds, base; int n_offload; double dev, host; } FitCost;  // bytes < 0: not a valid layout
 
-// The flags --fit-memory chooses, as places in a trainer's arguments (with_ce 0: the
-// model has no output head to chunk). The search starts from their values, keeps the ones
-// the command line gave, and writes its choice back.
-typedef struct { int* B; MemoryFlags* mem; int with_ce; } FitTargets;
-
 typedef struct {
-    FitTargets targets;     // set with the fixed flags (fit_fixed_from_flags)
+    // The flags --fit-memory chooses, as places in a trainer's arguments (set with the fixed
+    // flags by fit_fixed_from_flags). The search starts from their values, keeps the ones the
+    // command line gave, and writes its choice back.
+    int* B;
+    MemoryFlags* mem;
     int L;                  // --offload-act 0..L
-    int with_ce;            // the model has an output head: search --ce-chunks too
+    int with_ce;            // the model has an output head: search --ce-chunks too (else it stays 1)
     FitFlags given;         // the flags' values on the command line (the defaults otherwise)
     int fixed_B, fixed_ffn, fixed_ce, fixed_recompute, fixed_offload;  // given on the command line
     int batches[16], n_batches;  // the micro-batches to try, largest first
@@ -176,14 +175,16 @@ static inline FitFlags fit_memory_search(const FitSearch* s, const FitArgs* a, i
     return best_f;
 }
 
-// The targets, and which of them the command line gave (train_flags_parse's `given`): those stay fixed.
-static inline void fit_fixed_from_flags(FitSearch* s, FitTargets t, const Flag* flags, int n, const int* given) {
-    s->targets = t;
-    s->fixed_B = flag_given(flags, n, given, t.B);
-    s->fixed_ffn = flag_given(flags, n, given, &t.mem->ffn_chunks);
-    s->fixed_ce = t.with_ce ? flag_given(flags, n, given, &t.mem->ce_chunks) : 0;
-    s->fixed_recompute = flag_given(flags, n, given, &t.mem->recompute);
-    s->fixed_offload = flag_given(flags, n, given, &t.mem->offload_act);
+// The places the search writes (B, mem; with_ce: --ce-chunks too), and which of them the
+// command line gave (train_flags_parse's `given`): those stay fixed.
+static inline void fit_fixed_from_flags(FitSearch* s, int* B, MemoryFlags* mem, int with_ce, const Flag* flags, int n,
+                                        const int* given) {
+    s->B = B; s->mem = mem; s->with_ce = with_ce;
+    s->fixed_B = flag_given(flags, n, given, B);
+    s->fixed_ffn = flag_given(flags, n, given, &mem->ffn_chunks);
+    s->fixed_ce = with_ce ? flag_given(flags, n, given, &mem->ce_chunks) : 0;
+    s->fixed_recompute = flag_given(flags, n, given, &mem->recompute);
+    s->fixed_offload = flag_given(flags, n, given, &mem->offload_act);
 }
 
 // Runs the search (s: its targets and fixed flags, L, ctx and cost filled in by the trainer;
@@ -191,14 +192,12 @@ static inline void fit_fixed_from_flags(FitSearch* s, FitTargets t, const Flag* 
 // and what it did into s->report.
 static inline void fit_memory_choose(FitSearch* s, int total, long long per_B, int most, int cap, const FitArgs* a,
                                      int rank) {
-    const FitTargets t = s->targets;
-    FitFlags given = {*t.B, *t.mem};
-    if (!t.with_ce) given.mem.ce_chunks = 1;
+    FitFlags given = {*s->B, *s->mem};
+    if (!s->with_ce) given.mem.ce_chunks = 1;
     s->given = given;
-    s->with_ce = t.with_ce;
     fit_batches(s, total, per_B, most, cap);
     FitFlags best = fit_memory_search(s, a, rank, s->report, sizeof(s->report));
-    *t.B = best.B; *t.mem = best.mem;
+    *s->B = best.B; *s->mem = best.mem;
 }
 
 // What a plan may use: the device arena, plus the host arena on the CPU build, where
