@@ -1558,10 +1558,15 @@ static void finish(void* t) {
 }
 
 static const ModelOps DIT_OPS = {
-    "train_dit", "block", "optimizer state and step", 64, 128,  // this build's 128 clips per micro-batch
+    // program, plan unit, what --init-from starts afresh, --fit-memory's batches (this build: 128 clips at most)
+    "train_dit", "block", "optimizer state and step", 64, 128,
+    // the model and its checkpoints
     build, model_free, init_params, ckpt_read, NULL, ckpt_write, dit_checkpoint_check,
-    next_batch, NULL, NULL, forward_backward, NULL, take_loss, update,
+    // a step (next_batch; units, unit_forward/backward, unit_params; forward, backward; fused)
+    next_batch, NULL, NULL, NULL, NULL, NULL, NULL, forward_backward, take_loss, update,
+    // the trainer's own: batch, data, throughput, validation, samples
     resolve_batch, prepare, start, rate, rate_metrics, validate, val_metrics, sample, finish,
+    // the plan and --fit-memory
     print_config, NULL, plan_only_lines, comm_bytes, plan_json, plan_cost,
 };
 

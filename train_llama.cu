@@ -1391,10 +1391,15 @@ static void finish(void* t) {
 }
 
 static const ModelOps LLAMA_OPS = {
+    // program, plan unit, what --init-from starts afresh, --fit-memory's batches
     "train_llama", "layer", "optimizer state, step and data order", 64, 1024,
+    // the model and its checkpoints
     build, model_free, init_params, ckpt_read, data_restart, ckpt_write, checkpoint_check,
-    next_batch, NULL, NULL, forward_backward, NULL, take_loss, update,
+    // a step (next_batch; units, unit_forward/backward, unit_params; forward, backward; fused)
+    next_batch, NULL, NULL, NULL, NULL, NULL, NULL, forward_backward, take_loss, update,
+    // the trainer's own: batch, data, throughput, validation, samples
     resolve_batch, NULL, start, rate, rate_metrics, validate, val_metrics, sample, finish,
+    // the plan and --fit-memory
     print_config, plan_lines, NULL, llama_comm_bytes, plan_json, plan_cost,
 };
 

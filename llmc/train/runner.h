@@ -15,12 +15,13 @@ The model is the trainer's: ModelOps' functions take the trainer's context (t), 
 holds its arguments, the model and its data. The runner never sees the model's types;
 it sees a ModelView (the parameter store, arenas, activation plan) that build fills in.
 
-Hooks for what is coming (docs/design.md 10): forward and backward are separate entries
-(NULL today: both trainers run the fused forward_backward), which a pipeline stage
-calls per micro-batch; gather_unit, NULL today, is where full sharding (ZeRO-3) gathers a
-unit's parameters before its forward and again before its backward; the plan of every
-rank is built from the same build entry (runner_rank_plans), so that a stage or shard
-whose plan differs is reported beside rank 0's.
+Hooks for what is coming (docs/design.md 10), NULL today (both trainers run the fused
+forward_backward): a micro-batch unit by unit, with unit_params before each unit's forward
+and again before its backward, where full sharding (ZeRO-3) gathers the unit's
+parameters; forward and backward as separate entries, which a pipeline stage runs per
+micro-batch; and the plan of every rank, built with plan_cost on a Comm laid out as that
+rank (runner_rank_plans), so that a stage or shard whose plan differs is reported beside
+rank 0's.
 */
 #pragma once
 #include "../core/common.h"
@@ -66,14 +67,21 @@ typedef struct {
     void (*ckpt_write)(void* t, const char* path, int step);
     const char* (*ckpt_check)(const char* path, void* ci);
 
-    // one optimizer step: for each micro-batch next_batch, then forward and backward
-    // (forward_backward where the model fuses them); take_loss: the step's mean loss over
-    // all ranks; update: clipping and AdamW with the gradient norm given
+    // one optimizer step: for each micro-batch next_batch, then the model, in the first of
+    // these a model provides: unit by unit (units: how many; a unit is a layer, or the
+    // embedding or the head: unit_params, when set, makes a unit's parameters whole on this
+    // rank before its forward and again before its backward, what full sharding (ZeRO-3)
+    // gathers; a pipeline stage's units are its layers), forward then backward (a stage's
+    // per micro-batch), or forward_backward (fused: both trainers today). take_loss: the
+    // step's mean loss over all ranks; update: clipping and AdamW with the gradient norm given
     void (*next_batch)(void* t, int step, int micro);
-    void (*forward)(void* t, int micro);                  // NULL: forward_backward
-    void (*backward)(void* t, int micro, int last);       // NULL: forward_backward
+    int (*units)(void* t);
+    void (*unit_forward)(void* t, int u);
+    void (*unit_backward)(void* t, int u, int last);
+    void (*unit_params)(void* t, int u, int backward);
+    void (*forward)(void* t, int micro);
+    void (*backward)(void* t, int micro, int last);
     void (*forward_backward)(void* t, int micro, int last);
-    void (*gather_unit)(void* t, int unit, int backward);  // full sharding: a unit's parameters; NULL: none
     double (*take_loss)(void* t);
     void (*update)(void* t, const TrainLoopArgs* l, float lr, float norm, int step);
 
@@ -210,11 +218,25 @@ static inline void runner_write_plan_json(const ModelOps* ops, void* t, const Mo
     trainer_plan_json(path, v->acts, v->off, v->num_params, extra, with_comm ? &cb : NULL, v->dev, v->host);
 }
 
-// one micro-batch of the step: the data, then the model
+// one micro-batch of the step: the data, then the model (see ModelOps)
 static inline void runner_micro_step(const ModelOps* ops, void* t, int step, int micro, int last) {
     ops->next_batch(t, step, micro);
-    if (ops->forward && ops->backward) { ops->forward(t, micro); ops->backward(t, micro, last); }
-    else ops->forward_backward(t, micro, last);
+    if (ops->unit_forward) {
+        int n = ops->units(t);
+        for (int u = 0; u < n; u++) {
+            if (ops->unit_params) ops->unit_params(t, u, 0);
+            ops->unit_forward(t, u);
+        }
+        for (int u = n - 1; u >= 0; u--) {
+            if (ops->unit_params) ops->unit_params(t, u, 1);
+            ops->unit_backward(t, u, last);
+        }
+    } else if (ops->forward) {
+        ops->forward(t, micro);
+        ops->backward(t, micro, last);
+    } else {
+        ops->forward_backward(t, micro, last);
+    }
 }
 
 // The whole run of a trainer whose arguments a holds (parsed and checked by the trainer),
