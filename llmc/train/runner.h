@@ -239,10 +239,30 @@ static inline void runner_micro_step(const ModelOps* ops, void* t, int step, int
     }
 }
 
+// the entries every model gives (the others may be NULL): a missing one is a trainer's bug,
+// named at start rather than found as a crash at its first call
+static inline void runner_check_ops(const ModelOps* o) {
+    const struct { const char* name; int given; } need[] = {
+        {"build", o->build != NULL}, {"free", o->free != NULL}, {"init_params", o->init_params != NULL},
+        {"ckpt_read", o->ckpt_read != NULL}, {"ckpt_write", o->ckpt_write != NULL}, {"ckpt_check", o->ckpt_check != NULL},
+        {"next_batch", o->next_batch != NULL}, {"take_loss", o->take_loss != NULL}, {"update", o->update != NULL},
+        {"forward_backward, forward + backward or units + unit_forward + unit_backward",
+         o->forward_backward || (o->forward && o->backward) || (o->units && o->unit_forward && o->unit_backward)},
+        {"resolve_batch", o->resolve_batch != NULL}, {"start", o->start != NULL}, {"rate", o->rate != NULL},
+        {"rate_metrics", o->rate_metrics != NULL}, {"validate", o->validate != NULL},
+        {"val_metrics", o->val_metrics != NULL}, {"sample", o->sample != NULL}, {"finish", o->finish != NULL},
+        {"print_config", o->print_config != NULL}, {"comm_bytes", o->comm_bytes != NULL},
+        {"plan_json", o->plan_json != NULL}, {"plan_cost", o->plan_cost != NULL},
+    };
+    for (size_t i = 0; i < sizeof(need) / sizeof(need[0]); i++)
+        if (!need[i].given) FAIL("%s's ModelOps has no %s (llmc/train/runner.h)", o->program, need[i].name);
+}
+
 // The whole run of a trainer whose arguments a holds (parsed and checked by the trainer),
 // unit and L as runner_fit_memory takes them. Returns the exit status.
 static inline int runner_main(const ModelOps* ops, void* t, RunArgs* a, int unit, int L) {
     const TrainLoopArgs* l = &a->loop;
+    runner_check_ops(ops);
     Comm comm;
     parallel_comm_world(&comm, &a->par, l->plan_only);
     same_config_check(&comm, ops->program, a->flags, a->nflags);  // before the flags split the world into groups
@@ -276,7 +296,7 @@ static inline int runner_main(const ModelOps* ops, void* t, RunArgs* a, int unit
         int restored = 0;
         start = ops->ckpt_read(t, resume, 0, &restored);
         ckpt_log_resumed(&lg, resume, start, l->run_dir);
-        if (!restored) ops->data_restart(t, start, &lg);
+        if (!restored && ops->data_restart) ops->data_restart(t, start, &lg);
     } else if (l->init_from) {
         int restored = 0, was = ops->ckpt_read(t, l->init_from, 1, &restored);
         logf_(&lg, "parameters from %s (its step %d); %s start fresh\n", l->init_from, was, ops->fresh);
