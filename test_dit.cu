@@ -117,7 +117,7 @@ static float run_step(Dit* m, const Reference* r, float* grads_out, float* vpred
         if (mine) dev_download_floats(mine + (size_t)j * micro * clip, m->vpred, (size_t)micro * clip);
     }
     if (m->comm->cp_rank != 0) loss = 0.0;  // the members of a CP group ran the same clips: one counts
-    comm_host_all_reduce(m->comm, GROUP_DP, &loss, 1, COMM_SUM);
+    comm_host_all_reduce(m->comm, GROUP_GRAD, &loss, 1, COMM_SUM);
     if (grads_out) param_store_get_grads(&m->st, grads_out);
     if (mine) {
         // the gradient group's order is (DP rank, CP member) and DP rank order is clip order; the
@@ -125,7 +125,7 @@ static float run_step(Dit* m, const Reference* r, float* grads_out, float* vpred
         int cp = m->comm->cp;
         size_t bytes = (size_t)Bl * clip * sizeof(float);
         float* all = comm_grad_rank(m->comm) == 0 ? (float*)xmalloc(bytes * dp * cp) : NULL;  // the gather's root
-        comm_host_gather(m->comm, GROUP_DP, mine, bytes, all);
+        comm_host_gather(m->comm, GROUP_GRAD, mine, bytes, all);
         for (int d = 0; all && d < dp; d++) memcpy((char*)vpred_out + d * bytes, (char*)all + (size_t)d * cp * bytes, bytes);
         free(all);
         free(mine);
@@ -144,14 +144,13 @@ static void run_steps(Dit* m, const Reference* r, float* losses) {
 }
 
 int main(int argc, char** argv) {
-    DitFlags flags = dit_flags_default();
+    MemoryFlags flags = memory_flags_default();
     TestArgs t;
-    MemoryFlagRefs mem = {&flags.ffn_chunks, &flags.offload_act, &flags.recompute, NULL};
     const Flag own[] = {
         {"test-plant-tp-bug", 'i', &tp_test_plant_bug, "1: plant the sequence-parallel bug (the check must fail)"},
         {"test-plant-cp-bug", 'i', &cp_test_plant_bug, "1: plant the ring's overwritten-block bug (the check must fail)"},
     };
-    test_args_parse(argc, argv, "test_dit", "DREF file (dev/ref/reference_dit.py)", own, (int)(sizeof(own) / sizeof(own[0])), &t, mem, &flags.ffn_chunk_seq,
+    test_args_parse(argc, argv, "test_dit", "DREF file (dev/ref/reference_dit.py)", own, (int)(sizeof(own) / sizeof(own[0])), &t, &flags, 0,
                     "context-parallel group size (as the trainer)");
     const ParallelArgs* pa = &t.par;
     int micro_batch = t.micro_batch;
@@ -176,11 +175,11 @@ int main(int argc, char** argv) {
     int n_micro = Bl / micro_batch;
     ParallelFlags par = parallel_flags_resolve(pa, 0, n_micro);
     printf("flags: --ffn-chunks %d --ffn-chunk-dim %s --offload-act %d --recompute %d | attention %s | dp %d (%d clips "
-           "each, micro-batch %d) --zero %d --fp32-grad-accum %d\n", flags.ffn_chunks, t.chunk_dim, flags.offload_act,
+           "each, micro-batch %d) --zero %d --fp32-grad-accum %d\n", flags.ffn_chunks, FFN_CHUNK_DIM_NAMES[flags.ffn_chunk_seq], flags.offload_act,
            flags.recompute, attention_impl_name(g_attention_impl), comm.dp, Bl, micro_batch, par.zero, par.grad_fp32);
-    printf("tensor parallelism: tp %d --tp-mode %s --tp-recompute-allgather %d%s\n", comm.tp, pa->tp_mode, pa->tp_regather,
+    printf("tensor parallelism: tp %d --tp-mode %s --tp-recompute-allgather %d%s\n", comm.tp, TP_MODE_NAMES[pa->tp_mode], pa->tp_regather,
            tp_test_plant_bug ? " | PLANTED BUG (must fail)" : "");
-    printf("context parallelism: cp %d --cp-mode %s (%d Ulysses ways x %d ring members)%s\n", comm.cp, pa->cp_mode,
+    printf("context parallelism: cp %d --cp-mode %s (%d Ulysses ways x %d ring members)%s\n", comm.cp, CP_MODE_NAMES[pa->cp_mode],
            comm.ulysses, comm.cp / comm.ulysses, cp_test_plant_bug ? " | PLANTED BUG (must fail)" : "");
     dev_select(comm_device_index(&comm, dev_count()));
     comm_setup_device(&comm);
@@ -202,7 +201,7 @@ int main(int argc, char** argv) {
     for (int i = 0; i < NUM_DIT_TENSORS; i++)
         compare(DIT_PARAM_NAMES[i], grads + m.param_off[i], r.grads + m.param_off[i], m.param_sizes[i], TOL_GRADS);
 
-    DitFlags off_flags = dit_flags_default();
+    MemoryFlags off_flags = memory_flags_default();
     if (memcmp(&flags, &off_flags, sizeof(flags)) != 0) {
         int same_order = flags.ffn_chunks == 1;  // offload and recompute change no sum
         Dit base;

@@ -157,21 +157,19 @@ int main(int argc, char** argv) {
     MemoryFlags flags = memory_flags_default();
     int shard_vocab = 0;
     const Flag own[] = {
-        {"ce-chunks", 'i', &flags.ce_chunks, "output projection + cross-entropy in K row chunks"},
         {"shard-vocab", 'i', &shard_vocab, "1: embedding and output projection split over the vocabulary"},
         {"dump", 's', &dump, "write the logits, loss and gradients to this file"},
         {"test-plant-tp-bug", 'i', &tp_test_plant_bug, "1: plant the sequence-parallel bug (the check must fail)"},
         {"test-plant-cp-bug", 'i', &cp_test_plant_bug, "1: plant the ring's overwritten-block bug (the check must fail)"},
     };
     TestArgs t;
-    MemoryFlagRefs mem = {&flags.ffn_chunks, &flags.offload_act, &flags.recompute, NULL};
     test_args_parse(argc, argv, "test_llama", "LREF file (dev/ref/reference_llama.py)", own, (int)(sizeof(own) / sizeof(own[0])),
-                    &t, mem, &flags.ffn_chunk_seq, "context-parallel group size (as the trainer)");
+                    &t, &flags, 1, "context-parallel group size (as the trainer)");
     const ParallelArgs* pa = &t.par;
     int micro_batch = t.micro_batch;
     // test_llama runs one micro-step per row group as given: --fp32-grad-accum 1 runs the
     // fp32 accumulator whatever the count (auto means off here)
-    ParallelFlags pf = {pa->zero, shard_vocab, pa->fp32_grad_accum == 1, tp_mode_parse(pa->tp_mode), pa->tp_regather};
+    ParallelFlags pf = {pa->zero, shard_vocab, pa->fp32_grad_accum == 1, pa->tp_mode == TP_REDUCESCATTER, pa->tp_regather};
     Comm comm;
     parallel_comm_init(&comm, pa, 0);
     if (comm.rank != 0 && !freopen("/dev/null", "w", stdout)) FAIL("cannot silence rank %d", comm.rank);  // rank 0 reports
@@ -197,7 +195,7 @@ int main(int argc, char** argv) {
     printf("attention: %s\n", attention_impl_name(g_attention_impl));
     printf("tensor parallelism: tp %d --tp-mode %s --tp-recompute-allgather %d%s\n", comm.tp,
            pf.tp_sp ? "reducescatter" : "allreduce", pf.tp_regather, tp_test_plant_bug ? " | PLANTED BUG (must fail)" : "");
-    printf("context parallelism: cp %d --cp-mode %s (%d Ulysses ways x %d ring members)%s\n", comm.cp, pa->cp_mode,
+    printf("context parallelism: cp %d --cp-mode %s (%d Ulysses ways x %d ring members)%s\n", comm.cp, CP_MODE_NAMES[pa->cp_mode],
            comm.ulysses, comm.cp / comm.ulysses, cp_test_plant_bug ? " | PLANTED BUG (must fail)" : "");
 
     Llama m;

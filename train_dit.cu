@@ -48,6 +48,7 @@ Every buffer is planned before the loop (print it with --plan-only 1, per rank w
 #include "llmc/train/flow_batch.h"     // rectified-flow batches (noise, t, label dropout) and the validation by t
 #include "llmc/io/image_write.h"    // GIF and PNG samples
 #include "llmc/train/clip_sampler.h"   // --sample-every: clips sampled per class, written as GIFs, PNGs and a clip file
+#include "llmc/train/runner.h"         // the runner: the step loop, plans, checkpoints, --fit-memory, the config check
 
 #define TEMB_DIM 256      // the sinusoidal timestep embedding (docs/design.md 9.3)
 #define DIT_EPS 1e-6f     // LayerNorm and QK RMSNorm
@@ -173,24 +174,7 @@ static void dit_param_sizes(const DitConfig* c, size_t s[NUM_DIT_TENSORS]) {
     for (int i = 0; i < NUM_DIT_TENSORS; i++) s[i] = param_spec_size(&spec[i], c->L);
 }
 
-// ----------------------------------------------------------------------------
-// memory flags
-
-typedef struct {
-    int ffn_chunks;     // 1 = off
-    int ffn_chunk_seq;  // 0: split the hidden size FF, 1: split each clip's tokens
-    int offload_act;    // layers whose saved activations go to host; -1 = all but the last
-    int recompute;      // 0, 1, 2
-} DitFlags;
-
-// every flag off, or the given ones on top (for the per-flag tables)
-static DitFlags dit_flags(int ffn_chunks, int recompute) {
-    DitFlags f;
-    memset(&f, 0, sizeof(f));
-    f.ffn_chunks = ffn_chunks; f.recompute = recompute;
-    return f;
-}
-static DitFlags dit_flags_default(void) { return dit_flags(1, 0); }
+// (the memory flags: MemoryFlags, llmc/train/memory_flags.h; --ffn-chunk-dim seq splits each clip's tokens)
 
 
 // ----------------------------------------------------------------------------
@@ -248,7 +232,7 @@ typedef ActBlock DitActs;
 
 // the one place that says where each field of a block lives under the flags (sp: sequence
 // parallelism, which keeps a chunked FFN's y2, 1/tp of the rows, for gate2's gradient)
-static ActHome dit_act_home(const DitFlags* f, int sp, int field) {
+static ActHome dit_act_home(const MemoryFlags* f, int sp, int field) {
     if (field == A_A1G || field == A_A2G) return ACT_SAVED;  // 0 bytes unless kept
     if (f->ffn_chunks > 1 && (field == A_U || field == A_G || (field == A_Y2 && !sp))) return ACT_IN_CHUNK;
     if (f->recompute >= 2) return field == A_H ? ACT_SAVED : ACT_IN_WORK;
@@ -256,7 +240,7 @@ static ActHome dit_act_home(const DitFlags* f, int sp, int field) {
     return f->recompute >= 1 && recomputed ? ACT_IN_WORK : ACT_SAVED;
 }
 
-static ActPlan dit_act_plan(const DitConfig* c, const DitShard* t, int B, size_t N, const DitFlags* fl) {
+static ActPlan dit_act_plan(const DitConfig* c, const DitShard* t, int B, size_t N, const MemoryFlags* fl) {
     ActPlan p = {NUM_DIT_ACTS, DIT_ACT_NAMES, {0}, {}, 0, 0};
     for (int i = 0; i < NUM_DIT_ACTS; i++) {
         p.bytes[i] = dit_act_field_bytes(c, t, B, N, i);
@@ -272,7 +256,7 @@ typedef enum { MODE_TRAIN, MODE_EVAL, MODE_SAMPLE } RunMode;
 
 typedef struct {
     DitConfig cfg;
-    DitFlags flags;
+    MemoryFlags flags;
     ParallelFlags par;
     Comm* comm;                   // ranks and groups (one process: a world of one)
     DitShard sh;                  // this rank's heads and FFN units (all of them at tp 1)
@@ -378,7 +362,7 @@ static FfnChunk dit_ffn_chunk(const Dit* m, int B, int k) {
 
 // Plans every buffer from the config and the flags, then (allocate = 1) allocates once.
 // With allocate = 0 only the plan exists, so a CUDA build can plan without a GPU.
-static void dit_build(Dit* m, const DitConfig* cfg, const DitFlags* flags, const ParallelFlags* par, Comm* comm, int B,
+static void dit_build(Dit* m, const DitConfig* cfg, const MemoryFlags* flags, const ParallelFlags* par, Comm* comm, int B,
                       int allocate) {
     memset(m, 0, sizeof(*m));
     dit_config_validate(cfg);
@@ -1146,20 +1130,29 @@ static int dit_checkpoint_read(Dit* m, const char* path, int params_only) {
 }
 
 // ----------------------------------------------------------------------------
-// the trainer (left out of test_dit, which includes this file with TESTING)
+// the trainer (left out of test_dit, which includes this file with TESTING): the model's
+// flags and its operations for the runner (llmc/train/runner.h), which does the rest
 #ifndef TESTING
 
 typedef struct {
+    RunArgs run;  // what every trainer has: loop, memory, parallel, --fit-memory, batch (llmc/train/train_args.h)
     DitConfig cfg;
-    DitFlags flags;
-    TrainLoopArgs loop;  // optimizer, schedule, cadence, run directory, resume, plan (llmc/train/train_args.h)
-    int B, grad_accum, total_batch, val_clips, sample_every, sample_steps, sample_clips, gif_scale, save_init;
+    int val_clips, sample_steps, sample_clips, gif_scale;
     float cfg_scale, label_dropout;
     const char* data;
-    ParallelArgs par;    // --zero, --tp, --comm, --comm-timeout, --dp, --fp32-grad-accum (llmc/parallel/parallel_args.h)
-    FitArgs fit;         // --fit-memory (llmc/train/fit_memory.h)
-    FitSearch fit_search;  // the flags --fit-memory must keep: those given
 } TrainArgs;
+
+typedef struct {
+    TrainArgs a;
+    Dit m;
+    Comm* comm;
+    ClipSource train, val;
+    FlowBatch batch;
+    ClipSampler smp;
+    float dscale;   // 1 / (the values of a step over all ranks)
+    double loss;    // the step's summed micro-batch means (this rank)
+    ValLoss vl;     // this step's validation, val_loss_none() when none ran
+} Trainer;
 
 static void usage(const Flag* flags, int n) {
     printf("usage: train_dit [--flag value]...\n\n");
@@ -1174,16 +1167,17 @@ static void usage(const Flag* flags, int n) {
 }
 
 static void parse_args(int argc, char** argv, TrainArgs* a) {
-    memset(a, 0, sizeof(*a));
-    a->loop.model = flag_peek(argc, argv, "model") ? flag_peek(argc, argv, "model") : "dit-tiny";
-    a->cfg = DIT_PRESETS[flag_preset(DIT_PRESETS, sizeof(DIT_PRESETS[0]), NUM_DIT_PRESETS, a->loop.model)].cfg;
-    a->flags = dit_flags_default();
-    train_loop_defaults(&a->loop, "runs/train_dit", 300, 0.0f, 0.999f);
-    a->B = 8; a->grad_accum = 0; a->val_clips = 48; a->sample_every = 0; a->sample_steps = 24; a->sample_clips = 1; a->gif_scale = 4;
-    a->cfg_scale = 3.0f; a->label_dropout = 0.1f;
+    *a = TrainArgs();  // zeroed (value-initialised: Flag has a default member)
+    RunArgs* r = &a->run;
+    r->loop.model = flag_peek(argc, argv, "model") ? flag_peek(argc, argv, "model") : "dit-tiny";
+    a->cfg = DIT_PRESETS[flag_preset(DIT_PRESETS, sizeof(DIT_PRESETS[0]), NUM_DIT_PRESETS, r->loop.model)].cfg;
+    r->mem = memory_flags_default();
+    train_loop_defaults(&r->loop, "runs/train_dit", 300, 0.0f, 0.999f);
+    r->B = 8; r->grad_accum = 0; a->val_clips = 48; r->sample_every = 0; a->sample_steps = 24; a->sample_clips = 1;
+    a->gif_scale = 4; a->cfg_scale = 3.0f; a->label_dropout = 0.1f;
     a->data = "synthetic";
     const Flag own[] = {
-        {"model", 's', &a->loop.model, "dit-tiny | dit-S | dit-B | dit-XL | hunyuan-13B (default dit-tiny)"},
+        {"model", 's', &r->loop.model, "dit-tiny | dit-S | dit-B | dit-XL | hunyuan-13B (default dit-tiny)"},
         {"channels", 'i', &a->cfg.C, "clip channels C (overrides the preset)"},
         {"frames", 'i', &a->cfg.Fr, "clip frames Fr"},
         {"height", 'i', &a->cfg.Hi, "clip height Hi"},
@@ -1198,38 +1192,31 @@ static void parse_args(int argc, char** argv, TrainArgs* a) {
         {"NC", 'i', &a->cfg.NC, "classes (the null class is added)"},
         {"rope-theta", 'f', &a->cfg.rope_theta, "3-D RoPE base"},
         {"data", 's', &a->data, "'synthetic' (moving digits, generated) or a clip file (docs/formats.md)"},
-        {"batch", 'i', &a->B, "clips per micro-batch per rank (default 8)"},
-        {"total-batch", 'i', &a->total_batch, "clips per optimizer step over all ranks; a multiple of batch*dp (default batch*dp)"},
-        {"grad-accum", 'i', &a->grad_accum, "micro-batches per optimizer step: --total-batch = batch*dp*grad-accum (default 1)"},
+        {"batch", 'i', &r->B, "clips per micro-batch per rank (default 8)"},
+        {"total-batch", 'i', &r->total_batch, "clips per optimizer step over all ranks; a multiple of batch*dp (default batch*dp)"},
+        {"grad-accum", 'i', &r->grad_accum, "micro-batches per optimizer step: --total-batch = batch*dp*grad-accum (default 1)"},
         {"label-dropout", 'f', &a->label_dropout, "probability that a clip's class becomes the null class (default 0.1)"},
         {"val-clips", 'i', &a->val_clips, "held-out (clip, t, noise) triples per validation (default 48)"},
-        {"sample-every", 'i', &a->sample_every, "write one GIF per class every N steps and at the end, 0 = never"},
+        {"sample-every", 'i', &r->sample_every, "write one GIF per class every N steps and at the end, 0 = never"},
         {"sample-steps", 'i', &a->sample_steps, "Euler steps of the sampler (default 24)"},
         {"sample-clips", 'i', &a->sample_clips, "clips sampled per class (default 1; all go to samples/step_N.clips, "
                                                 "which scripts/dit_digits.py scores)"},
         {"cfg-scale", 'f', &a->cfg_scale, "classifier-free guidance scale of the samples (default 3)"},
         {"gif-scale", 'i', &a->gif_scale, "pixels per clip pixel in the GIFs and PNGs (default 4)"},
-        {"save-init", 'i', &a->save_init, "1: write the initial weights as ckpt_000000.bin (scripts/pytorch_dit.py --init-from)"},
+        {"save-init", 'i', &r->save_init, "1: write the initial weights as ckpt_000000.bin (scripts/pytorch_dit.py --init-from)"},
     };
-    MemoryFlagRefs mem = {&a->flags.ffn_chunks, &a->flags.offload_act, &a->flags.recompute,
-                          "0 keep all, 1 recompute norms, normed q/k and GELU, 2 keep only block inputs"};
-    Flag flags[TRAIN_MAX_FLAGS];
-    int given[TRAIN_MAX_FLAGS];
-    int n = train_flags_parse_all(argc, argv, own, (int)(sizeof(own) / sizeof(own[0])), &a->loop, mem,
-                                  &a->flags.ffn_chunk_seq, &a->par, "tensor-parallel group size: consecutive ranks; must "
-                                  "divide the ranks and H (default 1)",
-                                  "context-parallel group size: each rank holds 1/cp of every clip's tokens; tp x cp must "
-                                  "divide the ranks (default 1)", &a->fit, flags, given, usage);
-    FitTargets fit = {&a->B, &a->flags.ffn_chunks, NULL, &a->flags.recompute, &a->flags.offload_act};  // no --ce-chunks
-    fit_fixed_from_flags(&a->fit_search, fit, flags, n, given);  // the flags --fit-memory chooses
+    train_flags_parse(argc, argv, own, (int)(sizeof(own) / sizeof(own[0])), r, "tensor-parallel group size: consecutive "
+                      "ranks; must divide the ranks and H (default 1)", "context-parallel group size: each rank holds "
+                      "1/cp of every clip's tokens; tp x cp must divide the ranks (default 1)", 0,
+                      "0 keep all, 1 recompute norms, normed q/k and GELU, 2 keep only block inputs", usage);
     if (!a->data[0]) FAIL("--data must be 'synthetic' or a clip file (got an empty string)");  // even for --plan-only
 }
 
 // the per-flag view of a block's saved activations (what --plan-only prints for long sequences)
 static void print_activation_table(Logger* lg, const DitConfig* c, const DitShard* t, int B) {
-    static const struct { const char* name; DitFlags f; } rows[] = {
-        {"no flag", dit_flags(1, 0)}, {"--ffn-chunks 4", dit_flags(4, 0)}, {"--recompute 1", dit_flags(1, 1)},
-        {"--ffn-chunks 4 --recompute 1", dit_flags(4, 1)}, {"--recompute 2", dit_flags(1, 2)}};
+    static const struct { const char* name; MemoryFlags f; } rows[] = {
+        {"no flag", memory_flags(1, 0)}, {"--ffn-chunks 4", memory_flags(4, 0)}, {"--recompute 1", memory_flags(1, 1)},
+        {"--ffn-chunks 4 --recompute 1", memory_flags(4, 1)}, {"--recompute 2", memory_flags(1, 2)}};
     int N = dit_tokens(c);
     logf_(lg, "saved activations per block and for all %d blocks (GiB), B=%d, at token counts N (this clip: %d):\n",
           c->L, B, N);
@@ -1248,27 +1235,31 @@ static void print_activation_table(Logger* lg, const DitConfig* c, const DitShar
           "input and holds 1/K of the intermediate at a time\n", 2.0 * c->FF / c->D);
 }
 
-static void print_config(Logger* lg, const TrainArgs* a, const Dit* m) {
+static void print_config(void* t, Logger* lg) {
+    const TrainArgs* a = &((Trainer*)t)->a;
+    const Dit* m = &((Trainer*)t)->m;
+    const TrainLoopArgs* l = &a->run.loop;
     const DitConfig* c = &m->cfg;
-    logf_(lg, "train_dit | %s | %s | %s\n", m->allocated ? dev_name() : "plan only", PRECISION_NAME, a->loop.model);
+    logf_(lg, "train_dit | %s | %s | %s\n", m->allocated ? dev_name() : "plan only", PRECISION_NAME, l->model);
     logf_(lg, "model: D=%d L=%d H=%d (hd %d) FF=%d NC=%d rope_theta=%g | clip C=%d Fr=%d Hi=%d Wi=%d, patch %dx%dx%d: "
           "N=%d tokens of P=%d | %.2fM parameters\n", c->D, c->L, c->H, c->D / c->H, c->FF, c->NC, c->rope_theta, c->C,
           c->Fr, c->Hi, c->Wi, c->pt, c->ph, c->pw, m->Nt, m->P, m->num_params / 1e6);
     logf_(lg, "batch: %d clips x %d micro-steps x %d DP ranks = %d clips (%d tokens) per step | steps %d, lr %g warmup %d, "
-          "wd %g, clip %g | label dropout %g\n", a->B, a->grad_accum, m->comm->dp, a->total_batch, a->total_batch * m->Nt,
-          a->loop.steps, a->loop.lr, a->loop.warmup, a->loop.weight_decay, a->loop.grad_clip, a->label_dropout);
+          "wd %g, clip %g | label dropout %g\n", a->run.B, a->run.grad_accum, m->comm->dp, a->run.total_batch,
+          a->run.total_batch * m->Nt, l->steps, l->lr, l->warmup, l->weight_decay, l->grad_clip, a->label_dropout);
     char cp[160] = "";
     if (m->comm->cp > 1)
         snprintf(cp, sizeof(cp), "cp %d (--cp-mode %s: %d Ulysses ways x %d ring members, %d tokens a clip each) x ",
                  m->comm->cp, CP_MODE_NAMES[m->cpx.mode], m->cpx.U, m->cpx.R, m->N);
     logf_(lg, "parallel: world %d = dp %d x %stp %d (--tp-mode %s --tp-recompute-allgather %d: %d heads, %d FFN units, %d of "
           "%d tokens per micro-batch on this rank) | --zero %d | --fp32-grad-accum %d | comm %s, timeout %g s\n",
-          m->comm->size, m->comm->dp, cp, m->comm->tp, a->par.tp_mode, a->par.tp_regather, m->sh.Hl, m->sh.FFl,
-          tp_own_rows(&m->tpc, m->B * m->N), m->B * m->Nt, m->par.zero, m->par.grad_fp32, comm_backend_name(m->comm),
-          a->par.comm_timeout);
+          m->comm->size, m->comm->dp, cp, m->comm->tp, TP_MODE_NAMES[a->run.par.tp_mode], a->run.par.tp_regather, m->sh.Hl,
+          m->sh.FFl, tp_own_rows(&m->tpc, m->B * m->N), m->B * m->Nt, m->par.zero, m->par.grad_fp32,
+          comm_backend_name(m->comm), a->run.par.comm_timeout);
     logf_(lg, "memory flags: --ffn-chunks %d --ffn-chunk-dim %s --offload-act %d (%d blocks) --recompute %d\n",
-          m->flags.ffn_chunks, a->loop.ffn_chunk_dim, m->flags.offload_act, m->off.n_offload, m->flags.recompute);
-    log_runtime(lg, a->loop.attention);
+          m->flags.ffn_chunks, FFN_CHUNK_DIM_NAMES[m->flags.ffn_chunk_seq], m->flags.offload_act, m->off.n_offload,
+          m->flags.recompute);
+    log_runtime(lg, l->attention);
 }
 
 // What one step sends, by the count of llmc/parallel/comm.h (docs/memory.md 9.8). Under TP in
@@ -1307,54 +1298,24 @@ static CommBytes dit_comm_bytes(const Dit* m) {
     return cb;
 }
 
-static void print_plan(Logger* lg, const Dit* m) {
-    log_plan_head(lg, m->comm, &m->dev, &m->host);
-    log_plan_tail(lg, &m->acts, "block", dit_comm_bytes(m));
-}
+static CommBytes comm_bytes(void* t) { return dit_comm_bytes(&((Trainer*)t)->m); }
 
-static void write_plan_json(const Dit* m, const char* path) {
-    char extra[512];
-    snprintf(extra, sizeof(extra), "\"N\": %d, \"P\": %d, \"dp\": %d, \"tp\": %d, \"tp_sp\": %d, \"keep_gathered\": %d, "
+static int plan_json(void* t, char* out, size_t n) {
+    const Dit* m = &((Trainer*)t)->m;
+    snprintf(out, n, "\"N\": %d, \"P\": %d, \"dp\": %d, \"tp\": %d, \"tp_sp\": %d, \"keep_gathered\": %d, "
              "\"zero\": %d, \"grad_fp32\": %d, \"cp\": %d, \"cp_ulysses\": %d, \"n_local\": %zu, \"n_opt\": %zu", m->N,
              m->P, m->comm->dp, m->comm->tp, m->sh.sp, m->sh.keep_gathered, m->par.zero, m->par.grad_fp32, m->comm->cp,
              m->comm->ulysses, m->st.lay.n_local, m->st.lay.n_opt);
-    CommBytes cb = dit_comm_bytes(m);
-    trainer_plan_json(path, &m->acts, &m->off, m->num_params, extra, m->comm->cp > 1 ? &cb : NULL, &m->dev, &m->host);
+    return m->comm->cp > 1;
+}
+
+static void plan_only_lines(void* t, Logger* lg) {
+    const Trainer* x = (const Trainer*)t;
+    print_activation_table(lg, &x->a.cfg, &x->m.sh, x->a.run.B);
 }
 
 // ----------------------------------------------------------------------------
-// the training step on rectified-flow batches (llmc/train/flow_batch.h)
-
-// The forward and backward of one optimizer step: grad_accum micro-batches of clips, each
-// with its noise, t and label dropout drawn from (seed, the clip's global index), added
-// into the zeroed gradients. Returns the mean loss over all ranks.
-static double accumulate_gradients(Dit* m, const TrainArgs* a, FlowBatch* batch, ClipSource* train, int step, float dscale) {
-    param_store_zero_grads(&m->st);
-    double loss = 0.0;
-    for (int micro = 0; micro < a->grad_accum; micro++) {
-        flow_batch_train(batch, train, step, micro, a->grad_accum, m->comm, (uint64_t)a->loop.seed, a->label_dropout,
-                         a->cfg.NC);
-        loss += dit_forward_backward(m, batch->x0, batch->noise, batch->t, batch->y, a->B, MODE_TRAIN, dscale, NULL,
-                                     micro == a->grad_accum - 1);
-    }
-    // the ranks' means of equal batches (a CP group's members hold the same clips: one counts)
-    if (m->comm->cp_rank != 0) loss = 0.0;
-    comm_host_all_reduce(m->comm, GROUP_DP, &loss, 1, COMM_SUM);
-    return loss / a->grad_accum / m->comm->dp;
-}
-
-// the model behind llmc/train/flow_batch.h's validation
-static void clip_losses(void* m, const FlowBatch* b, float* per_clip) {
-    dit_forward_backward((Dit*)m, b->x0, b->noise, b->t, b->y, b->B, MODE_EVAL, 0.0f, per_clip, 0);
-}
-
-// the model behind llmc/train/clip_sampler.h's samples
-static void velocity(void* m, const float* xt, const float* t, const int* y, int B, float* v) {
-    dit_velocity((Dit*)m, xt, t, y, B, v);
-}
-
-// ----------------------------------------------------------------------------
-// --fit-memory (llmc/train/fit_memory.h): what a candidate costs. Its memory is its plan
+// --fit-memory and every rank's plan (llmc/train/runner.h): what a candidate costs. Its memory is its plan
 // (dit_build without allocating); its cost the predicted extra time per micro-step:
 // the recomputed FLOPs (--recompute 2: the attention half; --recompute 2 or chunks: the
 // FFN, whose backward recomputes fc1 and fc2), the recomputed memory traffic (the
@@ -1362,7 +1323,7 @@ static void velocity(void* m, const float* xt, const float* t, const int* y, int
 // offload copy the neighbouring block cannot hide (docs/memory.md section 9.9).
 static double dit_fit_cost_seconds(const Dit* m, const CostModel* cm) {
     const DitConfig* c = &m->cfg;
-    const DitFlags* f = &m->flags;
+    const MemoryFlags* f = &m->flags;
     double BN = (double)m->B * m->N, D = c->D, hd = (double)c->D / c->H, Dl = m->sh.Hl * hd, FFl = m->sh.FFl;
     double sx = sizeof(floatX), L = c->L;
     double attn_fwd = 2.0 * BN * 4.0 * Dl * D + 4.0 * m->B * m->sh.Hl * (double)m->N * m->N * hd;  // qkv, proj, attention
@@ -1378,195 +1339,193 @@ static double dit_fit_cost_seconds(const Dit* m, const CostModel* cm) {
     return flops / cm->flops + bytes / cm->mem_bw + launches * cm->launch_s + exposed;
 }
 
-typedef struct { const TrainArgs* a; Comm* comm; } DitFit;
-
-static FitCost dit_fit_cost(void* ctx, const FitFlags* ff, const CostModel* cm) {
-    const DitFit* x = (const DitFit*)ctx;
-    const TrainArgs* a = x->a;
-    FitCost c = {-1.0, 0.0, 0.0, 0};
-    DitFlags f = a->flags;
-    f.ffn_chunks = ff->ffn_chunks; f.recompute = ff->recompute; f.offload_act = ff->offload_act;
-    DitShard sh = dit_shard(&a->cfg, x->comm->tp, x->comm->tp_rank);
-    if (f.ffn_chunks > (f.ffn_chunk_seq ? dit_tokens(&a->cfg) : sh.FFl)) return c;
-    int dp = x->comm->dp, micro = a->total_batch ? a->total_batch / (ff->B * dp) : 1;
-    ParallelFlags par = parallel_flags_resolve(&a->par, 0, micro);
-    if (x->comm->tp > 1 && par.tp_sp && ((size_t)ff->B * dit_tokens(&a->cfg)) % x->comm->tp) return c;  // rows do not split
+static FitCost plan_cost(void* t, Comm* comm, int B, const MemoryFlags* f, const CostModel* cm) {
+    const TrainArgs* a = &((Trainer*)t)->a;
+    FitCost c = {-1.0, 0.0, 0.0, 0, 0.0, 0.0};
+    DitShard sh = dit_shard(&a->cfg, comm->tp, comm->tp_rank);
+    if (f->ffn_chunks > (f->ffn_chunk_seq ? dit_tokens(&a->cfg) : sh.FFl)) return c;
+    int dp = comm->dp, micro = a->run.total_batch ? a->run.total_batch / (B * dp) : 1;
+    ParallelFlags par = parallel_flags_resolve(&a->run.par, 0, micro);
+    if (comm->tp > 1 && par.tp_sp && ((size_t)B * dit_tokens(&a->cfg)) % comm->tp) return c;  // rows do not split
     Dit m;
-    dit_build(&m, &a->cfg, &f, &par, x->comm, ff->B, 0);
+    dit_build(&m, &a->cfg, f, &par, comm, B, 0);
     c.bytes = fit_plan_bytes(&m.dev, &m.host);
+    c.dev = (double)m.dev.total; c.host = (double)m.host.total;
     c.n_offload = m.off.n_offload;
     c.seconds = dit_fit_cost_seconds(&m, cm);
     // the flag-free micro-step: 6 FLOPs per parameter and token, and the attention's 12 L N^2 D per clip
-    c.base = (6.0 * m.num_params * m.N + 12.0 * a->cfg.L * (double)m.N * m.N * a->cfg.D) * ff->B / cm->flops;
+    c.base = (6.0 * m.num_params * m.N + 12.0 * a->cfg.L * (double)m.N * m.N * a->cfg.D) * B / cm->flops;
     dit_free(&m);
     return c;
 }
 
-// Picks the flags (and the clips per micro-batch unless given) for --fit-memory.
-static void fit_memory(TrainArgs* a, Comm* comm) {
-    DitFit ctx = {a, comm};
-    FitSearch* s = &a->fit_search;
-    s->L = a->cfg.L; s->ctx = &ctx; s->cost = dit_fit_cost;
-    // this build's 128 clips per micro-batch
-    fit_memory_choose(s, a->total_batch, comm->dp, 64, 128, &a->fit, comm->rank);
+// ----------------------------------------------------------------------------
+// the runner's operations
+
+static void build(void* t, Comm* comm, const MemoryFlags* mem, const ParallelFlags* pf, int B, int allocate, ModelView* v) {
+    Trainer* x = (Trainer*)t;
+    Dit* m = &x->m;
+    x->comm = comm;
+    dit_build(m, &x->a.cfg, mem, pf, comm, B, allocate);
+    m->micro_steps = x->a.run.grad_accum;
+    ModelView mv = {&m->st, &m->dev, &m->host, &m->acts, &m->off, &m->prof, m->stream, m->num_params};
+    *v = mv;
 }
 
-// every rank must run the same program with the same flags: a mismatch stops the job at start (llmc/train/same_config.h)
-static void check_same_config(Comm* comm, const TrainArgs* a) {
-    ConfigFields cf;
-    cf.n = 0;
-    const DitConfig* c = &a->cfg;
-    config_field(&cf, "program", "%s", "train_dit");
-    config_field(&cf, "clip", "%dx%dx%dx%d", c->C, c->Fr, c->Hi, c->Wi); config_field(&cf, "patch", "%dx%dx%d", c->pt, c->ph, c->pw);
-    config_field(&cf, "model", "D=%d", c->D); config_field(&cf, "model L", "%d", c->L); config_field(&cf, "model H", "%d", c->H);
-    config_field(&cf, "model FF", "%d", c->FF); config_field(&cf, "model NC", "%d", c->NC);
-    config_field(&cf, "rope-theta", "%.9g", c->rope_theta);
-    config_field(&cf, "batch", "%d", a->B); config_field(&cf, "total-batch", "%d", a->total_batch);
-    config_optimizer_fields(&cf, &a->loop);
-    config_field(&cf, "label-dropout", "%.9g", a->label_dropout);
-    config_field(&cf, "ffn-chunks", "%d", a->flags.ffn_chunks); config_field(&cf, "ffn-chunk-dim", "%s", a->loop.ffn_chunk_dim);
-    config_field(&cf, "offload-act", "%d", a->flags.offload_act); config_field(&cf, "recompute", "%d", a->flags.recompute);
-    config_field(&cf, "attention", "%s", a->loop.attention); config_field(&cf, "zero", "%d", a->par.zero);
-    config_tp_fields(&cf, &a->par);
-    config_field(&cf, "fp32-grad-accum", "%d", a->par.fp32_grad_accum); config_field(&cf, "comm", "%s", a->par.comm_backend);
-    config_field(&cf, "comm-timeout", "%.9g", a->par.comm_timeout); config_field(&cf, "val-every", "%d", a->loop.val_every);
-    config_field(&cf, "val-clips", "%d", a->val_clips); config_field(&cf, "sample-every", "%d", a->sample_every);
-    config_field(&cf, "sample-steps", "%d", a->sample_steps); config_field(&cf, "sample-clips", "%d", a->sample_clips);
-    config_field(&cf, "cfg-scale", "%.9g", a->cfg_scale);
-    config_field(&cf, "gif-scale", "%d", a->gif_scale); config_field(&cf, "ckpt-every", "%d", a->loop.ckpt_every);
-    config_field(&cf, "data", "%s", a->data);
-    config_run_fields(&cf, &a->loop);
-    config_field(&cf, "save-init", "%d", a->save_init); config_field(&cf, "fit-memory", "%.9g", a->fit.budget_gib);
-    config_fields_check(comm, &cf);
-}
+static void model_free(void* t) { dit_free(&((Trainer*)t)->m); }
+static void init_params(void* t, uint64_t seed) { dit_init_params(&((Trainer*)t)->m, seed); }
 
-int main(int argc, char** argv) {
-    TrainArgs a;
-    parse_args(argc, argv, &a);
-    dit_config_validate(&a.cfg);
-    attention_select(attention_impl_parse(a.loop.attention), a.cfg.D / a.cfg.H);
-    if (a.B > 128) FAIL("--batch %d: at most 128 clips per micro-batch in this build", a.B);
-    // the samples' images, checked now: a bad --gif-scale must not end a run at its first sample
-    const char* no_image = image_clip_fits(a.cfg.C, a.cfg.Fr, a.cfg.Hi, a.cfg.Wi, a.gif_scale, 2);
-    if (no_image) FAIL("--gif-scale %d: %s (choose a smaller --gif-scale)", a.gif_scale, no_image);
-    Comm comm;
-    parallel_comm_init(&comm, &a.par, a.loop.plan_only);
-    if (a.fit.budget_gib > 0.0f) fit_memory(&a, &comm);
-    // --total-batch (clips over all ranks) and its alias --grad-accum (micro-batches)
-    int dp = comm.dp, per_micro = a.B * dp;
-    if ((int64_t)per_micro * (a.grad_accum ? a.grad_accum : 1) > (1 << 30))
-        FAIL("--batch %d x %d DP ranks x --grad-accum %d clips per step: at most 2^30 (the counts wrap past that)", a.B, dp,
-             a.grad_accum);
-    if (a.total_batch == 0) a.total_batch = per_micro * (a.grad_accum ? a.grad_accum : 1);
-    if (a.total_batch > (1 << 30)) FAIL("--total-batch %d clips per step: at most 2^30 (the counts wrap past that)", a.total_batch);
-    if (a.total_batch % per_micro != 0)
-        FAIL("--total-batch %d must be a positive multiple of batch*dp = %d*%d", a.total_batch, a.B, dp);
-    if (a.grad_accum && a.total_batch != per_micro * a.grad_accum)
-        FAIL("--total-batch %d and --grad-accum %d disagree: batch*dp*grad-accum = %d (give one of them)", a.total_batch,
-             a.grad_accum, per_micro * a.grad_accum);
-    a.grad_accum = a.total_batch / per_micro;
-    ParallelFlags par = parallel_flags_resolve(&a.par, 0, a.grad_accum);
-    if (comm.tp > 1 && par.tp_sp) {  // the last, smaller batches of validation and sampling must split over TP too
-        int N = dit_tokens(&a.cfg), rests[2] = {a.loop.val_every > 0 ? a.val_clips % a.B : 0, a.sample_every > 0 ? 2 * a.cfg.NC % a.B : 0};
+// the data order and every random draw are functions of (seed, step): nothing else to restore
+static int ckpt_read(void* t, const char* path, int params_only, int* restored) {
+    *restored = 1;
+    return dit_checkpoint_read(&((Trainer*)t)->m, path, params_only);
+}
+static void ckpt_write(void* t, const char* path, int step) { dit_checkpoint_write(&((Trainer*)t)->m, path, step); }
+
+// --total-batch in clips over all ranks, and its alias --grad-accum in micro-batches
+static int resolve_batch(void* t, Comm* comm) {
+    TrainArgs* a = &((Trainer*)t)->a;
+    RunArgs* r = &a->run;
+    int dp = comm->dp, per_micro = r->B * dp;
+    if ((int64_t)per_micro * (r->grad_accum ? r->grad_accum : 1) > (1 << 30))
+        FAIL("--batch %d x %d DP ranks x --grad-accum %d clips per step: at most 2^30 (the counts wrap past that)", r->B, dp,
+             r->grad_accum);
+    if (r->total_batch == 0) r->total_batch = per_micro * (r->grad_accum ? r->grad_accum : 1);
+    if (r->total_batch > (1 << 30)) FAIL("--total-batch %d clips per step: at most 2^30 (the counts wrap past that)", r->total_batch);
+    if (r->total_batch % per_micro != 0)
+        FAIL("--total-batch %d must be a positive multiple of batch*dp = %d*%d", r->total_batch, r->B, dp);
+    if (r->grad_accum && r->total_batch != per_micro * r->grad_accum)
+        FAIL("--total-batch %d and --grad-accum %d disagree: batch*dp*grad-accum = %d (give one of them)", r->total_batch,
+             r->grad_accum, per_micro * r->grad_accum);
+    if (comm->tp > 1 && r->par.tp_mode == TP_REDUCESCATTER) {  // the last, smaller batches of validation and sampling must split over TP too
+        int N = dit_tokens(&a->cfg), rests[2] = {r->loop.val_every > 0 ? a->val_clips % r->B : 0,
+                                                  r->sample_every > 0 ? 2 * a->cfg.NC % r->B : 0};
         const char* what[2] = {"--val-clips", "the sampler's 2 x NC rows"};
         for (int i = 0; i < 2; i++)
-            if (((size_t)rests[i] * N) % comm.tp)
+            if (((size_t)rests[i] * N) % comm->tp)
                 FAIL("--tp-mode reducescatter: %s leave a last batch of %d clips (%zu tokens), which does not split into "
                      "%d equal blocks; choose them a multiple of --batch %d", what[i], rests[i], (size_t)rests[i] * N,
-                     comm.tp, a.B);
+                     comm->tp, r->B);
     }
-    if (!a.loop.plan_only) check_same_config(&comm, &a);
-    Logger lg = logger_for_rank(comm.rank);
-    ClipSource train, val;
-    if (!a.loop.plan_only)  // --plan-only builds the plan alone: no data, no device, no run directory
-        clipsource_open(&train, &val, a.data, a.cfg.C, a.cfg.Fr, a.cfg.Hi, a.cfg.Wi, a.cfg.NC, a.val_clips,
-                        (uint64_t)a.loop.seed);
-    parallel_device_setup(&comm, a.loop.plan_only);
-    Dit m;
-    dit_build(&m, &a.cfg, &a.flags, &par, &comm, a.B, !a.loop.plan_only);
-    m.micro_steps = a.grad_accum;
-    const char* resume = run_open(&comm, &lg, &a.loop, dit_checkpoint_check);
-    print_config(&lg, &a, &m);
-    logf_(&lg, "%s", a.fit_search.report);
-    print_plan(&lg, &m);
-    if (a.loop.plan_only) print_activation_table(&lg, &a.cfg, &m.sh, a.B);
-    if (a.loop.plan_json && !lg.quiet) write_plan_json(&m, a.loop.plan_json);
-    if (a.loop.plan_only) { dit_free(&m); return 0; }
-    if (a.loop.profile_step > 0) profile_setup(&m.prof, m.stream);
-    logf_(&lg, "data: %s | validation: %d held-out clips, each with its own fixed t and noise\n",
-          strcmp(a.data, "synthetic") == 0 ? "moving digits, generated (llmc/io/video_data.h)" : a.data, a.val_clips);
+    return r->total_batch / per_micro;
+}
 
-    int start = 0;
-    char path[1024];
-    if (resume) {
-        start = dit_checkpoint_read(&m, resume, 0);
-        ckpt_log_resumed(&lg, resume, start, a.loop.run_dir);
-    } else if (a.loop.init_from) {
-        int was = dit_checkpoint_read(&m, a.loop.init_from, 1);
-        logf_(&lg, "parameters from %s (its step %d); optimizer state and step start fresh\n", a.loop.init_from, was);
-    } else {
-        dit_init_params(&m, (uint64_t)a.loop.seed);
-    }
-    logger_start(&lg);  // the inputs are accepted: from here on the run directory is written
-    // the starting point of a run, for the PyTorch peer to start from the same weights
-    if (a.save_init && !resume) {
-        dit_checkpoint_write(&m, ckpt_step_path(path, sizeof(path), a.loop.run_dir, 0), 0);
-        logf_(&lg, "initial weights written to %s\n", path);
-    }
+// the clips, before the device: a bad clip file ends the run before anything is set up
+static void prepare(void* t, Comm*) {
+    Trainer* x = (Trainer*)t;
+    const TrainArgs* a = &x->a;
+    clipsource_open(&x->train, &x->val, a->data, a->cfg.C, a->cfg.Fr, a->cfg.Hi, a->cfg.Wi, a->cfg.NC, a->val_clips,
+                    (uint64_t)a->run.loop.seed);
+}
 
-    FlowBatch batch;
-    flow_batch_alloc(&batch, a.B, m.clip);
-    ClipSampler smp;
-    clip_sampler_init(&smp, a.sample_every > 0 ? a.sample_clips : 0, a.cfg.NC, a.cfg.C, a.cfg.Fr, a.cfg.Hi, a.cfg.Wi, a.B,
-                      a.sample_steps, a.cfg_scale, a.gif_scale, (uint64_t)a.loop.seed);
-    StepLoop sl;
-    step_loop_init(&sl, &a.loop, &comm, &m.prof, &lg, start, resume != NULL);
-    float dscale = 1.0f / (float)((double)a.total_batch * m.clip);
-    for (int step = start + 1; step <= a.loop.steps; step++) {
-        step_begin(&sl, step);
-        float lr = lr_at_step(step, a.loop.steps, a.loop.warmup, a.loop.lr, a.loop.min_lr_frac);
-        double loss = accumulate_gradients(&m, &a, &batch, &train, step, dscale);
-        float norm = param_store_grad_norm(&m.st);
-        stop_if_not_finite(step, loss, norm, a.loop.run_dir, sl.last_ckpt);
-        // global-norm clipping and one AdamW step on what this rank owns (then ZeRO-1's all-gather)
-        param_store_apply_update(&m.st, lr, a.loop.beta1, a.loop.beta2, a.loop.adam_eps, a.loop.weight_decay, a.loop.grad_clip,
-                                 norm, step);
-        double ms = step_end(&sl, step);
-        double clips_s = a.total_batch / (ms / 1e3);
-        step_log(&sl, step, loss, lr, norm, ms, "%.1f clips/s %.0f tok/s", clips_s, clips_s * m.N);
-        ValLoss vl = val_loss_none();
-        if (step_due(&sl, step, a.loop.val_every)) {
-            vl = flow_validate(&comm, &val, &batch, a.val_clips, (uint64_t)a.loop.seed, a.cfg.NC, clip_losses, &m);
-            val_loss_log(&lg, step, &vl);
-        }
-        step_metrics(&sl, step, loss, lr, norm, ms);
-        metrics_num(&lg, "clips_per_s", clips_s); metrics_num(&lg, "tok_per_s", clips_s * m.N);
-        step_metrics_memory(&sl, m.dev.total);
-        val_loss_metrics(&lg, &vl);
-        metrics_end(&lg);
-        // the checkpoint first: whatever sampling meets, the step's state is on disk
-        if (step_ckpt_due(&sl, step, &m.st, path, sizeof(path))) {
-            dit_checkpoint_write(&m, path, step);
-            step_ckpt_written(&sl, step, path);
-        }
-        if (step_due(&sl, step, a.sample_every)) clip_sample(&smp, &lg, a.loop.run_dir, comm.rank, step, velocity, &m);
-    }
-    if (start >= a.loop.steps) {  // nothing to train: evaluate and sample the checkpoint
-        if (a.loop.val_every > 0) {
-            ValLoss vl = flow_validate(&comm, &val, &batch, a.val_clips, (uint64_t)a.loop.seed, a.cfg.NC, clip_losses, &m);
-            logf_(&lg, "step %5d | val loss %.6f | by t: low %.6f, middle %.6f, high %.6f\n", start, vl.all,
-                  vl.bucket[0], vl.bucket[1], vl.bucket[2]);
-        }
-        if (a.sample_every > 0) clip_sample(&smp, &lg, a.loop.run_dir, comm.rank, start, velocity, &m);
-    }
-    step_loop_done(&sl, m.dev.total);
-    flow_batch_free(&batch);
-    clip_sampler_free(&smp);
-    clipsource_free(&train);
-    clipsource_free(&val);
-    logger_close(&lg);
-    dit_free(&m);
-    comm_finalize(&comm);
-    return 0;
+static void start(void* t, Comm*, Logger* lg) {
+    Trainer* x = (Trainer*)t;
+    const TrainArgs* a = &x->a;
+    logf_(lg, "data: %s | validation: %d held-out clips, each with its own fixed t and noise\n",
+          strcmp(a->data, "synthetic") == 0 ? "moving digits, generated (llmc/io/video_data.h)" : a->data, a->val_clips);
+    flow_batch_alloc(&x->batch, a->run.B, x->m.clip);
+    clip_sampler_init(&x->smp, a->run.sample_every > 0 ? a->sample_clips : 0, a->cfg.NC, a->cfg.C, a->cfg.Fr, a->cfg.Hi,
+                      a->cfg.Wi, a->run.B, a->sample_steps, a->cfg_scale, a->gif_scale, (uint64_t)a->run.loop.seed);
+    x->dscale = 1.0f / (float)((double)a->run.total_batch * x->m.clip);
+    x->loss = 0.0;
+    x->vl = val_loss_none();
+}
+
+// each micro-batch's clips with their noise, t and label dropout drawn from (seed, the clip's global index)
+static void next_batch(void* t, int step, int micro) {
+    Trainer* x = (Trainer*)t;
+    const TrainArgs* a = &x->a;
+    flow_batch_train(&x->batch, &x->train, step, micro, a->run.grad_accum, x->comm, (uint64_t)a->run.loop.seed,
+                     a->label_dropout, a->cfg.NC);
+}
+
+static void forward_backward(void* t, int, int last) {
+    Trainer* x = (Trainer*)t;
+    FlowBatch* b = &x->batch;
+    x->loss += dit_forward_backward(&x->m, b->x0, b->noise, b->t, b->y, x->a.run.B, MODE_TRAIN, x->dscale, NULL, last);
+}
+
+// the mean of the ranks' means of equal batches (a CP group's members hold the same clips: one counts)
+static double take_loss(void* t) {
+    Trainer* x = (Trainer*)t;
+    double loss = x->comm->cp_rank != 0 ? 0.0 : x->loss;
+    x->loss = 0.0;
+    comm_host_all_reduce(x->comm, GROUP_GRAD, &loss, 1, COMM_SUM);
+    return loss / x->a.run.grad_accum / x->comm->dp;
+}
+
+// global-norm clipping and one AdamW step on what this rank owns (then ZeRO-1's all-gather)
+static void update(void* t, const TrainLoopArgs* l, float lr, float norm, int step) {
+    param_store_apply_update(&((Trainer*)t)->m.st, lr, l->beta1, l->beta2, l->adam_eps, l->weight_decay, l->grad_clip, norm, step);
+}
+
+static void rate(void* t, double ms, int, char* out, size_t n) {
+    double clips_s = ((Trainer*)t)->a.run.total_batch / (ms / 1e3);
+    snprintf(out, n, "%.1f clips/s %.0f tok/s", clips_s, clips_s * ((Trainer*)t)->m.N);
+}
+
+static void rate_metrics(void* t, Logger* lg, double ms, int) {
+    double clips_s = ((Trainer*)t)->a.run.total_batch / (ms / 1e3);
+    metrics_num(lg, "clips_per_s", clips_s); metrics_num(lg, "tok_per_s", clips_s * ((Trainer*)t)->m.N);
+}
+
+// the model behind llmc/train/flow_batch.h's validation
+static void clip_losses(void* m, const FlowBatch* b, float* per_clip) {
+    dit_forward_backward((Dit*)m, b->x0, b->noise, b->t, b->y, b->B, MODE_EVAL, 0.0f, per_clip, 0);
+}
+
+static void validate(void* t, Logger* lg, int step, int final) {
+    Trainer* x = (Trainer*)t;
+    const TrainArgs* a = &x->a;
+    x->vl = flow_validate(x->comm, &x->val, &x->batch, a->val_clips, (uint64_t)a->run.loop.seed, a->cfg.NC, clip_losses, &x->m);
+    if (!final) val_loss_log(lg, step, &x->vl);
+    else logf_(lg, "step %5d | val loss %.6f | by t: low %.6f, middle %.6f, high %.6f\n", step, x->vl.all,
+               x->vl.bucket[0], x->vl.bucket[1], x->vl.bucket[2]);
+}
+
+static void val_metrics(void* t, Logger* lg) { val_loss_metrics(lg, &((Trainer*)t)->vl); ((Trainer*)t)->vl = val_loss_none(); }
+
+// the model behind llmc/train/clip_sampler.h's samples
+static void velocity(void* m, const float* xt, const float* t, const int* y, int B, float* v) {
+    dit_velocity((Dit*)m, xt, t, y, B, v);
+}
+
+static void sample(void* t, Logger* lg, int step) {
+    Trainer* x = (Trainer*)t;
+    clip_sample(&x->smp, lg, x->a.run.loop.run_dir, x->comm->rank, step, velocity, &x->m);
+}
+
+static void finish(void* t) {
+    Trainer* x = (Trainer*)t;
+    flow_batch_free(&x->batch);
+    clip_sampler_free(&x->smp);
+    clipsource_free(&x->train);
+    clipsource_free(&x->val);
+}
+
+static const ModelOps DIT_OPS = {
+    // program, plan unit, what --init-from starts afresh, --fit-memory's batches (this build: 128 clips at most)
+    "train_dit", "block", "optimizer state and step", 64, 128,
+    // the model and its checkpoints
+    build, model_free, init_params, ckpt_read, NULL, ckpt_write, dit_checkpoint_check,
+    // a step (next_batch; units, unit_forward/backward, unit_params; forward, backward; fused)
+    next_batch, NULL, NULL, NULL, NULL, NULL, NULL, forward_backward, take_loss, update,
+    // the trainer's own: batch, data, throughput, validation, samples
+    resolve_batch, prepare, start, rate, rate_metrics, validate, val_metrics, sample, finish,
+    // the plan and --fit-memory
+    print_config, NULL, plan_only_lines, comm_bytes, plan_json, plan_cost,
+};
+
+int main(int argc, char** argv) {
+    static Trainer x;
+    TrainArgs* a = &x.a;
+    parse_args(argc, argv, a);
+    dit_config_validate(&a->cfg);
+    attention_select(attention_impl_parse(a->run.loop.attention), a->cfg.D / a->cfg.H);
+    if (a->run.B > 128) FAIL("--batch %d: at most 128 clips per micro-batch in this build", a->run.B);
+    // the samples' images, checked now: a bad --gif-scale must not end a run at its first sample
+    const char* no_image = image_clip_fits(a->cfg.C, a->cfg.Fr, a->cfg.Hi, a->cfg.Wi, a->gif_scale, 2);
+    if (no_image) FAIL("--gif-scale %d: %s (choose a smaller --gif-scale)", a->gif_scale, no_image);
+    return runner_main(&DIT_OPS, &x, &a->run, 1, a->cfg.L);
 }
 #endif  // TESTING

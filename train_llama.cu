@@ -35,6 +35,7 @@ Every buffer is planned before the loop (print it with --plan-only, per rank wit
 #include "llmc/kernels/rope3d.h"           // the RoPE angle table
 #include "llmc/parallel/param_store.h"
 #include "llmc/train/state_checkpoint.h"  // the checkpoint file: header, parameters, AdamW state, loader position
+#include "llmc/train/runner.h"            // the runner: the step loop, plans, checkpoints, --fit-memory, the config check
 
 // ----------------------------------------------------------------------------
 // model configuration (docs/design.md 5.2)
@@ -152,25 +153,7 @@ static void param_sizes(const LlamaConfig* c, size_t sizes[NUM_PARAM_TENSORS]) {
     llama_param_specs(c, s);
     for (int i = 0; i < NUM_PARAM_TENSORS; i++) sizes[i] = param_spec_size(&s[i], c->L);
 }
-// ----------------------------------------------------------------------------
-// memory flags
-
-typedef struct {
-    int ffn_chunks;     // 1 = off
-    int ffn_chunk_seq;  // 0: split the hidden dimension F, 1: split the tokens
-    int ce_chunks;      // 1 = off
-    int offload_act;    // layers whose saved activations go to host; -1 = all but the last
-    int recompute;      // 0, 1, 2
-} MemoryFlags;
-
-// every flag off: one FFN chunk, one CE chunk (the parallel ones: ParallelFlags, llmc/parallel/parallel_args.h)
-static MemoryFlags memory_flags_default(void) {
-    MemoryFlags f;
-    memset(&f, 0, sizeof(f));
-    f.ffn_chunks = 1; f.ce_chunks = 1;
-    return f;
-}
-
+// (the memory flags: MemoryFlags, llmc/train/memory_flags.h; the parallel ones: ParallelFlags, llmc/parallel/parallel_args.h)
 
 // ----------------------------------------------------------------------------
 // activations. What one layer keeps for backward, field by field; the fields a
@@ -890,7 +873,7 @@ static float llama_take_loss(Llama* m) {
     stream_synchronize(m->stream);
     double v[2] = {sum, m->loss_tokens};
     m->loss_tokens = 0;
-    comm_host_all_reduce(m->comm, m->tpd.sp && !m->st.lay.vocab_tp ? GROUP_WORLD : GROUP_DP, v, 2, COMM_SUM);
+    comm_host_all_reduce(m->comm, m->tpd.sp && !m->st.lay.vocab_tp ? GROUP_WORLD : GROUP_GRAD, v, 2, COMM_SUM);
     return v[1] > 0 ? (float)(v[0] / v[1]) : NAN;
 }
 
@@ -1005,21 +988,26 @@ static int checkpoint_read(Llama* m, const char* path, int grad_accum, DataLoade
 }
 
 // ----------------------------------------------------------------------------
-// the trainer (left out of test_llama, which includes this file with TESTING)
+// the trainer (left out of test_llama, which includes this file with TESTING): the
+// model's flags and its operations for the runner (llmc/train/runner.h), which does the rest
 #ifndef TESTING
 
 typedef struct {
+    RunArgs run;         // what every trainer has: loop, memory, parallel, --fit-memory, batch (llmc/train/train_args.h)
     LlamaConfig cfg;
-    MemoryFlags flags;
-    TrainLoopArgs loop;  // optimizer, schedule, cadence, run directory, resume, plan (llmc/train/train_args.h)
-    int B, T, total_batch, val_batches, sample_every, sample_len, save_init, shard_vocab;
-    ParallelArgs par;    // --comm, --zero, --tp, ... (llmc/parallel/parallel_args.h)
-    FitArgs fit;         // --fit-memory and its model (llmc/train/fit_memory.h)
-    int tokenizer_given;
-    FitSearch fit_search;  // the flags --fit-memory must keep: those given
+    int T, val_batches, sample_len, tokenizer_given;
     float temperature;
     const char *train_data, *val_data, *tokenizer;
 } TrainArgs;
+
+typedef struct {
+    TrainArgs a;
+    Llama m;
+    DataLoader train, val;
+    StorySampler sampler;
+    float dloss;     // 1 / (the tokens of a step over all ranks)
+    float val_loss;  // this step's validation loss, NAN when none ran
+} Trainer;
 
 static void usage(const Flag* flags, int n) {
     printf("usage: train_llama [--flag value]...\n\n");
@@ -1030,22 +1018,23 @@ static void usage(const Flag* flags, int n) {
 }
 
 static void parse_args(int argc, char** argv, TrainArgs* a) {
-    memset(a, 0, sizeof(*a));
-    a->loop.model = "tiny";
-    a->flags = memory_flags_default();
-    train_loop_defaults(&a->loop, "runs/train_llama", 200, 0.1f, 0.95f);
-    a->B = 8; a->T = 256; a->total_batch = 0; a->val_batches = 20; a->sample_every = 0; a->sample_len = 64;
+    *a = TrainArgs();  // zeroed (value-initialised: Flag has a default member)
+    RunArgs* r = &a->run;
+    r->loop.model = "tiny";
+    r->mem = memory_flags_default();
+    train_loop_defaults(&r->loop, "runs/train_llama", 200, 0.1f, 0.95f);
+    r->B = 8; a->T = 256; r->total_batch = 0; a->val_batches = 20; r->sample_every = 0; a->sample_len = 64;
     a->temperature = 1.0f;
     a->train_data = "data/tinystories/tinystories_train_*.bin";
     a->val_data = "data/tinystories/tinystories_val_*.bin";
     a->tokenizer = "../shared/data/tinystories/tokenizer/tokenizer.bin";
     // the preset first, so explicit dimensions override it wherever they stand
-    if (flag_peek(argc, argv, "model")) a->loop.model = flag_peek(argc, argv, "model");
-    a->cfg = MODEL_PRESETS[flag_preset(MODEL_PRESETS, sizeof(MODEL_PRESETS[0]), NUM_MODEL_PRESETS, a->loop.model)].cfg;
+    if (flag_peek(argc, argv, "model")) r->loop.model = flag_peek(argc, argv, "model");
+    a->cfg = MODEL_PRESETS[flag_preset(MODEL_PRESETS, sizeof(MODEL_PRESETS[0]), NUM_MODEL_PRESETS, r->loop.model)].cfg;
     a->T = a->T < a->cfg.max_seq_len ? a->T : a->cfg.max_seq_len;
 
     const Flag own[] = {
-        {"model", 's', &a->loop.model, "a preset (listed at the end of --help; default tiny)"},
+        {"model", 's', &r->loop.model, "a preset (listed at the end of --help; default tiny)"},
         {"V", 'i', &a->cfg.V, "vocabulary size (overrides the preset)"},
         {"D", 'i', &a->cfg.D, "model width"},
         {"L", 'i', &a->cfg.L, "layers"},
@@ -1056,56 +1045,52 @@ static void parse_args(int argc, char** argv, TrainArgs* a) {
         {"tied", 'i', &a->cfg.tied, "1: output projection shares the token embedding"},
         {"rope-theta", 'f', &a->cfg.rope_theta, "RoPE base"},
         {"norm-eps", 'f', &a->cfg.norm_eps, "RMSNorm epsilon"},
-        {"batch", 'i', &a->B, "micro-batch size B per rank (default 8)"},
+        {"batch", 'i', &r->B, "micro-batch size B per rank (default 8)"},
         {"seq", 'i', &a->T, "sequence length T (default min(256, max_seq_len))"},
-        {"total-batch", 'i', &a->total_batch, "tokens per optimizer step over all ranks; a multiple of B*T*dp (default B*T*dp)"},
+        {"total-batch", 'i', &r->total_batch, "tokens per optimizer step over all ranks; a multiple of B*T*dp (default B*T*dp)"},
         {"train-data", 's', &a->train_data, "glob of training token shards"},
         {"val-data", 's', &a->val_data, "glob of validation token shards"},
         {"val-batches", 'i', &a->val_batches, "batches per validation (default 20)"},
-        {"sample-every", 'i', &a->sample_every, "print a sampled story every N steps and at the end, 0 = never"},
+        {"sample-every", 'i', &r->sample_every, "print a sampled story every N steps and at the end, 0 = never"},
         {"sample-len", 'i', &a->sample_len, "tokens per sample (default 64, at most seq)"},
         {"temperature", 'f', &a->temperature, "sampling temperature, 0 = greedy (default 1.0)"},
         {"tokenizer", 's', &a->tokenizer, "llama2.c tokenizer.bin for decoding samples"},
-        {"save-init", 'i', &a->save_init, "1: write the initial weights as ckpt_000000.bin"},
-        {"ce-chunks", 'i', &a->flags.ce_chunks, "output projection + cross-entropy in K row chunks (default 1)"},
-        {"shard-vocab", 'i', &a->shard_vocab, "1: embedding and output projection as 1/dp row shards, gathered at use"},
+        {"save-init", 'i', &r->save_init, "1: write the initial weights as ckpt_000000.bin"},
+        {"shard-vocab", 'i', &r->shard_vocab, "1: embedding and output projection as 1/dp row shards, gathered at use"},
     };
-    MemoryFlagRefs mem = {&a->flags.ffn_chunks, &a->flags.offload_act, &a->flags.recompute,
-                          "0 keep all, 1 recompute norms and SwiGLU, 2 keep only layer inputs"};
-    Flag flags[TRAIN_MAX_FLAGS];
-    int given[TRAIN_MAX_FLAGS];
-    int nflags = train_flags_parse_all(argc, argv, own, (int)(sizeof(own) / sizeof(own[0])), &a->loop, mem,
-                                       &a->flags.ffn_chunk_seq, &a->par, "tensor-parallel group size: consecutive ranks; "
-                                       "must divide the ranks, H and KV (default 1)",
-                                       "context-parallel group size: each rank holds 1/cp of every sample's tokens; tp x cp "
-                                       "must divide the ranks (default 1)", &a->fit, flags, given, usage);
-    a->tokenizer_given = flag_given(flags, nflags, given, &a->tokenizer);
-    FitTargets fit = {&a->B, &a->flags.ffn_chunks, &a->flags.ce_chunks, &a->flags.recompute, &a->flags.offload_act};
-    fit_fixed_from_flags(&a->fit_search, fit, flags, nflags, given);  // the flags --fit-memory chooses
+    train_flags_parse(argc, argv, own, (int)(sizeof(own) / sizeof(own[0])), r, "tensor-parallel group size: consecutive "
+                      "ranks; must divide the ranks, H and KV (default 1)", "context-parallel group size: each rank holds "
+                      "1/cp of every sample's tokens; tp x cp must divide the ranks (default 1)", 1,
+                      "0 keep all, 1 recompute norms and SwiGLU, 2 keep only layer inputs", usage);
+    a->tokenizer_given = flag_given(r->flags, r->nflags, r->given, &a->tokenizer);
 }
 
-static void print_config(Logger* lg, const TrainArgs* a, const Llama* m, int grad_accum) {
+static void print_config(void* t, Logger* lg) {
+    const TrainArgs* a = &((Trainer*)t)->a;
+    const Llama* m = &((Trainer*)t)->m;
+    const TrainLoopArgs* l = &a->run.loop;
     const LlamaConfig* c = &m->cfg;
-    logf_(lg, "train_llama | %s | %s | %s\n", m->allocated ? dev_name() : "plan only", PRECISION_NAME, a->loop.model);
+    logf_(lg, "train_llama | %s | %s | %s\n", m->allocated ? dev_name() : "plan only", PRECISION_NAME, l->model);
     logf_(lg, "model: V=%d D=%d L=%d H=%d KV=%d F=%d max_seq_len=%d tied=%d rope_theta=%g | %.2fM parameters\n",
           c->V, c->D, c->L, c->H, c->KV, c->F, c->max_seq_len, c->tied, c->rope_theta, m->num_params / 1e6);
     log_param_sizes(lg, PARAM_NAMES, m->param_sizes, NUM_PARAM_TENSORS);
     logf_(lg, "batch: B=%d T=%d per rank, %d tokens per step (%d micro-steps x %d DP ranks) | steps %d, lr %g warmup %d, "
-          "wd %g, clip %g\n", a->B, a->T, a->total_batch, grad_accum, m->comm->dp, a->loop.steps, a->loop.lr, a->loop.warmup,
-          a->loop.weight_decay, a->loop.grad_clip);
+          "wd %g, clip %g\n", a->run.B, a->T, a->run.total_batch, a->run.grad_accum, m->comm->dp, l->steps, l->lr,
+          l->warmup, l->weight_decay, l->grad_clip);
     char cp[160] = "";
     if (m->comm->cp > 1)
         snprintf(cp, sizeof(cp), "cp %d (--cp-mode %s: %d Ulysses ways x %d ring members, %d tokens a sample each) x ",
                  m->comm->cp, CP_MODE_NAMES[m->cpx.mode], m->cpx.U, m->cpx.R, m->Tl);
     logf_(lg, "parallel: world %d = dp %d x %stp %d (--tp-mode %s, --tp-recompute-allgather %d) | --zero %d --shard-vocab %d%s "
-          "| comm %s, timeout %g s\n", m->comm->size, m->comm->dp, cp, m->comm->tp, a->par.tp_mode, m->par.tp_regather,
-          m->par.zero, m->par.shard_vocab, m->par.shard_vocab ? (m->st.lay.vocab_tp ? " (over TP)" : " (over DP)") : "",
-          comm_backend_name(m->comm), a->par.comm_timeout);
+          "| comm %s, timeout %g s\n", m->comm->size, m->comm->dp, cp, m->comm->tp, TP_MODE_NAMES[a->run.par.tp_mode],
+          m->par.tp_regather, m->par.zero, m->par.shard_vocab,
+          m->par.shard_vocab ? (m->st.lay.vocab_tp ? " (over TP)" : " (over DP)") : "", comm_backend_name(m->comm),
+          a->run.par.comm_timeout);
     logf_(lg, "memory flags: --ffn-chunks %d --ffn-chunk-dim %s --ce-chunks %d --offload-act %d (%d layers) --recompute %d"
-          " | gradients summed over micro-steps in %s\n", m->flags.ffn_chunks, a->loop.ffn_chunk_dim, m->flags.ce_chunks,
-          m->flags.offload_act, m->off.n_offload, m->flags.recompute,
+          " | gradients summed over micro-steps in %s\n", m->flags.ffn_chunks, FFN_CHUNK_DIM_NAMES[m->flags.ffn_chunk_seq],
+          m->flags.ce_chunks, m->flags.offload_act, m->off.n_offload, m->flags.recompute,
           m->par.grad_fp32 ? "an fp32 buffer (--fp32-grad-accum)" : sizeof(floatX) < 4 ? "bf16" : "fp32");
-    log_runtime(lg, a->loop.attention);
+    log_runtime(lg, l->attention);
 }
 
 // The bytes this rank sends per optimizer step in device collectives, by group and
@@ -1113,7 +1098,6 @@ static void print_config(Logger* lg, const TrainArgs* a, const Llama* m, int gra
 // buffer of S bytes: (g-1)/g S; all-reduce: twice that). The closed form of
 // docs/memory.md section 10; a training run prints the counted bytes of its first
 // step next to it, and make test requires them equal.
-
 static CommBytes comm_bytes_per_step(const Llama* m, int micro_steps) {
     CommBytes cb;
     memset(&cb, 0, sizeof(cb));
@@ -1144,27 +1128,26 @@ static CommBytes comm_bytes_per_step(const Llama* m, int micro_steps) {
     return cb;
 }
 
-static void print_plan(Logger* lg, const Llama* m) {
-    if (lg->quiet) return;
-    log_plan_head(lg, m->comm, &m->dev, &m->host);
+static CommBytes llama_comm_bytes(void* t) { const Llama* m = &((Trainer*)t)->m; return comm_bytes_per_step(m, m->micro_steps); }
+
+static void plan_lines(void* t, Logger* lg) {
+    const Llama* m = &((Trainer*)t)->m;
     if (m->par.shard_vocab) vocab_log_savings(lg, &m->st, HAVE_MASTER_WEIGHTS, m->cfg.D);
-    log_plan_tail(lg, &m->acts, "layer", comm_bytes_per_step(m, m->micro_steps));
 }
 
-static void write_plan_json(const Llama* m, const char* path) {
-    char extra[4096];
-    CommBytes cb = comm_bytes_per_step(m, m->micro_steps);
-    snprintf(extra, sizeof(extra), "\"dp\": %d, \"tp\": %d, \"tp_sp\": %d, \"tp_regather\": %d, \"zero\": %d, "
+static int plan_json(void* t, char* out, size_t n) {
+    const Llama* m = &((Trainer*)t)->m;
+    snprintf(out, n, "\"dp\": %d, \"tp\": %d, \"tp_sp\": %d, \"tp_regather\": %d, \"zero\": %d, "
              "\"shard_vocab\": %d, \"cp\": %d, \"cp_ulysses\": %d, \"n_local\": %zu, \"n_opt\": %zu", m->comm->dp,
              m->comm->tp, m->par.tp_sp, m->par.tp_regather, m->par.zero, m->par.shard_vocab, m->comm->cp, m->comm->ulysses,
              m->st.lay.n_local, m->st.lay.n_opt);
-    trainer_plan_json(path, &m->acts, &m->off, m->num_params, extra, &cb, &m->dev, &m->host);
+    return 1;
 }
 
 // ----------------------------------------------------------------------------
-// --fit-memory (llmc/train/fit_memory.h): the search is shared; here, what a candidate costs.
-// Its memory is its plan (llama_build without allocating); its cost the predicted extra
-// time per micro-step (docs/memory.md section 8).
+// --fit-memory and every rank's plan (llmc/train/runner.h): a candidate's memory is its
+// plan (llama_build without allocating); its cost the predicted extra time per micro-step
+// (docs/memory.md section 8).
 
 // Predicted seconds per micro-step that the memory flags add to the flag-free step:
 // recomputed FLOPs, recomputed memory traffic, extra launches, and the part of each
@@ -1195,33 +1178,93 @@ static double fit_base_seconds(const LlamaConfig* c, size_t num_params, int B, i
     return per_token * B * T / cm->flops;
 }
 
-typedef struct { TrainArgs* a; Comm* comm; } LlamaFit;
-
-static FitCost llama_fit_cost(void* ctx, const FitFlags* ff, const CostModel* cm) {
-    const LlamaFit* x = (const LlamaFit*)ctx;
-    const TrainArgs* a = x->a;
-    int B = ff->B, T = a->T, dp = x->comm->dp;
-    MemoryFlags f = a->flags;
-    f.ffn_chunks = ff->ffn_chunks; f.ce_chunks = ff->ce_chunks; f.recompute = ff->recompute; f.offload_act = ff->offload_act;
-    ParallelFlags pf = parallel_flags_resolve(&a->par, a->shard_vocab, a->total_batch ? (int)(a->total_batch / ((long long)B * T * dp)) : 1);
+static FitCost plan_cost(void* t, Comm* comm, int B, const MemoryFlags* f, const CostModel* cm) {
+    const TrainArgs* a = &((Trainer*)t)->a;
+    int T = a->T, dp = comm->dp;
+    ParallelFlags pf = parallel_flags_resolve(&a->run.par, a->run.shard_vocab,
+                                              a->run.total_batch ? (int)(a->run.total_batch / ((long long)B * T * dp)) : 1);
     long long BT = (long long)B * T;
-    FitCost c = {-1.0, 0.0, 0.0, 0};
-    if ((f.ffn_chunk_seq ? BT : a->cfg.F) < f.ffn_chunks || BT < f.ce_chunks) return c;
+    FitCost c = {-1.0, 0.0, 0.0, 0, 0.0, 0.0};
+    if ((f->ffn_chunk_seq ? BT : a->cfg.F) < f->ffn_chunks || BT < f->ce_chunks) return c;
     Llama m;
-    llama_build(&m, &a->cfg, &f, &pf, x->comm, B, T, 0);
+    llama_build(&m, &a->cfg, f, &pf, comm, B, T, 0);
     c.bytes = fit_plan_bytes(&m.dev, &m.host); c.n_offload = m.off.n_offload;
+    c.dev = (double)m.dev.total; c.host = (double)m.host.total;
     c.base = fit_base_seconds(&a->cfg, m.num_params, B, T, cm);
-    c.seconds = fit_cost_seconds(&a->cfg, B, T, &f, m.off.n_offload, m.acts.block_bytes, cm);
+    c.seconds = fit_cost_seconds(&a->cfg, B, T, f, m.off.n_offload, m.acts.block_bytes, cm);
     llama_free(&m);
     return c;
 }
 
-// Picks the flags (and the batch unless given) for --fit-memory; what it did goes to fit_search.report.
-static void fit_memory(TrainArgs* a, Comm* comm) {
-    LlamaFit ctx = {a, comm};
-    FitSearch* s = &a->fit_search;
-    s->L = a->cfg.L; s->ctx = &ctx; s->cost = llama_fit_cost;
-    fit_memory_choose(s, a->total_batch, (long long)a->T * comm->dp, 64, 1024, &a->fit, comm->rank);
+// ----------------------------------------------------------------------------
+// the runner's operations
+
+static void build(void* t, Comm* comm, const MemoryFlags* mem, const ParallelFlags* pf, int B, int allocate, ModelView* v) {
+    Trainer* x = (Trainer*)t;
+    Llama* m = &x->m;
+    llama_build(m, &x->a.cfg, mem, pf, comm, B, x->a.T, allocate);
+    m->micro_steps = x->a.run.grad_accum;
+    ModelView mv = {&m->st, &m->dev, &m->host, &m->acts, &m->off, &m->prof, m->stream, m->num_params};
+    *v = mv;
+}
+
+static void model_free(void* t) { llama_free(&((Trainer*)t)->m); }
+static void init_params(void* t, uint64_t seed) { llama_init_params(&((Trainer*)t)->m, seed); }
+
+static int ckpt_read(void* t, const char* path, int params_only, int* restored) {
+    Trainer* x = (Trainer*)t;
+    return checkpoint_read(&x->m, path, x->a.run.grad_accum, params_only ? NULL : &x->train, restored, params_only);
+}
+
+static void ckpt_write(void* t, const char* path, int step) {
+    Trainer* x = (Trainer*)t;
+    checkpoint_write(&x->m, path, step, x->a.run.grad_accum, &x->train);
+}
+
+// another layout wrote the checkpoint: its data positions do not apply; continue on a
+// new, deterministic data order so that no rank replays the first steps' windows
+static void data_restart(void* t, int start, Logger* lg) {
+    Trainer* x = (Trainer*)t;
+    dataloader_reseed(&x->train, (unsigned long long)x->a.run.loop.seed ^ (0x9E3779B97F4A7C15ull * (unsigned long long)(start + 1)));
+    logf_(lg, "the checkpoint's global micro-batch (dp x batch), sequence or accumulation differs from this run's: "
+          "the model and optimizer state carry over, the data order restarts from a seed derived from --seed "
+          "and step %d\n", start);
+}
+
+// --total-batch in tokens: a multiple of one micro-batch of every DP rank
+static int resolve_batch(void* t, Comm* comm) {
+    TrainArgs* a = &((Trainer*)t)->a;
+    int B = a->run.B, T = a->T, dp = comm->dp;
+    if ((int64_t)B * T * dp > 2147483647)
+        FAIL("--batch %d x --seq %d x %d DP ranks = %lld tokens per micro-step: at most 2^31 - 1 (the counts wrap past that)",
+             B, T, dp, (long long)B * T * dp);
+    if (a->run.total_batch == 0) a->run.total_batch = B * T * dp;
+    if (a->run.total_batch <= 0 || a->run.total_batch % (B * T * dp) != 0)
+        FAIL("--total-batch %d must be a positive multiple of batch*seq*dp = %d*%d*%d", a->run.total_batch, B, T, dp);
+    return a->run.total_batch / (B * T * dp);
+}
+
+// the training and validation tokens, the story sampler
+static void start(void* t, Comm* comm, Logger* lg) {
+    Trainer* x = (Trainer*)t;
+    const TrainArgs* a = &x->a;
+    int B = a->run.B, T = a->T;
+    dataloader_init(&x->train, a->train_data, B * comm->dp, T, 0, 1, 1, (unsigned long long)a->run.loop.seed);
+    dataloader_validate_vocab(&x->train, a->cfg.V);
+    logf_(lg, "train data: %s (%zu tokens)\n", a->train_data, x->train.num_tokens);
+    if (a->run.loop.val_every > 0) {
+        dataloader_init(&x->val, a->val_data, B * comm->dp, T, 0, 1, 0, 0);
+        dataloader_validate_vocab(&x->val, a->cfg.V);
+        logf_(lg, "val data: %s (%zu tokens), %d batches per evaluation per rank\n", a->val_data, x->val.num_tokens,
+              a->val_batches);
+    }
+    int sample_len = a->sample_len < T ? a->sample_len : T;
+    int tp = a->run.par.tp;
+    if (x->m.tpd.sp) sample_len = sample_len < T / tp * tp ? sample_len : T / tp * tp;  // padded to a multiple of tp
+    story_sampler_init(&x->sampler, a->run.sample_every, a->tokenizer, a->tokenizer_given, a->cfg.V, sample_len, T,
+                       a->temperature, (uint64_t)a->run.loop.seed);
+    x->dloss = 1.0f / (float)((size_t)B * T * a->run.grad_accum * comm->dp);
+    x->val_loss = NAN;
 }
 
 // Data parallelism reads one global batch of B*dp rows (the same loader, seed and
@@ -1230,165 +1273,81 @@ static void fit_memory(TrainArgs* a, Comm* comm) {
 // share it (dp=1 with B*dp rows sees the same data as dp ranks with B rows each).
 static const int* rank_rows(const Llama* m, const int* global) { return global + (size_t)m->comm->dp_rank * m->B * m->T; }
 
-// the validation loss of `step`, and its log line
-static float evaluate(Llama* m, DataLoader* val, int batches, Logger* lg, int step) {
-    dataloader_reset(val);
-    for (int i = 0; i < batches; i++) {
-        dataloader_next_batch(val);
-        llama_forward_backward(m, rank_rows(m, val->inputs), rank_rows(m, val->targets), m->B, m->T, MODE_EVAL, 0.0f, 0);
-    }
-    float loss = llama_take_loss(m);
-    logf_(lg, "step %5d | val loss %.6f\n", step, loss);
-    return loss;
+static void next_batch(void* t, int, int) { dataloader_next_batch(&((Trainer*)t)->train); }
+
+static void forward_backward(void* t, int, int last) {
+    Trainer* x = (Trainer*)t;
+    llama_forward_backward(&x->m, rank_rows(&x->m, x->train.inputs), rank_rows(&x->m, x->train.targets), x->a.run.B,
+                           x->a.T, MODE_TRAIN, x->dloss, last);
 }
+
+static double take_loss(void* t) { return llama_take_loss(&((Trainer*)t)->m); }
+
+static void update(void* t, const TrainLoopArgs* l, float lr, float norm, int step) {
+    llama_apply_update(&((Trainer*)t)->m, lr, l->beta1, l->beta2, l->adam_eps, l->weight_decay, l->grad_clip, norm, step);
+}
+
+static void rate(void* t, double ms, int step, char* out, size_t n) {
+    double tok_s = ((Trainer*)t)->a.run.total_batch / (ms / 1e3), seen = (double)step * ((Trainer*)t)->a.run.total_batch;
+    snprintf(out, n, "%.0f tok/s | %.*f%s tok", tok_s, seen < 1e6 ? 1 : 2, seen < 1e6 ? seen / 1e3 : seen / 1e6,
+             seen < 1e6 ? "K" : "M");
+}
+
+static void rate_metrics(void* t, Logger* lg, double ms, int step) {
+    int total = ((Trainer*)t)->a.run.total_batch;
+    metrics_num(lg, "tok_per_s", total / (ms / 1e3)); metrics_int(lg, "tokens", (long long)step * total);
+}
+
+// the validation loss of `step`, and its log line
+static void validate(void* t, Logger* lg, int step, int) {
+    Trainer* x = (Trainer*)t;
+    Llama* m = &x->m;
+    dataloader_reset(&x->val);
+    for (int i = 0; i < x->a.val_batches; i++) {
+        dataloader_next_batch(&x->val);
+        llama_forward_backward(m, rank_rows(m, x->val.inputs), rank_rows(m, x->val.targets), m->B, m->T, MODE_EVAL, 0.0f, 0);
+    }
+    x->val_loss = llama_take_loss(m);
+    logf_(lg, "step %5d | val loss %.6f\n", step, x->val_loss);
+}
+
+static void val_metrics(void* t, Logger* lg) { metrics_num(lg, "val_loss", ((Trainer*)t)->val_loss); ((Trainer*)t)->val_loss = NAN; }
 
 // the model behind llmc/train/story_sampler.h's samples
 static void next_token_logits(void* m, const int* tokens, int T, float* logits, int* pad) {
     llama_next_token_logits((Llama*)m, tokens, T, logits, pad);
 }
 
-// the fields every rank must agree on (llmc/train/same_config.h)
-static void check_same_config(Comm* comm, const TrainArgs* a) {
-    ConfigFields cf;
-    cf.n = 0;
-    const LlamaConfig* c = &a->cfg;
-    config_field(&cf, "program", "%s", "train_llama");
-    config_field(&cf, "model V", "%d", c->V); config_field(&cf, "model D", "%d", c->D); config_field(&cf, "model L", "%d", c->L);
-    config_field(&cf, "model H", "%d", c->H); config_field(&cf, "model KV", "%d", c->KV); config_field(&cf, "model F", "%d", c->F);
-    config_field(&cf, "max-seq-len", "%d", c->max_seq_len); config_field(&cf, "tied", "%d", c->tied);
-    config_field(&cf, "rope-theta", "%.9g", c->rope_theta); config_field(&cf, "norm-eps", "%.9g", c->norm_eps);
-    config_field(&cf, "batch", "%d", a->B); config_field(&cf, "seq", "%d", a->T); config_field(&cf, "total-batch", "%d", a->total_batch);
-    config_optimizer_fields(&cf, &a->loop);
-    config_field(&cf, "ffn-chunks", "%d", a->flags.ffn_chunks); config_field(&cf, "ffn-chunk-dim", "%s", a->loop.ffn_chunk_dim);
-    config_field(&cf, "ce-chunks", "%d", a->flags.ce_chunks); config_field(&cf, "offload-act", "%d", a->flags.offload_act);
-    config_field(&cf, "recompute", "%d", a->flags.recompute);
-    config_field(&cf, "zero", "%d", a->par.zero); config_field(&cf, "shard-vocab", "%d", a->shard_vocab);
-    config_tp_fields(&cf, &a->par);
-    config_field(&cf, "fit-memory", "%.9g", a->fit.budget_gib); config_field(&cf, "comm", "%s", a->par.comm_backend);
-    config_field(&cf, "comm-timeout", "%.9g", a->par.comm_timeout); config_field(&cf, "val-every", "%d", a->loop.val_every);
-    config_field(&cf, "val-batches", "%d", a->val_batches); config_field(&cf, "sample-every", "%d", a->sample_every);
-    config_field(&cf, "ckpt-every", "%d", a->loop.ckpt_every); config_field(&cf, "train-data", "%s", a->train_data);
-    config_field(&cf, "val-data", "%s", a->val_data);
-    config_run_fields(&cf, &a->loop);
-    config_fields_check(comm, &cf);
+static void sample(void* t, Logger* lg, int step) {
+    Trainer* x = (Trainer*)t;
+    if (x->sampler.ready) story_sample(&x->sampler, lg, step, next_token_logits, &x->m);
 }
 
+static void finish(void* t) {
+    Trainer* x = (Trainer*)t;
+    story_sampler_free(&x->sampler);
+    dataloader_free(&x->train);
+    if (x->a.run.loop.val_every > 0) dataloader_free(&x->val);
+}
+
+static const ModelOps LLAMA_OPS = {
+    // program, plan unit, what --init-from starts afresh, --fit-memory's batches
+    "train_llama", "layer", "optimizer state, step and data order", 64, 1024,
+    // the model and its checkpoints
+    build, model_free, init_params, ckpt_read, data_restart, ckpt_write, checkpoint_check,
+    // a step (next_batch; units, unit_forward/backward, unit_params; forward, backward; fused)
+    next_batch, NULL, NULL, NULL, NULL, NULL, NULL, forward_backward, take_loss, update,
+    // the trainer's own: batch, data, throughput, validation, samples
+    resolve_batch, NULL, start, rate, rate_metrics, validate, val_metrics, sample, finish,
+    // the plan and --fit-memory
+    print_config, plan_lines, NULL, llama_comm_bytes, plan_json, plan_cost,
+};
+
 int main(int argc, char** argv) {
-    TrainArgs a;
-    parse_args(argc, argv, &a);
-    config_validate(&a.cfg);
-    attention_select(attention_impl_parse(a.loop.attention), a.cfg.D / a.cfg.H);
-    Comm comm;
-    parallel_comm_init(&comm, &a.par, a.loop.plan_only);
-    if (a.fit.budget_gib > 0.0f) fit_memory(&a, &comm);
-    if ((int64_t)a.B * a.T * comm.dp > 2147483647)
-        FAIL("--batch %d x --seq %d x %d DP ranks = %lld tokens per micro-step: at most 2^31 - 1 (the counts wrap past that)",
-             a.B, a.T, comm.dp, (long long)a.B * a.T * comm.dp);
-    if (a.total_batch == 0) a.total_batch = a.B * a.T * comm.dp;
-    if (a.total_batch <= 0 || a.total_batch % (a.B * a.T * comm.dp) != 0)
-        FAIL("--total-batch %d must be a positive multiple of batch*seq*dp = %d*%d*%d", a.total_batch, a.B, a.T, comm.dp);
-    int grad_accum = a.total_batch / (a.B * a.T * comm.dp);
-    ParallelFlags pf = parallel_flags_resolve(&a.par, a.shard_vocab, grad_accum);
-    if (!a.loop.plan_only) check_same_config(&comm, &a);
-    Logger lg = logger_for_rank(comm.rank);
-    parallel_device_setup(&comm, a.loop.plan_only);
-    Llama m;
-    llama_build(&m, &a.cfg, &a.flags, &pf, &comm, a.B, a.T, !a.loop.plan_only);
-    m.micro_steps = grad_accum;
-    const char* resume = run_open(&comm, &lg, &a.loop, checkpoint_check);
-    print_config(&lg, &a, &m, grad_accum);
-    logf_(&lg, "%s", a.fit_search.report);
-    print_plan(&lg, &m);
-    if (a.loop.plan_json && !lg.quiet) write_plan_json(&m, a.loop.plan_json);
-    if (a.loop.plan_only) { llama_free(&m); return 0; }
-    if (a.loop.profile_step > 0) profile_setup(&m.prof, m.stream);
-
-    DataLoader train, val;
-    dataloader_init(&train, a.train_data, a.B * comm.dp, a.T, 0, 1, 1, (unsigned long long)a.loop.seed);
-    dataloader_validate_vocab(&train, a.cfg.V);
-    logf_(&lg, "train data: %s (%zu tokens)\n", a.train_data, train.num_tokens);
-    if (a.loop.val_every > 0) {
-        dataloader_init(&val, a.val_data, a.B * comm.dp, a.T, 0, 1, 0, 0);
-        dataloader_validate_vocab(&val, a.cfg.V);
-        logf_(&lg, "val data: %s (%zu tokens), %d batches per evaluation per rank\n", a.val_data, val.num_tokens,
-              a.val_batches);
-    }
-    int sample_len = a.sample_len < a.T ? a.sample_len : a.T;
-    if (m.tpd.sp) sample_len = sample_len < a.T / a.par.tp * a.par.tp ? sample_len : a.T / a.par.tp * a.par.tp;  // padded to a multiple of tp
-    StorySampler sampler;
-    story_sampler_init(&sampler, a.sample_every, a.tokenizer, a.tokenizer_given, a.cfg.V, sample_len, a.T, a.temperature,
-                       (uint64_t)a.loop.seed);
-
-    int start = 0;
-    char path[1200];
-    if (resume) {
-        int restored = 0;
-        start = checkpoint_read(&m, resume, grad_accum, &train, &restored, 0);
-        ckpt_log_resumed(&lg, resume, start, a.loop.run_dir);
-        if (!restored) {
-            // another layout wrote it: its data positions do not apply; continue on a new,
-            // deterministic data order so that no rank replays the first steps' windows
-            dataloader_reseed(&train, (unsigned long long)a.loop.seed ^ (0x9E3779B97F4A7C15ull * (unsigned long long)(start + 1)));
-            logf_(&lg, "the checkpoint's global micro-batch (dp x batch), sequence or accumulation differs from this run's: "
-                  "the model and optimizer state carry over, the data order restarts from a seed derived from --seed "
-                  "and step %d\n", start);
-        }
-    } else if (a.loop.init_from) {
-        int restored = 0, was = checkpoint_read(&m, a.loop.init_from, grad_accum, NULL, &restored, 1);
-        logf_(&lg, "parameters from %s (its step %d); optimizer state, step and data order start fresh\n", a.loop.init_from, was);
-    } else {
-        llama_init_params(&m, (uint64_t)a.loop.seed);
-    }
-    logger_start(&lg);  // the inputs are accepted: from here on the run directory is written
-    if (a.save_init && !resume) {
-        checkpoint_write(&m, ckpt_step_path(path, sizeof(path), a.loop.run_dir, 0), 0, grad_accum, &train);
-        logf_(&lg, "initial weights written to %s\n", path);
-    }
-
-    StepLoop sl;
-    step_loop_init(&sl, &a.loop, &comm, &m.prof, &lg, start, resume != NULL);
-    float dloss = 1.0f / (float)((size_t)a.B * a.T * grad_accum * comm.dp);
-    for (int step = start + 1; step <= a.loop.steps; step++) {
-        step_begin(&sl, step);
-        float lr = lr_at_step(step, a.loop.steps, a.loop.warmup, a.loop.lr, a.loop.min_lr_frac);
-        llama_zero_grads(&m);
-        for (int micro = 0; micro < grad_accum; micro++) {
-            dataloader_next_batch(&train);
-            llama_forward_backward(&m, rank_rows(&m, train.inputs), rank_rows(&m, train.targets), a.B, a.T, MODE_TRAIN, dloss,
-                                   micro == grad_accum - 1);
-        }
-        double loss = llama_take_loss(&m);
-        float norm = param_store_grad_norm(&m.st);
-        stop_if_not_finite(step, loss, norm, a.loop.run_dir, sl.last_ckpt);
-        llama_apply_update(&m, lr, a.loop.beta1, a.loop.beta2, a.loop.adam_eps, a.loop.weight_decay, a.loop.grad_clip, norm, step);
-        double ms = step_end(&sl, step);
-        double tok_s = a.total_batch / (ms / 1e3), seen = (double)step * a.total_batch;
-        step_log(&sl, step, loss, lr, norm, ms, "%.0f tok/s | %.*f%s tok", tok_s, seen < 1e6 ? 1 : 2,
-                 seen < 1e6 ? seen / 1e3 : seen / 1e6, seen < 1e6 ? "K" : "M");
-        float val_loss = step_due(&sl, step, a.loop.val_every) ? evaluate(&m, &val, a.val_batches, &lg, step) : NAN;
-        step_metrics(&sl, step, loss, lr, norm, ms);
-        metrics_num(&lg, "tok_per_s", tok_s); metrics_int(&lg, "tokens", (long long)step * a.total_batch);
-        step_metrics_memory(&sl, m.dev.total);
-        metrics_num(&lg, "val_loss", val_loss);
-        metrics_end(&lg);
-        // the checkpoint first: whatever sampling meets, the step's state is on disk
-        if (step_ckpt_due(&sl, step, &m.st, path, sizeof(path))) {
-            checkpoint_write(&m, path, step, grad_accum, &train);
-            step_ckpt_written(&sl, step, path);
-        }
-        if (sampler.ready && step_due(&sl, step, a.sample_every)) story_sample(&sampler, &lg, step, next_token_logits, &m);
-    }
-    if (start >= a.loop.steps) {  // nothing to train (--steps 0, or a finished run resumed): evaluate and sample it
-        if (a.loop.val_every > 0) evaluate(&m, &val, a.val_batches, &lg, start);
-        if (sampler.ready) story_sample(&sampler, &lg, start, next_token_logits, &m);
-    }
-    step_loop_done(&sl, m.dev.total);
-    story_sampler_free(&sampler);
-    dataloader_free(&train);
-    if (a.loop.val_every > 0) dataloader_free(&val);
-    logger_close(&lg);
-    llama_free(&m);
-    comm_finalize(&comm);
-    return 0;
+    static Trainer x;
+    parse_args(argc, argv, &x.a);
+    config_validate(&x.a.cfg);
+    attention_select(attention_impl_parse(x.a.run.loop.attention), x.a.cfg.D / x.a.cfg.H);
+    return runner_main(&LLAMA_OPS, &x, &x.a.run, x.a.T, x.a.cfg.L);
 }
 #endif  // TESTING

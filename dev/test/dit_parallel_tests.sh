@@ -221,6 +221,10 @@ expect_error dit_total_batch_not_multiple "total-batch multiple" run_np 2 ./trai
 expect_error dit_grad_accum_disagrees "disagree" ./train_dit_cpu "${COMMON[@]}" --batch 2 --grad-accum 3 --run-dir "$W/e2"
 expect_error dit_mismatched_flags "disagree lr rank" "${MPIRUN[@]}" -np 1 ./train_dit_cpu "${COMMON[@]}" --batch 4 --run-dir "$W/e3" \
   --lr 1e-3 : -np 1 ./train_dit_cpu "${COMMON[@]}" --batch 4 --run-dir "$W/e3" --lr 2e-3
+# every flag is compared, before the groups are split (a different --cp-mode would split them differently)
+expect_mismatch dit_mismatched_cp_mode cp-mode ring ulysses ./train_dit_cpu "${COMMON[@]}" --batch 4 --cp 2 --run-dir "$W/e5"
+expect_mismatch dit_mismatched_attention attention auto fp32 ./train_dit_cpu "${COMMON[@]}" --batch 4 --run-dir "$W/e6"
+expect_mismatch dit_mismatched_ffn_chunks ffn-chunks 1 2 ./train_dit_cpu "${COMMON[@]}" --batch 4 --run-dir "$W/e7"
 expect_error two_programs_one_launch "different programs train_llama train_dit" "${MPIRUN[@]}" -np 1 ./train_llama_cpu \
   --steps 2 --run-dir "$W/e4" : -np 1 ./train_dit_cpu "${COMMON[@]}" --batch 4 --run-dir "$W/e4"
 if [ -x build/train_dit_cpu_nompi ]; then

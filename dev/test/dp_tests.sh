@@ -179,6 +179,10 @@ done
 # mismatched flags across ranks: a clear error naming the field
 expect_error mismatched_flags "disagree lr rank" "${MPIRUN[@]}" -np 1 ./train_llama_cpu "${COMMON[@]}" --batch 2 --run-dir "$W/mm" --lr 1e-3 : \
   -np 1 ./train_llama_cpu "${COMMON[@]}" --batch 2 --run-dir "$W/mm" --lr 2e-3
+# every flag is compared, before the groups are split (a different --cp-mode would split them differently)
+expect_mismatch mismatched_cp_mode cp-mode ring ulysses ./train_llama_cpu "${COMMON[@]}" --batch 2 --cp 2 --run-dir "$W/mm2"
+expect_mismatch mismatched_attention attention auto fp32 ./train_llama_cpu "${COMMON[@]}" --batch 2 --run-dir "$W/mm3"
+expect_mismatch mismatched_ffn_chunks ffn-chunks 1 2 ./train_llama_cpu "${COMMON[@]}" --batch 2 --run-dir "$W/mm4"
 
 # fault NAME SIGNAL CKPT TIMEOUT: a 2-rank run until checkpoint CKPT exists, then SIGNAL to
 # one rank; waits up to 30 s for the job to end. Sets ended (1 when it did), rc, secs, victim.

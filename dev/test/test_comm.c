@@ -34,7 +34,7 @@ int main(int argc, char** argv) {
     if (c.rank == 0) printf("test_comm: %d ranks (dp %d, tp %d)\n", R, c.dp, c.tp);
     if (hang) {
         float x = 1.0f;
-        if (me != R - 1) comm_all_reduce(&c, GROUP_DP, &x, 1, COMM_FLOAT, COMM_SUM, c.stream);
+        if (me != R - 1) comm_all_reduce(&c, GROUP_GRAD, &x, 1, COMM_FLOAT, COMM_SUM, c.stream);
         // the last rank never joins: the others must not get here
         if (me != R - 1) printf("FAIL rank %d: a collective that a rank skipped returned\n", me);
         else { struct timespec ts = {10, 0}; nanosleep(&ts, NULL); }
@@ -45,7 +45,7 @@ int main(int argc, char** argv) {
     size_t n = 1001;  // odd
     float* x = (float*)xmalloc(n * R * sizeof(float));
     for (size_t i = 0; i < n; i++) x[i] = val(me, i);
-    comm_all_reduce(&c, GROUP_DP, x, n, COMM_FLOATX, COMM_SUM, c.stream);
+    comm_all_reduce(&c, GROUP_GRAD, x, n, COMM_FLOATX, COMM_SUM, c.stream);
     comm_join(&c, c.stream);
     int ok = 1;
     for (size_t i = 0; i < n; i++) {
@@ -55,7 +55,7 @@ int main(int argc, char** argv) {
     check(&c, "all-reduce sum (1001 elements)", ok);
 
     for (size_t i = 0; i < n; i++) x[i] = val(me, i);
-    comm_all_reduce(&c, GROUP_DP, x, n, COMM_FLOAT, COMM_MAX, c.stream);
+    comm_all_reduce(&c, GROUP_GRAD, x, n, COMM_FLOAT, COMM_MAX, c.stream);
     ok = 1;
     for (size_t i = 0; i < n; i++) {
         float want = val(0, i); for (int r = 1; r < R; r++) want = fmaxf(want, val(r, i));
@@ -65,7 +65,7 @@ int main(int argc, char** argv) {
 
     // reduce-scatter: R blocks of n; block me holds the sum of block me over the ranks
     for (size_t i = 0; i < n * R; i++) x[i] = val(me, i);
-    comm_reduce_scatter(&c, GROUP_DP, x, n, COMM_FLOATX, c.stream);
+    comm_reduce_scatter(&c, GROUP_GRAD, x, n, COMM_FLOATX, c.stream);
     ok = 1;
     for (size_t i = 0; i < n; i++) {
         size_t g = (size_t)me * n + i;
@@ -77,14 +77,14 @@ int main(int argc, char** argv) {
     // all-gather: block r from rank r
     for (size_t i = 0; i < n * R; i++) x[i] = NAN;
     for (size_t i = 0; i < n; i++) x[(size_t)me * n + i] = val(me, i);
-    comm_all_gather(&c, GROUP_DP, x, n, COMM_FLOATX, c.stream);
+    comm_all_gather(&c, GROUP_GRAD, x, n, COMM_FLOATX, c.stream);
     ok = 1;
     for (int r = 0; r < R; r++) for (size_t i = 0; i < n; i++) ok &= x[(size_t)r * n + i] == val(r, i);
     check(&c, "all-gather (in place)", ok);
 
     int root = R - 1;
     for (size_t i = 0; i < n; i++) x[i] = val(me, i);
-    comm_broadcast(&c, GROUP_DP, x, n, COMM_FLOATX, root, c.stream);
+    comm_broadcast(&c, GROUP_GRAD, x, n, COMM_FLOATX, root, c.stream);
     ok = 1;
     for (size_t i = 0; i < n; i++) ok &= x[i] == val(root, i);
     check(&c, "broadcast from the last rank", ok);
@@ -92,7 +92,7 @@ int main(int argc, char** argv) {
     // host gather of unequal content, equal sizes
     char mine[5] = {(char)('a' + me), 'x', 'y', 'z', (char)me};
     char* all = (char*)xmalloc(5 * R);
-    comm_host_gather(&c, GROUP_DP, mine, 5, all);
+    comm_host_gather(&c, GROUP_GRAD, mine, 5, all);
     ok = 1;
     if (c.dp_rank == 0) for (int r = 0; r < R; r++) ok &= all[5 * r] == 'a' + r && all[5 * r + 4] == r;
     check(&c, "host gather to rank 0", ok);

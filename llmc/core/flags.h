@@ -8,8 +8,27 @@ prints the table.
 #pragma once
 #include "common.h"
 
-// 'i' int, 'l' long long, 'f' float, 's' string
-typedef struct { const char* name; char type; void* ptr; const char* help; } Flag;
+// 'i' int, 'l' long long, 'f' float, 's' string, 'e' one of `names` (a NULL-ended list),
+// stored as its index in an int: a mode is parsed once, where the command line is read,
+// and the code past the parser sees an enum, never the string
+typedef struct { const char* name; char type; void* ptr; const char* help; const char* const* names = NULL; } Flag;
+
+// the index of v in a NULL-ended list of names; -1 when it is not there
+static inline int flag_name_index(const char* const* names, const char* v) {
+    for (int i = 0; names[i]; i++) if (strcmp(names[i], v) == 0) return i;
+    return -1;
+}
+
+static inline int parse_enum(const char* flag, const char* const* names, const char* v) {
+    int i = flag_name_index(names, v);
+    if (i >= 0) return i;
+    char known[256] = "";
+    for (int j = 0; names[j]; j++)
+        snprintf(known + strlen(known), sizeof(known) - strlen(known), "%s%s", j == 0 ? "" : names[j + 1] ? ", " : " or ",
+                 names[j]);
+    FAIL("--%s must be %s, got '%s'", flag, known, v);
+    return -1;
+}
 
 static inline int parse_int(const char* flag, const char* v) {
     char* end; errno = 0;
@@ -87,7 +106,7 @@ static inline void flag_check_bound(const Flag* f, double x, const char* text) {
 // the table, each numeric flag with its range
 static inline void flags_print(const Flag* flags, int n) {
     for (int i = 0; i < n; i++) {
-        const FlagBound* b = flags[i].type == 's' ? NULL : flag_bound(flags[i].name);
+        const FlagBound* b = flags[i].type == 's' || flags[i].type == 'e' ? NULL : flag_bound(flags[i].name);
         char range[64] = "";
         if (b) snprintf(range, sizeof(range), " %c%.9g, %.9g%c", b->ends[0], b->lo, b->hi, b->ends[1]);
         printf("  --%-18s %s%s\n", flags[i].name, flags[i].help, range);
@@ -101,7 +120,7 @@ static inline void flags_parse(int argc, char** argv, const Flag* flags, int n, 
                                void (*usage)(const Flag* flags, int n)) {
     if (given) memset(given, 0, (size_t)n * sizeof(int));
     for (int j = 0; j < n; j++)  // every numeric flag has a range, given or not
-        if (flags[j].type != 's' && !flag_bound(flags[j].name))
+        if (flags[j].type != 's' && flags[j].type != 'e' && !flag_bound(flags[j].name))
             FAIL("--%s: a numeric flag without a range in llmc/core/flags.h's FLAG_BOUNDS (add its row)", flags[j].name);
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) { usage(flags, n); exit(0); }
@@ -117,8 +136,21 @@ static inline void flags_parse(int argc, char** argv, const Flag* flags, int n, 
             case 'i': *(int*)f->ptr = parse_int(f->name, v); flag_check_bound(f, *(int*)f->ptr, v); break;
             case 'l': *(long long*)f->ptr = parse_int(f->name, v); flag_check_bound(f, (double)*(long long*)f->ptr, v); break;
             case 'f': *(float*)f->ptr = parse_float(f->name, v); flag_check_bound(f, *(float*)f->ptr, v); break;
+            case 'e': *(int*)f->ptr = parse_enum(f->name, f->names, v); break;
             default: *(const char**)f->ptr = v; break;
         }
+    }
+}
+
+// A flag's value as text, as the command line would give it (the cross-rank check compares
+// these: llmc/train/same_config.h); a string flag never given prints as "".
+static inline void flag_value_text(const Flag* f, char* out, size_t n) {
+    switch (f->type) {
+        case 'i': snprintf(out, n, "%d", *(const int*)f->ptr); break;
+        case 'l': snprintf(out, n, "%lld", *(const long long*)f->ptr); break;
+        case 'f': snprintf(out, n, "%.9g", *(const float*)f->ptr); break;
+        case 'e': snprintf(out, n, "%s", f->names[*(const int*)f->ptr]); break;
+        default: snprintf(out, n, "%s", *(const char* const*)f->ptr ? *(const char* const*)f->ptr : ""); break;
     }
 }
 

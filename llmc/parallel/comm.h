@@ -8,12 +8,12 @@ trainers call, with the same one-program-two-backends rule as the kernels.
   tokens (llmc/parallel/context_parallel.h). With U Ulysses ways (--cp-mode ulysses: U = cp;
   ring: 1; hybrid: --cp-ulysses), k = r * U + u: GROUP_ULYSSES is the U consecutive
   members of a CP group with the same r (the all-to-all stays among near ranks),
-  GROUP_RING the cp/U members with the same u. GROUP_DP, the gradient group, is every rank with the
+  GROUP_RING the cp/U members with the same u. GROUP_GRAD, the gradient group, is every rank with the
   same t: the dp x cp ranks that hold the same shard of the model, over which gradients
   are summed and ZeRO-1 shards (Megatron's data-parallel group "with context
   parallelism"). Without cp it is the DP group. c->dp and c->dp_rank count samples
-  (the DP index d); the gradient group's size and index are group_size[GROUP_DP] and
-  group_rank[GROUP_DP] (comm_grad_ranks, comm_grad_rank).
+  (the DP index d); the gradient group's size and index are group_size[GROUP_GRAD] and
+  group_rank[GROUP_GRAD] (comm_grad_ranks, comm_grad_rank).
 
 Backends, chosen at build time and by --comm:
   - no MPI in the build (USE_MPI undefined): one process; every collective over a
@@ -49,7 +49,8 @@ they complete before they return.
 #include <nccl.h>
 #endif
 
-typedef enum { GROUP_WORLD, GROUP_TP, GROUP_DP, GROUP_ULYSSES, GROUP_RING, NUM_GROUPS } CommGroup;
+// GROUP_GRAD: the gradient group, dp x cp ranks (its logs' name stays "dp", as the plans print it)
+typedef enum { GROUP_WORLD, GROUP_TP, GROUP_GRAD, GROUP_ULYSSES, GROUP_RING, NUM_GROUPS } CommGroup;
 typedef enum { COMM_SUM, COMM_MAX } CommOp;
 typedef enum { COMM_FLOATX, COMM_FLOAT } CommDtype;  // element types of device buffers
 typedef enum { BACKEND_SINGLE, BACKEND_MPI, BACKEND_NCCL } CommBackend;
@@ -59,10 +60,16 @@ typedef enum { KIND_ALL_REDUCE, KIND_REDUCE_SCATTER, KIND_ALL_GATHER, KIND_ALL_T
 [[maybe_unused]] static const char* COMM_KIND_NAMES[NUM_COMM_KINDS] = {"all-reduce", "reduce-scatter", "all-gather",
                                                                         "all-to-all", "send-recv"};
 
+// how a CP group's attention sees the other members' tokens (--cp-mode; the names end with NULL
+// for the flag parser), resolved once from the flags (llmc/parallel/parallel_args.h)
+typedef enum { CP_RING = 0, CP_ULYSSES = 1, CP_HYBRID = 2 } CpMode;
+[[maybe_unused]] static const char* const CP_MODE_NAMES[4] = {"ring", "ulysses", "hybrid", NULL};
+
 typedef struct {
     int rank, size;                   // world
     int tp, dp, cp, tp_rank, dp_rank, cp_rank;  // the three degrees and this rank's index in each
     int ulysses;                      // U: the Ulysses ways of the CP group (GROUP_ULYSSES' size)
+    CpMode cp_mode;                   // what U ways of cp mean: ring (U = 1), ulysses (U = cp), hybrid
     int local_rank;                   // position among the ranks of this node (device choice)
     int group_rank[NUM_GROUPS], group_size[NUM_GROUPS];
     CommBackend backend;
@@ -97,9 +104,9 @@ static inline void comm_count(Comm* c, CommGroup g, CommKind k, double whole_byt
     c->sent[g][k] += comm_sent_bytes(c->group_size[g], k, whole_bytes);
 }
 
-// the gradient group (GROUP_DP: dp x cp ranks): its size and this rank's index in it
-static inline int comm_grad_ranks(const Comm* c) { return c->group_size[GROUP_DP]; }
-static inline int comm_grad_rank(const Comm* c) { return c->group_rank[GROUP_DP]; }
+// the gradient group (GROUP_GRAD: dp x cp ranks): its size and this rank's index in it
+static inline int comm_grad_ranks(const Comm* c) { return c->group_size[GROUP_GRAD]; }
+static inline int comm_grad_rank(const Comm* c) { return c->group_rank[GROUP_GRAD]; }
 
 // The bytes a step sends by the same count, predicted from a model's plan (the closed
 // forms of docs/memory.md section 10): the trainers print both, make test requires them equal.
@@ -256,13 +263,15 @@ static inline void comm_set_layout(Comm* c, int size, int rank, int tp, int cp, 
     c->tp_rank = rank % tp; c->cp_rank = (rank / tp) % cp; c->dp_rank = rank / (tp * cp);
     c->group_rank[GROUP_WORLD] = rank;          c->group_size[GROUP_WORLD] = size;
     c->group_rank[GROUP_TP] = c->tp_rank;       c->group_size[GROUP_TP] = tp;
-    c->group_rank[GROUP_DP] = rank / tp;        c->group_size[GROUP_DP] = size / tp;  // d * cp + k of dp x cp
+    c->group_rank[GROUP_GRAD] = rank / tp;        c->group_size[GROUP_GRAD] = size / tp;  // d * cp + k of dp x cp
     c->group_rank[GROUP_ULYSSES] = c->cp_rank % U; c->group_size[GROUP_ULYSSES] = U;
     c->group_rank[GROUP_RING] = c->cp_rank / U;    c->group_size[GROUP_RING] = cp / U;
 }
 
-// Ranks and groups: tp x cp must divide the world size; dp = world / (tp x cp).
-static inline void comm_init(Comm* c, int tp, int cp, int U, int use_nccl, double timeout_s) {
+// The world alone: the launcher's ranks (mpirun, srun; one process: a world of one), with
+// no group split yet, so that a check of every rank's flags on the world can run before
+// the flags decide the groups (llmc/train/same_config.h).
+static inline void comm_init_world(Comm* c, double timeout_s) {
     memset(c, 0, sizeof(*c));
     c->rank = 0; c->size = 1; c->local_rank = 0;
     c->timeout_s = timeout_s > 0 ? timeout_s : 300.0;
@@ -278,12 +287,19 @@ static inline void comm_init(Comm* c, int tp, int cp, int U, int use_nccl, doubl
         mpiCheck(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, c->rank, MPI_INFO_NULL, &node));
         mpiCheck(MPI_Comm_rank(node, &c->local_rank));
         mpiCheck(MPI_Comm_free(&node));
+        c->backend = BACKEND_MPI;
+        c->group_size[GROUP_WORLD] = c->size; c->group_rank[GROUP_WORLD] = c->rank;
+        mpiCheck(MPI_Comm_dup(MPI_COMM_WORLD, &c->mpi[GROUP_WORLD]));
 #else
         if (env_int("OMPI_COMM_WORLD_SIZE", 1) > 1 || env_int("PMI_SIZE", 1) > 1 || env_int("SLURM_NTASKS", 1) > 1)
             FAIL("started by an MPI launcher with several ranks, but this build has no MPI (make info; install "
                  "libopenmpi-dev and rebuild)");
 #endif
     }
+}
+
+// The groups of a world from comm_init_world: tp x cp must divide the world size; dp = world / (tp x cp).
+static inline void comm_init_groups(Comm* c, int tp, int cp, int U, int use_nccl) {
     if (tp < 1 || cp < 1 || c->size % ((long long)tp * cp) != 0) {
         if (cp == 1)
             FAIL("--tp %d must divide the number of ranks %d (world = dp x tp: start tp x dp processes with mpirun -np or srun)",
@@ -295,10 +311,8 @@ static inline void comm_init(Comm* c, int tp, int cp, int U, int use_nccl, doubl
     comm_set_layout(c, c->size, c->rank, tp, cp, U);
 #ifdef USE_MPI
     if (c->mpi_initialised) {
-        c->backend = BACKEND_MPI;
-        mpiCheck(MPI_Comm_dup(MPI_COMM_WORLD, &c->mpi[GROUP_WORLD]));
         mpiCheck(MPI_Comm_split(MPI_COMM_WORLD, c->rank / tp, c->tp_rank, &c->mpi[GROUP_TP]));
-        mpiCheck(MPI_Comm_split(MPI_COMM_WORLD, c->tp_rank, c->rank / tp, &c->mpi[GROUP_DP]));
+        mpiCheck(MPI_Comm_split(MPI_COMM_WORLD, c->tp_rank, c->rank / tp, &c->mpi[GROUP_GRAD]));
         int u = c->group_rank[GROUP_ULYSSES], r = c->group_rank[GROUP_RING], R = c->group_size[GROUP_RING];
         mpiCheck(MPI_Comm_split(MPI_COMM_WORLD, (c->dp_rank * R + r) * tp + c->tp_rank, u, &c->mpi[GROUP_ULYSSES]));
         mpiCheck(MPI_Comm_split(MPI_COMM_WORLD, (c->dp_rank * U + u) * tp + c->tp_rank, r, &c->mpi[GROUP_RING]));
@@ -319,6 +333,12 @@ static inline void comm_init(Comm* c, int tp, int cp, int U, int use_nccl, doubl
 #endif
     }
 #endif
+}
+
+// both at once, for programs with no flags to compare first (dev/test/test_comm.c)
+static inline void comm_init(Comm* c, int tp, int cp, int U, int use_nccl, double timeout_s) {
+    comm_init_world(c, timeout_s);
+    comm_init_groups(c, tp, cp, U, use_nccl);
 }
 
 // A world of dp x cp x tp ranks seen from rank 0, for --plan-only: no launcher, no
@@ -699,8 +719,9 @@ static inline uint64_t fnv1a64(const void* p, size_t n, uint64_t h) {
 }
 
 // All ranks must run the same configuration: fields (name, value as text) are hashed
-// and compared across the world; a mismatch fails on every rank, naming the first
-// field that differs and the values of rank 0 and of the first rank that differs. The
+// and compared across the world (only MPI_COMM_WORLD is used: it runs before the groups
+// are split); a mismatch fails on every rank, naming the first field that differs and
+// which ranks have which value. The
 // first field names the program: a launch of two programs (mpirun -np 1 A : -np 1 B)
 // has ranks with different field lists, which the first exchange (a fixed size: the
 // field count, the program and a hash of everything) catches before any exchange whose
@@ -741,10 +762,10 @@ static inline void comm_check_same_config(Comm* c, const char* const* names, con
         mpiCheck(MPI_Iallgather(mine, n * 8, MPI_BYTE, all, n * 8, MPI_BYTE, c->mpi[GROUP_WORLD], &req));
         comm_mpi_wait(c, &req, "configuration check (all-gather)", GROUP_WORLD, (size_t)n);
 #endif
-        int bad_field = -1, bad_rank = -1;
+        int bad_field = -1;
         for (int i = 0; i < n && bad_field < 0; i++)
             for (int r = 1; r < c->size; r++)
-                if (all[(size_t)r * n + i] != all[i]) { bad_field = i; bad_rank = r; break; }
+                if (all[(size_t)r * n + i] != all[i]) { bad_field = i; break; }
         if (bad_field >= 0) {
             char v[COMM_CONFIG_VALUE_BYTES] = {0};
             snprintf(v, sizeof(v), "%s", values[bad_field]);
@@ -753,9 +774,27 @@ static inline void comm_check_same_config(Comm* c, const char* const* names, con
                                     c->mpi[GROUP_WORLD], &req));
             comm_mpi_wait(c, &req, "configuration check (values)", GROUP_WORLD, 1);
 #endif
-            FAIL("the ranks disagree on the configuration: '%s' is '%s' on rank 0 but '%s' on rank %d (every rank must "
-                 "get the same flags, model and batch)", names[bad_field], vals, vals + (size_t)bad_rank * COMM_CONFIG_VALUE_BYTES,
-                 bad_rank);
+            // which ranks have which value, the values in the order of their first rank
+            char msg[2048] = "";
+            int* done = (int*)calloc((size_t)c->size, sizeof(int));
+            for (int r = 0; r < c->size; r++) {
+                if (done[r]) continue;
+                uint64_t h = all[(size_t)r * n + bad_field];
+                int count = 0;
+                for (int q = r; q < c->size; q++) count += all[(size_t)q * n + bad_field] == h;
+                size_t len = strlen(msg);
+                snprintf(msg + len, sizeof(msg) - len, "%s'%s' on rank%s", len ? "; " : "",
+                         vals + (size_t)r * COMM_CONFIG_VALUE_BYTES, count > 1 ? "s" : "");
+                for (int q = r, k = 0; q < c->size; q++) {
+                    if (all[(size_t)q * n + bad_field] != h) continue;
+                    done[q] = 1;
+                    len = strlen(msg);
+                    snprintf(msg + len, sizeof(msg) - len, "%s %d", k++ ? "," : "", q);
+                }
+            }
+            free(done);
+            FAIL("the ranks disagree on the configuration: %s is %s (every rank must get the same flags, model and batch)",
+                 names[bad_field], msg);
         }
     }
     free(mine); free(sums); free(all); free(vals);

@@ -3,7 +3,7 @@ Context parallelism (--cp N, docs/design.md 8.6): the cp ranks of a CP group hol
 samples and split every sample's tokens, for the whole layer: norms, GEMMs, FFN, residual,
 head and loss run on this rank's tokens only; attention alone needs the others' keys and
 values, and gets them here. Weights are replicated over CP; gradients are summed over
-dp x cp (llmc/parallel/comm.h's GROUP_DP) and the loss is divided by the tokens of all ranks once.
+dp x cp (llmc/parallel/comm.h's GROUP_GRAD) and the loss is divided by the tokens of all ranks once.
 
 The CP group is R rings of U Ulysses ways (cp = U x R; member k = r U + u):
   --cp-mode ulysses  U = cp, R = 1: an all-to-all over the U ways turns this rank's tokens
@@ -55,8 +55,7 @@ buffer overwritten before it is read: the gradient check must fail.
 #include "recycled.h"
 #include "../kernels/kernels.h"
 
-typedef enum { CP_RING = 0, CP_ULYSSES = 1, CP_HYBRID = 2 } CpMode;  // llmc/parallel/parallel_args.h's cp_mode_parse
-[[maybe_unused]] static const char* CP_MODE_NAMES[3] = {"ring", "ulysses", "hybrid"};
+// CpMode and CP_MODE_NAMES: llmc/parallel/comm.h (the mode is resolved once, with the groups)
 
 static int cp_test_plant_bug = 0;  // --test-plant-cp-bug (see above)
 
@@ -80,8 +79,7 @@ static inline void cp_setup(CpContext* x, Comm* comm, int causal, int B, int T, 
     x->comm = comm;
     x->cp = comm->cp; x->U = comm->ulysses; x->R = x->cp / x->U;
     x->u = comm->group_rank[GROUP_ULYSSES]; x->r = comm->group_rank[GROUP_RING];
-    x->mode = x->U == 1 ? CP_RING : x->R == 1 ? CP_ULYSSES : CP_HYBRID;
-    if (x->cp == 1) x->mode = CP_RING;
+    x->mode = comm->cp_mode;
     x->causal = causal; x->chunks = causal && x->R > 1 ? 2 : 1;
     x->B = B; x->T = T; x->Hl = Hl; x->KVl = KVl; x->hd = hd;
     long long pieces = (long long)x->chunks * x->cp;

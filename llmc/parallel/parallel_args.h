@@ -11,21 +11,29 @@ tp innermost (llmc/parallel/comm.h).
 #include "comm.h"
 #include "../core/logger.h"
 
+// --tp-mode: allreduce, or reducescatter (sequence parallelism); --comm
+typedef enum { TP_ALLREDUCE = 0, TP_REDUCESCATTER = 1 } TpMode;
+[[maybe_unused]] static const char* const TP_MODE_NAMES[3] = {"allreduce", "reducescatter", NULL};
+typedef enum { COMM_FLAG_NCCL = 0, COMM_FLAG_MPI = 1 } CommFlag;
+[[maybe_unused]] static const char* const COMM_FLAG_NAMES[3] = {"nccl", "mpi", NULL};
+
 typedef struct {
     int tp, tp_regather, zero, dp_plan, fp32_grad_accum, cp, cp_ulysses;
     float comm_timeout;
-    const char *comm_backend, *tp_mode, *cp_mode;
+    int comm_backend;  // CommFlag
+    int tp_mode;       // TpMode
+    int cp_mode;       // CpMode as given (parallel_cp_resolve: as it runs)
 } ParallelArgs;
 
 static inline ParallelArgs parallel_args_default(void) {
     ParallelArgs p;
     memset(&p, 0, sizeof(p));
-    p.tp = 1; p.tp_regather = 1; p.fp32_grad_accum = -1; p.comm_timeout = 300.0f; p.tp_mode = "allreduce";
-    p.cp = 1; p.cp_mode = "ring"; p.cp_ulysses = 0;
+    p.tp = 1; p.tp_regather = 1; p.fp32_grad_accum = -1; p.comm_timeout = 300.0f; p.tp_mode = TP_ALLREDUCE;
+    p.cp = 1; p.cp_mode = CP_RING; p.cp_ulysses = 0;
 #ifdef LLMC_CPU
-    p.comm_backend = "mpi";
+    p.comm_backend = COMM_FLAG_MPI;
 #else
-    p.comm_backend = "nccl";
+    p.comm_backend = COMM_FLAG_NCCL;
 #endif
     return p;
 }
@@ -35,18 +43,21 @@ static inline ParallelArgs parallel_args_default(void) {
 static inline int parallel_flags(Flag* out, ParallelArgs* p, const char* tp_help, const char* cp_help) {
     const Flag f[] = {
         {"zero", 'i', &p->zero, "1: shard master weights and AdamW state over the DP ranks (ZeRO-1)"},
-        {"comm", 's', &p->comm_backend, "nccl | mpi: how a CUDA build's ranks talk (mpi: staged via host, GPUs may be shared)"},
+        {"comm", 'e', &p->comm_backend, "nccl | mpi: how a CUDA build's ranks talk (mpi: staged via host, GPUs may be shared)",
+         COMM_FLAG_NAMES},
         {"comm-timeout", 'f', &p->comm_timeout, "seconds a collective may wait before the job is aborted (default 300)"},
         {"dp", 'i', &p->dp_plan, "with --plan-only: plan for this many DP ranks (a run takes dp from the launcher)"},
         {"fp32-grad-accum", 'i', &p->fp32_grad_accum, "1: sum micro-steps' gradients in fp32 (+4 B/param), 0: in the "
                                                        "gradient buffer; default -1 = on when bf16 and > 1 micro-step"},
         {"tp", 'i', &p->tp, tp_help},
-        {"tp-mode", 's', &p->tp_mode, "allreduce | reducescatter (sequence parallelism: 1/tp of the tokens per rank in the residual stream)"},
+        {"tp-mode", 'e', &p->tp_mode, "allreduce | reducescatter (sequence parallelism: 1/tp of the tokens per rank in the residual stream)",
+         TP_MODE_NAMES},
         {"tp-recompute-allgather", 'i', &p->tp_regather, "1: backward gathers the norm outputs again (default); 0: keep the gathered copies"},
     };
     const Flag fc[] = {
         {"cp", 'i', &p->cp, cp_help},
-        {"cp-mode", 's', &p->cp_mode, "ring (default) | ulysses | hybrid: how attention sees the tokens of the other CP ranks"},
+        {"cp-mode", 'e', &p->cp_mode, "ring (default) | ulysses | hybrid: how attention sees the tokens of the other CP ranks",
+         CP_MODE_NAMES},
         {"cp-ulysses", 'i', &p->cp_ulysses, "with --cp-mode hybrid: the Ulysses ways inside each ring member (divides --cp)"},
     };
     int n = (int)(sizeof(f) / sizeof(f[0])) - (tp_help ? 0 : 3);
@@ -58,49 +69,48 @@ static inline int parallel_flags(Flag* out, ParallelArgs* p, const char* tp_help
     return n;
 }
 
-// --cp-mode (llmc/parallel/context_parallel.h's CpMode order)
-static inline int cp_mode_parse(const char* v) {
-    if (strcmp(v, "ring") == 0) return 0;
-    if (strcmp(v, "ulysses") == 0) return 1;
-    if (strcmp(v, "hybrid") == 0) return 2;
-    FAIL("--cp-mode must be ring, ulysses or hybrid, got '%s'", v);
-    return 0;
+// The mode and the Ulysses ways U of the CP group as they run, resolved here once: U = cp
+// (ulysses), 1 (ring), --cp-ulysses (hybrid); a hybrid of one way is a ring, of cp ways
+// Ulysses, and one member runs as a ring.
+static inline CpMode parallel_cp_resolve(const ParallelArgs* p, int* U) {
+    *U = p->cp_mode == CP_ULYSSES ? p->cp : p->cp_mode == CP_HYBRID ? p->cp_ulysses : 1;
+    if (p->cp == 1 || *U == 1) return CP_RING;
+    return p->cp / *U == 1 ? CP_ULYSSES : CP_HYBRID;
 }
 
-// --tp-mode: 1 for sequence parallelism
-static inline int tp_mode_parse(const char* v) {
-    if (strcmp(v, "allreduce") == 0) return 0;
-    if (strcmp(v, "reducescatter") == 0) return 1;
-    FAIL("--tp-mode must be allreduce or reducescatter (sequence parallelism), got '%s'", v);
-    return 0;
-}
-
-// U, the Ulysses ways of the CP group: cp (ulysses), 1 (ring), --cp-ulysses (hybrid)
-static inline int cp_ulysses_ways(const ParallelArgs* p) {
-    int mode = cp_mode_parse(p->cp_mode);
-    return mode == 1 ? p->cp : mode == 2 ? p->cp_ulysses : 1;
-}
-
-// the string flags (the numeric ranges are llmc/core/flags.h's)
+// how the values relate (the ranges are llmc/core/flags.h's, the names the parser's)
 static inline void parallel_args_validate(const ParallelArgs* p) {
-    tp_mode_parse(p->tp_mode);
-    int mode = cp_mode_parse(p->cp_mode);
-    if (mode == 2 && (p->cp_ulysses < 1 || p->cp % p->cp_ulysses != 0))
+    if (p->cp_mode == CP_HYBRID && (p->cp_ulysses < 1 || p->cp % p->cp_ulysses != 0))
         FAIL("--cp-mode hybrid needs --cp-ulysses U dividing --cp %d (U-way Ulysses inside, cp/U-way ring across), got %d",
              p->cp, p->cp_ulysses);
-    if (mode != 2 && p->cp_ulysses != 0) FAIL("--cp-ulysses %d is for --cp-mode hybrid (this run: %s)", p->cp_ulysses, p->cp_mode);
-    if (strcmp(p->comm_backend, "nccl") != 0 && strcmp(p->comm_backend, "mpi") != 0)
-        FAIL("--comm must be 'nccl' or 'mpi', got '%s'", p->comm_backend);
+    if (p->cp_mode != CP_HYBRID && p->cp_ulysses != 0)
+        FAIL("--cp-ulysses %d is for --cp-mode hybrid (this run: %s)", p->cp_ulysses, CP_MODE_NAMES[p->cp_mode]);
 }
 
-// The world: from the launcher (mpirun, srun; one process: a world of one), or for
-// --plan-only the plan of rank 0 of --dp x --cp x --tp ranks, with no launcher and no device.
-static inline void parallel_comm_init(Comm* comm, const ParallelArgs* p, int plan_only) {
-    int U = cp_ulysses_ways(p);
-    if (plan_only) { comm_init_plan(comm, p->dp_plan > 0 ? p->dp_plan : 1, p->tp, p->cp, U); return; }
-    comm_init(comm, p->tp, p->cp, U, strcmp(p->comm_backend, "nccl") == 0, p->comm_timeout);
-    if (p->dp_plan > 0 && p->dp_plan != comm->dp)
+// The world from the launcher (mpirun, srun; one process: a world of one), before any
+// group is formed: a run compares its ranks' flags on it first (llmc/train/same_config.h).
+// --plan-only has none: its world is made whole by parallel_comm_groups.
+static inline void parallel_comm_world(Comm* comm, const ParallelArgs* p, int plan_only) {
+    if (plan_only) { memset(comm, 0, sizeof(*comm)); comm->size = 1; return; }
+    comm_init_world(comm, p->comm_timeout);
+}
+
+// The groups: of the launcher's world, or for --plan-only the plan of rank 0 of
+// --dp x --cp x --tp ranks, with no launcher and no device.
+static inline void parallel_comm_groups(Comm* comm, const ParallelArgs* p, int plan_only) {
+    int U;
+    CpMode mode = parallel_cp_resolve(p, &U);
+    if (plan_only) comm_init_plan(comm, p->dp_plan > 0 ? p->dp_plan : 1, p->tp, p->cp, U);
+    else comm_init_groups(comm, p->tp, p->cp, U, p->comm_backend == COMM_FLAG_NCCL);
+    comm->cp_mode = mode;
+    if (!plan_only && p->dp_plan > 0 && p->dp_plan != comm->dp)
         FAIL("--dp %d is for --plan-only; this run has dp = %d ranks (from the launcher)", p->dp_plan, comm->dp);
+}
+
+// both, for programs that compare no flags across ranks first
+static inline void parallel_comm_init(Comm* comm, const ParallelArgs* p, int plan_only) {
+    parallel_comm_world(comm, p, plan_only);
+    parallel_comm_groups(comm, p, plan_only);
 }
 
 // this rank's device (comm_device_index) and the communication's set-up on it; none for --plan-only
@@ -124,8 +134,8 @@ static inline int grad_fp32_resolve(int flag, int micro_steps);
 
 // the flags of a run whose optimizer steps have micro_steps micro-batches
 static inline ParallelFlags parallel_flags_resolve(const ParallelArgs* p, int shard_vocab, int micro_steps) {
-    ParallelFlags f = {p->zero, shard_vocab, grad_fp32_resolve(p->fp32_grad_accum, micro_steps), tp_mode_parse(p->tp_mode),
-                       p->tp_regather};
+    ParallelFlags f = {p->zero, shard_vocab, grad_fp32_resolve(p->fp32_grad_accum, micro_steps),
+                       p->tp_mode == TP_REDUCESCATTER, p->tp_regather};
     return f;
 }
 

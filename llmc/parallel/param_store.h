@@ -126,8 +126,8 @@ static inline void param_store_reduce_tp_replicated(ParamStore* ps, int layer, i
 static inline void param_store_reduce_bucket(ParamStore* ps, int b) {
     const Bucket* k = &ps->lay.bucket[b];
     if (ps->lay.zero)
-        comm_reduce_scatter(param_store_comm(ps), GROUP_DP, ps->grads + k->start, k->padded / comm_grad_ranks(ps->comm), COMM_FLOATX, ps->stream);
-    else comm_all_reduce(param_store_comm(ps), GROUP_DP, ps->grads + k->start, k->padded, COMM_FLOATX, COMM_SUM, ps->stream);
+        comm_reduce_scatter(param_store_comm(ps), GROUP_GRAD, ps->grads + k->start, k->padded / comm_grad_ranks(ps->comm), COMM_FLOATX, ps->stream);
+    else comm_all_reduce(param_store_comm(ps), GROUP_GRAD, ps->grads + k->start, k->padded, COMM_FLOATX, COMM_SUM, ps->stream);
 }
 
 // Bucket b's gradients are complete for this micro-step (b = L: the rest). On the last
@@ -218,7 +218,7 @@ static inline void param_store_apply_update(ParamStore* ps, float lr, float beta
     prof_end(ps->prof, k, 0, (double)ps->lay.n_opt * (3.0 * sizeof(floatX) + 4.0 * (2 + (ps->master != NULL)) * 2), s);
     if (ps->lay.zero)
         for (int b = 0; b < ps->lay.n_buckets; b++)
-            comm_all_gather(param_store_comm(ps), GROUP_DP, ps->params + ps->lay.bucket[b].start,
+            comm_all_gather(param_store_comm(ps), GROUP_GRAD, ps->params + ps->lay.bucket[b].start,
                             ps->lay.bucket[b].padded / comm_grad_ranks(ps->comm), COMM_FLOATX, s);
     comm_join(ps->comm, s);
     comm_synchronize(ps->comm);
@@ -231,9 +231,9 @@ static inline void param_store_comm_bytes(const ParamStore* ps, CommBytes* cb) {
     for (int b = 0; b < ps->lay.n_buckets; b++) {
         double bytes = ps->lay.bucket[b].padded * (double)sizeof(floatX);
         if (ps->lay.zero) {
-            comm_bytes_add(cb, ps->comm, GROUP_DP, KIND_REDUCE_SCATTER, bytes);
-            comm_bytes_add(cb, ps->comm, GROUP_DP, KIND_ALL_GATHER, bytes);
-        } else comm_bytes_add(cb, ps->comm, GROUP_DP, KIND_ALL_REDUCE, bytes);
+            comm_bytes_add(cb, ps->comm, GROUP_GRAD, KIND_REDUCE_SCATTER, bytes);
+            comm_bytes_add(cb, ps->comm, GROUP_GRAD, KIND_ALL_GATHER, bytes);
+        } else comm_bytes_add(cb, ps->comm, GROUP_GRAD, KIND_ALL_REDUCE, bytes);
     }
     comm_bytes_add(cb, ps->comm, GROUP_WORLD, KIND_ALL_REDUCE, sizeof(float));
 }

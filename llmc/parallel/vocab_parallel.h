@@ -78,7 +78,7 @@ static inline const floatX* vocab_weights(VocabShards* v, int t, const floatX* w
         size_t block = st->lay.vocab_rows * v->D;
         floatX* mine = v->gathered + (size_t)comm_grad_rank(st->comm) * block;
         dev_memcpy_d2d(mine, vocab_rows_of(v, st->params, which), block * sizeof(floatX), st->stream);
-        comm_all_gather(param_store_comm(st), GROUP_DP, v->gathered, block, COMM_FLOATX, st->stream);
+        comm_all_gather(param_store_comm(st), GROUP_GRAD, v->gathered, block, COMM_FLOATX, st->stream);
         comm_join(st->comm, st->stream);
         v->which = which;
     }
@@ -103,7 +103,7 @@ static inline void vocab_grad_done(VocabShards* v, int t) {
     if (!vocab_over_dp(v)) return;
     ParamStore* st = v->st;
     size_t block = st->lay.vocab_rows * v->D;
-    comm_reduce_scatter(param_store_comm(st), GROUP_DP, v->grad, block, COMM_FLOATX, st->stream);
+    comm_reduce_scatter(param_store_comm(st), GROUP_GRAD, v->grad, block, COMM_FLOATX, st->stream);
     comm_join(st->comm, st->stream);
     dev_memcpy_d2d(vocab_rows_of(v, st->grads, t), v->grad + (size_t)comm_grad_rank(st->comm) * block, block * sizeof(floatX),
                    st->stream);
@@ -168,8 +168,8 @@ static inline void vocab_comm_bytes(const VocabShards* v, CommBytes* cb, int mic
     if (!vocab_over_dp(v)) return;
     const Comm* cm = v->st->comm;
     double full = (double)v->st->lay.vocab_rows * comm_grad_ranks(cm) * (double)v->D * sizeof(floatX);
-    comm_bytes_add(cb, cm, GROUP_DP, KIND_ALL_GATHER, (v->tied ? 1 : 2.0 * micro_steps) * full);
-    comm_bytes_add(cb, cm, GROUP_DP, KIND_REDUCE_SCATTER, (v->tied ? 1 : 2) * micro_steps * full);
+    comm_bytes_add(cb, cm, GROUP_GRAD, KIND_ALL_GATHER, (v->tied ? 1 : 2.0 * micro_steps) * full);
+    comm_bytes_add(cb, cm, GROUP_GRAD, KIND_REDUCE_SCATTER, (v->tied ? 1 : 2) * micro_steps * full);
 }
 
 // The token embedding of N tokens into x (this rank's own rows: tpc says which). emb: the

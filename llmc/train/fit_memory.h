@@ -16,6 +16,7 @@ do not promise a step time.
 #include "../core/common.h"
 #include "../core/flags.h"
 #include "../core/arena.h"
+#include "memory_flags.h"
 
 typedef struct {
     double flops;      // achieved matmul FLOP/s
@@ -76,19 +77,19 @@ static inline void fit_args_validate(const FitArgs* f) {
     if (f->candidates && !(f->budget_gib > 0.0f)) FAIL("--fit-candidates needs --fit-memory");
 }
 
-// one candidate: the flags the search sets, and what the trainer's callback says of it
-typedef struct { int B, ffn_chunks, ce_chunks, recompute, offload_act; } FitFlags;
-typedef struct { double bytes, seconds, base; int n_offload; } FitCost;  // bytes < 0: not a valid layout
-
-// The flags --fit-memory chooses, as places in a trainer's arguments (ce_chunks NULL: the
-// model has no output head to chunk). The search starts from their values, keeps the ones
-// the command line gave, and writes its choice back.
-typedef struct { int *B, *ffn_chunks, *ce_chunks, *recompute, *offload_act; } FitTargets;
+// one candidate: the micro-batch and the memory flags the search sets, and what the
+// trainer's callback says of it (its plan: dev and host, the arenas' bytes)
+typedef struct { int B; MemoryFlags mem; } FitFlags;
+typedef struct { double bytes, seconds, base; int n_offload; double dev, host; } FitCost;  // bytes < 0: not a valid layout
 
 typedef struct {
-    FitTargets targets;     // set with the fixed flags (fit_fixed_from_flags)
+    // The flags --fit-memory chooses, as places in a trainer's arguments (set with the fixed
+    // flags by fit_fixed_from_flags). The search starts from their values, keeps the ones the
+    // command line gave, and writes its choice back.
+    int* B;
+    MemoryFlags* mem;
     int L;                  // --offload-act 0..L
-    int with_ce;            // the model has an output head: search --ce-chunks too
+    int with_ce;            // the model has an output head: search --ce-chunks too (else it stays 1)
     FitFlags given;         // the flags' values on the command line (the defaults otherwise)
     int fixed_B, fixed_ffn, fixed_ce, fixed_recompute, fixed_offload;  // given on the command line
     int batches[16], n_batches;  // the micro-batches to try, largest first
@@ -111,9 +112,9 @@ static inline void fit_batches(FitSearch* s, int total, long long per_B, int mos
 
 static inline void fit_describe(char* out, size_t n, const FitFlags* f, const FitCost* c, int with_ce, const CostModel* cm) {
     char ce[32] = "";
-    if (with_ce) snprintf(ce, sizeof(ce), " --ce-chunks %d", f->ce_chunks);
+    if (with_ce) snprintf(ce, sizeof(ce), " --ce-chunks %d", f->mem.ce_chunks);
     snprintf(out, n, "--batch %d --ffn-chunks %d%s --recompute %d --offload-act %d: plan %.1f MiB (+%.0f MiB reserve), "
-             "predicted +%.1f%% over the flag-free step", f->B, f->ffn_chunks, ce, f->recompute, f->offload_act,
+             "predicted +%.1f%% over the flag-free step", f->B, f->mem.ffn_chunks, ce, f->mem.recompute, f->mem.offload_act,
              c->bytes / 1048576.0, cm->reserve / 1048576.0, 100.0 * c->seconds / c->base);
 }
 
@@ -137,17 +138,17 @@ static inline FitFlags fit_memory_search(const FitSearch* s, const FitArgs* a, i
         for (int off = 0; off <= s->L; off++) {
             FitFlags f = s->given;
             f.B = s->batches[ib];
-            if (!s->fixed_ffn) f.ffn_chunks = ffn_opts[fi]; else if (fi) continue;
-            if (s->with_ce && !s->fixed_ce) f.ce_chunks = ce_opts[ci]; else if (ci) continue;
-            if (!s->fixed_recompute) f.recompute = r; else if (r) continue;
-            if (!s->fixed_offload) f.offload_act = off; else if (off) continue;
+            if (!s->fixed_ffn) f.mem.ffn_chunks = ffn_opts[fi]; else if (fi) continue;
+            if (s->with_ce && !s->fixed_ce) f.mem.ce_chunks = ce_opts[ci]; else if (ci) continue;
+            if (!s->fixed_recompute) f.mem.recompute = r; else if (r) continue;
+            if (!s->fixed_offload) f.mem.offload_act = off; else if (off) continue;
             FitCost c = s->cost(s->ctx, &f, &cm);
             if (c.bytes < 0) continue;
             int fits = c.bytes + cm.reserve <= budget;
             searched++; fitting += fits;
             if (dump) fprintf(dump, "{\"B\": %d, \"ffn_chunks\": %d, \"ce_chunks\": %d, \"recompute\": %d, \"offload_act\": %d, "
-                              "\"bytes\": %.0f, \"seconds\": %.9g, \"fits\": %d}\n", f.B, f.ffn_chunks, f.ce_chunks,
-                              f.recompute, f.offload_act, c.bytes, c.seconds, fits);
+                              "\"bytes\": %.0f, \"seconds\": %.9g, \"fits\": %d}\n", f.B, f.mem.ffn_chunks,
+                              f.mem.ce_chunks, f.mem.recompute, f.mem.offload_act, c.bytes, c.seconds, fits);
             if (c.bytes < small.bytes) { small = c; small_f = f; }
             if (!fits) continue;
             if (c.seconds < best.seconds) { second = best; second_f = best_f; best = c; best_f = f; }
@@ -174,14 +175,16 @@ static inline FitFlags fit_memory_search(const FitSearch* s, const FitArgs* a, i
     return best_f;
 }
 
-// The targets, and which of them the command line gave (train_flags_parse's `given`): those stay fixed.
-static inline void fit_fixed_from_flags(FitSearch* s, FitTargets t, const Flag* flags, int n, const int* given) {
-    s->targets = t;
-    s->fixed_B = flag_given(flags, n, given, t.B);
-    s->fixed_ffn = flag_given(flags, n, given, t.ffn_chunks);
-    s->fixed_ce = t.ce_chunks ? flag_given(flags, n, given, t.ce_chunks) : 0;
-    s->fixed_recompute = flag_given(flags, n, given, t.recompute);
-    s->fixed_offload = flag_given(flags, n, given, t.offload_act);
+// The places the search writes (B, mem; with_ce: --ce-chunks too), and which of them the
+// command line gave (train_flags_parse's `given`): those stay fixed.
+static inline void fit_fixed_from_flags(FitSearch* s, int* B, MemoryFlags* mem, int with_ce, const Flag* flags, int n,
+                                        const int* given) {
+    s->B = B; s->mem = mem; s->with_ce = with_ce;
+    s->fixed_B = flag_given(flags, n, given, B);
+    s->fixed_ffn = flag_given(flags, n, given, &mem->ffn_chunks);
+    s->fixed_ce = with_ce ? flag_given(flags, n, given, &mem->ce_chunks) : 0;
+    s->fixed_recompute = flag_given(flags, n, given, &mem->recompute);
+    s->fixed_offload = flag_given(flags, n, given, &mem->offload_act);
 }
 
 // Runs the search (s: its targets and fixed flags, L, ctx and cost filled in by the trainer;
@@ -189,14 +192,12 @@ static inline void fit_fixed_from_flags(FitSearch* s, FitTargets t, const Flag* 
 // and what it did into s->report.
 static inline void fit_memory_choose(FitSearch* s, int total, long long per_B, int most, int cap, const FitArgs* a,
                                      int rank) {
-    const FitTargets t = s->targets;
-    FitFlags given = {*t.B, *t.ffn_chunks, t.ce_chunks ? *t.ce_chunks : 1, *t.recompute, *t.offload_act};
+    FitFlags given = {*s->B, *s->mem};
+    if (!s->with_ce) given.mem.ce_chunks = 1;
     s->given = given;
-    s->with_ce = t.ce_chunks != NULL;
     fit_batches(s, total, per_B, most, cap);
     FitFlags best = fit_memory_search(s, a, rank, s->report, sizeof(s->report));
-    *t.B = best.B; *t.ffn_chunks = best.ffn_chunks; *t.recompute = best.recompute; *t.offload_act = best.offload_act;
-    if (t.ce_chunks) *t.ce_chunks = best.ce_chunks;
+    *s->B = best.B; *s->mem = best.mem;
 }
 
 // What a plan may use: the device arena, plus the host arena on the CPU build, where

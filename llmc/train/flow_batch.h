@@ -81,7 +81,7 @@ static inline ValLoss flow_validate(Comm* comm, ClipSource* val, FlowBatch* b, i
         losses(model, &part, per);  // (every member of a CP group runs it; member 0's numbers are written, once)
         for (int i = 0; i < n && comm->cp_rank == 0; i++) { slots[2 * (done + i)] = per[i]; slots[2 * (done + i) + 1] = part.t[i]; }
     }
-    comm_host_all_reduce(comm, GROUP_DP, slots, 2 * (size_t)n_clips, COMM_SUM);
+    comm_host_all_reduce(comm, GROUP_GRAD, slots, 2 * (size_t)n_clips, COMM_SUM);
     for (int i = 0; i < n_clips; i++) {
         float loss = (float)slots[2 * i], t = (float)slots[2 * i + 1];
         int k = t < 1.0f / 3.0f ? 0 : t < 2.0f / 3.0f ? 1 : 2;

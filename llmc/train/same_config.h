@@ -1,56 +1,44 @@
 /*
-The configuration every rank must share (comm_check_same_config in llmc/parallel/comm.h): a
-trainer lists its fields by name and printed value, and the job stops at start when
-one rank's differ. The groups of fields every trainer has are listed here, in one order,
-so that each trainer checks them alike. The first field is the program's name.
+Every rank must run the same configuration: the program and the value of every flag in
+its table (llmc/core/flags.h's Flag entries, as RunArgs holds them), generated from the
+table so that no flag is left out, compared on the world communicator before any group
+is formed (a --cp or --cp-mode that differs would otherwise break the group split
+first). A mismatch stops every rank at start, naming the flag and which ranks have which
+value (comm_check_same_config in llmc/parallel/comm.h).
+
+A flag that may differ between ranks by design would be listed in FLAGS_PER_RANK; today
+none does (even --run-dir: rank 0 writes it, the others read its checkpoints).
 */
 #pragma once
-#include <stdarg.h>
 #include "../parallel/comm.h"
-#include "train_args.h"
-#include "../parallel/parallel_args.h"
+#include "../core/flags.h"
 
-#define CONFIG_MAX_FIELDS 64
+static const char* const FLAGS_PER_RANK[] = {NULL};
+#define SAME_CONFIG_TEXT 1024  // a value's text, hashed whole (paths included); messages show its start
 
-typedef struct {
-    int n;
-    const char* names[CONFIG_MAX_FIELDS];
-    char values[CONFIG_MAX_FIELDS][COMM_CONFIG_VALUE_BYTES];
-} ConfigFields;
-
-__attribute__((format(printf, 3, 4))) static inline void config_field(ConfigFields* cf, const char* name, const char* fmt, ...) {
-    if (cf->n >= CONFIG_MAX_FIELDS) FAIL("configuration check: more than %d fields", CONFIG_MAX_FIELDS);
-    cf->names[cf->n] = name;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(cf->values[cf->n], COMM_CONFIG_VALUE_BYTES, fmt, ap);
-    va_end(ap);
-    cf->n++;
+static inline int flag_is_per_rank(const char* name) {
+    for (int i = 0; FLAGS_PER_RANK[i]; i++) if (strcmp(FLAGS_PER_RANK[i], name) == 0) return 1;
+    return 0;
 }
 
-// the optimizer, its schedule and the seed
-static inline void config_optimizer_fields(ConfigFields* cf, const TrainLoopArgs* l) {
-    config_field(cf, "steps", "%d", l->steps); config_field(cf, "lr", "%.9g", l->lr);
-    config_field(cf, "min-lr-frac", "%.9g", l->min_lr_frac); config_field(cf, "warmup", "%d", l->warmup);
-    config_field(cf, "weight-decay", "%.9g", l->weight_decay); config_field(cf, "beta1", "%.9g", l->beta1);
-    config_field(cf, "beta2", "%.9g", l->beta2); config_field(cf, "adam-eps", "%.9g", l->adam_eps);
-    config_field(cf, "grad-clip", "%.9g", l->grad_clip); config_field(cf, "seed", "%lld", l->seed);
-}
-
-// tensor parallelism's layout
-static inline void config_tp_fields(ConfigFields* cf, const ParallelArgs* p) {
-    config_field(cf, "tp", "%d", p->tp); config_field(cf, "tp-mode", "%s", p->tp_mode);
-    config_field(cf, "tp-recompute-allgather", "%d", p->tp_regather);
-}
-
-// where the run writes, and what it starts from
-static inline void config_run_fields(ConfigFields* cf, const TrainLoopArgs* l) {
-    config_field(cf, "run-dir", "%s", l->run_dir); config_field(cf, "resume", "%s", l->resume ? l->resume : "");
-    config_field(cf, "init-from", "%s", l->init_from ? l->init_from : "");
-}
-
-static inline void config_fields_check(Comm* comm, const ConfigFields* cf) {
-    const char* values[CONFIG_MAX_FIELDS];
-    for (int i = 0; i < cf->n; i++) values[i] = cf->values[i];
-    comm_check_same_config(comm, cf->names, values, cf->n);
+// program first (a launch of two programs is caught by the first, fixed-size exchange),
+// then "--name" and the value of every flag of the table
+static inline void same_config_check(Comm* comm, const char* program, const Flag* flags, int n) {
+    if (comm->size == 1) return;
+    const char** names = (const char**)xmalloc((size_t)(n + 1) * sizeof(char*));
+    char (*text)[SAME_CONFIG_TEXT] = (char (*)[SAME_CONFIG_TEXT])xmalloc((size_t)(n + 1) * SAME_CONFIG_TEXT);
+    char (*label)[64] = (char (*)[64])xmalloc((size_t)(n + 1) * 64);
+    const char** values = (const char**)xmalloc((size_t)(n + 1) * sizeof(char*));
+    int k = 0;
+    names[k] = "program"; snprintf(text[k], SAME_CONFIG_TEXT, "%s", program); values[k] = text[k]; k++;
+    for (int i = 0; i < n; i++) {
+        if (flag_is_per_rank(flags[i].name)) continue;
+        snprintf(label[k], 64, "--%s", flags[i].name);
+        names[k] = label[k];
+        flag_value_text(&flags[i], text[k], SAME_CONFIG_TEXT);
+        values[k] = text[k];
+        k++;
+    }
+    comm_check_same_config(comm, names, values, k);
+    free(names); free(text); free(label); free(values);
 }

@@ -7,6 +7,7 @@ TrainLoopArgs, then appends these entries to its own flag table.
 #pragma once
 #include "../core/flags.h"
 #include "../parallel/parallel_args.h"  // the parallel flags (--zero, --tp, --comm, ...)
+#include "memory_flags.h"   // --ffn-chunks, --ffn-chunk-dim, --ce-chunks, --offload-act, --recompute
 #include "fit_memory.h"     // --fit-memory's flags
 
 typedef struct {
@@ -16,7 +17,6 @@ typedef struct {
     long long seed;
     const char *run_dir, *resume, *init_from, *plan_json;
     const char* model;          // the preset's name (the trainer's own --model entry sets it)
-    const char* ffn_chunk_dim;  // "hidden" | "seq"
     const char* attention;      // "auto" | "fp32" | "tc" (llmc/kernels/attention_select.h)
     char help[9][112];  // the entries whose help names a trainer's own default
 } TrainLoopArgs;
@@ -25,13 +25,10 @@ typedef struct {
 // and beta2 (the model is the trainer's; the other fields start at zero).
 static inline void train_loop_defaults(TrainLoopArgs* l, const char* run_dir, int steps, float weight_decay, float beta2) {
     l->run_dir = run_dir; l->steps = steps; l->weight_decay = weight_decay; l->beta2 = beta2;
-    l->ffn_chunk_dim = "hidden"; l->attention = "auto";
+    l->attention = "auto";
     l->warmup = 20; l->val_every = 50; l->ckpt_every = 0; l->log_every = 1;
     l->lr = 1e-3f; l->min_lr_frac = 0.1f; l->beta1 = 0.9f; l->adam_eps = 1e-8f; l->grad_clip = 1.0f; l->seed = 1337;
 }
-
-// the memory flags both trainers share, with train_llama's and train_dit's meaning
-typedef struct { int* ffn_chunks; int* offload_act; int* recompute; const char* recompute_help; } MemoryFlagRefs;
 
 // --ffn-chunks K along the hidden dimension: a chunk's width, ceil(F/K) rounded up to a
 // multiple of 64 when it is at least 64. cuBLASLt's fast bf16 kernels want the GEMM's
@@ -46,7 +43,7 @@ static inline int ffn_chunk_width(int F, int K) {
 }
 
 // appends the entries to out; returns how many
-static inline int train_loop_flags(Flag* out, TrainLoopArgs* a, MemoryFlagRefs mem) {
+static inline int train_loop_flags(Flag* out, TrainLoopArgs* a) {
     snprintf(a->help[0], sizeof(a->help[0]), "optimizer steps (default %d)", a->steps);
     snprintf(a->help[1], sizeof(a->help[1]), "peak learning rate (default %g)", a->lr);
     snprintf(a->help[2], sizeof(a->help[2]), "linear warmup steps (default %d)", a->warmup);
@@ -71,10 +68,6 @@ static inline int train_loop_flags(Flag* out, TrainLoopArgs* a, MemoryFlagRefs m
         {"resume", 's', &a->resume, "checkpoint file to continue from, or 'auto': the newest good one of --run-dir, if any"},
         {"init-from", 's', &a->init_from, "checkpoint whose parameters start a new run (step 0, fresh optimizer state)"},
         {"log-every", 'i', &a->log_every, "print a step line every N steps (metrics.jsonl gets every step)"},
-        {"ffn-chunks", 'i', mem.ffn_chunks, "split the FFN into K chunks, recomputed in backward (default 1)"},
-        {"ffn-chunk-dim", 's', &a->ffn_chunk_dim, "hidden | seq: what --ffn-chunks splits (default hidden)"},
-        {"offload-act", 'i', mem.offload_act, "offload the saved activations of N layers to host, -1 = all but the last"},
-        {"recompute", 'i', mem.recompute, mem.recompute_help},
         {"attention", 's', &a->attention, "auto | fp32 | tc: the attention kernels (auto = fp32 until tc has passed on "
                                           "a GPU; tc: bf16 CUDA builds, head dim 64 or 128)"},
         {"plan-only", 'i', &a->plan_only, "1: print the memory plan and exit (no device needed)"},
@@ -88,11 +81,8 @@ static inline int train_loop_flags(Flag* out, TrainLoopArgs* a, MemoryFlagRefs m
 }
 
 // the checks of these values that do not depend on the trainer
-static inline void train_loop_validate(const TrainLoopArgs* a, int* ffn_chunk_seq) {
+static inline void train_loop_validate(const TrainLoopArgs* a) {
     attention_impl_parse(a->attention);  // fails on anything but auto, fp32, tc
-    if (strcmp(a->ffn_chunk_dim, "hidden") == 0) *ffn_chunk_seq = 0;
-    else if (strcmp(a->ffn_chunk_dim, "seq") == 0) *ffn_chunk_seq = 1;
-    else FAIL("--ffn-chunk-dim must be 'hidden' or 'seq', got '%s'", a->ffn_chunk_dim);
     // the ranges are llmc/core/flags.h's; what remains is how the values relate
     if (a->steps == 0 && !a->init_from && !a->resume)
         FAIL("--steps must be >= 1 (0 only with --init-from or --resume: evaluate and sample a checkpoint, no training)");
@@ -104,37 +94,48 @@ static inline void train_loop_validate(const TrainLoopArgs* a, int* ffn_chunk_se
 
 #define TRAIN_MAX_FLAGS 96
 
-// Parses the command line against the trainer's own entries followed by the shared ones
-// into `flags` (room for TRAIN_MAX_FLAGS) and checks the shared values; given[i] (given
-// may be NULL) says whether flag i was on the command line. Returns the number of flags.
-static inline int train_flags_parse(int argc, char** argv, const Flag* own, int n_own, TrainLoopArgs* loop,
-                                    MemoryFlagRefs mem, int* ffn_chunk_seq, Flag* flags, int* given,
-                                    void (*usage)(const Flag*, int)) {
-    if (n_own + 32 > TRAIN_MAX_FLAGS) FAIL("train_flags_parse: %d flags of the trainer's own, raise TRAIN_MAX_FLAGS", n_own);
-    memcpy(flags, own, (size_t)n_own * sizeof(Flag));
-    int n = n_own + train_loop_flags(flags + n_own, loop, mem);
-    flags_parse(argc, argv, flags, n, given, usage);
-    train_loop_validate(loop, ffn_chunk_seq);
-    return n;
-}
+// The options every trainer has, typed: the loop's, the memory flags, the parallel
+// layout, --fit-memory, the batch, and the table they were parsed from (the cross-rank
+// check compares every entry of it: llmc/train/same_config.h). A trainer's own
+// arguments hold one and add the model's.
+typedef struct {
+    TrainLoopArgs loop;    // optimizer, schedule, cadence, run directory, resume, plan
+    MemoryFlags mem;       // the memory flags (llmc/train/memory_flags.h)
+    ParallelArgs par;      // --comm, --zero, --tp, --cp, ... (llmc/parallel/parallel_args.h)
+    FitArgs fit;           // --fit-memory and its model (llmc/train/fit_memory.h)
+    FitSearch fit_search;  // the flags --fit-memory must keep (those given) and its report
+    int B;                 // micro-batch per rank: rows (train_llama) or clips (train_dit)
+    int total_batch;       // per optimizer step over all ranks, in the trainer's unit; 0: one micro-batch a rank
+    int grad_accum;        // micro-batches per optimizer step (resolved by the trainer from the above)
+    int shard_vocab;       // --shard-vocab (train_llama; 0 elsewhere)
+    int sample_every, save_init;
+    Flag flags[TRAIN_MAX_FLAGS];
+    int given[TRAIN_MAX_FLAGS];  // 1: on the command line
+    int nflags;
+} RunArgs;
 
-// The whole command line of a trainer: its own entries, the parallel flags (tp_help: what
-// --tp must divide in this model), --fit-memory's, then the shared ones, all checked. par
-// and fit start at their defaults (no trainer has its own). flags and given as for
-// train_flags_parse; returns the number of flags.
-static inline int train_flags_parse_all(int argc, char** argv, const Flag* own, int n_own, TrainLoopArgs* loop,
-                                        MemoryFlagRefs mem, int* ffn_chunk_seq, ParallelArgs* par, const char* tp_help,
-                                        const char* cp_help,
-                                        FitArgs* fit, Flag* flags, int* given, void (*usage)(const Flag*, int)) {
-    *par = parallel_args_default();
-    *fit = fit_args_default();
-    Flag all[TRAIN_MAX_FLAGS];
-    if (n_own + 19 > TRAIN_MAX_FLAGS) FAIL("train_flags_parse_all: %d flags of the trainer's own, raise TRAIN_MAX_FLAGS", n_own);
-    memcpy(all, own, (size_t)n_own * sizeof(Flag));
-    n_own += parallel_flags(all + n_own, par, tp_help, cp_help);
-    n_own += fit_flags(all + n_own, fit);
-    int n = train_flags_parse(argc, argv, all, n_own, loop, mem, ffn_chunk_seq, flags, given, usage);
-    parallel_args_validate(par);
-    fit_args_validate(fit);
-    return n;
+// A trainer's whole command line: its own entries (own), the parallel flags (tp_help and
+// cp_help: what --tp and --cp must divide in this model), --fit-memory's, the loop's and the
+// memory flags (with_ce: the model has an output head; recompute_help: what each level drops
+// in it), all parsed into a->flags and checked. a->loop carries the trainer's defaults; the
+// rest start at theirs (mem: every flag off, unless the trainer set it before).
+static inline void train_flags_parse(int argc, char** argv, const Flag* own, int n_own, RunArgs* a, const char* tp_help,
+                                     const char* cp_help, int with_ce, const char* recompute_help,
+                                     void (*usage)(const Flag*, int)) {
+    a->par = parallel_args_default();
+    a->fit = fit_args_default();
+    if (n_own + 48 > TRAIN_MAX_FLAGS) FAIL("train_flags_parse: %d flags of the trainer's own, raise TRAIN_MAX_FLAGS", n_own);
+    Flag* f = a->flags;
+    memcpy(f, own, (size_t)n_own * sizeof(Flag));
+    int n = n_own;
+    n += parallel_flags(f + n, &a->par, tp_help, cp_help);
+    n += fit_flags(f + n, &a->fit);
+    n += train_loop_flags(f + n, &a->loop);
+    n += memory_flag_entries(f + n, &a->mem, with_ce, recompute_help);
+    a->nflags = n;
+    flags_parse(argc, argv, f, n, a->given, usage);
+    train_loop_validate(&a->loop);
+    parallel_args_validate(&a->par);
+    fit_args_validate(&a->fit);
+    fit_fixed_from_flags(&a->fit_search, &a->B, &a->mem, with_ce, f, n, a->given);  // the flags --fit-memory chooses
 }

@@ -1,0 +1,351 @@
+/*
+The runner: everything train_llama and train_dit do alike, once, driven by a small table
+of the model's operations (ModelOps). llm.c's train_gpt2.cu main loop, with what a
+cluster run needs around it:
+
+    parse (the trainer)  ->  the world  ->  every rank's flags compared (same_config.h)
+    ->  the groups  ->  --fit-memory  ->  the batch  ->  the device  ->  build (the plan)
+    ->  config and plan printed (--plan-only / --plan-json: every rank's plan summarised, then exit)
+    ->  resume | init-from | init  ->  the step loop:
+            zero grads; per micro-batch: next batch, forward + backward; take loss; grad norm;
+            stop if not finite; update; log, validate, metrics, checkpoint, sample
+    ->  the last validation and sample of a run with nothing to train  ->  done
+
+The model is the trainer's: ModelOps' functions take the trainer's context (t), which
+holds its arguments, the model and its data. The runner never sees the model's types;
+it sees a ModelView (the parameter store, arenas, activation plan) that build fills in.
+
+Hooks for what is coming (docs/design.md 10), NULL today (both trainers run the fused
+forward_backward): a micro-batch unit by unit, with unit_params before each unit's forward
+and again before its backward, where full sharding (ZeRO-3) gathers the unit's
+parameters; forward and backward as separate entries, which a pipeline stage runs per
+micro-batch; and the plan of every rank, built with plan_cost on a Comm laid out as that
+rank (runner_rank_plans), so that a stage or shard whose plan differs is reported beside
+rank 0's.
+*/
+#pragma once
+#include "../core/common.h"
+#include "../core/logger.h"
+#include "../parallel/comm.h"
+#include "../parallel/parallel_args.h"
+#include "../parallel/param_store.h"
+#include "train_args.h"
+#include "fit_memory.h"
+#include "same_config.h"
+#include "run_log.h"
+#include "step_loop.h"
+#include "state_checkpoint.h"
+#include "trainer.h"
+
+// what the runner reads of a built model (pointers into it, set by build)
+typedef struct {
+    ParamStore* st;
+    Arena *dev, *host;
+    const ActPlan* acts;
+    const Offload* off;
+    Profile* prof;
+    stream_t stream;  // the model's stream (the profile's timers are on it)
+    size_t num_params;
+} ModelView;
+
+typedef struct {
+    const char* program;  // "train_llama": the logs and the cross-rank check
+    const char* unit;     // what the plan calls a layer: "layer", "block"
+    const char* fresh;    // what --init-from starts afresh ("optimizer state and step")
+    int fit_most, fit_cap;  // --fit-memory without --batch: the micro-batches tried (fit_batches)
+
+    // the model: built as planned (allocate 0: the plan only) for micro-batches of B, with
+    // the flags given; free gives back all of it
+    void (*build)(void* t, Comm* comm, const MemoryFlags* mem, const ParallelFlags* pf, int B, int allocate, ModelView* v);
+    void (*free)(void* t);
+    void (*init_params)(void* t, uint64_t seed);
+    // checkpoints: read returns the checkpoint's step (params_only: --init-from, the parameters
+    // alone) and whether the data's position came back with it (0: data_restart continues on
+    // a new order); check reads a header (llmc/train/state_checkpoint.h's run_open)
+    int (*ckpt_read)(void* t, const char* path, int params_only, int* data_restored);
+    void (*data_restart)(void* t, int step, Logger* lg);
+    void (*ckpt_write)(void* t, const char* path, int step);
+    const char* (*ckpt_check)(const char* path, void* ci);
+
+    // one optimizer step: for each micro-batch next_batch, then the model, in the first of
+    // these a model provides: unit by unit (units: how many; a unit is a layer, or the
+    // embedding or the head: unit_params, when set, makes a unit's parameters whole on this
+    // rank before its forward and again before its backward, what full sharding (ZeRO-3)
+    // gathers; a pipeline stage's units are its layers), forward then backward (a stage's
+    // per micro-batch), or forward_backward (fused: both trainers today). take_loss: the
+    // step's mean loss over all ranks; update: clipping and AdamW with the gradient norm given
+    void (*next_batch)(void* t, int step, int micro);
+    int (*units)(void* t);
+    void (*unit_forward)(void* t, int u);
+    void (*unit_backward)(void* t, int u, int last);
+    void (*unit_params)(void* t, int u, int backward);
+    void (*forward)(void* t, int micro);
+    void (*backward)(void* t, int micro, int last);
+    void (*forward_backward)(void* t, int micro, int last);
+    double (*take_loss)(void* t);
+    void (*update)(void* t, const TrainLoopArgs* l, float lr, float norm, int step);
+
+    // the trainer's own: its batch (returns micro-batches per step; before the device);
+    // what opens before the device (NULL: nothing); its data and samplers after the plan;
+    // the step line's throughput and its metrics; validation (final: of a run with nothing to
+    // train) and its metrics; samples; what start opened, closed
+    int (*resolve_batch)(void* t, Comm* comm);
+    void (*prepare)(void* t, Comm* comm);
+    void (*start)(void* t, Comm* comm, Logger* lg);
+    void (*rate)(void* t, double ms, int step, char* out, size_t n);
+    void (*rate_metrics)(void* t, Logger* lg, double ms, int step);
+    void (*validate)(void* t, Logger* lg, int step, int final);
+    void (*val_metrics)(void* t, Logger* lg);
+    void (*sample)(void* t, Logger* lg, int step);
+    void (*finish)(void* t);
+
+    // the plan: the config lines; lines between the plan's head and tail (NULL: none); lines
+    // of --plan-only alone (NULL: none); the bytes a step sends by the model's formula; the
+    // model's JSON fields (returns 1 when the JSON carries the comm bytes)
+    void (*print_config)(void* t, Logger* lg);
+    void (*plan_lines)(void* t, Logger* lg);
+    void (*plan_only_lines)(void* t, Logger* lg);
+    CommBytes (*comm_bytes)(void* t);
+    int (*plan_json)(void* t, char* out, size_t n);
+    // a candidate's plan and predicted cost (bytes < 0: not a valid layout), built on comm
+    // (--fit-memory's search; every rank's plan, with comm laid out as that rank)
+    FitCost (*plan_cost)(void* t, Comm* comm, int B, const MemoryFlags* mem, const CostModel* cm);
+} ModelOps;
+
+// ----------------------------------------------------------------------------
+// --fit-memory: the search (llmc/train/fit_memory.h) over the trainer's plan_cost
+
+typedef struct { const ModelOps* ops; void* t; Comm* comm; } RunnerFit;
+
+static inline FitCost runner_fit_cost(void* ctx, const FitFlags* f, const CostModel* cm) {
+    const RunnerFit* x = (const RunnerFit*)ctx;
+    return x->ops->plan_cost(x->t, x->comm, f->B, &f->mem, cm);
+}
+
+// unit: the --total-batch units one row of --batch counts (tokens of a sample, 1 clip)
+static inline void runner_fit_memory(const ModelOps* ops, void* t, RunArgs* a, Comm* comm, int unit, int L) {
+    RunnerFit ctx = {ops, t, comm};
+    FitSearch* s = &a->fit_search;
+    s->L = L; s->ctx = &ctx; s->cost = runner_fit_cost;
+    fit_memory_choose(s, a->total_batch, (long long)unit * comm->dp, ops->fit_most, ops->fit_cap, &a->fit, comm->rank);
+}
+
+// ----------------------------------------------------------------------------
+// the plan of every rank: rank 0's is printed in full; the ranks' plans differ under TP (a
+// hidden size split unevenly), the sharded vocabulary, ZeRO's padding and CP, so each
+// distinct one is summarised, and the largest named
+
+#define RUNNER_MAX_PLANS 16
+
+typedef struct {
+    int n;                                  // distinct plans
+    double dev[RUNNER_MAX_PLANS], host[RUNNER_MAX_PLANS];
+    int first[RUNNER_MAX_PLANS], count[RUNNER_MAX_PLANS];  // the first rank with it, how many
+    char ranks[RUNNER_MAX_PLANS][256];      // "0, 2-3"
+    int largest;                            // the rank whose device plan is the largest (the first such)
+    double largest_dev;
+    int size;                               // the ranks planned
+} RankPlans;
+
+static inline void rank_list_add(char* out, size_t n, int* last, int* run, int r) {
+    if (*last >= 0 && r == *last + 1) { (*run)++; *last = r; return; }
+    if (*run > 0) snprintf(out + strlen(out), n - strlen(out), "-%d", *last);
+    snprintf(out + strlen(out), n - strlen(out), "%s%d", out[0] ? ", " : "", r);
+    *last = r; *run = 0;
+}
+
+static inline void runner_rank_plans(const ModelOps* ops, void* t, const Comm* comm, int B, const MemoryFlags* mem,
+                                     RankPlans* p) {
+    memset(p, 0, sizeof(*p));
+    p->size = comm->size;
+    int last[RUNNER_MAX_PLANS], run[RUNNER_MAX_PLANS];
+    CostModel cm = cost_model_default();
+    for (int r = 0; r < comm->size; r++) {
+        Comm rc;
+        comm_init_plan(&rc, comm->dp, comm->tp, comm->cp, comm->ulysses);
+        comm_set_layout(&rc, comm->size, r, comm->tp, comm->cp, comm->ulysses);
+        rc.cp_mode = comm->cp_mode;
+        FitCost c = ops->plan_cost(t, &rc, B, mem, &cm);
+        int i = 0;
+        while (i < p->n && !(p->dev[i] == c.dev && p->host[i] == c.host)) i++;
+        if (i == p->n) {
+            if (p->n == RUNNER_MAX_PLANS) FAIL("more than %d distinct per-rank plans (raise RUNNER_MAX_PLANS)", RUNNER_MAX_PLANS);
+            p->dev[i] = c.dev; p->host[i] = c.host; p->first[i] = r; last[i] = -1; run[i] = 0; p->n++;
+        }
+        p->count[i]++;
+        rank_list_add(p->ranks[i], sizeof(p->ranks[i]), &last[i], &run[i], r);
+        if (r == 0 || c.dev > p->largest_dev) { p->largest = r; p->largest_dev = c.dev; }
+    }
+    for (int i = 0; i < p->n; i++)
+        if (run[i] > 0) snprintf(p->ranks[i] + strlen(p->ranks[i]), sizeof(p->ranks[i]) - strlen(p->ranks[i]), "-%d", last[i]);
+}
+
+static inline void rank_plans_log(Logger* lg, const RankPlans* p) {
+    logf_(lg, "the plans of all %d ranks: %d distinct; the largest is rank %d's (device %.1f MiB)\n", p->size, p->n,
+          p->largest, p->largest_dev / 1048576.0);
+    for (int i = 0; i < p->n; i++)
+        logf_(lg, "  rank%s %s: device %.1f MiB, host %.1f MiB\n", p->count[i] > 1 ? "s" : "", p->ranks[i],
+              p->dev[i] / 1048576.0, p->host[i] / 1048576.0);
+}
+
+// the JSON field (docs/formats.md): "rank_plans": {"ranks": N, "largest": R, "plans": [...]}
+static inline void rank_plans_json(char* out, size_t n, const RankPlans* p) {
+    snprintf(out, n, "\"rank_plans\": {\"ranks\": %d, \"largest\": %d, \"plans\": [", p->size, p->largest);
+    for (int i = 0; i < p->n; i++)
+        snprintf(out + strlen(out), n - strlen(out), "%s{\"ranks\": \"%s\", \"first\": %d, \"count\": %d, \"device\": %.0f, "
+                 "\"host\": %.0f}", i ? ", " : "", p->ranks[i], p->first[i], p->count[i], p->dev[i], p->host[i]);
+    snprintf(out + strlen(out), n - strlen(out), "]}");
+}
+
+// ----------------------------------------------------------------------------
+// the run
+
+static inline void runner_print_plan(const ModelOps* ops, void* t, Logger* lg, const Comm* comm, const ModelView* v) {
+    if (lg->quiet) return;
+    log_plan_head(lg, comm, v->dev, v->host);
+    if (ops->plan_lines) ops->plan_lines(t, lg);
+    log_plan_tail(lg, v->acts, ops->unit, ops->comm_bytes(t));
+}
+
+static inline void runner_write_plan_json(const ModelOps* ops, void* t, const ModelView* v, const RankPlans* rp,
+                                          const char* path) {
+    char extra[8192];
+    int with_comm = ops->plan_json(t, extra, sizeof(extra) - 4096);
+    size_t len = strlen(extra);
+    snprintf(extra + len, sizeof(extra) - len, "%s", len ? ", " : "");
+    rank_plans_json(extra + strlen(extra), sizeof(extra) - strlen(extra), rp);
+    CommBytes cb = ops->comm_bytes(t);
+    trainer_plan_json(path, v->acts, v->off, v->num_params, extra, with_comm ? &cb : NULL, v->dev, v->host);
+}
+
+// one micro-batch of the step: the data, then the model (see ModelOps)
+static inline void runner_micro_step(const ModelOps* ops, void* t, int step, int micro, int last) {
+    ops->next_batch(t, step, micro);
+    if (ops->unit_forward) {
+        int n = ops->units(t);
+        for (int u = 0; u < n; u++) {
+            if (ops->unit_params) ops->unit_params(t, u, 0);
+            ops->unit_forward(t, u);
+        }
+        for (int u = n - 1; u >= 0; u--) {
+            if (ops->unit_params) ops->unit_params(t, u, 1);
+            ops->unit_backward(t, u, last);
+        }
+    } else if (ops->forward) {
+        ops->forward(t, micro);
+        ops->backward(t, micro, last);
+    } else {
+        ops->forward_backward(t, micro, last);
+    }
+}
+
+// the entries every model gives (the others may be NULL): a missing one is a trainer's bug,
+// named at start rather than found as a crash at its first call
+static inline void runner_check_ops(const ModelOps* o) {
+    const struct { const char* name; int given; } need[] = {
+        {"build", o->build != NULL}, {"free", o->free != NULL}, {"init_params", o->init_params != NULL},
+        {"ckpt_read", o->ckpt_read != NULL}, {"ckpt_write", o->ckpt_write != NULL}, {"ckpt_check", o->ckpt_check != NULL},
+        {"next_batch", o->next_batch != NULL}, {"take_loss", o->take_loss != NULL}, {"update", o->update != NULL},
+        {"forward_backward, forward + backward or units + unit_forward + unit_backward",
+         o->forward_backward || (o->forward && o->backward) || (o->units && o->unit_forward && o->unit_backward)},
+        {"resolve_batch", o->resolve_batch != NULL}, {"start", o->start != NULL}, {"rate", o->rate != NULL},
+        {"rate_metrics", o->rate_metrics != NULL}, {"validate", o->validate != NULL},
+        {"val_metrics", o->val_metrics != NULL}, {"sample", o->sample != NULL}, {"finish", o->finish != NULL},
+        {"print_config", o->print_config != NULL}, {"comm_bytes", o->comm_bytes != NULL},
+        {"plan_json", o->plan_json != NULL}, {"plan_cost", o->plan_cost != NULL},
+    };
+    for (size_t i = 0; i < sizeof(need) / sizeof(need[0]); i++)
+        if (!need[i].given) FAIL("%s's ModelOps has no %s (llmc/train/runner.h)", o->program, need[i].name);
+}
+
+// The whole run of a trainer whose arguments a holds (parsed and checked by the trainer),
+// unit and L as runner_fit_memory takes them. Returns the exit status.
+static inline int runner_main(const ModelOps* ops, void* t, RunArgs* a, int unit, int L) {
+    const TrainLoopArgs* l = &a->loop;
+    runner_check_ops(ops);
+    Comm comm;
+    parallel_comm_world(&comm, &a->par, l->plan_only);
+    same_config_check(&comm, ops->program, a->flags, a->nflags);  // before the flags split the world into groups
+    parallel_comm_groups(&comm, &a->par, l->plan_only);
+    if (a->fit.budget_gib > 0.0f) runner_fit_memory(ops, t, a, &comm, unit, L);
+    a->grad_accum = ops->resolve_batch(t, &comm);
+    ParallelFlags pf = parallel_flags_resolve(&a->par, a->shard_vocab, a->grad_accum);
+    Logger lg = logger_for_rank(comm.rank);
+    if (ops->prepare && !l->plan_only) ops->prepare(t, &comm);  // --plan-only: no data, no device, no run directory
+    parallel_device_setup(&comm, l->plan_only);
+    ModelView v;
+    ops->build(t, &comm, &a->mem, &pf, a->B, !l->plan_only, &v);
+    const char* resume = run_open(&comm, &lg, l, ops->ckpt_check);
+    ops->print_config(t, &lg);
+    logf_(&lg, "%s", a->fit_search.report);
+    runner_print_plan(ops, t, &lg, &comm, &v);
+    if ((l->plan_only || l->plan_json) && !lg.quiet) {
+        RankPlans rp;
+        runner_rank_plans(ops, t, &comm, a->B, &a->mem, &rp);
+        if (l->plan_only && comm.size > 1) rank_plans_log(&lg, &rp);
+        if (l->plan_only && ops->plan_only_lines) ops->plan_only_lines(t, &lg);
+        if (l->plan_json) runner_write_plan_json(ops, t, &v, &rp, l->plan_json);
+    }
+    if (l->plan_only) { ops->free(t); return 0; }
+    if (l->profile_step > 0) profile_setup(v.prof, v.stream);
+    ops->start(t, &comm, &lg);
+
+    int start = 0;
+    char path[1200];
+    if (resume) {
+        int restored = 0;
+        start = ops->ckpt_read(t, resume, 0, &restored);
+        ckpt_log_resumed(&lg, resume, start, l->run_dir);
+        if (!restored && ops->data_restart) ops->data_restart(t, start, &lg);
+    } else if (l->init_from) {
+        int restored = 0, was = ops->ckpt_read(t, l->init_from, 1, &restored);
+        logf_(&lg, "parameters from %s (its step %d); %s start fresh\n", l->init_from, was, ops->fresh);
+    } else {
+        ops->init_params(t, (uint64_t)l->seed);
+    }
+    logger_start(&lg);  // the inputs are accepted: from here on the run directory is written
+    // the starting point of a run, for a PyTorch peer to start from the same weights
+    if (a->save_init && !resume) {
+        ops->ckpt_write(t, ckpt_step_path(path, sizeof(path), l->run_dir, 0), 0);
+        logf_(&lg, "initial weights written to %s\n", path);
+    }
+
+    StepLoop sl;
+    step_loop_init(&sl, l, &comm, v.prof, &lg, start, resume != NULL);
+    for (int step = start + 1; step <= l->steps; step++) {
+        step_begin(&sl, step);
+        float lr = lr_at_step(step, l->steps, l->warmup, l->lr, l->min_lr_frac);
+        param_store_zero_grads(v.st);
+        for (int micro = 0; micro < a->grad_accum; micro++) runner_micro_step(ops, t, step, micro, micro == a->grad_accum - 1);
+        double loss = ops->take_loss(t);
+        float norm = param_store_grad_norm(v.st);
+        stop_if_not_finite(step, loss, norm, l->run_dir, sl.last_ckpt);
+        ops->update(t, l, lr, norm, step);
+        double ms = step_end(&sl, step);
+        char rate[160];
+        ops->rate(t, ms, step, rate, sizeof(rate));
+        step_log(&sl, step, loss, lr, norm, ms, "%s", rate);
+        if (step_due(&sl, step, l->val_every)) ops->validate(t, &lg, step, 0);
+        step_metrics(&sl, step, loss, lr, norm, ms);
+        ops->rate_metrics(t, &lg, ms, step);
+        step_metrics_memory(&sl, v.dev->total);
+        ops->val_metrics(t, &lg);
+        metrics_end(&lg);
+        // the checkpoint first: whatever sampling meets, the step's state is on disk
+        if (step_ckpt_due(&sl, step, v.st, path, sizeof(path))) {
+            ops->ckpt_write(t, path, step);
+            step_ckpt_written(&sl, step, path);
+        }
+        if (step_due(&sl, step, a->sample_every)) ops->sample(t, &lg, step);
+    }
+    if (start >= l->steps) {  // nothing to train (--steps 0, or a finished run resumed): evaluate and sample it
+        if (l->val_every > 0) ops->validate(t, &lg, start, 1);
+        if (a->sample_every > 0) ops->sample(t, &lg, start);
+    }
+    step_loop_done(&sl, v.dev->total);
+    ops->finish(t);
+    logger_close(&lg);
+    ops->free(t);
+    comm_finalize(&comm);
+    return 0;
+}
