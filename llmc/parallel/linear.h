@@ -21,6 +21,10 @@ chunks into one row-parallel sum that is reduced once:
   row_done(&r);                                       const floatX* dx_own = column_reduce(&c);
                                                       (the norm's backward reads dx_own)  column_done(&c);
 
+column_open is the same for a linear that may be replicated (an output head whose vocabulary
+is split over TP or not); replicated_gather_rows gathers the own rows of a replicated
+layer's output.
+
 A column-parallel linear's output is this rank's columns of all N rows; its input x is
 the model's own rows of a residual-stream tensor (the norm output), gathered under
 sequence parallelism. A row-parallel linear's input is this rank's columns of all N rows;
