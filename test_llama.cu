@@ -113,7 +113,7 @@ static float run_step(Llama* m, const Reference* r, float* grads_out, float* log
     size_t my_rows = rows / cp, micro_rows = (size_t)micro * m->Tl;  // this rank's tokens (1/cp of each sample)
     float* mine = logits_out ? (float*)xmalloc(my_rows * V * sizeof(float)) : NULL;
     if (mine) for (size_t i = 0; i < my_rows * V; i++) mine[i] = NAN;  // a chunk that is never written fails
-    llama_zero_grads(m);
+    param_store_zero_grads(&m->st);
     for (int j = 0; j < n_micro; j++) {
         size_t r0 = (size_t)j * micro * r->T;
         m->capture_logits = mine ? mine + j * micro_rows * V : NULL;

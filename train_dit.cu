@@ -17,7 +17,7 @@ Memory techniques, each a flag that leaves the mathematics unchanged (as in trai
   --offload-act N                             the saved activations of N layers go to host
   --recompute 0|1|2                           1: recompute the modulated norms, the
                                               normed q/k and GELU; 2: keep only layer inputs
-Parallelism (mpirun / srun, one process per GPU, world = dp x tp), with train_llama's meaning:
+Parallelism (mpirun / srun, one process per GPU, world = dp x cp x tp), with train_llama's meaning:
   data parallelism over the DP ranks          --batch clips per rank, --total-batch clips per step
                                               over all ranks (gradient accumulation when larger)
   --zero 1                                    master weights and AdamW state sharded over the DP ranks
@@ -30,7 +30,9 @@ Parallelism (mpirun / srun, one process per GPU, world = dp x tp), with train_ll
                                               per-clip adaLN gradients summed over TP); a1, a2 all-gathered
                                               before qkv and fc1 (kept: 0, gathered again in backward: 1),
                                               y1, y2 and d a reduce-scattered (llmc/parallel/linear.h)
-Every buffer is planned before the loop (print it with --plan-only 1, per rank with --dp N --tp N).
+  --cp N --cp-mode ring|ulysses|hybrid        context parallelism: each rank holds 1/cp of every clip's
+                                              tokens through the whole block (llmc/parallel/attention_op.h)
+Every buffer is planned before the loop (print it with --plan-only 1, per rank with --dp N --tp N --cp N).
 */
 #include "llmc/train/trainer.h"        // kernels, arena, offload, checkpoints, logger, schedule, the shared flags
 #include "llmc/parallel/comm.h"           // ranks and their collectives (MPI, NCCL)

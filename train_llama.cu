@@ -11,14 +11,15 @@ Memory techniques, each a flag that leaves the mathematics unchanged:
   --ce-chunks K                               output projection + cross-entropy in K row slices
   --offload-act N                             saved activations of N layers live in pinned host memory
   --recompute 0|1|2                           what backward recomputes instead of keeping
-Parallelism (mpirun / srun, one process per GPU, world = dp x tp; llmc/parallel/comm.h), each also a flag:
+Parallelism (mpirun / srun, one process per GPU, world = dp x cp x tp; llmc/parallel/comm.h), each also a flag:
   --tp N --tp-mode allreduce|reducescatter    Megatron tensor parallelism; reducescatter adds sequence parallelism
   --tp-recompute-allgather 0|1                backward gathers the norm outputs again (1) or keeps the gathered copy (0)
+  --cp N --cp-mode ring|ulysses|hybrid        context parallelism: each rank holds 1/cp of every sample's tokens
   --zero 1                                    master weights and AdamW state sharded over the DP ranks
   --shard-vocab 1                             embedding and output projection split over the vocabulary:
                                               over the TP group when tp > 1, else 1/dp row shards over DP
 Every buffer is planned before the loop (print it with --plan-only, per rank with
---dp N --tp N); nothing is allocated inside it.
+--dp N --tp N --cp N); nothing is allocated inside it.
 */
 #include "llmc/train/trainer.h"
 #include "llmc/io/dataloader.h"
@@ -877,7 +878,6 @@ static float llama_take_loss(Llama* m) {
     return v[1] > 0 ? (float)(v[0] / v[1]) : NAN;
 }
 
-static void llama_zero_grads(Llama* m) { param_store_zero_grads(&m->st); }
 
 static void llama_apply_update(Llama* m, float lr, float beta1, float beta2, float eps, float weight_decay,
                                float grad_clip, float norm, int t) {

@@ -9,7 +9,7 @@ magic is 20240801, version 7, and the tokens are uint32.
 Tokenizer, two modes:
 
   --vocab-size 0 (default): the Llama 2 SentencePiece model (32000 pieces, --tokenizer).
-      Outputs in data/tinystories/, exactly as before this option existed.
+      Outputs in data/tinystories/ (train 1,117,144 tokens, val 210,880 on the local sample).
 
   --vocab-size N (N > 0): trains an N-piece SentencePiece BPE model on the training
       split only, with llama2.c's train_vocab settings (tinystories.py: model_type bpe,
@@ -26,11 +26,22 @@ Tokenizer, two modes:
       manifest. N=512 is llama2.c's stories260K tokenizer (tok512).
       Measured on the local sample (--vocab-size 512, 2 busy cores): 9-14 s in all, 4-7 s
       of them training (reading and recasing the text included); 253 pieces besides the 256
-      bytes and 3 specials; train 2,039,045 tokens (5,511 stories), val 380,608 tokens
-      (1,000 stories): 0.47 tokens per byte, 1.8x the Llama 2 tokenizer's counts (train
-      1,122,556, val 211,352).
+      bytes and 3 specials; train 2,000,647 tokens (5,511 stories), val 374,006 tokens
+      (1,000 stories): 0.46 tokens per byte, 1.8x the Llama 2 tokenizer's counts (train
+      1,117,144, val 210,880). (Before the text repair below: train 2,039,045, val 380,608;
+      Llama 2 1,122,556 and 211,352.)
 
 Every story is encoded as [BOS=1] + encode(story.strip()), no EOS, as llama2.c does.
+
+The text repair (data/text_repair.py, both sources, before anything else reads the text):
+the TinyStories text has UTF-8 punctuation read as cp1252 ("\u00e2\u20ac\u2122" for U+2019,
+"\u00e2\u20ac\u0153" / "\u00e2\u20ac" for the curly double quotes). Every story goes through
+text_repair.prepare_text: the mojibake mapped back to the characters it came from (a map
+built from the cp1252 reading of each candidate character's UTF-8; "\u00e2\u20ac", whose
+third byte was lost, as U+201D), then the quotes, dashes, ellipsis and typographic spaces
+written in ASCII, as the rest of the text writes them. Its version is part of the
+settings in the manifest, so outputs made from the damaged text are rebuilt; the
+manifest's "text_repair" has the counts per file. Counts and reasons: data/README.md.
 
 Two sources:
 
@@ -73,9 +84,9 @@ The decision for the 512-piece model: recase. The model must write readable,
 properly-cased stories, which the lowercase text teaches against, and it needs every
 story it can get (1/4 of the text is too little for word-level fluency), so the text
 is kept and its casing restored. Validation is always the original text. With 512
-pieces (train / val tokens): recase 2,039,045 / 380,608; keep 1,999,492 / 387,981
+pieces (train / val tokens): recase 2,000,647 / 374,006; keep 1,963,554 / 382,739
 (the pieces learnt on mostly lowercase text fit the cased validation text worse);
-drop 449,789 / 374,206 (1,097 stories).
+drop 445,058 / 370,639 (1,097 stories).
 
 Output (default data/tinystories/, or data/tinystories_spN/, next to this script):
   tinystories_val_000000.bin
@@ -114,6 +125,8 @@ import time
 import numpy as np
 
 SCRIPT_DIR = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, SCRIPT_DIR)
+import text_repair  # noqa: E402  (data/text_repair.py: the mojibake repair, see the docstring)
 REPO_ROOT = os.path.dirname(SCRIPT_DIR)
 DEFAULT_SHARED = os.path.normpath(os.path.join(REPO_ROOT, "..", "shared", "data", "tinystories"))
 DEFAULT_OUT = os.path.join(SCRIPT_DIR, "tinystories")
@@ -281,11 +294,11 @@ def recase_initials(text):
     res, prev_end = set(), 0
     for m in RECASE_WORD.finditer(text):
         gap = text[prev_end:m.start()]
-        if prev_end == 0 or "\n" in gap or re.search(r'(^|\s)("|\u201c|\u00e2\u20ac\u0153)$', gap):
+        if prev_end == 0 or "\n" in gap or re.search(r'(^|\s)("|\u201c)$', gap):
             res.add(m.start())
         elif re.search(r"[.!?]", gap):
             tag = False
-            if re.search(r'[.!?]("|\u201d|\u00e2\u20ac\u009d|\u00e2\u20ac)\s+$', gap):
+            if re.search(r'[.!?]("|\u201d)\s+$', gap):
                 nxt = [re.sub(r"[^a-z']", "", x) for x in text[m.start():m.start() + 40].lower().split()[:2]]
                 nxt += ["", ""]
                 tag = nxt[0] in RECASE_SPEECH or (nxt[0] in RECASE_PRONOUNS and nxt[1] in RECASE_SPEECH)
@@ -296,9 +309,9 @@ def recase_initials(text):
 
 
 def recase_after_apostrophe(text, start):
-    """True when the word at start follows an apostrophe (the "s" of "Lily's"), also the
-    mojibake one (U+2019's UTF-8 read as cp1252) the TinyStories text contains."""
-    return (start > 0 and text[start - 1] in "'\u2019") or text[max(0, start - 3):start] == "\u00e2\u20ac\u2122"
+    """True when the word at start follows an apostrophe (the "s" of "Lily's"). The text
+    arrives with its mojibake repaired and its quotes in ASCII (text_repair.prepare_text)."""
+    return start > 0 and text[start - 1] in "'\u2019"
 
 
 def recase_learn(cased, lowercase_text):
@@ -388,6 +401,24 @@ def read_text(path):
         return f.read()
 
 
+def repair(text, repairs, label, lowercased=False):
+    """text_repair.prepare_text(text): the mojibake repaired, the punctuation in ASCII (the
+    docstring of data/text_repair.py). repairs[label] gets the counts per kind (exact,
+    lowercased, lost_byte_quote, lost_byte_apostrophe, unmappable), which the manifest
+    records; leftovers are reported."""
+    counts = collections.Counter()
+    out = text_repair.prepare_text(text, lowercased, counts)
+    kinds, _ = text_repair.summarize(counts)
+    tot = repairs.setdefault(label, {})
+    for k, n in kinds.items():
+        tot[k] = tot.get(k, 0) + n
+    if kinds.get("unmappable"):
+        left = sorted({s for (k, s, _) in counts if k == "unmappable"})
+        print(f"prepare_tinystories: warning: {label}: {kinds['unmappable']} mojibake-like sequences "
+              f"left as they are: {', '.join(map(ascii, left[:10]))}", file=sys.stderr)
+    return out
+
+
 def local_sources(shared_dir, lowercase_part="keep"):
     """The local sample. lowercase_part: what to do with the new text of
     train_head_lowercase.txt (keep, recase, drop; see the docstring). The returned
@@ -401,9 +432,11 @@ def local_sources(shared_dir, lowercase_part="keep"):
             f"\n  (looked in --shared-dir {shared_dir}; pass --shared-dir DIR, or --download "
             "to fetch the full dataset from the Hugging Face hub)")
     val_path, head_path, lower_path = paths
+    repairs = {}  # text_repair's counts per file, for the manifest
 
     def val():
-        return split_endoftext(read_text(val_path))
+        repairs.pop("valid_first1000.txt", None)
+        return split_endoftext(repair(read_text(val_path), repairs, "valid_first1000.txt"))
 
     stats, recase_dict = {"lowercase_part": lowercase_part}, {}
 
@@ -415,6 +448,12 @@ def local_sources(shared_dir, lowercase_part="keep"):
                   "train_head.txt lowercased as the README says; using its text after "
                   f"character {LOWERCASE_NEW_FROM:,} anyway", file=sys.stderr)
         new = lower[LOWERCASE_NEW_FROM:]
+        # repaired after the split at LOWERCASE_NEW_FROM (a story boundary of the raw text)
+        repairs.pop("train_head.txt", None)
+        repairs.pop("train_head_lowercase.txt[942640:]", None)
+        head = repair(head, repairs, "train_head.txt")
+        if lowercase_part != "drop":
+            new = repair(new, repairs, "train_head_lowercase.txt[942640:]", lowercased=True)
         n = 0
         for s in split_single_newline(head):
             n += 1 if s else 0
@@ -438,7 +477,8 @@ def local_sources(shared_dir, lowercase_part="keep"):
         stats["lowercase_part_stories"], stats["lowercase_part_chars"] = n, len(new)
 
     settings = {"source": "local-sample", "shared_dir": os.path.abspath(shared_dir)}
-    return {"val": val, "train": train, "vocab_train": train, "stats": stats}, paths, settings
+    return ({"val": val, "train": train, "vocab_train": train, "stats": stats, "repairs": repairs},
+            paths, settings)
 
 
 def download(url, dest):
@@ -500,15 +540,19 @@ def download_sources(download_dir):
         die(f"expected the TinyStories json files (data00.json ... data49.json) in {data_dir}, "
             f"found {len(files)}")
 
-    def stories_of(paths):
+    repairs = {}  # text_repair's counts per split, for the manifest
+
+    def stories_of(paths, label):
+        repairs.pop(label, None)
         for p in paths:
             with open(p, "r", encoding="utf-8") as f:
                 data = json.load(f)
             for ex in data:
-                yield ex["story"]
+                yield repair(ex["story"], repairs, label)
 
-    return ({"val": lambda: stories_of(files[:1]), "train": lambda: stories_of(files[1:]),
-             "vocab_train": lambda: stories_of(files[1:1 + VOCAB_TRAIN_FILES]), "stats": {}},
+    return ({"val": lambda: stories_of(files[:1], "val"), "train": lambda: stories_of(files[1:], "train"),
+             "vocab_train": lambda: stories_of(files[1:1 + VOCAB_TRAIN_FILES], "tokenizer training"),
+             "stats": {}, "repairs": repairs},
             files, {"source": "download", "url": DOWNLOAD_URL})
 
 
@@ -730,6 +774,10 @@ def main():
         sources, inputs, settings = local_sources(args.shared_dir, lowercase_part)
     tok_model = os.path.join(out_dir, f"tok{args.vocab_size}.model")
     tok_bin = os.path.join(out_dir, f"tok{args.vocab_size}.bin")
+    # the text repair's rules are part of the settings: shards and a tokenizer made from text
+    # repaired otherwise, or not at all (before it existed), do not match and are rebuilt
+    settings["text_repair"] = text_repair.VERSION
+    inputs = inputs + [os.path.abspath(text_repair.__file__)]
     if trained:
         inputs = inputs + [os.path.abspath(__file__)]
         settings.update({"tokenizer": f"trained here: tok{args.vocab_size}.model",
@@ -800,6 +848,9 @@ def main():
         w = ShardWriter(out_dir, split, vocab, args.shard_tokens)
         files = encode_stories(sp, sources[split](), w, split, args.threads)
         manifest[split] = {"stories": w.stories, "tokens": w.total_tokens, "files": files}
+    manifest["text_repair"] = {"version": text_repair.VERSION,
+                               "counts": {k: v for k, v in sources["repairs"].items()
+                                          if k != "tokenizer training"}}
     if "lowercase_part" in settings:
         manifest["train_text"] = sources["stats"]
     if trained:

@@ -2,7 +2,9 @@
 # Makes sure the project's Python (scripts/ensure_python_deps.sh: Debian's python3 with its
 # CPU build of torch) can import the pinned Hugging Face packages that scripts/export_hf.py,
 # scripts/import_hf.py and dev/test/hf_roundtrip.sh use. Idempotent and quick when they are
-# there. Prints the interpreter to use on its last line.
+# there. Prints the interpreter to use on its last line (stdout). An install prints one line on
+# stderr with its time and the path of its log (scripts/ensure_lib.sh: runs/install_logs/); a
+# failed one prints the log's last lines and exits non-zero.
 #
 # Why these versions: Debian 12's python3-torch is torch 1.13 on Python 3.11.
 # transformers 4.45.2 is the newest release whose LlamaForCausalLM, from_pretrained and
@@ -24,14 +26,17 @@ have = {"transformers": transformers.__version__, "safetensors": safetensors.__v
 sys.exit(0 if have == want else "have %s, want %s" % (have, want))'
 if "$PY" -c "$check" >/dev/null 2>&1; then echo "$PY"; exit 0; fi
 
-echo "ensure_hf_deps: installing ${PINS[*]} for $PY (pip)" >&2
-SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
+source scripts/ensure_lib.sh
+log=$(install_log_file ensure_hf_deps)
 if ! "$PY" -m pip --version >/dev/null 2>&1; then
   if command -v apt-get >/dev/null 2>&1; then
-    $SUDO apt-get update -q >&2 || true
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q python3-pip >&2
+    install_quiet ensure_hf_deps python3-pip apt-get "$log" apt_get_install python3-pip || true
   fi
-  "$PY" -m pip --version >/dev/null 2>&1 || { echo "ensure_hf_deps: $PY has no pip (apt-get install python3-pip)" >&2; exit 1; }
+  if ! "$PY" -m pip --version >/dev/null 2>&1; then
+    echo "ensure_hf_deps: $PY has no pip (apt-get install python3-pip)" >&2
+    [ ! -s "$log" ] || install_log_tail "$log"
+    exit 1
+  fi
 fi
 # keep the installed torch and numpy: pip must satisfy everything around them or fail
 cons=$(mktemp)
@@ -48,8 +53,10 @@ where=()  # outside a virtual environment and not root: the user's site-packages
 if [ "$(id -u)" != 0 ] && "$PY" -c 'import sys; sys.exit(sys.prefix != sys.base_prefix)'; then where=(--user); fi
 # Debian marks its Python as externally managed (PEP 668); pip then installs into
 # /usr/local, next to (not over) apt's packages. Older pips ignore these variables.
-PIP_BREAK_SYSTEM_PACKAGES=1 PIP_ROOT_USER_ACTION=ignore PIP_DISABLE_PIP_VERSION_CHECK=1 \
-  "$PY" -m pip install -q "${where[@]}" -c "$cons" "${PINS[@]}" >&2
+if ! PIP_BREAK_SYSTEM_PACKAGES=1 PIP_ROOT_USER_ACTION=ignore PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    install_quiet ensure_hf_deps "${PINS[*]} for $PY" pip "$log" "$PY" -m pip install "${where[@]}" -c "$cons" "${PINS[@]}"; then
+  install_log_tail "$log"; exit 1
+fi
 if ! err=$("$PY" -c "$check" 2>&1); then
   echo "ensure_hf_deps: after pip install, $PY still cannot import the pinned transformers: $err" >&2
   exit 1

@@ -2,7 +2,9 @@
 # Makes sure the Python used by the project's scripts can import torch, numpy, matplotlib and
 # sentencepiece. Debian's packages (a CPU build of PyTorch) are the light way: pip's
 # torch pulls gigabytes of CUDA libraries. Idempotent and quick when already there.
-# Prints the interpreter to use on its last line.
+# Prints the interpreter to use on its last line (stdout). An install prints one line on
+# stderr with its time and the path of its log (scripts/ensure_lib.sh: runs/install_logs/);
+# when nothing works it prints the log's last lines and exits non-zero.
 set -euo pipefail
 want="import torch, numpy, sentencepiece, matplotlib, PIL"  # PIL (a matplotlib dependency) decodes the DiT GIFs in make test
 for py in "${LLMC_PYTHON:-}" /usr/bin/python3 python3; do
@@ -11,15 +13,19 @@ for py in "${LLMC_PYTHON:-}" /usr/bin/python3 python3; do
     echo "$py"; exit 0
   fi
 done
-echo "ensure_python_deps: installing python3-torch python3-numpy python3-sentencepiece python3-matplotlib (apt-get)" >&2
+source "$(dirname "$0")/ensure_lib.sh"
+log=$(install_log_file ensure_python_deps)
+debs=(python3-torch python3-numpy python3-sentencepiece python3-matplotlib)
 if command -v apt-get >/dev/null 2>&1; then
-  SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
-  $SUDO apt-get update -q >&2 || true
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q python3-torch python3-numpy python3-sentencepiece python3-matplotlib >&2
+  install_quiet ensure_python_deps "${debs[*]}" apt-get "$log" apt_get_install "${debs[@]}" || true
+else
+  echo "ensure_python_deps: no apt-get for ${debs[*]}" >&2
 fi
 if /usr/bin/python3 -c "$want" >/dev/null 2>&1; then echo /usr/bin/python3; exit 0; fi
-echo "ensure_python_deps: apt did not work; trying pip" >&2
-python3 -m pip install -q numpy sentencepiece matplotlib >&2
-python3 -m pip install -q torch >&2
-python3 -c "$want" >/dev/null 2>&1 || { echo "ensure_python_deps: could not make torch, numpy, sentencepiece, matplotlib importable" >&2; exit 1; }
+pip_install() { python3 -m pip install numpy sentencepiece matplotlib && python3 -m pip install torch; }
+install_quiet ensure_python_deps "numpy sentencepiece matplotlib torch" "pip, as apt-get did not do it" "$log" pip_install || true
+if ! python3 -c "$want" >/dev/null 2>&1; then
+  echo "ensure_python_deps: could not make torch, numpy, sentencepiece, matplotlib importable" >&2
+  install_log_tail "$log"; exit 1
+fi
 echo python3

@@ -194,6 +194,10 @@ else
 fi
 
 if [ -d ../shared/data/tinystories ]; then
+  # the TinyStories text's mojibake repaired at data preparation (data/text_repair.py): none left in any file or
+  # prepared story, known examples exact, clean text unchanged; --planted (the unrepaired text) must fail
+  sub_tests text_repair "$PY" dev/test/test_text_repair.py
+  check_error text_repair_planted "FAIL" "$PY" dev/test/test_text_repair.py --planted
   # the 512-piece tokenizer of stories260K: trained twice (deterministic), decoded by the C tokenizer piece by piece
   if "$PY" data/prepare_tinystories.py --vocab-size 512 --out-dir "$TMP/sp512" --decode-fixture "$TMP/tok512_fixture.txt" \
         >"$TMP/prep512.log" 2>&1 &&

@@ -68,8 +68,8 @@ static inline int train_loop_flags(Flag* out, TrainLoopArgs* a) {
         {"resume", 's', &a->resume, "checkpoint file to continue from, or 'auto': the newest good one of --run-dir, if any"},
         {"init-from", 's', &a->init_from, "checkpoint whose parameters start a new run (step 0, fresh optimizer state)"},
         {"log-every", 'i', &a->log_every, "print a step line every N steps (metrics.jsonl gets every step)"},
-        {"attention", 's', &a->attention, "auto | fp32 | tc: the attention kernels (auto = fp32 until tc has passed on "
-                                          "a GPU; tc: bf16 CUDA builds, head dim 64 or 128)"},
+        {"attention", 's', &a->attention, "auto | fp32 | tc: the attention kernels (tc: bf16 CUDA builds, head dim 64 or "
+                                          "128; auto = tc where it runs, else fp32)"},
         {"plan-only", 'i', &a->plan_only, "1: print the memory plan and exit (no device needed)"},
         {"plan-json", 's', &a->plan_json, "write the memory plan as JSON to this file"},
         {"profile-step", 'i', &a->profile_step, "print the time of each launch group in step N (0 = off; llmc/kernels/profile.h)"},
