@@ -182,6 +182,13 @@ done
 section "memory plan against the formulas of docs/memory.md"
 check memory_plan "$PY" dev/test/check_memory_plan.py ./train_llama_cpu
 check memory_plan_cp "$PY" dev/test/check_cp_plan.py ./train_llama_cpu ./train_dit_cpu
+# the plan of every rank (--plan-only's summary, the JSON's rank_plans): an FFN of 251 split over tp 2 gives the
+# even TP ranks one more hidden unit than the odd ones, so two distinct plans; with 250, one
+check rank_plans bash -c "./train_llama_cpu --plan-only 1 --dp 2 --tp 2 --F 251 --D 64 --H 4 --KV 2 --L 2 --V 1001 --zero 1 \
+    --plan-json '$TMP/rank_plans.json' > '$TMP/rank_plans.out' && grep -q 'the plans of all 4 ranks: 2 distinct' '$TMP/rank_plans.out' &&
+  '$PY' -c \"import json; p = json.load(open('$TMP/rank_plans.json'))['rank_plans']; \
+assert [x['ranks'] for x in p['plans']] == ['0, 2', '1, 3'] and p['plans'][0]['device'] > p['plans'][1]['device'] and p['largest'] == 0 and p['unlisted'] == 0, p\" &&
+  ./train_llama_cpu --plan-only 1 --dp 2 --tp 2 --F 250 --D 64 --H 4 --KV 2 --L 2 --V 1001 --zero 1 | grep -q 'the plans of all 4 ranks: 1 distinct'"
 
 section "dataloader and tokenizer"
 sub_tests dataloader ./build/test_dataloader

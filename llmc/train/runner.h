@@ -145,6 +145,7 @@ typedef struct {
     int largest;                            // the rank whose device plan is the largest (the first such)
     double largest_dev;
     int size;                               // the ranks planned
+    int unlisted;                           // ranks whose plan is none of the first RUNNER_MAX_PLANS distinct ones
 } RankPlans;
 
 static inline void rank_list_add(char* out, size_t n, int* last, int* run, int r) {
@@ -168,13 +169,13 @@ static inline void runner_rank_plans(const ModelOps* ops, void* t, const Comm* c
         FitCost c = ops->plan_cost(t, &rc, B, mem, &cm);
         int i = 0;
         while (i < p->n && !(p->dev[i] == c.dev && p->host[i] == c.host)) i++;
+        if (r == 0 || c.dev > p->largest_dev) { p->largest = r; p->largest_dev = c.dev; }
+        if (i == p->n && p->n == RUNNER_MAX_PLANS) { p->unlisted++; continue; }  // still counted for the largest
         if (i == p->n) {
-            if (p->n == RUNNER_MAX_PLANS) FAIL("more than %d distinct per-rank plans (raise RUNNER_MAX_PLANS)", RUNNER_MAX_PLANS);
             p->dev[i] = c.dev; p->host[i] = c.host; p->first[i] = r; last[i] = -1; run[i] = 0; p->n++;
         }
         p->count[i]++;
         rank_list_add(p->ranks[i], sizeof(p->ranks[i]), &last[i], &run[i], r);
-        if (r == 0 || c.dev > p->largest_dev) { p->largest = r; p->largest_dev = c.dev; }
     }
     for (int i = 0; i < p->n; i++)
         if (run[i] > 0) snprintf(p->ranks[i] + strlen(p->ranks[i]), sizeof(p->ranks[i]) - strlen(p->ranks[i]), "-%d", last[i]);
@@ -186,6 +187,7 @@ static inline void rank_plans_log(Logger* lg, const RankPlans* p) {
     for (int i = 0; i < p->n; i++)
         logf_(lg, "  rank%s %s: device %.1f MiB, host %.1f MiB\n", p->count[i] > 1 ? "s" : "", p->ranks[i],
               p->dev[i] / 1048576.0, p->host[i] / 1048576.0);
+    if (p->unlisted) logf_(lg, "  %d more ranks in further distinct plans, not listed (the largest above counts them)\n", p->unlisted);
 }
 
 // the JSON field (docs/formats.md): "rank_plans": {"ranks": N, "largest": R, "plans": [...]}
@@ -194,7 +196,7 @@ static inline void rank_plans_json(char* out, size_t n, const RankPlans* p) {
     for (int i = 0; i < p->n; i++)
         snprintf(out + strlen(out), n - strlen(out), "%s{\"ranks\": \"%s\", \"first\": %d, \"count\": %d, \"device\": %.0f, "
                  "\"host\": %.0f}", i ? ", " : "", p->ranks[i], p->first[i], p->count[i], p->dev[i], p->host[i]);
-    snprintf(out + strlen(out), n - strlen(out), "]}");
+    snprintf(out + strlen(out), n - strlen(out), "], \"unlisted\": %d}", p->unlisted);
 }
 
 // ----------------------------------------------------------------------------
