@@ -59,9 +59,9 @@ static void dref_read(Reference* r, const char* path) {
     r->cfg = c; r->B = h[14];
     if (r->B < 1 || h[15] < 0) FAIL("%s: bad batch B=%d or n_steps=%d", path, r->B, h[15]);
     r->steps = ref_steps(path, h, h[15], 33);
-    size_t sizes[NUM_DIT_TENSORS];
-    dit_param_sizes(&c, sizes);
-    for (int i = 0; i < NUM_DIT_TENSORS; i++) r->num_params += sizes[i];
+    ParamSpec spec[NUM_DIT_TENSORS];
+    dit_param_specs(&c, spec);
+    for (int i = 0; i < NUM_DIT_TENSORS; i++) r->num_params += param_spec_size(&spec[i], c.L);
     size_t np = r->num_params, nx = (size_t)r->B * dit_clip_size(&c), B = r->B;
     r->clip = dit_clip_size(&c);
     size_t want = 1024 + 4 * (np + 3 * nx + 2 * B + 1 + np + r->steps.n);
@@ -108,16 +108,13 @@ static float run_step(Dit* m, const Reference* r, float* grads_out, float* vpred
     size_t clip = r->clip, c0 = (size_t)m->comm->dp_rank * Bl;
     float* mine = vpred_out ? (float*)xmalloc((size_t)Bl * clip * sizeof(float)) : NULL;
     param_store_zero_grads(&m->st);
-    double loss = 0.0;
     for (int j = 0; j < n_micro; j++) {
         size_t k = c0 + (size_t)j * micro;
-        loss += (double)micro / r->B * dit_forward_backward(m, r->x0 + k * clip, r->noise + k * clip, r->t + k, r->y + k, micro,
-                                                            MODE_TRAIN, 1.0f / (float)((double)r->B * clip), NULL,
-                                                            j == n_micro - 1);
+        dit_forward_backward(m, r->x0 + k * clip, r->noise + k * clip, r->t + k, r->y + k, micro, MODE_TRAIN,
+                             1.0f / (float)((double)r->B * clip), NULL, j == n_micro - 1);
         if (mine) dev_download_floats(mine + (size_t)j * micro * clip, m->vpred, (size_t)micro * clip);
     }
-    if (m->comm->cp_rank != 0) loss = 0.0;  // the members of a CP group ran the same clips: one counts
-    comm_host_all_reduce(m->comm, GROUP_GRAD, &loss, 1, COMM_SUM);
+    float loss = model_core_take_loss(m);  // over every rank's rows
     if (grads_out) param_store_get_grads(&m->st, grads_out);
     if (mine) {
         // the gradient group's order is (DP rank, CP member) and DP rank order is clip order; the
@@ -130,7 +127,7 @@ static float run_step(Dit* m, const Reference* r, float* grads_out, float* vpred
         free(all);
         free(mine);
     }
-    return (float)loss;
+    return loss;
 }
 
 static void run_steps(Dit* m, const Reference* r, float* losses) {

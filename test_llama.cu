@@ -72,9 +72,9 @@ static void lref_read(Reference* r, const char* path) {
     if (r->B < 1 || r->T < 1 || r->T > c.max_seq_len || h[11] < 0)
         FAIL("%s: bad batch B=%d T=%d (max_seq_len %d) n_steps=%d", path, r->B, r->T, c.max_seq_len, h[11]);
     r->steps = ref_steps(path, h, h[11], 34);
-    size_t sizes[NUM_PARAM_TENSORS];
-    param_sizes(&c, sizes);
-    for (int i = 0; i < NUM_PARAM_TENSORS; i++) r->num_params += sizes[i];
+    ParamSpec spec[NUM_PARAM_TENSORS];
+    llama_param_specs(&c, spec);
+    for (int i = 0; i < NUM_PARAM_TENSORS; i++) r->num_params += param_spec_size(&spec[i], c.L);
     size_t BT = (size_t)r->B * r->T, np = r->num_params;
     size_t want = 1024 + 4 * (np + 2 * BT + BT * c.V + 1 + np + r->steps.n);
     if ((size_t)file_bytes != want)
@@ -120,9 +120,9 @@ static float run_step(Llama* m, const Reference* r, float* grads_out, float* log
         llama_forward_backward(m, r->inputs + off + r0, r->targets + off + r0, micro, r->T, MODE_TRAIN,
                                1.0f / (float)((size_t)r->B * r->T), j == n_micro - 1);
     }
-    float loss = llama_take_loss(m);
+    float loss = model_core_take_loss(m);
     m->capture_logits = NULL;
-    if (grads_out) llama_get_grads(m, grads_out);
+    if (grads_out) param_store_get_grads(&m->st, grads_out);
     if (mine) {
         size_t n = my_rows * V, world = m->comm->size, tp = m->comm->tp;
         float* all = m->comm->rank == 0 ? (float*)xmalloc(world * n * sizeof(float)) : NULL;
@@ -148,7 +148,7 @@ static void run_steps(Llama* m, const Reference* r, float* losses) {
     for (int i = 0; i < r->steps.n; i++) {
         losses[i] = run_step(m, r, NULL, NULL);
         const RefSteps* a = &r->steps;
-        llama_update(m, a->lr, a->beta1, a->beta2, a->eps, a->weight_decay, a->grad_clip, i + 1);
+        model_core_update(m, a->lr, a->beta1, a->beta2, a->eps, a->weight_decay, a->grad_clip, i + 1);
     }
 }
 
@@ -200,7 +200,7 @@ int main(int argc, char** argv) {
 
     Llama m;
     llama_build(&m, c, &flags, &pf, &comm, micro_batch, r.T, 1);
-    llama_set_params(&m, r.params);
+    model_core_set_params(&m, r.params);
     size_t BT = (size_t)r.B * r.T, np = m.num_params;
     float* logits = (float*)xmalloc(BT * c->V * sizeof(float));
     float* grads = (float*)xmalloc(np * sizeof(float));
@@ -228,7 +228,7 @@ int main(int argc, char** argv) {
     if (any_flag) {
         Llama base;
         llama_build(&base, c, &off_flags, &pf, &comm, micro_batch, r.T, 1);
-        llama_set_params(&base, r.params);
+        model_core_set_params(&base, r.params);
         base_grads = (float*)xmalloc(np * sizeof(float));
         float base_loss = run_step(&base, &r, base_grads, NULL);
         check_flag_off_grads(grads, base_grads, np, loss, base_loss, same_order);
@@ -236,7 +236,7 @@ int main(int argc, char** argv) {
         if (r.steps.n > 0) {
             float* l_on = (float*)xmalloc(r.steps.n * sizeof(float));
             float* l_off = (float*)xmalloc(r.steps.n * sizeof(float));
-            llama_set_params(&m, r.params);
+            model_core_set_params(&m, r.params);
             run_steps(&m, &r, l_on);
             run_steps(&base, &r, l_off);
             check_flag_off_steps(l_on, l_off, r.steps.n, same_order);
@@ -247,7 +247,7 @@ int main(int argc, char** argv) {
 
     float* losses = (float*)xmalloc((r.steps.n + 1) * sizeof(float));
     if (r.steps.n > 0) {
-        llama_set_params(&m, r.params);
+        model_core_set_params(&m, r.params);
         run_steps(&m, &r, losses);
         check_step_losses(losses, r.losses, &r.steps, TOL_STEP_LOSS);
     }

@@ -34,23 +34,15 @@ Parallelism (mpirun / srun, one process per GPU, world = dp x cp x tp), with tra
                                               tokens through the whole block (llmc/parallel/attention_op.h)
 Every buffer is planned before the loop (print it with --plan-only 1, per rank with --dp N --tp N --cp N).
 */
-#include "llmc/train/trainer.h"        // kernels, arena, offload, checkpoints, logger, schedule, the shared flags
-#include "llmc/parallel/comm.h"           // ranks and their collectives (MPI, NCCL)
-#include "llmc/parallel/parallel_args.h"  // --zero, --tp, --comm, --comm-timeout, --dp, --fp32-grad-accum
-#include "llmc/train/same_config.h"    // every rank must run the same configuration
-#include "llmc/train/run_log.h"        // the log lines every trainer has
-#include "llmc/train/step_loop.h"      // a step's timing, peak memory, log and checkpoint cadence
-#include "llmc/parallel/param_store.h"    // parameters in buckets, DP reduction, ZeRO-1, AdamW, state in the reference layout
-#include "llmc/train/state_checkpoint.h"  // the checkpoint file: header, parameters, AdamW state
-#include "llmc/parallel/linear.h"          // column- and row-parallel linears: TP, sequence parallelism, recycled buffers
-#include "llmc/parallel/attention_op.h"    // attention: --cp (each rank holds 1/cp of every clip's tokens), RoPE
-#include "llmc/train/fit_memory.h"     // --fit-memory: the search and the cost model
+#include "llmc/train/runner.h"          // the runner, and the model core, checkpoints, plans and logs it drives
+#include "llmc/train/ffn_chunks.h"      // --ffn-chunks: the chunks' geometry
+#include "llmc/parallel/linear.h"       // column- and row-parallel linears: TP, sequence parallelism, recycled buffers
+#include "llmc/parallel/attention_op.h" // attention: --cp (each rank holds 1/cp of every clip's tokens), RoPE
 #include "llmc/kernels/rope3d.h"        // the 3-D RoPE table
-#include "llmc/io/video_data.h"     // clip sources: moving digits, clip files
-#include "llmc/train/flow_batch.h"     // rectified-flow batches (noise, t, label dropout) and the validation by t
-#include "llmc/io/image_write.h"    // GIF and PNG samples
-#include "llmc/train/clip_sampler.h"   // --sample-every: clips sampled per class, written as GIFs, PNGs and a clip file
-#include "llmc/train/runner.h"         // the runner: the step loop, plans, checkpoints, --fit-memory, the config check
+#include "llmc/io/video_data.h"         // clip sources: moving digits, clip files
+#include "llmc/io/image_write.h"        // GIF and PNG samples
+#include "llmc/train/flow_batch.h"      // rectified-flow batches (noise, t, label dropout) and the validation by t
+#include "llmc/train/clip_sampler.h"    // --sample-every: clips sampled per class, written as GIFs, PNGs and a clip file
 
 #define TEMB_DIM 256      // the sinusoidal timestep embedding (docs/design.md 9.3)
 #define DIT_EPS 1e-6f     // LayerNorm and QK RMSNorm
@@ -158,26 +150,17 @@ static void dit_param_specs(const DitConfig* c, ParamSpec s[NUM_DIT_TENSORS]) {
 
 // what one rank of a TP group holds: its heads (whole heads: tp divides H) and its FFN
 // hidden units (parts differ by at most one); FFmax is the largest rank's, so that every
-// rank cuts its FFN into the same number of chunks (their collectives pair up). Under
-// sequence parallelism (sp) the residual stream holds 1/tp of the rows, and with
-// keep_gathered (--tp-recompute-allgather 0, --recompute 0) the gathered a1, a2 are kept.
-typedef struct { int tp, Hl, FFl, FFmax, sp, keep_gathered; } DitShard;
+// rank cuts its FFN into the same number of chunks (their collectives pair up)
+typedef struct { int Hl, FFl, FFmax; } DitShard;
 
 static DitShard dit_shard(const DitConfig* c, int tp, int rank) {
+    if (c->H % tp != 0) FAIL("--tp %d must divide the number of heads H=%d (each rank holds whole heads)", tp, c->H);
+    if (c->FF < tp) FAIL("--tp %d exceeds the FFN hidden size FF=%d", tp, c->FF);
     size_t f0, n;
     split_part((size_t)c->FF, tp, rank, &f0, &n);
-    DitShard s = {tp, c->H / tp, (int)n, (int)ceil_div(c->FF, tp), 0, 0};
+    DitShard s = {c->H / tp, (int)n, (int)ceil_div(c->FF, tp)};
     return s;
 }
-
-static void dit_param_sizes(const DitConfig* c, size_t s[NUM_DIT_TENSORS]) {
-    ParamSpec spec[NUM_DIT_TENSORS];
-    dit_param_specs(c, spec);
-    for (int i = 0; i < NUM_DIT_TENSORS; i++) s[i] = param_spec_size(&spec[i], c->L);
-}
-
-// (the memory flags: MemoryFlags, llmc/train/memory_flags.h; --ffn-chunk-dim seq splits each clip's tokens)
-
 
 // ----------------------------------------------------------------------------
 // activations: what one block keeps for backward, field by field (docs/memory.md 9).
@@ -217,15 +200,15 @@ enum {
 // (of all BN rows); under sequence parallelism the residual stream's fields (h, hmid, the
 // LayerNorm statistics, a1, a2, y1, y2) of its BN/tp own rows, a1 and a2 views of their
 // gathered copies when those are kept.
-static size_t dit_act_field_bytes(const DitConfig* c, const DitShard* t, int B, size_t N, int field) {
-    size_t BN = (size_t)B * N, Dl = (size_t)t->Hl * (c->D / c->H), own = t->sp ? BN / t->tp : BN;
+static size_t dit_act_field_bytes(const DitConfig* c, const DitShard* t, const TpContext* tpc, int B, size_t N, int field) {
+    size_t BN = (size_t)B * N, Dl = (size_t)t->Hl * (c->D / c->H), own = tpc->sp ? BN / tpc->tp : BN;
     switch (field) {
         case A_MEAN1: case A_RSTD1: case A_MEAN2: case A_RSTD2: return own * sizeof(float);
         case A_QRSTD: case A_KRSTD: case A_LSE: return BN * t->Hl * sizeof(float);
         case A_QP: case A_KP: case A_Q: case A_K: case A_V: case A_O: return BN * Dl * sizeof(floatX);
         case A_U: case A_G: return BN * t->FFl * sizeof(floatX);
-        case A_A1: case A_A2: return t->keep_gathered ? 0 : own * c->D * sizeof(floatX);
-        case A_A1G: case A_A2G: return t->keep_gathered ? BN * c->D * sizeof(floatX) : 0;
+        case A_A1: case A_A2: return tpc->keep_gathered ? 0 : own * c->D * sizeof(floatX);
+        case A_A1G: case A_A2G: return tpc->keep_gathered ? BN * c->D * sizeof(floatX) : 0;
         default: return own * c->D * sizeof(floatX);  // h, y1, hmid, y2
     }
 }
@@ -242,11 +225,11 @@ static ActHome dit_act_home(const MemoryFlags* f, int sp, int field) {
     return f->recompute >= 1 && recomputed ? ACT_IN_WORK : ACT_SAVED;
 }
 
-static ActPlan dit_act_plan(const DitConfig* c, const DitShard* t, int B, size_t N, const MemoryFlags* fl) {
+static ActPlan dit_act_plan(const DitConfig* c, const DitShard* t, const TpContext* tpc, int B, size_t N, const MemoryFlags* fl) {
     ActPlan p = {NUM_DIT_ACTS, DIT_ACT_NAMES, {0}, {}, 0, 0};
     for (int i = 0; i < NUM_DIT_ACTS; i++) {
-        p.bytes[i] = dit_act_field_bytes(c, t, B, N, i);
-        p.home[i] = dit_act_home(fl, t->sp, i);
+        p.bytes[i] = dit_act_field_bytes(c, t, tpc, B, N, i);
+        p.home[i] = dit_act_home(fl, tpc->sp, i);
     }
     return act_plan_finish(p);
 }
@@ -256,60 +239,36 @@ static ActPlan dit_act_plan(const DitConfig* c, const DitShard* t, int B, size_t
 
 typedef enum { MODE_TRAIN, MODE_EVAL, MODE_SAMPLE } RunMode;
 
-typedef struct {
+// the model: what the runtime holds for every model (llmc/train/model_core.h: the flags,
+// ranks, plan, parameter store, activations, the TP and CP contexts, the loss), then its own
+struct Dit : ModelCore {
     DitConfig cfg;
-    MemoryFlags flags;
-    ParallelFlags par;
-    Comm* comm;                   // ranks and groups (one process: a world of one)
     DitShard sh;                  // this rank's heads and FFN units (all of them at tp 1)
-    TpContext tpc;                // the TP collectives (llmc/parallel/tensor_parallel.h)
     int B, N, P;                  // planned batch (clips per rank), tokens per clip on this rank, patch size
     int Nt;                       // tokens per clip (N = Nt / cp)
-    CpContext cpx;                // context parallelism's layout and buffers (llmc/parallel/context_parallel.h)
-    Attention att;                // the attention operation over it (llmc/parallel/attention_op.h)
+    size_t clip;                  // values per clip
     floatX *cp_patches, *cp_gathered;  // --cp: every token's patches of the micro-batch; the members' rows gathered
-    int B_cur;                    // clips of the micro-batch being run
     int keep_vpred;               // v_pred of every clip on every rank in training too (test_dit
                                   // compares it; under sequence parallelism it costs a gather)
-    size_t clip;                  // values per clip
-    int allocated;
-    int micro_steps;              // micro-batches per optimizer step (for the plan's communication bytes)
-    size_t param_sizes[NUM_DIT_TENSORS], param_off[NUM_DIT_TENSORS], num_params;  // the reference layout
-
-    Arena dev, host;
-    ParamSpec spec[NUM_DIT_TENSORS];
-    ParamStore st;                // this rank's parameters, gradients and optimizer state (llmc/parallel/param_store.h)
-    size_t* local_off;            // [NUM_DIT_TENSORS * L]: where tensor t (its layer l) starts in st.params
-    void* comm_staging;           // --comm mpi (CUDA): pinned host staging of the collectives
-    Offload off;
-    ActPlan acts;                 // the activation fields and where each lives
-    DitActs work;
     floatX* h_final;              // the last block's output [BN, D]
-    // FFN chunks: u, g, y2 of one chunk (chunked); d(g) of one chunk (always)
-    floatX *ffn_u, *ffn_g, *ffn_y2, *ffn_dg;
-    int ffn_rows, ffn_cols;
-    // backward scratch
-    floatX *dh, *da, *dy, *dout_att, *dq, *dk, *dv, *dqp, *dkp;
+    FfnChunks fc;                 // --ffn-chunks (llmc/train/ffn_chunks.h)
+    floatX *ffn_u, *ffn_g, *ffn_y2, *ffn_dg;  // u, g, y2 of one chunk (chunked); d(g) of one chunk (always)
+    floatX *dh, *da, *dy, *dout_att, *dq, *dk, *dv, *dqp, *dkp;  // backward scratch
     float *mean_scratch, *rstd_scratch, *qk_rstd_scratch;
-    // data and head
-    floatX *x0, *noise, *xt, *vtarget, *vpred, *dvpred, *xp, *hout, *dhout, *xf;
+    floatX *x0, *noise, *xt, *vtarget, *vpred, *dvpred, *xp, *hout, *dhout, *xf;  // data and head
     float *meanf, *rstdf, *t, *sq;
     int* y;
-    // conditioning
-    floatX *temb, *e1, *s1, *cvec, *sc, *ada, *fada;
+    floatX *temb, *e1, *s1, *cvec, *sc, *ada, *fada;  // conditioning
     floatX *dsc, *dc, *ds1, *dada, *dfada;
-    float *rope_cos, *rope_sin;
     float* norm_scratch;
     float* host_sq;
     double* host_sq_sum;          // each clip's loss over the TP group
-    stream_t stream;
-    Profile prof;                 // --profile-step (llmc/kernels/profile.h)
-} Dit;
+};
 
-static floatX* dit_w(const Dit* m, int t, int l) { return m->st.params + m->local_off[(size_t)t * m->cfg.L + l]; }
-static floatX* dit_dw(const Dit* m, int t, int l) { return m->st.grads + m->local_off[(size_t)t * m->cfg.L + l]; }
-static floatX* dit_p(const Dit* m, int t) { return dit_w(m, t, 0); }
-static floatX* dit_g(const Dit* m, int t) { return dit_dw(m, t, 0); }
+static floatX* dit_w(const Dit* m, int t, int l) { return core_w(m, t, l); }
+static floatX* dit_dw(const Dit* m, int t, int l) { return core_dw(m, t, l); }
+static floatX* dit_p(const Dit* m, int t) { return core_w(m, t, 0); }
+static floatX* dit_g(const Dit* m, int t) { return core_dw(m, t, 0); }
 
 // this rank's rows of the residual stream of B clips (all of them, but under sequence
 // parallelism), the first, and their clip-aligned segments (llmc/parallel/tensor_parallel.h)
@@ -317,49 +276,8 @@ static int own_rows(const Dit* m, int B) { return tp_own_rows(&m->tpc, B * m->N)
 static size_t own_row0(const Dit* m, int B) { return tp_own_row0(&m->tpc, B * m->N); }
 static int own_segments(const Dit* m, int B, TpSegment sg[3]) { return tp_own_segments(&m->tpc, B, m->N, sg); }
 
-static DitActs dit_layer_acts(const Dit* m, int l) {
-    DitActs a = act_block_at(&m->acts, offload_block(&m->off, l), &m->work);
-    if (m->sh.keep_gathered) {  // a1 and a2 are this rank's rows of their kept gathered copies
-        size_t own = own_row0(m, m->B_cur) * m->cfg.D;
-        a.f[A_A1] = ACT(a, A_A1G) + own;
-        a.f[A_A2] = ACT(a, A_A2G) + own;
-    }
-    return a;
-}
-
 static floatX* dit_layer_output(const Dit* m, int l) {
-    return l + 1 < m->cfg.L ? ACT(dit_layer_acts(m, l + 1), A_H) : m->h_final;
-}
-
-// One chunk of the FFN: rows r0 .. r0+nr of the batch, in samples b0 .. b0+nb-1 (nper rows
-// each), and hidden columns f0 .. f0+nf.
-typedef struct { int r0, nr, b0, nb, nper, f0, nf, first; } FfnChunk;
-
-static int dit_ffn_num_chunks(const Dit* m, int B) {
-    if (m->flags.ffn_chunks == 1) return 1;
-    if (!m->flags.ffn_chunk_seq) return (int)ceil_div(m->sh.FFmax, m->ffn_cols);  // the trailing empty chunks skipped
-    int per = (int)ceil_div(m->N, m->flags.ffn_chunks);
-    return B * (int)ceil_div(m->N, per);
-}
-
-static FfnChunk dit_ffn_chunk(const Dit* m, int B, int k) {
-    FfnChunk c = {0, B * m->N, 0, B, m->N, 0, m->sh.FFl, k == 0};
-    if (m->flags.ffn_chunks == 1) return c;
-    if (!m->flags.ffn_chunk_seq) {
-        int w = m->ffn_cols;
-        c.f0 = k * w;
-        c.nf = m->sh.FFl - c.f0 < w ? m->sh.FFl - c.f0 : w;
-        if (c.nf < 0) c.nf = 0;  // a rank with one unit less than the largest may have an empty last chunk
-        return c;
-    }
-    int per = (int)ceil_div(m->N, m->flags.ffn_chunks), per_sample = (int)ceil_div(m->N, per);
-    int b = k / per_sample, n0 = (k % per_sample) * per;
-    c.b0 = b; c.nb = 1;
-    c.r0 = b * m->N + n0;
-    c.nr = m->N - n0 < per ? m->N - n0 : per;
-    c.nper = c.nr;
-    c.first = k % per_sample == 0;  // the first chunk of its sample: gate2's gradient starts there
-    return c;
+    return l + 1 < m->cfg.L ? ACT(core_layer_acts(m, l + 1), A_H) : m->h_final;
 }
 
 // Plans every buffer from the config and the flags, then (allocate = 1) allocates once.
@@ -368,72 +286,52 @@ static void dit_build(Dit* m, const DitConfig* cfg, const MemoryFlags* flags, co
                       int allocate) {
     memset(m, 0, sizeof(*m));
     dit_config_validate(cfg);
-    m->cfg = *cfg; m->flags = *flags; m->par = *par; m->comm = comm; m->B = B;
+    m->cfg = *cfg; m->B = B;
     const DitConfig* c = cfg;
     m->Nt = dit_tokens(c); m->P = dit_patch_dim(c); m->clip = dit_clip_size(c);
     if (B < 1) FAIL("batch: B=%d must be positive", B);
     parallel_flags_validate(par);
     int tp = comm->tp;
-    if (c->H % tp != 0) FAIL("--tp %d must divide the number of heads H=%d (each rank holds whole heads)", tp, c->H);
-    if (c->FF < tp) FAIL("--tp %d exceeds the FFN hidden size FF=%d", tp, c->FF);
     m->sh = dit_shard(c, tp, comm->tp_rank);
+    tp_context_init(&m->tpc, comm, par, flags->recompute, (size_t)c->D);
     // context parallelism (non-causal: a plain split, no zigzag): from here on N is this rank's tokens of a clip
     attention_setup(&m->att, &m->cpx, comm, 0, B, m->Nt, m->sh.Hl, m->sh.Hl, c->D / c->H);
     m->N = attention_local_tokens(&m->att, m->Nt);
-    m->sh.sp = tp > 1 && par->tp_sp;
-    m->sh.keep_gathered = m->sh.sp && !par->tp_regather && flags->recompute == 0;
     // sequence parallelism cuts the B*N rows of a micro-batch into tp equal blocks (a ragged
     // last block would need padding rows in every collective: refused instead)
-    if (m->sh.sp && ((size_t)B * m->N) % tp != 0)
+    if (m->tpc.sp && ((size_t)B * m->N) % tp != 0)
         FAIL("--tp-mode reducescatter splits the %zu tokens of a micro-batch (batch %d x %d tokens per clip) into %d "
              "equal blocks: choose a batch (or clip) whose tokens --tp divides, or --tp-mode allreduce",
              (size_t)B * m->N, B, m->N, tp);
-    if (flags->ffn_chunks < 1) FAIL("--ffn-chunks must be >= 1 (got %d)", flags->ffn_chunks);
     if (flags->recompute < 0 || flags->recompute > 2) FAIL("--recompute must be 0, 1 or 2 (got %d)", flags->recompute);
-    if (flags->ffn_chunk_seq && flags->ffn_chunks > m->N)
-        FAIL("--ffn-chunks %d exceeds the %d tokens of a clip", flags->ffn_chunks, m->N);
-    if (!flags->ffn_chunk_seq && flags->ffn_chunks > m->sh.FFl)
-        FAIL("--ffn-chunks %d exceeds %s FFN hidden units (FF=%d%s: %d)", flags->ffn_chunks, tp > 1 ? "this rank's" : "the",
-             c->FF, tp > 1 ? " over --tp" : "", m->sh.FFl);
+    m->fc = ffn_chunks_plan(flags, B, m->N, m->sh.FFl, m->sh.FFmax, tp, "a clip");
     int n_offload = offload_resolve(flags->offload_act, c->L);
     size_t BN = (size_t)B * m->N, D = c->D, hd = c->D / c->H, P = m->P, Hl = m->sh.Hl, Dl = Hl * hd;
-    size_t own = m->sh.sp ? BN / tp : BN;  // this rank's rows of the residual stream
+    size_t own = tp_own_rows(&m->tpc, (int)BN);  // this rank's rows of the residual stream
 
-    dit_param_sizes(c, m->param_sizes);
-    for (int i = 0; i < NUM_DIT_TENSORS; i++) { m->param_off[i] = m->num_params; m->num_params += m->param_sizes[i]; }
-    dit_param_specs(c, m->spec);
-    param_store_layout(&m->st, m->spec, NUM_DIT_TENSORS, c->L, comm, par->zero, 0, par->grad_fp32);
-
+    ParamSpec spec[NUM_DIT_TENSORS];
+    dit_param_specs(c, spec);
+    model_core_begin(m, spec, NUM_DIT_TENSORS, c->L, comm, flags, par, 0);
+    m->tokens_per_item = m->Nt;
     Arena* d = &m->dev;
-    arena_init(d, "device");
-    arena_init(&m->host, "host (pinned)");
-    param_store_plan(&m->st, d, HAVE_MASTER_WEIGHTS);
-    // --comm mpi in the CUDA build: the largest collective (a bucket) passes through pinned host memory
-    size_t most = param_store_largest_bucket(&m->st);  // or a TP collective of [BN, D] rows, [BN, P] patches, [B, 6D] adaLN
+    // the largest TP collective: [BN, D] rows, [BN, P] patches, [B, 6D] adaLN; of CP, the patches' gather (sampling, test_dit)
     size_t tp_most = BN * (D > P ? D : P) > (size_t)B * 6 * D ? BN * (D > P ? D : P) : (size_t)B * 6 * D;
-    if (tp > 1 && tp_most > most) most = tp_most;
-    size_t cp_most = comm->cp > 1 ? (size_t)B * m->Nt * P : 0;  // the patches' gather (sampling, test_dit's v_pred)
-    cp_most = attention_staging_elements(&m->att) > cp_most ? attention_staging_elements(&m->att) : cp_most;
-    if (cp_most > most) most = cp_most;
-    size_t staging = comm_staging_needed(comm) ? most * sizeof(floatX) : 0;
-    arena_add_to(&m->host, "comm staging (--comm mpi)", "comm", staging, &m->comm_staging);
-    // the recycled buffers of sequence parallelism (allreduce mode: none)
-    tp_context_plan(&m->tpc, comm, m->sh.sp, m->sh.keep_gathered, D, BN, d);
-    attention_plan(&m->att, d);  // context parallelism's recycled buffers and fp32 scratch (none at cp 1)
-
-    m->acts = dit_act_plan(c, &m->sh, B, m->N, flags);
-    offload_plan(&m->off, d, &m->host, c->L, n_offload, m->acts.block_bytes);
+    size_t cp_most = comm->cp > 1 ? (size_t)B * m->Nt * P : 0;
+    model_core_staging(m, tp > 1 && tp_most > cp_most ? tp_most : cp_most);
+    tp_context_plan(&m->tpc, BN, d);  // the recycled buffers of sequence parallelism (allreduce mode: none)
+    attention_plan(&m->att, d);       // context parallelism's recycled buffers and fp32 scratch (none at cp 1)
+    model_core_plan_acts(m, dit_act_plan(c, &m->sh, &m->tpc, B, m->N, flags), n_offload);
+    model_core_gathered_view(m, 0, A_A1, A_A1G);
+    model_core_gathered_view(m, 1, A_A2, A_A2G);
     arena_add_to(d, "saved activations (h_final)", "activations", own * D * sizeof(floatX), &m->h_final);
-    int h_work = arena_add(d, "block work (not saved)", "scratch", m->acts.work_bytes);
+    model_core_plan_work(m, "block work (not saved)");
 
     int chunked = flags->ffn_chunks > 1;
-    if (chunked && flags->ffn_chunk_seq) { m->ffn_rows = (int)ceil_div(m->N, flags->ffn_chunks); m->ffn_cols = m->sh.FFl; }
-    else { m->ffn_rows = (int)BN; m->ffn_cols = ffn_chunk_width(m->sh.FFmax, flags->ffn_chunks); }
-    size_t chunk_bytes = (size_t)m->ffn_rows * m->ffn_cols * sizeof(floatX);
+    size_t chunk_bytes = (size_t)m->fc.rows * m->fc.cols * sizeof(floatX);
     arena_add_to(d, "ffn chunk u", "scratch", chunked ? chunk_bytes : 0, &m->ffn_u);
     arena_add_to(d, "ffn chunk g", "scratch", chunked ? chunk_bytes : 0, &m->ffn_g);
     // the chunks' y2 (allreduce mode; sequence parallelism sums them in the reduce-scatter staging)
-    arena_add_to(d, "ffn chunk y2", "scratch", chunked && !m->sh.sp ? (size_t)m->ffn_rows * D * sizeof(floatX) : 0, &m->ffn_y2);
+    arena_add_to(d, "ffn chunk y2", "scratch", chunked && !m->tpc.sp ? (size_t)m->fc.rows * D * sizeof(floatX) : 0, &m->ffn_y2);
     arena_add_to(d, "ffn d(g), d(u)", "scratch", chunk_bytes, &m->ffn_dg);
     size_t act = own * D * sizeof(floatX);  // the residual stream's gradients: this rank's rows
     arena_add_to(d, "d residual", "scratch", act, &m->dh);
@@ -476,11 +374,7 @@ static void dit_build(Dit* m, const DitConfig* cfg, const MemoryFlags* flags, co
     attention_plan_scratch(&m->att, d, B, m->N);
 
     if (!allocate) return;
-    m->allocated = 1;
-    arena_allocate(d, dev_malloc);
-    arena_allocate(&m->host, host_malloc_pinned);
-    offload_bind(&m->off, d, &m->host);
-    act_plan_layout(&m->acts, ACT_IN_WORK, (char*)arena_ptr(d, h_work), &m->work);
+    model_core_allocate(m, &m->norm_scratch);
     if (flags->recompute == 1) {
         m->rstd_scratch = m->mean_scratch + own;
         m->qk_rstd_scratch = m->rstd_scratch + own;
@@ -497,35 +391,19 @@ static void dit_build(Dit* m, const DitConfig* cfg, const MemoryFlags* flags, co
     m->ds1 = m->dc + (size_t)B * D;
     m->dada = m->ds1 + (size_t)B * D;
     m->dfada = m->dada + (size_t)B * 6 * D;
-    m->rope_sin = m->rope_cos + (size_t)m->Nt * (hd / 2);
     m->host_sq = (float*)xmalloc((size_t)B * sizeof(float));
     m->host_sq_sum = (double*)xmalloc((size_t)B * sizeof(double));
-    m->local_off = (size_t*)xmalloc((size_t)NUM_DIT_TENSORS * c->L * sizeof(size_t));
-    for (int i = m->st.lay.n_seg - 1; i >= 0; i--) {  // backwards: a tensor cut in groups starts at its first
-        const Segment* sg = &m->st.lay.seg[i];
-        m->local_off[(size_t)sg->tensor * c->L + (sg->layer < 0 ? 0 : sg->layer)] = sg->local_off;
-    }
-
-    m->stream = stream_create();
-    matmul_setup();
-    param_store_bind(&m->st, m->stream, &m->prof, m->norm_scratch, m->comm_staging, staging);
-    tp_context_bind(&m->tpc, m->stream, m->comm_staging, staging);
+    model_core_loss_rows(m, m->tpc.sp, NULL);  // the loss: the TP ranks' rows differ under sequence parallelism
     size_t n_rope = (size_t)m->Nt * (hd / 2);
     float* tab = (float*)xmalloc(2 * n_rope * sizeof(float));
     rope3d_table(tab, tab + n_rope, c->Fr / c->pt, c->Hi / c->ph, c->Wi / c->pw, (int)hd, c->rope_theta);
-    dev_memcpy_h2d(m->rope_cos, tab, 2 * n_rope * sizeof(float), m->stream);
-    attention_bind(&m->att, m->rope_cos, m->rope_sin, &m->prof, m->stream);
-    stream_synchronize(m->stream);
-    free(tab);
+    model_core_bind_rope(m, tab, n_rope);
 }
 
 static void dit_free(Dit* m) {
-    if (!m->allocated) { param_store_free(&m->st); return; }
-    trainer_release(m->stream, &m->prof, &m->off, &m->dev, &m->host);
     free(m->host_sq);
     free(m->host_sq_sum);
-    free(m->local_off);
-    param_store_free(&m->st);
+    model_core_free(m);
 }
 
 // ----------------------------------------------------------------------------
@@ -759,8 +637,8 @@ static void ffn_output(Dit* m, int l, DitActs a, int B, floatX* y2) {
     int chunked = m->flags.ffn_chunks > 1, seq = chunked && m->flags.ffn_chunk_seq;
     ColumnLinear x = norm_linear(m, l, a, 1, B, 0);
     RowLinear out = row_forward(&m->tpc, y2, NULL, B * m->N);
-    for (int k = 0; k < dit_ffn_num_chunks(m, B); k++) {
-        FfnChunk ch = dit_ffn_chunk(m, B, k);
+    for (int k = 0; k < ffn_chunk_count(&m->fc, B, m->N); k++) {
+        FfnChunk ch = ffn_chunk_at(&m->fc, B, m->N, k);
         ffn_chunk_forward(m, l, &x, ch, chunked ? m->ffn_u : ACT(a, A_U), chunked ? m->ffn_g : ACT(a, A_G), &out,
                           seq ? ch.r0 : 0, seq || k == 0);
     }
@@ -776,8 +654,8 @@ static void ffn_forward(Dit* m, int l, DitActs a, int B, floatX* out) {
     floatX* gate = ada_part(m, m->ada + (size_t)l * B * 6 * D, 5);
     if (m->flags.ffn_chunks > 1 && m->flags.ffn_chunk_seq && !m->tpc.sp) {  // token chunks, each summed on its own
         ColumnLinear x = norm_linear(m, l, a, 1, B, 0);
-        for (int k = 0; k < dit_ffn_num_chunks(m, B); k++) {
-            FfnChunk ch = dit_ffn_chunk(m, B, k);
+        for (int k = 0; k < ffn_chunk_count(&m->fc, B, m->N); k++) {
+            FfnChunk ch = ffn_chunk_at(&m->fc, B, m->N, k);
             RowLinear y2 = row_forward(&m->tpc, m->ffn_y2, NULL, ch.nr);
             ffn_chunk_forward(m, l, &x, ch, m->ffn_u, m->ffn_g, &y2, 0, 1);
             row_done(&y2);
@@ -811,9 +689,9 @@ static ColumnLinear ffn_backward(Dit* m, int l, DitActs a, int B) {
         gated_own_backward(m, m->dy, recompute_y2 ? NULL : dgate, m->dh, ACT(a, A_Y2), gate, 6 * D, B);
     RowLinear fc2 = row_backward(&m->tpc, m->dy, B * m->N, dit_dw(m, B_FC2, l));
     ColumnLinear x = norm_linear(m, l, a, 1, B, 1);
-    int nc = dit_ffn_num_chunks(m, B);
+    int nc = ffn_chunk_count(&m->fc, B, m->N);
     for (int k = 0; k < nc; k++) {
-        FfnChunk ch = dit_ffn_chunk(m, B, k);
+        FfnChunk ch = ffn_chunk_at(&m->fc, B, m->N, k);
         floatX *u = ACT(a, A_U), *g = ACT(a, A_G);
         if (chunked) u = m->ffn_u, g = m->ffn_g;
         if (recompute_y2) {  // recompute the chunk, and its share of gate2's gradient (the chunk's y2 summed over TP)
@@ -841,7 +719,7 @@ static ColumnLinear ffn_backward(Dit* m, int l, DitActs a, int B) {
 }
 
 static void layer_forward(Dit* m, int l, int B, RunMode mode) {
-    DitActs a = dit_layer_acts(m, l);
+    DitActs a = core_layer_acts(m, l);
     attention_block_forward(m, l, a, B);
     // the output lands in the next block's (possibly offloaded) slot
     if (mode == MODE_TRAIN && l + 1 < m->cfg.L) offload_before_write(&m->off, l + 1, m->stream);
@@ -857,7 +735,7 @@ static void layer_backward(Dit* m, int l, int B) {
     stream_t s = m->stream;
     Profile* P = &m->prof;
     PROF(P, "offload wait", 0, 0, s) offload_before_backward(&m->off, l, s);
-    DitActs a = dit_layer_acts(m, l);
+    DitActs a = core_layer_acts(m, l);
     floatX* ada = m->ada + (size_t)l * B * 6 * D;
 
     // recompute what was not kept: the same launchers on the same inputs give the same bits
@@ -1003,10 +881,10 @@ static void dit_forward(Dit* m, int B, RunMode mode, float dscale) {
     const DitConfig* c = &m->cfg;
     int D = c->D, nr = own_rows(m, B);
     stream_t s = m->stream;
-    m->B_cur = B;
+    m->rows_cur = B * m->N;
     const floatX* xp = m->xp + own_row0(m, B) * m->P;  // this rank's rows of the patches
     conditioning_forward(m, B);
-    floatX* h0 = ACT(dit_layer_acts(m, 0), A_H);
+    floatX* h0 = ACT(core_layer_acts(m, 0), A_H);
     PROF(&m->prof, "patch embed fwd", gemm_flops(nr, D, m->P), 0, s) {
         dit_patches(m, m->xp, m->xt, B);
         matmul_forward(h0, xp, dit_p(m, W_PATCH), nr, m->P, D, m->P, 0, s);
@@ -1021,19 +899,19 @@ static void dit_forward(Dit* m, int B, RunMode mode, float dscale) {
 // start as soon as its gradients are complete.
 static void dit_backward(Dit* m, int B, int last) {
     const DitConfig* c = &m->cfg;
-    int D = c->D, nr = own_rows(m, B), sp = m->tpc.sp;
+    int D = c->D, nr = own_rows(m, B);
     stream_t s = m->stream;
     const floatX* xp = m->xp + own_row0(m, B) * m->P;
     for (int l = c->L - 1; l >= 0; l--) {
         layer_backward(m, l, B);
-        param_store_bucket_done(&m->st, l, last, sp);  // its reductions overlap the blocks below
+        param_store_bucket_done(&m->st, l, last);  // its reductions overlap the blocks below
     }
     PROF(&m->prof, "patch embed bwd", gemm_flops(nr, D, m->P), 0, s) {
         matmul_backward_weight(dit_g(m, W_PATCH), m->dh, xp, nr, m->P, D, m->P, s);
         bias_backward(dit_g(m, B_PATCH), m->dh, nr, D, s);
     }
     conditioning_backward(m, B);
-    param_store_bucket_done(&m->st, c->L, last, sp);  // the rest: patch, timestep and class, final layer
+    param_store_bucket_done(&m->st, c->L, last);  // the rest: patch, timestep and class, final layer
 }
 
 // the model on the staged batch: forward, and in training the backward
@@ -1054,10 +932,12 @@ static void dit_check_batch(const Dit* m, int B, const int* y) {
 // One micro-batch of clips x0 with noise, t and classes y (host arrays): forward, and in
 // training the backward, adding into the gradients (dscale = 1 / values in the whole
 // step, all ranks). With last = 1 (the step's last micro-batch) each bucket's DP
-// reduction starts as soon as its gradients are complete. Returns the mean loss of
-// these clips; per_clip (optional) gets each clip's mean squared error.
-static float dit_forward_backward(Dit* m, const float* x0, const float* noise, const float* t, const int* y, int B,
-                                  RunMode mode, float dscale, float* per_clip, int last) {
+// reduction starts as soon as its gradients are complete. The squared errors of this
+// rank's rows go to the step's loss (model_core_take_loss reduces them over the ranks);
+// per_clip (validation) gets each clip's mean squared error, summed over the ranks that
+// hold its rows (the TP group under sequence parallelism, the CP group).
+static void dit_forward_backward(Dit* m, const float* x0, const float* noise, const float* t, const int* y, int B,
+                                 RunMode mode, float dscale, float* per_clip, int last) {
     dit_check_batch(m, B, y);
     stream_t s = m->stream;
     size_t n = (size_t)B * m->clip;
@@ -1070,16 +950,11 @@ static float dit_forward_backward(Dit* m, const float* x0, const float* noise, c
     dev_memcpy_d2h(m->host_sq, m->sq, (size_t)B * sizeof(float), s);
     stream_synchronize(s);
     double sum = 0.0, *sq = m->host_sq_sum;
-    for (int i = 0; i < B; i++) sq[i] = m->host_sq[i];
-    // under sequence parallelism each rank summed its own rows of each clip: the clip's sum over
-    // TP; under cp over the CP group
+    for (int i = 0; i < B; i++) { sq[i] = m->host_sq[i]; sum += sq[i]; }
+    if (!per_clip) { model_core_add_loss(m, sum, (double)own_rows(m, B) * m->P); return; }
     if (m->tpc.sp) comm_host_all_reduce(m->comm, GROUP_TP, sq, B, COMM_SUM);
     attention_sum_samples(&m->att, sq, B);
-    for (int i = 0; i < B; i++) {
-        sum += sq[i];
-        if (per_clip) per_clip[i] = (float)sq[i] / (float)m->clip;
-    }
-    return (float)(sum / ((double)B * m->clip));
+    for (int i = 0; i < B; i++) per_clip[i] = (float)sq[i] / (float)m->clip;
 }
 
 // v_pred for x_t at times t and classes y (host arrays), for sampling
@@ -1152,7 +1027,6 @@ typedef struct {
     FlowBatch batch;
     ClipSampler smp;
     float dscale;   // 1 / (the values of a step over all ranks)
-    double loss;    // the step's summed micro-batch means (this rank)
     ValLoss vl;     // this step's validation, val_loss_none() when none ran
 } Trainer;
 
@@ -1215,7 +1089,7 @@ static void parse_args(int argc, char** argv, TrainArgs* a) {
 }
 
 // the per-flag view of a block's saved activations (what --plan-only prints for long sequences)
-static void print_activation_table(Logger* lg, const DitConfig* c, const DitShard* t, int B) {
+static void print_activation_table(Logger* lg, const DitConfig* c, const DitShard* t, const TpContext* tpc, int B) {
     static const struct { const char* name; MemoryFlags f; } rows[] = {
         {"no flag", memory_flags(1, 0)}, {"--ffn-chunks 4", memory_flags(4, 0)}, {"--recompute 1", memory_flags(1, 1)},
         {"--ffn-chunks 4 --recompute 1", memory_flags(4, 1)}, {"--recompute 2", memory_flags(1, 2)}};
@@ -1228,7 +1102,7 @@ static void print_activation_table(Logger* lg, const DitConfig* c, const DitShar
     for (size_t r = 0; r < sizeof(rows) / sizeof(rows[0]); r++) {
         logf_(lg, "| %-30s |", rows[r].name);
         for (int e = 14; e <= 17; e++) {
-            double blk = (double)dit_act_plan(c, t, B, (size_t)1 << e, &rows[r].f).block_bytes / 1073741824.0;
+            double blk = (double)dit_act_plan(c, t, tpc, B, (size_t)1 << e, &rows[r].f).block_bytes / 1073741824.0;
             logf_(lg, " %18.3f | %12.2f |", blk, blk * c->L);
         }
         logf_(lg, "\n");
@@ -1281,14 +1155,14 @@ static CommBytes dit_comm_bytes(const Dit* m) {
     memset(&cb, 0, sizeof(cb));
     const DitConfig* c = &m->cfg;
     double sx = sizeof(floatX), D = c->D, L = c->L, P = m->P, hd = (double)c->D / c->H, B = m->B;
-    if (m->comm->tp > 1 && !m->sh.sp) {
+    if (m->comm->tp > 1 && !m->tpc.sp) {
         double S = B * m->N * D * sx, chunked = m->flags.ffn_chunks > 1;
         double per_block = 4 + (m->flags.recompute >= 2) * (1 + !chunked);
-        if (chunked) per_block += m->flags.ffn_chunk_seq ? 1 : dit_ffn_num_chunks(m, m->B);
+        if (chunked) per_block += m->flags.ffn_chunk_seq ? 1 : ffn_chunk_count(&m->fc, m->B, m->N);
         comm_bytes_add(&cb, m->comm, GROUP_TP, KIND_ALL_REDUCE, m->micro_steps * L * per_block * S);
         comm_bytes_add(&cb, m->comm, GROUP_TP, KIND_ALL_REDUCE, 2.0 * L * hd * sx);
     } else if (m->comm->tp > 1) {
-        double S = B * m->N * D * sx, re2 = m->flags.recompute >= 2, regather = !m->sh.keep_gathered;
+        double S = B * m->N * D * sx, re2 = m->flags.recompute >= 2, regather = !m->tpc.keep_gathered;
         comm_bytes_add(&cb, m->comm, GROUP_TP, KIND_ALL_GATHER, m->micro_steps * L * (4 + 2 * regather + 2 * re2) * S);
         comm_bytes_add(&cb, m->comm, GROUP_TP, KIND_REDUCE_SCATTER, m->micro_steps * L * (4 + 2 * re2) * S);
         comm_bytes_add(&cb, m->comm, GROUP_TP, KIND_ALL_REDUCE, m->micro_steps * (L * 6 + 2) * B * D * sx);
@@ -1306,14 +1180,14 @@ static int plan_json(void* t, char* out, size_t n) {
     const Dit* m = &((Trainer*)t)->m;
     snprintf(out, n, "\"N\": %d, \"P\": %d, \"dp\": %d, \"tp\": %d, \"tp_sp\": %d, \"keep_gathered\": %d, "
              "\"zero\": %d, \"grad_fp32\": %d, \"cp\": %d, \"cp_ulysses\": %d, \"n_local\": %zu, \"n_opt\": %zu", m->N,
-             m->P, m->comm->dp, m->comm->tp, m->sh.sp, m->sh.keep_gathered, m->par.zero, m->par.grad_fp32, m->comm->cp,
+             m->P, m->comm->dp, m->comm->tp, m->tpc.sp, m->tpc.keep_gathered, m->par.zero, m->par.grad_fp32, m->comm->cp,
              m->comm->ulysses, m->st.lay.n_local, m->st.lay.n_opt);
     return m->comm->cp > 1;
 }
 
 static void plan_only_lines(void* t, Logger* lg) {
     const Trainer* x = (const Trainer*)t;
-    print_activation_table(lg, &x->a.cfg, &x->m.sh, x->a.run.B);
+    print_activation_table(lg, &x->a.cfg, &x->m.sh, &x->m.tpc, x->a.run.B);
 }
 
 // ----------------------------------------------------------------------------
@@ -1364,14 +1238,12 @@ static FitCost plan_cost(void* t, Comm* comm, int B, const MemoryFlags* f, const
 // ----------------------------------------------------------------------------
 // the runner's operations
 
-static void build(void* t, Comm* comm, const MemoryFlags* mem, const ParallelFlags* pf, int B, int allocate, ModelView* v) {
+static ModelCore* build(void* t, Comm* comm, const MemoryFlags* mem, const ParallelFlags* pf, int B, int allocate) {
     Trainer* x = (Trainer*)t;
-    Dit* m = &x->m;
     x->comm = comm;
-    dit_build(m, &x->a.cfg, mem, pf, comm, B, allocate);
-    m->micro_steps = x->a.run.grad_accum;
-    ModelView mv = {&m->st, &m->dev, &m->host, &m->acts, &m->off, &m->prof, m->stream, m->num_params};
-    *v = mv;
+    dit_build(&x->m, &x->a.cfg, mem, pf, comm, B, allocate);
+    x->m.micro_steps = x->a.run.grad_accum;
+    return &x->m;
 }
 
 static void model_free(void* t) { dit_free(&((Trainer*)t)->m); }
@@ -1429,7 +1301,6 @@ static void start(void* t, Comm*, Logger* lg) {
     clip_sampler_init(&x->smp, a->run.sample_every > 0 ? a->sample_clips : 0, a->cfg.NC, a->cfg.C, a->cfg.Fr, a->cfg.Hi,
                       a->cfg.Wi, a->run.B, a->sample_steps, a->cfg_scale, a->gif_scale, (uint64_t)a->run.loop.seed);
     x->dscale = 1.0f / (float)((double)a->run.total_batch * x->m.clip);
-    x->loss = 0.0;
     x->vl = val_loss_none();
 }
 
@@ -1444,31 +1315,7 @@ static void next_batch(void* t, int step, int micro) {
 static void forward_backward(void* t, int, int last) {
     Trainer* x = (Trainer*)t;
     FlowBatch* b = &x->batch;
-    x->loss += dit_forward_backward(&x->m, b->x0, b->noise, b->t, b->y, x->a.run.B, MODE_TRAIN, x->dscale, NULL, last);
-}
-
-// the mean of the ranks' means of equal batches (a CP group's members hold the same clips: one counts)
-static double take_loss(void* t) {
-    Trainer* x = (Trainer*)t;
-    double loss = x->comm->cp_rank != 0 ? 0.0 : x->loss;
-    x->loss = 0.0;
-    comm_host_all_reduce(x->comm, GROUP_GRAD, &loss, 1, COMM_SUM);
-    return loss / x->a.run.grad_accum / x->comm->dp;
-}
-
-// global-norm clipping and one AdamW step on what this rank owns (then ZeRO-1's all-gather)
-static void update(void* t, const TrainLoopArgs* l, float lr, float norm, int step) {
-    param_store_apply_update(&((Trainer*)t)->m.st, lr, l->beta1, l->beta2, l->adam_eps, l->weight_decay, l->grad_clip, norm, step);
-}
-
-static void rate(void* t, double ms, int, char* out, size_t n) {
-    double clips_s = ((Trainer*)t)->a.run.total_batch / (ms / 1e3);
-    snprintf(out, n, "%.1f clips/s %.0f tok/s", clips_s, clips_s * ((Trainer*)t)->m.N);
-}
-
-static void rate_metrics(void* t, Logger* lg, double ms, int) {
-    double clips_s = ((Trainer*)t)->a.run.total_batch / (ms / 1e3);
-    metrics_num(lg, "clips_per_s", clips_s); metrics_num(lg, "tok_per_s", clips_s * ((Trainer*)t)->m.N);
+    dit_forward_backward(&x->m, b->x0, b->noise, b->t, b->y, x->a.run.B, MODE_TRAIN, x->dscale, NULL, last);
 }
 
 // the model behind llmc/train/flow_batch.h's validation
@@ -1506,14 +1353,15 @@ static void finish(void* t) {
 }
 
 static const ModelOps DIT_OPS = {
-    // program, plan unit, what --init-from starts afresh, --fit-memory's batches (this build: 128 clips at most)
-    "train_dit", "block", "optimizer state and step", 64, 128,
+    // program, plan unit, what --init-from starts afresh, what --total-batch counts, --fit-memory's batches (this
+    // build: 128 clips at most)
+    "train_dit", "block", "optimizer state and step", "clips", 64, 128,
     // the model and its checkpoints
     build, model_free, init_params, ckpt_read, NULL, ckpt_write, dit_checkpoint_check,
     // a step (next_batch; units, unit_forward/backward, unit_params; forward, backward; fused)
-    next_batch, NULL, NULL, NULL, NULL, NULL, NULL, forward_backward, take_loss, update,
-    // the trainer's own: batch, data, throughput, validation, samples
-    resolve_batch, prepare, start, rate, rate_metrics, validate, val_metrics, sample, finish,
+    next_batch, NULL, NULL, NULL, NULL, NULL, NULL, forward_backward,
+    // the trainer's own: batch, data, validation, samples
+    resolve_batch, prepare, start, validate, val_metrics, sample, finish,
     // the plan and --fit-memory
     print_config, NULL, plan_only_lines, comm_bytes, plan_json, plan_cost,
 };

@@ -1,42 +1,27 @@
 /*
-train_llama: trains a Llama-style language model, in one file of host code.
+train_llama: trains a Llama-style language model, in one file of host code: the model's
+presets, tensor and activation tables, its forward, backward and update, and the table of
+operations that llmc/train/runner.h drives (the step loop, plans, checkpoints, logs).
 
 The same file builds two programs (docs/design.md 3): nvcc makes the CUDA trainer, and
 g++ -x c++ -fopenmp -DLLMC_CPU makes the CPU one, which runs the exact same
-orchestration (chunking, offload schedule, memory plan) with the CPU twins of the
-kernels. This file has no kernels: it calls the launchers of llmc/kernels/kernels.h.
+orchestration with the CPU twins of the kernels. It has no kernels of its own.
 
-Memory techniques, each a flag that leaves the mathematics unchanged:
-  --ffn-chunks K --ffn-chunk-dim hidden|seq   FFN in K slices, recomputed in backward
-  --ce-chunks K                               output projection + cross-entropy in K row slices
-  --offload-act N                             saved activations of N layers live in pinned host memory
-  --recompute 0|1|2                           what backward recomputes instead of keeping
-Parallelism (mpirun / srun, one process per GPU, world = dp x cp x tp; llmc/parallel/comm.h), each also a flag:
-  --tp N --tp-mode allreduce|reducescatter    Megatron tensor parallelism; reducescatter adds sequence parallelism
-  --tp-recompute-allgather 0|1                backward gathers the norm outputs again (1) or keeps the gathered copy (0)
-  --cp N --cp-mode ring|ulysses|hybrid        context parallelism: each rank holds 1/cp of every sample's tokens
-  --zero 1                                    master weights and AdamW state sharded over the DP ranks
-  --shard-vocab 1                             embedding and output projection split over the vocabulary:
-                                              over the TP group when tp > 1, else 1/dp row shards over DP
-Every buffer is planned before the loop (print it with --plan-only, per rank with
---dp N --tp N --cp N); nothing is allocated inside it.
+Every memory technique and every parallel layout is a flag that leaves the mathematics
+unchanged (--help lists them; docs/design.md walks them to the code): the FFN, the head's
+cross-entropy and the saved activations in chunks, on the host or recomputed; data,
+tensor (with sequence parallelism) and context parallelism, ZeRO-1 and the vocabulary
+sharded. World = dp x cp x tp (llmc/parallel/comm.h). Every buffer is planned before the
+loop (--plan-only prints it, for any --dp --tp --cp); nothing is allocated inside it.
 */
-#include "llmc/train/trainer.h"
-#include "llmc/io/dataloader.h"
-#include "llmc/train/story_sampler.h"  // --sample-every: stories decoded with a llama2.c tokenizer
-#include "llmc/parallel/comm.h"
-#include "llmc/parallel/parallel_args.h"
-#include "llmc/train/same_config.h"    // every rank must run the same configuration
-#include "llmc/train/run_log.h"        // the log lines every trainer has
-#include "llmc/train/step_loop.h"      // a step's timing, peak memory, log and checkpoint cadence
-#include "llmc/train/fit_memory.h"       // --fit-memory: the search and the cost model
-#include "llmc/parallel/linear.h"          // column- and row-parallel linears: TP, sequence parallelism, recycled buffers
-#include "llmc/parallel/attention_op.h"    // attention: --cp (each rank holds 1/cp of every sample's tokens), RoPE
-#include "llmc/parallel/vocab_parallel.h"   // --shard-vocab: the embedding and output split over the vocabulary
-#include "llmc/kernels/rope3d.h"           // the RoPE angle table
-#include "llmc/parallel/param_store.h"
-#include "llmc/train/state_checkpoint.h"  // the checkpoint file: header, parameters, AdamW state, loader position
-#include "llmc/train/runner.h"            // the runner: the step loop, plans, checkpoints, --fit-memory, the config check
+#include "llmc/train/runner.h"            // the runner, and the model core, checkpoints, plans and logs it drives
+#include "llmc/train/ffn_chunks.h"        // --ffn-chunks: the chunks' geometry
+#include "llmc/parallel/linear.h"         // column- and row-parallel linears: TP, sequence parallelism, recycled buffers
+#include "llmc/parallel/attention_op.h"   // attention: --cp (each rank holds 1/cp of every sample's tokens), RoPE
+#include "llmc/parallel/vocab_parallel.h" // --shard-vocab: the embedding and output split over the vocabulary
+#include "llmc/kernels/rope3d.h"          // the RoPE angle table
+#include "llmc/io/dataloader.h"           // token shards
+#include "llmc/train/story_sampler.h"     // --sample-every: stories decoded with a llama2.c tokenizer
 
 // ----------------------------------------------------------------------------
 // model configuration (docs/design.md 5.2)
@@ -107,25 +92,18 @@ static const char* PARAM_NAMES[NUM_PARAM_TENSORS] = {"tok_embeddings", "attn_nor
 // and w2 (the matching columns). Norm weights are replicated. With --shard-vocab 1 the
 // embedding and the output projection are split over the vocabulary (llmc/parallel/param_layout.h).
 
-typedef struct {
-    int tp, rank;     // TP group size, this rank's place in it
-    int Hl, KVl;      // query and kv heads of this rank
-    int Fl, f0;       // FFN hidden units [f0, f0 + Fl)
-} TpShard;
+typedef struct { int Hl, KVl, Fl; } LlamaShard;  // this rank's query heads, kv heads, FFN hidden units
 
-static TpShard llama_shard(const LlamaConfig* c, int tp, int r) {
-    size_t f0, Fl;
-    split_part((size_t)c->F, tp, r, &f0, &Fl);
-    TpShard t = {tp, r, c->H / tp, c->KV / tp, (int)Fl, (int)f0};
-    return t;
-}
-
-static void llama_check_tp(const LlamaConfig* c, int tp) {
+static LlamaShard llama_shard(const LlamaConfig* c, int tp, int r) {
     if (tp < 1) FAIL("--tp must be >= 1 (got %d)", tp);
     if (c->H % tp != 0 || c->KV % tp != 0)
         FAIL("--tp %d must divide the number of heads H=%d and of kv heads KV=%d (each rank holds whole GQA groups)",
              tp, c->H, c->KV);
     if (c->F < tp) FAIL("--tp %d exceeds the FFN hidden size F=%d", tp, c->F);
+    size_t f0, Fl;
+    split_part((size_t)c->F, tp, r, &f0, &Fl);
+    LlamaShard t = {c->H / tp, c->KV / tp, (int)Fl};
+    return t;
 }
 
 // The tensor table: shapes, TP splits (heads cut in whole heads of hd rows or columns),
@@ -148,13 +126,6 @@ static void llama_param_specs(const LlamaConfig* c, ParamSpec s[NUM_PARAM_TENSOR
     };
     memcpy(s, table, sizeof(table));
 }
-
-static void param_sizes(const LlamaConfig* c, size_t sizes[NUM_PARAM_TENSORS]) {
-    ParamSpec s[NUM_PARAM_TENSORS];
-    llama_param_specs(c, s);
-    for (int i = 0; i < NUM_PARAM_TENSORS; i++) sizes[i] = param_spec_size(&s[i], c->L);
-}
-// (the memory flags: MemoryFlags, llmc/train/memory_flags.h; the parallel ones: ParallelFlags, llmc/parallel/parallel_args.h)
 
 // ----------------------------------------------------------------------------
 // activations. What one layer keeps for backward, field by field; the fields a
@@ -186,26 +157,12 @@ enum {
 [[maybe_unused]] static const char* ACT_NAMES[NUM_ACT_FIELDS] = {"x", "rstd1", "xn1", "q", "k", "v", "att", "lse",
                                                 "xmid", "rstd2", "xn2", "h1", "h3", "g", "xn1 gathered", "xn2 gathered"};
 
-// the activation shapes of one rank: tp = 1 is the one-process model
-typedef struct {
-    int tp, sp;        // TP group size; sequence parallelism on
-    int Hl, KVl, Fl;   // this rank's heads, kv heads and FFN hidden units
-    int keep_gathered; // the gathered norm outputs are saved (sp, --tp-recompute-allgather 0, --recompute 0)
-} TpDims;
-
-static TpDims llama_dims(const LlamaConfig* c, const MemoryFlags* f, const ParallelFlags* pf, int tp, int tp_rank) {
-    TpShard t = llama_shard(c, tp, tp_rank);
-    int sp = tp > 1 && pf->tp_sp;
-    TpDims d = {tp, sp, t.Hl, t.KVl, t.Fl, sp && !pf->tp_regather && f->recompute == 0};
-    return d;
-}
-
-static size_t act_field_bytes(const LlamaConfig* c, const TpDims* t, int B, int T, int field) {
-    size_t BT = (size_t)B * T, hd = c->D / c->H, rows = t->sp ? BT / t->tp : BT;
+static size_t act_field_bytes(const LlamaConfig* c, const LlamaShard* t, const TpContext* tpc, int B, int T, int field) {
+    size_t BT = (size_t)B * T, hd = c->D / c->H, rows = tp_own_rows(tpc, (int)BT);
     switch (field) {
         case A_X: case A_XMID: return rows * c->D * sizeof(floatX);
-        case A_XN1: case A_XN2: return t->keep_gathered ? 0 : rows * c->D * sizeof(floatX);  // then a view of the gathered copy
-        case A_XN1G: case A_XN2G: return t->keep_gathered ? BT * c->D * sizeof(floatX) : 0;
+        case A_XN1: case A_XN2: return tpc->keep_gathered ? 0 : rows * c->D * sizeof(floatX);  // then a view of the gathered copy
+        case A_XN1G: case A_XN2G: return tpc->keep_gathered ? BT * c->D * sizeof(floatX) : 0;
         case A_RSTD1: case A_RSTD2: return rows * sizeof(float);
         case A_Q: case A_ATT: return BT * t->Hl * hd * sizeof(floatX);
         case A_K: case A_V: return BT * t->KVl * hd * sizeof(floatX);
@@ -224,89 +181,55 @@ static ActHome act_field_home(const MemoryFlags* f, int field) {
     return ACT_SAVED;
 }
 
-static ActPlan act_plan(const LlamaConfig* c, const TpDims* t, int B, int T, const MemoryFlags* fl) {
+static ActPlan act_plan(const LlamaConfig* c, const LlamaShard* t, const TpContext* tpc, int B, int T, const MemoryFlags* fl) {
     ActPlan p = {NUM_ACT_FIELDS, ACT_NAMES, {0}, {}, 0, 0};
-    for (int i = 0; i < NUM_ACT_FIELDS; i++) { p.bytes[i] = act_field_bytes(c, t, B, T, i); p.home[i] = act_field_home(fl, i); }
+    for (int i = 0; i < NUM_ACT_FIELDS; i++) { p.bytes[i] = act_field_bytes(c, t, tpc, B, T, i); p.home[i] = act_field_home(fl, i); }
     return act_plan_finish(p);
 }
 
 typedef ActBlock LayerActs;
 
 // ----------------------------------------------------------------------------
-// the model
+typedef enum { MODE_TRAIN, MODE_EVAL } RunMode;
 
-typedef struct {
+// ----------------------------------------------------------------------------
+// the model: what the runtime holds for every model (llmc/train/model_core.h: the flags,
+// ranks, plan, parameter store, activations, the TP and CP contexts, the loss), then its own
+
+struct Llama : ModelCore {
     LlamaConfig cfg;
-    MemoryFlags flags;
-    ParallelFlags par; // ZeRO-1, the sharded vocabulary, the fp32 accumulator, sequence parallelism
-    Comm* comm;        // ranks and groups (one process: a world of one)
-    int B, T;          // the largest batch any call will use (buffers are sized for it); T: a sample's tokens
-    int Tl;            // the tokens of a sample this rank holds: T / cp
-    int N_cur;         // the rows (B*Tl) of the micro-batch in flight
-    int micro_steps;   // micro-batches per optimizer step (for the plan's communication bytes)
-    int allocated;     // 0: only the plan exists
-    size_t param_sizes[NUM_PARAM_TENSORS];  // the whole model, reference layout
-    size_t num_params;
-
-    Arena dev, host;   // the memory plan (device and pinned host)
-    ParamSpec spec[NUM_PARAM_TENSORS];  // the tensor table
-    ParamStore st;                   // where each parameter lives on this rank, its gradient and optimizer state
-    floatX* p[NUM_PARAM_TENSORS];    // whole-model tensors (norm; embedding and output unless sharded)
+    LlamaShard sh;                    // this rank's share of the heads and hidden units
+    int B, T;                         // the largest batch any call will use (buffers are sized for it); T: a sample's tokens
+    int Tl;                           // the tokens of a sample this rank holds: T / cp
+    floatX* p[NUM_PARAM_TENSORS];     // whole-model tensors (norm; embedding and output unless sharded)
     floatX* g[NUM_PARAM_TENSORS];
-    size_t* layer_off;               // [NUM_PARAM_TENSORS * L]: local offset of tensor t, layer l
-    VocabShards voc;                 // --shard-vocab: the split embedding and output (llmc/parallel/vocab_parallel.h)
-    void* comm_staging;              // --comm mpi (CUDA): pinned host staging of this model's collectives
-
-    TpDims tpd;                       // this rank's share of the heads, hidden units and rows
-    TpContext tpc;                    // the TP collectives, their recycled buffers (llmc/parallel/tensor_parallel.h)
-    CpContext cpx;                    // context parallelism's layout and buffers (llmc/parallel/context_parallel.h)
-    Attention att;                    // the attention operation over it (llmc/parallel/attention_op.h)
+    VocabShards voc;                  // --shard-vocab: the split embedding and output (llmc/parallel/vocab_parallel.h)
     int* cp_tokens;                   // host: a micro-batch's inputs and targets in this rank's token order
-    ActPlan acts;                     // the activation fields and where each lives
-    Offload off;                      // where each layer's block lives (llmc/parallel/offload.h)
-    LayerActs work;                   // fields that are not saved, shared by all layers
     floatX* x_final;                  // output of the last layer [BT, D]
-    // FFN chunk scratch (chunked) or backward scratch (always)
-    floatX *ffn_h1, *ffn_h3, *ffn_g, *ffn_dg, *ffn_dh3;
-    int ffn_rows, ffn_cols;           // one chunk's shape
-    // backward scratch
-    floatX *dx, *dxn, *dq, *dk, *dv, *datt;
+    FfnChunks fc;                     // --ffn-chunks (llmc/train/ffn_chunks.h)
+    floatX *ffn_h1, *ffn_h3, *ffn_g, *ffn_dg, *ffn_dh3;  // FFN chunk scratch (chunked) or backward scratch (always)
+    floatX *dx, *dxn, *dq, *dk, *dv, *datt;               // backward scratch
     float* rstd_scratch;
-    // head
-    floatX *xf, *dxf, *logits;
+    floatX *xf, *dxf, *logits;        // the head
     float *rstdf, *losses;
     int ce_rows;                      // rows per CE chunk
     int *inputs, *targets;            // device copies of the batch
-    float *rope_cos, *rope_sin;       // [max_seq_len, hd/2]
-    float* norm_scratch;              // one float on the device
-    float* loss_sum;                  // the sum of the per-token losses since the last llama_take_loss (device)
-    double loss_tokens;               // how many tokens that sum holds (host)
-
-    stream_t stream;
-    Profile prof;                     // --profile-step: timers around the launch groups (llmc/kernels/profile.h)
+    float* norm_scratch;              // grad norm, loss sum: two floats on the device
 #ifdef TESTING
     float* capture_logits;            // when set, every logits chunk is copied here (host, [BT, V])
 #endif
-} Llama;
+};
 
 // the rows of an N-row micro-batch this rank holds in the residual stream: all of them,
 // or under sequence parallelism block tp_rank of tp equal blocks
 static int own_rows(const Llama* m, int N) { return tp_own_rows(&m->tpc, N); }
 static size_t own_row0(const Llama* m, int N) { return tp_own_row0(&m->tpc, N); }
-
-static LayerActs layer_acts(const Llama* m, int l) {
-    LayerActs a = act_block_at(&m->acts, offload_block(&m->off, l), &m->work);
-    if (m->tpd.keep_gathered) {  // the norm outputs are the own rows of their kept gathered copies
-        size_t own = own_row0(m, m->N_cur) * m->cfg.D;
-        a.f[A_XN1] = ACT(a, A_XN1G) + own;
-        a.f[A_XN2] = ACT(a, A_XN2G) + own;
-    }
-    return a;
-}
+static const floatX* layer_w(const Llama* m, int t, int l) { return core_w(m, t, l); }
+static floatX* layer_dw(const Llama* m, int t, int l) { return core_dw(m, t, l); }
 
 // where layer l's output (layer l+1's input) goes
 static floatX* layer_output(const Llama* m, int l) {
-    return l + 1 < m->cfg.L ? ACT(layer_acts(m, l + 1), A_X) : m->x_final;
+    return l + 1 < m->cfg.L ? ACT(core_layer_acts(m, l + 1), A_X) : m->x_final;
 }
 
 // Plans every buffer from the config and the flags, then (allocate = 1) allocates once.
@@ -315,81 +238,54 @@ static floatX* layer_output(const Llama* m, int l) {
 static void llama_build(Llama* m, const LlamaConfig* cfg, const MemoryFlags* flags, const ParallelFlags* par, Comm* comm,
                         int B, int T, int allocate) {
     memset(m, 0, sizeof(*m));
-    m->cfg = *cfg; m->flags = *flags; m->par = *par; m->B = B; m->T = T; m->comm = comm;
+    m->cfg = *cfg; m->B = B; m->T = T;
     const LlamaConfig* c = cfg;
     config_validate(c);
     if (B < 1 || T < 1) FAIL("batch: B=%d and T=%d must be positive", B, T);
     if (T > c->max_seq_len) FAIL("batch: T=%d exceeds the model's max_seq_len=%d", T, c->max_seq_len);
     if (c->L > 1024) FAIL("config: L=%d layers; this build supports at most 1024", c->L);
-    if (flags->ffn_chunks < 1) FAIL("--ffn-chunks must be >= 1 (got %d)", flags->ffn_chunks);
     if (flags->ce_chunks < 1) FAIL("--ce-chunks must be >= 1 (got %d)", flags->ce_chunks);
     if (flags->recompute < 0 || flags->recompute > 2) FAIL("--recompute must be 0, 1 or 2 (got %d)", flags->recompute);
     int n_offload = offload_resolve(flags->offload_act, c->L);
     parallel_flags_validate(par);
     int tp = comm->tp;
-    llama_check_tp(c, tp);
-    m->tpd = llama_dims(c, flags, par, tp, comm->tp_rank);
-    const TpDims* td = &m->tpd;
+    m->sh = llama_shard(c, tp, comm->tp_rank);
+    tp_context_init(&m->tpc, comm, par, flags->recompute, (size_t)c->D);
+    const LlamaShard* sh = &m->sh;
     // context parallelism: every buffer below that grows with the tokens holds this rank's Tl of each sample
-    attention_setup(&m->att, &m->cpx, comm, 1, B, T, td->Hl, td->KVl, c->D / c->H);
+    attention_setup(&m->att, &m->cpx, comm, 1, B, T, sh->Hl, sh->KVl, c->D / c->H);
     m->Tl = attention_local_tokens(&m->att, T);
     size_t BT = (size_t)B * m->Tl, D = c->D, hd = c->D / c->H;
     // sequence parallelism cuts the B*T rows of a micro-batch into tp equal blocks; a
     // ragged last block would need padding rows in every collective: refused instead
-    if (td->sp && BT % tp != 0)
+    if (m->tpc.sp && BT % tp != 0)
         FAIL("--tp-mode reducescatter splits the %zu tokens of a micro-batch (batch %d x seq %d / cp %d) into %d equal "
              "blocks: choose batch*seq/cp divisible by --tp, or --tp-mode allreduce", BT, B, T, comm->cp, tp);
-    size_t rows = td->sp ? BT / tp : BT;  // this rank's rows of the residual stream
-    int Fl = td->Fl;
+    size_t rows = tp_own_rows(&m->tpc, (int)BT);  // this rank's rows of the residual stream
 
-    param_sizes(c, m->param_sizes);
-    m->num_params = 0;
-    for (int i = 0; i < NUM_PARAM_TENSORS; i++) m->num_params += m->param_sizes[i];
-    llama_param_specs(c, m->spec);
-    param_store_layout(&m->st, m->spec, NUM_PARAM_TENSORS, c->L, comm, par->zero, par->shard_vocab, par->grad_fp32);
-    const ParamLayout* lay = &m->st.lay;
+    ParamSpec spec[NUM_PARAM_TENSORS];
+    llama_param_specs(c, spec);
+    model_core_begin(m, spec, NUM_PARAM_TENSORS, c->L, comm, flags, par, par->shard_vocab);
     // the head's rows: its own rows when sequence-parallel with a replicated vocabulary
     // (nothing to gather), else all of them; its logits: the vocabulary or this rank's shard
-    size_t head_rows = td->sp && !m->st.lay.vocab_tp ? rows : BT;
+    size_t head_rows = m->tpc.sp && !m->st.lay.vocab_tp ? rows : BT;
     size_t vcols = m->st.lay.vocab_tp ? m->st.lay.vs : (size_t)c->V;
 
     // the plan
     Arena* d = &m->dev;
-    arena_init(d, "device");
-    arena_init(&m->host, "host (pinned)");
-    param_store_plan(&m->st, d, HAVE_MASTER_WEIGHTS);
     vocab_plan(&m->voc, &m->st, d, D, P_EMB, P_OUT, c->tied);
-    // --comm mpi in the CUDA build: the largest collective passes through pinned host memory
-    size_t vocab_full = vocab_dp_elements(&m->voc);
-    size_t largest = vocab_full > param_store_largest_bucket(&m->st) ? vocab_full : param_store_largest_bucket(&m->st);
-    if (tp > 1) {  // the TP collectives: [BT, D] activations, the CE sums (2 BT floats), the norm and vocabulary gradients
-        size_t tpmax = BT * D > 2 * BT * sizeof(float) / sizeof(floatX) ? BT * D : 2 * BT * sizeof(float) / sizeof(floatX);
-        largest = tpmax > largest ? tpmax : largest;
-    }
-    largest = attention_staging_elements(&m->att) > largest ? attention_staging_elements(&m->att) : largest;
-    arena_add_to(&m->host, "comm staging (--comm mpi)", "comm", comm_staging_needed(comm) ? largest * sizeof(floatX) : 0,
-                 &m->comm_staging);
-
-    m->acts = act_plan(c, td, B, m->Tl, flags);
-    offload_plan(&m->off, d, &m->host, c->L, n_offload, m->acts.block_bytes);
+    // the largest collective of the vocabulary over DP, or of TP: [BT, D] activations, the CE sums (2 BT floats)
+    size_t most = vocab_dp_elements(&m->voc), tpmost = BT * D > 2 * BT * sizeof(float) / sizeof(floatX) ? BT * D : 2 * BT * sizeof(float) / sizeof(floatX);
+    model_core_staging(m, tp > 1 && tpmost > most ? tpmost : most);
+    model_core_plan_acts(m, act_plan(c, sh, &m->tpc, B, m->Tl, flags), n_offload);
+    model_core_gathered_view(m, 0, A_XN1, A_XN1G);
+    model_core_gathered_view(m, 1, A_XN2, A_XN2G);
     arena_add_to(d, "saved activations (x_final)", "activations", rows * D * sizeof(floatX), &m->x_final);
-    // tensor parallelism's recycled buffers (llmc/parallel/tensor_parallel.h)
-    tp_context_plan(&m->tpc, comm, td->sp, td->keep_gathered, D, BT, d);
-    attention_plan(&m->att, d);  // context parallelism's recycled buffers and fp32 scratch (none at cp 1)
-
-    int h_work = arena_add(d, "layer work (not saved)", "scratch", m->acts.work_bytes);
-    if (flags->ffn_chunk_seq) {
-        if ((size_t)flags->ffn_chunks > BT) FAIL("--ffn-chunks %d exceeds the %zu tokens of a batch", flags->ffn_chunks, BT);
-    } else if (flags->ffn_chunks > Fl) {
-        if (tp == 1) FAIL("--ffn-chunks %d exceeds the FFN hidden size F=%d", flags->ffn_chunks, c->F);
-        FAIL("--ffn-chunks %d exceeds this rank's FFN hidden units (F=%d over --tp %d: %d)", flags->ffn_chunks, c->F, tp, Fl);
-    }
-    if (flags->ffn_chunks > 1 && flags->ffn_chunk_seq) {
-        m->ffn_rows = (int)ceil_div(BT, flags->ffn_chunks); m->ffn_cols = Fl;
-    } else {
-        m->ffn_rows = (int)BT; m->ffn_cols = ffn_chunk_width(Fl, flags->ffn_chunks);
-    }
-    size_t ffn_chunk_bytes = (size_t)m->ffn_rows * m->ffn_cols * sizeof(floatX);
+    tp_context_plan(&m->tpc, BT, d);  // tensor parallelism's recycled buffers (llmc/parallel/tensor_parallel.h)
+    attention_plan(&m->att, d);       // context parallelism's recycled buffers and fp32 scratch (none at cp 1)
+    model_core_plan_work(m, "layer work (not saved)");
+    m->fc = ffn_chunks_plan(flags, 1, (int)BT, sh->Fl, sh->Fl, tp, "a batch");
+    size_t ffn_chunk_bytes = (size_t)m->fc.rows * m->fc.cols * sizeof(floatX);
     int chunked = flags->ffn_chunks > 1;
     arena_add_to(d, "ffn chunk h1", "scratch", chunked ? ffn_chunk_bytes : 0, &m->ffn_h1);
     arena_add_to(d, "ffn chunk h3", "scratch", chunked ? ffn_chunk_bytes : 0, &m->ffn_h3);
@@ -399,11 +295,11 @@ static void llama_build(Llama* m, const LlamaConfig* cfg, const MemoryFlags* fla
     arena_add_to(d, "d residual", "scratch", rows * D * sizeof(floatX), &m->dx);
     // the column-parallel GEMMs' input gradient; sequence parallelism builds it in the
     // reduce-scatter staging instead
-    arena_add_to(d, "d normed input", "scratch", td->sp ? 0 : BT * D * sizeof(floatX), &m->dxn);
-    arena_add_to(d, "dq", "scratch", BT * td->Hl * hd * sizeof(floatX), &m->dq);
-    arena_add_to(d, "dk", "scratch", BT * td->KVl * hd * sizeof(floatX), &m->dk);
-    arena_add_to(d, "dv", "scratch", BT * td->KVl * hd * sizeof(floatX), &m->dv);
-    arena_add_to(d, "d attention output", "scratch", BT * td->Hl * hd * sizeof(floatX), &m->datt);
+    arena_add_to(d, "d normed input", "scratch", m->tpc.sp ? 0 : BT * D * sizeof(floatX), &m->dxn);
+    arena_add_to(d, "dq", "scratch", BT * sh->Hl * hd * sizeof(floatX), &m->dq);
+    arena_add_to(d, "dk", "scratch", BT * sh->KVl * hd * sizeof(floatX), &m->dk);
+    arena_add_to(d, "dv", "scratch", BT * sh->KVl * hd * sizeof(floatX), &m->dv);
+    arena_add_to(d, "d attention output", "scratch", BT * sh->Hl * hd * sizeof(floatX), &m->datt);
     arena_add_to(d, "rstd (recompute)", "scratch", rows * sizeof(float), &m->rstd_scratch);
     attention_plan_scratch(&m->att, d, B, T);
     if ((size_t)flags->ce_chunks > head_rows)
@@ -411,66 +307,34 @@ static void llama_build(Llama* m, const LlamaConfig* cfg, const MemoryFlags* fla
     m->ce_rows = (int)ceil_div(head_rows, flags->ce_chunks);
     arena_add_to(d, "final norm output", "scratch", rows * D * sizeof(floatX), &m->xf);
     arena_add_to(d, "final norm rstd", "scratch", rows * sizeof(float), &m->rstdf);
-    arena_add_to(d, "d final norm output", "scratch", (td->sp ? rows : BT) * D * sizeof(floatX), &m->dxf);
+    arena_add_to(d, "d final norm output", "scratch", (m->tpc.sp ? rows : BT) * D * sizeof(floatX), &m->dxf);
     arena_add_to(d, "logits (one CE chunk)", "scratch", (size_t)m->ce_rows * vcols * sizeof(floatX), &m->logits);
     vocab_plan_crossentropy(&m->voc, d, (size_t)m->ce_rows);
     arena_add_to(d, "per-token losses", "scratch", head_rows * sizeof(float), &m->losses);
     arena_add_to(d, "inputs + targets", "scratch", 2 * BT * sizeof(int), &m->inputs);
     arena_add_to(d, "rope cos + sin", "scratch", 2 * (size_t)c->max_seq_len * (hd / 2) * sizeof(float), &m->rope_cos);
     arena_add_to(d, "grad norm, loss sum", "scratch", 2 * sizeof(float), &m->norm_scratch);
-
     if (!allocate) return;
-    m->allocated = 1;
-    arena_allocate(d, dev_malloc);
-    arena_allocate(&m->host, host_malloc_pinned);
 
+    model_core_allocate(m, &m->norm_scratch);
     vocab_bind(&m->voc, (size_t)m->ce_rows);
-    m->layer_off = (size_t*)xmalloc((size_t)NUM_PARAM_TENSORS * c->L * sizeof(size_t));
-    for (int i = 0; i < lay->n_seg; i++) {
-        const Segment* sg = &lay->seg[i];
-        if (sg->layer >= 0) m->layer_off[(size_t)sg->tensor * c->L + sg->layer] = sg->local_off;
-        else { m->p[sg->tensor] = m->st.params + sg->local_off; m->g[sg->tensor] = m->st.grads + sg->local_off; }
-    }
+    for (int t = 0; t < NUM_PARAM_TENSORS; t++)
+        if (!m->spec[t].per_layer) { m->p[t] = core_w(m, t, 0); m->g[t] = core_dw(m, t, 0); }
     if (c->tied) { m->p[P_OUT] = m->p[P_EMB]; m->g[P_OUT] = m->g[P_EMB]; }
-
-    offload_bind(&m->off, d, &m->host);
-    act_plan_layout(&m->acts, ACT_IN_WORK, (char*)arena_ptr(d, h_work), &m->work);
     m->targets = m->inputs + BT;
-    m->rope_sin = m->rope_cos + (size_t)c->max_seq_len * (hd / 2);
-    m->loss_sum = m->norm_scratch + 1;
-
+    // the loss: the TP ranks' rows differ when each ran the head on its own rows
+    model_core_loss_rows(m, m->tpc.sp && !m->st.lay.vocab_tp, m->norm_scratch + 1);
     m->cp_tokens = comm->cp > 1 ? (int*)xmalloc(2 * BT * sizeof(int)) : NULL;
-    m->stream = stream_create();
-    matmul_setup();
-    size_t staging = comm_staging_needed(comm) ? largest * sizeof(floatX) : 0;
-    param_store_bind(&m->st, m->stream, &m->prof, m->norm_scratch, m->comm_staging, staging);
-    tp_context_bind(&m->tpc, m->stream, m->comm_staging, staging);  // (CP's exchanges stage through comm's buffer too)
-    dev_memset(m->loss_sum, 0, sizeof(float), m->stream);
-
     size_t n_rope = (size_t)c->max_seq_len * (hd / 2);
     float* tab = (float*)xmalloc(2 * n_rope * sizeof(float));
     rope1d_table(tab, tab + n_rope, c->max_seq_len, (int)hd, c->rope_theta);  // llmc/kernels/rope3d.h
-    dev_memcpy_h2d(m->rope_cos, tab, 2 * n_rope * sizeof(float), m->stream);
-    attention_bind(&m->att, m->rope_cos, m->rope_sin, &m->prof, m->stream);
-    stream_synchronize(m->stream);
-    free(tab);
+    model_core_bind_rope(m, tab, n_rope);
 }
 
 static void llama_free(Llama* m) {
-    if (!m->allocated) { param_store_free(&m->st); return; }
-    trainer_release(m->stream, &m->prof, &m->off, &m->dev, &m->host);
-    free(m->layer_off);
     free(m->cp_tokens);
-    param_store_free(&m->st);
+    model_core_free(m);
 }
-
-static void llama_set_params(Llama* m, const float* host_params) {
-    param_store_set_state(&m->st, host_params, NULL, NULL);
-    vocab_invalidate(&m->voc);
-}
-
-// the DP-reduced gradients of the whole model in the reference layout, on rank 0
-[[maybe_unused]] static void llama_get_grads(Llama* m, float* ref_grads) { param_store_get_grads(&m->st, ref_grads); }
 
 // Initialisation in the scheme of llama2.c's model.py: normal(0, 0.02) for the embedding
 // and every linear weight, normal(0, 0.02/sqrt(2L)) for the two projections that write
@@ -482,8 +346,8 @@ static void llama_set_params(Llama* m, const float* host_params) {
 static void llama_init_params(Llama* m, uint64_t seed) {
     float* h = (float*)xmalloc(m->num_params * sizeof(float));
     Rng rng; rng_init(&rng, seed);
-    float* t = h;
     for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
+        float* t = h + m->param_off[i];
         size_t n = m->param_sizes[i];
         if (i == P_ATTN_NORM || i == P_FFN_NORM || i == P_NORM) {
             for (size_t j = 0; j < n; j++) t[j] = 1.0f;
@@ -491,25 +355,10 @@ static void llama_init_params(Llama* m, uint64_t seed) {
             float std = (i == P_WO || i == P_W2) ? 0.02f / sqrtf(2.0f * m->cfg.L) : 0.02f;
             rng_fill_normal(&rng, t, n, std, 0);
         }
-        t += n;
     }
-    llama_set_params(m, h);
+    model_core_set_params(m, h);
     free(h);
 }
-
-// ----------------------------------------------------------------------------
-// forward and backward of one layer
-
-typedef enum { MODE_TRAIN, MODE_EVAL } RunMode;
-
-static const floatX* layer_w(const Llama* m, int t, int l) { return m->st.params + m->layer_off[(size_t)t * m->cfg.L + l]; }
-static floatX* layer_dw(const Llama* m, int t, int l) { return m->st.grads + m->layer_off[(size_t)t * m->cfg.L + l]; }
-
-// ----------------------------------------------------------------------------
-// data parallelism: gradient reduction per bucket, the sharded vocabulary
-
-// the vocabulary split over DP ranks (--shard-vocab 1 with tp = 1): llmc/parallel/vocab_parallel.h
-static int vocab_dp_sharded(const Llama* m) { return vocab_over_dp(&m->voc); }
 
 // ----------------------------------------------------------------------------
 // forward and backward of one layer. The GEMMs go through the column- and row-parallel
@@ -530,7 +379,7 @@ static ColumnLinear norm_linear(Llama* m, int l, LayerActs a, int own_f, int kep
 // this rank's rows of the residual stream (all of them without sequence parallelism).
 static void attention_block_forward(Llama* m, int l, LayerActs a, int B, int T, float* rstd1) {
     const LlamaConfig* c = &m->cfg;
-    int N = B * T, nr = own_rows(m, N), D = c->D, hd = D / c->H, Hl = m->tpd.Hl, KVl = m->tpd.KVl;
+    int N = B * T, nr = own_rows(m, N), D = c->D, hd = D / c->H, Hl = m->sh.Hl, KVl = m->sh.KVl;
     int qd = Hl * hd, kvd = KVl * hd;
     stream_t s = m->stream;
     Profile* P = &m->prof;
@@ -566,51 +415,22 @@ static void ffn_chunk_hidden(Llama* m, int l, const ColumnLinear* x, int r0, int
         swiglu_forward(g, h1, h3, (size_t)nr * nf, s);
 }
 
-// the chunk's position: rows [r0, r0+nr), hidden units [f0, f0+nf) of this rank's Fl
-static void ffn_chunk_range(const Llama* m, int N, int chunk, int* r0, int* nr, int* f0, int* nf) {
-    int Fl = m->tpd.Fl;
-    if (m->flags.ffn_chunk_seq) {
-        *r0 = chunk * m->ffn_rows; *nr = N - *r0 < m->ffn_rows ? N - *r0 : m->ffn_rows;
-        *f0 = 0; *nf = Fl;
-    } else {
-        *r0 = 0; *nr = N;
-        *f0 = chunk * m->ffn_cols; *nf = Fl - *f0 < m->ffn_cols ? Fl - *f0 : m->ffn_cols;
-    }
-}
-
-static int ffn_num_chunks(const Llama* m, int N) {
-    // the last chunks can be empty when K does not divide evenly into the chunk size
-    int K = m->flags.ffn_chunks, n = 0;
-    for (int k = 0; k < K; k++) {
-        int r0, nr, f0, nf; ffn_chunk_range(m, N, k, &r0, &nr, &f0, &nf);
-        if (nr > 0 && nf > 0) n = k + 1;
-    }
-    return n;
-}
-
 // FFN with its residual: out = residual + w2(silu(w1 xn2) * w3 xn2), chunk by chunk when
 // --ffn-chunks > 1, on all N rows; the chunks' w2 products add into one sum (hidden
 // chunks) or each write their rows (token chunks).
 static void ffn_forward(Llama* m, int l, LayerActs a, int N, const floatX* residual, floatX* out) {
-    int D = m->cfg.D, Fl = m->tpd.Fl;
-    stream_t s = m->stream;
+    int D = m->cfg.D, Fl = m->sh.Fl, chunked = m->flags.ffn_chunks > 1;
     ColumnLinear x = norm_linear(m, l, a, A_XN2, A_XN2G, N, 0);
     RowLinear w2 = row_forward(&m->tpc, out, residual, N);
-    if (m->flags.ffn_chunks == 1) {
-        ffn_chunk_hidden(m, l, &x, 0, N, 0, Fl, ACT(a, A_H1), ACT(a, A_H3), ACT(a, A_G));
-        column_done(&x);
-        PROF(&m->prof, "ffn w2 matmul fwd", gemm_flops(N, D, Fl), 0, s)
-            row_gemm(&w2, ACT(a, A_G), layer_w(m, P_W2, l), NULL, 0, N, Fl, Fl, 1);
-    } else {
-        int K = ffn_num_chunks(m, N);
-        for (int k = 0; k < K; k++) {
-            int r0, nr, f0, nf; ffn_chunk_range(m, N, k, &r0, &nr, &f0, &nf);
-            ffn_chunk_hidden(m, l, &x, r0, nr, f0, nf, m->ffn_h1, m->ffn_h3, m->ffn_g);
-            PROF(&m->prof, "ffn w2 matmul fwd", gemm_flops(nr, D, nf), 0, s)
-                row_gemm(&w2, m->ffn_g, layer_w(m, P_W2, l) + f0, NULL, r0, nr, nf, Fl, m->flags.ffn_chunk_seq || k == 0);
-        }
-        column_done(&x);
+    for (int k = 0; k < ffn_chunk_count(&m->fc, 1, N); k++) {
+        FfnChunk ch = ffn_chunk_at(&m->fc, 1, N, k);
+        floatX* g = chunked ? m->ffn_g : ACT(a, A_G);
+        ffn_chunk_hidden(m, l, &x, ch.r0, ch.nr, ch.f0, ch.nf, chunked ? m->ffn_h1 : ACT(a, A_H1),
+                         chunked ? m->ffn_h3 : ACT(a, A_H3), g);
+        PROF(&m->prof, "ffn w2 matmul fwd", gemm_flops(ch.nr, D, ch.nf), 0, m->stream)
+            row_gemm(&w2, g, layer_w(m, P_W2, l) + ch.f0, NULL, ch.r0, ch.nr, ch.nf, Fl, m->flags.ffn_chunk_seq || k == 0);
     }
+    column_done(&x);
     row_done(&w2);
 }
 
@@ -619,15 +439,15 @@ static void ffn_forward(Llama* m, int l, LayerActs a, int N, const floatX* resid
 // With --recompute 2 and one chunk the hidden activations are recomputed here, where the
 // gathered input is at hand.
 static ColumnLinear ffn_backward(Llama* m, int l, LayerActs a, int N) {
-    int D = m->cfg.D, Fl = m->tpd.Fl;
+    int D = m->cfg.D, Fl = m->sh.Fl;
     stream_t s = m->stream;
     RowLinear w2 = row_backward(&m->tpc, m->dx, N, NULL);
     ColumnLinear x = norm_linear(m, l, a, A_XN2, A_XN2G, N, 1);
     if (m->flags.recompute >= 2 && m->flags.ffn_chunks == 1)
         ffn_chunk_hidden(m, l, &x, 0, N, 0, Fl, ACT(a, A_H1), ACT(a, A_H3), ACT(a, A_G));
-    int K = m->flags.ffn_chunks == 1 ? 1 : ffn_num_chunks(m, N);
-    for (int k = 0; k < K; k++) {
-        int r0, nr, f0, nf; ffn_chunk_range(m, N, k, &r0, &nr, &f0, &nf);
+    for (int k = 0; k < ffn_chunk_count(&m->fc, 1, N); k++) {
+        FfnChunk ch = ffn_chunk_at(&m->fc, 1, N, k);
+        int r0 = ch.r0, nr = ch.nr, f0 = ch.f0, nf = ch.nf;
         floatX *h1, *h3, *g;
         if (m->flags.ffn_chunks == 1) {
             h1 = ACT(a, A_H1); h3 = ACT(a, A_H3); g = ACT(a, A_G);
@@ -657,7 +477,7 @@ static void layer_forward(Llama* m, int l, int B, int T, RunMode mode) {
     const LlamaConfig* c = &m->cfg;
     int N = B * T, nr = own_rows(m, N), D = c->D;
     stream_t s = m->stream;
-    LayerActs a = layer_acts(m, l);
+    LayerActs a = core_layer_acts(m, l);
     attention_block_forward(m, l, a, B, T, ACTF(a, A_RSTD1));
     PROF(&m->prof, "rmsnorm fwd", 0, 2.0 * nr * D * SX, s)
         rmsnorm_forward(ACT(a, A_XN2), ACTF(a, A_RSTD2), ACT(a, A_XMID), layer_w(m, P_FFN_NORM, l), nr, D, c->norm_eps, s);
@@ -673,13 +493,13 @@ static void layer_forward(Llama* m, int l, int B, int T, RunMode mode) {
 // rows of them under sequence parallelism)
 static void layer_backward(Llama* m, int l, int B, int T) {
     const LlamaConfig* c = &m->cfg;
-    int N = B * T, nr = own_rows(m, N), D = c->D, hd = D / c->H, Hl = m->tpd.Hl, KVl = m->tpd.KVl;
+    int N = B * T, nr = own_rows(m, N), D = c->D, hd = D / c->H, Hl = m->sh.Hl, KVl = m->sh.KVl;
     int qd = Hl * hd, kvd = KVl * hd;
     stream_t s = m->stream;
     Profile* P = &m->prof;
     PROF(P, "offload wait", 0, 0, s)
         offload_before_backward(&m->off, l, s);
-    LayerActs a = layer_acts(m, l);
+    LayerActs a = core_layer_acts(m, l);
 
     // recompute what was not kept (bitwise the same values: same launchers, same inputs);
     // the profile counts the recomputed launches in their forward groups
@@ -692,8 +512,8 @@ static void layer_backward(Llama* m, int l, int B, int T) {
             rmsnorm_forward(ACT(a, A_XN1), m->rstd_scratch, ACT(a, A_X), layer_w(m, P_ATTN_NORM, l), nr, D, c->norm_eps, s);
             rmsnorm_forward(ACT(a, A_XN2), m->rstd_scratch, ACT(a, A_XMID), layer_w(m, P_FFN_NORM, l), nr, D, c->norm_eps, s);
         }
-        PROF(P, "swiglu fwd", 0, m->flags.ffn_chunks == 1 ? 3.0 * N * m->tpd.Fl * SX : 0, s)
-            if (m->flags.ffn_chunks == 1) swiglu_forward(ACT(a, A_G), ACT(a, A_H1), ACT(a, A_H3), (size_t)N * m->tpd.Fl, s);
+        PROF(P, "swiglu fwd", 0, m->flags.ffn_chunks == 1 ? 3.0 * N * m->sh.Fl * SX : 0, s)
+            if (m->flags.ffn_chunks == 1) swiglu_forward(ACT(a, A_G), ACT(a, A_H1), ACT(a, A_H3), (size_t)N * m->sh.Fl, s);
     }
 
     // FFN and its norm: dx is the gradient at the FFN output and also, through the
@@ -735,7 +555,7 @@ static void layer_backward(Llama* m, int l, int B, int T) {
 // sequence parallelism). Vocab-parallel (--shard-vocab 1, tp > 1): each rank looks up
 // the ids it owns and writes zeros for the others; the TP sum is the lookup.
 static void embed_forward(Llama* m, int N) {
-    vocab_embed_forward(&m->voc, &m->tpc, &m->prof, ACT(layer_acts(m, 0), A_X), m->inputs, m->p[P_EMB], N);
+    vocab_embed_forward(&m->voc, &m->tpc, &m->prof, ACT(core_layer_acts(m, 0), A_X), m->inputs, m->p[P_EMB], N);
 }
 static void embed_backward(Llama* m, floatX* demb, int N) {
     vocab_embed_backward(&m->voc, &m->tpc, &m->prof, demb, m->dx, m->inputs, N);
@@ -766,16 +586,7 @@ static void head_forward_backward(Llama* m, int N, RunMode mode, float dloss) {
         PROF(P, "head matmul fwd", gemm_flops(nr, V, D), 0, s)
             column_gemm(&out, m->logits, w_out, NULL, r0, nr, V);
 #ifdef TESTING
-        if (m->capture_logits) {  // [BT, V] on the host: this rank's rows, or its vocabulary columns of every row
-            stream_synchronize(s);
-            float* tmp = (float*)xmalloc((size_t)nr * V * sizeof(float));
-            dev_download_floats(tmp, m->logits, (size_t)nr * V);
-            size_t row0 = vtp ? r0 : own_row0(m, N) + r0;
-            size_t c0 = vtp ? m->st.lay.v0 : 0, cols = vtp ? m->st.lay.v_valid : (size_t)V;
-            for (int i = 0; i < nr; i++)
-                memcpy(m->capture_logits + (row0 + i) * c->V + c0, tmp + (size_t)i * V, cols * sizeof(float));
-            free(tmp);
-        }
+        if (m->capture_logits) vocab_capture_logits(&m->voc, m->capture_logits, m->logits, vtp ? r0 : own_row0(m, N) + r0, nr, V, c->V, s);
 #endif
         PROF(P, "crossentropy", 0, (mode == MODE_TRAIN ? 2.0 : 1.0) * nr * V * SX, s) {
             if (vtp) vocab_crossentropy(&m->voc, m->losses + r0, m->logits, targets + r0, nr, dloss, mode == MODE_TRAIN);
@@ -797,10 +608,6 @@ static void head_forward_backward(Llama* m, int N, RunMode mode, float dloss) {
     column_done(&out);
 }
 
-// the rows of the head's per-token losses: distinct on every rank of the TP group (a
-// replicated vocabulary under sequence parallelism) or the same on all of them
-static int head_rows(const Llama* m, int N) { return m->tpd.sp && !m->st.lay.vocab_tp ? own_rows(m, N) : N; }
-
 // checks a micro-batch of B samples of T tokens against the plan and stages this rank's
 // tokens of it (under cp its Tl of each sample, in its order: llmc/parallel/attention_op.h)
 static void llama_stage_batch(Llama* m, const int* inputs, const int* targets, int B, int T) {
@@ -815,9 +622,9 @@ static void llama_stage_batch(Llama* m, const int* inputs, const int* targets, i
         T = m->Tl;
     }
     int N = B * T;
-    if (m->tpd.sp && N % m->tpd.tp != 0)
-        FAIL("--tp-mode reducescatter: a micro-batch of %d tokens does not split into %d equal blocks", N, m->tpd.tp);
-    m->N_cur = N;
+    if (m->tpc.sp && N % m->tpc.tp != 0)
+        FAIL("--tp-mode reducescatter: a micro-batch of %d tokens does not split into %d equal blocks", N, m->tpc.tp);
+    m->rows_cur = N;
     dev_memcpy_h2d(m->inputs, inputs, (size_t)N * sizeof(int), m->stream);
     if (targets) dev_memcpy_h2d(m->targets, targets, (size_t)N * sizeof(int), m->stream);
 }
@@ -840,57 +647,27 @@ static void llama_backward(Llama* m, int B, int T, int last) {
     const LlamaConfig* c = &m->cfg;
     for (int l = c->L - 1; l >= 0; l--) {
         layer_backward(m, l, B, T);
-        param_store_bucket_done(&m->st, l, last, m->tpd.sp);  // its reductions overlap the layers below
+        param_store_bucket_done(&m->st, l, last);  // its reductions overlap the layers below
     }
     // a tied, sharded model's unsharded gradient already holds the head's part
-    floatX* demb = vocab_dp_sharded(m) && c->tied ? m->voc.grad : vocab_grad_begin(&m->voc, P_EMB, m->g[P_EMB]);
+    floatX* demb = vocab_over_dp(&m->voc) && c->tied ? m->voc.grad : vocab_grad_begin(&m->voc, P_EMB, m->g[P_EMB]);
     embed_backward(m, demb, B * T);
     vocab_grad_done(&m->voc, P_EMB);
     const ParamLayout* lay = &m->st.lay;
     param_store_micro_step_done(&m->st, lay->vocab_start, lay->n_local - lay->vocab_start, last);  // --shard-vocab over DP
-    param_store_bucket_done(&m->st, c->L, last, m->tpd.sp);
+    param_store_bucket_done(&m->st, c->L, last);
 }
 
-// One micro-batch: forward, and in training the backward too. The losses are summed on
-// the device: llama_take_loss reads them once per step.
+// One micro-batch: forward, and in training the backward too. The per-token losses of the
+// head's rows (this rank's under sequence parallelism with a replicated vocabulary, else
+// all) are summed on the device: model_core_take_loss reads them once per step.
 static void llama_forward_backward(Llama* m, const int* inputs, const int* targets, int B, int T, RunMode mode,
                                    float dloss, int last) {
     llama_stage_batch(m, inputs, targets, B, T);
     T = attention_local_tokens(&m->att, T);  // from here on, the tokens of a sample on this rank
     llama_forward(m, B, T, mode, dloss);
     if (mode == MODE_TRAIN) llama_backward(m, B, T, last);
-    sum_accumulate(m->loss_sum, m->losses, (size_t)head_rows(m, B * T), m->stream);
-    m->loss_tokens += head_rows(m, B * T);
-}
-
-// The mean loss over the tokens forward has seen since the last call, over the ranks
-// whose rows differ (the DP group; the world when the TP ranks' head rows differ): the
-// step's one read of a device value and wait for the device. Resets the sum.
-static float llama_take_loss(Llama* m) {
-    float sum = 0.0f;
-    dev_memcpy_d2h(&sum, m->loss_sum, sizeof(float), m->stream);
-    dev_memset(m->loss_sum, 0, sizeof(float), m->stream);
-    comm_synchronize(m->comm);  // bounded: a dead peer ends here with a message
-    stream_synchronize(m->stream);
-    double v[2] = {sum, m->loss_tokens};
-    m->loss_tokens = 0;
-    comm_host_all_reduce(m->comm, m->tpd.sp && !m->st.lay.vocab_tp ? GROUP_WORLD : GROUP_GRAD, v, 2, COMM_SUM);
-    return v[1] > 0 ? (float)(v[0] / v[1]) : NAN;
-}
-
-
-static void llama_apply_update(Llama* m, float lr, float beta1, float beta2, float eps, float weight_decay,
-                               float grad_clip, float norm, int t) {
-    param_store_apply_update(&m->st, lr, beta1, beta2, eps, weight_decay, grad_clip, norm, t);
-    vocab_invalidate(&m->voc);
-}
-
-// both, for callers that need no check in between; returns the norm before clipping
-[[maybe_unused]] static float llama_update(Llama* m, float lr, float beta1, float beta2, float eps, float weight_decay,
-                                           float grad_clip, int t) {
-    float norm = param_store_grad_norm(&m->st);
-    llama_apply_update(m, lr, beta1, beta2, eps, weight_decay, grad_clip, norm, t);
-    return norm;
+    model_core_add_losses(m, m->losses, (size_t)(m->tpc.sp && !m->st.lay.vocab_tp ? own_rows(m, B * T) : B * T));
 }
 
 // Logits of the last position of one sequence (for sampling): the layers on [1, T]
@@ -900,13 +677,13 @@ static void llama_apply_update(Llama* m, float lr, float beta1, float beta2, flo
 static void llama_next_token_logits(Llama* m, const int* tokens, int T, float* host_logits, int* pad_scratch) {
     const LlamaConfig* c = &m->cfg;
     stream_t s = m->stream;
-    int tp = m->tpd.tp, cp = m->comm->cp, Tp = cp > 1 ? m->T : m->tpd.sp ? (int)ceil_div(T, tp) * tp : T;
+    int tp = m->tpc.tp, cp = m->comm->cp, Tp = cp > 1 ? m->T : m->tpc.sp ? (int)ceil_div(T, tp) * tp : T;
     if (Tp > m->T) FAIL("sampling %d tokens: padded to %d for --tp-mode reducescatter, more than seq %d", T, Tp, m->T);
     memcpy(pad_scratch, tokens, (size_t)T * sizeof(int));
     for (int t = T; t < Tp; t++) pad_scratch[t] = 0;  // (under cp: the whole planned sample, every rank its part)
     llama_stage_batch(m, pad_scratch, NULL, 1, Tp);
     int rows = cp > 1 ? m->Tl : Tp;
-    if (m->tpd.sp && rows % tp != 0) FAIL("sampling: %d tokens a rank do not split over --tp %d", rows, tp);
+    if (m->tpc.sp && rows % tp != 0) FAIL("sampling: %d tokens a rank do not split over --tp %d", rows, tp);
     embed_forward(m, rows);
     for (int l = 0; l < c->L; l++) layer_forward(m, l, 1, rows, MODE_EVAL);
     // every row (gathered under sequence parallelism), for the last token's
@@ -932,18 +709,24 @@ static void llama_next_token_logits(Llama* m, const int* tokens, int T, float* h
 
 static const CkptFormat LLAMA_CKPT = {"train_llama", 20261123, 2, /*step*/ 10, /*params*/ 18, /*loader*/ 15, /*dp*/ 11};
 
+static CkptShape llama_shape(const LlamaConfig* c) {
+    CkptShape s = {8, 2, {"V", "D", "L", "H", "KV", "F", "max_seq_len", "tied"},
+                   {c->V, c->D, c->L, c->H, c->KV, c->F, c->max_seq_len, c->tied}, {"rope_theta", "norm_eps"},
+                   {c->rope_theta, c->norm_eps}, "--resume and --init-from need the same model: pass the checkpoint's "
+                   "dimensions, --rope-theta and --norm-eps; the number of ranks, --zero and --shard-vocab may differ"};
+    return s;
+}
+
 static void checkpoint_write(Llama* m, const char* path, int step, int grad_accum, const DataLoader* train_loader) {
-    const LlamaConfig* c = &m->cfg;
     unsigned char state[CKPT_EXTRA_MAX] = {0};  // the loader reads the global batch: its state is the same on every rank
     size_t ds = train_loader ? dataloader_state_size() : 0;
     if (ds > sizeof(state)) FAIL("dataloader state (%zu bytes) is larger than the checkpoint's buffer", ds);
     if (train_loader) dataloader_get_state(train_loader, state);
     int h[256] = {0};
-    float* hf = (float*)h;
-    h[2] = c->V; h[3] = c->D; h[4] = c->L; h[5] = c->H; h[6] = c->KV; h[7] = c->F; h[8] = c->max_seq_len; h[9] = c->tied;
+    CkptShape shape = llama_shape(&m->cfg);
+    ckpt_shape_put(&shape, h);
     h[11] = m->comm->dp; h[12] = m->B; h[13] = m->T; h[14] = grad_accum; h[16] = m->par.zero; h[17] = m->par.shard_vocab;
     h[20] = m->comm->tp;  // for the record: any layout reads the file
-    hf[32] = c->rope_theta; hf[33] = c->norm_eps;
     ckpt_state_write(&m->st, &LLAMA_CKPT, path, h, step, m->num_params, state, ds);  // collective
 }
 
@@ -956,26 +739,14 @@ static const char* checkpoint_check(const char* path, void* ci) { return ckpt_st
 // parameters alone: the moments start at zero and the data position is not touched.
 static int checkpoint_read(Llama* m, const char* path, int grad_accum, DataLoader* train_loader, int* loader_restored,
                            int params_only) {
-    const LlamaConfig* c = &m->cfg;
     Comm* cm = m->comm;
     CkptInfo ci;
     ckpt_check_all_ranks(cm, path, checkpoint_check, &ci, sizeof(ci));
     const int* h = ci.header;
-    int want[8] = {c->V, c->D, c->L, c->H, c->KV, c->F, c->max_seq_len, c->tied};
-    const char* names[8] = {"V", "D", "L", "H", "KV", "F", "max_seq_len", "tied"};
-    for (int i = 0; i < 8; i++)
-        if (h[2 + i] != want[i])
-            FAIL("%s: the checkpoint has %s=%d but this run has %s=%d (%s needs the same model, so pass the "
-                 "checkpoint's dimensions; the number of ranks, --zero and --shard-vocab may differ)", path, names[i],
-                 h[2 + i], names[i], want[i], params_only ? "--init-from" : "--resume");
-    // the same shape with another RoPE base or norm epsilon is another model: compare the bits
-    const float* hf = (const float*)h;
-    if (memcmp(&hf[32], &c->rope_theta, sizeof(float)) != 0 || memcmp(&hf[33], &c->norm_eps, sizeof(float)) != 0)
-        FAIL("%s: the checkpoint has rope_theta=%.9g norm_eps=%.9g but this run has %.9g and %.9g (pass --rope-theta "
-             "and --norm-eps to match)", path, hf[32], hf[33], c->rope_theta, c->norm_eps);
+    CkptShape shape = llama_shape(&m->cfg);
+    ckpt_shape_check(&shape, path, h);
     unsigned char state[CKPT_EXTRA_MAX];
     ckpt_state_read(&m->st, path, &ci, m->num_params, params_only, state);
-    vocab_invalidate(&m->voc);
     // the loader reads the global batch (rank_rows), so its position carries over to any
     // layout with the same global micro-batch B*dp, sequence and accumulation
     *loader_restored = 0;
@@ -1106,10 +877,10 @@ static CommBytes comm_bytes_per_step(const Llama* m, int micro_steps) {
     const Comm* cm = m->comm;
     double sx = sizeof(floatX), N = (double)m->B * m->Tl, D = c->D, S = N * D * sx, L = c->L;
     #define ADD(g, k, bytes) comm_bytes_add(&cb, cm, g, k, bytes)
-    if (m->tpd.tp > 1) {
-        double re2 = m->flags.recompute >= 2, regather = !m->tpd.keep_gathered, vtp = lay->vocab_tp;
+    if (m->tpc.tp > 1) {
+        double re2 = m->flags.recompute >= 2, regather = !m->tpc.keep_gathered, vtp = lay->vocab_tp;
         double ce = 3.0 * N * sizeof(float);  // the CE row max, then the sums of exponentials and target logits
-        if (!m->tpd.sp) {  // an all-reduce after each row-parallel GEMM and after each pair of column-parallel input gradients
+        if (!m->tpc.sp) {  // an all-reduce after each row-parallel GEMM and after each pair of column-parallel input gradients
             ADD(GROUP_TP, KIND_ALL_REDUCE, micro_steps * (L * (4 + re2) * S + vtp * 2 * S));
         } else {  // forward: gather xn1, xn2, scatter wo, w2; backward: gather dx twice and the inputs again, scatter dxn twice
             ADD(GROUP_TP, KIND_ALL_GATHER, micro_steps * (L * (4 + re2 + 2 * regather) * S + vtp * 2 * S));
@@ -1199,13 +970,11 @@ static FitCost plan_cost(void* t, Comm* comm, int B, const MemoryFlags* f, const
 // ----------------------------------------------------------------------------
 // the runner's operations
 
-static void build(void* t, Comm* comm, const MemoryFlags* mem, const ParallelFlags* pf, int B, int allocate, ModelView* v) {
+static ModelCore* build(void* t, Comm* comm, const MemoryFlags* mem, const ParallelFlags* pf, int B, int allocate) {
     Trainer* x = (Trainer*)t;
-    Llama* m = &x->m;
-    llama_build(m, &x->a.cfg, mem, pf, comm, B, x->a.T, allocate);
-    m->micro_steps = x->a.run.grad_accum;
-    ModelView mv = {&m->st, &m->dev, &m->host, &m->acts, &m->off, &m->prof, m->stream, m->num_params};
-    *v = mv;
+    llama_build(&x->m, &x->a.cfg, mem, pf, comm, B, x->a.T, allocate);
+    x->m.micro_steps = x->a.run.grad_accum;
+    return &x->m;
 }
 
 static void model_free(void* t) { llama_free(&((Trainer*)t)->m); }
@@ -1260,7 +1029,7 @@ static void start(void* t, Comm* comm, Logger* lg) {
     }
     int sample_len = a->sample_len < T ? a->sample_len : T;
     int tp = a->run.par.tp;
-    if (x->m.tpd.sp) sample_len = sample_len < T / tp * tp ? sample_len : T / tp * tp;  // padded to a multiple of tp
+    if (x->m.tpc.sp) sample_len = sample_len < T / tp * tp ? sample_len : T / tp * tp;  // padded to a multiple of tp
     story_sampler_init(&x->sampler, a->run.sample_every, a->tokenizer, a->tokenizer_given, a->cfg.V, sample_len, T,
                        a->temperature, (uint64_t)a->run.loop.seed);
     x->dloss = 1.0f / (float)((size_t)B * T * a->run.grad_accum * comm->dp);
@@ -1281,23 +1050,6 @@ static void forward_backward(void* t, int, int last) {
                            x->a.T, MODE_TRAIN, x->dloss, last);
 }
 
-static double take_loss(void* t) { return llama_take_loss(&((Trainer*)t)->m); }
-
-static void update(void* t, const TrainLoopArgs* l, float lr, float norm, int step) {
-    llama_apply_update(&((Trainer*)t)->m, lr, l->beta1, l->beta2, l->adam_eps, l->weight_decay, l->grad_clip, norm, step);
-}
-
-static void rate(void* t, double ms, int step, char* out, size_t n) {
-    double tok_s = ((Trainer*)t)->a.run.total_batch / (ms / 1e3), seen = (double)step * ((Trainer*)t)->a.run.total_batch;
-    snprintf(out, n, "%.0f tok/s | %.*f%s tok", tok_s, seen < 1e6 ? 1 : 2, seen < 1e6 ? seen / 1e3 : seen / 1e6,
-             seen < 1e6 ? "K" : "M");
-}
-
-static void rate_metrics(void* t, Logger* lg, double ms, int step) {
-    int total = ((Trainer*)t)->a.run.total_batch;
-    metrics_num(lg, "tok_per_s", total / (ms / 1e3)); metrics_int(lg, "tokens", (long long)step * total);
-}
-
 // the validation loss of `step`, and its log line
 static void validate(void* t, Logger* lg, int step, int) {
     Trainer* x = (Trainer*)t;
@@ -1307,7 +1059,7 @@ static void validate(void* t, Logger* lg, int step, int) {
         dataloader_next_batch(&x->val);
         llama_forward_backward(m, rank_rows(m, x->val.inputs), rank_rows(m, x->val.targets), m->B, m->T, MODE_EVAL, 0.0f, 0);
     }
-    x->val_loss = llama_take_loss(m);
+    x->val_loss = model_core_take_loss(m);
     logf_(lg, "step %5d | val loss %.6f\n", step, x->val_loss);
 }
 
@@ -1331,14 +1083,14 @@ static void finish(void* t) {
 }
 
 static const ModelOps LLAMA_OPS = {
-    // program, plan unit, what --init-from starts afresh, --fit-memory's batches
-    "train_llama", "layer", "optimizer state, step and data order", 64, 1024,
+    // program, plan unit, what --init-from starts afresh, --total-batch in tokens, --fit-memory's batches
+    "train_llama", "layer", "optimizer state, step and data order", NULL, 64, 1024,
     // the model and its checkpoints
     build, model_free, init_params, ckpt_read, data_restart, ckpt_write, checkpoint_check,
     // a step (next_batch; units, unit_forward/backward, unit_params; forward, backward; fused)
-    next_batch, NULL, NULL, NULL, NULL, NULL, NULL, forward_backward, take_loss, update,
-    // the trainer's own: batch, data, throughput, validation, samples
-    resolve_batch, NULL, start, rate, rate_metrics, validate, val_metrics, sample, finish,
+    next_batch, NULL, NULL, NULL, NULL, NULL, NULL, forward_backward,
+    // the trainer's own: batch, data, validation, samples
+    resolve_batch, NULL, start, validate, val_metrics, sample, finish,
     // the plan and --fit-memory
     print_config, plan_lines, NULL, llama_comm_bytes, plan_json, plan_cost,
 };

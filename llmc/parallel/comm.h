@@ -41,6 +41,7 @@ they complete before they return.
 */
 #pragma once
 #include "../core/common.h"
+#include "../kernels/kernels.h"
 #include <time.h>
 #ifdef USE_MPI
 #include <mpi.h>

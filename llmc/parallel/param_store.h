@@ -23,6 +23,7 @@ param_store_apply_update.
 #include "comm.h"
 #include "../kernels/profile.h"
 #include "param_layout.h"
+#include "tensor_parallel.h"
 #include "../io/checkpoint.h"
 
 typedef struct {
@@ -37,6 +38,8 @@ typedef struct {
     void* staging; size_t staging_bytes;  // --comm mpi (CUDA): pinned host staging, planned by the model
     stream_t stream;
     Profile* prof;
+    const TpContext* tpc;              // the model's TP context: whether sequence parallelism is on
+    unsigned version;                  // bumped whenever the parameters change (an update, a load): caches compare it
 } ParamStore;
 
 // The layout of this rank (comm's DP and TP ranks) for the model's tensor table.
@@ -110,9 +113,10 @@ static inline void param_store_micro_step_done(ParamStore* ps, size_t lo, size_t
 // from only part of the work (param_tp_grad_partial): its own rows under sequence
 // parallelism (norm weights, biases, a replicated vocabulary), its own heads in any mode,
 // for the segments of one layer (-1: the rest). Once per step, on the accumulated sums.
-static inline void param_store_reduce_tp_replicated(ParamStore* ps, int layer, int sp) {
+static inline void param_store_reduce_tp_replicated(ParamStore* ps, int layer) {
     const ParamLayout* lay = &ps->lay;
     if (lay->tp == 1) return;
+    int sp = ps->tpc && ps->tpc->sp;
     for (int i = 0; i < lay->n_seg; i++) {
         const Segment* g = &lay->seg[i];
         if (g->layer != layer || !param_tp_replicated(lay, g->tensor) || g->n == 0) continue;
@@ -133,10 +137,10 @@ static inline void param_store_reduce_bucket(ParamStore* ps, int b) {
 // Bucket b's gradients are complete for this micro-step (b = L: the rest). On the last
 // micro-step its reductions start: TP for the replicated tensors under sequence
 // parallelism, then DP.
-static inline void param_store_bucket_done(ParamStore* ps, int b, int last, int sp) {
+static inline void param_store_bucket_done(ParamStore* ps, int b, int last) {
     const Bucket* k = &ps->lay.bucket[b];
     param_store_micro_step_done(ps, k->start, k->padded, last);
-    if (last) { param_store_reduce_tp_replicated(ps, b < ps->lay.L ? b : -1, sp); param_store_reduce_bucket(ps, b); }
+    if (last) { param_store_reduce_tp_replicated(ps, b < ps->lay.L ? b : -1); param_store_reduce_bucket(ps, b); }
 }
 
 // The global gradient norm (before clipping), once the reductions are done: each rank
@@ -200,6 +204,14 @@ static inline float param_store_norm_of(ParamStore* ps, const floatX* buf, const
     return sqrtf(norm2);
 }
 
+// The factor of global-norm clipping, as torch.nn.utils.clip_grad_norm_: grad_clip /
+// (norm + 1e-6) when that is below 1, else 1 (and 1 when clipping is off, grad_clip 0).
+static inline float grad_clip_scale(float grad_clip, float norm) {
+    if (grad_clip <= 0.0f) return 1.0f;
+    float coef = grad_clip / (norm + 1e-6f);
+    return coef < 1.0f ? coef : 1.0f;
+}
+
 // Global-norm clipping (as torch.nn.utils.clip_grad_norm_) and one AdamW step on what
 // this rank owns (weight decay on the tensors whose spec says so); with --zero 1 the
 // updated parts are then all-gathered.
@@ -223,6 +235,7 @@ static inline void param_store_apply_update(ParamStore* ps, float lr, float beta
     comm_join(ps->comm, s);
     comm_synchronize(ps->comm);
     stream_synchronize(s);
+    ps->version++;
 }
 
 // What data parallelism sends in one step (comm_bytes_add's count): each bucket once
@@ -250,6 +263,7 @@ static inline void param_store_comm_bytes(const ParamStore* ps, CommBytes* cb) {
 static inline void param_store_set_state_part(ParamStore* ps, int part, const float* ref) {
     const ParamLayout* lay = &ps->lay;
     float* dst = part == 0 ? ps->master : part == 1 ? ps->adam_m : ps->adam_v;
+    if (part == 0) ps->version++;
     if (part == 0) dev_memset(ps->params, 0, lay->n_local * sizeof(floatX), ps->stream);
     if (dst) dev_memset(dst, 0, lay->n_opt * sizeof(float), ps->stream);
     stream_synchronize(ps->stream);  // the uploads below do not run on the stream

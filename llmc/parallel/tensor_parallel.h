@@ -21,6 +21,7 @@ micro-batch holds block tp_rank of tp equal blocks on each rank ("own rows").
 #include "../core/arena.h"
 #include "comm.h"
 #include "recycled.h"
+#include "parallel_args.h"
 
 #ifdef TESTING
 // test_llama --test-plant-tp-bug 1: nanotron #203's bug, planted on purpose. Forward keeps
@@ -48,15 +49,23 @@ typedef struct {
 // rows of the residual stream and the recycled buffer they live in (-1: none)
 typedef struct { floatX* p; int held; } TpRows;
 
+// The one sequence-parallel decision of a model (tp > 1 and --tp-mode reducescatter), made
+// here and read by everything else through t->sp: the linears, the adaLN and vocabulary
+// ops, the parameter store's TP reductions, the model's row counts. keep_gathered: the
+// gathered column inputs are saved copies (--tp-recompute-allgather 0 with nothing recomputed).
+static inline void tp_context_init(TpContext* t, Comm* comm, const ParallelFlags* pf, int recompute, size_t width) {
+    memset(t, 0, sizeof(*t));
+    t->comm = comm; t->tp = comm->tp; t->rank = comm->tp_rank;
+    t->sp = comm->tp > 1 && pf->tp_sp;
+    t->keep_gathered = t->sp && !pf->tp_regather && recompute == 0;
+    t->width = width;
+}
+
 // The plan of the recycled buffers for micro-batches of up to max_rows rows: under
 // sequence parallelism each holds all of them; allreduce mode reduces in place and
 // needs none.
-static inline void tp_context_plan(TpContext* t, Comm* comm, int sp, int keep_gathered, size_t width, size_t max_rows,
-                                   Arena* d) {
-    memset(t, 0, sizeof(*t));
-    t->comm = comm; t->tp = comm->tp; t->rank = comm->tp_rank;
-    t->sp = comm->tp > 1 && sp; t->keep_gathered = t->sp && keep_gathered; t->width = width;
-    size_t full = t->sp ? max_rows * width * sizeof(floatX) : 0;
+static inline void tp_context_plan(TpContext* t, size_t max_rows, Arena* d) {
+    size_t full = t->sp ? max_rows * t->width * sizeof(floatX) : 0;
     t->buf_gather = recycled_plan(&t->pool, d, "tp gathered input", full);
     t->buf_gather_grad = recycled_plan(&t->pool, d, "tp gathered gradient", full);
     t->buf_rs = recycled_plan(&t->pool, d, "tp reduce-scatter staging", full);

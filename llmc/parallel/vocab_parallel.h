@@ -29,7 +29,8 @@ typedef struct {
     int emb, out, tied;        // the tensors' ids in the table; tied: out is emb
     floatX* gathered;          // over DP: the all-gathered [Vs*dp, D] weights
     floatX* grad;              // over DP: this micro-step's unsharded [Vs*dp, D] gradient
-    int which;                 // the tensor `gathered` holds now (-1: none, or stale)
+    int which;                 // the tensor `gathered` holds now (-1: none)
+    unsigned version;          // the parameters' version it was gathered from (ParamStore.version)
     float *ce_max, *ce_sums;   // over TP: each CE row's max; sums of exponentials and target logits [2 rows]
 } VocabShards;
 
@@ -60,9 +61,6 @@ static inline size_t vocab_dp_elements(const VocabShards* v) {
     return vocab_over_dp(v) ? v->st->lay.vocab_rows * comm_grad_ranks(v->st->comm) * v->D : 0;
 }
 
-// the parameters changed (an update, a load): the gathered copy is stale
-static inline void vocab_invalidate(VocabShards* v) { v->which = -1; }
-
 // this rank's Vs rows of tensor t in a local buffer (parameters or gradients)
 static inline floatX* vocab_rows_of(const VocabShards* v, floatX* base, int t) {
     return base + v->st->lay.vocab_start + (t == v->out && !v->tied ? v->st->lay.vocab_rows * v->D : 0);
@@ -73,7 +71,7 @@ static inline floatX* vocab_rows_of(const VocabShards* v, floatX* base, int t) {
 static inline const floatX* vocab_weights(VocabShards* v, int t, const floatX* whole) {
     if (!vocab_over_dp(v)) return whole;
     int which = v->tied ? v->emb : t;
-    if (v->which != which) {
+    if (v->which != which || v->version != v->st->version) {
         ParamStore* st = v->st;
         size_t block = st->lay.vocab_rows * v->D;
         floatX* mine = v->gathered + (size_t)comm_grad_rank(st->comm) * block;
@@ -81,6 +79,7 @@ static inline const floatX* vocab_weights(VocabShards* v, int t, const floatX* w
         comm_all_gather(param_store_comm(st), GROUP_GRAD, v->gathered, block, COMM_FLOATX, st->stream);
         comm_join(st->comm, st->stream);
         v->which = which;
+        v->version = st->version;
     }
     return v->gathered;
 }
@@ -108,6 +107,21 @@ static inline void vocab_grad_done(VocabShards* v, int t) {
     dev_memcpy_d2d(vocab_rows_of(v, st->grads, t), v->grad + (size_t)comm_grad_rank(st->comm) * block, block * sizeof(floatX),
                    st->stream);
 }
+
+#ifdef TESTING
+// test_llama: nr rows of logits ([nr, cols] on the device: the vocabulary or this rank's
+// shard of it) into the host's [rows, V] at row0, in this rank's columns
+static inline void vocab_capture_logits(const VocabShards* v, float* host, const floatX* logits, size_t row0, int nr,
+                                        int cols, int V, stream_t s) {
+    stream_synchronize(s);
+    float* tmp = (float*)xmalloc((size_t)nr * cols * sizeof(float));
+    dev_download_floats(tmp, logits, (size_t)nr * cols);
+    int vtp = v->st->lay.vocab_tp;
+    size_t c0 = vtp ? v->st->lay.v0 : 0, valid = vtp ? v->st->lay.v_valid : (size_t)cols;
+    for (int i = 0; i < nr; i++) memcpy(host + (row0 + i) * V + c0, tmp + (size_t)i * cols, valid * sizeof(float));
+    free(tmp);
+}
+#endif
 
 // The cross-entropy of nr rows whose logits this rank holds a vocabulary shard of
 // ([nr, Vs]): the row max, then the sums of exponentials and the target logit, each

@@ -13,7 +13,9 @@ cluster run needs around it:
 
 The model is the trainer's: ModelOps' functions take the trainer's context (t), which
 holds its arguments, the model and its data. The runner never sees the model's types;
-it sees a ModelView (the parameter store, arenas, activation plan) that build fills in.
+it sees the ModelCore the model derives from (model_core.h: the parameter store, arenas,
+activation plan, the loss), which build returns: the loss reduction, the update and the
+step line's throughput are the runner's, the same for every model.
 
 Hooks for what is coming (docs/design.md 10), NULL today (both trainers run the fused
 forward_backward): a micro-batch unit by unit, with unit_params before each unit's forward
@@ -36,27 +38,18 @@ rank 0's.
 #include "step_loop.h"
 #include "state_checkpoint.h"
 #include "trainer.h"
-
-// what the runner reads of a built model (pointers into it, set by build)
-typedef struct {
-    ParamStore* st;
-    Arena *dev, *host;
-    const ActPlan* acts;
-    const Offload* off;
-    Profile* prof;
-    stream_t stream;  // the model's stream (the profile's timers are on it)
-    size_t num_params;
-} ModelView;
+#include "model_core.h"
 
 typedef struct {
     const char* program;  // "train_llama": the logs and the cross-rank check
     const char* unit;     // what the plan calls a layer: "layer", "block"
     const char* fresh;    // what --init-from starts afresh ("optimizer state and step")
+    const char* item;     // what --total-batch counts when not tokens ("clips": the step line gives clips/s), or NULL
     int fit_most, fit_cap;  // --fit-memory without --batch: the micro-batches tried (fit_batches)
 
     // the model: built as planned (allocate 0: the plan only) for micro-batches of B, with
     // the flags given; free gives back all of it
-    void (*build)(void* t, Comm* comm, const MemoryFlags* mem, const ParallelFlags* pf, int B, int allocate, ModelView* v);
+    ModelCore* (*build)(void* t, Comm* comm, const MemoryFlags* mem, const ParallelFlags* pf, int B, int allocate);
     void (*free)(void* t);
     void (*init_params)(void* t, uint64_t seed);
     // checkpoints: read returns the checkpoint's step (params_only: --init-from, the parameters
@@ -72,8 +65,8 @@ typedef struct {
     // embedding or the head: unit_params, when set, makes a unit's parameters whole on this
     // rank before its forward and again before its backward, what full sharding (ZeRO-3)
     // gathers; a pipeline stage's units are its layers), forward then backward (a stage's
-    // per micro-batch), or forward_backward (fused: both trainers today). take_loss: the
-    // step's mean loss over all ranks; update: clipping and AdamW with the gradient norm given
+    // per micro-batch), or forward_backward (fused: both trainers today). Each adds its
+    // losses to the ModelCore, which the runner reduces over the ranks (model_core_take_loss).
     void (*next_batch)(void* t, int step, int micro);
     int (*units)(void* t);
     void (*unit_forward)(void* t, int u);
@@ -82,18 +75,14 @@ typedef struct {
     void (*forward)(void* t, int micro);
     void (*backward)(void* t, int micro, int last);
     void (*forward_backward)(void* t, int micro, int last);
-    double (*take_loss)(void* t);
-    void (*update)(void* t, const TrainLoopArgs* l, float lr, float norm, int step);
 
     // the trainer's own: its batch (returns micro-batches per step; before the device);
     // what opens before the device (NULL: nothing); its data and samplers after the plan;
-    // the step line's throughput and its metrics; validation (final: of a run with nothing to
-    // train) and its metrics; samples; what start opened, closed
+    // validation (final: of a run with nothing to train) and its metrics; samples; what
+    // start opened, closed
     int (*resolve_batch)(void* t, Comm* comm);
     void (*prepare)(void* t, Comm* comm);
     void (*start)(void* t, Comm* comm, Logger* lg);
-    void (*rate)(void* t, double ms, int step, char* out, size_t n);
-    void (*rate_metrics)(void* t, Logger* lg, double ms, int step);
     void (*validate)(void* t, Logger* lg, int step, int final);
     void (*val_metrics)(void* t, Logger* lg);
     void (*sample)(void* t, Logger* lg, int step);
@@ -202,14 +191,14 @@ static inline void rank_plans_json(char* out, size_t n, const RankPlans* p) {
 // ----------------------------------------------------------------------------
 // the run
 
-static inline void runner_print_plan(const ModelOps* ops, void* t, Logger* lg, const Comm* comm, const ModelView* v) {
+static inline void runner_print_plan(const ModelOps* ops, void* t, Logger* lg, const Comm* comm, const ModelCore* v) {
     if (lg->quiet) return;
-    log_plan_head(lg, comm, v->dev, v->host);
+    log_plan_head(lg, comm, &v->dev, &v->host);
     if (ops->plan_lines) ops->plan_lines(t, lg);
-    log_plan_tail(lg, v->acts, ops->unit, ops->comm_bytes(t));
+    log_plan_tail(lg, &v->acts, ops->unit, ops->comm_bytes(t));
 }
 
-static inline void runner_write_plan_json(const ModelOps* ops, void* t, const ModelView* v, const RankPlans* rp,
+static inline void runner_write_plan_json(const ModelOps* ops, void* t, const ModelCore* v, const RankPlans* rp,
                                           const char* path) {
     char extra[8192];
     int with_comm = ops->plan_json(t, extra, sizeof(extra) - 4096);
@@ -217,7 +206,7 @@ static inline void runner_write_plan_json(const ModelOps* ops, void* t, const Mo
     snprintf(extra + len, sizeof(extra) - len, "%s", len ? ", " : "");
     rank_plans_json(extra + strlen(extra), sizeof(extra) - strlen(extra), rp);
     CommBytes cb = ops->comm_bytes(t);
-    trainer_plan_json(path, v->acts, v->off, v->num_params, extra, with_comm ? &cb : NULL, v->dev, v->host);
+    trainer_plan_json(path, &v->acts, &v->off, v->num_params, extra, with_comm ? &cb : NULL, &v->dev, &v->host);
 }
 
 // one micro-batch of the step: the data, then the model (see ModelOps)
@@ -247,11 +236,10 @@ static inline void runner_check_ops(const ModelOps* o) {
     const struct { const char* name; int given; } need[] = {
         {"build", o->build != NULL}, {"free", o->free != NULL}, {"init_params", o->init_params != NULL},
         {"ckpt_read", o->ckpt_read != NULL}, {"ckpt_write", o->ckpt_write != NULL}, {"ckpt_check", o->ckpt_check != NULL},
-        {"next_batch", o->next_batch != NULL}, {"take_loss", o->take_loss != NULL}, {"update", o->update != NULL},
+        {"next_batch", o->next_batch != NULL},
         {"forward_backward, forward + backward or units + unit_forward + unit_backward",
          o->forward_backward || (o->forward && o->backward) || (o->units && o->unit_forward && o->unit_backward)},
-        {"resolve_batch", o->resolve_batch != NULL}, {"start", o->start != NULL}, {"rate", o->rate != NULL},
-        {"rate_metrics", o->rate_metrics != NULL}, {"validate", o->validate != NULL},
+        {"resolve_batch", o->resolve_batch != NULL}, {"start", o->start != NULL}, {"validate", o->validate != NULL},
         {"val_metrics", o->val_metrics != NULL}, {"sample", o->sample != NULL}, {"finish", o->finish != NULL},
         {"print_config", o->print_config != NULL}, {"comm_bytes", o->comm_bytes != NULL},
         {"plan_json", o->plan_json != NULL}, {"plan_cost", o->plan_cost != NULL},
@@ -275,21 +263,20 @@ static inline int runner_main(const ModelOps* ops, void* t, RunArgs* a, int unit
     Logger lg = logger_for_rank(comm.rank);
     if (ops->prepare && !l->plan_only) ops->prepare(t, &comm);  // --plan-only: no data, no device, no run directory
     parallel_device_setup(&comm, l->plan_only);
-    ModelView v;
-    ops->build(t, &comm, &a->mem, &pf, a->B, !l->plan_only, &v);
+    ModelCore* v = ops->build(t, &comm, &a->mem, &pf, a->B, !l->plan_only);
     const char* resume = run_open(&comm, &lg, l, ops->ckpt_check);
     ops->print_config(t, &lg);
     logf_(&lg, "%s", a->fit_search.report);
-    runner_print_plan(ops, t, &lg, &comm, &v);
+    runner_print_plan(ops, t, &lg, &comm, v);
     if ((l->plan_only || l->plan_json) && !lg.quiet) {
         RankPlans rp;
         runner_rank_plans(ops, t, &comm, a->B, &a->mem, &rp);
         if (l->plan_only && comm.size > 1) rank_plans_log(&lg, &rp);
         if (l->plan_only && ops->plan_only_lines) ops->plan_only_lines(t, &lg);
-        if (l->plan_json) runner_write_plan_json(ops, t, &v, &rp, l->plan_json);
+        if (l->plan_json) runner_write_plan_json(ops, t, v, &rp, l->plan_json);
     }
     if (l->plan_only) { ops->free(t); return 0; }
-    if (l->profile_step > 0) profile_setup(v.prof, v.stream);
+    if (l->profile_step > 0) profile_setup(&v->prof, v->stream);
     ops->start(t, &comm, &lg);
 
     int start = 0;
@@ -313,28 +300,29 @@ static inline int runner_main(const ModelOps* ops, void* t, RunArgs* a, int unit
     }
 
     StepLoop sl;
-    step_loop_init(&sl, l, &comm, v.prof, &lg, start, resume != NULL);
+    step_loop_init(&sl, l, &comm, &v->prof, &lg, start, resume != NULL);
     for (int step = start + 1; step <= l->steps; step++) {
         step_begin(&sl, step);
         float lr = lr_at_step(step, l->steps, l->warmup, l->lr, l->min_lr_frac);
-        param_store_zero_grads(v.st);
+        param_store_zero_grads(&v->st);
         for (int micro = 0; micro < a->grad_accum; micro++) runner_micro_step(ops, t, step, micro, micro == a->grad_accum - 1);
-        double loss = ops->take_loss(t);
-        float norm = param_store_grad_norm(v.st);
+        double loss = model_core_take_loss(v);
+        float norm = param_store_grad_norm(&v->st);
         stop_if_not_finite(step, loss, norm, l->run_dir, sl.last_ckpt);
-        ops->update(t, l, lr, norm, step);
+        model_core_apply_update(v, l, lr, norm, step);
         double ms = step_end(&sl, step);
-        char rate[160];
-        ops->rate(t, ms, step, rate, sizeof(rate));
-        step_log(&sl, step, loss, lr, norm, ms, "%s", rate);
+        StepRate rate = {a->total_batch, v->tokens_per_item, ops->item};
+        char line[160];
+        step_rate_format(&rate, ms, step, line, sizeof(line));
+        step_log(&sl, step, loss, lr, norm, ms, "%s", line);
         if (step_due(&sl, step, l->val_every)) ops->validate(t, &lg, step, 0);
         step_metrics(&sl, step, loss, lr, norm, ms);
-        ops->rate_metrics(t, &lg, ms, step);
-        step_metrics_memory(&sl, v.dev->total);
+        step_rate_metrics(&rate, &lg, ms, step);
+        step_metrics_memory(&sl, v->dev.total);
         ops->val_metrics(t, &lg);
         metrics_end(&lg);
         // the checkpoint first: whatever sampling meets, the step's state is on disk
-        if (step_ckpt_due(&sl, step, v.st, path, sizeof(path))) {
+        if (step_ckpt_due(&sl, step, &v->st, path, sizeof(path))) {
             ops->ckpt_write(t, path, step);
             step_ckpt_written(&sl, step, path);
         }
@@ -344,7 +332,7 @@ static inline int runner_main(const ModelOps* ops, void* t, RunArgs* a, int unit
         if (l->val_every > 0) ops->validate(t, &lg, start, 1);
         if (a->sample_every > 0) ops->sample(t, &lg, start);
     }
-    step_loop_done(&sl, v.dev->total);
+    step_loop_done(&sl, v->dev.total);
     ops->finish(t);
     logger_close(&lg);
     ops->free(t);

@@ -70,6 +70,36 @@ __attribute__((noinline)) static const char* ckpt_state_header(const char* path,
     return ckpt_verify(path, blocks, fmt->extra_at >= 0 ? 4 : 3);
 }
 
+// The model's shape in a header: ints at h[2 + i], floats at h[32 + j] (compared by their
+// bits: the same shape with another RoPE base is another model). A checkpoint loads only
+// into the shape that wrote it; hint says what to pass when the shapes differ.
+#define CKPT_SHAPE_MAX 16
+typedef struct {
+    int n_int, n_float;
+    const char* int_names[CKPT_SHAPE_MAX];
+    int ints[CKPT_SHAPE_MAX];
+    const char* float_names[4];
+    float floats[4];
+    const char* hint;
+} CkptShape;
+
+static inline void ckpt_shape_put(const CkptShape* s, int h[256]) {
+    memcpy(h + 2, s->ints, (size_t)s->n_int * sizeof(int));
+    memcpy(h + 32, s->floats, (size_t)s->n_float * sizeof(float));
+}
+
+static inline void ckpt_shape_check(const CkptShape* s, const char* path, const int h[256]) {
+    for (int i = 0; i < s->n_int; i++)
+        if (h[2 + i] != s->ints[i])
+            FAIL("%s: the checkpoint has %s=%d but this run has %s=%d (%s)", path, s->int_names[i], h[2 + i],
+                 s->int_names[i], s->ints[i], s->hint);
+    const float* hf = (const float*)h;
+    for (int j = 0; j < s->n_float; j++)
+        if (memcmp(&hf[32 + j], &s->floats[j], sizeof(float)) != 0)
+            FAIL("%s: the checkpoint has %s=%.9g but this run has %s=%.9g (%s)", path, s->float_names[j], hf[32 + j],
+                 s->float_names[j], s->floats[j], s->hint);
+}
+
 // A collective: every rank calls it (the store gathers), rank 0 writes. header holds the
 // model's fields; the format's common fields are filled in here.
 static inline void ckpt_state_write(ParamStore* st, const CkptFormat* fmt, const char* path, const int model_header[256],

@@ -87,6 +87,29 @@ static inline void step_metrics_memory(const StepLoop* s, size_t arena_bytes) {
     metrics_int(s->lg, "peak_mem", (long long)s->peak); metrics_int(s->lg, "arena_bytes", (long long)arena_bytes);
 }
 
+// The step line's throughput: per_step units of --total-batch a step, each of
+// tokens_per_item tokens. Counted in tokens (item NULL): the rate and the tokens seen; in
+// items ("clips"): items/s and tok/s.
+typedef struct { long long per_step; int tokens_per_item; const char* item; } StepRate;
+
+static inline void step_rate_format(const StepRate* r, double ms, int step, char* out, size_t n) {
+    double per_s = r->per_step / (ms / 1e3), seen = (double)step * r->per_step;
+    if (r->item) snprintf(out, n, "%.1f %s/s %.0f tok/s", per_s, r->item, per_s * r->tokens_per_item);
+    else snprintf(out, n, "%.0f tok/s | %.*f%s tok", per_s, seen < 1e6 ? 1 : 2, seen < 1e6 ? seen / 1e3 : seen / 1e6,
+                  seen < 1e6 ? "K" : "M");
+}
+
+static inline void step_rate_metrics(const StepRate* r, Logger* lg, double ms, int step) {
+    double per_s = r->per_step / (ms / 1e3);
+    if (r->item) {
+        char key[64];
+        snprintf(key, sizeof(key), "%s_per_s", r->item);
+        metrics_num(lg, key, per_s); metrics_num(lg, "tok_per_s", per_s * r->tokens_per_item);
+    } else {
+        metrics_num(lg, "tok_per_s", per_s); metrics_int(lg, "tokens", (long long)step * r->per_step);
+    }
+}
+
 // whether something done every N steps (validation, samples; 0 = never) is done at this
 // step: every N steps and at the last
 static inline int step_due(const StepLoop* s, int step, int every) {

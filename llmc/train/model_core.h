@@ -1,0 +1,231 @@
+/*
+What every model on this runtime holds besides its own math, once: the flags it was built
+with, its ranks, the memory plan (device and pinned host arenas), the parameter store, the
+activation plan and its offload, the tensor- and context-parallel contexts its operations
+run on, the stream and profile, and the step's loss. A model derives from it
+(struct Llama : ModelCore), so its functions read m->st, m->tpc, m->att directly, and the
+runner (runner.h) sees a ModelCore and none of the model's types.
+
+A model's build is its own plan between these calls, in the order its plan prints:
+    model_core_begin       the flags, the tensor table, both arenas, the parameter store
+    model_core_staging     --comm mpi's pinned staging, for the largest collective
+    model_core_plan_acts   the activation plan, its offload, the shared work buffer
+    model_core_allocate    once, then the model sets its own views into the arenas
+    model_core_bind_rope   the RoPE table on the device, the attention operation bound
+In the step, the loss: each rank adds what its rows gave (model_core_add_losses on the
+device, model_core_add_loss on the host) and model_core_take_loss reduces it over the
+ranks whose rows differ, named once at build (model_core_loss_rows).
+*/
+#pragma once
+#include "../core/common.h"
+#include "../core/arena.h"
+#include "../parallel/comm.h"
+#include "../parallel/parallel_args.h"
+#include "../parallel/param_store.h"
+#include "../parallel/tensor_parallel.h"
+#include "../parallel/attention_op.h"
+#include "memory_flags.h"
+#include "trainer.h"
+
+#define MODEL_MAX_TENSORS 32
+#define NOT_ON_RANK ((size_t)-1)  // a tensor this rank holds no part of (the vocabulary split over DP)
+
+struct ModelCore {
+    MemoryFlags flags;
+    ParallelFlags par;
+    Comm* comm;                  // ranks and groups (one process: a world of one)
+    int L, n_tensors;
+    int allocated;               // 0: only the plan exists
+    int micro_steps;             // micro-batches per optimizer step (the plan's communication bytes)
+    int tokens_per_item;         // tokens of one unit of --total-batch (a token: 1; a clip: its tokens)
+    ParamSpec spec[MODEL_MAX_TENSORS];                                     // the tensor table
+    size_t param_sizes[MODEL_MAX_TENSORS], param_off[MODEL_MAX_TENSORS];   // the reference layout
+    size_t num_params;
+
+    Arena dev, host;             // the memory plan (device and pinned host)
+    ParamStore st;               // this rank's parameters, gradients and optimizer state
+    size_t* local_off;           // [n_tensors * L]: where tensor t (its layer l; 0 for a whole-model tensor) starts
+    void* comm_staging;          // --comm mpi (CUDA): pinned host staging of the collectives
+    size_t staging_bytes;
+    ActPlan acts;                // the activation fields and where each lives
+    Offload off;                 // where each layer's saved block lives
+    ActBlock work;               // the fields that are not saved, shared by all layers
+    int work_handle;
+    int gathered_view[2][2];     // (own field, kept gathered field) pairs: the own rows are a view of the kept copy
+    int rows_cur;                // the rows of the micro-batch in flight (residual stream, all TP ranks)
+    TpContext tpc;               // tensor parallelism's collectives and recycled buffers
+    CpContext cpx;               // context parallelism's layout and buffers
+    Attention att;               // the attention operation over it
+    float *rope_cos, *rope_sin;  // the RoPE table by position
+    float* loss_dev;             // the device sum of per-token losses since the last take (NULL: host sums only)
+    double loss_host, loss_count;
+    CommGroup loss_group;        // the ranks whose losses differ
+    stream_t stream;
+    Profile prof;                // --profile-step (llmc/kernels/profile.h)
+};
+
+// parameters of tensor t in layer l (l = 0 for a whole-model tensor), or NULL when not on this rank
+static inline floatX* core_w(const ModelCore* c, int t, int l) {
+    size_t o = c->local_off[(size_t)t * c->L + l];
+    return o == NOT_ON_RANK ? NULL : c->st.params + o;
+}
+static inline floatX* core_dw(const ModelCore* c, int t, int l) {
+    size_t o = c->local_off[(size_t)t * c->L + l];
+    return o == NOT_ON_RANK ? NULL : c->st.grads + o;
+}
+
+// The flags, the tensor table (spec[i] for i < n, the reference layout's order), both
+// arenas and the parameter store's entries.
+static inline void model_core_begin(ModelCore* c, const ParamSpec* spec, int n, int L, Comm* comm, const MemoryFlags* f,
+                                    const ParallelFlags* par, int shard_vocab) {
+    if (n > MODEL_MAX_TENSORS) FAIL("model_core_begin: %d tensors, at most %d", n, MODEL_MAX_TENSORS);
+    c->flags = *f; c->par = *par; c->comm = comm; c->L = L; c->n_tensors = n; c->tokens_per_item = 1;
+    memcpy(c->spec, spec, (size_t)n * sizeof(ParamSpec));
+    c->num_params = 0;
+    for (int i = 0; i < n; i++) {
+        c->param_sizes[i] = param_spec_size(&spec[i], L);
+        c->param_off[i] = c->num_params;
+        c->num_params += c->param_sizes[i];
+    }
+    param_store_layout(&c->st, c->spec, n, L, comm, par->zero, shard_vocab, par->grad_fp32);
+    arena_init(&c->dev, "device");
+    arena_init(&c->host, "host (pinned)");
+    param_store_plan(&c->st, &c->dev, HAVE_MASTER_WEIGHTS);
+    c->st.tpc = &c->tpc;  // the store's TP reductions follow the model's sequence-parallel decision
+}
+
+// --comm mpi in the CUDA build: the largest collective passes through pinned host memory,
+// the largest of a bucket, the attention's exchanges and the model's own (most elements)
+static inline void model_core_staging(ModelCore* c, size_t most) {
+    size_t bucket = param_store_largest_bucket(&c->st), att = attention_staging_elements(&c->att);
+    most = bucket > most ? bucket : most;
+    most = att > most ? att : most;
+    c->staging_bytes = comm_staging_needed(c->comm) ? most * sizeof(floatX) : 0;
+    arena_add_to(&c->host, "comm staging (--comm mpi)", "comm", c->staging_bytes, &c->comm_staging);
+}
+
+// the activation plan's saved blocks (n_offload of the L on the host)
+static inline void model_core_plan_acts(ModelCore* c, ActPlan acts, int n_offload) {
+    c->acts = acts;
+    offload_plan(&c->off, &c->dev, &c->host, c->L, n_offload, acts.block_bytes);
+}
+
+static inline void model_core_plan_work(ModelCore* c, const char* name) {
+    c->work_handle = arena_add(&c->dev, name, "scratch", c->acts.work_bytes);
+}
+
+// own_f of the layer is a view of its kept gathered copy kept_f (--tp-recompute-allgather 0)
+static inline void model_core_gathered_view(ModelCore* c, int i, int own_f, int kept_f) {
+    c->gathered_view[i][0] = own_f; c->gathered_view[i][1] = kept_f;
+}
+
+// Allocates the plan once and binds what lives in it: the offload blocks, the work
+// buffer, the parameters' offsets, the stream, the store and the TP context. norm_scratch:
+// one device float for the gradient norm, planned by the model.
+static inline void model_core_allocate(ModelCore* c, float** norm_scratch) {
+    c->allocated = 1;
+    arena_allocate(&c->dev, dev_malloc);
+    arena_allocate(&c->host, host_malloc_pinned);
+    offload_bind(&c->off, &c->dev, &c->host);
+    act_plan_layout(&c->acts, ACT_IN_WORK, (char*)arena_ptr(&c->dev, c->work_handle), &c->work);
+    size_t n = (size_t)c->n_tensors * c->L;
+    c->local_off = (size_t*)xmalloc(n * sizeof(size_t));
+    for (size_t i = 0; i < n; i++) c->local_off[i] = NOT_ON_RANK;
+    for (int i = c->st.lay.n_seg - 1; i >= 0; i--) {  // backwards: a tensor cut in groups starts at its first
+        const Segment* sg = &c->st.lay.seg[i];
+        c->local_off[(size_t)sg->tensor * c->L + (sg->layer < 0 ? 0 : sg->layer)] = sg->local_off;
+    }
+    c->stream = stream_create();
+    matmul_setup();
+    param_store_bind(&c->st, c->stream, &c->prof, *norm_scratch, c->comm_staging, c->staging_bytes);
+    tp_context_bind(&c->tpc, c->stream, c->comm_staging, c->staging_bytes);  // (CP's exchanges stage through comm's buffer too)
+}
+
+// the RoPE table (cos then sin, n values each, host; freed here) to the device, and the
+// attention operation bound to it
+static inline void model_core_bind_rope(ModelCore* c, float* table, size_t n) {
+    dev_memcpy_h2d(c->rope_cos, table, 2 * n * sizeof(float), c->stream);
+    c->rope_sin = c->rope_cos + n;
+    attention_bind(&c->att, c->rope_cos, c->rope_sin, &c->prof, c->stream);
+    stream_synchronize(c->stream);
+    free(table);
+}
+
+static inline void model_core_free(ModelCore* c) {
+    if (c->allocated) {
+        trainer_release(c->stream, &c->prof, &c->off, &c->dev, &c->host);
+        free(c->local_off);
+    }
+    param_store_free(&c->st);
+}
+
+// the saved activations of layer l (the dropped fields from the work buffer), the own rows
+// of the gathered views pointing into their kept copies
+static inline ActBlock core_layer_acts(const ModelCore* c, int l) {
+    ActBlock a = act_block_at(&c->acts, offload_block(&c->off, l), &c->work);
+    if (c->tpc.keep_gathered) {
+        size_t own = tp_own_row0(&c->tpc, c->rows_cur) * c->tpc.width;
+        for (int i = 0; i < 2; i++) a.f[c->gathered_view[i][0]] = ACT(a, c->gathered_view[i][1]) + own;
+    }
+    return a;
+}
+
+// ----------------------------------------------------------------------------
+// the state and the update
+
+static inline void model_core_set_params(ModelCore* c, const float* host_params) {
+    param_store_set_state(&c->st, host_params, NULL, NULL);
+}
+
+// clipping and one AdamW step with the gradient norm given (the runner's step)
+static inline void model_core_apply_update(ModelCore* c, const TrainLoopArgs* l, float lr, float norm, int step) {
+    param_store_apply_update(&c->st, lr, l->beta1, l->beta2, l->adam_eps, l->weight_decay, l->grad_clip, norm, step);
+}
+
+// the norm, clipping and one AdamW step (the test programs); returns the norm before clipping
+static inline float model_core_update(ModelCore* c, float lr, float beta1, float beta2, float eps, float weight_decay,
+                                      float grad_clip, int step) {
+    float norm = param_store_grad_norm(&c->st);
+    param_store_apply_update(&c->st, lr, beta1, beta2, eps, weight_decay, grad_clip, norm, step);
+    return norm;
+}
+
+// ----------------------------------------------------------------------------
+// the loss
+
+// Whose losses differ: the gradient group's ranks (dp x cp) always; the TP ranks too when
+// each computed the loss of its own rows (sequence parallelism) rather than all of them.
+// loss_sum: one device float (NULL: the model adds host sums only).
+static inline void model_core_loss_rows(ModelCore* c, int differ_over_tp, float* loss_sum) {
+    c->loss_group = differ_over_tp ? GROUP_WORLD : GROUP_GRAD;
+    c->loss_dev = loss_sum;
+    if (loss_sum && c->allocated) dev_memset(loss_sum, 0, sizeof(float), c->stream);
+}
+
+// the per-token losses of n rows (device), summed on the device: no wait per micro-batch
+static inline void model_core_add_losses(ModelCore* c, const float* losses, size_t n) {
+    sum_accumulate(c->loss_dev, losses, n, c->stream);
+    c->loss_count += (double)n;
+}
+
+// a host sum of count values' losses
+static inline void model_core_add_loss(ModelCore* c, double sum, double count) {
+    c->loss_host += sum;
+    c->loss_count += count;
+}
+
+// The mean loss over everything added since the last call, over the ranks whose rows
+// differ: the step's one read of a device value and wait for the device. Resets the sums.
+static inline float model_core_take_loss(ModelCore* c) {
+    float dev = 0.0f;
+    if (c->loss_dev) {
+        dev_memcpy_d2h(&dev, c->loss_dev, sizeof(float), c->stream);
+        dev_memset(c->loss_dev, 0, sizeof(float), c->stream);
+    }
+    comm_synchronize(c->comm);  // bounded: a dead peer ends here with a message
+    stream_synchronize(c->stream);
+    double v[2] = {dev + c->loss_host, c->loss_count};
+    c->loss_host = 0.0; c->loss_count = 0.0;
+    comm_host_all_reduce(c->comm, c->loss_group, v, 2, COMM_SUM);
+    return v[1] > 0 ? (float)(v[0] / v[1]) : NAN;
+}
