@@ -11,33 +11,18 @@ and run through L single-stream blocks (adaLN-Zero modulation from the timestep 
 class, QK RMSNorm, 3-D RoPE, full attention, GELU-tanh FFN), trained with rectified
 flow: x_t = (1 - t) x0 + t e, the model predicts v = e - x0, loss = mean (v_pred - v)^2.
 
-Memory techniques, each a flag that leaves the mathematics unchanged (as in train_llama):
-  --ffn-chunks K --ffn-chunk-dim hidden|seq   the FFN in K chunks: forward keeps only its
-                                              input, backward recomputes each chunk
-  --offload-act N                             the saved activations of N layers go to host
-  --recompute 0|1|2                           1: recompute the modulated norms, the
-                                              normed q/k and GELU; 2: keep only layer inputs
-Parallelism (mpirun / srun, one process per GPU, world = dp x cp x tp), with train_llama's meaning:
-  data parallelism over the DP ranks          --batch clips per rank, --total-batch clips per step
-                                              over all ranks (gradient accumulation when larger)
-  --zero 1                                    master weights and AdamW state sharded over the DP ranks
-  --tp N --tp-mode allreduce                  Megatron tensor parallelism: qkv and fc1 column-parallel,
-                                              proj and fc2 row-parallel
-  --tp N --tp-mode reducescatter              and sequence parallelism: each TP rank holds 1/tp of the
-  [--tp-recompute-allgather 0|1]              tokens in the residual stream (patch embedding, adaLN
-                                              norms, gated residuals, final layer and loss on its rows;
-                                              the adaLN kernels on clip-aligned segments of them, the
-                                              per-clip adaLN gradients summed over TP); a1, a2 all-gathered
-                                              before qkv and fc1 (kept: 0, gathered again in backward: 1),
-                                              y1, y2 and d a reduce-scattered (llmc/parallel/linear.h)
-  --cp N --cp-mode ring|ulysses|hybrid        context parallelism: each rank holds 1/cp of every clip's
-                                              tokens through the whole block (llmc/parallel/attention_op.h)
-Every buffer is planned before the loop (print it with --plan-only 1, per rank with --dp N --tp N --cp N).
+The memory flags (--ffn-chunks, --offload-act, --recompute) leave the mathematics unchanged,
+as in train_llama. Parallelism over dp x cp x tp ranks (mpirun or srun, one process per GPU)
+lives in llmc/parallel/: the parameters, their reductions and ZeRO-1 in its store
+(param_store.h), tensor, sequence and context parallelism in the operations the model calls
+(linear.h, attention_op.h, adaln_op.h). Every buffer is planned before the loop (print the
+plan with --plan-only 1). Each flag: README.md and --help.
 */
 #include "llmc/train/runner.h"          // the runner, and the model core, checkpoints, plans and logs it drives
 #include "llmc/train/ffn_chunks.h"      // --ffn-chunks: the chunks' geometry
 #include "llmc/parallel/linear.h"       // column- and row-parallel linears: TP, sequence parallelism, recycled buffers
 #include "llmc/parallel/attention_op.h" // attention: --cp (each rank holds 1/cp of every clip's tokens), RoPE
+#include "llmc/parallel/adaln_op.h"     // adaLN on own rows: clip-aligned segments, per-clip gradients over TP
 #include "llmc/kernels/rope3d.h"        // the 3-D RoPE table
 #include "llmc/io/video_data.h"         // clip sources: moving digits, clip files
 #include "llmc/io/image_write.h"        // GIF and PNG samples
@@ -244,6 +229,7 @@ typedef enum { MODE_TRAIN, MODE_EVAL, MODE_SAMPLE } RunMode;
 struct Dit : ModelCore {
     DitConfig cfg;
     DitShard sh;                  // this rank's heads and FFN units (all of them at tp 1)
+    AdaLN adaln;                  // adaLN on this rank's rows (llmc/parallel/adaln_op.h)
     int B, N, P;                  // planned batch (clips per rank), tokens per clip on this rank, patch size
     int Nt;                       // tokens per clip (N = Nt / cp)
     size_t clip;                  // values per clip
@@ -271,10 +257,9 @@ static floatX* dit_p(const Dit* m, int t) { return core_w(m, t, 0); }
 static floatX* dit_g(const Dit* m, int t) { return core_dw(m, t, 0); }
 
 // this rank's rows of the residual stream of B clips (all of them, but under sequence
-// parallelism), the first, and their clip-aligned segments (llmc/parallel/tensor_parallel.h)
+// parallelism) and the first (llmc/parallel/tensor_parallel.h)
 static int own_rows(const Dit* m, int B) { return tp_own_rows(&m->tpc, B * m->N); }
 static size_t own_row0(const Dit* m, int B) { return tp_own_row0(&m->tpc, B * m->N); }
-static int own_segments(const Dit* m, int B, TpSegment sg[3]) { return tp_own_segments(&m->tpc, B, m->N, sg); }
 
 static floatX* dit_layer_output(const Dit* m, int l) {
     return l + 1 < m->cfg.L ? ACT(core_layer_acts(m, l + 1), A_H) : m->h_final;
@@ -319,6 +304,7 @@ static void dit_build(Dit* m, const DitConfig* cfg, const MemoryFlags* flags, co
     size_t cp_most = comm->cp > 1 ? (size_t)B * m->Nt * P : 0;
     model_core_staging(m, tp > 1 && tp_most > cp_most ? tp_most : cp_most);
     tp_context_plan(&m->tpc, BN, d);  // the recycled buffers of sequence parallelism (allreduce mode: none)
+    m->adaln = adaln_setup(&m->tpc, m->N, c->D, DIT_EPS);
     attention_plan(&m->att, d);       // context parallelism's recycled buffers and fp32 scratch (none at cp 1)
     model_core_plan_acts(m, dit_act_plan(c, &m->sh, &m->tpc, B, m->N, flags), n_offload);
     model_core_gathered_view(m, 0, A_A1, A_A1G);
@@ -504,65 +490,6 @@ static void qk_norm_rope(Dit* m, int l, int which, floatX* out, float* rstd, con
 }
 
 
-// The adaLN kernels on this rank's rows: they read one modulation row per clip, and under
-// sequence parallelism the rows may start and end inside a clip, so they run once per
-// clip-aligned segment (own_segments; one call without). The backward's per-clip column
-// sums (d shift, d scale, d gate) are overwritten for the clips this rank's rows touch:
-// under sequence parallelism the caller zeroes them first and sums them over the TP group
-// after (adaln_grad_begin, adaln_grad_finish).
-static void modulate_own(Dit* m, floatX* out, float* mean, float* rstd, const floatX* x, const floatX* shift,
-                         const floatX* scale, int ld, int B) {
-    TpSegment sg[3];
-    int n = own_segments(m, B, sg);
-    size_t D = m->cfg.D;
-    for (int i = 0; i < n; i++) {
-        size_t r = sg[i].row, v = (size_t)sg[i].b * ld;
-        layernorm_modulate_forward(out + r * D, mean + r, rstd + r, x + r * D, shift + v, scale + v, ld, sg[i].nb,
-                                   sg[i].per, (int)D, DIT_EPS, m->stream);
-    }
-}
-
-static void modulate_own_backward(Dit* m, floatX* dx, floatX* dshift, floatX* dscale, const floatX* dout, const floatX* x,
-                                  const float* mean, const float* rstd, const floatX* scale, int ld, int B) {
-    TpSegment sg[3];
-    int n = own_segments(m, B, sg);
-    size_t D = m->cfg.D;
-    for (int i = 0; i < n; i++) {
-        size_t r = sg[i].row, v = (size_t)sg[i].b * ld;
-        layernorm_modulate_backward(dx + r * D, dshift + v, dscale + v, dout + r * D, x + r * D, mean + r, rstd + r,
-                                    scale + v, ld, sg[i].nb, sg[i].per, (int)D, m->stream);
-    }
-}
-
-static void gated_own(Dit* m, floatX* out, const floatX* res, const floatX* y, const floatX* gate, int ld, int B) {
-    TpSegment sg[3];
-    int n = own_segments(m, B, sg);
-    size_t D = m->cfg.D;
-    for (int i = 0; i < n; i++) {
-        size_t r = sg[i].row;
-        gated_residual_forward(out + r * D, res + r * D, y + r * D, gate + (size_t)sg[i].b * ld, ld, sg[i].nb, sg[i].per,
-                               (int)D, m->stream);
-    }
-}
-
-static void gated_own_backward(Dit* m, floatX* dy, floatX* dgate, const floatX* dout, const floatX* y, const floatX* gate,
-                               int ld, int B) {
-    TpSegment sg[3];
-    int n = own_segments(m, B, sg);
-    size_t D = m->cfg.D;
-    for (int i = 0; i < n; i++) {
-        size_t r = sg[i].row, v = (size_t)sg[i].b * ld;
-        gated_residual_backward(dy ? dy + r * D : NULL, dgate ? dgate + v : NULL, dout + r * D, y + r * D, gate + v, ld,
-                                sg[i].nb, sg[i].per, (int)D, 0, m->stream);
-    }
-}
-
-// Each rank's adaLN gradients ([B, n] per-clip sums) cover its own rows: under sequence
-// parallelism summed over the TP group, so that every rank holds the whole, as it holds
-// the conditioning they flow into.
-static void adaln_grad_begin(Dit* m, floatX* dada, size_t n) { tp_sample_sums_begin(&m->tpc, dada, n); }
-static void adaln_grad_finish(Dit* m, floatX* dada, size_t n) { tp_sample_sums_end(&m->tpc, dada, n); }
-
 // The column-parallel linears of block l's attention (which = 0: they read a1) or FFN (1:
 // a2), on all B*N rows; in backward with the partial gradient at their input in m->da (or
 // under sequence parallelism the reduce-scatter staging) (llmc/parallel/linear.h)
@@ -584,8 +511,8 @@ static void attention_block_forward(Dit* m, int l, DitActs a, int B) {
     const floatX* bqkv = dit_w(m, B_QKV, l);
     Profile* P = &m->prof;
     PROF(P, "layernorm modulate fwd", 0, 2.0 * nr * D * SX, s)
-        modulate_own(m, ACT(a, A_A1), ACTF(a, A_MEAN1), ACTF(a, A_RSTD1), ACT(a, A_H), ada_part(m, ada, 0),
-                     ada_part(m, ada, 1), 6 * D, B);
+        adaln_modulate_forward(&m->adaln, ACT(a, A_A1), ACTF(a, A_MEAN1), ACTF(a, A_RSTD1), ACT(a, A_H),
+                               ada_part(m, ada, 0), ada_part(m, ada, 1), 6 * D, B);
     ColumnLinear qkv = norm_linear(m, l, a, 0, B, 0);
     floatX* proj[3] = {ACT(a, A_QP), ACT(a, A_KP), ACT(a, A_V)};
     PROF(P, "qkv matmul fwd", gemm_flops(BN, 3.0 * Dl, D), 0, s)
@@ -602,10 +529,10 @@ static void attention_block_forward(Dit* m, int l, DitActs a, int B) {
         row_gemm(&y1, ACT(a, A_O), dit_w(m, W_PROJ, l), dit_w(m, B_PROJ, l), 0, BN, Dl, Dl, 1);
     row_done(&y1);
     PROF(P, "gated residual fwd", 0, 3.0 * nr * D * SX, s)
-        gated_own(m, ACT(a, A_HMID), ACT(a, A_H), ACT(a, A_Y1), ada_part(m, ada, 2), 6 * D, B);
+        adaln_gate_forward(&m->adaln, ACT(a, A_HMID), ACT(a, A_H), ACT(a, A_Y1), ada_part(m, ada, 2), 6 * D, B);
     PROF(P, "layernorm modulate fwd", 0, 2.0 * nr * D * SX, s)
-        modulate_own(m, ACT(a, A_A2), ACTF(a, A_MEAN2), ACTF(a, A_RSTD2), ACT(a, A_HMID), ada_part(m, ada, 3),
-                     ada_part(m, ada, 4), 6 * D, B);
+        adaln_modulate_forward(&m->adaln, ACT(a, A_A2), ACTF(a, A_MEAN2), ACTF(a, A_RSTD2), ACT(a, A_HMID),
+                               ada_part(m, ada, 3), ada_part(m, ada, 4), 6 * D, B);
 }
 
 // u and g of one chunk (fc1 and GELU) from a2 (all rows)
@@ -669,7 +596,8 @@ static void ffn_forward(Dit* m, int l, DitActs a, int B, floatX* out) {
     // y2: the block's field, or in allreduce mode the hidden chunks' sum (not kept)
     floatX* y2 = m->flags.ffn_chunks > 1 && !m->tpc.sp ? m->ffn_y2 : ACT(a, A_Y2);
     ffn_output(m, l, a, B, y2);
-    PROF(&m->prof, "gated residual fwd", 0, 3.0 * nr * D * SX, s) gated_own(m, out, ACT(a, A_HMID), y2, gate, 6 * D, B);
+    PROF(&m->prof, "gated residual fwd", 0, 3.0 * nr * D * SX, s)
+        adaln_gate_forward(&m->adaln, out, ACT(a, A_HMID), y2, gate, 6 * D, B);
 }
 
 // The FFN's backward from m->dh (dL/d block output, this rank's rows): gate2's gradient
@@ -686,7 +614,7 @@ static ColumnLinear ffn_backward(Dit* m, int l, DitActs a, int B) {
     int chunked = m->flags.ffn_chunks > 1, recompute_y2 = chunked && !m->tpc.sp;
     // dy2 = gate2 * dh (this rank's rows), then all of them
     PROF(&m->prof, "gated residual bwd", 0, 3.0 * nr * D * SX, s)
-        gated_own_backward(m, m->dy, recompute_y2 ? NULL : dgate, m->dh, ACT(a, A_Y2), gate, 6 * D, B);
+        adaln_gate_backward(&m->adaln, m->dy, recompute_y2 ? NULL : dgate, m->dh, ACT(a, A_Y2), gate, 6 * D, B);
     RowLinear fc2 = row_backward(&m->tpc, m->dy, B * m->N, dit_dw(m, B_FC2, l));
     ColumnLinear x = norm_linear(m, l, a, 1, B, 1);
     int nc = ffn_chunk_count(&m->fc, B, m->N);
@@ -745,10 +673,10 @@ static void layer_backward(Dit* m, int l, int B) {
         if (m->flags.ffn_chunks == 1 || m->tpc.sp) ffn_output(m, l, a, B, ACT(a, A_Y2));
     } else if (m->flags.recompute == 1) {
         PROF(P, "layernorm modulate fwd", 0, 4.0 * nr * D * SX, s) {
-            modulate_own(m, ACT(a, A_A1), m->mean_scratch, m->rstd_scratch, ACT(a, A_H), ada_part(m, ada, 0),
-                         ada_part(m, ada, 1), 6 * D, B);
-            modulate_own(m, ACT(a, A_A2), m->mean_scratch, m->rstd_scratch, ACT(a, A_HMID), ada_part(m, ada, 3),
-                         ada_part(m, ada, 4), 6 * D, B);
+            adaln_modulate_forward(&m->adaln, ACT(a, A_A1), m->mean_scratch, m->rstd_scratch, ACT(a, A_H),
+                                   ada_part(m, ada, 0), ada_part(m, ada, 1), 6 * D, B);
+            adaln_modulate_forward(&m->adaln, ACT(a, A_A2), m->mean_scratch, m->rstd_scratch, ACT(a, A_HMID),
+                                   ada_part(m, ada, 3), ada_part(m, ada, 4), 6 * D, B);
         }
         PROF(P, "qk norm rope fwd", 0, 4.0 * BN * Dl * SX, s) {
             qk_norm_rope(m, l, W_QNORM, ACT(a, A_Q), m->qk_rstd_scratch, ACT(a, A_QP), B);
@@ -757,7 +685,7 @@ static void layer_backward(Dit* m, int l, int B) {
         if (m->flags.ffn_chunks == 1)
             PROF(P, "gelu fwd", 0, 2.0 * BN * m->sh.FFl * SX, s) gelu_tanh_forward(ACT(a, A_G), ACT(a, A_U), (size_t)BN * m->sh.FFl, s);
     }
-    adaln_grad_begin(m, m->dada, (size_t)B * 6 * D);
+    adaln_grads_begin(&m->adaln, m->dada, (size_t)B * 6 * D);
 
     // FFN, then its modulated norm: dh is the gradient at the block output and, through
     // the residual, at hmid; the norm's backward adds the FFN path into it (the FFN input's
@@ -765,12 +693,13 @@ static void layer_backward(Dit* m, int l, int B) {
     ColumnLinear ffn_in = ffn_backward(m, l, a, B);
     const floatX* da = column_reduce(&ffn_in);
     PROF(P, "layernorm modulate bwd", 0, 4.0 * nr * D * SX, s)
-        modulate_own_backward(m, m->dh, ada_part(m, m->dada, 3), ada_part(m, m->dada, 4), da, ACT(a, A_HMID),
-                              ACTF(a, A_MEAN2), ACTF(a, A_RSTD2), ada_part(m, ada, 4), 6 * D, B);
+        adaln_modulate_backward(&m->adaln, m->dh, ada_part(m, m->dada, 3), ada_part(m, m->dada, 4), da, ACT(a, A_HMID),
+                                ACTF(a, A_MEAN2), ACTF(a, A_RSTD2), ada_part(m, ada, 4), 6 * D, B);
     column_done(&ffn_in);
     // attention: hmid = h + gate1 y1
     PROF(P, "gated residual bwd", 0, 3.0 * nr * D * SX, s)
-        gated_own_backward(m, m->dy, ada_part(m, m->dada, 2), m->dh, ACT(a, A_Y1), ada_part(m, ada, 2), 6 * D, B);
+        adaln_gate_backward(&m->adaln, m->dy, ada_part(m, m->dada, 2), m->dh, ACT(a, A_Y1), ada_part(m, ada, 2), 6 * D,
+                            B);
     RowLinear y1 = row_backward(&m->tpc, m->dy, BN, dit_dw(m, B_PROJ, l));
     PROF(P, "proj matmul bwd", 2 * gemm_flops(BN, D, Dl), 0, s)
         row_gemm_backward(&y1, dit_dw(m, W_PROJ, l), m->dout_att, ACT(a, A_O), dit_w(m, W_PROJ, l), 0, BN, Dl, Dl);
@@ -793,12 +722,12 @@ static void layer_backward(Dit* m, int l, int B) {
                                  dproj[i], dit_w(m, W_QKV, l) + (size_t)i * Dl * D, 0, BN, Dl, i > 0);
     da = column_reduce(&qkv);
     PROF(P, "layernorm modulate bwd", 0, 4.0 * nr * D * SX, s)
-        modulate_own_backward(m, m->dh, ada_part(m, m->dada, 0), ada_part(m, m->dada, 1), da, ACT(a, A_H),
-                              ACTF(a, A_MEAN1), ACTF(a, A_RSTD1), ada_part(m, ada, 1), 6 * D, B);
+        adaln_modulate_backward(&m->adaln, m->dh, ada_part(m, m->dada, 0), ada_part(m, m->dada, 1), da, ACT(a, A_H),
+                                ACTF(a, A_MEAN1), ACTF(a, A_RSTD1), ada_part(m, ada, 1), 6 * D, B);
     column_done(&qkv);
     offload_after_backward(&m->off, l, s);
     // the block's adaLN: ada = silu(c) ada_w^T + ada_b
-    adaln_grad_finish(m, m->dada, (size_t)B * 6 * D);
+    adaln_grads_finish(&m->adaln, m->dada, (size_t)B * 6 * D);
     PROF(P, "adaln matmul bwd", 2 * gemm_flops(B, 6.0 * D, D), 0, s) {
         matmul_backward_weight(dit_dw(m, W_ADA, l), m->dada, m->sc, B, D, 6 * D, D, s);
         bias_backward(dit_dw(m, B_ADA, l), m->dada, B, 6 * D, s);
@@ -827,7 +756,7 @@ static void head_forward_backward(Dit* m, int B, RunMode mode, float dscale) {
     stream_t s = m->stream;
     floatX* hout = m->hout + own_row0(m, B) * P;  // this rank's rows
     PROF(&m->prof, "final layer fwd", gemm_flops(nr, P, D), 0, s) {
-        modulate_own(m, m->xf, m->meanf, m->rstdf, m->h_final, m->fada, m->fada + D, 2 * D, B);
+        adaln_modulate_forward(&m->adaln, m->xf, m->meanf, m->rstdf, m->h_final, m->fada, m->fada + D, 2 * D, B);
         matmul_forward(hout, m->xf, dit_p(m, W_FINAL), nr, D, P, D, 0, s);
         bias_forward(hout, dit_p(m, B_FINAL), nr, P, s);
         if (!rowwise || mode == MODE_SAMPLE || m->keep_vpred) {
@@ -848,14 +777,7 @@ static void head_forward_backward(Dit* m, int B, RunMode mode, float dscale) {
             if (mode == MODE_TRAIN) patchify(m->dhout, m->dvpred, B, c->C, c->Fr, c->Hi, c->Wi, c->pt, c->ph, c->pw, s);
         } else {  // the target's patches (this rank's tokens under cp); the gradient overwrites this rank's rows of them
             dit_patches(m, m->dhout, m->vtarget, B);
-            dev_memset(m->sq, 0, (size_t)B * sizeof(float), s);
-            TpSegment sg[3];
-            int n = own_segments(m, B, sg);
-            for (int i = 0; i < n; i++) {
-                size_t r = (size_t)sg[i].row * P;
-                mse_forward_backward(m->sq + sg[i].b, mode == MODE_TRAIN ? dhout + r : NULL, hout + r, dhout + r, sg[i].nb,
-                                     (size_t)sg[i].per * P, dscale, s);
-            }
+            own_rows_mse(&m->adaln, m->sq, mode == MODE_TRAIN ? dhout : NULL, hout, dhout, B, (size_t)P, dscale);
         }
     }
     if (mode != MODE_TRAIN) return;
@@ -864,9 +786,10 @@ static void head_forward_backward(Dit* m, int B, RunMode mode, float dscale) {
     bias_backward(dit_g(m, B_FINAL), dhout, nr, P, s);
     matmul_backward_input(m->da, dhout, dit_p(m, W_FINAL), nr, D, P, D, 0, s);
     dev_memset(m->dh, 0, (size_t)nr * D * sizeof(floatX), s);
-    adaln_grad_begin(m, m->dfada, (size_t)B * 2 * D);
-    modulate_own_backward(m, m->dh, m->dfada, m->dfada + D, m->da, m->h_final, m->meanf, m->rstdf, m->fada + D, 2 * D, B);
-    adaln_grad_finish(m, m->dfada, (size_t)B * 2 * D);
+    adaln_grads_begin(&m->adaln, m->dfada, (size_t)B * 2 * D);
+    adaln_modulate_backward(&m->adaln, m->dh, m->dfada, m->dfada + D, m->da, m->h_final, m->meanf, m->rstdf, m->fada + D,
+                            2 * D, B);
+    adaln_grads_finish(&m->adaln, m->dfada, (size_t)B * 2 * D);
     matmul_backward_weight(dit_g(m, W_FADA), m->dfada, m->sc, B, D, 2 * D, D, s);
     bias_backward(dit_g(m, B_FADA), m->dfada, B, 2 * D, s);
     matmul_backward_input(m->dsc, m->dfada, dit_p(m, W_FADA), B, D, 2 * D, D, 0, s);
@@ -1088,29 +1011,6 @@ static void parse_args(int argc, char** argv, TrainArgs* a) {
     if (!a->data[0]) FAIL("--data must be 'synthetic' or a clip file (got an empty string)");  // even for --plan-only
 }
 
-// the per-flag view of a block's saved activations (what --plan-only prints for long sequences)
-static void print_activation_table(Logger* lg, const DitConfig* c, const DitShard* t, const TpContext* tpc, int B) {
-    static const struct { const char* name; MemoryFlags f; } rows[] = {
-        {"no flag", memory_flags(1, 0)}, {"--ffn-chunks 4", memory_flags(4, 0)}, {"--recompute 1", memory_flags(1, 1)},
-        {"--ffn-chunks 4 --recompute 1", memory_flags(4, 1)}, {"--recompute 2", memory_flags(1, 2)}};
-    int N = dit_tokens(c);
-    logf_(lg, "saved activations per block and for all %d blocks (GiB), B=%d, at token counts N (this clip: %d):\n",
-          c->L, B, N);
-    logf_(lg, "| %-30s |", "flags \\ N");
-    for (int e = 14; e <= 17; e++) logf_(lg, " N=%-6d per block | %12s |", 1 << e, "all blocks");
-    logf_(lg, "\n");
-    for (size_t r = 0; r < sizeof(rows) / sizeof(rows[0]); r++) {
-        logf_(lg, "| %-30s |", rows[r].name);
-        for (int e = 14; e <= 17; e++) {
-            double blk = (double)dit_act_plan(c, t, tpc, B, (size_t)1 << e, &rows[r].f).block_bytes / 1073741824.0;
-            logf_(lg, " %18.3f | %12.2f |", blk, blk * c->L);
-        }
-        logf_(lg, "\n");
-    }
-    logf_(lg, "the FFN intermediate (u and g, 2 x FF) against its input (a2, D): %.1fx; --ffn-chunks K keeps only the "
-          "input and holds 1/K of the intermediate at a time\n", 2.0 * c->FF / c->D);
-}
-
 static void print_config(void* t, Logger* lg) {
     const TrainArgs* a = &((Trainer*)t)->a;
     const Dit* m = &((Trainer*)t)->m;
@@ -1185,9 +1085,18 @@ static int plan_json(void* t, char* out, size_t n) {
     return m->comm->cp > 1;
 }
 
+// a block's saved activations under flags f at N tokens a clip (llmc/train/run_log.h's table)
+static size_t block_act_bytes(const void* t, const MemoryFlags* f, size_t N) {
+    const Trainer* x = (const Trainer*)t;
+    return dit_act_plan(&x->a.cfg, &x->m.sh, &x->m.tpc, x->a.run.B, N, f).block_bytes;
+}
+
 static void plan_only_lines(void* t, Logger* lg) {
     const Trainer* x = (const Trainer*)t;
-    print_activation_table(lg, &x->a.cfg, &x->m.sh, &x->m.tpc, x->a.run.B);
+    const DitConfig* c = &x->a.cfg;
+    log_activation_table(lg, "block", "clip", c->L, x->a.run.B, dit_tokens(c), block_act_bytes, x);
+    logf_(lg, "the FFN intermediate (u and g, 2 x FF) against its input (a2, D): %.1fx; --ffn-chunks K keeps only the "
+          "input and holds 1/K of the intermediate at a time\n", 2.0 * c->FF / c->D);
 }
 
 // ----------------------------------------------------------------------------

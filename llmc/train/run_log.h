@@ -10,6 +10,7 @@ lines (its config, its loss) stay in its trainer.
 #include "../parallel/comm.h"
 #include "../core/arena.h"
 #include "activations.h"
+#include "memory_flags.h"
 #include "../parallel/parallel_args.h"
 #ifdef _OPENMP
 #include <omp.h>
@@ -51,6 +52,34 @@ static inline void log_plan_head(Logger* lg, const Comm* comm, const Arena* dev,
 static inline void log_plan_tail(Logger* lg, const ActPlan* acts, const char* unit, CommBytes cb) {
     act_plan_log(lg, acts, unit);
     comm_bytes_log(lg, "comm per step, predicted (bytes this rank sends)", cb.b);
+}
+
+// What a model's unit keeps for backward at long sequences under each memory flag that
+// changes it (--plan-only's table: the plan itself is for this run's N only). unit_bytes
+// gives one unit's saved bytes for the flags and N tokens a sample; `sample` names what N
+// counts the tokens of, n_now its own N.
+typedef size_t (*UnitActBytes)(const void* ctx, const MemoryFlags* f, size_t N);
+
+static inline void log_activation_table(Logger* lg, const char* unit, const char* sample, int L, int B, int n_now,
+                                        UnitActBytes unit_bytes, const void* ctx) {
+    static const struct { const char* name; MemoryFlags f; } rows[] = {
+        {"no flag", memory_flags(1, 0)}, {"--ffn-chunks 4", memory_flags(4, 0)}, {"--recompute 1", memory_flags(1, 1)},
+        {"--ffn-chunks 4 --recompute 1", memory_flags(4, 1)}, {"--recompute 2", memory_flags(1, 2)}};
+    char all[64];
+    snprintf(all, sizeof(all), "all %ss", unit);
+    logf_(lg, "saved activations per %s and for all %d %ss (GiB), B=%d, at token counts N (this %s: %d):\n", unit, L,
+          unit, B, sample, n_now);
+    logf_(lg, "| %-30s |", "flags \\ N");
+    for (int e = 14; e <= 17; e++) logf_(lg, " N=%-6d per %s | %12s |", 1 << e, unit, all);
+    logf_(lg, "\n");
+    for (size_t r = 0; r < sizeof(rows) / sizeof(rows[0]); r++) {
+        logf_(lg, "| %-30s |", rows[r].name);
+        for (int e = 14; e <= 17; e++) {
+            double u = (double)unit_bytes(ctx, &rows[r].f, (size_t)1 << e) / 1073741824.0;
+            logf_(lg, " %18.3f | %12.2f |", u, u * L);
+        }
+        logf_(lg, "\n");
+    }
 }
 
 // the peak memory measured so far on the rank that has the most (a collective)
