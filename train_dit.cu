@@ -392,46 +392,19 @@ static void dit_free(Dit* m) {
     model_core_free(m);
 }
 
-// ----------------------------------------------------------------------------
-// initialisation; parameters and optimizer state go to and from the host (fp32, the
-// reference layout of docs/design.md 9.2) through the store (llmc/parallel/param_store.h)
-
 // Initialisation of DiT's adaLN-Zero (docs/design.md 9.3): xavier-uniform weights and zero biases
 // for patch, qkv, proj, fc1, fc2; normal(0, 0.02) for t1, t2 and class_emb; zeros for
 // ada, fada and final; ones for q_norm and k_norm. So each block starts as the identity.
-// One sequential stream of normals and uniforms, drawn on every thread with the serial
-// loops' bits (llmc/core/rand.h).
 static void dit_init_params(Dit* m, uint64_t seed) {
     const DitConfig* c = &m->cfg;
-    float* h = (float*)xmalloc(m->num_params * sizeof(float));
-    memset(h, 0, m->num_params * sizeof(float));
-    Rng rng; rng_init(&rng, seed);
     size_t D = c->D, P = m->P, FF = c->FF;
-    for (int t = 0; t < NUM_DIT_TENSORS; t++) {
-        float* w = h + m->param_off[t];
-        size_t n = m->param_sizes[t];
-        size_t fan_out = 0, fan_in = 0;
-        switch (t) {
-            case W_PATCH: fan_out = D; fan_in = P; break;
-            case W_QKV: fan_out = 3 * D; fan_in = D; break;
-            case W_PROJ: fan_out = D; fan_in = D; break;
-            case W_FC1: fan_out = FF; fan_in = D; break;
-            case W_FC2: fan_out = D; fan_in = FF; break;
-            case W_T1: case W_T2: case W_CLASS:
-                rng_fill_normal(&rng, w, n, 0.02f, 0);
-                break;
-            case W_QNORM: case W_KNORM:
-                for (size_t j = 0; j < n; j++) w[j] = 1.0f;
-                break;
-            default: break;  // biases, ada, fada, final: zero
-        }
-        if (fan_in) {
-            float bound = sqrtf(6.0f / (float)(fan_in + fan_out));
-            rng_fill_uniform_symmetric(&rng, w, n, bound, 0);
-        }
-    }
-    param_store_set_state(&m->st, h, NULL, NULL);
-    free(h);
+    ParamInit init[NUM_DIT_TENSORS], zero = {INIT_ZERO, 0}, ones = {INIT_ONES, 0}, normal = {INIT_NORMAL, 0.02f};
+    for (int t = 0; t < NUM_DIT_TENSORS; t++) init[t] = zero;  // biases, ada, fada, final
+    init[W_PATCH] = init_xavier(P, D); init[W_QKV] = init_xavier(D, 3 * D); init[W_PROJ] = init_xavier(D, D);
+    init[W_FC1] = init_xavier(D, FF); init[W_FC2] = init_xavier(FF, D);
+    init[W_T1] = init[W_T2] = init[W_CLASS] = normal;
+    init[W_QNORM] = init[W_KNORM] = ones;
+    model_core_init_params(m, init, seed);
 }
 
 // ----------------------------------------------------------------------------
@@ -1016,26 +989,20 @@ static void print_config(void* t, Logger* lg) {
     const Dit* m = &((Trainer*)t)->m;
     const TrainLoopArgs* l = &a->run.loop;
     const DitConfig* c = &m->cfg;
-    logf_(lg, "train_dit | %s | %s | %s\n", m->allocated ? dev_name() : "plan only", PRECISION_NAME, l->model);
     logf_(lg, "model: D=%d L=%d H=%d (hd %d) FF=%d NC=%d rope_theta=%g | clip C=%d Fr=%d Hi=%d Wi=%d, patch %dx%dx%d: "
           "N=%d tokens of P=%d | %.2fM parameters\n", c->D, c->L, c->H, c->D / c->H, c->FF, c->NC, c->rope_theta, c->C,
           c->Fr, c->Hi, c->Wi, c->pt, c->ph, c->pw, m->Nt, m->P, m->num_params / 1e6);
     logf_(lg, "batch: %d clips x %d micro-steps x %d DP ranks = %d clips (%d tokens) per step | steps %d, lr %g warmup %d, "
           "wd %g, clip %g | label dropout %g\n", a->run.B, a->run.grad_accum, m->comm->dp, a->run.total_batch,
           a->run.total_batch * m->Nt, l->steps, l->lr, l->warmup, l->weight_decay, l->grad_clip, a->label_dropout);
-    char cp[160] = "";
-    if (m->comm->cp > 1)
-        snprintf(cp, sizeof(cp), "cp %d (--cp-mode %s: %d Ulysses ways x %d ring members, %d tokens a clip each) x ",
-                 m->comm->cp, CP_MODE_NAMES[m->cpx.mode], m->cpx.U, m->cpx.R, m->N);
+    char cp[160];
+    attention_describe_cp(&m->att, cp, sizeof(cp), m->N, "a clip");
     logf_(lg, "parallel: world %d = dp %d x %stp %d (--tp-mode %s --tp-recompute-allgather %d: %d heads, %d FFN units, %d of "
           "%d tokens per micro-batch on this rank) | --zero %d | --fp32-grad-accum %d | comm %s, timeout %g s\n",
           m->comm->size, m->comm->dp, cp, m->comm->tp, TP_MODE_NAMES[a->run.par.tp_mode], a->run.par.tp_regather, m->sh.Hl,
-          m->sh.FFl, tp_own_rows(&m->tpc, m->B * m->N), m->B * m->Nt, m->par.zero, m->par.grad_fp32,
+          m->sh.FFl, own_rows(m, m->B), m->B * m->Nt, m->par.zero, m->par.grad_fp32,
           comm_backend_name(m->comm), a->run.par.comm_timeout);
-    logf_(lg, "memory flags: --ffn-chunks %d --ffn-chunk-dim %s --offload-act %d (%d blocks) --recompute %d\n",
-          m->flags.ffn_chunks, FFN_CHUNK_DIM_NAMES[m->flags.ffn_chunk_seq], m->flags.offload_act, m->off.n_offload,
-          m->flags.recompute);
-    log_runtime(lg, l->attention);
+    log_memory_flags(lg, &m->flags, m->off.n_offload, "blocks", 0, NULL);
 }
 
 // What one step sends, by the count of llmc/parallel/comm.h (docs/memory.md 9.8). Under TP in
@@ -1069,7 +1036,7 @@ static CommBytes dit_comm_bytes(const Dit* m) {
         comm_bytes_add(&cb, m->comm, GROUP_TP, KIND_ALL_REDUCE, (2 * D * P + D + P + 2 * L * D + 2 * L * hd) * sx);
     }
     // context parallelism: each block's attention forward (again in backward under --recompute 2) and backward
-    cp_bytes_add(&m->cpx, &cb, m->B, m->micro_steps * L * (1 + (m->flags.recompute >= 2)), m->micro_steps * L);
+    attention_comm_bytes(&m->att, &cb, m->B, m->micro_steps * L * (1 + (m->flags.recompute >= 2)), m->micro_steps * L);
     param_store_comm_bytes(&m->st, &cb);
     return cb;
 }

@@ -20,7 +20,7 @@ loop (--plan-only prints it, for any --dp --tp --cp); nothing is allocated insid
 #include "llmc/parallel/attention_op.h"   // attention: --cp (each rank holds 1/cp of every sample's tokens), RoPE
 #include "llmc/parallel/vocab_parallel.h" // --shard-vocab: the embedding and output split over the vocabulary
 #include "llmc/kernels/rope3d.h"          // the RoPE angle table
-#include "llmc/io/dataloader.h"           // token shards
+#include "llmc/train/token_data.h"        // token shards: the global batch, validation, the data order
 #include "llmc/train/story_sampler.h"     // --sample-every: stories decoded with a llama2.c tokenizer
 
 // ----------------------------------------------------------------------------
@@ -340,24 +340,14 @@ static void llama_free(Llama* m) {
 // and every linear weight, normal(0, 0.02/sqrt(2L)) for the two projections that write
 // into the residual stream (wo and w2), ones for the norms. llama2.c's code scales w3
 // (its up-projection) instead of w2; we scale the output projection its comment means
-// (docs/formats.md). The normals are one sequential stream (a seed gives one model on
-// every machine), drawn on every thread by rng_fill_normal with the serial loop's bits
-// (llmc/core/rand.h): llama3-1B's 1.24e9 normals take about 33 s on one core.
+// (docs/formats.md). llama3-1B's 1.24e9 normals take about 33 s on one core.
 static void llama_init_params(Llama* m, uint64_t seed) {
-    float* h = (float*)xmalloc(m->num_params * sizeof(float));
-    Rng rng; rng_init(&rng, seed);
+    ParamInit init[NUM_PARAM_TENSORS];
     for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
-        float* t = h + m->param_off[i];
-        size_t n = m->param_sizes[i];
-        if (i == P_ATTN_NORM || i == P_FFN_NORM || i == P_NORM) {
-            for (size_t j = 0; j < n; j++) t[j] = 1.0f;
-        } else {
-            float std = (i == P_WO || i == P_W2) ? 0.02f / sqrtf(2.0f * m->cfg.L) : 0.02f;
-            rng_fill_normal(&rng, t, n, std, 0);
-        }
+        ParamInit normal = {INIT_NORMAL, (i == P_WO || i == P_W2) ? 0.02f / sqrtf(2.0f * m->cfg.L) : 0.02f}, ones = {INIT_ONES, 0};
+        init[i] = i == P_ATTN_NORM || i == P_FFN_NORM || i == P_NORM ? ones : normal;
     }
-    model_core_set_params(m, h);
-    free(h);
+    model_core_init_params(m, init, seed);
 }
 
 // ----------------------------------------------------------------------------
@@ -747,7 +737,7 @@ static int checkpoint_read(Llama* m, const char* path, int grad_accum, DataLoade
     ckpt_shape_check(&shape, path, h);
     unsigned char state[CKPT_EXTRA_MAX];
     ckpt_state_read(&m->st, path, &ci, m->num_params, params_only, state);
-    // the loader reads the global batch (rank_rows), so its position carries over to any
+    // the loader reads the global batch (token_rows), so its position carries over to any
     // layout with the same global micro-batch B*dp, sequence and accumulation
     *loader_restored = 0;
     if (!params_only && train_loader && (long long)h[11] * h[12] == (long long)cm->dp * m->B && h[13] == m->T &&
@@ -774,10 +764,9 @@ typedef struct {
 typedef struct {
     TrainArgs a;
     Llama m;
-    DataLoader train, val;
+    TokenData data;  // the training and validation tokens (llmc/train/token_data.h)
     StorySampler sampler;
     float dloss;     // 1 / (the tokens of a step over all ranks)
-    float val_loss;  // this step's validation loss, NAN when none ran
 } Trainer;
 
 static void usage(const Flag* flags, int n) {
@@ -841,27 +830,21 @@ static void print_config(void* t, Logger* lg) {
     const Llama* m = &((Trainer*)t)->m;
     const TrainLoopArgs* l = &a->run.loop;
     const LlamaConfig* c = &m->cfg;
-    logf_(lg, "train_llama | %s | %s | %s\n", m->allocated ? dev_name() : "plan only", PRECISION_NAME, l->model);
     logf_(lg, "model: V=%d D=%d L=%d H=%d KV=%d F=%d max_seq_len=%d tied=%d rope_theta=%g | %.2fM parameters\n",
           c->V, c->D, c->L, c->H, c->KV, c->F, c->max_seq_len, c->tied, c->rope_theta, m->num_params / 1e6);
     log_param_sizes(lg, PARAM_NAMES, m->param_sizes, NUM_PARAM_TENSORS);
     logf_(lg, "batch: B=%d T=%d per rank, %d tokens per step (%d micro-steps x %d DP ranks) | steps %d, lr %g warmup %d, "
           "wd %g, clip %g\n", a->run.B, a->T, a->run.total_batch, a->run.grad_accum, m->comm->dp, l->steps, l->lr,
           l->warmup, l->weight_decay, l->grad_clip);
-    char cp[160] = "";
-    if (m->comm->cp > 1)
-        snprintf(cp, sizeof(cp), "cp %d (--cp-mode %s: %d Ulysses ways x %d ring members, %d tokens a sample each) x ",
-                 m->comm->cp, CP_MODE_NAMES[m->cpx.mode], m->cpx.U, m->cpx.R, m->Tl);
+    char cp[160];
+    attention_describe_cp(&m->att, cp, sizeof(cp), m->Tl, "a sample");
     logf_(lg, "parallel: world %d = dp %d x %stp %d (--tp-mode %s, --tp-recompute-allgather %d) | --zero %d --shard-vocab %d%s "
           "| comm %s, timeout %g s\n", m->comm->size, m->comm->dp, cp, m->comm->tp, TP_MODE_NAMES[a->run.par.tp_mode],
           m->par.tp_regather, m->par.zero, m->par.shard_vocab,
           m->par.shard_vocab ? (m->st.lay.vocab_tp ? " (over TP)" : " (over DP)") : "", comm_backend_name(m->comm),
           a->run.par.comm_timeout);
-    logf_(lg, "memory flags: --ffn-chunks %d --ffn-chunk-dim %s --ce-chunks %d --offload-act %d (%d layers) --recompute %d"
-          " | gradients summed over micro-steps in %s\n", m->flags.ffn_chunks, FFN_CHUNK_DIM_NAMES[m->flags.ffn_chunk_seq],
-          m->flags.ce_chunks, m->flags.offload_act, m->off.n_offload, m->flags.recompute,
-          m->par.grad_fp32 ? "an fp32 buffer (--fp32-grad-accum)" : sizeof(floatX) < 4 ? "bf16" : "fp32");
-    log_runtime(lg, l->attention);
+    log_memory_flags(lg, &m->flags, m->off.n_offload, "layers", 1,
+                     m->par.grad_fp32 ? "an fp32 buffer (--fp32-grad-accum)" : sizeof(floatX) < 4 ? "bf16" : "fp32");
 }
 
 // The bytes this rank sends per optimizer step in device collectives, by group and
@@ -892,7 +875,7 @@ static CommBytes comm_bytes_per_step(const Llama* m, int micro_steps) {
         ADD(GROUP_TP, KIND_ALL_REDUCE, micro_steps * vtp * ce);
     }
     // context parallelism: each layer's attention forward (again in backward under --recompute 2) and backward
-    cp_bytes_add(&m->cpx, &cb, m->B, micro_steps * L * (1 + (m->flags.recompute >= 2)), micro_steps * L);
+    attention_comm_bytes(&m->att, &cb, m->B, micro_steps * L * (1 + (m->flags.recompute >= 2)), micro_steps * L);
     param_store_comm_bytes(&m->st, &cb);  // data parallelism (over dp x cp): each bucket once per step, the norm
     vocab_comm_bytes(&m->voc, &cb, micro_steps);  // the vocabulary over DP (--shard-vocab 1, tp = 1)
     #undef ADD
@@ -982,88 +965,45 @@ static void init_params(void* t, uint64_t seed) { llama_init_params(&((Trainer*)
 
 static int ckpt_read(void* t, const char* path, int params_only, int* restored) {
     Trainer* x = (Trainer*)t;
-    return checkpoint_read(&x->m, path, x->a.run.grad_accum, params_only ? NULL : &x->train, restored, params_only);
+    return checkpoint_read(&x->m, path, x->a.run.grad_accum, params_only ? NULL : &x->data.train, restored, params_only);
 }
 
 static void ckpt_write(void* t, const char* path, int step) {
     Trainer* x = (Trainer*)t;
-    checkpoint_write(&x->m, path, step, x->a.run.grad_accum, &x->train);
+    checkpoint_write(&x->m, path, step, x->a.run.grad_accum, &x->data.train);
 }
 
-// another layout wrote the checkpoint: its data positions do not apply; continue on a
-// new, deterministic data order so that no rank replays the first steps' windows
-static void data_restart(void* t, int start, Logger* lg) {
-    Trainer* x = (Trainer*)t;
-    dataloader_reseed(&x->train, (unsigned long long)x->a.run.loop.seed ^ (0x9E3779B97F4A7C15ull * (unsigned long long)(start + 1)));
-    logf_(lg, "the checkpoint's global micro-batch (dp x batch), sequence or accumulation differs from this run's: "
-          "the model and optimizer state carry over, the data order restarts from a seed derived from --seed "
-          "and step %d\n", start);
-}
-
-// --total-batch in tokens: a multiple of one micro-batch of every DP rank
-static int resolve_batch(void* t, Comm* comm) {
-    TrainArgs* a = &((Trainer*)t)->a;
-    int B = a->run.B, T = a->T, dp = comm->dp;
-    if ((int64_t)B * T * dp > 2147483647)
-        FAIL("--batch %d x --seq %d x %d DP ranks = %lld tokens per micro-step: at most 2^31 - 1 (the counts wrap past that)",
-             B, T, dp, (long long)B * T * dp);
-    if (a->run.total_batch == 0) a->run.total_batch = B * T * dp;
-    if (a->run.total_batch <= 0 || a->run.total_batch % (B * T * dp) != 0)
-        FAIL("--total-batch %d must be a positive multiple of batch*seq*dp = %d*%d*%d", a->run.total_batch, B, T, dp);
-    return a->run.total_batch / (B * T * dp);
-}
+static void data_restart(void* t, int start, Logger* lg) { token_data_restart(&((Trainer*)t)->data, start, lg); }
+static int resolve_batch(void* t, Comm* comm) { return token_batch_resolve(&((Trainer*)t)->a.run, ((Trainer*)t)->a.T, comm->dp); }
 
 // the training and validation tokens, the story sampler
 static void start(void* t, Comm* comm, Logger* lg) {
     Trainer* x = (Trainer*)t;
     const TrainArgs* a = &x->a;
-    int B = a->run.B, T = a->T;
-    dataloader_init(&x->train, a->train_data, B * comm->dp, T, 0, 1, 1, (unsigned long long)a->run.loop.seed);
-    dataloader_validate_vocab(&x->train, a->cfg.V);
-    logf_(lg, "train data: %s (%zu tokens)\n", a->train_data, x->train.num_tokens);
-    if (a->run.loop.val_every > 0) {
-        dataloader_init(&x->val, a->val_data, B * comm->dp, T, 0, 1, 0, 0);
-        dataloader_validate_vocab(&x->val, a->cfg.V);
-        logf_(lg, "val data: %s (%zu tokens), %d batches per evaluation per rank\n", a->val_data, x->val.num_tokens,
-              a->val_batches);
-    }
-    int sample_len = a->sample_len < T ? a->sample_len : T;
-    int tp = a->run.par.tp;
+    int T = a->T, tp = a->run.par.tp, sample_len = a->sample_len < T ? a->sample_len : T;
+    token_data_open(&x->data, a->train_data, a->val_data, a->val_batches, &a->run, T, comm, a->cfg.V, lg);
     if (x->m.tpc.sp) sample_len = sample_len < T / tp * tp ? sample_len : T / tp * tp;  // padded to a multiple of tp
     story_sampler_init(&x->sampler, a->run.sample_every, a->tokenizer, a->tokenizer_given, a->cfg.V, sample_len, T,
                        a->temperature, (uint64_t)a->run.loop.seed);
-    x->dloss = 1.0f / (float)((size_t)B * T * a->run.grad_accum * comm->dp);
-    x->val_loss = NAN;
+    x->dloss = 1.0f / (float)((size_t)a->run.B * T * a->run.grad_accum * comm->dp);
 }
 
-// Data parallelism reads one global batch of B*dp rows (the same loader, seed and
-// position on every rank) and rank r takes rows [r*B, (r+1)*B): the ranks read disjoint
-// windows, and the data order depends only on the global batch, not on how many ranks
-// share it (dp=1 with B*dp rows sees the same data as dp ranks with B rows each).
-static const int* rank_rows(const Llama* m, const int* global) { return global + (size_t)m->comm->dp_rank * m->B * m->T; }
-
-static void next_batch(void* t, int, int) { dataloader_next_batch(&((Trainer*)t)->train); }
+static void next_batch(void* t, int, int) { dataloader_next_batch(&((Trainer*)t)->data.train); }
 
 static void forward_backward(void* t, int, int last) {
     Trainer* x = (Trainer*)t;
-    llama_forward_backward(&x->m, rank_rows(&x->m, x->train.inputs), rank_rows(&x->m, x->train.targets), x->a.run.B,
-                           x->a.T, MODE_TRAIN, x->dloss, last);
+    const TokenData* d = &x->data;
+    llama_forward_backward(&x->m, token_rows(d, d->train.inputs), token_rows(d, d->train.targets), d->B, d->T, MODE_TRAIN,
+                           x->dloss, last);
 }
 
-// the validation loss of `step`, and its log line
-static void validate(void* t, Logger* lg, int step, int) {
-    Trainer* x = (Trainer*)t;
-    Llama* m = &x->m;
-    dataloader_reset(&x->val);
-    for (int i = 0; i < x->a.val_batches; i++) {
-        dataloader_next_batch(&x->val);
-        llama_forward_backward(m, rank_rows(m, x->val.inputs), rank_rows(m, x->val.targets), m->B, m->T, MODE_EVAL, 0.0f, 0);
-    }
-    x->val_loss = model_core_take_loss(m);
-    logf_(lg, "step %5d | val loss %.6f\n", step, x->val_loss);
+// the model behind llmc/train/token_data.h's validation
+static void eval_batch(void* m, const int* inputs, const int* targets) {
+    llama_forward_backward((Llama*)m, inputs, targets, ((Llama*)m)->B, ((Llama*)m)->T, MODE_EVAL, 0.0f, 0);
 }
-
-static void val_metrics(void* t, Logger* lg) { metrics_num(lg, "val_loss", ((Trainer*)t)->val_loss); ((Trainer*)t)->val_loss = NAN; }
+static float eval_loss(void* m) { return model_core_take_loss((Llama*)m); }
+static void validate(void* t, Logger* lg, int step, int) { token_validate(&((Trainer*)t)->data, lg, step, eval_batch, eval_loss, &((Trainer*)t)->m); }
+static void val_metrics(void* t, Logger* lg) { token_val_metrics(&((Trainer*)t)->data, lg); }
 
 // the model behind llmc/train/story_sampler.h's samples
 static void next_token_logits(void* m, const int* tokens, int T, float* logits, int* pad) {
@@ -1076,10 +1016,8 @@ static void sample(void* t, Logger* lg, int step) {
 }
 
 static void finish(void* t) {
-    Trainer* x = (Trainer*)t;
-    story_sampler_free(&x->sampler);
-    dataloader_free(&x->train);
-    if (x->a.run.loop.val_every > 0) dataloader_free(&x->val);
+    story_sampler_free(&((Trainer*)t)->sampler);
+    token_data_free(&((Trainer*)t)->data);
 }
 
 static const ModelOps LLAMA_OPS = {

@@ -46,6 +46,21 @@ static inline size_t attention_staging_elements(const Attention* a) { return cp_
 // the exchanges' recycled buffers and fp32 scratch (none at cp 1)
 static inline void attention_plan(Attention* a, Arena* d) { cp_plan(a->cp, d); }
 
+// the bytes n_fwd forwards and n_bwd backwards of micro-batches of B samples send (none at cp 1)
+static inline void attention_comm_bytes(const Attention* a, CommBytes* cb, int B, double n_fwd, double n_bwd) {
+    cp_bytes_add(a->cp, cb, B, n_fwd, n_bwd);
+}
+
+// the plan's words for the CP layout ("" at cp 1): "cp 4 (--cp-mode hybrid: ...) x ", each member
+// holding `tokens` of a sample (what a sample is: "a sample", "a clip")
+static inline void attention_describe_cp(const Attention* a, char* out, size_t n, int tokens, const char* sample) {
+    const CpContext* x = a->cp;
+    out[0] = 0;
+    if (x->cp > 1)
+        snprintf(out, n, "cp %d (--cp-mode %s: %d Ulysses ways x %d ring members, %d tokens %s each) x ", x->cp,
+                 CP_MODE_NAMES[x->mode], x->U, x->R, tokens, sample);
+}
+
 // the tensor-core backward's scratch for one process's B samples of T tokens (CP plans its own)
 static inline void attention_plan_scratch(Attention* a, Arena* d, int B, int T) {
     size_t n = a->cp->cp > 1 ? 0 : attention_dispatch_scratch_floats(B, a->H, T) * sizeof(float);

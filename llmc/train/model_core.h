@@ -177,6 +177,32 @@ static inline void model_core_set_params(ModelCore* c, const float* host_params)
     param_store_set_state(&c->st, host_params, NULL, NULL);
 }
 
+// How a tensor starts: zeros, ones, normal(0, a), or uniform(-a, a) (xavier: a = sqrt(6 / (fan_in + fan_out)))
+typedef enum { INIT_ZERO, INIT_ONES, INIT_NORMAL, INIT_UNIFORM } InitKind;
+typedef struct { InitKind kind; float a; } ParamInit;
+
+static inline ParamInit init_xavier(size_t fan_in, size_t fan_out) {
+    ParamInit p = {INIT_UNIFORM, sqrtf(6.0f / (float)(fan_in + fan_out))};
+    return p;
+}
+
+// Fresh parameters, tensor by tensor in the table's order (init[i] for tensor i), from one
+// sequential stream of draws: a seed gives one model on every machine, drawn on every
+// thread with the serial loop's bits (llmc/core/rand.h). The moments start at zero.
+static inline void model_core_init_params(ModelCore* c, const ParamInit* init, uint64_t seed) {
+    float* h = (float*)xmalloc((c->num_params ? c->num_params : 1) * sizeof(float));
+    Rng rng; rng_init(&rng, seed);
+    for (int i = 0; i < c->n_tensors; i++) {
+        float* t = h + c->param_off[i];
+        size_t n = c->param_sizes[i];
+        if (init[i].kind == INIT_NORMAL) rng_fill_normal(&rng, t, n, init[i].a, 0);
+        else if (init[i].kind == INIT_UNIFORM) rng_fill_uniform_symmetric(&rng, t, n, init[i].a, 0);
+        else for (size_t j = 0; j < n; j++) t[j] = init[i].kind == INIT_ONES ? 1.0f : 0.0f;
+    }
+    model_core_set_params(c, h);
+    free(h);
+}
+
 // clipping and one AdamW step with the gradient norm given (the runner's step)
 static inline void model_core_apply_update(ModelCore* c, const TrainLoopArgs* l, float lr, float norm, int step) {
     param_store_apply_update(&c->st, lr, l->beta1, l->beta2, l->adam_eps, l->weight_decay, l->grad_clip, norm, step);

@@ -23,6 +23,17 @@ static inline void log_param_sizes(Logger* lg, const char* const* names, const s
     logf_(lg, "\n");
 }
 
+// the memory flags as the plan resolved them (n_offload of the unit's layers offloaded); with_ce: the
+// model has an output head (--ce-chunks); grads: how micro-steps sum the gradients (NULL: not said)
+static inline void log_memory_flags(Logger* lg, const MemoryFlags* f, int n_offload, const char* units, int with_ce,
+                                    const char* grads) {
+    logf_(lg, "memory flags: --ffn-chunks %d --ffn-chunk-dim %s", f->ffn_chunks, FFN_CHUNK_DIM_NAMES[f->ffn_chunk_seq]);
+    if (with_ce) logf_(lg, " --ce-chunks %d", f->ce_chunks);
+    logf_(lg, " --offload-act %d (%d %s) --recompute %d", f->offload_act, n_offload, units, f->recompute);
+    if (grads) logf_(lg, " | gradients summed over micro-steps in %s", grads);
+    logf_(lg, "\n");
+}
+
 // which attention the run uses (--attention resolved), how many threads it has and, in the
 // CPU build, which library runs its matrix products
 static inline void log_runtime(Logger* lg, const char* attention_flag) {

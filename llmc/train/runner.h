@@ -88,7 +88,7 @@ typedef struct {
     void (*sample)(void* t, Logger* lg, int step);
     void (*finish)(void* t);
 
-    // the plan: the config lines; lines between the plan's head and tail (NULL: none); lines
+    // the plan: the config lines (between the program's line and the runtime's); lines between the plan's head and tail (NULL: none); lines
     // of --plan-only alone (NULL: none); the bytes a step sends by the model's formula; the
     // model's JSON fields (returns 1 when the JSON carries the comm bytes)
     void (*print_config)(void* t, Logger* lg);
@@ -265,7 +265,9 @@ static inline int runner_main(const ModelOps* ops, void* t, RunArgs* a, int unit
     parallel_device_setup(&comm, l->plan_only);
     ModelCore* v = ops->build(t, &comm, &a->mem, &pf, a->B, !l->plan_only);
     const char* resume = run_open(&comm, &lg, l, ops->ckpt_check);
+    logf_(&lg, "%s | %s | %s | %s\n", ops->program, v->allocated ? dev_name() : "plan only", PRECISION_NAME, l->model);
     ops->print_config(t, &lg);
+    log_runtime(&lg, l->attention);
     logf_(&lg, "%s", a->fit_search.report);
     runner_print_plan(ops, t, &lg, &comm, v);
     if ((l->plan_only || l->plan_json) && !lg.quiet) {
