@@ -1,22 +1,15 @@
 /*
 train_dit: trains a class-conditional video diffusion transformer (docs/design.md 9), in one
-file of host code, with the skeleton of train_llama.cu and the same building blocks.
+file of host code beside train_llama.cu, on the same runtime (llmc/). Clips x0 [C, Fr, Hi, Wi]
+are cut into N patches of pt x ph x pw, embedded, and run through L single-stream blocks
+(adaLN-Zero modulation from the timestep and the class, QK RMSNorm, 3-D RoPE, full
+attention, GELU-tanh FFN), trained with rectified flow: x_t = (1 - t) x0 + t e, the model
+predicts v = e - x0, loss = mean (v_pred - v)^2.
 
-The same file builds two programs (docs/design.md 3): nvcc makes the CUDA trainer, and
-g++ -x c++ -fopenmp -DLLMC_CPU the CPU one, which runs the same orchestration with the
-CPU twins of the kernels. It has no kernels of its own.
-
-The model: clips x0 [C, Fr, Hi, Wi] are cut into N patches of pt x ph x pw, embedded,
-and run through L single-stream blocks (adaLN-Zero modulation from the timestep and the
-class, QK RMSNorm, 3-D RoPE, full attention, GELU-tanh FFN), trained with rectified
-flow: x_t = (1 - t) x0 + t e, the model predicts v = e - x0, loss = mean (v_pred - v)^2.
-
-The memory flags (--ffn-chunks, --offload-act, --recompute) leave the mathematics unchanged,
-as in train_llama. Parallelism over dp x cp x tp ranks (mpirun or srun, one process per GPU)
-lives in llmc/parallel/: the parameters, their reductions and ZeRO-1 in its store
-(param_store.h), tensor, sequence and context parallelism in the operations the model calls
-(linear.h, attention_op.h, adaln_op.h). Every buffer is planned before the loop (print the
-plan with --plan-only 1). Each flag: README.md and --help.
+As train_llama: two builds of one file (nvcc; g++ -DLLMC_CPU with the kernels' CPU twins),
+memory flags that leave the mathematics unchanged, dp x cp x tp ranks through the operations
+of llmc/parallel/ (linear.h, attention_op.h, adaln_op.h), every buffer planned before the
+loop (--plan-only prints it). Each flag: README.md and --help.
 */
 #include "llmc/train/runner.h"          // the runner, and the model core, checkpoints, plans and logs it drives
 #include "llmc/train/ffn_chunks.h"      // --ffn-chunks: the chunks' geometry
@@ -251,10 +244,6 @@ struct Dit : ModelCore {
     double* host_sq_sum;          // each clip's loss over the TP group
 };
 
-static floatX* dit_w(const Dit* m, int t, int l) { return core_w(m, t, l); }
-static floatX* dit_dw(const Dit* m, int t, int l) { return core_dw(m, t, l); }
-static floatX* dit_p(const Dit* m, int t) { return core_w(m, t, 0); }
-static floatX* dit_g(const Dit* m, int t) { return core_dw(m, t, 0); }
 
 // this rank's rows of the residual stream of B clips (all of them, but under sequence
 // parallelism) and the first (llmc/parallel/tensor_parallel.h)
@@ -420,20 +409,20 @@ static void conditioning_forward(Dit* m, int B) {
     stream_t s = m->stream;
     PROF(&m->prof, "conditioning fwd", gemm_flops(B, D, TEMB_DIM + D + 6.0 * c->L * D + 2.0 * D), 0, s) {
     timestep_embedding(m->temb, m->t, B, TEMB_DIM, s);
-    matmul_forward(m->e1, m->temb, dit_p(m, W_T1), B, TEMB_DIM, D, TEMB_DIM, 0, s);
-    bias_forward(m->e1, dit_p(m, B_T1), B, D, s);
+    matmul_forward(m->e1, m->temb, core_w(m, W_T1, 0), B, TEMB_DIM, D, TEMB_DIM, 0, s);
+    bias_forward(m->e1, core_w(m, B_T1, 0), B, D, s);
     silu_forward(m->s1, m->e1, (size_t)B * D, s);
-    encoder_forward(m->cvec, m->y, dit_p(m, W_CLASS), B, D, s);
-    matmul_forward(m->cvec, m->s1, dit_p(m, W_T2), B, D, D, D, 1, s);
-    bias_forward(m->cvec, dit_p(m, B_T2), B, D, s);
+    encoder_forward(m->cvec, m->y, core_w(m, W_CLASS, 0), B, D, s);
+    matmul_forward(m->cvec, m->s1, core_w(m, W_T2, 0), B, D, D, D, 1, s);
+    bias_forward(m->cvec, core_w(m, B_T2, 0), B, D, s);
     silu_forward(m->sc, m->cvec, (size_t)B * D, s);
     for (int l = 0; l < c->L; l++) {
         floatX* ada = m->ada + (size_t)l * B * 6 * D;
-        matmul_forward(ada, m->sc, dit_w(m, W_ADA, l), B, D, 6 * D, D, 0, s);
-        bias_forward(ada, dit_w(m, B_ADA, l), B, 6 * D, s);
+        matmul_forward(ada, m->sc, core_w(m, W_ADA, l), B, D, 6 * D, D, 0, s);
+        bias_forward(ada, core_w(m, B_ADA, l), B, 6 * D, s);
     }
-    matmul_forward(m->fada, m->sc, dit_p(m, W_FADA), B, D, 2 * D, D, 0, s);
-    bias_forward(m->fada, dit_p(m, B_FADA), B, 2 * D, s);
+    matmul_forward(m->fada, m->sc, core_w(m, W_FADA, 0), B, D, 2 * D, D, 0, s);
+    bias_forward(m->fada, core_w(m, B_FADA, 0), B, 2 * D, s);
     }
 }
 
@@ -443,13 +432,13 @@ static void conditioning_backward(Dit* m, int B) {
     stream_t s = m->stream;
     PROF(&m->prof, "conditioning bwd", 2 * gemm_flops(B, D, TEMB_DIM + D), 0, s) {
     silu_backward(m->dc, m->dsc, m->cvec, (size_t)B * D, s);
-    encoder_backward(dit_g(m, W_CLASS), m->dc, m->y, B, D, s);
-    matmul_backward_weight(dit_g(m, W_T2), m->dc, m->s1, B, D, D, D, s);
-    bias_backward(dit_g(m, B_T2), m->dc, B, D, s);
-    matmul_backward_input(m->ds1, m->dc, dit_p(m, W_T2), B, D, D, D, 0, s);
+    encoder_backward(core_dw(m, W_CLASS, 0), m->dc, m->y, B, D, s);
+    matmul_backward_weight(core_dw(m, W_T2, 0), m->dc, m->s1, B, D, D, D, s);
+    bias_backward(core_dw(m, B_T2, 0), m->dc, B, D, s);
+    matmul_backward_input(m->ds1, m->dc, core_w(m, W_T2, 0), B, D, D, D, 0, s);
     silu_backward(m->ds1, m->ds1, m->e1, (size_t)B * D, s);
-    matmul_backward_weight(dit_g(m, W_T1), m->ds1, m->temb, B, TEMB_DIM, D, TEMB_DIM, s);
-    bias_backward(dit_g(m, B_T1), m->ds1, B, D, s);
+    matmul_backward_weight(core_dw(m, W_T1, 0), m->ds1, m->temb, B, TEMB_DIM, D, TEMB_DIM, s);
+    bias_backward(core_dw(m, B_T1, 0), m->ds1, B, D, s);
     }
 }
 
@@ -458,7 +447,7 @@ static void conditioning_backward(Dit* m, int B) {
 static void qk_norm_rope(Dit* m, int l, int which, floatX* out, float* rstd, const floatX* in, int B) {
     const DitConfig* c = &m->cfg;
     int hd = c->D / c->H, Hl = m->sh.Hl;
-    rmsnorm_forward(out, rstd, in, dit_w(m, which, l), B * m->N * Hl, hd, DIT_EPS, m->stream);
+    rmsnorm_forward(out, rstd, in, core_w(m, which, l), B * m->N * Hl, hd, DIT_EPS, m->stream);
     attention_rope(&m->att, out, Hl, B, m->N, 0);
 }
 
@@ -480,8 +469,8 @@ static void attention_block_forward(Dit* m, int l, DitActs a, int B) {
     int N = m->N, D = c->D, BN = B * N, nr = own_rows(m, B), hd = D / c->H, Hl = m->sh.Hl, Dl = Hl * hd;
     stream_t s = m->stream;
     floatX* ada = m->ada + (size_t)l * B * 6 * D;
-    const floatX* wqkv = dit_w(m, W_QKV, l);
-    const floatX* bqkv = dit_w(m, B_QKV, l);
+    const floatX* wqkv = core_w(m, W_QKV, l);
+    const floatX* bqkv = core_w(m, B_QKV, l);
     Profile* P = &m->prof;
     PROF(P, "layernorm modulate fwd", 0, 2.0 * nr * D * SX, s)
         adaln_modulate_forward(&m->adaln, ACT(a, A_A1), ACTF(a, A_MEAN1), ACTF(a, A_RSTD1), ACT(a, A_H),
@@ -499,7 +488,7 @@ static void attention_block_forward(Dit* m, int l, DitActs a, int B) {
     attention_forward(&m->att, ACT(a, A_O), ACTF(a, A_LSE), ACT(a, A_Q), ACT(a, A_K), ACT(a, A_V), B, N);
     RowLinear y1 = row_forward(&m->tpc, ACT(a, A_Y1), NULL, BN);
     PROF(P, "proj matmul fwd", gemm_flops(BN, D, Dl), 0, s)
-        row_gemm(&y1, ACT(a, A_O), dit_w(m, W_PROJ, l), dit_w(m, B_PROJ, l), 0, BN, Dl, Dl, 1);
+        row_gemm(&y1, ACT(a, A_O), core_w(m, W_PROJ, l), core_w(m, B_PROJ, l), 0, BN, Dl, Dl, 1);
     row_done(&y1);
     PROF(P, "gated residual fwd", 0, 3.0 * nr * D * SX, s)
         adaln_gate_forward(&m->adaln, ACT(a, A_HMID), ACT(a, A_H), ACT(a, A_Y1), ada_part(m, ada, 2), 6 * D, B);
@@ -514,7 +503,7 @@ static void ffn_chunk_hidden(Dit* m, int l, const ColumnLinear* a2, FfnChunk ch,
     stream_t s = m->stream;
     if (ch.nf == 0) return;  // a rank's empty last hidden chunk (FF split unevenly)
     PROF(&m->prof, "ffn fc1 matmul fwd", gemm_flops(ch.nr, ch.nf, D), 0, s)
-        column_gemm(a2, u, dit_w(m, W_FC1, l) + (size_t)ch.f0 * D, dit_w(m, B_FC1, l) + ch.f0, ch.r0, ch.nr, ch.nf);
+        column_gemm(a2, u, core_w(m, W_FC1, l) + (size_t)ch.f0 * D, core_w(m, B_FC1, l) + ch.f0, ch.r0, ch.nr, ch.nf);
     PROF(&m->prof, "gelu fwd", 0, 2.0 * ch.nr * ch.nf * SX, s) gelu_tanh_forward(g, u, (size_t)ch.nr * ch.nf, s);
 }
 
@@ -525,7 +514,7 @@ static void ffn_chunk_forward(Dit* m, int l, const ColumnLinear* a2, FfnChunk ch
                               int r0, int first) {
     ffn_chunk_hidden(m, l, a2, ch, u, g);
     PROF(&m->prof, "ffn fc2 matmul fwd", gemm_flops(ch.nr, m->cfg.D, ch.nf), 0, m->stream)
-        row_gemm(y2, g, dit_w(m, W_FC2, l) + ch.f0, ch.f0 == 0 ? dit_w(m, B_FC2, l) : NULL, r0, ch.nr, ch.nf, m->sh.FFl,
+        row_gemm(y2, g, core_w(m, W_FC2, l) + ch.f0, ch.f0 == 0 ? core_w(m, B_FC2, l) : NULL, r0, ch.nr, ch.nf, m->sh.FFl,
                  first);
 }
 
@@ -588,7 +577,7 @@ static ColumnLinear ffn_backward(Dit* m, int l, DitActs a, int B) {
     // dy2 = gate2 * dh (this rank's rows), then all of them
     PROF(&m->prof, "gated residual bwd", 0, 3.0 * nr * D * SX, s)
         adaln_gate_backward(&m->adaln, m->dy, recompute_y2 ? NULL : dgate, m->dh, ACT(a, A_Y2), gate, 6 * D, B);
-    RowLinear fc2 = row_backward(&m->tpc, m->dy, B * m->N, dit_dw(m, B_FC2, l));
+    RowLinear fc2 = row_backward(&m->tpc, m->dy, B * m->N, core_dw(m, B_FC2, l));
     ColumnLinear x = norm_linear(m, l, a, 1, B, 1);
     int nc = ffn_chunk_count(&m->fc, B, m->N);
     for (int k = 0; k < nc; k++) {
@@ -606,13 +595,13 @@ static ColumnLinear ffn_backward(Dit* m, int l, DitActs a, int B) {
         }
         if (ch.nf == 0) continue;  // a rank's empty last hidden chunk
         PROF(&m->prof, "ffn fc2 matmul bwd", 2 * gemm_flops(ch.nr, D, ch.nf), 0, s)
-            row_gemm_backward(&fc2, dit_dw(m, W_FC2, l) + ch.f0, m->ffn_dg, g, dit_w(m, W_FC2, l) + ch.f0, ch.r0, ch.nr,
+            row_gemm_backward(&fc2, core_dw(m, W_FC2, l) + ch.f0, m->ffn_dg, g, core_w(m, W_FC2, l) + ch.f0, ch.r0, ch.nr,
                               ch.nf, FFl);
         PROF(&m->prof, "gelu bwd", 0, 3.0 * ch.nr * ch.nf * SX, s)
             gelu_tanh_backward(m->ffn_dg, m->ffn_dg, u, (size_t)ch.nr * ch.nf, s);
         PROF(&m->prof, "ffn fc1 matmul bwd", 2 * gemm_flops(ch.nr, ch.nf, D), 0, s)  // hidden chunks add into d a2
-            column_gemm_backward(&x, dit_dw(m, W_FC1, l) + (size_t)ch.f0 * D, dit_dw(m, B_FC1, l) + ch.f0, m->ffn_dg,
-                                 dit_w(m, W_FC1, l) + (size_t)ch.f0 * D, ch.r0, ch.nr, ch.nf,
+            column_gemm_backward(&x, core_dw(m, W_FC1, l) + (size_t)ch.f0 * D, core_dw(m, B_FC1, l) + ch.f0, m->ffn_dg,
+                                 core_w(m, W_FC1, l) + (size_t)ch.f0 * D, ch.r0, ch.nr, ch.nf,
                                  !m->flags.ffn_chunk_seq && k > 0);
     }
     row_done(&fc2);
@@ -673,26 +662,26 @@ static void layer_backward(Dit* m, int l, int B) {
     PROF(P, "gated residual bwd", 0, 3.0 * nr * D * SX, s)
         adaln_gate_backward(&m->adaln, m->dy, ada_part(m, m->dada, 2), m->dh, ACT(a, A_Y1), ada_part(m, ada, 2), 6 * D,
                             B);
-    RowLinear y1 = row_backward(&m->tpc, m->dy, BN, dit_dw(m, B_PROJ, l));
+    RowLinear y1 = row_backward(&m->tpc, m->dy, BN, core_dw(m, B_PROJ, l));
     PROF(P, "proj matmul bwd", 2 * gemm_flops(BN, D, Dl), 0, s)
-        row_gemm_backward(&y1, dit_dw(m, W_PROJ, l), m->dout_att, ACT(a, A_O), dit_w(m, W_PROJ, l), 0, BN, Dl, Dl);
+        row_gemm_backward(&y1, core_dw(m, W_PROJ, l), m->dout_att, ACT(a, A_O), core_w(m, W_PROJ, l), 0, BN, Dl, Dl);
     row_done(&y1);
     attention_backward(&m->att, m->dq, m->dk, m->dv, m->dout_att, ACT(a, A_Q), ACT(a, A_K), ACT(a, A_V), ACT(a, A_O),
                        ACTF(a, A_LSE), B, N);
     PROF(P, "qk norm bwd", 0, 6.0 * BN * Dl * SX, s) {
         dev_memset(m->dqp, 0, (size_t)BN * Dl * sizeof(floatX), s);
         dev_memset(m->dkp, 0, (size_t)BN * Dl * sizeof(floatX), s);
-        rmsnorm_backward(m->dqp, dit_dw(m, W_QNORM, l), m->dq, ACT(a, A_QP), dit_w(m, W_QNORM, l), ACTF(a, A_QRSTD),
+        rmsnorm_backward(m->dqp, core_dw(m, W_QNORM, l), m->dq, ACT(a, A_QP), core_w(m, W_QNORM, l), ACTF(a, A_QRSTD),
                          BN * Hl, hd, s);
-        rmsnorm_backward(m->dkp, dit_dw(m, W_KNORM, l), m->dk, ACT(a, A_KP), dit_w(m, W_KNORM, l), ACTF(a, A_KRSTD),
+        rmsnorm_backward(m->dkp, core_dw(m, W_KNORM, l), m->dk, ACT(a, A_KP), core_w(m, W_KNORM, l), ACTF(a, A_KRSTD),
                          BN * Hl, hd, s);
     }
     const floatX* dproj[3] = {m->dqp, m->dkp, m->dv};
     ColumnLinear qkv = norm_linear(m, l, a, 0, B, 1);
     PROF(P, "qkv matmul bwd", 2 * gemm_flops(BN, 3.0 * Dl, D), 0, s)
         for (int i = 0; i < 3; i++)
-            column_gemm_backward(&qkv, dit_dw(m, W_QKV, l) + (size_t)i * Dl * D, dit_dw(m, B_QKV, l) + (size_t)i * Dl,
-                                 dproj[i], dit_w(m, W_QKV, l) + (size_t)i * Dl * D, 0, BN, Dl, i > 0);
+            column_gemm_backward(&qkv, core_dw(m, W_QKV, l) + (size_t)i * Dl * D, core_dw(m, B_QKV, l) + (size_t)i * Dl,
+                                 dproj[i], core_w(m, W_QKV, l) + (size_t)i * Dl * D, 0, BN, Dl, i > 0);
     da = column_reduce(&qkv);
     PROF(P, "layernorm modulate bwd", 0, 4.0 * nr * D * SX, s)
         adaln_modulate_backward(&m->adaln, m->dh, ada_part(m, m->dada, 0), ada_part(m, m->dada, 1), da, ACT(a, A_H),
@@ -702,9 +691,9 @@ static void layer_backward(Dit* m, int l, int B) {
     // the block's adaLN: ada = silu(c) ada_w^T + ada_b
     adaln_grads_finish(&m->adaln, m->dada, (size_t)B * 6 * D);
     PROF(P, "adaln matmul bwd", 2 * gemm_flops(B, 6.0 * D, D), 0, s) {
-        matmul_backward_weight(dit_dw(m, W_ADA, l), m->dada, m->sc, B, D, 6 * D, D, s);
-        bias_backward(dit_dw(m, B_ADA, l), m->dada, B, 6 * D, s);
-        matmul_backward_input(m->dsc, m->dada, dit_w(m, W_ADA, l), B, D, 6 * D, D, 1, s);
+        matmul_backward_weight(core_dw(m, W_ADA, l), m->dada, m->sc, B, D, 6 * D, D, s);
+        bias_backward(core_dw(m, B_ADA, l), m->dada, B, 6 * D, s);
+        matmul_backward_input(m->dsc, m->dada, core_w(m, W_ADA, l), B, D, 6 * D, D, 1, s);
     }
 }
 
@@ -730,8 +719,8 @@ static void head_forward_backward(Dit* m, int B, RunMode mode, float dscale) {
     floatX* hout = m->hout + own_row0(m, B) * P;  // this rank's rows
     PROF(&m->prof, "final layer fwd", gemm_flops(nr, P, D), 0, s) {
         adaln_modulate_forward(&m->adaln, m->xf, m->meanf, m->rstdf, m->h_final, m->fada, m->fada + D, 2 * D, B);
-        matmul_forward(hout, m->xf, dit_p(m, W_FINAL), nr, D, P, D, 0, s);
-        bias_forward(hout, dit_p(m, B_FINAL), nr, P, s);
+        matmul_forward(hout, m->xf, core_w(m, W_FINAL, 0), nr, D, P, D, 0, s);
+        bias_forward(hout, core_w(m, B_FINAL, 0), nr, P, s);
         if (!rowwise || mode == MODE_SAMPLE || m->keep_vpred) {
             replicated_gather_rows(&m->tpc, m->hout, B * m->N, (size_t)P);
             const floatX* all = m->hout;  // every token's output (under cp gathered from the CP group)
@@ -755,17 +744,17 @@ static void head_forward_backward(Dit* m, int B, RunMode mode, float dscale) {
     }
     if (mode != MODE_TRAIN) return;
     PROF(&m->prof, "final layer bwd", 2 * gemm_flops(nr, P, D), 0, s) {
-    matmul_backward_weight(dit_g(m, W_FINAL), dhout, m->xf, nr, D, P, D, s);
-    bias_backward(dit_g(m, B_FINAL), dhout, nr, P, s);
-    matmul_backward_input(m->da, dhout, dit_p(m, W_FINAL), nr, D, P, D, 0, s);
+    matmul_backward_weight(core_dw(m, W_FINAL, 0), dhout, m->xf, nr, D, P, D, s);
+    bias_backward(core_dw(m, B_FINAL, 0), dhout, nr, P, s);
+    matmul_backward_input(m->da, dhout, core_w(m, W_FINAL, 0), nr, D, P, D, 0, s);
     dev_memset(m->dh, 0, (size_t)nr * D * sizeof(floatX), s);
     adaln_grads_begin(&m->adaln, m->dfada, (size_t)B * 2 * D);
     adaln_modulate_backward(&m->adaln, m->dh, m->dfada, m->dfada + D, m->da, m->h_final, m->meanf, m->rstdf, m->fada + D,
                             2 * D, B);
     adaln_grads_finish(&m->adaln, m->dfada, (size_t)B * 2 * D);
-    matmul_backward_weight(dit_g(m, W_FADA), m->dfada, m->sc, B, D, 2 * D, D, s);
-    bias_backward(dit_g(m, B_FADA), m->dfada, B, 2 * D, s);
-    matmul_backward_input(m->dsc, m->dfada, dit_p(m, W_FADA), B, D, 2 * D, D, 0, s);
+    matmul_backward_weight(core_dw(m, W_FADA, 0), m->dfada, m->sc, B, D, 2 * D, D, s);
+    bias_backward(core_dw(m, B_FADA, 0), m->dfada, B, 2 * D, s);
+    matmul_backward_input(m->dsc, m->dfada, core_w(m, W_FADA, 0), B, D, 2 * D, D, 0, s);
     }
 }
 
@@ -783,8 +772,8 @@ static void dit_forward(Dit* m, int B, RunMode mode, float dscale) {
     floatX* h0 = ACT(core_layer_acts(m, 0), A_H);
     PROF(&m->prof, "patch embed fwd", gemm_flops(nr, D, m->P), 0, s) {
         dit_patches(m, m->xp, m->xt, B);
-        matmul_forward(h0, xp, dit_p(m, W_PATCH), nr, m->P, D, m->P, 0, s);
-        bias_forward(h0, dit_p(m, B_PATCH), nr, D, s);
+        matmul_forward(h0, xp, core_w(m, W_PATCH, 0), nr, m->P, D, m->P, 0, s);
+        bias_forward(h0, core_w(m, B_PATCH, 0), nr, D, s);
     }
     for (int l = 0; l < c->L; l++) layer_forward(m, l, B, mode);
     head_forward_backward(m, B, mode, dscale);
@@ -803,8 +792,8 @@ static void dit_backward(Dit* m, int B, int last) {
         param_store_bucket_done(&m->st, l, last);  // its reductions overlap the blocks below
     }
     PROF(&m->prof, "patch embed bwd", gemm_flops(nr, D, m->P), 0, s) {
-        matmul_backward_weight(dit_g(m, W_PATCH), m->dh, xp, nr, m->P, D, m->P, s);
-        bias_backward(dit_g(m, B_PATCH), m->dh, nr, D, s);
+        matmul_backward_weight(core_dw(m, W_PATCH, 0), m->dh, xp, nr, m->P, D, m->P, s);
+        bias_backward(core_dw(m, B_PATCH, 0), m->dh, nr, D, s);
     }
     conditioning_backward(m, B);
     param_store_bucket_done(&m->st, c->L, last);  // the rest: patch, timestep and class, final layer
@@ -865,42 +854,13 @@ static void dit_velocity(Dit* m, const float* xt, const float* t, const int* y, 
     dev_download_floats(v, m->vpred, (size_t)B * m->clip);
 }
 // ----------------------------------------------------------------------------
-// checkpoints (docs/formats.md): header, fp32 parameters, AdamW m and v, through
-// llmc/train/state_checkpoint.h (atomic, checksummed). The data order and every random draw are
+// checkpoints (docs/formats.md): header, fp32 parameters, AdamW m and v, written and read by
+// the runner (llmc/train/runner.h, state_checkpoint.h: atomic, checksummed). The data order and every random draw are
 // functions of (seed, step), so nothing else is needed to continue bit-exactly.
 
 static const CkptFormat DIT_CKPT = {"train_dit", 20261126, 1, /*step*/ 14, /*params*/ 15, /*extra*/ -1, /*dp*/ -1};
 
-// A collective: every rank calls it, rank 0 writes.
-static void dit_checkpoint_write(Dit* m, const char* path, int step) {
-    const DitConfig* c = &m->cfg;
-    int h[256] = {0};
-    int dims[12] = {c->C, c->Fr, c->Hi, c->Wi, c->pt, c->ph, c->pw, c->D, c->L, c->H, c->FF, c->NC};
-    memcpy(h + 2, dims, sizeof(dims));
-    ((float*)h)[32] = c->rope_theta;
-    ckpt_state_write(&m->st, &DIT_CKPT, path, h, step, m->num_params, NULL, 0);
-}
-
 static const char* dit_checkpoint_check(const char* path, void* ci) { return ckpt_state_header(path, &DIT_CKPT, (CkptInfo*)ci); }
-
-// Loads parameters and (unless params_only, as for --init-from) AdamW state, whatever the
-// layout that wrote it; returns the checkpoint's step. Rank 0 reads, every rank gets it.
-static int dit_checkpoint_read(Dit* m, const char* path, int params_only) {
-    const DitConfig* c = &m->cfg;
-    CkptInfo ci;
-    ckpt_check_all_ranks(m->comm, path, dit_checkpoint_check, &ci, sizeof(ci));
-    const int* h = ci.header;
-    int want[12] = {c->C, c->Fr, c->Hi, c->Wi, c->pt, c->ph, c->pw, c->D, c->L, c->H, c->FF, c->NC};
-    const char* names[12] = {"C", "frames", "height", "width", "pt", "ph", "pw", "D", "L", "H", "FF", "NC"};
-    for (int i = 0; i < 12; i++)
-        if (h[2 + i] != want[i])
-            FAIL("%s: the checkpoint has %s=%d but this run has %d (pass the checkpoint's model and clip dimensions)",
-                 path, names[i], h[2 + i], want[i]);
-    if (memcmp(&((const float*)h)[32], &c->rope_theta, sizeof(float)) != 0)
-        FAIL("%s: the checkpoint has rope_theta=%.9g but this run has %.9g", path, ((const float*)h)[32], c->rope_theta);
-    ckpt_state_read(&m->st, path, &ci, m->num_params, params_only, NULL);
-    return h[14];
-}
 
 // ----------------------------------------------------------------------------
 // the trainer (left out of test_dit, which includes this file with TESTING): the model's
@@ -918,12 +878,9 @@ typedef struct {
 typedef struct {
     TrainArgs a;
     Dit m;
-    Comm* comm;
-    ClipSource train, val;
-    FlowBatch batch;
+    FlowData data;  // the clips, their batches and the validation (llmc/train/flow_batch.h)
     ClipSampler smp;
     float dscale;   // 1 / (the values of a step over all ranks)
-    ValLoss vl;     // this step's validation, val_loss_none() when none ran
 } Trainer;
 
 static void usage(const Flag* flags, int n) {
@@ -1005,18 +962,11 @@ static void print_config(void* t, Logger* lg) {
     log_memory_flags(lg, &m->flags, m->off.n_offload, "blocks", 0, NULL);
 }
 
-// What one step sends, by the count of llmc/parallel/comm.h (docs/memory.md 9.8). Under TP in
-// allreduce mode, per block and micro-step, the all-reduces of [B*N, D] rows: y1 and y2
-// forward, d a2 and d a1 backward; with --recompute 2 y1 again (and y2 when the FFN is one
-// chunk); a chunked FFN's backward sums each recomputed chunk's y2 (all rows per hidden
-// chunk, its own rows per token chunk); once per step the QK norms' gradients. Under
-// sequence parallelism, per block and micro-step: a1 and a2 all-gathered and y1, y2
-// reduce-scattered forward; backward gathers dy2 and dy1 and (--tp-recompute-allgather 1)
-// a2 and a1 again, reduce-scatters d a2 and d a1 and all-reduces the clips' [B, 6D] adaLN
-// gradients; --recompute 2 runs the forward's four again. Per micro-step the final layer's
-// [B, 2D] adaLN gradients; once per step the gradients of the tensors computed on own rows
-// (patch embedding, proj and fc2 biases, final layer) and the QK norms'. Then data
-// parallelism's buckets.
+// What one step sends, by the count of llmc/parallel/comm.h: TP's collectives per block and
+// micro-step in each mode (the all-reduces of allreduce mode; the gathers, reduce-scatters
+// and adaLN sums of sequence parallelism), with what --recompute 2 and the FFN chunks add,
+// and the once-a-step sums of the replicated tensors (derived in docs/memory.md 9.8); then
+// the attention's CP exchanges and data parallelism's buckets.
 static CommBytes dit_comm_bytes(const Dit* m) {
     CommBytes cb;
     memset(&cb, 0, sizeof(cb));
@@ -1116,81 +1066,46 @@ static FitCost plan_cost(void* t, Comm* comm, int B, const MemoryFlags* f, const
 
 static ModelCore* build(void* t, Comm* comm, const MemoryFlags* mem, const ParallelFlags* pf, int B, int allocate) {
     Trainer* x = (Trainer*)t;
-    x->comm = comm;
     dit_build(&x->m, &x->a.cfg, mem, pf, comm, B, allocate);
-    x->m.micro_steps = x->a.run.grad_accum;
     return &x->m;
 }
 
 static void model_free(void* t) { dit_free(&((Trainer*)t)->m); }
 static void init_params(void* t, uint64_t seed) { dit_init_params(&((Trainer*)t)->m, seed); }
 
-// the data order and every random draw are functions of (seed, step): nothing else to restore
-static int ckpt_read(void* t, const char* path, int params_only, int* restored) {
-    *restored = 1;
-    return dit_checkpoint_read(&((Trainer*)t)->m, path, params_only);
+static CkptShape ckpt_shape(void* t) {
+    const DitConfig* c = &((Trainer*)t)->a.cfg;
+    CkptShape s = {12, 1, {"C", "frames", "height", "width", "pt", "ph", "pw", "D", "L", "H", "FF", "NC"},
+                   {c->C, c->Fr, c->Hi, c->Wi, c->pt, c->ph, c->pw, c->D, c->L, c->H, c->FF, c->NC}, {"rope_theta"},
+                   {c->rope_theta}, "pass the checkpoint's model and clip dimensions"};
+    return s;
 }
-static void ckpt_write(void* t, const char* path, int step) { dit_checkpoint_write(&((Trainer*)t)->m, path, step); }
 
-// --total-batch in clips over all ranks, and its alias --grad-accum in micro-batches
 static int resolve_batch(void* t, Comm* comm) {
     TrainArgs* a = &((Trainer*)t)->a;
-    RunArgs* r = &a->run;
-    int dp = comm->dp, per_micro = r->B * dp;
-    if ((int64_t)per_micro * (r->grad_accum ? r->grad_accum : 1) > (1 << 30))
-        FAIL("--batch %d x %d DP ranks x --grad-accum %d clips per step: at most 2^30 (the counts wrap past that)", r->B, dp,
-             r->grad_accum);
-    if (r->total_batch == 0) r->total_batch = per_micro * (r->grad_accum ? r->grad_accum : 1);
-    if (r->total_batch > (1 << 30)) FAIL("--total-batch %d clips per step: at most 2^30 (the counts wrap past that)", r->total_batch);
-    if (r->total_batch % per_micro != 0)
-        FAIL("--total-batch %d must be a positive multiple of batch*dp = %d*%d", r->total_batch, r->B, dp);
-    if (r->grad_accum && r->total_batch != per_micro * r->grad_accum)
-        FAIL("--total-batch %d and --grad-accum %d disagree: batch*dp*grad-accum = %d (give one of them)", r->total_batch,
-             r->grad_accum, per_micro * r->grad_accum);
-    if (comm->tp > 1 && r->par.tp_mode == TP_REDUCESCATTER) {  // the last, smaller batches of validation and sampling must split over TP too
-        int N = dit_tokens(&a->cfg), rests[2] = {r->loop.val_every > 0 ? a->val_clips % r->B : 0,
-                                                  r->sample_every > 0 ? 2 * a->cfg.NC % r->B : 0};
-        const char* what[2] = {"--val-clips", "the sampler's 2 x NC rows"};
-        for (int i = 0; i < 2; i++)
-            if (((size_t)rests[i] * N) % comm->tp)
-                FAIL("--tp-mode reducescatter: %s leave a last batch of %d clips (%zu tokens), which does not split into "
-                     "%d equal blocks; choose them a multiple of --batch %d", what[i], rests[i], (size_t)rests[i] * N,
-                     comm->tp, r->B);
-    }
-    return r->total_batch / per_micro;
+    return flow_batch_resolve(&a->run, comm, dit_tokens(&a->cfg), a->val_clips, a->cfg.NC);
 }
 
-// the clips, before the device: a bad clip file ends the run before anything is set up
 static void prepare(void* t, Comm*) {
-    Trainer* x = (Trainer*)t;
-    const TrainArgs* a = &x->a;
-    clipsource_open(&x->train, &x->val, a->data, a->cfg.C, a->cfg.Fr, a->cfg.Hi, a->cfg.Wi, a->cfg.NC, a->val_clips,
-                    (uint64_t)a->run.loop.seed);
+    const TrainArgs* a = &((Trainer*)t)->a;
+    flow_data_open(&((Trainer*)t)->data, a->data, a->cfg.C, a->cfg.Fr, a->cfg.Hi, a->cfg.Wi, a->cfg.NC, a->val_clips,
+                   (uint64_t)a->run.loop.seed);
 }
 
-static void start(void* t, Comm*, Logger* lg) {
+static void start(void* t, Comm* comm, Logger* lg) {
     Trainer* x = (Trainer*)t;
     const TrainArgs* a = &x->a;
-    logf_(lg, "data: %s | validation: %d held-out clips, each with its own fixed t and noise\n",
-          strcmp(a->data, "synthetic") == 0 ? "moving digits, generated (llmc/io/video_data.h)" : a->data, a->val_clips);
-    flow_batch_alloc(&x->batch, a->run.B, x->m.clip);
+    flow_data_start(&x->data, a->data, &a->run, comm, x->m.clip, a->label_dropout, lg);
     clip_sampler_init(&x->smp, a->run.sample_every > 0 ? a->sample_clips : 0, a->cfg.NC, a->cfg.C, a->cfg.Fr, a->cfg.Hi,
                       a->cfg.Wi, a->run.B, a->sample_steps, a->cfg_scale, a->gif_scale, (uint64_t)a->run.loop.seed);
     x->dscale = 1.0f / (float)((double)a->run.total_batch * x->m.clip);
-    x->vl = val_loss_none();
 }
 
-// each micro-batch's clips with their noise, t and label dropout drawn from (seed, the clip's global index)
-static void next_batch(void* t, int step, int micro) {
-    Trainer* x = (Trainer*)t;
-    const TrainArgs* a = &x->a;
-    flow_batch_train(&x->batch, &x->train, step, micro, a->run.grad_accum, x->comm, (uint64_t)a->run.loop.seed,
-                     a->label_dropout, a->cfg.NC);
-}
+static void next_batch(void* t, int step, int micro) { flow_data_next(&((Trainer*)t)->data, step, micro); }
 
 static void forward_backward(void* t, int, int last) {
     Trainer* x = (Trainer*)t;
-    FlowBatch* b = &x->batch;
+    FlowBatch* b = &x->data.batch;
     dit_forward_backward(&x->m, b->x0, b->noise, b->t, b->y, x->a.run.B, MODE_TRAIN, x->dscale, NULL, last);
 }
 
@@ -1198,17 +1113,8 @@ static void forward_backward(void* t, int, int last) {
 static void clip_losses(void* m, const FlowBatch* b, float* per_clip) {
     dit_forward_backward((Dit*)m, b->x0, b->noise, b->t, b->y, b->B, MODE_EVAL, 0.0f, per_clip, 0);
 }
-
-static void validate(void* t, Logger* lg, int step, int final) {
-    Trainer* x = (Trainer*)t;
-    const TrainArgs* a = &x->a;
-    x->vl = flow_validate(x->comm, &x->val, &x->batch, a->val_clips, (uint64_t)a->run.loop.seed, a->cfg.NC, clip_losses, &x->m);
-    if (!final) val_loss_log(lg, step, &x->vl);
-    else logf_(lg, "step %5d | val loss %.6f | by t: low %.6f, middle %.6f, high %.6f\n", step, x->vl.all,
-               x->vl.bucket[0], x->vl.bucket[1], x->vl.bucket[2]);
-}
-
-static void val_metrics(void* t, Logger* lg) { val_loss_metrics(lg, &((Trainer*)t)->vl); ((Trainer*)t)->vl = val_loss_none(); }
+static void validate(void* t, Logger* lg, int step, int final) { flow_data_validate(&((Trainer*)t)->data, lg, step, final, clip_losses, &((Trainer*)t)->m); }
+static void val_metrics(void* t, Logger* lg) { flow_data_val_metrics(&((Trainer*)t)->data, lg); }
 
 // the model behind llmc/train/clip_sampler.h's samples
 static void velocity(void* m, const float* xt, const float* t, const int* y, int B, float* v) {
@@ -1217,15 +1123,12 @@ static void velocity(void* m, const float* xt, const float* t, const int* y, int
 
 static void sample(void* t, Logger* lg, int step) {
     Trainer* x = (Trainer*)t;
-    clip_sample(&x->smp, lg, x->a.run.loop.run_dir, x->comm->rank, step, velocity, &x->m);
+    clip_sample(&x->smp, lg, x->a.run.loop.run_dir, x->m.comm->rank, step, velocity, &x->m);
 }
 
 static void finish(void* t) {
-    Trainer* x = (Trainer*)t;
-    flow_batch_free(&x->batch);
-    clip_sampler_free(&x->smp);
-    clipsource_free(&x->train);
-    clipsource_free(&x->val);
+    flow_data_free(&((Trainer*)t)->data);
+    clip_sampler_free(&((Trainer*)t)->smp);
 }
 
 static const ModelOps DIT_OPS = {
@@ -1233,7 +1136,7 @@ static const ModelOps DIT_OPS = {
     // build: 128 clips at most)
     "train_dit", "block", "optimizer state and step", "clips", 64, 128,
     // the model and its checkpoints
-    build, model_free, init_params, ckpt_read, NULL, ckpt_write, dit_checkpoint_check,
+    build, model_free, init_params, &DIT_CKPT, ckpt_shape, NULL, NULL, NULL, dit_checkpoint_check,
     // a step (next_batch; units, unit_forward/backward, unit_params; forward, backward; fused)
     next_batch, NULL, NULL, NULL, NULL, NULL, NULL, forward_backward,
     // the trainer's own: batch, data, validation, samples

@@ -224,8 +224,6 @@ struct Llama : ModelCore {
 // or under sequence parallelism block tp_rank of tp equal blocks
 static int own_rows(const Llama* m, int N) { return tp_own_rows(&m->tpc, N); }
 static size_t own_row0(const Llama* m, int N) { return tp_own_row0(&m->tpc, N); }
-static const floatX* layer_w(const Llama* m, int t, int l) { return core_w(m, t, l); }
-static floatX* layer_dw(const Llama* m, int t, int l) { return core_dw(m, t, l); }
 
 // where layer l's output (layer l+1's input) goes
 static floatX* layer_output(const Llama* m, int l) {
@@ -374,12 +372,12 @@ static void attention_block_forward(Llama* m, int l, LayerActs a, int B, int T, 
     stream_t s = m->stream;
     Profile* P = &m->prof;
     PROF(P, "rmsnorm fwd", 0, 2.0 * nr * D * SX, s)
-        rmsnorm_forward(ACT(a, A_XN1), rstd1, ACT(a, A_X), layer_w(m, P_ATTN_NORM, l), nr, D, c->norm_eps, s);
+        rmsnorm_forward(ACT(a, A_XN1), rstd1, ACT(a, A_X), core_w(m, P_ATTN_NORM, l), nr, D, c->norm_eps, s);
     ColumnLinear qkv = norm_linear(m, l, a, A_XN1, A_XN1G, N, 0);
     PROF(P, "qkv matmul fwd", gemm_flops(N, qd + 2.0 * kvd, D), 0, s) {
-        column_gemm(&qkv, ACT(a, A_Q), layer_w(m, P_WQ, l), NULL, 0, N, qd);
-        column_gemm(&qkv, ACT(a, A_K), layer_w(m, P_WK, l), NULL, 0, N, kvd);
-        column_gemm(&qkv, ACT(a, A_V), layer_w(m, P_WV, l), NULL, 0, N, kvd);
+        column_gemm(&qkv, ACT(a, A_Q), core_w(m, P_WQ, l), NULL, 0, N, qd);
+        column_gemm(&qkv, ACT(a, A_K), core_w(m, P_WK, l), NULL, 0, N, kvd);
+        column_gemm(&qkv, ACT(a, A_V), core_w(m, P_WV, l), NULL, 0, N, kvd);
     }
     column_done(&qkv);
     attention_rope_qk(&m->att, ACT(a, A_Q), ACT(a, A_K), B, T);
@@ -387,7 +385,7 @@ static void attention_block_forward(Llama* m, int l, LayerActs a, int B, int T, 
     // the residual add is the GEMM's: xmid = x + att wo^T
     RowLinear wo = row_forward(&m->tpc, ACT(a, A_XMID), ACT(a, A_X), N);
     PROF(P, "wo matmul fwd", gemm_flops(N, D, qd), 0, s)
-        row_gemm(&wo, ACT(a, A_ATT), layer_w(m, P_WO, l), NULL, 0, N, qd, qd, 1);
+        row_gemm(&wo, ACT(a, A_ATT), core_w(m, P_WO, l), NULL, 0, N, qd, qd, 1);
     row_done(&wo);
 }
 
@@ -398,8 +396,8 @@ static void ffn_chunk_hidden(Llama* m, int l, const ColumnLinear* x, int r0, int
     int D = m->cfg.D;
     stream_t s = m->stream;
     PROF(&m->prof, "ffn w1 w3 matmul fwd", 2 * gemm_flops(nr, nf, D), 0, s) {
-        column_gemm(x, h1, layer_w(m, P_W1, l) + (size_t)f0 * D, NULL, r0, nr, nf);
-        column_gemm(x, h3, layer_w(m, P_W3, l) + (size_t)f0 * D, NULL, r0, nr, nf);
+        column_gemm(x, h1, core_w(m, P_W1, l) + (size_t)f0 * D, NULL, r0, nr, nf);
+        column_gemm(x, h3, core_w(m, P_W3, l) + (size_t)f0 * D, NULL, r0, nr, nf);
     }
     PROF(&m->prof, "swiglu fwd", 0, 3.0 * nr * nf * SX, s)
         swiglu_forward(g, h1, h3, (size_t)nr * nf, s);
@@ -418,7 +416,7 @@ static void ffn_forward(Llama* m, int l, LayerActs a, int N, const floatX* resid
         ffn_chunk_hidden(m, l, &x, ch.r0, ch.nr, ch.f0, ch.nf, chunked ? m->ffn_h1 : ACT(a, A_H1),
                          chunked ? m->ffn_h3 : ACT(a, A_H3), g);
         PROF(&m->prof, "ffn w2 matmul fwd", gemm_flops(ch.nr, D, ch.nf), 0, m->stream)
-            row_gemm(&w2, g, layer_w(m, P_W2, l) + ch.f0, NULL, ch.r0, ch.nr, ch.nf, Fl, m->flags.ffn_chunk_seq || k == 0);
+            row_gemm(&w2, g, core_w(m, P_W2, l) + ch.f0, NULL, ch.r0, ch.nr, ch.nf, Fl, m->flags.ffn_chunk_seq || k == 0);
     }
     column_done(&x);
     row_done(&w2);
@@ -447,16 +445,16 @@ static ColumnLinear ffn_backward(Llama* m, int l, LayerActs a, int N) {
         }
         Profile* P = &m->prof;
         PROF(P, "ffn w2 matmul bwd", 2 * gemm_flops(nr, D, nf), 0, s)
-            row_gemm_backward(&w2, layer_dw(m, P_W2, l) + f0, m->ffn_dg, g, layer_w(m, P_W2, l) + f0, r0, nr, nf, Fl);
+            row_gemm_backward(&w2, core_dw(m, P_W2, l) + f0, m->ffn_dg, g, core_w(m, P_W2, l) + f0, r0, nr, nf, Fl);
         PROF(P, "swiglu bwd", 0, 5.0 * nr * nf * SX, s) {
             swiglu_backward(m->ffn_dg, m->ffn_dh3, m->ffn_dg, h1, h3, (size_t)nr * nf, s);  // ffn_dg now holds d(h1)
         }
         PROF(P, "ffn w1 w3 matmul bwd", 4 * gemm_flops(nr, nf, D), 0, s) {
             int first = m->flags.ffn_chunk_seq || k == 0;  // hidden chunks all add into the same rows
-            column_gemm_backward(&x, layer_dw(m, P_W1, l) + (size_t)f0 * D, NULL, m->ffn_dg,
-                                 layer_w(m, P_W1, l) + (size_t)f0 * D, r0, nr, nf, !first);
-            column_gemm_backward(&x, layer_dw(m, P_W3, l) + (size_t)f0 * D, NULL, m->ffn_dh3,
-                                 layer_w(m, P_W3, l) + (size_t)f0 * D, r0, nr, nf, 1);
+            column_gemm_backward(&x, core_dw(m, P_W1, l) + (size_t)f0 * D, NULL, m->ffn_dg,
+                                 core_w(m, P_W1, l) + (size_t)f0 * D, r0, nr, nf, !first);
+            column_gemm_backward(&x, core_dw(m, P_W3, l) + (size_t)f0 * D, NULL, m->ffn_dh3,
+                                 core_w(m, P_W3, l) + (size_t)f0 * D, r0, nr, nf, 1);
         }
     }
     row_done(&w2);
@@ -470,7 +468,7 @@ static void layer_forward(Llama* m, int l, int B, int T, RunMode mode) {
     LayerActs a = core_layer_acts(m, l);
     attention_block_forward(m, l, a, B, T, ACTF(a, A_RSTD1));
     PROF(&m->prof, "rmsnorm fwd", 0, 2.0 * nr * D * SX, s)
-        rmsnorm_forward(ACT(a, A_XN2), ACTF(a, A_RSTD2), ACT(a, A_XMID), layer_w(m, P_FFN_NORM, l), nr, D, c->norm_eps, s);
+        rmsnorm_forward(ACT(a, A_XN2), ACTF(a, A_RSTD2), ACT(a, A_XMID), core_w(m, P_FFN_NORM, l), nr, D, c->norm_eps, s);
     floatX* out = layer_output(m, l);
     // the output lands in the next layer's block; with offload that block is a slot
     // whose previous tenant (layer l-1) must have reached the host first
@@ -495,12 +493,12 @@ static void layer_backward(Llama* m, int l, int B, int T) {
     // the profile counts the recomputed launches in their forward groups
     if (m->flags.recompute >= 2) {  // only x was kept: the forward of the layer again, minus its output
         attention_block_forward(m, l, a, B, T, ACTF(a, A_RSTD1));
-        rmsnorm_forward(ACT(a, A_XN2), ACTF(a, A_RSTD2), ACT(a, A_XMID), layer_w(m, P_FFN_NORM, l), nr, D, c->norm_eps, s);
+        rmsnorm_forward(ACT(a, A_XN2), ACTF(a, A_RSTD2), ACT(a, A_XMID), core_w(m, P_FFN_NORM, l), nr, D, c->norm_eps, s);
         // (the FFN's hidden activations: in ffn_backward, which has the gathered input)
     } else if (m->flags.recompute == 1) {
         PROF(P, "rmsnorm fwd", 0, 4.0 * nr * D * SX, s) {
-            rmsnorm_forward(ACT(a, A_XN1), m->rstd_scratch, ACT(a, A_X), layer_w(m, P_ATTN_NORM, l), nr, D, c->norm_eps, s);
-            rmsnorm_forward(ACT(a, A_XN2), m->rstd_scratch, ACT(a, A_XMID), layer_w(m, P_FFN_NORM, l), nr, D, c->norm_eps, s);
+            rmsnorm_forward(ACT(a, A_XN1), m->rstd_scratch, ACT(a, A_X), core_w(m, P_ATTN_NORM, l), nr, D, c->norm_eps, s);
+            rmsnorm_forward(ACT(a, A_XN2), m->rstd_scratch, ACT(a, A_XMID), core_w(m, P_FFN_NORM, l), nr, D, c->norm_eps, s);
         }
         PROF(P, "swiglu fwd", 0, m->flags.ffn_chunks == 1 ? 3.0 * N * m->sh.Fl * SX : 0, s)
             if (m->flags.ffn_chunks == 1) swiglu_forward(ACT(a, A_G), ACT(a, A_H1), ACT(a, A_H3), (size_t)N * m->sh.Fl, s);
@@ -512,26 +510,26 @@ static void layer_backward(Llama* m, int l, int B, int T) {
     const floatX* dxn = column_reduce(&ffn_in);
     double norm_bytes = 4.0 * nr * D * SX;  // reads x, dxn, dx; writes dx
     PROF(P, "rmsnorm bwd", 0, norm_bytes, s) {
-        rmsnorm_backward(m->dx, layer_dw(m, P_FFN_NORM, l), dxn, ACT(a, A_XMID), layer_w(m, P_FFN_NORM, l),
+        rmsnorm_backward(m->dx, core_dw(m, P_FFN_NORM, l), dxn, ACT(a, A_XMID), core_w(m, P_FFN_NORM, l),
                          ACTF(a, A_RSTD2), nr, D, s);
     }
     column_done(&ffn_in);
     // attention
     RowLinear wo = row_backward(&m->tpc, m->dx, N, NULL);
     PROF(P, "wo matmul bwd", 2 * gemm_flops(N, D, qd), 0, s)
-        row_gemm_backward(&wo, layer_dw(m, P_WO, l), m->datt, ACT(a, A_ATT), layer_w(m, P_WO, l), 0, N, qd, qd);
+        row_gemm_backward(&wo, core_dw(m, P_WO, l), m->datt, ACT(a, A_ATT), core_w(m, P_WO, l), 0, N, qd, qd);
     row_done(&wo);
     attention_backward(&m->att, m->dq, m->dk, m->dv, m->datt, ACT(a, A_Q), ACT(a, A_K), ACT(a, A_V), ACT(a, A_ATT),
                        ACTF(a, A_LSE), B, T);
     ColumnLinear qkv = norm_linear(m, l, a, A_XN1, A_XN1G, N, 1);
     PROF(P, "qkv matmul bwd", 2 * gemm_flops(N, qd + 2.0 * kvd, D), 0, s) {
-        column_gemm_backward(&qkv, layer_dw(m, P_WQ, l), NULL, m->dq, layer_w(m, P_WQ, l), 0, N, qd, 0);
-        column_gemm_backward(&qkv, layer_dw(m, P_WK, l), NULL, m->dk, layer_w(m, P_WK, l), 0, N, kvd, 1);
-        column_gemm_backward(&qkv, layer_dw(m, P_WV, l), NULL, m->dv, layer_w(m, P_WV, l), 0, N, kvd, 1);
+        column_gemm_backward(&qkv, core_dw(m, P_WQ, l), NULL, m->dq, core_w(m, P_WQ, l), 0, N, qd, 0);
+        column_gemm_backward(&qkv, core_dw(m, P_WK, l), NULL, m->dk, core_w(m, P_WK, l), 0, N, kvd, 1);
+        column_gemm_backward(&qkv, core_dw(m, P_WV, l), NULL, m->dv, core_w(m, P_WV, l), 0, N, kvd, 1);
     }
     dxn = column_reduce(&qkv);
     PROF(P, "rmsnorm bwd", 0, norm_bytes, s) {
-        rmsnorm_backward(m->dx, layer_dw(m, P_ATTN_NORM, l), dxn, ACT(a, A_X), layer_w(m, P_ATTN_NORM, l),
+        rmsnorm_backward(m->dx, core_dw(m, P_ATTN_NORM, l), dxn, ACT(a, A_X), core_w(m, P_ATTN_NORM, l),
                          ACTF(a, A_RSTD1), nr, D, s);
     }
     column_done(&qkv);
@@ -693,60 +691,13 @@ static void llama_next_token_logits(Llama* m, const int* tokens, int T, float* h
 
 // ----------------------------------------------------------------------------
 // checkpoints (format in docs/formats.md): one format whatever the number of ranks and
-// the flags, written and checked by llmc/train/state_checkpoint.h; here, the model's header
-// fields and the dataloader's position (the same on every rank), which a resume restores
-// when the global batch is the one that wrote it.
+// the flags, written and read by the runner (llmc/train/runner.h, state_checkpoint.h); the
+// trainer adds the model's shape, the writer's layout and the dataloader's position (the
+// same on every rank), which a resume restores when the global batch is the one that wrote it.
 
 static const CkptFormat LLAMA_CKPT = {"train_llama", 20261123, 2, /*step*/ 10, /*params*/ 18, /*loader*/ 15, /*dp*/ 11};
 
-static CkptShape llama_shape(const LlamaConfig* c) {
-    CkptShape s = {8, 2, {"V", "D", "L", "H", "KV", "F", "max_seq_len", "tied"},
-                   {c->V, c->D, c->L, c->H, c->KV, c->F, c->max_seq_len, c->tied}, {"rope_theta", "norm_eps"},
-                   {c->rope_theta, c->norm_eps}, "--resume and --init-from need the same model: pass the checkpoint's "
-                   "dimensions, --rope-theta and --norm-eps; the number of ranks, --zero and --shard-vocab may differ"};
-    return s;
-}
-
-static void checkpoint_write(Llama* m, const char* path, int step, int grad_accum, const DataLoader* train_loader) {
-    unsigned char state[CKPT_EXTRA_MAX] = {0};  // the loader reads the global batch: its state is the same on every rank
-    size_t ds = train_loader ? dataloader_state_size() : 0;
-    if (ds > sizeof(state)) FAIL("dataloader state (%zu bytes) is larger than the checkpoint's buffer", ds);
-    if (train_loader) dataloader_get_state(train_loader, state);
-    int h[256] = {0};
-    CkptShape shape = llama_shape(&m->cfg);
-    ckpt_shape_put(&shape, h);
-    h[11] = m->comm->dp; h[12] = m->B; h[13] = m->T; h[14] = grad_accum; h[16] = m->par.zero; h[17] = m->par.shard_vocab;
-    h[20] = m->comm->tp;  // for the record: any layout reads the file
-    ckpt_state_write(&m->st, &LLAMA_CKPT, path, h, step, m->num_params, state, ds);  // collective
-}
-
 static const char* checkpoint_check(const char* path, void* ci) { return ckpt_state_header(path, &LLAMA_CKPT, (CkptInfo*)ci); }
-
-// Loads the model and optimizer state of a checkpoint written by any layout; restores
-// the dataloader's position when the layout is the one that wrote it (same dp, batch,
-// sequence and accumulation) and returns 0 in *loader_restored otherwise. Returns the
-// step the checkpoint was taken at. With params_only (--init-from) it takes the
-// parameters alone: the moments start at zero and the data position is not touched.
-static int checkpoint_read(Llama* m, const char* path, int grad_accum, DataLoader* train_loader, int* loader_restored,
-                           int params_only) {
-    Comm* cm = m->comm;
-    CkptInfo ci;
-    ckpt_check_all_ranks(cm, path, checkpoint_check, &ci, sizeof(ci));
-    const int* h = ci.header;
-    CkptShape shape = llama_shape(&m->cfg);
-    ckpt_shape_check(&shape, path, h);
-    unsigned char state[CKPT_EXTRA_MAX];
-    ckpt_state_read(&m->st, path, &ci, m->num_params, params_only, state);
-    // the loader reads the global batch (token_rows), so its position carries over to any
-    // layout with the same global micro-batch B*dp, sequence and accumulation
-    *loader_restored = 0;
-    if (!params_only && train_loader && (long long)h[11] * h[12] == (long long)cm->dp * m->B && h[13] == m->T &&
-        h[14] == grad_accum && ci.extra_bytes == dataloader_state_size()) {
-        dataloader_set_state(train_loader, state);
-        *loader_restored = 1;
-    }
-    return h[10];
-}
 
 // ----------------------------------------------------------------------------
 // the trainer (left out of test_llama, which includes this file with TESTING): the
@@ -956,21 +907,41 @@ static FitCost plan_cost(void* t, Comm* comm, int B, const MemoryFlags* f, const
 static ModelCore* build(void* t, Comm* comm, const MemoryFlags* mem, const ParallelFlags* pf, int B, int allocate) {
     Trainer* x = (Trainer*)t;
     llama_build(&x->m, &x->a.cfg, mem, pf, comm, B, x->a.T, allocate);
-    x->m.micro_steps = x->a.run.grad_accum;
     return &x->m;
 }
 
 static void model_free(void* t) { llama_free(&((Trainer*)t)->m); }
 static void init_params(void* t, uint64_t seed) { llama_init_params(&((Trainer*)t)->m, seed); }
 
-static int ckpt_read(void* t, const char* path, int params_only, int* restored) {
-    Trainer* x = (Trainer*)t;
-    return checkpoint_read(&x->m, path, x->a.run.grad_accum, params_only ? NULL : &x->data.train, restored, params_only);
+static CkptShape ckpt_shape(void* t) {
+    const LlamaConfig* c = &((Trainer*)t)->a.cfg;
+    CkptShape s = {8, 2, {"V", "D", "L", "H", "KV", "F", "max_seq_len", "tied"},
+                   {c->V, c->D, c->L, c->H, c->KV, c->F, c->max_seq_len, c->tied}, {"rope_theta", "norm_eps"},
+                   {c->rope_theta, c->norm_eps}, "--resume and --init-from need the same model: pass the checkpoint's "
+                   "dimensions, --rope-theta and --norm-eps; the number of ranks, --zero and --shard-vocab may differ"};
+    return s;
 }
 
-static void ckpt_write(void* t, const char* path, int step) {
+static_assert(DATALOADER_STATE_SIZE <= CKPT_EXTRA_MAX, "the dataloader's state must fit a checkpoint's extra block");
+
+static size_t ckpt_extra(void* t, int h[256], unsigned char extra[CKPT_EXTRA_MAX]) {
     Trainer* x = (Trainer*)t;
-    checkpoint_write(&x->m, path, step, x->a.run.grad_accum, &x->data.train);
+    const Llama* m = &x->m;
+    h[11] = m->comm->dp; h[12] = m->B; h[13] = m->T; h[14] = x->a.run.grad_accum; h[16] = m->par.zero; h[17] = m->par.shard_vocab;
+    h[20] = m->comm->tp;  // for the record: any layout reads the file
+    dataloader_get_state(&x->data.train, extra);
+    return dataloader_state_size();
+}
+
+// the loader reads the global batch (token_rows), so its position carries over to any
+// layout with the same global micro-batch B*dp, sequence and accumulation
+static int ckpt_restore(void* t, const int* h, const unsigned char* extra, size_t bytes) {
+    Trainer* x = (Trainer*)t;
+    const Llama* m = &x->m;
+    if ((long long)h[11] * h[12] != (long long)m->comm->dp * m->B || h[13] != m->T || h[14] != x->a.run.grad_accum ||
+        bytes != dataloader_state_size()) return 0;
+    dataloader_set_state(&x->data.train, extra);
+    return 1;
 }
 
 static void data_restart(void* t, int start, Logger* lg) { token_data_restart(&((Trainer*)t)->data, start, lg); }
@@ -1024,7 +995,7 @@ static const ModelOps LLAMA_OPS = {
     // program, plan unit, what --init-from starts afresh, --total-batch in tokens, --fit-memory's batches
     "train_llama", "layer", "optimizer state, step and data order", NULL, 64, 1024,
     // the model and its checkpoints
-    build, model_free, init_params, ckpt_read, data_restart, ckpt_write, checkpoint_check,
+    build, model_free, init_params, &LLAMA_CKPT, ckpt_shape, ckpt_extra, ckpt_restore, data_restart, checkpoint_check,
     // a step (next_batch; units, unit_forward/backward, unit_params; forward, backward; fused)
     next_batch, NULL, NULL, NULL, NULL, NULL, NULL, forward_backward,
     // the trainer's own: batch, data, validation, samples

@@ -13,6 +13,8 @@ scripts/pytorch_dit.py draws the same numbers (its SALT_TRAIN is the one here).
 #include "../core/logger.h"
 #include "../parallel/comm.h"
 #include "../io/video_data.h"
+#include "../parallel/parallel_args.h"
+#include "train_args.h"
 
 #define SALT_TRAIN 0x7261696eull  // separates the training draws from validation's
 #define SALT_VAL 0x76616c21ull
@@ -103,4 +105,87 @@ static inline void val_loss_log(Logger* lg, int step, const ValLoss* v) {
 static inline void val_loss_metrics(Logger* lg, const ValLoss* v) {
     metrics_num(lg, "val_loss", v->all); metrics_num(lg, "val_loss_low_t", v->bucket[0]);
     metrics_num(lg, "val_loss_mid_t", v->bucket[1]); metrics_num(lg, "val_loss_high_t", v->bucket[2]);
+}
+
+// ----------------------------------------------------------------------------
+// A diffusion model's data around the runner (llmc/train/runner.h), as token_data.h is a
+// language model's: the training and held-out clips, the batch, --total-batch in clips
+// (--grad-accum its alias in micro-batches), the validation and its metrics.
+
+typedef struct {
+    ClipSource train, val;
+    FlowBatch batch;
+    const Comm* comm;
+    int grad_accum, val_clips, null_class;
+    float label_dropout;
+    uint64_t seed;
+    ValLoss vl;  // this step's validation, val_loss_none() when none ran
+} FlowData;
+
+// --total-batch in clips over all ranks (0: one micro-batch, or --grad-accum of them); returns
+// the micro-batches of a step. Under sequence parallelism the last, smaller batches of
+// validation (val_clips) and of sampling (2 x NC rows) must split over TP too.
+static inline int flow_batch_resolve(RunArgs* r, const Comm* comm, int tokens_per_clip, int val_clips, int NC) {
+    int dp = comm->dp, per_micro = r->B * dp;
+    if ((int64_t)per_micro * (r->grad_accum ? r->grad_accum : 1) > (1 << 30))
+        FAIL("--batch %d x %d DP ranks x --grad-accum %d clips per step: at most 2^30 (the counts wrap past that)", r->B, dp,
+             r->grad_accum);
+    if (r->total_batch == 0) r->total_batch = per_micro * (r->grad_accum ? r->grad_accum : 1);
+    if (r->total_batch > (1 << 30)) FAIL("--total-batch %d clips per step: at most 2^30 (the counts wrap past that)", r->total_batch);
+    if (r->total_batch % per_micro != 0)
+        FAIL("--total-batch %d must be a positive multiple of batch*dp = %d*%d", r->total_batch, r->B, dp);
+    if (r->grad_accum && r->total_batch != per_micro * r->grad_accum)
+        FAIL("--total-batch %d and --grad-accum %d disagree: batch*dp*grad-accum = %d (give one of them)", r->total_batch,
+             r->grad_accum, per_micro * r->grad_accum);
+    if (comm->tp > 1 && r->par.tp_mode == TP_REDUCESCATTER) {
+        int rests[2] = {r->loop.val_every > 0 ? val_clips % r->B : 0, r->sample_every > 0 ? 2 * NC % r->B : 0};
+        const char* what[2] = {"--val-clips", "the sampler's 2 x NC rows"};
+        for (int i = 0; i < 2; i++)
+            if (((size_t)rests[i] * tokens_per_clip) % comm->tp)
+                FAIL("--tp-mode reducescatter: %s leave a last batch of %d clips (%zu tokens), which does not split into "
+                     "%d equal blocks; choose them a multiple of --batch %d", what[i], rests[i],
+                     (size_t)rests[i] * tokens_per_clip, comm->tp, r->B);
+    }
+    return r->total_batch / per_micro;
+}
+
+// the clips of `data` ("synthetic" or a clip file), opened before the device: a bad clip file
+// ends the run before anything is set up
+static inline void flow_data_open(FlowData* d, const char* data, int C, int Fr, int Hi, int Wi, int NC, int val_clips,
+                                  uint64_t seed) {
+    memset(d, 0, sizeof(*d));
+    clipsource_open(&d->train, &d->val, data, C, Fr, Hi, Wi, NC, val_clips, seed);
+    d->val_clips = val_clips; d->null_class = NC; d->seed = seed; d->vl = val_loss_none();
+}
+
+static inline void flow_data_start(FlowData* d, const char* data, const RunArgs* r, const Comm* comm, size_t clip,
+                                   float label_dropout, Logger* lg) {
+    logf_(lg, "data: %s | validation: %d held-out clips, each with its own fixed t and noise\n",
+          strcmp(data, "synthetic") == 0 ? "moving digits, generated (llmc/io/video_data.h)" : data, d->val_clips);
+    flow_batch_alloc(&d->batch, r->B, clip);
+    d->comm = comm; d->grad_accum = r->grad_accum; d->label_dropout = label_dropout;
+}
+
+// each micro-batch's clips with their noise, t and label dropout drawn from (seed, the clip's global index)
+static inline void flow_data_next(FlowData* d, int step, int micro) {
+    flow_batch_train(&d->batch, &d->train, step, micro, d->grad_accum, d->comm, d->seed, d->label_dropout, d->null_class);
+}
+
+// the validation of `step` and its line (final: of a run with nothing to train, the short form)
+static inline void flow_data_validate(FlowData* d, Logger* lg, int step, int final, ClipLosses losses, void* model) {
+    d->vl = flow_validate((Comm*)d->comm, &d->val, &d->batch, d->val_clips, d->seed, d->null_class, losses, model);
+    if (!final) val_loss_log(lg, step, &d->vl);
+    else logf_(lg, "step %5d | val loss %.6f | by t: low %.6f, middle %.6f, high %.6f\n", step, d->vl.all,
+               d->vl.bucket[0], d->vl.bucket[1], d->vl.bucket[2]);
+}
+
+static inline void flow_data_val_metrics(FlowData* d, Logger* lg) {
+    val_loss_metrics(lg, &d->vl);
+    d->vl = val_loss_none();
+}
+
+static inline void flow_data_free(FlowData* d) {
+    flow_batch_free(&d->batch);
+    clipsource_free(&d->train);
+    clipsource_free(&d->val);
 }

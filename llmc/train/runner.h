@@ -52,12 +52,17 @@ typedef struct {
     ModelCore* (*build)(void* t, Comm* comm, const MemoryFlags* mem, const ParallelFlags* pf, int B, int allocate);
     void (*free)(void* t);
     void (*init_params)(void* t, uint64_t seed);
-    // checkpoints: read returns the checkpoint's step (params_only: --init-from, the parameters
-    // alone) and whether the data's position came back with it (0: data_restart continues on
-    // a new order); check reads a header (llmc/train/state_checkpoint.h's run_open)
-    int (*ckpt_read)(void* t, const char* path, int params_only, int* data_restored);
+    // checkpoints (llmc/train/state_checkpoint.h), read and written here: the format; the
+    // model's shape in the header; extra (NULL: none) adds the trainer's own header fields
+    // and fills the extra block (returns its bytes); restore (NULL: nothing to restore, as
+    // when the data order is a function of the seed and the step) takes them back and
+    // returns 0 when the data's position does not apply, and then data_restart continues
+    // on a new order; check reads a header (run_open's --resume auto)
+    const CkptFormat* ckpt;
+    CkptShape (*ckpt_shape)(void* t);
+    size_t (*ckpt_extra)(void* t, int header[256], unsigned char extra[CKPT_EXTRA_MAX]);
+    int (*ckpt_restore)(void* t, const int* header, const unsigned char* extra, size_t extra_bytes);
     void (*data_restart)(void* t, int step, Logger* lg);
-    void (*ckpt_write)(void* t, const char* path, int step);
     const char* (*ckpt_check)(const char* path, void* ci);
 
     // one optimizer step: for each micro-batch next_batch, then the model, in the first of
@@ -209,6 +214,31 @@ static inline void runner_write_plan_json(const ModelOps* ops, void* t, const Mo
     trainer_plan_json(path, &v->acts, &v->off, v->num_params, extra, with_comm ? &cb : NULL, &v->dev, &v->host);
 }
 
+// A checkpoint of the model's state (a collective: the store gathers, rank 0 writes)
+static inline void runner_ckpt_write(const ModelOps* ops, void* t, ModelCore* v, const char* path, int step) {
+    int h[256] = {0};
+    unsigned char extra[CKPT_EXTRA_MAX] = {0};
+    CkptShape shape = ops->ckpt_shape(t);
+    ckpt_shape_put(&shape, h);
+    size_t n = ops->ckpt_extra ? ops->ckpt_extra(t, h, extra) : 0;
+    ckpt_state_write(&v->st, ops->ckpt, path, h, step, v->num_params, extra, n);
+}
+
+// Loads a checkpoint written by any layout into this one, after every rank has checked it
+// and its shape; returns its step. params_only (--init-from): the parameters alone, the
+// moments at zero, the data untouched. *restored: whether the data's position came back.
+static inline int runner_ckpt_read(const ModelOps* ops, void* t, ModelCore* v, const char* path, int params_only,
+                                   int* restored) {
+    CkptInfo ci;
+    ckpt_check_all_ranks(v->comm, path, ops->ckpt_check, &ci, sizeof(ci));
+    CkptShape shape = ops->ckpt_shape(t);
+    ckpt_shape_check(&shape, path, ci.header);
+    unsigned char extra[CKPT_EXTRA_MAX];
+    ckpt_state_read(&v->st, path, &ci, v->num_params, params_only, extra);
+    *restored = params_only || !ops->ckpt_restore || ops->ckpt_restore(t, ci.header, extra, ci.extra_bytes);
+    return ci.header[ops->ckpt->step_at];
+}
+
 // one micro-batch of the step: the data, then the model (see ModelOps)
 static inline void runner_micro_step(const ModelOps* ops, void* t, int step, int micro, int last) {
     ops->next_batch(t, step, micro);
@@ -235,7 +265,7 @@ static inline void runner_micro_step(const ModelOps* ops, void* t, int step, int
 static inline void runner_check_ops(const ModelOps* o) {
     const struct { const char* name; int given; } need[] = {
         {"build", o->build != NULL}, {"free", o->free != NULL}, {"init_params", o->init_params != NULL},
-        {"ckpt_read", o->ckpt_read != NULL}, {"ckpt_write", o->ckpt_write != NULL}, {"ckpt_check", o->ckpt_check != NULL},
+        {"ckpt", o->ckpt != NULL}, {"ckpt_shape", o->ckpt_shape != NULL}, {"ckpt_check", o->ckpt_check != NULL},
         {"next_batch", o->next_batch != NULL},
         {"forward_backward, forward + backward or units + unit_forward + unit_backward",
          o->forward_backward || (o->forward && o->backward) || (o->units && o->unit_forward && o->unit_backward)},
@@ -264,6 +294,7 @@ static inline int runner_main(const ModelOps* ops, void* t, RunArgs* a, int unit
     if (ops->prepare && !l->plan_only) ops->prepare(t, &comm);  // --plan-only: no data, no device, no run directory
     parallel_device_setup(&comm, l->plan_only);
     ModelCore* v = ops->build(t, &comm, &a->mem, &pf, a->B, !l->plan_only);
+    v->micro_steps = a->grad_accum;  // (the plan's communication bytes)
     const char* resume = run_open(&comm, &lg, l, ops->ckpt_check);
     logf_(&lg, "%s | %s | %s | %s\n", ops->program, v->allocated ? dev_name() : "plan only", PRECISION_NAME, l->model);
     ops->print_config(t, &lg);
@@ -285,11 +316,11 @@ static inline int runner_main(const ModelOps* ops, void* t, RunArgs* a, int unit
     char path[1200];
     if (resume) {
         int restored = 0;
-        start = ops->ckpt_read(t, resume, 0, &restored);
+        start = runner_ckpt_read(ops, t, v, resume, 0, &restored);
         ckpt_log_resumed(&lg, resume, start, l->run_dir);
         if (!restored && ops->data_restart) ops->data_restart(t, start, &lg);
     } else if (l->init_from) {
-        int restored = 0, was = ops->ckpt_read(t, l->init_from, 1, &restored);
+        int restored = 0, was = runner_ckpt_read(ops, t, v, l->init_from, 1, &restored);
         logf_(&lg, "parameters from %s (its step %d); %s start fresh\n", l->init_from, was, ops->fresh);
     } else {
         ops->init_params(t, (uint64_t)l->seed);
@@ -297,7 +328,7 @@ static inline int runner_main(const ModelOps* ops, void* t, RunArgs* a, int unit
     logger_start(&lg);  // the inputs are accepted: from here on the run directory is written
     // the starting point of a run, for a PyTorch peer to start from the same weights
     if (a->save_init && !resume) {
-        ops->ckpt_write(t, ckpt_step_path(path, sizeof(path), l->run_dir, 0), 0);
+        runner_ckpt_write(ops, t, v, ckpt_step_path(path, sizeof(path), l->run_dir, 0), 0);
         logf_(&lg, "initial weights written to %s\n", path);
     }
 
@@ -325,7 +356,7 @@ static inline int runner_main(const ModelOps* ops, void* t, RunArgs* a, int unit
         metrics_end(&lg);
         // the checkpoint first: whatever sampling meets, the step's state is on disk
         if (step_ckpt_due(&sl, step, &v->st, path, sizeof(path))) {
-            ops->ckpt_write(t, path, step);
+            runner_ckpt_write(ops, t, v, path, step);
             step_ckpt_written(&sl, step, path);
         }
         if (step_due(&sl, step, a->sample_every)) ops->sample(t, &lg, step);
