@@ -17,10 +17,8 @@ loop (--plan-only prints it). Each flag: README.md and --help.
 #include "llmc/parallel/attention_op.h" // attention: --cp (each rank holds 1/cp of every clip's tokens), RoPE
 #include "llmc/parallel/adaln_op.h"     // adaLN on own rows: clip-aligned segments, per-clip gradients over TP
 #include "llmc/kernels/rope3d.h"        // the 3-D RoPE table
-#include "llmc/io/video_data.h"         // clip sources: moving digits, clip files
-#include "llmc/io/image_write.h"        // GIF and PNG samples
-#include "llmc/train/flow_batch.h"      // rectified-flow batches (noise, t, label dropout) and the validation by t
-#include "llmc/train/clip_sampler.h"    // --sample-every: clips sampled per class, written as GIFs, PNGs and a clip file
+#include "llmc/train/flow_batch.h"      // clips (llmc/io/video_data.h), rectified-flow batches, the validation by t
+#include "llmc/train/clip_sampler.h"    // --sample-every: clips sampled per class, GIFs and PNGs (llmc/io/image_write.h)
 
 #define TEMB_DIM 256      // the sinusoidal timestep embedding (docs/design.md 9.3)
 #define DIT_EPS 1e-6f     // LayerNorm and QK RMSNorm
@@ -301,71 +299,45 @@ static void dit_build(Dit* m, const DitConfig* cfg, const MemoryFlags* flags, co
     arena_add_to(d, "saved activations (h_final)", "activations", own * D * sizeof(floatX), &m->h_final);
     model_core_plan_work(m, "block work (not saved)");
 
-    int chunked = flags->ffn_chunks > 1;
-    size_t chunk_bytes = (size_t)m->fc.rows * m->fc.cols * sizeof(floatX);
-    arena_add_to(d, "ffn chunk u", "scratch", chunked ? chunk_bytes : 0, &m->ffn_u);
-    arena_add_to(d, "ffn chunk g", "scratch", chunked ? chunk_bytes : 0, &m->ffn_g);
-    // the chunks' y2 (allreduce mode; sequence parallelism sums them in the reduce-scatter staging)
-    arena_add_to(d, "ffn chunk y2", "scratch", chunked && !m->tpc.sp ? (size_t)m->fc.rows * D * sizeof(floatX) : 0, &m->ffn_y2);
-    arena_add_to(d, "ffn d(g), d(u)", "scratch", chunk_bytes, &m->ffn_dg);
-    size_t act = own * D * sizeof(floatX);  // the residual stream's gradients: this rank's rows
-    arena_add_to(d, "d residual", "scratch", act, &m->dh);
-    arena_add_to(d, "d modulated input", "scratch", act, &m->da);
-    arena_add_to(d, "d gated branch", "scratch", act, &m->dy);
-    size_t heads = BN * Dl * sizeof(floatX);  // this rank's heads
-    arena_add_to(d, "d attention output", "scratch", heads, &m->dout_att);
-    arena_add_to(d, "dq", "scratch", heads, &m->dq);
-    arena_add_to(d, "dk", "scratch", heads, &m->dk);
-    arena_add_to(d, "dv", "scratch", heads, &m->dv);
-    arena_add_to(d, "dq before norm", "scratch", heads, &m->dqp);
-    arena_add_to(d, "dk before norm", "scratch", heads, &m->dkp);
-    // --recompute 1 recomputes the norms but not their statistics: those go here (the q and
-    // k RMSNorms one after the other into the same BN*H floats)
-    arena_add_to(d, "norm statistics (recompute)", "scratch", flags->recompute == 1 ? (2 * own + BN * Hl) * sizeof(float) : 0,
-                 &m->mean_scratch);
+    // the scratch: one chunk of the FFN (chunked: its y2 too in allreduce mode; sequence
+    // parallelism sums them in the reduce-scatter staging), the backward's gradients (the
+    // residual stream's: this rank's rows; the attention's: its heads), the norm statistics
+    // of --recompute 1 (the q and k RMSNorms one after the other into the same BN*H floats),
+    // the clips and their patches, the final layer, the conditioning
+    size_t chunk = (size_t)m->fc.rows * m->fc.cols * sizeof(floatX), y2 = (size_t)m->fc.rows * D * sizeof(floatX);
+    size_t act = own * D * sizeof(floatX), heads = BN * Dl * sizeof(floatX), bd = (size_t)B * D * sizeof(floatX);
     size_t xbytes = (size_t)B * m->clip * sizeof(floatX), pbytes = BN * P * sizeof(floatX);
-    arena_add_to(d, "clips x0", "scratch", xbytes, &m->x0);
-    arena_add_to(d, "noise", "scratch", xbytes, &m->noise);
-    arena_add_to(d, "x_t", "scratch", xbytes, &m->xt);
-    arena_add_to(d, "target v", "scratch", xbytes, &m->vtarget);
-    arena_add_to(d, "v_pred", "scratch", xbytes, &m->vpred);
-    arena_add_to(d, "d v_pred", "scratch", xbytes, &m->dvpred);
-    arena_add_to(d, "patches of x_t", "scratch", pbytes, &m->xp);
-    arena_add_to(d, "final layer output", "scratch", pbytes, &m->hout);
-    arena_add_to(d, "d final layer output", "scratch", pbytes, &m->dhout);
-    arena_add_to(d, "final norm output", "scratch", act, &m->xf);
-    arena_add_to(d, "final norm statistics", "scratch", 2 * own * sizeof(float), &m->meanf);
-    arena_add_to(d, "t, y, per-clip losses", "scratch", 3 * (size_t)B * sizeof(float), &m->t);
-    size_t bd = (size_t)B * D * sizeof(floatX);
-    arena_add_to(d, "conditioning (t emb, c)", "scratch", (size_t)B * TEMB_DIM * sizeof(floatX) + 4 * bd, &m->temb);
+    int chunked = flags->ffn_chunks > 1;
+    ARENA_ADD_ALL(d, "scratch", {"ffn chunk u", chunked ? chunk : 0, &m->ffn_u}, {"ffn chunk g", chunked ? chunk : 0, &m->ffn_g},
+        {"ffn chunk y2", chunked && !m->tpc.sp ? y2 : 0, &m->ffn_y2}, {"ffn d(g), d(u)", chunk, &m->ffn_dg},
+        {"d residual", act, &m->dh}, {"d modulated input", act, &m->da}, {"d gated branch", act, &m->dy},
+        {"d attention output", heads, &m->dout_att}, {"dq", heads, &m->dq}, {"dk", heads, &m->dk}, {"dv", heads, &m->dv},
+        {"dq before norm", heads, &m->dqp}, {"dk before norm", heads, &m->dkp},
+        {"norm statistics (recompute)", flags->recompute == 1 ? (2 * own + BN * Hl) * sizeof(float) : 0, &m->mean_scratch},
+        {"clips x0", xbytes, &m->x0}, {"noise", xbytes, &m->noise}, {"x_t", xbytes, &m->xt}, {"target v", xbytes, &m->vtarget},
+        {"v_pred", xbytes, &m->vpred}, {"d v_pred", xbytes, &m->dvpred}, {"patches of x_t", pbytes, &m->xp},
+        {"final layer output", pbytes, &m->hout}, {"d final layer output", pbytes, &m->dhout},
+        {"final norm output", act, &m->xf}, {"final norm statistics", 2 * own * sizeof(float), &m->meanf},
+        {"t, y, per-clip losses", 3 * (size_t)B * sizeof(float), &m->t},
+        {"conditioning (t emb, c)", (size_t)B * TEMB_DIM * sizeof(floatX) + 4 * bd, &m->temb});
     arena_add_to(d, "adaLN vectors (all blocks)", "activations", (size_t)c->L * 6 * bd + 2 * bd, &m->ada);
     arena_add_to(d, "d conditioning", "scratch", 3 * bd + 6 * bd + 2 * bd, &m->dsc);
     if (comm->cp > 1) {  // every token's patches (the patchify of whole clips; v_pred's gather)
         arena_add_to(d, "cp patches (whole clips)", "scratch", (size_t)B * m->Nt * P * sizeof(floatX), &m->cp_patches);
         arena_add_to(d, "cp gathered patches", "comm", (size_t)B * m->Nt * P * sizeof(floatX), &m->cp_gathered);
     }
-    arena_add_to(d, "rope3d cos + sin", "scratch", 2 * (size_t)m->Nt * (hd / 2) * sizeof(float), &m->rope_cos);
-    arena_add_to(d, "grad norm", "scratch", sizeof(float), &m->norm_scratch);
+    ARENA_ADD_ALL(d, "scratch", {"rope3d cos + sin", 2 * (size_t)m->Nt * (hd / 2) * sizeof(float), &m->rope_cos},
+                  {"grad norm", sizeof(float), &m->norm_scratch});
     attention_plan_scratch(&m->att, d, B, m->N);
 
     if (!allocate) return;
     model_core_allocate(m, &m->norm_scratch);
-    if (flags->recompute == 1) {
-        m->rstd_scratch = m->mean_scratch + own;
-        m->qk_rstd_scratch = m->rstd_scratch + own;
-    }
-    m->rstdf = m->meanf + own;
-    m->sq = m->t + B;
-    m->y = (int*)(m->sq + B);
-    m->e1 = m->temb + (size_t)B * TEMB_DIM;
-    m->s1 = m->e1 + (size_t)B * D;
-    m->cvec = m->s1 + (size_t)B * D;
-    m->sc = m->cvec + (size_t)B * D;
-    m->fada = m->ada + (size_t)c->L * B * 6 * D;
-    m->dc = m->dsc + (size_t)B * D;
-    m->ds1 = m->dc + (size_t)B * D;
-    m->dada = m->ds1 + (size_t)B * D;
-    m->dfada = m->dada + (size_t)B * 6 * D;
+    if (flags->recompute == 1) { m->rstd_scratch = m->mean_scratch + own; m->qk_rstd_scratch = m->rstd_scratch + own; }
+    m->rstdf = m->meanf + own; m->sq = m->t + B; m->y = (int*)(m->sq + B);
+    size_t bn = (size_t)B * D;  // the conditioning's vectors, one after the other in their buffers
+    m->e1 = m->temb + (size_t)B * TEMB_DIM; m->s1 = m->e1 + bn; m->cvec = m->s1 + bn; m->sc = m->cvec + bn;
+    m->fada = m->ada + (size_t)c->L * 6 * bn;
+    m->dc = m->dsc + bn; m->ds1 = m->dc + bn; m->dada = m->ds1 + bn; m->dfada = m->dada + 6 * bn;
     m->host_sq = (float*)xmalloc((size_t)B * sizeof(float));
     m->host_sq_sum = (double*)xmalloc((size_t)B * sizeof(double));
     model_core_loss_rows(m, m->tpc.sp, NULL);  // the loss: the TP ranks' rows differ under sequence parallelism
@@ -799,19 +771,16 @@ static void dit_backward(Dit* m, int B, int last) {
     param_store_bucket_done(&m->st, c->L, last);  // the rest: patch, timestep and class, final layer
 }
 
-// the model on the staged batch: forward, and in training the backward
-static void dit_run(Dit* m, int B, RunMode mode, float dscale, int last) {
-    dit_forward(m, B, mode, dscale);
-    if (mode == MODE_TRAIN) dit_backward(m, B, last);
-}
-
-static void dit_check_batch(const Dit* m, int B, const int* y) {
+// checks a micro-batch of B clips against the plan and stages their times t and classes y (host arrays)
+static void dit_stage(Dit* m, int B, const float* t, const int* y) {
     if (B < 1 || B > m->B) FAIL("batch of %d clips; the plan holds 1 .. %d", B, m->B);
     if (m->tpc.sp && ((size_t)B * m->N) % m->tpc.tp != 0)
         FAIL("--tp-mode reducescatter: a micro-batch of %d clips (%zu tokens) does not split into %d equal blocks", B,
              (size_t)B * m->N, m->tpc.tp);
     for (int i = 0; i < B; i++)
         if (y[i] < 0 || y[i] > m->cfg.NC) FAIL("class %d of clip %d is outside [0, %d] (%d = the null class)", y[i], i, m->cfg.NC, m->cfg.NC);
+    dev_memcpy_h2d(m->t, t, (size_t)B * sizeof(float), m->stream);
+    dev_memcpy_h2d(m->y, y, (size_t)B * sizeof(int), m->stream);
 }
 
 // One micro-batch of clips x0 with noise, t and classes y (host arrays): forward, and in
@@ -823,15 +792,13 @@ static void dit_check_batch(const Dit* m, int B, const int* y) {
 // hold its rows (the TP group under sequence parallelism, the CP group).
 static void dit_forward_backward(Dit* m, const float* x0, const float* noise, const float* t, const int* y, int B,
                                  RunMode mode, float dscale, float* per_clip, int last) {
-    dit_check_batch(m, B, y);
+    dit_stage(m, B, t, y);
     stream_t s = m->stream;
-    size_t n = (size_t)B * m->clip;
-    dev_upload_floats(m->x0, x0, n);
-    dev_upload_floats(m->noise, noise, n);
-    dev_memcpy_h2d(m->t, t, (size_t)B * sizeof(float), s);
-    dev_memcpy_h2d(m->y, y, (size_t)B * sizeof(int), s);
+    dev_upload_floats(m->x0, x0, (size_t)B * m->clip);
+    dev_upload_floats(m->noise, noise, (size_t)B * m->clip);
     flow_prepare(m->xt, m->vtarget, m->x0, m->noise, m->t, B, m->clip, s);
-    dit_run(m, B, mode, dscale, last);
+    dit_forward(m, B, mode, dscale);
+    if (mode == MODE_TRAIN) dit_backward(m, B, last);
     dev_memcpy_d2h(m->host_sq, m->sq, (size_t)B * sizeof(float), s);
     stream_synchronize(s);
     double sum = 0.0, *sq = m->host_sq_sum;
@@ -844,13 +811,10 @@ static void dit_forward_backward(Dit* m, const float* x0, const float* noise, co
 
 // v_pred for x_t at times t and classes y (host arrays), for sampling
 static void dit_velocity(Dit* m, const float* xt, const float* t, const int* y, int B, float* v) {
-    dit_check_batch(m, B, y);
-    stream_t s = m->stream;
+    dit_stage(m, B, t, y);
     dev_upload_floats(m->xt, xt, (size_t)B * m->clip);
-    dev_memcpy_h2d(m->t, t, (size_t)B * sizeof(float), s);
-    dev_memcpy_h2d(m->y, y, (size_t)B * sizeof(int), s);
-    dit_run(m, B, MODE_SAMPLE, 0.0f, 0);
-    stream_synchronize(s);
+    dit_forward(m, B, MODE_SAMPLE, 0.0f);
+    stream_synchronize(m->stream);
     dev_download_floats(v, m->vpred, (size_t)B * m->clip);
 }
 // ----------------------------------------------------------------------------
@@ -967,7 +931,8 @@ static void print_config(void* t, Logger* lg) {
 // and adaLN sums of sequence parallelism), with what --recompute 2 and the FFN chunks add,
 // and the once-a-step sums of the replicated tensors (derived in docs/memory.md 9.8); then
 // the attention's CP exchanges and data parallelism's buckets.
-static CommBytes dit_comm_bytes(const Dit* m) {
+static CommBytes comm_bytes(void* t) {
+    const Dit* m = &((Trainer*)t)->m;
     CommBytes cb;
     memset(&cb, 0, sizeof(cb));
     const DitConfig* c = &m->cfg;
@@ -990,8 +955,6 @@ static CommBytes dit_comm_bytes(const Dit* m) {
     param_store_comm_bytes(&m->st, &cb);
     return cb;
 }
-
-static CommBytes comm_bytes(void* t) { return dit_comm_bytes(&((Trainer*)t)->m); }
 
 static int plan_json(void* t, char* out, size_t n) {
     const Dit* m = &((Trainer*)t)->m;
@@ -1051,12 +1014,9 @@ static FitCost plan_cost(void* t, Comm* comm, int B, const MemoryFlags* f, const
     if (comm->tp > 1 && par.tp_sp && ((size_t)B * dit_tokens(&a->cfg)) % comm->tp) return c;  // rows do not split
     Dit m;
     dit_build(&m, &a->cfg, f, &par, comm, B, 0);
-    c.bytes = fit_plan_bytes(&m.dev, &m.host);
-    c.dev = (double)m.dev.total; c.host = (double)m.host.total;
-    c.n_offload = m.off.n_offload;
-    c.seconds = dit_fit_cost_seconds(&m, cm);
     // the flag-free micro-step: 6 FLOPs per parameter and token, and the attention's 12 L N^2 D per clip
-    c.base = (6.0 * m.num_params * m.N + 12.0 * a->cfg.L * (double)m.N * m.N * a->cfg.D) * B / cm->flops;
+    c = model_core_fit_cost(&m, dit_fit_cost_seconds(&m, cm),
+                            (6.0 * m.num_params * m.N + 12.0 * a->cfg.L * (double)m.N * m.N * a->cfg.D) * B / cm->flops);
     dit_free(&m);
     return c;
 }

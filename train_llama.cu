@@ -188,8 +188,6 @@ static ActPlan act_plan(const LlamaConfig* c, const LlamaShard* t, const TpConte
 }
 
 typedef ActBlock LayerActs;
-
-// ----------------------------------------------------------------------------
 typedef enum { MODE_TRAIN, MODE_EVAL } RunMode;
 
 // ----------------------------------------------------------------------------
@@ -283,35 +281,28 @@ static void llama_build(Llama* m, const LlamaConfig* cfg, const MemoryFlags* fla
     attention_plan(&m->att, d);       // context parallelism's recycled buffers and fp32 scratch (none at cp 1)
     model_core_plan_work(m, "layer work (not saved)");
     m->fc = ffn_chunks_plan(flags, 1, (int)BT, sh->Fl, sh->Fl, tp, "a batch");
-    size_t ffn_chunk_bytes = (size_t)m->fc.rows * m->fc.cols * sizeof(floatX);
-    int chunked = flags->ffn_chunks > 1;
-    arena_add_to(d, "ffn chunk h1", "scratch", chunked ? ffn_chunk_bytes : 0, &m->ffn_h1);
-    arena_add_to(d, "ffn chunk h3", "scratch", chunked ? ffn_chunk_bytes : 0, &m->ffn_h3);
-    arena_add_to(d, "ffn chunk g", "scratch", chunked ? ffn_chunk_bytes : 0, &m->ffn_g);
-    arena_add_to(d, "ffn d(g), d(h1)", "scratch", ffn_chunk_bytes, &m->ffn_dg);
-    arena_add_to(d, "ffn d(h3)", "scratch", ffn_chunk_bytes, &m->ffn_dh3);
-    arena_add_to(d, "d residual", "scratch", rows * D * sizeof(floatX), &m->dx);
-    // the column-parallel GEMMs' input gradient; sequence parallelism builds it in the
-    // reduce-scatter staging instead
-    arena_add_to(d, "d normed input", "scratch", m->tpc.sp ? 0 : BT * D * sizeof(floatX), &m->dxn);
-    arena_add_to(d, "dq", "scratch", BT * sh->Hl * hd * sizeof(floatX), &m->dq);
-    arena_add_to(d, "dk", "scratch", BT * sh->KVl * hd * sizeof(floatX), &m->dk);
-    arena_add_to(d, "dv", "scratch", BT * sh->KVl * hd * sizeof(floatX), &m->dv);
-    arena_add_to(d, "d attention output", "scratch", BT * sh->Hl * hd * sizeof(floatX), &m->datt);
-    arena_add_to(d, "rstd (recompute)", "scratch", rows * sizeof(float), &m->rstd_scratch);
+    // the scratch: one FFN chunk (and the backward's chunk gradients); the backward's
+    // gradients (the residual's: this rank's rows; the column-parallel GEMMs' input
+    // gradient, which sequence parallelism builds in the reduce-scatter staging instead)
+    size_t chunk = (size_t)m->fc.rows * m->fc.cols * sizeof(floatX), q = BT * sh->Hl * hd * sizeof(floatX);
+    size_t kv = BT * sh->KVl * hd * sizeof(floatX), chunked = flags->ffn_chunks > 1;
+    ARENA_ADD_ALL(d, "scratch", {"ffn chunk h1", chunked * chunk, &m->ffn_h1}, {"ffn chunk h3", chunked * chunk, &m->ffn_h3},
+        {"ffn chunk g", chunked * chunk, &m->ffn_g}, {"ffn d(g), d(h1)", chunk, &m->ffn_dg}, {"ffn d(h3)", chunk, &m->ffn_dh3},
+        {"d residual", rows * D * sizeof(floatX), &m->dx}, {"d normed input", m->tpc.sp ? 0 : BT * D * sizeof(floatX), &m->dxn},
+        {"dq", q, &m->dq}, {"dk", kv, &m->dk}, {"dv", kv, &m->dv}, {"d attention output", q, &m->datt},
+        {"rstd (recompute)", rows * sizeof(float), &m->rstd_scratch});
     attention_plan_scratch(&m->att, d, B, T);
     if ((size_t)flags->ce_chunks > head_rows)
         FAIL("--ce-chunks %d exceeds the %zu rows the output head runs on this rank", flags->ce_chunks, head_rows);
     m->ce_rows = (int)ceil_div(head_rows, flags->ce_chunks);
-    arena_add_to(d, "final norm output", "scratch", rows * D * sizeof(floatX), &m->xf);
-    arena_add_to(d, "final norm rstd", "scratch", rows * sizeof(float), &m->rstdf);
-    arena_add_to(d, "d final norm output", "scratch", (m->tpc.sp ? rows : BT) * D * sizeof(floatX), &m->dxf);
-    arena_add_to(d, "logits (one CE chunk)", "scratch", (size_t)m->ce_rows * vcols * sizeof(floatX), &m->logits);
+    ARENA_ADD_ALL(d, "scratch", {"final norm output", rows * D * sizeof(floatX), &m->xf},
+        {"final norm rstd", rows * sizeof(float), &m->rstdf}, {"d final norm output", (m->tpc.sp ? rows : BT) * D * sizeof(floatX), &m->dxf},
+        {"logits (one CE chunk)", (size_t)m->ce_rows * vcols * sizeof(floatX), &m->logits});
     vocab_plan_crossentropy(&m->voc, d, (size_t)m->ce_rows);
-    arena_add_to(d, "per-token losses", "scratch", head_rows * sizeof(float), &m->losses);
-    arena_add_to(d, "inputs + targets", "scratch", 2 * BT * sizeof(int), &m->inputs);
-    arena_add_to(d, "rope cos + sin", "scratch", 2 * (size_t)c->max_seq_len * (hd / 2) * sizeof(float), &m->rope_cos);
-    arena_add_to(d, "grad norm, loss sum", "scratch", 2 * sizeof(float), &m->norm_scratch);
+    ARENA_ADD_ALL(d, "scratch", {"per-token losses", head_rows * sizeof(float), &m->losses},
+        {"inputs + targets", 2 * BT * sizeof(int), &m->inputs},
+        {"rope cos + sin", 2 * (size_t)c->max_seq_len * (hd / 2) * sizeof(float), &m->rope_cos},
+        {"grad norm, loss sum", 2 * sizeof(float), &m->norm_scratch});
     if (!allocate) return;
 
     model_core_allocate(m, &m->norm_scratch);
@@ -600,15 +591,7 @@ static void head_forward_backward(Llama* m, int N, RunMode mode, float dloss) {
 // tokens of it (under cp its Tl of each sample, in its order: llmc/parallel/attention_op.h)
 static void llama_stage_batch(Llama* m, const int* inputs, const int* targets, int B, int T) {
     if (B * T > m->B * m->T || T > m->T) FAIL("batch %dx%d exceeds the planned %dx%d", B, T, m->B, m->T);
-    if (m->comm->cp > 1) {
-        if (T != m->T) FAIL("--cp %d: a micro-batch of %d tokens a sample, the plan has %d", m->comm->cp, T, m->T);
-        int* local = m->cp_tokens;
-        attention_slice_tokens(&m->att, local, inputs, B);
-        if (targets) attention_slice_tokens(&m->att, local + (size_t)B * m->Tl, targets, B);
-        inputs = local;
-        targets = targets ? local + (size_t)B * m->Tl : NULL;
-        T = m->Tl;
-    }
+    T = attention_stage_tokens(&m->att, m->cp_tokens, &inputs, &targets, B, T);
     int N = B * T;
     if (m->tpc.sp && N % m->tpc.tp != 0)
         FAIL("--tp-mode reducescatter: a micro-batch of %d tokens does not split into %d equal blocks", N, m->tpc.tp);
@@ -734,8 +717,7 @@ static void parse_args(int argc, char** argv, TrainArgs* a) {
     r->loop.model = "tiny";
     r->mem = memory_flags_default();
     train_loop_defaults(&r->loop, "runs/train_llama", 200, 0.1f, 0.95f);
-    r->B = 8; a->T = 256; r->total_batch = 0; a->val_batches = 20; r->sample_every = 0; a->sample_len = 64;
-    a->temperature = 1.0f;
+    r->B = 8; a->T = 256; a->val_batches = 20; a->sample_len = 64; a->temperature = 1.0f;  // (the rest: 0)
     a->train_data = "data/tinystories/tinystories_train_*.bin";
     a->val_data = "data/tinystories/tinystories_val_*.bin";
     a->tokenizer = "../shared/data/tinystories/tokenizer/tokenizer.bin";
@@ -803,7 +785,9 @@ static void print_config(void* t, Logger* lg) {
 // buffer of S bytes: (g-1)/g S; all-reduce: twice that). The closed form of
 // docs/memory.md section 10; a training run prints the counted bytes of its first
 // step next to it, and make test requires them equal.
-static CommBytes comm_bytes_per_step(const Llama* m, int micro_steps) {
+static CommBytes comm_bytes(void* t) {
+    const Llama* m = &((Trainer*)t)->m;
+    int micro_steps = m->micro_steps;
     CommBytes cb;
     memset(&cb, 0, sizeof(cb));
     const LlamaConfig* c = &m->cfg;
@@ -832,8 +816,6 @@ static CommBytes comm_bytes_per_step(const Llama* m, int micro_steps) {
     #undef ADD
     return cb;
 }
-
-static CommBytes llama_comm_bytes(void* t) { const Llama* m = &((Trainer*)t)->m; return comm_bytes_per_step(m, m->micro_steps); }
 
 static void plan_lines(void* t, Logger* lg) {
     const Llama* m = &((Trainer*)t)->m;
@@ -877,12 +859,6 @@ static double fit_cost_seconds(const LlamaConfig* c, int B, int T, const MemoryF
     return flops / cm->flops + bytes / cm->mem_bw + launches * cm->launch_s + exposed;
 }
 
-// the flag-free micro-step in the same model: (6N + 6LDT) FLOPs per token
-static double fit_base_seconds(const LlamaConfig* c, size_t num_params, int B, int T, const CostModel* cm) {
-    double per_token = 6.0 * (double)num_params + 6.0 * c->L * (double)c->D * T;
-    return per_token * B * T / cm->flops;
-}
-
 static FitCost plan_cost(void* t, Comm* comm, int B, const MemoryFlags* f, const CostModel* cm) {
     const TrainArgs* a = &((Trainer*)t)->a;
     int T = a->T, dp = comm->dp;
@@ -893,10 +869,8 @@ static FitCost plan_cost(void* t, Comm* comm, int B, const MemoryFlags* f, const
     if ((f->ffn_chunk_seq ? BT : a->cfg.F) < f->ffn_chunks || BT < f->ce_chunks) return c;
     Llama m;
     llama_build(&m, &a->cfg, f, &pf, comm, B, T, 0);
-    c.bytes = fit_plan_bytes(&m.dev, &m.host); c.n_offload = m.off.n_offload;
-    c.dev = (double)m.dev.total; c.host = (double)m.host.total;
-    c.base = fit_base_seconds(&a->cfg, m.num_params, B, T, cm);
-    c.seconds = fit_cost_seconds(&a->cfg, B, T, f, m.off.n_offload, m.acts.block_bytes, cm);
+    c = model_core_fit_cost(&m, fit_cost_seconds(&a->cfg, B, T, f, m.off.n_offload, m.acts.block_bytes, cm),
+                            (6.0 * (double)m.num_params + 6.0 * a->cfg.L * (double)a->cfg.D * T) * B * T / cm->flops);  // 6N + 6LDT a token
     llama_free(&m);
     return c;
 }
@@ -1001,7 +975,7 @@ static const ModelOps LLAMA_OPS = {
     // the trainer's own: batch, data, validation, samples
     resolve_batch, NULL, start, validate, val_metrics, sample, finish,
     // the plan and --fit-memory
-    print_config, plan_lines, NULL, llama_comm_bytes, plan_json, plan_cost,
+    print_config, plan_lines, NULL, comm_bytes, plan_json, plan_cost,
 };
 
 int main(int argc, char** argv) {

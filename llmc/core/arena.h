@@ -53,6 +53,19 @@ static inline int arena_add_to(Arena* a, const char* name, const char* kind, siz
     return h;
 }
 
+// A run of buffers of one kind as a table, in the plan's order: {name, bytes, &pointer} each
+// (ARENA_ADD_ALL(arena, kind, {...}, {...}, ...)), so that a model's plan reads as a table.
+typedef struct { const char* name; size_t bytes; void* dst; } ArenaBuf;
+
+static inline void arena_add_all(Arena* a, const char* kind, const ArenaBuf* b, int n) {
+    for (int i = 0; i < n; i++) arena_add_to(a, b[i].name, kind, b[i].bytes, b[i].dst);
+}
+#define ARENA_ADD_ALL(a, kind, ...)                                                      \
+    do {                                                                                 \
+        const ArenaBuf arena_bufs_[] = {__VA_ARGS__};                                    \
+        arena_add_all(a, kind, arena_bufs_, (int)(sizeof(arena_bufs_) / sizeof(arena_bufs_[0]))); \
+    } while (0)
+
 static inline void arena_allocate(Arena* a, void* (*alloc)(size_t)) {
     a->base = a->total ? (char*)alloc(a->total) : NULL;
     for (int i = 0; i < a->n; i++) {

@@ -137,6 +137,22 @@ static inline void attention_slice_tokens(const Attention* a, int* dst, const in
     cp_local_tokens(a->cp, dst, src, B);
 }
 
+// A micro-batch of B samples of T tokens (inputs and, when given, targets: [B, T] each) as
+// this rank holds it: the arrays themselves at cp 1; under cp its T/cp tokens of each sample
+// in its order, sliced into local ([2, B, T/cp] ints), the whole planned sample required.
+// Returns the tokens of a sample this rank holds.
+static inline int attention_stage_tokens(const Attention* a, int* local, const int** inputs, const int** targets, int B,
+                                         int T) {
+    const CpContext* x = a->cp;
+    if (x->cp == 1) return T;
+    if (T != x->T) FAIL("--cp %d: a micro-batch of %d tokens a sample, the plan has %d", x->cp, T, x->T);
+    int n = T / x->cp;
+    cp_local_tokens(x, local, *inputs, B);
+    *inputs = local;
+    if (*targets) { cp_local_tokens(x, local + (size_t)B * n, *targets, B); *targets = local + (size_t)B * n; }
+    return n;
+}
+
 // Does this rank hold token `pos` of a one-sample micro-batch? Then *row is its row.
 static inline int attention_holds_token(const Attention* a, int pos, size_t* row) {
     if (a->cp->cp == 1) { *row = (size_t)pos; return 1; }

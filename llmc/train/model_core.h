@@ -25,6 +25,7 @@ ranks whose rows differ, named once at build (model_core_loss_rows).
 #include "../parallel/tensor_parallel.h"
 #include "../parallel/attention_op.h"
 #include "memory_flags.h"
+#include "fit_memory.h"
 #include "trainer.h"
 
 #define MODEL_MAX_TENSORS 32
@@ -168,6 +169,14 @@ static inline ActBlock core_layer_acts(const ModelCore* c, int l) {
         for (int i = 0; i < 2; i++) a.f[c->gathered_view[i][0]] = ACT(a, c->gathered_view[i][1]) + own;
     }
     return a;
+}
+
+// a candidate's cost for --fit-memory and the rank plans (a model built without allocating):
+// its plan's bytes, both arenas, the layers offloaded; seconds and base as fit_memory.h defines them
+static inline FitCost model_core_fit_cost(const ModelCore* c, double seconds, double base) {
+    FitCost f = {fit_plan_bytes(&c->dev, &c->host), seconds, base, c->off.n_offload, (double)c->dev.total,
+                 (double)c->host.total};
+    return f;
 }
 
 // ----------------------------------------------------------------------------
