@@ -196,7 +196,7 @@ int main(int argc, char** argv) {
     check_scalar("loss", loss, r.loss, TOL_LOSS);
     printf("gradients:\n");
     for (int i = 0; i < NUM_DIT_TENSORS; i++)
-        compare(DIT_PARAM_NAMES[i], grads + m.param_off[i], r.grads + m.param_off[i], m.param_sizes[i], TOL_GRADS);
+        compare(m.spec[i].name, grads + m.param_off[i], r.grads + m.param_off[i], m.param_sizes[i], TOL_GRADS);
 
     MemoryFlags off_flags = memory_flags_default();
     if (memcmp(&flags, &off_flags, sizeof(flags)) != 0) {

@@ -215,7 +215,7 @@ int main(int argc, char** argv) {
     size_t off = 0;
     for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
         if (m.param_sizes[i] == 0) continue;  // the absent output of a tied model
-        compare(PARAM_NAMES[i], grads + off, r.grads + off, m.param_sizes[i], TOL_GRADS);
+        compare(m.spec[i].name, grads + off, r.grads + off, m.param_sizes[i], TOL_GRADS);
         off += m.param_sizes[i];
     }
 

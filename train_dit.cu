@@ -68,9 +68,8 @@ static void dit_config_validate(const DitConfig* c) {
     if (c->L > OFFLOAD_MAX_LAYERS) FAIL("config: L=%d layers; this build supports at most %d", c->L, OFFLOAD_MAX_LAYERS);
     // every size product, in 64 bits before any int holds it: the tokens of a clip, a patch,
     // a clip, and what one clip's tensors hold, each within an int
-    const int64_t lim = 2147483647;
-    int64_t N = (int64_t)(c->Fr / c->pt) * (c->Hi / c->ph) * (c->Wi / c->pw), P = (int64_t)c->C * c->pt * c->ph * c->pw;
-    int64_t clip = (int64_t)c->C * c->Fr * c->Hi * c->Wi;
+    int64_t N = (int64_t)(c->Fr / c->pt) * (c->Hi / c->ph) * (c->Wi / c->pw), P = (int64_t)c->C * c->pt * c->ph * c->pw,
+            clip = (int64_t)c->C * c->Fr * c->Hi * c->Wi, lim = 2147483647;
     int64_t prods[6] = {N * c->D, N * c->FF, N * P, clip, N * c->H, (int64_t)c->FF * c->D};
     const char* what[6] = {"tokens x D", "tokens x FF", "tokens x patch size", "values of a clip", "tokens x heads", "FF x D"};
     if (N > (1 << 24) || P > (1 << 24))
@@ -89,10 +88,6 @@ enum {
     W_PATCH, B_PATCH, W_T1, B_T1, W_T2, B_T2, W_CLASS, W_ADA, B_ADA, W_QKV, B_QKV, W_QNORM, W_KNORM, W_PROJ, B_PROJ,
     W_FC1, B_FC1, W_FC2, B_FC2, W_FADA, B_FADA, W_FINAL, B_FINAL, NUM_DIT_TENSORS
 };
-[[maybe_unused]] static const char* DIT_PARAM_NAMES[NUM_DIT_TENSORS] = {
-    "patch_w", "patch_b", "t1_w", "t1_b", "t2_w", "t2_b", "class_emb", "ada_w", "ada_b", "qkv_w", "qkv_b", "q_norm",
-    "k_norm", "proj_w", "proj_b", "fc1_w", "fc1_b", "fc2_w", "fc2_b", "fada_w", "fada_b", "final_w", "final_b"};
-
 // The tensor table: shapes ([out, in]; a vector is [n, 1]), weight decay on the weight
 // matrices and the class embedding (docs/design.md 9.2), and each tensor's split over a TP group
 // (Megatron's, for tensor parallelism: qkv column-parallel by heads, each of q, k, v
@@ -203,16 +198,11 @@ static ActHome dit_act_home(const MemoryFlags* f, int sp, int field) {
 
 static ActPlan dit_act_plan(const DitConfig* c, const DitShard* t, const TpContext* tpc, int B, size_t N, const MemoryFlags* fl) {
     ActPlan p = {NUM_DIT_ACTS, DIT_ACT_NAMES, {0}, {}, 0, 0};
-    for (int i = 0; i < NUM_DIT_ACTS; i++) {
-        p.bytes[i] = dit_act_field_bytes(c, t, tpc, B, N, i);
-        p.home[i] = dit_act_home(fl, tpc->sp, i);
-    }
+    for (int i = 0; i < NUM_DIT_ACTS; i++) { p.bytes[i] = dit_act_field_bytes(c, t, tpc, B, N, i); p.home[i] = dit_act_home(fl, tpc->sp, i); }
     return act_plan_finish(p);
 }
 
 // ----------------------------------------------------------------------------
-// the model
-
 typedef enum { MODE_TRAIN, MODE_EVAL, MODE_SAMPLE } RunMode;
 
 // the model: what the runtime holds for every model (llmc/train/model_core.h: the flags,
@@ -225,8 +215,7 @@ struct Dit : ModelCore {
     int Nt;                       // tokens per clip (N = Nt / cp)
     size_t clip;                  // values per clip
     floatX *cp_patches, *cp_gathered;  // --cp: every token's patches of the micro-batch; the members' rows gathered
-    int keep_vpred;               // v_pred of every clip on every rank in training too (test_dit
-                                  // compares it; under sequence parallelism it costs a gather)
+    int keep_vpred;               // test_dit: v_pred of every clip on every rank in training too (a gather under sp)
     floatX* h_final;              // the last block's output [BN, D]
     FfnChunks fc;                 // --ffn-chunks (llmc/train/ffn_chunks.h)
     floatX *ffn_u, *ffn_g, *ffn_y2, *ffn_dg;  // u, g, y2 of one chunk (chunked); d(g) of one chunk (always)
@@ -242,9 +231,7 @@ struct Dit : ModelCore {
     double* host_sq_sum;          // each clip's loss over the TP group
 };
 
-
-// this rank's rows of the residual stream of B clips (all of them, but under sequence
-// parallelism) and the first (llmc/parallel/tensor_parallel.h)
+// this rank's rows of the residual stream of B clips (all but under sequence parallelism), the first
 static int own_rows(const Dit* m, int B) { return tp_own_rows(&m->tpc, B * m->N); }
 static size_t own_row0(const Dit* m, int B) { return tp_own_row0(&m->tpc, B * m->N); }
 
@@ -348,8 +335,7 @@ static void dit_build(Dit* m, const DitConfig* cfg, const MemoryFlags* flags, co
 }
 
 static void dit_free(Dit* m) {
-    free(m->host_sq);
-    free(m->host_sq_sum);
+    free(m->host_sq); free(m->host_sq_sum);
     model_core_free(m);
 }
 
@@ -422,7 +408,6 @@ static void qk_norm_rope(Dit* m, int l, int which, floatX* out, float* rstd, con
     rmsnorm_forward(out, rstd, in, core_w(m, which, l), B * m->N * Hl, hd, DIT_EPS, m->stream);
     attention_rope(&m->att, out, Hl, B, m->N, 0);
 }
-
 
 // The column-parallel linears of block l's attention (which = 0: they read a1) or FFN (1:
 // a2), on all B*N rows; in backward with the partial gradient at their input in m->da (or
@@ -866,9 +851,8 @@ static void parse_args(int argc, char** argv, TrainArgs* a) {
     a->cfg = DIT_PRESETS[flag_preset(DIT_PRESETS, sizeof(DIT_PRESETS[0]), NUM_DIT_PRESETS, r->loop.model)].cfg;
     r->mem = memory_flags_default();
     train_loop_defaults(&r->loop, "runs/train_dit", 300, 0.0f, 0.999f);
-    r->B = 8; r->grad_accum = 0; a->val_clips = 48; r->sample_every = 0; a->sample_steps = 24; a->sample_clips = 1;
-    a->gif_scale = 4; a->cfg_scale = 3.0f; a->label_dropout = 0.1f;
-    a->data = "synthetic";
+    r->B = 8; a->val_clips = 48; a->sample_steps = 24; a->sample_clips = 1; a->gif_scale = 4; a->cfg_scale = 3.0f;
+    a->label_dropout = 0.1f; a->data = "synthetic";  // (the rest: 0)
     const Flag own[] = {
         {"model", 's', &r->loop.model, "dit-tiny | dit-S | dit-B | dit-XL | hunyuan-13B (default dit-tiny)"},
         {"channels", 'i', &a->cfg.C, "clip channels C (overrides the preset)"},
@@ -933,8 +917,7 @@ static void print_config(void* t, Logger* lg) {
 // the attention's CP exchanges and data parallelism's buckets.
 static CommBytes comm_bytes(void* t) {
     const Dit* m = &((Trainer*)t)->m;
-    CommBytes cb;
-    memset(&cb, 0, sizeof(cb));
+    CommBytes cb = {};
     const DitConfig* c = &m->cfg;
     double sx = sizeof(floatX), D = c->D, L = c->L, P = m->P, hd = (double)c->D / c->H, B = m->B;
     if (m->comm->tp > 1 && !m->tpc.sp) {
@@ -980,12 +963,11 @@ static void plan_only_lines(void* t, Logger* lg) {
 }
 
 // ----------------------------------------------------------------------------
-// --fit-memory and every rank's plan (llmc/train/runner.h): what a candidate costs. Its memory is its plan
-// (dit_build without allocating); its cost the predicted extra time per micro-step:
-// the recomputed FLOPs (--recompute 2: the attention half; --recompute 2 or chunks: the
-// FFN, whose backward recomputes fc1 and fc2), the recomputed memory traffic (the
-// modulated norms, the QK norms and RoPE, GELU), the extra launches and the part of each
-// offload copy the neighbouring block cannot hide (docs/memory.md section 9.9).
+// --fit-memory and every rank's plan (llmc/train/runner.h): a candidate's memory is its plan
+// (dit_build without allocating); its cost the predicted extra time per micro-step
+// (docs/memory.md 9.9): recomputed FLOPs (--recompute 2: the attention half; it or chunks:
+// the FFN) and memory traffic (the modulated and QK norms, RoPE, GELU), the extra launches,
+// and the part of each offload copy the neighbouring block cannot hide.
 static double dit_fit_cost_seconds(const Dit* m, const CostModel* cm) {
     const DitConfig* c = &m->cfg;
     const MemoryFlags* f = &m->flags;
@@ -1112,9 +1094,7 @@ int main(int argc, char** argv) {
     dit_config_validate(&a->cfg);
     attention_select(attention_impl_parse(a->run.loop.attention), a->cfg.D / a->cfg.H);
     if (a->run.B > 128) FAIL("--batch %d: at most 128 clips per micro-batch in this build", a->run.B);
-    // the samples' images, checked now: a bad --gif-scale must not end a run at its first sample
-    const char* no_image = image_clip_fits(a->cfg.C, a->cfg.Fr, a->cfg.Hi, a->cfg.Wi, a->gif_scale, 2);
-    if (no_image) FAIL("--gif-scale %d: %s (choose a smaller --gif-scale)", a->gif_scale, no_image);
+    clip_sampler_check_scale(a->cfg.C, a->cfg.Fr, a->cfg.Hi, a->cfg.Wi, a->gif_scale);
     return runner_main(&DIT_OPS, &x, &a->run, 1, a->cfg.L);
 }
 #endif  // TESTING

@@ -80,8 +80,6 @@ static void config_validate(const LlamaConfig* c) {
 // parameters, tensor-major in the order of docs/design.md 5.2
 
 enum { P_EMB, P_ATTN_NORM, P_WQ, P_WK, P_WV, P_WO, P_FFN_NORM, P_W1, P_W2, P_W3, P_NORM, P_OUT, NUM_PARAM_TENSORS };
-static const char* PARAM_NAMES[NUM_PARAM_TENSORS] = {"tok_embeddings", "attn_norm", "wq", "wk", "wv", "wo",
-                                                     "ffn_norm", "w1", "w2", "w3", "norm", "output"};
 
 // ----------------------------------------------------------------------------
 // tensor parallelism: what each rank of a TP group holds (Megatron-LM's split)
@@ -765,7 +763,7 @@ static void print_config(void* t, Logger* lg) {
     const LlamaConfig* c = &m->cfg;
     logf_(lg, "model: V=%d D=%d L=%d H=%d KV=%d F=%d max_seq_len=%d tied=%d rope_theta=%g | %.2fM parameters\n",
           c->V, c->D, c->L, c->H, c->KV, c->F, c->max_seq_len, c->tied, c->rope_theta, m->num_params / 1e6);
-    log_param_sizes(lg, PARAM_NAMES, m->param_sizes, NUM_PARAM_TENSORS);
+    log_param_sizes(lg, m->spec, m->param_sizes, NUM_PARAM_TENSORS);
     logf_(lg, "batch: B=%d T=%d per rank, %d tokens per step (%d micro-steps x %d DP ranks) | steps %d, lr %g warmup %d, "
           "wd %g, clip %g\n", a->run.B, a->T, a->run.total_batch, a->run.grad_accum, m->comm->dp, l->steps, l->lr,
           l->warmup, l->weight_decay, l->grad_clip);
@@ -788,8 +786,7 @@ static void print_config(void* t, Logger* lg) {
 static CommBytes comm_bytes(void* t) {
     const Llama* m = &((Trainer*)t)->m;
     int micro_steps = m->micro_steps;
-    CommBytes cb;
-    memset(&cb, 0, sizeof(cb));
+    CommBytes cb = {};
     const LlamaConfig* c = &m->cfg;
     const ParamLayout* lay = &m->st.lay;
     const Comm* cm = m->comm;

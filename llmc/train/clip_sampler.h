@@ -35,6 +35,12 @@ typedef struct {
     int *y, *labels;
 } ClipSampler;
 
+// --gif-scale checked at start: a bad one must not end a run at its first sample
+static inline void clip_sampler_check_scale(int C, int Fr, int Hi, int Wi, int gif_scale) {
+    const char* no_image = image_clip_fits(C, Fr, Hi, Wi, gif_scale, 2);
+    if (no_image) FAIL("--gif-scale %d: %s (choose a smaller --gif-scale)", gif_scale, no_image);
+}
+
 // per_class 0: no samples, no buffers
 static inline void clip_sampler_init(ClipSampler* s, int per_class, int NC, int C, int Fr, int Hi, int Wi, int B, int steps,
                                      float cfg_scale, int gif_scale, uint64_t seed) {

@@ -12,14 +12,15 @@ lines (its config, its loss) stay in its trainer.
 #include "activations.h"
 #include "memory_flags.h"
 #include "../parallel/parallel_args.h"
+#include "../parallel/param_layout.h"
 #ifdef _OPENMP
 #include <omp.h>
 #endif
 
 // the model's tensors and their sizes (the ones of size 0, absent from this model, left out)
-static inline void log_param_sizes(Logger* lg, const char* const* names, const size_t* sizes, int n) {
+static inline void log_param_sizes(Logger* lg, const ParamSpec* spec, const size_t* sizes, int n) {
     logf_(lg, "parameters:");
-    for (int i = 0; i < n; i++) if (sizes[i]) logf_(lg, " %s %zu", names[i], sizes[i]);
+    for (int i = 0; i < n; i++) if (sizes[i]) logf_(lg, " %s %zu", spec[i].name, sizes[i]);
     logf_(lg, "\n");
 }
 
