@@ -586,8 +586,9 @@ static void head_forward_backward(Llama* m, int N, RunMode mode, float dloss) {
 }
 
 // checks a micro-batch of B samples of T tokens against the plan and stages this rank's
-// tokens of it (under cp its Tl of each sample, in its order: llmc/parallel/attention_op.h)
-static void llama_stage_batch(Llama* m, const int* inputs, const int* targets, int B, int T) {
+// tokens of it (under cp its Tl of each sample, in its order: llmc/parallel/attention_op.h);
+// returns the tokens of a sample on this rank
+static int llama_stage_batch(Llama* m, const int* inputs, const int* targets, int B, int T) {
     if (B * T > m->B * m->T || T > m->T) FAIL("batch %dx%d exceeds the planned %dx%d", B, T, m->B, m->T);
     T = attention_stage_tokens(&m->att, m->cp_tokens, &inputs, &targets, B, T);
     int N = B * T;
@@ -596,6 +597,7 @@ static void llama_stage_batch(Llama* m, const int* inputs, const int* targets, i
     m->rows_cur = N;
     dev_memcpy_h2d(m->inputs, inputs, (size_t)N * sizeof(int), m->stream);
     if (targets) dev_memcpy_h2d(m->targets, targets, (size_t)N * sizeof(int), m->stream);
+    return T;
 }
 
 // The forward of the staged micro-batch (B samples of T tokens on this rank): the
@@ -607,6 +609,7 @@ static void llama_forward(Llama* m, int B, int T, RunMode mode, float dloss) {
     embed_forward(m, N);
     for (int l = 0; l < m->cfg.L; l++) layer_forward(m, l, B, T, mode);
     head_forward_backward(m, N, mode, dloss);
+    model_core_add_losses(m, m->losses, (size_t)(m->tpc.sp && !m->st.lay.vocab_tp ? own_rows(m, N) : N));
 }
 
 // The backward from m->dx down to the embedding, adding into the gradients. With last = 1
@@ -627,16 +630,12 @@ static void llama_backward(Llama* m, int B, int T, int last) {
     param_store_bucket_done(&m->st, c->L, last);
 }
 
-// One micro-batch: forward, and in training the backward too. The per-token losses of the
-// head's rows (this rank's under sequence parallelism with a replicated vocabulary, else
-// all) are summed on the device: model_core_take_loss reads them once per step.
+// One micro-batch: forward, and in training the backward too (the test programs, validation)
 static void llama_forward_backward(Llama* m, const int* inputs, const int* targets, int B, int T, RunMode mode,
                                    float dloss, int last) {
-    llama_stage_batch(m, inputs, targets, B, T);
-    T = attention_local_tokens(&m->att, T);  // from here on, the tokens of a sample on this rank
+    T = llama_stage_batch(m, inputs, targets, B, T);
     llama_forward(m, B, T, mode, dloss);
     if (mode == MODE_TRAIN) llama_backward(m, B, T, last);
-    model_core_add_losses(m, m->losses, (size_t)(m->tpc.sp && !m->st.lay.vocab_tp ? own_rows(m, B * T) : B * T));
 }
 
 // Logits of the last position of one sequence (for sampling): the layers on [1, T]
@@ -932,12 +931,15 @@ static void start(void* t, Comm* comm, Logger* lg) {
 
 static void next_batch(void* t, int, int) { dataloader_next_batch(&((Trainer*)t)->data.train); }
 
-static void forward_backward(void* t, int, int last) {
+// the step's micro-batch: the forward (with the head's backward), then the backward, as a
+// pipeline stage would run them (the runner's forward and backward entries)
+static void forward(void* t, int) {
     Trainer* x = (Trainer*)t;
     const TokenData* d = &x->data;
-    llama_forward_backward(&x->m, token_rows(d, d->train.inputs), token_rows(d, d->train.targets), d->B, d->T, MODE_TRAIN,
-                           x->dloss, last);
+    int T = llama_stage_batch(&x->m, token_rows(d, d->train.inputs), token_rows(d, d->train.targets), d->B, d->T);
+    llama_forward(&x->m, d->B, T, MODE_TRAIN, x->dloss);
 }
+static void backward(void* t, int, int last) { Trainer* x = (Trainer*)t; llama_backward(&x->m, x->data.B, x->m.Tl, last); }
 
 // the model behind llmc/train/token_data.h's validation
 static void eval_batch(void* m, const int* inputs, const int* targets) {
@@ -968,7 +970,7 @@ static const ModelOps LLAMA_OPS = {
     // the model and its checkpoints
     build, model_free, init_params, &LLAMA_CKPT, ckpt_shape, ckpt_extra, ckpt_restore, data_restart, checkpoint_check,
     // a step (next_batch; units, unit_forward/backward, unit_params; forward, backward; fused)
-    next_batch, NULL, NULL, NULL, NULL, NULL, NULL, forward_backward,
+    next_batch, NULL, NULL, NULL, NULL, forward, backward, NULL,
     // the trainer's own: batch, data, validation, samples
     resolve_batch, NULL, start, validate, val_metrics, sample, finish,
     // the plan and --fit-memory
