@@ -88,16 +88,14 @@ enum {
     W_PATCH, B_PATCH, W_T1, B_T1, W_T2, B_T2, W_CLASS, W_ADA, B_ADA, W_QKV, B_QKV, W_QNORM, W_KNORM, W_PROJ, B_PROJ,
     W_FC1, B_FC1, W_FC2, B_FC2, W_FADA, B_FADA, W_FINAL, B_FINAL, NUM_DIT_TENSORS
 };
-// The tensor table: shapes ([out, in]; a vector is [n, 1]), weight decay on the weight
-// matrices and the class embedding (docs/design.md 9.2), and each tensor's split over a TP group
-// (Megatron's, for tensor parallelism: qkv column-parallel by heads, each of q, k, v
-// cut; proj row-parallel; fc1 column-parallel; fc2 row-parallel; the biases of the
-// row-parallel layers, the QK norms, the adaLN and the layers outside the blocks
-// replicated). Per-layer tensors come first in each block's bucket, in this order.
-// The last column: what a replicated tensor's gradient on one TP rank covers (llmc/parallel/param_layout.h):
-// the rows it ran (patch embedding, the row-parallel biases, final layer: its own rows
-// under sequence parallelism), its heads (QK norms), or the whole (the conditioning and
-// the adaLN weights: their gradients come from the clips' adaLN gradients, summed over TP).
+// The tensor table: shapes ([out, in]; a vector is [n, 1]), weight decay on the weight matrices and the class
+// embedding (docs/design.md 9.2), and each tensor's Megatron split over a TP group: qkv column-parallel by heads
+// (q, k, v each cut), proj row-parallel, fc1 column-parallel, fc2 row-parallel; the row-parallel layers' biases,
+// the QK norms, the adaLN and the layers outside the blocks replicated. Per-layer tensors come first in each
+// block's bucket, in this order. The last column: what a replicated tensor's gradient on one TP rank covers
+// (llmc/parallel/param_layout.h): the rows it ran (patch embedding, row-parallel biases, final layer: its own
+// rows under sequence parallelism), its heads (QK norms), or the whole (the conditioning and adaLN weights,
+// from the clips' adaLN gradients summed over TP).
 static void dit_param_specs(const DitConfig* c, ParamSpec s[NUM_DIT_TENSORS]) {
     size_t D = c->D, P = dit_patch_dim(c), hd = c->D / c->H, FF = c->FF, NC1 = (size_t)c->NC + 1;
     const int R = PARAM_REPLICATED, ROWS = PARAM_SPLIT_ROWS, COLS = PARAM_SPLIT_COLS;
@@ -119,9 +117,8 @@ static void dit_param_specs(const DitConfig* c, ParamSpec s[NUM_DIT_TENSORS]) {
     memcpy(s, table, sizeof(table));
 }
 
-// what one rank of a TP group holds: its heads (whole heads: tp divides H) and its FFN
-// hidden units (parts differ by at most one); FFmax is the largest rank's, so that every
-// rank cuts its FFN into the same number of chunks (their collectives pair up)
+// what one rank of a TP group holds: its heads (whole heads: tp divides H) and its FFN hidden units (parts differ
+// by at most one); FFmax is the largest rank's, so every rank cuts its FFN into as many chunks (collectives pair up)
 typedef struct { int Hl, FFl, FFmax; } DitShard;
 
 static DitShard dit_shard(const DitConfig* c, int tp, int rank) {
@@ -409,18 +406,18 @@ static void qk_norm_rope(Dit* m, int l, int which, floatX* out, float* rstd, con
     attention_rope(&m->att, out, Hl, B, m->N, 0);
 }
 
-// The column-parallel linears of block l's attention (which = 0: they read a1) or FFN (1:
-// a2), on all B*N rows; in backward with the partial gradient at their input in m->da (or
-// under sequence parallelism the reduce-scatter staging) (llmc/parallel/linear.h)
+// The column-parallel linears of block l's attention (which = 0: they read a1) or FFN (1: a2), on all B*N rows;
+// in backward with the partial gradient at their input in m->da (or the reduce-scatter staging under sequence
+// parallelism) (llmc/parallel/linear.h)
 static ColumnLinear norm_linear(Dit* m, int l, DitActs a, int which, int B, int backward) {
     int own_f = which ? A_A2 : A_A1, kept_f = which ? A_A2G : A_A1G, slot = 2 * l + which;
     if (backward) return column_backward(&m->tpc, slot, ACT(a, own_f), ACT(a, kept_f), m->da, B * m->N, DIT_ACT_NAMES[own_f]);
     return column_forward(&m->tpc, slot, ACT(a, own_f), ACT(a, kept_f), B * m->N, DIT_ACT_NAMES[own_f]);
 }
 
-// the attention half of block l: a1, q, k, v, o, y1 and hmid = h + gate1 y1. Under TP
-// this rank's heads (qkv column-parallel, proj row-parallel): y1 is summed over the
-// group before gate1 multiplies it; the norm and the gated residual run on this rank's rows.
+// the attention half of block l: a1, q, k, v, o, y1 and hmid = h + gate1 y1. Under TP this rank's heads (qkv
+// column-parallel, proj row-parallel): y1 is summed over the group before gate1 multiplies it; the norm and the
+// gated residual run on this rank's rows.
 static void attention_block_forward(Dit* m, int l, DitActs a, int B) {
     const DitConfig* c = &m->cfg;
     int N = m->N, D = c->D, BN = B * N, nr = own_rows(m, B), hd = D / c->H, Hl = m->sh.Hl, Dl = Hl * hd;
@@ -464,9 +461,8 @@ static void ffn_chunk_hidden(Dit* m, int l, const ColumnLinear* a2, FfnChunk ch,
     PROF(&m->prof, "gelu fwd", 0, 2.0 * ch.nr * ch.nf * SX, s) gelu_tanh_forward(g, u, (size_t)ch.nr * ch.nf, s);
 }
 
-// u, g and this chunk's share of the FFN output y2, added into rows r0.. of the
-// row-parallel sum (first: the first chunk into those rows). The bias belongs to the
-// first hidden chunk (and under TP to rank 0's: row_gemm).
+// u, g and this chunk's share of the FFN output y2, added into rows r0.. of the row-parallel sum (first: the
+// first chunk into those rows). The bias belongs to the first hidden chunk (and under TP to rank 0's: row_gemm).
 static void ffn_chunk_forward(Dit* m, int l, const ColumnLinear* a2, FfnChunk ch, floatX* u, floatX* g, RowLinear* y2,
                               int r0, int first) {
     ffn_chunk_hidden(m, l, a2, ch, u, g);
@@ -475,10 +471,9 @@ static void ffn_chunk_forward(Dit* m, int l, const ColumnLinear* a2, FfnChunk ch
                  first);
 }
 
-// The FFN's output y2 = FFN(a2) of block l, summed over the TP group, this rank's rows of
-// it into y2: its chunks (hidden chunks add into one sum, token chunks each write their
-// rows) into one row-parallel sum. Not for the token chunks of allreduce mode, which each
-// finish their own rows (ffn_forward).
+// The FFN's output y2 = FFN(a2) of block l, summed over the TP group, this rank's rows of it into y2: its chunks
+// (hidden chunks add into one sum, token chunks each write their rows) into one row-parallel sum. Not for the
+// token chunks of allreduce mode, which each finish their own rows (ffn_forward).
 static void ffn_output(Dit* m, int l, DitActs a, int B, floatX* y2) {
     int chunked = m->flags.ffn_chunks > 1, seq = chunked && m->flags.ffn_chunk_seq;
     ColumnLinear x = norm_linear(m, l, a, 1, B, 0);
@@ -519,11 +514,10 @@ static void ffn_forward(Dit* m, int l, DitActs a, int B, floatX* out) {
         adaln_gate_forward(&m->adaln, out, ACT(a, A_HMID), y2, gate, 6 * D, B);
 }
 
-// The FFN's backward from m->dh (dL/d block output, this rank's rows): gate2's gradient
-// into dada, the FFN weights' gradients; returns its input linear with the partial
-// gradient at a2 (all rows), for the caller to reduce. The chunks of allreduce mode keep
-// no y2: each is recomputed whole and summed over TP for gate2's gradient; the other
-// layouts read the kept y2.
+// The FFN's backward from m->dh (dL/d block output, this rank's rows): gate2's gradient into dada, the FFN
+// weights' gradients; returns its input linear with the partial gradient at a2 (all rows), for the caller to
+// reduce. The chunks of allreduce mode keep no y2: each is recomputed whole and summed over TP for gate2's
+// gradient; the other layouts read the kept y2.
 static ColumnLinear ffn_backward(Dit* m, int l, DitActs a, int B) {
     const DitConfig* c = &m->cfg;
     int D = c->D, FFl = m->sh.FFl, nr = own_rows(m, B);
@@ -574,8 +568,8 @@ static void layer_forward(Dit* m, int l, int B, RunMode mode) {
     if (mode == MODE_TRAIN) offload_after_forward(&m->off, l, m->stream);
 }
 
-// m->dh holds dL/d(block output) on entry and dL/d(block input) on return (this rank's
-// rows of them); the block's adaLN gradients go to its ada weights and add into d silu(c)
+// m->dh holds dL/d(block output) on entry and dL/d(block input) on return (this rank's rows of them); the
+// block's adaLN gradients go to its ada weights and add into d silu(c)
 static void layer_backward(Dit* m, int l, int B) {
     const DitConfig* c = &m->cfg;
     int N = m->N, D = c->D, BN = B * N, nr = own_rows(m, B), hd = D / c->H, Hl = m->sh.Hl, Dl = Hl * hd;
@@ -654,8 +648,8 @@ static void layer_backward(Dit* m, int l, int B) {
     }
 }
 
-// The patches of B clips x ([B, clip] values) into out: all N of each clip, or under cp this
-// rank's N of the Nt (tokens [k N, (k+1) N) of each clip on CP member k)
+// The patches of B clips x ([B, clip] values) into out: all N of each clip, or under cp this rank's N of the Nt
+// (tokens [k N, (k+1) N) of each clip on CP member k)
 static void dit_patches(Dit* m, floatX* out, const floatX* x, int B) {
     const DitConfig* c = &m->cfg;
     floatX* all = m->comm->cp > 1 ? m->cp_patches : out;
@@ -664,10 +658,9 @@ static void dit_patches(Dit* m, floatX* out, const floatX* x, int B) {
 }
 
 // The final adaLN and linear layer, unpatchify and the loss; in training their backward
-// at once, leaving dL/d h_final in m->dh and the first part of d silu(c) in m->dsc. Under
-// sequence parallelism on this rank's rows: the loss in patch space, each clip's sum over
-// the rows here (dit_forward_backward sums them over TP), v_pred only when it is wanted
-// (sampling, test_dit), from the rows of all ranks gathered.
+// at once, leaving dL/d h_final in m->dh and the first part of d silu(c) in m->dsc. On this
+// rank's rows under sequence parallelism or cp: the loss in patch space (each clip's sum over
+// the rows here: dit_clip_losses), v_pred only when wanted (sampling, test_dit), gathered.
 static void head_forward_backward(Dit* m, int B, RunMode mode, float dscale) {
     const DitConfig* c = &m->cfg;
     int D = c->D, P = m->P, nr = own_rows(m, B), sp = m->tpc.sp, cp = m->comm->cp;
@@ -715,46 +708,42 @@ static void head_forward_backward(Dit* m, int B, RunMode mode, float dscale) {
     }
 }
 
-// The forward on m->xt, m->t, m->y (and m->vtarget for the loss), already on the device:
-// the conditioning, the patch embedding, the blocks, the final layer and the loss. In
-// training the head's backward runs with it, leaving dL/d h_final in m->dh. Under sequence
-// parallelism the patch embedding runs on this rank's rows of the (replicated) patches.
-static void dit_forward(Dit* m, int B, RunMode mode, float dscale) {
-    const DitConfig* c = &m->cfg;
-    int D = c->D, nr = own_rows(m, B);
-    stream_t s = m->stream;
+// The model in the runner's units (llmc/train/runner.h): 0 the input (the conditioning and
+// the patch embedding, under sequence parallelism on this rank's rows of the replicated
+// patches), 1..L the blocks, L+1 the final layer and the loss, whose backward runs with its
+// forward (leaving dL/d h_final in m->dh). Each unit's backward adds into the gradients and,
+// on the step's last micro-batch (last = 1), starts its bucket's reductions at once.
+static void dit_unit_forward(Dit* m, int u, int B, RunMode mode, float dscale) {
+    int D = m->cfg.D, nr = own_rows(m, B), P = m->P;
+    if (u > m->cfg.L) { head_forward_backward(m, B, mode, dscale); return; }
+    if (u > 0) { layer_forward(m, u - 1, B, mode); return; }
     m->rows_cur = B * m->N;
-    const floatX* xp = m->xp + own_row0(m, B) * m->P;  // this rank's rows of the patches
     conditioning_forward(m, B);
     floatX* h0 = ACT(core_layer_acts(m, 0), A_H);
-    PROF(&m->prof, "patch embed fwd", gemm_flops(nr, D, m->P), 0, s) {
+    PROF(&m->prof, "patch embed fwd", gemm_flops(nr, D, P), 0, m->stream) {
         dit_patches(m, m->xp, m->xt, B);
-        matmul_forward(h0, xp, core_w(m, W_PATCH, 0), nr, m->P, D, m->P, 0, s);
-        bias_forward(h0, core_w(m, B_PATCH, 0), nr, D, s);
+        matmul_forward(h0, m->xp + own_row0(m, B) * P, core_w(m, W_PATCH, 0), nr, P, D, P, 0, m->stream);
+        bias_forward(h0, core_w(m, B_PATCH, 0), nr, D, m->stream);
     }
-    for (int l = 0; l < c->L; l++) layer_forward(m, l, B, mode);
-    head_forward_backward(m, B, mode, dscale);
 }
 
-// The backward from m->dh down to the patch embedding and the conditioning, adding into
-// the gradients. With last = 1 (the step's last micro-batch) each bucket's reductions
-// start as soon as its gradients are complete.
-static void dit_backward(Dit* m, int B, int last) {
-    const DitConfig* c = &m->cfg;
-    int D = c->D, nr = own_rows(m, B);
-    stream_t s = m->stream;
-    const floatX* xp = m->xp + own_row0(m, B) * m->P;
-    for (int l = c->L - 1; l >= 0; l--) {
-        layer_backward(m, l, B);
-        param_store_bucket_done(&m->st, l, last);  // its reductions overlap the blocks below
+static void dit_unit_backward(Dit* m, int u, int B, int last) {
+    int D = m->cfg.D, nr = own_rows(m, B), P = m->P;
+    if (u > m->cfg.L) return;  // (with its forward)
+    if (u > 0) layer_backward(m, u - 1, B);
+    else PROF(&m->prof, "patch embed bwd", gemm_flops(nr, D, P), 0, m->stream) {
+        matmul_backward_weight(core_dw(m, W_PATCH, 0), m->dh, m->xp + own_row0(m, B) * P, nr, P, D, P, m->stream);
+        bias_backward(core_dw(m, B_PATCH, 0), m->dh, nr, D, m->stream);
     }
-    PROF(&m->prof, "patch embed bwd", gemm_flops(nr, D, m->P), 0, s) {
-        matmul_backward_weight(core_dw(m, W_PATCH, 0), m->dh, xp, nr, m->P, D, m->P, s);
-        bias_backward(core_dw(m, B_PATCH, 0), m->dh, nr, D, s);
-    }
-    conditioning_backward(m, B);
-    param_store_bucket_done(&m->st, c->L, last);  // the rest: patch, timestep and class, final layer
+    if (u == 0) conditioning_backward(m, B);
+    param_store_bucket_done(&m->st, u > 0 ? u - 1 : m->cfg.L, last);  // (bucket L: the rest, outside the blocks)
 }
+
+// forward on m->xt, m->t, m->y (and m->vtarget) on the device; backward from m->dh down to the input
+static void dit_forward(Dit* m, int B, RunMode mode, float dscale) {
+    for (int u = 0; u <= m->cfg.L + 1; u++) dit_unit_forward(m, u, B, mode, dscale);
+}
+static void dit_backward(Dit* m, int B, int last) { for (int u = m->cfg.L + 1; u >= 0; u--) dit_unit_backward(m, u, B, last); }
 
 // checks a micro-batch of B clips against the plan and stages their times t and classes y (host arrays)
 static void dit_stage(Dit* m, int B, const float* t, const int* y) {
@@ -768,24 +757,20 @@ static void dit_stage(Dit* m, int B, const float* t, const int* y) {
     dev_memcpy_h2d(m->y, y, (size_t)B * sizeof(int), m->stream);
 }
 
-// One micro-batch of clips x0 with noise, t and classes y (host arrays): forward, and in
-// training the backward, adding into the gradients (dscale = 1 / values in the whole
-// step, all ranks). With last = 1 (the step's last micro-batch) each bucket's DP
-// reduction starts as soon as its gradients are complete. The squared errors of this
-// rank's rows go to the step's loss (model_core_take_loss reduces them over the ranks);
-// per_clip (validation) gets each clip's mean squared error, summed over the ranks that
-// hold its rows (the TP group under sequence parallelism, the CP group).
-static void dit_forward_backward(Dit* m, const float* x0, const float* noise, const float* t, const int* y, int B,
-                                 RunMode mode, float dscale, float* per_clip, int last) {
+// clips x0 with noise, t and classes y (host arrays) staged: x_t and the target v on the device
+static void dit_stage_clips(Dit* m, const float* x0, const float* noise, const float* t, const int* y, int B) {
     dit_stage(m, B, t, y);
-    stream_t s = m->stream;
     dev_upload_floats(m->x0, x0, (size_t)B * m->clip);
     dev_upload_floats(m->noise, noise, (size_t)B * m->clip);
-    flow_prepare(m->xt, m->vtarget, m->x0, m->noise, m->t, B, m->clip, s);
-    dit_forward(m, B, mode, dscale);
-    if (mode == MODE_TRAIN) dit_backward(m, B, last);
-    dev_memcpy_d2h(m->host_sq, m->sq, (size_t)B * sizeof(float), s);
-    stream_synchronize(s);
+    flow_prepare(m->xt, m->vtarget, m->x0, m->noise, m->t, B, m->clip, m->stream);
+}
+
+// The squared errors of this rank's rows: to the step's loss (model_core_take_loss reduces
+// them over the ranks), or (validation) each clip's mean squared error into per_clip, summed
+// over the ranks that hold its rows (the TP group under sequence parallelism, the CP group).
+static void dit_clip_losses(Dit* m, int B, float* per_clip) {
+    dev_memcpy_d2h(m->host_sq, m->sq, (size_t)B * sizeof(float), m->stream);
+    stream_synchronize(m->stream);
     double sum = 0.0, *sq = m->host_sq_sum;
     for (int i = 0; i < B; i++) { sq[i] = m->host_sq[i]; sum += sq[i]; }
     if (!per_clip) { model_core_add_loss(m, sum, (double)own_rows(m, B) * m->P); return; }
@@ -794,8 +779,19 @@ static void dit_forward_backward(Dit* m, const float* x0, const float* noise, co
     for (int i = 0; i < B; i++) per_clip[i] = (float)sq[i] / (float)m->clip;
 }
 
-// v_pred for x_t at times t and classes y (host arrays), for sampling
-static void dit_velocity(Dit* m, const float* xt, const float* t, const int* y, int B, float* v) {
+// One micro-batch: forward, and in training the backward (dscale = 1 / values in the whole
+// step, all ranks); the validation's and the test program's entry
+static void dit_forward_backward(Dit* m, const float* x0, const float* noise, const float* t, const int* y, int B,
+                                 RunMode mode, float dscale, float* per_clip, int last) {
+    dit_stage_clips(m, x0, noise, t, y, B);
+    dit_forward(m, B, mode, dscale);
+    if (mode == MODE_TRAIN) dit_backward(m, B, last);
+    dit_clip_losses(m, B, per_clip);
+}
+
+// v_pred for x_t at times t and classes y (host arrays): the model behind llmc/train/clip_sampler.h's samples
+static void dit_velocity(void* model, const float* xt, const float* t, const int* y, int B, float* v) {
+    Dit* m = (Dit*)model;
     dit_stage(m, B, t, y);
     dev_upload_floats(m->xt, xt, (size_t)B * m->clip);
     dit_forward(m, B, MODE_SAMPLE, 0.0f);
@@ -1045,10 +1041,18 @@ static void start(void* t, Comm* comm, Logger* lg) {
 
 static void next_batch(void* t, int step, int micro) { flow_data_next(&((Trainer*)t)->data, step, micro); }
 
-static void forward_backward(void* t, int, int last) {
+// the step's micro-batch unit by unit, as full sharding will run it (the runner's units)
+static int units(void* t) { return ((Trainer*)t)->m.cfg.L + 2; }
+static void unit_forward(void* t, int u) {
     Trainer* x = (Trainer*)t;
     FlowBatch* b = &x->data.batch;
-    dit_forward_backward(&x->m, b->x0, b->noise, b->t, b->y, x->a.run.B, MODE_TRAIN, x->dscale, NULL, last);
+    if (u == 0) dit_stage_clips(&x->m, b->x0, b->noise, b->t, b->y, x->a.run.B);
+    dit_unit_forward(&x->m, u, x->a.run.B, MODE_TRAIN, x->dscale);
+}
+static void unit_backward(void* t, int u, int last) {
+    Trainer* x = (Trainer*)t;
+    dit_unit_backward(&x->m, u, x->a.run.B, last);
+    if (u == 0) dit_clip_losses(&x->m, x->a.run.B, NULL);
 }
 
 // the model behind llmc/train/flow_batch.h's validation
@@ -1058,14 +1062,10 @@ static void clip_losses(void* m, const FlowBatch* b, float* per_clip) {
 static void validate(void* t, Logger* lg, int step, int final) { flow_data_validate(&((Trainer*)t)->data, lg, step, final, clip_losses, &((Trainer*)t)->m); }
 static void val_metrics(void* t, Logger* lg) { flow_data_val_metrics(&((Trainer*)t)->data, lg); }
 
-// the model behind llmc/train/clip_sampler.h's samples
-static void velocity(void* m, const float* xt, const float* t, const int* y, int B, float* v) {
-    dit_velocity((Dit*)m, xt, t, y, B, v);
-}
 
 static void sample(void* t, Logger* lg, int step) {
     Trainer* x = (Trainer*)t;
-    clip_sample(&x->smp, lg, x->a.run.loop.run_dir, x->m.comm->rank, step, velocity, &x->m);
+    clip_sample(&x->smp, lg, x->a.run.loop.run_dir, x->m.comm->rank, step, dit_velocity, &x->m);
 }
 
 static void finish(void* t) {
@@ -1080,7 +1080,7 @@ static const ModelOps DIT_OPS = {
     // the model and its checkpoints
     build, model_free, init_params, &DIT_CKPT, ckpt_shape, NULL, NULL, NULL, dit_checkpoint_check,
     // a step (next_batch; units, unit_forward/backward, unit_params; forward, backward; fused)
-    next_batch, NULL, NULL, NULL, NULL, NULL, NULL, forward_backward,
+    next_batch, units, unit_forward, unit_backward, NULL, NULL, NULL, NULL,
     // the trainer's own: batch, data, validation, samples
     resolve_batch, prepare, start, validate, val_metrics, sample, finish,
     // the plan and --fit-memory
