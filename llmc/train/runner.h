@@ -7,7 +7,8 @@ cluster run needs around it:
     ->  the groups  ->  --fit-memory  ->  the batch  ->  the device  ->  build (the plan)
     ->  config and plan printed (--plan-only / --plan-json: every rank's plan summarised, then exit)
     ->  resume | init-from | init  ->  the step loop:
-            zero grads; per micro-batch: next batch, forward + backward; take loss; grad norm;
+            zero grads; per micro-batch: next batch, the model (units, forward + backward, or fused);
+            the loss over the ranks; grad norm;
             stop if not finite; update; log, validate, metrics, checkpoint, sample
     ->  the last validation and sample of a run with nothing to train  ->  done
 
@@ -17,11 +18,11 @@ it sees the ModelCore the model derives from (model_core.h: the parameter store,
 activation plan, the loss), which build returns: the loss reduction, the update and the
 step line's throughput are the runner's, the same for every model.
 
-Hooks for what is coming (docs/design.md 10), NULL today (both trainers run the fused
-forward_backward): a micro-batch unit by unit, with unit_params before each unit's forward
-and again before its backward, where full sharding (ZeRO-3) gathers the unit's
-parameters; forward and backward as separate entries, which a pipeline stage runs per
-micro-batch; and the plan of every rank, built with plan_cost on a Comm laid out as that
+Hooks for what is coming (docs/design.md 10): a micro-batch unit by unit (train_dit's
+step), with unit_params before each unit's forward and again before its backward, where
+full sharding (ZeRO-3) will gather the unit's parameters (NULL today); forward and backward
+as separate entries, which a pipeline stage runs per micro-batch (train_llama's step); and
+the plan of every rank, built with plan_cost on a Comm laid out as that
 rank (runner_rank_plans), so that a stage or shard whose plan differs is reported beside
 rank 0's.
 */
@@ -67,10 +68,10 @@ typedef struct {
 
     // one optimizer step: for each micro-batch next_batch, then the model, in the first of
     // these a model provides: unit by unit (units: how many; a unit is a layer, or the
-    // embedding or the head: unit_params, when set, makes a unit's parameters whole on this
+    // input or the head: unit_params, when set, makes a unit's parameters whole on this
     // rank before its forward and again before its backward, what full sharding (ZeRO-3)
     // gathers; a pipeline stage's units are its layers), forward then backward (a stage's
-    // per micro-batch), or forward_backward (fused: both trainers today). Each adds its
+    // per micro-batch), or forward_backward (fused). Each adds its
     // losses to the ModelCore, which the runner reduces over the ranks (model_core_take_loss).
     void (*next_batch)(void* t, int step, int micro);
     int (*units)(void* t);
