@@ -729,7 +729,7 @@ static void dit_unit_forward(Dit* m, int u, int B, RunMode mode, float dscale) {
 
 static void dit_unit_backward(Dit* m, int u, int B, int last) {
     int D = m->cfg.D, nr = own_rows(m, B), P = m->P;
-    if (u > m->cfg.L) return;  // (with its forward)
+    if (u > m->cfg.L) return;  // (the head's ran with its forward)
     if (u > 0) layer_backward(m, u - 1, B);
     else PROF(&m->prof, "patch embed bwd", gemm_flops(nr, D, P), 0, m->stream) {
         matmul_backward_weight(core_dw(m, W_PATCH, 0), m->dh, m->xp + own_row0(m, B) * P, nr, P, D, P, m->stream);
@@ -739,7 +739,8 @@ static void dit_unit_backward(Dit* m, int u, int B, int last) {
     param_store_bucket_done(&m->st, u > 0 ? u - 1 : m->cfg.L, last);  // (bucket L: the rest, outside the blocks)
 }
 
-// forward on m->xt, m->t, m->y (and m->vtarget) on the device; backward from m->dh down to the input
+// forward on m->xt, m->t, m->y (and m->vtarget) on the device; backward from m->dh down to the input. The update
+// (clipping, AdamW over the parameter store) is every model's: the runner's model_core_apply_update.
 static void dit_forward(Dit* m, int B, RunMode mode, float dscale) {
     for (int u = 0; u <= m->cfg.L + 1; u++) dit_unit_forward(m, u, B, mode, dscale);
 }
@@ -1003,9 +1004,8 @@ static FitCost plan_cost(void* t, Comm* comm, int B, const MemoryFlags* f, const
 // the runner's operations
 
 static ModelCore* build(void* t, Comm* comm, const MemoryFlags* mem, const ParallelFlags* pf, int B, int allocate) {
-    Trainer* x = (Trainer*)t;
-    dit_build(&x->m, &x->a.cfg, mem, pf, comm, B, allocate);
-    return &x->m;
+    dit_build(&((Trainer*)t)->m, &((Trainer*)t)->a.cfg, mem, pf, comm, B, allocate);
+    return &((Trainer*)t)->m;
 }
 
 static void model_free(void* t) { dit_free(&((Trainer*)t)->m); }

@@ -630,6 +630,9 @@ static void llama_backward(Llama* m, int B, int T, int last) {
     param_store_bucket_done(&m->st, c->L, last);
 }
 
+// The update, clipping and AdamW over the parameter store, is the same for every model: the runner calls
+// model_core_apply_update (llmc/train/model_core.h) with the gradient norm.
+
 // One micro-batch: forward, and in training the backward too (the test programs, validation)
 static void llama_forward_backward(Llama* m, const int* inputs, const int* targets, int B, int T, RunMode mode,
                                    float dloss, int last) {
