@@ -775,7 +775,7 @@ static void dit_clip_losses(Dit* m, int B, float* per_clip) {
     double sum = 0.0, *sq = m->host_sq_sum;
     for (int i = 0; i < B; i++) { sq[i] = m->host_sq[i]; sum += sq[i]; }
     if (!per_clip) { model_core_add_loss(m, sum, (double)own_rows(m, B) * m->P); return; }
-    if (m->tpc.sp) comm_host_all_reduce(m->comm, GROUP_TP, sq, B, COMM_SUM);
+    own_rows_sum(&m->adaln, sq, B);
     attention_sum_samples(&m->att, sq, B);
     for (int i = 0; i < B; i++) per_clip[i] = (float)sq[i] / (float)m->clip;
 }

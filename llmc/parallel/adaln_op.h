@@ -15,7 +15,8 @@ sums them over the TP group, so that every rank holds the whole gradient of the 
 conditioning they flow into (docs/memory.md 9.8).
 
 The per-sample loss on this rank's rows has the same shape (a sample's sum over the rows
-held here) and is here too: own_rows_mse.
+held here) and is here too: own_rows_mse, and own_rows_sum, which sums such per-sample values
+over the TP group.
 */
 #pragma once
 #include "tensor_parallel.h"
@@ -105,4 +106,10 @@ static inline void own_rows_mse(const AdaLN* a, float* sq, floatX* dpred, const 
         mse_forward_backward(sq + sg[i].b, dpred ? dpred + r : NULL, pred + r, target + r, sg[i].nb,
                              (size_t)sg[i].per * width, dscale, a->tp->stream);
     }
+}
+
+// per-sample sums of this rank's rows (host, n of them) summed over the TP group, which under
+// sequence parallelism split the samples' rows (the CP group's: attention_sum_samples)
+static inline void own_rows_sum(const AdaLN* a, double* v, int n) {
+    if (a->tp->sp) comm_host_all_reduce(a->tp->comm, GROUP_TP, v, n, COMM_SUM);
 }
