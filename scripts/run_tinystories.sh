@@ -3,7 +3,8 @@
 # validation loss and sampled stories. On a machine with a GPU and nvcc: the CUDA build
 # and stories15M on the Llama 2 tokenizer; otherwise the CPU build and stories800K
 # (scripts/tinystories_cpu_recipe.sh) on a 512-piece tokenizer trained on the sample
-# (make data512), under 10 minutes on 2 cores. Extra flags for train_llama can be passed in ARGS.
+# (make data512): 9 minutes on 2 quiet cores as measured first, 18 on a day the machine ran at
+# half that speed (docs/results/cpu_tinystories_800K.md). Extra flags for train_llama can be passed in ARGS.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tok=../shared/data/tinystories/tokenizer/tokenizer.bin
