@@ -9,7 +9,7 @@ runner (runner.h) sees a ModelCore and none of the model's types.
 A model's build is its own plan between these calls, in the order its plan prints:
     model_core_begin       the flags, the tensor table, both arenas, the parameter store
     model_core_staging     --comm mpi's pinned staging, for the largest collective
-    model_core_plan_acts   the activation plan, its offload, the shared work buffer
+    model_core_plan_acts   the activation plan and its offload (model_core_plan_work: the shared work buffer)
     model_core_allocate    once, then the model sets its own views into the arenas
     model_core_bind_rope   the RoPE table on the device, the attention operation bound
 In the step, the loss: each rank adds what its rows gave (model_core_add_losses on the
