@@ -23,17 +23,9 @@ import numpy as np
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 CONVERTER = os.path.join(ROOT, "scripts", "clips_to_bin.py")
 HEADER = 1024
-failures = 0
-
-
-def report(name, ok, why=""):
-    global failures
-    if ok:
-        print("PASS %s" % name)
-    else:
-        failures += 1
-        print("FAIL %s: %s" % (name, why))
-    sys.stdout.flush()
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import checks  # noqa: E402
+from checks import report  # noqa: E402
 
 
 def run(*cmd):
@@ -285,7 +277,7 @@ def main():
     if rc == 0:
         check_readback(binary, work, demo)
     check_errors(work, demo)
-    return 1 if failures else 0
+    return 1 if checks.failures else 0
 
 
 if __name__ == "__main__":

@@ -32,17 +32,9 @@ sys.path.insert(0, os.path.join(ROOT, "data"))
 import text_repair  # noqa: E402
 import prepare_tinystories  # noqa: E402
 
-failures = 0
-
-
-def report(name, ok, why=""):
-    global failures
-    if ok:
-        print("PASS %s" % name)
-    else:
-        failures += 1
-        print("FAIL %s: %s" % (name, why))
-    sys.stdout.flush()
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import checks  # noqa: E402
+from checks import report  # noqa: E402
 
 
 def skip(name, why):
@@ -229,8 +221,8 @@ def main():
     val = check_sample(args.shared_dir, args.planted)
     check_passthrough(repair, prepare, val)
     check_stale_manifest(args.planted)
-    print(f"text_repair: {'ALL PASSED' if failures == 0 else f'{failures} FAILED'}")
-    sys.exit(1 if failures else 0)
+    print(f"text_repair: {'ALL PASSED' if checks.failures == 0 else f'{checks.failures} FAILED'}")
+    sys.exit(1 if checks.failures else 0)
 
 
 if __name__ == "__main__":
