@@ -1074,9 +1074,9 @@ static void finish(void* t) {
 }
 
 static const ModelOps DIT_OPS = {
-    // program, plan unit, what --init-from starts afresh, what --total-batch counts, --fit-memory's batches (this
+    // program, plan unit, what --init-from starts afresh, what --total-batch counts, the data flag, --fit-memory's batches (this
     // build: 128 clips at most)
-    "train_dit", "block", "optimizer state and step", "clips", 64, 128,
+    "train_dit", "block", "optimizer state and step", "clips", "data", 64, 128,
     // the model and its checkpoints
     build, model_free, init_params, &DIT_CKPT, ckpt_shape, NULL, NULL, NULL, dit_checkpoint_check,
     // a step (next_batch; units, unit_forward/backward, unit_params; forward, backward; fused)

@@ -968,8 +968,8 @@ static void finish(void* t) {
 }
 
 static const ModelOps LLAMA_OPS = {
-    // program, plan unit, what --init-from starts afresh, --total-batch in tokens, --fit-memory's batches
-    "train_llama", "layer", "optimizer state, step and data order", NULL, 64, 1024,
+    // program, plan unit, what --init-from starts afresh, --total-batch in tokens, the data flag, --fit-memory's batches
+    "train_llama", "layer", "optimizer state, step and data order", NULL, "train-data", 64, 1024,
     // the model and its checkpoints
     build, model_free, init_params, &LLAMA_CKPT, ckpt_shape, ckpt_extra, ckpt_restore, data_restart, checkpoint_check,
     // a step (next_batch; units, unit_forward/backward, unit_params; forward, backward; fused)

@@ -10,6 +10,7 @@ directory that already holds a run exactly as it was.
 #pragma once
 #include "common.h"
 #include "arena.h"
+#include "run_dir.h"
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/types.h>
@@ -30,24 +31,6 @@ static inline Logger logger_for_rank(int rank) {
     return lg;
 }
 
-// creates path and its parents; returns 0, or the errno of the last mkdir
-static int mkdir_p_try(const char* path) {
-    if (!path[0]) return ENOENT;
-    char buf[1024];
-    snprintf(buf, sizeof(buf), "%s", path);
-    for (char* p = buf + 1; *p; p++) {
-        if (*p == '/') { *p = 0; mkdir(buf, 0755); *p = '/'; }
-    }
-    struct stat st;
-    if (mkdir(buf, 0755) != 0 && !(errno == EEXIST && stat(buf, &st) == 0 && S_ISDIR(st.st_mode))) return errno ? errno : EEXIST;
-    return 0;
-}
-
-static void mkdir_p(const char* path) {
-    int err = mkdir_p_try(path);
-    if (err) FAIL("cannot create directory '%s': %s", path, strerror(err));
-}
-
 // append = 1 when resuming, so one run directory holds the whole history.
 // Also where every trainer starts writing files, so SIGXFSZ is ignored here, once for the
 // process: past a file-size limit (ulimit -f, or a file system that enforces one) the
@@ -66,16 +49,13 @@ static void logger_open(Logger* lg, const char* run_dir, int append) {
 
 static void logger_check(Logger* lg, FILE** f, const char* name);
 
-// The inputs are accepted and the run begins: the run directory is created if need be,
-// main.log and metrics.jsonl are opened (appended to when resuming) and the held lines written.
-static void logger_start(Logger* lg) {
+// The inputs are accepted and the run begins: main.log and metrics.jsonl are opened in the
+// run directory rd (locked by run_open: appended to when resuming, else new; never through a
+// link) and the held lines written.
+static void logger_start(Logger* lg, const RunDir* rd) {
     if (!lg->held) return;
-    mkdir_p(lg->run_dir);
-    char path[1100];
-    snprintf(path, sizeof(path), "%s/main.log", lg->run_dir);
-    lg->log = xfopen(path, lg->append ? "a" : "w");
-    snprintf(path, sizeof(path), "%s/metrics.jsonl", lg->run_dir);
-    lg->metrics = xfopen(path, lg->append ? "a" : "w");
+    lg->log = run_dir_open_write(rd, "main.log", lg->append);
+    lg->metrics = run_dir_open_write(rd, "metrics.jsonl", lg->append);
     fwrite(lg->held, 1, lg->held_len, lg->log);
     free(lg->held);
     lg->held = NULL;
@@ -169,18 +149,21 @@ static void log_plan(Logger* lg, const Arena* dev, const Arena* host) {
 // it: a message, a non-zero exit, and the last checkpoint (step last_ckpt, -1 = none) as it was.
 static void stop_if_not_finite(int step, double loss, double norm, const char* run_dir, int last_ckpt) {
     if (isfinite(loss) && isfinite(norm)) return;
-    char where[1300] = "no checkpoint was written";
-    if (last_ckpt >= 0) snprintf(where, sizeof(where), "%s/ckpt_%06d.bin is untouched", run_dir, last_ckpt);
+    if (last_ckpt < 0)
+        FAIL("step %d: the loss is %g and the gradient norm %g; a non-finite value stops the run before the optimizer "
+             "applies it (no checkpoint was written). Hint: lower --lr, keep --grad-clip on, check the data", step, loss, norm);
     FAIL("step %d: the loss is %g and the gradient norm %g; a non-finite value stops the run before the optimizer "
-         "applies it (%s). Hint: lower --lr, keep --grad-clip on, check the data", step, loss, norm, where);
+         "applies it (%s/ckpt_%06d.bin is untouched). Hint: lower --lr, keep --grad-clip on, check the data", step, loss,
+         norm, run_dir, last_ckpt);
 }
 
 // The same stop when the update itself made the parameters non-finite (finite = 0), checked
 // before a checkpoint would be written: the last good one stays the newest.
 static void stop_if_params_not_finite(int step, int finite, const char* run_dir, int last_ckpt) {
     if (finite) return;
-    char where[1300] = "no checkpoint was written";
-    if (last_ckpt >= 0) snprintf(where, sizeof(where), "%s/ckpt_%06d.bin is untouched and stays the newest", run_dir, last_ckpt);
-    FAIL("step %d: the optimizer's update made non-finite parameters, so no checkpoint is written (%s). Hint: "
-         "lower --lr, or raise --adam-eps", step, where);
+    if (last_ckpt < 0)
+        FAIL("step %d: the optimizer's update made non-finite parameters, so no checkpoint is written (no checkpoint was "
+             "written). Hint: lower --lr, or raise --adam-eps", step);
+    FAIL("step %d: the optimizer's update made non-finite parameters, so no checkpoint is written (%s/ckpt_%06d.bin is "
+         "untouched and stays the newest). Hint: lower --lr, or raise --adam-eps", step, run_dir, last_ckpt);
 }

@@ -2,10 +2,10 @@
 Checkpoint files, whatever the model: written atomically and checked on the way in.
 
 A checkpoint is a sequence of blocks (a header of 256 int32, then the blocks the
-trainer names), followed by an 8-byte checksum over all of them. The writer goes to
-PATH.tmp and renames it to PATH only when everything is on disk, so a crash or a full
-disk never leaves a half-written file under a checkpoint's name; a failed write
-removes its temporary file and stops with a message. The reader checks the size the
+trainer names), followed by an 8-byte checksum over all of them. The writer goes to a
+temporary name (PATH.tmp.<random>, created with O_EXCL, never through a link) and
+renames it to PATH only when everything is on disk, so a crash or a full disk never
+leaves a half-written file under a checkpoint's name; a failed write removes its temporary file and stops with a message. The reader checks the size the
 header implies (a truncated file is rejected) and the checksum (a file with flipped
 bytes is rejected) before any of it is used.
 
@@ -16,6 +16,7 @@ single word changes h (xor and the odd multiply are bijections).
 #pragma once
 #include "../core/common.h"
 #include "../core/logger.h"
+#include "../core/run_dir.h"
 #include <dirent.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -31,9 +32,12 @@ static inline uint64_t ckpt_hash(uint64_t h, const void* p, size_t n) {
     return h;
 }
 
+// Writes NAME in the run directory: to a temporary name only this process knows (created
+// with O_EXCL | O_NOFOLLOW: llmc/core/run_dir.h), renamed to NAME when whole and synced.
 typedef struct {
     FILE* f;
-    char path[1100], tmp[1200];
+    const RunDir* rd;
+    char *name, *tmp;  // heap
     uint64_t hash;
 } CkptWriter;
 
@@ -41,18 +45,20 @@ static inline void ckpt_write_fail(CkptWriter* w, const char* what) {
     int e = errno;
     if (w->f) fclose(w->f);
     w->f = NULL;
-    unlink(w->tmp);
-    FAIL("checkpoint %s: %s failed: %s (the temporary file was removed; the previous checkpoints are untouched; "
-         "hint: disk full, or over a file-size limit (ulimit -f)?)", w->path, what, strerror(e));
+    unlinkat(w->rd->fd, w->tmp, 0);
+    FAIL("checkpoint %s/%s: %s failed: %s (the temporary file was removed; the previous checkpoints are untouched; "
+         "hint: disk full, or over a file-size limit (ulimit -f)?)", w->rd->path, w->name, what, strerror(e));
 }
 
-static inline void ckpt_writer_open(CkptWriter* w, const char* path) {
+static inline void ckpt_writer_open(CkptWriter* w, const RunDir* rd, const char* name) {
     memset(w, 0, sizeof(*w));
-    snprintf(w->path, sizeof(w->path), "%s", path);
-    snprintf(w->tmp, sizeof(w->tmp), "%s.tmp", path);
+    w->rd = rd;
+    w->name = str_printf("%s", name);
     w->hash = CKPT_HASH_INIT;
-    w->f = fopen(w->tmp, "wb");
-    if (!w->f) FAIL("checkpoint: cannot create %s: %s", w->tmp, strerror(errno));
+    int fd = run_dir_create_tmp(rd, name, &w->tmp);
+    if (fd < 0) FAIL("checkpoint: cannot create a temporary file for %s/%s: %s", rd->path, name, strerror(errno));
+    w->f = fdopen(fd, "wb");
+    if (!w->f) FAIL("checkpoint: cannot open %s/%s: %s", rd->path, w->tmp, strerror(errno));
 }
 
 // one block; write it in one call, or in pieces of multiples of 8 bytes but the last
@@ -61,13 +67,18 @@ static inline void ckpt_write(CkptWriter* w, const void* p, size_t bytes) {
     w->hash = ckpt_hash(w->hash, p, bytes);
 }
 
+// the checksum, then on disk under its name (the directory synced too, so the rename
+// survives a crash of the machine)
 static inline void ckpt_writer_close(CkptWriter* w) {
     if (fwrite(&w->hash, 8, 1, w->f) != 1) ckpt_write_fail(w, "write");
     if (fflush(w->f) != 0) ckpt_write_fail(w, "flush");
     if (fsync(fileno(w->f)) != 0) ckpt_write_fail(w, "fsync");
     if (fclose(w->f) != 0) { w->f = NULL; ckpt_write_fail(w, "close"); }
     w->f = NULL;
-    if (rename(w->tmp, w->path) != 0) ckpt_write_fail(w, "rename");
+    if (renameat(w->rd->fd, w->tmp, w->rd->fd, w->name) != 0) ckpt_write_fail(w, "rename");
+    fsync(w->rd->fd);
+    free(w->name); free(w->tmp);
+    w->name = w->tmp = NULL;
 }
 
 // NULL, or why path cannot be a checkpoint file before anything is read: a directory
@@ -128,41 +139,41 @@ static inline const char* ckpt_verify(const char* path, const size_t* block_byte
     return NULL;
 }
 
-// The checkpoints ckpt_NNNNNN.bin of a run directory, newest (highest step) first;
-// temporary files are never listed. Returns how many (at most max).
-static inline int ckpt_list(const char* dir, int* steps, int max) {
-    DIR* d = opendir(dir);
-    if (!d) return 0;
-    int n = 0;
-    struct dirent* e;
-    while ((e = readdir(d)) != NULL && n < max) {
-        int step; char expect[64];
-        if (sscanf(e->d_name, "ckpt_%d.bin", &step) != 1 || step < 0) continue;
-        snprintf(expect, sizeof(expect), "ckpt_%06d.bin", step);
-        if (strcmp(expect, e->d_name) == 0)
-            steps[n++] = step;
-    }
-    closedir(d);
-    for (int i = 1; i < n; i++)  // insertion sort, descending
-        for (int j = i; j > 0 && steps[j] > steps[j - 1]; j--) { int t = steps[j]; steps[j] = steps[j - 1]; steps[j - 1] = t; }
-    return n;
+// whether name is a checkpoint's, ckpt_NNNNNN.bin (six digits at least: step 1234567 is
+// ckpt_1234567.bin); its step in *step
+static inline int ckpt_name_step(const char* name, int* step) {
+    char expect[64];
+    if (sscanf(name, "ckpt_%d.bin", step) != 1 || *step < 0) return 0;
+    snprintf(expect, sizeof(expect), "ckpt_%06d.bin", *step);
+    return strcmp(expect, name) == 0;
 }
 
-// For --resume auto: the newest checkpoint of the run directory that check() accepts
-// (check returns NULL, or why the file cannot be used: truncated, corrupted, another
-// trainer's). Rejected files are named in a warning and skipped. Returns 0 when there is
-// none. A good checkpoint of another model is taken and then refused by the reader with
-// the dimensions that differ: a run directory is not silently started over.
-static inline int ckpt_find_latest(const char* dir, const char* (*check)(const char* path, void* ctx), void* ctx,
-                                   Logger* lg, char* out, size_t n) {
-    int steps[4096];
-    int count = ckpt_list(dir, steps, 4096);
-    for (int i = 0; i < count; i++) {
-        snprintf(out, n, "%s/ckpt_%06d.bin", dir, steps[i]);
-        const char* why = check(out, ctx);
-        if (!why) return 1;
-        logf_(lg, "warning: --resume auto skips %s\n", why);
+static inline int ckpt_step_desc(const void* a, const void* b) {
+    int x = *(const int*)a, y = *(const int*)b;
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+
+// Every checkpoint ckpt_NNNNNN.bin of a run directory, however many, newest (highest step)
+// first; temporary files are never listed. Returns how many; *steps (heap) holds them.
+static inline int ckpt_list(const RunDir* rd, int** steps) {
+    int fd = dup(rd->fd);
+    DIR* d = fd >= 0 ? fdopendir(fd) : NULL;
+    if (!d) FAIL("cannot list the run directory %s: %s", rd->path, strerror(errno));
+    rewinddir(d);
+    int n = 0, cap = 64;
+    *steps = (int*)xmalloc((size_t)cap * sizeof(int));
+    struct dirent* e;
+    while ((e = readdir(d)) != NULL) {
+        int step;
+        if (!ckpt_name_step(e->d_name, &step)) continue;
+        if (n == cap) {
+            cap *= 2;
+            *steps = (int*)realloc(*steps, (size_t)cap * sizeof(int));
+            if (!*steps) FAIL("host realloc for %d checkpoint names failed", cap);
+        }
+        (*steps)[n++] = step;
     }
-    out[0] = 0;
-    return 0;
+    closedir(d);
+    qsort(*steps, (size_t)n, sizeof(int), ckpt_step_desc);
+    return n;
 }

@@ -25,8 +25,8 @@ white), 8-bit grey (C != 3) or 8-bit RGB (C == 3). The zlib stream holds stored
 (uncompressed) deflate blocks: simple, and the pictures are small; CRC-32 per chunk and
 Adler-32 over the image as the formats require.
 
-Both write to PATH.tmp and rename it to PATH, so a reader never sees half a file. A write
-that fails (full disk, unwritable directory) leaves no file behind: try_write_gif and
+Both write to PATH.tmp.<random> (created with O_EXCL, never through a link) and rename
+it to PATH, so a reader never sees half a file. A write that fails (full disk, unwritable directory) leaves no file behind: try_write_gif and
 try_write_png_strip return why (NULL when written), write_gif and write_png_strip stop
 with it. Bad arguments stop either way: a trainer checks them at start (image_clip_fits).
 */
@@ -74,7 +74,7 @@ static inline void image_check_args_(const char* what, const char* path, int C, 
 }
 
 // ----------------------------------------------------------------------------
-// files: PATH.tmp, then rename
+// files: PATH.tmp.<random>, then rename
 
 // The first failure of a write (open, write, flush, close, rename) is kept in err and the
 // rest of the file skipped; closing removes the temporary file and returns err (NULL when
@@ -87,9 +87,15 @@ static inline ImageFile image_open_(const char* path) {
     o.err[0] = 0;
     o.path = (char*)xmalloc(strlen(path) + 1);
     strcpy(o.path, path);
-    o.tmp = (char*)xmalloc(strlen(path) + 5);
-    sprintf(o.tmp, "%s.tmp", path);
-    o.f = fopen(o.tmp, "wb");
+    // a temporary name no one can plant a link under in advance, created, never followed
+    o.tmp = (char*)xmalloc(strlen(path) + 32);
+    int fd = -1;
+    for (int attempt = 0; attempt < 8 && fd < 0; attempt++) {
+        sprintf(o.tmp, "%s.tmp.%016llx", path, (unsigned long long)run_dir_random64());
+        fd = open(o.tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+        if (fd < 0 && errno != EEXIST) break;
+    }
+    o.f = fd >= 0 ? fdopen(fd, "wb") : NULL;
     if (!o.f) snprintf(o.err, sizeof(o.err), "cannot write '%s': %s", o.tmp, strerror(errno));
     return o;
 }

@@ -394,29 +394,18 @@ static inline void param_store_read_state(ParamStore* ps, FILE* f, const char* p
     free(buf);
 }
 
-// The newest complete checkpoint of run_dir whose checksum holds (--resume auto): rank 0
-// looks (check reads a header into info), every rank gets the answer; NULL when none.
-static inline const char* ckpt_find_latest_all_ranks(Comm* cm, const char* run_dir,
-                                                     const char* (*check)(const char* path, void* info), void* info,
-                                                     Logger* lg) {
-    static char path[1200];
-    path[0] = 0;
-    if (cm->rank == 0) ckpt_find_latest(run_dir, check, info, lg, path, sizeof(path));
-    comm_host_broadcast(cm, GROUP_WORLD, path, sizeof(path), 0);
-    return path[0] ? path : NULL;
-}
-
 // The line that says which checkpoint a run continues from; a checkpoint outside --run-dir
 // is said to be so, since this run's logs and checkpoints go to run_dir, not beside it.
 static inline void ckpt_log_resumed(Logger* lg, const char* path, int step, const char* run_dir) {
     logf_(lg, "resumed from %s at step %d\n", path, step);
-    char dir[PATH_MAX], here[PATH_MAX], real_dir[PATH_MAX];
-    snprintf(dir, sizeof(dir), "%s", path);
-    char* slash = strrchr(dir, '/');
-    if (slash) *slash = 0; else snprintf(dir, sizeof(dir), ".");
-    if (realpath(dir, here) && realpath(run_dir, real_dir) && strcmp(here, real_dir) != 0)
+    char* dir = strdup(path);
+    char* slash = dir ? strrchr(dir, '/') : NULL;
+    if (slash) *slash = 0;
+    char *here = realpath(slash ? dir : ".", NULL), *real_dir = realpath(run_dir, NULL);  // (heap: paths of any length)
+    if (here && real_dir && strcmp(here, real_dir) != 0)
         logf_(lg, "note: %s is outside --run-dir %s: this run's logs and new checkpoints go to %s, and a later "
               "--resume auto there continues from those\n", path, run_dir, run_dir);
+    free(dir); free(here); free(real_dir);
 }
 
 // Rank 0 checks a checkpoint (check fills info, info_bytes long); every rank gets info,

@@ -93,13 +93,11 @@ static inline void clip_sample(ClipSampler* s, Logger* lg, const char* run_dir, 
             for (size_t j = 0; j < clip; j++) xk[j] -= dt * (vn[j] + s->cfg_scale * (vy[j] - vn[j]));
         }
     }
-    char dir[1100];
-    snprintf(dir, sizeof(dir), "%s/samples", run_dir);
+    char *dir = str_printf("%s/samples", run_dir), *path = str_printf("%s/step_%06d.clips", dir, step);
     const char* why = rank != 0 ? NULL : write_class_samples(dir, step, x, NC, s->C, s->Fr, s->Hi, s->Wi, s->gif_scale);
-    char path[1200];
-    snprintf(path, sizeof(path), "%s/step_%06d.clips", dir, step);
     if (!why && rank == 0) why = try_write_clip_file(path, x, labels, n, s->C, s->Fr, s->Hi, s->Wi, NC);
     if (why) logf_(lg, "warning: the samples of step %d were not written (%s); training goes on\n", step, why);
     else logf_(lg, "samples: %d classes x %d clips, %d Euler steps, guidance %g -> %s/step_%06d_class_*.gif (and .png), "
                "all clips in %s\n", NC, s->per_class, s->steps, s->cfg_scale, dir, step, path);
+    free(dir); free(path);
 }

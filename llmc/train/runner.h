@@ -38,6 +38,7 @@ rank 0's.
 #include "run_log.h"
 #include "step_loop.h"
 #include "state_checkpoint.h"
+#include "run_open.h"
 #include "trainer.h"
 #include "model_core.h"
 
@@ -46,6 +47,7 @@ typedef struct {
     const char* unit;     // what the plan calls a layer: "layer", "block"
     const char* fresh;    // what --init-from starts afresh ("optimizer state and step")
     const char* item;     // what --total-batch counts when not tokens ("clips": the step line gives clips/s), or NULL
+    const char* data_flag;  // the flag naming the training data ("train-data"): part of what run.json says a run is
     int fit_most, fit_cap;  // --fit-memory without --batch: the micro-batches tried (fit_batches)
 
     // the model: built as planned (allocate 0: the plan only) for micro-batches of B, with
@@ -215,14 +217,22 @@ static inline void runner_write_plan_json(const ModelOps* ops, void* t, const Mo
     trainer_plan_json(path, &v->acts, &v->off, v->num_params, extra, with_comm ? &cb : NULL, &v->dev, &v->host);
 }
 
-// A checkpoint of the model's state (a collective: the store gathers, rank 0 writes)
-static inline void runner_ckpt_write(const ModelOps* ops, void* t, ModelCore* v, const char* path, int step) {
+// A checkpoint of the model's state, NAME in the run directory (a collective: the store
+// gathers, rank 0 writes)
+static inline void runner_ckpt_write(const ModelOps* ops, void* t, ModelCore* v, const RunDir* rd, const char* name, int step) {
     int h[256] = {0};
     unsigned char extra[CKPT_EXTRA_MAX] = {0};
     CkptShape shape = ops->ckpt_shape(t);
     ckpt_shape_put(&shape, h);
     size_t n = ops->ckpt_extra ? ops->ckpt_extra(t, h, extra) : 0;
-    ckpt_state_write(&v->st, ops->ckpt, path, h, step, v->num_params, extra, n);
+    ckpt_state_write(&v->st, ops->ckpt, rd, name, h, step, v->num_params, extra, n);
+}
+
+// the value of the string flag `name` of the table (NULL: no such flag)
+static inline const char* runner_flag_string(const RunArgs* a, const char* name) {
+    for (int i = 0; name && i < a->nflags; i++)
+        if (a->flags[i].type == 's' && strcmp(a->flags[i].name, name) == 0) return *(const char**)a->flags[i].ptr;
+    return NULL;
 }
 
 // Loads a checkpoint written by any layout into this one, after every rank has checked it
@@ -296,7 +306,10 @@ static inline int runner_main(const ModelOps* ops, void* t, RunArgs* a, int unit
     parallel_device_setup(&comm, l->plan_only);
     ModelCore* v = ops->build(t, &comm, &a->mem, &pf, a->B, !l->plan_only);
     v->micro_steps = a->grad_accum;  // (the plan's communication bytes)
-    const char* resume = run_open(&comm, &lg, l, ops->ckpt_check);
+    RunStart rs;
+    CkptShape shape = ops->ckpt_shape(t);
+    const char* resume = run_open(&rs, &comm, &lg, l, l->start_over, l->keep_last, ops->program, &shape,
+                                  runner_flag_string(a, ops->data_flag), ops->ckpt, ops->ckpt_check);
     logf_(&lg, "%s | %s | %s | %s\n", ops->program, v->allocated ? dev_name() : "plan only", PRECISION_NAME, l->model);
     ops->print_config(t, &lg);
     log_runtime(&lg, l->attention);
@@ -314,7 +327,6 @@ static inline int runner_main(const ModelOps* ops, void* t, RunArgs* a, int unit
     ops->start(t, &comm, &lg);
 
     int start = 0;
-    char path[1200];
     if (resume) {
         int restored = 0;
         start = runner_ckpt_read(ops, t, v, resume, 0, &restored);
@@ -326,11 +338,11 @@ static inline int runner_main(const ModelOps* ops, void* t, RunArgs* a, int unit
     } else {
         ops->init_params(t, (uint64_t)l->seed);
     }
-    logger_start(&lg);  // the inputs are accepted: from here on the run directory is written
+    run_start(&rs, &lg);  // the inputs are accepted: from here on the run directory is written
     // the starting point of a run, for a PyTorch peer to start from the same weights
     if (a->save_init && !resume) {
-        runner_ckpt_write(ops, t, v, ckpt_step_path(path, sizeof(path), l->run_dir, 0), 0);
-        logf_(&lg, "initial weights written to %s\n", path);
+        runner_ckpt_write(ops, t, v, &rs.rd, ckpt_step_name(0).s, 0);
+        logf_(&lg, "initial weights written to %s/%s\n", l->run_dir, ckpt_step_name(0).s);
     }
 
     StepLoop sl;
@@ -356,9 +368,10 @@ static inline int runner_main(const ModelOps* ops, void* t, RunArgs* a, int unit
         ops->val_metrics(t, &lg);
         metrics_end(&lg);
         // the checkpoint first: whatever sampling meets, the step's state is on disk
-        if (step_ckpt_due(&sl, step, &v->st, path, sizeof(path))) {
-            runner_ckpt_write(ops, t, v, path, step);
-            step_ckpt_written(&sl, step, path);
+        if (step_ckpt_due(&sl, step, &v->st)) {
+            runner_ckpt_write(ops, t, v, &rs.rd, ckpt_step_name(step).s, step);
+            step_ckpt_written(&sl, step);
+            run_keep_last(&rs, &lg);
         }
         if (step_due(&sl, step, a->sample_every)) ops->sample(t, &lg, step);
     }
@@ -369,6 +382,7 @@ static inline int runner_main(const ModelOps* ops, void* t, RunArgs* a, int unit
     step_loop_done(&sl, v->dev.total);
     ops->finish(t);
     logger_close(&lg);
+    run_close(&rs);
     ops->free(t);
     comm_finalize(&comm);
     return 0;

@@ -100,24 +100,37 @@ static inline void ckpt_shape_check(const CkptShape* s, const char* path, const 
                  s->float_names[j], s->floats[j], s->hint);
 }
 
-// A collective: every rank calls it (the store gathers), rank 0 writes. header holds the
-// model's fields; the format's common fields are filled in here.
-static inline void ckpt_state_write(ParamStore* st, const CkptFormat* fmt, const char* path, const int model_header[256],
-                                    int step, size_t num_params, const void* extra, size_t extra_bytes) {
+// the bytes of a checkpoint file of n parameters and an extra block
+static inline long long ckpt_file_bytes(size_t n, size_t extra_bytes) {
+    return 1024 + 3 * (long long)n * (long long)sizeof(float) + (long long)extra_bytes + 8;
+}
+
+// A collective: every rank calls it (the store gathers), rank 0 writes NAME into the run
+// directory (rd: rank 0's). header holds the model's fields; the format's common fields are
+// filled in here. A file system without room for the whole file is found out before a byte
+// is written: the run stops with the checkpoints already there untouched.
+static inline void ckpt_state_write(ParamStore* st, const CkptFormat* fmt, const RunDir* rd, const char* name,
+                                    const int model_header[256], int step, size_t num_params, const void* extra,
+                                    size_t extra_bytes) {
     size_t n = num_params;
     int root = param_store_comm(st)->rank == 0;
     float* buf = root ? (float*)xmalloc(3 * n * sizeof(float)) : NULL;
     param_store_get_state(st, buf, root ? buf + n : NULL, root ? buf + 2 * n : NULL);
     if (!root) return;
     if (extra_bytes > CKPT_EXTRA_MAX || (extra_bytes && fmt->extra_at < 0))
-        FAIL("checkpoint %s: an extra block of %zu bytes does not fit the format", path, extra_bytes);
+        FAIL("checkpoint %s/%s: an extra block of %zu bytes does not fit the format", rd->path, name, extra_bytes);
+    long long need = ckpt_file_bytes(n, extra_bytes), have = run_dir_free_bytes(rd);
+    if (have >= 0 && need + (1 << 20) > have)
+        FAIL("checkpoint %s/%s of step %d needs %.1f MiB but its file system has %.1f MiB free: not written, and the "
+             "checkpoints already there are untouched (hint: free space, or --keep-last N, then --resume auto)",
+             rd->path, name, step, need / 1048576.0, have / 1048576.0);
     int header[256];
     memcpy(header, model_header, sizeof(header));
     header[0] = fmt->magic; header[1] = fmt->version; header[fmt->step_at] = step;
     header[fmt->params_at] = (int)(n & 0x7fffffff); header[fmt->params_at + 1] = (int)(n >> 31);
     if (fmt->extra_at >= 0) header[fmt->extra_at] = (int)extra_bytes;
     CkptWriter w;
-    ckpt_writer_open(&w, path);
+    ckpt_writer_open(&w, rd, name);
     ckpt_write(&w, header, sizeof(header));
     for (int k = 0; k < 3; k++) ckpt_write(&w, buf + k * n, n * sizeof(float));
     ckpt_write(&w, extra, extra_bytes);
@@ -143,31 +156,10 @@ static inline void ckpt_state_read(ParamStore* st, const char* path, const CkptI
     if (f) fclose(f);
 }
 
-// PATH of the checkpoint of step `step` in run_dir (the name --resume auto looks for); returns out
-static inline const char* ckpt_step_path(char* out, size_t n, const char* run_dir, int step) {
-    snprintf(out, n, "%s/ckpt_%06d.bin", run_dir, step);
-    return out;
-}
-
-// --resume: the checkpoint to continue from, or NULL. "auto": the newest one of run_dir
-// that check accepts (rank 0 looks, every rank gets it; the skipped ones are named in the
-// log), or NULL when there is none.
-static inline const char* ckpt_resume_path(Comm* cm, Logger* lg, const char* resume, const char* run_dir,
-                                           const char* (*check)(const char* path, void* info)) {
-    if (!resume || strcmp(resume, "auto") != 0) return resume;
-    CkptInfo ci;
-    const char* path = ckpt_find_latest_all_ranks(cm, run_dir, check, &ci, lg);
-    if (!path) logf_(lg, "--resume auto: no checkpoint in %s, starting fresh\n", run_dir);
-    return path;
-}
-
-// The start of a run (not --plan-only, which writes nothing and returns NULL): rank 0 opens
-// the run directory's main.log and metrics.jsonl, appending on any --resume (nothing of an
-// earlier run is lost, even when no checkpoint is usable), and the checkpoint to continue
-// from is found (ckpt_resume_path: --resume auto names the ones it skips in main.log).
-static inline const char* run_open(Comm* cm, Logger* lg, const TrainLoopArgs* l,
-                                   const char* (*check)(const char* path, void* info)) {
-    if (l->plan_only) return NULL;
-    if (!lg->quiet) logger_open(lg, l->run_dir, l->resume != NULL);
-    return ckpt_resume_path(cm, lg, l->resume, l->run_dir, check);
+// the name of step's checkpoint in a run directory (what --resume auto looks for)
+typedef struct { char s[32]; } CkptName;
+static inline CkptName ckpt_step_name(int step) {
+    CkptName n;
+    snprintf(n.s, sizeof(n.s), "ckpt_%06d.bin", step);
+    return n;
 }

@@ -116,22 +116,21 @@ static inline int step_due(const StepLoop* s, int step, int every) {
     return every > 0 && (step % every == 0 || step == s->loop->steps);
 }
 
-// --ckpt-every (the last step too): whether this step writes a checkpoint, to path. A
-// collective: the parameters are checked to be finite on every rank first. Tests only:
+// --ckpt-every (the last step too): whether this step writes a checkpoint (ckpt_step_name).
+// A collective: the parameters are checked to be finite on every rank first. Tests only:
 // --test-nan-update plants its NaN here, after the step's update and metrics, for the
 // guard to catch.
-static inline int step_ckpt_due(StepLoop* s, int step, ParamStore* st, char* path, size_t n) {
+static inline int step_ckpt_due(StepLoop* s, int step, ParamStore* st) {
     const TrainLoopArgs* l = s->loop;
     if (step == l->test_nan_update) param_store_plant_nan(st);
     if (l->ckpt_every <= 0 || (step % l->ckpt_every != 0 && step != l->steps)) return 0;
-    ckpt_step_path(path, n, l->run_dir, step);
     stop_if_params_not_finite(step, param_store_params_finite(st), l->run_dir, s->last_ckpt);
     return 1;
 }
 
-static inline void step_ckpt_written(StepLoop* s, int step, const char* path) {
+static inline void step_ckpt_written(StepLoop* s, int step) {
     s->last_ckpt = step;
-    logf_(s->lg, "checkpoint: %s\n", path);
+    logf_(s->lg, "checkpoint: %s/%s\n", s->loop->run_dir, ckpt_step_name(step).s);
 }
 
 // The run's last line: the largest rank's measured peak against the planned arena. A

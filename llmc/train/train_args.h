@@ -12,6 +12,7 @@ TrainLoopArgs, then appends these entries to its own flag table.
 
 typedef struct {
     int steps, warmup, val_every, ckpt_every, log_every, plan_only, profile_step;
+    int start_over, keep_last;  // --start-over: a fresh run in a used run directory; --keep-last N checkpoints
     int test_nan_update;  // tests only: the update of this step leaves a NaN (the guard must stop the run)
     float lr, min_lr_frac, weight_decay, beta1, beta2, adam_eps, grad_clip;
     long long seed;
@@ -66,6 +67,10 @@ static inline int train_loop_flags(Flag* out, TrainLoopArgs* a) {
         {"run-dir", 's', &a->run_dir, a->help[6]},
         {"ckpt-every", 'i', &a->ckpt_every, "checkpoint every N steps and at the end, 0 = never"},
         {"resume", 's', &a->resume, "checkpoint file to continue from, or 'auto': the newest good one of --run-dir, if any"},
+        {"start-over", 'i', &a->start_over, "1: a fresh run in a --run-dir that holds another run moves that run's files to "
+                                            "RUN_DIR/set_aside/N/ first (nothing is deleted); else such a run is refused"},
+        {"keep-last", 'i', &a->keep_last, "keep only the newest N checkpoints of --run-dir (0 = all; the newest and the "
+                                          "initial weights are never removed)"},
         {"init-from", 's', &a->init_from, "checkpoint whose parameters start a new run (step 0, fresh optimizer state)"},
         {"log-every", 'i', &a->log_every, "print a step line every N steps (metrics.jsonl gets every step)"},
         {"attention", 's', &a->attention, "auto | fp32 | tc: the attention kernels (tc: bf16 CUDA builds, head dim 64 or "
@@ -87,6 +92,9 @@ static inline void train_loop_validate(const TrainLoopArgs* a) {
     if (a->steps == 0 && !a->init_from && !a->resume)
         FAIL("--steps must be >= 1 (0 only with --init-from or --resume: evaluate and sample a checkpoint, no training)");
     if (!a->run_dir[0]) FAIL("--run-dir must name a directory (got an empty string)");
+    if (a->start_over && a->resume)
+        FAIL("--start-over 1 and --resume both given: --resume continues the run of --run-dir, --start-over moves it "
+             "aside to start a new one; pick one");
     if (a->init_from && a->resume && strcmp(a->resume, "auto") != 0)
         FAIL("--init-from and --resume both given: --resume continues a run (with its optimizer state), --init-from "
              "starts a new one from a checkpoint's weights; pick one");
