@@ -1,13 +1,14 @@
 /*
 Checkpoint files, whatever the model: written atomically and checked on the way in.
 
-A checkpoint is a sequence of blocks (a header of 256 int32, then the blocks the
-trainer names), followed by an 8-byte checksum over all of them. The writer goes to a
-temporary name (PATH.tmp.<random>, created with O_EXCL, never through a link) and
-renames it to PATH only when everything is on disk, so a crash or a full disk never
-leaves a half-written file under a checkpoint's name; a failed write removes its temporary file and stops with a message. The reader checks the size the
-header implies (a truncated file is rejected) and the checksum (a file with flipped
-bytes is rejected) before any of it is used.
+A checkpoint is a sequence of blocks (a header of 256 int32, then the blocks the trainer
+names), followed by an 8-byte checksum over all of them. The writer goes to a temporary
+name (PATH.tmp.<random>, created with O_EXCL, never through a link) and renames it to
+PATH only when everything is on disk, so a crash or a full disk never leaves a
+half-written file under a checkpoint's name; a failed write removes its temporary file and
+stops with a message. The reader checks the size the header implies (a truncated file is
+rejected) and the checksum (a file with flipped bytes is rejected) before any of it is
+used.
 
 The checksum: per block, 64-bit words (the tail zero-padded) folded as
 h = (h ^ word) * 0x100000001b3, starting from 0xcbf29ce484222325. Any change of a

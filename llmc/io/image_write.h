@@ -26,9 +26,10 @@ white), 8-bit grey (C != 3) or 8-bit RGB (C == 3). The zlib stream holds stored
 Adler-32 over the image as the formats require.
 
 Both write to PATH.tmp.<random> (created with O_EXCL, never through a link) and rename
-it to PATH, so a reader never sees half a file. A write that fails (full disk, unwritable directory) leaves no file behind: try_write_gif and
-try_write_png_strip return why (NULL when written), write_gif and write_png_strip stop
-with it. Bad arguments stop either way: a trainer checks them at start (image_clip_fits).
+it to PATH, so a reader never sees half a file. A write that fails (full disk,
+unwritable directory) leaves no file behind: try_write_gif and try_write_png_strip
+return why (NULL when written), write_gif and write_png_strip stop with it. Bad
+arguments stop either way: a trainer checks them at start (image_clip_fits).
 */
 #pragma once
 #include "../core/common.h"
