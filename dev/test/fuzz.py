@@ -65,7 +65,10 @@ case that expects an error fails on exit 0, and when the program refuses it only
 training began (found out by a NaN rather than by a check).
 
 Run directories. Every trainer case runs with --run-dir a copy of a run directory that
-already holds checkpoints (ckpt_000001.bin, ckpt_000002.bin, main.log, metrics.jsonl).
+already holds checkpoints (ckpt_000001.bin, ckpt_000002.bin, main.log, metrics.jsonl,
+run.json); a case that does not resume gets --start-over 1 (a fresh run is refused in a
+directory that holds another run, llmc/train/run_open.h; with the flag that run's files
+move to set_aside/N/ once the inputs are accepted).
 When the run fails before its first training step, every file in it must be
 byte-identical afterwards and no file may be added: an input that is refused must not cost
 the earlier run its logs, appended lines included (docs/formats.md has --resume append to
@@ -968,6 +971,9 @@ LOOP_FLAGS = [
     ("ckpt-every", "i", rng_(0), [], ["ckpt-every"]),
     ("resume", "s", lambda s: "ok" if s == "auto" else "error", [], ["resume", "checkpoint"]),
     ("init-from", "s", path_in(), [], ["init-from", "checkpoint"]),
+    # the run directory holds an earlier run: 0 refuses the fresh run (it would overwrite that run)
+    ("start-over", "i", lambda v: "ok" if v == 1 else "error", [], ["start-over", "run-dir"]),
+    ("keep-last", "i", rng_(0), [], ["keep-last"]),
     ("log-every", "i", rng_(1), [], ["log-every"]),
     ("ffn-chunks", "i", lambda v: "error" if v < 1 else ("ok" if v <= 32 else "either"), [], ["ffn-chunks"]),
     ("ffn-chunk-dim", "s", choice("hidden", "seq"), [], ["ffn-chunk-dim"]),
@@ -1255,7 +1261,12 @@ def run_case(case, ctx):
             with open(os.path.join(rdir, "ckpt_000009.bin"), "wb") as f:
                 f.write(case.auto_ckpt)
         before = snapshot(rdir)
-    argv = [ctx.bins[case.prog]] + [a.format(C=cdir, R=rdir, W=ctx.work) for a in case.args]
+    args = list(case.args)
+    # the run directory holds an earlier run: a fresh run there must say --start-over 1 (which moves that run aside
+    # once the inputs are accepted), or it is refused (llmc/train/run_open.h)
+    if case.run and "--resume" not in args and "--start-over" not in args:
+        args = ["--start-over", "1"] + args  # (first: a case may end on a flag without its value)
+    argv = [ctx.bins[case.prog]] + [a.format(C=cdir, R=rdir, W=ctx.work) for a in args]
     out_path = os.path.join(cdir, "output.txt")
     env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
     # the limits as a wrapper (no preexec_fn under threads): address space, file size; exec keeps rc and signals
