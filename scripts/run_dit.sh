@@ -12,9 +12,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/ensure_build_deps.sh  # Open MPI and the CPU BLAS, as make test does (an install is timed apart)
+source scripts/fresh_run_dir.sh    # a second run goes to a new directory (RUN_DIR chooses one)
 if bash scripts/have_cuda_gpu.sh; then
   make -s train_dit
-  run=runs/dit_S
+  run=$(fresh_run_dir runs/dit_S)
   set -x
   ./train_dit --model dit-S --batch 32 --steps 4000 --lr 1e-3 --warmup 200 --val-every 500 --val-clips 96 \
     --sample-every 1000 --sample-clips 8 --log-every 50 --ckpt-every 1000 --run-dir "$run" ${ARGS:-}
@@ -22,7 +23,7 @@ else
   echo "no GPU found: the CPU build with dit-tiny (see README)"
   make -s train_dit_cpu
   source scripts/dit_tiny_recipe.sh
-  run=runs/dit_tiny
+  run=$(fresh_run_dir runs/dit_tiny)
   set -x
   ./train_dit_cpu "${DIT_TINY[@]}" --sample-clips 8 --run-dir "$run" ${ARGS:-}
 fi

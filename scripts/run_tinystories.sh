@@ -10,17 +10,19 @@ cd "$(dirname "$0")/.."
 tok=../shared/data/tinystories/tokenizer/tokenizer.bin
 [ -f "$tok" ] || tok=data/tinystories/tokenizer/tokenizer.bin   # fetched by prepare_tinystories.py --download
 bash scripts/ensure_build_deps.sh  # Open MPI and the CPU BLAS, as make test does (an install is timed apart)
+source scripts/fresh_run_dir.sh    # a second run goes to a new directory (RUN_DIR chooses one)
 if bash scripts/have_cuda_gpu.sh; then
   make -s data train_llama
+  run=$(fresh_run_dir runs/tinystories_stories15M)
   set -x
   ./train_llama --model stories15M --batch 32 --seq 256 --steps 2000 --lr 5e-4 --warmup 100 \
     --val-every 200 --val-batches 20 --sample-every 500 --sample-len 200 --tokenizer "$tok" \
-    --run-dir runs/tinystories_stories15M ${ARGS:-}
+    --run-dir "$run" ${ARGS:-}
 else
   echo "no GPU found: the CPU build with stories800K on the 512-piece tokenizer (see README)"
   make -s data512 train_llama_cpu
   source scripts/tinystories_cpu_recipe.sh
-  run=runs/tinystories_800K
+  run=$(fresh_run_dir runs/tinystories_800K)
   set -x
   ./train_llama_cpu "${TINYSTORIES_CPU_OPT[@]}" "${TINYSTORIES_CPU_DATA[@]}" --val-every 200 --val-batches 20 \
     --sample-every 1100 --sample-len 400 --temperature 0.7 --log-every 50 --run-dir "$run" ${ARGS:-}

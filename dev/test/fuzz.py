@@ -18,6 +18,11 @@ judges the outcome. Standard library only. Kinds (--only):
   dit_flags         every flag of train_dit (its --help)
   test_llama_flags  every flag of test_llama (its argument parser)
   test_dit_flags    every flag of test_dit (its --help)
+  rundir            run-directory states (llmc/train/run_open.h): another run there, another trainer's,
+                    seed or data; checkpoints that cannot be read (a directory, a FIFO, another
+                    trainer's); symbolic links where the run's files go; paths of 1,095 to 5,000
+                    characters; 4,200 checkpoints; a second run at once; lock records left behind
+                    (and the no-flock path); --start-over, --keep-last, --resume FILE, a full disk
 
 Inputs. Nothing is committed but dev/test/fuzz_corpus/regressions.txt: the valid inputs are
 made at start-up in a temporary directory, the same bytes whatever --seed: a token shard
@@ -103,6 +108,7 @@ import re
 import shlex
 import shutil
 import signal
+import stat
 import struct
 import subprocess
 import sys
@@ -113,7 +119,7 @@ from dataclasses import dataclass, field
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.abspath(os.path.join(HERE, "..", ".."))
 KINDS = ["llama_ckpt", "dit_ckpt", "shard", "clips", "lref", "dref", "llama_flags", "dit_flags", "test_llama_flags",
-         "test_dit_flags"]
+         "test_dit_flags", "rundir"]
 PROGS = {"train_llama": "train_llama_cpu", "train_dit": "train_dit_cpu", "test_llama": "test_llama_cpu",
          "test_dit": "test_dit_cpu"}
 
@@ -243,6 +249,213 @@ class Case:
     run: str = ""        # the pristine run directory copied to {R} and protected ("llama" | "dit" | "")
     skip: str = ""       # not run, and why (a valid value that would run for hours)
     auto_ckpt: object = None  # --resume auto: these bytes go into {R} as ckpt_000009.bin
+    setup: object = None      # run-directory states: setup(rdir, cdir, ctx) before the snapshot
+    post: object = None       # and post(rdir, cdir, output) -> problems, after the judge
+    env: dict = field(default_factory=dict)  # added to the environment
+
+
+# --- run-directory states (llmc/train/run_open.h, llmc/core/run_dir.h)
+
+
+def _outside(cdir):
+    """A file outside the run directory that a link points to: it must stay as it is."""
+    p = os.path.join(cdir, "outside.txt")
+    with open(p, "wb") as f:
+        f.write(b"not the run's\n")
+    return p
+
+
+def _outside_intact(rdir, cdir, output):
+    p = os.path.join(cdir, "outside.txt")
+    with open(p, "rb") as f:
+        return [] if f.read() == b"not the run's\n" else ["the file outside the run directory was written through a link"]
+
+
+def _link(name, is_dir=False):
+    def setup(rdir, cdir, ctx):
+        target = _outside(cdir)
+        if is_dir:
+            target = os.path.join(cdir, "outside_dir")
+            os.makedirs(target, exist_ok=True)
+        p = os.path.join(rdir, name)
+        if os.path.lexists(p):
+            os.rename(p, p + ".was")  # (kept: the snapshot protects it)
+        os.symlink(target, p)
+    return setup
+
+
+def _lock_record(host, pid, job="-", start=None):
+    def setup(rdir, cdir, ctx):
+        st = start
+        if st is None:
+            st = 0
+            try:
+                with open("/proc/%d/stat" % pid) as f:
+                    st = int(f.read().rsplit(")", 1)[1].split()[19])
+            except (OSError, IndexError, ValueError):
+                pass
+        with open(os.path.join(rdir, "run.lock"), "w") as f:
+            f.write("program=train_llama host=%s pid=%d start=%d job=%s since=2026-01-01 00:00:00\n" % (host, pid, st, job))
+    return setup
+
+
+def _holder(rdir, cdir, ctx):
+    """A run that holds the directory while the case runs (stopped by _holder_stop)."""
+    argv = [ctx.bins["train_llama"]] + LLAMA_MODEL + ["--steps", "1000000", "--val-every", "0", "--ckpt-every", "0",
+                                                      "--train-data", ctx.work + "/train.bin", "--run-dir", rdir,
+                                                      "--resume", "auto"]
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    ctx.holders[rdir] = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    t0 = time.time()
+    while not os.path.exists(os.path.join(rdir, "run.lock")) and time.time() - t0 < 20:
+        time.sleep(0.05)
+
+
+def _holder_stop(rdir, cdir, output):
+    p = HOLDERS.pop(rdir, None)
+    if p is None:
+        return ["the holding run never started"]
+    p.kill()
+    p.wait()
+    return []
+
+
+HOLDERS = {}
+
+
+def _expect_in_output(*words):
+    def post(rdir, cdir, output):
+        return [] if all(w in output for w in words) else ["the output lacks %r" % [w for w in words if w not in output]]
+    return post
+
+
+def _both(*posts):
+    def post(rdir, cdir, output):
+        return [p for f in posts for p in f(rdir, cdir, output)]
+    return post
+
+
+def _listing(sub, want):
+    def post(rdir, cdir, output):
+        d = os.path.join(rdir, sub)
+        have = sorted(os.listdir(d)) if os.path.isdir(d) else []
+        return [] if have == sorted(want) else ["%s holds %s, expected %s" % (sub or "the run directory", have, want)]
+    return post
+
+
+def rundir_cases(ctx):
+    """Run-directory states: each case names what the run must do with the directory it finds."""
+    ctx.holders = HOLDERS
+    L = LLAMA_MODEL + ["--val-every", "0", "--train-data", "{W}/train.bin"]
+    D = DIT_MODEL + ["--val-every", "0"]
+    auto = ["--run-dir", "{R}", "--resume", "auto"]
+    cases = []
+
+    def add(name, prog, args, expect, kw, note, run="train_llama", **kv):
+        cases.append(Case("rundir", "rundir/" + name, prog, args, expect, kw, note, run=run, **kv))
+
+    for prog, other, M in [("train_llama", "train_dit", L), ("train_dit", "train_llama", D)]:
+        add("fresh_in_used/" + prog, prog, M + ["--steps", "2", "--run-dir", "{R}", "--start-over", "0"], "error",
+            ["already holds", "--resume auto", "--start-over"], "a fresh run where another run lives", run=prog)
+        add("other_trainer/" + prog, prog, M + ["--steps", "3"] + auto, "error", ["another run", "program"],
+            "--resume auto in %s's run directory" % other, run=other)
+        add("other_trainer_start_over/" + prog, prog, M + ["--steps", "1", "--run-dir", "{R}", "--start-over", "1"], "ok",
+            [], "--start-over 1 in %s's run directory: its files move to set_aside/1/" % other, run=other,
+            post=_listing("set_aside/1", ["ckpt_000001.bin", "ckpt_000002.bin", "main.log", "metrics.jsonl", "run.json"]))
+    add("other_seed_auto", "train_llama", L + ["--steps", "3", "--seed", "7"] + auto, "error", ["seed", "another run"],
+        "--resume auto with another --seed")
+    add("other_data_auto", "train_llama", L[:-1] + ["{C}/other.bin", "--steps", "3"] + auto, "error",
+        ["training data", "another run"], "--resume auto on other data", files={"other.bin": ctx.other_shard})
+    # (train_dit: train_llama's data loader refuses another seed or data in its saved position itself)
+    add("other_seed_file", "train_dit", D + ["--steps", "3", "--seed", "7", "--run-dir", "{R}", "--resume",
+                                             "{R}/ckpt_000002.bin"], "ok", [],
+        "--resume FILE with another --seed: continued, said", run="train_dit", post=_expect_in_output("continues the run"))
+    add("moved_data_auto", "train_llama", L[:-1] + ["{C}/copy.bin", "--steps", "3"] + auto, "ok", [],
+        "--resume auto on a copy of the data elsewhere: the same data", files={"copy.bin": ctx.shard_bytes})
+    add("newest_is_directory", "train_llama", L + ["--steps", "3"] + auto, "error", ["ckpt_000009.bin", "regular file"],
+        "a directory named ckpt_000009.bin", setup=lambda r, c, x: os.mkdir(os.path.join(r, "ckpt_000009.bin")))
+    add("newest_is_fifo", "train_llama", L + ["--steps", "3"] + auto, "error", ["ckpt_000009.bin", "regular file"],
+        "a FIFO named ckpt_000009.bin", setup=lambda r, c, x: os.mkfifo(os.path.join(r, "ckpt_000009.bin")))
+    add("newest_other_trainer", "train_llama", L + ["--steps", "3"] + auto, "error", ["ckpt_000009.bin", "cannot be used"],
+        "train_dit's checkpoint as the newest of a train_llama run", auto_ckpt=ctx.ckpt_bytes["train_dit"])
+    flipped = bytearray(ctx.ckpt_bytes["train_llama"])
+    flipped[2000] ^= 1
+    add("newest_corrupted", "train_llama", L + ["--steps", "3", "--ckpt-every", "1"] + auto, "ok", [],
+        "a corrupted newest checkpoint of this run: skipped and set aside, never overwritten",
+        auto_ckpt=bytes(flipped), post=_listing("set_aside/1", ["ckpt_000009.bin"]))
+    add("run_json_garbage", "train_llama", L + ["--steps", "3"] + auto, "error", ["run.json"], "an unreadable run.json",
+        setup=lambda r, c, x: open(os.path.join(r, "run.json"), "w").write("{not json"))
+    for name in ["main.log", "metrics.jsonl", "run.json", "run.lock", "ckpt_000009.bin", "ckpt_000002.bin"]:
+        add("symlink/" + name, "train_llama", L + ["--steps", "3"] + auto, "error", ["symbolic link", name],
+            "%s a link to a file outside" % name, setup=_link(name), post=_outside_intact)
+        add("symlink_fresh/" + name, "train_llama", L + ["--steps", "1", "--run-dir", "{R}", "--start-over", "1"], "error",
+            ["symbolic link", name], "%s a link to a file outside, a fresh run" % name, setup=_link(name),
+            post=_outside_intact)
+    for name in ["samples", "set_aside"]:
+        add("symlink/" + name, "train_llama", L + ["--steps", "3"] + auto, "error", ["symbolic link", name],
+            "%s a link to a directory outside" % name, setup=_link(name, True), post=_outside_intact)
+    for n in [1095, 1200, 3000]:
+        deep = "/".join(["d" * 200] * (n // 201)) + "/" + "e" * (n % 201 or 1)
+        add("long_path/%d" % n, "train_llama", L + ["--steps", "2", "--ckpt-every", "1", "--run-dir", "{C}/" + deep], "ok",
+            [], "a --run-dir of about %d characters" % n, run="",
+            post=lambda r, c, o, deep=deep: _listing(os.path.join(c, deep), ["ckpt_000001.bin", "ckpt_000002.bin",
+                                                                            "main.log", "metrics.jsonl", "run.json"])(
+                "", c, o))
+    deep = "/".join(["d" * 200] * 25)
+    add("long_path/5000", "train_llama", L + ["--steps", "2", "--run-dir", "{C}/" + deep], "error", ["PATH_MAX", "run-dir"],
+        "a --run-dir past PATH_MAX", run="", post=lambda r, c, o: [] if not os.path.exists(os.path.join(c, "dddd" * 50))
+        else ["a directory was made for a refused --run-dir"])
+
+    def many(rdir, cdir, ctx):
+        src = os.path.join(rdir, "ckpt_000002.bin")
+        for i in range(3, 4201):
+            os.link(src, os.path.join(rdir, "ckpt_%06d.bin" % i))
+    add("many_checkpoints", "train_llama", L + ["--steps", "3", "--run-dir", "{C}/many", "--resume", "auto"], "ok", [],
+        "4,200 checkpoints (past the 4,096 names once read): the newest by number is taken", run="",
+        setup=lambda r, c, x: (shutil.copytree(x.pristine["train_llama"], os.path.join(c, "many")),
+                               many(os.path.join(c, "many"), c, x)),
+        post=_expect_in_output("ckpt_004200.bin at step 2"))
+    add("concurrent", "train_llama", L + ["--steps", "3", "--run-dir", "{C}/busy", "--resume", "auto"], "error",
+        ["in use", "pid"], "a second run while another holds the directory", run="",
+        setup=lambda r, c, x: _holder(os.path.join(c, "busy"), c, x),
+        post=lambda r, c, o: _holder_stop(os.path.join(c, "busy"), c, o))
+    host = os.uname().nodename
+    add("stale_lock", "train_llama", L + ["--steps", "3"] + auto, "ok", [], "run.lock of a killed run (flock free)",
+        setup=_lock_record(host, 4194000), post=_expect_in_output("taken over"))
+    nf = {"LLMC_RUN_DIR_NO_FLOCK": "1"}
+    add("noflock/stale", "train_llama", L + ["--steps", "3"] + auto, "ok", [],
+        "no flock: a record whose pid is gone is taken over", setup=_lock_record(host, 4194000), env=nf,
+        post=_expect_in_output("no longer running"))
+    add("noflock/live", "train_llama", L + ["--steps", "3"] + auto, "error", ["in use", "live"],
+        "no flock: a record of a live process refuses the run", setup=_lock_record(host, os.getpid()), env=nf)
+    add("noflock/other_host", "train_llama", L + ["--steps", "3"] + auto, "error", ["in use", "run.lock"],
+        "no flock: a record of another host refuses the run", setup=_lock_record("elsewhere", 12), env=nf)
+    add("noflock/same_job", "train_llama", L + ["--steps", "3"] + auto, "ok", [],
+        "no flock: a record of this SLURM job (requeued) is taken over",
+        setup=_lock_record("elsewhere", 12, job="4242"), env=dict(nf, SLURM_JOB_ID="4242"),
+        post=_expect_in_output("requeued"))
+    add("start_over", "train_llama", L + ["--steps", "1", "--run-dir", "{R}", "--start-over", "1"], "ok", [],
+        "--start-over 1: the earlier run moves to set_aside/1/",
+        post=_both(_listing("set_aside/1", ["ckpt_000001.bin", "ckpt_000002.bin", "main.log", "metrics.jsonl", "run.json"]),
+                   _listing("", ["main.log", "metrics.jsonl", "run.json", "set_aside"])))
+    add("keep_last", "train_llama", L + ["--steps", "5", "--ckpt-every", "1", "--keep-last", "2"] + auto, "ok", [],
+        "--keep-last 2: the newest two stay", post=_listing("", ["ckpt_000004.bin", "ckpt_000005.bin", "main.log",
+                                                                 "metrics.jsonl", "run.json"]))
+    add("resume_file_supersedes", "train_llama", L + ["--steps", "2", "--run-dir", "{R}", "--resume", "{R}/ckpt_000001.bin"],
+        "ok", [], "--resume of an older checkpoint: the newer one moves aside",
+        post=_listing("set_aside/1", ["ckpt_000002.bin"]))
+    # (a stop once training began: judged by its message, the checkpoints there byte-identical, no temporary file)
+    add("disk_full", "train_llama", L + ["--steps", "3", "--ckpt-every", "1"] + auto, "either", ["free", "untouched"],
+        "too little free space for the next checkpoint", env={"LLMC_TEST_FREE_BYTES": "4096"})
+
+    def stale_tmp(rdir, cdir, ctx):
+        for n in ["ckpt_000003.bin.tmp", "ckpt_000003.bin.tmp.0123456789abcdef"]:
+            with open(os.path.join(rdir, n), "wb") as f:
+                f.write(b"half")
+    add("stale_tmp", "train_llama", L + ["--steps", "3"] + auto, "ok", [], "temporary files a killed writer left",
+        setup=stale_tmp, post=_expect_in_output("ckpt_000003.bin.tmp.0123456789abcdef", "interrupted writer"))
+    return cases
+
 
 
 # --- checkpoints
@@ -1201,9 +1414,18 @@ def snapshot(d):
             out[os.path.relpath(os.path.join(root, name), d) + "/"] = None
         for name in files:
             p = os.path.join(root, name)
-            with open(p, "rb") as f:
-                out[os.path.relpath(p, d)] = f.read()
+            st = os.lstat(p)
+            if stat.S_ISLNK(st.st_mode):
+                out[os.path.relpath(p, d)] = b"symlink -> " + os.readlink(p).encode()
+            elif not stat.S_ISREG(st.st_mode):
+                out[os.path.relpath(p, d)] = b"special %o" % st.st_mode
+            else:
+                with open(p, "rb") as f:
+                    out[os.path.relpath(p, d)] = f.read()
     return out
+
+
+TMP_RE = re.compile(r"\.tmp(\.[0-9a-f]+)?$")  # a writer's temporary file (llmc/core/run_dir.h)
 
 
 def run_dir_problems(before, after, training_began):
@@ -1223,7 +1445,7 @@ def run_dir_problems(before, after, training_began):
             probs.append("%s rewritten (%d -> %d bytes)" % (k, len(old), len(new)))
     for k in after:
         if k not in before:
-            if training_began and not k.endswith(".tmp"):
+            if training_began and not TMP_RE.search(k):
                 continue
             probs.append("%s created" % k)
     return probs
@@ -1260,6 +1482,9 @@ def run_case(case, ctx):
         if case.auto_ckpt is not None:
             with open(os.path.join(rdir, "ckpt_000009.bin"), "wb") as f:
                 f.write(case.auto_ckpt)
+    if case.setup:
+        case.setup(rdir, cdir, ctx)
+    if case.run:
         before = snapshot(rdir)
     args = list(case.args)
     # the run directory holds an earlier run: a fresh run there must say --start-over 1 (which moves that run aside
@@ -1268,7 +1493,7 @@ def run_case(case, ctx):
         args = ["--start-over", "1"] + args  # (first: a case may end on a flag without its value)
     argv = [ctx.bins[case.prog]] + [a.format(C=cdir, R=rdir, W=ctx.work) for a in args]
     out_path = os.path.join(cdir, "output.txt")
-    env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
+    env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", **case.env)
     # the limits as a wrapper (no preexec_fn under threads): address space, file size; exec keeps rc and signals
     lim = "ulimit -v %d && ulimit -f %d && exec \"$@\"" % (int(ctx.mem_gib * 1024 * 1024), 512 * 1024 * 2)
     t0 = time.time()
@@ -1287,6 +1512,8 @@ def run_case(case, ctx):
         raw = f.read(1 << 20)
     output = raw.decode("utf-8", "replace")
     problems = judge(case, rc, output, rdir if case.run else None, before, ctx)
+    if case.post and rc != "timeout":
+        problems += case.post(rdir, cdir, output)
     if not ctx.keep:
         shutil.rmtree(cdir, ignore_errors=True)
     return Result(case, rc, secs, output, problems, argv, cdir)
@@ -1382,6 +1609,11 @@ def setup(args):
                        ("clips_f32.bin", clip_bytes(ctx.clip_labels, ctx.clip_f32, 1))]:
         with open(os.path.join(W, name), "wb") as f:
             f.write(data)
+    with open(os.path.join(W, "train.bin"), "rb") as f:
+        ctx.shard_bytes = f.read()
+    other = bytearray(ctx.shard_bytes)
+    other[1024] = (other[1024] + 1) % 256  # one token: other data, the same size
+    ctx.other_shard = bytes(other)
     ctx.pristine = {"train_llama": os.path.join(W, "pristine_llama"), "train_dit": os.path.join(W, "pristine_dit")}
     ctx.ckpt_bytes = {}
     # made again every time (--keep reuses its directory, and the programs may have changed since)
@@ -1448,6 +1680,7 @@ def all_cases(ctx, seed):
         "dit_flags": lambda r: flag_cases(ctx, r, "dit_flags"),
         "test_llama_flags": lambda r: flag_cases(ctx, r, "test_llama_flags"),
         "test_dit_flags": lambda r: flag_cases(ctx, r, "test_dit_flags"),
+        "rundir": lambda r: rundir_cases(ctx),
     }
     for k in KINDS:
         cases = gens[k](random.Random("%d/%s" % (seed, k)))

@@ -434,6 +434,8 @@ check learns bash -c "./train_llama_cpu --model tiny --V 64 --batch 4 --seq 32 -
   --train-data $TMP/pattern.bin --val-data $TMP/pattern.bin --val-every 60 --val-batches 2 --run-dir $TMP/learn >/dev/null &&
   $PY -c \"import json; r=[json.loads(l) for l in open('$TMP/learn/metrics.jsonl')]; print(r[0]['loss'], r[-1]['loss'], r[-1]['val_loss']); assert r[-1]['loss'] < 0.3 * r[0]['loss'] and r[-1]['val_loss'] < 0.3 * r[0]['loss']\""
 
+section "the run directory: one run per directory, --start-over, --keep-last, a second job refused (dev/test/run_dir_tests.sh)"
+sub_tests run_dir bash dev/test/run_dir_tests.sh "$PY" "$TMP/run_dir"
 section "data parallelism under mpirun (2 and 4 ranks): test_llama, train_llama, checkpoints, faults (dev/test/dp_tests.sh)"
 sub_tests dp bash dev/test/dp_tests.sh "$PY" "$TMP/dp" dev/ref/*.lref ${FRESH:-}
 
@@ -598,14 +600,15 @@ check dit_resume_auto_all_corrupt bash -c "rm -rf '$TMP/dit_corrupt' && cp -r '$
   grep -q 'no checkpoint' '$TMP/dit_corrupt/main.log' && grep -q 'skips .*ckpt_000006.bin' '$TMP/dit_corrupt/main.log' &&
   [ \$(wc -l < '$TMP/dit_corrupt/metrics.jsonl') = 8 ]"
 # a sample that cannot be written is a warning, never a lost checkpoint: samples/ is a file (no directory), then a
-# directory where the first GIF's temporary file would go (the write itself fails); the run ends with exit 0, both
-# checkpoints on disk, nothing half-written left
-check dit_sample_write_fails_is_warning bash -c "rm -rf '$TMP/dit_sw' && mkdir -p '$TMP/dit_sw/a' '$TMP/dit_sw/b/samples/step_000002_class_0.gif.tmp' &&
+# directory where the first GIF goes (written under a temporary name, its rename fails); the run ends with exit 0,
+# both checkpoints on disk, nothing half-written left. (--resume auto: a directory with samples/ holds a run, which
+# a fresh run would be refused; with no checkpoint there, auto starts fresh)
+check dit_sample_write_fails_is_warning bash -c "rm -rf '$TMP/dit_sw' && mkdir -p '$TMP/dit_sw/a' '$TMP/dit_sw/b/samples/step_000002_class_0.gif' &&
   touch '$TMP/dit_sw/a/samples' && for r in a b; do ./train_dit_cpu --D 24 --L 2 --H 2 --FF 40 --frames 4 --height 8 --width 8 \
   --NC 3 --batch 2 --steps 4 --val-every 0 --ckpt-every 2 --sample-every 2 --sample-steps 2 --run-dir '$TMP/dit_sw/'\$r \
-  > '$TMP/dit_sw/'\$r.log || exit 1; grep -q 'samples of step 2 were not written' '$TMP/dit_sw/'\$r/main.log &&
+  --resume auto > '$TMP/dit_sw/'\$r.log || exit 1; grep -q 'samples of step 2 were not written' '$TMP/dit_sw/'\$r/main.log &&
   test -f '$TMP/dit_sw/'\$r/ckpt_000002.bin && test -f '$TMP/dit_sw/'\$r/ckpt_000004.bin || exit 1; done &&
-  ! ls '$TMP/dit_sw/b/samples/'*.png.tmp 2>/dev/null"
+  ! ls '$TMP/dit_sw/b/samples/'*.tmp* 2>/dev/null"
 # a checkpoint holding a NaN (its checksum made to hold) is refused by name, not resumed
 check_error dit_resume_nan_checkpoint "holds a non-finite parameter" bash -c "'$PY' dev/test/nan_checkpoint.py \
   '$TMP/dit_resume_plain/full/ckpt_000003.bin' '$TMP/dit_nan.bin' && ./train_dit_cpu --D 24 --L 2 --H 2 --FF 40 --frames 4 \

@@ -16,8 +16,9 @@ same data). The rules:
   --resume auto                continues the run the directory holds: another program,
                                model, seed or data is refused. The newest checkpoint
                                that reads whole is taken; a newer one of this format
-                               that does not (truncated, corrupted) moves to
-                               set_aside/N/ with a warning, so the run never overwrites
+                               that does not (truncated, corrupted; or a file
+                               too short for any header) moves to set_aside/N/
+                               with a warning, so the run never overwrites
                                it; one that is not this program's or cannot be read
                                (another trainer's, another version, no permission, not
                                a regular file) refuses the run: nothing is ever
@@ -295,6 +296,13 @@ static inline int ckpt_peek_header(const RunDir* rd, const char* name, int h[256
     return ok;
 }
 
+// whether a regular file is shorter than a checkpoint's header: a write cut short, with
+// nothing in it to say whose it is or to protect (set aside like a damaged checkpoint)
+static inline int ckpt_header_truncated(const RunDir* rd, const char* name) {
+    struct stat st;
+    return fstatat(rd->fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) && st.st_size < 1024;
+}
+
 // the hints every refusal ends with
 #define RUN_DIR_HINT "Nothing was written. To start a new run there: --start-over 1 (the files there move to " \
                      "set_aside/N/, nothing is deleted); or give another --run-dir"
@@ -350,7 +358,8 @@ static inline void run_decide_resume(RunStart* r, Logger* lg, const TrainLoopArg
             const char* why = check(path, &info);
             if (!why) { r->resume = path; break; }
             int h[256];
-            if (!ckpt_peek_header(rd, name, h) || h[0] != r->fmt->magic || h[1] != r->fmt->version)
+            if (!ckpt_header_truncated(rd, name) &&
+                (!ckpt_peek_header(rd, name, h) || h[0] != r->fmt->magic || h[1] != r->fmt->version))
                 FAIL("--resume auto: %s cannot be used (%s), and nothing is ever overwritten because it could not be "
                      "read. " RUN_DIR_HINT, path, why);
             logf_(lg, "warning: --resume auto skips %s; the file moves to set_aside/ so that this run never overwrites it\n",
