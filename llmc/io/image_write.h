@@ -362,11 +362,11 @@ static inline void write_png_strip(const char* path, const float* clip, int C, i
 // a training run warns and goes on.
 static inline const char* write_class_samples(const char* dir, int step, float* clips, int n_classes, int C, int Fr,
                                               int Hi, int Wi, int scale) {
-    static char why_dir[1300];
-    char path[1300];
+    static char* why_dir = NULL;  // (heap: a directory's name of any length)
     int err = mkdir_p_try(dir);
     if (err) {
-        snprintf(why_dir, sizeof(why_dir), "cannot create directory '%s': %s", dir, strerror(err));
+        free(why_dir);
+        why_dir = str_printf("cannot create directory '%s': %s", dir, strerror(err));
         return why_dir;
     }
     const char* why = NULL;
@@ -374,10 +374,12 @@ static inline const char* write_class_samples(const char* dir, int step, float* 
     for (int k = 0; k < n_classes && !why; k++) {
         float* xk = clips + (size_t)k * clip;
         for (size_t j = 0; j < clip; j++) xk[j] = xk[j] < -1.0f ? -1.0f : xk[j] > 1.0f ? 1.0f : xk[j];
-        snprintf(path, sizeof(path), "%s/step_%06d_class_%d.gif", dir, step, k);
+        char* path = str_printf("%s/step_%06d_class_%d.gif", dir, step, k);
         why = try_write_gif(path, xk, C, Fr, Hi, Wi, scale, 12);
-        snprintf(path, sizeof(path), "%s/step_%06d_class_%d.png", dir, step, k);
+        free(path);
+        path = str_printf("%s/step_%06d_class_%d.png", dir, step, k);
         if (!why) why = try_write_png_strip(path, xk, C, Fr, Hi, Wi, scale, 2);
+        free(path);
     }
     return why;
 }
