@@ -502,7 +502,7 @@ call_3() {
   if [ "$CPU" = 1 ]; then skip dit_largest_batch "on the CPU (no device memory to fill)"
   else
     run_step dit_largest_batch_ours 90 bash -c "best=0; for bb in 1 2 3 4 6 8 12 16 24 32; do \
-      $(b train_dit) ${DIT_BENCH[*]:0:8} --batch \$bb --steps 2 --val-every 0 --sample-every 0 --run-dir $SCRATCH/dit_max_\$bb \
+      rm -rf $SCRATCH/dit_max_\$bb; $(b train_dit) ${DIT_BENCH[*]:0:8} --batch \$bb --steps 2 --val-every 0 --sample-every 0 --run-dir $SCRATCH/dit_max_\$bb \
       > /dev/null 2>&1 || break; best=\$bb; done; echo \"largest batch that ran: \$best\"; [ \$best -gt 0 ]"
     run_step dit_largest_batch_torch 90 "$PY" scripts/pytorch_dit.py "${DIT_BENCH[@]:0:8}" --find-max-batch --max-batch-limit 64 \
       --device "$DEVICE"

@@ -21,6 +21,7 @@ OUT.jsonl (one line per combination), OUT.md (a table) and, with matplotlib, OUT
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -41,6 +42,9 @@ COMBOS = [
 
 
 def run(args, flags, batch, run_dir, steps):
+    # the sweep's own scratch: a run of an earlier sweep there goes first (the trainer refuses a fresh run in a
+    # directory that holds another run)
+    shutil.rmtree(run_dir, ignore_errors=True)
     os.makedirs(run_dir, exist_ok=True)
     plan_path = os.path.join(run_dir, "plan.json")
     cmd = [args.binary, "--model", args.model, "--seq", str(args.seq), "--batch", str(batch), "--steps", str(steps),
