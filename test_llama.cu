@@ -252,11 +252,11 @@ int main(int argc, char** argv) {
         check_step_losses(losses, r.losses, &r.steps, TOL_STEP_LOSS);
     }
     if (dump && comm.rank == 0) {
-        FILE* f = xfopen(dump, "wb");
+        FILE* f = xoutput_fopen(dump, "--dump");  // a FIFO without a reader fails at once, not blocks
         if (fwrite(logits, sizeof(float), BT * c->V, f) != BT * c->V || fwrite(&loss, sizeof(float), 1, f) != 1 ||
             fwrite(grads, sizeof(float), np, f) != np || fwrite(losses, sizeof(float), r.steps.n, f) != (size_t)r.steps.n)
-            FAIL("--dump: cannot write %s", dump);
-        fclose(f);
+            FAIL("--dump: cannot write %s: %s", dump, strerror(errno));
+        xfclose(f, dump, "--dump");
     }
     free(losses);
     llama_free(&m);

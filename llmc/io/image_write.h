@@ -89,8 +89,9 @@ static inline ImageFile image_open_(const char* path) {
     strcpy(o.path, path);
     o.tmp = (char*)xmalloc(strlen(path) + 5);
     sprintf(o.tmp, "%s.tmp", path);
-    o.f = fopen(o.tmp, "wb");
-    if (!o.f) snprintf(o.err, sizeof(o.err), "cannot write '%s': %s", o.tmp, strerror(errno));
+    char why[sizeof(o.err)];
+    o.f = output_fopen_try(o.tmp, why, sizeof(why));  // never a blocking open (a FIFO named like the .tmp)
+    if (!o.f) snprintf(o.err, sizeof(o.err), "%s", why);
     return o;
 }
 
