@@ -182,7 +182,9 @@ int main(int argc, char** argv) {
              "(divided by --tp %d x --cp %d)", r.B, comm.dp, comm.tp, comm.cp);
     dev_select(comm_device_index(&comm, dev_count()));
     comm_setup_device(&comm);
-    printf("test_llama %s | %s | V=%d D=%d L=%d H=%d KV=%d F=%d T=%d/%d B=%d tied=%d n_steps=%d\n", t.ref,
+    char ref_shown[1024];  // the user's path, escaped (llmc/core/term.h)
+    printf("test_llama %s | %s | V=%d D=%d L=%d H=%d KV=%d F=%d T=%d/%d B=%d tied=%d n_steps=%d\n",
+           term_escape_str(t.ref, ref_shown, sizeof(ref_shown)),
            PRECISION_NAME, c->V, c->D, c->L, c->H, c->KV, c->F, r.T, c->max_seq_len, r.B, c->tied, r.steps.n);
     int Bl = r.B / comm.dp;
     if (micro_batch == 0) micro_batch = Bl;

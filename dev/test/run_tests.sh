@@ -349,6 +349,8 @@ check nan_update_no_checkpoint bash -c "! ls '$TMP'/nan_update/ckpt_* 2>/dev/nul
 # Sampled (800 of about 5300 cases and the named regressions, ~30 s on 2 cores); TEST_FULL=1 runs all (~2 min)
 check fuzz_stage "$PY" dev/test/fuzz.py --cases "$([ "$FULL" = 1 ] && echo 0 || echo 800)"
 
+section "files that are not files, text that is not text: FIFOs and /dev/full for every input and output flag, control bytes escaped, ranks with different flags (dev/test/inputs_tests.sh)"
+sub_tests inputs bash dev/test/inputs_tests.sh "$PY" "$TMP/inputs"
 section "checkpoint resume continues bit-exactly (dev/test/check_resume.sh)"
 # a small shard for the tests below, so they need no prepared data: ids below the tiny model's V
 "$PY" dev/test/write_toy_shard.py "$TMP/train.bin" 20000 1 500 && "$PY" dev/test/write_toy_shard.py "$TMP/val.bin" 5000 2 500

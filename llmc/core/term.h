@@ -80,3 +80,13 @@ static inline int term_fputs(FILE* f, const char* s) {
     if (k && fwrite(end, 1, k, f) != k) rc = -1;
     return rc;
 }
+
+// s escaped into out (n bytes, NUL-terminated; a text longer than out is cut), for a name
+// printed through printf; returns out
+static inline const char* term_escape_str(const char* s, char* out, size_t n) {
+    TermEsc st = {0};
+    size_t len = strlen(s), used = 0, k = n > 16 ? term_escape(&st, s, len, &used, out, n - 8) : 0;
+    k += term_escape_end(&st, out + k);
+    out[k] = 0;
+    return out;
+}
