@@ -158,8 +158,7 @@ static void logger_close(Logger* lg) {
     lg->log = lg->metrics = NULL;
     for (int i = 0; i < 2; i++) {
         if (!files[i]) continue;
-        int err = fflush(files[i]) != 0 || ferror(files[i]) ? errno : 0;
-        if (fclose(files[i]) != 0 && !err) err = errno;
+        int err = fclose_err(files[i]);
         if (err) FAIL("writing %s/%s failed at its close: %s (hint: disk full, or over a file-size limit (ulimit -f)?)",
                       lg->run_dir ? lg->run_dir : ".", names[i], strerror(err));
     }
