@@ -61,7 +61,8 @@ listed but not run.
 
 Pass, for every case: no timeout (--timeout, 20 s), no signal, exit code <= 123 (the
 process runs with OMP_NUM_THREADS=1, an address-space limit of --mem-gib GiB and a 512 MiB
-file-size limit). When it exits non-zero: a message (a line with "error", "FAIL", "cannot",
+file-size limit), no raw control byte in its output (C0 but newline and tab, DEL, C1: what the
+programs print is escaped, llmc/core/term.h). When it exits non-zero: a message (a line with "error", "FAIL", "cannot",
 "must", ...) that mentions the problem: the flag's name, the input file's name or the
 header field (for inputs too large for memory, "memory" or "at most" do); a run that
 stops once training began (a NaN: "error: step N: ...") is judged by its message alone. A

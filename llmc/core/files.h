@@ -12,8 +12,8 @@ a regular file". O_NONBLOCK is then cleared, so reads behave as usual.
                                       for callers that skip a bad file (--resume auto,
                                       the tokenizer's warning)
   input_fopen_try(path, why, n)       the same as a FILE* ("rb"), or NULL
-  xinput_open(path, what)             fd, or FAIL naming what (the flag or kind of file)
-  xinput_fopen(path, what)            the same as a FILE* ("rb")
+  xinput_open(path, what)             (common.h) fd, or FAIL naming what (the flag or kind of file)
+  xinput_fopen(path, what)            (common.h) the same as a FILE* ("rb")
   file_kind(mode)                     "a FIFO", "a directory", ... for messages
 
 Outputs a user names outside the run directory (--plan-json, --fit-candidates, the test
@@ -26,11 +26,12 @@ shows at the fflush/fclose that writes the buffered bytes, and a program that ig
 would exit 0 with the file lost.
 
   output_fopen_try(path, why, n)      a FILE* ("w"), or NULL with the reason in why
+  xoutput_fopen(path, what)           (common.h) the same, or FAIL naming what and the reason
   fclose_err(f)                       fflush + fclose: 0 or the errno
+  xfclose(f, path, what)              (common.h) the same, or FAIL naming what, the file and the reason
 
-Only the C library here, so the plain-C readers (tokenizer.h, dataloader.h) use it too; the
-forms that FAIL naming `what` (the flag) are in common.h: xinput_open, xinput_fopen,
-xoutput_fopen, xfclose(f, path, what).
+Only the C library here, so the plain-C readers (tokenizer.h, dataloader.h, built alone by
+their unit tests) use it too; the forms that FAIL are in common.h, beside xfopen.
 */
 #pragma once
 #include <stdio.h>
