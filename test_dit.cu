@@ -159,8 +159,9 @@ int main(int argc, char** argv) {
     dref_read(&r, t.ref);
     const DitConfig* c = &r.cfg;
     attention_select(attention_impl_parse(t.attention), c->D / c->H);
+    char ref_shown[1024];  // the user's path, escaped (llmc/core/term.h)
     printf("test_dit %s | %s | clip %dx%dx%dx%d patch %dx%dx%d | D=%d L=%d H=%d FF=%d NC=%d B=%d n_steps=%d\n",
-           t.ref, PRECISION_NAME, c->C, c->Fr, c->Hi, c->Wi, c->pt, c->ph, c->pw, c->D, c->L, c->H, c->FF, c->NC,
+           term_escape_str(t.ref, ref_shown, sizeof(ref_shown)), PRECISION_NAME, c->C, c->Fr, c->Hi, c->Wi, c->pt, c->ph, c->pw, c->D, c->L, c->H, c->FF, c->NC,
            r.B, r.steps.n);
     if (r.B % comm.dp != 0)
         FAIL("the reference batch B=%d cannot be split over %d DP ranks: B must be a multiple of the number of ranks "

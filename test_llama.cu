@@ -182,7 +182,9 @@ int main(int argc, char** argv) {
              "(divided by --tp %d x --cp %d)", r.B, comm.dp, comm.tp, comm.cp);
     dev_select(comm_device_index(&comm, dev_count()));
     comm_setup_device(&comm);
-    printf("test_llama %s | %s | V=%d D=%d L=%d H=%d KV=%d F=%d T=%d/%d B=%d tied=%d n_steps=%d\n", t.ref,
+    char ref_shown[1024];  // the user's path, escaped (llmc/core/term.h)
+    printf("test_llama %s | %s | V=%d D=%d L=%d H=%d KV=%d F=%d T=%d/%d B=%d tied=%d n_steps=%d\n",
+           term_escape_str(t.ref, ref_shown, sizeof(ref_shown)),
            PRECISION_NAME, c->V, c->D, c->L, c->H, c->KV, c->F, r.T, c->max_seq_len, r.B, c->tied, r.steps.n);
     int Bl = r.B / comm.dp;
     if (micro_batch == 0) micro_batch = Bl;
@@ -252,11 +254,11 @@ int main(int argc, char** argv) {
         check_step_losses(losses, r.losses, &r.steps, TOL_STEP_LOSS);
     }
     if (dump && comm.rank == 0) {
-        FILE* f = xfopen(dump, "wb");
+        FILE* f = xoutput_fopen(dump, "--dump");  // a FIFO without a reader fails at once, not blocks
         if (fwrite(logits, sizeof(float), BT * c->V, f) != BT * c->V || fwrite(&loss, sizeof(float), 1, f) != 1 ||
             fwrite(grads, sizeof(float), np, f) != np || fwrite(losses, sizeof(float), r.steps.n, f) != (size_t)r.steps.n)
-            FAIL("--dump: cannot write %s", dump);
-        fclose(f);
+            FAIL("--dump: cannot write %s: %s", dump, strerror(errno));
+        xfclose(f, dump, "--dump");
     }
     free(losses);
     llama_free(&m);

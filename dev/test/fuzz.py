@@ -23,6 +23,11 @@ judges the outcome. Standard library only. Kinds (--only):
                     trainer's); symbolic links where the run's files go; paths of 1,095 to 5,000
                     characters; 4,200 checkpoints; a second run at once; lock records left behind
                     (and the no-flock path); --start-over, --keep-last, --resume FILE, a full disk
+                    (a fixed list, run in full by every --cases N: it is never sampled)
+  inputs            files that are not files: a FIFO for every input flag of the four programs,
+                    a FIFO without a reader and /dev/full for every output flag, control bytes
+                    in file names and tokenizer pieces (a short fixed list, run in full by
+                    every --cases N: it is never sampled)
 
 Inputs. Nothing is committed but dev/test/fuzz_corpus/regressions.txt: the valid inputs are
 made at start-up in a temporary directory, the same bytes whatever --seed: a token shard
@@ -62,7 +67,8 @@ listed but not run.
 
 Pass, for every case: no timeout (--timeout, 20 s), no signal, exit code <= 123 (the
 process runs with OMP_NUM_THREADS=1, an address-space limit of --mem-gib GiB and a 512 MiB
-file-size limit). When it exits non-zero: a message (a line with "error", "FAIL", "cannot",
+file-size limit), no raw control byte in its output (C0 but newline and tab, DEL, C1: what the
+programs print is escaped, llmc/core/term.h). When it exits non-zero: a message (a line with "error", "FAIL", "cannot",
 "must", ...) that mentions the problem: the flag's name, the input file's name or the
 header field (for inputs too large for memory, "memory" or "at most" do); a run that
 stops once training began (a NaN: "error: step N: ...") is judged by its message alone. A
@@ -119,7 +125,8 @@ from dataclasses import dataclass, field
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.abspath(os.path.join(HERE, "..", ".."))
 KINDS = ["llama_ckpt", "dit_ckpt", "shard", "clips", "lref", "dref", "llama_flags", "dit_flags", "test_llama_flags",
-         "test_dit_flags", "rundir"]
+         "test_dit_flags", "rundir", "inputs"]
+ALWAYS_KINDS = ["rundir", "inputs"]  # run in full whatever --cases: short, fixed and cheap
 PROGS = {"train_llama": "train_llama_cpu", "train_dit": "train_dit_cpu", "test_llama": "test_llama_cpu",
          "test_dit": "test_dit_cpu"}
 
@@ -252,6 +259,7 @@ class Case:
     setup: object = None      # run-directory states: setup(rdir, cdir, ctx) before the snapshot
     post: object = None       # and post(rdir, cdir, output) -> problems, after the judge
     env: dict = field(default_factory=dict)  # added to the environment
+    fifos: list = field(default_factory=list)  # paths in the case directory made FIFOs ("run/..." inside {R})
 
 
 # --- run-directory states (llmc/train/run_open.h, llmc/core/run_dir.h)
@@ -1398,6 +1406,8 @@ ERROR_RE = re.compile(r"error|fail|cannot|must|expects|needs|unknown|unexpected|
 # training began: a step line, or the trainers' stop at a non-finite step ("error: step N: the loss is nan ...")
 STEP_RE = re.compile(r"^step\s+-?\d+/\d+ \||^error: step -?\d+:", re.M)
 STEP_LINE_RE = re.compile(r"^step\s+-?\d+/\d+ \|")
+# bytes the programs never print raw (llmc/core/term.h): C0 but '\n' and '\t', DEL, and C1 (decoded from 0xc2 0x80..0x9f)
+CONTROL_RE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 MEM_WORDS = ["memory", "malloc", "at most", "exceeds", "too large", "2^31", "overflow", "holds at most"]
 
 
@@ -1482,6 +1492,8 @@ def run_case(case, ctx):
         if case.auto_ckpt is not None:
             with open(os.path.join(rdir, "ckpt_000009.bin"), "wb") as f:
                 f.write(case.auto_ckpt)
+    for fn in case.fifos:  # kind inputs: after the run directory's copy, which would try to read them
+        os.mkfifo(os.path.join(cdir, fn))
     if case.setup:
         case.setup(rdir, cdir, ctx)
     if case.run:
@@ -1539,6 +1551,9 @@ def judge(case, rc, output, rdir, before, ctx):
         return ["killed by signal %s" % name]
     if rc > 123:
         probs.append("exit code %d (> 123)" % rc)
+    raw = CONTROL_RE.search(output)
+    if raw:  # what the programs print is escaped (llmc/core/term.h): a tokenizer or a file name must not drive the terminal
+        probs.append("raw control byte %r in the output: ...%r" % (raw.group(0), output[max(0, raw.start() - 40):raw.start() + 10]))
     if rc == 0 and case.expect == "error":
         probs.append("exit 0 on bad input")
     if rc != 0 and case.expect == "ok":
@@ -1667,6 +1682,80 @@ def sanity(ctx):
             raise SystemExit("fuzz: numeric flags without a row in llmc/core/flags.h FLAG_BOUNDS: %s" % ", ".join(unbounded))
 
 
+# --- inputs: files that are not files (llmc/core/files.h), text that is not text (llmc/core/term.h)
+
+
+def input_cases(ctx, rng):
+    """A FIFO for every input flag, a reader-less FIFO and /dev/full for every output flag, control
+    bytes in file names and tokenizer pieces. Fixed (rng unused): run in full every time."""
+    llama = LLAMA_MODEL + ["--steps", "3", "--val-every", "0", "--ckpt-every", "1", "--run-dir", "{R}"]
+    dit = DIT_MODEL + ["--steps", "3", "--val-every", "0", "--ckpt-every", "1", "--run-dir", "{R}"]
+    data = ["--train-data", "{W}/train.bin"]
+    cases = []
+
+    def add(name, prog, args, expect, kw, note, fifos=(), files=None, run=None):
+        if run is None:
+            run = prog if prog.startswith("train_") else ""
+        cases.append(Case("inputs", "inputs/%s" % name, prog, args, expect, kw, note, files=files or {}, run=run,
+                          fifos=list(fifos)))
+
+    # every input flag given a FIFO: refused at once ("... is a FIFO, not a regular file"), never a blocking open
+    fifo_in = [("llama_train_data", "train_llama", llama + ["--train-data", "{C}/in.fifo"]),
+               ("llama_val_data", "train_llama", llama + data + ["--val-every", "1", "--val-data", "{C}/in.fifo"]),
+               ("llama_tokenizer", "train_llama", llama + data + ["--sample-every", "1", "--tokenizer", "{C}/in.fifo"]),
+               ("llama_resume", "train_llama", llama + data + ["--resume", "{C}/in.fifo"]),
+               ("llama_init_from", "train_llama", llama + data + ["--init-from", "{C}/in.fifo"]),
+               ("dit_data", "train_dit", dit + ["--data", "{C}/in.fifo"]),
+               ("dit_resume", "train_dit", dit + ["--resume", "{C}/in.fifo"]),
+               ("dit_init_from", "train_dit", dit + ["--init-from", "{C}/in.fifo"]),
+               ("test_llama_ref", "test_llama", ["--ref", "{C}/in.fifo"]),
+               ("test_dit_ref", "test_dit", ["--ref", "{C}/in.fifo"])]
+    for name, prog, args in fifo_in:
+        add("fifo_in/" + name, prog, args, "error", ["FIFO"], "a FIFO as an input file", fifos=["in.fifo"])
+    # --resume auto: a FIFO named like the newest checkpoint refuses the run at once, naming it (never read, never
+    # overwritten: llmc/train/run_open.h)
+    for prog, args in [("train_llama", llama + data), ("train_dit", dit)]:
+        add("fifo_in/%s_resume_auto" % prog, prog, args + ["--resume", "auto"], "error", ["ckpt_000009.bin"],
+            "a FIFO named ckpt_000009.bin in the run directory (--resume auto)", fifos=["run/ckpt_000009.bin"])
+    # every output flag: a FIFO no process reads fails at once (ENXIO); /dev/full fails at the write or close
+    lplan = LLAMA_MODEL + ["--plan-only", "1"]
+    dplan = DIT_MODEL + ["--plan-only", "1"]
+    outs = [("llama_plan_json", "train_llama", lplan, "--plan-json"),
+            ("dit_plan_json", "train_dit", dplan, "--plan-json"),
+            ("llama_fit_candidates", "train_llama", lplan + ["--fit-memory", "1"], "--fit-candidates"),
+            ("dit_fit_candidates", "train_dit", dplan + ["--fit-memory", "1"], "--fit-candidates"),
+            ("test_llama_dump", "test_llama", ["--ref", "{W}/ref.lref"], "--dump")]
+    for name, prog, args, flag in outs:
+        add("fifo_out/" + name, prog, args + [flag, "{C}/out.fifo"], "error", [flag.lstrip("-")],
+            "a FIFO without a reader as " + flag, fifos=["out.fifo"], run="")
+        add("dev_full/" + name, prog, args + [flag, "/dev/full"], "error", ["No space left"],
+            "/dev/full as " + flag, run="")
+    # control bytes in file names: the message names the file, escaped (the judge refuses raw control bytes)
+    esc = "\x1b]0;title\x07\x1b[2J\r"
+    add("esc_name/llama_train_data", "train_llama", llama + ["--train-data", "{C}/no" + esc + ".bin"], "error",
+        ["\\x1b"], "ESC, BEL and CR in a missing shard's name")
+    add("esc_name/llama_tokenizer", "train_llama", llama + data + ["--sample-every", "1", "--tokenizer",
+                                                                    "{C}/no" + esc + ".bin"], "error",
+        ["\\x1b"], "ESC, BEL and CR in a missing tokenizer's name")
+    add("esc_name/dit_data", "train_dit", dit + ["--data", "{C}/no" + esc + ".bin"], "error", ["\\x1b"],
+        "ESC, BEL and CR in a missing clip file's name")
+    add("esc_name/test_llama_ref", "test_llama", ["--ref", "{C}/no" + esc + ".lref"], "error", ["\\x1b"],
+        "ESC, BEL and CR in a missing reference's name")
+    add("esc_name/run_dir", "train_llama", LLAMA_MODEL + ["--steps", "1", "--val-every", "0", "--run-dir",
+                                                          "{C}/plain/run" + esc] + data, "error", ["\\x1b"],
+        "ESC, BEL and CR in a run directory that cannot be created (under a regular file)", files={"plain": b""},
+        run="")
+    # control bytes in a tokenizer's pieces: the sample is printed escaped
+    tok = struct.pack("<i", 16)
+    for i in range(256):
+        p = [b"\x1b[31mR%d" % i, b"\xc2\x9b2J%d" % i, b" \x07b\x7f%d" % i, b"\r\x08ok%d" % i][i % 4]
+        tok += struct.pack("<fi", -float(i), len(p)) + p
+    add("esc_tokenizer/sample", "train_llama", llama + data + ["--sample-every", "1", "--sample-len", "24",
+                                                               "--tokenizer", "{C}/tok.bin"], "ok", ["tok.bin"],
+        "a tokenizer whose pieces hold ESC, C1 CSI, BEL, DEL, CR, BS", files={"tok.bin": tok})
+    return cases
+
+
 def all_cases(ctx, seed):
     out = {}
     gens = {
@@ -1681,6 +1770,7 @@ def all_cases(ctx, seed):
         "test_llama_flags": lambda r: flag_cases(ctx, r, "test_llama_flags"),
         "test_dit_flags": lambda r: flag_cases(ctx, r, "test_dit_flags"),
         "rundir": lambda r: rundir_cases(ctx),
+        "inputs": lambda r: input_cases(ctx, r),
     }
     for k in KINDS:
         cases = gens[k](random.Random("%d/%s" % (seed, k)))
@@ -1716,8 +1806,10 @@ def select(by_kind, args):
     if args.cases == 0 or args.cases >= len(pool):
         return pool
     rng = random.Random(args.seed)
-    queues = {k: rng.sample(by_kind[k], len(by_kind[k])) for k in kinds}
-    picked, names = [], set()
+    queues = {k: rng.sample(by_kind[k], len(by_kind[k])) for k in kinds if k not in ALWAYS_KINDS}
+    # the fixed kinds in full, beside the N sampled ones
+    picked = [c for k in kinds if k in ALWAYS_KINDS for c in by_kind[k]]
+    names = {c.name for c in picked}
     every = {c.name for k in KINDS for c in by_kind[k]}
     for name in load_regressions():
         if name not in every:
@@ -1728,7 +1820,7 @@ def select(by_kind, args):
                 names.add(name)
     want = len(picked) + args.cases
     while len(picked) < want and any(queues.values()):
-        for k in kinds:
+        for k in queues:
             if queues[k] and len(picked) < want:
                 c = queues[k].pop()
                 if c.name not in names:

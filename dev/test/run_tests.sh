@@ -345,10 +345,13 @@ check nan_update_no_checkpoint bash -c "! ls '$TMP'/nan_update/ckpt_* 2>/dev/nul
 
 # the fuzz stage (dev/test/fuzz.py): malformed checkpoints of both trainers (checksums made to hold), token shards,
 # clip files, LREF/DREF files and every flag's bad values, each under 20 s and 4 GiB: exit 1..123 with a message that
-# names the problem, no signal, no hang, and a run directory that already held checkpoints left byte-identical.
-# Sampled (800 of about 5300 cases and the named regressions, ~30 s on 2 cores); TEST_FULL=1 runs all (~2 min)
+# names the problem, no signal, no hang, no raw control byte printed, and a run directory that already held
+# checkpoints left byte-identical. Sampled (800 of about 5700 cases, the named regressions and, in full, the 28 of
+# kind inputs: FIFOs, /dev/full, control bytes in names; ~30 s on 2 cores); TEST_FULL=1 runs all (~2.5 min)
 check fuzz_stage "$PY" dev/test/fuzz.py --cases "$([ "$FULL" = 1 ] && echo 0 || echo 800)"
 
+section "files that are not files, text that is not text: FIFOs and /dev/full for every input and output flag, control bytes escaped, ranks with different flags (dev/test/inputs_tests.sh)"
+sub_tests inputs bash dev/test/inputs_tests.sh "$PY" "$TMP/inputs"
 section "checkpoint resume continues bit-exactly (dev/test/check_resume.sh)"
 # a small shard for the tests below, so they need no prepared data: ids below the tiny model's V
 "$PY" dev/test/write_toy_shard.py "$TMP/train.bin" 20000 1 500 && "$PY" dev/test/write_toy_shard.py "$TMP/val.bin" 5000 2 500

@@ -90,6 +90,17 @@ static int print_pieces(void* arg) {
     return 0;
 }
 
+// pieces that would drive a terminal: escaped (llmc/core/term.h), valid UTF-8 untouched
+static int print_control_pieces(void* arg) {
+    (void)arg;
+    safe_print("\x1b[31mred");          // ESC inside a piece: \x1b
+    safe_print(" a\rb\x07");            // CR, BEL
+    safe_print("\xC2\xA9");             // U+00A9, valid UTF-8 that starts with 0xc2: untouched
+    safe_print("\xC2"); safe_print("\x9B"); // C1 CSI as two byte-fallback pieces: both bytes escaped
+    safe_print("\xC2\x9B" "2J\t\n");     // C1 CSI in one piece; tab and newline stay
+    return 0;
+}
+
 // the pieces the checks below use, at their Llama 2 ids (byte tokens <0xXX> are id 3 + XX)
 static const struct { int id; const char* piece; } k_known_pieces[] = {
     {0, "<unk>"}, {1, "\n<s>\n"}, {2, "\n</s>\n"}, {263, " a"}, {365, " L"}, {376, " \""},
@@ -365,6 +376,11 @@ int main(int argc, char** argv) {
         char* out = capture(1, print_pieces, NULL, &ret);
         snprintf(why, sizeof(why), "printed \"%s\"", out);
         check("safe_print", strcmp(out, " Once\n\xF0\x9F\x98\x80\xF0\x9F\x98\x80") == 0, why);
+        free(out);
+        out = capture(1, print_control_pieces, NULL, &ret);
+        snprintf(why, sizeof(why), "printed \"%s\"", out);
+        check("safe_print_escapes_controls",
+              strcmp(out, "\\x1b[31mred a\\x0db\\x07\xC2\xA9\\xc2\\x9b\\xc2\\x9b2J\t\n") == 0, why);
         free(out);
     }
     tokenizer_free(&t);

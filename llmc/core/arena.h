@@ -111,12 +111,12 @@ static inline void arena_write_json(const Arena* a, FILE* f) {
 // The plan as one JSON object: the caller's own fields (a string of "key": value pairs,
 // or "") and both spaces, for tests that hold the plan against the formulas.
 static inline void plan_write_json(const char* path, const char* fields, const Arena* dev, const Arena* host) {
-    FILE* f = fopen(path, "w");
-    if (!f) FAIL("cannot write the plan to '%s': %s", path, strerror(errno));
+    // a FIFO without a reader fails at once instead of blocking; the close is checked (/dev/full)
+    FILE* f = xoutput_fopen(path, "--plan-json");
     fprintf(f, "{%s%s\"device\": ", fields, fields[0] ? ", " : "");
     arena_write_json(dev, f);
     fprintf(f, ", \"host\": ");
     arena_write_json(host, f);
     fprintf(f, "}\n");
-    if (fclose(f) != 0) FAIL("writing the plan to '%s' failed: %s", path, strerror(errno));
+    xfclose(f, path, "--plan-json");
 }

@@ -45,8 +45,7 @@ typedef struct { int n; float lr, beta1, beta2, eps, weight_decay, grad_clip; } 
 // *file_bytes is its size, for the caller's check of the size the header implies.
 static FILE* ref_open(const char* path, const char* kind, int magic, int version, int zero_from, int zero_to, int h[256],
                       long* file_bytes) {
-    FILE* f = fopen(path, "rb");
-    if (!f) FAIL("cannot open reference file '%s': %s", path, strerror(errno));
+    FILE* f = xinput_fopen(path, "--ref: reference file");  // a regular file; a FIFO is refused, not waited on
     fseek(f, 0, SEEK_END);
     *file_bytes = ftell(f);
     fseek(f, 0, SEEK_SET);

@@ -62,22 +62,6 @@ static void logger_start(Logger* lg, const RunDir* rd) {
     logger_check(lg, &lg->log, "main.log");
 }
 
-// a line for main.log before logger_start
-static void logger_hold(Logger* lg, const char* fmt, va_list ap) {
-    va_list ap2;
-    va_copy(ap2, ap);
-    int n = vsnprintf(NULL, 0, fmt, ap2);
-    va_end(ap2);
-    if (n < 0) return;
-    while (lg->held_len + (size_t)n + 1 > lg->held_cap) {
-        lg->held_cap *= 2;
-        lg->held = (char*)realloc(lg->held, lg->held_cap);
-        if (!lg->held) FAIL("host realloc of %zu bytes for the held log lines failed", lg->held_cap);
-    }
-    vsnprintf(lg->held + lg->held_len, (size_t)n + 1, fmt, ap);
-    lg->held_len += (size_t)n;
-}
-
 // A log line that did not reach the disk (full, or past a file-size limit now that SIGXFSZ
 // is ignored) stops the run with a message: a run that goes on with a cut main.log or
 // metrics.jsonl and exits 0 has lost data without a word. The file is closed first, so the
@@ -91,22 +75,73 @@ static void logger_check(Logger* lg, FILE** f, const char* name) {
          lg->run_dir ? lg->run_dir : ".", name, strerror(err));
 }
 
-// printf to stdout and main.log
-static void logf_(Logger* lg, const char* fmt, ...) {
-    if (lg && lg->quiet) return;
-    va_list ap;
-    va_start(ap, fmt); vprintf(fmt, ap); va_end(ap);
+// The printed text's escape state (llmc/core/term.h): one stream per process, the same
+// bytes to stdout and main.log, so one state serves both.
+static TermEsc logger_esc = {0};
+
+// text (n bytes) to stdout and main.log (or the held lines), escaped in pieces of a stack buffer
+static void logger_put(Logger* lg, const char* s, size_t n, int end) {
+    char buf[2048];
+    for (;;) {
+        size_t used = 0, k = n ? term_escape(&logger_esc, s, n, &used, buf, sizeof(buf)) : 0;
+        if (!n && end) k = term_escape_end(&logger_esc, buf);
+        if (k) {
+            fwrite(buf, 1, k, stdout);
+            if (lg && lg->held) {
+                while (lg->held_len + k > lg->held_cap) {
+                    lg->held_cap *= 2;
+                    lg->held = (char*)realloc(lg->held, lg->held_cap);
+                    if (!lg->held) FAIL("host realloc of %zu bytes for the held log lines failed", lg->held_cap);
+                }
+                memcpy(lg->held + lg->held_len, buf, k);
+                lg->held_len += k;
+            }
+            if (lg && lg->log) fwrite(buf, 1, k, lg->log);
+        }
+        s += used; n -= used;
+        if (!n) break;
+    }
     fflush(stdout);
-    if (lg && lg->held) { va_start(ap, fmt); logger_hold(lg, fmt, ap); va_end(ap); }
-    if (lg && lg->log) { va_start(ap, fmt); vfprintf(lg->log, fmt, ap); va_end(ap); logger_check(lg, &lg->log, "main.log"); }
+    if (lg && lg->log) logger_check(lg, &lg->log, "main.log");
 }
 
+// text as it is (a sampled piece, say), to stdout and main.log, escaped
+static void logger_text(Logger* lg, const char* s) {
+    if (lg && lg->quiet) return;
+    logger_put(lg, s, strlen(s), 0);
+}
+
+// printf to stdout and main.log; formatted once into a stack buffer (the step line is
+// printed every step), escaped on the way out
+static void logf_(Logger* lg, const char* fmt, ...) {
+    if (lg && lg->quiet) return;
+    char buf[4096], *text = buf;
+    va_list ap;
+    va_start(ap, fmt); int n = vsnprintf(buf, sizeof(buf), fmt, ap); va_end(ap);
+    if (n < 0) return;
+    if (n >= (int)sizeof(buf)) {
+        text = (char*)xmalloc((size_t)n + 1);
+        va_start(ap, fmt); vsnprintf(text, (size_t)n + 1, fmt, ap); va_end(ap);
+    }
+    logger_put(lg, text, (size_t)n, 0);
+    if (text != buf) free(text);
+}
+
+// main.log and metrics.jsonl closed, each close checked: the last lines are written at
+// the close, and a full disk there would lose them behind an exit 0
 static void logger_close(Logger* lg) {
     free(lg->held);
     lg->held = NULL;
-    if (lg->log) fclose(lg->log);
-    if (lg->metrics) fclose(lg->metrics);
+    if (!lg->quiet) logger_put(lg, "", 0, 1);  // a 0xc2 still held at the very end
+    FILE* files[2] = {lg->log, lg->metrics};
+    const char* names[2] = {"main.log", "metrics.jsonl"};
     lg->log = lg->metrics = NULL;
+    for (int i = 0; i < 2; i++) {
+        if (!files[i]) continue;
+        int err = fclose_err(files[i]);
+        if (err) FAIL("writing %s/%s failed at its close: %s (hint: disk full, or over a file-size limit (ulimit -f)?)",
+                      lg->run_dir ? lg->run_dir : ".", names[i], strerror(err));
+    }
 }
 
 // metrics.jsonl: metrics_begin(lg, step), then metrics_num / metrics_int, then metrics_end

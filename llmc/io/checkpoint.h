@@ -83,13 +83,20 @@ static inline void ckpt_writer_close(CkptWriter* w) {
 }
 
 // NULL, or why path cannot be a checkpoint file before anything is read: a directory
-// (a run directory given to --resume, say) is named as one, not as a truncated file
+// (a run directory given to --resume, say) is named as one, not as a truncated file, and
+// anything else that is not a regular file (a FIFO named ckpt_000003.bin, which an open
+// would wait on forever) is named for what it is (--resume auto refuses the run on it before
+// this: llmc/train/run_open.h)
 static inline const char* ckpt_path_problem(const char* path) {
     static char why[1300];
     struct stat st;
     if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
         snprintf(why, sizeof(why), "%s is a directory, not a checkpoint file (give its ckpt_NNNNNN.bin, or --resume auto "
                  "with --run-dir %s)", path, path);
+        return why;
+    }
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+        snprintf(why, sizeof(why), "%s is %s, not a regular file (a checkpoint is one)", path, file_kind(st.st_mode));
         return why;
     }
     return NULL;
@@ -103,8 +110,8 @@ static inline const char* ckpt_path_problem(const char* path) {
 // returns NULL when it is whole and its checksum holds, else the reason.
 static inline const char* ckpt_verify(const char* path, const size_t* block_bytes, int n_blocks) {
     static char why[1400];
-    FILE* f = fopen(path, "rb");
-    if (!f) { snprintf(why, sizeof(why), "cannot open %s: %s", path, strerror(errno)); return why; }
+    FILE* f = input_fopen_try(path, why, sizeof(why));  // a regular file, never a blocking open
+    if (!f) return why;
     fseek(f, 0, SEEK_END);
     long long have = ftell(f);
     fseek(f, 0, SEEK_SET);

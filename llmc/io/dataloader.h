@@ -66,6 +66,8 @@ exit(1).
 #include <fcntl.h>
 #include <unistd.h>
 #include <sys/stat.h>
+#include "../core/term.h"
+#include "../core/files.h"
 
 #define DATALOADER_HEADER_INTS 256
 #define DATALOADER_HEADER_BYTES (DATALOADER_HEADER_INTS * 4)
@@ -119,13 +121,16 @@ typedef struct {
 // ----------------------------------------------------------------------------
 // helpers
 
+// the message names the user's files: escaped (llmc/core/term.h)
 static inline void dataloader_fail_(const char* fmt, ...) {
+    char msg[4096];
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "dataloader: error: ");
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, "\n");
+    vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
+    fprintf(stderr, "dataloader: error: ");
+    term_fputs(stderr, msg);
+    fprintf(stderr, "\n");
     fflush(stderr);
     exit(1);
 }
@@ -190,9 +195,11 @@ static inline void dataloader_open_shard_(DataLoaderShard* sh, const char* path,
     size_t plen = strlen(path);
     sh->path = (char*)dataloader_malloc_(plen + 1);
     memcpy(sh->path, path, plen + 1);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    // a regular file, opened without blocking: a FIFO is refused, not waited on (llmc/core/files.h)
+    char why[1400];
+    int fd = input_open_try(path, why, sizeof(why));
     if (fd < 0) {
-        dataloader_fail_("cannot open shard %s: %s%s", path, strerror(errno),
+        dataloader_fail_("shard: %s%s", why,
                          errno == EMFILE ? " (every shard stays open while training: raise ulimit -n)" : "");
     }
     sh->fd = fd;

@@ -17,6 +17,8 @@ tokenizer_decode on an uninitialized tokenizer (or an id it does not know) retur
 #include <string.h>
 #include <ctype.h>
 #include <stdint.h>
+#include "../core/term.h"
+#include "../core/files.h"  // plain C: the open that refuses a FIFO
 
 #define TOKENIZER_BOS 1
 #define TOKENIZER_MAX_PIECE 4096 // sanity limit on one piece's length
@@ -40,8 +42,10 @@ static inline void tokenizer_free(Tokenizer* t) {
 }
 
 static inline int tokenizer_fail_(Tokenizer* t, FILE* f, const char* path, const char* why) {
-    fprintf(stderr, "tokenizer: warning: cannot use tokenizer file %s: %s; going on without text decoding\n",
-            path, why);
+    char msg[2048];  // escaped: the path is the user's (llmc/core/term.h)
+    snprintf(msg, sizeof(msg), "tokenizer: warning: cannot use tokenizer file %s: %s; going on without text decoding\n",
+             path, why);
+    term_fputs(stderr, msg);
     fflush(stderr);
     if (f) { fclose(f); }
     tokenizer_free(t);
@@ -51,15 +55,16 @@ static inline int tokenizer_fail_(Tokenizer* t, FILE* f, const char* path, const
 // reads every token of the file. vocab_size: the model's vocabulary; the file may have fewer
 // tokens (a padded model vocabulary: the extra ids decode to ""), but not more. vocab_size <= 0: no check.
 static inline int tokenizer_init(Tokenizer* t, const char* path, int vocab_size) {
-    char why[256];
+    char why[1400];
     memset(t, 0, sizeof(*t));
     for (int i = 0; i < 256; i++) {
         t->byte_pieces[2 * i] = (char)i;
         t->byte_pieces[2 * i + 1] = '\0';
     }
     if (path == NULL) { return tokenizer_fail_(t, NULL, "(null)", "no path given"); }
-    FILE* f = fopen(path, "rb");
-    if (f == NULL) { return tokenizer_fail_(t, NULL, path, "file not found or not readable"); }
+    // a regular file, opened without blocking (a FIFO is refused, not waited on: llmc/core/files.h)
+    FILE* f = input_fopen_try(path, why, sizeof(why));
+    if (f == NULL) { return tokenizer_fail_(t, NULL, path, why); }
     int32_t maxlen;
     if (fread(&maxlen, sizeof(maxlen), 1, f) != 1) {
         return tokenizer_fail_(t, f, path, "file too short for the header (empty or truncated)");
@@ -119,8 +124,10 @@ static inline int tokenizer_init(Tokenizer* t, const char* path, int vocab_size)
         return tokenizer_fail_(t, NULL, path, why);
     }
     if (vocab_size > 0 && t->vocab_size < vocab_size) {
-        fprintf(stderr, "tokenizer: note: %s has %d tokens, the model's vocab has %d (ids beyond decode to \"\")\n",
-                path, t->vocab_size, vocab_size);
+        char msg[1400];
+        snprintf(msg, sizeof(msg), "tokenizer: note: %s has %d tokens, the model's vocab has %d (ids beyond decode to \"\")\n",
+                 path, t->vocab_size, vocab_size);
+        term_fputs(stderr, msg);
     }
     t->init_ok = 1;
     return 0;
@@ -146,18 +153,27 @@ static inline const char* tokenizer_decode(Tokenizer* t, int prev_token, int tok
     return piece;
 }
 
-// prints a piece unless it is a single ASCII byte that is neither printable nor whitespace
-// (raw control bytes of byte-fallback tokens); multi-byte UTF-8 pieces are printed, and so
+// whether a piece is shown: not when it is a single ASCII byte that is neither printable nor
+// whitespace (raw control bytes of byte-fallback tokens); multi-byte UTF-8 pieces are, and so
 // are single bytes >= 0x80: byte-fallback pieces of one UTF-8 character (<0xF0><0x9F>...),
 // which llama2.c's safe_printf drops (isprint is false for them in the C locale), leaving
 // the sample on stdout without the characters that main.log has.
-static inline void safe_print(const char* piece) {
-    if (piece == NULL || piece[0] == '\0') { return; }
+static inline int tokenizer_piece_shown(const char* piece) {
+    if (piece == NULL || piece[0] == '\0') { return 0; }
     if (piece[1] == '\0') {
         unsigned char b = (unsigned char)piece[0];
-        if (b < 0x80 && !(isprint(b) || isspace(b))) { return; }
+        if (b < 0x80 && !(isprint(b) || isspace(b))) { return 0; }
     }
-    printf("%s", piece);
+    return 1;
+}
+
+// prints a shown piece to stdout, its control bytes escaped (llmc/core/term.h): a tokenizer
+// file is data, and its pieces must not drive the terminal (the trainers print through the
+// logger, which escapes the same way)
+static inline void safe_print(const char* piece) {
+    static TermEsc st;
+    if (!tokenizer_piece_shown(piece)) { return; }
+    term_fwrite(stdout, &st, piece, strlen(piece));
 }
 
 #endif // LLMC_TOKENIZER_H

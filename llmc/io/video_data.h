@@ -390,7 +390,7 @@ static inline void clipsource_init_file(ClipSource* s, const char* path, int spl
     struct stat st;
     if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
         FAIL("clip file '%s' is a directory (scripts/clips_to_bin.py turns a folder of clips into one clip file)", path);
-    s->file = xfopen(path, "rb");
+    s->file = xinput_fopen(path, "clip file");  // a regular file; a FIFO is refused, not waited on
     clipsource_read_header_(s);
     // this split's clips: val is the file's last n_val, train the rest
     if (n_val < 0 || (uint64_t)n_val > s->file_clips)

@@ -768,8 +768,11 @@ static inline void comm_check_same_config(Comm* c, const char* const* names, con
             for (int r = 1; r < c->size; r++)
                 if (all[(size_t)r * n + i] != all[i]) { bad_field = i; break; }
         if (bad_field >= 0) {
+            // a long value as its start and its end: two paths that differ late show where
             char v[COMM_CONFIG_VALUE_BYTES] = {0};
-            snprintf(v, sizeof(v), "%s", values[bad_field]);
+            size_t len = strlen(values[bad_field]), keep = COMM_CONFIG_VALUE_BYTES - 1;
+            if (len <= keep) snprintf(v, sizeof(v), "%s", values[bad_field]);
+            else snprintf(v, sizeof(v), "%.40s...%s", values[bad_field], values[bad_field] + len - (keep - 43));
 #ifdef USE_MPI
             mpiCheck(MPI_Iallgather(v, COMM_CONFIG_VALUE_BYTES, MPI_BYTE, vals, COMM_CONFIG_VALUE_BYTES, MPI_BYTE,
                                     c->mpi[GROUP_WORLD], &req));

@@ -126,7 +126,8 @@ static inline FitFlags fit_memory_search(const FitSearch* s, const FitArgs* a, i
     if (a->reserve_mib >= 0) cm.reserve = a->reserve_mib * 1048576.0;
     double budget = a->budget_gib * 1073741824.0;
     static const int ffn_opts[] = {1, 2, 4, 8, 16}, ce_opts[] = {1, 2, 4, 8, 16, 32, 64};
-    FILE* dump = a->candidates && rank == 0 ? xfopen(a->candidates, "w") : NULL;
+    // a FIFO without a reader fails at once instead of blocking; writes and the close are checked
+    FILE* dump = a->candidates && rank == 0 ? xoutput_fopen(a->candidates, "--fit-candidates") : NULL;
     FitFlags best_f, second_f, small_f;
     FitCost best, second, small;
     memset(&best_f, 0, sizeof(best_f)); second_f = small_f = best_f;
@@ -146,16 +147,17 @@ static inline FitFlags fit_memory_search(const FitSearch* s, const FitArgs* a, i
             if (c.bytes < 0) continue;
             int fits = c.bytes + cm.reserve <= budget;
             searched++; fitting += fits;
-            if (dump) fprintf(dump, "{\"B\": %d, \"ffn_chunks\": %d, \"ce_chunks\": %d, \"recompute\": %d, \"offload_act\": %d, "
-                              "\"bytes\": %.0f, \"seconds\": %.9g, \"fits\": %d}\n", f.B, f.mem.ffn_chunks,
-                              f.mem.ce_chunks, f.mem.recompute, f.mem.offload_act, c.bytes, c.seconds, fits);
+            if (dump && fprintf(dump, "{\"B\": %d, \"ffn_chunks\": %d, \"ce_chunks\": %d, \"recompute\": %d, \"offload_act\": %d, "
+                                "\"bytes\": %.0f, \"seconds\": %.9g, \"fits\": %d}\n", f.B, f.mem.ffn_chunks,
+                                f.mem.ce_chunks, f.mem.recompute, f.mem.offload_act, c.bytes, c.seconds, fits) < 0)
+                FAIL("--fit-candidates: writing '%s' failed: %s (hint: disk full?)", a->candidates, strerror(errno));
             if (c.bytes < small.bytes) { small = c; small_f = f; }
             if (!fits) continue;
             if (c.seconds < best.seconds) { second = best; second_f = best_f; best = c; best_f = f; }
             else if (c.seconds < second.seconds) { second = c; second_f = f; }
         }
     }
-    if (dump) fclose(dump);
+    if (dump) xfclose(dump, a->candidates, "--fit-candidates");
     char line[400];
     if (!isfinite(best.seconds)) {
         fit_describe(line, sizeof(line), &small_f, &small, s->with_ce, &cm);

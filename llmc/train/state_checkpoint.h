@@ -38,8 +38,9 @@ __attribute__((noinline)) static const char* ckpt_state_header(const char* path,
     static char why[1400];
     memset(ci, 0, sizeof(*ci));
     if (ckpt_path_problem(path)) return ckpt_path_problem(path);
-    FILE* f = fopen(path, "rb");
-    if (!f) { snprintf(why, sizeof(why), "cannot open checkpoint %s: %s", path, strerror(errno)); return why; }
+    char reason[1300];
+    FILE* f = input_fopen_try(path, reason, sizeof(reason));  // a regular file, never a blocking open
+    if (!f) { snprintf(why, sizeof(why), "checkpoint: %s", reason); return why; }
     int ok = fread(ci->header, sizeof(int), 256, f) == 256;
     fclose(f);
     const int* h = ci->header;
@@ -146,7 +147,7 @@ static inline void ckpt_state_read(ParamStore* st, const char* path, const CkptI
                                    int params_only, void* extra) {
     if (ci->num_params != num_params) FAIL("%s: %zu parameters, the model has %zu", path, ci->num_params, num_params);
     Comm* cm = param_store_comm(st);
-    FILE* f = cm->rank == 0 ? xfopen(path, "rb") : NULL;
+    FILE* f = cm->rank == 0 ? xinput_fopen(path, "checkpoint") : NULL;
     if (f) fseek(f, 1024, SEEK_SET);
     param_store_read_state(st, f, path, params_only);
     if (!params_only && ci->extra_bytes) {

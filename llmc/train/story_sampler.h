@@ -72,9 +72,9 @@ static inline void story_sample(StorySampler* s, Logger* lg, int step, NextToken
         s->tokens[t] = next;
         if (next == 1) break;  // BOS starts the next story
         if (lg->quiet) continue;  // every rank samples (the sharded head is a collective); rank 0 prints
+        // escaped on the way to stdout and main.log alike: a tokenizer file's pieces are data
         const char* piece = tokenizer_decode(&s->tok, s->tokens[t - 1], next);
-        safe_print(piece);
-        if (lg->log) fputs(piece, lg->log);
+        if (tokenizer_piece_shown(piece)) logger_text(lg, piece);
     }
     logf_(lg, "\n--------------\n");
 }
