@@ -88,7 +88,7 @@ static inline void ckpt_writer_close(CkptWriter* w) {
 // would wait on forever) is named for what it is (--resume auto refuses the run on it before
 // this: llmc/train/run_open.h)
 static inline const char* ckpt_path_problem(const char* path) {
-    static char why[1300];
+    static char why[PATH_MAX + 512];  // (a path is at most PATH_MAX: no message is cut)
     struct stat st;
     if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
         snprintf(why, sizeof(why), "%s is a directory, not a checkpoint file (give its ckpt_NNNNNN.bin, or --resume auto "
@@ -109,7 +109,7 @@ static inline const char* ckpt_path_problem(const char* path) {
 // Checks a checkpoint whose blocks (after the 1024-byte header) have the given sizes:
 // returns NULL when it is whole and its checksum holds, else the reason.
 static inline const char* ckpt_verify(const char* path, const size_t* block_bytes, int n_blocks) {
-    static char why[1400];
+    static char why[PATH_MAX + 512];  // (a path is at most PATH_MAX: no message is cut)
     FILE* f = input_fopen_try(path, why, sizeof(why));  // a regular file, never a blocking open
     if (!f) return why;
     fseek(f, 0, SEEK_END);

@@ -412,7 +412,7 @@ static inline void ckpt_log_resumed(Logger* lg, const char* path, int step, cons
 // or every rank stops with rank 0's reason.
 static inline void ckpt_check_all_ranks(Comm* cm, const char* path, const char* (*check)(const char* path, void* info),
                                         void* info, size_t info_bytes) {
-    char why[1400] = {0};
+    char why[PATH_MAX + 512] = {0};  // (a path is at most PATH_MAX: no message is cut)
     if (cm->rank == 0) { const char* w = check(path, info); if (w) snprintf(why, sizeof(why), "%s", w); }
     comm_host_broadcast(cm, GROUP_WORLD, why, sizeof(why), 0);
     if (why[0]) FAIL("%s", why);

@@ -35,7 +35,7 @@ typedef struct { int header[256]; size_t num_params, extra_bytes; } CkptInfo;
 // Not inlined: inlined into ckpt_find_latest through the trainer's check, gcc can no longer
 // see how long a path may be and warns of truncations that cannot happen.
 __attribute__((noinline)) static const char* ckpt_state_header(const char* path, const CkptFormat* fmt, CkptInfo* ci) {
-    static char why[1400];
+    static char why[PATH_MAX + 512];  // (a path is at most PATH_MAX: no message is cut)
     memset(ci, 0, sizeof(*ci));
     if (ckpt_path_problem(path)) return ckpt_path_problem(path);
     char reason[1300];
