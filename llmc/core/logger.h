@@ -48,16 +48,11 @@ static void mkdir_p(const char* path) {
     if (err) FAIL("cannot create directory '%s': %s", path, strerror(err));
 }
 
-// append = 1 when resuming, so one run directory holds the whole history.
-// Also where every trainer starts writing files, so SIGXFSZ is ignored here, once for the
-// process: past a file-size limit (ulimit -f, or a file system that enforces one) the
-// kernel would kill the process at the write that crosses it, without a message and
-// leaving a checkpoint's .tmp behind; ignored, that write fails with EFBIG instead, and
-// the writer's own error path runs (llmc/io/checkpoint.h: a message naming the file and
-// the reason, the .tmp removed, exit 1, the previous checkpoints untouched).
+// append = 1 when resuming, so one run directory holds the whole history. (SIGXFSZ, which
+// would kill the process at a write past a file-size limit, is ignored from main's first
+// statement on: llmc/core/signals.h.)
 // The files open at logger_start; until then main.log's lines are held here.
 static void logger_open(Logger* lg, const char* run_dir, int append) {
-    signal(SIGXFSZ, SIG_IGN);
     lg->run_dir = run_dir;
     lg->append = append;
     lg->held_cap = 1 << 16; lg->held_len = 0;
@@ -111,14 +106,29 @@ static void logger_check(Logger* lg, FILE** f, const char* name) {
          lg->run_dir ? lg->run_dir : ".", name, strerror(err));
 }
 
+// stdout failed (a closed pipe: SIGPIPE is ignored, llmc/core/signals.h; a full disk under
+// > file): the run goes on without it, since main.log holds every line stdout would have shown.
+// Once gone it is not written again (no EPIPE per line), and main.log says so once, after the
+// line being written ends. 0: stdout works; 1: gone; 2: gone, and said.
+static int logger_stdout_gone = 0, logger_stdout_errno = 0;
+static void logf_(Logger* lg, const char* fmt, ...);
+static void logger_stdout_check(Logger* lg, const char* fmt) {
+    if (logger_stdout_gone != 1 || !fmt[0] || fmt[strlen(fmt) - 1] != '\n') return;
+    logger_stdout_gone = 2;
+    logf_(lg, "stdout is gone (%s): the run goes on, main.log holds every line\n", strerror(logger_stdout_errno));
+}
+
 // printf to stdout and main.log
 static void logf_(Logger* lg, const char* fmt, ...) {
     if (lg && lg->quiet) return;
     va_list ap;
-    va_start(ap, fmt); vprintf(fmt, ap); va_end(ap);
-    fflush(stdout);
+    if (!logger_stdout_gone) {
+        va_start(ap, fmt); vprintf(fmt, ap); va_end(ap);
+        if (fflush(stdout) != 0 || ferror(stdout)) { logger_stdout_errno = errno; logger_stdout_gone = 1; clearerr(stdout); }
+    }
     if (lg && lg->held) { va_start(ap, fmt); logger_hold(lg, fmt, ap); va_end(ap); }
     if (lg && lg->log) { va_start(ap, fmt); vfprintf(lg->log, fmt, ap); va_end(ap); logger_check(lg, &lg->log, "main.log"); }
+    logger_stdout_check(lg, fmt);
 }
 
 static void logger_close(Logger* lg) {
