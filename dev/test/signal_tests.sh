@@ -10,8 +10,9 @@
 # MPI passes on after odls_base_sigkill_timeout, and SIGUSR1, which it forwards at once); stdout
 # a closed pipe; a file-size limit under mpirun; a rank that never reaches MPI_Init.
 # Prints "PASS name" or "FAIL name: why" per check; exit non-zero when anything failed. The
-# runs wait for a step line in main.log (polled) rather than sleeping a fixed time. make test:
-# about 40 s on 2 busy cores; TEST_FULL=1 adds the closed stdout under mpirun (mpirun's own
+# runs wait for a step line in their output (polled) rather than sleeping a fixed time. make test:
+# about 25 s on 2 busy cores; TEST_FULL=1 (about 55 s) adds train_dit on SIGTERM, the resume of the
+# SIGTERM-to-mpirun run and the closed stdout under mpirun (mpirun's own
 # SIGPIPE policy ends the job: see below).
 set -u
 PY=$1; W=$2
@@ -114,10 +115,10 @@ lap "b: second signal"
 MSTEPS=500
 mpirun_sig 0 -np 2 "${LLAMA[@]}" --zero 1 --steps $MSTEPS $REF_EVERY --run-dir "$W/mpi_ref" >"$W/mpi_ref.log" 2>&1 ||
   fail mpi_ref "exit $?"
-stop_np() {  # stop_np NAME SIG KILL_TIMEOUT EXPECTED_RC RESUME(0|1)
-  local name=$1 sig=$2 k=$3 want=$4 resume=$5 dir=$W/$1
+stop_np() {  # stop_np NAME SIG KILL_TIMEOUT EXPECTED_RC STEPS REF_DIR (empty: no resume)
+  local name=$1 sig=$2 k=$3 want=$4 steps=$5 ref=$6 dir=$W/$1
   rm -rf "$dir"
-  "${MPI_K[@]}" "$k" -np 2 "${LLAMA[@]}" --zero 1 --steps $MSTEPS --ckpt-every 150 --run-dir "$dir" >"$dir.log" 2>&1 &
+  "${MPI_K[@]}" "$k" -np 2 "${LLAMA[@]}" --zero 1 --steps "$steps" --ckpt-every 150 --run-dir "$dir" >"$dir.log" 2>&1 &
   local pid=$!
   if ! wait_step "$dir.log" $pid; then wait $pid; fail "$name" "no step line before it ended (exit $?)"; return; fi
   kill -"$sig" $pid
@@ -126,13 +127,19 @@ stop_np() {  # stop_np NAME SIG KILL_TIMEOUT EXPECTED_RC RESUME(0|1)
   if [ $rc -ne "$want" ] || [ -z "$s" ] || [ ! -f "$dir/$(printf 'ckpt_%06d.bin' "$s")" ]; then
     fail "$name" "mpirun exit $rc ($want expected), stop line '$(grep -m1 "stopped by" "$dir/main.log")'"; return; fi
   pass "$name"
-  [ "$resume" = 1 ] && resumed_same "$name" "$dir" "$W/mpi_ref" $MSTEPS mpirun_sig 0 -np 2 "${LLAMA[@]}" --zero 1 --steps $MSTEPS $REF_EVERY
+  [ -n "$ref" ] && resumed_same "$name" "$dir" "$ref" "$steps" mpirun_sig 0 -np 2 "${LLAMA[@]}" --zero 1 --steps "$steps" $REF_EVERY
 }
 # (the stop's checkpoint and its resume are the same code whichever signal: make test resumes the
 # SIGUSR1 case, TEST_FULL=1 the SIGTERM one too; its kill timeout of 1 s, Open MPI's default, makes
-# the ranks' SIGTERM come 1 s after mpirun's: the run must last longer)
-stop_np np2_sigusr1_to_mpirun USR1 0 75 1
-stop_np np2_sigterm_to_mpirun TERM 1 1 "$FULL"
+# the ranks' SIGTERM come 1 s after mpirun's)
+# the SIGTERM run: 2000 steps, so that it still runs when the ranks' SIGTERM comes a second after
+# mpirun's, however fast the machine (it stops there: the steps after cost nothing)
+stop_np np2_sigusr1_to_mpirun USR1 0 75 $MSTEPS "$W/mpi_ref"
+if [ "$FULL" = 1 ]; then
+  mpirun_sig 0 -np 2 "${LLAMA[@]}" --zero 1 --steps 2000 $REF_EVERY --run-dir "$W/mpi_ref2000" >"$W/mpi_ref2000.log" 2>&1 ||
+    fail mpi_ref2000 "exit $?"
+  stop_np np2_sigterm_to_mpirun TERM 1 1 2000 "$W/mpi_ref2000"
+else stop_np np2_sigterm_to_mpirun TERM 1 1 2000 ""; fi
 
 lap "c: mpirun"
 # (d) stdout a closed pipe: the run goes on (SIGPIPE ignored), exits 0, main.log is whole and says
