@@ -141,6 +141,7 @@ static void run_steps(Dit* m, const Reference* r, float* losses) {
 }
 
 int main(int argc, char** argv) {
+    signals_ignore_io();  // first: a closed stdout or a file-size limit is an error, not a silent death (llmc/core/signals.h)
     MemoryFlags flags = memory_flags_default();
     TestArgs t;
     const Flag own[] = {

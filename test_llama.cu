@@ -153,6 +153,7 @@ static void run_steps(Llama* m, const Reference* r, float* losses) {
 }
 
 int main(int argc, char** argv) {
+    signals_ignore_io();  // first: a closed stdout or a file-size limit is an error, not a silent death (llmc/core/signals.h)
     const char* dump = NULL;
     MemoryFlags flags = memory_flags_default();
     int shard_vocab = 0;

@@ -1088,6 +1088,7 @@ static const ModelOps DIT_OPS = {
 };
 
 int main(int argc, char** argv) {
+    signals_install();  // first: a signal may come at any instant, MPI's start-up included (llmc/core/signals.h)
     static Trainer x;
     TrainArgs* a = &x.a;
     parse_args(argc, argv, a);

@@ -981,6 +981,7 @@ static const ModelOps LLAMA_OPS = {
 };
 
 int main(int argc, char** argv) {
+    signals_install();  // first: a signal may come at any instant, MPI's start-up included (llmc/core/signals.h)
     static Trainer x;
     parse_args(argc, argv, &x.a);
     config_validate(&x.a.cfg);

@@ -36,5 +36,18 @@ echo "$TRAINER on ${SLURM_JOB_NUM_NODES:-?} nodes, ${SLURM_NTASKS:-?} ranks" \
      "restart ${SLURM_RESTART_COUNT:-0}"
 # --cpu-bind=cores: each rank on its own cores where the cluster binds tasks (task/affinity or
 # task/cgroup; a cluster without task binding says so on stderr and runs unbound)
+# Before the time limit SLURM sends SIGUSR1 to every rank (#SBATCH --signal=USR1@600 in the sbatch
+# scripts; scancel --signal=USR1 or TERM does the same at any time): each rank finishes its step,
+# they write that step's checkpoint and exit 75 (llmc/core/signals.h), and srun returns 75. The
+# job is then requeued, and the requeued job's --resume auto continues from that checkpoint.
+# (`|| rc=$?`: under set -e a bare failing srun would end this script before the check.)
+rc=0
 srun --mpi="$MPI_PLUGIN" --kill-on-bad-exit=1 --cpu-bind=cores \
-  "$BIN" --run-dir "$RUN_DIR" --resume auto --comm-timeout 600 "$@"
+  "$BIN" --run-dir "$RUN_DIR" --resume auto --comm-timeout 600 "$@" || rc=$?
+if [ "$rc" -eq 75 ] && [ -n "${SLURM_JOB_ID:-}" ]; then
+  echo "$TRAINER: stopped by a signal after writing a checkpoint (exit 75); requeueing job $SLURM_JOB_ID: it" \
+       "continues from the checkpoint (--resume auto)"
+  scontrol requeue "$SLURM_JOB_ID" || { echo "$TRAINER: scontrol requeue $SLURM_JOB_ID failed: resubmit the job;" \
+                                               "--resume auto continues from $RUN_DIR" >&2; exit 75; }
+fi
+exit "$rc"

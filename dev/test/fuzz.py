@@ -28,6 +28,8 @@ judges the outcome. Standard library only. Kinds (--only):
                     a FIFO without a reader and /dev/full for every output flag, control bytes
                     in file names and tokenizer pieces (a short fixed list, run in full by
                     every --cases N: it is never sampled)
+  signals           stop signals mid-run, a second signal, a closed stdout (llmc/core/signals.h);
+                    a fixed list run in full whatever --cases, judged by its own rules (below)
 
 Inputs. Nothing is committed but dev/test/fuzz_corpus/regressions.txt: the valid inputs are
 made at start-up in a temporary directory, the same bytes whatever --seed: a token shard
@@ -88,6 +90,12 @@ the logs, but a refused --resume is not a resumed run; this is the strict readin
 after training began, its log lines may stay but the existing checkpoints must be
 byte-identical and no .tmp may be left. A run that succeeds may write what it likes.
 
+Signals (kind signals, every case every time: FULL_KINDS). Each trainer on a long run (--ckpt-every
+0), sent SIGTERM, SIGINT, SIGHUP or SIGUSR1 once its output has a step line, must exit 75 with
+the line "stopped by SIG...: checkpoint ... written; --resume auto ..." and that checkpoint on
+disk; SIGTERM then SIGINT at once must exit 1 with the second signal's message; stdout a closed
+pipe must exit 0 with main.log whole and saying once that stdout is gone. No .tmp may be left.
+
 Sampling. --cases N (default 800) runs N cases drawn with --seed, the same share from
 every kind, plus every case named in dev/test/fuzz_corpus/regressions.txt (one case per
 root cause found so far, and guards for checks that hold); --cases 0 runs all of them
@@ -126,7 +134,6 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.abspath(os.path.join(HERE, "..", ".."))
 KINDS = ["llama_ckpt", "dit_ckpt", "shard", "clips", "lref", "dref", "llama_flags", "dit_flags", "test_llama_flags",
          "test_dit_flags", "rundir", "inputs"]
-ALWAYS_KINDS = ["rundir", "inputs"]  # run in full whatever --cases: short, fixed and cheap
 PROGS = {"train_llama": "train_llama_cpu", "train_dit": "train_dit_cpu", "test_llama": "test_llama_cpu",
          "test_dit": "test_dit_cpu"}
 
@@ -1485,6 +1492,13 @@ def run_case(case, ctx):
         os.makedirs(os.path.dirname(p), exist_ok=True)
         with open(p, "wb") as f:
             f.write(data)
+    if case.kind == "signals":  # its own runner and judge (the signals block above)
+        t0 = time.time()
+        rc, output = run_signal_case(case, ctx, cdir)
+        problems = judge_signal(case, rc, output, cdir, ctx)
+        if not ctx.keep:
+            shutil.rmtree(cdir, ignore_errors=True)
+        return Result(case, rc, time.time() - t0, output, problems, [ctx.bins[case.prog]] + case.args, cdir)
     rdir = os.path.join(cdir, "run")
     before = None
     if case.run:
@@ -1575,6 +1589,110 @@ def judge(case, rc, output, rdir, before, ctx):
             if rp:
                 probs.append("run dir touched: " + "; ".join(rp))
     return probs
+
+
+# ----------------------------------------------------------------------------
+# signals (llmc/core/signals.h): not malformed input but a fault from outside, in its own kind so
+# that the other kinds' merges stay apart. A short fixed list, run in full whatever --cases
+# (FULL_KINDS): each stop signal once per trainer mid-run (exit 75, the message naming the signal,
+# the stopped step's checkpoint written, no .tmp), a second signal (exit 1 at once, its
+# message), and stdout a closed pipe (exit 0, main.log whole and saying stdout is gone).
+
+KINDS += ["signals"]
+FULL_KINDS = ["rundir", "inputs", "signals"]  # run in full whatever --cases: short, fixed lists
+STOP_SIGNALS = ["TERM", "INT", "HUP", "USR1"]
+STOPPED_RE = re.compile(r"^stopped by SIG(\w+).* after step (\d+) of \d+: checkpoint (\S+) written; --resume auto", re.M)
+
+
+def signal_cases(ctx, rng):
+    out = []
+    for prog, model in (("train_llama", LLAMA_MODEL + ["--train-data", "{W}/train.bin"]), ("train_dit", DIT_MODEL)):
+        # steps enough to run for minutes: the signal, not the end, stops it (else: a timeout)
+        run = model + ["--val-every", "0", "--log-every", "100", "--run-dir", "{C}/run"]
+        long_run = run + ["--steps", "1000000", "--ckpt-every", "0"]
+        for sig in STOP_SIGNALS:
+            out.append(Case("signals", "signals/%s/SIG%s" % (prog, sig), prog, long_run, "stopped", ["SIG" + sig],
+                            "SIG%s after the first step line (--ckpt-every 0: the stop writes one anyway)" % sig))
+        out.append(Case("signals", "signals/%s/second_signal" % prog, prog, long_run, "second", ["second stop signal"],
+                        "SIGTERM then SIGINT at once: the second ends it without waiting for the step"))
+        out.append(Case("signals", "signals/%s/closed_stdout" % prog, prog, run + ["--steps", "30", "--log-every", "1"],
+                        "ok", [], "stdout a pipe closed before the first line"))
+    return out
+
+
+def run_signal_case(case, ctx, cdir):
+    """Runs a signals case: the program in its own session, its output to a file (stdout a closed
+    pipe for closed_stdout); the signals sent once the output has a step line. Returns (rc, output)."""
+    argv = [ctx.bins[case.prog]] + [a.format(C=cdir, W=ctx.work) for a in case.args]
+    out_path = os.path.join(cdir, "output.txt")
+    env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
+    closed = case.name.endswith("closed_stdout")
+    with open(out_path, "wb") as out:
+        p = subprocess.Popen(argv, cwd=cdir, stdout=subprocess.PIPE if closed else out, stderr=out,
+                             stdin=subprocess.DEVNULL, env=env, start_new_session=True)
+        if closed:
+            p.stdout.close()
+        t0 = time.time()
+        try:
+            if not closed:
+                while p.poll() is None and time.time() - t0 < ctx.timeout:
+                    with open(out_path, "rb") as f:
+                        if re.search(r"^step\s+\d+/\d+ \|", f.read().decode("utf-8", "replace"), re.M):
+                            break
+                    time.sleep(0.02)
+                if p.poll() is None:
+                    sigs = ["TERM", "INT"] if case.expect == "second" else [case.keywords[0][3:]]
+                    for sig in sigs:
+                        os.kill(p.pid, getattr(signal, "SIG" + sig))
+            rc = p.wait(timeout=max(1.0, ctx.timeout - (time.time() - t0)))
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+            rc = "timeout"
+    with open(out_path, "rb") as f:
+        output = f.read(1 << 20).decode("utf-8", "replace")
+    return rc, output
+
+
+def judge_signal(case, rc, output, cdir, ctx):
+    """exit 75 with the stop line and its checkpoint for a stop, exit 1 with its message for a
+    second signal, exit 0 with main.log whole for a closed stdout; never a death by a signal."""
+    if rc == "timeout":
+        return ["timeout after %g s: the signal did not stop it" % ctx.timeout]
+    if rc < 0:
+        return ["killed by signal %s" % signal.Signals(-rc).name]
+    rdir = os.path.join(cdir, "run")
+    probs = []
+    if case.expect == "stopped":
+        m = STOPPED_RE.search(output)
+        if rc != 75:
+            probs.append("exit %d, expected 75 (stopped by a signal after writing a checkpoint)" % rc)
+        if not m or "SIG" + m.group(1) != case.keywords[0]:
+            probs.append("no stop line naming %s" % case.keywords[0])
+        elif not os.path.exists(os.path.join(rdir, "ckpt_%06d.bin" % int(m.group(2)))):
+            probs.append("no checkpoint of the stopped step %s" % m.group(2))
+    elif case.expect == "second":
+        if rc != 1 or "second stop signal" not in output:
+            probs.append("exit %d, expected 1 with the second signal's message" % rc)
+    else:
+        log = open(os.path.join(rdir, "main.log"), errors="replace").read() if os.path.exists(os.path.join(rdir, "main.log")) else ""
+        if rc != 0:
+            probs.append("exit %d with stdout closed, expected 0" % rc)
+        if "\ndone:" not in log or log.count("stdout is gone") != 1:
+            probs.append("main.log is not whole, or does not say once that stdout is gone")
+    if os.path.isdir(rdir) and any(n.endswith(".tmp") for n in os.listdir(rdir)):
+        probs.append("a .tmp left in the run directory")
+    return probs
+
+
+def select_full_kinds(by_kind, kinds, picked, names):
+    """The cases of FULL_KINDS, every one, whatever --cases samples."""
+    for k in FULL_KINDS:
+        if k in kinds:
+            for c in by_kind[k]:
+                if c.name not in names:
+                    picked.append(c)
+                    names.add(c.name)
 
 
 # ----------------------------------------------------------------------------
@@ -1772,6 +1890,7 @@ def all_cases(ctx, seed):
         "rundir": lambda r: rundir_cases(ctx),
         "inputs": lambda r: input_cases(ctx, r),
     }
+    gens["signals"] = lambda r: signal_cases(ctx, r)
     for k in KINDS:
         cases = gens[k](random.Random("%d/%s" % (seed, k)))
         seen = {}
@@ -1806,10 +1925,10 @@ def select(by_kind, args):
     if args.cases == 0 or args.cases >= len(pool):
         return pool
     rng = random.Random(args.seed)
-    queues = {k: rng.sample(by_kind[k], len(by_kind[k])) for k in kinds if k not in ALWAYS_KINDS}
+    queues = {k: rng.sample(by_kind[k], len(by_kind[k])) for k in kinds if k not in FULL_KINDS}
     # the fixed kinds in full, beside the N sampled ones
-    picked = [c for k in kinds if k in ALWAYS_KINDS for c in by_kind[k]]
-    names = {c.name for c in picked}
+    picked, names = [], set()
+    select_full_kinds(by_kind, kinds, picked, names)
     every = {c.name for k in KINDS for c in by_kind[k]}
     for name in load_regressions():
         if name not in every:

@@ -4,8 +4,10 @@
 # metrics comparison.
 # --mca odls_base_sigkill_timeout 0: when a rank ends the job (every expected-error check does), the
 # others are killed at once instead of after Open MPI's default second (measured: 1.06 s -> 0.07 s
-# for `mpirun -np 2 sh -c 'exit 1'`; about 20 such runs a make test). The trainers handle no
-# SIGTERM, so nothing is lost that the second would have saved.
+# for `mpirun -np 2 sh -c 'exit 1'`; about 20 such runs a make test). The trainers do handle
+# SIGTERM (a checkpoint of the step, exit 75: llmc/core/signals.h), but these runs are checks of
+# an error that already ended the job, with nothing to save; a real run under mpirun sets the
+# timeout long enough for the checkpoint (README, "Signals"), and dev/test/signal_tests.sh tests that.
 MPIRUN=(mpirun --oversubscribe --allow-run-as-root --bind-to none --mca odls_base_sigkill_timeout 0 -x OMP_NUM_THREADS=1)
 export OMP_NUM_THREADS=1
 failed=0

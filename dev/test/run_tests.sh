@@ -442,6 +442,9 @@ sub_tests run_dir bash dev/test/run_dir_tests.sh "$PY" "$TMP/run_dir"
 section "data parallelism under mpirun (2 and 4 ranks): test_llama, train_llama, checkpoints, faults (dev/test/dp_tests.sh)"
 sub_tests dp bash dev/test/dp_tests.sh "$PY" "$TMP/dp" dev/ref/*.lref ${FRESH:-}
 
+section "signals: a stop signal writes a checkpoint and exits 75, resumed bit-exactly; a second ends at once; closed stdout; file-size limit; MPI start-up timeout (dev/test/signal_tests.sh)"
+sub_tests signals bash dev/test/signal_tests.sh "$PY" "$TMP/signals"
+
 section "tensor and sequence parallelism under mpirun (tp 2, tp 4, tp 2 x dp 2): test_llama, train_llama, checkpoints (dev/test/tp_tests.sh)"
 sub_tests tp bash dev/test/tp_tests.sh "$PY" "$TMP/tp"
 

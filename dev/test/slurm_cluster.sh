@@ -8,6 +8,9 @@
 #   - a train_llama job requeued (scontrol requeue) once its first checkpoint is written and
 #     started again: --resume auto continues it, and its metrics and final checkpoint are
 #     bitwise those of the uninterrupted job;
+#   - the same job sent SIGUSR1 (scancel --signal=USR1, what #SBATCH --signal sends before the time
+#     limit): a checkpoint of the stopped step, exit 75, the job requeues itself
+#     (scripts/slurm_launch.sh) and resumes from that checkpoint, bitwise the uninterrupted job;
 #   - the cluster torn down: nothing it started left running, its directory gone, /etc/slurm,
 #     /etc/munge and the system's slurm and munge directories untouched.
 #
@@ -204,7 +207,9 @@ else fail srun_mpi_list_has_pmix "srun --mpi=list: $(srun --mpi=list 2>&1 | tr '
 
 # ---------------------------------------------------------------------------
 # the jobs: 2 tasks of one CPU each on the one node, in place of the scripts' GPU defaults
-SB=(--nodes=1 -n 2 --ntasks-per-node=2 --cpus-per-task=1 --gpus-per-node=0 --time=3)
+# (--signal=USR1@5: the scripts' USR1@600 is longer than the jobs' 3 minutes, so SLURM would send
+# it at once, at its next periodic check: the run stops with a checkpoint and requeues itself)
+SB=(--nodes=1 -n 2 --ntasks-per-node=2 --cpus-per-task=1 --gpus-per-node=0 --time=3 --signal=USR1@5)
 WAIT=150  # seconds any one sbatch --wait may take (the jobs take 1-10 s)
 "$PY" dev/test/write_toy_shard.py "$D/train.bin" 20000 1 500 >/dev/null && "$PY" dev/test/write_toy_shard.py "$D/val.bin" 5000 2 500 >/dev/null
 # 300 steps with a checkpoint every 20: the requeue below lands after the first of them, with
@@ -296,6 +301,51 @@ if "$PY" dev/test/compare_metrics.py "$D/runs/llama/metrics.jsonl" "$R/metrics.j
    cmp "$D/runs/llama/ckpt_000300.bin" "$R/ckpt_000300.bin" >>"$D/requeue.cmp" 2>&1; then
   pass requeue_equals_uninterrupted_bitwise
 else fail requeue_equals_uninterrupted_bitwise "$(tail_of "$D/requeue.cmp" 2)"; fi
+
+# ---------------------------------------------------------------------------
+# a signal: scancel --signal=USR1 of the running job (what #SBATCH --signal=USR1@600 sends before
+# the time limit) once its first checkpoint is there: the ranks write the step's checkpoint and
+# exit 75, scripts/slurm_launch.sh requeues the job, which resumes from that checkpoint; the
+# result is bitwise that of the uninterrupted job
+R=$D/runs/signal
+signal_job() {
+  TRAIN_LLAMA_BIN=./train_llama_cpu RUN_DIR=$R timeout -k 5 $((2 * WAIT)) sbatch --wait --parsable --job-name=llama_signal \
+    --output="$D/signal.out" "${SB[@]}" scripts/train_llama.sbatch "${LLAMA[@]}" >"$D/signal.id" 2>"$D/signal.sbatch" &
+  SBPID=$!; BG+=("$SBPID")
+  wait_for 30 test -s "$D/signal.id" || { echo "no job id: $(tail_of "$D/signal.sbatch")"; return 1; }
+  JID=$(cut -d';' -f1 "$D/signal.id" | head -n1)
+  wait_for 120 test -f "$R/ckpt_000020.bin" || { echo "no first checkpoint in 120 s (job $(job_state)): $(tail_of "$D/signal.out")"; return 1; }
+  scancel --signal=USR1 "$JID" || { echo "scancel --signal=USR1 $JID failed"; return 1; }
+  # the job requeues itself (exit 75 -> scontrol requeue in slurm_launch.sh); then let it start at once
+  wait_for 60 bash -c '[ "$(squeue -h -j "$1" -o %T 2>/dev/null)" = PENDING ]' _ "$JID" ||
+    { echo "job $JID not PENDING after the signal: $(job_state) $(tail_of "$D/signal.out" 3)"; return 1; }
+  # the stopped step's slurmstepd may still be tearing down its PMIx server when the job is back in
+  # the queue (srun returned, the job requeued itself at once); a restart forced before it is gone
+  # fails to bind the same socket (a real requeue waits its two minutes)
+  wait_for 30 bash -c '! pgrep -f "slurmstepd: \[$1\.0\]" >/dev/null' _ "$JID" ||
+    { echo "the stopped step of job $JID is still there after 30 s"; return 1; }
+  local i
+  for i in $(seq 20); do
+    scontrol update JobId="$JID" StartTime=now 2>/dev/null
+    wait_for 3 bash -c '[ "$(squeue -h -j "$1" -o %T 2>/dev/null)" != PENDING ]' _ "$JID" && break
+  done
+  [ "$(job_state)" != PENDING ] || { echo "job $JID still PENDING: $(squeue -h -j "$JID" -o %r)"; return 1; }
+  wait "$SBPID"; local rc=$?
+  [ $rc = 0 ] || { echo "sbatch --wait exit $rc: $(tail_of "$D/signal.sbatch" 2) $(tail_of "$D/signal.out")"; return 1; }
+}
+if signal_job >"$D/signal.msg" 2>&1; then pass signal_job_requeued_and_completes
+else fail signal_job_requeued_and_completes "$(tail_of "$D/signal.msg" 3)"; fi
+stopped=$(sed -n 's/^stopped by SIGUSR1.* after step \([0-9]*\) of .*/\1/p' "$R/main.log" 2>/dev/null | head -n1)
+resumed=$(sed -n 's/^resumed from .*ckpt_0*\([0-9][0-9]*\)\.bin at step \([0-9]*\)$/\2/p' "$R/main.log" 2>/dev/null)
+# (the job's output file is rewritten by the restart: its "restart 1" line is the requeue's trace)
+if [ -n "$stopped" ] && [ "$resumed" = "$stopped" ] && grep -q "restart 1$" "$D/signal.out" &&
+   [ "$(grep -c '^done:' "$R/main.log")" = 1 ]; then
+  pass signal_stop_checkpoint_resumed "stopped after step $stopped, resumed from its checkpoint"
+else fail signal_stop_checkpoint_resumed "stopped '$stopped', resumed '${resumed//$'\n'/ }'; $(grep -E 'stopped by|resumed from|^done:' "$R/main.log" 2>&1 | tr '\n' ' ' | cut -c1-300)"; fi
+if "$PY" dev/test/compare_metrics.py "$D/runs/llama/metrics.jsonl" "$R/metrics.jsonl" 1 0 >"$D/signal.cmp" 2>&1 &&
+   cmp "$D/runs/llama/ckpt_000300.bin" "$R/ckpt_000300.bin" >>"$D/signal.cmp" 2>&1; then
+  pass signal_equals_uninterrupted_bitwise
+else fail signal_equals_uninterrupted_bitwise "$(tail_of "$D/signal.cmp" 2)"; fi
 
 # ---------------------------------------------------------------------------
 # teardown: nothing of ours left running, the directory gone, the system's files as they were

@@ -31,16 +31,11 @@ static inline Logger logger_for_rank(int rank) {
     return lg;
 }
 
-// append = 1 when resuming, so one run directory holds the whole history.
-// Also where every trainer starts writing files, so SIGXFSZ is ignored here, once for the
-// process: past a file-size limit (ulimit -f, or a file system that enforces one) the
-// kernel would kill the process at the write that crosses it, without a message and
-// leaving a checkpoint's .tmp behind; ignored, that write fails with EFBIG instead, and
-// the writer's own error path runs (llmc/io/checkpoint.h: a message naming the file and
-// the reason, the .tmp removed, exit 1, the previous checkpoints untouched).
+// append = 1 when resuming, so one run directory holds the whole history. (SIGXFSZ, which
+// would kill the process at a write past a file-size limit, is ignored from main's first
+// statement on: llmc/core/signals.h.)
 // The files open at logger_start; until then main.log's lines are held here.
 static void logger_open(Logger* lg, const char* run_dir, int append) {
-    signal(SIGXFSZ, SIG_IGN);
     lg->run_dir = run_dir;
     lg->append = append;
     lg->held_cap = 1 << 16; lg->held_len = 0;
@@ -75,6 +70,12 @@ static void logger_check(Logger* lg, FILE** f, const char* name) {
          lg->run_dir ? lg->run_dir : ".", name, strerror(err));
 }
 
+// stdout failed (a closed pipe: SIGPIPE is ignored, llmc/core/signals.h; a full disk under
+// > file): the run goes on without it, since main.log holds every line stdout would have shown.
+// Once gone it is not written again (no EPIPE per line), and main.log says so once, after the
+// line being written ends. 0: stdout works; 1: gone; 2: gone, and said.
+static int logger_stdout_gone = 0, logger_stdout_errno = 0;
+
 // The printed text's escape state (llmc/core/term.h): one stream per process, the same
 // bytes to stdout and main.log, so one state serves both.
 static TermEsc logger_esc = {0};
@@ -86,7 +87,7 @@ static void logger_put(Logger* lg, const char* s, size_t n, int end) {
         size_t used = 0, k = n ? term_escape(&logger_esc, s, n, &used, buf, sizeof(buf)) : 0;
         if (!n && end) k = term_escape_end(&logger_esc, buf);
         if (k) {
-            fwrite(buf, 1, k, stdout);
+            if (!logger_stdout_gone) fwrite(buf, 1, k, stdout);
             if (lg && lg->held) {
                 while (lg->held_len + k > lg->held_cap) {
                     lg->held_cap *= 2;
@@ -101,7 +102,9 @@ static void logger_put(Logger* lg, const char* s, size_t n, int end) {
         s += used; n -= used;
         if (!n) break;
     }
-    fflush(stdout);
+    if (!logger_stdout_gone && (fflush(stdout) != 0 || ferror(stdout))) {
+        logger_stdout_errno = errno; logger_stdout_gone = 1; clearerr(stdout);
+    }
     if (lg && lg->log) logger_check(lg, &lg->log, "main.log");
 }
 
@@ -125,6 +128,10 @@ static void logf_(Logger* lg, const char* fmt, ...) {
     }
     logger_put(lg, text, (size_t)n, 0);
     if (text != buf) free(text);
+    if (logger_stdout_gone == 1 && n > 0 && fmt[strlen(fmt) - 1] == '\n') {  // said once, after a whole line
+        logger_stdout_gone = 2;
+        logf_(lg, "stdout is gone (%s): the run goes on, main.log holds every line\n", strerror(logger_stdout_errno));
+    }
 }
 
 // main.log and metrics.jsonl closed, each close checked: the last lines are written at

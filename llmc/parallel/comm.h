@@ -45,6 +45,9 @@ they complete before they return.
 #include <time.h>
 #ifdef USE_MPI
 #include <mpi.h>
+#include <signal.h>
+#include <sys/time.h>
+#include <unistd.h>
 #endif
 #if !defined(LLMC_CPU) && defined(USE_NCCL)
 #include <nccl.h>
@@ -269,9 +272,54 @@ static inline void comm_set_layout(Comm* c, int size, int rank, int tp, int cp, 
     c->group_rank[GROUP_RING] = c->cp_rank / U;    c->group_size[GROUP_RING] = cp / U;
 }
 
+#ifdef USE_MPI
+// The start-up watchdog: MPI_Init, the world's split and dup, the flags' check and the group
+// splits all block until every rank has arrived, and none of them takes a timeout, so a rank
+// that never arrives (stopped, or dead before MPI_Init) would leave the others there forever.
+// An interval timer of --comm-timeout seconds is armed before MPI_Init and disarmed once the
+// groups exist (comm_init_groups). On expiry the handler writes a message prepared before
+// arming (write(2) is async-signal-safe; snprintf is not) and _exit(3)s: MPI_Abort is neither
+// async-signal-safe nor usable before MPI_Init has returned, and a rank's exit without
+// MPI_Finalize makes the launcher (mpirun, srun --kill-on-bad-exit) end the job.
+static char comm_startup_msg[512];
+static size_t comm_startup_len = 0;
+
+static void comm_startup_expired(int sig) {
+    (void)sig;
+    ssize_t w = write(STDERR_FILENO, comm_startup_msg, comm_startup_len);
+    (void)w;
+    _exit(3);
+}
+
+static inline void comm_startup_watchdog(double timeout_s, int arm) {
+    struct itimerval it;
+    memset(&it, 0, sizeof(it));
+    if (arm) {
+        const char* r = getenv("OMPI_COMM_WORLD_RANK");
+        if (!r) r = getenv("PMIX_RANK");
+        if (!r) r = getenv("SLURM_PROCID");
+        snprintf(comm_startup_msg, sizeof(comm_startup_msg),
+                 "error (rank %s): MPI start-up (MPI_Init, the configuration check and the group splits) did not "
+                 "complete within %.0f s (--comm-timeout): another rank never arrived (it died, was stopped or was "
+                 "never started; see the launcher's and the other ranks' messages); exit 3\n", r ? r : "?", timeout_s);
+        comm_startup_len = strlen(comm_startup_msg);
+        struct sigaction sa;
+        memset(&sa, 0, sizeof(sa));
+        sa.sa_handler = comm_startup_expired;
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGALRM, &sa, NULL);
+        it.it_value.tv_sec = (time_t)timeout_s;
+        it.it_value.tv_usec = (suseconds_t)((timeout_s - (double)(time_t)timeout_s) * 1e6);
+        if (it.it_value.tv_sec == 0 && it.it_value.tv_usec == 0) it.it_value.tv_usec = 1;
+    }
+    setitimer(ITIMER_REAL, &it, NULL);  // all zero: disarmed
+    if (!arm) signal(SIGALRM, SIG_DFL);
+}
+#endif
+
 // The world alone: the launcher's ranks (mpirun, srun; one process: a world of one), with
 // no group split yet, so that a check of every rank's flags on the world can run before
-// the flags decide the groups (llmc/train/same_config.h).
+// the flags decide the groups (llmc/train/same_config.h). Arms the start-up watchdog.
 static inline void comm_init_world(Comm* c, double timeout_s) {
     memset(c, 0, sizeof(*c));
     c->rank = 0; c->size = 1; c->local_rank = 0;
@@ -279,6 +327,7 @@ static inline void comm_init_world(Comm* c, double timeout_s) {
     c->backend = BACKEND_SINGLE;
     if (comm_launched_by_mpi()) {
 #ifdef USE_MPI
+        comm_startup_watchdog(c->timeout_s, 1);
         mpiCheck(MPI_Init(NULL, NULL));
         c->mpi_initialised = 1;
         mpiCheck(MPI_Comm_rank(MPI_COMM_WORLD, &c->rank));
@@ -321,6 +370,7 @@ static inline void comm_init_groups(Comm* c, int tp, int cp, int U, int use_nccl
         mpiCheck(MPI_Op_create(comm_bf16_sum, 1, &c->op_sum_bf16));
         mpiCheck(MPI_Op_create(comm_bf16_max, 1, &c->op_max_bf16));
 #endif
+        comm_startup_watchdog(0, 0);  // every rank arrived: from here each wait has its own bound
     }
 #endif
 #ifdef LLMC_CPU

@@ -94,9 +94,13 @@ static inline void log_activation_table(Logger* lg, const char* unit, const char
     }
 }
 
-// the peak memory measured so far on the rank that has the most (a collective)
-static inline size_t peak_bytes_all_ranks(Comm* comm) {
-    double measured = (double)dev_peak_bytes_measured();
-    comm_host_all_reduce(comm, GROUP_WORLD, &measured, 1, COMM_MAX);
-    return (size_t)measured;
+// the peak memory measured so far on the rank that has the most (a collective). stop (NULL:
+// none): in, this rank's stop signal (0: none); out, the largest over the ranks, so that every
+// rank stops after the same step (llmc/core/signals.h); a second value of the same all-reduce
+// rather than a collective of its own every step.
+static inline size_t peak_bytes_all_ranks(Comm* comm, int* stop) {
+    double v[2] = {(double)dev_peak_bytes_measured(), stop ? (double)*stop : 0.0};
+    comm_host_all_reduce(comm, GROUP_WORLD, v, stop ? 2 : 1, COMM_MAX);
+    if (stop) *stop = (int)v[1];
+    return (size_t)v[0];
 }

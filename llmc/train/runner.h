@@ -9,7 +9,8 @@ cluster run needs around it:
     ->  resume | init-from | init  ->  the step loop:
             zero grads; per micro-batch: next batch, the model (units, forward + backward, or fused);
             the loss over the ranks; grad norm;
-            stop if not finite; update; log, validate, metrics, checkpoint, sample
+            stop if not finite; update; log, validate, metrics, checkpoint,
+            stop (a signal every rank agreed on: the step's checkpoint, exit 75), sample
     ->  the last validation and sample of a run with nothing to train  ->  done
 
 The model is the trainer's: ModelOps' functions take the trainer's context (t), which
@@ -29,6 +30,7 @@ rank 0's.
 #pragma once
 #include "../core/common.h"
 #include "../core/logger.h"
+#include "../core/signals.h"
 #include "../parallel/comm.h"
 #include "../parallel/parallel_args.h"
 #include "../parallel/param_store.h"
@@ -294,6 +296,7 @@ static inline void runner_check_ops(const ModelOps* o) {
 static inline int runner_main(const ModelOps* ops, void* t, RunArgs* a, int unit, int L) {
     const TrainLoopArgs* l = &a->loop;
     runner_check_ops(ops);
+    if (l->plan_only) signals_stop_default();  // no step loop, nothing to save: a stop signal just ends it
     Comm comm;
     parallel_comm_world(&comm, &a->par, l->plan_only);
     same_config_check(&comm, ops->program, a->flags, a->nflags);  // before the flags split the world into groups
@@ -372,6 +375,21 @@ static inline int runner_main(const ModelOps* ops, void* t, RunArgs* a, int unit
             runner_ckpt_write(ops, t, v, &rs.rd, ckpt_step_name(step).s, step);
             step_ckpt_written(&sl, step);
             run_keep_last(&rs, &lg);
+        }
+        // a stop signal every rank agreed on at step_end: this step's checkpoint, then exit 75
+        if (int due = step_stop_due(&sl, step, &v->st)) {
+            if (due == 2) {
+                runner_ckpt_write(ops, t, v, &rs.rd, ckpt_step_name(step).s, step);
+                step_ckpt_written(&sl, step);
+                run_keep_last(&rs, &lg);
+            }
+            step_stop_log(&sl, step);
+            ops->finish(t);
+            logger_close(&lg);
+            run_close(&rs);
+            ops->free(t);
+            comm_finalize(&comm);
+            return EXIT_STOPPED;
         }
         if (step_due(&sl, step, a->sample_every)) ops->sample(t, &lg, step);
     }

@@ -13,6 +13,7 @@ backward, update, the model's throughput and validation) stays in the trainer's 
 #include "../core/common.h"
 #include "../kernels/kernels.h"
 #include "../core/logger.h"
+#include "../core/signals.h"
 #include "../kernels/profile.h"
 #include "train_args.h"
 #include "../parallel/parallel_args.h"
@@ -28,6 +29,7 @@ typedef struct {
     int start;          // the step the run continues from (0: a fresh run)
     int last_ckpt;      // the step of the newest checkpoint on disk, -1: none
     size_t peak;        // the largest rank's measured peak memory so far
+    int stop_signal;    // a stop signal every rank has agreed on at step_end (0: none; llmc/core/signals.h)
     double loop_start;  // when the first step began (the ETA spreads everything since)
     double t0;          // when this step began
 } StepLoop;
@@ -47,12 +49,14 @@ static inline void step_begin(StepLoop* s, int step) {
     if (step == s->loop->profile_step) profile_start_step(s->prof);
 }
 
-// after the update: returns the step's milliseconds; a collective (the peak memory)
+// after the update: returns the step's milliseconds; a collective (the peak memory, and
+// whether any rank got a stop signal: s->stop_signal, the same on every rank)
 static inline double step_end(StepLoop* s, int step) {
     double ms = (now_seconds() - s->t0) * 1e3;
     if (step == s->start + 1) comm_bytes_log(s->lg, "comm per step, counted in this step (bytes this rank sent)", s->comm->sent);
     if (step == s->loop->profile_step) profile_report(s->prof, s->lg, step, ms);
-    size_t measured = peak_bytes_all_ranks(s->comm);  // the largest rank's
+    s->stop_signal = g_stop_signal;
+    size_t measured = peak_bytes_all_ranks(s->comm, &s->stop_signal);  // the largest rank's
     s->peak = measured > s->peak ? measured : s->peak;
     return ms;
 }
@@ -133,10 +137,30 @@ static inline void step_ckpt_written(StepLoop* s, int step) {
     logf_(s->lg, "checkpoint: %s/%s\n", s->loop->run_dir, ckpt_step_name(step).s);
 }
 
+// A stop signal, agreed at this step's step_end: whether the run stops after this step, and
+// then 2: this step's checkpoint (ckpt_step_name) is still to be written, or 1 when it was just
+// written by --ckpt-every. Written whatever --ckpt-every says (0 included): the user asked to
+// stop, the state must survive. A signal during the last step stops nothing: the run is
+// complete and ends as usual (exit 0).
+static inline int step_stop_due(StepLoop* s, int step, ParamStore* st) {
+    if (!s->stop_signal || step >= s->loop->steps) return 0;
+    if (s->last_ckpt == step) return 1;
+    stop_if_params_not_finite(step, param_store_params_finite(st), s->loop->run_dir, s->last_ckpt);
+    return 2;
+}
+
+// the stop's message (stdout and main.log; the other ranks stay quiet): the signal, the step,
+// the checkpoint and what continues it. The caller then ends the run with EXIT_STOPPED.
+static inline void step_stop_log(const StepLoop* s, int step) {
+    logf_(s->lg, "stopped by %s%s after step %d of %d: checkpoint %s/%s written; --resume auto continues from it "
+          "(exit %d)\n", signal_name(s->stop_signal), s->comm->size > 1 ? " (on at least one rank)" : "", step,
+          s->loop->steps, s->loop->run_dir, ckpt_step_name(step).s, EXIT_STOPPED);
+}
+
 // The run's last line: the largest rank's measured peak against the planned arena. A
 // collective; a run that trained nothing (a finished run resumed, --steps 0) measures here.
 static inline void step_loop_done(StepLoop* s, size_t arena_bytes) {
-    if (s->start >= s->loop->steps) s->peak = peak_bytes_all_ranks(s->comm);
+    if (s->start >= s->loop->steps) s->peak = peak_bytes_all_ranks(s->comm, NULL);
     logf_(s->lg, "done: peak memory measured %.1f MiB (%s%s), arena %.1f MiB planned%s\n", s->peak / 1048576.0,
           dev_measured_name(), s->comm->size > 1 ? ", largest rank" : "", arena_bytes / 1048576.0,
           s->comm->size > 1 ? " per rank" : "");
