@@ -8,9 +8,11 @@
 #   - a train_llama job requeued (scontrol requeue) once its first checkpoint is written and
 #     started again: --resume auto continues it, and its metrics and final checkpoint are
 #     bitwise those of the uninterrupted job;
+#   - train_dit.sbatch given train_llama's RUN_DIR: refused, the llama run byte-identical;
 #   - the same job sent SIGUSR1 (scancel --signal=USR1, what #SBATCH --signal sends before the time
-#     limit): a checkpoint of the stopped step, exit 75, the job requeues itself
-#     (scripts/slurm_launch.sh) and resumes from that checkpoint, bitwise the uninterrupted job;
+#     limit), then SIGTERM (scancel --signal=TERM): a checkpoint of the stopped step, exit 75, the
+#     job requeues itself (scripts/slurm_launch.sh) and resumes from that checkpoint, bitwise the
+#     uninterrupted job;
 #   - the cluster torn down: nothing it started left running, its directory gone, /etc/slurm,
 #     /etc/munge and the system's slurm and munge directories untouched.
 #
@@ -248,6 +250,16 @@ if OMP_NUM_THREADS=1 ./train_dit_cpu "${DIT[@]}" --run-dir "$D/runs/dit_one" >"$
   pass train_dit_sbatch_tp2_equals_one_process
 else fail train_dit_sbatch_tp2_equals_one_process "$(tail_of "$D/dit.cmp" 1) $(tail_of "$D/dit_one.log" 1)"; fi
 
+# the two scripts sharing one RUN_DIR: train_dit.sbatch where train_llama's job ran is refused before
+# anything is written (run.json names another program), and the train_llama run stays byte for byte
+cp -r "$D/runs/llama" "$D/llama.before"
+TRAIN_DIT_BIN=./train_dit_cpu RUN_DIR=$D/runs/llama timeout -k 5 $WAIT sbatch --wait --job-name=dit_in_llama_dir \
+  --output="$D/shared.out" "${SB[@]}" scripts/train_dit.sbatch "${DIT[@]}" >"$D/shared.sbatch" 2>&1
+rc=$?
+if [ $rc != 0 ] && [ $rc != 124 ] && grep -q "holds another run (its program differs)" "$D/shared.out" &&
+   diff -r "$D/llama.before" "$D/runs/llama" >"$D/shared.diff" 2>&1; then pass sbatch_shared_run_dir_refused
+else fail sbatch_shared_run_dir_refused "sbatch exit $rc: $(tail_of "$D/shared.out" 2) $(head -n 2 "$D/shared.diff")"; fi
+
 # a binary that is not there: the job fails, its output names it
 TRAIN_LLAMA_BIN=./no_such_trainer RUN_DIR=$D/runs/nobin timeout -k 5 $WAIT sbatch --wait --job-name=nobin \
   --output="$D/nobin.out" "${SB[@]}" scripts/train_llama.sbatch >"$D/nobin.sbatch" 2>&1
@@ -304,21 +316,22 @@ else fail requeue_equals_uninterrupted_bitwise "$(tail_of "$D/requeue.cmp" 2)"; 
 
 # ---------------------------------------------------------------------------
 # a signal: scancel --signal=USR1 of the running job (what #SBATCH --signal=USR1@600 sends before
-# the time limit) once its first checkpoint is there: the ranks write the step's checkpoint and
+# the time limit), then the same with SIGTERM (what an operator's scancel --signal=TERM, or a node's
+# shutdown, sends to the job's steps), once its first checkpoint is there: the ranks write the step's checkpoint and
 # exit 75, scripts/slurm_launch.sh requeues the job, which resumes from that checkpoint; the
 # result is bitwise that of the uninterrupted job
-R=$D/runs/signal
 signal_job() {
-  TRAIN_LLAMA_BIN=./train_llama_cpu RUN_DIR=$R timeout -k 5 $((2 * WAIT)) sbatch --wait --parsable --job-name=llama_signal \
-    --output="$D/signal.out" "${SB[@]}" scripts/train_llama.sbatch "${LLAMA[@]}" >"$D/signal.id" 2>"$D/signal.sbatch" &
+  local sig=$1
+  TRAIN_LLAMA_BIN=./train_llama_cpu RUN_DIR=$R timeout -k 5 $((2 * WAIT)) sbatch --wait --parsable --job-name=llama_signal_$sig \
+    --output="$D/signal_$sig.out" "${SB[@]}" scripts/train_llama.sbatch "${LLAMA[@]}" >"$D/signal_$sig.id" 2>"$D/signal_$sig.sbatch" &
   SBPID=$!; BG+=("$SBPID")
-  wait_for 30 test -s "$D/signal.id" || { echo "no job id: $(tail_of "$D/signal.sbatch")"; return 1; }
-  JID=$(cut -d';' -f1 "$D/signal.id" | head -n1)
-  wait_for 120 test -f "$R/ckpt_000020.bin" || { echo "no first checkpoint in 120 s (job $(job_state)): $(tail_of "$D/signal.out")"; return 1; }
-  scancel --signal=USR1 "$JID" || { echo "scancel --signal=USR1 $JID failed"; return 1; }
+  wait_for 30 test -s "$D/signal_$sig.id" || { echo "no job id: $(tail_of "$D/signal_$sig.sbatch")"; return 1; }
+  JID=$(cut -d';' -f1 "$D/signal_$sig.id" | head -n1)
+  wait_for 120 test -f "$R/ckpt_000020.bin" || { echo "no first checkpoint in 120 s (job $(job_state)): $(tail_of "$D/signal_$sig.out")"; return 1; }
+  scancel --signal="$sig" "$JID" || { echo "scancel --signal=$sig $JID failed"; return 1; }
   # the job requeues itself (exit 75 -> scontrol requeue in slurm_launch.sh); then let it start at once
   wait_for 60 bash -c '[ "$(squeue -h -j "$1" -o %T 2>/dev/null)" = PENDING ]' _ "$JID" ||
-    { echo "job $JID not PENDING after the signal: $(job_state) $(tail_of "$D/signal.out" 3)"; return 1; }
+    { echo "job $JID not PENDING after the signal: $(job_state) $(tail_of "$D/signal_$sig.out" 3)"; return 1; }
   # the stopped step's slurmstepd may still be tearing down its PMIx server when the job is back in
   # the queue (srun returned, the job requeued itself at once); a restart forced before it is gone
   # fails to bind the same socket (a real requeue waits its two minutes)
@@ -331,21 +344,24 @@ signal_job() {
   done
   [ "$(job_state)" != PENDING ] || { echo "job $JID still PENDING: $(squeue -h -j "$JID" -o %r)"; return 1; }
   wait "$SBPID"; local rc=$?
-  [ $rc = 0 ] || { echo "sbatch --wait exit $rc: $(tail_of "$D/signal.sbatch" 2) $(tail_of "$D/signal.out")"; return 1; }
+  [ $rc = 0 ] || { echo "sbatch --wait exit $rc: $(tail_of "$D/signal_$sig.sbatch" 2) $(tail_of "$D/signal_$sig.out")"; return 1; }
 }
-if signal_job >"$D/signal.msg" 2>&1; then pass signal_job_requeued_and_completes
-else fail signal_job_requeued_and_completes "$(tail_of "$D/signal.msg" 3)"; fi
-stopped=$(sed -n 's/^stopped by SIGUSR1.* after step \([0-9]*\) of .*/\1/p' "$R/main.log" 2>/dev/null | head -n1)
-resumed=$(sed -n 's/^resumed from .*ckpt_0*\([0-9][0-9]*\)\.bin at step \([0-9]*\)$/\2/p' "$R/main.log" 2>/dev/null)
-# (the job's output file is rewritten by the restart: its "restart 1" line is the requeue's trace)
-if [ -n "$stopped" ] && [ "$resumed" = "$stopped" ] && grep -q "restart 1$" "$D/signal.out" &&
-   [ "$(grep -c '^done:' "$R/main.log")" = 1 ]; then
-  pass signal_stop_checkpoint_resumed "stopped after step $stopped, resumed from its checkpoint"
-else fail signal_stop_checkpoint_resumed "stopped '$stopped', resumed '${resumed//$'\n'/ }'; $(grep -E 'stopped by|resumed from|^done:' "$R/main.log" 2>&1 | tr '\n' ' ' | cut -c1-300)"; fi
-if "$PY" dev/test/compare_metrics.py "$D/runs/llama/metrics.jsonl" "$R/metrics.jsonl" 1 0 >"$D/signal.cmp" 2>&1 &&
-   cmp "$D/runs/llama/ckpt_000300.bin" "$R/ckpt_000300.bin" >>"$D/signal.cmp" 2>&1; then
-  pass signal_equals_uninterrupted_bitwise
-else fail signal_equals_uninterrupted_bitwise "$(tail_of "$D/signal.cmp" 2)"; fi
+for sig in USR1 TERM; do
+  R=$D/runs/signal_$sig
+  if signal_job "$sig" >"$D/signal_$sig.msg" 2>&1; then pass "signal_${sig}_job_requeued_and_completes"
+  else fail "signal_${sig}_job_requeued_and_completes" "$(tail_of "$D/signal_$sig.msg" 3)"; fi
+  stopped=$(sed -n "s/^stopped by SIG$sig.* after step \([0-9]*\) of .*/\1/p" "$R/main.log" 2>/dev/null | head -n1)
+  resumed=$(sed -n 's/^resumed from .*ckpt_0*\([0-9][0-9]*\)\.bin at step \([0-9]*\)$/\2/p' "$R/main.log" 2>/dev/null)
+  # (the job's output file is rewritten by the restart: its "restart 1" line is the requeue's trace)
+  if [ -n "$stopped" ] && [ "$resumed" = "$stopped" ] && grep -q "restart 1$" "$D/signal_$sig.out" &&
+     [ "$(grep -c '^done:' "$R/main.log")" = 1 ]; then
+    pass "signal_${sig}_stop_checkpoint_resumed" "stopped after step $stopped, resumed from its checkpoint"
+  else fail "signal_${sig}_stop_checkpoint_resumed" "stopped '$stopped', resumed '${resumed//$'\n'/ }'; $(grep -E 'stopped by|resumed from|^done:' "$R/main.log" 2>&1 | tr '\n' ' ' | cut -c1-300)"; fi
+  if "$PY" dev/test/compare_metrics.py "$D/runs/llama/metrics.jsonl" "$R/metrics.jsonl" 1 0 >"$D/signal_$sig.cmp" 2>&1 &&
+     cmp "$D/runs/llama/ckpt_000300.bin" "$R/ckpt_000300.bin" >>"$D/signal_$sig.cmp" 2>&1; then
+    pass "signal_${sig}_equals_uninterrupted_bitwise"
+  else fail "signal_${sig}_equals_uninterrupted_bitwise" "$(tail_of "$D/signal_$sig.cmp" 2)"; fi
+done
 
 # ---------------------------------------------------------------------------
 # teardown: nothing of ours left running, the directory gone, the system's files as they were
