@@ -1449,6 +1449,10 @@ def run_dir_problems(before, after, training_began):
     probs = []
     for k, old in before.items():
         if k not in after:
+            # --start-over 1 moves the earlier run to set_aside/N/ once training begins: kept, byte for byte
+            aside = [a for a in after if re.fullmatch(r"set_aside/\d+/" + re.escape(k), a)]
+            if training_began and any(after[a] == old for a in aside):
+                continue
             probs.append("%s deleted" % k)
             continue
         new = after[k]
