@@ -4,7 +4,8 @@ of the model's operations (ModelOps). llm.c's train_gpt2.cu main loop, with what
 cluster run needs around it:
 
     parse (the trainer)  ->  the world  ->  every rank's flags compared (same_config.h)
-    ->  the groups  ->  --fit-memory  ->  the batch  ->  the device  ->  build (the plan)
+    ->  the groups  ->  --fit-memory  ->  the batch  ->  the run directory (run_open.h: locked,
+    judged)  ->  the device  ->  build (the plan)
     ->  config and plan printed (--plan-only / --plan-json: every rank's plan summarised, then exit)
     ->  resume | init-from | init  ->  the step loop:
             zero grads; per micro-batch: next batch, the model (units, forward + backward, or fused);
@@ -305,14 +306,16 @@ static inline int runner_main(const ModelOps* ops, void* t, RunArgs* a, int unit
     a->grad_accum = ops->resolve_batch(t, &comm);
     ParallelFlags pf = parallel_flags_resolve(&a->par, a->shard_vocab, a->grad_accum);
     Logger lg = logger_for_rank(comm.rank);
-    if (ops->prepare && !l->plan_only) ops->prepare(t, &comm);  // --plan-only: no data, no device, no run directory
-    parallel_device_setup(&comm, l->plan_only);
-    ModelCore* v = ops->build(t, &comm, &a->mem, &pf, a->B, !l->plan_only);
-    v->micro_steps = a->grad_accum;  // (the plan's communication bytes)
+    // the run directory, locked and judged before the data, the device and the plan's memory: a run
+    // refused there costs nothing (llmc/train/run_open.h)
     RunStart rs;
     CkptShape shape = ops->ckpt_shape(t);
     const char* resume = run_open(&rs, &comm, &lg, l, l->start_over, l->keep_last, ops->program, &shape,
                                   runner_flag_string(a, ops->data_flag), ops->ckpt, ops->ckpt_check);
+    if (ops->prepare && !l->plan_only) ops->prepare(t, &comm);  // --plan-only: no data, no device, no run directory
+    parallel_device_setup(&comm, l->plan_only);
+    ModelCore* v = ops->build(t, &comm, &a->mem, &pf, a->B, !l->plan_only);
+    v->micro_steps = a->grad_accum;  // (the plan's communication bytes)
     logf_(&lg, "%s | %s | %s | %s\n", ops->program, v->allocated ? dev_name() : "plan only", PRECISION_NAME, l->model);
     ops->print_config(t, &lg);
     log_runtime(&lg, l->attention);
