@@ -396,7 +396,7 @@ static void conditioning_backward(Dit* m, int B) {
     silu_backward(m->dc, m->dsc, m->cvec, (size_t)B * D, s);
     encoder_backward(core_dw(m, W_CLASS, 0), m->dc, m->y, B, D, s);
     matmul_backward_weight(core_dw(m, W_T2, 0), m->dc, m->s1, B, D, D, D, s);
-    bias_backward(core_dw(m, B_T2, 0), m->dc, B, D, NULL, s);
+    bias_backward(core_dw(m, B_T2, 0), m->dc, B, D, NULL, s);  // B rows, one chunk: no scratch (one-stage sums)
     matmul_backward_input(m->ds1, m->dc, core_w(m, W_T2, 0), B, D, D, D, 0, s);
     silu_backward(m->ds1, m->ds1, m->e1, (size_t)B * D, s);
     matmul_backward_weight(core_dw(m, W_T1, 0), m->ds1, m->temb, B, TEMB_DIM, D, TEMB_DIM, s);
