@@ -313,6 +313,13 @@ static void dit_build(Dit* m, const DitConfig* cfg, const MemoryFlags* flags, co
     ARENA_ADD_ALL(d, "scratch", {"rope3d cos + sin", 2 * (size_t)m->Nt * (hd / 2) * sizeof(float), &m->rope_cos},
                   {"grad norm", sizeof(float), &m->norm_scratch});
     attention_plan_scratch(&m->att, d, B, m->N);
+    // the two-stage column sums of the bias and adaLN backward: the largest call's partials
+    // (biases: up to all BN rows, of the widest of D, Dl, FFl and P columns; adaLN: B samples)
+    size_t widest = D > Dl ? D : Dl;
+    widest = widest > (size_t)m->sh.FFl ? widest : (size_t)m->sh.FFl;
+    widest = widest > P ? widest : P;
+    size_t fb = bias_backward_scratch_floats((int)BN, (int)widest), fa = adaln_backward_scratch_floats(B, m->N, (int)D);
+    tp_colsum_plan(&m->tpc, d, fb > fa ? fb : fa);
 
     if (!allocate) return;
     model_core_allocate(m, &m->norm_scratch);
@@ -389,11 +396,11 @@ static void conditioning_backward(Dit* m, int B) {
     silu_backward(m->dc, m->dsc, m->cvec, (size_t)B * D, s);
     encoder_backward(core_dw(m, W_CLASS, 0), m->dc, m->y, B, D, s);
     matmul_backward_weight(core_dw(m, W_T2, 0), m->dc, m->s1, B, D, D, D, s);
-    bias_backward(core_dw(m, B_T2, 0), m->dc, B, D, s);
+    bias_backward(core_dw(m, B_T2, 0), m->dc, B, D, NULL, s);  // B rows, one chunk: no scratch (one-stage sums)
     matmul_backward_input(m->ds1, m->dc, core_w(m, W_T2, 0), B, D, D, D, 0, s);
     silu_backward(m->ds1, m->ds1, m->e1, (size_t)B * D, s);
     matmul_backward_weight(core_dw(m, W_T1, 0), m->ds1, m->temb, B, TEMB_DIM, D, TEMB_DIM, s);
-    bias_backward(core_dw(m, B_T1, 0), m->ds1, B, D, s);
+    bias_backward(core_dw(m, B_T1, 0), m->ds1, B, D, NULL, s);
     }
 }
 
@@ -540,7 +547,8 @@ static ColumnLinear ffn_backward(Dit* m, int l, DitActs a, int B) {
             ffn_chunk_forward(m, l, &x, ch, u, g, &y2, 0, 1);
             row_done(&y2);
             gated_residual_backward(NULL, dgate + (size_t)ch.b0 * 6 * D, m->dh + (size_t)ch.r0 * D, m->ffn_y2,
-                                    gate + (size_t)ch.b0 * 6 * D, 6 * D, ch.nb, ch.nper, D, !ch.first, s);
+                                    gate + (size_t)ch.b0 * 6 * D, 6 * D, ch.nb, ch.nper, D, !ch.first,
+                                    tp_colsum(&m->tpc, adaln_backward_scratch_floats(ch.nb, ch.nper, D)), s);
         } else if (chunked) {
             ffn_chunk_hidden(m, l, &x, ch, u, g);
         }
@@ -643,7 +651,7 @@ static void layer_backward(Dit* m, int l, int B) {
     adaln_grads_finish(&m->adaln, m->dada, (size_t)B * 6 * D);
     PROF(P, "adaln matmul bwd", 2 * gemm_flops(B, 6.0 * D, D), 0, s) {
         matmul_backward_weight(core_dw(m, W_ADA, l), m->dada, m->sc, B, D, 6 * D, D, s);
-        bias_backward(core_dw(m, B_ADA, l), m->dada, B, 6 * D, s);
+        bias_backward(core_dw(m, B_ADA, l), m->dada, B, 6 * D, NULL, s);
         matmul_backward_input(m->dsc, m->dada, core_w(m, W_ADA, l), B, D, 6 * D, D, 1, s);
     }
 }
@@ -695,7 +703,7 @@ static void head_forward_backward(Dit* m, int B, RunMode mode, float dscale) {
     if (mode != MODE_TRAIN) return;
     PROF(&m->prof, "final layer bwd", 2 * gemm_flops(nr, P, D), 0, s) {
     matmul_backward_weight(core_dw(m, W_FINAL, 0), dhout, m->xf, nr, D, P, D, s);
-    bias_backward(core_dw(m, B_FINAL, 0), dhout, nr, P, s);
+    bias_backward(core_dw(m, B_FINAL, 0), dhout, nr, P, tp_colsum(&m->tpc, bias_backward_scratch_floats(nr, P)), s);
     matmul_backward_input(m->da, dhout, core_w(m, W_FINAL, 0), nr, D, P, D, 0, s);
     dev_memset(m->dh, 0, (size_t)nr * D * sizeof(floatX), s);
     adaln_grads_begin(&m->adaln, m->dfada, (size_t)B * 2 * D);
@@ -703,7 +711,7 @@ static void head_forward_backward(Dit* m, int B, RunMode mode, float dscale) {
                             2 * D, B);
     adaln_grads_finish(&m->adaln, m->dfada, (size_t)B * 2 * D);
     matmul_backward_weight(core_dw(m, W_FADA, 0), m->dfada, m->sc, B, D, 2 * D, D, s);
-    bias_backward(core_dw(m, B_FADA, 0), m->dfada, B, 2 * D, s);
+    bias_backward(core_dw(m, B_FADA, 0), m->dfada, B, 2 * D, NULL, s);
     matmul_backward_input(m->dsc, m->dfada, core_w(m, W_FADA, 0), B, D, 2 * D, D, 0, s);
     }
 }
@@ -733,7 +741,8 @@ static void dit_unit_backward(Dit* m, int u, int B, int last) {
     if (u > 0) layer_backward(m, u - 1, B);
     else PROF(&m->prof, "patch embed bwd", gemm_flops(nr, D, P), 0, m->stream) {
         matmul_backward_weight(core_dw(m, W_PATCH, 0), m->dh, m->xp + own_row0(m, B) * P, nr, P, D, P, m->stream);
-        bias_backward(core_dw(m, B_PATCH, 0), m->dh, nr, D, m->stream);
+        bias_backward(core_dw(m, B_PATCH, 0), m->dh, nr, D, tp_colsum(&m->tpc, bias_backward_scratch_floats(nr, D)),
+                      m->stream);
     }
     if (u == 0) conditioning_backward(m, B);
     param_store_bucket_done(&m->st, u > 0 ? u - 1 : m->cfg.L, last);  // (bucket L: the rest, outside the blocks)

@@ -1,10 +1,12 @@
 /*
 Ladder for llmc/kernels/adaln.cuh (adaLN-Zero of the video DiT: layernorm_modulate_* and
 gated_residual_*). Activations [B*N, C]; shift/scale/gate are columns of [B, ld].
-  version 1: the llmc launchers: one warp per row, scalar loads; per-sample column
+  version 1: the llmc launchers before issue 36: one warp per row, scalar loads; per-sample column
              sums (dshift, dscale, dgate) by blocks of 32 columns x 16 row slices of
              one sample, no scratch.
-  version 2: candidates for long sequences (N up to ~10^5 tokens per sample):
+  version 2: since issue 36, the llmc launchers (moved there as measured on an H200, docs/results/
+             gpu_h200_2026-11-26_call2.log); version 1 launches llmc's fallback kernels directly.
+             Written as candidates for long sequences (N up to ~10^5 tokens per sample):
              - rows held in registers as 16-byte vectors (8 bf16 / 4 fp32 per load), one
                warp per row: x is read from memory once in the forward, x and dout once
                in the backward's dinp (v1 reads them 3 and 2 times, through L1/L2);
@@ -14,8 +16,8 @@ gated_residual_*). Activations [B*N, C]; shift/scale/gate are columns of [B, ld]
                chunk order. v1 has only ceil(C/32) * B blocks, each walking N/16 rows:
                for B = 1, C = 1152 that is 36 blocks on a 132-SM GPU. The partition is
                fixed by constants: deterministic. Needs scratch
-               (adaln2_scratch_floats), allocated once by the caller: the llmc
-               signatures have none, so adopting it means a scratch argument.
+               (adaln_backward_scratch_floats), planned once by the caller: the
+               scratch argument of llmc's backward launchers.
              - gated residual: 16-byte vectors.
              Register use (nvcc 13.0, sm_90): up to 168 in the forward and 255 in dinp
              at 16 vectors per lane in bf16 (C > 2048), where dinp spills 44 bytes.
@@ -31,373 +33,80 @@ run twice, bitwise.
 #include "ladder.h"
 #include "../../llmc/kernels/adaln.cuh"
 
-#define VEC (16 / (int)sizeof(floatX))
-struct alignas(16) VecX { floatX v[VEC]; };
-#define ADALN2_CHUNK 256  // rows of a sample per stage-1 block of the two-stage column sums
-#define ADALN2_MAX_NV 16  // register path: at most 16 vectors per lane (C <= 4096 bf16, 2048 fp32)
-
-static bool aligned16(const void* p) { return ((uintptr_t)p & 15) == 0; }
-
 // ---------------------------------------------------------------------------------
-// version 2: rows in registers
-// NV: 16-byte vectors per lane, a compile-time count so that the row stays in registers.
-// The kernels are one non-template wrapper per NV (below): the emulator's kernel table
-// names kernels without template arguments.
-template <int NV>
-__device__ __forceinline__ void lnmod_forward_v2_body(floatX* out, float* mean, float* rstd, const floatX* inp,
-                                                      const floatX* shift, const floatX* scale, int ld, int N, int rows,
-                                                      int C, float eps) {
-    int lane = threadIdx.x & 31;
-    int r = blockIdx.x * ADALN_ROWS_PER_BLOCK + (threadIdx.x >> 5);
-    if (r >= rows) return;
-    const int nvec = C / VEC;
-    const VecX* x = (const VecX*)(inp + (size_t)r * C);
-    VecX xv[NV];
-    float sum = 0.0f;
-    #pragma unroll
-    for (int k = 0; k < NV; k++) {
-        int v = k * 32 + lane;
-        if (v < nvec) {
-            xv[k] = x[v];
-            for (int e = 0; e < VEC; e++) sum += (float)xv[k].v[e];
-        }
-    }
-    float m = adaln_warp_sum(sum) / C;
-    float ss = 0.0f;
-    #pragma unroll
-    for (int k = 0; k < NV; k++)
-        if (k * 32 + lane < nvec)
-            for (int e = 0; e < VEC; e++) {
-                float d = (float)xv[k].v[e] - m;
-                ss += d * d;
-            }
-    float rs = 1.0f / sqrtf(adaln_warp_sum(ss) / C + eps);
-    const VecX* sh = (const VecX*)(shift + (size_t)(r / N) * ld);
-    const VecX* sc = (const VecX*)(scale + (size_t)(r / N) * ld);
-    VecX* y = (VecX*)(out + (size_t)r * C);
-    #pragma unroll
-    for (int k = 0; k < NV; k++) {
-        int v = k * 32 + lane;
-        if (v < nvec) {
-            VecX a = sh[v], g = sc[v], o;
-            for (int e = 0; e < VEC; e++)
-                o.v[e] = (floatX)(((float)xv[k].v[e] - m) * rs * (1.0f + (float)g.v[e]) + (float)a.v[e]);
-            y[v] = o;
-        }
-    }
-    if (lane == 0) {
-        mean[r] = m;
-        rstd[r] = rs;
-    }
-}
-
-template <int NV>
-__device__ __forceinline__ void lnmod_dinp_v2_body(floatX* dinp, const floatX* dout, const floatX* inp, const float* mean,
-                                                   const float* rstd, const floatX* scale, int ld, int N, int rows, int C) {
-    int lane = threadIdx.x & 31;
-    int r = blockIdx.x * ADALN_ROWS_PER_BLOCK + (threadIdx.x >> 5);
-    if (r >= rows) return;
-    const int nvec = C / VEC;
-    const VecX* x = (const VecX*)(inp + (size_t)r * C);
-    const VecX* dy = (const VecX*)(dout + (size_t)r * C);
-    const VecX* sc = (const VecX*)(scale + (size_t)(r / N) * ld);
-    float m = mean[r], rs = rstd[r];
-    VecX xv[NV], dv[NV];  // scale is not kept: it is the sample's, read again from L1/L2
-    float sum_d = 0.0f, sum_dx = 0.0f;
-    #pragma unroll
-    for (int k = 0; k < NV; k++) {
-        int v = k * 32 + lane;
-        if (v < nvec) {
-            xv[k] = x[v];
-            dv[k] = dy[v];
-            VecX g = sc[v];
-            for (int e = 0; e < VEC; e++) {
-                float dxhat = (float)dv[k].v[e] * (1.0f + (float)g.v[e]);
-                sum_d += dxhat;
-                sum_dx += dxhat * (((float)xv[k].v[e] - m) * rs);
-            }
-        }
-    }
-    float mean_d = adaln_warp_sum(sum_d) / C, mean_dx = adaln_warp_sum(sum_dx) / C;
-    VecX* dx = (VecX*)(dinp + (size_t)r * C);
-    #pragma unroll
-    for (int k = 0; k < NV; k++) {
-        int v = k * 32 + lane;
-        if (v < nvec) {
-            VecX o = dx[v], g = sc[v];
-            for (int e = 0; e < VEC; e++) {
-                float dxhat = (float)dv[k].v[e] * (1.0f + (float)g.v[e]);
-                float xhat = ((float)xv[k].v[e] - m) * rs;
-                o.v[e] = (floatX)((float)o.v[e] + rs * (dxhat - mean_d - xhat * mean_dx));
-            }
-            dx[v] = o;
-        }
-    }
-}
-
-// the register path applies when every row is whole vectors, every pointer and row
-// start is 16-byte aligned, and a row fits in ADALN2_MAX_NV vectors per lane
-static int lnmod_v2_nv(const void* a, const void* b, const void* c, const void* d, int ld, int C) {
-    if (C % VEC || ld % VEC || !aligned16(a) || !aligned16(b) || !aligned16(c) || !aligned16(d)) return 0;
-    int per_lane = (int)ceil_div((size_t)(C / VEC), 32);
-    int nv = 1;
-    while (nv < per_lane) nv *= 2;
-    return nv <= ADALN2_MAX_NV ? nv : 0;
-}
-
-__global__ void lnmod_forward_v2_nv1_kernel(floatX* out, float* mean, float* rstd, const floatX* inp, const floatX* shift,
-                                            const floatX* scale, int ld, int N, int rows, int C, float eps) {
-    lnmod_forward_v2_body<1>(out, mean, rstd, inp, shift, scale, ld, N, rows, C, eps);
-}
-__global__ void lnmod_forward_v2_nv2_kernel(floatX* out, float* mean, float* rstd, const floatX* inp, const floatX* shift,
-                                            const floatX* scale, int ld, int N, int rows, int C, float eps) {
-    lnmod_forward_v2_body<2>(out, mean, rstd, inp, shift, scale, ld, N, rows, C, eps);
-}
-__global__ void lnmod_forward_v2_nv4_kernel(floatX* out, float* mean, float* rstd, const floatX* inp, const floatX* shift,
-                                            const floatX* scale, int ld, int N, int rows, int C, float eps) {
-    lnmod_forward_v2_body<4>(out, mean, rstd, inp, shift, scale, ld, N, rows, C, eps);
-}
-__global__ void lnmod_forward_v2_nv8_kernel(floatX* out, float* mean, float* rstd, const floatX* inp, const floatX* shift,
-                                            const floatX* scale, int ld, int N, int rows, int C, float eps) {
-    lnmod_forward_v2_body<8>(out, mean, rstd, inp, shift, scale, ld, N, rows, C, eps);
-}
-__global__ void lnmod_forward_v2_nv16_kernel(floatX* out, float* mean, float* rstd, const floatX* inp, const floatX* shift,
-                                            const floatX* scale, int ld, int N, int rows, int C, float eps) {
-    lnmod_forward_v2_body<16>(out, mean, rstd, inp, shift, scale, ld, N, rows, C, eps);
-}
-__global__ void lnmod_dinp_v2_nv1_kernel(floatX* dinp, const floatX* dout, const floatX* inp, const float* mean,
-                                         const float* rstd, const floatX* scale, int ld, int N, int rows, int C) {
-    lnmod_dinp_v2_body<1>(dinp, dout, inp, mean, rstd, scale, ld, N, rows, C);
-}
-__global__ void lnmod_dinp_v2_nv2_kernel(floatX* dinp, const floatX* dout, const floatX* inp, const float* mean,
-                                         const float* rstd, const floatX* scale, int ld, int N, int rows, int C) {
-    lnmod_dinp_v2_body<2>(dinp, dout, inp, mean, rstd, scale, ld, N, rows, C);
-}
-__global__ void lnmod_dinp_v2_nv4_kernel(floatX* dinp, const floatX* dout, const floatX* inp, const float* mean,
-                                         const float* rstd, const floatX* scale, int ld, int N, int rows, int C) {
-    lnmod_dinp_v2_body<4>(dinp, dout, inp, mean, rstd, scale, ld, N, rows, C);
-}
-__global__ void lnmod_dinp_v2_nv8_kernel(floatX* dinp, const floatX* dout, const floatX* inp, const float* mean,
-                                         const float* rstd, const floatX* scale, int ld, int N, int rows, int C) {
-    lnmod_dinp_v2_body<8>(dinp, dout, inp, mean, rstd, scale, ld, N, rows, C);
-}
-__global__ void lnmod_dinp_v2_nv16_kernel(floatX* dinp, const floatX* dout, const floatX* inp, const float* mean,
-                                         const float* rstd, const floatX* scale, int ld, int N, int rows, int C) {
-    lnmod_dinp_v2_body<16>(dinp, dout, inp, mean, rstd, scale, ld, N, rows, C);
-}
-
-static void lnmod_forward_v2(int nv, floatX* out, float* mean, float* rstd, const floatX* inp, const floatX* shift,
-                             const floatX* scale, int ld, int N, int rows, int C, float eps) {
-    unsigned grid = (unsigned)ceil_div((size_t)rows, ADALN_ROWS_PER_BLOCK), block = 32 * ADALN_ROWS_PER_BLOCK;
-    switch (nv) {
-        case 1: lnmod_forward_v2_nv1_kernel<<<grid, block>>>(out, mean, rstd, inp, shift, scale, ld, N, rows, C, eps); break;
-        case 2: lnmod_forward_v2_nv2_kernel<<<grid, block>>>(out, mean, rstd, inp, shift, scale, ld, N, rows, C, eps); break;
-        case 4: lnmod_forward_v2_nv4_kernel<<<grid, block>>>(out, mean, rstd, inp, shift, scale, ld, N, rows, C, eps); break;
-        case 8: lnmod_forward_v2_nv8_kernel<<<grid, block>>>(out, mean, rstd, inp, shift, scale, ld, N, rows, C, eps); break;
-        case 16: lnmod_forward_v2_nv16_kernel<<<grid, block>>>(out, mean, rstd, inp, shift, scale, ld, N, rows, C, eps); break;
-        default: FAIL("lnmod_forward_v2: nv=%d", nv);
-    }
-    cudaCheck(cudaGetLastError());
-}
-static void lnmod_dinp_v2(int nv, floatX* dinp, const floatX* dout, const floatX* inp, const float* mean,
-                          const float* rstd, const floatX* scale, int ld, int N, int rows, int C) {
-    unsigned grid = (unsigned)ceil_div((size_t)rows, ADALN_ROWS_PER_BLOCK), block = 32 * ADALN_ROWS_PER_BLOCK;
-    switch (nv) {
-        case 1: lnmod_dinp_v2_nv1_kernel<<<grid, block>>>(dinp, dout, inp, mean, rstd, scale, ld, N, rows, C); break;
-        case 2: lnmod_dinp_v2_nv2_kernel<<<grid, block>>>(dinp, dout, inp, mean, rstd, scale, ld, N, rows, C); break;
-        case 4: lnmod_dinp_v2_nv4_kernel<<<grid, block>>>(dinp, dout, inp, mean, rstd, scale, ld, N, rows, C); break;
-        case 8: lnmod_dinp_v2_nv8_kernel<<<grid, block>>>(dinp, dout, inp, mean, rstd, scale, ld, N, rows, C); break;
-        case 16: lnmod_dinp_v2_nv16_kernel<<<grid, block>>>(dinp, dout, inp, mean, rstd, scale, ld, N, rows, C); break;
-        default: FAIL("lnmod_dinp_v2: nv=%d", nv);
-    }
-    cudaCheck(cudaGetLastError());
-}
-
-// ---------------------------------------------------------------------------------
-// version 2: two-stage per-sample column sums
-static int adaln2_chunks(int N) { return N > 0 ? (int)ceil_div((size_t)N, ADALN2_CHUNK) : 1; }
-// scratch of v2's backward: two [B, chunks, C] fp32 partial arrays
-static size_t adaln2_scratch_floats(int B, int N, int C) { return 2 * (size_t)B * adaln2_chunks(N) * C; }
-
-// stage 1: block (32 columns, sample blockIdx.y, chunk blockIdx.z); slice ty adds rows
-// ty, ty+16, ... of the chunk in order, then the 16 slices in order
-__global__ void lnmod_colsum_partial_v2_kernel(float* part_shift, float* part_scale, const floatX* dout,
-                                               const floatX* inp, const float* mean, const float* rstd, int N, int C,
-                                               int chunks) {
-    __shared__ float ps[ADALN_COL_SLICES][ADALN_COL_CH], pc[ADALN_COL_SLICES][ADALN_COL_CH];
-    int tx = threadIdx.x, ty = threadIdx.y, b = blockIdx.y, s = blockIdx.z;
-    int c = blockIdx.x * ADALN_COL_CH + tx;
-    int n1 = min(N, (s + 1) * ADALN2_CHUNK);
-    float a1 = 0.0f, a2 = 0.0f;
-    if (c < C)
-        for (int n = s * ADALN2_CHUNK + ty; n < n1; n += ADALN_COL_SLICES) {
-            int r = b * N + n;
-            size_t i = (size_t)r * C + c;
-            float d = (float)dout[i];
-            a1 += d;
-            a2 += d * (((float)inp[i] - mean[r]) * rstd[r]);
-        }
-    ps[ty][tx] = a1;
-    pc[ty][tx] = a2;
-    __syncthreads();
-    if (ty == 0 && c < C) {
-        float s1 = 0.0f, s2 = 0.0f;
-        for (int k = 0; k < ADALN_COL_SLICES; k++) {
-            s1 += ps[k][tx];
-            s2 += pc[k][tx];
-        }
-        size_t o = ((size_t)b * chunks + s) * C + c;
-        part_shift[o] = s1;
-        part_scale[o] = s2;
-    }
-}
-
-__global__ void gres_dgate_partial_v2_kernel(float* part, const floatX* dout, const floatX* y, int N, int C, int chunks) {
-    __shared__ float p[ADALN_COL_SLICES][ADALN_COL_CH];
-    int tx = threadIdx.x, ty = threadIdx.y, b = blockIdx.y, s = blockIdx.z;
-    int c = blockIdx.x * ADALN_COL_CH + tx;
-    int n1 = min(N, (s + 1) * ADALN2_CHUNK);
-    float acc = 0.0f;
-    if (c < C)
-        for (int n = s * ADALN2_CHUNK + ty; n < n1; n += ADALN_COL_SLICES) {
-            size_t i = (size_t)(b * N + n) * C + c;
-            acc += (float)dout[i] * (float)y[i];
-        }
-    p[ty][tx] = acc;
-    __syncthreads();
-    if (ty == 0 && c < C) {
-        float sum = 0.0f;
-        for (int k = 0; k < ADALN_COL_SLICES; k++) sum += p[k][tx];
-        part[((size_t)b * chunks + s) * C + c] = sum;
-    }
-}
-
-// stage 2: one thread per (sample, column) adds the chunk partials in chunk order
-__global__ void colsum_finish_v2_kernel(floatX* out, const float* part, int ld, int B, int C, int chunks,
-                                        int accumulate) {
-    int idx = blockIdx.x * blockDim.x + threadIdx.x;
-    if (idx >= B * C) return;
-    int b = idx / C, c = idx % C;
-    float sum = 0.0f;
-    for (int s = 0; s < chunks; s++) sum += part[((size_t)b * chunks + s) * C + c];
-    floatX* o = out + (size_t)b * ld + c;
-    *o = (floatX)(accumulate ? (float)*o + sum : sum);
-}
-
-static void colsum_finish_v2(floatX* out, const float* part, int ld, int B, int C, int chunks, int accumulate) {
-    colsum_finish_v2_kernel<<<(unsigned)ceil_div((size_t)B * C, 256), 256>>>(out, part, ld, B, C, chunks, accumulate);
-    cudaCheck(cudaGetLastError());
-}
-
-// ---------------------------------------------------------------------------------
-// version 2: gated residual in 16-byte vectors (rows of C / VEC vectors)
-__global__ void gres_forward_v2_kernel(floatX* out, const floatX* res, const floatX* y, const floatX* gate, int ld,
-                                       int N, int rows, int C) {
-    const int nvec = C / VEC;
-    for (int r = blockIdx.x; r < rows; r += gridDim.x) {
-        const VecX* g = (const VecX*)(gate + (size_t)(r / N) * ld);
-        size_t o = (size_t)r * nvec;
-        for (int v = threadIdx.x; v < nvec; v += blockDim.x) {
-            VecX a = ((const VecX*)res)[o + v], b = ((const VecX*)y)[o + v], gg = g[v], w;
-            for (int e = 0; e < VEC; e++) w.v[e] = (floatX)((float)a.v[e] + (float)gg.v[e] * (float)b.v[e]);
-            ((VecX*)out)[o + v] = w;
-        }
-    }
-}
-__global__ void gres_dy_v2_kernel(floatX* dy, const floatX* dout, const floatX* gate, int ld, int N, int rows, int C) {
-    const int nvec = C / VEC;
-    for (int r = blockIdx.x; r < rows; r += gridDim.x) {
-        const VecX* g = (const VecX*)(gate + (size_t)(r / N) * ld);
-        size_t o = (size_t)r * nvec;
-        for (int v = threadIdx.x; v < nvec; v += blockDim.x) {
-            VecX d = ((const VecX*)dout)[o + v], gg = g[v], w;
-            for (int e = 0; e < VEC; e++) w.v[e] = (floatX)((float)gg.v[e] * (float)d.v[e]);
-            ((VecX*)dy)[o + v] = w;
-        }
-    }
-}
-static bool gres_v2_vectors(const void* a, const void* b, const void* c, const void* d, int ld, int C) {
-    return C % VEC == 0 && ld % VEC == 0 && aligned16(a) && aligned16(b) && aligned16(c) && aligned16(d);
-}
-static void gres_v2_dims(int rows, int C, unsigned* grid, unsigned* block) {
-    int nvec = C / VEC;
-    *block = nvec >= 256 ? 256u : (unsigned)ceil_div((size_t)nvec, 32) * 32u;
-    *grid = (unsigned)(rows < ADALN_MAX_GRID ? rows : ADALN_MAX_GRID);
-}
-
-// ---------------------------------------------------------------------------------
-// the versions behind one interface
+// the versions behind one interface. Version 2 has been llmc's launchers since it was moved
+// there (llmc/kernels/adaln.cuh: the vector rows and the two-stage sums, with the scratch
+// argument); version 1 launches the kernels that were llmc's before, which llmc keeps as
+// its fallbacks (unaligned or odd widths, rows too wide for registers, no scratch).
 struct Shape { int B, N, C, ld, off_a, off_b; };
 
 static void ln_forward(int version, floatX* out, float* mean, float* rstd, const floatX* inp, const floatX* shift,
                        const floatX* scale, int ld, int B, int N, int C, float eps) {
-    int nv = version == 2 ? lnmod_v2_nv(out, inp, shift, scale, ld, C) : 0;
-    if (nv == 0 || B * N == 0) {
+    if (version == 2) {
         layernorm_modulate_forward(out, mean, rstd, inp, shift, scale, ld, B, N, C, eps, 0);
         return;
     }
-    lnmod_forward_v2(nv, out, mean, rstd, inp, shift, scale, ld, N, B * N, C, eps);
+    int rows = B * N;
+    if (rows == 0 || C == 0) return;
+    unsigned grid = (unsigned)ceil_div((size_t)rows, ADALN_ROWS_PER_BLOCK);
+    layernorm_modulate_forward_kernel<<<grid, 32 * ADALN_ROWS_PER_BLOCK>>>(out, mean, rstd, inp, shift, scale, ld, N,
+                                                                           rows, C, eps);
+    cudaCheck(cudaGetLastError());
 }
 
 static void ln_backward(int version, floatX* dinp, floatX* dshift, floatX* dscale, const floatX* dout,
                         const floatX* inp, const float* mean, const float* rstd, const floatX* scale, int ld, int B,
                         int N, int C, float* scratch) {
-    if (version == 1) {
-        layernorm_modulate_backward(dinp, dshift, dscale, dout, inp, mean, rstd, scale, ld, B, N, C, 0);
+    // version 1: llmc's launcher without scratch, with the scalar row kernel
+    if (version == 2) {
+        layernorm_modulate_backward(dinp, dshift, dscale, dout, inp, mean, rstd, scale, ld, B, N, C, scratch, 0);
         return;
     }
-    int rows = B * N, nv = lnmod_v2_nv(dinp, dout, inp, scale, ld, C);
-    if (nv && rows > 0) {
-        lnmod_dinp_v2(nv, dinp, dout, inp, mean, rstd, scale, ld, N, rows, C);
-    } else if (rows > 0) {
+    int rows = B * N;
+    if (B == 0 || C == 0) return;
+    if (rows > 0) {
         unsigned grid = (unsigned)ceil_div((size_t)rows, ADALN_ROWS_PER_BLOCK);
         layernorm_modulate_backward_dinp_kernel<<<grid, 32 * ADALN_ROWS_PER_BLOCK>>>(dinp, dout, inp, mean, rstd, scale,
                                                                                    ld, N, rows, C);
         cudaCheck(cudaGetLastError());
     }
-    int chunks = adaln2_chunks(N);
-    float *part_shift = scratch, *part_scale = scratch + (size_t)B * chunks * C;
-    dim3 g1((unsigned)ceil_div((size_t)C, ADALN_COL_CH), (unsigned)B, (unsigned)chunks);
-    lnmod_colsum_partial_v2_kernel<<<g1, dim3(ADALN_COL_CH, ADALN_COL_SLICES)>>>(part_shift, part_scale, dout, inp, mean,
-                                                                                rstd, N, C, chunks);
+    layernorm_modulate_backward_colsum_kernel<<<adaln_colsum_grid(B, C), dim3(ADALN_COL_CH, ADALN_COL_SLICES)>>>(
+        dshift, dscale, dout, inp, mean, rstd, ld, B, N, C);
     cudaCheck(cudaGetLastError());
-    colsum_finish_v2(dshift, part_shift, ld, B, C, chunks, 0);
-    colsum_finish_v2(dscale, part_scale, ld, B, C, chunks, 0);
 }
 
 static void gres_forward(int version, floatX* out, const floatX* res, const floatX* y, const floatX* gate, int ld,
                          int B, int N, int C) {
-    if (version == 1 || !gres_v2_vectors(out, res, y, gate, ld, C) || B * N == 0) {
+    if (version == 2) {
         gated_residual_forward(out, res, y, gate, ld, B, N, C, 0);
         return;
     }
+    int rows = B * N;
+    if (rows == 0 || C == 0) return;
     unsigned grid, block;
-    gres_v2_dims(B * N, C, &grid, &block);
-    gres_forward_v2_kernel<<<grid, block>>>(out, res, y, gate, ld, N, B * N, C);
+    adaln_rows_launch_dims(rows, C, &grid, &block);
+    gated_residual_forward_kernel<<<grid, block>>>(out, res, y, gate, ld, N, rows, C);
     cudaCheck(cudaGetLastError());
 }
 
 static void gres_backward(int version, floatX* dy, floatX* dgate, const floatX* dout, const floatX* y,
                           const floatX* gate, int ld, int B, int N, int C, int accumulate, float* scratch) {
-    if (version == 1) {
-        gated_residual_backward(dy, dgate, dout, y, gate, ld, B, N, C, accumulate, 0);
+    if (version == 2) {
+        gated_residual_backward(dy, dgate, dout, y, gate, ld, B, N, C, accumulate, scratch, 0);
         return;
     }
     int rows = B * N;
-    if (dy && gres_v2_vectors(dy, dout, gate, gate, ld, C)) {
+    if (B == 0 || C == 0) return;
+    if (dy && rows > 0) {
         unsigned grid, block;
-        gres_v2_dims(rows, C, &grid, &block);
-        gres_dy_v2_kernel<<<grid, block>>>(dy, dout, gate, ld, N, rows, C);
+        adaln_rows_launch_dims(rows, C, &grid, &block);
+        gated_residual_backward_dy_kernel<<<grid, block>>>(dy, dout, gate, ld, N, rows, C);
         cudaCheck(cudaGetLastError());
-    } else if (dy) {
-        gated_residual_backward(dy, nullptr, dout, y, gate, ld, B, N, C, 0, 0);
     }
     if (dgate) {
-        int chunks = adaln2_chunks(N);
-        dim3 g1((unsigned)ceil_div((size_t)C, ADALN_COL_CH), (unsigned)B, (unsigned)chunks);
-        gres_dgate_partial_v2_kernel<<<g1, dim3(ADALN_COL_CH, ADALN_COL_SLICES)>>>(scratch, dout, y, N, C, chunks);
+        gated_residual_backward_dgate_kernel<<<adaln_colsum_grid(B, C), dim3(ADALN_COL_CH, ADALN_COL_SLICES)>>>(
+            dgate, dout, y, ld, B, N, C, accumulate);
         cudaCheck(cudaGetLastError());
-        colsum_finish_v2(dgate, scratch, ld, B, C, chunks, accumulate);
     }
 }
 
@@ -415,7 +124,7 @@ static void run_version(int version, const Shape& sh, uint64_t seed) {
     floatX *d_da0 = upload_x(dada0), *d_da1 = upload_x(dada1), *d_res = upload_x(res);
     floatX* d_out = (floatX*)dev_malloc(n * sizeof(floatX));
     float *d_mean = (float*)dev_malloc(rows * sizeof(float)), *d_rstd = (float*)dev_malloc(rows * sizeof(float));
-    float* d_scratch = (float*)dev_malloc(adaln2_scratch_floats(B, N, C) * sizeof(float));
+    float* d_scratch = (float*)dev_malloc(adaln_backward_scratch_floats(B, N, C) * sizeof(float));
     const float *shift = ada.data() + sh.off_a, *scale = ada.data() + sh.off_b;
 
     std::vector<float> r_out(n), r_mean(rows), r_rstd(rows), r_dinp = dinp0, r_dsh = dada0, r_dsc = dada1;
@@ -478,7 +187,7 @@ static void bench_version(int version, int B, int N, int C) {
     floatX* d_dada = upload_x(rand_floatX((size_t)B * ld, -1.0f, 1.0f, 5));
     floatX* d_out = (floatX*)dev_malloc(n * sizeof(floatX));
     float *d_mean = (float*)dev_malloc(rows * sizeof(float)), *d_rstd = (float*)dev_malloc(rows * sizeof(float));
-    float* d_scratch = (float*)dev_malloc(adaln2_scratch_floats(B, N, C) * sizeof(float));
+    float* d_scratch = (float*)dev_malloc(adaln_backward_scratch_floats(B, N, C) * sizeof(float));
     float tf = bench_ms([&] { ln_forward(version, d_out, d_mean, d_rstd, d_x, d_ada, d_ada + C, ld, B, N, C, 1e-6f); }, 20);
     float tb = bench_ms([&] {
         ln_backward(version, d_dinp, d_dada, d_dada + C, d_dout, d_x, d_mean, d_rstd, d_ada + C, ld, B, N, C, d_scratch);

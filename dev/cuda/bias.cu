@@ -1,16 +1,17 @@
 /*
 Ladder for llmc/kernels/bias.cuh (nn.Linear biases of the video DiT).
-  version 1: the llmc launchers: forward by blocks of rows, scalar loads; backward by
+  version 1: the llmc launchers before issue 36: forward by blocks of rows, scalar loads; backward by
              blocks of 32 columns x 16 row slices, no scratch.
-  version 2: candidates for many rows and few columns (dbias of a [B*N, D] activation
+  version 2: since issue 36, the llmc launchers (moved there as measured on an H200, docs/results/
+             gpu_h200_2026-11-26_call2.log). Written as candidates for many rows and few columns (dbias of a [B*N, D] activation
              with B*N ~ 10^5 tokens, D ~ 10^3: v1 has ceil(D/32) blocks, 36 for D = 1152,
              each walking N/16 rows, on a 132-SM GPU):
              - backward in two stages: stage 1 has a block per (32 columns, chunk of
                BIAS2_CHUNK rows), fixed-order partials in fp32 scratch; stage 2 adds
                the chunk partials of each column in chunk order and accumulates into
                dbias. Deterministic (the partition is fixed by constants). Needs scratch
-               (bias2_scratch_floats), allocated once by the caller: the llmc signature
-               has none, so adopting it means a scratch argument.
+               (bias_backward_scratch_floats), planned once by the caller: the scratch
+               argument of llmc's bias_backward.
              - forward with 16-byte vectors when OC is a multiple of the vector width and
                the pointers are 16-byte aligned (else v1's kernel).
 Validated against the CPU twin (llmc/kernels/cpu/bias.h via cpu_reference) on random data at odd
@@ -20,75 +21,21 @@ accumulates into random dbias. Determinism: each backward run twice, bitwise.
 #include "ladder.h"
 #include "../../llmc/kernels/bias.cuh"
 
-#define VEC (16 / (int)sizeof(floatX))
-struct alignas(16) VecX { floatX v[VEC]; };
-#define BIAS2_CHUNK 256  // rows per stage-1 block
-
-static bool aligned16(const void* p) { return ((uintptr_t)p & 15) == 0; }
-static int bias2_chunks(int N) { return N > 0 ? (int)ceil_div((size_t)N, BIAS2_CHUNK) : 1; }
-static size_t bias2_scratch_floats(int N, int OC) { return (size_t)bias2_chunks(N) * OC; }
-
-__global__ void bias_forward_v2_kernel(floatX* out, const floatX* bias, int N, int OC) {
-    const int nvec = OC / VEC;
-    for (int r = blockIdx.x; r < N; r += gridDim.x) {
-        VecX* o = (VecX*)(out + (size_t)r * OC);
-        for (int v = threadIdx.x; v < nvec; v += blockDim.x) {
-            VecX a = o[v], b = ((const VecX*)bias)[v];
-            for (int e = 0; e < VEC; e++) a.v[e] = (floatX)((float)a.v[e] + (float)b.v[e]);
-            o[v] = a;
-        }
-    }
-}
-
-// stage 1: block (32 columns, chunk blockIdx.y); slice ty adds rows ty, ty+16, ... of the
-// chunk in order, then the 16 slices in order
-__global__ void bias_backward_partial_v2_kernel(float* part, const floatX* dout, int N, int OC) {
-    __shared__ float p[BIAS_BWD_SLICES][BIAS_BWD_CH];
-    int tx = threadIdx.x, ty = threadIdx.y, s = blockIdx.y;
-    int c = blockIdx.x * BIAS_BWD_CH + tx;
-    int r1 = min(N, (s + 1) * BIAS2_CHUNK);
-    float acc = 0.0f;
-    if (c < OC)
-        for (int r = s * BIAS2_CHUNK + ty; r < r1; r += BIAS_BWD_SLICES) acc += (float)dout[(size_t)r * OC + c];
-    p[ty][tx] = acc;
-    __syncthreads();
-    if (ty == 0 && c < OC) {
-        float sum = 0.0f;
-        for (int k = 0; k < BIAS_BWD_SLICES; k++) sum += p[k][tx];
-        part[(size_t)s * OC + c] = sum;
-    }
-}
-// stage 2: one thread per column adds the chunks in order
-__global__ void bias_backward_finish_v2_kernel(floatX* dbias, const float* part, int OC, int chunks) {
-    int c = blockIdx.x * blockDim.x + threadIdx.x;
-    if (c >= OC) return;
-    float sum = 0.0f;
-    for (int s = 0; s < chunks; s++) sum += part[(size_t)s * OC + c];
-    dbias[c] = (floatX)((float)dbias[c] + sum);
-}
-
+// Version 2 has been llmc's launchers since it was moved there (llmc/kernels/bias.cuh, with
+// the scratch argument); version 1 launches the kernels that were llmc's before, which llmc
+// keeps as its fallbacks (unaligned or odd widths, one chunk of rows, no scratch).
 static void forward(int version, floatX* out, const floatX* bias, int N, int OC) {
-    if (version == 1 || OC % VEC || !aligned16(out) || !aligned16(bias) || N == 0) {
+    if (version == 2) {
         bias_forward(out, bias, N, OC, 0);
         return;
     }
-    int nvec = OC / VEC;
-    unsigned block = nvec >= 256 ? 256u : (unsigned)ceil_div((size_t)nvec, 32) * 32u;
+    if (N == 0 || OC == 0) return;
     unsigned grid = (unsigned)(N < BIAS_MAX_GRID ? N : BIAS_MAX_GRID);
-    bias_forward_v2_kernel<<<grid, block>>>(out, bias, N, OC);
+    bias_forward_kernel<<<grid, bias_block(OC)>>>(out, bias, N, OC);
     cudaCheck(cudaGetLastError());
 }
 static void backward(int version, floatX* dbias, const floatX* dout, int N, int OC, float* scratch) {
-    if (version == 1) {
-        bias_backward(dbias, dout, N, OC, 0);
-        return;
-    }
-    int chunks = bias2_chunks(N);
-    dim3 g1((unsigned)ceil_div((size_t)OC, BIAS_BWD_CH), (unsigned)chunks);
-    bias_backward_partial_v2_kernel<<<g1, dim3(BIAS_BWD_CH, BIAS_BWD_SLICES)>>>(scratch, dout, N, OC);
-    cudaCheck(cudaGetLastError());
-    bias_backward_finish_v2_kernel<<<(unsigned)ceil_div((size_t)OC, 256), 256>>>(dbias, scratch, OC, chunks);
-    cudaCheck(cudaGetLastError());
+    bias_backward(dbias, dout, N, OC, version == 2 ? scratch : nullptr, 0);  // no scratch: version 1's kernel
 }
 
 static void run_version(int version, int N, int OC, uint64_t seed) {
@@ -96,7 +43,7 @@ static void run_version(int version, int N, int OC, uint64_t seed) {
     std::vector<float> out0 = rand_floatX(n, -2.0f, 2.0f, seed + 1), bias = rand_floatX(OC, -1.0f, 1.0f, seed + 2);
     std::vector<float> dout = rand_floatX(n, -1.0f, 1.0f, seed + 3), db0 = rand_floatX(OC, -1.0f, 1.0f, seed + 4);
     floatX *d_out = upload_x(out0), *d_bias = upload_x(bias), *d_dout = upload_x(dout), *d_db = upload_x(db0);
-    float* d_scratch = (float*)dev_malloc(bias2_scratch_floats(N, OC) * sizeof(float));
+    float* d_scratch = (float*)dev_malloc(bias_backward_scratch_floats(N, OC) * sizeof(float));
     std::vector<float> r_out = out0, r_db = db0;
     ref_bias_forward(r_out.data(), bias.data(), N, OC);
     ref_bias_backward(r_db.data(), dout.data(), N, OC);
@@ -122,7 +69,7 @@ static void bench_version(int version, int N, int OC) {
     size_t n = (size_t)N * OC;
     floatX *d_out = upload_x(rand_floatX(n, -2.0f, 2.0f, 1)), *d_bias = upload_x(rand_floatX(OC, -1.0f, 1.0f, 2));
     floatX* d_db = upload_x(rand_floatX(OC, -1.0f, 1.0f, 3));
-    float* d_scratch = (float*)dev_malloc(bias2_scratch_floats(N, OC) * sizeof(float));
+    float* d_scratch = (float*)dev_malloc(bias_backward_scratch_floats(N, OC) * sizeof(float));
     float tf = bench_ms([&] { forward(version, d_out, d_bias, N, OC); }, 20);
     float tb = bench_ms([&] { backward(version, d_db, d_out, N, OC, d_scratch); }, 20);
     double e = (double)n * sizeof(floatX);

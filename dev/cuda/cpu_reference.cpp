@@ -104,7 +104,7 @@ void ref_layernorm_modulate_forward(float* out, float* mean, float* rstd, const 
 void ref_layernorm_modulate_backward(float* dinp, float* dshift, float* dscale, const float* dout, const float* inp,
                                      const float* mean, const float* rstd, const float* scale, int ld, int B, int N,
                                      int C) {
-    layernorm_modulate_backward(dinp, dshift, dscale, dout, inp, mean, rstd, scale, ld, B, N, C, S);
+    layernorm_modulate_backward(dinp, dshift, dscale, dout, inp, mean, rstd, scale, ld, B, N, C, nullptr, S);
 }
 void ref_gated_residual_forward(float* out, const float* res, const float* y, const float* gate, int ld, int B, int N,
                                 int C) {
@@ -112,10 +112,10 @@ void ref_gated_residual_forward(float* out, const float* res, const float* y, co
 }
 void ref_gated_residual_backward(float* dy, float* dgate, const float* dout, const float* y, const float* gate, int ld,
                                  int B, int N, int C, int accumulate) {
-    gated_residual_backward(dy, dgate, dout, y, gate, ld, B, N, C, accumulate, S);
+    gated_residual_backward(dy, dgate, dout, y, gate, ld, B, N, C, accumulate, nullptr, S);
 }
 void ref_bias_forward(float* out, const float* bias, int N, int OC) { bias_forward(out, bias, N, OC, S); }
-void ref_bias_backward(float* dbias, const float* dout, int N, int OC) { bias_backward(dbias, dout, N, OC, S); }
+void ref_bias_backward(float* dbias, const float* dout, int N, int OC) { bias_backward(dbias, dout, N, OC, nullptr, S); }
 
 void ref_gelu_tanh_forward(float* out, const float* inp, size_t n) { gelu_tanh_forward(out, inp, n, S); }
 void ref_gelu_tanh_backward(float* dinp, const float* dout, const float* inp, size_t n) {

@@ -1384,11 +1384,13 @@ static std::vector<double> tol_cols(const Ada& a, int off, const std::vector<flo
     return t;
 }
 
-static void check_layernorm_modulate(const Ada& a, int backward, float center) {
+// The backward gets scratch (adaln_backward_scratch_floats: the two-stage column sums when
+// N > ADALN_CHUNK) unless no_scratch (the one-stage kernel at any N).
+static void check_layernorm_modulate(const Ada& a, int backward, float center, int no_scratch = 0) {
     const float eps = 1e-6f;
     const int B = a.B, N = a.N, C = a.C, ld = a.ld, rows = a.B * a.N;
-    std::string name = sz("%s[%s%s]", backward ? "layernorm_modulate_backward" : "layernorm_modulate_forward",
-                          ada_sz(a).c_str(), center != 0 ? sz(",mean=%g", center).c_str() : "");
+    std::string name = sz("%s[%s%s%s]", backward ? "layernorm_modulate_backward" : "layernorm_modulate_forward",
+                          ada_sz(a).c_str(), center != 0 ? sz(",mean=%g", center).c_str() : "", no_scratch ? ",no-scratch" : "");
     add(name, [=] {
         Rng r(name);
         size_t n = (size_t)rows * C;
@@ -1431,11 +1433,12 @@ static void check_layernorm_modulate(const Ada& a, int backward, float center) {
         auto dsh0 = r.vec((size_t)B * ld, -1, 1), dsc0 = r.vec((size_t)B * ld, -1, 1);
         auto rdinp = dinp0, rdsh = dsh0, rdsc = dsc0;
         cpu::layernorm_modulate_backward(rdinp.data(), rdsh.data() + a.off_a, rdsc.data() + a.off_b, dout.data(), x.data(),
-                                         mean.data(), rstd.data(), ada.data() + a.off_b, ld, B, N, C, 0);
+                                         mean.data(), rstd.data(), ada.data() + a.off_b, ld, B, N, C, nullptr, 0);
         Outs o = both_schedules([&] {
             DX X(x), A(ada), DO(dout), DIN(dinp0), DSH(dsh0), DSC(dsc0); DF M(mean), RS(rstd);
+            DF SCR(adaln_backward_scratch_floats(B, N, C));  // exactly the size asked for
             layernorm_modulate_backward(DIN.p, DSH.p + a.off_a, DSC.p + a.off_b, DO.p, X.p, M.p, RS.p, A.p + a.off_b, ld, B,
-                                        N, C, 0);
+                                        N, C, no_scratch ? nullptr : SCR.p, 0);
             return Outs{{"dinp", DIN.get()}, {"dshift", DSH.get()}, {"dscale", DSC.get()}};
         });
         std::vector<double> Ei(n), Esh((size_t)B * ld, 0.0), Esc((size_t)B * ld, 0.0);
@@ -1465,10 +1468,11 @@ static void check_layernorm_modulate(const Ada& a, int backward, float center) {
 
 // forward: mode 1 = in place (out == res). backward: mode 0 = dy and dgate, 1 = dgate
 // only (dy NULL), 2 = dy only (dgate NULL).
-static void check_gated_residual(const Ada& a, int backward, int mode, int accumulate) {
+static void check_gated_residual(const Ada& a, int backward, int mode, int accumulate, int no_scratch = 0) {
     const int B = a.B, N = a.N, C = a.C, ld = a.ld, rows = a.B * a.N;
     static const char* bmodes[3] = {"dy+dgate", "dgate-only", "dy-only"};
-    std::string name = backward ? sz("gated_residual_backward[%s,%s,accumulate=%d]", ada_sz(a).c_str(), bmodes[mode], accumulate)
+    std::string name = backward ? sz("gated_residual_backward[%s,%s,accumulate=%d%s]", ada_sz(a).c_str(), bmodes[mode], accumulate,
+                                     no_scratch ? ",no-scratch" : "")
                                 : sz("gated_residual_forward[%s,%s]", ada_sz(a).c_str(), mode ? "in-place" : "out-of-place");
     add(name, [=] {
         Rng r(name);
@@ -1496,11 +1500,12 @@ static void check_gated_residual(const Ada& a, int backward, int mode, int accum
         const bool with_dy = mode != 1, with_dgate = mode != 2;
         std::vector<float> rdy(n), rdg = dg0;
         cpu::gated_residual_backward(with_dy ? rdy.data() : nullptr, with_dgate ? rdg.data() + a.off_a : nullptr, dout.data(),
-                                     yv.data(), ada.data() + a.off_a, ld, B, N, C, accumulate, 0);
+                                     yv.data(), ada.data() + a.off_a, ld, B, N, C, accumulate, nullptr, 0);
         Outs o = both_schedules([&] {
             DX DO(dout), Y(yv), A(ada), DY(n), DG(dg0);  // DY left 0xFF: every element must be written
+            DF SCR(adaln_backward_scratch_floats(B, N, C));
             gated_residual_backward(with_dy ? DY.p : nullptr, with_dgate ? DG.p + a.off_a : nullptr, DO.p, Y.p, A.p + a.off_a,
-                                    ld, B, N, C, accumulate, 0);
+                                    ld, B, N, C, accumulate, no_scratch ? nullptr : SCR.p, 0);
             return Outs{{"dy", with_dy ? DY.get() : std::vector<float>()}, {"dgate", DG.get()}, {"dout", DO.get()}};
         });
         if (with_dy) {
@@ -1530,8 +1535,8 @@ static void check_gated_residual(const Ada& a, int backward, int mode, int accum
 // ---------------------------------------------------------------------------------
 // bias (llmc/kernels/bias.cuh). forward out = out0 + bias: B = |out0| + |bias|.
 // backward dbias = dbias0 + sum_r dout: B = (N + 2) (|dbias0| + sum|dout|).
-static void check_bias(int N, int OC, int backward) {
-    std::string name = sz("%s[N=%d,OC=%d]", backward ? "bias_backward" : "bias_forward", N, OC);
+static void check_bias(int N, int OC, int backward, int no_scratch = 0) {
+    std::string name = sz("%s[N=%d,OC=%d%s]", backward ? "bias_backward" : "bias_forward", N, OC, no_scratch ? ",no-scratch" : "");
     add(name, [=] {
         Rng r(name);
         size_t n = (size_t)N * OC;
@@ -1551,10 +1556,10 @@ static void check_bias(int N, int OC, int backward) {
         }
         auto dout = r.vec(n, -1, 1), d0 = r.vec(OC, -1, 1);
         auto ref = d0;
-        cpu::bias_backward(ref.data(), dout.data(), N, OC, 0);
+        cpu::bias_backward(ref.data(), dout.data(), N, OC, nullptr, 0);
         Outs o = both_schedules([&] {
-            DX DO(dout), D(d0);
-            bias_backward(D.p, DO.p, N, OC, 0);
+            DX DO(dout), D(d0); DF SCR(bias_backward_scratch_floats(N, OC));  // exactly the size asked for
+            bias_backward(D.p, DO.p, N, OC, no_scratch ? nullptr : SCR.p, 0);
             return Outs{{"dbias", D.get()}};
         });
         std::vector<double> E(OC);
@@ -1592,7 +1597,7 @@ static void check_gridstride_adaln() {
         size_t n = (size_t)a.B * a.N * a.C;
         auto dout = r.vec(n, -1, 1), yv = r.vec(n, -2, 2), ada = r.vec((size_t)a.B * a.ld, -1, 1);
         std::vector<float> ref(n);
-        cpu::gated_residual_backward(ref.data(), nullptr, dout.data(), yv.data(), ada.data() + a.off_a, a.ld, a.B, a.N, a.C, 0, 0);
+        cpu::gated_residual_backward(ref.data(), nullptr, dout.data(), yv.data(), ada.data() + a.off_a, a.ld, a.B, a.N, a.C, 0, nullptr, 0);
         Outs o = both_schedules([&] {
             DX DO(dout), A(ada), DY(n);
             ::emu::launch("gated_residual_backward_dy_kernel", __FILE__, __LINE__, dim3(4), dim3(32), 0, 0,
@@ -1606,7 +1611,7 @@ static void check_gridstride_adaln() {
         size_t n = (size_t)a.B * a.N * a.C;
         auto dout = r.vec(n, -1, 1), yv = r.vec(n, -2, 2), ada = r.vec((size_t)a.B * a.ld, -1, 1), dg0 = r.vec((size_t)a.B * a.ld, -1, 1);
         auto ref = dg0;
-        cpu::gated_residual_backward(nullptr, ref.data() + a.off_a, dout.data(), yv.data(), ada.data() + a.off_a, a.ld, a.B, a.N, a.C, 1, 0);
+        cpu::gated_residual_backward(nullptr, ref.data() + a.off_a, dout.data(), yv.data(), ada.data() + a.off_a, a.ld, a.B, a.N, a.C, 1, nullptr, 0);
         Outs o = both_schedules([&] {
             DX DO(dout), Y(yv), DG(dg0);
             ::emu::launch("gated_residual_backward_dgate_kernel", __FILE__, __LINE__, dim3(2, 2), dim3(ADALN_COL_CH, ADALN_COL_SLICES),
@@ -1627,7 +1632,7 @@ static void check_gridstride_adaln() {
                                         a.ld, a.B, a.N, a.C, 1e-6f, 0);
         auto rsh = dsh0, rsc = dsc0;
         cpu::layernorm_modulate_backward(dinp.data(), rsh.data() + a.off_a, rsc.data() + a.off_b, dout.data(), x.data(), mean.data(),
-                                         rstd.data(), ada.data() + a.off_b, a.ld, a.B, a.N, a.C, 0);
+                                         rstd.data(), ada.data() + a.off_b, a.ld, a.B, a.N, a.C, nullptr, 0);
         Outs o = both_schedules([&] {
             DX X(x), DO(dout), DSH(dsh0), DSC(dsc0); DF M(mean), RS(rstd);
             ::emu::launch("layernorm_modulate_backward_colsum_kernel", __FILE__, __LINE__, dim3(2, 2),
@@ -3191,8 +3196,32 @@ int main(int argc, char** argv) {
     }
     check_layernorm_modulate({2, 9, 61, 366, 0, 61}, 0, 10.0f);  // |mean| >> std: needs the two-pass variance
     check_layernorm_modulate({2, 9, 61, 366, 0, 61}, 1, 10.0f);
-    for (auto nc : std::vector<std::pair<int, int>>{{14, 24}, {9, 61}, {1, 1}, {300, 67}, {37, 300}, {5, 7}})
+    // the paths of adaln.cuh: rows in registers at every vector count (bf16 / fp32: C = 24
+    // nv 1/1, 256 1/2, 512 2/4, 1024 4/8, 2048 8/16, 4096 16/none: the scalar kernels);
+    // the two-stage column sums (N over ADALN_CHUNK = 256 rows: 2 and 3 chunks, the last
+    // partial), with vectors and without (odd C and ld, unaligned columns), and the
+    // one-stage kernel at the same N without scratch
+    for (const Ada& a : std::vector<Ada>{{1, 3, 256, 1536, 0, 256},
+                                         {1, 2, 512, 3072, 512, 1024},
+                                         {1, 2, 1024, 1024, 0, 0},
+                                         {1, 2, 2048, 2048, 0, 0},
+                                         {1, 2, 4096, 4096, 0, 0}})
+        for (int bwd = 0; bwd <= 1; bwd++) check_layernorm_modulate(a, bwd, 0.0f);
+    for (const Ada& a : std::vector<Ada>{{1, 530, 48, 288, 48, 96}, {2, 300, 33, 101, 1, 67}}) {
+        for (int ns = 0; ns <= 1; ns++) {
+            check_layernorm_modulate(a, 1, 0.0f, ns);
+            check_gated_residual(a, 1, 0, 1, ns);
+            check_gated_residual(a, 1, 1, 0, ns);
+        }
+        check_layernorm_modulate(a, 0, 0.0f);
+        check_gated_residual(a, 0, 1, 0);
+    }
+    // bias: OC = 24 and 48 take the vector forward (bf16 and fp32), 61 and 67 not; N = 300
+    // and 530 the two-stage backward (and without scratch, the one-stage kernel)
+    for (auto nc : std::vector<std::pair<int, int>>{{14, 24}, {9, 61}, {1, 1}, {300, 67}, {37, 300}, {5, 7}, {530, 48}})
         for (int bwd = 0; bwd <= 1; bwd++) check_bias(nc.first, nc.second, bwd);
+    check_bias(300, 67, 1, 1);
+    check_bias(530, 48, 1, 1);
     check_gridstride_adaln();
     add_step_checks();  // grad_accumulate (fp32 gradient accumulation), sum_accumulate (the loss on the device)
     add_context_parallel_checks();  // attention_merge, float_accumulate, copy_2d (llmc/parallel/context_parallel.h)

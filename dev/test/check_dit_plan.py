@@ -242,6 +242,10 @@ def expected_plan(c, B, f, s, master, cp=1):
         "rope3d cos + sin": 4 * 2 * tokens(c) * (hd // 2),  # every position of a clip
         "grad norm": 4,
         "attention delta (tc backward)": 0,  # --attention auto and fp32: the fp32 kernels need none
+        # fp32 partials of the two-stage column sums (chunks of 256 rows): the biases' (up to
+        # BN rows of the widest of D, Dl, FFl, P) or the adaLN's (2 arrays, B samples of N rows)
+        "column-sum partials (bias, adaLN backward)":
+            4 * max(cdiv(BN, 256) * max(D, Dl, shard(c, tp)[2], P), 2 * B * cdiv(N, 256) * D),
     }
     host = {"comm staging (--comm mpi)": 0,  # a plan has no launcher: no staging (the CUDA build's --comm mpi at run time)
             "offloaded activations": off * block}

@@ -74,6 +74,13 @@ _SW_B, _SW_B_WHY = vec16(3, 256)
 _GA, _GA_WHY = vec16(2, 256)  # at least two: grad and acc (bf16: grad and two float4s of acc)
 _CE, _CE_WHY = vec16(1, 512)
 _DELTA, _DELTA_WHY = vec16(2, 256)
+_V2, _V2_WHY = vec16(2, 256)
+_V3, _V3_WHY = vec16(3, 256)
+# adaln.cuh's rows in registers (dev/cuda/adaln.cu's version 2): NV 16-byte loads per lane
+# in flight (the forward: x; the backward's dinp: x and dout), one warp per row
+_LNF = {nv: vec16(nv, 256) for nv in (1, 2, 4, 8, 16)}
+_LNB = {nv: vec16(2 * nv, 256) for nv in (1, 2, 4, 8, 16)}
+STAGE2 = "two-stage column sums, stage 2: a thread per column adds the chunk partials, small next to stage 1"
 
 # name: (threads per block (the largest the launcher uses), blocks per SM the design
 #        assumes, largest dynamic shared memory in bytes (0: none), why)
@@ -92,6 +99,9 @@ KERNELS = {
     "bias_forward_kernel": (256, 8, 0, STREAM),
     "gated_residual_forward_kernel": (256, 8, 0, STREAM),
     "gated_residual_backward_dy_kernel": (256, 8, 0, STREAM),
+    "bias_forward_vec_kernel": (256, _V2, 0, _V2_WHY + " (out, bias)"),
+    "gated_residual_forward_vec_kernel": (256, _V3, 0, _V3_WHY + " (res, y, gate)"),
+    "gated_residual_backward_dy_vec_kernel": (256, _V2, 0, _V2_WHY + " (dout, gate)"),
     # context parallelism (attention_merge.cuh, copy2d.cuh): streaming
     "float_accumulate_kernel": (256, 8, 0, STREAM),
     "copy_2d_kernel": (256, 8, 0, STREAM),
@@ -106,6 +116,11 @@ KERNELS = {
     "gated_residual_backward_dgate_kernel": (512, 4, 0, COLSUM),
     "layernorm_modulate_backward_colsum_kernel": (512, 4, 0, COLSUM),
     "rmsnorm_backward_dw_kernel": (512, 4, 0, COLSUM),
+    "bias_backward_partial_kernel": (512, 4, 0, COLSUM + "; stage 1 of two, a block per chunk of 256 rows"),
+    "gres_dgate_partial_kernel": (512, 4, 0, COLSUM + "; stage 1 of two, a block per chunk of 256 rows"),
+    "lnmod_colsum_partial_kernel": (512, 4, 0, COLSUM + "; stage 1 of two, a block per chunk of 256 rows"),
+    "bias_backward_finish_kernel": (256, 1, 0, STAGE2),
+    "adaln_colsum_finish_kernel": (256, 1, 0, STAGE2),
     # 16-byte chunks
     "swiglu_forward_kernel": (256, _SW_F, 0, _SW_F_WHY + " (h1, h3)"),
     "swiglu_backward_kernel": (256, _SW_B, 0, _SW_B_WHY + " (dout, h1, h3)"),
@@ -119,6 +134,17 @@ KERNELS = {
     "rmsnorm_forward_kernel": (256, 2, 0, "a row of up to 8 chunks per lane kept in registers (101 in bf16, "
                                "llmc/kernels/rmsnorm.cuh): two blocks per SM, one would halve the bytes in flight"),
     "rmsnorm_backward_kernel": (256, 2, 96 * 1024, "RMS_BWD_SMEM_MAX (96 KB of dw slots): '2 blocks per SM'"),
+    # rows kept in registers (adaln.cuh)
+    "lnmod_forward_nv1_kernel": (256, _LNF[1][0], 0, "a row in registers, 1 vector per lane: " + _LNF[1][1]),
+    "lnmod_forward_nv2_kernel": (256, _LNF[2][0], 0, "a row in registers, 2 vectors per lane: " + _LNF[2][1]),
+    "lnmod_forward_nv4_kernel": (256, _LNF[4][0], 0, "a row in registers, 4 vectors per lane: " + _LNF[4][1]),
+    "lnmod_forward_nv8_kernel": (256, _LNF[8][0], 0, "a row in registers, 8 vectors per lane: " + _LNF[8][1]),
+    "lnmod_forward_nv16_kernel": (256, _LNF[16][0], 0, "a row in registers, 16 vectors per lane: " + _LNF[16][1]),
+    "lnmod_dinp_nv1_kernel": (256, _LNB[1][0], 0, "a row of x and dout in registers, 1 vector per lane each: " + _LNB[1][1]),
+    "lnmod_dinp_nv2_kernel": (256, _LNB[2][0], 0, "a row of x and dout in registers, 2 vectors per lane each: " + _LNB[2][1]),
+    "lnmod_dinp_nv4_kernel": (256, _LNB[4][0], 0, "a row of x and dout in registers, 4 vectors per lane each: " + _LNB[4][1]),
+    "lnmod_dinp_nv8_kernel": (256, _LNB[8][0], 0, "a row of x and dout in registers, 8 vectors per lane each: " + _LNB[8][1]),
+    "lnmod_dinp_nv16_kernel": (256, _LNB[16][0], 0, "a row of x and dout in registers, 16 vectors per lane each: " + _LNB[16][1]),
     # one block, or few
     "gnorm_final_kernel": (32, 1, 0, ONE + " (one warp)"),
     "sum_final_kernel": (32, 1, 0, ONE + " (one warp)"),
@@ -158,6 +184,11 @@ ALLOW = {
                                   "double cos/sin: the 40-byte frame is the Payne-Hanek reduction of "
                                   "libdevice's slow path, taken only for |angle| >= 2^31 (the angles here are at "
                                   "most 1000 rad), so it never runs"),
+    "lnmod_dinp_nv16_kernel": (("bf16",), 88, 88,
+                               "16 vectors of x and 16 of dout per lane (C in 2049..4096, bf16) at 255 registers: "
+                               "44 bytes spill stores, 88 loads (dev/cuda/adaln.cu's version 2 as measured: C = 3072 "
+                               "ran at 1694 GB/s whole backward on the H200); not a width of the presets' DiT-B or XL "
+                               "(768, 1152: nv 4 and 8, no spill)"),
 }
 
 # --- the planted kernels of dev/test/ptxas_gate_planted.cu and what the gate must say about each

@@ -87,7 +87,7 @@ static inline void column_gemm_backward(const ColumnLinear* c, floatX* dw, float
     int W = (int)c->tp->width;
     stream_t s = c->tp->stream;
     matmul_backward_weight(dw, dy, c->x.p + (size_t)r0 * W, nr, W, out, W, s);
-    if (dbias) bias_backward(dbias, dy, nr, out, s);
+    if (dbias) bias_backward(dbias, dy, nr, out, tp_colsum(c->tp, bias_backward_scratch_floats(nr, out)), s);
     matmul_backward_input(c->dx.p + (size_t)r0 * W, dy, w, nr, W, out, W, accumulate, s);
 }
 
@@ -152,7 +152,10 @@ static inline void row_gemm(const RowLinear* r, const floatX* x, const floatX* w
 // replicated over TP) gets the column sums of the own rows, which the step's TP reduction
 // of such tensors completes.
 static inline RowLinear row_backward(TpContext* t, floatX* dy_own, int N, floatX* dbias) {
-    if (dbias) bias_backward(dbias, dy_own, tp_own_rows(t, N), (int)t->width, t->stream);
+    if (dbias) {
+        int nr = tp_own_rows(t, N), W = (int)t->width;
+        bias_backward(dbias, dy_own, nr, W, tp_colsum(t, bias_backward_scratch_floats(nr, W)), t->stream);
+    }
     RowLinear r = {t, tp_grad_rows(t, dy_own, N), NULL, NULL, N};
     return r;
 }

@@ -41,6 +41,7 @@ typedef struct {
     size_t width;         // elements per row of the residual stream
     RecycledPool pool;
     int buf_gather, buf_gather_grad, buf_rs;
+    float* colsum; size_t colsum_floats;  // fp32 scratch of the bias and adaLN column sums (tp_colsum_plan; NULL: none)
 #ifdef TESTING
     floatX* planted[TP_MAX_SLOTS];  // --test-plant-tp-bug: the pointers nanotron kept (never in the shipped path)
 #endif
@@ -69,6 +70,21 @@ static inline void tp_context_plan(TpContext* t, size_t max_rows, Arena* d) {
     t->buf_gather = recycled_plan(&t->pool, d, "tp gathered input", full);
     t->buf_gather_grad = recycled_plan(&t->pool, d, "tp gathered gradient", full);
     t->buf_rs = recycled_plan(&t->pool, d, "tp reduce-scatter staging", full);
+}
+
+// The fp32 scratch of the two-stage column sums of the linears' bias backward and the adaLN
+// backward (llmc/kernels/bias.cuh, adaln.cuh), `floats` of it (the model's largest call),
+// shared by every such call on this context's stream. A model that plans none gets the
+// one-stage kernels.
+static inline void tp_colsum_plan(TpContext* t, Arena* d, size_t floats) {
+    t->colsum_floats = floats;
+    arena_add_to(d, "column-sum partials (bias, adaLN backward)", "scratch", floats * sizeof(float), &t->colsum);
+}
+// the scratch for a call that needs `floats` of it (a call beyond the plan is a bug)
+static inline float* tp_colsum(const TpContext* t, size_t floats) {
+    if (t->colsum && floats > t->colsum_floats)
+        FAIL("column-sum scratch: a call needs %zu floats, the plan has %zu", floats, t->colsum_floats);
+    return t->colsum;
 }
 
 static inline void tp_context_bind(TpContext* t, stream_t s, void* staging, size_t staging_bytes) {

@@ -23,6 +23,14 @@ static inline void adaln_check_sizes(const char* who, int ld, int B, int N, int 
 
 #define ADALN_CPU_COLS 64  // columns per task of the per-sample column sums
 
+// The CUDA backward's column sums run in two stages through fp32 scratch that the caller
+// plans (llmc/kernels/adaln.cuh); the twin takes the same argument and ignores it. Same
+// size on both backends, so that both plan the same memory.
+#define ADALN_CHUNK 256  // rows of a sample per stage-1 block (CUDA)
+static inline int adaln_chunks(int N) { return N > 0 ? (N + ADALN_CHUNK - 1) / ADALN_CHUNK : 1; }
+// floats of scratch that layernorm_modulate_backward and gated_residual_backward need
+static inline size_t adaln_backward_scratch_floats(int B, int N, int C) { return 2 * (size_t)B * adaln_chunks(N) * C; }
+
 static inline void layernorm_modulate_forward(floatX* out, float* mean, float* rstd, const floatX* inp, const floatX* shift,
                                               const floatX* scale, int ld, int B, int N, int C, float eps, stream_t s) {
     (void)s;
@@ -48,8 +56,9 @@ static inline void layernorm_modulate_forward(floatX* out, float* mean, float* r
 // dinp += dL/dx (residual stream); dshift, dscale overwritten with the per-sample sums
 static inline void layernorm_modulate_backward(floatX* dinp, floatX* dshift, floatX* dscale, const floatX* dout,
                                                const floatX* inp, const float* mean, const float* rstd,
-                                               const floatX* scale, int ld, int B, int N, int C, stream_t s) {
-    (void)s;
+                                               const floatX* scale, int ld, int B, int N, int C, float* scratch,
+                                               stream_t s) {
+    (void)s; (void)scratch;
     adaln_check_sizes("layernorm_modulate_backward", ld, B, N, C);
     if (B == 0 || C == 0) return;
     int rows = B * N;
@@ -110,8 +119,9 @@ static inline void gated_residual_forward(floatX* out, const floatX* res, const 
 // dy = gate * dout (dy may be NULL; must not alias dout); dgate = (accumulate ? dgate : 0) + per-sample sum of
 // dout * y (dgate may be NULL)
 static inline void gated_residual_backward(floatX* dy, floatX* dgate, const floatX* dout, const floatX* y,
-                                           const floatX* gate, int ld, int B, int N, int C, int accumulate, stream_t s) {
-    (void)s;
+                                           const floatX* gate, int ld, int B, int N, int C, int accumulate,
+                                           float* scratch, stream_t s) {
+    (void)s; (void)scratch;
     adaln_check_sizes("gated_residual_backward", ld, B, N, C);
     if (dy && dy == dout && B > 0 && N > 0 && C > 0) FAIL("gated_residual_backward: dy must not alias dout");
     if (B == 0 || C == 0) return;

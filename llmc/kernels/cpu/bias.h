@@ -13,6 +13,14 @@ static inline void bias_check_sizes(const char* who, int N, int OC) {
 
 #define BIAS_CPU_COLS 64  // columns per task of bias_backward
 
+// The CUDA backward sums in two stages through fp32 scratch that the caller plans
+// (llmc/kernels/bias.cuh); the twin takes the same argument and ignores it. Same size on
+// both backends, so that both plan the same memory.
+#define BIAS_CHUNK 256  // rows per stage-1 block (CUDA)
+static inline size_t bias_backward_scratch_floats(int N, int OC) {
+    return (size_t)(N > 0 ? (N + BIAS_CHUNK - 1) / BIAS_CHUNK : 1) * OC;
+}
+
 // out[r, oc] += bias[oc]
 static inline void bias_forward(floatX* out, const floatX* bias, int N, int OC, stream_t s) {
     (void)s;
@@ -25,8 +33,8 @@ static inline void bias_forward(floatX* out, const floatX* bias, int N, int OC, 
 }
 
 // dbias[oc] += sum_r dout[r, oc]  (accumulates, like matmul_backward_weight)
-static inline void bias_backward(floatX* dbias, const floatX* dout, int N, int OC, stream_t s) {
-    (void)s;
+static inline void bias_backward(floatX* dbias, const floatX* dout, int N, int OC, float* scratch, stream_t s) {
+    (void)s; (void)scratch;
     bias_check_sizes("bias_backward", N, OC);
     int ncb = (OC + BIAS_CPU_COLS - 1) / BIAS_CPU_COLS;
     #pragma omp parallel for schedule(static)
