@@ -4,7 +4,7 @@ by dev/ref/reference_dit.py, an independent PyTorch implementation in float64.
 
   test_dit --ref FILE [--ffn-chunks K] [--ffn-chunk-dim hidden|seq] [--offload-act N]
                       [--recompute 0|1|2] [--test-skip-prefetch 1] [--zero 0|1]
-                      [--micro-batch R] [--fp32-grad-accum 0|1] [--comm nccl|mpi] [--comm-timeout S]
+                      [--micro-batch R] [--fp32-grad-accum 0|1] [--comm nccl|mpi] [--comm-timeout S] [--startup-timeout S]
                       [--tp N] [--tp-mode allreduce|reducescatter] [--tp-recompute-allgather 0|1]
                       [--test-plant-tp-bug 1]
 

@@ -6,7 +6,7 @@ dev/ref/reference_llama.py, an independent PyTorch implementation in float64.
                         [--offload-act N] [--recompute 0|1|2] [--zero 0|1] [--shard-vocab 0|1]
                         [--micro-batch R] [--fp32-grad-accum 0|1] [--attention auto|fp32|tc]
                         [--tp T] [--tp-mode allreduce|reducescatter] [--tp-recompute-allgather 0|1]
-                        [--dump FILE] [--test-plant-tp-bug 1] [--comm nccl|mpi] [--comm-timeout S]
+                        [--dump FILE] [--test-plant-tp-bug 1] [--comm nccl|mpi] [--comm-timeout S] [--startup-timeout S]
   mpirun -np N test_llama --ref FILE [...]    the same check with N/T DP ranks of T TP ranks
 
 --micro-batch R runs each rank's rows as micro-steps of R rows whose gradients add up

@@ -1100,6 +1100,7 @@ PARALLEL_FLAGS = [
     ("zero", "i", one_of(0, 1), [], ["zero"]),
     ("comm", "s", choice("nccl", "mpi"), [], ["comm"]),
     ("comm-timeout", "f", frange(0, lo_open=True), [], ["comm-timeout"]),
+    ("startup-timeout", "f", frange(0, lo_open=True), [], ["startup-timeout"]),
     ("dp", "i", one_of(0, 1), [], ["dp"]),
     ("fp32-grad-accum", "i", one_of(-1, 0, 1), [], ["fp32-grad-accum"]),
     ("tp", "i", one_of(1), [], ["tp", "ranks"]),
@@ -1241,6 +1242,7 @@ TEST_LLAMA_FLAGS = [
     ("comm", "s", choice("nccl", "mpi"), [], ["comm"]),
     ("attention", "s", choice("auto", "fp32"), [], ["attention", "tensor cores"]),
     ("comm-timeout", "f", frange(0, lo_open=True), [], ["comm-timeout"]),
+    ("startup-timeout", "f", frange(0, lo_open=True), [], ["startup-timeout"]),
 ]
 TEST_DIT_FLAGS = [
     ("ref", "s", path_in(), [], ["ref", "reference"]),

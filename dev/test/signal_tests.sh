@@ -183,7 +183,7 @@ if [ $rc -ge 1 ] && [ $rc -le 123 ] && grep -q "ckpt_000020.bin: write failed: F
 else fail np2_file_size_limit "exit $rc: $(grep -m1 -i "error\|signal" "$W/fsize.log")"; fi
 
 lap "e: file size"
-# (f) a rank that never reaches MPI_Init (stopped before exec): rank 0 ends within --comm-timeout
+# (f) a rank that never reaches MPI_Init (stopped before exec): rank 0 ends within --startup-timeout
 # (5 s) plus a few seconds with the start-up message, and mpirun does not hang
 cat >"$W/stop_rank1.sh" <<'EOF'
 #!/bin/bash
@@ -192,10 +192,10 @@ exec "$@"
 EOF
 chmod +x "$W/stop_rank1.sh"
 t=$(date +%s)
-timeout -k 5 30 "${MPI_K[@]}" 0 -np 2 "$W/stop_rank1.sh" "${LLAMA[@]}" --steps 20 --comm-timeout 5 --run-dir "$W/startup" \
+timeout -k 5 30 "${MPI_K[@]}" 0 -np 2 "$W/stop_rank1.sh" "${LLAMA[@]}" --steps 20 --startup-timeout 5 --run-dir "$W/startup" \
   >"$W/startup.log" 2>&1
 rc=$? dt=$(( $(date +%s) - t ))
-if [ $rc -eq 3 ] && [ $dt -le 12 ] && grep -q "MPI start-up .* did not complete within 5 s (--comm-timeout)" "$W/startup.log"; then
+if [ $rc -eq 3 ] && [ $dt -le 12 ] && grep -q "MPI start-up .* did not complete within 5 s (--startup-timeout)" "$W/startup.log"; then
   pass np2_startup_timeout
 else fail np2_startup_timeout "exit $rc after $dt s: $(grep -m1 -i "error" "$W/startup.log")"; fi
 

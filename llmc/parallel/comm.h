@@ -276,7 +276,7 @@ static inline void comm_set_layout(Comm* c, int size, int rank, int tp, int cp, 
 // The start-up watchdog: MPI_Init, the world's split and dup, the flags' check and the group
 // splits all block until every rank has arrived, and none of them takes a timeout, so a rank
 // that never arrives (stopped, or dead before MPI_Init) would leave the others there forever.
-// An interval timer of --comm-timeout seconds is armed before MPI_Init and disarmed once the
+// An interval timer of --startup-timeout seconds is armed before MPI_Init and disarmed once the
 // groups exist (comm_init_groups). On expiry the handler writes a message prepared before
 // arming (write(2) is async-signal-safe; snprintf is not) and _exit(3)s: MPI_Abort is neither
 // async-signal-safe nor usable before MPI_Init has returned, and a rank's exit without
@@ -300,7 +300,7 @@ static inline void comm_startup_watchdog(double timeout_s, int arm) {
         if (!r) r = getenv("SLURM_PROCID");
         snprintf(comm_startup_msg, sizeof(comm_startup_msg),
                  "error (rank %s): MPI start-up (MPI_Init, the configuration check and the group splits) did not "
-                 "complete within %.0f s (--comm-timeout): another rank never arrived (it died, was stopped or was "
+                 "complete within %.0f s (--startup-timeout): another rank never arrived (it died, was stopped or was "
                  "never started; see the launcher's and the other ranks' messages); exit 3\n", r ? r : "?", timeout_s);
         comm_startup_len = strlen(comm_startup_msg);
         struct sigaction sa;
@@ -320,14 +320,14 @@ static inline void comm_startup_watchdog(double timeout_s, int arm) {
 // The world alone: the launcher's ranks (mpirun, srun; one process: a world of one), with
 // no group split yet, so that a check of every rank's flags on the world can run before
 // the flags decide the groups (llmc/train/same_config.h). Arms the start-up watchdog.
-static inline void comm_init_world(Comm* c, double timeout_s) {
+static inline void comm_init_world(Comm* c, double timeout_s, double startup_s) {
     memset(c, 0, sizeof(*c));
     c->rank = 0; c->size = 1; c->local_rank = 0;
     c->timeout_s = timeout_s > 0 ? timeout_s : 300.0;
     c->backend = BACKEND_SINGLE;
     if (comm_launched_by_mpi()) {
 #ifdef USE_MPI
-        comm_startup_watchdog(c->timeout_s, 1);
+        comm_startup_watchdog(startup_s > 0 ? startup_s : 300.0, 1);
         mpiCheck(MPI_Init(NULL, NULL));
         c->mpi_initialised = 1;
         mpiCheck(MPI_Comm_rank(MPI_COMM_WORLD, &c->rank));
@@ -388,7 +388,7 @@ static inline void comm_init_groups(Comm* c, int tp, int cp, int U, int use_nccl
 
 // both at once, for programs with no flags to compare first (dev/test/test_comm.c)
 static inline void comm_init(Comm* c, int tp, int cp, int U, int use_nccl, double timeout_s) {
-    comm_init_world(c, timeout_s);
+    comm_init_world(c, timeout_s, timeout_s);
     comm_init_groups(c, tp, cp, U, use_nccl);
 }
 

@@ -20,6 +20,7 @@ typedef enum { COMM_FLAG_NCCL = 0, COMM_FLAG_MPI = 1 } CommFlag;
 typedef struct {
     int tp, tp_regather, zero, dp_plan, fp32_grad_accum, cp, cp_ulysses;
     float comm_timeout;
+    float startup_timeout;  // MPI start-up's own bound (start-up across many nodes can outlast a collective's)
     int comm_backend;  // CommFlag
     int tp_mode;       // TpMode
     int cp_mode;       // CpMode as given (parallel_cp_resolve: as it runs)
@@ -28,7 +29,7 @@ typedef struct {
 static inline ParallelArgs parallel_args_default(void) {
     ParallelArgs p;
     memset(&p, 0, sizeof(p));
-    p.tp = 1; p.tp_regather = 1; p.fp32_grad_accum = -1; p.comm_timeout = 300.0f; p.tp_mode = TP_ALLREDUCE;
+    p.tp = 1; p.tp_regather = 1; p.fp32_grad_accum = -1; p.comm_timeout = 300.0f; p.startup_timeout = 300.0f; p.tp_mode = TP_ALLREDUCE;
     p.cp = 1; p.cp_mode = CP_RING; p.cp_ulysses = 0;
 #ifdef LLMC_CPU
     p.comm_backend = COMM_FLAG_MPI;
@@ -46,6 +47,8 @@ static inline int parallel_flags(Flag* out, ParallelArgs* p, const char* tp_help
         {"comm", 'e', &p->comm_backend, "nccl | mpi: how a CUDA build's ranks talk (mpi: staged via host, GPUs may be shared)",
          COMM_FLAG_NAMES},
         {"comm-timeout", 'f', &p->comm_timeout, "seconds a collective may wait before the job is aborted (default 300)"},
+        {"startup-timeout", 'f', &p->startup_timeout, "seconds MPI start-up (every rank arriving, the flags' check, the "
+                                                      "groups) may take before the job is ended (default 300)"},
         {"dp", 'i', &p->dp_plan, "with --plan-only: plan for this many DP ranks (a run takes dp from the launcher)"},
         {"fp32-grad-accum", 'i', &p->fp32_grad_accum, "1: sum micro-steps' gradients in fp32 (+4 B/param), 0: in the "
                                                        "gradient buffer; default -1 = on when bf16 and > 1 micro-step"},
@@ -92,7 +95,7 @@ static inline void parallel_args_validate(const ParallelArgs* p) {
 // --plan-only has none: its world is made whole by parallel_comm_groups.
 static inline void parallel_comm_world(Comm* comm, const ParallelArgs* p, int plan_only) {
     if (plan_only) { memset(comm, 0, sizeof(*comm)); comm->size = 1; return; }
-    comm_init_world(comm, p->comm_timeout);
+    comm_init_world(comm, p->comm_timeout, p->startup_timeout);
 }
 
 // The groups: of the launcher's world, or for --plan-only the plan of rank 0 of
