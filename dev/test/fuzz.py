@@ -437,6 +437,9 @@ def rundir_cases(ctx):
     host = os.uname().nodename
     add("stale_lock", "train_llama", L + ["--steps", "3"] + auto, "ok", [], "run.lock of a killed run (flock free)",
         setup=_lock_record(host, 4194000), post=_expect_in_output("taken over"))
+    add("stale_lock_other_host", "train_llama", L + ["--steps", "3"] + auto, "error", ["in use", "run.lock"],
+        "run.lock of another host, flock free here (a shared file system whose flock may be per node): refused",
+        setup=_lock_record("elsewhere", 12))
     nf = {"LLMC_RUN_DIR_NO_FLOCK": "1"}
     add("noflock/stale", "train_llama", L + ["--steps", "3"] + auto, "ok", [],
         "no flock: a record whose pid is gone is taken over", setup=_lock_record(host, 4194000), env=nf,

@@ -9,7 +9,9 @@ The run directory: one run per directory, and nothing of it ever lost or written
   ENOLCK or EOPNOTSUPP), the record is the lock, created with O_EXCL; a record of a
   process that is gone (same host, pid not running or reused) or of this same SLURM job
   (requeued) is taken over with a message, and a live or unknowable one refuses the run.
-  LLMC_RUN_DIR_NO_FLOCK=1 takes that path on any disk (the tests of it).
+  So is a record of another host where flock held here: the directory is then on a shared
+  file system, whose flock may be each node's own. LLMC_RUN_DIR_NO_FLOCK=1 takes the
+  record-only path on any disk (the tests of it).
 - Nothing outside it. Every file of the run is opened relative to the directory's own
   descriptor with O_NOFOLLOW, created with O_EXCL under a name no one can predict and
   renamed into place (rename replaces a link, it never follows one): a symbolic link
@@ -230,8 +232,11 @@ static inline void run_dir_lock(RunDir* rd, const char* path, const char* progra
         run_lock_record_text(&held, who, sizeof(who));
         int alive = run_lock_holder_alive(&held, &self);
         if (!have) continue;  // gone between the two calls
-        if (rd->flock_held) {
-            // the kernel's lock was free, so whoever wrote the record has died without removing it
+        // The kernel's lock was free: on this host's disks that means whoever wrote the record
+        // died without removing it. A record of another host means a shared file system, whose
+        // flock may be local to each node (NFS with local_lock): that holder is judged as where
+        // there is no flock at all.
+        if (rd->flock_held && (!held.valid || strcmp(held.host, self.host) == 0)) {
             rd->note = str_printf("note: %s/run.lock was left by %s, which no longer holds the directory: taken over\n", rd->path, who);
         } else if (alive == 0) {
             rd->note = str_printf("note: %s/run.lock was left by %s, which is no longer running: taken over\n", rd->path, who);
