@@ -32,7 +32,7 @@ typedef struct {
 typedef struct { int header[256]; size_t num_params, extra_bytes; } CkptInfo;
 
 // Reads and checks the header and the checksum; returns NULL, or why the file cannot be used.
-// Not inlined: inlined into ckpt_find_latest through the trainer's check, gcc can no longer
+// Not inlined: inlined into run_open.h's --resume auto through the trainer's check, gcc can no longer
 // see how long a path may be and warns of truncations that cannot happen.
 __attribute__((noinline)) static const char* ckpt_state_header(const char* path, const CkptFormat* fmt, CkptInfo* ci) {
     static char why[PATH_MAX + 512];  // (a path is at most PATH_MAX: no message is cut)
