@@ -313,13 +313,9 @@ static void dit_build(Dit* m, const DitConfig* cfg, const MemoryFlags* flags, co
     ARENA_ADD_ALL(d, "scratch", {"rope3d cos + sin", 2 * (size_t)m->Nt * (hd / 2) * sizeof(float), &m->rope_cos},
                   {"grad norm", sizeof(float), &m->norm_scratch});
     attention_plan_scratch(&m->att, d, B, m->N);
-    // the two-stage column sums of the bias and adaLN backward: the largest call's partials
-    // (biases: up to all BN rows, of the widest of D, Dl, FFl and P columns; adaLN: B samples)
-    size_t widest = D > Dl ? D : Dl;
-    widest = widest > (size_t)m->sh.FFl ? widest : (size_t)m->sh.FFl;
-    widest = widest > P ? widest : P;
-    size_t fb = bias_backward_scratch_floats((int)BN, (int)widest), fa = adaln_backward_scratch_floats(B, m->N, (int)D);
-    tp_colsum_plan(&m->tpc, d, fb > fa ? fb : fa);
+    // the column sums' partials: biases over up to all BN rows of D, Dl, FFl or P columns
+    size_t wide = D > Dl ? D : Dl, wide2 = (size_t)m->sh.FFl > P ? (size_t)m->sh.FFl : P;
+    tp_colsum_plan(&m->tpc, d, BN, wide > wide2 ? wide : wide2, B, m->N, (int)D);
 
     if (!allocate) return;
     model_core_allocate(m, &m->norm_scratch);
@@ -548,7 +544,7 @@ static ColumnLinear ffn_backward(Dit* m, int l, DitActs a, int B) {
             row_done(&y2);
             gated_residual_backward(NULL, dgate + (size_t)ch.b0 * 6 * D, m->dh + (size_t)ch.r0 * D, m->ffn_y2,
                                     gate + (size_t)ch.b0 * 6 * D, 6 * D, ch.nb, ch.nper, D, !ch.first,
-                                    tp_colsum(&m->tpc, adaln_backward_scratch_floats(ch.nb, ch.nper, D)), s);
+                                    tp_adaln_scratch(&m->tpc, ch.nb, ch.nper, D), s);
         } else if (chunked) {
             ffn_chunk_hidden(m, l, &x, ch, u, g);
         }
@@ -703,7 +699,7 @@ static void head_forward_backward(Dit* m, int B, RunMode mode, float dscale) {
     if (mode != MODE_TRAIN) return;
     PROF(&m->prof, "final layer bwd", 2 * gemm_flops(nr, P, D), 0, s) {
     matmul_backward_weight(core_dw(m, W_FINAL, 0), dhout, m->xf, nr, D, P, D, s);
-    bias_backward(core_dw(m, B_FINAL, 0), dhout, nr, P, tp_colsum(&m->tpc, bias_backward_scratch_floats(nr, P)), s);
+    bias_backward(core_dw(m, B_FINAL, 0), dhout, nr, P, tp_bias_scratch(&m->tpc, nr, P), s);
     matmul_backward_input(m->da, dhout, core_w(m, W_FINAL, 0), nr, D, P, D, 0, s);
     dev_memset(m->dh, 0, (size_t)nr * D * sizeof(floatX), s);
     adaln_grads_begin(&m->adaln, m->dfada, (size_t)B * 2 * D);
@@ -741,8 +737,7 @@ static void dit_unit_backward(Dit* m, int u, int B, int last) {
     if (u > 0) layer_backward(m, u - 1, B);
     else PROF(&m->prof, "patch embed bwd", gemm_flops(nr, D, P), 0, m->stream) {
         matmul_backward_weight(core_dw(m, W_PATCH, 0), m->dh, m->xp + own_row0(m, B) * P, nr, P, D, P, m->stream);
-        bias_backward(core_dw(m, B_PATCH, 0), m->dh, nr, D, tp_colsum(&m->tpc, bias_backward_scratch_floats(nr, D)),
-                      m->stream);
+        bias_backward(core_dw(m, B_PATCH, 0), m->dh, nr, D, tp_bias_scratch(&m->tpc, nr, D), m->stream);
     }
     if (u == 0) conditioning_backward(m, B);
     param_store_bucket_done(&m->st, u > 0 ? u - 1 : m->cfg.L, last);  // (bucket L: the rest, outside the blocks)
@@ -1083,8 +1078,8 @@ static void finish(void* t) {
 }
 
 static const ModelOps DIT_OPS = {
-    // program, plan unit, what --init-from starts afresh, what --total-batch counts, the data flag, --fit-memory's batches (this
-    // build: 128 clips at most)
+    // program, plan unit, what --init-from starts afresh, what --total-batch counts, the data flag,
+    // --fit-memory's batches (this build: 128 clips at most)
     "train_dit", "block", "optimizer state and step", "clips", "data", 64, 128,
     // the model and its checkpoints
     build, model_free, init_params, &DIT_CKPT, ckpt_shape, NULL, NULL, NULL, dit_checkpoint_check,

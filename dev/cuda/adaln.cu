@@ -1,10 +1,10 @@
 /*
 Ladder for llmc/kernels/adaln.cuh (adaLN-Zero of the video DiT: layernorm_modulate_* and
 gated_residual_*). Activations [B*N, C]; shift/scale/gate are columns of [B, ld].
-  version 1: the llmc launchers before issue 36: one warp per row, scalar loads; per-sample column
+  version 1: the former llmc launchers (the baseline): one warp per row, scalar loads; per-sample column
              sums (dshift, dscale, dgate) by blocks of 32 columns x 16 row slices of
              one sample, no scratch.
-  version 2: since issue 36, the llmc launchers (moved there as measured on an H200, docs/results/
+  version 2: the llmc launchers (moved there as measured on an H200, docs/results/
              gpu_h200_2026-11-26_call2.log); version 1 launches llmc's fallback kernels directly.
              Written as candidates for long sequences (N up to ~10^5 tokens per sample):
              - rows held in registers as 16-byte vectors (8 bf16 / 4 fp32 per load), one

@@ -1,8 +1,8 @@
 /*
 Ladder for llmc/kernels/bias.cuh (nn.Linear biases of the video DiT).
-  version 1: the llmc launchers before issue 36: forward by blocks of rows, scalar loads; backward by
+  version 1: the former llmc launchers (the baseline): forward by blocks of rows, scalar loads; backward by
              blocks of 32 columns x 16 row slices, no scratch.
-  version 2: since issue 36, the llmc launchers (moved there as measured on an H200, docs/results/
+  version 2: the llmc launchers (moved there as measured on an H200, docs/results/
              gpu_h200_2026-11-26_call2.log). Written as candidates for many rows and few columns (dbias of a [B*N, D] activation
              with B*N ~ 10^5 tokens, D ~ 10^3: v1 has ceil(D/32) blocks, 36 for D = 1152,
              each walking N/16 rows, on a 132-SM GPU):

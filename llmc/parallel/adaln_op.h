@@ -58,7 +58,7 @@ static inline void adaln_modulate_backward(const AdaLN* a, floatX* dx, floatX* d
     size_t D = a->D;
     for (int i = 0; i < ns; i++) {
         size_t r = sg[i].row, v = (size_t)sg[i].b * ld;
-        float* scratch = tp_colsum(a->tp, adaln_backward_scratch_floats(sg[i].nb, sg[i].per, (int)D));
+        float* scratch = tp_adaln_scratch(a->tp, sg[i].nb, sg[i].per, (int)D);
         layernorm_modulate_backward(dx + r * D, dshift + v, dscale + v, dout + r * D, x + r * D, mean + r, rstd + r,
                                     scale + v, ld, sg[i].nb, sg[i].per, (int)D, scratch, a->tp->stream);
     }
@@ -85,7 +85,7 @@ static inline void adaln_gate_backward(const AdaLN* a, floatX* dy, floatX* dgate
     size_t D = a->D;
     for (int i = 0; i < ns; i++) {
         size_t r = sg[i].row, v = (size_t)sg[i].b * ld;
-        float* scratch = tp_colsum(a->tp, adaln_backward_scratch_floats(sg[i].nb, sg[i].per, (int)D));
+        float* scratch = tp_adaln_scratch(a->tp, sg[i].nb, sg[i].per, (int)D);
         gated_residual_backward(dy ? dy + r * D : NULL, dgate ? dgate + v : NULL, dout + r * D, y + r * D, gate + v, ld,
                                 sg[i].nb, sg[i].per, (int)D, 0, scratch, a->tp->stream);
     }

@@ -87,7 +87,7 @@ static inline void column_gemm_backward(const ColumnLinear* c, floatX* dw, float
     int W = (int)c->tp->width;
     stream_t s = c->tp->stream;
     matmul_backward_weight(dw, dy, c->x.p + (size_t)r0 * W, nr, W, out, W, s);
-    if (dbias) bias_backward(dbias, dy, nr, out, tp_colsum(c->tp, bias_backward_scratch_floats(nr, out)), s);
+    if (dbias) bias_backward(dbias, dy, nr, out, tp_bias_scratch(c->tp, nr, out), s);
     matmul_backward_input(c->dx.p + (size_t)r0 * W, dy, w, nr, W, out, W, accumulate, s);
 }
 
@@ -154,7 +154,7 @@ static inline void row_gemm(const RowLinear* r, const floatX* x, const floatX* w
 static inline RowLinear row_backward(TpContext* t, floatX* dy_own, int N, floatX* dbias) {
     if (dbias) {
         int nr = tp_own_rows(t, N), W = (int)t->width;
-        bias_backward(dbias, dy_own, nr, W, tp_colsum(t, bias_backward_scratch_floats(nr, W)), t->stream);
+        bias_backward(dbias, dy_own, nr, W, tp_bias_scratch(t, nr, W), t->stream);
     }
     RowLinear r = {t, tp_grad_rows(t, dy_own, N), NULL, NULL, N};
     return r;

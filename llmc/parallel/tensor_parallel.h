@@ -73,18 +73,27 @@ static inline void tp_context_plan(TpContext* t, size_t max_rows, Arena* d) {
 }
 
 // The fp32 scratch of the two-stage column sums of the linears' bias backward and the adaLN
-// backward (llmc/kernels/bias.cuh, adaln.cuh), `floats` of it (the model's largest call),
-// shared by every such call on this context's stream. A model that plans none gets the
+// backward (llmc/kernels/bias.cuh, adaln.cuh), sized for the model's largest call: a bias of
+// up to `rows` rows and `widest` columns, an adaLN of B samples of N rows and D columns.
+// Shared by every such call on this context's stream. A model that plans none gets the
 // one-stage kernels.
-static inline void tp_colsum_plan(TpContext* t, Arena* d, size_t floats) {
-    t->colsum_floats = floats;
-    arena_add_to(d, "column-sum partials (bias, adaLN backward)", "scratch", floats * sizeof(float), &t->colsum);
+static inline void tp_colsum_plan(TpContext* t, Arena* d, size_t rows, size_t widest, int B, int N, int D) {
+    size_t fb = bias_backward_scratch_floats((int)rows, (int)widest), fa = adaln_backward_scratch_floats(B, N, D);
+    t->colsum_floats = fb > fa ? fb : fa;
+    arena_add_to(d, "column-sum partials (bias, adaLN backward)", "scratch", t->colsum_floats * sizeof(float), &t->colsum);
 }
 // the scratch for a call that needs `floats` of it (a call beyond the plan is a bug)
 static inline float* tp_colsum(const TpContext* t, size_t floats) {
     if (t->colsum && floats > t->colsum_floats)
         FAIL("column-sum scratch: a call needs %zu floats, the plan has %zu", floats, t->colsum_floats);
     return t->colsum;
+}
+// the scratch of a bias backward over rows x cols, and of an adaLN backward over B samples of N rows
+static inline float* tp_bias_scratch(const TpContext* t, int rows, int cols) {
+    return tp_colsum(t, bias_backward_scratch_floats(rows, cols));
+}
+static inline float* tp_adaln_scratch(const TpContext* t, int B, int N, int D) {
+    return tp_colsum(t, adaln_backward_scratch_floats(B, N, D));
 }
 
 static inline void tp_context_bind(TpContext* t, stream_t s, void* staging, size_t staging_bytes) {
