@@ -274,6 +274,16 @@ else fail sbatch_missing_binary_is_clear "sbatch exit $rc: $(tail_of "$D/nobin.o
 # result must be bitwise that of the uninterrupted job
 R=$D/runs/requeue
 job_state() { squeue -h -j "$JID" -o %T 2>/dev/null; }
+# a requeued job $JID started at once (a requeued job is held back two minutes): StartTime=now until it
+# leaves PENDING (an update during the requeue's own completion can be overtaken)
+start_now() {
+  local i
+  for i in $(seq 20); do
+    scontrol update JobId="$JID" StartTime=now 2>/dev/null
+    wait_for 3 bash -c '[ "$(squeue -h -j "$1" -o %T 2>/dev/null)" != PENDING ]' _ "$JID" && break
+  done
+  [ "$(job_state)" != PENDING ] || { echo "job $JID still PENDING: $(squeue -h -j "$JID" -o %r)"; return 1; }
+}
 requeue_job() {
   TRAIN_LLAMA_BIN=./train_llama_cpu RUN_DIR=$R timeout -k 5 $((2 * WAIT)) sbatch --wait --parsable --job-name=llama_requeue \
     --output="$D/requeue.out" "${SB[@]}" scripts/train_llama.sbatch "${LLAMA[@]}" >"$D/requeue.id" 2>"$D/requeue.sbatch" &
@@ -288,13 +298,7 @@ requeue_job() {
   echo "requeued job $JID at ${#ck[@]} checkpoint(s), $(grep -c '^step .*| loss' "$R/main.log") steps logged"
   wait_for 60 bash -c '[ "$(squeue -h -j "$1" -o %T 2>/dev/null)" = PENDING ]' _ "$JID" ||
     { echo "job $JID not PENDING after the requeue: $(job_state)"; return 1; }
-  # StartTime=now until it leaves PENDING (an update during the requeue's own completion can be overtaken)
-  local i
-  for i in $(seq 20); do
-    scontrol update JobId="$JID" StartTime=now 2>/dev/null
-    wait_for 3 bash -c '[ "$(squeue -h -j "$1" -o %T 2>/dev/null)" != PENDING ]' _ "$JID" && break
-  done
-  [ "$(job_state)" != PENDING ] || { echo "job $JID still PENDING: $(squeue -h -j "$JID" -o %r)"; return 1; }
+  start_now || return 1
   RESTARTS=$(scontrol show job "$JID" 2>/dev/null | grep -o 'Restarts=[0-9]*')
   wait "$SBPID"; local rc=$?
   [ $rc = 0 ] || { echo "sbatch --wait exit $rc: $(tail_of "$D/requeue.sbatch" 2) $(tail_of "$D/requeue.out")"; return 1; }
@@ -337,12 +341,7 @@ signal_job() {
   # fails to bind the same socket (a real requeue waits its two minutes)
   wait_for 30 bash -c '! pgrep -f "slurmstepd: \[$1\.0\]" >/dev/null' _ "$JID" ||
     { echo "the stopped step of job $JID is still there after 30 s"; return 1; }
-  local i
-  for i in $(seq 20); do
-    scontrol update JobId="$JID" StartTime=now 2>/dev/null
-    wait_for 3 bash -c '[ "$(squeue -h -j "$1" -o %T 2>/dev/null)" != PENDING ]' _ "$JID" && break
-  done
-  [ "$(job_state)" != PENDING ] || { echo "job $JID still PENDING: $(squeue -h -j "$JID" -o %r)"; return 1; }
+  start_now || return 1
   wait "$SBPID"; local rc=$?
   [ $rc = 0 ] || { echo "sbatch --wait exit $rc: $(tail_of "$D/signal_$sig.sbatch" 2) $(tail_of "$D/signal_$sig.out")"; return 1; }
 }
