@@ -97,6 +97,14 @@ static inline void dev_download_floats(float* dst, const floatX* src, size_t n) 
 #endif
 }
 
+#if !defined(ENABLE_FP32)
+// an fp32 device array (the master weights, AdamW's moments) in the bf16 build
+static inline void dev_download_floats(float* dst, const float* src, size_t n) {
+    cudaCheck(cudaDeviceSynchronize());
+    cudaCheck(cudaMemcpy(dst, src, n * sizeof(float), cudaMemcpyDeviceToHost));
+}
+#endif
+
 // What the driver says is in use on the device (cuBLASLt workspace, NCCL buffers and
 // the context included), sampled after each step; the peak is tracked by the caller.
 static inline size_t dev_peak_bytes_measured(void) {

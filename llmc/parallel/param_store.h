@@ -30,6 +30,7 @@ typedef struct {
     ParamLayout lay;
     Piece* pieces; int n_pieces;       // what this rank owns, in optimizer order
     floatX *params, *grads;            // [n_local]
+    floatX *param_shard, *grad_shard;  // [n_opt] where the owned part lives apart from the local buffer (else NULL)
     float *master, *adam_m, *adam_v;   // [n_opt]; master only where HAVE_MASTER_WEIGHTS
     float* grad_acc;                   // --fp32-grad-accum: the fp32 sum of the step's micro-steps [n_local]
     float* norm_scratch;               // one float on the device, planned by the model
@@ -92,6 +93,48 @@ static inline void param_store_free(ParamStore* ps) {
 static inline Comm* param_store_comm(ParamStore* ps) {
     comm_set_staging(ps->comm, ps->staging, ps->staging_bytes);
     return ps->comm;
+}
+
+// Where this rank's owned part of piece pc lives: its gradient (after the reduction)
+// and its parameters (what AdamW updates). In the local buffer, or in a shard of its
+// own where the local copy is not kept whole.
+static inline floatX* param_store_owned_grad(const ParamStore* ps, const Piece* pc) {
+    return ps->grad_shard ? ps->grad_shard + pc->opt_off : ps->grads + pc->local_off;
+}
+static inline floatX* param_store_owned_param(const ParamStore* ps, const Piece* pc) {
+    return ps->param_shard ? ps->param_shard + pc->opt_off : ps->params + pc->local_off;
+}
+
+// The owned fp32 state, n floats from optimizer offset opt_off, to or from the host:
+// part 0 the parameters (the master weights where the build has them, else the
+// parameters themselves), 1 AdamW m, 2 AdamW v. What checkpoints and reference files
+// move, a rank's own share at a time.
+static inline float* param_store_state_array(const ParamStore* ps, int part) {
+    return part == 0 ? ps->master : part == 1 ? ps->adam_m : ps->adam_v;
+}
+static inline void param_store_owned_read(ParamStore* ps, int part, size_t opt_off, size_t n, float* out) {
+    float* arr = param_store_state_array(ps, part);
+    comm_join(ps->comm, ps->stream);
+    stream_synchronize(ps->stream);
+    if (arr) { if (n) dev_download_floats(out, arr + opt_off, n); return; }
+    for (int i = 0; i < ps->n_pieces; i++) {  // the parameters themselves, piece by piece
+        const Piece* pc = &ps->pieces[i];
+        size_t a = pc->opt_off > opt_off ? pc->opt_off : opt_off;
+        size_t e = pc->opt_off + pc->n < opt_off + n ? pc->opt_off + pc->n : opt_off + n;
+        if (e > a) dev_download_floats(out + (a - opt_off), param_store_owned_param(ps, pc) + (a - pc->opt_off), e - a);
+    }
+}
+static inline void param_store_owned_write(ParamStore* ps, int part, size_t opt_off, size_t n, const float* in) {
+    float* arr = param_store_state_array(ps, part);
+    stream_synchronize(ps->stream);
+    if (arr && n) dev_upload_floats(arr + opt_off, in, n);
+    if (part != 0) return;
+    for (int i = 0; i < ps->n_pieces; i++) {  // the parameters, from the fp32 values
+        const Piece* pc = &ps->pieces[i];
+        size_t a = pc->opt_off > opt_off ? pc->opt_off : opt_off;
+        size_t e = pc->opt_off + pc->n < opt_off + n ? pc->opt_off + pc->n : opt_off + n;
+        if (e > a) dev_upload_floats(param_store_owned_param(ps, pc) + (a - pc->opt_off), in + (a - opt_off), e - a);
+    }
 }
 
 static inline void param_store_zero_grads(ParamStore* ps) {
@@ -223,7 +266,7 @@ static inline void param_store_apply_update(ParamStore* ps, float lr, float beta
     for (int i = 0; i < ps->n_pieces; i++) {
         const Piece* pc = &ps->pieces[i];
         float wd = ps->lay.spec[pc->tensor].decays ? weight_decay : 0.0f;
-        adamw_update(ps->params + pc->local_off, ps->master ? ps->master + pc->opt_off : NULL, ps->grads + pc->local_off,
+        adamw_update(param_store_owned_param(ps, pc), ps->master ? ps->master + pc->opt_off : NULL, param_store_owned_grad(ps, pc),
                      ps->adam_m + pc->opt_off, ps->adam_v + pc->opt_off, pc->n, lr, beta1, beta2, eps, wd, scale, t, s);
     }
     // per element: parameter and gradient (floatX), moments and master weights (fp32), read and written
@@ -335,38 +378,27 @@ static inline void param_store_gather_owned(ParamStore* ps, const float* owned, 
     free(all);
 }
 
-// an owned fp32 array from a local floatX buffer (parameters or gradients)
-static inline void param_store_owned_from_local(ParamStore* ps, const floatX* dev_local, float* owned) {
-    float* local = (float*)xmalloc(ps->lay.n_local * sizeof(float));
-    comm_join(ps->comm, ps->stream);
-    stream_synchronize(ps->stream);
-    dev_download_floats(local, dev_local, ps->lay.n_local);
-    for (int i = 0; i < ps->n_pieces; i++)
-        memcpy(owned + ps->pieces[i].opt_off, local + ps->pieces[i].local_off, ps->pieces[i].n * sizeof(float));
-    free(local);
-}
-
 // The fp32 parameters (master weights where the build has them), AdamW m and v of the
 // whole model in the reference layout, on world rank 0 (the pointers are not used on
 // the other ranks). A collective: every rank calls it.
 static inline void param_store_get_state(ParamStore* ps, float* ref_params, float* ref_m, float* ref_v) {
     size_t n_opt = ps->lay.n_opt;
     float* owned = (float*)xmalloc((n_opt ? n_opt : 1) * sizeof(float));
-    stream_synchronize(ps->stream);
-    if (ps->master) { dev_memcpy_d2h(owned, ps->master, n_opt * sizeof(float), ps->stream); stream_synchronize(ps->stream); }
-    else param_store_owned_from_local(ps, ps->params, owned);
-    param_store_gather_owned(ps, owned, ref_params);
-    dev_memcpy_d2h(owned, ps->adam_m, n_opt * sizeof(float), ps->stream); stream_synchronize(ps->stream);
-    param_store_gather_owned(ps, owned, ref_m);
-    dev_memcpy_d2h(owned, ps->adam_v, n_opt * sizeof(float), ps->stream); stream_synchronize(ps->stream);
-    param_store_gather_owned(ps, owned, ref_v);
+    float* ref[3] = {ref_params, ref_m, ref_v};
+    for (int part = 0; part < 3; part++) {
+        param_store_owned_read(ps, part, 0, n_opt, owned);
+        param_store_gather_owned(ps, owned, ref[part]);
+    }
     free(owned);
 }
 
 // the DP-reduced gradients of the whole model in the reference layout, on world rank 0
 static inline void param_store_get_grads(ParamStore* ps, float* ref_grads) {
     float* owned = (float*)xmalloc((ps->lay.n_opt ? ps->lay.n_opt : 1) * sizeof(float));
-    param_store_owned_from_local(ps, ps->grads, owned);
+    comm_join(ps->comm, ps->stream);
+    stream_synchronize(ps->stream);
+    for (int i = 0; i < ps->n_pieces; i++)
+        dev_download_floats(owned + ps->pieces[i].opt_off, param_store_owned_grad(ps, &ps->pieces[i]), ps->pieces[i].n);
     param_store_gather_owned(ps, owned, ref_grads);
     free(owned);
 }
