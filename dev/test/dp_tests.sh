@@ -191,17 +191,9 @@ fault() {
   rm -rf "$d"
   "${MPIRUN[@]}" -np 2 ./train_llama_cpu "${COMMON[@]}" --batch 2 --steps 100000 --val-every 0 --ckpt-every 2 \
     --comm-timeout "$timeout" --run-dir "$d" >"$d.log" 2>&1 &
-  local mp=$! t0 _
+  local mp=$! _
   for _ in $(seq 1 300); do [ -f "$d/$ckpt" ] && break; sleep 0.1; done
-  victim=$(pgrep -P $mp -f train_llama_cpu | tail -n 1)
-  t0=$(date +%s)
-  [ -n "$victim" ] && kill "-$sig" "$victim"
-  ended=0
-  for _ in $(seq 1 300); do kill -0 $mp 2>/dev/null || { ended=1; break; }; sleep 0.1; done
-  [ -n "$victim" ] && kill -9 "$victim" 2>/dev/null
-  [ $ended = 1 ] || kill -9 $mp 2>/dev/null
-  wait $mp; rc=$?
-  secs=$(( $(date +%s) - t0 ))
+  signal_one_rank $mp "$sig" train_llama_cpu
 }
 
 # a rank killed with kill -9 mid-run: the job ends within the timeout, the last checkpoint is intact
