@@ -104,7 +104,7 @@ static inline void ckpt_writer_open(CkptWriter* w, const RunDir* rd, const char*
     if (w->fd < 0) FAIL("checkpoint: cannot create a temporary file for %s/%s: %s", rd->path, name, strerror(errno));
     int err = ckpt_pwrite(w->fd, header, 1024, 0);
     if (err) ckpt_writer_fail(w, "write", err);
-    if (ftruncate(w->fd, (off_t)bytes) != 0) ckpt_writer_fail(w, "sizing the file", errno);
+    if (ftruncate(w->fd, (off_t)bytes) != 0) ckpt_writer_fail(w, "write", errno);  // (a file-size limit shows here)
 }
 
 // rank 0, once every rank's writes are on disk: the checksum over the header and the blocks
