@@ -113,7 +113,7 @@ static inline void ckpt_writer_open(CkptWriter* w, const RunDir* rd, const char*
 // survives a crash of the machine). The descriptor is opened afresh: on a network file
 // system an open is what makes the other hosts' writes visible.
 static inline void ckpt_writer_close(CkptWriter* w, const size_t* block_bytes, int n_blocks, const void* last, size_t last_bytes) {
-    close(w->fd);
+    if (close(w->fd) != 0) { w->fd = -1; ckpt_writer_fail(w, "close", errno); }
     w->fd = openat(w->rd->fd, w->tmp, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
     if (w->fd < 0) ckpt_writer_fail(w, "reopening the temporary file", errno);
     uint64_t h = CKPT_HASH_INIT;

@@ -109,6 +109,15 @@ static inline long long ckpt_file_bytes(size_t n, size_t extra_bytes) {
     return 1024 + 3 * (long long)n * (long long)sizeof(float) + (long long)extra_bytes + 8;
 }
 
+// this host's name, for the messages that say which rank could not reach the file
+typedef struct { char s[256]; } CkptHost;
+static inline CkptHost ckpt_host(void) {
+    CkptHost h;
+    memset(&h, 0, sizeof(h));
+    if (gethostname(h.s, sizeof(h.s) - 1) != 0) snprintf(h.s, sizeof(h.s), "(unknown: %s)", strerror(errno));
+    return h;
+}
+
 // the most floats a rank moves between the store and a checkpoint file at once: its host
 // buffer for a write or a read, whatever the model's size
 #define CKPT_CHUNK_FLOATS ((size_t)1 << 20)
@@ -181,7 +190,9 @@ static inline void ckpt_state_write(ParamStore* st, const CkptFormat* fmt, const
         header[fmt->params_at] = (int)(n & 0x7fffffff); header[fmt->params_at + 1] = (int)(n >> 31);
         if (fmt->extra_at >= 0) header[fmt->extra_at] = (int)extra_bytes;
         ckpt_writer_open(&w, rd, name, header, need);
-        path = run_dir_file(rd, w.tmp);
+        char* dir = realpath(rd->path, NULL);  // (a relative --run-dir would be relative to each rank's own directory)
+        path = str_printf("%s/%s", dir ? dir : rd->path, w.tmp);
+        free(dir);
         len = (long long)strlen(path) + 1;
     }
     comm_host_broadcast(cm, GROUP_WORLD, &len, sizeof(len), 0);
@@ -189,8 +200,8 @@ static inline void ckpt_state_write(ParamStore* st, const CkptFormat* fmt, const
     comm_host_broadcast(cm, GROUP_WORLD, path, (size_t)len, 0);
 
     // every rank its own pieces, through a descriptor of its own; what fails is told to all
-    char failure[PATH_MAX + 1024] = "", host[256] = "";
-    gethostname(host, sizeof(host) - 1);
+    char failure[PATH_MAX + 1024] = "";
+    CkptHost host = ckpt_host();
     const char* unseen = getenv("LLMC_TEST_CKPT_UNSEEN_RANK");  // tests only: a rank that sees another file system
     char* open_path = unseen && atoi(unseen) == cm->rank && !root ? str_printf("%s.unseen", path) : NULL;
     int fd = root ? w.fd : open(open_path ? open_path : path, O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
@@ -198,7 +209,7 @@ static inline void ckpt_state_write(ParamStore* st, const CkptFormat* fmt, const
     if (fd < 0) {
         snprintf(failure, sizeof(failure), "rank %d on host %s cannot open the temporary file %s that rank 0 created: %s. "
                  "Every rank writes its own part of a checkpoint into the one file, so --run-dir must be on a file system "
-                 "that every rank sees under the same path (a shared one: Lustre, GPFS, NFS)", cm->rank, host, path,
+                 "that every rank sees under the same path (a shared one: Lustre, GPFS, NFS)", cm->rank, host.s, path,
                  strerror(errno));
     } else {
         float* buf = (float*)xmalloc(CKPT_CHUNK_FLOATS * sizeof(float));
@@ -209,7 +220,7 @@ static inline void ckpt_state_write(ParamStore* st, const CkptFormat* fmt, const
         if (!root && close(fd) != 0 && !err) { err = errno; what = "close"; }
         if (err)
             snprintf(failure, sizeof(failure), "%s of %s failed on rank %d (host %s): %s (hint: disk full, or over a "
-                     "file-size limit (ulimit -f)?)", what, path, cm->rank, host, strerror(err));
+                     "file-size limit (ulimit -f)?)", what, path, cm->rank, host.s, strerror(err));
         free(buf);
     }
     double first = failure[0] ? (double)(cm->size - cm->rank) : 0;  // the lowest rank that failed
@@ -240,12 +251,12 @@ static inline void ckpt_state_read(ParamStore* st, const char* path, const CkptI
                                    int params_only, void* extra) {
     if (ci->num_params != num_params) FAIL("%s: %zu parameters, the model has %zu", path, ci->num_params, num_params);
     Comm* cm = param_store_comm(st);
-    char why[PATH_MAX + 512], host[256] = "";
-    gethostname(host, sizeof(host) - 1);
+    char why[PATH_MAX + 512];
+    CkptHost host = ckpt_host();
     int fd = input_open_try(path, why, sizeof(why));
     if (fd < 0)
         FAIL("checkpoint: rank %d on host %s: %s (every rank reads its own part of a checkpoint: the file must be on a "
-             "file system every rank sees, under the same path)", cm->rank, host, why);
+             "file system every rank sees, under the same path)", cm->rank, host.s, why);
     float* buf = (float*)xmalloc(CKPT_CHUNK_FLOATS * sizeof(float));
     for (int k = 0; k < 3; k++) {
         if (params_only && k > 0) {  // a fresh start's moments: zero
@@ -256,7 +267,7 @@ static inline void ckpt_state_read(ParamStore* st, const char* path, const CkptI
         }
         int64_t bad = -1;  // never resume from NaN: the first non-finite element, the smallest over the ranks
         int err = ckpt_pieces_io(st, fd, k, 0, buf, &bad);
-        if (err) FAIL("checkpoint %s: read failed on rank %d (host %s): %s", path, cm->rank, host, strerror(err));
+        if (err) FAIL("checkpoint %s: read failed on rank %d (host %s): %s", path, cm->rank, host.s, strerror(err));
         double first = bad >= 0 ? (double)(CKPT_MAX_PARAMS - (uint64_t)bad) : 0;  // exact: indices are below 2^40
         comm_host_all_reduce(cm, GROUP_WORLD, &first, 1, COMM_MAX);
         if (first > 0)
