@@ -401,7 +401,8 @@ static inline void param_store_gather_owned(ParamStore* ps, const float* owned, 
 
 // The fp32 parameters (master weights where the build has them), AdamW m and v of the
 // whole model in the reference layout, on world rank 0 (the pointers are not used on
-// the other ranks). A collective: every rank calls it.
+// the other ranks). A collective: every rank calls it. For small models (test programs,
+// reference files): a checkpoint never gathers (llmc/train/state_checkpoint.h).
 static inline void param_store_get_state(ParamStore* ps, float* ref_params, float* ref_m, float* ref_v) {
     size_t n_opt = ps->lay.n_opt;
     float* owned = (float*)xmalloc((n_opt ? n_opt : 1) * sizeof(float));
