@@ -4,7 +4,8 @@ and what data parallelism does with them: the gradient reduction of a bucket (an
 all-reduce, or with --zero 1 a reduce-scatter leaving each rank the sum over its own
 part), the fp32 accumulation of micro-steps, the global gradient norm over shards,
 AdamW over the owned pieces with the all-gather of ZeRO-1, and the moves of the whole
-state to and from the reference layout (checkpoints, reference files, test dumps).
+state to and from the reference layout (reference files, test dumps; a checkpoint moves
+each rank's own pieces instead: llmc/train/state_checkpoint.h).
 
 A model fills a table of ParamSpec, then:
     param_store_layout   the layout of this rank (before planning)
@@ -436,6 +437,35 @@ static inline float grad_clip_scale(float grad_clip, float norm) {
     return coef < 1.0f ? coef : 1.0f;
 }
 
+// The parameters this rank holds but does not own, from their owners, once the owned
+// ones have changed (an update, a load through param_store_owned_write): with --zero 1
+// and 2 the all-gather of each bucket, with 3 of the bucket outside the layers (a layer's
+// is gathered where it runs); without, every rank owns all it holds (its vocabulary
+// rows under --shard-vocab too), and nothing moves.
+static inline void param_store_sync_params(ParamStore* ps) {
+    stream_t s = ps->stream;
+    if (ps->lay.zero)  // (a fully sharded layer is gathered where it runs: param_store_layer_begin)
+        for (int b = 0; b < ps->lay.n_buckets; b++)
+            if (ps->lay.bucket[b].start >= ps->param_base)
+                comm_all_gather(param_store_comm(ps), GROUP_GRAD, param_store_param_at(ps, -1, ps->lay.bucket[b].start),
+                                ps->lay.bucket[b].padded / comm_grad_ranks(ps->comm), COMM_FLOATX, s);
+    comm_join(ps->comm, s);
+    comm_synchronize(ps->comm);
+    stream_synchronize(s);
+    ps->version++;
+}
+
+// Does this rank write owned piece pc to a checkpoint? Each element of the file has one
+// writer, as each has one term in param_store_norm_of: what DP replicates (no --zero) is
+// DP rank 0's, what TP replicates TP rank 0's, and the vocabulary rows --shard-vocab
+// spreads over DP each rank's own.
+static inline int param_store_piece_writer(const ParamStore* ps, const Piece* pc) {
+    const ParamLayout* lay = &ps->lay;
+    if (pc->local_off >= lay->vocab_start) return 1;
+    if (!lay->zero && lay->rank != 0) return 0;
+    return !(param_tp_replicated(lay, pc->tensor) && lay->tp_rank != 0);
+}
+
 // Global-norm clipping (as torch.nn.utils.clip_grad_norm_) and one AdamW step on what
 // this rank owns (weight decay on the tensors whose spec says so); with --zero 1 the
 // updated parts are then all-gathered.
@@ -452,15 +482,7 @@ static inline void param_store_apply_update(ParamStore* ps, float lr, float beta
     }
     // per element: parameter and gradient (floatX), moments and master weights (fp32), read and written
     prof_end(ps->prof, k, 0, (double)ps->lay.n_opt * (3.0 * sizeof(floatX) + 4.0 * (2 + (ps->master != NULL)) * 2), s);
-    if (ps->lay.zero)  // (a fully sharded layer is gathered where it runs: param_store_layer_begin)
-        for (int b = 0; b < ps->lay.n_buckets; b++)
-            if (ps->lay.bucket[b].start >= ps->param_base)
-                comm_all_gather(param_store_comm(ps), GROUP_GRAD, param_store_param_at(ps, -1, ps->lay.bucket[b].start),
-                                ps->lay.bucket[b].padded / comm_grad_ranks(ps->comm), COMM_FLOATX, s);
-    comm_join(ps->comm, s);
-    comm_synchronize(ps->comm);
-    stream_synchronize(s);
-    ps->version++;
+    param_store_sync_params(ps);
 }
 
 // What data parallelism sends in one step of micro_steps micro-batches (comm_bytes_add's
@@ -574,7 +596,8 @@ static inline void param_store_gather_owned(ParamStore* ps, const float* owned, 
 
 // The fp32 parameters (master weights where the build has them), AdamW m and v of the
 // whole model in the reference layout, on world rank 0 (the pointers are not used on
-// the other ranks). A collective: every rank calls it.
+// the other ranks). A collective: every rank calls it. For small models (test programs,
+// reference files): a checkpoint never gathers (llmc/train/state_checkpoint.h).
 static inline void param_store_get_state(ParamStore* ps, float* ref_params, float* ref_m, float* ref_v) {
     size_t n_opt = ps->lay.n_opt;
     float* owned = (float*)xmalloc((n_opt ? n_opt : 1) * sizeof(float));
@@ -595,29 +618,6 @@ static inline void param_store_get_grads(ParamStore* ps, float* ref_grads) {
         dev_download_floats(owned + ps->pieces[i].opt_off, param_store_owned_grad(ps, &ps->pieces[i]), ps->pieces[i].n);
     param_store_gather_owned(ps, owned, ref_grads);
     free(owned);
-}
-
-// The three arrays of a checkpoint (parameters, AdamW m, v: num_params fp32 each),
-// read by world rank 0 from f (already at the first array), broadcast, and set. One
-// array at a time bounds the host memory. With params_only the moments start at zero.
-static inline void param_store_read_state(ParamStore* ps, FILE* f, const char* path, int params_only) {
-    size_t n = ps->lay.num_params;
-    float* buf = (float*)xmalloc((n ? n : 1) * sizeof(float));
-    for (int k = 0; k < 3; k++) {
-        if (params_only && k > 0) { param_store_set_state_part(ps, k, NULL); continue; }
-        int64_t bad = -1;  // never resume from NaN: the first non-finite element, found by rank 0, told to all
-        if (f) {
-            xfread(buf, sizeof(float), n, f, path);
-            for (size_t i = 0; i < n && bad < 0; i++) if (!isfinite(buf[i])) bad = (int64_t)i;
-        }
-        comm_host_broadcast(ps->comm, GROUP_WORLD, &bad, sizeof(bad), 0);
-        if (bad >= 0)
-            FAIL("%s holds a non-finite %s at element %lld (a run that diverged wrote it; resume from an earlier "
-                 "checkpoint)", path, k == 0 ? "parameter" : k == 1 ? "AdamW m" : "AdamW v", (long long)bad);
-        comm_host_broadcast(ps->comm, GROUP_WORLD, buf, n * sizeof(float), 0);
-        param_store_set_state_part(ps, k, buf);
-    }
-    free(buf);
 }
 
 // The line that says which checkpoint a run continues from; a checkpoint outside --run-dir

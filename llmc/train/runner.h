@@ -218,8 +218,8 @@ static inline void runner_write_plan_json(const ModelOps* ops, void* t, const Mo
     trainer_plan_json(path, &v->acts, &v->off, v->num_params, extra, with_comm ? &cb : NULL, &v->dev, &v->host);
 }
 
-// A checkpoint of the model's state, NAME in the run directory (a collective: the store
-// gathers, rank 0 writes)
+// A checkpoint of the model's state, NAME in the run directory (a collective: every rank
+// writes its own pieces)
 static inline void runner_ckpt_write(const ModelOps* ops, void* t, ModelCore* v, const RunDir* rd, const char* name, int step) {
     int h[256] = {0};
     unsigned char extra[CKPT_EXTRA_MAX] = {0};
@@ -337,6 +337,9 @@ static inline int runner_main(const ModelOps* ops, void* t, RunArgs* a, int unit
         ops->init_params(t, (uint64_t)l->seed);
     }
     run_start(&rs, &lg);  // the inputs are accepted: from here on the run directory is written
+    // tests only: the state just loaded, written again at once, so that a file written by
+    // one layout can be compared byte for byte with the same state written by another
+    if (resume && getenv("LLMC_TEST_CKPT_AT_RESUME")) runner_ckpt_write(ops, t, v, &rs.rd, ckpt_step_name(start).s, start);
     // the starting point of a run, for a PyTorch peer to start from the same weights
     if (a->save_init && !resume) {
         runner_ckpt_write(ops, t, v, &rs.rd, ckpt_step_name(0).s, 0);
