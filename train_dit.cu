@@ -1003,19 +1003,22 @@ static double dit_fit_cost_seconds(const Dit* m, const CostModel* cm) {
     return flops / cm->flops + bytes / cm->mem_bw + launches * cm->launch_s + exposed;
 }
 
-static FitCost plan_cost(void* t, Comm* comm, int B, const MemoryFlags* f, const CostModel* cm) {
+static FitCost plan_cost(void* t, Comm* comm, const FitFlags* ff, const CostModel* cm) {
     const TrainArgs* a = &((Trainer*)t)->a;
+    int B = ff->B;
+    const MemoryFlags* f = &ff->mem;
     FitCost c = {-1.0, 0.0, 0.0, 0, 0.0, 0.0};
     DitShard sh = dit_shard(&a->cfg, comm->tp, comm->tp_rank);
     if (f->ffn_chunks > (f->ffn_chunk_seq ? dit_tokens(&a->cfg) : sh.FFl)) return c;
     int dp = comm->dp, micro = a->run.total_batch ? a->run.total_batch / (B * dp) : 1;
     ParallelFlags par = parallel_flags_resolve(&a->run.par, 0, micro);
+    par.zero = ff->zero;
     if (comm->tp > 1 && par.tp_sp && ((size_t)B * dit_tokens(&a->cfg)) % comm->tp) return c;  // rows do not split
     Dit m;
     dit_build(&m, &a->cfg, f, &par, comm, B, 0);
     // the flag-free micro-step: 6 FLOPs per parameter and token, and the attention's 12 L N^2 D per clip
     c = model_core_fit_cost(&m, dit_fit_cost_seconds(&m, cm),
-                            (6.0 * m.num_params * m.N + 12.0 * a->cfg.L * (double)m.N * m.N * a->cfg.D) * B / cm->flops);
+                            (6.0 * m.num_params * m.N + 12.0 * a->cfg.L * (double)m.N * m.N * a->cfg.D) * B / cm->flops, cm);
     dit_free(&m);
     return c;
 }

@@ -870,18 +870,20 @@ static double fit_cost_seconds(const LlamaConfig* c, int B, int T, const MemoryF
     return flops / cm->flops + bytes / cm->mem_bw + launches * cm->launch_s + exposed;
 }
 
-static FitCost plan_cost(void* t, Comm* comm, int B, const MemoryFlags* f, const CostModel* cm) {
+static FitCost plan_cost(void* t, Comm* comm, const FitFlags* ff, const CostModel* cm) {
     const TrainArgs* a = &((Trainer*)t)->a;
-    int T = a->T, dp = comm->dp;
+    int T = a->T, dp = comm->dp, B = ff->B;
+    const MemoryFlags* f = &ff->mem;
     ParallelFlags pf = parallel_flags_resolve(&a->run.par, a->run.shard_vocab,
                                               a->run.total_batch ? (int)(a->run.total_batch / ((long long)B * T * dp)) : 1);
+    pf.zero = ff->zero;
     long long BT = (long long)B * T;
     FitCost c = {-1.0, 0.0, 0.0, 0, 0.0, 0.0};
     if ((f->ffn_chunk_seq ? BT : a->cfg.F) < f->ffn_chunks || BT < f->ce_chunks) return c;
     Llama m;
     llama_build(&m, &a->cfg, f, &pf, comm, B, T, 0);
     c = model_core_fit_cost(&m, fit_cost_seconds(&a->cfg, B, T, f, m.off.n_offload, m.acts.block_bytes, cm),
-                            (6.0 * (double)m.num_params + 6.0 * a->cfg.L * (double)a->cfg.D * T) * B * T / cm->flops);  // 6N + 6LDT a token
+                            (6.0 * (double)m.num_params + 6.0 * a->cfg.L * (double)a->cfg.D * T) * B * T / cm->flops, cm);  // 6N + 6LDT a token
     llama_free(&m);
     return c;
 }

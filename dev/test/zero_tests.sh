@@ -67,6 +67,44 @@ for prog in "./test_llama_cpu --ref dev/ref/gqa_h4kv2_tied.lref" "./test_dit_cpu
 done
 expect_error zero_out_of_range "--zero must 3 got 4" ./train_llama_cpu --zero 4 --plan-only 1
 
+# --fit-memory searches the stage (--zero 0..3) where the parameters' group has ranks: a model whose static
+# state dominates, with a budget that only --zero 2 or 3 meets (64 MiB: the CPU build's reserve); the stages
+# cost the same but for --zero 3's exposed gathers; a --zero given on the command line stays
+FIT=(./train_llama_cpu --V 512 --D 256 --L 8 --H 4 --KV 4 --F 704 --max-seq-len 16 --seq 16 --batch 1 --dp 4 --plan-only 1)
+"${FIT[@]}" --zero 1 --plan-json "$W/fit_z1.json" >/dev/null 2>&1 && "${FIT[@]}" --zero 3 --plan-json "$W/fit_z3.json" >/dev/null 2>&1
+budget=$("$PY" -c "import json; a, b = (json.load(open('$W/fit_z%d.json' % z))['device']['total'] for z in (1, 3)); print(((a + b) / 2 + 64 * 2**20) / 2**30)")
+"${FIT[@]}" --fit-memory "$budget" --fit-candidates "$W/fit.jsonl" >"$W/fit.log" 2>&1
+"$PY" - "$W/fit.jsonl" "$W/fit.log" "$W/fit_z3.json" > "$W/fit.check" 2>&1 <<'PYEOF'
+import json, sys
+c = [json.loads(l) for l in open(sys.argv[1])]
+assert sorted({x["zero"] for x in c}) == [0, 1, 2, 3], sorted({x["zero"] for x in c})
+assert all(x["zero"] >= 2 for x in c if x["fits"]), "a --zero 0 or 1 candidate fits the budget"
+key = lambda x: (x["B"], x["ffn_chunks"], x["ce_chunks"], x["recompute"], x["offload_act"])
+by = {}
+for x in c: by.setdefault(key(x), {})[x["zero"]] = x
+for k, z in by.items():
+    assert z[0]["seconds"] == z[1]["seconds"] == z[2]["seconds"] <= z[3]["seconds"], (k, [z[i]["seconds"] for i in range(4)])
+    assert z[3]["bytes"] < z[2]["bytes"] < z[1]["bytes"] <= z[0]["bytes"], (k, [z[i]["bytes"] for i in range(4)])
+plan3 = json.load(open(sys.argv[3]))["device"]["total"]
+flagfree = by[(1, 1, 1, 0, 0)][3]["bytes"]
+assert flagfree == plan3, (flagfree, plan3)
+chosen = open(sys.argv[2]).read().split("chose ")[1].split(":")[0]
+assert chosen.endswith("--zero 2") or chosen.endswith("--zero 3"), chosen
+print("chose:", chosen)
+PYEOF
+if [ $? -eq 0 ]; then pass "fit_memory_searches_zero ($(tail -n 1 "$W/fit.check"))"; else fail fit_memory_searches_zero "$(tail -n 1 "$W/fit.check")"; fi
+expect_error fit_memory_keeps_given_zero "nothing fits" "${FIT[@]}" --zero 1 --fit-memory "$budget"
+# a slower link (--fit-dp-gbs) costs --zero 3 more and the other stages nothing more
+"${FIT[@]}" --fit-memory "$budget" --fit-dp-gbs 0.5 --fit-candidates "$W/fit_slow.jsonl" >/dev/null 2>&1
+if "$PY" - "$W/fit.jsonl" "$W/fit_slow.jsonl" <<'PYEOF'
+import json, sys
+a, b = ([json.loads(l) for l in open(p)] for p in sys.argv[1:3])
+assert len(a) == len(b)
+for x, y in zip(a, b):
+    assert (y["seconds"] > x["seconds"]) if x["zero"] == 3 else (y["seconds"] == x["seconds"]), (x, y)
+PYEOF
+then pass fit_dp_gbs_costs_zero3_gathers; else fail fit_dp_gbs_costs_zero3_gathers "--fit-dp-gbs 0.5 did not raise (only) --zero 3's cost"; fi
+
 # ---------------------------------------------------------------------------
 # training: 20 steps under each stage at the same layout. Without micro-steps the arithmetic
 # is the same (the same reductions of the same sums, the same AdamW on the same shards): the
