@@ -730,7 +730,7 @@ static void dit_unit_forward(Dit* m, int u, int B, RunMode mode, float dscale) {
     if (u > 0) {  // (under --zero 3 the next block's parameters are gathered meanwhile)
         param_store_layer_begin(&m->st, u - 1, u < m->cfg.L ? u : -1, 0);
         layer_forward(m, u - 1, B, mode);
-        param_store_layer_end(&m->st, u - 1);
+        param_store_layer_end(&m->st, u - 1, mode == MODE_TRAIN);
         return;
     }
     m->rows_cur = B * m->N;
@@ -749,7 +749,7 @@ static void dit_unit_backward(Dit* m, int u, int B, int last) {
     if (u > 0) {
         param_store_layer_begin(&m->st, u - 1, u - 2, 1);
         layer_backward(m, u - 1, B);
-        param_store_layer_end(&m->st, u - 1);
+        param_store_layer_end(&m->st, u - 1, 0);
     } else PROF(&m->prof, "patch embed bwd", gemm_flops(nr, D, P), 0, m->stream) {
         matmul_backward_weight(core_dw(m, W_PATCH, 0), m->dh, m->xp + own_row0(m, B) * P, nr, P, D, P, m->stream);
         bias_backward(core_dw(m, B_PATCH, 0), m->dh, nr, D, tp_bias_scratch(&m->tpc, nr, D), m->stream);

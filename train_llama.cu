@@ -590,7 +590,7 @@ static void layers_forward(Llama* m, int B, int T, RunMode mode) {
     for (int l = 0; l < m->cfg.L; l++) {
         param_store_layer_begin(&m->st, l, l + 1 < m->cfg.L ? l + 1 : -1, 0);
         layer_forward(m, l, B, T, mode);
-        param_store_layer_end(&m->st, l);
+        param_store_layer_end(&m->st, l, mode == MODE_TRAIN);
     }
 }
 
@@ -629,7 +629,7 @@ static void llama_backward(Llama* m, int B, int T, int last) {
     for (int l = c->L - 1; l >= 0; l--) {
         param_store_layer_begin(&m->st, l, l - 1, 1);
         layer_backward(m, l, B, T);
-        param_store_layer_end(&m->st, l);
+        param_store_layer_end(&m->st, l, 0);
         param_store_bucket_done(&m->st, l, last);  // its reductions overlap the layers below
     }
     // a tied, sharded model's unsharded gradient already holds the head's part

@@ -163,6 +163,8 @@ if [ ${#MPIFLAGS[@]} -gt 0 ]; then
     job "test_llama.$p.dp2.zero2_micro" "$OMPI_TMP" "${MPIRUN[@]}" "$B/bin/test_llama.$p" --comm mpi --ref dev/emu/ref/deep_l5_gqa.lref \
       --zero 2 --micro-batch 1 --fp32-grad-accum 1
   done
+  job "test_llama.bf16.nccl2.zero3_kept" "$OMPI_TMP" "${MPIRUN[@]}" "$B/bin/test_llama.bf16" --comm nccl --ref dev/emu/ref/deep_l5_gqa.lref \
+    --zero 3 --zero-reshard 0 --recompute 2
   job "test_llama.bf16.nccl2.zero2_micro_floatx" "$OMPI_TMP" "${MPIRUN[@]}" "$B/bin/test_llama.bf16" --comm nccl --ref dev/emu/ref/deep_l5_gqa.lref \
     --zero 2 --micro-batch 1 --fp32-grad-accum 0
   # a layer computing on a parameter buffer already given back (poisoned with NaN in test builds): must FAIL

@@ -1101,6 +1101,7 @@ def run_dir_value(s):
 # llmc/parallel/parallel_args.h: the parallel flags both trainers and test_dit append
 PARALLEL_FLAGS = [
     ("zero", "i", one_of(0, 1, 2, 3), [], ["zero"]),
+    ("zero-reshard", "i", one_of(0, 1), ["--zero", "3"], ["zero-reshard"]),
     ("comm", "s", choice("nccl", "mpi"), [], ["comm"]),
     ("comm-timeout", "f", frange(0, lo_open=True), [], ["comm-timeout"]),
     ("startup-timeout", "f", frange(0, lo_open=True), [], ["startup-timeout"]),
@@ -1231,6 +1232,7 @@ TEST_LLAMA_FLAGS = [
     ("test-skip-prefetch", "i", lambda v: "either", [], ["test-skip-prefetch", "FAIL"]),
     ("test-plant-zero-bug", "i", lambda v: "ok" if v == 0 else "either", [], ["test-plant-zero-bug", "FAIL"]),
     ("zero", "i", one_of(0, 1, 2, 3), [], ["zero"]),
+    ("zero-reshard", "i", one_of(0, 1), ["--zero", "3"], ["zero-reshard"]),
     ("shard-vocab", "i", one_of(0, 1), [], ["shard-vocab"]),
     ("micro-batch", "i", one_of(0, 1, 3), [], ["micro-batch"]),
     ("fp32-grad-accum", "i", one_of(-1, 0, 1), [], ["fp32-grad-accum"]),

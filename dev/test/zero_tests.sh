@@ -30,6 +30,8 @@ LSETS=(
   "2 dev/emu/ref/deep_l5_gqa.lref --zero 3 --shard-vocab 1"
   "2 dev/ref/mha_untied_small.lref --zero 2 --shard-vocab 1 --ffn-chunks 3 --ce-chunks 5 --offload-act -1 --recompute 1"
   "2 dev/ref/mha_untied_small.lref --zero 3 --ffn-chunks 2 --ffn-chunk-dim seq --recompute 2 --offload-act 1"
+  "2 dev/ref/mha_untied_small.lref --zero 3 --zero-reshard 0 --ffn-chunks 3 --offload-act -1 --recompute 2 --shard-vocab 1"
+  "4 dev/emu/ref/micro64_b64.lref --zero 3 --zero-reshard 0 --tp 2 --micro-batch 4"
   "4 dev/emu/ref/micro64_b64.lref --zero 3 --micro-batch 4 --fp32-grad-accum 1"
   "4 dev/emu/ref/micro64_b64.lref --zero 2 --micro-batch 8 --fp32-grad-accum 0 --shard-vocab 1"
   "4 dev/ref/gqa_h4kv2_tied.lref --zero 3 --tp 2"
@@ -41,6 +43,7 @@ LSETS=(
 DSETS=(
   "2 dev/ref/dit_nc1_hd8.dref --zero 2"
   "2 dev/ref/dit_nc1_hd8.dref --zero 3"
+  "2 dev/emu/ref/dit_deep_l5.dref --zero 3 --zero-reshard 0 --micro-batch 1 --recompute 1"
   "2 dev/emu/ref/dit_deep_l5.dref --zero 3 --offload-act -1 --recompute 1 --ffn-chunks 3"
   "2 dev/ref/dit_nc1_hd8.dref --zero 2 --ffn-chunks 2 --ffn-chunk-dim seq --recompute 2 --micro-batch 1"
   "2 dev/ref/dit_pt2_hw.dref --zero 3 --tp 2 --tp-mode reducescatter --recompute 2"
@@ -66,6 +69,7 @@ for prog in "./test_llama_cpu --ref dev/ref/gqa_h4kv2_tied.lref" "./test_dit_cpu
   else fail "$name" "exit $rc: the planted bug went unnoticed"; fi
 done
 expect_error zero_out_of_range "--zero must 3 got 4" ./train_llama_cpu --zero 4 --plan-only 1
+expect_error zero_reshard_needs_zero3 "--zero-reshard 0 --zero 1 --zero 3" ./train_dit_cpu --zero 1 --zero-reshard 0 --plan-only 1
 
 # --fit-memory searches the stage (--zero 0..3) where the parameters' group has ranks: a model whose static
 # state dominates, with a budget that only --zero 2 or 3 meets (64 MiB: the CPU build's reserve); the stages
@@ -138,17 +142,19 @@ for prog in llama dit; do
   if [ $prog = llama ]; then one=(--batch 2 --total-batch 128); micro=(--batch 2 --total-batch 256)
   else one=(--batch 4); micro=(--batch 2); fi
   run $prog 2 "$W/${prog}_z1" --zero 1 "${one[@]}" --ckpt-every 20
-  for z in 2 3; do
-    run $prog 2 "$W/${prog}_z$z" --zero $z "${one[@]}" --ckpt-every 20 \
+  for z in 2 3 3k; do  # (3k: --zero 3 --zero-reshard 0, each layer's parameters kept from forward to backward)
+    zf=(--zero ${z%k}); [ "$z" = 3k ] && zf+=(--zero-reshard 0)
+    run $prog 2 "$W/${prog}_z$z" "${zf[@]}" "${one[@]}" --ckpt-every 20 \
       && same_state "${prog}_zero${z}_20_steps_bitwise_zero1" "$W/${prog}_z1/ckpt_000020.bin" "$W/${prog}_z$z/ckpt_000020.bin"
   done
   run $prog 2 "$W/${prog}_z1_micro" --zero 1 "${micro[@]}"
-  for z in 2 3; do
-    run $prog 2 "$W/${prog}_z${z}_micro" --zero $z "${micro[@]}" \
+  for z in 2 3 3k; do
+    zf=(--zero ${z%k}); [ "$z" = 3k ] && zf+=(--zero-reshard 0)
+    run $prog 2 "$W/${prog}_z${z}_micro" "${zf[@]}" "${micro[@]}" \
       && agree "${prog}_zero${z}_micro_steps_vs_zero1" "$W/${prog}_z1_micro" "$W/${prog}_z${z}_micro" 1 $TOL
   done
-  # the bytes a step sends, counted, equal the formula's (zero 3: two gathers of every layer a micro-step)
-  for z in 2 3; do
+  # the bytes a step sends, counted, equal the formula's (zero 3: two gathers of every layer a micro-step, one when kept)
+  for z in 2 3 3k; do
     log="$W/${prog}_z${z}_micro.log"
     pred=$(grep -m1 "^comm per step, predicted" "$log" | sed 's/.*sends): //'); got=$(grep -m1 "^comm per step, counted" "$log" | sed 's/.*sent): //')
     if [ -n "$pred" ] && [ "$pred" = "$got" ]; then pass "${prog}_zero${z}_comm_bytes_counted"

@@ -91,6 +91,7 @@ static inline void model_core_begin(ModelCore* c, const ParamSpec* spec, int n, 
         c->num_params += c->param_sizes[i];
     }
     param_store_layout(&c->st, c->spec, n, L, comm, par->zero, shard_vocab, par->grad_fp32);
+    c->st.keep = par->zero >= 3 && !par->zero_reshard;  // (--zero-reshard 0: the layers' parameters kept for backward)
     arena_init(&c->dev, "device");
     arena_init(&c->host, "host (pinned)");
     param_store_plan(&c->st, &c->dev, HAVE_MASTER_WEIGHTS);
