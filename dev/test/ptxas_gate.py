@@ -125,6 +125,7 @@ KERNELS = {
     "swiglu_forward_kernel": (256, _SW_F, 0, _SW_F_WHY + " (h1, h3)"),
     "swiglu_backward_kernel": (256, _SW_B, 0, _SW_B_WHY + " (dout, h1, h3)"),
     "grad_accumulate_kernel": (256, _GA, 0, _GA_WHY + " (grad and acc; bf16: three)"),
+    "grad_add_kernel": (256, 8, 0, STREAM),
     "crossentropy_kernel": (512, _CE, 0, "one block per row: " + _CE_WHY),
     "crossentropy_vp_max_kernel": (512, _CE, 0, "one block per row: " + _CE_WHY),
     "crossentropy_vp_sums_kernel": (512, _CE, 0, "one block per row: " + _CE_WHY),

@@ -9,7 +9,7 @@ docs/memory.md.
 #pragma once
 #include "common.h"
 
-#define ARENA_MAX_ENTRIES 64
+#define ARENA_MAX_ENTRIES 96
 #define ARENA_ALIGN 256
 
 typedef struct {
