@@ -1,6 +1,6 @@
 /*
 The parallel flags both trainers share, one definition for both: the communicator
-(--comm, --comm-timeout), ZeRO-1 (--zero), the fp32 gradient accumulator
+(--comm, --comm-timeout), ZeRO-1 (--zero), the optimizer on the host (--offload-optim), the fp32 gradient accumulator
 (--fp32-grad-accum), the plan of a cluster without one (--dp with --plan-only), and
 tensor parallelism (--tp, --tp-mode, --tp-recompute-allgather) and context parallelism
 (--cp, --cp-mode, --cp-ulysses) where the trainer has them. The world is dp x cp x tp,
@@ -18,7 +18,7 @@ typedef enum { COMM_FLAG_NCCL = 0, COMM_FLAG_MPI = 1 } CommFlag;
 [[maybe_unused]] static const char* const COMM_FLAG_NAMES[3] = {"nccl", "mpi", NULL};
 
 typedef struct {
-    int tp, tp_regather, zero, dp_plan, fp32_grad_accum, cp, cp_ulysses;
+    int tp, tp_regather, zero, dp_plan, fp32_grad_accum, cp, cp_ulysses, offload_optim;
     float comm_timeout;
     float startup_timeout;  // MPI start-up's own bound (start-up across many nodes can outlast a collective's)
     int comm_backend;  // CommFlag
@@ -44,6 +44,8 @@ static inline ParallelArgs parallel_args_default(void) {
 static inline int parallel_flags(Flag* out, ParallelArgs* p, const char* tp_help, const char* cp_help) {
     const Flag f[] = {
         {"zero", 'i', &p->zero, "1: shard master weights and AdamW state over the DP ranks (ZeRO-1)"},
+        {"offload-optim", 'i', &p->offload_optim, "1: this rank's master weights and AdamW state in pinned host memory, "
+                                                  "AdamW on the CPU (any --zero)"},
         {"comm", 'e', &p->comm_backend, "nccl | mpi: how a CUDA build's ranks talk (mpi: staged via host, GPUs may be shared)",
          COMM_FLAG_NAMES},
         {"comm-timeout", 'f', &p->comm_timeout, "seconds a collective may wait before the job is aborted (default 300)"},
@@ -131,6 +133,7 @@ typedef struct {
     int grad_fp32;    // 1: micro-steps accumulate the gradients in an fp32 buffer (resolved from --fp32-grad-accum)
     int tp_sp;        // --tp-mode reducescatter: sequence parallelism (the residual stream holds 1/tp of the rows)
     int tp_regather;  // --tp-recompute-allgather 1: backward gathers the norm outputs again instead of keeping them
+    int offload_optim;  // 1: the owned optimizer state on the host, AdamW on the CPU (llmc/parallel/host_optimizer.h)
 } ParallelFlags;
 
 static inline int grad_fp32_resolve(int flag, int micro_steps);
@@ -138,7 +141,7 @@ static inline int grad_fp32_resolve(int flag, int micro_steps);
 // the flags of a run whose optimizer steps have micro_steps micro-batches
 static inline ParallelFlags parallel_flags_resolve(const ParallelArgs* p, int shard_vocab, int micro_steps) {
     ParallelFlags f = {p->zero, shard_vocab, grad_fp32_resolve(p->fp32_grad_accum, micro_steps),
-                       p->tp_mode == TP_REDUCESCATTER, p->tp_regather};
+                       p->tp_mode == TP_REDUCESCATTER, p->tp_regather, p->offload_optim};
     return f;
 }
 
@@ -148,6 +151,9 @@ static inline void parallel_flags_validate(const ParallelFlags* f) {
     if (f->grad_fp32 != 0 && f->grad_fp32 != 1) FAIL("grad_fp32 must be resolved to 0 or 1 (got %d)", f->grad_fp32);
     if (f->tp_sp != 0 && f->tp_sp != 1) FAIL("tp_sp must be 0 or 1 (got %d)", f->tp_sp);
     if (f->tp_regather != 0 && f->tp_regather != 1) FAIL("--tp-recompute-allgather must be 0 or 1 (got %d)", f->tp_regather);
+    if (f->offload_optim != 0 && f->offload_optim != 1)
+        FAIL("--offload-optim must be 0 (the optimizer state on the device) or 1 (on the host, AdamW on the CPU); got %d",
+             f->offload_optim);
 }
 
 // --fp32-grad-accum -1 (auto): on when a step has more than one micro-step and the

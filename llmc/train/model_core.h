@@ -91,7 +91,7 @@ static inline void model_core_begin(ModelCore* c, const ParamSpec* spec, int n, 
     param_store_layout(&c->st, c->spec, n, L, comm, par->zero, shard_vocab, par->grad_fp32);
     arena_init(&c->dev, "device");
     arena_init(&c->host, "host (pinned)");
-    param_store_plan(&c->st, &c->dev, HAVE_MASTER_WEIGHTS);
+    param_store_plan(&c->st, &c->dev, &c->host, HAVE_MASTER_WEIGHTS, par->offload_optim);
     c->st.tpc = &c->tpc;  // the store's TP reductions follow the model's sequence-parallel decision
 }
 
