@@ -58,11 +58,13 @@ typedef struct {
 // fp32, and the staging of gradients and parameters
 static inline size_t host_optim_bytes_per_element(int have_master) { return 4 * (2 + (size_t)have_master) + 2 * sizeof(floatX); }
 
-// The staging in the host arena (the store plans master, m and v there itself)
+// The staging in the host arena (the store plans master, m and v there itself); a plan
+// without the flag names no entry of it
 static inline void host_optim_plan(HostOptim* h, Arena* host, size_t n_opt, int on) {
     h->on = on;
-    arena_add_to(host, "optimizer staging: gradients", "optimizer", on ? n_opt * sizeof(floatX) : 0, &h->grad);
-    arena_add_to(host, "optimizer staging: parameters", "optimizer", on ? n_opt * sizeof(floatX) : 0, &h->param);
+    if (!on) return;
+    arena_add_to(host, "optimizer staging (grads)", "optimizer", n_opt * sizeof(floatX), &h->grad);
+    arena_add_to(host, "optimizer staging (params)", "optimizer", n_opt * sizeof(floatX), &h->param);
 }
 
 // After allocation: the groups of the owned pieces (in optimizer order: the buckets', then
@@ -179,8 +181,8 @@ static inline void host_optim_state_zero(const HostOptim* h, float* arr, size_t 
 // the plan's line: what the flag moves off the device and what it adds on the host
 static inline void host_optim_log_plan(Logger* lg, const HostOptim* h, size_t n_opt, int have_master) {
     if (!h->on) return;
-    logf_(lg, "--offload-optim 1: %.1f MiB of optimizer state (%s AdamW m and v of %zu owned elements) off the device; "
+    logf_(lg, "--offload-optim 1: %.1f MiB of optimizer state (%sAdamW m and v of %zu owned elements) off the device; "
           "%.1f MiB pinned host with the staging of gradients and parameters\n",
-          n_opt * 4.0 * (2 + have_master) / 1048576.0, have_master ? "fp32 master weights," : "", n_opt,
+          n_opt * 4.0 * (2 + have_master) / 1048576.0, have_master ? "fp32 master weights, " : "", n_opt,
           n_opt * (double)host_optim_bytes_per_element(have_master) / 1048576.0);
 }
