@@ -722,6 +722,16 @@ def check_tp_grid(binary, tmp, bf16):
     return n, bad, first
 
 
+def report(tag, errs, first_fail, ok_line):
+    """prints one configuration's result (ok_line() when it agrees); returns 1 when it does not"""
+    if errs:
+        first_fail[:] = first_fail or [f"{tag}: {errs[0]}"]
+        print(f"FAIL {tag}:\n    " + "\n    ".join(errs))
+        return 1
+    print(f"ok   {tag}: {ok_line()}")
+    return 0
+
+
 def main():
     binaries = sys.argv[1:] or ["./train_llama_cpu"]
     bad = 0
@@ -773,12 +783,7 @@ def main():
                             plans[(zero, sv)] = plan
                         n += 1
                         tag = f"{name} dp {dp} zero {zero} shard-vocab {sv} {shape}"
-                        if errs:
-                            bad += 1
-                            first_fail[:] = first_fail or [f"{tag}: {errs[0]}"]
-                            print(f"FAIL {tag}:\n    " + "\n    ".join(errs))
-                        else:
-                            print(f"ok   {tag}: n_local {plan['n_local']} n_opt {plan['n_opt']}")
+                        bad += report(tag, errs, first_fail, lambda: f"n_local {plan['n_local']} n_opt {plan['n_opt']}")
                     perrs = check_dp_pairs(plans, c, dp, i % 2) if len(plans) == 4 else [
                         f"not checked: {4 - len(plans)} of the 4 --zero/--shard-vocab plans failed"]
                     n += 1
@@ -805,13 +810,8 @@ def main():
                 errs = [err or berr] if (err or berr) else check_offload(plan, base, DP_MODELS[i], dp, zero, sv, i % 2)
                 n += 1
                 tag = f"{name} --offload-optim 1 dp {dp} zero {zero} shard-vocab {sv} shape {i}"
-                if errs:
-                    bad += 1
-                    first_fail[:] = first_fail or [f"{tag}: {errs[0]}"]
-                    print(f"FAIL {tag}:\n    " + "\n    ".join(errs))
-                else:
-                    print(f"ok   {tag}: device -{base['device']['total'] - plan['device']['total']} bytes, "
-                          f"host +{plan['host']['total'] - base['host']['total']} bytes")
+                bad += report(tag, errs, first_fail, lambda: f"device -{base['device']['total'] - plan['device']['total']} "
+                              f"bytes, host +{plan['host']['total'] - base['host']['total']} bytes")
             print(f"{name}: {n} --offload-optim plans against the flag-off plans")
             total += n
             # 3. tensor parallelism: every entry and the comm bytes of the tp grid
