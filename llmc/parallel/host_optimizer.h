@@ -161,6 +161,12 @@ static inline void host_optim_done(HostOptim* h, stream_t s) {
     h->n_started = 0;
 }
 
+// A new step: the copies of a backward that no update followed (a test's gradient check)
+// are forgotten, once the compute stream s, about to zero the gradients they read, waits for them
+static inline void host_optim_step_begin(HostOptim* h, stream_t s) {
+    if (h->on && h->n_started) host_optim_done(h, s);
+}
+
 // A state array (master, m or v: n floats) from or to the host, wherever it lives: the
 // device's arrays through the converting copies, the host's directly.
 static inline void host_optim_state_get(const HostOptim* h, float* out, const float* arr, size_t n) {

@@ -146,6 +146,7 @@ static inline void param_store_owned_write(ParamStore* ps, int part, size_t opt_
 }
 
 static inline void param_store_zero_grads(ParamStore* ps) {
+    host_optim_step_begin(&ps->host, ps->stream);
     dev_memset(ps->grads, 0, ps->lay.n_local * sizeof(floatX), ps->stream);
 }
 
