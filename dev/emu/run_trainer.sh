@@ -135,6 +135,9 @@ for p in fp32 bf16; do
   job "test_llama.$p.models.sync" "EMU_STREAMS=sync" "$B/bin/test_llama.$p" --ref $DR "${DF[@]}"
   job "test_llama.$p.models.lazy_eager_copies" "EMU_STREAMS=lazy EMU_EAGER_STREAMS=$EAGER_COPIES_test_llama" "$B/bin/test_llama.$p" --ref $DR "${DF[@]}"
   job "test_llama.$p.models.rev_schedule" "EMU_SCHEDULE=rev" "$B/bin/test_llama.$p" --ref $DR "${DF[@]}"
+  # --offload-optim 1: the optimizer on the host; its copy stream in the lazy model, and the state
+  # after the steps bitwise that of the device kernel (test_llama's check_offload_state)
+  job "test_llama.$p.deep_l5_gqa.offload_optim" "" "$B/bin/test_llama.$p" --ref $DR --offload-optim 1
   # cuBLASLt finds no algorithm: llmc's fallback kernel does every product
   job "test_llama.$p.mha_tied_odd.fallback_matmul" "EMU_LT_MODE=0" "$B/bin/test_llama.$p" --ref dev/ref/mha_tied_odd.lref
 done
@@ -150,10 +153,16 @@ if [ ${#MPIFLAGS[@]} -gt 0 ]; then
       --zero 1 --shard-vocab 1
     job "test_llama.$p.dp2.zero_shard_flags" "$OMPI_TMP" "${MPIRUN[@]}" "$B/bin/test_llama.$p" --comm mpi --ref dev/ref/mha_untied_small.lref \
       --zero 1 --shard-vocab 1 --ffn-chunks 3 --ce-chunks 5 --offload-act -1 --recompute 1
+    job "test_llama.$p.dp2.zero_offload_optim" "$OMPI_TMP" "${MPIRUN[@]}" "$B/bin/test_llama.$p" --comm mpi --ref dev/ref/gqa_h4kv2_tied.lref \
+      --zero 1 --offload-optim 1
     # --comm nccl (include/nccl.h): the same run must download the same bytes (nccl2.same_as_mpi)
     job "test_llama.$p.nccl2.zero_shard" "$OMPI_TMP" "${MPIRUN[@]}" "$B/bin/test_llama.$p" --comm nccl --ref dev/ref/gqa_h4kv2_tied.lref \
       --zero 1 --shard-vocab 1
   done
+  # the gradient copies to the host after reductions on NCCL's own stream (lazy: a copy not ordered
+  # after its reduce-scatter reads the unreduced gradients)
+  job "test_llama.bf16.nccl2.zero_shard_offload_optim" "$OMPI_TMP" "${MPIRUN[@]}" "$B/bin/test_llama.bf16" --comm nccl \
+    --ref dev/ref/gqa_h4kv2_tied.lref --zero 1 --shard-vocab 1 --offload-optim 1
   # tensor parallelism over NCCL, both modes (mha_untied_small: TP runs cost about 8 CPU-s per rank
   # here, most of it the per-tensor global-norm launches; gqa_h4kv2_tied would take twice that)
   for mode in allreduce reducescatter; do
@@ -241,6 +250,7 @@ for p in fp32 bf16; do
   job "test_dit.$p.models.lazy_eager_copies" "EMU_STREAMS=lazy EMU_EAGER_STREAMS=$EAGER_COPIES_test_dit" "$B/bin/test_dit.$p" --ref $DDR "${DDF[@]}"
   job "test_dit.$p.models.rev_schedule" "EMU_SCHEDULE=rev" "$B/bin/test_dit.$p" --ref $DDR "${DDF[@]}"
   job "test_dit.$p.dit_pt2_hw.fallback_matmul" "EMU_LT_MODE=0" "$B/bin/test_dit.$p" --ref dev/ref/dit_pt2_hw.dref
+  job "test_dit.$p.dit_deep_l5.offload_optim" "" "$B/bin/test_dit.$p" --ref $DDR --offload-optim 1
 done
 job "test_dit.fp32.catches_missing_prefetch" "" "$B/bin/test_dit.fp32" --ref $DDR --offload-act -1 --test-skip-prefetch 1
 if [ "${EMU_TRAINER_RESUME:-1}" != 0 ]; then

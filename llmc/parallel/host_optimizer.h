@@ -18,6 +18,8 @@ buckets):
                        of the next group
   host_optim_done      the compute stream waits for the uploads (the all-gather of ZeRO
                        and the next forward read the parameters)
+  host_optim_step_begin  at the next step's start (its gradients zeroed): what a backward
+                       without an update (a test's gradient check) started is forgotten
 The update cannot start before backward ends: global-norm clipping (--grad-clip > 0)
 scales every gradient by a factor known only once all of them are reduced, and the
 norm is computed on the device, from the same reduced gradients, as without the flag.
