@@ -159,10 +159,12 @@ if [ ${#MPIFLAGS[@]} -gt 0 ]; then
     job "test_llama.$p.nccl2.zero_shard" "$OMPI_TMP" "${MPIRUN[@]}" "$B/bin/test_llama.$p" --comm nccl --ref dev/ref/gqa_h4kv2_tied.lref \
       --zero 1 --shard-vocab 1
   done
-  # the gradient copies to the host after reductions on NCCL's own stream (lazy: a copy not ordered
-  # after its reduce-scatter reads the unreduced gradients)
-  job "test_llama.bf16.nccl2.zero_shard_offload_optim" "$OMPI_TMP" "${MPIRUN[@]}" "$B/bin/test_llama.bf16" --comm nccl \
-    --ref dev/ref/gqa_h4kv2_tied.lref --zero 1 --shard-vocab 1 --offload-optim 1
+  # the gradient copies to the host after reductions on NCCL's own stream: with the optimizer's
+  # copy stream eager (stream 5: the comm stream, the offload copy and prefetch streams and the
+  # compute stream come first), a copy not ordered after its reduce-scatter reads the unreduced
+  # gradients (measured: dropping the copy stream's wait on the communication stream fails it)
+  job "test_llama.bf16.nccl2.zero_shard_offload_optim_eager_copies" "$OMPI_TMP" "${MPIRUN[@]}" -x EMU_EAGER_STREAMS=5 \
+    "$B/bin/test_llama.bf16" --comm nccl --ref dev/ref/gqa_h4kv2_tied.lref --zero 1 --shard-vocab 1 --offload-optim 1
   # tensor parallelism over NCCL, both modes (mha_untied_small: TP runs cost about 8 CPU-s per rank
   # here, most of it the per-tensor global-norm launches; gqa_h4kv2_tied would take twice that)
   for mode in allreduce reducescatter; do
@@ -346,7 +348,7 @@ for o in "$B"/out/test_llama.*.out "$B"/out/test_dit.*.out; do
           [ "${ng:-0}" = 0 ] || extra="$extra; $ng of the collectives ncclSend/ncclRecv groups"
         fi
       fi ;;&
-    *.models.lazy_eager_copies)
+    *_eager_copies)
       # the eager streams must be the copy streams (stream ids follow the creation order)
       if [ -z "$prob" ] && { [ "$(field "$o" eager_compute)" != 0 ] || [ "$(field "$o" eager_ops)" = 0 ]; }; then
         prob="EMU_EAGER_STREAMS does not name the copy streams: $(field "$o" eager_ops) operations on them, $(field "$o" eager_compute) of them kernels or products (stream creation order changed? see EAGER_COPIES_${n%%.*})"
