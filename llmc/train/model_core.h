@@ -154,6 +154,7 @@ static inline void model_core_bind_rope(ModelCore* c, float* table, size_t n) {
 
 static inline void model_core_free(ModelCore* c) {
     if (c->allocated) {
+        host_optim_free(&c->st.host);  // its copy stream idle before the arenas it copies go
         trainer_release(c->stream, &c->prof, &c->off, &c->dev, &c->host);
         free(c->local_off);
     }
