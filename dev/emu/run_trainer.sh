@@ -27,6 +27,8 @@
 #    (fp32: dit_deep_l5; bf16: dit_deep_l5 and dit_hd12_clip; make test runs every flag set
 #    on every reference in the CPU build, whose host code is fp32).
 #    EMU_TRAINER_FULL=1 runs every flag set on every reference in both precisions.
+#    --offload-optim 1 on deep_l5_gqa and dit_deep_l5 in both precisions (the state after the
+#    steps bitwise that of the device kernel), and test_llama's under mpirun with --zero 1.
 #    With Open MPI present, test_llama and train_llama are built with MPI, and test_llama
 #    also runs under mpirun -np 2 with --comm mpi (collectives staged through pinned host
 #    memory, the path that lets ranks share a GPU) with --zero 1 --shard-vocab 1, alone
@@ -34,7 +36,7 @@
 #    without a GPU (train_dit has no data parallelism yet). They are built with NCCL too,
 #    which is include/nccl.h here (non-blocking NCCL emulated on MPI), and test_llama runs
 #    with --comm nccl: --zero 1 --shard-vocab 1 in both precisions (bitwise the downloads
-#    of the --comm mpi run), --tp 2 in both --tp-modes, --cp 2 as ulysses and as ring
+#    of the --comm mpi run), --offload-optim 1 with its copy stream eager, --tp 2 in both --tp-modes, --cp 2 as ulysses and as ring
 #    (comm.h's all-to-all and send-recv: grouped ncclSend/ncclRecv); planted faults (EMU_NCCL_FAULT)
 #    must end in comm.h's messages; nccl_selftest.cpp plants one misuse per shim rule;
 # 4. for both test programs: checks that the results do not depend on the stream model or

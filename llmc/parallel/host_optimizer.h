@@ -24,7 +24,10 @@ The update cannot start before backward ends: global-norm clipping (--grad-clip 
 scales every gradient by a factor known only once all of them are reduced, and the
 norm is computed on the device, from the same reduced gradients, as without the flag.
 
-The arithmetic is the device update's: in the CPU build the very function the flag-off
+The update is spread over all CPU threads (OpenMP) but not SIMD-vectorised: the CPU build
+calls the device update itself, whose loop GCC does not vectorise (sqrtf's errno), and the
+CUDA build's host code is compiled without -mfma, so fmaf is a call (an FMA instruction
+inside glibc). The arithmetic is the device update's: in the CPU build the very function the flag-off
 run calls (llmc/kernels/cpu/adamw.h), so the two runs are bitwise identical; in the CUDA
 build adamw_element of llmc/kernels/adamw.cuh, which the kernel calls too, with every
 multiply-add written as fmaf, so that neither compiler contracts on its own.
