@@ -360,12 +360,12 @@ static void dit_init_params(Dit* m, uint64_t seed) {
 // the adaLN vectors of block l: shift1 scale1 gate1 shift2 scale2 gate2, each [B, D] with row stride 6D
 static floatX* ada_part(const Dit* m, floatX* base, int part) { return base + (size_t)part * m->cfg.D; }
 
-// t, class -> c, silu(c), and every block's adaLN vectors (and the final layer's)
+// t, class -> c, silu(c), and the final layer's adaLN vectors (each block makes its own: block_adaln_forward)
 static void conditioning_forward(Dit* m, int B) {
     const DitConfig* c = &m->cfg;
     int D = c->D;
     stream_t s = m->stream;
-    PROF(&m->prof, "conditioning fwd", gemm_flops(B, D, TEMB_DIM + D + 6.0 * c->L * D + 2.0 * D), 0, s) {
+    PROF(&m->prof, "conditioning fwd", gemm_flops(B, D, TEMB_DIM + D + 2.0 * D), 0, s) {
     timestep_embedding(m->temb, m->t, B, TEMB_DIM, s);
     matmul_forward(m->e1, m->temb, core_w(m, W_T1, 0), B, TEMB_DIM, D, TEMB_DIM, 0, s);
     bias_forward(m->e1, core_w(m, B_T1, 0), B, D, s);
@@ -374,11 +374,6 @@ static void conditioning_forward(Dit* m, int B) {
     matmul_forward(m->cvec, m->s1, core_w(m, W_T2, 0), B, D, D, D, 1, s);
     bias_forward(m->cvec, core_w(m, B_T2, 0), B, D, s);
     silu_forward(m->sc, m->cvec, (size_t)B * D, s);
-    for (int l = 0; l < c->L; l++) {
-        floatX* ada = m->ada + (size_t)l * B * 6 * D;
-        matmul_forward(ada, m->sc, core_w(m, W_ADA, l), B, D, 6 * D, D, 0, s);
-        bias_forward(ada, core_w(m, B_ADA, l), B, 6 * D, s);
-    }
     matmul_forward(m->fada, m->sc, core_w(m, W_FADA, 0), B, D, 2 * D, D, 0, s);
     bias_forward(m->fada, core_w(m, B_FADA, 0), B, 2 * D, s);
     }
@@ -563,8 +558,20 @@ static ColumnLinear ffn_backward(Dit* m, int l, DitActs a, int B) {
     return x;
 }
 
+// block l's adaLN vectors: ada = silu(c) ada_w^T + ada_b, kept for its backward (a block's own weights, so
+// they are made where the block runs: under --zero 3 its parameters exist only then)
+static void block_adaln_forward(Dit* m, int l, int B) {
+    int D = m->cfg.D;
+    floatX* ada = m->ada + (size_t)l * B * 6 * D;
+    PROF(&m->prof, "adaln matmul fwd", gemm_flops(B, 6.0 * D, D), 0, m->stream) {
+        matmul_forward(ada, m->sc, core_w(m, W_ADA, l), B, D, 6 * D, D, 0, m->stream);
+        bias_forward(ada, core_w(m, B_ADA, l), B, 6 * D, m->stream);
+    }
+}
+
 static void layer_forward(Dit* m, int l, int B, RunMode mode) {
     DitActs a = core_layer_acts(m, l);
+    block_adaln_forward(m, l, B);
     attention_block_forward(m, l, a, B);
     // the output lands in the next block's (possibly offloaded) slot
     if (mode == MODE_TRAIN && l + 1 < m->cfg.L) offload_before_write(&m->off, l + 1, m->stream);
@@ -720,7 +727,12 @@ static void head_forward_backward(Dit* m, int B, RunMode mode, float dscale) {
 static void dit_unit_forward(Dit* m, int u, int B, RunMode mode, float dscale) {
     int D = m->cfg.D, nr = own_rows(m, B), P = m->P;
     if (u > m->cfg.L) { head_forward_backward(m, B, mode, dscale); return; }
-    if (u > 0) { layer_forward(m, u - 1, B, mode); return; }
+    if (u > 0) {  // (under --zero 3 the next block's parameters are gathered meanwhile)
+        param_store_layer_begin(&m->st, u - 1, u < m->cfg.L ? u : -1, 0);
+        layer_forward(m, u - 1, B, mode);
+        param_store_layer_end(&m->st, u - 1);
+        return;
+    }
     m->rows_cur = B * m->N;
     conditioning_forward(m, B);
     floatX* h0 = ACT(core_layer_acts(m, 0), A_H);
@@ -734,8 +746,11 @@ static void dit_unit_forward(Dit* m, int u, int B, RunMode mode, float dscale) {
 static void dit_unit_backward(Dit* m, int u, int B, int last) {
     int D = m->cfg.D, nr = own_rows(m, B), P = m->P;
     if (u > m->cfg.L) return;  // (the head's ran with its forward)
-    if (u > 0) layer_backward(m, u - 1, B);
-    else PROF(&m->prof, "patch embed bwd", gemm_flops(nr, D, P), 0, m->stream) {
+    if (u > 0) {
+        param_store_layer_begin(&m->st, u - 1, u - 2, 1);
+        layer_backward(m, u - 1, B);
+        param_store_layer_end(&m->st, u - 1);
+    } else PROF(&m->prof, "patch embed bwd", gemm_flops(nr, D, P), 0, m->stream) {
         matmul_backward_weight(core_dw(m, W_PATCH, 0), m->dh, m->xp + own_row0(m, B) * P, nr, P, D, P, m->stream);
         bias_backward(core_dw(m, B_PATCH, 0), m->dh, nr, D, tp_bias_scratch(&m->tpc, nr, D), m->stream);
     }
@@ -921,22 +936,23 @@ static CommBytes comm_bytes(void* t) {
     CommBytes cb = {};
     const DitConfig* c = &m->cfg;
     double sx = sizeof(floatX), D = c->D, L = c->L, P = m->P, hd = (double)c->D / c->H, B = m->B;
+    double per = m->st.zero >= 2 ? m->micro_steps : 1;  // a block's replicated gradients: summed every micro-step under --zero 2, 3
     if (m->comm->tp > 1 && !m->tpc.sp) {
         double S = B * m->N * D * sx, chunked = m->flags.ffn_chunks > 1;
         double per_block = 4 + (m->flags.recompute >= 2) * (1 + !chunked);
         if (chunked) per_block += m->flags.ffn_chunk_seq ? 1 : ffn_chunk_count(&m->fc, m->B, m->N);
         comm_bytes_add(&cb, m->comm, GROUP_TP, KIND_ALL_REDUCE, m->micro_steps * L * per_block * S);
-        comm_bytes_add(&cb, m->comm, GROUP_TP, KIND_ALL_REDUCE, 2.0 * L * hd * sx);
+        comm_bytes_add(&cb, m->comm, GROUP_TP, KIND_ALL_REDUCE, per * 2.0 * L * hd * sx);
     } else if (m->comm->tp > 1) {
         double S = B * m->N * D * sx, re2 = m->flags.recompute >= 2, regather = !m->tpc.keep_gathered;
         comm_bytes_add(&cb, m->comm, GROUP_TP, KIND_ALL_GATHER, m->micro_steps * L * (4 + 2 * regather + 2 * re2) * S);
         comm_bytes_add(&cb, m->comm, GROUP_TP, KIND_REDUCE_SCATTER, m->micro_steps * L * (4 + 2 * re2) * S);
         comm_bytes_add(&cb, m->comm, GROUP_TP, KIND_ALL_REDUCE, m->micro_steps * (L * 6 + 2) * B * D * sx);
-        comm_bytes_add(&cb, m->comm, GROUP_TP, KIND_ALL_REDUCE, (2 * D * P + D + P + 2 * L * D + 2 * L * hd) * sx);
+        comm_bytes_add(&cb, m->comm, GROUP_TP, KIND_ALL_REDUCE, (2 * D * P + D + P + per * (2 * L * D + 2 * L * hd)) * sx);
     }
     // context parallelism: each block's attention forward (again in backward under --recompute 2) and backward
     attention_comm_bytes(&m->att, &cb, m->B, m->micro_steps * L * (1 + (m->flags.recompute >= 2)), m->micro_steps * L);
-    param_store_comm_bytes(&m->st, &cb);
+    param_store_comm_bytes(&m->st, &cb, m->micro_steps);
     return cb;
 }
 
@@ -1038,6 +1054,7 @@ static void start(void* t, Comm* comm, Logger* lg) {
     Trainer* x = (Trainer*)t;
     const TrainArgs* a = &x->a;
     flow_data_start(&x->data, a->data, &a->run, comm, x->m.clip, a->label_dropout, lg);
+    x->data.lockstep = x->m.st.zero >= 3;  // every block's forward gathers over DP
     clip_sampler_init(&x->smp, a->run.sample_every > 0 ? a->sample_clips : 0, a->cfg.NC, a->cfg.C, a->cfg.Fr, a->cfg.Hi,
                       a->cfg.Wi, a->run.B, a->sample_steps, a->cfg_scale, a->gif_scale, (uint64_t)a->run.loop.seed);
     x->dscale = 1.0f / (float)((double)a->run.total_batch * x->m.clip);
@@ -1083,8 +1100,8 @@ static const ModelOps DIT_OPS = {
     "train_dit", "block", "optimizer state and step", "clips", "data", 64, 128,
     // the model and its checkpoints
     build, model_free, init_params, &DIT_CKPT, ckpt_shape, NULL, NULL, NULL, dit_checkpoint_check,
-    // a step (next_batch; units, unit_forward/backward, unit_params; forward, backward; fused)
-    next_batch, units, unit_forward, unit_backward, NULL, NULL, NULL, NULL,
+    // a step (next_batch; units, unit_forward/backward; forward, backward; fused)
+    next_batch, units, unit_forward, unit_backward, NULL, NULL, NULL,
     // the trainer's own: batch, data, validation, samples
     resolve_batch, prepare, start, validate, val_metrics, sample, finish,
     // the plan and --fit-memory

@@ -585,6 +585,15 @@ static void head_forward_backward(Llama* m, int N, RunMode mode, float dloss) {
     column_done(&out);
 }
 
+// the layers in order (under --zero 3 each gathers the next one's parameters while it computes)
+static void layers_forward(Llama* m, int B, int T, RunMode mode) {
+    for (int l = 0; l < m->cfg.L; l++) {
+        param_store_layer_begin(&m->st, l, l + 1 < m->cfg.L ? l + 1 : -1, 0);
+        layer_forward(m, l, B, T, mode);
+        param_store_layer_end(&m->st, l);
+    }
+}
+
 // checks a micro-batch of B samples of T tokens against the plan and stages this rank's
 // tokens of it (under cp its Tl of each sample, in its order: llmc/parallel/attention_op.h);
 // returns the tokens of a sample on this rank
@@ -607,7 +616,7 @@ static int llama_stage_batch(Llama* m, const int* inputs, const int* targets, in
 static void llama_forward(Llama* m, int B, int T, RunMode mode, float dloss) {
     int N = B * T;
     embed_forward(m, N);
-    for (int l = 0; l < m->cfg.L; l++) layer_forward(m, l, B, T, mode);
+    layers_forward(m, B, T, mode);
     head_forward_backward(m, N, mode, dloss);
     model_core_add_losses(m, m->losses, (size_t)(m->tpc.sp && !m->st.lay.vocab_tp ? own_rows(m, N) : N));
 }
@@ -618,7 +627,9 @@ static void llama_forward(Llama* m, int B, int T, RunMode mode, float dloss) {
 static void llama_backward(Llama* m, int B, int T, int last) {
     const LlamaConfig* c = &m->cfg;
     for (int l = c->L - 1; l >= 0; l--) {
+        param_store_layer_begin(&m->st, l, l - 1, 1);
         layer_backward(m, l, B, T);
+        param_store_layer_end(&m->st, l);
         param_store_bucket_done(&m->st, l, last);  // its reductions overlap the layers below
     }
     // a tied, sharded model's unsharded gradient already holds the head's part
@@ -656,7 +667,7 @@ static void llama_next_token_logits(Llama* m, const int* tokens, int T, float* h
     int rows = cp > 1 ? m->Tl : Tp;
     if (m->tpc.sp && rows % tp != 0) FAIL("sampling: %d tokens a rank do not split over --tp %d", rows, tp);
     embed_forward(m, rows);
-    for (int l = 0; l < c->L; l++) layer_forward(m, l, 1, rows, MODE_EVAL);
+    layers_forward(m, 1, rows, MODE_EVAL);
     // every row (gathered under sequence parallelism), for the last token's
     ColumnLinear xfin = column_open(&m->tpc, 1, m->x_final, NULL, rows, 0, "final hidden states (sampling)");
     int vtp = m->st.lay.vocab_tp, V = vtp ? (int)m->st.lay.vs : c->V;
@@ -802,15 +813,16 @@ static CommBytes comm_bytes(void* t) {
         } else {  // forward: gather xn1, xn2, scatter wo, w2; backward: gather dx twice and the inputs again, scatter dxn twice
             ADD(GROUP_TP, KIND_ALL_GATHER, micro_steps * (L * (4 + re2 + 2 * regather) * S + vtp * 2 * S));
             ADD(GROUP_TP, KIND_REDUCE_SCATTER, micro_steps * (L * (4 + re2) * S + vtp * 2 * S));
-            // once per step: the gradients of the tensors every TP rank holds whole
-            double vocab = vtp ? 0 : (c->tied ? 1 : 2) * (double)c->V * D;
-            ADD(GROUP_TP, KIND_ALL_REDUCE, (L * 2 * D + D + vocab) * sx);
+            // once per step (a layer's every micro-step under --zero 2, 3): the gradients of the tensors every TP rank
+            // holds whole
+            double vocab = vtp ? 0 : (c->tied ? 1 : 2) * (double)c->V * D, per = m->st.zero >= 2 ? micro_steps : 1;
+            ADD(GROUP_TP, KIND_ALL_REDUCE, (per * L * 2 * D + D + vocab) * sx);
         }
         ADD(GROUP_TP, KIND_ALL_REDUCE, micro_steps * vtp * ce);
     }
     // context parallelism: each layer's attention forward (again in backward under --recompute 2) and backward
     attention_comm_bytes(&m->att, &cb, m->B, micro_steps * L * (1 + (m->flags.recompute >= 2)), micro_steps * L);
-    param_store_comm_bytes(&m->st, &cb);  // data parallelism (over dp x cp): each bucket once per step, the norm
+    param_store_comm_bytes(&m->st, &cb, micro_steps);  // data parallelism (over dp x cp): each bucket, the norm
     vocab_comm_bytes(&m->voc, &cb, micro_steps);  // the vocabulary over DP (--shard-vocab 1, tp = 1)
     #undef ADD
     return cb;
@@ -972,8 +984,8 @@ static const ModelOps LLAMA_OPS = {
     "train_llama", "layer", "optimizer state, step and data order", NULL, "train-data", 64, 1024,
     // the model and its checkpoints
     build, model_free, init_params, &LLAMA_CKPT, ckpt_shape, ckpt_extra, ckpt_restore, data_restart, checkpoint_check,
-    // a step (next_batch; units, unit_forward/backward, unit_params; forward, backward; fused)
-    next_batch, NULL, NULL, NULL, NULL, forward, backward, NULL,
+    // a step (next_batch; units, unit_forward/backward; forward, backward; fused)
+    next_batch, NULL, NULL, NULL, forward, backward, NULL,
     // the trainer's own: batch, data, validation, samples
     resolve_batch, NULL, start, validate, val_metrics, sample, finish,
     // the plan and --fit-memory

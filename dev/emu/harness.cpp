@@ -2211,6 +2211,33 @@ static void check_grad_accum_gridstride() {
         }
 }
 
+// grad_add (llmc/kernels/grad_accum.cuh): dst += src, rounded to floatX, over a slice of
+// a larger buffer (offsets that break any alignment), with a small grid so the
+// grid-stride loop wraps. One fp32 addition of two floatX values per element, as in the
+// twin (an fp32 twin here, so the kernel's result is its sum rounded once): equal bit for
+// bit; the elements around the slice keep their values.
+static void check_grad_add(size_t n, int off, int small_grid) {
+    std::string name = sz("grad_add[n=%zu,+%d%s]", n, off, small_grid ? ",grid=3x32" : "");
+    add(name, [=] {
+        Rng r(name);
+        const size_t pad = 5;
+        std::vector<float> d = round_x(r.vec(n + off + pad, -2, 2)), src = round_x(r.vec(n + off + pad, -1, 1));
+        std::vector<float> want = d;
+        cpu::grad_add(want.data() + off, src.data() + off, n, 0);
+        Outs o = both_schedules([&] {
+            DX D(d), S(src);
+            if (small_grid)
+                ::emu::launch("grad_add_kernel", __FILE__, __LINE__, dim3(3), dim3(32), 0, 0, grad_add_kernel, D.p + off,
+                              (const floatX*)S.p + off, n);
+            else grad_add(D.p + off, S.p + off, n, 0);
+            return Outs{{"dst", D.get()}};
+        });
+        expect_exact("dst", o[0].second, round_x(want));
+        for (size_t i = 0; i < n; i++)  // the twin itself, against the definition
+            if (want[off + i] != d[off + i] + src[off + i]) { problem("twin: element %zu", i); break; }
+    });
+}
+
 static void add_step_checks() {
     for (size_t n : {(size_t)0, (size_t)1, (size_t)7, (size_t)1001, (size_t)4099})
         for (auto off : std::vector<std::pair<int, int>>{{0, 0}, {1, 1}, {3, 3}, {0, 1}, {5, 2}, {4, 12}}) {
@@ -2221,6 +2248,8 @@ static void add_step_checks() {
             }
         }
     check_grad_accum_gridstride();
+    for (size_t n : {(size_t)0, (size_t)1, (size_t)1001}) for (int off : {0, 3}) check_grad_add(n, off, 0);
+    check_grad_add(1001, 1, 1);
     for (size_t n : {(size_t)0, (size_t)1, (size_t)1000, ((size_t)1 << 20) + 3}) check_sum_accumulate(n, 0);
     for (size_t n : {(size_t)1000, ((size_t)1 << 20) + 3}) check_sum_accumulate(n, 1);
 }

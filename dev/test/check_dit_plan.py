@@ -38,6 +38,7 @@ import sys
 import tempfile
 
 import plan_json  # dev/test/plan_json.py: run --plan-only, read the JSON
+from check_memory_plan import stage_want  # the --zero stages' entries, the same for every model (docs/memory.md 7.1)
 
 ALIGN = 256  # ARENA_ALIGN: every field of a block and every arena entry starts on it
 TEMB = 256   # the sinusoidal timestep embedding
@@ -86,13 +87,13 @@ def local_params(c, dp, zero, tp=1):
     """section 9.8: this rank's parameters and optimizer state: one bucket per block (its
     share under TP: qkv and fc1 by rows, proj and fc2 by columns, the rest replicated) and one
     for the rest, each padded to a multiple of dp under --zero 1, which owns 1/dp of each"""
-    pad = (lambda n: cdiv(n, dp) * dp) if zero else (lambda n: n)
+    pad = (lambda n: cdiv(n, dp) * dp) if zero else (lambda n: n)  # (also the layer buckets, for --zero 2, 3)
     D, hd = c["D"], c["D"] // c["H"]
     _, Dl, FFl, _ = shard(c, tp)
     blk = 6 * D * D + 6 * D + 3 * Dl * D + 3 * Dl + 2 * hd + D * Dl + D + 2 * FFl * D + FFl + D
     rest = num_params(c) - c["L"] * block_params(c)
     n_local = c["L"] * pad(blk) + pad(rest)
-    return n_local, n_local // dp if zero else n_local
+    return n_local, n_local // dp if zero else n_local, [pad(blk)] * c["L"]
 
 
 # the per-block fields of table 9.2, in the order of the block layout
@@ -183,7 +184,8 @@ def expected_plan(c, B, f, s, master, cp=1):
     sp, keep = sp_of(f)
     own = BN // tp if sp else BN  # this rank's rows of the residual stream (9.8)
     Hl, Dl, _, _ = shard(c, tp)
-    n_local, n_opt = local_params(c, f.get("dp", 1) * cp, f.get("zero", 0), tp)
+    dpg = f.get("dp", 1) * cp
+    n_local, n_opt, layer_buckets = local_params(c, dpg, f.get("zero", 0), tp)
     fb = field_bytes(c, B, N, s, tp, sp, keep)
     block = block_bytes(c, B, N, f, s)
     work = sum(al(fb[x]) for x in work_fields(f))
@@ -195,13 +197,9 @@ def expected_plan(c, B, f, s, master, cp=1):
     clip = B * c["C"] * c["Fr"] * c["Hi"] * c["Wi"] * s
     patches = BN * P * s
     bd = B * D * s
-    dev = {
-        "parameters": n_local * s,
-        "gradients": n_local * s,
-        "gradient accumulator (fp32)": 4 * n_local if f.get("gacc", 0) else 0,
-        "master weights (fp32)": 4 * n_opt if master else 0,
-        "adam m": 4 * n_opt,
-        "adam v": 4 * n_opt,
+    # the parameters, gradients and optimizer state of every --zero stage (docs/memory.md 7.1, 9.8)
+    dev = stage_want(layer_buckets, dpg, n_local, n_opt, f.get("zero", 0), s, master, f.get("gacc", 0))
+    dev.update({
         "saved activations (layers)": (L - off) * block,
         "offload slots": min(off, 2) * block,
         "saved activations (h_final)": act,
@@ -248,7 +246,7 @@ def expected_plan(c, B, f, s, master, cp=1):
         # BN rows of the widest of D, Dl, FFl, P) or the adaLN's (2 arrays, B samples of N rows)
         "column-sum partials (bias, adaLN backward)":
             4 * max(cdiv(BN, 256) * max(D, Dl, shard(c, tp)[2], P), 2 * B * cdiv(N, 256) * D),
-    }
+    })
     host = {"comm staging (--comm mpi)": 0,  # a plan has no launcher: no staging (the CUDA build's --comm mpi at run time)
             "offloaded activations": off * block}
     if f.get("offload_optim"):  # section 7: the optimizer state on the host, with the staging of the CPU update
@@ -438,21 +436,21 @@ def grid_flags(c, B):
              itertools.product([(1, 0), (3, 1)], [0, 2])]
     # data parallelism (section 9.8): the plan of one rank of dp, with ZeRO-1 and the fp32 accumulator
     par = [dict(ffn_chunks=1, ffn_seq=0, recompute=0, offload=0, dp=dp, zero=z, gacc=g)
-           for dp, z, g in ((2, 0, 0), (2, 1, 0), (3, 1, 1), (4, 1, 0), (7, 1, 1))]
-    # --offload-optim 1 (section 7): the optimizer entries on the host, one process and under ZeRO-1
+           for dp, z, g in ((2, 0, 0), (2, 1, 0), (3, 1, 1), (4, 1, 0), (7, 1, 1), (2, 2, 0), (3, 2, 1), (4, 3, 1), (7, 3, 0))]
+    # --offload-optim 1 (section 7): the optimizer entries on the host, one process and under ZeRO 1, 2 and 3
     par += [dict(ffn_chunks=1, ffn_seq=0, recompute=r, offload=o, dp=dp, zero=z, gacc=0, offload_optim=1)
-            for dp, z, r, o in ((1, 0, 0, 0), (3, 1, 1, 1))]
+            for dp, z, r, o in ((1, 0, 0, 0), (3, 1, 1, 1), (2, 2, 0, 0), (4, 3, 1, 1))]
     # tensor parallelism (section 9.8): rank 0 of every tp that divides H, alone, with the
     # memory flags, and beside dp 2 under ZeRO-1
     for tp in [t for t in range(2, c["H"] + 1) if c["H"] % t == 0][:2]:
         par += [dict(ffn_chunks=k, ffn_seq=sq, recompute=r, offload=o, dp=dp, zero=z, gacc=0, tp=tp)
-                for (k, sq, r, o, dp, z) in ((1, 0, 0, 0, 1, 0), (3, 0, 1, 1, 1, 0), (2, 1, 2, -1, 1, 0), (1, 0, 0, 0, 2, 1))]
+                for (k, sq, r, o, dp, z) in ((1, 0, 0, 0, 1, 0), (3, 0, 1, 1, 1, 0), (2, 1, 2, -1, 1, 0), (1, 0, 0, 0, 2, 1), (3, 0, 1, 0, 2, 3))]
         # sequence parallelism (9.8) where the B*N rows split into tp blocks: --tp-recompute-allgather 1 and 0
         # (the gathered a1, a2 kept: with --recompute 0 only), the memory flags, beside dp 2
         if B * tokens(c) % tp == 0:
             par += [dict(ffn_chunks=k, ffn_seq=sq, recompute=r, offload=o, dp=dp, zero=z, gacc=0, tp=tp, sp=1, regather=g)
                     for (k, sq, r, o, dp, z, g) in ((1, 0, 0, 0, 1, 0, 1), (1, 0, 0, 1, 1, 0, 0), (3, 0, 1, 1, 1, 0, 0),
-                                                    (3, 1, 0, 0, 1, 0, 0), (2, 1, 2, -1, 1, 0, 1), (3, 0, 2, 0, 2, 1, 1))]
+                                                    (3, 1, 0, 0, 1, 0, 0), (2, 1, 2, -1, 1, 0, 1), (3, 0, 2, 0, 2, 1, 1), (1, 0, 0, 0, 2, 2, 1))]
     return FLAGSETS + extra + par
 
 

@@ -10,11 +10,12 @@ the C code. A change that silently keeps a buffer alive, or drops one the formul
 says must exist, fails. Also checks that each flag lowers the device bytes it claims
 to.
 
-Data parallelism (docs/memory.md section 7): for dp in {1, 2, 3, 4, 8}, --zero 0/1 and
+Data parallelism (docs/memory.md section 7): for dp in {1, 2, 3, 4, 8}, --zero 0/1/2/3 and
 --shard-vocab 0/1 and shapes tied and untied, with V and the layer buckets not
 divisible by dp, the plan of rank 0 (`--dp N`, no MPI needed) must have exactly the
 parameter, gradient, optimizer and comm entries, the n_local/n_opt of the formulas and
-the comm_bytes_per_step counts of section 10.4;
+the comm_bytes_per_step counts of section 10.4 (--zero 2 and 3: the shards and the
+recycled layer buffers of section 7.1, the per-micro-step reductions and gathers);
 its other entries must be those of the dp=1 plan (the batch is per rank); --zero 1
 must divide the optimizer state by dp up to at most (L+1)*(dp-1) elements of bucket
 padding; and what --shard-vocab 1 saves against --shard-vocab 0 must be the closed
@@ -192,9 +193,36 @@ DP_MODELS = [
     dict(V=128256, D=2048, L=16, H=32, KV=8, F=8192, B=1, T=2048, tied=1),  # llama3-1B
 ]
 DPS = [1, 2, 3, 4, 8]
+ZEROS = (0, 1, 2, 3)
+STAGE_ENTRIES = ["parameters (outside the layers)", "parameter shard (layers)", "layer parameters (even layers)",
+                 "layer parameters (odd layers)", "gradients (outside the layers)", "gradient shard (layers)",
+                 "layer gradients (even layers)", "layer gradients (odd layers)"]
 PARAM_ENTRIES = ["parameters", "gradients", "gradient accumulator (fp32)", "master weights (fp32)", "adam m", "adam v",
-                 "vocab gather (weights)", "vocab gradient (unsharded)"]
+                 "vocab gather (weights)", "vocab gradient (unsharded)"] + STAGE_ENTRIES
 OPT_ENTRIES = ["master weights (fp32)", "adam m", "adam v"]
+
+
+def stage_want(layer_buckets, dp, n_local, n_opt, zero, sx, master, gacc):
+    """the entries of section 7.1: what each stage keeps of the parameters and gradients"""
+    layers = sum(layer_buckets)
+    opt_layers = layers // dp if zero else layers
+    unit = max(layer_buckets) if layer_buckets else 0
+    two = 1 if len(layer_buckets) > 1 else 0
+    whole_p = n_local - layers if zero >= 3 else n_local
+    whole_g = n_local - layers if zero >= 2 else n_local
+    want = {
+        ("parameters (outside the layers)" if zero >= 3 else "parameters"): whole_p * sx,
+        "parameter shard (layers)": opt_layers * sx if zero >= 3 else 0,
+        "layer parameters (even layers)": unit * sx if zero >= 3 else 0,
+        "layer parameters (odd layers)": unit * sx * two if zero >= 3 else 0,
+        ("gradients (outside the layers)" if zero >= 2 else "gradients"): whole_g * sx,
+        "gradient shard (layers)": opt_layers * sx if zero >= 2 else 0,
+        "layer gradients (even layers)": unit * sx if zero >= 2 else 0,
+        "layer gradients (odd layers)": unit * sx * two if zero >= 2 else 0,
+        "gradient accumulator (fp32)": (whole_g + (opt_layers if zero >= 2 else 0)) * 4 if gacc else 0,
+        "master weights (fp32)": n_opt * 4 if master else 0, "adam m": n_opt * 4, "adam v": n_opt * 4,
+    }
+    return want
 
 
 def dp_formula(c, dp, zero, sv, sx, master, gacc):
@@ -214,12 +242,9 @@ def dp_formula(c, dp, zero, sv, sx, master, gacc):
     n_local = L * pad(Lb) + pad(Hb) + vocab
     n_opt = (L * pad(Lb) + pad(Hb)) // dp + vocab if zero else n_local
     gather = Vs * dp * D * sx if sv else 0
-    return n_local, n_opt, {
-        "parameters": n_local * sx, "gradients": n_local * sx, "gradient accumulator (fp32)": n_local * 4 if gacc else 0,
-        "master weights (fp32)": n_opt * 4 if master else 0,
-        "adam m": n_opt * 4, "adam v": n_opt * 4,
-        "vocab gather (weights)": gather, "vocab gradient (unsharded)": gather,
-    }
+    want = stage_want([pad(Lb)] * L, dp, n_local, n_opt, zero, sx, master, gacc)
+    want.update({"vocab gather (weights)": gather, "vocab gradient (unsharded)": gather})
+    return n_local, n_opt, want
 
 
 def check_offload(on, off, c, dp, zero, sv, gacc):
@@ -454,13 +479,16 @@ def comm_formula(c, B, T, k, tp, f, dp, zero, sv, s):
         else:
             out["tp all-gather"] += ring(t) * k * (L * (4 + re2 + 2 * rg) + 2 * vp) * S
             out["tp reduce-scatter"] += ring(t) * k * (L * (4 + re2) + 2 * vp) * S
-            out["tp all-reduce"] += 2 * ring(t) * (2 * L * D + D + (1 - vp) * ntens * V * D) * s
+            per = k if zero >= 2 else 1  # a layer's replicated gradients: summed every micro-step under --zero 2, 3
+            out["tp all-reduce"] += 2 * ring(t) * (per * 2 * L * D + D + (1 - vp) * ntens * V * D) * s
         out["tp all-reduce"] += 2 * ring(t) * k * vp * 12 * BT
-    for b in buckets(c, t, sv):
+    bs = buckets(c, t, sv)
+    for i, b in enumerate(bs):
         pb = cdiv(b, dp) * dp if zero else b
-        if zero:
-            out["dp reduce-scatter"] += ring(dp) * pb * s
-            out["dp all-gather"] += ring(dp) * pb * s
+        layer = i < len(bs) - 1
+        if zero:  # a layer under --zero 2, 3: reduce-scattered every micro-step; under 3 gathered twice a micro-step
+            out["dp reduce-scatter"] += ring(dp) * pb * s * (k if layer and zero >= 2 else 1)
+            out["dp all-gather"] += ring(dp) * pb * s * (2 * k if layer and zero >= 3 else 1)
         else:
             out["dp all-reduce"] += 2 * ring(dp) * pb * s
     if sv and t == 1:  # section 7's vocabulary over DP: gathered at use, its gradient scattered
@@ -506,7 +534,7 @@ TP_MODELS = [
 TP_SIZES = [2, 3, 4, 8]
 # memory flags that rotate through the tp grid: (--ffn-chunks, seq dim, --ce-chunks, --offload-act)
 TP_MEM = [(1, 0, 1, 0), (3, 0, 4, 2), (3, 1, 1, -1), (2, 0, 3, 0), (4, 1, 2, 2), (1, 0, 5, -1)]
-TP_DPZ = [(1, 0), (2, 1), (2, 0), (1, 1), (2, 1)]   # (dp, --zero)
+TP_DPZ = [(1, 0), (2, 1), (2, 0), (1, 1), (2, 1), (2, 2), (2, 3)]   # (dp, --zero)
 
 
 def tp_formula(c, t, dp, zero, sv, sx, master, gacc):
@@ -515,13 +543,12 @@ def tp_formula(c, t, dp, zero, sv, sx, master, gacc):
     vocab-parallel head needs no gathered [V, D] buffers"""
     def pad(x):
         return cdiv(x, dp) * dp if zero else x
-    n_local = sum(pad(b) for b in buckets(c, t, sv))
+    bs = buckets(c, t, sv)
+    n_local = sum(pad(b) for b in bs)
     n_opt = n_local // dp if zero else n_local
-    return n_local, n_opt, {
-        "parameters": n_local * sx, "gradients": n_local * sx, "gradient accumulator (fp32)": n_local * 4 if gacc else 0,
-        "master weights (fp32)": n_opt * 4 if master else 0, "adam m": n_opt * 4, "adam v": n_opt * 4,
-        "vocab gather (weights)": 0, "vocab gradient (unsharded)": 0,
-    }
+    want = stage_want([pad(b) for b in bs[:-1]], dp, n_local, n_opt, zero, sx, master, gacc)
+    want.update({"vocab gather (weights)": 0, "vocab gradient (unsharded)": 0})
+    return n_local, n_opt, want
 
 
 def num_params(c):
@@ -762,7 +789,7 @@ def main():
             jobs, keys = [], []
             for i, c in enumerate(DP_MODELS):
                 f = FLAGS[(7 * i) % len(FLAGS)]
-                for dp, zero, sv in itertools.product(DPS, (0, 1), (0, 1)):
+                for dp, zero, sv in itertools.product(DPS, ZEROS, (0, 1)):
                     # every other shape with the fp32 gradient accumulator
                     jobs.append((c, f, ("--dp", str(dp), "--zero", str(zero), "--shard-vocab", str(sv),
                                         "--fp32-grad-accum", str(i % 2))))
@@ -776,10 +803,10 @@ def main():
                          f"{'tied' if c['tied'] else 'untied'}")
                 for dp in DPS:
                     plans = {}
-                    for zero, sv in itertools.product((0, 1), (0, 1)):
+                    for zero, sv in itertools.product(ZEROS, (0, 1)):
                         plan, err = results[(i, dp, zero, sv)]
                         errs = [err] if err else check_dp(plan, base, c, dp, zero, sv, i % 2) + check_activations(plan, c, f)
-                        if plan is not None:
+                        if plan is not None and zero < 2:
                             plans[(zero, sv)] = plan
                         n += 1
                         tag = f"{name} dp {dp} zero {zero} shard-vocab {sv} {shape}"
@@ -794,11 +821,11 @@ def main():
             print(f"{name} (floatX {s} bytes): {n} data-parallel checks ({len(jobs)} plans, {len(DP_MODELS) * len(DPS)} --zero/--shard-vocab savings)")
             total += n
             # 2b. --offload-optim 1 against the same plans without it: every shape, dp 1 and one
-            # padded dp, --zero 0 and 1, the sharded vocabulary on every other shape
+            # padded dp, every --zero, the sharded vocabulary on every other shape
             off_jobs, off_keys = [], []
             for i, c in enumerate(DP_MODELS):
                 f = FLAGS[(7 * i) % len(FLAGS)]
-                for dp, zero in itertools.product((1, 3 if i % 2 else 4), (0, 1)):
+                for dp, zero in itertools.product((1, 3 if i % 2 else 4), ZEROS):
                     sv = i % 2
                     off_jobs.append((c, f, ("--dp", str(dp), "--zero", str(zero), "--shard-vocab", str(sv),
                                             "--fp32-grad-accum", str(i % 2), "--offload-optim", "1")))

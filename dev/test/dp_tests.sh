@@ -16,6 +16,7 @@ REFS=("$@")
 cd "$(dirname "$0")/../.."
 mkdir -p "$W"
 source dev/test/mpi_lib.sh  # MPIRUN, run_np, pass, fail, agree
+source dev/test/expect_error.sh  # expect_error, expect_mismatch
 
 # ---------------------------------------------------------------------------
 # llmc/parallel/comm.h: every collective at 3 ranks (odd sizes), and a rank that skips one
@@ -119,6 +120,26 @@ train 4 "$W/dp1_to_dp4" --batch 1 --total-batch 256 --zero 1 --shard-vocab 1 --r
 if grep -q "data order restarts" "$W/dp4_to_dp2.log"; then fail dp4_ckpt_keeps_data_position "the loader position was not restored"
 else pass dp4_ckpt_keeps_data_position; fi
 
+# each rank writes its own pieces into the one file: the one-process checkpoint loaded at dp 4 --zero 1 (and with
+# --shard-vocab 1 at dp 2, whose vocabulary rows each rank writes) and written again at once
+# (LLMC_TEST_CKPT_AT_RESUME) is the same file but for the header's layout fields and the checksum
+same_file() {  # same_file NAME NP FLAGS...
+  local name=$1 np=$2 c="$W/dp1/ckpt_000003.bin"; shift 2
+  local s; s=$(stat -c %s "$c")
+  if LLMC_TEST_CKPT_AT_RESUME=1 train "$np" "$W/$name" --steps 3 --total-batch 256 --resume "$c" "$@" \
+      && cmp -i 1024 -n $((s - 1032)) "$c" "$W/$name/ckpt_000003.bin" >"$W/$name.cmp" 2>&1; then pass "$name"
+  else fail "$name" "$(cat "$W/$name.cmp" 2>/dev/null)"; fi
+}
+same_file ckpt_written_at_dp4_zero_is_the_one_process_file 4 --batch 1 --zero 1
+same_file ckpt_written_at_dp2_shard_vocab_is_the_one_process_file 2 --batch 2 --shard-vocab 1
+# a rank that cannot open the temporary file rank 0 made (LLMC_TEST_CKPT_UNSEEN_RANK: rank 1 opens another name,
+# as where --run-dir is not on a file system every rank sees): every rank stops, naming the rank, its host and the
+# file, and nothing is left in the run directory
+rm -rf "$W/unseen"
+LLMC_TEST_CKPT_UNSEEN_RANK=1 expect_error ckpt_tmp_unseen_by_a_rank "rank.1.on.host cannot.open.the.temporary every.rank.sees temporary.file.was.removed" \
+  run_np 2 ./train_llama_cpu "${COMMON[@]}" --batch 2 --ckpt-every 3 --run-dir "$W/unseen"
+if ls "$W/unseen" | grep -q ckpt_; then fail ckpt_tmp_unseen_leaves_nothing "$(ls "$W/unseen" | tr '\n' ' ')"; else pass ckpt_tmp_unseen_leaves_nothing; fi
+
 # --resume auto: fresh start when there is no checkpoint, else the newest good one
 mkdir -p "$W/auto"
 train 2 "$W/auto" --batch 2 --resume auto --ckpt-every 3 --zero 1 && grep -q "no checkpoint" "$W/auto.log" \
@@ -154,13 +175,16 @@ for i in (5000, 5001, len(b) // 2): b[i] ^= 0x5A
 open(p, "wb").write(b)
 PYEOF
 head -c $(( $(stat -c %s "$C3") - 100 )) "$C3" > "$W/truncated.bin"
-source dev/test/expect_error.sh
 expect_error ckpt_corrupted_rejected "checksum corrupted" ./train_llama_cpu "${COMMON[@]}" --batch 4 --run-dir "$W/rej1" --resume "$W/flipped.bin"
 expect_error ckpt_truncated_rejected "truncated" ./train_llama_cpu "${COMMON[@]}" --batch 4 --run-dir "$W/rej2" --resume "$W/truncated.bin"
 expect_error ckpt_corrupted_rejected_dp2 "checksum corrupted" run_np 2 ./train_llama_cpu "${COMMON[@]}" --batch 2 --run-dir "$W/rej3" --resume "$W/flipped.bin"
 # a NaN with a checksum that holds: every rank stops, naming the file (rank 0 finds it, the others are told)
 "$PY" dev/test/nan_checkpoint.py "$C3" "$W/nan.bin"
 expect_error ckpt_nan_rejected_dp2 "holds a non-finite parameter" run_np 2 ./train_llama_cpu "${COMMON[@]}" --batch 2 --run-dir "$W/rej4" --resume "$W/nan.bin"
+# each rank checks its own pieces: NaNs in AdamW m that ranks 2 and 3 read under --zero 1; all name the first
+first=$("$PY" dev/test/nan_checkpoint.py "$C3" "$W/nan_m.bin" m 0.9 0.6)
+expect_error ckpt_nan_rejected_dp4_zero_first_index "holds.a.non-finite.AdamW.m.at.element.$first.(a" \
+  run_np 4 ./train_llama_cpu "${COMMON[@]}" --batch 1 --zero 1 --run-dir "$W/rej5" --resume "$W/nan_m.bin"
 
 # a write that fails (the file size limit stands in for a full disk) removes its temporary file
 mkdir -p "$W/full_disk"
@@ -201,17 +225,9 @@ fault() {
   rm -rf "$d"
   "${MPIRUN[@]}" -np 2 ./train_llama_cpu "${COMMON[@]}" --batch 2 --steps 100000 --val-every 0 --ckpt-every 2 \
     --comm-timeout "$timeout" --run-dir "$d" >"$d.log" 2>&1 &
-  local mp=$! t0 _
+  local mp=$! _
   for _ in $(seq 1 300); do [ -f "$d/$ckpt" ] && break; sleep 0.1; done
-  victim=$(pgrep -P $mp -f train_llama_cpu | tail -n 1)
-  t0=$(date +%s)
-  [ -n "$victim" ] && kill "-$sig" "$victim"
-  ended=0
-  for _ in $(seq 1 300); do kill -0 $mp 2>/dev/null || { ended=1; break; }; sleep 0.1; done
-  [ -n "$victim" ] && kill -9 "$victim" 2>/dev/null
-  [ $ended = 1 ] || kill -9 $mp 2>/dev/null
-  wait $mp; rc=$?
-  secs=$(( $(date +%s) - t0 ))
+  signal_one_rank $mp "$sig" train_llama_cpu
 }
 
 # a rank killed with kill -9 mid-run: the job ends within the timeout, the last checkpoint is intact

@@ -57,6 +57,20 @@ same_ckpts() {
   [ $n -gt 0 ] || why="no checkpoint in $2"
   if [ -z "$why" ]; then pass "$1 ($n checkpoints)"; else fail "$1" "$why"; fi
 }
+# signal_one_rank MPIRUN_PID SIGNAL PROGRAM: sends SIGNAL to one rank (PROGRAM) of the job, waits up to
+# 30 s for the job to end, then clears up. Sets victim, ended (1 when the job ended), rc and secs.
+signal_one_rank() {
+  local mp=$1 sig=$2 prog=$3 t0 _
+  victim=$(pgrep -P "$mp" -f "$prog" | tail -n 1)
+  t0=$(date +%s)
+  [ -n "$victim" ] && kill "-$sig" "$victim"
+  ended=0
+  for _ in $(seq 1 300); do kill -0 "$mp" 2>/dev/null || { ended=1; break; }; sleep 0.1; done
+  [ -n "$victim" ] && kill -9 "$victim" 2>/dev/null
+  [ $ended = 1 ] || kill -9 "$mp" 2>/dev/null
+  wait "$mp"; rc=$?
+  secs=$(( $(date +%s) - t0 ))
+}
 # toy_tokenizer PATH: a llama2.c tokenizer of 512 pieces " t<id>", which keeps sampled stories printable
 toy_tokenizer() {
   "$PY" - "$1" <<'PYEOF'

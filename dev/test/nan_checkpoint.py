@@ -2,13 +2,15 @@
 """Writes a copy of a checkpoint (llmc/io/checkpoint.h) with one parameter set to NaN and a
 checksum that holds, so that only the reader's finite check can refuse it.
 
-    python3 dev/test/nan_checkpoint.py IN OUT
+    python3 dev/test/nan_checkpoint.py IN OUT [ARRAY FRACTION...]
 
 Blocks (docs/formats.md): the 1024-byte header; the parameters, AdamW m and v (three equal
 fp32 arrays); for train_llama then the dataloader state (header word 15 bytes); then the
 8-byte checksum. Each block is hashed on its own (64-bit little-endian words, the tail
 padded with zeros, h = (h ^ w) * 0x100000001b3 from 0xcbf29ce484222325). The first
-parameter (the first float after the header) becomes NaN.
+parameter (the first float after the header) becomes NaN; with ARRAY (params, m or v) and
+fractions of the array instead the elements there, int(FRACTION * n) each, and the index
+of the first of them is printed (the reader must name it, whichever rank reads it).
 """
 import struct
 import sys
@@ -32,7 +34,13 @@ def main():
     arrays = len(body) - extra
     assert arrays % 12 == 0, "not three equal fp32 arrays"
     n = arrays // 12
-    raw[1024:1028] = struct.pack("<f", float("nan"))
+    array = ["params", "m", "v"].index(sys.argv[3]) if len(sys.argv) > 3 else 0
+    at = [int(float(f) * n) for f in sys.argv[4:]] or [0]
+    for i in at:
+        o = 1024 + 4 * (array * n + i)
+        raw[o:o + 4] = struct.pack("<f", float("nan"))
+    if len(sys.argv) > 3:
+        print(min(at))
     h = 0xCBF29CE484222325
     h = fold(h, bytes(raw[:1024]))
     at = 1024

@@ -269,7 +269,7 @@ check_error flag_bad_offload "offload" ./train_llama_cpu --offload-act 9 --plan-
 check_error flag_bad_chunk_dim "ffn-chunk-dim" ./train_llama_cpu --ffn-chunk-dim rows --plan-only 1
 check_error flag_total_batch "multiple" ./train_llama_cpu --batch 4 --seq 64 --total-batch 1000 --plan-only 1
 check_error flag_total_batch_dp "multiple" ./train_llama_cpu --batch 4 --seq 64 --total-batch 256 --dp 2 --plan-only 1
-check_error flag_bad_zero "zero" ./train_llama_cpu --zero 2 --plan-only 1
+check_error flag_bad_zero "zero" ./train_llama_cpu --zero 4 --plan-only 1
 check_error flag_bad_shard_vocab "shard-vocab" ./train_llama_cpu --shard-vocab 3 --plan-only 1
 check_error flag_bad_offload_optim "--offload-optim must be 0 or 1" ./train_llama_cpu --offload-optim 2 --plan-only 1
 check_error dit_flag_bad_offload_optim "--offload-optim must be 0 or 1" ./train_dit_cpu --offload-optim -1 --plan-only 1
@@ -445,6 +445,9 @@ section "the run directory: one run per directory, --start-over, --keep-last, a 
 sub_tests run_dir bash dev/test/run_dir_tests.sh "$PY" "$TMP/run_dir"
 section "data parallelism under mpirun (2 and 4 ranks): test_llama, train_llama, checkpoints, faults (dev/test/dp_tests.sh)"
 sub_tests dp bash dev/test/dp_tests.sh "$PY" "$TMP/dp" dev/ref/*.lref ${FRESH:-}
+
+section "full sharding under mpirun (--zero 2 and 3, both trainers): references, 20 steps bitwise against --zero 1, checkpoints across stages, faults (dev/test/zero_tests.sh)"
+sub_tests zero bash dev/test/zero_tests.sh "$PY" "$TMP/zero"
 
 section "signals: a stop signal writes a checkpoint and exits 75, resumed bit-exactly; a second ends at once; closed stdout; file-size limit; MPI start-up timeout (dev/test/signal_tests.sh)"
 sub_tests signals bash dev/test/signal_tests.sh "$PY" "$TMP/signals"

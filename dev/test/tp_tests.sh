@@ -257,6 +257,16 @@ else fail ckpt_tp2xdp2_written "no ckpt_000003.bin in $W/tp2dp2"; fi
 if [ -f "$W/tp1/ckpt_000003.bin" ]; then
   train 4 "$W/tp1_to_tp2dp2" --batch 2 --tp 2 --tp-mode allreduce --zero 1 --shard-vocab 1 --resume "$W/tp1/ckpt_000003.bin" \
     && agree ckpt_tp1_resumed_at_tp2xdp2 "$W/tp1" "$W/tp1_to_tp2dp2" 4 $TOL
+  # each rank writes its own pieces (TP's column shards as strided rows, a TP-replicated tensor once): the
+  # one-process checkpoint loaded at tp 2 x dp 2 --zero 1 and at tp 4 with the vocabulary sharded over TP and
+  # written again at once (LLMC_TEST_CKPT_AT_RESUME) is the same file but for the header's layout fields and the checksum
+  s=$(stat -c %s "$W/tp1/ckpt_000003.bin")
+  for spec in "tp2xdp2_zero|--batch 2 --tp 2 --tp-mode reducescatter --zero 1" "tp4_shardvocab|--batch 4 --tp 4 --shard-vocab 1"; do
+    name=ckpt_written_at_${spec%%|*}_is_the_one_process_file
+    if LLMC_TEST_CKPT_AT_RESUME=1 train 4 "$W/$name" --steps 3 --resume "$W/tp1/ckpt_000003.bin" ${spec#*|} \
+        && cmp -i 1024 -n $((s - 1032)) "$W/tp1/ckpt_000003.bin" "$W/$name/ckpt_000003.bin" >"$W/$name.cmp" 2>&1; then pass "$name"
+    else fail "$name" "$(cat "$W/$name.cmp" 2>/dev/null)"; fi
+  done
 fi
 
 # sampling: every rank runs the model on a growing prefix (padded to a multiple of tp under

@@ -3,10 +3,10 @@ Checkpoint files, whatever the model: written atomically and checked on the way 
 
 A checkpoint is a sequence of blocks (a header of 256 int32, then the blocks the trainer
 names), followed by an 8-byte checksum over all of them. The writer goes to a temporary
-name (PATH.tmp.<random>, created with O_EXCL, never through a link) and renames it to
-PATH only when everything is on disk, so a crash or a full disk never leaves a
-half-written file under a checkpoint's name; a failed write removes its temporary file and
-stops with a message. The reader checks the size the header implies (a truncated file is
+name (PATH.tmp.<random>, created with O_EXCL, never through a link), which the ranks
+fill at their offsets, and renames it to PATH only when everything is on disk, so a
+crash or a full disk never leaves a half-written file under a checkpoint's name; a
+failed write removes its temporary file and stops with a message. The reader checks the size the header implies (a truncated file is
 rejected) and the checksum (a file with flipped bytes is rejected) before any of it is
 used.
 
@@ -33,50 +33,100 @@ static inline uint64_t ckpt_hash(uint64_t h, const void* p, size_t n) {
     return h;
 }
 
-// Writes NAME in the run directory: to a temporary name only this process knows (created
-// with O_EXCL | O_NOFOLLOW: llmc/core/run_dir.h), renamed to NAME when whole and synced.
-typedef struct {
-    FILE* f;
-    const RunDir* rd;
-    char *name, *tmp;  // heap
-    uint64_t hash;
-} CkptWriter;
-
-static inline void ckpt_write_fail(CkptWriter* w, const char* what) {
-    int e = errno;
-    if (w->f) fclose(w->f);
-    w->f = NULL;
-    unlinkat(w->rd->fd, w->tmp, 0);
-    FAIL("checkpoint %s/%s: %s failed: %s (the temporary file was removed; the previous checkpoints are untouched; "
-         "hint: disk full, or over a file-size limit (ulimit -f)?)", w->rd->path, w->name, what, strerror(e));
+// whole transfers at an offset, retried when cut short; 0, or the errno of the failure (EIO
+// for an end of file where the bytes should be)
+static inline int ckpt_pwrite(int fd, const void* p, size_t n, off_t at) {
+    for (const char* b = (const char*)p; n;) {
+        ssize_t k = pwrite(fd, b, n, at);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) return k < 0 ? errno : EIO;
+        b += k; n -= (size_t)k; at += k;
+    }
+    return 0;
+}
+static inline int ckpt_pread(int fd, void* p, size_t n, off_t at) {
+    for (char* b = (char*)p; n;) {
+        ssize_t k = pread(fd, b, n, at);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) return k < 0 ? errno : EIO;
+        b += k; n -= (size_t)k; at += k;
+    }
+    return 0;
 }
 
-static inline void ckpt_writer_open(CkptWriter* w, const RunDir* rd, const char* name) {
+// Folds the checksum over a file's 1024-byte header and the blocks after it, reading a
+// bounded chunk at a time (the fold is sequential: it cannot be combined from pieces
+// written elsewhere). 0, or the errno of a failed read.
+static inline int ckpt_hash_file(int fd, const size_t* block_bytes, int n_blocks, uint64_t* h) {
+    size_t chunk = 1 << 22;  // a multiple of 8, as ckpt_hash needs within a block
+    unsigned char* buf = (unsigned char*)xmalloc(chunk);
+    int err = 0;
+    off_t at = 0;
+    for (int i = -1; i < n_blocks && !err; i++)
+        for (size_t left = i < 0 ? 1024 : block_bytes[i]; left && !err;) {
+            size_t k = left < chunk ? left : chunk;
+            if ((err = ckpt_pread(fd, buf, k, at)) == 0) *h = ckpt_hash(*h, buf, k);
+            at += (off_t)k; left -= k;
+        }
+    free(buf);
+    return err;
+}
+
+// Writes NAME in the run directory, several processes at once. Rank 0 creates it under a
+// temporary name only this run knows (O_EXCL | O_NOFOLLOW: llmc/core/run_dir.h) with its
+// header and at its whole size; every rank then writes its own ranges of the blocks with
+// pwrite on a descriptor of its own (ckpt_pwrite: llmc/train/state_checkpoint.h does); rank
+// 0 last reads the file back for the checksum, appends the last block and the checksum,
+// syncs and renames it to NAME. A failure removes the temporary file.
+typedef struct {
+    int fd;             // rank 0's descriptor of the temporary file (-1: none)
+    const RunDir* rd;
+    char *name, *tmp;   // heap
+    long long bytes;    // the whole file, checksum included
+} CkptWriter;
+
+static inline void ckpt_writer_fail(CkptWriter* w, const char* what, int err) {
+    if (w->fd >= 0) close(w->fd);
+    w->fd = -1;
+    unlinkat(w->rd->fd, w->tmp, 0);
+    FAIL("checkpoint %s/%s: %s failed: %s (the temporary file was removed; the previous checkpoints are untouched; "
+         "hint: disk full, or over a file-size limit (ulimit -f)?)", w->rd->path, w->name, what, strerror(err));
+}
+
+// rank 0: the temporary file, its 1024-byte header written and its size set to bytes (a
+// sparse file: the ranks fill it)
+static inline void ckpt_writer_open(CkptWriter* w, const RunDir* rd, const char* name, const int header[256], long long bytes) {
     memset(w, 0, sizeof(*w));
     w->rd = rd;
     w->name = str_printf("%s", name);
-    w->hash = CKPT_HASH_INIT;
-    int fd = run_dir_create_tmp(rd, name, &w->tmp);
-    if (fd < 0) FAIL("checkpoint: cannot create a temporary file for %s/%s: %s", rd->path, name, strerror(errno));
-    w->f = fdopen(fd, "wb");
-    if (!w->f) FAIL("checkpoint: cannot open %s/%s: %s", rd->path, w->tmp, strerror(errno));
+    w->bytes = bytes;
+    w->fd = run_dir_create_tmp(rd, name, &w->tmp);
+    if (w->fd < 0) FAIL("checkpoint: cannot create a temporary file for %s/%s: %s", rd->path, name, strerror(errno));
+    int err = ckpt_pwrite(w->fd, header, 1024, 0);
+    if (err) ckpt_writer_fail(w, "write", err);
+    if (ftruncate(w->fd, (off_t)bytes) != 0) ckpt_writer_fail(w, "write", errno);  // (a file-size limit shows here)
 }
 
-// one block; write it in one call, or in pieces of multiples of 8 bytes but the last
-static inline void ckpt_write(CkptWriter* w, const void* p, size_t bytes) {
-    if (bytes && fwrite(p, 1, bytes, w->f) != bytes) ckpt_write_fail(w, "write");
-    w->hash = ckpt_hash(w->hash, p, bytes);
-}
-
-// the checksum, then on disk under its name (the directory synced too, so the rename
-// survives a crash of the machine)
-static inline void ckpt_writer_close(CkptWriter* w) {
-    if (fwrite(&w->hash, 8, 1, w->f) != 1) ckpt_write_fail(w, "write");
-    if (fflush(w->f) != 0) ckpt_write_fail(w, "flush");
-    if (fsync(fileno(w->f)) != 0) ckpt_write_fail(w, "fsync");
-    if (fclose(w->f) != 0) { w->f = NULL; ckpt_write_fail(w, "close"); }
-    w->f = NULL;
-    if (renameat(w->rd->fd, w->tmp, w->rd->fd, w->name) != 0) ckpt_write_fail(w, "rename");
+// rank 0, once every rank's writes are on disk: the checksum over the header and the blocks
+// of block_bytes as the file holds them, the last block `last` after them, the
+// checksum, then on disk under its name (the directory synced too, so the rename
+// survives a crash of the machine). The descriptor is opened afresh: on a network file
+// system an open is what makes the other hosts' writes visible.
+static inline void ckpt_writer_close(CkptWriter* w, const size_t* block_bytes, int n_blocks, const void* last, size_t last_bytes) {
+    if (close(w->fd) != 0) { w->fd = -1; ckpt_writer_fail(w, "close", errno); }
+    w->fd = openat(w->rd->fd, w->tmp, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+    if (w->fd < 0) ckpt_writer_fail(w, "reopening the temporary file", errno);
+    uint64_t h = CKPT_HASH_INIT;
+    int err = ckpt_hash_file(w->fd, block_bytes, n_blocks, &h);
+    if (err) ckpt_writer_fail(w, "reading back for the checksum", err);
+    h = ckpt_hash(h, last, last_bytes);
+    off_t at = (off_t)(w->bytes - 8 - (long long)last_bytes);
+    if ((err = ckpt_pwrite(w->fd, last, last_bytes, at)) || (err = ckpt_pwrite(w->fd, &h, 8, at + (off_t)last_bytes)))
+        ckpt_writer_fail(w, "write", err);
+    if (fsync(w->fd) != 0) ckpt_writer_fail(w, "fsync", errno);
+    if (close(w->fd) != 0) { w->fd = -1; ckpt_writer_fail(w, "close", errno); }
+    w->fd = -1;
+    if (renameat(w->rd->fd, w->tmp, w->rd->fd, w->name) != 0) ckpt_writer_fail(w, "rename", errno);
     fsync(w->rd->fd);
     free(w->name); free(w->tmp);
     w->name = w->tmp = NULL;
@@ -123,23 +173,12 @@ static inline const char* ckpt_verify(const char* path, const size_t* block_byte
                  "checkpoint", path, have, want);
         return why;
     }
-    size_t chunk = 1 << 24;
-    unsigned char* buf = (unsigned char*)xmalloc(chunk);
-    uint64_t h = CKPT_HASH_INIT;
-    for (int i = -1; i < n_blocks; i++) {
-        size_t left = i < 0 ? 1024 : block_bytes[i];
-        while (left) {
-            size_t k = left < chunk ? left : chunk;
-            if (fread(buf, 1, k, f) != k) { free(buf); fclose(f); snprintf(why, sizeof(why), "%s: read failed", path); return why; }
-            h = ckpt_hash(h, buf, k);
-            left -= k;
-        }
-    }
-    uint64_t stored = 0;
-    int ok = fread(&stored, 8, 1, f) == 1;
-    free(buf);
+    uint64_t h = CKPT_HASH_INIT, stored = 0;
+    int err = ckpt_hash_file(fileno(f), block_bytes, n_blocks, &h);
+    if (!err) err = ckpt_pread(fileno(f), &stored, 8, (off_t)(want - 8));
     fclose(f);
-    if (!ok || stored != h) {
+    if (err) { snprintf(why, sizeof(why), "%s: read failed: %s", path, strerror(err)); return why; }
+    if (stored != h) {
         snprintf(why, sizeof(why), "%s: checksum mismatch (stored %016llx, computed %016llx): the file is corrupted",
                  path, (unsigned long long)stored, (unsigned long long)h);
         return why;

@@ -25,6 +25,12 @@ are grad read + acc read + acc written + grad written = 2 + 4 + 4 + 2 = 12 in bf
 (16 in fp32 builds). For 1.24e9 elements (a 1.24B-parameter model) that is 14.9 GB
 per call; at ~3 TB/s of achieved H100 HBM bandwidth that predicts ~5 ms per call,
 one call per micro-step.
+
+grad_add: dst[i] = (floatX)((float)dst[i] + (float)src[i]), one thread per element,
+grid-stride. Where a gradient shard is summed over micro-steps after each one's
+reduction (ZeRO-2 and 3) without the fp32 accumulator: the sum rounded per micro-step,
+as beta = 1 accumulation in the backward GEMMs rounds it. Memory-bound (6 bytes an
+element in bf16) and called on a rank's shard only.
 */
 #pragma once
 #include "../core/common.h"
@@ -85,5 +91,19 @@ static inline void grad_accumulate(float* acc, floatX* grad, size_t n, int last,
     size_t blocks = ceil_div(work, block);
     if (blocks > 65536) blocks = 65536;
     grad_accumulate_kernel<<<(unsigned)blocks, block, 0, s>>>(acc, grad, n, head, nvec, last);
+    cudaCheck(cudaGetLastError());
+}
+
+__global__ void grad_add_kernel(floatX* dst, const floatX* src, size_t n) {
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        dst[i] = (floatX)((float)dst[i] + (float)src[i]);
+}
+
+static inline void grad_add(floatX* dst, const floatX* src, size_t n, stream_t s) {
+    if (n == 0) return;
+    const int block = 256;
+    size_t blocks = ceil_div(n, block);
+    if (blocks > 65536) blocks = 65536;
+    grad_add_kernel<<<(unsigned)blocks, block, 0, s>>>(dst, src, n);
     cudaCheck(cudaGetLastError());
 }

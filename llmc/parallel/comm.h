@@ -461,6 +461,12 @@ static inline void comm_join(Comm* c, stream_t s) {
     stream_wait_event(s, c->ev_done);
 }
 
+// the stream on which a collective's result is ready: the communication stream (NCCL), or
+// the stream it was ordered after (MPI's results come back through it; the CPU build)
+static inline stream_t comm_result_stream(const Comm* c, stream_t after) {
+    return c->backend == BACKEND_NCCL ? c->stream : after;
+}
+
 #ifdef USE_MPI
 // --comm mpi in the CUDA build: device -> pinned host before, host -> device after
 static inline void* comm_stage_in(Comm* c, const void* dev, size_t bytes, stream_t after) {

@@ -43,7 +43,8 @@ static inline ParallelArgs parallel_args_default(void) {
 // CP ones when cp_help names what --cp must divide); returns how many
 static inline int parallel_flags(Flag* out, ParallelArgs* p, const char* tp_help, const char* cp_help) {
     const Flag f[] = {
-        {"zero", 'i', &p->zero, "1: shard master weights and AdamW state over the DP ranks (ZeRO-1)"},
+        {"zero", 'i', &p->zero, "ZeRO stage over the DP ranks: 1 shards master weights and AdamW state, 2 the layers' "
+         "gradients too, 3 the layers' parameters too (gathered where each layer runs)"},
         {"offload-optim", 'i', &p->offload_optim, "1: this rank's master weights and AdamW state in pinned host memory, "
                                                   "AdamW on the CPU (any --zero)"},
         {"comm", 'e', &p->comm_backend, "nccl | mpi: how a CUDA build's ranks talk (mpi: staged via host, GPUs may be shared)",
@@ -128,7 +129,7 @@ static inline void parallel_device_setup(Comm* comm, int plan_only) {
 // What a model needs of the parallel layout beyond its ranks (llmc/parallel/comm.h), resolved
 // from the flags: the trainers' memory flags live in their own structs.
 typedef struct {
-    int zero;         // 1: optimizer state (fp32 master, AdamW m and v) sharded over DP (ZeRO-1)
+    int zero;         // ZeRO stage: 1 optimizer state (fp32 master, AdamW m and v) sharded over DP, 2 the layers' gradients, 3 their parameters
     int shard_vocab;  // 1: embedding and output projection split over the vocabulary (train_llama)
     int grad_fp32;    // 1: micro-steps accumulate the gradients in an fp32 buffer (resolved from --fp32-grad-accum)
     int tp_sp;        // --tp-mode reducescatter: sequence parallelism (the residual stream holds 1/tp of the rows)
@@ -146,7 +147,7 @@ static inline ParallelFlags parallel_flags_resolve(const ParallelArgs* p, int sh
 }
 
 static inline void parallel_flags_validate(const ParallelFlags* f) {
-    if (f->zero != 0 && f->zero != 1) FAIL("--zero must be 0 or 1 (got %d)", f->zero);
+    if (f->zero < 0 || f->zero > 3) FAIL("--zero must be 0, 1, 2 or 3 (got %d)", f->zero);
     if (f->shard_vocab != 0 && f->shard_vocab != 1) FAIL("--shard-vocab must be 0 or 1 (got %d)", f->shard_vocab);
     if (f->grad_fp32 != 0 && f->grad_fp32 != 1) FAIL("grad_fp32 must be resolved to 0 or 1 (got %d)", f->grad_fp32);
     if (f->tp_sp != 0 && f->tp_sp != 1) FAIL("tp_sp must be 0 or 1 (got %d)", f->tp_sp);

@@ -222,6 +222,24 @@ static inline void segment_copy(const Segment* g, float* local, float* ref, int 
     }
 }
 
+// The segment that holds element off of the local buffer (NULL: none, as in padding).
+static inline const Segment* layout_segment_at(const ParamLayout* lay, size_t off) {
+    for (int i = 0; i < lay->n_seg; i++)
+        if (off >= lay->seg[i].local_off && off < lay->seg[i].local_off + lay->seg[i].n) return &lay->seg[i];
+    return NULL;
+}
+
+// element j of segment g: its offset in the reference layout, and how many of the n
+// elements from it are one run there (to the end of its row when the rows are strided)
+static inline size_t segment_ref(const Segment* g, size_t j) {
+    size_t cols = g->n / g->rows;
+    return g->ref_off + j / cols * g->ref_stride + j % cols;
+}
+static inline size_t segment_run(const Segment* g, size_t j, size_t n) {
+    size_t cols = g->n / g->rows, left = cols - j % cols;
+    return g->rows == 1 || g->ref_stride == cols || n < left ? n : left;
+}
+
 // A range of the local buffer that this rank owns, inside one tensor: its place in the
 // local buffer and in the optimizer state. param_layout_pieces lists them in optimizer
 // order; AdamW, the gradient norm and the state moves walk that list.
@@ -291,10 +309,7 @@ static inline float* layout_local_from_ref(const ParamLayout* lay, const float* 
 // one, else in `ref`, through the (contiguous) segment that holds it
 static inline const float* layout_local_element(const ParamLayout* lay, const float* ref, const float* local, size_t off) {
     if (local) return local + off;
-    for (int i = 0; i < lay->n_seg; i++) {
-        const Segment* g = &lay->seg[i];
-        if (off >= g->local_off && off < g->local_off + g->n) return ref + g->ref_off + (off - g->local_off);
-    }
-    FAIL("local element %zu lies in no segment", off);
-    return NULL;
+    const Segment* g = layout_segment_at(lay, off);
+    if (!g) FAIL("local element %zu lies in no segment", off);
+    return ref + g->ref_off + (off - g->local_off);
 }

@@ -5,7 +5,8 @@ all-reduce, or with --zero 1 a reduce-scatter leaving each rank the sum over its
 part), the fp32 accumulation of micro-steps, the global gradient norm over shards,
 AdamW over the owned pieces with the all-gather of ZeRO-1 (with --offload-optim 1 on the
 CPU, the state in pinned host memory: llmc/parallel/host_optimizer.h), and the moves of
-the whole state to and from the reference layout (checkpoints, reference files, test dumps).
+the whole state to and from the reference layout (reference files, test dumps; a
+checkpoint moves each rank's own pieces instead: llmc/train/state_checkpoint.h).
 
 A model fills a table of ParamSpec, then:
     param_store_layout   the layout of this rank (before planning)
@@ -25,14 +26,37 @@ param_store_apply_update.
 #include "../kernels/profile.h"
 #include "param_layout.h"
 #include "tensor_parallel.h"
+#include "recycled.h"
 #include "host_optimizer.h"
 #include "../io/checkpoint.h"
+
+// --test-plant-zero-bug 1 (TESTING builds: the test programs): a --zero 3 layer's
+// parameter buffer is given back as soon as the layer begins, and the layer computes on it
+// all the same. Given back, a buffer is poisoned (llmc/parallel/recycled.h), so the
+// gradient check must fail: the proof that the check sees a unit computing on a released buffer.
+static int zero_test_plant_bug = 0;
 
 typedef struct {
     ParamLayout lay;
     Piece* pieces; int n_pieces;       // what this rank owns, in optimizer order
-    floatX *params, *grads;            // [n_local]
-    floatX *param_shard, *grad_shard;  // [n_opt] where the owned part lives apart from the local buffer (else NULL)
+    floatX *params, *grads;            // the local buffers: [n_local], or from param_base / grad_base on (below)
+    // --zero 2 keeps the layers' gradients, --zero 3 their parameters too, only as this
+    // rank's shard: the local buffers then start at the first element outside the layers
+    // (the rest bucket and the vocabulary kept whole, as under --zero 1), and a layer's
+    // whole bucket exists only while the layer runs, in one of two recycled buffers
+    // (the layer's parity picks it: the next layer's fills while this one computes).
+    int zero;
+    size_t param_base, grad_base;      // local element param_base is params[0] (0, or bucket[L].start)
+    size_t opt_layers;                 // the owned elements of the layer buckets: the shards' length
+    size_t* bucket_opt;                // [n_buckets]: where bucket b's owned part starts in optimizer order
+    floatX *param_shard, *grad_shard;  // [opt_layers]: the owned part of the layer buckets (else NULL)
+    RecycledPool units;                // the layer buckets' buffers
+    int param_buf[2], grad_buf[2];     // their pool ids
+    floatX **param_held, **grad_held;  // [L]: layer l's whole bucket while it runs, else NULL
+    int param_in[2];                   // the layer whose parameters buffer i holds or gathers (-1 none)
+    int grad_reducing[2];              // the layer whose gradients buffer i reduces (-1 none)
+    event_t param_gathered[2], grad_reduced[2];
+    char param_holder[2][48], grad_holder[2][48];  // the holders' names (llmc/parallel/recycled.h)
     float *master, *adam_m, *adam_v;   // [n_opt]; master only where HAVE_MASTER_WEIGHTS; on the host with --offload-optim 1
     HostOptim host;                    // --offload-optim: the staging, copy stream and CPU update of that state
     float* grad_acc;                   // --fp32-grad-accum: the fp32 sum of the step's micro-steps [n_local]
@@ -54,15 +78,43 @@ static inline void param_store_layout(ParamStore* ps, const ParamSpec* spec, int
     param_layout_build(&ps->lay, spec, n_spec, L, comm->tp, comm->tp_rank, comm_grad_ranks(comm), comm_grad_rank(comm), zero, shard_vocab);
     ps->pieces = (Piece*)xmalloc(param_layout_max_pieces(&ps->lay) * sizeof(Piece));
     ps->n_pieces = param_layout_pieces(&ps->lay, ps->pieces);
+    const ParamLayout* lay = &ps->lay;
+    ps->zero = zero;
+    ps->bucket_opt = (size_t*)xmalloc((size_t)lay->n_buckets * sizeof(size_t));
+    size_t opt = 0;
+    for (int b = 0; b < lay->n_buckets; b++) { size_t lo, n; bucket_owned(lay, b, &lo, &n); ps->bucket_opt[b] = opt; opt += n; }
+    ps->opt_layers = ps->bucket_opt[lay->L];
+    size_t rest = lay->bucket[lay->L].start;
+    ps->grad_base = zero >= 2 ? rest : 0;
+    ps->param_base = zero >= 3 ? rest : 0;
+}
+
+// the largest layer bucket, in elements: the size of a recycled unit buffer
+static inline size_t param_store_largest_layer(const ParamStore* ps) {
+    size_t most = 0;
+    for (int b = 0; b < ps->lay.L; b++) most = ps->lay.bucket[b].padded > most ? ps->lay.bucket[b].padded : most;
+    return most;
 }
 
 // offload_optim: the optimizer state in the pinned host arena h instead of the device's
 static inline void param_store_plan(ParamStore* ps, Arena* d, Arena* h, int have_master, int offload_optim) {
-    size_t n_local = ps->lay.n_local, n_opt = ps->lay.n_opt;
+    size_t n_local = ps->lay.n_local, n_opt = ps->lay.n_opt, unit = param_store_largest_layer(ps) * sizeof(floatX);
+    size_t sharded = ps->opt_layers * sizeof(floatX), n_grads = n_local - ps->grad_base;
+    int zero = ps->zero, two = ps->lay.L > 1;  // one layer needs one buffer
+    arena_add_to(d, zero >= 3 ? "parameters (outside the layers)" : "parameters", "parameters",
+                 (n_local - ps->param_base) * sizeof(floatX), &ps->params);
+    arena_add_to(d, "parameter shard (layers)", "parameters", zero >= 3 ? sharded : 0, &ps->param_shard);
+    ps->units.n = 0;
+    ps->param_buf[0] = recycled_plan_as(&ps->units, d, "layer parameters (even layers)", "parameters", zero >= 3 ? unit : 0);
+    ps->param_buf[1] = recycled_plan_as(&ps->units, d, "layer parameters (odd layers)", "parameters", zero >= 3 && two ? unit : 0);
+    arena_add_to(d, zero >= 2 ? "gradients (outside the layers)" : "gradients", "gradients", n_grads * sizeof(floatX), &ps->grads);
+    arena_add_to(d, "gradient shard (layers)", "gradients", zero >= 2 ? sharded : 0, &ps->grad_shard);
+    ps->grad_buf[0] = recycled_plan_as(&ps->units, d, "layer gradients (even layers)", "gradients", zero >= 2 ? unit : 0);
+    ps->grad_buf[1] = recycled_plan_as(&ps->units, d, "layer gradients (odd layers)", "gradients", zero >= 2 && two ? unit : 0);
+    // the fp32 sums: of the local buffer, or under --zero 2/3 of its whole part and then of the shard
+    arena_add_to(d, "gradient accumulator (fp32)", "gradients",
+                 ps->grad_fp32 ? (n_grads + (zero >= 2 ? ps->opt_layers : 0)) * sizeof(float) : 0, &ps->grad_acc);
     Arena* opt = offload_optim ? h : d;
-    arena_add_to(d, "parameters", "parameters", n_local * sizeof(floatX), &ps->params);
-    arena_add_to(d, "gradients", "gradients", n_local * sizeof(floatX), &ps->grads);
-    arena_add_to(d, "gradient accumulator (fp32)", "gradients", ps->grad_fp32 ? n_local * sizeof(float) : 0, &ps->grad_acc);
     arena_add_to(opt, "master weights (fp32)", "optimizer", have_master ? n_opt * sizeof(float) : 0, &ps->master);
     arena_add_to(opt, "adam m", "optimizer", n_opt * sizeof(float), &ps->adam_m);
     arena_add_to(opt, "adam v", "optimizer", n_opt * sizeof(float), &ps->adam_v);
@@ -82,18 +134,29 @@ static inline void param_store_bind(ParamStore* ps, stream_t s, Profile* prof, f
     ps->stream = s; ps->prof = prof; ps->norm_scratch = norm_scratch;
     ps->staging = staging; ps->staging_bytes = staging_bytes;
     host_optim_bind(&ps->host, &ps->lay, ps->pieces, ps->n_pieces);
-    size_t n = ps->lay.n_local;
-    dev_memset(ps->params, 0, n * sizeof(floatX), s);
-    dev_memset(ps->grads, 0, n * sizeof(floatX), s);
-    if (ps->grad_acc) dev_memset(ps->grad_acc, 0, n * sizeof(float), s);
+    size_t n = ps->lay.n_local, ng = n - ps->grad_base, L = (size_t)ps->lay.L;
+    dev_memset(ps->params, 0, (n - ps->param_base) * sizeof(floatX), s);
+    dev_memset(ps->grads, 0, ng * sizeof(floatX), s);
+    if (ps->grad_acc) dev_memset(ps->grad_acc, 0, (ng + (ps->grad_shard ? ps->opt_layers : 0)) * sizeof(float), s);
+    if (ps->param_shard) dev_memset(ps->param_shard, 0, ps->opt_layers * sizeof(floatX), s);
+    if (ps->grad_shard) dev_memset(ps->grad_shard, 0, ps->opt_layers * sizeof(floatX), s);
+    ps->param_held = (floatX**)xmalloc((L ? L : 1) * sizeof(floatX*));
+    ps->grad_held = (floatX**)xmalloc((L ? L : 1) * sizeof(floatX*));
+    for (size_t l = 0; l < L; l++) ps->param_held[l] = ps->grad_held[l] = NULL;
+    for (int i = 0; i < 2; i++) {
+        ps->param_in[i] = ps->grad_reducing[i] = -1;
+        ps->param_gathered[i] = event_create();
+        ps->grad_reduced[i] = event_create();
+    }
 }
 
 static inline void param_store_free(ParamStore* ps) {
     if (ps->comm && ps->comm->staging == ps->staging && ps->staging) comm_set_staging(ps->comm, NULL, 0);  // never left dangling
     host_optim_free(&ps->host);
     param_layout_free(&ps->lay);
-    free(ps->pieces);
-    ps->pieces = NULL;
+    free(ps->pieces); free(ps->bucket_opt); free(ps->param_held); free(ps->grad_held);
+    ps->pieces = NULL; ps->bucket_opt = NULL; ps->param_held = ps->grad_held = NULL;
+    if (ps->stream) for (int i = 0; i < 2; i++) { event_destroy(ps->param_gathered[i]); event_destroy(ps->grad_reduced[i]); }
 }
 
 // The communicator, with this store's staging buffer attached: the staging belongs to
@@ -107,10 +170,27 @@ static inline Comm* param_store_comm(ParamStore* ps) {
 // and its parameters (what AdamW updates). In the local buffer, or in a shard of its
 // own where the local copy is not kept whole.
 static inline floatX* param_store_owned_grad(const ParamStore* ps, const Piece* pc) {
-    return ps->grad_shard ? ps->grad_shard + pc->opt_off : ps->grads + pc->local_off;
+    return pc->local_off < ps->grad_base ? ps->grad_shard + pc->opt_off : ps->grads + (pc->local_off - ps->grad_base);
 }
 static inline floatX* param_store_owned_param(const ParamStore* ps, const Piece* pc) {
-    return ps->param_shard ? ps->param_shard + pc->opt_off : ps->params + pc->local_off;
+    return pc->local_off < ps->param_base ? ps->param_shard + pc->opt_off : ps->params + (pc->local_off - ps->param_base);
+}
+
+// Local element off (of layer l's bucket, or l = -1 outside the layers): its parameters
+// or gradient. Under --zero 3 (2 for gradients) a layer's element exists only between
+// param_store_layer_begin and the layer's end: reaching it at any other time is a
+// trainer's bug, stopped here rather than left to read another layer's values.
+static inline floatX* param_store_param_at(const ParamStore* ps, int l, size_t off) {
+    if (l < 0 || off >= ps->param_base) return ps->params + (off - ps->param_base);
+    if (!ps->param_held[l])
+        FAIL("--zero 3: layer %d's parameters used outside param_store_layer_begin/end (no buffer holds them)", l);
+    return ps->param_held[l] + (off - ps->lay.bucket[l].start);
+}
+static inline floatX* param_store_grad_at(const ParamStore* ps, int l, size_t off) {
+    if (l < 0 || off >= ps->grad_base) return ps->grads + (off - ps->grad_base);
+    if (!ps->grad_held[l])
+        FAIL("--zero %d: layer %d's gradients used outside its backward (no buffer holds them)", ps->zero, l);
+    return ps->grad_held[l] + (off - ps->lay.bucket[l].start);
 }
 
 // The owned fp32 state, n floats from optimizer offset opt_off, to or from the host:
@@ -147,24 +227,26 @@ static inline void param_store_owned_write(ParamStore* ps, int part, size_t opt_
 
 static inline void param_store_zero_grads(ParamStore* ps) {
     host_optim_step_begin(&ps->host, ps->stream);
-    dev_memset(ps->grads, 0, ps->lay.n_local * sizeof(floatX), ps->stream);
+    dev_memset(ps->grads, 0, (ps->lay.n_local - ps->grad_base) * sizeof(floatX), ps->stream);
+    if (ps->grad_shard) dev_memset(ps->grad_shard, 0, ps->opt_layers * sizeof(floatX), ps->stream);
 }
 
-// The gradients of [lo, lo + n) are complete for this micro-step. With
-// --fp32-grad-accum they move into the fp32 accumulator (the floatX buffer is zeroed
-// for the next micro-step), and on the last micro-step the sum comes back, rounded
-// once, for the reduction, the norm and AdamW.
+// The gradients of [lo, lo + n) (kept whole on this rank) are complete for this
+// micro-step. With --fp32-grad-accum they move into the fp32 accumulator (the floatX
+// buffer is zeroed for the next micro-step), and on the last micro-step the sum comes
+// back, rounded once, for the reduction, the norm and AdamW.
 static inline void param_store_micro_step_done(ParamStore* ps, size_t lo, size_t n, int last) {
     if (!ps->grad_acc || n == 0) return;
     int k = prof_begin(ps->prof, "grad accumulate (fp32)", ps->stream);
-    grad_accumulate(ps->grad_acc + lo, ps->grads + lo, n, last, ps->stream);
+    grad_accumulate(ps->grad_acc + (lo - ps->grad_base), param_store_grad_at(ps, -1, lo), n, last, ps->stream);
     prof_end(ps->prof, k, 0, n * (2.0 * sizeof(floatX) + 8.0), ps->stream);
 }
 
 // The TP all-reduce of the gradients of tensors every TP rank holds whole but computed
 // from only part of the work (param_tp_grad_partial): its own rows under sequence
 // parallelism (norm weights, biases, a replicated vocabulary), its own heads in any mode,
-// for the segments of one layer (-1: the rest). Once per step, on the accumulated sums.
+// for the segments of one layer (-1: the rest). Once per step on the accumulated sums,
+// or per micro-step where a layer's gradients are reduced per micro-step (--zero 2, 3).
 static inline void param_store_reduce_tp_replicated(ParamStore* ps, int layer) {
     const ParamLayout* lay = &ps->lay;
     if (lay->tp == 1) return;
@@ -173,31 +255,75 @@ static inline void param_store_reduce_tp_replicated(ParamStore* ps, int layer) {
         const Segment* g = &lay->seg[i];
         if (g->layer != layer || !param_tp_replicated(lay, g->tensor) || g->n == 0) continue;
         if (!param_tp_grad_partial(lay, g->tensor, sp)) continue;
-        comm_all_reduce(param_store_comm(ps), GROUP_TP, ps->grads + g->local_off, g->n, COMM_FLOATX, COMM_SUM, ps->stream);
+        comm_all_reduce(param_store_comm(ps), GROUP_TP, param_store_grad_at(ps, layer, g->local_off), g->n, COMM_FLOATX,
+                        COMM_SUM, ps->stream);
     }
 }
 
-// Starts the DP reduction of bucket b's gradients on the communication stream, after
-// the work already on the compute stream.
+// Starts the DP reduction of bucket b's gradients (kept whole) on the communication
+// stream, after the work already on the compute stream.
 static inline void param_store_reduce_bucket(ParamStore* ps, int b) {
     const Bucket* k = &ps->lay.bucket[b];
-    if (ps->lay.zero)
-        comm_reduce_scatter(param_store_comm(ps), GROUP_GRAD, ps->grads + k->start, k->padded / comm_grad_ranks(ps->comm), COMM_FLOATX, ps->stream);
-    else comm_all_reduce(param_store_comm(ps), GROUP_GRAD, ps->grads + k->start, k->padded, COMM_FLOATX, COMM_SUM, ps->stream);
+    floatX* g = param_store_grad_at(ps, -1, k->start);
+    if (ps->lay.zero) comm_reduce_scatter(param_store_comm(ps), GROUP_GRAD, g, k->padded / comm_grad_ranks(ps->comm), COMM_FLOATX, ps->stream);
+    else comm_all_reduce(param_store_comm(ps), GROUP_GRAD, g, k->padded, COMM_FLOATX, COMM_SUM, ps->stream);
 }
 
-// Bucket b's gradients are complete for this micro-step (b = L: the rest). On the last
-// micro-step its reductions start: TP for the replicated tensors under sequence
-// parallelism, then DP.
+// --zero 2, 3: gradient buffer i's reduction has been waited for: the compute stream may reuse it
+static inline void param_store_retire_grad_buffer(ParamStore* ps, int i) {
+    if (ps->grad_reducing[i] < 0) return;
+    stream_wait_event(ps->stream, ps->grad_reduced[i]);
+    recycled_give_back(&ps->units, ps->grad_buf[i], ps->stream);
+    ps->grad_reducing[i] = -1;
+}
+
+// --zero 2, 3: layer l's gradients are complete for this micro-step. They are reduced
+// at once (TP for the replicated tensors, then the DP reduce-scatter) and this rank's
+// part is added to its shard (in the fp32 accumulator with --fp32-grad-accum, rounded
+// into the shard on the last micro-step), where the result of the collective is ready,
+// so the layers below run meanwhile; the buffer is taken again two layers on.
+static inline void param_store_reduce_layer(ParamStore* ps, int l, int last) {
+    const ParamLayout* lay = &ps->lay;
+    const Bucket* k = &lay->bucket[l];
+    int i = l & 1;
+    floatX* buf = ps->grad_held[l];
+    if (!buf) FAIL("--zero %d: layer %d's gradients are done but its backward never began (param_store_layer_begin)", ps->zero, l);
+    param_store_reduce_tp_replicated(ps, l);
+    size_t lo, n; bucket_owned(lay, l, &lo, &n);
+    Comm* cm = param_store_comm(ps);
+    comm_reduce_scatter(cm, GROUP_GRAD, buf, n, COMM_FLOATX, ps->stream);
+    stream_t rs = comm_result_stream(cm, ps->stream);
+    floatX *mine = buf + (lo - k->start), *shard = ps->grad_shard + ps->bucket_opt[l];
+    int p = prof_begin(ps->prof, "grad shard accumulate", rs);
+    if (ps->grad_acc) {
+        grad_accumulate(ps->grad_acc + (lay->n_local - ps->grad_base) + ps->bucket_opt[l], mine, n, last, rs);
+        if (last) dev_memcpy_d2d(shard, mine, n * sizeof(floatX), rs);
+    } else grad_add(shard, mine, n, rs);
+    prof_end(ps->prof, p, 0, n * (ps->grad_acc ? 2.0 * sizeof(floatX) + 8.0 : 3.0 * sizeof(floatX)), rs);
+    event_record(ps->grad_reduced[i], rs);
+    ps->grad_reducing[i] = l;
+    ps->grad_held[l] = NULL;
+}
+
+// Bucket b's gradients are complete for this micro-step (b = L: the rest). Kept whole,
+// on the last micro-step its reductions start: TP for the replicated tensors under
+// sequence parallelism, then DP. A layer's under --zero 2 and 3: reduced now, every
+// micro-step. The rest comes last in backward: no layer buffer is held after it.
 static inline void param_store_fetch_owned(ParamStore* ps, int g);
 static inline void param_store_bucket_done(ParamStore* ps, int b, int last) {
     const Bucket* k = &ps->lay.bucket[b];
+    if (b < ps->lay.L && ps->grad_shard) {
+        param_store_reduce_layer(ps, b, last);
+        if (last) param_store_fetch_owned(ps, b);
+        return;
+    }
     param_store_micro_step_done(ps, k->start, k->padded, last);
     if (last) {
         param_store_reduce_tp_replicated(ps, b < ps->lay.L ? b : -1);
         param_store_reduce_bucket(ps, b);
         param_store_fetch_owned(ps, b);  // --offload-optim: its shard to the host as soon as it is reduced
     }
+    if (b == ps->lay.L) for (int i = 0; i < 2; i++) param_store_retire_grad_buffer(ps, i);
 }
 
 // --offload-optim: group g's owned gradients (and parameters, where the host keeps no master
@@ -212,6 +338,61 @@ static inline void param_store_fetch_owned(ParamStore* ps, int g) {
     host_optim_fetch_end(h, g);
 }
 
+// --zero 3: starts the gather of layer l's parameters into buffer l & 1 (its own part
+// from the shard, then the all-gather on the communication stream), unless it is there
+// already (prefetched). The buffer's previous layer must have ended.
+static inline void param_store_gather_layer(ParamStore* ps, int l) {
+    int i = l & 1;
+    if (ps->param_in[i] == l) return;
+    if (ps->param_in[i] >= 0)
+        FAIL("--zero 3: layer %d's parameters are wanted in the buffer of layer %d's, which has not ended "
+             "(param_store_layer_end)", l, ps->param_in[i]);
+    const ParamLayout* lay = &ps->lay;
+    const Bucket* k = &lay->bucket[l];
+    snprintf(ps->param_holder[i], sizeof(ps->param_holder[i]), "layer %d's parameters", l);
+    floatX* buf = recycled_take(&ps->units, ps->param_buf[i], ps->param_holder[i], k->padded * sizeof(floatX));
+    size_t lo, n; bucket_owned(lay, l, &lo, &n);
+    dev_memcpy_d2d(buf + (lo - k->start), ps->param_shard + ps->bucket_opt[l], n * sizeof(floatX), ps->stream);
+    Comm* cm = param_store_comm(ps);
+    comm_all_gather(cm, GROUP_GRAD, buf, n, COMM_FLOATX, ps->stream);
+    event_record(ps->param_gathered[i], comm_result_stream(cm, ps->stream));
+    ps->param_in[i] = l;
+}
+
+// Layer l is about to run, its forward (backward = 0) or its backward (which may
+// recompute its forward first). Under --zero 3 its parameters are gathered, or were
+// prefetched, and the compute stream waits for them; the gather of layer `next` (-1:
+// none) starts now, overlapping this layer's work. Under --zero 2 and 3 its backward
+// gets a zeroed gradient buffer. Without full sharding: nothing.
+static inline void param_store_layer_begin(ParamStore* ps, int l, int next, int backward) {
+    if (ps->param_shard) {
+        param_store_gather_layer(ps, l);
+        if (next >= 0 && next < ps->lay.L && next != l) param_store_gather_layer(ps, next);
+        stream_wait_event(ps->stream, ps->param_gathered[l & 1]);
+        ps->param_held[l] = ps->units.buf[ps->param_buf[l & 1]].ptr;
+        if (zero_test_plant_bug) recycled_give_back(&ps->units, ps->param_buf[l & 1], ps->stream);  // the planted bug
+    }
+    if (backward && ps->grad_shard) {
+        int i = l & 1;
+        param_store_retire_grad_buffer(ps, i);
+        snprintf(ps->grad_holder[i], sizeof(ps->grad_holder[i]), "layer %d's gradients", l);
+        size_t bytes = ps->lay.bucket[l].padded * sizeof(floatX);
+        ps->grad_held[l] = recycled_take(&ps->units, ps->grad_buf[i], ps->grad_holder[i], bytes);
+        dev_memset(ps->grad_held[l], 0, bytes, ps->stream);
+    }
+}
+
+// Layer l's work is on the compute stream: under --zero 3 its parameter buffer goes
+// back (a layer's gradient buffer goes with its reduction: param_store_bucket_done).
+static inline void param_store_layer_end(ParamStore* ps, int l) {
+    if (!ps->param_shard) return;
+    int i = l & 1;
+    if (ps->param_in[i] != l || !ps->param_held[l]) FAIL("--zero 3: layer %d ended but never began", l);
+    ps->param_held[l] = NULL;
+    ps->param_in[i] = -1;
+    if (!zero_test_plant_bug) recycled_give_back(&ps->units, ps->param_buf[i], ps->stream);
+}
+
 // The global gradient norm (before clipping), once the reductions are done: each rank
 // sums the squares of what it owns, then one all-reduce. Owned ranges, not tensors: the
 // padding of a bucket holds zero gradients, so it adds nothing, and the norm takes one
@@ -219,25 +400,25 @@ static inline void param_store_fetch_owned(ParamStore* ps, int g) {
 // on DP rank 0) instead of one per tensor. Under TP the pieces of what this rank owns
 // are summed instead, the TP-replicated ones on TP rank 0 only, and the all-reduce
 // spans the world.
-static inline float param_store_norm_of(ParamStore* ps, const floatX* buf, const char* group);
-static inline float param_store_grad_norm(ParamStore* ps) { return param_store_norm_of(ps, ps->grads, "grad norm"); }
+static inline float param_store_norm_of(ParamStore* ps, int grads, const char* group);
+static inline float param_store_grad_norm(ParamStore* ps) { return param_store_norm_of(ps, 1, "grad norm"); }
 
 // Are the parameters finite? Their norm, by the same owned ranges: checked before every
 // checkpoint, so that an update that made NaN or Inf (a huge --lr) stops the run
 // with the last good checkpoint on disk instead of writing a bad one over it.
 static inline int param_store_params_finite(ParamStore* ps) {
-    return isfinite(param_store_norm_of(ps, ps->params, "parameter check"));
+    return isfinite(param_store_norm_of(ps, 0, "parameter check"));
 }
 
 // tests only (--test-nan-update): a NaN in this rank's first owned parameter, as an update
 // gone wrong would leave it
 static inline void param_store_plant_nan(ParamStore* ps) {
     float nan = NAN;
-    if (ps->n_pieces > 0) dev_upload_floats(ps->params + ps->pieces[0].local_off, &nan, 1);
+    if (ps->n_pieces > 0) dev_upload_floats(param_store_owned_param(ps, &ps->pieces[0]), &nan, 1);
 }
 
-// the norm of a local buffer (gradients or parameters) over what each rank owns
-static inline float param_store_norm_of(ParamStore* ps, const floatX* buf, const char* group) {
+// the norm of the gradients (grads = 1) or the parameters over what each rank owns
+static inline float param_store_norm_of(ParamStore* ps, int grads, const char* group) {
     stream_t s = ps->stream;
     const ParamLayout* lay = &ps->lay;
     Comm* cm = ps->comm;
@@ -249,19 +430,24 @@ static inline float param_store_norm_of(ParamStore* ps, const floatX* buf, const
             for (int i = 0; i < ps->n_pieces; i++) {
                 const Piece* pc = &ps->pieces[i];
                 if (param_tp_replicated(lay, pc->tensor) && cm->tp_rank != 0) continue;
-                global_norm_squared(ps->norm_scratch, buf + pc->local_off, pc->n, s);
+                global_norm_squared(ps->norm_scratch, grads ? param_store_owned_grad(ps, pc) : param_store_owned_param(ps, pc),
+                                    pc->n, s);
             }
     } else {
+        // a range of the local buffer kept whole, or a layer bucket's owned part in the shard
+        floatX* whole = grads ? ps->grads : ps->params;
+        size_t base = grads ? ps->grad_base : ps->param_base;
+        floatX* shard = grads ? ps->grad_shard : ps->param_shard;
         if (lay->zero) {
             for (int b = 0; b < lay->n_buckets; b++) {
                 size_t lo, n; bucket_owned(lay, b, &lo, &n);
-                global_norm_squared(ps->norm_scratch, buf + lo, n, s);
+                global_norm_squared(ps->norm_scratch, lo < base ? shard + ps->bucket_opt[b] : whole + (lo - base), n, s);
             }
         } else if (comm_grad_rank(cm) == 0) {
-            global_norm_squared(ps->norm_scratch, buf, lay->vocab_start, s);
+            global_norm_squared(ps->norm_scratch, whole, lay->vocab_start, s);
         }
         if (lay->n_local > lay->vocab_start)  // the owned vocabulary rows
-            global_norm_squared(ps->norm_scratch, buf + lay->vocab_start, lay->n_local - lay->vocab_start, s);
+            global_norm_squared(ps->norm_scratch, whole + (lay->vocab_start - base), lay->n_local - lay->vocab_start, s);
     }
     prof_end(ps->prof, k, 0, (double)lay->n_opt * sizeof(floatX), s);
     comm_all_reduce(param_store_comm(ps), GROUP_WORLD, ps->norm_scratch, 1, COMM_FLOAT, COMM_SUM, s);
@@ -279,6 +465,35 @@ static inline float grad_clip_scale(float grad_clip, float norm) {
     if (grad_clip <= 0.0f) return 1.0f;
     float coef = grad_clip / (norm + 1e-6f);
     return coef < 1.0f ? coef : 1.0f;
+}
+
+// The parameters this rank holds but does not own, from their owners, once the owned
+// ones have changed (an update, a load through param_store_owned_write): with --zero 1
+// and 2 the all-gather of each bucket, with 3 of the bucket outside the layers (a layer's
+// is gathered where it runs); without, every rank owns all it holds (its vocabulary
+// rows under --shard-vocab too), and nothing moves.
+static inline void param_store_sync_params(ParamStore* ps) {
+    stream_t s = ps->stream;
+    if (ps->lay.zero)  // (a fully sharded layer is gathered where it runs: param_store_layer_begin)
+        for (int b = 0; b < ps->lay.n_buckets; b++)
+            if (ps->lay.bucket[b].start >= ps->param_base)
+                comm_all_gather(param_store_comm(ps), GROUP_GRAD, param_store_param_at(ps, -1, ps->lay.bucket[b].start),
+                                ps->lay.bucket[b].padded / comm_grad_ranks(ps->comm), COMM_FLOATX, s);
+    comm_join(ps->comm, s);
+    comm_synchronize(ps->comm);
+    stream_synchronize(s);
+    ps->version++;
+}
+
+// Does this rank write owned piece pc to a checkpoint? Each element of the file has one
+// writer, as each has one term in param_store_norm_of: what DP replicates (no --zero) is
+// DP rank 0's, what TP replicates TP rank 0's, and the vocabulary rows --shard-vocab
+// spreads over DP each rank's own.
+static inline int param_store_piece_writer(const ParamStore* ps, const Piece* pc) {
+    const ParamLayout* lay = &ps->lay;
+    if (pc->local_off >= lay->vocab_start) return 1;
+    if (!lay->zero && lay->rank != 0) return 0;
+    return !(param_tp_replicated(lay, pc->tensor) && lay->tp_rank != 0);
 }
 
 // Global-norm clipping (as torch.nn.utils.clip_grad_norm_) and one AdamW step on what
@@ -317,24 +532,21 @@ static inline void param_store_apply_update(ParamStore* ps, float lr, float beta
         }
     // per element: parameter and gradient (floatX), moments and master weights (fp32), read and written
     prof_end(ps->prof, k, 0, (double)ps->lay.n_opt * (3.0 * sizeof(floatX) + 4.0 * (2 + (ps->master != NULL)) * 2), s);
-    if (ps->lay.zero)
-        for (int b = 0; b < ps->lay.n_buckets; b++)
-            comm_all_gather(param_store_comm(ps), GROUP_GRAD, ps->params + ps->lay.bucket[b].start,
-                            ps->lay.bucket[b].padded / comm_grad_ranks(ps->comm), COMM_FLOATX, s);
-    comm_join(ps->comm, s);
-    comm_synchronize(ps->comm);
-    stream_synchronize(s);
-    ps->version++;
+    param_store_sync_params(ps);
 }
 
-// What data parallelism sends in one step (comm_bytes_add's count): each bucket once
-// (all-reduce, or with --zero 1 reduce-scatter and all-gather), and the squared norm.
-static inline void param_store_comm_bytes(const ParamStore* ps, CommBytes* cb) {
+// What data parallelism sends in one step of micro_steps micro-batches (comm_bytes_add's
+// count): each bucket once (all-reduce, or with --zero 1 reduce-scatter and all-gather),
+// and the squared norm. A fully sharded layer's bucket: its gradients reduce-scattered
+// every micro-step (--zero 2, 3), its parameters all-gathered once after the update
+// (--zero 2), or before its forward and again before its backward (--zero 3).
+static inline void param_store_comm_bytes(const ParamStore* ps, CommBytes* cb, int micro_steps) {
     for (int b = 0; b < ps->lay.n_buckets; b++) {
         double bytes = ps->lay.bucket[b].padded * (double)sizeof(floatX);
+        int layer = b < ps->lay.L;
         if (ps->lay.zero) {
-            comm_bytes_add(cb, ps->comm, GROUP_GRAD, KIND_REDUCE_SCATTER, bytes);
-            comm_bytes_add(cb, ps->comm, GROUP_GRAD, KIND_ALL_GATHER, bytes);
+            comm_bytes_add(cb, ps->comm, GROUP_GRAD, KIND_REDUCE_SCATTER, (layer && ps->zero >= 2 ? micro_steps : 1) * bytes);
+            comm_bytes_add(cb, ps->comm, GROUP_GRAD, KIND_ALL_GATHER, (layer && ps->zero >= 3 ? 2 * micro_steps : 1) * bytes);
         } else comm_bytes_add(cb, ps->comm, GROUP_GRAD, KIND_ALL_REDUCE, bytes);
     }
     comm_bytes_add(cb, ps->comm, GROUP_WORLD, KIND_ALL_REDUCE, sizeof(float));
@@ -353,16 +565,24 @@ static inline void param_store_set_state_part(ParamStore* ps, int part, const fl
     const ParamLayout* lay = &ps->lay;
     float* dst = part == 0 ? ps->master : part == 1 ? ps->adam_m : ps->adam_v;
     if (part == 0) ps->version++;
-    if (part == 0) dev_memset(ps->params, 0, lay->n_local * sizeof(floatX), ps->stream);
+    if (part == 0) dev_memset(ps->params, 0, (lay->n_local - ps->param_base) * sizeof(floatX), ps->stream);
+    if (part == 0 && ps->param_shard) dev_memset(ps->param_shard, 0, ps->opt_layers * sizeof(floatX), ps->stream);
     if (dst) host_optim_state_zero(&ps->host, dst, lay->n_opt, ps->stream);
     stream_synchronize(ps->stream);  // the uploads below do not run on the stream
     if (!ref) return;
     float* local = segments_contiguous(lay) ? NULL : layout_local_from_ref(lay, ref);
-    if (part == 0)
+    if (part == 0) {  // the parameters kept whole, then (--zero 3) the owned part of the layers
         for (int i = 0; i < lay->n_seg; i++) {
             const Segment* g = &lay->seg[i];
-            if (g->n) dev_upload_floats(ps->params + g->local_off, layout_local_element(lay, ref, local, g->local_off), g->n);
+            if (g->n && g->local_off >= ps->param_base)
+                dev_upload_floats(param_store_param_at(ps, -1, g->local_off), layout_local_element(lay, ref, local, g->local_off), g->n);
         }
+        for (int i = 0; i < ps->n_pieces; i++) {
+            const Piece* pc = &ps->pieces[i];
+            if (pc->local_off < ps->param_base)
+                dev_upload_floats(param_store_owned_param(ps, pc), layout_local_element(lay, ref, local, pc->local_off), pc->n);
+        }
+    }
     if (dst)
         for (int i = 0; i < ps->n_pieces;) {
             // the owned pieces, in optimizer order; pieces that follow each other on the
@@ -426,7 +646,8 @@ static inline void param_store_gather_owned(ParamStore* ps, const float* owned, 
 
 // The fp32 parameters (master weights where the build has them), AdamW m and v of the
 // whole model in the reference layout, on world rank 0 (the pointers are not used on
-// the other ranks). A collective: every rank calls it.
+// the other ranks). A collective: every rank calls it. For small models (test programs,
+// reference files): a checkpoint never gathers (llmc/train/state_checkpoint.h).
 static inline void param_store_get_state(ParamStore* ps, float* ref_params, float* ref_m, float* ref_v) {
     size_t n_opt = ps->lay.n_opt;
     float* owned = (float*)xmalloc((n_opt ? n_opt : 1) * sizeof(float));
@@ -447,29 +668,6 @@ static inline void param_store_get_grads(ParamStore* ps, float* ref_grads) {
         dev_download_floats(owned + ps->pieces[i].opt_off, param_store_owned_grad(ps, &ps->pieces[i]), ps->pieces[i].n);
     param_store_gather_owned(ps, owned, ref_grads);
     free(owned);
-}
-
-// The three arrays of a checkpoint (parameters, AdamW m, v: num_params fp32 each),
-// read by world rank 0 from f (already at the first array), broadcast, and set. One
-// array at a time bounds the host memory. With params_only the moments start at zero.
-static inline void param_store_read_state(ParamStore* ps, FILE* f, const char* path, int params_only) {
-    size_t n = ps->lay.num_params;
-    float* buf = (float*)xmalloc((n ? n : 1) * sizeof(float));
-    for (int k = 0; k < 3; k++) {
-        if (params_only && k > 0) { param_store_set_state_part(ps, k, NULL); continue; }
-        int64_t bad = -1;  // never resume from NaN: the first non-finite element, found by rank 0, told to all
-        if (f) {
-            xfread(buf, sizeof(float), n, f, path);
-            for (size_t i = 0; i < n && bad < 0; i++) if (!isfinite(buf[i])) bad = (int64_t)i;
-        }
-        comm_host_broadcast(ps->comm, GROUP_WORLD, &bad, sizeof(bad), 0);
-        if (bad >= 0)
-            FAIL("%s holds a non-finite %s at element %lld (a run that diverged wrote it; resume from an earlier "
-                 "checkpoint)", path, k == 0 ? "parameter" : k == 1 ? "AdamW m" : "AdamW v", (long long)bad);
-        comm_host_broadcast(ps->comm, GROUP_WORLD, buf, n * sizeof(float), 0);
-        param_store_set_state_part(ps, k, buf);
-    }
-    free(buf);
 }
 
 // The line that says which checkpoint a run continues from; a checkpoint outside --run-dir

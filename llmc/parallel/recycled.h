@@ -35,14 +35,17 @@ typedef struct {
     int n;
 } RecycledPool;
 
-// adds a named buffer to the plan (arena kind "comm"); returns its id. 0 bytes: not used
+// adds a named buffer to the plan (arena kind "comm", or kind); returns its id. 0 bytes: not used
 // by this configuration (taking it is then an error)
-static inline int recycled_plan(RecycledPool* p, Arena* a, const char* name, size_t bytes) {
+static inline int recycled_plan_as(RecycledPool* p, Arena* a, const char* name, const char* kind, size_t bytes) {
     if (p->n >= RECYCLED_MAX) FAIL("recycled buffers: more than %d", RECYCLED_MAX);
     RecycledBuffer* b = &p->buf[p->n];
     b->name = name; b->bytes = bytes; b->holder = NULL; b->ptr = NULL;
-    arena_add_to(a, name, "comm", bytes, &b->ptr);
+    arena_add_to(a, name, kind, bytes, &b->ptr);
     return p->n++;
+}
+static inline int recycled_plan(RecycledPool* p, Arena* a, const char* name, size_t bytes) {
+    return recycled_plan_as(p, a, name, "comm", bytes);
 }
 
 static inline floatX* recycled_take(RecycledPool* p, int id, const char* holder, size_t bytes) {

@@ -61,9 +61,10 @@ static inline size_t vocab_dp_elements(const VocabShards* v) {
     return vocab_over_dp(v) ? v->st->lay.vocab_rows * comm_grad_ranks(v->st->comm) * v->D : 0;
 }
 
-// this rank's Vs rows of tensor t in a local buffer (parameters or gradients)
-static inline floatX* vocab_rows_of(const VocabShards* v, floatX* base, int t) {
-    return base + v->st->lay.vocab_start + (t == v->out && !v->tied ? v->st->lay.vocab_rows * v->D : 0);
+// this rank's Vs rows of tensor t: its parameters, or its gradients (grads = 1)
+static inline floatX* vocab_rows_of(const VocabShards* v, int grads, int t) {
+    size_t off = v->st->lay.vocab_start + (t == v->out && !v->tied ? v->st->lay.vocab_rows * v->D : 0);
+    return grads ? param_store_grad_at(v->st, -1, off) : param_store_param_at(v->st, -1, off);
 }
 
 // The [V, D] matrix of tensor t for a lookup or the head: `whole` (the tensor itself;
@@ -75,7 +76,7 @@ static inline const floatX* vocab_weights(VocabShards* v, int t, const floatX* w
         ParamStore* st = v->st;
         size_t block = st->lay.vocab_rows * v->D;
         floatX* mine = v->gathered + (size_t)comm_grad_rank(st->comm) * block;
-        dev_memcpy_d2d(mine, vocab_rows_of(v, st->params, which), block * sizeof(floatX), st->stream);
+        dev_memcpy_d2d(mine, vocab_rows_of(v, 0, which), block * sizeof(floatX), st->stream);
         comm_all_gather(param_store_comm(st), GROUP_GRAD, v->gathered, block, COMM_FLOATX, st->stream);
         comm_join(st->comm, st->stream);
         v->which = which;
@@ -93,7 +94,7 @@ static inline floatX* vocab_grad_begin(VocabShards* v, int t, floatX* whole) {
     ParamStore* st = v->st;
     size_t block = st->lay.vocab_rows * v->D;
     dev_memset(v->grad, 0, block * comm_grad_ranks(st->comm) * sizeof(floatX), st->stream);
-    dev_memcpy_d2d(v->grad + (size_t)comm_grad_rank(st->comm) * block, vocab_rows_of(v, st->grads, t), block * sizeof(floatX),
+    dev_memcpy_d2d(v->grad + (size_t)comm_grad_rank(st->comm) * block, vocab_rows_of(v, 1, t), block * sizeof(floatX),
                    st->stream);
     return v->grad;
 }
@@ -104,7 +105,7 @@ static inline void vocab_grad_done(VocabShards* v, int t) {
     size_t block = st->lay.vocab_rows * v->D;
     comm_reduce_scatter(param_store_comm(st), GROUP_GRAD, v->grad, block, COMM_FLOATX, st->stream);
     comm_join(st->comm, st->stream);
-    dev_memcpy_d2d(vocab_rows_of(v, st->grads, t), v->grad + (size_t)comm_grad_rank(st->comm) * block, block * sizeof(floatX),
+    dev_memcpy_d2d(vocab_rows_of(v, 1, t), v->grad + (size_t)comm_grad_rank(st->comm) * block, block * sizeof(floatX),
                    st->stream);
 }
 

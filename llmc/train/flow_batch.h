@@ -69,19 +69,25 @@ typedef void (*ClipLosses)(void* model, const FlowBatch* b, float* per_clip);
 // t land in its own slot of one array (zero elsewhere), summed over the ranks (x + 0 is
 // exact) and then added up in clip order: the same numbers as one process with the same
 // --batch, whatever the number of ranks.
+// The held-out clips in batches, batch k on DP rank k % dp. lockstep: the model's forward
+// is a collective over the DP ranks (--zero 3 gathers each block's parameters), so every
+// rank runs as many forwards: one left without a batch of its own runs the first again,
+// its losses unused.
 static inline ValLoss flow_validate(Comm* comm, ClipSource* val, FlowBatch* b, int n_clips, uint64_t seed, int null_class,
-                                    ClipLosses losses, void* model) {
+                                    ClipLosses losses, void* model, int lockstep) {
     ValLoss r = {0.0, {0.0, 0.0, 0.0}, {0, 0, 0}};
     float* per = (float*)xmalloc((size_t)b->B * sizeof(float));
     double* slots = (double*)xmalloc(2 * (size_t)n_clips * sizeof(double));  // loss, t of each clip
     memset(slots, 0, 2 * (size_t)n_clips * sizeof(double));
-    for (int done = 0, k = 0; done < n_clips; done += b->B, k++) {
-        if (k % comm->dp != comm->dp_rank) continue;
-        int n = n_clips - done < b->B ? n_clips - done : b->B;
+    int batches = (int)ceil_div(n_clips, b->B), rounds = (int)ceil_div(batches, comm->dp);
+    for (int round = 0; round < rounds; round++) {
+        int k = round * comm->dp + comm->dp_rank, spare = k >= batches;
+        if (spare && !lockstep) break;
+        int done = spare ? 0 : k * b->B, n = n_clips - done < b->B ? n_clips - done : b->B;
         FlowBatch part = *b; part.B = n;
         flow_batch_fill(&part, val, (uint64_t)done, seed, SALT_VAL, 0.0f, null_class);
         losses(model, &part, per);  // (every member of a CP group runs it; member 0's numbers are written, once)
-        for (int i = 0; i < n && comm->cp_rank == 0; i++) { slots[2 * (done + i)] = per[i]; slots[2 * (done + i) + 1] = part.t[i]; }
+        for (int i = 0; i < n && comm->cp_rank == 0 && !spare; i++) { slots[2 * (done + i)] = per[i]; slots[2 * (done + i) + 1] = part.t[i]; }
     }
     comm_host_all_reduce(comm, GROUP_GRAD, slots, 2 * (size_t)n_clips, COMM_SUM);
     for (int i = 0; i < n_clips; i++) {
@@ -117,6 +123,7 @@ typedef struct {
     FlowBatch batch;
     const Comm* comm;
     int grad_accum, val_clips, null_class;
+    int lockstep;  // the model's forward is a collective over DP (flow_validate)
     float label_dropout;
     uint64_t seed;
     ValLoss vl;  // this step's validation, val_loss_none() when none ran
@@ -173,7 +180,7 @@ static inline void flow_data_next(FlowData* d, int step, int micro) {
 
 // the validation of `step` and its line (final: of a run with nothing to train, the short form)
 static inline void flow_data_validate(FlowData* d, Logger* lg, int step, int final, ClipLosses losses, void* model) {
-    d->vl = flow_validate((Comm*)d->comm, &d->val, &d->batch, d->val_clips, d->seed, d->null_class, losses, model);
+    d->vl = flow_validate((Comm*)d->comm, &d->val, &d->batch, d->val_clips, d->seed, d->null_class, losses, model, d->lockstep);
     if (!final) val_loss_log(lg, step, &d->vl);
     else logf_(lg, "step %5d | val loss %.6f | by t: low %.6f, middle %.6f, high %.6f\n", step, d->vl.all,
                d->vl.bucket[0], d->vl.bucket[1], d->vl.bucket[2]);

@@ -65,15 +65,17 @@ struct ModelCore {
     Profile prof;                // --profile-step (llmc/kernels/profile.h)
 };
 
-// parameters of tensor t in layer l (l = 0 for a whole-model tensor), or NULL when not on this rank
+// parameters of tensor t in layer l (l = 0 for a whole-model tensor), or NULL when not on
+// this rank; under full sharding a layer's exist only while it runs (param_store_layer_begin)
 static inline floatX* core_w(const ModelCore* c, int t, int l) {
     size_t o = c->local_off[(size_t)t * c->L + l];
-    return o == NOT_ON_RANK ? NULL : c->st.params + o;
+    return o == NOT_ON_RANK ? NULL : param_store_param_at(&c->st, c->spec[t].per_layer ? l : -1, o);
 }
 static inline floatX* core_dw(const ModelCore* c, int t, int l) {
     size_t o = c->local_off[(size_t)t * c->L + l];
-    return o == NOT_ON_RANK ? NULL : c->st.grads + o;
+    return o == NOT_ON_RANK ? NULL : param_store_grad_at(&c->st, c->spec[t].per_layer ? l : -1, o);
 }
+
 
 // The flags, the tensor table (spec[i] for i < n, the reference layout's order), both
 // arenas and the parameter store's entries.

@@ -21,9 +21,8 @@ activation plan, the loss), which build returns: the loss reduction, the update 
 step line's throughput are the runner's, the same for every model.
 
 Hooks for what is coming (docs/design.md 10): a micro-batch unit by unit (train_dit's
-step), with unit_params before each unit's forward and again before its backward, where
-full sharding (ZeRO-3) will gather the unit's parameters (NULL today); forward and backward
-as separate entries, which a pipeline stage runs per micro-batch (train_llama's step); and
+step); forward and backward as separate entries, which a pipeline stage runs per
+micro-batch (train_llama's step); and
 the plan of every rank, built with plan_cost on a Comm laid out as that
 rank (runner_rank_plans), so that a stage or shard whose plan differs is reported beside
 rank 0's.
@@ -73,16 +72,15 @@ typedef struct {
 
     // one optimizer step: for each micro-batch next_batch, then the model, in the first of
     // these a model provides: unit by unit (units: how many; a unit is a layer, or the
-    // input or the head: unit_params, when set, makes a unit's parameters whole on this
-    // rank before its forward and again before its backward, what full sharding (ZeRO-3)
-    // gathers; a pipeline stage's units are its layers), forward then backward (a stage's
-    // per micro-batch), or forward_backward (fused). Each adds its
+    // input or the head; a pipeline stage's units are its layers), forward then backward
+    // (a stage's per micro-batch), or forward_backward (fused). Full sharding gathers a
+    // layer's parameters inside the model, where the layer runs (param_store_layer_begin),
+    // since validation, sampling and the test programs run layers too. Each adds its
     // losses to the ModelCore, which the runner reduces over the ranks (model_core_take_loss).
     void (*next_batch)(void* t, int step, int micro);
     int (*units)(void* t);
     void (*unit_forward)(void* t, int u);
     void (*unit_backward)(void* t, int u, int last);
-    void (*unit_params)(void* t, int u, int backward);
     void (*forward)(void* t, int micro);
     void (*backward)(void* t, int micro, int last);
     void (*forward_backward)(void* t, int micro, int last);
@@ -221,8 +219,8 @@ static inline void runner_write_plan_json(const ModelOps* ops, void* t, const Mo
     trainer_plan_json(path, &v->acts, &v->off, v->num_params, extra, with_comm ? &cb : NULL, &v->dev, &v->host);
 }
 
-// A checkpoint of the model's state, NAME in the run directory (a collective: the store
-// gathers, rank 0 writes)
+// A checkpoint of the model's state, NAME in the run directory (a collective: every rank
+// writes its own pieces)
 static inline void runner_ckpt_write(const ModelOps* ops, void* t, ModelCore* v, const RunDir* rd, const char* name, int step) {
     int h[256] = {0};
     unsigned char extra[CKPT_EXTRA_MAX] = {0};
@@ -259,14 +257,8 @@ static inline void runner_micro_step(const ModelOps* ops, void* t, int step, int
     ops->next_batch(t, step, micro);
     if (ops->unit_forward) {
         int n = ops->units(t);
-        for (int u = 0; u < n; u++) {
-            if (ops->unit_params) ops->unit_params(t, u, 0);
-            ops->unit_forward(t, u);
-        }
-        for (int u = n - 1; u >= 0; u--) {
-            if (ops->unit_params) ops->unit_params(t, u, 1);
-            ops->unit_backward(t, u, last);
-        }
+        for (int u = 0; u < n; u++) ops->unit_forward(t, u);
+        for (int u = n - 1; u >= 0; u--) ops->unit_backward(t, u, last);
     } else if (ops->forward) {
         ops->forward(t, micro);
         ops->backward(t, micro, last);
@@ -346,6 +338,9 @@ static inline int runner_main(const ModelOps* ops, void* t, RunArgs* a, int unit
         ops->init_params(t, (uint64_t)l->seed);
     }
     run_start(&rs, &lg);  // the inputs are accepted: from here on the run directory is written
+    // tests only: the state just loaded, written again at once, so that a file written by
+    // one layout can be compared byte for byte with the same state written by another
+    if (resume && getenv("LLMC_TEST_CKPT_AT_RESUME")) runner_ckpt_write(ops, t, v, &rs.rd, ckpt_step_name(start).s, start);
     // the starting point of a run, for a PyTorch peer to start from the same weights
     if (a->save_init && !resume) {
         runner_ckpt_write(ops, t, v, &rs.rd, ckpt_step_name(0).s, 0);
