@@ -167,6 +167,9 @@ if [ ${#MPIFLAGS[@]} -gt 0 ]; then
   # gradients (measured: dropping the copy stream's wait on the communication stream fails it)
   job "test_llama.bf16.nccl2.zero_shard_offload_optim_eager_copies" "$OMPI_TMP" "${MPIRUN[@]}" -x EMU_EAGER_STREAMS=5 \
     "$B/bin/test_llama.bf16" --comm nccl --ref dev/ref/gqa_h4kv2_tied.lref --zero 1 --shard-vocab 1 --offload-optim 1
+  # under --zero 3 a layer's shard is summed on NCCL's stream after each reduce-scatter: the copy follows that
+  job "test_llama.bf16.nccl2.zero3_offload_optim_eager_copies" "$OMPI_TMP" "${MPIRUN[@]}" -x EMU_EAGER_STREAMS=5 \
+    "$B/bin/test_llama.bf16" --comm nccl --ref dev/ref/gqa_h4kv2_tied.lref --zero 3 --offload-optim 1
   # tensor parallelism over NCCL, both modes (mha_untied_small: TP runs cost about 8 CPU-s per rank
   # here, most of it the per-tensor global-norm launches; gqa_h4kv2_tied would take twice that)
   for mode in allreduce reducescatter; do
