@@ -171,7 +171,7 @@ int main(int argc, char** argv) {
     // test_llama runs one micro-step per row group as given: --fp32-grad-accum 1 runs the
     // fp32 accumulator whatever the count (auto means off here)
     ParallelFlags pf = {pa->zero, shard_vocab, pa->fp32_grad_accum == 1, pa->tp_mode == TP_REDUCESCATTER, pa->tp_regather,
-                        pa->offload_optim};
+                        pa->zero_reshard, pa->offload_optim};
     Comm comm;
     parallel_comm_init(&comm, pa, 0);
     if (comm.rank != 0 && !freopen("/dev/null", "w", stdout)) FAIL("cannot silence rank %d", comm.rank);  // rank 0 reports

@@ -730,7 +730,7 @@ static void dit_unit_forward(Dit* m, int u, int B, RunMode mode, float dscale) {
     if (u > 0) {  // (under --zero 3 the next block's parameters are gathered meanwhile)
         param_store_layer_begin(&m->st, u - 1, u < m->cfg.L ? u : -1, 0);
         layer_forward(m, u - 1, B, mode);
-        param_store_layer_end(&m->st, u - 1);
+        param_store_layer_end(&m->st, u - 1, mode == MODE_TRAIN);
         return;
     }
     m->rows_cur = B * m->N;
@@ -749,7 +749,7 @@ static void dit_unit_backward(Dit* m, int u, int B, int last) {
     if (u > 0) {
         param_store_layer_begin(&m->st, u - 1, u - 2, 1);
         layer_backward(m, u - 1, B);
-        param_store_layer_end(&m->st, u - 1);
+        param_store_layer_end(&m->st, u - 1, 0);
     } else PROF(&m->prof, "patch embed bwd", gemm_flops(nr, D, P), 0, m->stream) {
         matmul_backward_weight(core_dw(m, W_PATCH, 0), m->dh, m->xp + own_row0(m, B) * P, nr, P, D, P, m->stream);
         bias_backward(core_dw(m, B_PATCH, 0), m->dh, nr, D, tp_bias_scratch(&m->tpc, nr, D), m->stream);
@@ -1003,19 +1003,22 @@ static double dit_fit_cost_seconds(const Dit* m, const CostModel* cm) {
     return flops / cm->flops + bytes / cm->mem_bw + launches * cm->launch_s + exposed;
 }
 
-static FitCost plan_cost(void* t, Comm* comm, int B, const MemoryFlags* f, const CostModel* cm) {
+static FitCost plan_cost(void* t, Comm* comm, const FitFlags* ff, const CostModel* cm) {
     const TrainArgs* a = &((Trainer*)t)->a;
+    int B = ff->B;
+    const MemoryFlags* f = &ff->mem;
     FitCost c = {-1.0, 0.0, 0.0, 0, 0.0, 0.0};
     DitShard sh = dit_shard(&a->cfg, comm->tp, comm->tp_rank);
     if (f->ffn_chunks > (f->ffn_chunk_seq ? dit_tokens(&a->cfg) : sh.FFl)) return c;
     int dp = comm->dp, micro = a->run.total_batch ? a->run.total_batch / (B * dp) : 1;
     ParallelFlags par = parallel_flags_resolve(&a->run.par, 0, micro);
+    par.zero = ff->zero;
     if (comm->tp > 1 && par.tp_sp && ((size_t)B * dit_tokens(&a->cfg)) % comm->tp) return c;  // rows do not split
     Dit m;
     dit_build(&m, &a->cfg, f, &par, comm, B, 0);
     // the flag-free micro-step: 6 FLOPs per parameter and token, and the attention's 12 L N^2 D per clip
     c = model_core_fit_cost(&m, dit_fit_cost_seconds(&m, cm),
-                            (6.0 * m.num_params * m.N + 12.0 * a->cfg.L * (double)m.N * m.N * a->cfg.D) * B / cm->flops);
+                            (6.0 * m.num_params * m.N + 12.0 * a->cfg.L * (double)m.N * m.N * a->cfg.D) * B / cm->flops, cm);
     dit_free(&m);
     return c;
 }

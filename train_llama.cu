@@ -590,7 +590,7 @@ static void layers_forward(Llama* m, int B, int T, RunMode mode) {
     for (int l = 0; l < m->cfg.L; l++) {
         param_store_layer_begin(&m->st, l, l + 1 < m->cfg.L ? l + 1 : -1, 0);
         layer_forward(m, l, B, T, mode);
-        param_store_layer_end(&m->st, l);
+        param_store_layer_end(&m->st, l, mode == MODE_TRAIN);
     }
 }
 
@@ -629,7 +629,7 @@ static void llama_backward(Llama* m, int B, int T, int last) {
     for (int l = c->L - 1; l >= 0; l--) {
         param_store_layer_begin(&m->st, l, l - 1, 1);
         layer_backward(m, l, B, T);
-        param_store_layer_end(&m->st, l);
+        param_store_layer_end(&m->st, l, 0);
         param_store_bucket_done(&m->st, l, last);  // its reductions overlap the layers below
     }
     // a tied, sharded model's unsharded gradient already holds the head's part
@@ -870,18 +870,20 @@ static double fit_cost_seconds(const LlamaConfig* c, int B, int T, const MemoryF
     return flops / cm->flops + bytes / cm->mem_bw + launches * cm->launch_s + exposed;
 }
 
-static FitCost plan_cost(void* t, Comm* comm, int B, const MemoryFlags* f, const CostModel* cm) {
+static FitCost plan_cost(void* t, Comm* comm, const FitFlags* ff, const CostModel* cm) {
     const TrainArgs* a = &((Trainer*)t)->a;
-    int T = a->T, dp = comm->dp;
+    int T = a->T, dp = comm->dp, B = ff->B;
+    const MemoryFlags* f = &ff->mem;
     ParallelFlags pf = parallel_flags_resolve(&a->run.par, a->run.shard_vocab,
                                               a->run.total_batch ? (int)(a->run.total_batch / ((long long)B * T * dp)) : 1);
+    pf.zero = ff->zero;
     long long BT = (long long)B * T;
     FitCost c = {-1.0, 0.0, 0.0, 0, 0.0, 0.0};
     if ((f->ffn_chunk_seq ? BT : a->cfg.F) < f->ffn_chunks || BT < f->ce_chunks) return c;
     Llama m;
     llama_build(&m, &a->cfg, f, &pf, comm, B, T, 0);
     c = model_core_fit_cost(&m, fit_cost_seconds(&a->cfg, B, T, f, m.off.n_offload, m.acts.block_bytes, cm),
-                            (6.0 * (double)m.num_params + 6.0 * a->cfg.L * (double)a->cfg.D * T) * B * T / cm->flops);  // 6N + 6LDT a token
+                            (6.0 * (double)m.num_params + 6.0 * a->cfg.L * (double)a->cfg.D * T) * B * T / cm->flops, cm);  // 6N + 6LDT a token
     llama_free(&m);
     return c;
 }

@@ -37,7 +37,9 @@
 #    which is include/nccl.h here (non-blocking NCCL emulated on MPI), and test_llama runs
 #    with --comm nccl: --zero 1 --shard-vocab 1 in both precisions (bitwise the downloads
 #    of the --comm mpi run), --offload-optim 1 with its copy stream eager, --tp 2 in both --tp-modes, --cp 2 as ulysses and as ring
-#    (comm.h's all-to-all and send-recv: grouped ncclSend/ncclRecv); planted faults (EMU_NCCL_FAULT)
+#    (comm.h's all-to-all and send-recv: grouped ncclSend/ncclRecv), --zero 3 with the memory flags and
+#    --zero 2 with micro-steps (the gathers and reduce-scatters ordered by events, in the lazy stream
+#    model), a layer computing on a released parameter buffer that must FAIL; planted faults (EMU_NCCL_FAULT)
 #    must end in comm.h's messages; nccl_selftest.cpp plants one misuse per shim rule;
 # 4. for both test programs: checks that the results do not depend on the stream model or
 #    the thread schedule (sync / lazy / lazy with eager copy streams / reverse thread
@@ -160,7 +162,21 @@ if [ ${#MPIFLAGS[@]} -gt 0 ]; then
     # --comm nccl (include/nccl.h): the same run must download the same bytes (nccl2.same_as_mpi)
     job "test_llama.$p.nccl2.zero_shard" "$OMPI_TMP" "${MPIRUN[@]}" "$B/bin/test_llama.$p" --comm nccl --ref dev/ref/gqa_h4kv2_tied.lref \
       --zero 1 --shard-vocab 1
+    # full sharding (llmc/parallel/param_store.h): the gathers and reduce-scatters on the communication
+    # stream, each layer's compute ordered after its own gather by an event (the lazy stream model runs
+    # a consumer that is not ordered after its producer on what the buffer held before)
+    job "test_llama.$p.nccl2.zero3_flags" "$OMPI_TMP" "${MPIRUN[@]}" "$B/bin/test_llama.$p" --comm nccl --ref dev/ref/mha_untied_small.lref \
+      --zero 3 --shard-vocab 1 --ffn-chunks 3 --offload-act -1 --recompute 1
+    job "test_llama.$p.dp2.zero2_micro" "$OMPI_TMP" "${MPIRUN[@]}" "$B/bin/test_llama.$p" --comm mpi --ref dev/emu/ref/deep_l5_gqa.lref \
+      --zero 2 --micro-batch 1 --fp32-grad-accum 1
   done
+  job "test_llama.bf16.nccl2.zero3_kept" "$OMPI_TMP" "${MPIRUN[@]}" "$B/bin/test_llama.bf16" --comm nccl --ref dev/emu/ref/deep_l5_gqa.lref \
+    --zero 3 --zero-reshard 0 --recompute 2
+  job "test_llama.bf16.nccl2.zero2_micro_floatx" "$OMPI_TMP" "${MPIRUN[@]}" "$B/bin/test_llama.bf16" --comm nccl --ref dev/emu/ref/deep_l5_gqa.lref \
+    --zero 2 --micro-batch 1 --fp32-grad-accum 0
+  # a layer computing on a parameter buffer already given back (poisoned with NaN in test builds): must FAIL
+  job "test_llama.fp32.zero3_planted.catches_released_params" "$OMPI_TMP" "${MPIRUN[@]}" "$B/bin/test_llama.fp32" --comm nccl \
+    --ref dev/ref/gqa_h4kv2_tied.lref --zero 3 --test-plant-zero-bug 1
   # the gradient copies to the host after reductions on NCCL's own stream: with the optimizer's
   # copy stream eager (stream 5: the comm stream, the offload copy and prefetch streams and the
   # compute stream come first), a copy not ordered after its reduce-scatter reads the unreduced
@@ -362,6 +378,10 @@ for o in "$B"/out/test_llama.*.out "$B"/out/test_dit.*.out; do
       # the bf16 sum may miss the tolerance: that is what the comparison below measures
       if [ -n "$prob" ]; then fail "trainer.$n" "$prob"
       else pass "trainer.$n[ran; $(grep -m1 -oE '^(PASS|FAIL): [0-9]+ checks, [0-9]+ failed' "$o")]"; fi ;;
+    *.catches_released_params)
+      if [ "$rc" != 0 ] && grep -q 'FAIL (not finite)' "$o"; then
+        pass "trainer.$n[$(grep -c 'FAIL (not finite)' "$o") tensors not finite, as they must be]"
+      else fail "trainer.$n" "a layer computing on a released parameter buffer was not caught (exit $rc)"; fi ;;
     *.catches_missing_prefetch)
       if [ -n "$prob" ] && ! grep -q '^EMU_ERROR' "$o"; then fail "trainer.$n" "$prob"
       elif [ "$rc" = 1 ] && grep -q '^FAIL: ' "$o" && grep -q 'FAIL (not finite)' "$o"; then

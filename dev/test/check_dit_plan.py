@@ -198,7 +198,7 @@ def expected_plan(c, B, f, s, master, cp=1):
     patches = BN * P * s
     bd = B * D * s
     # the parameters, gradients and optimizer state of every --zero stage (docs/memory.md 7.1, 9.8)
-    dev = stage_want(layer_buckets, dpg, n_local, n_opt, f.get("zero", 0), s, master, f.get("gacc", 0))
+    dev = stage_want(layer_buckets, dpg, n_local, n_opt, f.get("zero", 0), s, master, f.get("gacc", 0), f.get("keep", 0))
     dev.update({
         "saved activations (layers)": (L - off) * block,
         "offload slots": min(off, 2) * block,
@@ -263,6 +263,7 @@ def expected_plan(c, B, f, s, master, cp=1):
 
 def flag_args(f):
     par = ["--dp", str(f["dp"]), "--zero", str(f["zero"]), "--fp32-grad-accum", str(f["gacc"])] if "dp" in f else []
+    par += ["--zero-reshard", "0"] if f.get("keep") else []
     par += ["--tp", str(f["tp"])] if "tp" in f else []
     par += ["--offload-optim", "1"] if f.get("offload_optim") else []
     par += ["--tp-mode", "reducescatter", "--tp-recompute-allgather", str(f.get("regather", 1))] if f.get("sp") else []
@@ -437,6 +438,7 @@ def grid_flags(c, B):
     # data parallelism (section 9.8): the plan of one rank of dp, with ZeRO-1 and the fp32 accumulator
     par = [dict(ffn_chunks=1, ffn_seq=0, recompute=0, offload=0, dp=dp, zero=z, gacc=g)
            for dp, z, g in ((2, 0, 0), (2, 1, 0), (3, 1, 1), (4, 1, 0), (7, 1, 1), (2, 2, 0), (3, 2, 1), (4, 3, 1), (7, 3, 0))]
+    par += [dict(ffn_chunks=1, ffn_seq=0, recompute=1, offload=0, dp=3, zero=3, gacc=0, keep=1)]  # --zero-reshard 0
     # --offload-optim 1 (section 7): the optimizer entries on the host, one process and under ZeRO 1, 2 and 3
     par += [dict(ffn_chunks=1, ffn_seq=0, recompute=r, offload=o, dp=dp, zero=z, gacc=0, offload_optim=1)
             for dp, z, r, o in ((1, 0, 0, 0), (3, 1, 1, 1), (2, 2, 0, 0), (4, 3, 1, 1))]
@@ -458,7 +460,7 @@ def key_of(f):
     """the memory flags (the flag savings compare those); a DP plan is kept apart"""
     k = (f["ffn_chunks"], f["ffn_seq"], f["recompute"], f["offload"])
     return k if "dp" not in f else ("dp", f["dp"], f["zero"], f["gacc"], f.get("tp", 1), f.get("sp", 0), f.get("regather", 1),
-                                    f.get("offload_optim", 0)) + k
+                                    f.get("keep", 0), f.get("offload_optim", 0)) + k
 
 
 def check_binary(binary, tmp, shapes):

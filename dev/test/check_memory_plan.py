@@ -193,17 +193,26 @@ DP_MODELS = [
     dict(V=128256, D=2048, L=16, H=32, KV=8, F=8192, B=1, T=2048, tied=1),  # llama3-1B
 ]
 DPS = [1, 2, 3, 4, 8]
-ZEROS = (0, 1, 2, 3)
+ZEROS = (0, 1, 2, 3, "3k")  # 3k: --zero 3 --zero-reshard 0 (the layers' parameters kept from forward to backward)
+
+
+def zero_args(z):
+    """(stage, keep, flags) of a ZEROS entry"""
+    keep = z == "3k"
+    stage = 3 if keep else z
+    return stage, keep, ["--zero", str(stage)] + (["--zero-reshard", "0"] if keep else [])
 STAGE_ENTRIES = ["parameters (outside the layers)", "parameter shard (layers)", "layer parameters (even layers)",
-                 "layer parameters (odd layers)", "gradients (outside the layers)", "gradient shard (layers)",
+                 "layer parameters (odd layers)", "layer parameters (kept for backward)", "gradients (outside the layers)", "gradient shard (layers)",
                  "layer gradients (even layers)", "layer gradients (odd layers)"]
 PARAM_ENTRIES = ["parameters", "gradients", "gradient accumulator (fp32)", "master weights (fp32)", "adam m", "adam v",
                  "vocab gather (weights)", "vocab gradient (unsharded)"] + STAGE_ENTRIES
 OPT_ENTRIES = ["master weights (fp32)", "adam m", "adam v"]
 
 
-def stage_want(layer_buckets, dp, n_local, n_opt, zero, sx, master, gacc):
-    """the entries of section 7.1: what each stage keeps of the parameters and gradients"""
+def stage_want(layer_buckets, dp, n_local, n_opt, zero, sx, master, gacc, keep=0):
+    """the entries of section 7.1: what each stage keeps of the parameters and gradients
+    (keep: --zero 3 --zero-reshard 0, every layer's parameters in one buffer instead of two)"""
+    keep = 1 if keep and zero >= 3 else 0
     layers = sum(layer_buckets)
     opt_layers = layers // dp if zero else layers
     unit = max(layer_buckets) if layer_buckets else 0
@@ -213,8 +222,9 @@ def stage_want(layer_buckets, dp, n_local, n_opt, zero, sx, master, gacc):
     want = {
         ("parameters (outside the layers)" if zero >= 3 else "parameters"): whole_p * sx,
         "parameter shard (layers)": opt_layers * sx if zero >= 3 else 0,
-        "layer parameters (even layers)": unit * sx if zero >= 3 else 0,
-        "layer parameters (odd layers)": unit * sx * two if zero >= 3 else 0,
+        "layer parameters (even layers)": unit * sx if zero >= 3 and not keep else 0,
+        "layer parameters (odd layers)": unit * sx * two if zero >= 3 and not keep else 0,
+        "layer parameters (kept for backward)": layers * sx if keep else 0,
         ("gradients (outside the layers)" if zero >= 2 else "gradients"): whole_g * sx,
         "gradient shard (layers)": opt_layers * sx if zero >= 2 else 0,
         "layer gradients (even layers)": unit * sx if zero >= 2 else 0,
@@ -225,7 +235,7 @@ def stage_want(layer_buckets, dp, n_local, n_opt, zero, sx, master, gacc):
     return want
 
 
-def dp_formula(c, dp, zero, sv, sx, master, gacc):
+def dp_formula(c, dp, zero, sv, sx, master, gacc, keep=0):
     """per-rank parameter/optimizer/comm entries (docs/memory.md, section 7); gacc:
     --fp32-grad-accum 1, an fp32 accumulator as long as the local gradient buffer"""
     V, D, L, H, KV, F = c["V"], c["D"], c["L"], c["H"], c["KV"], c["F"]
@@ -242,7 +252,7 @@ def dp_formula(c, dp, zero, sv, sx, master, gacc):
     n_local = L * pad(Lb) + pad(Hb) + vocab
     n_opt = (L * pad(Lb) + pad(Hb)) // dp + vocab if zero else n_local
     gather = Vs * dp * D * sx if sv else 0
-    want = stage_want([pad(Lb)] * L, dp, n_local, n_opt, zero, sx, master, gacc)
+    want = stage_want([pad(Lb)] * L, dp, n_local, n_opt, zero, sx, master, gacc, keep)
     want.update({"vocab gather (weights)": gather, "vocab gradient (unsharded)": gather})
     return n_local, n_opt, want
 
@@ -255,7 +265,8 @@ def check_offload(on, off, c, dp, zero, sv, gacc):
     s, master = off["sizeof_floatX"], off["master"]
     if on.get("offload_optim") != 1 or off.get("offload_optim") != 0:
         errs.append(f"offload_optim: plan {on.get('offload_optim')} asked 1 (flag-off plan: {off.get('offload_optim')})")
-    n_local, n_opt, want = dp_formula(c, dp, zero, sv, s, master, gacc)
+    stage, keep, _ = zero_args(zero)
+    n_local, n_opt, want = dp_formula(c, dp, stage, sv, s, master, gacc, keep)
     moved = {k: want[k] for k in OPT_ENTRIES}
     host_want = dict(moved, **{"optimizer staging (grads)": n_opt * s, "optimizer staging (params)": n_opt * s})
     if sum(host_want.values()) != n_opt * (4 * (2 + master) + 2 * s):
@@ -358,9 +369,10 @@ def check_activations(plan, c, f, tp=ONE):
     return errs
 
 
-def check_dp(plan, base, c, dp, zero, sv, gacc):
+def check_dp(plan, base, c, dp, z, sv, gacc):
     """one data-parallel plan against the formulas; base is the dp=1 plan of the shape"""
     errs = []
+    zero, keep, _ = zero_args(z)
     s = plan["sizeof_floatX"]
     master = plan.get("master")
     if master != (1 if s == 2 else 0):
@@ -375,7 +387,7 @@ def check_dp(plan, base, c, dp, zero, sv, gacc):
                                               + 3 * c["D"] * c["F"]) + c["D"]
     if plan["num_params"] != P:
         errs.append(f"num_params: plan {plan['num_params']} formula {P}")
-    n_local, n_opt, want = dp_formula(c, dp, zero, sv, s, master, gacc)
+    n_local, n_opt, want = dp_formula(c, dp, zero, sv, s, master, gacc, keep)
     if plan.get("n_local") != n_local:
         errs.append(f"n_local: plan {plan.get('n_local')} formula {n_local}")
     if plan.get("n_opt") != n_opt:
@@ -386,7 +398,7 @@ def check_dp(plan, base, c, dp, zero, sv, gacc):
     for k in ("vocab gather (weights)", "vocab gradient (unsharded)"):
         if kinds.get(k) != "comm":
             errs.append(f"{k}: kind {kinds.get(k)}, want comm")
-    errs += check_comm(plan, comm_formula(c, c["B"], c["T"], 1, ONE, None, dp, zero, sv, s))
+    errs += check_comm(plan, comm_formula(c, c["B"], c["T"], 1, ONE, None, dp, zero, sv, s, keep))
     host = {e["name"]: e["bytes"] for e in plan["host"]["entries"]}
     if host.get("comm staging (--comm mpi)") != 0:
         errs.append(f"host comm staging (--comm mpi): plan {host.get('comm staging (--comm mpi)')}, want 0 in a plan-only run")
@@ -460,7 +472,7 @@ def buckets(c, t, sv):
     return [Lb] * L + [Hb]
 
 
-def comm_formula(c, B, T, k, tp, f, dp, zero, sv, s):
+def comm_formula(c, B, T, k, tp, f, dp, zero, sv, s, keep=0):
     """bytes this rank sends per optimizer step, {"group kind": exact Fraction}, section
     10.4 (ring convention: (g-1)/g of a whole buffer per all-gather or reduce-scatter,
     twice that per all-reduce); k micro-steps per step"""
@@ -488,7 +500,7 @@ def comm_formula(c, B, T, k, tp, f, dp, zero, sv, s):
         layer = i < len(bs) - 1
         if zero:  # a layer under --zero 2, 3: reduce-scattered every micro-step; under 3 gathered twice a micro-step
             out["dp reduce-scatter"] += ring(dp) * pb * s * (k if layer and zero >= 2 else 1)
-            out["dp all-gather"] += ring(dp) * pb * s * (2 * k if layer and zero >= 3 else 1)
+            out["dp all-gather"] += ring(dp) * pb * s * ((1 if keep else 2) * k if layer and zero >= 3 else 1)
         else:
             out["dp all-reduce"] += 2 * ring(dp) * pb * s
     if sv and t == 1:  # section 7's vocabulary over DP: gathered at use, its gradient scattered
@@ -791,7 +803,7 @@ def main():
                 f = FLAGS[(7 * i) % len(FLAGS)]
                 for dp, zero, sv in itertools.product(DPS, ZEROS, (0, 1)):
                     # every other shape with the fp32 gradient accumulator
-                    jobs.append((c, f, ("--dp", str(dp), "--zero", str(zero), "--shard-vocab", str(sv),
+                    jobs.append((c, f, ("--dp", str(dp), *zero_args(zero)[2], "--shard-vocab", str(sv),
                                         "--fp32-grad-accum", str(i % 2))))
                     keys.append((i, dp, zero, sv))
             results = dict(zip(keys, run_all(binary, jobs, tmp)))
@@ -806,7 +818,7 @@ def main():
                     for zero, sv in itertools.product(ZEROS, (0, 1)):
                         plan, err = results[(i, dp, zero, sv)]
                         errs = [err] if err else check_dp(plan, base, c, dp, zero, sv, i % 2) + check_activations(plan, c, f)
-                        if plan is not None and zero < 2:
+                        if plan is not None and zero in (0, 1):
                             plans[(zero, sv)] = plan
                         n += 1
                         tag = f"{name} dp {dp} zero {zero} shard-vocab {sv} {shape}"
@@ -827,7 +839,7 @@ def main():
                 f = FLAGS[(7 * i) % len(FLAGS)]
                 for dp, zero in itertools.product((1, 3 if i % 2 else 4), ZEROS):
                     sv = i % 2
-                    off_jobs.append((c, f, ("--dp", str(dp), "--zero", str(zero), "--shard-vocab", str(sv),
+                    off_jobs.append((c, f, ("--dp", str(dp), *zero_args(zero)[2], "--shard-vocab", str(sv),
                                             "--fp32-grad-accum", str(i % 2), "--offload-optim", "1")))
                     off_keys.append((i, dp, zero, sv))
             n = 0

@@ -1100,7 +1100,8 @@ def run_dir_value(s):
 
 # llmc/parallel/parallel_args.h: the parallel flags both trainers and test_dit append
 PARALLEL_FLAGS = [
-    ("zero", "i", one_of(0, 1), [], ["zero"]),
+    ("zero", "i", one_of(0, 1, 2, 3), [], ["zero"]),
+    ("zero-reshard", "i", one_of(0, 1), ["--zero", "3"], ["zero-reshard"]),
     ("comm", "s", choice("nccl", "mpi"), [], ["comm"]),
     ("comm-timeout", "f", frange(0, lo_open=True), [], ["comm-timeout"]),
     ("startup-timeout", "f", frange(0, lo_open=True), [], ["startup-timeout"]),
@@ -1118,6 +1119,7 @@ PARALLEL_FLAGS = [
 PARALLEL_FIT_FLAGS = PARALLEL_FLAGS + [
     ("fit-memory", "f", frange(0, huge="either"), [], ["fit-memory", "budget"]),
     ("fit-link-gbs", "f", frange(0, lo_open=True), ["--fit-memory", "1"], ["fit-link-gbs"]),
+    ("fit-dp-gbs", "f", frange(0, lo_open=True), ["--fit-memory", "1"], ["fit-dp-gbs"]),
     ("fit-reserve", "f", frange(0, huge="either"), ["--fit-memory", "1"], ["fit-reserve", "budget"]),
     ("fit-candidates", "s", path_out, ["--fit-memory", "1"], ["fit-candidates", "candidates"]),
 ]
@@ -1228,7 +1230,9 @@ TEST_LLAMA_FLAGS = [
     ("offload-act", "i", rng_(-1, 2), [], ["offload-act"]),
     ("recompute", "i", one_of(0, 1, 2), [], ["recompute"]),
     ("test-skip-prefetch", "i", lambda v: "either", [], ["test-skip-prefetch", "FAIL"]),
-    ("zero", "i", one_of(0, 1), [], ["zero"]),
+    ("test-plant-zero-bug", "i", lambda v: "ok" if v == 0 else "either", [], ["test-plant-zero-bug", "FAIL"]),
+    ("zero", "i", one_of(0, 1, 2, 3), [], ["zero"]),
+    ("zero-reshard", "i", one_of(0, 1), ["--zero", "3"], ["zero-reshard"]),
     ("shard-vocab", "i", one_of(0, 1), [], ["shard-vocab"]),
     ("micro-batch", "i", one_of(0, 1, 3), [], ["micro-batch"]),
     ("fp32-grad-accum", "i", one_of(-1, 0, 1), [], ["fp32-grad-accum"]),
@@ -1254,6 +1258,7 @@ TEST_DIT_FLAGS = [
     ("offload-act", "i", rng_(-1, 1), [], ["offload-act"]),
     ("recompute", "i", one_of(0, 1, 2), [], ["recompute"]),
     ("test-skip-prefetch", "i", lambda v: "either", [], ["test-skip-prefetch", "FAIL"]),
+    ("test-plant-zero-bug", "i", lambda v: "ok" if v == 0 else "either", [], ["test-plant-zero-bug", "FAIL"]),
     ("attention", "s", choice("auto", "fp32"), [], ["attention", "tensor cores"]),
     ("micro-batch", "i", one_of(0, 1, 2), [], ["micro-batch"]),
     ("test-plant-tp-bug", "i", lambda v: "ok" if v == 0 else "either", [], ["test-plant-tp-bug", "FAIL"]),

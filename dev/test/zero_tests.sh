@@ -30,6 +30,8 @@ LSETS=(
   "2 dev/emu/ref/deep_l5_gqa.lref --zero 3 --shard-vocab 1"
   "2 dev/ref/mha_untied_small.lref --zero 2 --shard-vocab 1 --ffn-chunks 3 --ce-chunks 5 --offload-act -1 --recompute 1"
   "2 dev/ref/mha_untied_small.lref --zero 3 --ffn-chunks 2 --ffn-chunk-dim seq --recompute 2 --offload-act 1"
+  "2 dev/ref/mha_untied_small.lref --zero 3 --zero-reshard 0 --ffn-chunks 3 --offload-act -1 --recompute 2 --shard-vocab 1"
+  "4 dev/emu/ref/micro64_b64.lref --zero 3 --zero-reshard 0 --tp 2 --micro-batch 4"
   "4 dev/emu/ref/micro64_b64.lref --zero 3 --micro-batch 4 --fp32-grad-accum 1"
   "4 dev/emu/ref/micro64_b64.lref --zero 2 --micro-batch 8 --fp32-grad-accum 0 --shard-vocab 1"
   "4 dev/ref/gqa_h4kv2_tied.lref --zero 3 --tp 2"
@@ -43,6 +45,7 @@ LSETS=(
 DSETS=(
   "2 dev/ref/dit_nc1_hd8.dref --zero 2"
   "2 dev/ref/dit_nc1_hd8.dref --zero 3"
+  "2 dev/emu/ref/dit_deep_l5.dref --zero 3 --zero-reshard 0 --micro-batch 1 --recompute 1"
   "2 dev/emu/ref/dit_deep_l5.dref --zero 3 --offload-act -1 --recompute 1 --ffn-chunks 3"
   "2 dev/ref/dit_nc1_hd8.dref --zero 2 --ffn-chunks 2 --ffn-chunk-dim seq --recompute 2 --micro-batch 1"
   "2 dev/ref/dit_pt2_hw.dref --zero 3 --tp 2 --tp-mode reducescatter --recompute 2"
@@ -69,6 +72,45 @@ for prog in "./test_llama_cpu --ref dev/ref/gqa_h4kv2_tied.lref" "./test_dit_cpu
   else fail "$name" "exit $rc: the planted bug went unnoticed"; fi
 done
 expect_error zero_out_of_range "--zero must 3 got 4" ./train_llama_cpu --zero 4 --plan-only 1
+expect_error zero_reshard_needs_zero3 "--zero-reshard 0 --zero 1 --zero 3" ./train_dit_cpu --zero 1 --zero-reshard 0 --plan-only 1
+
+# --fit-memory searches the stage (--zero 0..3) where the parameters' group has ranks: a model whose static
+# state dominates, with a budget that only --zero 2 or 3 meets (64 MiB: the CPU build's reserve); the stages
+# cost the same but for --zero 3's exposed gathers; a --zero given on the command line stays
+FIT=(./train_llama_cpu --V 512 --D 256 --L 8 --H 4 --KV 4 --F 704 --max-seq-len 16 --seq 16 --batch 1 --dp 4 --plan-only 1)
+"${FIT[@]}" --zero 1 --plan-json "$W/fit_z1.json" >/dev/null 2>&1 && "${FIT[@]}" --zero 3 --plan-json "$W/fit_z3.json" >/dev/null 2>&1
+budget=$("$PY" -c "import json; a, b = (json.load(open('$W/fit_z%d.json' % z))['device']['total'] for z in (1, 3)); print(((a + b) / 2 + 64 * 2**20) / 2**30)")
+"${FIT[@]}" --fit-memory "$budget" --fit-candidates "$W/fit.jsonl" >"$W/fit.log" 2>&1
+"$PY" - "$W/fit.jsonl" "$W/fit.log" "$W/fit_z3.json" > "$W/fit.check" 2>&1 <<'PYEOF'
+import json, sys
+c = [json.loads(l) for l in open(sys.argv[1])]
+assert sorted({x["zero"] for x in c}) == [0, 1, 2, 3], sorted({x["zero"] for x in c})
+assert all(x["zero"] >= 2 for x in c if x["fits"]), "a --zero 0 or 1 candidate fits the budget"
+key = lambda x: (x["B"], x["ffn_chunks"], x["ce_chunks"], x["recompute"], x["offload_act"])
+by = {}
+for x in c: by.setdefault(key(x), {})[x["zero"]] = x
+for k, z in by.items():
+    assert z[0]["seconds"] == z[1]["seconds"] == z[2]["seconds"] <= z[3]["seconds"], (k, [z[i]["seconds"] for i in range(4)])
+    assert z[3]["bytes"] < z[2]["bytes"] < z[1]["bytes"] <= z[0]["bytes"], (k, [z[i]["bytes"] for i in range(4)])
+plan3 = json.load(open(sys.argv[3]))["device"]["total"]
+flagfree = by[(1, 1, 1, 0, 0)][3]["bytes"]
+assert flagfree == plan3, (flagfree, plan3)
+chosen = open(sys.argv[2]).read().split("chose ")[1].split(":")[0]
+assert chosen.endswith("--zero 2") or chosen.endswith("--zero 3"), chosen
+print("chose:", chosen)
+PYEOF
+if [ $? -eq 0 ]; then pass "fit_memory_searches_zero ($(tail -n 1 "$W/fit.check"))"; else fail fit_memory_searches_zero "$(tail -n 1 "$W/fit.check")"; fi
+expect_error fit_memory_keeps_given_zero "nothing fits" "${FIT[@]}" --zero 1 --fit-memory "$budget"
+# a slower link (--fit-dp-gbs) costs --zero 3 more and the other stages nothing more
+"${FIT[@]}" --fit-memory "$budget" --fit-dp-gbs 0.5 --fit-candidates "$W/fit_slow.jsonl" >/dev/null 2>&1
+if "$PY" - "$W/fit.jsonl" "$W/fit_slow.jsonl" <<'PYEOF'
+import json, sys
+a, b = ([json.loads(l) for l in open(p)] for p in sys.argv[1:3])
+assert len(a) == len(b)
+for x, y in zip(a, b):
+    assert (y["seconds"] > x["seconds"]) if x["zero"] == 3 else (y["seconds"] == x["seconds"]), (x, y)
+PYEOF
+then pass fit_dp_gbs_costs_zero3_gathers; else fail fit_dp_gbs_costs_zero3_gathers "--fit-dp-gbs 0.5 did not raise (only) --zero 3's cost"; fi
 
 # ---------------------------------------------------------------------------
 # training: 20 steps under each stage at the same layout. Without micro-steps the arithmetic
@@ -103,20 +145,22 @@ for prog in llama dit; do
   if [ $prog = llama ]; then one=(--batch 2 --total-batch 128); micro=(--batch 2 --total-batch 256)
   else one=(--batch 4); micro=(--batch 2); fi
   run $prog 2 "$W/${prog}_z1" --zero 1 "${one[@]}" --ckpt-every 20
-  for z in 2 3; do
-    run $prog 2 "$W/${prog}_z$z" --zero $z "${one[@]}" --ckpt-every 20 \
+  for z in 2 3 3k; do  # (3k: --zero 3 --zero-reshard 0, each layer's parameters kept from forward to backward)
+    zf=(--zero ${z%k}); [ "$z" = 3k ] && zf+=(--zero-reshard 0)
+    run $prog 2 "$W/${prog}_z$z" "${zf[@]}" "${one[@]}" --ckpt-every 20 \
       && same_state "${prog}_zero${z}_20_steps_bitwise_zero1" "$W/${prog}_z1/ckpt_000020.bin" "$W/${prog}_z$z/ckpt_000020.bin"
   done
   # the optimizer on the CPU (--offload-optim 1) writes the same file
   run $prog 2 "$W/${prog}_z3_offload_optim" --zero 3 --offload-optim 1 "${one[@]}" --ckpt-every 20 \
     && same_ckpts "${prog}_zero3_offload_optim_ckpt_identical" "$W/${prog}_z3" "$W/${prog}_z3_offload_optim"
   run $prog 2 "$W/${prog}_z1_micro" --zero 1 "${micro[@]}"
-  for z in 2 3; do
-    run $prog 2 "$W/${prog}_z${z}_micro" --zero $z "${micro[@]}" \
+  for z in 2 3 3k; do
+    zf=(--zero ${z%k}); [ "$z" = 3k ] && zf+=(--zero-reshard 0)
+    run $prog 2 "$W/${prog}_z${z}_micro" "${zf[@]}" "${micro[@]}" \
       && agree "${prog}_zero${z}_micro_steps_vs_zero1" "$W/${prog}_z1_micro" "$W/${prog}_z${z}_micro" 1 $TOL
   done
-  # the bytes a step sends, counted, equal the formula's (zero 3: two gathers of every layer a micro-step)
-  for z in 2 3; do
+  # the bytes a step sends, counted, equal the formula's (zero 3: two gathers of every layer a micro-step, one when kept)
+  for z in 2 3 3k; do
     log="$W/${prog}_z${z}_micro.log"
     pred=$(grep -m1 "^comm per step, predicted" "$log" | sed 's/.*sends): //'); got=$(grep -m1 "^comm per step, counted" "$log" | sed 's/.*sent): //')
     if [ -n "$pred" ] && [ "$pred" = "$got" ]; then pass "${prog}_zero${z}_comm_bytes_counted"

@@ -18,7 +18,7 @@ typedef enum { COMM_FLAG_NCCL = 0, COMM_FLAG_MPI = 1 } CommFlag;
 [[maybe_unused]] static const char* const COMM_FLAG_NAMES[3] = {"nccl", "mpi", NULL};
 
 typedef struct {
-    int tp, tp_regather, zero, dp_plan, fp32_grad_accum, cp, cp_ulysses, offload_optim;
+    int tp, tp_regather, zero, zero_reshard, dp_plan, fp32_grad_accum, cp, cp_ulysses, offload_optim;
     float comm_timeout;
     float startup_timeout;  // MPI start-up's own bound (start-up across many nodes can outlast a collective's)
     int comm_backend;  // CommFlag
@@ -29,7 +29,7 @@ typedef struct {
 static inline ParallelArgs parallel_args_default(void) {
     ParallelArgs p;
     memset(&p, 0, sizeof(p));
-    p.tp = 1; p.tp_regather = 1; p.fp32_grad_accum = -1; p.comm_timeout = 300.0f; p.startup_timeout = 300.0f; p.tp_mode = TP_ALLREDUCE;
+    p.tp = 1; p.tp_regather = 1; p.zero_reshard = 1; p.fp32_grad_accum = -1; p.comm_timeout = 300.0f; p.startup_timeout = 300.0f; p.tp_mode = TP_ALLREDUCE;
     p.cp = 1; p.cp_mode = CP_RING; p.cp_ulysses = 0;
 #ifdef LLMC_CPU
     p.comm_backend = COMM_FLAG_MPI;
@@ -45,6 +45,8 @@ static inline int parallel_flags(Flag* out, ParallelArgs* p, const char* tp_help
     const Flag f[] = {
         {"zero", 'i', &p->zero, "ZeRO stage over the DP ranks: 1 shards master weights and AdamW state, 2 the layers' "
          "gradients too, 3 the layers' parameters too (gathered where each layer runs)"},
+        {"zero-reshard", 'i', &p->zero_reshard, "--zero 3: 1 gathers a layer's parameters again for its backward (default); "
+         "0 keeps them from its forward to its backward (every layer's held at once: no second gather)"},
         {"offload-optim", 'i', &p->offload_optim, "1: this rank's master weights and AdamW state in pinned host memory, "
                                                   "AdamW on the CPU (any --zero)"},
         {"comm", 'e', &p->comm_backend, "nccl | mpi: how a CUDA build's ranks talk (mpi: staged via host, GPUs may be shared)",
@@ -134,6 +136,7 @@ typedef struct {
     int grad_fp32;    // 1: micro-steps accumulate the gradients in an fp32 buffer (resolved from --fp32-grad-accum)
     int tp_sp;        // --tp-mode reducescatter: sequence parallelism (the residual stream holds 1/tp of the rows)
     int tp_regather;  // --tp-recompute-allgather 1: backward gathers the norm outputs again instead of keeping them
+    int zero_reshard; // --zero 3 --zero-reshard 1: backward gathers a layer's parameters again instead of keeping them
     int offload_optim;  // 1: the owned optimizer state on the host, AdamW on the CPU (llmc/parallel/host_optimizer.h)
 } ParallelFlags;
 
@@ -142,7 +145,7 @@ static inline int grad_fp32_resolve(int flag, int micro_steps);
 // the flags of a run whose optimizer steps have micro_steps micro-batches
 static inline ParallelFlags parallel_flags_resolve(const ParallelArgs* p, int shard_vocab, int micro_steps) {
     ParallelFlags f = {p->zero, shard_vocab, grad_fp32_resolve(p->fp32_grad_accum, micro_steps),
-                       p->tp_mode == TP_REDUCESCATTER, p->tp_regather, p->offload_optim};
+                       p->tp_mode == TP_REDUCESCATTER, p->tp_regather, p->zero_reshard, p->offload_optim};
     return f;
 }
 
@@ -152,6 +155,10 @@ static inline void parallel_flags_validate(const ParallelFlags* f) {
     if (f->grad_fp32 != 0 && f->grad_fp32 != 1) FAIL("grad_fp32 must be resolved to 0 or 1 (got %d)", f->grad_fp32);
     if (f->tp_sp != 0 && f->tp_sp != 1) FAIL("tp_sp must be 0 or 1 (got %d)", f->tp_sp);
     if (f->tp_regather != 0 && f->tp_regather != 1) FAIL("--tp-recompute-allgather must be 0 or 1 (got %d)", f->tp_regather);
+    if (f->zero_reshard != 0 && f->zero_reshard != 1) FAIL("--zero-reshard must be 0 or 1 (got %d)", f->zero_reshard);
+    if (!f->zero_reshard && f->zero < 3)
+        FAIL("--zero-reshard 0 keeps the parameters --zero 3 gathers; under --zero %d every rank holds them whole already "
+             "(pass --zero 3, or leave --zero-reshard out)", f->zero);
     if (f->offload_optim != 0 && f->offload_optim != 1)
         FAIL("--offload-optim must be 0 (the optimizer state on the device) or 1 (on the host, AdamW on the CPU); got %d",
              f->offload_optim);

@@ -54,6 +54,12 @@ typedef struct {
     int param_buf[2], grad_buf[2];     // their pool ids
     floatX **param_held, **grad_held;  // [L]: layer l's whole bucket while it runs, else NULL
     int param_in[2];                   // the layer whose parameters buffer i holds or gathers (-1 none)
+    // --zero-reshard 0: every layer's parameters stay gathered from its forward to its
+    // backward, each in its own place of one buffer (the layers' local layout) instead of
+    // the two recycled ones; gathered[l]: layer l's gather has been issued and not released
+    int keep;
+    floatX* kept;
+    int* gathered;
     int grad_reducing[2];              // the layer whose gradients buffer i reduces (-1 none)
     event_t param_gathered[2], grad_reduced[2];
     char param_holder[2][48], grad_holder[2][48];  // the holders' names (llmc/parallel/recycled.h)
@@ -105,8 +111,12 @@ static inline void param_store_plan(ParamStore* ps, Arena* d, Arena* h, int have
                  (n_local - ps->param_base) * sizeof(floatX), &ps->params);
     arena_add_to(d, "parameter shard (layers)", "parameters", zero >= 3 ? sharded : 0, &ps->param_shard);
     ps->units.n = 0;
-    ps->param_buf[0] = recycled_plan_as(&ps->units, d, "layer parameters (even layers)", "parameters", zero >= 3 ? unit : 0);
-    ps->param_buf[1] = recycled_plan_as(&ps->units, d, "layer parameters (odd layers)", "parameters", zero >= 3 && two ? unit : 0);
+    int keep = zero >= 3 && ps->keep;
+    ps->param_buf[0] = recycled_plan_as(&ps->units, d, "layer parameters (even layers)", "parameters", zero >= 3 && !keep ? unit : 0);
+    ps->param_buf[1] = recycled_plan_as(&ps->units, d, "layer parameters (odd layers)", "parameters",
+                                        zero >= 3 && !keep && two ? unit : 0);
+    arena_add_to(d, "layer parameters (kept for backward)", "parameters",
+                 keep ? ps->lay.bucket[ps->lay.L].start * sizeof(floatX) : 0, &ps->kept);
     arena_add_to(d, zero >= 2 ? "gradients (outside the layers)" : "gradients", "gradients", n_grads * sizeof(floatX), &ps->grads);
     arena_add_to(d, "gradient shard (layers)", "gradients", zero >= 2 ? sharded : 0, &ps->grad_shard);
     ps->grad_buf[0] = recycled_plan_as(&ps->units, d, "layer gradients (even layers)", "gradients", zero >= 2 ? unit : 0);
@@ -142,7 +152,8 @@ static inline void param_store_bind(ParamStore* ps, stream_t s, Profile* prof, f
     if (ps->grad_shard) dev_memset(ps->grad_shard, 0, ps->opt_layers * sizeof(floatX), s);
     ps->param_held = (floatX**)xmalloc((L ? L : 1) * sizeof(floatX*));
     ps->grad_held = (floatX**)xmalloc((L ? L : 1) * sizeof(floatX*));
-    for (size_t l = 0; l < L; l++) ps->param_held[l] = ps->grad_held[l] = NULL;
+    ps->gathered = (int*)xmalloc((L ? L : 1) * sizeof(int));
+    for (size_t l = 0; l < L; l++) { ps->param_held[l] = ps->grad_held[l] = NULL; ps->gathered[l] = 0; }
     for (int i = 0; i < 2; i++) {
         ps->param_in[i] = ps->grad_reducing[i] = -1;
         ps->param_gathered[i] = event_create();
@@ -154,8 +165,8 @@ static inline void param_store_free(ParamStore* ps) {
     if (ps->comm && ps->comm->staging == ps->staging && ps->staging) comm_set_staging(ps->comm, NULL, 0);  // never left dangling
     host_optim_free(&ps->host);
     param_layout_free(&ps->lay);
-    free(ps->pieces); free(ps->bucket_opt); free(ps->param_held); free(ps->grad_held);
-    ps->pieces = NULL; ps->bucket_opt = NULL; ps->param_held = ps->grad_held = NULL;
+    free(ps->pieces); free(ps->bucket_opt); free(ps->param_held); free(ps->grad_held); free(ps->gathered);
+    ps->pieces = NULL; ps->bucket_opt = NULL; ps->param_held = ps->grad_held = NULL; ps->gathered = NULL;
     if (ps->stream) for (int i = 0; i < 2; i++) { event_destroy(ps->param_gathered[i]); event_destroy(ps->grad_reduced[i]); }
 }
 
@@ -343,20 +354,27 @@ static inline void param_store_fetch_owned(ParamStore* ps, int g) {
 // already (prefetched). The buffer's previous layer must have ended.
 static inline void param_store_gather_layer(ParamStore* ps, int l) {
     int i = l & 1;
-    if (ps->param_in[i] == l) return;
-    if (ps->param_in[i] >= 0)
-        FAIL("--zero 3: layer %d's parameters are wanted in the buffer of layer %d's, which has not ended "
-             "(param_store_layer_end)", l, ps->param_in[i]);
     const ParamLayout* lay = &ps->lay;
     const Bucket* k = &lay->bucket[l];
-    snprintf(ps->param_holder[i], sizeof(ps->param_holder[i]), "layer %d's parameters", l);
-    floatX* buf = recycled_take(&ps->units, ps->param_buf[i], ps->param_holder[i], k->padded * sizeof(floatX));
+    floatX* buf;
+    if (ps->keep) {  // (its own place: gathered once a micro-step, released after its backward)
+        if (ps->gathered[l]) return;
+        buf = ps->kept + k->start;
+        ps->gathered[l] = 1;
+    } else {
+        if (ps->param_in[i] == l) return;
+        if (ps->param_in[i] >= 0)
+            FAIL("--zero 3: layer %d's parameters are wanted in the buffer of layer %d's, which has not ended "
+                 "(param_store_layer_end)", l, ps->param_in[i]);
+        snprintf(ps->param_holder[i], sizeof(ps->param_holder[i]), "layer %d's parameters", l);
+        buf = recycled_take(&ps->units, ps->param_buf[i], ps->param_holder[i], k->padded * sizeof(floatX));
+    }
     size_t lo, n; bucket_owned(lay, l, &lo, &n);
     dev_memcpy_d2d(buf + (lo - k->start), ps->param_shard + ps->bucket_opt[l], n * sizeof(floatX), ps->stream);
     Comm* cm = param_store_comm(ps);
     comm_all_gather(cm, GROUP_GRAD, buf, n, COMM_FLOATX, ps->stream);
     event_record(ps->param_gathered[i], comm_result_stream(cm, ps->stream));
-    ps->param_in[i] = l;
+    if (!ps->keep) ps->param_in[i] = l;
 }
 
 // Layer l is about to run, its forward (backward = 0) or its backward (which may
@@ -368,9 +386,10 @@ static inline void param_store_layer_begin(ParamStore* ps, int l, int next, int 
     if (ps->param_shard) {
         param_store_gather_layer(ps, l);
         if (next >= 0 && next < ps->lay.L && next != l) param_store_gather_layer(ps, next);
+        // (kept from its forward, the event is an older gather's, long done: the wait costs nothing)
         stream_wait_event(ps->stream, ps->param_gathered[l & 1]);
-        ps->param_held[l] = ps->units.buf[ps->param_buf[l & 1]].ptr;
-        if (zero_test_plant_bug) recycled_give_back(&ps->units, ps->param_buf[l & 1], ps->stream);  // the planted bug
+        ps->param_held[l] = ps->keep ? ps->kept + ps->lay.bucket[l].start : ps->units.buf[ps->param_buf[l & 1]].ptr;
+        if (zero_test_plant_bug && !ps->keep) recycled_give_back(&ps->units, ps->param_buf[l & 1], ps->stream);  // the planted bug
     }
     if (backward && ps->grad_shard) {
         int i = l & 1;
@@ -383,11 +402,22 @@ static inline void param_store_layer_begin(ParamStore* ps, int l, int next, int 
 }
 
 // Layer l's work is on the compute stream: under --zero 3 its parameter buffer goes
-// back (a layer's gradient buffer goes with its reduction: param_store_bucket_done).
-static inline void param_store_layer_end(ParamStore* ps, int l) {
+// back (a layer's gradient buffer goes with its reduction: param_store_bucket_done),
+// unless backward_follows (a training forward) and --zero-reshard 0 keeps it for the
+// layer's backward.
+static inline void param_store_layer_end(ParamStore* ps, int l, int backward_follows) {
     if (!ps->param_shard) return;
     int i = l & 1;
-    if (ps->param_in[i] != l || !ps->param_held[l]) FAIL("--zero 3: layer %d ended but never began", l);
+    if (!ps->param_held[l] || (!ps->keep && ps->param_in[i] != l)) FAIL("--zero 3: layer %d ended but never began", l);
+    if (ps->keep) {
+        if (backward_follows) return;
+        ps->param_held[l] = NULL;
+        ps->gathered[l] = 0;
+#ifdef TESTING  // given back: poisoned, as a recycled buffer is (llmc/parallel/recycled.h)
+        dev_memset(ps->kept + ps->lay.bucket[l].start, 0xFF, ps->lay.bucket[l].padded * sizeof(floatX), ps->stream);
+#endif
+        return;
+    }
     ps->param_held[l] = NULL;
     ps->param_in[i] = -1;
     if (!zero_test_plant_bug) recycled_give_back(&ps->units, ps->param_buf[i], ps->stream);
@@ -502,6 +532,9 @@ static inline int param_store_piece_writer(const ParamStore* ps, const Piece* pc
 static inline void param_store_apply_update(ParamStore* ps, float lr, float beta1, float beta2, float eps, float weight_decay,
                                             float grad_clip, float norm, int t) {
     stream_t s = ps->stream;
+    for (int l = 0; ps->keep && l < ps->lay.L; l++)  // a kept copy would outlive the update it predates
+        if (ps->gathered[l]) FAIL("--zero-reshard 0: layer %d's parameters are still kept at the update (a training forward "
+                                  "whose backward never ran)", l);
     float scale = grad_clip_scale(grad_clip, norm);
     int k = prof_begin(ps->prof, "adamw", s);
     HostOptim* h = &ps->host;
@@ -546,7 +579,8 @@ static inline void param_store_comm_bytes(const ParamStore* ps, CommBytes* cb, i
         int layer = b < ps->lay.L;
         if (ps->lay.zero) {
             comm_bytes_add(cb, ps->comm, GROUP_GRAD, KIND_REDUCE_SCATTER, (layer && ps->zero >= 2 ? micro_steps : 1) * bytes);
-            comm_bytes_add(cb, ps->comm, GROUP_GRAD, KIND_ALL_GATHER, (layer && ps->zero >= 3 ? 2 * micro_steps : 1) * bytes);
+            comm_bytes_add(cb, ps->comm, GROUP_GRAD, KIND_ALL_GATHER,
+                           (layer && ps->zero >= 3 ? (ps->keep ? 1 : 2) * micro_steps : 1) * bytes);
         } else comm_bytes_add(cb, ps->comm, GROUP_GRAD, KIND_ALL_REDUCE, bytes);
     }
     comm_bytes_add(cb, ps->comm, GROUP_WORLD, KIND_ALL_REDUCE, sizeof(float));

@@ -3,7 +3,8 @@
 for either trainer (docs/memory.md section 8).
 
 The search space: --ffn-chunks 1..16 and, for a model with an output head, --ce-chunks
-1..64 (powers of two), --recompute 0..2, --offload-act 0..L, and, when --batch is not
+1..64 (powers of two), --recompute 0..2, --offload-act 0..L, the ZeRO stage --zero 0..3
+where the parameters' group has more than one rank, and, when --batch is not
 given, the micro-batch (powers of two; the largest that fits wins, since a bigger
 micro-batch uses the device better and needs fewer accumulation steps). A flag given on
 the command line stays fixed. The trainer says what a candidate costs through one
@@ -24,15 +25,28 @@ typedef struct {
     double link_bw;    // bytes/s of one direction of the host link (--fit-link-gbs)
     double launch_s;   // fixed cost of one kernel launch or copy
     double reserve;    // bytes the plan does not own (CUDA context, cuBLASLt workspace; the process on the CPU)
+    double dp_bw;      // bytes/s one rank sends in an all-gather over the parameters' group (--fit-dp-gbs)
 } CostModel;
 
 static inline CostModel cost_model_default(void) {
 #ifdef LLMC_CPU
-    CostModel cm = {50e9, 10e9, 10e9, 2e-6, 64.0 * 1048576};
+    CostModel cm = {50e9, 10e9, 10e9, 2e-6, 64.0 * 1048576, 5e9};
 #else
-    CostModel cm = {400e12, 2.5e12, 25e9, 5e-6, 1024.0 * 1048576 + (double)matmul_workspace_bytes()};
+    CostModel cm = {400e12, 2.5e12, 25e9, 5e-6, 1024.0 * 1048576 + (double)matmul_workspace_bytes(), 100e9};
 #endif
     return cm;
+}
+
+// --zero 3: the part of each layer's parameter gathers that its compute cannot hide, per
+// micro-step. A layer's forward (a third of the flag-free micro-step's base seconds, over
+// L layers) overlaps the next layer's gather; its backward (twice that) overlaps the gather
+// of the layer below and its own reduce-scatter. layer_bytes: the largest layer bucket on
+// this rank; g: the ranks of the parameters' group. The other stages' reductions run once
+// a micro-step or step under the backward as --zero 1's do: no cost over the flag-free step.
+static inline double fit_zero_seconds(int zero, int L, double layer_bytes, int g, double base, const CostModel* cm) {
+    if (zero < 3 || g < 2 || L < 1) return 0.0;
+    double fwd = base / 3.0 / L, bwd = 2.0 * fwd, move = layer_bytes * (g - 1) / g / cm->dp_bw;
+    return L * ((move > fwd ? move - fwd : 0.0) + (2.0 * move > bwd ? 2.0 * move - bwd : 0.0) + 4.0 * cm->launch_s);
 }
 
 // the part of each offload copy (out during the next layer's forward, back during
@@ -50,14 +64,15 @@ static inline double fit_offload_seconds(int n_offload, size_t act_block_bytes, 
 // the flags --fit-memory adds to a trainer's table
 typedef struct {
     float budget_gib, link_gbs, reserve_mib;  // --fit-memory (0 = off), --fit-link-gbs, --fit-reserve (-1: the default)
+    float dp_gbs;                             // --fit-dp-gbs
     const char* candidates;                   // --fit-candidates FILE
 } FitArgs;
 
 static inline FitArgs fit_args_default(void) {
 #ifdef LLMC_CPU
-    FitArgs f = {0.0f, 10.0f, -1.0f, NULL};
+    FitArgs f = {0.0f, 10.0f, -1.0f, 5.0f, NULL};
 #else
-    FitArgs f = {0.0f, 25.0f, -1.0f, NULL};
+    FitArgs f = {0.0f, 25.0f, -1.0f, 100.0f, NULL};
 #endif
     return f;
 }
@@ -67,6 +82,8 @@ static inline int fit_flags(Flag* out, FitArgs* f) {
         {"fit-memory", 'f', &f->budget_gib, "GiB: choose the memory flags (and the batch, unless given) that fit at the least predicted cost"},
         {"fit-link-gbs", 'f', &f->link_gbs, "GB/s of the host link in --fit-memory's cost of offload (default 25; CPU build 10)"},
         {"fit-reserve", 'f', &f->reserve_mib, "MiB --fit-memory leaves outside the plan (default 1024 + cuBLASLt workspace; CPU 64)"},
+        {"fit-dp-gbs", 'f', &f->dp_gbs, "GB/s a rank sends in --zero 3's gathers, in --fit-memory's cost (default 100: NVLink; "
+         "about 40 across nodes; CPU build 5)"},
         {"fit-candidates", 's', &f->candidates, "write every plan --fit-memory tried as JSON lines to this file"},
     };
     memcpy(out, t, sizeof(t));
@@ -79,7 +96,7 @@ static inline void fit_args_validate(const FitArgs* f) {
 
 // one candidate: the micro-batch and the memory flags the search sets, and what the
 // trainer's callback says of it (its plan: dev and host, the arenas' bytes)
-typedef struct { int B; MemoryFlags mem; } FitFlags;
+typedef struct { int B; MemoryFlags mem; int zero; } FitFlags;
 typedef struct { double bytes, seconds, base; int n_offload; double dev, host; } FitCost;  // bytes < 0: not a valid layout
 
 typedef struct {
@@ -88,10 +105,12 @@ typedef struct {
     // command line gave, and writes its choice back.
     int* B;
     MemoryFlags* mem;
+    int* zero;              // --zero
+    int zero_max;           // the stages to try: 0..zero_max, or the given one (set by the runner: 3 with a group to shard over)
     int L;                  // --offload-act 0..L
     int with_ce;            // the model has an output head: search --ce-chunks too (else it stays 1)
     FitFlags given;         // the flags' values on the command line (the defaults otherwise)
-    int fixed_B, fixed_ffn, fixed_ce, fixed_recompute, fixed_offload;  // given on the command line
+    int fixed_B, fixed_ffn, fixed_ce, fixed_recompute, fixed_offload, fixed_zero;  // given on the command line
     int batches[16], n_batches;  // the micro-batches to try, largest first
     const char* batch_unit;      // "rows" or "clips", for the messages
     void* ctx;
@@ -113,9 +132,9 @@ static inline void fit_batches(FitSearch* s, int total, long long per_B, int mos
 static inline void fit_describe(char* out, size_t n, const FitFlags* f, const FitCost* c, int with_ce, const CostModel* cm) {
     char ce[32] = "";
     if (with_ce) snprintf(ce, sizeof(ce), " --ce-chunks %d", f->mem.ce_chunks);
-    snprintf(out, n, "--batch %d --ffn-chunks %d%s --recompute %d --offload-act %d: plan %.1f MiB (+%.0f MiB reserve), "
-             "predicted +%.1f%% over the flag-free step", f->B, f->mem.ffn_chunks, ce, f->mem.recompute, f->mem.offload_act,
-             c->bytes / 1048576.0, cm->reserve / 1048576.0, 100.0 * c->seconds / c->base);
+    snprintf(out, n, "--batch %d --ffn-chunks %d%s --recompute %d --offload-act %d --zero %d: plan %.1f MiB (+%.0f MiB "
+             "reserve), predicted +%.1f%% over the flag-free step", f->B, f->mem.ffn_chunks, ce, f->mem.recompute,
+             f->mem.offload_act, f->zero, c->bytes / 1048576.0, cm->reserve / 1048576.0, 100.0 * c->seconds / c->base);
 }
 
 // Picks the flags (and the batch unless given) for the budget; writes what it did into
@@ -123,6 +142,7 @@ static inline void fit_describe(char* out, size_t n, const FitFlags* f, const Fi
 static inline FitFlags fit_memory_search(const FitSearch* s, const FitArgs* a, int rank, char* report, size_t report_n) {
     CostModel cm = cost_model_default();
     cm.link_bw = a->link_gbs * 1e9;
+    cm.dp_bw = a->dp_gbs * 1e9;
     if (a->reserve_mib >= 0) cm.reserve = a->reserve_mib * 1048576.0;
     double budget = a->budget_gib * 1073741824.0;
     static const int ffn_opts[] = {1, 2, 4, 8, 16}, ce_opts[] = {1, 2, 4, 8, 16, 32, 64};
@@ -135,10 +155,12 @@ static inline FitFlags fit_memory_search(const FitSearch* s, const FitArgs* a, i
     int searched = 0, fitting = 0, n_ce = s->with_ce ? 7 : 1;
     for (int ib = 0; ib < s->n_batches && !isfinite(best.seconds); ib++) {
         second.seconds = INFINITY;
+        for (int z = 0; z <= s->zero_max; z++)
         for (int fi = 0; fi < 5; fi++) for (int ci = 0; ci < n_ce; ci++) for (int r = 0; r <= 2; r++)
         for (int off = 0; off <= s->L; off++) {
             FitFlags f = s->given;
             f.B = s->batches[ib];
+            if (!s->fixed_zero && s->zero_max > 0) f.zero = z; else if (z) continue;
             if (!s->fixed_ffn) f.mem.ffn_chunks = ffn_opts[fi]; else if (fi) continue;
             if (s->with_ce && !s->fixed_ce) f.mem.ce_chunks = ce_opts[ci]; else if (ci) continue;
             if (!s->fixed_recompute) f.mem.recompute = r; else if (r) continue;
@@ -148,8 +170,8 @@ static inline FitFlags fit_memory_search(const FitSearch* s, const FitArgs* a, i
             int fits = c.bytes + cm.reserve <= budget;
             searched++; fitting += fits;
             if (dump && fprintf(dump, "{\"B\": %d, \"ffn_chunks\": %d, \"ce_chunks\": %d, \"recompute\": %d, \"offload_act\": %d, "
-                                "\"bytes\": %.0f, \"seconds\": %.9g, \"fits\": %d}\n", f.B, f.mem.ffn_chunks,
-                                f.mem.ce_chunks, f.mem.recompute, f.mem.offload_act, c.bytes, c.seconds, fits) < 0)
+                                "\"zero\": %d, \"bytes\": %.0f, \"seconds\": %.9g, \"fits\": %d}\n", f.B, f.mem.ffn_chunks,
+                                f.mem.ce_chunks, f.mem.recompute, f.mem.offload_act, f.zero, c.bytes, c.seconds, fits) < 0)
                 FAIL("--fit-candidates: writing '%s' failed: %s (hint: disk full?)", a->candidates, strerror(errno));
             if (c.bytes < small.bytes) { small = c; small_f = f; }
             if (!fits) continue;
@@ -179,9 +201,10 @@ static inline FitFlags fit_memory_search(const FitSearch* s, const FitArgs* a, i
 
 // The places the search writes (B, mem; with_ce: --ce-chunks too), and which of them the
 // command line gave (train_flags_parse's `given`): those stay fixed.
-static inline void fit_fixed_from_flags(FitSearch* s, int* B, MemoryFlags* mem, int with_ce, const Flag* flags, int n,
-                                        const int* given) {
-    s->B = B; s->mem = mem; s->with_ce = with_ce;
+static inline void fit_fixed_from_flags(FitSearch* s, int* B, MemoryFlags* mem, int* zero, int with_ce, const Flag* flags,
+                                        int n, const int* given) {
+    s->B = B; s->mem = mem; s->zero = zero; s->with_ce = with_ce;
+    s->fixed_zero = flag_given(flags, n, given, zero);
     s->fixed_B = flag_given(flags, n, given, B);
     s->fixed_ffn = flag_given(flags, n, given, &mem->ffn_chunks);
     s->fixed_ce = with_ce ? flag_given(flags, n, given, &mem->ce_chunks) : 0;
@@ -194,12 +217,12 @@ static inline void fit_fixed_from_flags(FitSearch* s, int* B, MemoryFlags* mem, 
 // and what it did into s->report.
 static inline void fit_memory_choose(FitSearch* s, int total, long long per_B, int most, int cap, const FitArgs* a,
                                      int rank) {
-    FitFlags given = {*s->B, *s->mem};
+    FitFlags given = {*s->B, *s->mem, *s->zero};
     if (!s->with_ce) given.mem.ce_chunks = 1;
     s->given = given;
     fit_batches(s, total, per_B, most, cap);
     FitFlags best = fit_memory_search(s, a, rank, s->report, sizeof(s->report));
-    *s->B = best.B; *s->mem = best.mem;
+    *s->B = best.B; *s->mem = best.mem; *s->zero = best.zero;
 }
 
 // What a plan may use: the device arena, plus the host arena on the CPU build, where

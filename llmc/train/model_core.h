@@ -91,6 +91,7 @@ static inline void model_core_begin(ModelCore* c, const ParamSpec* spec, int n, 
         c->num_params += c->param_sizes[i];
     }
     param_store_layout(&c->st, c->spec, n, L, comm, par->zero, shard_vocab, par->grad_fp32);
+    c->st.keep = par->zero >= 3 && !par->zero_reshard;  // (--zero-reshard 0: the layers' parameters kept for backward)
     arena_init(&c->dev, "device");
     arena_init(&c->host, "host (pinned)");
     param_store_plan(&c->st, &c->dev, &c->host, HAVE_MASTER_WEIGHTS, par->offload_optim);
@@ -175,8 +176,11 @@ static inline ActBlock core_layer_acts(const ModelCore* c, int l) {
 }
 
 // a candidate's cost for --fit-memory and the rank plans (a model built without allocating):
-// its plan's bytes, both arenas, the layers offloaded; seconds and base as fit_memory.h defines them
-static inline FitCost model_core_fit_cost(const ModelCore* c, double seconds, double base) {
+// its plan's bytes, both arenas, the layers offloaded; seconds (the memory flags' and the
+// ZeRO stage's) and base as fit_memory.h defines them
+static inline FitCost model_core_fit_cost(const ModelCore* c, double seconds, double base, const CostModel* cm) {
+    double unit = (double)param_store_largest_layer(&c->st) * sizeof(floatX);
+    seconds += fit_zero_seconds(c->st.zero, c->L, unit, comm_grad_ranks(c->comm), base, cm);
     FitCost f = {fit_plan_bytes(&c->dev, &c->host), seconds, base, c->off.n_offload, (double)c->dev.total,
                  (double)c->host.total};
     return f;

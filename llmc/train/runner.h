@@ -107,7 +107,7 @@ typedef struct {
     int (*plan_json)(void* t, char* out, size_t n);
     // a candidate's plan and predicted cost (bytes < 0: not a valid layout), built on comm
     // (--fit-memory's search; every rank's plan, with comm laid out as that rank)
-    FitCost (*plan_cost)(void* t, Comm* comm, int B, const MemoryFlags* mem, const CostModel* cm);
+    FitCost (*plan_cost)(void* t, Comm* comm, const FitFlags* f, const CostModel* cm);
 } ModelOps;
 
 // ----------------------------------------------------------------------------
@@ -117,7 +117,7 @@ typedef struct { const ModelOps* ops; void* t; Comm* comm; } RunnerFit;
 
 static inline FitCost runner_fit_cost(void* ctx, const FitFlags* f, const CostModel* cm) {
     const RunnerFit* x = (const RunnerFit*)ctx;
-    return x->ops->plan_cost(x->t, x->comm, f->B, &f->mem, cm);
+    return x->ops->plan_cost(x->t, x->comm, f, cm);
 }
 
 // unit: the --total-batch units one row of --batch counts (tokens of a sample, 1 clip)
@@ -125,6 +125,7 @@ static inline void runner_fit_memory(const ModelOps* ops, void* t, RunArgs* a, C
     RunnerFit ctx = {ops, t, comm};
     FitSearch* s = &a->fit_search;
     s->L = L; s->ctx = &ctx; s->cost = runner_fit_cost;
+    s->zero_max = comm->dp * comm->cp > 1 ? 3 : 0;  // the stages differ only where the parameters' group has ranks
     fit_memory_choose(s, a->total_batch, (long long)unit * comm->dp, ops->fit_most, ops->fit_cap, &a->fit, comm->rank);
 }
 
@@ -154,7 +155,8 @@ static inline void rank_list_add(char* out, size_t n, int* last, int* run, int r
 }
 
 static inline void runner_rank_plans(const ModelOps* ops, void* t, const Comm* comm, int B, const MemoryFlags* mem,
-                                     RankPlans* p) {
+                                     int zero, RankPlans* p) {
+    FitFlags f = {B, *mem, zero};
     memset(p, 0, sizeof(*p));
     p->size = comm->size;
     int last[RUNNER_MAX_PLANS], run[RUNNER_MAX_PLANS];
@@ -164,7 +166,7 @@ static inline void runner_rank_plans(const ModelOps* ops, void* t, const Comm* c
         comm_init_plan(&rc, comm->dp, comm->tp, comm->cp, comm->ulysses);
         comm_set_layout(&rc, comm->size, r, comm->tp, comm->cp, comm->ulysses);
         rc.cp_mode = comm->cp_mode;
-        FitCost c = ops->plan_cost(t, &rc, B, mem, &cm);
+        FitCost c = ops->plan_cost(t, &rc, &f, &cm);
         int i = 0;
         while (i < p->n && !(p->dev[i] == c.dev && p->host[i] == c.host)) i++;
         if (r == 0 || c.dev > p->largest_dev) { p->largest = r; p->largest_dev = c.dev; }
@@ -316,7 +318,7 @@ static inline int runner_main(const ModelOps* ops, void* t, RunArgs* a, int unit
     runner_print_plan(ops, t, &lg, &comm, v);
     if ((l->plan_only || l->plan_json) && !lg.quiet) {
         RankPlans rp;
-        runner_rank_plans(ops, t, &comm, a->B, &a->mem, &rp);
+        runner_rank_plans(ops, t, &comm, a->B, &a->mem, a->par.zero, &rp);
         if (l->plan_only && comm.size > 1) rank_plans_log(&lg, &rp);
         if (l->plan_only && ops->plan_only_lines) ops->plan_only_lines(t, &lg);
         if (l->plan_json) runner_write_plan_json(ops, t, v, &rp, l->plan_json);
