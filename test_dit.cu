@@ -174,8 +174,8 @@ int main(int argc, char** argv) {
     int n_micro = Bl / micro_batch;
     ParallelFlags par = parallel_flags_resolve(pa, 0, n_micro);
     printf("flags: --ffn-chunks %d --ffn-chunk-dim %s --offload-act %d --recompute %d | attention %s | dp %d (%d clips "
-           "each, micro-batch %d) --zero %d --fp32-grad-accum %d\n", flags.ffn_chunks, FFN_CHUNK_DIM_NAMES[flags.ffn_chunk_seq], flags.offload_act,
-           flags.recompute, attention_impl_name(g_attention_impl), comm.dp, Bl, micro_batch, par.zero, par.grad_fp32);
+           "each, micro-batch %d) --zero %d --offload-optim %d --fp32-grad-accum %d\n", flags.ffn_chunks, FFN_CHUNK_DIM_NAMES[flags.ffn_chunk_seq], flags.offload_act,
+           flags.recompute, attention_impl_name(g_attention_impl), comm.dp, Bl, micro_batch, par.zero, par.offload_optim, par.grad_fp32);
     printf("tensor parallelism: tp %d --tp-mode %s --tp-recompute-allgather %d%s\n", comm.tp, TP_MODE_NAMES[pa->tp_mode], pa->tp_regather,
            tp_test_plant_bug ? " | PLANTED BUG (must fail)" : "");
     printf("context parallelism: cp %d --cp-mode %s (%d Ulysses ways x %d ring members)%s\n", comm.cp, CP_MODE_NAMES[pa->cp_mode],
@@ -201,11 +201,13 @@ int main(int argc, char** argv) {
         compare(m.spec[i].name, grads + m.param_off[i], r.grads + m.param_off[i], m.param_sizes[i], TOL_GRADS);
 
     MemoryFlags off_flags = memory_flags_default();
-    if (memcmp(&flags, &off_flags, sizeof(flags)) != 0) {
+    ParallelFlags off_par = par;  // the optimizer on the device
+    off_par.offload_optim = 0;
+    if (memcmp(&flags, &off_flags, sizeof(flags)) != 0 || par.offload_optim) {
         int same_order = flags.ffn_chunks == 1;  // offload and recompute change no sum
         Dit base;
         // the same layout and micro-steps (--zero, --micro-batch, --fp32-grad-accum as given), no memory flag
-        dit_build(&base, c, &off_flags, &par, &comm, micro_batch, 1);
+        dit_build(&base, c, &off_flags, &off_par, &comm, micro_batch, 1);
         param_store_set_state(&base.st, r.params, NULL, NULL);
         float* base_grads = (float*)xmalloc(np * sizeof(float));
         float base_loss = run_step(&base, &r, base_grads, NULL);
@@ -217,6 +219,7 @@ int main(int argc, char** argv) {
             run_steps(&m, &r, l_on);
             run_steps(&base, &r, l_off);
             check_flag_off_steps(l_on, l_off, r.steps.n, same_order);
+            if (par.offload_optim && same_order) check_offload_state(&m.st, &base.st, np);
             free(l_on); free(l_off);
         }
         free(base_grads);

@@ -171,7 +171,7 @@ int main(int argc, char** argv) {
     // test_llama runs one micro-step per row group as given: --fp32-grad-accum 1 runs the
     // fp32 accumulator whatever the count (auto means off here)
     ParallelFlags pf = {pa->zero, shard_vocab, pa->fp32_grad_accum == 1, pa->tp_mode == TP_REDUCESCATTER, pa->tp_regather,
-                        pa->zero_reshard};
+                        pa->zero_reshard, pa->offload_optim};
     Comm comm;
     parallel_comm_init(&comm, pa, 0);
     if (comm.rank != 0 && !freopen("/dev/null", "w", stdout)) FAIL("cannot silence rank %d", comm.rank);  // rank 0 reports
@@ -193,9 +193,9 @@ int main(int argc, char** argv) {
     if (micro_batch < 1 || Bl % micro_batch != 0)
         FAIL("--micro-batch %d must divide the %d rows each rank runs (B=%d over %d DP ranks)", micro_batch, Bl, r.B, comm.dp);
     printf("flags: --ffn-chunks %d --ffn-chunk-dim %s --ce-chunks %d --offload-act %d --recompute %d | dp %d (%d rows "
-           "each, %d micro-steps of %d) --zero %d --shard-vocab %d --fp32-grad-accum %d\n", flags.ffn_chunks,
+           "each, %d micro-steps of %d) --zero %d --offload-optim %d --shard-vocab %d --fp32-grad-accum %d\n", flags.ffn_chunks,
            flags.ffn_chunk_seq ? "seq" : "hidden", flags.ce_chunks, flags.offload_act, flags.recompute, comm.dp, Bl,
-           Bl / micro_batch, micro_batch, pf.zero, pf.shard_vocab, pf.grad_fp32);
+           Bl / micro_batch, micro_batch, pf.zero, pf.offload_optim, pf.shard_vocab, pf.grad_fp32);
     printf("attention: %s\n", attention_impl_name(g_attention_impl));
     printf("tensor parallelism: tp %d --tp-mode %s --tp-recompute-allgather %d%s\n", comm.tp,
            pf.tp_sp ? "reducescatter" : "allreduce", pf.tp_regather, tp_test_plant_bug ? " | PLANTED BUG (must fail)" : "");
@@ -226,12 +226,14 @@ int main(int argc, char** argv) {
     // the flag-off run in the same process
     // (the same data-parallel layout and micro-steps: --zero, --shard-vocab, --micro-batch and --fp32-grad-accum stay as given)
     MemoryFlags off_flags = memory_flags_default();  // the same layout (ParallelFlags), no memory flag
-    int any_flag = memcmp(&flags, &off_flags, sizeof(flags)) != 0;
+    ParallelFlags off_pf = pf;  // the optimizer on the device
+    off_pf.offload_optim = 0;
+    int any_flag = memcmp(&flags, &off_flags, sizeof(flags)) != 0 || pf.offload_optim;
     int same_order = flags.ffn_chunks == 1 && flags.ce_chunks == 1;  // offload and recompute change no sum
     float* base_grads = NULL;
     if (any_flag) {
         Llama base;
-        llama_build(&base, c, &off_flags, &pf, &comm, micro_batch, r.T, 1);
+        llama_build(&base, c, &off_flags, &off_pf, &comm, micro_batch, r.T, 1);
         model_core_set_params(&base, r.params);
         base_grads = (float*)xmalloc(np * sizeof(float));
         float base_loss = run_step(&base, &r, base_grads, NULL);
@@ -244,6 +246,7 @@ int main(int argc, char** argv) {
             run_steps(&m, &r, l_on);
             run_steps(&base, &r, l_off);
             check_flag_off_steps(l_on, l_off, r.steps.n, same_order);
+            if (pf.offload_optim && same_order) check_offload_state(&m.st, &base.st, np);
             free(l_on); free(l_off);
         }
         llama_free(&base);

@@ -919,9 +919,9 @@ static void print_config(void* t, Logger* lg) {
     char cp[160];
     attention_describe_cp(&m->att, cp, sizeof(cp), m->N, "a clip");
     logf_(lg, "parallel: world %d = dp %d x %stp %d (--tp-mode %s --tp-recompute-allgather %d: %d heads, %d FFN units, %d of "
-          "%d tokens per micro-batch on this rank) | --zero %d | --fp32-grad-accum %d | comm %s, timeout %g s\n",
+          "%d tokens per micro-batch on this rank) | --zero %d --offload-optim %d | --fp32-grad-accum %d | comm %s, timeout %g s\n",
           m->comm->size, m->comm->dp, cp, m->comm->tp, TP_MODE_NAMES[a->run.par.tp_mode], a->run.par.tp_regather, m->sh.Hl,
-          m->sh.FFl, own_rows(m, m->B), m->B * m->Nt, m->par.zero, m->par.grad_fp32,
+          m->sh.FFl, own_rows(m, m->B), m->B * m->Nt, m->par.zero, m->par.offload_optim, m->par.grad_fp32,
           comm_backend_name(m->comm), a->run.par.comm_timeout);
     log_memory_flags(lg, &m->flags, m->off.n_offload, "blocks", 0, NULL);
 }
@@ -959,9 +959,9 @@ static CommBytes comm_bytes(void* t) {
 static int plan_json(void* t, char* out, size_t n) {
     const Dit* m = &((Trainer*)t)->m;
     snprintf(out, n, "\"N\": %d, \"P\": %d, \"dp\": %d, \"tp\": %d, \"tp_sp\": %d, \"keep_gathered\": %d, "
-             "\"zero\": %d, \"grad_fp32\": %d, \"cp\": %d, \"cp_ulysses\": %d, \"n_local\": %zu, \"n_opt\": %zu", m->N,
-             m->P, m->comm->dp, m->comm->tp, m->tpc.sp, m->tpc.keep_gathered, m->par.zero, m->par.grad_fp32, m->comm->cp,
-             m->comm->ulysses, m->st.lay.n_local, m->st.lay.n_opt);
+             "\"zero\": %d, \"offload_optim\": %d, \"grad_fp32\": %d, \"cp\": %d, \"cp_ulysses\": %d, \"n_local\": %zu, "
+             "\"n_opt\": %zu", m->N, m->P, m->comm->dp, m->comm->tp, m->tpc.sp, m->tpc.keep_gathered, m->par.zero,
+             m->par.offload_optim, m->par.grad_fp32, m->comm->cp, m->comm->ulysses, m->st.lay.n_local, m->st.lay.n_opt);
     return m->comm->cp > 1;
 }
 

@@ -782,9 +782,9 @@ static void print_config(void* t, Logger* lg) {
           l->warmup, l->weight_decay, l->grad_clip);
     char cp[160];
     attention_describe_cp(&m->att, cp, sizeof(cp), m->Tl, "a sample");
-    logf_(lg, "parallel: world %d = dp %d x %stp %d (--tp-mode %s, --tp-recompute-allgather %d) | --zero %d --shard-vocab %d%s "
-          "| comm %s, timeout %g s\n", m->comm->size, m->comm->dp, cp, m->comm->tp, TP_MODE_NAMES[a->run.par.tp_mode],
-          m->par.tp_regather, m->par.zero, m->par.shard_vocab,
+    logf_(lg, "parallel: world %d = dp %d x %stp %d (--tp-mode %s, --tp-recompute-allgather %d) | --zero %d --offload-optim %d "
+          "--shard-vocab %d%s | comm %s, timeout %g s\n", m->comm->size, m->comm->dp, cp, m->comm->tp,
+          TP_MODE_NAMES[a->run.par.tp_mode], m->par.tp_regather, m->par.zero, m->par.offload_optim, m->par.shard_vocab,
           m->par.shard_vocab ? (m->st.lay.vocab_tp ? " (over TP)" : " (over DP)") : "", comm_backend_name(m->comm),
           a->run.par.comm_timeout);
     log_memory_flags(lg, &m->flags, m->off.n_offload, "layers", 1,
@@ -835,10 +835,10 @@ static void plan_lines(void* t, Logger* lg) {
 
 static int plan_json(void* t, char* out, size_t n) {
     const Llama* m = &((Trainer*)t)->m;
-    snprintf(out, n, "\"dp\": %d, \"tp\": %d, \"tp_sp\": %d, \"tp_regather\": %d, \"zero\": %d, "
+    snprintf(out, n, "\"dp\": %d, \"tp\": %d, \"tp_sp\": %d, \"tp_regather\": %d, \"zero\": %d, \"offload_optim\": %d, "
              "\"shard_vocab\": %d, \"cp\": %d, \"cp_ulysses\": %d, \"n_local\": %zu, \"n_opt\": %zu", m->comm->dp,
-             m->comm->tp, m->par.tp_sp, m->par.tp_regather, m->par.zero, m->par.shard_vocab, m->comm->cp, m->comm->ulysses,
-             m->st.lay.n_local, m->st.lay.n_opt);
+             m->comm->tp, m->par.tp_sp, m->par.tp_regather, m->par.zero, m->par.offload_optim, m->par.shard_vocab, m->comm->cp,
+             m->comm->ulysses, m->st.lay.n_local, m->st.lay.n_opt);
     return 1;
 }
 

@@ -27,6 +27,8 @@
 #    (fp32: dit_deep_l5; bf16: dit_deep_l5 and dit_hd12_clip; make test runs every flag set
 #    on every reference in the CPU build, whose host code is fp32).
 #    EMU_TRAINER_FULL=1 runs every flag set on every reference in both precisions.
+#    --offload-optim 1 on deep_l5_gqa and dit_deep_l5 in both precisions (the state after the
+#    steps bitwise that of the device kernel), and test_llama's under mpirun with --zero 1.
 #    With Open MPI present, test_llama and train_llama are built with MPI, and test_llama
 #    also runs under mpirun -np 2 with --comm mpi (collectives staged through pinned host
 #    memory, the path that lets ranks share a GPU) with --zero 1 --shard-vocab 1, alone
@@ -34,7 +36,7 @@
 #    without a GPU (train_dit has no data parallelism yet). They are built with NCCL too,
 #    which is include/nccl.h here (non-blocking NCCL emulated on MPI), and test_llama runs
 #    with --comm nccl: --zero 1 --shard-vocab 1 in both precisions (bitwise the downloads
-#    of the --comm mpi run), --tp 2 in both --tp-modes, --cp 2 as ulysses and as ring
+#    of the --comm mpi run), --offload-optim 1 with its copy stream eager, --tp 2 in both --tp-modes, --cp 2 as ulysses and as ring
 #    (comm.h's all-to-all and send-recv: grouped ncclSend/ncclRecv), --zero 3 with the memory flags and
 #    --zero 2 with micro-steps (the gathers and reduce-scatters ordered by events, in the lazy stream
 #    model), a layer computing on a released parameter buffer that must FAIL; planted faults (EMU_NCCL_FAULT)
@@ -137,6 +139,9 @@ for p in fp32 bf16; do
   job "test_llama.$p.models.sync" "EMU_STREAMS=sync" "$B/bin/test_llama.$p" --ref $DR "${DF[@]}"
   job "test_llama.$p.models.lazy_eager_copies" "EMU_STREAMS=lazy EMU_EAGER_STREAMS=$EAGER_COPIES_test_llama" "$B/bin/test_llama.$p" --ref $DR "${DF[@]}"
   job "test_llama.$p.models.rev_schedule" "EMU_SCHEDULE=rev" "$B/bin/test_llama.$p" --ref $DR "${DF[@]}"
+  # --offload-optim 1: the optimizer on the host; its copy stream in the lazy model, and the state
+  # after the steps bitwise that of the device kernel (test_llama's check_offload_state)
+  job "test_llama.$p.deep_l5_gqa.offload_optim" "" "$B/bin/test_llama.$p" --ref $DR --offload-optim 1
   # cuBLASLt finds no algorithm: llmc's fallback kernel does every product
   job "test_llama.$p.mha_tied_odd.fallback_matmul" "EMU_LT_MODE=0" "$B/bin/test_llama.$p" --ref dev/ref/mha_tied_odd.lref
 done
@@ -152,6 +157,8 @@ if [ ${#MPIFLAGS[@]} -gt 0 ]; then
       --zero 1 --shard-vocab 1
     job "test_llama.$p.dp2.zero_shard_flags" "$OMPI_TMP" "${MPIRUN[@]}" "$B/bin/test_llama.$p" --comm mpi --ref dev/ref/mha_untied_small.lref \
       --zero 1 --shard-vocab 1 --ffn-chunks 3 --ce-chunks 5 --offload-act -1 --recompute 1
+    job "test_llama.$p.dp2.zero_offload_optim" "$OMPI_TMP" "${MPIRUN[@]}" "$B/bin/test_llama.$p" --comm mpi --ref dev/ref/gqa_h4kv2_tied.lref \
+      --zero 1 --offload-optim 1
     # --comm nccl (include/nccl.h): the same run must download the same bytes (nccl2.same_as_mpi)
     job "test_llama.$p.nccl2.zero_shard" "$OMPI_TMP" "${MPIRUN[@]}" "$B/bin/test_llama.$p" --comm nccl --ref dev/ref/gqa_h4kv2_tied.lref \
       --zero 1 --shard-vocab 1
@@ -170,6 +177,15 @@ if [ ${#MPIFLAGS[@]} -gt 0 ]; then
   # a layer computing on a parameter buffer already given back (poisoned with NaN in test builds): must FAIL
   job "test_llama.fp32.zero3_planted.catches_released_params" "$OMPI_TMP" "${MPIRUN[@]}" "$B/bin/test_llama.fp32" --comm nccl \
     --ref dev/ref/gqa_h4kv2_tied.lref --zero 3 --test-plant-zero-bug 1
+  # the gradient copies to the host after reductions on NCCL's own stream: with the optimizer's
+  # copy stream eager (stream 5: the comm stream, the offload copy and prefetch streams and the
+  # compute stream come first), a copy not ordered after its reduce-scatter reads the unreduced
+  # gradients (measured: dropping the copy stream's wait on the communication stream fails it)
+  job "test_llama.bf16.nccl2.zero_shard_offload_optim_eager_copies" "$OMPI_TMP" "${MPIRUN[@]}" -x EMU_EAGER_STREAMS=5 \
+    "$B/bin/test_llama.bf16" --comm nccl --ref dev/ref/gqa_h4kv2_tied.lref --zero 1 --shard-vocab 1 --offload-optim 1
+  # under --zero 3 a layer's shard is summed on NCCL's stream after each reduce-scatter: the copy follows that
+  job "test_llama.bf16.nccl2.zero3_offload_optim_eager_copies" "$OMPI_TMP" "${MPIRUN[@]}" -x EMU_EAGER_STREAMS=5 \
+    "$B/bin/test_llama.bf16" --comm nccl --ref dev/ref/gqa_h4kv2_tied.lref --zero 3 --offload-optim 1
   # tensor parallelism over NCCL, both modes (mha_untied_small: TP runs cost about 8 CPU-s per rank
   # here, most of it the per-tensor global-norm launches; gqa_h4kv2_tied would take twice that)
   for mode in allreduce reducescatter; do
@@ -257,6 +273,7 @@ for p in fp32 bf16; do
   job "test_dit.$p.models.lazy_eager_copies" "EMU_STREAMS=lazy EMU_EAGER_STREAMS=$EAGER_COPIES_test_dit" "$B/bin/test_dit.$p" --ref $DDR "${DDF[@]}"
   job "test_dit.$p.models.rev_schedule" "EMU_SCHEDULE=rev" "$B/bin/test_dit.$p" --ref $DDR "${DDF[@]}"
   job "test_dit.$p.dit_pt2_hw.fallback_matmul" "EMU_LT_MODE=0" "$B/bin/test_dit.$p" --ref dev/ref/dit_pt2_hw.dref
+  job "test_dit.$p.dit_deep_l5.offload_optim" "" "$B/bin/test_dit.$p" --ref $DDR --offload-optim 1
 done
 job "test_dit.fp32.catches_missing_prefetch" "" "$B/bin/test_dit.fp32" --ref $DDR --offload-act -1 --test-skip-prefetch 1
 if [ "${EMU_TRAINER_RESUME:-1}" != 0 ]; then
@@ -352,7 +369,7 @@ for o in "$B"/out/test_llama.*.out "$B"/out/test_dit.*.out; do
           [ "${ng:-0}" = 0 ] || extra="$extra; $ng of the collectives ncclSend/ncclRecv groups"
         fi
       fi ;;&
-    *.models.lazy_eager_copies)
+    *_eager_copies)
       # the eager streams must be the copy streams (stream ids follow the creation order)
       if [ -z "$prob" ] && { [ "$(field "$o" eager_compute)" != 0 ] || [ "$(field "$o" eager_ops)" = 0 ]; }; then
         prob="EMU_EAGER_STREAMS does not name the copy streams: $(field "$o" eager_ops) operations on them, $(field "$o" eager_compute) of them kernels or products (stream creation order changed? see EAGER_COPIES_${n%%.*})"

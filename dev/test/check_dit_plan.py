@@ -19,6 +19,8 @@ has fp32 master weights) and is checked against the build's precision.
 Then, per shape, each flag must lower the device bytes it claims to (section 9.6): the
 difference between the plan with the flag and the plan without it must be exactly the
 closed form of the document, and positive where the document says it saves.
+Plans with --offload-optim 1 (one process, and dp 3 under ZeRO-1) must hold the optimizer
+entries on the host with the staging of section 7, and none of them on the device.
 
 --table prints the hunyuan-13B example of section 9.7 from the formulas and checks every
 entry of the binary's plan behind it (2^14..2^17 tokens and the preset's 118,800).
@@ -247,9 +249,12 @@ def expected_plan(c, B, f, s, master, cp=1):
     })
     host = {"comm staging (--comm mpi)": 0,  # a plan has no launcher: no staging (the CUDA build's --comm mpi at run time)
             "offloaded activations": off * block}
+    if f.get("offload_optim"):  # section 7: the optimizer state on the host, with the staging of the CPU update
+        host.update({k: dev.pop(k) for k in ("master weights (fp32)", "adam m", "adam v")})
+        host.update({"optimizer staging (grads)": n_opt * s, "optimizer staging (params)": n_opt * s})
     meta = {"act_block_bytes": block, "n_offload": off, "num_params": np_, "N": N, "P": P,
             "sizeof_floatX": s, "master": master, "dp": f.get("dp", 1), "tp": tp, "tp_sp": int(sp),
-            "keep_gathered": int(keep), "zero": f.get("zero", 0),
+            "keep_gathered": int(keep), "zero": f.get("zero", 0), "offload_optim": f.get("offload_optim", 0),
             "n_local": n_local, "n_opt": n_opt}
     return dev, host, meta
 
@@ -260,6 +265,7 @@ def flag_args(f):
     par = ["--dp", str(f["dp"]), "--zero", str(f["zero"]), "--fp32-grad-accum", str(f["gacc"])] if "dp" in f else []
     par += ["--zero-reshard", "0"] if f.get("keep") else []
     par += ["--tp", str(f["tp"])] if "tp" in f else []
+    par += ["--offload-optim", "1"] if f.get("offload_optim") else []
     par += ["--tp-mode", "reducescatter", "--tp-recompute-allgather", str(f.get("regather", 1))] if f.get("sp") else []
     return ["--ffn-chunks", str(f["ffn_chunks"]), "--ffn-chunk-dim", "seq" if f["ffn_seq"] else "hidden",
             "--recompute", str(f["recompute"]), "--offload-act", str(f["offload"])] + par
@@ -433,6 +439,9 @@ def grid_flags(c, B):
     par = [dict(ffn_chunks=1, ffn_seq=0, recompute=0, offload=0, dp=dp, zero=z, gacc=g)
            for dp, z, g in ((2, 0, 0), (2, 1, 0), (3, 1, 1), (4, 1, 0), (7, 1, 1), (2, 2, 0), (3, 2, 1), (4, 3, 1), (7, 3, 0))]
     par += [dict(ffn_chunks=1, ffn_seq=0, recompute=1, offload=0, dp=3, zero=3, gacc=0, keep=1)]  # --zero-reshard 0
+    # --offload-optim 1 (section 7): the optimizer entries on the host, one process and under ZeRO 1, 2 and 3
+    par += [dict(ffn_chunks=1, ffn_seq=0, recompute=r, offload=o, dp=dp, zero=z, gacc=0, offload_optim=1)
+            for dp, z, r, o in ((1, 0, 0, 0), (3, 1, 1, 1), (2, 2, 0, 0), (4, 3, 1, 1))]
     # tensor parallelism (section 9.8): rank 0 of every tp that divides H, alone, with the
     # memory flags, and beside dp 2 under ZeRO-1
     for tp in [t for t in range(2, c["H"] + 1) if c["H"] % t == 0][:2]:
@@ -451,7 +460,7 @@ def key_of(f):
     """the memory flags (the flag savings compare those); a DP plan is kept apart"""
     k = (f["ffn_chunks"], f["ffn_seq"], f["recompute"], f["offload"])
     return k if "dp" not in f else ("dp", f["dp"], f["zero"], f["gacc"], f.get("tp", 1), f.get("sp", 0), f.get("regather", 1),
-                                    f.get("keep", 0)) + k
+                                    f.get("keep", 0), f.get("offload_optim", 0)) + k
 
 
 def check_binary(binary, tmp, shapes):

@@ -19,7 +19,8 @@ recycled layer buffers of section 7.1, the per-micro-step reductions and gathers
 its other entries must be those of the dp=1 plan (the batch is per rank); --zero 1
 must divide the optimizer state by dp up to at most (L+1)*(dp-1) elements of bucket
 padding; and what --shard-vocab 1 saves against --shard-vocab 0 must be the closed
-form of the document.
+form of the document. --offload-optim 1 must move exactly the master weights and AdamW
+moments from the device to the host and add the staging of the formula there.
 
 Tensor parallelism (docs/memory.md section 10): for tp in {2, 3, 4, 8} (where it divides
 H and KV), --tp-mode allreduce/reducescatter, --tp-recompute-allgather 0/1, --shard-vocab
@@ -254,6 +255,39 @@ def dp_formula(c, dp, zero, sv, sx, master, gacc, keep=0):
     want = stage_want([pad(Lb)] * L, dp, n_local, n_opt, zero, sx, master, gacc, keep)
     want.update({"vocab gather (weights)": gather, "vocab gradient (unsharded)": gather})
     return n_local, n_opt, want
+
+
+def check_offload(on, off, c, dp, zero, sv, gacc):
+    """--offload-optim 1 against the same plan without it (docs/memory.md, section 7): the
+    master weights, AdamW m and v leave the device for the host, where the staging of the
+    owned gradients and parameters (n_opt floatX each) joins them; nothing else moves"""
+    errs = []
+    s, master = off["sizeof_floatX"], off["master"]
+    if on.get("offload_optim") != 1 or off.get("offload_optim") != 0:
+        errs.append(f"offload_optim: plan {on.get('offload_optim')} asked 1 (flag-off plan: {off.get('offload_optim')})")
+    stage, keep, _ = zero_args(zero)
+    n_local, n_opt, want = dp_formula(c, dp, stage, sv, s, master, gacc, keep)
+    moved = {k: want[k] for k in OPT_ENTRIES}
+    host_want = dict(moved, **{"optimizer staging (grads)": n_opt * s, "optimizer staging (params)": n_opt * s})
+    if sum(host_want.values()) != n_opt * (4 * (2 + master) + 2 * s):
+        errs.append(f"host bytes {sum(host_want.values())} != n_opt * (4 * (2 + master) + 2 * floatX)")
+    dev_on = [(e["name"], e["bytes"]) for e in on["device"]["entries"] if e["bytes"]]
+    dev_off = [(e["name"], e["bytes"]) for e in off["device"]["entries"] if e["bytes"] and e["name"] not in OPT_ENTRIES]
+    if dev_on != dev_off:
+        errs.append(f"device entries: {sorted(set(dev_on) ^ set(dev_off))[:3]} differ from the flag-off plan's less the optimizer")
+    host_on = {e["name"]: e["bytes"] for e in on["host"]["entries"] if e["bytes"]}
+    host_off = {e["name"]: e["bytes"] for e in off["host"]["entries"] if e["bytes"]}
+    if host_on != dict(host_off, **{k: v for k, v in host_want.items() if v}):
+        errs.append(f"host entries {host_on}, want the flag-off plan's {host_off} and {host_want}")
+    saved = off["device"]["total"] - on["device"]["total"]
+    if saved != sum(al(v) for v in moved.values()):
+        errs.append(f"device total drops by {saved}, the formula {sum(al(v) for v in moved.values())}")
+    added = on["host"]["total"] - off["host"]["total"]
+    if added != sum(al(v) for v in host_want.values()):
+        errs.append(f"host total grows by {added}, the formula {sum(al(v) for v in host_want.values())}")
+    if "--offload-optim 1:" not in on.get("stdout", ""):
+        errs.append("the printed plan has no --offload-optim line")
+    return errs
 
 
 def shard_vocab_saving(c, dp, zero, sx, master, gacc):
@@ -727,6 +761,16 @@ def check_tp_grid(binary, tmp, bf16):
     return n, bad, first
 
 
+def report(tag, errs, first_fail, ok_line):
+    """prints one configuration's result (ok_line() when it agrees); returns 1 when it does not"""
+    if errs:
+        first_fail[:] = first_fail or [f"{tag}: {errs[0]}"]
+        print(f"FAIL {tag}:\n    " + "\n    ".join(errs))
+        return 1
+    print(f"ok   {tag}: {ok_line()}")
+    return 0
+
+
 def main():
     binaries = sys.argv[1:] or ["./train_llama_cpu"]
     bad = 0
@@ -778,12 +822,7 @@ def main():
                             plans[(zero, sv)] = plan
                         n += 1
                         tag = f"{name} dp {dp} zero {zero} shard-vocab {sv} {shape}"
-                        if errs:
-                            bad += 1
-                            first_fail[:] = first_fail or [f"{tag}: {errs[0]}"]
-                            print(f"FAIL {tag}:\n    " + "\n    ".join(errs))
-                        else:
-                            print(f"ok   {tag}: n_local {plan['n_local']} n_opt {plan['n_opt']}")
+                        bad += report(tag, errs, first_fail, lambda: f"n_local {plan['n_local']} n_opt {plan['n_opt']}")
                     perrs = check_dp_pairs(plans, c, dp, i % 2) if len(plans) == 4 else [
                         f"not checked: {4 - len(plans)} of the 4 --zero/--shard-vocab plans failed"]
                     n += 1
@@ -792,6 +831,27 @@ def main():
                         first_fail[:] = first_fail or [f"{name} dp {dp} {shape}: {perrs[0]}"]
                         print(f"FAIL {name} dp {dp} {shape} (--zero/--shard-vocab savings):\n    " + "\n    ".join(perrs))
             print(f"{name} (floatX {s} bytes): {n} data-parallel checks ({len(jobs)} plans, {len(DP_MODELS) * len(DPS)} --zero/--shard-vocab savings)")
+            total += n
+            # 2b. --offload-optim 1 against the same plans without it: every shape, dp 1 and one
+            # padded dp, every --zero, the sharded vocabulary on every other shape
+            off_jobs, off_keys = [], []
+            for i, c in enumerate(DP_MODELS):
+                f = FLAGS[(7 * i) % len(FLAGS)]
+                for dp, zero in itertools.product((1, 3 if i % 2 else 4), ZEROS):
+                    sv = i % 2
+                    off_jobs.append((c, f, ("--dp", str(dp), *zero_args(zero)[2], "--shard-vocab", str(sv),
+                                            "--fp32-grad-accum", str(i % 2), "--offload-optim", "1")))
+                    off_keys.append((i, dp, zero, sv))
+            n = 0
+            for key, (plan, err) in zip(off_keys, run_all(binary, off_jobs, tmp)):
+                i, dp, zero, sv = key
+                base, berr = results[key]
+                errs = [err or berr] if (err or berr) else check_offload(plan, base, DP_MODELS[i], dp, zero, sv, i % 2)
+                n += 1
+                tag = f"{name} --offload-optim 1 dp {dp} zero {zero} shard-vocab {sv} shape {i}"
+                bad += report(tag, errs, first_fail, lambda: f"device -{base['device']['total'] - plan['device']['total']} "
+                              f"bytes, host +{plan['host']['total'] - base['host']['total']} bytes")
+            print(f"{name}: {n} --offload-optim plans against the flag-off plans")
             total += n
             # 3. tensor parallelism: every entry and the comm bytes of the tp grid
             n, b, first = check_tp_grid(binary, tmp, s == 2)

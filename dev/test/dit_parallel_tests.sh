@@ -43,6 +43,7 @@ DPFLAGS=(
   "--zero 1 --ffn-chunks 3"
   "--ffn-chunks 2 --ffn-chunk-dim seq --recompute 2"
   "--zero 1 --offload-act -1 --recompute 1"
+  "--zero 1 --offload-optim 1"
 )
 for np in 2 4; do
   for f in "${refs[@]}"; do
@@ -59,6 +60,8 @@ for np in 2 4; do
     done
   done
 done
+# --offload-optim 1 with ZeRO-1 at every make test: the state after the steps bitwise that of the device update
+passes_np dit_np2_nc1_hd8_zero1_offload_optim 2 ./test_dit_cpu --ref dev/ref/dit_nc1_hd8.dref --zero 1 --offload-optim 1
 # micro-steps on each rank, summed in the fp32 accumulator, then the DP reduction of the last
 for spec in "2 1 --zero 1" "4 1 --zero 1 --ffn-chunks 2"; do
   set -- $spec; np=$1; mb=$2; shift 2
@@ -147,6 +150,8 @@ train() {  # train NP RUN_DIR FLAGS...: a run that must succeed
 }
 TOL=1e-5
 train 1 "$W/dit_dp1" --batch 2 --ckpt-every 10
+train 1 "$W/dit_dp1_offload_optim" --batch 2 --ckpt-every 10 --offload-optim 1 \
+  && same_ckpts dit_dp1_offload_optim_ckpts_identical "$W/dit_dp1" "$W/dit_dp1_offload_optim"
 train 2 "$W/dit_dp2" --batch 2 && agree dit_dp2_vs_dp1_20_steps "$W/dit_dp1" "$W/dit_dp2" 1 $TOL
 train 4 "$W/dit_dp4_zero" --batch 2 --zero 1 --ckpt-every 10 && agree dit_dp4_zero_vs_dp1_20_steps "$W/dit_dp1" "$W/dit_dp4_zero" 1 $TOL
 train 2 "$W/dit_dp2_flags" --batch 2 --zero 1 --ffn-chunks 2 --offload-act -1 --recompute 1 \

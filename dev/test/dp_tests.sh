@@ -41,6 +41,7 @@ DPFLAGS=(
   "--zero 1 --shard-vocab 1"
   "--zero 1 --shard-vocab 1 --ffn-chunks 3 --ce-chunks 5 --offload-act -1 --recompute 1"
   "--shard-vocab 1 --ffn-chunks 4 --ffn-chunk-dim seq --ce-chunks 3 --recompute 2"
+  "--zero 1 --shard-vocab 1 --offload-optim 1"
 )
 for np in 2 4; do
   for f in "${REFS[@]}"; do
@@ -60,6 +61,10 @@ for np in 2 4; do
     done
   done
 done
+
+# --offload-optim 1 (the optimizer state on the host, AdamW on the CPU) with ZeRO-1, at every
+# make test: the state after the reference's steps bitwise that of the device update
+passes_np np2_gqa_h4kv2_tied_zero1_offload_optim 2 ./test_llama_cpu --ref dev/ref/gqa_h4kv2_tied.lref --zero 1 --offload-optim 1
 
 # gradient accumulation under data parallelism: each rank's 32 (or 16) rows of the 64-row
 # reference as micro-steps, summed in the fp32 accumulator, with the reductions, ZeRO-1 and the
@@ -93,6 +98,11 @@ train 2 "$W/dp2_zero_shard" --batch 2 --total-batch 256 --zero 1 --shard-vocab 1
 train 4 "$W/dp4_zero" --batch 1 --total-batch 256 --zero 1 --ckpt-every 3 && agree dp4_zero_vs_dp1 "$W/dp1" "$W/dp4_zero" 1 $TOL
 train 2 "$W/dp2_flags" --batch 2 --total-batch 256 --zero 1 --ffn-chunks 2 --ce-chunks 3 --offload-act -1 --recompute 1 \
   && agree dp2_memory_flags_vs_dp1 "$W/dp1" "$W/dp2_flags" 1 $TOL
+# --offload-optim 1: the CPU's AdamW is the device's arithmetic, so the checkpoints are the same files
+train 1 "$W/dp1_offload_optim" --batch 4 --total-batch 256 --ckpt-every 3 --offload-optim 1 \
+  && same_ckpts dp1_offload_optim_ckpts_identical "$W/dp1" "$W/dp1_offload_optim"
+train 4 "$W/dp4_zero_offload_optim" --batch 1 --total-batch 256 --zero 1 --ckpt-every 3 --offload-optim 1 \
+  && same_ckpts dp4_zero_offload_optim_ckpts_identical "$W/dp4_zero" "$W/dp4_zero_offload_optim"
 
 # bit-exact resume at dp=2 with --zero 1 (and the sharded vocabulary)
 if env PYTHON="$PY" LAUNCH="${MPIRUN[*]} -np 2" bash dev/test/check_resume.sh ./train_llama_cpu "$W/resume_dp2" --zero 1 --shard-vocab 1 \

@@ -45,6 +45,18 @@ agree() {
   if "$PY" dev/test/compare_metrics.py "$2/metrics.jsonl" "$3/metrics.jsonl" "$4" "$5" >"$W/$1.cmp" 2>&1; then pass "$1"
   else fail "$1" "$(tail -n 1 "$W/$1.cmp")"; fi
 }
+# same_ckpts NAME A_DIR B_DIR: every checkpoint of A_DIR is in B_DIR, byte for byte (a flag that
+# leaves the arithmetic as it is, such as --offload-optim 1, must leave the files as they are)
+same_ckpts() {
+  local n=0 c why=""
+  for c in "$2"/ckpt_*.bin; do
+    [ -f "$c" ] || continue
+    n=$((n + 1))
+    cmp -s "$c" "$3/$(basename "$c")" || why="${why:-$(basename "$c") differs or is missing}"
+  done
+  [ $n -gt 0 ] || why="no checkpoint in $2"
+  if [ -z "$why" ]; then pass "$1 ($n checkpoints)"; else fail "$1" "$why"; fi
+}
 # signal_one_rank MPIRUN_PID SIGNAL PROGRAM: sends SIGNAL to one rank (PROGRAM) of the job, waits up to
 # 30 s for the job to end, then clears up. Sets victim, ended (1 when the job ended), rc and secs.
 signal_one_rank() {

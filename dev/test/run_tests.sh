@@ -162,6 +162,8 @@ FLAGSETS=(
   "--ffn-chunks 3 --ce-chunks 5 --offload-act -1 --recompute 1"
   "--ffn-chunks 4 --ffn-chunk-dim seq --ce-chunks 3 --offload-act 2 --recompute 2"
   "--ffn-chunks 2 --ce-chunks 7 --recompute 2"
+  "--offload-optim 1"
+  "--offload-optim 1 --ffn-chunks 3 --ce-chunks 5 --offload-act -1 --recompute 1"
 )
 for f in dev/ref/*.lref ${FRESH:-}; do
   base=$(basename "$f" .lref)
@@ -269,6 +271,8 @@ check_error flag_total_batch "multiple" ./train_llama_cpu --batch 4 --seq 64 --t
 check_error flag_total_batch_dp "multiple" ./train_llama_cpu --batch 4 --seq 64 --total-batch 256 --dp 2 --plan-only 1
 check_error flag_bad_zero "zero" ./train_llama_cpu --zero 4 --plan-only 1
 check_error flag_bad_shard_vocab "shard-vocab" ./train_llama_cpu --shard-vocab 3 --plan-only 1
+check_error flag_bad_offload_optim "--offload-optim must be 0 or 1" ./train_llama_cpu --offload-optim 2 --plan-only 1
+check_error dit_flag_bad_offload_optim "--offload-optim must be 0 or 1" ./train_dit_cpu --offload-optim -1 --plan-only 1
 check_error flag_bad_comm "comm" ./train_llama_cpu --comm gloo --plan-only 1
 check_error flag_bad_comm_timeout "comm-timeout" ./train_llama_cpu --comm-timeout 0 --plan-only 1
 check_error flag_tp_splits_kv_heads "kv heads" ./train_llama_cpu --tp 4 --plan-only 1
@@ -498,6 +502,7 @@ DIT_FLAGSETS=(
   "--recompute 2"
   "--ffn-chunks 3 --offload-act -1 --recompute 1"
   "--ffn-chunks 2 --ffn-chunk-dim seq --offload-act 1 --recompute 2"
+  "--offload-optim 1"
 )
 for f in dev/ref/*.dref $DIT_FRESH; do
   base=$(basename "$f" .dref)

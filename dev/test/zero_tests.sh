@@ -39,6 +39,8 @@ LSETS=(
   "4 dev/ref/mha_untied_small.lref --zero 3 --tp 2 --tp-mode reducescatter --shard-vocab 1 --tp-recompute-allgather 0"
   "4 dev/ref/gqa_h4kv2_tied.lref --zero 3 --cp 2 --cp-mode ring"
   "4 dev/ref/gqa_h4kv2_tied.lref --zero 2 --cp 2 --cp-mode ulysses --micro-batch 1"
+  "2 dev/ref/gqa_h4kv2_tied.lref --zero 3 --offload-optim 1"
+  "2 dev/ref/mha_untied_small.lref --zero 2 --shard-vocab 1 --offload-optim 1"
 )
 DSETS=(
   "2 dev/ref/dit_nc1_hd8.dref --zero 2"
@@ -50,6 +52,7 @@ DSETS=(
   "4 dev/ref/dit_nc1_hd8.dref --zero 3 --tp 2 --micro-batch 1 --fp32-grad-accum 1"
   "4 dev/ref/dit_nc1_hd8.dref --zero 2 --tp 2 --tp-mode reducescatter --ffn-chunks 2"
   "4 dev/ref/dit_nc1_hd8.dref --zero 3 --cp 2 --cp-mode ulysses"
+  "2 dev/ref/dit_nc1_hd8.dref --zero 3 --offload-optim 1"
 )
 i=0
 for spec in "${LSETS[@]}" "${DSETS[@]}"; do
@@ -147,6 +150,9 @@ for prog in llama dit; do
     run $prog 2 "$W/${prog}_z$z" "${zf[@]}" "${one[@]}" --ckpt-every 20 \
       && same_state "${prog}_zero${z}_20_steps_bitwise_zero1" "$W/${prog}_z1/ckpt_000020.bin" "$W/${prog}_z$z/ckpt_000020.bin"
   done
+  # the optimizer on the CPU (--offload-optim 1) writes the same file
+  run $prog 2 "$W/${prog}_z3_offload_optim" --zero 3 --offload-optim 1 "${one[@]}" --ckpt-every 20 \
+    && same_ckpts "${prog}_zero3_offload_optim_ckpt_identical" "$W/${prog}_z3" "$W/${prog}_z3_offload_optim"
   run $prog 2 "$W/${prog}_z1_micro" --zero 1 "${micro[@]}"
   for z in 2 3 3k; do
     zf=(--zero ${z%k}); [ "$z" = 3k ] && zf+=(--zero-reshard 0)

@@ -4,7 +4,7 @@ AdamW update and the squared global gradient norm. CPU twin: llmc/kernels/cpu/ad
 adamw_update: the formula of torch.optim.AdamW (decoupled weight decay, bias
 correction, eps added after the bias-corrected sqrt), exactly as the CPU twin
 writes it; one thread per element, grid-stride with size_t indices. The bias
-corrections are computed on the host, as in the twin. When master != NULL (bf16
+corrections are computed on the host, as in the twin (adamw_bias_terms). When master != NULL (bf16
 build) the fp32 master copy is updated and the parameter is written rounded to
 nearest; otherwise the parameter itself is the fp32 value.
 
@@ -20,30 +20,46 @@ final warp are those of sum_accumulate (reduce_partials, reduce_final).
 #include "../core/common.h"
 #include "reduce.cuh"  // reduce_partials, reduce_final
 
+// One element of AdamW: p the parameter (its fp32 master where the build has one), g
+// the scaled gradient, m and v its moments, updated in place; returns the new p. Shared
+// by the kernel and --offload-optim's update on the CPU (llmc/parallel/host_optimizer.h),
+// and every multiply-add is an explicit fmaf: left to themselves, nvcc contracts the
+// kernel's and the host compiler its own way, and the two results differ in the last
+// bits. Division and sqrtf are IEEE-rounded on both (no --use_fast_math).
+__host__ __device__ static inline float adamw_element(float p, float g, float* m, float* v, float keep, float beta1,
+                                                      float beta2, float eps, float step_size, float bc2_sqrt) {
+    p *= keep;
+    float mi = fmaf(beta1, *m, (1.0f - beta1) * g);
+    float vi = fmaf(beta2, *v, (1.0f - beta2) * g * g);
+    *m = mi;
+    *v = vi;
+    return p - step_size * mi / (sqrtf(vi) / bc2_sqrt + eps);
+}
+
 __global__ void adamw_kernel(floatX* param, float* master, const floatX* grad, float* m, float* v, size_t n, float lr,
                              float beta1, float beta2, float eps, float weight_decay, float grad_scale,
                              float step_size, float bc2_sqrt) {
+    float keep = fmaf(-lr, weight_decay, 1.0f);  // 1 - lr * weight_decay
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-        float g = (float)grad[i] * grad_scale;
-        float p = master ? master[i] : (float)param[i];
-        p *= 1.0f - lr * weight_decay;
-        float mi = beta1 * m[i] + (1.0f - beta1) * g;
-        float vi = beta2 * v[i] + (1.0f - beta2) * g * g;
-        m[i] = mi;
-        v[i] = vi;
-        p -= step_size * mi / (sqrtf(vi) / bc2_sqrt + eps);
+        float p = adamw_element(master ? master[i] : (float)param[i], (float)grad[i] * grad_scale, &m[i], &v[i], keep,
+                                beta1, beta2, eps, step_size, bc2_sqrt);
         if (master) master[i] = p;
         param[i] = (floatX)p;  // round to nearest (bf16) or exact (fp32)
     }
+}
+
+// the bias corrections of step t, on the host: the step size lr / (1 - beta1^t) and sqrt(1 - beta2^t)
+static inline void adamw_bias_terms(float lr, float beta1, float beta2, int t, float* step_size, float* bc2_sqrt) {
+    *step_size = lr / (1.0f - powf(beta1, (float)t));
+    *bc2_sqrt = sqrtf(1.0f - powf(beta2, (float)t));
 }
 
 static inline void adamw_update(floatX* param, float* master, const floatX* grad, float* m, float* v, size_t n, float lr,
                          float beta1, float beta2, float eps, float weight_decay, float grad_scale, int t,
                          stream_t s) {
     if (n == 0) return;
-    float bc1 = 1.0f - powf(beta1, (float)t);
-    float bc2_sqrt = sqrtf(1.0f - powf(beta2, (float)t));
-    float step_size = lr / bc1;
+    float step_size, bc2_sqrt;
+    adamw_bias_terms(lr, beta1, beta2, t, &step_size, &bc2_sqrt);
     const int block = 256;
     size_t blocks = ceil_div(n, block);
     if (blocks > 65536) blocks = 65536;

@@ -1,6 +1,6 @@
 /*
 The parallel flags both trainers share, one definition for both: the communicator
-(--comm, --comm-timeout), ZeRO-1 (--zero), the fp32 gradient accumulator
+(--comm, --comm-timeout), ZeRO-1 (--zero), the optimizer on the host (--offload-optim), the fp32 gradient accumulator
 (--fp32-grad-accum), the plan of a cluster without one (--dp with --plan-only), and
 tensor parallelism (--tp, --tp-mode, --tp-recompute-allgather) and context parallelism
 (--cp, --cp-mode, --cp-ulysses) where the trainer has them. The world is dp x cp x tp,
@@ -18,7 +18,7 @@ typedef enum { COMM_FLAG_NCCL = 0, COMM_FLAG_MPI = 1 } CommFlag;
 [[maybe_unused]] static const char* const COMM_FLAG_NAMES[3] = {"nccl", "mpi", NULL};
 
 typedef struct {
-    int tp, tp_regather, zero, zero_reshard, dp_plan, fp32_grad_accum, cp, cp_ulysses;
+    int tp, tp_regather, zero, zero_reshard, dp_plan, fp32_grad_accum, cp, cp_ulysses, offload_optim;
     float comm_timeout;
     float startup_timeout;  // MPI start-up's own bound (start-up across many nodes can outlast a collective's)
     int comm_backend;  // CommFlag
@@ -47,6 +47,8 @@ static inline int parallel_flags(Flag* out, ParallelArgs* p, const char* tp_help
          "gradients too, 3 the layers' parameters too (gathered where each layer runs)"},
         {"zero-reshard", 'i', &p->zero_reshard, "--zero 3: 1 gathers a layer's parameters again for its backward (default); "
          "0 keeps them from its forward to its backward (every layer's held at once: no second gather)"},
+        {"offload-optim", 'i', &p->offload_optim, "1: this rank's master weights and AdamW state in pinned host memory, "
+                                                  "AdamW on the CPU (any --zero)"},
         {"comm", 'e', &p->comm_backend, "nccl | mpi: how a CUDA build's ranks talk (mpi: staged via host, GPUs may be shared)",
          COMM_FLAG_NAMES},
         {"comm-timeout", 'f', &p->comm_timeout, "seconds a collective may wait before the job is aborted (default 300)"},
@@ -135,6 +137,7 @@ typedef struct {
     int tp_sp;        // --tp-mode reducescatter: sequence parallelism (the residual stream holds 1/tp of the rows)
     int tp_regather;  // --tp-recompute-allgather 1: backward gathers the norm outputs again instead of keeping them
     int zero_reshard; // --zero 3 --zero-reshard 1: backward gathers a layer's parameters again instead of keeping them
+    int offload_optim;  // 1: the owned optimizer state on the host, AdamW on the CPU (llmc/parallel/host_optimizer.h)
 } ParallelFlags;
 
 static inline int grad_fp32_resolve(int flag, int micro_steps);
@@ -142,7 +145,7 @@ static inline int grad_fp32_resolve(int flag, int micro_steps);
 // the flags of a run whose optimizer steps have micro_steps micro-batches
 static inline ParallelFlags parallel_flags_resolve(const ParallelArgs* p, int shard_vocab, int micro_steps) {
     ParallelFlags f = {p->zero, shard_vocab, grad_fp32_resolve(p->fp32_grad_accum, micro_steps),
-                       p->tp_mode == TP_REDUCESCATTER, p->tp_regather, p->zero_reshard};
+                       p->tp_mode == TP_REDUCESCATTER, p->tp_regather, p->zero_reshard, p->offload_optim};
     return f;
 }
 
@@ -156,6 +159,9 @@ static inline void parallel_flags_validate(const ParallelFlags* f) {
     if (!f->zero_reshard && f->zero < 3)
         FAIL("--zero-reshard 0 keeps the parameters --zero 3 gathers; under --zero %d every rank holds them whole already "
              "(pass --zero 3, or leave --zero-reshard out)", f->zero);
+    if (f->offload_optim != 0 && f->offload_optim != 1)
+        FAIL("--offload-optim must be 0 (the optimizer state on the device) or 1 (on the host, AdamW on the CPU); got %d",
+             f->offload_optim);
 }
 
 // --fp32-grad-accum -1 (auto): on when a step has more than one micro-step and the

@@ -3,9 +3,10 @@ One rank's parameters, gradients and optimizer state, laid out by llmc/parallel/
 and what data parallelism does with them: the gradient reduction of a bucket (an
 all-reduce, or with --zero 1 a reduce-scatter leaving each rank the sum over its own
 part), the fp32 accumulation of micro-steps, the global gradient norm over shards,
-AdamW over the owned pieces with the all-gather of ZeRO-1, and the moves of the whole
-state to and from the reference layout (reference files, test dumps; a checkpoint moves
-each rank's own pieces instead: llmc/train/state_checkpoint.h).
+AdamW over the owned pieces with the all-gather of ZeRO-1 (with --offload-optim 1 on the
+CPU, the state in pinned host memory: llmc/parallel/host_optimizer.h), and the moves of
+the whole state to and from the reference layout (reference files, test dumps; a
+checkpoint moves each rank's own pieces instead: llmc/train/state_checkpoint.h).
 
 A model fills a table of ParamSpec, then:
     param_store_layout   the layout of this rank (before planning)
@@ -26,6 +27,7 @@ param_store_apply_update.
 #include "param_layout.h"
 #include "tensor_parallel.h"
 #include "recycled.h"
+#include "host_optimizer.h"
 #include "../io/checkpoint.h"
 
 // --test-plant-zero-bug 1 (TESTING builds: the test programs): a --zero 3 layer's
@@ -61,7 +63,8 @@ typedef struct {
     int grad_reducing[2];              // the layer whose gradients buffer i reduces (-1 none)
     event_t param_gathered[2], grad_reduced[2];
     char param_holder[2][48], grad_holder[2][48];  // the holders' names (llmc/parallel/recycled.h)
-    float *master, *adam_m, *adam_v;   // [n_opt]; master only where HAVE_MASTER_WEIGHTS
+    float *master, *adam_m, *adam_v;   // [n_opt]; master only where HAVE_MASTER_WEIGHTS; on the host with --offload-optim 1
+    HostOptim host;                    // --offload-optim: the staging, copy stream and CPU update of that state
     float* grad_acc;                   // --fp32-grad-accum: the fp32 sum of the step's micro-steps [n_local]
     float* norm_scratch;               // one float on the device, planned by the model
     int grad_fp32;
@@ -99,7 +102,8 @@ static inline size_t param_store_largest_layer(const ParamStore* ps) {
     return most;
 }
 
-static inline void param_store_plan(ParamStore* ps, Arena* d, int have_master) {
+// offload_optim: the optimizer state in the pinned host arena h instead of the device's
+static inline void param_store_plan(ParamStore* ps, Arena* d, Arena* h, int have_master, int offload_optim) {
     size_t n_local = ps->lay.n_local, n_opt = ps->lay.n_opt, unit = param_store_largest_layer(ps) * sizeof(floatX);
     size_t sharded = ps->opt_layers * sizeof(floatX), n_grads = n_local - ps->grad_base;
     int zero = ps->zero, two = ps->lay.L > 1;  // one layer needs one buffer
@@ -120,9 +124,11 @@ static inline void param_store_plan(ParamStore* ps, Arena* d, int have_master) {
     // the fp32 sums: of the local buffer, or under --zero 2/3 of its whole part and then of the shard
     arena_add_to(d, "gradient accumulator (fp32)", "gradients",
                  ps->grad_fp32 ? (n_grads + (zero >= 2 ? ps->opt_layers : 0)) * sizeof(float) : 0, &ps->grad_acc);
-    arena_add_to(d, "master weights (fp32)", "optimizer", have_master ? n_opt * sizeof(float) : 0, &ps->master);
-    arena_add_to(d, "adam m", "optimizer", n_opt * sizeof(float), &ps->adam_m);
-    arena_add_to(d, "adam v", "optimizer", n_opt * sizeof(float), &ps->adam_v);
+    Arena* opt = offload_optim ? h : d;
+    arena_add_to(opt, "master weights (fp32)", "optimizer", have_master ? n_opt * sizeof(float) : 0, &ps->master);
+    arena_add_to(opt, "adam m", "optimizer", n_opt * sizeof(float), &ps->adam_m);
+    arena_add_to(opt, "adam v", "optimizer", n_opt * sizeof(float), &ps->adam_v);
+    host_optim_plan(&ps->host, h, n_opt, offload_optim);
 }
 
 // the largest bucket, in elements: what --comm mpi stages through host memory at most
@@ -137,6 +143,7 @@ static inline void param_store_bind(ParamStore* ps, stream_t s, Profile* prof, f
                                     size_t staging_bytes) {
     ps->stream = s; ps->prof = prof; ps->norm_scratch = norm_scratch;
     ps->staging = staging; ps->staging_bytes = staging_bytes;
+    host_optim_bind(&ps->host, &ps->lay, ps->pieces, ps->n_pieces);
     size_t n = ps->lay.n_local, ng = n - ps->grad_base, L = (size_t)ps->lay.L;
     dev_memset(ps->params, 0, (n - ps->param_base) * sizeof(floatX), s);
     dev_memset(ps->grads, 0, ng * sizeof(floatX), s);
@@ -156,6 +163,7 @@ static inline void param_store_bind(ParamStore* ps, stream_t s, Profile* prof, f
 
 static inline void param_store_free(ParamStore* ps) {
     if (ps->comm && ps->comm->staging == ps->staging && ps->staging) comm_set_staging(ps->comm, NULL, 0);  // never left dangling
+    host_optim_free(&ps->host);
     param_layout_free(&ps->lay);
     free(ps->pieces); free(ps->bucket_opt); free(ps->param_held); free(ps->grad_held); free(ps->gathered);
     ps->pieces = NULL; ps->bucket_opt = NULL; ps->param_held = ps->grad_held = NULL; ps->gathered = NULL;
@@ -207,7 +215,7 @@ static inline void param_store_owned_read(ParamStore* ps, int part, size_t opt_o
     float* arr = param_store_state_array(ps, part);
     comm_join(ps->comm, ps->stream);
     stream_synchronize(ps->stream);
-    if (arr) { if (n) dev_download_floats(out, arr + opt_off, n); return; }
+    if (arr) { host_optim_state_get(&ps->host, out, arr + opt_off, n); return; }
     for (int i = 0; i < ps->n_pieces; i++) {  // the parameters themselves, piece by piece
         const Piece* pc = &ps->pieces[i];
         size_t a = pc->opt_off > opt_off ? pc->opt_off : opt_off;
@@ -218,7 +226,7 @@ static inline void param_store_owned_read(ParamStore* ps, int part, size_t opt_o
 static inline void param_store_owned_write(ParamStore* ps, int part, size_t opt_off, size_t n, const float* in) {
     float* arr = param_store_state_array(ps, part);
     stream_synchronize(ps->stream);
-    if (arr && n) dev_upload_floats(arr + opt_off, in, n);
+    if (arr) host_optim_state_put(&ps->host, arr + opt_off, in, n);
     if (part != 0) return;
     for (int i = 0; i < ps->n_pieces; i++) {  // the parameters, from the fp32 values
         const Piece* pc = &ps->pieces[i];
@@ -229,6 +237,7 @@ static inline void param_store_owned_write(ParamStore* ps, int part, size_t opt_
 }
 
 static inline void param_store_zero_grads(ParamStore* ps) {
+    host_optim_step_begin(&ps->host, ps->stream);
     dev_memset(ps->grads, 0, (ps->lay.n_local - ps->grad_base) * sizeof(floatX), ps->stream);
     if (ps->grad_shard) dev_memset(ps->grad_shard, 0, ps->opt_layers * sizeof(floatX), ps->stream);
 }
@@ -311,12 +320,33 @@ static inline void param_store_reduce_layer(ParamStore* ps, int l, int last) {
 // on the last micro-step its reductions start: TP for the replicated tensors under
 // sequence parallelism, then DP. A layer's under --zero 2 and 3: reduced now, every
 // micro-step. The rest comes last in backward: no layer buffer is held after it.
+static inline void param_store_fetch_owned(ParamStore* ps, int g);
 static inline void param_store_bucket_done(ParamStore* ps, int b, int last) {
     const Bucket* k = &ps->lay.bucket[b];
-    if (b < ps->lay.L && ps->grad_shard) { param_store_reduce_layer(ps, b, last); return; }
+    if (b < ps->lay.L && ps->grad_shard) {
+        param_store_reduce_layer(ps, b, last);
+        if (last) param_store_fetch_owned(ps, b);
+        return;
+    }
     param_store_micro_step_done(ps, k->start, k->padded, last);
-    if (last) { param_store_reduce_tp_replicated(ps, b < ps->lay.L ? b : -1); param_store_reduce_bucket(ps, b); }
+    if (last) {
+        param_store_reduce_tp_replicated(ps, b < ps->lay.L ? b : -1);
+        param_store_reduce_bucket(ps, b);
+        param_store_fetch_owned(ps, b);  // --offload-optim: its shard to the host as soon as it is reduced
+    }
     if (b == ps->lay.L) for (int i = 0; i < 2; i++) param_store_retire_grad_buffer(ps, i);
+}
+
+// --offload-optim: group g's owned gradients (and parameters, where the host keeps no master
+// copy) start for the host, after its reduction (llmc/parallel/host_optimizer.h)
+static inline void param_store_fetch_owned(ParamStore* ps, int g) {
+    HostOptim* h = &ps->host;
+    if (!host_optim_fetch_begin(h, g, ps->comm, ps->stream)) return;
+    for (int i = h->first[g]; i < h->first[g + 1]; i++) {
+        const Piece* pc = &ps->pieces[i];
+        host_optim_fetch(h, param_store_owned_grad(ps, pc), ps->master ? NULL : param_store_owned_param(ps, pc), pc->opt_off, pc->n);
+    }
+    host_optim_fetch_end(h, g);
 }
 
 // --zero 3: starts the gather of layer l's parameters into buffer l & 1 (its own part
@@ -507,12 +537,32 @@ static inline void param_store_apply_update(ParamStore* ps, float lr, float beta
                                   "whose backward never ran)", l);
     float scale = grad_clip_scale(grad_clip, norm);
     int k = prof_begin(ps->prof, "adamw", s);
-    for (int i = 0; i < ps->n_pieces; i++) {
-        const Piece* pc = &ps->pieces[i];
-        float wd = ps->lay.spec[pc->tensor].decays ? weight_decay : 0.0f;
-        adamw_update(param_store_owned_param(ps, pc), ps->master ? ps->master + pc->opt_off : NULL, param_store_owned_grad(ps, pc),
-                     ps->adam_m + pc->opt_off, ps->adam_v + pc->opt_off, pc->n, lr, beta1, beta2, eps, wd, scale, t, s);
-    }
+    HostOptim* h = &ps->host;
+    if (h->on) {
+        // on the CPU, group by group in the order backward started their copies (the rest
+        // now): a group's upload overlaps the next group's update
+        for (int g = 0; g < h->n_groups; g++) param_store_fetch_owned(ps, g);
+        for (int j = 0; j < h->n_started; j++) {
+            int g = h->order[j];
+            host_optim_wait(h, g);
+            for (int i = h->first[g]; i < h->first[g + 1]; i++) {
+                const Piece* pc = &ps->pieces[i];
+                float wd = ps->lay.spec[pc->tensor].decays ? weight_decay : 0.0f;
+                size_t o = pc->opt_off;
+                host_adamw(h->param + o, ps->master ? ps->master + o : NULL, h->grad + o, ps->adam_m + o, ps->adam_v + o, pc->n,
+                           lr, beta1, beta2, eps, wd, scale, t);
+            }
+            for (int i = h->first[g]; i < h->first[g + 1]; i++)
+                host_optim_send(h, param_store_owned_param(ps, &ps->pieces[i]), ps->pieces[i].opt_off, ps->pieces[i].n);
+        }
+        host_optim_done(h, s);
+    } else
+        for (int i = 0; i < ps->n_pieces; i++) {
+            const Piece* pc = &ps->pieces[i];
+            float wd = ps->lay.spec[pc->tensor].decays ? weight_decay : 0.0f;
+            adamw_update(param_store_owned_param(ps, pc), ps->master ? ps->master + pc->opt_off : NULL, param_store_owned_grad(ps, pc),
+                         ps->adam_m + pc->opt_off, ps->adam_v + pc->opt_off, pc->n, lr, beta1, beta2, eps, wd, scale, t, s);
+        }
     // per element: parameter and gradient (floatX), moments and master weights (fp32), read and written
     prof_end(ps->prof, k, 0, (double)ps->lay.n_opt * (3.0 * sizeof(floatX) + 4.0 * (2 + (ps->master != NULL)) * 2), s);
     param_store_sync_params(ps);
@@ -551,7 +601,7 @@ static inline void param_store_set_state_part(ParamStore* ps, int part, const fl
     if (part == 0) ps->version++;
     if (part == 0) dev_memset(ps->params, 0, (lay->n_local - ps->param_base) * sizeof(floatX), ps->stream);
     if (part == 0 && ps->param_shard) dev_memset(ps->param_shard, 0, ps->opt_layers * sizeof(floatX), ps->stream);
-    if (dst) dev_memset(dst, 0, lay->n_opt * sizeof(float), ps->stream);
+    if (dst) host_optim_state_zero(&ps->host, dst, lay->n_opt, ps->stream);
     stream_synchronize(ps->stream);  // the uploads below do not run on the stream
     if (!ref) return;
     float* local = segments_contiguous(lay) ? NULL : layout_local_from_ref(lay, ref);
@@ -577,7 +627,7 @@ static inline void param_store_set_state_part(ParamStore* ps, int part, const fl
             for (i++; i < ps->n_pieces && ps->pieces[i].opt_off == first->opt_off + n &&
                       layout_local_element(lay, ref, local, ps->pieces[i].local_off) == from + n; i++)
                 n += ps->pieces[i].n;
-            dev_upload_floats(dst + first->opt_off, from, n);
+            host_optim_state_put(&ps->host, dst + first->opt_off, from, n);
         }
     free(local);
 }

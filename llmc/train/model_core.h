@@ -94,7 +94,7 @@ static inline void model_core_begin(ModelCore* c, const ParamSpec* spec, int n, 
     c->st.keep = par->zero >= 3 && !par->zero_reshard;  // (--zero-reshard 0: the layers' parameters kept for backward)
     arena_init(&c->dev, "device");
     arena_init(&c->host, "host (pinned)");
-    param_store_plan(&c->st, &c->dev, HAVE_MASTER_WEIGHTS);
+    param_store_plan(&c->st, &c->dev, &c->host, HAVE_MASTER_WEIGHTS, par->offload_optim);
     c->st.tpc = &c->tpc;  // the store's TP reductions follow the model's sequence-parallel decision
 }
 
@@ -157,6 +157,7 @@ static inline void model_core_bind_rope(ModelCore* c, float* table, size_t n) {
 
 static inline void model_core_free(ModelCore* c) {
     if (c->allocated) {
+        host_optim_free(&c->st.host);  // its copy stream idle before the arenas it copies go
         trainer_release(c->stream, &c->prof, &c->off, &c->dev, &c->host);
         free(c->local_off);
     }

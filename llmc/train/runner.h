@@ -206,6 +206,7 @@ static inline void runner_print_plan(const ModelOps* ops, void* t, Logger* lg, c
     if (lg->quiet) return;
     log_plan_head(lg, comm, &v->dev, &v->host);
     if (ops->plan_lines) ops->plan_lines(t, lg);
+    host_optim_log_plan(lg, &v->st.host, v->st.lay.n_opt, HAVE_MASTER_WEIGHTS);
     log_plan_tail(lg, &v->acts, ops->unit, ops->comm_bytes(t));
 }
 

@@ -11,6 +11,7 @@ planted TP bug) and gets everything parsed, range-checked (llmc/core/flags.h) an
 #include "../parallel/parallel_args.h"
 #include "../parallel/offload.h"
 #include "../parallel/param_store.h"
+#include "../core/check.h"
 
 typedef struct {
     const char *ref, *attention;
@@ -49,4 +50,22 @@ static inline void test_args_parse(int argc, char** argv, const char* program, c
     });
     parallel_args_validate(&t->par);
     if (!t->ref) FAIL("usage: %s --ref FILE [memory flags] (see --help)", program);
+}
+
+// After the same AdamW steps with and without --offload-optim: the whole state (parameters,
+// master weights where the build has them, AdamW m and v) bitwise the same, required where
+// the host update is the device's own arithmetic. A collective (the state is gathered).
+static inline void check_offload_state(ParamStore* on, ParamStore* off, size_t np) {
+    float* a[3]; float* b[3];
+    for (int k = 0; k < 3; k++) { a[k] = (float*)xmalloc(np * sizeof(float)); b[k] = (float*)xmalloc(np * sizeof(float)); }
+    param_store_get_state(on, a[0], a[1], a[2]);
+    param_store_get_state(off, b[0], b[1], b[2]);
+    const char* what[3] = {"parameters", "AdamW m", "AdamW v"};
+    for (int k = 0; k < 3 && on->comm->rank == 0; k++) {  // (rank 0 holds the gathered state)
+        int same = memcmp(a[k], b[k], np * sizeof(float)) == 0;
+        checks++; failures += !same;
+        printf("  %-16s after the steps, --offload-optim 1 against 0: bitwise %s (required: %s)\n", what[k],
+               same ? "identical" : "different", same ? "ok" : "FAIL");
+    }
+    for (int k = 0; k < 3; k++) { free(a[k]); free(b[k]); }
 }
