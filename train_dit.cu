@@ -1013,9 +1013,11 @@ static FitCost plan_cost(void* t, Comm* comm, const FitFlags* ff, const CostMode
     int dp = comm->dp, micro = a->run.total_batch ? a->run.total_batch / (B * dp) : 1;
     ParallelFlags par = parallel_flags_resolve(&a->run.par, 0, micro);
     par.zero = ff->zero;
+    par.offload_optim = ff->offload_optim;
     if (comm->tp > 1 && par.tp_sp && ((size_t)B * dit_tokens(&a->cfg)) % comm->tp) return c;  // rows do not split
     Dit m;
     dit_build(&m, &a->cfg, f, &par, comm, B, 0);
+    m.micro_steps = micro;
     // the flag-free micro-step: 6 FLOPs per parameter and token, and the attention's 12 L N^2 D per clip
     c = model_core_fit_cost(&m, dit_fit_cost_seconds(&m, cm),
                             (6.0 * m.num_params * m.N + 12.0 * a->cfg.L * (double)m.N * m.N * a->cfg.D) * B / cm->flops, cm);

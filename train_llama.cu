@@ -877,11 +877,13 @@ static FitCost plan_cost(void* t, Comm* comm, const FitFlags* ff, const CostMode
     ParallelFlags pf = parallel_flags_resolve(&a->run.par, a->run.shard_vocab,
                                               a->run.total_batch ? (int)(a->run.total_batch / ((long long)B * T * dp)) : 1);
     pf.zero = ff->zero;
+    pf.offload_optim = ff->offload_optim;
     long long BT = (long long)B * T;
     FitCost c = {-1.0, 0.0, 0.0, 0, 0.0, 0.0};
     if ((f->ffn_chunk_seq ? BT : a->cfg.F) < f->ffn_chunks || BT < f->ce_chunks) return c;
     Llama m;
     llama_build(&m, &a->cfg, f, &pf, comm, B, T, 0);
+    m.micro_steps = a->run.total_batch ? (int)(a->run.total_batch / ((long long)B * T * dp)) : 1;
     c = model_core_fit_cost(&m, fit_cost_seconds(&a->cfg, B, T, f, m.off.n_offload, m.acts.block_bytes, cm),
                             (6.0 * (double)m.num_params + 6.0 * a->cfg.L * (double)a->cfg.D * T) * B * T / cm->flops, cm);  // 6N + 6LDT a token
     llama_free(&m);

@@ -446,9 +446,6 @@ sub_tests run_dir bash dev/test/run_dir_tests.sh "$PY" "$TMP/run_dir"
 section "data parallelism under mpirun (2 and 4 ranks): test_llama, train_llama, checkpoints, faults (dev/test/dp_tests.sh)"
 sub_tests dp bash dev/test/dp_tests.sh "$PY" "$TMP/dp" dev/ref/*.lref ${FRESH:-}
 
-section "full sharding under mpirun (--zero 2 and 3, both trainers): references, 20 steps bitwise against --zero 1, checkpoints across stages, faults (dev/test/zero_tests.sh)"
-sub_tests zero bash dev/test/zero_tests.sh "$PY" "$TMP/zero"
-
 section "signals: a stop signal writes a checkpoint and exits 75, resumed bit-exactly; a second ends at once; closed stdout; file-size limit; MPI start-up timeout (dev/test/signal_tests.sh)"
 sub_tests signals bash dev/test/signal_tests.sh "$PY" "$TMP/signals"
 
@@ -711,6 +708,8 @@ check dit_peer_file_steps "$PY" scripts/pytorch_dit.py --device cpu --init-from 
 
 section "train_dit data and tensor parallelism, ZeRO-1 under mpirun (2 and 4 ranks): test_dit, train_dit, checkpoints (dev/test/dit_parallel_tests.sh)"
 sub_tests dit_parallel bash dev/test/dit_parallel_tests.sh "$PY" "$TMP/dit_parallel" $DIT_FRESH
+section "full sharding under mpirun (--zero 2 and 3, --offload-optim, both trainers): the committed and fresh references, 20 steps bitwise against --zero 1, checkpoints across stages, faults (dev/test/zero_tests.sh)"
+sub_tests zero bash dev/test/zero_tests.sh "$PY" "$TMP/zero" ${FRESH:-} $DIT_FRESH
 
 section "train_dit memory plan against the formulas of docs/memory.md section 9"
 check dit_memory_plan "$PY" dev/test/check_dit_plan.py ./train_dit_cpu

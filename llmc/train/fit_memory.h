@@ -4,7 +4,8 @@ for either trainer (docs/memory.md section 8).
 
 The search space: --ffn-chunks 1..16 and, for a model with an output head, --ce-chunks
 1..64 (powers of two), --recompute 0..2, --offload-act 0..L, the ZeRO stage --zero 0..3
-where the parameters' group has more than one rank, and, when --batch is not
+where the parameters' group has more than one rank, --offload-optim 0..1 (the CUDA build),
+and, when --batch is not
 given, the micro-batch (powers of two; the largest that fits wins, since a bigger
 micro-batch uses the device better and needs fewer accumulation steps). A flag given on
 the command line stays fixed. The trainer says what a candidate costs through one
@@ -26,13 +27,14 @@ typedef struct {
     double launch_s;   // fixed cost of one kernel launch or copy
     double reserve;    // bytes the plan does not own (CUDA context, cuBLASLt workspace; the process on the CPU)
     double dp_bw;      // bytes/s one rank sends in an all-gather over the parameters' group (--fit-dp-gbs)
+    double host_bw;    // bytes/s the CPU streams through in --offload-optim's update (all threads)
 } CostModel;
 
 static inline CostModel cost_model_default(void) {
 #ifdef LLMC_CPU
-    CostModel cm = {50e9, 10e9, 10e9, 2e-6, 64.0 * 1048576, 5e9};
+    CostModel cm = {50e9, 10e9, 10e9, 2e-6, 64.0 * 1048576, 5e9, 10e9};
 #else
-    CostModel cm = {400e12, 2.5e12, 25e9, 5e-6, 1024.0 * 1048576 + (double)matmul_workspace_bytes(), 100e9};
+    CostModel cm = {400e12, 2.5e12, 25e9, 5e-6, 1024.0 * 1048576 + (double)matmul_workspace_bytes(), 100e9, 20e9};
 #endif
     return cm;
 }
@@ -59,6 +61,26 @@ static inline double fit_offload_seconds(int n_offload, size_t act_block_bytes, 
         *launches += 4.0;  // two copies, their events
     }
     return exposed;
+}
+
+// --offload-optim 1: AdamW on the CPU over the rank's n_opt owned elements, per micro-step
+// (the update is once a step). It starts when backward ends (clipping needs the global norm),
+// streams its bytes per element through host memory (fp32 master, m, v read and written, the
+// gradient read and the parameter written), and the upload of its last group (of `groups`,
+// each uploaded while the next is updated) follows it; the gradients' copies to the host
+// overlap backward. The CPU build's "host" is the device's memory and its update the same
+// loop: no cost there.
+static inline double fit_offload_optim_seconds(int on, size_t n_opt, int groups, int have_master, int micro_steps,
+                                               const CostModel* cm) {
+#ifdef LLMC_CPU
+    (void)on; (void)n_opt; (void)groups; (void)have_master; (void)micro_steps; (void)cm;
+    return 0.0;
+#else
+    if (!on) return 0.0;
+    double per = 4.0 * (2 + have_master) * 2 + 2.0 * sizeof(floatX);
+    double last_upload = (double)n_opt / (groups > 0 ? groups : 1) * sizeof(floatX) / cm->link_bw;
+    return (n_opt * per / cm->host_bw + last_upload) / (micro_steps > 0 ? micro_steps : 1);
+#endif
 }
 
 // the flags --fit-memory adds to a trainer's table
@@ -96,7 +118,7 @@ static inline void fit_args_validate(const FitArgs* f) {
 
 // one candidate: the micro-batch and the memory flags the search sets, and what the
 // trainer's callback says of it (its plan: dev and host, the arenas' bytes)
-typedef struct { int B; MemoryFlags mem; int zero; } FitFlags;
+typedef struct { int B; MemoryFlags mem; int zero, offload_optim; } FitFlags;
 typedef struct { double bytes, seconds, base; int n_offload; double dev, host; } FitCost;  // bytes < 0: not a valid layout
 
 typedef struct {
@@ -107,10 +129,11 @@ typedef struct {
     MemoryFlags* mem;
     int* zero;              // --zero
     int zero_max;           // the stages to try: 0..zero_max, or the given one (set by the runner: 3 with a group to shard over)
+    int* offload_optim;     // --offload-optim (tried both ways in the CUDA build)
     int L;                  // --offload-act 0..L
     int with_ce;            // the model has an output head: search --ce-chunks too (else it stays 1)
     FitFlags given;         // the flags' values on the command line (the defaults otherwise)
-    int fixed_B, fixed_ffn, fixed_ce, fixed_recompute, fixed_offload, fixed_zero;  // given on the command line
+    int fixed_B, fixed_ffn, fixed_ce, fixed_recompute, fixed_offload, fixed_zero, fixed_offload_optim;  // given on the command line
     int batches[16], n_batches;  // the micro-batches to try, largest first
     const char* batch_unit;      // "rows" or "clips", for the messages
     void* ctx;
@@ -132,9 +155,10 @@ static inline void fit_batches(FitSearch* s, int total, long long per_B, int mos
 static inline void fit_describe(char* out, size_t n, const FitFlags* f, const FitCost* c, int with_ce, const CostModel* cm) {
     char ce[32] = "";
     if (with_ce) snprintf(ce, sizeof(ce), " --ce-chunks %d", f->mem.ce_chunks);
-    snprintf(out, n, "--batch %d --ffn-chunks %d%s --recompute %d --offload-act %d --zero %d: plan %.1f MiB (+%.0f MiB "
-             "reserve), predicted +%.1f%% over the flag-free step", f->B, f->mem.ffn_chunks, ce, f->mem.recompute,
-             f->mem.offload_act, f->zero, c->bytes / 1048576.0, cm->reserve / 1048576.0, 100.0 * c->seconds / c->base);
+    snprintf(out, n, "--batch %d --ffn-chunks %d%s --recompute %d --offload-act %d --zero %d --offload-optim %d: plan %.1f MiB "
+             "(+%.0f MiB reserve), predicted +%.1f%% over the flag-free step", f->B, f->mem.ffn_chunks, ce, f->mem.recompute,
+             f->mem.offload_act, f->zero, f->offload_optim, c->bytes / 1048576.0, cm->reserve / 1048576.0,
+             100.0 * c->seconds / c->base);
 }
 
 // Picks the flags (and the batch unless given) for the budget; writes what it did into
@@ -155,12 +179,19 @@ static inline FitFlags fit_memory_search(const FitSearch* s, const FitArgs* a, i
     int searched = 0, fitting = 0, n_ce = s->with_ce ? 7 : 1;
     for (int ib = 0; ib < s->n_batches && !isfinite(best.seconds); ib++) {
         second.seconds = INFINITY;
+#ifdef LLMC_CPU
+        const int n_oo = 1;  // (host and device are one memory: the flag moves nothing)
+#else
+        const int n_oo = 2;
+#endif
+        for (int oo = 0; oo < n_oo; oo++)
         for (int z = 0; z <= s->zero_max; z++)
         for (int fi = 0; fi < 5; fi++) for (int ci = 0; ci < n_ce; ci++) for (int r = 0; r <= 2; r++)
         for (int off = 0; off <= s->L; off++) {
             FitFlags f = s->given;
             f.B = s->batches[ib];
             if (!s->fixed_zero && s->zero_max > 0) f.zero = z; else if (z) continue;
+            if (!s->fixed_offload_optim) f.offload_optim = oo; else if (oo) continue;
             if (!s->fixed_ffn) f.mem.ffn_chunks = ffn_opts[fi]; else if (fi) continue;
             if (s->with_ce && !s->fixed_ce) f.mem.ce_chunks = ce_opts[ci]; else if (ci) continue;
             if (!s->fixed_recompute) f.mem.recompute = r; else if (r) continue;
@@ -170,8 +201,9 @@ static inline FitFlags fit_memory_search(const FitSearch* s, const FitArgs* a, i
             int fits = c.bytes + cm.reserve <= budget;
             searched++; fitting += fits;
             if (dump && fprintf(dump, "{\"B\": %d, \"ffn_chunks\": %d, \"ce_chunks\": %d, \"recompute\": %d, \"offload_act\": %d, "
-                                "\"zero\": %d, \"bytes\": %.0f, \"seconds\": %.9g, \"fits\": %d}\n", f.B, f.mem.ffn_chunks,
-                                f.mem.ce_chunks, f.mem.recompute, f.mem.offload_act, f.zero, c.bytes, c.seconds, fits) < 0)
+                                "\"zero\": %d, \"offload_optim\": %d, \"bytes\": %.0f, \"seconds\": %.9g, \"fits\": %d}\n",
+                                f.B, f.mem.ffn_chunks, f.mem.ce_chunks, f.mem.recompute, f.mem.offload_act, f.zero,
+                                f.offload_optim, c.bytes, c.seconds, fits) < 0)
                 FAIL("--fit-candidates: writing '%s' failed: %s (hint: disk full?)", a->candidates, strerror(errno));
             if (c.bytes < small.bytes) { small = c; small_f = f; }
             if (!fits) continue;
@@ -201,10 +233,11 @@ static inline FitFlags fit_memory_search(const FitSearch* s, const FitArgs* a, i
 
 // The places the search writes (B, mem; with_ce: --ce-chunks too), and which of them the
 // command line gave (train_flags_parse's `given`): those stay fixed.
-static inline void fit_fixed_from_flags(FitSearch* s, int* B, MemoryFlags* mem, int* zero, int with_ce, const Flag* flags,
-                                        int n, const int* given) {
-    s->B = B; s->mem = mem; s->zero = zero; s->with_ce = with_ce;
+static inline void fit_fixed_from_flags(FitSearch* s, int* B, MemoryFlags* mem, int* zero, int* offload_optim, int with_ce,
+                                        const Flag* flags, int n, const int* given) {
+    s->B = B; s->mem = mem; s->zero = zero; s->offload_optim = offload_optim; s->with_ce = with_ce;
     s->fixed_zero = flag_given(flags, n, given, zero);
+    s->fixed_offload_optim = flag_given(flags, n, given, offload_optim);
     s->fixed_B = flag_given(flags, n, given, B);
     s->fixed_ffn = flag_given(flags, n, given, &mem->ffn_chunks);
     s->fixed_ce = with_ce ? flag_given(flags, n, given, &mem->ce_chunks) : 0;
@@ -217,12 +250,12 @@ static inline void fit_fixed_from_flags(FitSearch* s, int* B, MemoryFlags* mem, 
 // and what it did into s->report.
 static inline void fit_memory_choose(FitSearch* s, int total, long long per_B, int most, int cap, const FitArgs* a,
                                      int rank) {
-    FitFlags given = {*s->B, *s->mem, *s->zero};
+    FitFlags given = {*s->B, *s->mem, *s->zero, *s->offload_optim};
     if (!s->with_ce) given.mem.ce_chunks = 1;
     s->given = given;
     fit_batches(s, total, per_B, most, cap);
     FitFlags best = fit_memory_search(s, a, rank, s->report, sizeof(s->report));
-    *s->B = best.B; *s->mem = best.mem; *s->zero = best.zero;
+    *s->B = best.B; *s->mem = best.mem; *s->zero = best.zero; *s->offload_optim = best.offload_optim;
 }
 
 // What a plan may use: the device arena, plus the host arena on the CPU build, where

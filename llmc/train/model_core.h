@@ -181,6 +181,7 @@ static inline ActBlock core_layer_acts(const ModelCore* c, int l) {
 static inline FitCost model_core_fit_cost(const ModelCore* c, double seconds, double base, const CostModel* cm) {
     double unit = (double)param_store_largest_layer(&c->st) * sizeof(floatX);
     seconds += fit_zero_seconds(c->st.zero, c->L, unit, comm_grad_ranks(c->comm), base, cm);
+    seconds += fit_offload_optim_seconds(c->par.offload_optim, c->st.lay.n_opt, c->L + 1, HAVE_MASTER_WEIGHTS, c->micro_steps, cm);
     FitCost f = {fit_plan_bytes(&c->dev, &c->host), seconds, base, c->off.n_offload, (double)c->dev.total,
                  (double)c->host.total};
     return f;

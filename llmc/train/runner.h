@@ -155,8 +155,8 @@ static inline void rank_list_add(char* out, size_t n, int* last, int* run, int r
 }
 
 static inline void runner_rank_plans(const ModelOps* ops, void* t, const Comm* comm, int B, const MemoryFlags* mem,
-                                     int zero, RankPlans* p) {
-    FitFlags f = {B, *mem, zero};
+                                     int zero, int offload_optim, RankPlans* p) {
+    FitFlags f = {B, *mem, zero, offload_optim};
     memset(p, 0, sizeof(*p));
     p->size = comm->size;
     int last[RUNNER_MAX_PLANS], run[RUNNER_MAX_PLANS];
@@ -318,7 +318,7 @@ static inline int runner_main(const ModelOps* ops, void* t, RunArgs* a, int unit
     runner_print_plan(ops, t, &lg, &comm, v);
     if ((l->plan_only || l->plan_json) && !lg.quiet) {
         RankPlans rp;
-        runner_rank_plans(ops, t, &comm, a->B, &a->mem, a->par.zero, &rp);
+        runner_rank_plans(ops, t, &comm, a->B, &a->mem, a->par.zero, a->par.offload_optim, &rp);
         if (l->plan_only && comm.size > 1) rank_plans_log(&lg, &rp);
         if (l->plan_only && ops->plan_only_lines) ops->plan_only_lines(t, &lg);
         if (l->plan_json) runner_write_plan_json(ops, t, v, &rp, l->plan_json);

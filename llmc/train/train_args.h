@@ -145,5 +145,5 @@ static inline void train_flags_parse(int argc, char** argv, const Flag* own, int
     train_loop_validate(&a->loop);
     parallel_args_validate(&a->par);
     fit_args_validate(&a->fit);
-    fit_fixed_from_flags(&a->fit_search, &a->B, &a->mem, &a->par.zero, with_ce, f, n, a->given);  // the flags --fit-memory chooses
+    fit_fixed_from_flags(&a->fit_search, &a->B, &a->mem, &a->par.zero, &a->par.offload_optim, with_ce, f, n, a->given);  // the flags --fit-memory chooses
 }
