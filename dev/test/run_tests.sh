@@ -801,6 +801,21 @@ if [ -n "$NVCC_PATH" ]; then
   [ -x build/train_llama ] && [ -x build/train_dit ] && check memory_plan_cp_bf16 "$PY" dev/test/check_cp_plan.py ./build/train_llama ./build/train_dit
   # the DiT plan (docs/memory.md section 9); the CUDA build loads cuBLAS at each start (0.2 s a plan): 2 of the 6 shapes, every flag set
   [ -x build/train_dit ] && check dit_memory_plan_bf16 "$PY" dev/test/check_dit_plan.py --shapes 2 ./build/train_dit
+  # the issue's seed configurations, planned by the bf16 build (docs/memory.md 7.1): llama3-8B on 4 ranks of 24 GB
+  # (T = 2048, one sequence a rank) fits only with the optimizer on the host, and --fit-memory finds it; hunyuan-13B at
+  # 118,800 tokens on 8 ranks within 32 GB at --zero 3 and within 16 GB with --offload-optim 1 (1.5 GiB of reserve)
+  if [ -x build/train_llama ] && [ -x build/train_dit ]; then
+    check seed_configs_fit_bf16 bash -c 'set -e
+      dev() { local x; x=$("$@" --plan-only 1 2>&1 | grep "the largest is rank" | grep -o "(device [0-9.]* MiB)" | tr -dc "0-9."); [ -n "$x" ] || return 1; echo "$x"; }
+      l8=(./build/train_llama --model llama3-8B --seq 2048 --batch 1 --dp 4 --shard-vocab 1)
+      f=$("${l8[@]}" --fit-memory 24 --plan-only 1 2>&1 | grep "chose"); echo "$f"
+      echo "$f" | grep -q -- "--offload-optim 1:"
+      a=$(dev "${l8[@]}" --zero 3 --offload-optim 1 --recompute 2 --ce-chunks 8 --offload-act -1)
+      h=(./build/train_dit --model hunyuan-13B --batch 1 --cp 8 --cp-mode ulysses --zero 3 --recompute 2 --ffn-chunks 8 --ffn-chunk-dim seq)
+      b=$(dev "${h[@]}"); c=$(dev "${h[@]}" --offload-optim 1)
+      echo "llama3-8B dp 4 zero 3 offload-optim: $a MiB; hunyuan-13B cp 8 zero 3: $b MiB, with offload-optim: $c MiB"
+      awk -v a="$a" -v b="$b" -v c="$c" "BEGIN { r = 1536; exit !(a + r <= 24 * 1024 && b + r <= 32 * 1024 && c + r <= 16 * 1024) }"'
+  fi
 fi
 
 # a real scheduler: a private one-node SLURM cluster (its own slurm.conf, munge key and socket, ports, all in a
