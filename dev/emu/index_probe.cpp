@@ -547,7 +547,9 @@ static std::string probe_adamw() {
         rp[k] = p; rm[k] = mm; rv[k] = vv;
     }
     run_picked({{"adamw_kernel", blocks}}, run);
-    Cmp cp("master", 1e-6, 1e-7), cm("m", 1e-6, 1e-9), cv("v", 1e-6, 1e-12), cb("param", REL, 1e-6);
+    // m' = b1 m + (1-b1) g may cancel: the bound of the harness's adamw check, 8 u (|b1 m| + |(1-b1) g|)
+    // with |m| < 0.1 and |g| < 1 here, 9.1e-8 (the kernel rounds it once, an fmaf; the twin twice)
+    Cmp cp("master", 1e-6, 1e-7), cm("m", 1e-6, 1e-7), cv("v", 1e-6, 1e-12), cb("param", REL, 1e-6);
     for (size_t k = 0; k < S.size(); k++) {
         size_t i = S[k];
         cp(i, master[i], rp[k]); cm(i, m[i], rm[k]); cv(i, v[i], rv[k]); cb(i, (float)param[i], rp[k]);

@@ -1102,6 +1102,7 @@ def run_dir_value(s):
 PARALLEL_FLAGS = [
     ("zero", "i", one_of(0, 1, 2, 3), [], ["zero"]),
     ("zero-reshard", "i", one_of(0, 1), ["--zero", "3"], ["zero-reshard"]),
+    ("offload-optim", "i", one_of(0, 1), [], ["offload-optim"]),
     ("comm", "s", choice("nccl", "mpi"), [], ["comm"]),
     ("comm-timeout", "f", frange(0, lo_open=True), [], ["comm-timeout"]),
     ("startup-timeout", "f", frange(0, lo_open=True), [], ["startup-timeout"]),
@@ -1233,6 +1234,7 @@ TEST_LLAMA_FLAGS = [
     ("test-plant-zero-bug", "i", lambda v: "ok" if v == 0 else "either", [], ["test-plant-zero-bug", "FAIL"]),
     ("zero", "i", one_of(0, 1, 2, 3), [], ["zero"]),
     ("zero-reshard", "i", one_of(0, 1), ["--zero", "3"], ["zero-reshard"]),
+    ("offload-optim", "i", one_of(0, 1), [], ["offload-optim"]),
     ("shard-vocab", "i", one_of(0, 1), [], ["shard-vocab"]),
     ("micro-batch", "i", one_of(0, 1, 3), [], ["micro-batch"]),
     ("fp32-grad-accum", "i", one_of(-1, 0, 1), [], ["fp32-grad-accum"]),

@@ -21,19 +21,20 @@ final warp are those of sum_accumulate (reduce_partials, reduce_final).
 #include "reduce.cuh"  // reduce_partials, reduce_final
 
 // One element of AdamW: p the parameter (its fp32 master where the build has one), g
-// the scaled gradient, m and v its moments, updated in place; returns the new p. Shared
+// the scaled gradient, m and v its moments; returns the new p, m and v (by value: the
+// caller stores them, so no pointer into device memory crosses a call). Shared
 // by the kernel and --offload-optim's update on the CPU (llmc/parallel/host_optimizer.h),
 // and every multiply-add is an explicit fmaf: left to themselves, nvcc contracts the
 // kernel's and the host compiler its own way, and the two results differ in the last
 // bits. Division and sqrtf are IEEE-rounded on both (no --use_fast_math).
-__host__ __device__ static inline float adamw_element(float p, float g, float* m, float* v, float keep, float beta1,
-                                                      float beta2, float eps, float step_size, float bc2_sqrt) {
-    p *= keep;
-    float mi = fmaf(beta1, *m, (1.0f - beta1) * g);
-    float vi = fmaf(beta2, *v, (1.0f - beta2) * g * g);
-    *m = mi;
-    *v = vi;
-    return p - step_size * mi / (sqrtf(vi) / bc2_sqrt + eps);
+typedef struct { float p, m, v; } AdamwElement;
+__host__ __device__ static inline AdamwElement adamw_element(float p, float g, float m, float v, float keep, float beta1,
+                                                             float beta2, float eps, float step_size, float bc2_sqrt) {
+    AdamwElement r;
+    r.m = fmaf(beta1, m, (1.0f - beta1) * g);
+    r.v = fmaf(beta2, v, (1.0f - beta2) * g * g);
+    r.p = fmaf(p, keep, -(step_size * r.m / (sqrtf(r.v) / bc2_sqrt + eps)));
+    return r;
 }
 
 __global__ void adamw_kernel(floatX* param, float* master, const floatX* grad, float* m, float* v, size_t n, float lr,
@@ -41,10 +42,12 @@ __global__ void adamw_kernel(floatX* param, float* master, const floatX* grad, f
                              float step_size, float bc2_sqrt) {
     float keep = fmaf(-lr, weight_decay, 1.0f);  // 1 - lr * weight_decay
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-        float p = adamw_element(master ? master[i] : (float)param[i], (float)grad[i] * grad_scale, &m[i], &v[i], keep,
-                                beta1, beta2, eps, step_size, bc2_sqrt);
-        if (master) master[i] = p;
-        param[i] = (floatX)p;  // round to nearest (bf16) or exact (fp32)
+        AdamwElement e = adamw_element(master ? master[i] : (float)param[i], (float)grad[i] * grad_scale, m[i], v[i], keep,
+                                       beta1, beta2, eps, step_size, bc2_sqrt);
+        m[i] = e.m;
+        v[i] = e.v;
+        if (master) master[i] = e.p;
+        param[i] = (floatX)e.p;  // round to nearest (bf16) or exact (fp32)
     }
 }
 

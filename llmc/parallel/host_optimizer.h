@@ -145,10 +145,12 @@ static inline void host_adamw(floatX* param, float* master, const floatX* grad, 
     float keep = fmaf(-lr, weight_decay, 1.0f);  // as the kernel computes it
     #pragma omp parallel for schedule(static)
     for (size_t i = 0; i < n; i++) {
-        float p = adamw_element(master ? master[i] : (float)param[i], (float)grad[i] * grad_scale, &m[i], &v[i], keep,
-                                beta1, beta2, eps, step_size, bc2_sqrt);
-        if (master) master[i] = p;
-        param[i] = (floatX)p;  // round to nearest even, as the kernel's conversion
+        AdamwElement e = adamw_element(master ? master[i] : (float)param[i], (float)grad[i] * grad_scale, m[i], v[i], keep,
+                                       beta1, beta2, eps, step_size, bc2_sqrt);
+        m[i] = e.m;
+        v[i] = e.v;
+        if (master) master[i] = e.p;
+        param[i] = (floatX)e.p;  // round to nearest even, as the kernel's conversion
     }
 #endif
 }
