@@ -29,9 +29,12 @@ static void run_adamw(size_t n, int use_master, int t, uint64_t seed) {
                      eps, wd, gs, t);
     adamw_update(d_p, d_master, d_g, d_m, d_v, n, lr, b1, b2, eps, wd, gs, t, 0);
     printf("  adamw n=%zu master=%d t=%d\n", n, use_master, t);
-    // m, v, master: the same fp32 formula on the same inputs; only FMA contraction
-    // differs (a few ulp): rtol 1e-6, atol 1e-9 for v near 0 / 1e-7 for p and m.
-    check("m", download_f(d_m, n), r_m, 1e-9, 1e-6);
+    // m, v, master: the same fp32 formula on the same inputs; the kernel rounds each
+    // multiply-add once (fmaf), the twin twice: a few ulp of the terms. m = b1 m + (1-b1) g
+    // may cancel, so its bound is on the terms, 8 u (|b1 m| + |(1-b1) g|) <= 8 * 2^-24 *
+    // (0.09 + 0.05) = 6.7e-8 here (|m| < 0.1, |g| < 0.5 after the scale); v's terms are both
+    // positive (rtol 1e-6, atol 1e-12 near 0); master 1e-7.
+    check("m", download_f(d_m, n), r_m, 6.7e-8, 1e-6);
     check("v", download_f(d_v, n), r_v, 1e-12, 1e-6);
     if (use_master) check("master", download_f(d_master, n), r_master, 1e-7, 1e-6);
     // param: in bf16 builds the GPU master rounded to nearest, compared with the CPU's

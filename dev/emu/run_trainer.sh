@@ -60,7 +60,8 @@
 # anything failed. Outputs: dev/emu/build/trainer/out/<name>.out (stdout and stderr).
 # Environment: EMU_SRC_DIR (llmc sources, default llmc), EMU_TRAINER_SRC (directory with
 # the trainers' .cu files, default the repository root; a file it lacks is taken from the
-# repository), EMU_TRAINER_FULL, EMU_TRAINER_RESUME, EMU_TRAINER_FILTER (only runs whose
+# repository), EMU_TRAINER_FULL, EMU_TRAINER_SAMPLE (1: leave the job_full variants out, as make test
+# does), EMU_TRAINER_RESUME, EMU_TRAINER_FILTER (only runs whose
 # name contains it, a shell pattern: e.g. test_dit, .bf16. or test_*.bf16.), CXX, and EMU_H2D_ASYNC=0 (emu.h: by default a
 # synchronous cudaMemcpy from pageable memory to the device returns before its copy lands,
 # as CUDA documents it may; 0 turns that off).
@@ -99,6 +100,9 @@ job() {  # job NAME ENV COMMAND...: writes $B/jobs/NAME.sh
   { echo "cd '$PWD'"; printf 'env %s timeout %s' "$env" "$TIMEOUT_S"; printf ' %q' "$@"
     echo " > '$B/out/$name.out' 2>&1"; echo "echo \$? > '$B/out/$name.rc'"; } > "$B/jobs/$name.sh"
 }
+# job_full NAME ENV COMMAND...: a job make test's sample (EMU_TRAINER_SAMPLE=1) leaves to test-full:
+# a variant of a path another sampled job runs
+job_full() { [ "${EMU_TRAINER_SAMPLE:-0}" = 1 ] || job "$@"; }
 # with Open MPI, train_llama and test_llama are built with MPI so that the data-parallel CUDA
 # orchestration (--comm mpi: collectives staged through pinned host memory) runs under mpirun,
 # and with NCCL, which is include/nccl.h here: non-blocking NCCL emulated on MPI (--comm nccl)
@@ -141,7 +145,7 @@ for p in fp32 bf16; do
   job "test_llama.$p.models.rev_schedule" "EMU_SCHEDULE=rev" "$B/bin/test_llama.$p" --ref $DR "${DF[@]}"
   # --offload-optim 1: the optimizer on the host; its copy stream in the lazy model, and the state
   # after the steps bitwise that of the device kernel (test_llama's check_offload_state)
-  job "test_llama.$p.deep_l5_gqa.offload_optim" "" "$B/bin/test_llama.$p" --ref $DR --offload-optim 1
+  job_full "test_llama.$p.deep_l5_gqa.offload_optim" "" "$B/bin/test_llama.$p" --ref $DR --offload-optim 1
   # cuBLASLt finds no algorithm: llmc's fallback kernel does every product
   job "test_llama.$p.mha_tied_odd.fallback_matmul" "EMU_LT_MODE=0" "$B/bin/test_llama.$p" --ref dev/ref/mha_tied_odd.lref
 done
@@ -157,7 +161,7 @@ if [ ${#MPIFLAGS[@]} -gt 0 ]; then
       --zero 1 --shard-vocab 1
     job "test_llama.$p.dp2.zero_shard_flags" "$OMPI_TMP" "${MPIRUN[@]}" "$B/bin/test_llama.$p" --comm mpi --ref dev/ref/mha_untied_small.lref \
       --zero 1 --shard-vocab 1 --ffn-chunks 3 --ce-chunks 5 --offload-act -1 --recompute 1
-    job "test_llama.$p.dp2.zero_offload_optim" "$OMPI_TMP" "${MPIRUN[@]}" "$B/bin/test_llama.$p" --comm mpi --ref dev/ref/gqa_h4kv2_tied.lref \
+    job_full "test_llama.$p.dp2.zero_offload_optim" "$OMPI_TMP" "${MPIRUN[@]}" "$B/bin/test_llama.$p" --comm mpi --ref dev/ref/gqa_h4kv2_tied.lref \
       --zero 1 --offload-optim 1
     # --comm nccl (include/nccl.h): the same run must download the same bytes (nccl2.same_as_mpi)
     job "test_llama.$p.nccl2.zero_shard" "$OMPI_TMP" "${MPIRUN[@]}" "$B/bin/test_llama.$p" --comm nccl --ref dev/ref/gqa_h4kv2_tied.lref \
@@ -167,10 +171,10 @@ if [ ${#MPIFLAGS[@]} -gt 0 ]; then
     # a consumer that is not ordered after its producer on what the buffer held before)
     job "test_llama.$p.nccl2.zero3_flags" "$OMPI_TMP" "${MPIRUN[@]}" "$B/bin/test_llama.$p" --comm nccl --ref dev/ref/mha_untied_small.lref \
       --zero 3 --shard-vocab 1 --ffn-chunks 3 --offload-act -1 --recompute 1
-    job "test_llama.$p.dp2.zero2_micro" "$OMPI_TMP" "${MPIRUN[@]}" "$B/bin/test_llama.$p" --comm mpi --ref dev/emu/ref/deep_l5_gqa.lref \
+    job_full "test_llama.$p.dp2.zero2_micro" "$OMPI_TMP" "${MPIRUN[@]}" "$B/bin/test_llama.$p" --comm mpi --ref dev/emu/ref/deep_l5_gqa.lref \
       --zero 2 --micro-batch 1 --fp32-grad-accum 1
   done
-  job "test_llama.bf16.nccl2.zero3_kept" "$OMPI_TMP" "${MPIRUN[@]}" "$B/bin/test_llama.bf16" --comm nccl --ref dev/emu/ref/deep_l5_gqa.lref \
+  job_full "test_llama.bf16.nccl2.zero3_kept" "$OMPI_TMP" "${MPIRUN[@]}" "$B/bin/test_llama.bf16" --comm nccl --ref dev/emu/ref/deep_l5_gqa.lref \
     --zero 3 --zero-reshard 0 --recompute 2
   job "test_llama.bf16.nccl2.zero2_micro_floatx" "$OMPI_TMP" "${MPIRUN[@]}" "$B/bin/test_llama.bf16" --comm nccl --ref dev/emu/ref/deep_l5_gqa.lref \
     --zero 2 --micro-batch 1 --fp32-grad-accum 0
@@ -181,7 +185,7 @@ if [ ${#MPIFLAGS[@]} -gt 0 ]; then
   # copy stream eager (stream 5: the comm stream, the offload copy and prefetch streams and the
   # compute stream come first), a copy not ordered after its reduce-scatter reads the unreduced
   # gradients (measured: dropping the copy stream's wait on the communication stream fails it)
-  job "test_llama.bf16.nccl2.zero_shard_offload_optim_eager_copies" "$OMPI_TMP" "${MPIRUN[@]}" -x EMU_EAGER_STREAMS=5 \
+  job_full "test_llama.bf16.nccl2.zero_shard_offload_optim_eager_copies" "$OMPI_TMP" "${MPIRUN[@]}" -x EMU_EAGER_STREAMS=5 \
     "$B/bin/test_llama.bf16" --comm nccl --ref dev/ref/gqa_h4kv2_tied.lref --zero 1 --shard-vocab 1 --offload-optim 1
   # under --zero 3 a layer's shard is summed on NCCL's stream after each reduce-scatter: the copy follows that
   job "test_llama.bf16.nccl2.zero3_offload_optim_eager_copies" "$OMPI_TMP" "${MPIRUN[@]}" -x EMU_EAGER_STREAMS=5 \

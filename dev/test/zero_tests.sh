@@ -167,14 +167,16 @@ for prog in llama dit; do
   # the optimizer on the CPU (--offload-optim 1) writes the same file
   run $prog 2 "$W/${prog}_z3_offload_optim" --zero 3 --offload-optim 1 "${one[@]}" --ckpt-every 20 \
     && same_ckpts "${prog}_zero3_offload_optim_ckpt_identical" "$W/${prog}_z3" "$W/${prog}_z3_offload_optim"
+  # with micro-steps (sampled: --zero 3 for one trainer and 2 for the other; TEST_FULL=1 every stage)
+  stages=(2 3 3k); [ "$FULL" != 1 ] && { [ $prog = llama ] && stages=(3) || stages=(2); }
   run $prog 2 "$W/${prog}_z1_micro" --zero 1 "${micro[@]}"
-  for z in 2 3 3k; do
+  for z in "${stages[@]}"; do
     zf=(--zero ${z%k}); [ "$z" = 3k ] && zf+=(--zero-reshard 0)
     run $prog 2 "$W/${prog}_z${z}_micro" "${zf[@]}" "${micro[@]}" \
       && agree "${prog}_zero${z}_micro_steps_vs_zero1" "$W/${prog}_z1_micro" "$W/${prog}_z${z}_micro" 1 $TOL
   done
   # the bytes a step sends, counted, equal the formula's (zero 3: two gathers of every layer a micro-step, one when kept)
-  for z in 2 3 3k; do
+  for z in "${stages[@]}"; do
     log="$W/${prog}_z${z}_micro.log"
     pred=$(grep -m1 "^comm per step, predicted" "$log" | sed 's/.*sends): //'); got=$(grep -m1 "^comm per step, counted" "$log" | sed 's/.*sent): //')
     if [ -n "$pred" ] && [ "$pred" = "$got" ]; then pass "${prog}_zero${z}_comm_bytes_counted"
@@ -198,9 +200,11 @@ r = [json.loads(l) for l in open(sys.argv[1])]
 assert [x["step"] for x in r if "loss" in x] == [21, 22], [x["step"] for x in r]
 assert all(math.isfinite(x["loss"]) for x in r if "loss" in x)
 PYEOF
-run dit 4 "$W/d_z3_dp4" --zero 3 --batch 2 --ckpt-every 10
-run dit 1 "$W/d_z3_to_1" --batch 8 --resume "$W/d_z3_dp4/ckpt_000010.bin" \
-  && agree dit_zero3_dp4_ckpt_resumed_at_one_process "$W/d_z3_dp4" "$W/d_z3_to_1" 11 $TOL
+if [ "$FULL" = 1 ]; then  # (sampled: the same store moves the DiT's state; train_llama's runs above)
+  run dit 4 "$W/d_z3_dp4" --zero 3 --batch 2 --ckpt-every 10
+  run dit 1 "$W/d_z3_to_1" --batch 8 --resume "$W/d_z3_dp4/ckpt_000010.bin" \
+    && agree dit_zero3_dp4_ckpt_resumed_at_one_process "$W/d_z3_dp4" "$W/d_z3_to_1" 11 $TOL
+fi
 
 # bit-exact resume under --zero 3 (dev/test/check_resume.sh: 2 steps + resume == 4 steps)
 if env PYTHON="$PY" LAUNCH="${MPIRUN[*]} -np 2" bash dev/test/check_resume.sh ./train_llama_cpu "$W/resume_z3" --zero 3 --shard-vocab 1 \

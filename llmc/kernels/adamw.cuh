@@ -37,7 +37,7 @@ __host__ __device__ static inline AdamwElement adamw_element(float p, float g, f
     return r;
 }
 
-__global__ void adamw_kernel(floatX* param, float* master, const floatX* grad, float* m, float* v, size_t n, float lr,
+__global__ void __launch_bounds__(256, 8) adamw_kernel(floatX* param, float* master, const floatX* grad, float* m, float* v, size_t n, float lr,
                              float beta1, float beta2, float eps, float weight_decay, float grad_scale,
                              float step_size, float bc2_sqrt) {
     float keep = fmaf(-lr, weight_decay, 1.0f);  // 1 - lr * weight_decay
