@@ -4,16 +4,20 @@ and what data parallelism does with them: the gradient reduction of a bucket (an
 all-reduce, or with --zero 1 a reduce-scatter leaving each rank the sum over its own
 part), the fp32 accumulation of micro-steps, the global gradient norm over shards,
 AdamW over the owned pieces with the all-gather of ZeRO-1 (with --offload-optim 1 on the
-CPU, the state in pinned host memory: llmc/parallel/host_optimizer.h), and the moves of
-the whole state to and from the reference layout (reference files, test dumps; a
-checkpoint moves each rank's own pieces instead: llmc/train/state_checkpoint.h).
+CPU, the state in pinned host memory: llmc/parallel/host_optimizer.h), full sharding
+(--zero 2: a layer's gradients kept only as this rank's shard; --zero 3: its parameters
+too, gathered where the layer runs; docs/design.md 8.8), and the moves of the whole state
+to and from the reference layout (reference files, test dumps; a checkpoint moves each
+rank's own pieces instead: llmc/train/state_checkpoint.h).
 
 A model fills a table of ParamSpec, then:
     param_store_layout   the layout of this rank (before planning)
     param_store_plan     the arena entries (parameters, gradients, fp32 accumulator,
                          master weights, AdamW moments), sized by the layout
     param_store_bind     after allocation: the stream, the profile, zeroed buffers
-and in the step: param_store_bucket_done as backward completes each bucket (reductions
+and in the step: param_store_layer_begin / _end around each layer's run (forward,
+backward, validation, sampling: under --zero 3 the gathers, under 2 and 3 the backward's
+gradient buffer), param_store_bucket_done as backward completes each bucket (reductions
 start on the communication stream, overlapping the layers below), param_store_grad_norm,
 param_store_apply_update.
 */
