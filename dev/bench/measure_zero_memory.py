@@ -24,16 +24,10 @@ import sys
 import tempfile
 
 import measure_dp_memory as dpm  # launch, measure, commit, machine, toy_shard
+from measure_dit_parallel_memory import comm_line  # the run's predicted and counted bytes lines
 
 LLAMA = "--V 32000 --D 512 --L 16 --H 8 --KV 8 --F 1376 --max-seq-len 128 --seq 128 --batch 1"
 DIT = "--channels 1 --frames 4 --height 16 --width 16 --pt 1 --ph 2 --pw 2 --D 256 --L 16 --H 4 --FF 1024 --NC 10 --batch 2"
-
-
-def comm_line(stdout, what):
-    for line in stdout.splitlines():
-        if line.startswith("comm per step, " + what):
-            return line.split(":", 1)[1].strip()
-    return None
 
 
 def main():
