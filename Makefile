@@ -307,3 +307,10 @@ test: build/test_attention_merge
 build/test_attention_merge: dev/test/test_attention_merge.c llmc/kernels/cpu/attention_merge.h llmc/kernels/cpu/attention.h llmc/kernels/cpu/vmath.h llmc/core/common.h
 	@mkdir -p build
 	$(CXX) -O3 -march=native -fopenmp -x c++ -DLLMC_CPU -Wall -Wextra -I. $< -o $@ -lm
+
+# llmc/parallel/pipeline_schedule.h's 1f1b and interleaved op lists, all ranks simulated together with
+# blocking transfers: no deadlock, every dependency, activations held and bubble against the formulas (make test runs it)
+test: build/test_pp_schedule
+build/test_pp_schedule: dev/test/test_pp_schedule.c llmc/parallel/pipeline_schedule.h llmc/core/common.h
+	@mkdir -p build
+	$(CXX) -O2 -x c++ -DLLMC_CPU -Wall -Wextra -Wno-unused-function -I. $< -o $@ -lm

@@ -232,6 +232,11 @@ section "context parallelism: ring attention's log-sum-exp merge against whole a
 # backward, causal and full, 50 shapes; under a second (one thread: the shapes are tiny)
 sub_tests attention_merge ./build/test_attention_merge
 
+section "pipeline parallelism: the 1f1b and interleaved schedules simulated rank by rank (dev/test/test_pp_schedule.c)"
+# every rank's op list run together with blocking transfers: no deadlock, every dependency, the activations
+# held and the bubble against the formulas, four broken schedules caught, bad --pp-layers refused; 0.1 s
+sub_tests pp_schedule ./build/test_pp_schedule
+
 section "bad input: a clear message and a non-zero exit"
 R=dev/ref/mha_untied_small.lref
 head -c 3000 "$R" > "$TMP/truncated.lref"
