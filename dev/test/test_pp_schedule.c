@@ -26,8 +26,10 @@ Checked for each case (1f1b: pp 1, 2, 3, 4, 8 x M 1, 2, 3, 4, 5, 8, 16; interlea
   - the peak of activations held (forwarded, not yet backwarded) equals pp_max_in_flight and the
     schedule's max_in_flight on every rank, and under 1f1b stage 0 holds the most;
   - the step's makespan: bubble = makespan - M*V*(tf+tb) (each rank's busy time, in chunk units),
-    bubble / ideal against pp_bubble_fraction, exactly (1e-12) for both schedules: with constant
-    costs and free transfers both reach the paper's (pp-1)/(V*M) (Narayanan et al. 2021, sec. 2.2).
+    bubble / ideal against pp_bubble_fraction, to 1e-12 for both schedules: with constant costs and
+    free transfers both reach the paper's (pp-1)/(V*M) exactly (Narayanan et al. 2021, sec. 2.2),
+    the times are whole numbers, and only the final division is floating point. A schedule that
+    lost even one chunk's step of overlap would be off by at least 1/(M*V*(tf+tb)) > 1e-3.
 Controls show the checks can fail: a swap of a stage's first forward with the receive before it,
 a paired transfer split into a blocking send then a blocking receive (the classic deadlock), a
 receive dropped, an op list that skips one backward. Bad input (wrong --pp-layers strings,
@@ -37,7 +39,7 @@ the flag: each runs in a forked child.
   make build/test_pp_schedule && build/test_pp_schedule
 prints PASS/FAIL lines (dev/test/run_tests.sh counts them); exit status non-zero on failure.
   build/test_pp_schedule --show 1f1b|interleaved PP V M     each rank's op list
-  build/test_pp_schedule --split L PP V 'a,b,c'             pp_split_layers on those arguments
+  build/test_pp_schedule --split L PP V 'a,b,c'             pp_split_layers on those arguments ('' splits evenly)
 */
 #ifndef LLMC_CPU
 #define LLMC_CPU
