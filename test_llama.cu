@@ -114,12 +114,10 @@ static float run_step(Llama* m, const Reference* r, float* grads_out, float* log
     float* mine = logits_out ? (float*)xmalloc(my_rows * V * sizeof(float)) : NULL;
     if (mine) for (size_t i = 0; i < my_rows * V; i++) mine[i] = NAN;  // a chunk that is never written fails
     param_store_zero_grads(&m->st);
-    for (int j = 0; j < n_micro; j++) {
-        size_t r0 = (size_t)j * micro * r->T;
-        m->capture_logits = mine ? mine + j * micro_rows * V : NULL;
-        llama_forward_backward(m, r->inputs + off + r0, r->targets + off + r0, micro, r->T, MODE_TRAIN,
-                               1.0f / (float)((size_t)r->B * r->T), j == n_micro - 1);
-    }
+    // the micro-steps one after the other, or under --pp through the stage's schedule
+    LlamaPass p = {m, r->inputs + off, r->targets + off, micro, r->T, MODE_TRAIN, 1.0f / (float)((size_t)r->B * r->T),
+                   mine, micro_rows * V};
+    llama_pass(&p, n_micro);
     float loss = model_core_take_loss(m);
     m->capture_logits = NULL;
     if (grads_out) param_store_get_grads(&m->st, grads_out);
@@ -127,13 +125,15 @@ static float run_step(Llama* m, const Reference* r, float* grads_out, float* log
         size_t n = my_rows * V, world = m->comm->size, tp = m->comm->tp;
         float* all = m->comm->rank == 0 ? (float*)xmalloc(world * n * sizeof(float)) : NULL;
         comm_host_gather(m->comm, GROUP_WORLD, mine, n * sizeof(float), all);
-        // world rank q is DP rank q / (tp cp), CP member q / tp % cp: its rows (in its token order
-        // under cp, llmc/parallel/context_parallel.h); a NaN is a logit that rank did not compute
+        // world rank q is DP rank q / (tp cp pp), CP member q / tp % cp: its rows (in its token order
+        // under cp, llmc/parallel/context_parallel.h); a NaN is a logit that rank did not compute (another
+        // TP rank's vocabulary columns, a stage before the last)
+        size_t pp = m->comm->pp;
         for (size_t q = 0; all && q < world; q++)
             for (size_t i = 0; i < my_rows; i++) {
                 size_t j = i / micro_rows, row = i % micro_rows;  // micro-step, row in it
                 size_t tok = cp > 1 ? cp_token_of_row(&m->cpx, (int)(q / tp % cp), micro, row) : row;
-                float* dst = logits_out + (q / (tp * cp)) * rows * V + (j * micro_rows * cp + tok) * V;
+                float* dst = logits_out + (q / (tp * cp * pp)) * rows * V + (j * micro_rows * cp + tok) * V;
                 for (size_t v = 0; v < V; v++)
                     if (!isnan(all[(q * my_rows + i) * V + v])) dst[v] = all[(q * my_rows + i) * V + v];
             }
@@ -171,7 +171,7 @@ int main(int argc, char** argv) {
     // test_llama runs one micro-step per row group as given: --fp32-grad-accum 1 runs the
     // fp32 accumulator whatever the count (auto means off here)
     ParallelFlags pf = {pa->zero, shard_vocab, pa->fp32_grad_accum == 1, pa->tp_mode == TP_REDUCESCATTER, pa->tp_regather,
-                        pa->zero_reshard, pa->offload_optim};
+                        pa->zero_reshard, pa->offload_optim, pa->pp_schedule, pa->pp_virtual, 1, pa->pp_layers};
     Comm comm;
     parallel_comm_init(&comm, pa, 0);
     if (comm.rank != 0 && !freopen("/dev/null", "w", stdout)) FAIL("cannot silence rank %d", comm.rank);  // rank 0 reports
@@ -189,9 +189,10 @@ int main(int argc, char** argv) {
            term_escape_str(t.ref, ref_shown, sizeof(ref_shown)),
            PRECISION_NAME, c->V, c->D, c->L, c->H, c->KV, c->F, r.T, c->max_seq_len, r.B, c->tied, r.steps.n);
     int Bl = r.B / comm.dp;
-    if (micro_batch == 0) micro_batch = Bl;
+    if (micro_batch == 0) micro_batch = comm.pp > 1 ? 1 : Bl;  // (a pipeline: a micro-batch of one sample by default)
     if (micro_batch < 1 || Bl % micro_batch != 0)
         FAIL("--micro-batch %d must divide the %d rows each rank runs (B=%d over %d DP ranks)", micro_batch, Bl, r.B, comm.dp);
+    pf.micro_steps = Bl / micro_batch;
     printf("flags: --ffn-chunks %d --ffn-chunk-dim %s --ce-chunks %d --offload-act %d --recompute %d | dp %d (%d rows "
            "each, %d micro-steps of %d) --zero %d --offload-optim %d --shard-vocab %d --fp32-grad-accum %d\n", flags.ffn_chunks,
            flags.ffn_chunk_seq ? "seq" : "hidden", flags.ce_chunks, flags.offload_act, flags.recompute, comm.dp, Bl,
@@ -201,6 +202,8 @@ int main(int argc, char** argv) {
            pf.tp_sp ? "reducescatter" : "allreduce", pf.tp_regather, tp_test_plant_bug ? " | PLANTED BUG (must fail)" : "");
     printf("context parallelism: cp %d --cp-mode %s (%d Ulysses ways x %d ring members)%s\n", comm.cp, CP_MODE_NAMES[pa->cp_mode],
            comm.ulysses, comm.cp / comm.ulysses, cp_test_plant_bug ? " | PLANTED BUG (must fail)" : "");
+    printf("pipeline parallelism: pp %d --pp-schedule %s --pp-virtual %d --pp-layers %s\n", comm.pp,
+           PP_SCHEDULE_NAMES[pa->pp_schedule], pa->pp_virtual, pa->pp_layers ? pa->pp_layers : "(even)");
 
     Llama m;
     llama_build(&m, c, &flags, &pf, &comm, micro_batch, r.T, 1);

@@ -101,18 +101,18 @@ static void dit_param_specs(const DitConfig* c, ParamSpec s[NUM_DIT_TENSORS]) {
     const int R = PARAM_REPLICATED, ROWS = PARAM_SPLIT_ROWS, COLS = PARAM_SPLIT_COLS;
     const int RW = TP_GRAD_ROWS, HD = TP_GRAD_HEADS, WH = TP_GRAD_WHOLE;
     const ParamSpec table[NUM_DIT_TENSORS] = {
-        {"patch_w", 0, D, P, R, 1, 1, 1, RW}, {"patch_b", 0, D, 1, R, 1, 1, 0, RW},
-        {"t1_w", 0, D, TEMB_DIM, R, 1, 1, 1, WH}, {"t1_b", 0, D, 1, R, 1, 1, 0, WH},
-        {"t2_w", 0, D, D, R, 1, 1, 1, WH}, {"t2_b", 0, D, 1, R, 1, 1, 0, WH},
-        {"class_emb", 0, NC1, D, R, 1, 1, 1, WH},
-        {"ada_w", 1, 6 * D, D, R, 1, 1, 1, WH}, {"ada_b", 1, 6 * D, 1, R, 1, 1, 0, WH},
-        {"qkv_w", 1, 3 * D, D, ROWS, hd, 3, 1, RW}, {"qkv_b", 1, 3 * D, 1, ROWS, hd, 3, 0, RW},
-        {"q_norm", 1, hd, 1, R, 1, 1, 0, HD}, {"k_norm", 1, hd, 1, R, 1, 1, 0, HD},  // applied to this rank's heads
-        {"proj_w", 1, D, D, COLS, hd, 1, 1, RW}, {"proj_b", 1, D, 1, R, 1, 1, 0, RW},
-        {"fc1_w", 1, FF, D, ROWS, 1, 1, 1, RW}, {"fc1_b", 1, FF, 1, ROWS, 1, 1, 0, RW},
-        {"fc2_w", 1, D, FF, COLS, 1, 1, 1, RW}, {"fc2_b", 1, D, 1, R, 1, 1, 0, RW},
-        {"fada_w", 0, 2 * D, D, R, 1, 1, 1, WH}, {"fada_b", 0, 2 * D, 1, R, 1, 1, 0, WH},
-        {"final_w", 0, P, D, R, 1, 1, 1, RW}, {"final_b", 0, P, 1, R, 1, 1, 0, RW},
+        {"patch_w", 0, D, P, R, 1, 1, 1, RW, STAGE_FIRST}, {"patch_b", 0, D, 1, R, 1, 1, 0, RW, STAGE_FIRST},
+        {"t1_w", 0, D, TEMB_DIM, R, 1, 1, 1, WH, STAGE_EVERY}, {"t1_b", 0, D, 1, R, 1, 1, 0, WH, STAGE_EVERY},
+        {"t2_w", 0, D, D, R, 1, 1, 1, WH, STAGE_EVERY}, {"t2_b", 0, D, 1, R, 1, 1, 0, WH, STAGE_EVERY},
+        {"class_emb", 0, NC1, D, R, 1, 1, 1, WH, STAGE_EVERY},
+        {"ada_w", 1, 6 * D, D, R, 1, 1, 1, WH, 0}, {"ada_b", 1, 6 * D, 1, R, 1, 1, 0, WH, 0},
+        {"qkv_w", 1, 3 * D, D, ROWS, hd, 3, 1, RW, 0}, {"qkv_b", 1, 3 * D, 1, ROWS, hd, 3, 0, RW, 0},
+        {"q_norm", 1, hd, 1, R, 1, 1, 0, HD, 0}, {"k_norm", 1, hd, 1, R, 1, 1, 0, HD, 0},  // applied to this rank's heads
+        {"proj_w", 1, D, D, COLS, hd, 1, 1, RW, 0}, {"proj_b", 1, D, 1, R, 1, 1, 0, RW, 0},
+        {"fc1_w", 1, FF, D, ROWS, 1, 1, 1, RW, 0}, {"fc1_b", 1, FF, 1, ROWS, 1, 1, 0, RW, 0},
+        {"fc2_w", 1, D, FF, COLS, 1, 1, 1, RW, 0}, {"fc2_b", 1, D, 1, R, 1, 1, 0, RW, 0},
+        {"fada_w", 0, 2 * D, D, R, 1, 1, 1, WH, STAGE_LAST}, {"fada_b", 0, 2 * D, 1, R, 1, 1, 0, WH, STAGE_LAST},
+        {"final_w", 0, P, D, R, 1, 1, 1, RW, STAGE_LAST}, {"final_b", 0, P, 1, R, 1, 1, 0, RW, STAGE_LAST},
     };
     memcpy(s, table, sizeof(table));
 }
@@ -1105,8 +1105,8 @@ static const ModelOps DIT_OPS = {
     "train_dit", "block", "optimizer state and step", "clips", "data", 64, 128,
     // the model and its checkpoints
     build, model_free, init_params, &DIT_CKPT, ckpt_shape, NULL, NULL, NULL, dit_checkpoint_check,
-    // a step (next_batch; units, unit_forward/backward; forward, backward; fused)
-    next_batch, units, unit_forward, unit_backward, NULL, NULL, NULL,
+    // a step (next_batch; units, unit_forward/backward; forward, backward; fused; the pipeline's tensors)
+    next_batch, units, unit_forward, unit_backward, NULL, NULL, NULL, NULL,
     // the trainer's own: batch, data, validation, samples
     resolve_batch, prepare, start, validate, val_metrics, sample, finish,
     // the plan and --fit-memory

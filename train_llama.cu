@@ -109,18 +109,18 @@ static LlamaShard llama_shard(const LlamaConfig* c, int tp, int r) {
 static void llama_param_specs(const LlamaConfig* c, ParamSpec s[NUM_PARAM_TENSORS]) {
     size_t V = c->V, D = c->D, F = c->F, hd = c->D / c->H, qd = c->H * hd, kvd = c->KV * hd;
     const ParamSpec table[NUM_PARAM_TENSORS] = {
-        {"tok_embeddings", 0, V, D, PARAM_VOCAB, 1, 1, 1, 0},
-        {"attn_norm", 1, D, 1, PARAM_REPLICATED, 1, 1, 0, 0},
-        {"wq", 1, qd, D, PARAM_SPLIT_ROWS, hd, 1, 1, 0},
-        {"wk", 1, kvd, D, PARAM_SPLIT_ROWS, hd, 1, 1, 0},
-        {"wv", 1, kvd, D, PARAM_SPLIT_ROWS, hd, 1, 1, 0},
-        {"wo", 1, D, qd, PARAM_SPLIT_COLS, hd, 1, 1, 0},
-        {"ffn_norm", 1, D, 1, PARAM_REPLICATED, 1, 1, 0, 0},
-        {"w1", 1, F, D, PARAM_SPLIT_ROWS, 1, 1, 1, 0},
-        {"w2", 1, D, F, PARAM_SPLIT_COLS, 1, 1, 1, 0},
-        {"w3", 1, F, D, PARAM_SPLIT_ROWS, 1, 1, 1, 0},
-        {"norm", 0, D, 1, PARAM_REPLICATED, 1, 1, 0, 0},
-        {"output", 0, c->tied ? 0 : V, D, PARAM_VOCAB, 1, 1, 1, 0},
+        {"tok_embeddings", 0, V, D, PARAM_VOCAB, 1, 1, 1, 0, c->tied ? STAGE_ENDS : STAGE_FIRST},
+        {"attn_norm", 1, D, 1, PARAM_REPLICATED, 1, 1, 0, 0, 0},
+        {"wq", 1, qd, D, PARAM_SPLIT_ROWS, hd, 1, 1, 0, 0},
+        {"wk", 1, kvd, D, PARAM_SPLIT_ROWS, hd, 1, 1, 0, 0},
+        {"wv", 1, kvd, D, PARAM_SPLIT_ROWS, hd, 1, 1, 0, 0},
+        {"wo", 1, D, qd, PARAM_SPLIT_COLS, hd, 1, 1, 0, 0},
+        {"ffn_norm", 1, D, 1, PARAM_REPLICATED, 1, 1, 0, 0, 0},
+        {"w1", 1, F, D, PARAM_SPLIT_ROWS, 1, 1, 1, 0, 0},
+        {"w2", 1, D, F, PARAM_SPLIT_COLS, 1, 1, 1, 0, 0},
+        {"w3", 1, F, D, PARAM_SPLIT_ROWS, 1, 1, 1, 0, 0},
+        {"norm", 0, D, 1, PARAM_REPLICATED, 1, 1, 0, 0, STAGE_LAST},
+        {"output", 0, c->tied ? 0 : V, D, PARAM_VOCAB, 1, 1, 1, 0, STAGE_LAST},
     };
     memcpy(s, table, sizeof(table));
 }
@@ -186,7 +186,7 @@ static ActPlan act_plan(const LlamaConfig* c, const LlamaShard* t, const TpConte
 }
 
 typedef ActBlock LayerActs;
-typedef enum { MODE_TRAIN, MODE_EVAL } RunMode;
+typedef enum { MODE_TRAIN, MODE_EVAL, MODE_FEATURES } RunMode;  // features: eval up to x_final, no head (sampling)
 
 // ----------------------------------------------------------------------------
 // the model: what the runtime holds for every model (llmc/train/model_core.h: the flags,
@@ -209,7 +209,10 @@ struct Llama : ModelCore {
     floatX *xf, *dxf, *logits;        // the head
     float *rstdf, *losses;
     int ce_rows;                      // rows per CE chunk
-    int *inputs, *targets;            // device copies of the batch
+    int *inputs, *targets;            // device copies of the micro-batch in flight (its slot's under --pp)
+    int* batch_slots;                 // the slots' inputs and targets (one slot but under --pp)
+    floatX* pp_dy;                    // --pp: the gradient at this stage's output, received
+    int head_micro;                   // --pp: the micro-batch whose head gradient m->dx holds (-1: none)
     float* norm_scratch;              // grad norm, loss sum: two floats on the device
 #ifdef TESTING
     float* capture_logits;            // when set, every logits chunk is copied here (host, [BT, V])
@@ -221,9 +224,11 @@ struct Llama : ModelCore {
 static int own_rows(const Llama* m, int N) { return tp_own_rows(&m->tpc, N); }
 static size_t own_row0(const Llama* m, int N) { return tp_own_row0(&m->tpc, N); }
 
-// where layer l's output (layer l+1's input) goes
+// where layer l's output goes: layer l+1's input, or past the chunk's last layer (under
+// --pp) or the model's, x_final (the head's input, or what the stage sends on)
 static floatX* layer_output(const Llama* m, int l) {
-    return l + 1 < m->cfg.L ? ACT(core_layer_acts(m, l + 1), A_X) : m->x_final;
+    int same = l + 1 < m->cfg.L && pp_layer_piece(&m->split, l + 1) == pp_layer_piece(&m->split, l);
+    return same ? ACT(core_layer_acts(m, l + 1), A_X) : m->x_final;
 }
 
 // Plans every buffer from the config and the flags, then (allocate = 1) allocates once.
@@ -242,6 +247,9 @@ static void llama_build(Llama* m, const LlamaConfig* cfg, const MemoryFlags* fla
     if (flags->recompute < 0 || flags->recompute > 2) FAIL("--recompute must be 0, 1 or 2 (got %d)", flags->recompute);
     int n_offload = offload_resolve(flags->offload_act, c->L);
     parallel_flags_validate(par);
+    if (comm->pp > 1 && par->shard_vocab && comm->tp == 1)
+        FAIL("--shard-vocab 1 at --tp 1 splits the vocabulary over DP, gathered around its uses, and with --pp the "
+             "embedding and the output are on different stages; not yet: shard it over TP (--tp > 1) or leave it whole");
     int tp = comm->tp;
     m->sh = llama_shard(c, tp, comm->tp_rank);
     tp_context_init(&m->tpc, comm, par, flags->recompute, (size_t)c->D);
@@ -260,6 +268,8 @@ static void llama_build(Llama* m, const LlamaConfig* cfg, const MemoryFlags* fla
     ParamSpec spec[NUM_PARAM_TENSORS];
     llama_param_specs(c, spec);
     model_core_begin(m, spec, NUM_PARAM_TENSORS, c->L, comm, flags, par, par->shard_vocab);
+    // under --pp the head's buffers on the last stage only; the received gradient on the others
+    size_t head = pp_stage_holds(STAGE_LAST, comm->pp_rank, comm->pp), slots = m->pipe.slots;
     // the head's rows: its own rows when sequence-parallel with a replicated vocabulary
     // (nothing to gather), else all of them; its logits: the vocabulary or this rank's shard
     size_t head_rows = m->tpc.sp && !m->st.lay.vocab_tp ? rows : BT;
@@ -293,12 +303,14 @@ static void llama_build(Llama* m, const LlamaConfig* cfg, const MemoryFlags* fla
     if ((size_t)flags->ce_chunks > head_rows)
         FAIL("--ce-chunks %d exceeds the %zu rows the output head runs on this rank", flags->ce_chunks, head_rows);
     m->ce_rows = (int)ceil_div(head_rows, flags->ce_chunks);
-    ARENA_ADD_ALL(d, "scratch", {"final norm output", rows * D * sizeof(floatX), &m->xf},
-        {"final norm rstd", rows * sizeof(float), &m->rstdf}, {"d final norm output", (m->tpc.sp ? rows : BT) * D * sizeof(floatX), &m->dxf},
-        {"logits (one CE chunk)", (size_t)m->ce_rows * vcols * sizeof(floatX), &m->logits});
+    ARENA_ADD_ALL(d, "scratch", {"final norm output", head * rows * D * sizeof(floatX), &m->xf},
+        {"final norm rstd", head * rows * sizeof(float), &m->rstdf},
+        {"d final norm output", head * (m->tpc.sp ? rows : BT) * D * sizeof(floatX), &m->dxf},
+        {"logits (one CE chunk)", head * m->ce_rows * vcols * sizeof(floatX), &m->logits});
     vocab_plan_crossentropy(&m->voc, d, (size_t)m->ce_rows);
     ARENA_ADD_ALL(d, "scratch", {"per-token losses", head_rows * sizeof(float), &m->losses},
-        {"inputs + targets", 2 * BT * sizeof(int), &m->inputs},
+        {"d stage output (--pp, received)", comm->pp > 1 ? rows * D * sizeof(floatX) : 0, &m->pp_dy},
+        {slots > 1 ? "inputs + targets (a slot each)" : "inputs + targets", slots * 2 * BT * sizeof(int), &m->batch_slots},
         {"rope cos + sin", 2 * (size_t)c->max_seq_len * (hd / 2) * sizeof(float), &m->rope_cos},
         {"grad norm, loss sum", 2 * sizeof(float), &m->norm_scratch});
     if (!allocate) return;
@@ -308,7 +320,8 @@ static void llama_build(Llama* m, const LlamaConfig* cfg, const MemoryFlags* fla
     for (int t = 0; t < NUM_PARAM_TENSORS; t++)
         if (!m->spec[t].per_layer) { m->p[t] = core_w(m, t, 0); m->g[t] = core_dw(m, t, 0); }
     if (c->tied) { m->p[P_OUT] = m->p[P_EMB]; m->g[P_OUT] = m->g[P_EMB]; }
-    m->targets = m->inputs + BT;
+    m->inputs = m->batch_slots; m->targets = m->inputs + BT; m->head_micro = -1;
+    pipeline_bind(&m->pipe, rows * D, m->stream);
     // the loss: the TP ranks' rows differ when each ran the head on its own rows
     model_core_loss_rows(m, m->tpc.sp && !m->st.lay.vocab_tp, m->norm_scratch + 1);
     m->cp_tokens = comm->cp > 1 ? (int*)xmalloc(2 * BT * sizeof(int)) : NULL;
@@ -585,18 +598,25 @@ static void head_forward_backward(Llama* m, int N, RunMode mode, float dloss) {
     column_done(&out);
 }
 
-// the layers in order (under --zero 3 each gathers the next one's parameters while it computes)
-static void layers_forward(Llama* m, int B, int T, RunMode mode) {
-    for (int l = 0; l < m->cfg.L; l++) {
-        param_store_layer_begin(&m->st, l, l + 1 < m->cfg.L ? l + 1 : -1, 0);
+// layers [l0, l1) in order (under --zero 3 each gathers the next one's parameters while it computes)
+static void layers_forward(Llama* m, int l0, int l1, int B, int T, RunMode mode) {
+    for (int l = l0; l < l1; l++) {
+        param_store_layer_begin(&m->st, l, l + 1 < l1 ? l + 1 : -1, 0);
         layer_forward(m, l, B, T, mode);
         param_store_layer_end(&m->st, l, mode == MODE_TRAIN);
     }
 }
 
+// the micro-batch whose tokens and activations the model uses next (its slot under --pp)
+static void llama_select_micro(Llama* m, int micro) {
+    m->micro_cur = micro;
+    m->inputs = m->batch_slots + (size_t)pipeline_slot(&m->pipe, micro) * 2 * m->B * m->Tl;
+    m->targets = m->inputs + (size_t)m->B * m->Tl;
+}
+
 // checks a micro-batch of B samples of T tokens against the plan and stages this rank's
-// tokens of it (under cp its Tl of each sample, in its order: llmc/parallel/attention_op.h);
-// returns the tokens of a sample on this rank
+// tokens of it (under cp its Tl of each sample, in its order: llmc/parallel/attention_op.h)
+// into the selected micro-batch's slot; returns the tokens of a sample on this rank
 static int llama_stage_batch(Llama* m, const int* inputs, const int* targets, int B, int T) {
     if (B * T > m->B * m->T || T > m->T) FAIL("batch %dx%d exceeds the planned %dx%d", B, T, m->B, m->T);
     T = attention_stage_tokens(&m->att, m->cp_tokens, &inputs, &targets, B, T);
@@ -609,47 +629,135 @@ static int llama_stage_batch(Llama* m, const int* inputs, const int* targets, in
     return T;
 }
 
-// The forward of the staged micro-batch (B samples of T tokens on this rank): the
-// embedding, the layers, the head and its per-token losses. In training the head's
-// backward runs with it, chunk by chunk (--ce-chunks: the [BT, V] logits never exist),
-// leaving dL/d(x_final) in m->dx (dloss = 1 / (tokens in the whole step, all DP ranks)).
-static void llama_forward(Llama* m, int B, int T, RunMode mode, float dloss) {
-    int N = B * T;
-    embed_forward(m, N);
-    layers_forward(m, B, T, mode);
-    head_forward_backward(m, N, mode, dloss);
-    model_core_add_losses(m, m->losses, (size_t)(m->tpc.sp && !m->st.lay.vocab_tp ? own_rows(m, N) : N));
+// The forward of the staged micro-batch (B samples of T tokens on this rank) through chunk
+// `chunk` of this stage (without --pp: the whole model): the embedding on the model's first
+// piece, the chunk's layers, and on the last piece the head and its per-token losses. In
+// training the head's backward runs with it, chunk by chunk (--ce-chunks: the [BT, V] logits
+// never exist), leaving dL/d(x_final) in m->dx (dloss = 1 / (tokens in the whole step, all
+// DP ranks)). Under --pp a chunk's input was received into its first layer's block and its
+// output left in x_final to be sent on (llmc/parallel/pipeline.h).
+static void llama_chunk_forward(Llama* m, int micro, int chunk, int B, int T, RunMode mode, float dloss) {
+    int N = B * T, s = m->comm->pp_rank, l0, l1;
+    llama_select_micro(m, micro);
+    pp_chunk_layers(&m->split, s, chunk, &l0, &l1);
+    if (pp_first_piece(&m->split, s, chunk)) embed_forward(m, N);
+    layers_forward(m, l0, l1, B, T, mode);
+    if (pp_last_piece(&m->split, s, chunk) && mode != MODE_FEATURES) {
+        head_forward_backward(m, N, mode, dloss);
+        model_core_add_losses(m, m->losses, (size_t)(m->tpc.sp && !m->st.lay.vocab_tp ? own_rows(m, N) : N));
+        m->head_micro = mode == MODE_TRAIN ? micro : -1;
+    }
 }
 
-// The backward from m->dx down to the embedding, adding into the gradients. With last = 1
-// (the step's last micro-batch) each bucket's reductions (TP for the replicated tensors
-// under sequence parallelism, then DP) start as soon as its gradients are complete.
-static void llama_backward(Llama* m, int B, int T, int last) {
+// The backward of chunk `chunk` for micro-batch `micro`, from the gradient at its output
+// (the head's, left in m->dx by the forward, on the model's last piece; else received into
+// m->pp_dy) down to its input (m->dx, sent back) or on the first piece the embedding, adding
+// into the gradients. With last = 1 (this chunk's last backward of the step) each bucket's
+// reductions (TP for the replicated tensors under sequence parallelism, then DP) start as
+// soon as its gradients are complete.
+static void llama_chunk_backward(Llama* m, int micro, int chunk, int B, int T, int last) {
     const LlamaConfig* c = &m->cfg;
-    for (int l = c->L - 1; l >= 0; l--) {
-        param_store_layer_begin(&m->st, l, l - 1, 1);
+    int s = m->comm->pp_rank, l0, l1, first = pp_first_piece(&m->split, s, chunk), ends = pp_last_piece(&m->split, s, chunk);
+    llama_select_micro(m, micro);
+    pp_chunk_layers(&m->split, s, chunk, &l0, &l1);
+    if (ends && m->head_micro != micro)
+        FAIL("pipeline: micro-batch %d's backward on the last stage, but m->dx holds micro-batch %d's head gradient", micro,
+             m->head_micro);
+    if (!ends) dev_memcpy_d2d(m->dx, m->pp_dy, (size_t)own_rows(m, B * T) * c->D * sizeof(floatX), m->stream);
+    m->head_micro = -1;
+    for (int l = l1 - 1; l >= l0; l--) {
+        param_store_layer_begin(&m->st, l, l - 1 >= l0 ? l - 1 : -1, 1);
         layer_backward(m, l, B, T);
         param_store_layer_end(&m->st, l, 0);
         param_store_bucket_done(&m->st, l, last);  // its reductions overlap the layers below
     }
-    // a tied, sharded model's unsharded gradient already holds the head's part
-    floatX* demb = vocab_over_dp(&m->voc) && c->tied ? m->voc.grad : vocab_grad_begin(&m->voc, P_EMB, m->g[P_EMB]);
-    embed_backward(m, demb, B * T);
-    vocab_grad_done(&m->voc, P_EMB);
-    const ParamLayout* lay = &m->st.lay;
-    param_store_micro_step_done(&m->st, lay->vocab_start, lay->n_local - lay->vocab_start, last);  // --shard-vocab over DP
-    param_store_bucket_done(&m->st, c->L, last);
+    if (first) {
+        // a tied, sharded model's unsharded gradient already holds the head's part
+        floatX* demb = vocab_over_dp(&m->voc) && c->tied ? m->voc.grad : vocab_grad_begin(&m->voc, P_EMB, m->g[P_EMB]);
+        embed_backward(m, demb, B * T);
+        vocab_grad_done(&m->voc, P_EMB);
+        const ParamLayout* lay = &m->st.lay;
+        param_store_micro_step_done(&m->st, lay->vocab_start, lay->n_local - lay->vocab_start, last);  // --shard-vocab over DP
+    }
+    if (first || ends) param_store_bucket_done(&m->st, c->L, last);  // (under --pp held back to the step's end)
+}
+
+// where chunk `chunk`'s boundary tensors are for micro-batch `micro` (llmc/parallel/pipeline.h)
+static floatX* llama_pp_tensor(Llama* m, int micro, int chunk, int which) {
+    if (which == PP_OUT) return m->x_final;
+    if (which == PP_DIN) return m->dx;
+    if (which == PP_DOUT) return m->pp_dy;
+    int l0, l1, was = m->micro_cur;
+    pp_chunk_layers(&m->split, m->comm->pp_rank, chunk, &l0, &l1);
+    m->micro_cur = micro;
+    floatX* x = ACT(core_layer_acts(m, l0), A_X);
+    m->micro_cur = was;
+    return x;
 }
 
 // The update, clipping and AdamW over the parameter store, is the same for every model: the runner calls
 // model_core_apply_update (llmc/train/model_core.h) with the gradient norm.
 
-// One micro-batch: forward, and in training the backward too (the test programs, validation)
-static void llama_forward_backward(Llama* m, const int* inputs, const int* targets, int B, int T, RunMode mode,
-                                   float dloss, int last) {
-    T = llama_stage_batch(m, inputs, targets, B, T);
-    llama_forward(m, B, T, mode, dloss);
-    if (mode == MODE_TRAIN) llama_backward(m, B, T, last);
+// A pass of the model over micro-batches held in host arrays (the test programs, validation,
+// sampling): under --pp through the stage's schedule, or forward only through every stage.
+typedef struct {
+    Llama* m;
+    const int *inputs, *targets;  // micro-batch j's rows start at j * B * T
+    int B, T;
+    RunMode mode;
+    float dloss;
+    float* capture;               // TESTING: micro-batch j's logits at capture + j * capture_stride (NULL: none)
+    size_t capture_stride;
+} LlamaPass;
+
+static void pass_forward(void* ctx, int micro, int chunk) {
+    LlamaPass* p = (LlamaPass*)ctx;
+    Llama* m = p->m;
+    llama_select_micro(m, micro);
+    size_t r0 = (size_t)micro * p->B * p->T;
+    int T = chunk == 0 ? llama_stage_batch(m, p->inputs + r0, p->targets ? p->targets + r0 : NULL, p->B, p->T) : m->Tl;
+#ifdef TESTING
+    m->capture_logits = p->capture ? p->capture + micro * p->capture_stride : NULL;
+#endif
+    llama_chunk_forward(m, micro, chunk, p->B, T, p->mode, p->dloss);
+}
+static void pass_backward(void* ctx, int micro, int chunk, int last) {
+    LlamaPass* p = (LlamaPass*)ctx;
+    llama_chunk_backward(p->m, micro, chunk, p->B, p->m->Tl, last);
+}
+static floatX* pass_tensor(void* ctx, int micro, int chunk, int which) {
+    return llama_pp_tensor(((LlamaPass*)ctx)->m, micro, chunk, which);
+}
+
+// n_micro micro-batches of one step (training: forward and backward; the last one starts the
+// reductions) or one forward (evaluation, n_micro = 1)
+static void llama_pass(LlamaPass* p, int n_micro) {
+    PpHooks h = {p, pass_forward, pass_backward, pass_tensor};
+    Llama* m = p->m;
+    if (m->comm->pp > 1) {
+        if (p->mode != MODE_TRAIN) { pipeline_forward_only(&m->pipe, &h, 0); return; }
+        if (n_micro != m->pipe.micro)
+            FAIL("a pass of %d micro-batches, but the pipeline's schedule was planned for %d", n_micro, m->pipe.micro);
+        pipeline_run_step(&m->pipe, &h);
+        param_store_pipeline_done(&m->st);
+        return;
+    }
+    for (int j = 0; j < n_micro; j++) {
+        pass_forward(p, j, 0);
+        if (p->mode == MODE_TRAIN) pass_backward(p, j, 0, j == n_micro - 1);
+    }
+}
+
+// the forward of one micro-batch in eval mode, its losses added (validation)
+static void llama_evaluate(Llama* m, const int* inputs, const int* targets, int B, int T) {
+    LlamaPass p = {m, inputs, targets, B, T, MODE_EVAL, 0.0f, NULL, 0};
+    llama_pass(&p, 1);
+}
+
+// the embedding and the layers of a chunk on the staged tokens, no head (sampling)
+static void sample_forward(void* ctx, int micro, int chunk) {
+    LlamaPass* p = (LlamaPass*)ctx;
+    llama_chunk_forward(p->m, micro, chunk, p->B, p->T, MODE_FEATURES, 0.0f);
 }
 
 // Logits of the last position of one sequence (for sampling): the layers on [1, T]
@@ -663,11 +771,17 @@ static void llama_next_token_logits(Llama* m, const int* tokens, int T, float* h
     if (Tp > m->T) FAIL("sampling %d tokens: padded to %d for --tp-mode reducescatter, more than seq %d", T, Tp, m->T);
     memcpy(pad_scratch, tokens, (size_t)T * sizeof(int));
     for (int t = T; t < Tp; t++) pad_scratch[t] = 0;  // (under cp: the whole planned sample, every rank its part)
+    llama_select_micro(m, 0);
     llama_stage_batch(m, pad_scratch, NULL, 1, Tp);
     int rows = cp > 1 ? m->Tl : Tp;
     if (m->tpc.sp && rows % tp != 0) FAIL("sampling: %d tokens a rank do not split over --tp %d", rows, tp);
-    embed_forward(m, rows);
-    layers_forward(m, 1, rows, MODE_EVAL);
+    LlamaPass p = {m, pad_scratch, NULL, 1, rows, MODE_FEATURES, 0.0f, NULL, 0};
+    PpHooks h = {&p, sample_forward, pass_backward, pass_tensor};
+    pipeline_forward_only(&m->pipe, &h, 0);
+    if (!pp_stage_holds(STAGE_LAST, m->comm->pp_rank, m->comm->pp)) {  // the last stage's logits, to every stage
+        comm_host_broadcast(m->comm, GROUP_PP, host_logits, (size_t)c->V * sizeof(float), m->comm->pp - 1);
+        return;
+    }
     // every row (gathered under sequence parallelism), for the last token's
     ColumnLinear xfin = column_open(&m->tpc, 1, m->x_final, NULL, rows, 0, "final hidden states (sampling)");
     int vtp = m->st.lay.vocab_tp, V = vtp ? (int)m->st.lay.vs : c->V;
@@ -681,6 +795,7 @@ static void llama_next_token_logits(Llama* m, const int* tokens, int T, float* h
     if (vtp) vocab_gather_logits(&m->voc, host_logits, m->logits, V, c->V);
     else dev_download_floats(host_logits, m->logits, c->V);
     attention_share_token(&m->att, T - 1, host_logits, (size_t)c->V * sizeof(float));
+    comm_host_broadcast(m->comm, GROUP_PP, host_logits, (size_t)c->V * sizeof(float), m->comm->pp - 1);
 }
 
 // ----------------------------------------------------------------------------
@@ -950,19 +1065,26 @@ static void start(void* t, Comm* comm, Logger* lg) {
 
 static void next_batch(void* t, int, int) { dataloader_next_batch(&((Trainer*)t)->data.train); }
 
-// the step's micro-batch: the forward (with the head's backward), then the backward, as a
-// pipeline stage would run them (the runner's forward and backward entries)
-static void forward(void* t, int) {
+// the step's micro-batch through a chunk (one process: the whole model): the forward (with
+// the head's backward), then the backward; under --pp the stage's schedule orders them
+// (the runner's forward, backward and pp_tensor entries)
+static void forward(void* t, int micro, int chunk) {
     Trainer* x = (Trainer*)t;
     const TokenData* d = &x->data;
-    int T = llama_stage_batch(&x->m, token_rows(d, d->train.inputs), token_rows(d, d->train.targets), d->B, d->T);
-    llama_forward(&x->m, d->B, T, MODE_TRAIN, x->dloss);
+    llama_select_micro(&x->m, micro);
+    int T = chunk == 0 ? llama_stage_batch(&x->m, token_rows(d, d->train.inputs), token_rows(d, d->train.targets), d->B, d->T)
+                       : x->m.Tl;
+    llama_chunk_forward(&x->m, micro, chunk, d->B, T, MODE_TRAIN, x->dloss);
 }
-static void backward(void* t, int, int last) { Trainer* x = (Trainer*)t; llama_backward(&x->m, x->data.B, x->m.Tl, last); }
+static void backward(void* t, int micro, int chunk, int last) {
+    Trainer* x = (Trainer*)t;
+    llama_chunk_backward(&x->m, micro, chunk, x->data.B, x->m.Tl, last);
+}
+static floatX* pp_tensor(void* t, int micro, int chunk, int which) { return llama_pp_tensor(&((Trainer*)t)->m, micro, chunk, which); }
 
 // the model behind llmc/train/token_data.h's validation
 static void eval_batch(void* m, const int* inputs, const int* targets) {
-    llama_forward_backward((Llama*)m, inputs, targets, ((Llama*)m)->B, ((Llama*)m)->T, MODE_EVAL, 0.0f, 0);
+    llama_evaluate((Llama*)m, inputs, targets, ((Llama*)m)->B, ((Llama*)m)->T);
 }
 static float eval_loss(void* m) { return model_core_take_loss((Llama*)m); }
 static void validate(void* t, Logger* lg, int step, int) { token_validate(&((Trainer*)t)->data, lg, step, eval_batch, eval_loss, &((Trainer*)t)->m); }
@@ -988,8 +1110,8 @@ static const ModelOps LLAMA_OPS = {
     "train_llama", "layer", "optimizer state, step and data order", NULL, "train-data", 64, 1024,
     // the model and its checkpoints
     build, model_free, init_params, &LLAMA_CKPT, ckpt_shape, ckpt_extra, ckpt_restore, data_restart, checkpoint_check,
-    // a step (next_batch; units, unit_forward/backward; forward, backward; fused)
-    next_batch, NULL, NULL, NULL, forward, backward, NULL,
+    // a step (next_batch; units, unit_forward/backward; forward, backward; fused; the pipeline's tensors)
+    next_batch, NULL, NULL, NULL, forward, backward, NULL, pp_tensor,
     // the trainer's own: batch, data, validation, samples
     resolve_batch, NULL, start, validate, val_metrics, sample, finish,
     // the plan and --fit-memory

@@ -70,7 +70,7 @@ int main(void) {
     ClipSource src;
     clipsource_init_synthetic(&src, C, FR, HI, WI, NC, 1337, 0);
     Comm comm;
-    comm_init_plan(&comm, 1, 1, 1, 1);  // one process: dp = 1, rank 0 (flow_batch_train reads dp and dp_rank only)
+    comm_init_plan(&comm, 1, 1, 1, 1, 1);  // one process: dp = 1, rank 0 (flow_batch_train reads dp and dp_rank only)
     const uint64_t seed = 1337;
     int *y0 = (int*)xmalloc(N * sizeof(int)), *y1 = (int*)xmalloc(N * sizeof(int)), *yq = (int*)xmalloc(N * sizeof(int));
     int *yq2 = (int*)xmalloc(N * sizeof(int)), *ys = (int*)xmalloc(N * sizeof(int)), *y10 = (int*)xmalloc(N * sizeof(int));

@@ -2,14 +2,17 @@
 The communication layer (docs/design.md 8.1, 8.2): ranks, process groups and the collectives the
 trainers call, with the same one-program-two-backends rule as the kernels.
 
-  world = dp x cp x tp, tp innermost: rank = (d * cp + k) * tp + t for DP index d,
-  CP index k, TP index t. A TP group is tp consecutive ranks; a CP group the cp ranks
-  with the same d and t (strided by tp), which hold the same samples and split their
-  tokens (llmc/parallel/context_parallel.h). With U Ulysses ways (--cp-mode ulysses: U = cp;
+  world = dp x pp x cp x tp, tp innermost: rank = ((d * pp + s) * cp + k) * tp + t for DP
+  index d, pipeline stage s, CP index k, TP index t. A TP group is tp consecutive ranks; a
+  CP group the cp ranks with the same d, s and t (strided by tp), which hold the same
+  samples and split their tokens (llmc/parallel/context_parallel.h). GROUP_PP is the pp
+  stages with the same d, k and t, which pass a micro-batch's activations and gradients
+  along (llmc/parallel/pipeline.h); GROUP_PP_ENDS its first and last stage, which both hold
+  a tied embedding (a group of one on the stages between, which never use it). With U Ulysses ways (--cp-mode ulysses: U = cp;
   ring: 1; hybrid: --cp-ulysses), k = r * U + u: GROUP_ULYSSES is the U consecutive
   members of a CP group with the same r (the all-to-all stays among near ranks),
   GROUP_RING the cp/U members with the same u. GROUP_GRAD, the gradient group, is every rank with the
-  same t: the dp x cp ranks that hold the same shard of the model, over which gradients
+  same s and t: the dp x cp ranks that hold the same shard of the model, over which gradients
   are summed and ZeRO-1 shards (Megatron's data-parallel group "with context
   parallelism"). Without cp it is the DP group. c->dp and c->dp_rank count samples
   (the DP index d); the gradient group's size and index are group_size[GROUP_GRAD] and
@@ -54,13 +57,13 @@ they complete before they return.
 #endif
 
 // GROUP_GRAD: the gradient group, dp x cp ranks (its logs' name stays "dp", as the plans print it)
-typedef enum { GROUP_WORLD, GROUP_TP, GROUP_GRAD, GROUP_ULYSSES, GROUP_RING, NUM_GROUPS } CommGroup;
+typedef enum { GROUP_WORLD, GROUP_TP, GROUP_GRAD, GROUP_ULYSSES, GROUP_RING, GROUP_PP, GROUP_PP_ENDS, NUM_GROUPS } CommGroup;
 typedef enum { COMM_SUM, COMM_MAX } CommOp;
 typedef enum { COMM_FLOATX, COMM_FLOAT } CommDtype;  // element types of device buffers
 typedef enum { BACKEND_SINGLE, BACKEND_MPI, BACKEND_NCCL } CommBackend;
 typedef enum { KIND_ALL_REDUCE, KIND_REDUCE_SCATTER, KIND_ALL_GATHER, KIND_ALL_TO_ALL, KIND_SEND_RECV, NUM_COMM_KINDS } CommKind;
 
-[[maybe_unused]] static const char* GROUP_NAMES[NUM_GROUPS] = {"world", "tp", "dp", "ulysses", "ring"};
+[[maybe_unused]] static const char* GROUP_NAMES[NUM_GROUPS] = {"world", "tp", "dp", "ulysses", "ring", "pp", "pp-ends"};
 [[maybe_unused]] static const char* COMM_KIND_NAMES[NUM_COMM_KINDS] = {"all-reduce", "reduce-scatter", "all-gather",
                                                                         "all-to-all", "send-recv"};
 
@@ -71,7 +74,7 @@ typedef enum { CP_RING = 0, CP_ULYSSES = 1, CP_HYBRID = 2 } CpMode;
 
 typedef struct {
     int rank, size;                   // world
-    int tp, dp, cp, tp_rank, dp_rank, cp_rank;  // the three degrees and this rank's index in each
+    int tp, dp, cp, pp, tp_rank, dp_rank, cp_rank, pp_rank;  // the four degrees and this rank's index in each
     int ulysses;                      // U: the Ulysses ways of the CP group (GROUP_ULYSSES' size)
     CpMode cp_mode;                   // what U ways of cp mean: ring (U = 1), ulysses (U = cp), hybrid
     int local_rank;                   // position among the ranks of this node (device choice)
@@ -260,16 +263,20 @@ static inline const char* comm_backend_name(const Comm* c) {
                                                                                                 : "none (one process)";
 }
 
-// the degrees and indices of rank `rank` of a world of `size` = dp x cp x tp ranks whose
-// CP groups are cp/U rings of U Ulysses ways
-static inline void comm_set_layout(Comm* c, int size, int rank, int tp, int cp, int U) {
-    c->size = size; c->rank = rank; c->tp = tp; c->cp = cp; c->ulysses = U; c->dp = size / (tp * cp);
-    c->tp_rank = rank % tp; c->cp_rank = (rank / tp) % cp; c->dp_rank = rank / (tp * cp);
+// the degrees and indices of rank `rank` of a world of `size` = dp x pp x cp x tp ranks
+// whose CP groups are cp/U rings of U Ulysses ways
+static inline void comm_set_layout(Comm* c, int size, int rank, int tp, int cp, int U, int pp) {
+    c->size = size; c->rank = rank; c->tp = tp; c->cp = cp; c->pp = pp; c->ulysses = U; c->dp = size / (tp * cp * pp);
+    c->tp_rank = rank % tp; c->cp_rank = (rank / tp) % cp; c->pp_rank = (rank / (tp * cp)) % pp;
+    c->dp_rank = rank / (tp * cp * pp);
     c->group_rank[GROUP_WORLD] = rank;          c->group_size[GROUP_WORLD] = size;
     c->group_rank[GROUP_TP] = c->tp_rank;       c->group_size[GROUP_TP] = tp;
-    c->group_rank[GROUP_GRAD] = rank / tp;        c->group_size[GROUP_GRAD] = size / tp;  // d * cp + k of dp x cp
+    c->group_rank[GROUP_GRAD] = c->dp_rank * cp + c->cp_rank;  c->group_size[GROUP_GRAD] = c->dp * cp;  // d * cp + k of dp x cp
     c->group_rank[GROUP_ULYSSES] = c->cp_rank % U; c->group_size[GROUP_ULYSSES] = U;
     c->group_rank[GROUP_RING] = c->cp_rank / U;    c->group_size[GROUP_RING] = cp / U;
+    c->group_rank[GROUP_PP] = c->pp_rank;       c->group_size[GROUP_PP] = pp;
+    int end = c->pp_rank == 0 || c->pp_rank == pp - 1;  // (pp 1: the one stage is both ends)
+    c->group_rank[GROUP_PP_ENDS] = end && c->pp_rank > 0; c->group_size[GROUP_PP_ENDS] = end && pp > 1 ? 2 : 1;
 }
 
 #ifdef USE_MPI
@@ -348,24 +355,30 @@ static inline void comm_init_world(Comm* c, double timeout_s, double startup_s) 
     }
 }
 
-// The groups of a world from comm_init_world: tp x cp must divide the world size; dp = world / (tp x cp).
-static inline void comm_init_groups(Comm* c, int tp, int cp, int U, int use_nccl) {
-    if (tp < 1 || cp < 1 || c->size % ((long long)tp * cp) != 0) {
-        if (cp == 1)
+// The groups of a world from comm_init_world: tp x cp x pp must divide the world size;
+// dp = world / (tp x cp x pp).
+static inline void comm_init_groups(Comm* c, int tp, int cp, int U, int pp, int use_nccl) {
+    if (tp < 1 || cp < 1 || pp < 1 || c->size % ((long long)tp * cp * pp) != 0) {
+        if (cp == 1 && pp == 1)
             FAIL("--tp %d must divide the number of ranks %d (world = dp x tp: start tp x dp processes with mpirun -np or srun)",
                  tp, c->size);
-        FAIL("--tp %d x --cp %d must divide the number of ranks %d (world = dp x cp x tp: start dp x cp x tp processes "
-             "with mpirun -np or srun)", tp, cp, c->size);
+        FAIL("--tp %d x --cp %d x --pp %d must divide the number of ranks %d (world = dp x pp x cp x tp: start "
+             "dp x pp x cp x tp processes with mpirun -np or srun)", tp, cp, pp, c->size);
     }
     if (U < 1 || cp % U != 0) FAIL("the Ulysses ways %d must divide --cp %d", U, cp);
-    comm_set_layout(c, c->size, c->rank, tp, cp, U);
+    comm_set_layout(c, c->size, c->rank, tp, cp, U, pp);
 #ifdef USE_MPI
     if (c->mpi_initialised) {
-        mpiCheck(MPI_Comm_split(MPI_COMM_WORLD, c->rank / tp, c->tp_rank, &c->mpi[GROUP_TP]));
-        mpiCheck(MPI_Comm_split(MPI_COMM_WORLD, c->tp_rank, c->rank / tp, &c->mpi[GROUP_GRAD]));
+        int t = c->tp_rank, k = c->cp_rank, s = c->pp_rank, d = c->dp_rank;
+        mpiCheck(MPI_Comm_split(MPI_COMM_WORLD, c->rank / tp, t, &c->mpi[GROUP_TP]));
+        mpiCheck(MPI_Comm_split(MPI_COMM_WORLD, s * tp + t, c->group_rank[GROUP_GRAD], &c->mpi[GROUP_GRAD]));
         int u = c->group_rank[GROUP_ULYSSES], r = c->group_rank[GROUP_RING], R = c->group_size[GROUP_RING];
-        mpiCheck(MPI_Comm_split(MPI_COMM_WORLD, (c->dp_rank * R + r) * tp + c->tp_rank, u, &c->mpi[GROUP_ULYSSES]));
-        mpiCheck(MPI_Comm_split(MPI_COMM_WORLD, (c->dp_rank * U + u) * tp + c->tp_rank, r, &c->mpi[GROUP_RING]));
+        mpiCheck(MPI_Comm_split(MPI_COMM_WORLD, (((d * pp + s) * R + r) * tp + t), u, &c->mpi[GROUP_ULYSSES]));
+        mpiCheck(MPI_Comm_split(MPI_COMM_WORLD, (((d * pp + s) * U + u) * tp + t), r, &c->mpi[GROUP_RING]));
+        mpiCheck(MPI_Comm_split(MPI_COMM_WORLD, (d * cp + k) * tp + t, s, &c->mpi[GROUP_PP]));
+        // the ends of each pipeline together; every stage between in a group of its own
+        int ends = c->group_size[GROUP_PP_ENDS] == 2 ? (d * cp + k) * tp + t : c->size + c->rank;
+        mpiCheck(MPI_Comm_split(MPI_COMM_WORLD, ends, s, &c->mpi[GROUP_PP_ENDS]));
 #if !defined(LLMC_CPU) && !defined(ENABLE_FP32)
         mpiCheck(MPI_Op_create(comm_bf16_sum, 1, &c->op_sum_bf16));
         mpiCheck(MPI_Op_create(comm_bf16_max, 1, &c->op_max_bf16));
@@ -389,16 +402,17 @@ static inline void comm_init_groups(Comm* c, int tp, int cp, int U, int use_nccl
 // both at once, for programs with no flags to compare first (dev/test/test_comm.c)
 static inline void comm_init(Comm* c, int tp, int cp, int U, int use_nccl, double timeout_s) {
     comm_init_world(c, timeout_s, timeout_s);
-    comm_init_groups(c, tp, cp, U, use_nccl);
+    comm_init_groups(c, tp, cp, U, 1, use_nccl);
 }
 
-// A world of dp x cp x tp ranks seen from rank 0, for --plan-only: no launcher, no
+// A world of dp x pp x cp x tp ranks seen from rank 0, for --plan-only: no launcher, no
 // device, and no collective may be called.
-static inline void comm_init_plan(Comm* c, int dp, int tp, int cp, int U) {
+static inline void comm_init_plan(Comm* c, int dp, int tp, int cp, int U, int pp) {
     memset(c, 0, sizeof(*c));
-    if (dp < 1 || tp < 1 || cp < 1) FAIL("a plan needs dp, tp and cp >= 1 (got dp %d, tp %d, cp %d)", dp, tp, cp);
+    if (dp < 1 || tp < 1 || cp < 1 || pp < 1)
+        FAIL("a plan needs dp, tp, cp and pp >= 1 (got dp %d, tp %d, cp %d, pp %d)", dp, tp, cp, pp);
     if (U < 1 || cp % U != 0) FAIL("the Ulysses ways %d must divide --cp %d", U, cp);
-    comm_set_layout(c, dp * tp * cp, 0, tp, cp, U);
+    comm_set_layout(c, dp * tp * cp * pp, 0, tp, cp, U, pp);
     c->backend = BACKEND_SINGLE;
     c->timeout_s = 300.0;
 }
@@ -502,8 +516,10 @@ static inline void comm_stage_pair_in(Comm* c, const void* send, void* recv, siz
     (void)recv;
     if (2 * bytes > c->staging_bytes) FAIL("comm: %s of 2 x %zu bytes exceeds the planned staging of %zu", what, bytes, c->staging_bytes);
     *hs = c->staging; *hr = c->staging + bytes;
-    dev_memcpy_d2h(*hs, send, bytes, after);
-    stream_synchronize(after);
+    if (send) {
+        dev_memcpy_d2h(*hs, send, bytes, after);
+        stream_synchronize(after);
+    }
 #endif
 }
 #endif
@@ -653,21 +669,24 @@ static inline void comm_all_to_all(Comm* c, CommGroup g, const void* send, void*
 }
 
 // send-recv: sends n elements to group rank `to` and receives n from group rank `from`
-// (the ring's step: to = next, from = previous). With NCCL it is enqueued on the
-// communication stream and returns at once: work on other streams overlaps it until
-// comm_join. Counted: the n elements sent.
+// (the ring's step: to = next, from = previous; a pipeline stage's exchange with a
+// neighbour: to = from). Either half may be absent (send or recv NULL): a pipeline's lone
+// send or receive. Both halves are posted before either is waited for, so two ranks that
+// send to each other cannot deadlock. With NCCL it is enqueued on the communication
+// stream and returns at once: work on other streams overlaps it until comm_join.
+// Counted: the n elements sent.
 static inline void comm_send_recv(Comm* c, CommGroup g, const void* send, int to, void* recv, int from, size_t n,
                                   CommDtype t, stream_t after) {
     size_t es = comm_type_bytes(t), bytes = n * es;
-    if (n == 0) return;
-    if (c->group_size[g] == 1) { dev_memcpy_d2d(recv, send, bytes, after); return; }
-    comm_count(c, g, KIND_SEND_RECV, (double)bytes);
+    if (n == 0 || (!send && !recv)) return;
+    if (c->group_size[g] == 1) { if (send && recv) dev_memcpy_d2d(recv, send, bytes, after); return; }
+    if (send) comm_count(c, g, KIND_SEND_RECV, (double)bytes);
 #if !defined(LLMC_CPU) && defined(USE_NCCL)
     if (c->backend == BACKEND_NCCL) {
         comm_order_after(c, after);
         ncclCheck(ncclGroupStart());
-        ncclCheck(ncclSend(send, n, comm_nccl_type(t), to, c->nccl[g], c->stream));
-        ncclCheck(ncclRecv(recv, n, comm_nccl_type(t), from, c->nccl[g], c->stream));
+        if (send) ncclCheck(ncclSend(send, n, comm_nccl_type(t), to, c->nccl[g], c->stream));
+        if (recv) ncclCheck(ncclRecv(recv, n, comm_nccl_type(t), from, c->nccl[g], c->stream));
         ncclCheck(ncclGroupEnd());
         comm_nccl_settle(c, c->nccl[g], "send-recv");
         return;
@@ -677,14 +696,69 @@ static inline void comm_send_recv(Comm* c, CommGroup g, const void* send, int to
     if (n > COMM_MPI_MAX_COUNT) FAIL("comm: a send-recv of %zu elements exceeds MPI's int count", n);
     char *hs, *hr;
     comm_stage_pair_in(c, send, recv, bytes, "a send-recv", after, &hs, &hr);
-    MPI_Request req[2];
-    mpiCheck(MPI_Irecv(hr, (int)n, comm_mpi_type(t), from, 0, c->mpi[g], &req[0]));
-    mpiCheck(MPI_Isend(hs, (int)n, comm_mpi_type(t), to, 0, c->mpi[g], &req[1]));
-    comm_mpi_wait(c, &req[0], "send-recv (receive)", g, n);
-    comm_mpi_wait(c, &req[1], "send-recv (send)", g, n);
-    comm_stage_out_from(c, recv, bytes, hr, after);
+    MPI_Request req[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+    if (recv) mpiCheck(MPI_Irecv(hr, (int)n, comm_mpi_type(t), from, 0, c->mpi[g], &req[0]));
+    if (send) mpiCheck(MPI_Isend(hs, (int)n, comm_mpi_type(t), to, 0, c->mpi[g], &req[1]));
+    if (recv) comm_mpi_wait(c, &req[0], "send-recv (receive)", g, n);
+    if (send) comm_mpi_wait(c, &req[1], "send-recv (send)", g, n);
+    if (recv) comm_stage_out_from(c, recv, bytes, hr, after);
 #else
     (void)to; (void)from; (void)after;
+#endif
+}
+
+// A batch of point-to-point transfers over group g, all posted before any is waited for
+// (MPI Isend/Irecv then a wait on each; NCCL send/recv in one group): a pipeline stage's
+// exchange with its neighbours (llmc/parallel/pipeline.h), where two ranks that each send to
+// the other must not wait in a send for a receive the other has not posted. n elements each.
+#define COMM_P2P_MAX 4
+typedef struct { void* buf; int peer, send, tag; } CommP2p;  // tag: which stream of messages (MPI; NCCL pairs by order)
+
+static inline void comm_p2p_batch(Comm* c, CommGroup g, const CommP2p* x, int k, size_t n, CommDtype t, stream_t after) {
+    size_t bytes = n * comm_type_bytes(t);
+    if (n == 0 || k == 0) return;
+    if (k > COMM_P2P_MAX) FAIL("comm: %d transfers in one batch, at most %d", k, COMM_P2P_MAX);
+    if (c->group_size[g] == 1) FAIL("comm: point-to-point transfers over the %s group of one rank", GROUP_NAMES[g]);
+    for (int i = 0; i < k; i++) if (x[i].send) comm_count(c, g, KIND_SEND_RECV, (double)bytes);
+#if !defined(LLMC_CPU) && defined(USE_NCCL)
+    if (c->backend == BACKEND_NCCL) {
+        comm_order_after(c, after);
+        ncclCheck(ncclGroupStart());
+        for (int i = 0; i < k; i++) {
+            if (x[i].send) ncclCheck(ncclSend(x[i].buf, n, comm_nccl_type(t), x[i].peer, c->nccl[g], c->stream));
+            else ncclCheck(ncclRecv(x[i].buf, n, comm_nccl_type(t), x[i].peer, c->nccl[g], c->stream));
+        }
+        ncclCheck(ncclGroupEnd());
+        comm_nccl_settle(c, c->nccl[g], "pipeline send-recv");
+        return;
+    }
+#endif
+#ifdef USE_MPI
+    if (n > COMM_MPI_MAX_COUNT) FAIL("comm: a send-recv of %zu elements exceeds MPI's int count", n);
+    char* h[COMM_P2P_MAX];
+#ifdef LLMC_CPU
+    (void)after;
+    for (int i = 0; i < k; i++) h[i] = (char*)x[i].buf;
+#else
+    if ((size_t)k * bytes > c->staging_bytes)
+        FAIL("comm: %d transfers of %zu bytes exceed the planned staging of %zu", k, bytes, c->staging_bytes);
+    for (int i = 0; i < k; i++) {
+        h[i] = c->staging + (size_t)i * bytes;
+        if (x[i].send) dev_memcpy_d2h(h[i], x[i].buf, bytes, after);
+    }
+    stream_synchronize(after);
+#endif
+    MPI_Request req[COMM_P2P_MAX];
+    for (int i = 0; i < k; i++) {
+        if (x[i].send) mpiCheck(MPI_Isend(h[i], (int)n, comm_mpi_type(t), x[i].peer, 1 + x[i].tag, c->mpi[g], &req[i]));
+        else mpiCheck(MPI_Irecv(h[i], (int)n, comm_mpi_type(t), x[i].peer, 1 + x[i].tag, c->mpi[g], &req[i]));
+    }
+    for (int i = 0; i < k; i++) comm_mpi_wait(c, &req[i], x[i].send ? "pipeline send" : "pipeline receive", g, n);
+#ifndef LLMC_CPU
+    for (int i = 0; i < k; i++) if (!x[i].send) dev_memcpy_h2d(x[i].buf, h[i], bytes, after);
+#endif
+#else
+    (void)x; (void)after; (void)bytes;
 #endif
 }
 

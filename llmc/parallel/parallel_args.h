@@ -3,13 +3,15 @@ The parallel flags both trainers share, one definition for both: the communicato
 (--comm, --comm-timeout), ZeRO-1 (--zero), the optimizer on the host (--offload-optim), the fp32 gradient accumulator
 (--fp32-grad-accum), the plan of a cluster without one (--dp with --plan-only), and
 tensor parallelism (--tp, --tp-mode, --tp-recompute-allgather) and context parallelism
-(--cp, --cp-mode, --cp-ulysses) where the trainer has them. The world is dp x cp x tp,
-tp innermost (llmc/parallel/comm.h).
+(--cp, --cp-mode, --cp-ulysses) where the trainer has them, and pipeline parallelism (--pp,
+--pp-schedule, --pp-virtual, --pp-layers). The world is dp x pp x cp x tp, tp innermost
+(llmc/parallel/comm.h).
 */
 #pragma once
 #include "../core/flags.h"
 #include "comm.h"
 #include "../core/logger.h"
+#include "pipeline_schedule.h"
 
 // --tp-mode: allreduce, or reducescatter (sequence parallelism); --comm
 typedef enum { TP_ALLREDUCE = 0, TP_REDUCESCATTER = 1 } TpMode;
@@ -24,6 +26,8 @@ typedef struct {
     int comm_backend;  // CommFlag
     int tp_mode;       // TpMode
     int cp_mode;       // CpMode as given (parallel_cp_resolve: as it runs)
+    int pp, pp_virtual, pp_schedule;  // pipeline stages, model chunks per stage, PpScheduleKind
+    const char* pp_layers;            // --pp-layers "a,b,...": layers per stage (NULL: as even as possible)
 } ParallelArgs;
 
 static inline ParallelArgs parallel_args_default(void) {
@@ -31,6 +35,7 @@ static inline ParallelArgs parallel_args_default(void) {
     memset(&p, 0, sizeof(p));
     p.tp = 1; p.tp_regather = 1; p.zero_reshard = 1; p.fp32_grad_accum = -1; p.comm_timeout = 300.0f; p.startup_timeout = 300.0f; p.tp_mode = TP_ALLREDUCE;
     p.cp = 1; p.cp_mode = CP_RING; p.cp_ulysses = 0;
+    p.pp = 1; p.pp_virtual = 1; p.pp_schedule = PP_SCHEDULE_1F1B; p.pp_layers = NULL;
 #ifdef LLMC_CPU
     p.comm_backend = COMM_FLAG_MPI;
 #else
@@ -61,6 +66,13 @@ static inline int parallel_flags(Flag* out, ParallelArgs* p, const char* tp_help
         {"tp-mode", 'e', &p->tp_mode, "allreduce | reducescatter (sequence parallelism: 1/tp of the tokens per rank in the residual stream)",
          TP_MODE_NAMES},
         {"tp-recompute-allgather", 'i', &p->tp_regather, "1: backward gathers the norm outputs again (default); 0: keep the gathered copies"},
+        {"pp", 'i', &p->pp, "pipeline stages: the layers split into pp stages of consecutive ranks' groups (world = dp x pp "
+                            "x cp x tp); a step's micro-batches (--total-batch) flow through them (default 1)"},
+        {"pp-schedule", 'e', &p->pp_schedule, "1f1b (default) | interleaved (with --pp-virtual V chunks a stage)",
+         PP_SCHEDULE_NAMES},
+        {"pp-virtual", 'i', &p->pp_virtual, "--pp-schedule interleaved: model chunks per stage (default 1)"},
+        {"pp-layers", 's', &p->pp_layers, "layers per stage (per chunk under interleaving), comma-separated, e.g. 3,5 "
+                                          "(default: as even as possible, the first stages one more)"},
     };
     const Flag fc[] = {
         {"cp", 'i', &p->cp, cp_help},
@@ -68,7 +80,7 @@ static inline int parallel_flags(Flag* out, ParallelArgs* p, const char* tp_help
          CP_MODE_NAMES},
         {"cp-ulysses", 'i', &p->cp_ulysses, "with --cp-mode hybrid: the Ulysses ways inside each ring member (divides --cp)"},
     };
-    int n = (int)(sizeof(f) / sizeof(f[0])) - (tp_help ? 0 : 3);
+    int n = (int)(sizeof(f) / sizeof(f[0])) - (tp_help ? 0 : 3 + 4);
     memcpy(out, f, (size_t)n * sizeof(Flag));
     if (cp_help) {
         memcpy(out + n, fc, sizeof(fc));
@@ -93,6 +105,12 @@ static inline void parallel_args_validate(const ParallelArgs* p) {
              p->cp, p->cp_ulysses);
     if (p->cp_mode != CP_HYBRID && p->cp_ulysses != 0)
         FAIL("--cp-ulysses %d is for --cp-mode hybrid (this run: %s)", p->cp_ulysses, CP_MODE_NAMES[p->cp_mode]);
+    if (p->pp < 1) FAIL("--pp must be >= 1 (got %d)", p->pp);
+    if (p->pp_virtual < 1) FAIL("--pp-virtual must be >= 1 (got %d)", p->pp_virtual);
+    if (p->pp_schedule == PP_SCHEDULE_1F1B && p->pp_virtual != 1)
+        FAIL("--pp-virtual %d is for --pp-schedule interleaved (this run: 1f1b, one chunk a stage)", p->pp_virtual);
+    if (p->pp == 1 && (p->pp_schedule != PP_SCHEDULE_1F1B || p->pp_layers))
+        FAIL("--pp-schedule and --pp-layers are for --pp > 1 (this run has one stage)");
 }
 
 // The world from the launcher (mpirun, srun; one process: a world of one), before any
@@ -104,12 +122,12 @@ static inline void parallel_comm_world(Comm* comm, const ParallelArgs* p, int pl
 }
 
 // The groups: of the launcher's world, or for --plan-only the plan of rank 0 of
-// --dp x --cp x --tp ranks, with no launcher and no device.
+// --dp x --pp x --cp x --tp ranks, with no launcher and no device.
 static inline void parallel_comm_groups(Comm* comm, const ParallelArgs* p, int plan_only) {
     int U;
     CpMode mode = parallel_cp_resolve(p, &U);
-    if (plan_only) comm_init_plan(comm, p->dp_plan > 0 ? p->dp_plan : 1, p->tp, p->cp, U);
-    else comm_init_groups(comm, p->tp, p->cp, U, p->comm_backend == COMM_FLAG_NCCL);
+    if (plan_only) comm_init_plan(comm, p->dp_plan > 0 ? p->dp_plan : 1, p->tp, p->cp, U, p->pp);
+    else comm_init_groups(comm, p->tp, p->cp, U, p->pp, p->comm_backend == COMM_FLAG_NCCL);
     comm->cp_mode = mode;
     if (!plan_only && p->dp_plan > 0 && p->dp_plan != comm->dp)
         FAIL("--dp %d is for --plan-only; this run has dp = %d ranks (from the launcher)", p->dp_plan, comm->dp);
@@ -138,6 +156,9 @@ typedef struct {
     int tp_regather;  // --tp-recompute-allgather 1: backward gathers the norm outputs again instead of keeping them
     int zero_reshard; // --zero 3 --zero-reshard 1: backward gathers a layer's parameters again instead of keeping them
     int offload_optim;  // 1: the owned optimizer state on the host, AdamW on the CPU (llmc/parallel/host_optimizer.h)
+    int pp_schedule, pp_virtual;  // the pipeline's schedule and model chunks a stage (llmc/parallel/pipeline.h)
+    int micro_steps;              // micro-batches a step (the pipeline's schedule)
+    const char* pp_layers;        // --pp-layers (NULL: the even split)
 } ParallelFlags;
 
 static inline int grad_fp32_resolve(int flag, int micro_steps);
@@ -145,7 +166,8 @@ static inline int grad_fp32_resolve(int flag, int micro_steps);
 // the flags of a run whose optimizer steps have micro_steps micro-batches
 static inline ParallelFlags parallel_flags_resolve(const ParallelArgs* p, int shard_vocab, int micro_steps) {
     ParallelFlags f = {p->zero, shard_vocab, grad_fp32_resolve(p->fp32_grad_accum, micro_steps),
-                       p->tp_mode == TP_REDUCESCATTER, p->tp_regather, p->zero_reshard, p->offload_optim};
+                       p->tp_mode == TP_REDUCESCATTER, p->tp_regather, p->zero_reshard, p->offload_optim,
+                       p->pp_schedule, p->pp_virtual, micro_steps, p->pp_layers};
     return f;
 }
 

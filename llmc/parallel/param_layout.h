@@ -33,6 +33,15 @@ saw of the work:
                  conditioning, whose adaLN gradients are summed over TP before they
                  reach it): never summed
 
+Under pipeline parallelism (--pp) a rank holds its stage's layers only (llmc/parallel/pipeline.h):
+the buckets of the other layers are empty, so that layer indices stay the model's. A
+whole-model tensor says which stages hold it (`stages`): the first (Llama's embedding, the
+DiT's patch embedding), the last (the final norm and output, the DiT's final layer), both
+ends (a tied embedding, used at both: Megatron's embedding group), or every stage (the DiT's
+conditioning, which each stage recomputes). A tensor held by several stages is shared:
+its gradients are summed over those stages, and stage 0's copy is the one counted by the
+gradient norm and written to checkpoints.
+
 A segment is a piece of one tensor, contiguous in the local buffer; in the reference
 layout it is `rows` runs of n/rows elements, ref_stride apart (a row-parallel shard is
 a block of columns).
@@ -42,6 +51,26 @@ a block of columns).
 
 enum { PARAM_REPLICATED, PARAM_SPLIT_ROWS, PARAM_SPLIT_COLS, PARAM_VOCAB };
 enum { TP_GRAD_ROWS, TP_GRAD_HEADS, TP_GRAD_WHOLE };
+enum { STAGE_EVERY = 0, STAGE_FIRST = 1, STAGE_LAST = 2, STAGE_ENDS = 3 };  // which pipeline stages hold a whole-model tensor
+
+// How the layers are cut into pipeline stages: pieces p = c * pp + s (model chunk c of
+// stage s; one chunk a stage but under --pp-schedule interleaved) hold layers
+// [first[p], first[p + 1]). pp = 1: one piece, every layer.
+#define PP_MAX_PIECES 1024
+typedef struct { int pp, virt; int first[PP_MAX_PIECES + 1]; } PpSplit;
+
+static inline int pp_layer_piece(const PpSplit* sp, int l) {
+    int p = 0;
+    while (l >= sp->first[p + 1]) p++;
+    return p;
+}
+static inline int pp_layer_stage(const PpSplit* sp, int l) { return sp ? pp_layer_piece(sp, l) % sp->pp : 0; }
+// does stage s of pp hold a whole-model tensor of these stages?
+static inline int pp_stage_holds(int stages, int s, int pp) {
+    return stages == STAGE_EVERY || ((stages & STAGE_FIRST) && s == 0) || ((stages & STAGE_LAST) && s == pp - 1);
+}
+// is it held by more than one stage (its gradients summed over them)?
+static inline int pp_shared(int stages, int pp) { return pp > 1 && (stages == STAGE_EVERY || stages == STAGE_ENDS); }
 
 typedef struct {
     const char* name;
@@ -52,6 +81,7 @@ typedef struct {
     int groups;          // PARAM_SPLIT_ROWS: stacked blocks, each cut (>= 1)
     int decays;          // AdamW applies weight decay to it
     int tp_grad;         // a replicated tensor's gradient on one TP rank: TP_GRAD_ROWS (0), _HEADS, _WHOLE
+    int stages;          // a whole-model tensor's pipeline stages: STAGE_EVERY (0), _FIRST, _LAST, _ENDS
 } ParamSpec;
 
 // Part r of n units split over tp ranks: the first n % tp parts get one unit more.
@@ -73,6 +103,8 @@ typedef struct { size_t start, padded; } Bucket;  // a range of the local buffer
 typedef struct {
     const ParamSpec* spec; int n_spec, L;
     int tp, tp_rank, dp, rank, zero, shard_vocab;
+    const PpSplit* split;                       // the pipeline's stages (NULL: one)
+    int pp, stage;                              // this rank's stage of pp
     int vocab_tp;                               // --shard-vocab 1 with tp > 1: vocab-parallel over TP
     size_t vs, v0, v_valid;                     // vocab_tp: rows per shard, this shard's first row, its real rows
     int n_seg, n_buckets;
@@ -153,12 +185,26 @@ static inline void layout_close_bucket(LayoutCursor* c, int b) {
     c->cur = p->bucket[b].start + p->bucket[b].padded;
 }
 
-// The layout of TP rank tp_rank, DP rank `rank` (of dp). The model checks beforehand
-// that its splits make sense (whole heads per rank, no empty part).
+// is tensor t (of layer l; -1 outside the layers) on this rank's pipeline stage?
+static inline int param_on_stage(const ParamLayout* p, int t, int l) {
+    if (!p->split) return 1;
+    return l >= 0 ? pp_layer_stage(p->split, l) == p->stage : pp_stage_holds(p->spec[t].stages, p->stage, p->pp);
+}
+
+// is tensor t's copy on this rank one that the gradient norm and checkpoints skip (a
+// shared tensor's, counted on stage 0)?
+static inline int param_stage_copy(const ParamLayout* p, int t) {
+    return p->stage != 0 && !p->spec[t].per_layer && pp_shared(p->spec[t].stages, p->pp);
+}
+
+// The layout of TP rank tp_rank, gradient-group rank `rank` (of dp), pipeline stage `stage`
+// of split (NULL: one stage). The model checks beforehand that its splits make sense (whole
+// heads per rank, no empty part).
 static inline void param_layout_build(ParamLayout* p, const ParamSpec* spec, int n_spec, int L, int tp, int tp_rank, int dp,
-                                      int rank, int zero, int shard_vocab) {
+                                      int rank, int zero, int shard_vocab, const PpSplit* split, int stage) {
     memset(p, 0, sizeof(*p));
     p->spec = spec; p->n_spec = n_spec; p->L = L;
+    p->split = split && split->pp > 1 ? split : NULL; p->pp = p->split ? split->pp : 1; p->stage = p->split ? stage : 0;
     p->tp = tp; p->tp_rank = tp_rank; p->dp = dp; p->rank = rank; p->zero = zero; p->shard_vocab = shard_vocab;
     p->vocab_tp = shard_vocab && tp > 1;
     size_t max_seg = 1;
@@ -181,14 +227,14 @@ static inline void param_layout_build(ParamLayout* p, const ParamSpec* spec, int
     for (int l = 0; l < L; l++) {
         p->bucket[l].start = c.cur;
         for (int t = 0; t < n_spec; t++)
-            if (spec[t].per_layer && spec[t].rows)
+            if (spec[t].per_layer && spec[t].rows && param_on_stage(p, t, l))
                 layout_add_tensor(&c, t, l, p->ref_base[t] + (size_t)l * spec[t].rows * spec[t].cols, l);
         layout_close_bucket(&c, l);
     }
     int rest = L, dp_vocab = shard_vocab && !p->vocab_tp;
     p->bucket[rest].start = c.cur;
     for (int t = 0; t < n_spec; t++)
-        if (!spec[t].per_layer && spec[t].rows && !(dp_vocab && spec[t].split == PARAM_VOCAB))
+        if (!spec[t].per_layer && spec[t].rows && !(dp_vocab && spec[t].split == PARAM_VOCAB) && param_on_stage(p, t, -1))
             layout_add_tensor(&c, t, -1, p->ref_base[t], rest);
     layout_close_bucket(&c, rest);
     p->n_buckets = L + 1;
@@ -199,7 +245,7 @@ static inline void param_layout_build(ParamLayout* p, const ParamSpec* spec, int
         size_t rows = r1 > r0 ? r1 - r0 : 0;
         p->vocab_rows = Vs;
         for (int t = 0; t < n_spec; t++) {
-            if (spec[t].split != PARAM_VOCAB || !spec[t].rows) continue;
+            if (spec[t].split != PARAM_VOCAB || !spec[t].rows || !param_on_stage(p, t, -1)) continue;
             size_t start = c.cur;
             layout_add_segment(&c, t, -1, p->ref_base[t] + r0 * spec[t].cols, 1, rows * spec[t].cols, 0, -1);
             c.cur = start + Vs * spec[t].cols;  // padding rows of the last shard stay zero

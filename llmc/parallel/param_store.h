@@ -80,12 +80,19 @@ typedef struct {
     unsigned version;                  // bumped whenever the parameters change (an update, a load): caches compare it
 } ParamStore;
 
-// The layout of this rank (comm's DP and TP ranks) for the model's tensor table.
+// The layout of this rank (comm's DP, TP and pipeline ranks; split: the stages' layers,
+// NULL for one stage) for the model's tensor table.
 static inline void param_store_layout(ParamStore* ps, const ParamSpec* spec, int n_spec, int L, Comm* comm, int zero,
-                                      int shard_vocab, int grad_fp32) {
+                                      int shard_vocab, int grad_fp32, const PpSplit* split) {
     memset(ps, 0, sizeof(*ps));
     ps->comm = comm; ps->grad_fp32 = grad_fp32;
-    param_layout_build(&ps->lay, spec, n_spec, L, comm->tp, comm->tp_rank, comm_grad_ranks(comm), comm_grad_rank(comm), zero, shard_vocab);
+    if (comm->pp > 1 && zero >= 2)
+        FAIL("--zero %d with --pp %d: the layers' gradients (and parameters) are reduced (and gathered) every micro-step, "
+             "and under a pipeline schedule the micro-steps of different micro-batches interleave on a stage; as in "
+             "DeepSpeed, ZeRO-2 and ZeRO-3 are not combined with pipeline stages: use --zero 1 (each stage's optimizer "
+             "state sharded over its DP group)", zero, comm->pp);
+    param_layout_build(&ps->lay, spec, n_spec, L, comm->tp, comm->tp_rank, comm_grad_ranks(comm), comm_grad_rank(comm), zero,
+                       shard_vocab, split, comm->pp_rank);
     ps->pieces = (Piece*)xmalloc(param_layout_max_pieces(&ps->lay) * sizeof(Piece));
     ps->n_pieces = param_layout_pieces(&ps->lay, ps->pieces);
     const ParamLayout* lay = &ps->lay;
@@ -333,12 +340,36 @@ static inline void param_store_bucket_done(ParamStore* ps, int b, int last) {
         return;
     }
     param_store_micro_step_done(ps, k->start, k->padded, last);
-    if (last) {
+    if (last && !(b == ps->lay.L && ps->lay.pp > 1)) {  // (a stage's rest: param_store_pipeline_done)
         param_store_reduce_tp_replicated(ps, b < ps->lay.L ? b : -1);
         param_store_reduce_bucket(ps, b);
         param_store_fetch_owned(ps, b);  // --offload-optim: its shard to the host as soon as it is reduced
     }
     if (b == ps->lay.L) for (int i = 0; i < 2; i++) param_store_retire_grad_buffer(ps, i);
+}
+
+// A pipeline stage's step is done (every micro-batch's backward has run). The tensors several
+// stages hold (a tied embedding at both ends, the DiT's conditioning on every stage) have
+// each stage's part of their gradients: summed over those stages first, on what this rank
+// holds of them (the whole rest bucket's segment, or its owned vocabulary rows, already
+// reduced over DP each micro-step), so that every copy takes the same update. Then the
+// rest bucket's reductions, held back until now: a stage's last backward ends before its
+// neighbours' do, and a collective between stages inside it would wait for stages still
+// waiting on it.
+static inline void param_store_pipeline_done(ParamStore* ps) {
+    const ParamLayout* lay = &ps->lay;
+    if (lay->pp == 1) return;
+    for (int i = 0; i < lay->n_seg; i++) {
+        const Segment* g = &lay->seg[i];
+        if (g->layer >= 0 || g->n == 0 || !pp_shared(lay->spec[g->tensor].stages, lay->pp)) continue;
+        CommGroup grp = lay->spec[g->tensor].stages == STAGE_ENDS ? GROUP_PP_ENDS : GROUP_PP;
+        comm_all_reduce(param_store_comm(ps), grp, param_store_grad_at(ps, -1, g->local_off), g->n, COMM_FLOATX, COMM_SUM,
+                        ps->stream);
+    }
+    comm_join(ps->comm, ps->stream);
+    param_store_reduce_tp_replicated(ps, -1);
+    param_store_reduce_bucket(ps, lay->L);
+    param_store_fetch_owned(ps, lay->L);
 }
 
 // --offload-optim: group g's owned gradients (and parameters, where the host keeps no master
@@ -451,6 +482,8 @@ static inline void param_store_plant_nan(ParamStore* ps) {
     if (ps->n_pieces > 0) dev_upload_floats(param_store_owned_param(ps, &ps->pieces[0]), &nan, 1);
 }
 
+static inline int param_store_piece_writer(const ParamStore* ps, const Piece* pc);
+
 // the norm of the gradients (grads = 1) or the parameters over what each rank owns
 static inline float param_store_norm_of(ParamStore* ps, int grads, const char* group) {
     stream_t s = ps->stream;
@@ -459,14 +492,13 @@ static inline float param_store_norm_of(ParamStore* ps, int grads, const char* g
     comm_join(cm, s);
     int k = prof_begin(ps->prof, group, s);
     dev_memset(ps->norm_scratch, 0, sizeof(float), s);
-    if (lay->tp > 1) {
-        if (lay->zero || comm_grad_rank(cm) == 0)
-            for (int i = 0; i < ps->n_pieces; i++) {
-                const Piece* pc = &ps->pieces[i];
-                if (param_tp_replicated(lay, pc->tensor) && cm->tp_rank != 0) continue;
-                global_norm_squared(ps->norm_scratch, grads ? param_store_owned_grad(ps, pc) : param_store_owned_param(ps, pc),
-                                    pc->n, s);
-            }
+    if (lay->tp > 1 || lay->pp > 1) {  // (a shared tensor's copies beyond stage 0: not counted)
+        for (int i = 0; i < ps->n_pieces; i++) {
+            const Piece* pc = &ps->pieces[i];
+            if (!param_store_piece_writer(ps, pc)) continue;
+            global_norm_squared(ps->norm_scratch, grads ? param_store_owned_grad(ps, pc) : param_store_owned_param(ps, pc),
+                                pc->n, s);
+        }
     } else {
         // a range of the local buffer kept whole, or a layer bucket's owned part in the shard
         floatX* whole = grads ? ps->grads : ps->params;
@@ -521,10 +553,11 @@ static inline void param_store_sync_params(ParamStore* ps) {
 
 // Does this rank write owned piece pc to a checkpoint? Each element of the file has one
 // writer, as each has one term in param_store_norm_of: what DP replicates (no --zero) is
-// DP rank 0's, what TP replicates TP rank 0's, and the vocabulary rows --shard-vocab
-// spreads over DP each rank's own.
+// DP rank 0's, what TP replicates TP rank 0's, the vocabulary rows --shard-vocab
+// spreads over DP each rank's own, and what several pipeline stages hold stage 0's.
 static inline int param_store_piece_writer(const ParamStore* ps, const Piece* pc) {
     const ParamLayout* lay = &ps->lay;
+    if (param_stage_copy(lay, pc->tensor)) return 0;
     if (pc->local_off >= lay->vocab_start) return 1;
     if (!lay->zero && lay->rank != 0) return 0;
     return !(param_tp_replicated(lay, pc->tensor) && lay->tp_rank != 0);
@@ -645,8 +678,9 @@ static inline void param_store_set_state(ParamStore* ps, const float* ref_params
 
 // Assembles the whole model's view of an owned array (n_opt floats on every rank, in
 // optimizer order) in the reference layout, on world rank 0 (ref_out may be NULL
-// elsewhere). Rank 0 rebuilds every rank's layout: the DP ranks of one TP rank together
-// own its whole local buffer, whose segments then land in the reference layout.
+// elsewhere). Rank 0 rebuilds every rank's layout: the gradient group of one stage and TP
+// rank together own its whole local buffer, whose segments then land in the reference
+// layout (a shared tensor's from stage 0).
 static inline void param_store_gather_owned(ParamStore* ps, const float* owned, float* ref_out) {
     Comm* c = ps->comm;
     const ParamLayout* me = &ps->lay;
@@ -660,20 +694,24 @@ static inline void param_store_gather_owned(ParamStore* ps, const float* owned, 
     comm_host_gather(c, GROUP_WORLD, mine, stride * sizeof(float), all);
     free(mine);
     if (c->rank != 0) return;
+    int G = comm_grad_ranks(c);
+    for (int st = 0; st < c->pp; st++)
     for (int t = 0; t < c->tp; t++) {
         float* local = NULL;
-        for (int q = 0; q < comm_grad_ranks(c); q++) {  // world rank q * tp + t (TP groups are consecutive ranks)
+        for (int q = 0; q < G; q++) {  // gradient-group rank q = d * cp + k: world rank ((d * pp + st) * cp + k) * tp + t
+            int world = ((q / c->cp * c->pp + st) * c->cp + q % c->cp) * c->tp + t;
             ParamLayout lay;
-            param_layout_build(&lay, me->spec, me->n_spec, me->L, c->tp, t, comm_grad_ranks(c), q, me->zero, me->shard_vocab);
-            if (!local) { local = (float*)xmalloc(lay.n_local * sizeof(float)); memset(local, 0, lay.n_local * sizeof(float)); }
+            param_layout_build(&lay, me->spec, me->n_spec, me->L, c->tp, t, G, q, me->zero, me->shard_vocab, me->split, st);
+            if (!local) { local = (float*)xmalloc((lay.n_local ? lay.n_local : 1) * sizeof(float)); memset(local, 0, lay.n_local * sizeof(float)); }
             Piece* pieces = (Piece*)xmalloc(param_layout_max_pieces(&lay) * sizeof(Piece));
             int np = param_layout_pieces(&lay, pieces);
-            const float* src = all + (size_t)(q * c->tp + t) * stride;
+            const float* src = all + (size_t)world * stride;
             for (int i = 0; i < np; i++) memcpy(local + pieces[i].local_off, src + pieces[i].opt_off, pieces[i].n * sizeof(float));
             for (int i = 0; i < lay.n_seg; i++)  // FSDP vocabulary rows: each DP rank's own segments
-                if (lay.seg_bucket[i] == -1) segment_copy(&lay.seg[i], local, ref_out, 0);
-            if (q == comm_grad_ranks(c) - 1)
-                for (int i = 0; i < lay.n_seg; i++) if (lay.seg_bucket[i] != -1) segment_copy(&lay.seg[i], local, ref_out, 0);
+                if (lay.seg_bucket[i] == -1 && !param_stage_copy(&lay, lay.seg[i].tensor)) segment_copy(&lay.seg[i], local, ref_out, 0);
+            if (q == G - 1)
+                for (int i = 0; i < lay.n_seg; i++)
+                    if (lay.seg_bucket[i] != -1 && !param_stage_copy(&lay, lay.seg[i].tensor)) segment_copy(&lay.seg[i], local, ref_out, 0);
             free(pieces);
             param_layout_free(&lay);
         }

@@ -150,7 +150,7 @@ static inline void vocab_log_savings(Logger* lg, const ParamStore* st, int maste
     const ParamLayout* lay = &st->lay;
     const Comm* comm = st->comm;
     ParamLayout off;
-    param_layout_build(&off, lay->spec, lay->n_spec, lay->L, comm->tp, 0, comm_grad_ranks(comm), 0, lay->zero, 0);
+    param_layout_build(&off, lay->spec, lay->n_spec, lay->L, comm->tp, 0, comm_grad_ranks(comm), 0, lay->zero, 0, lay->split, lay->stage);
     double per_opt = 4.0 * (2 + master), per_local = 2.0 * sizeof(floatX) + 4.0 * st->grad_fp32;
     double without = off.n_local * per_local + off.n_opt * per_opt;
     double with = lay->n_local * per_local + lay->n_opt * per_opt +

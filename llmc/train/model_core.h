@@ -24,6 +24,7 @@ ranks whose rows differ, named once at build (model_core_loss_rows).
 #include "../parallel/param_store.h"
 #include "../parallel/tensor_parallel.h"
 #include "../parallel/attention_op.h"
+#include "../parallel/pipeline.h"
 #include "memory_flags.h"
 #include "fit_memory.h"
 #include "trainer.h"
@@ -54,6 +55,11 @@ struct ModelCore {
     int work_handle;
     int gathered_view[2][2];     // (own field, kept gathered field) pairs: the own rows are a view of the kept copy
     int rows_cur;                // the rows of the micro-batch in flight (residual stream, all TP ranks)
+    PpSplit split;               // --pp: the stages' layers (llmc/parallel/pipeline.h)
+    Pipeline pipe;               // --pp: this stage's schedule and its executor
+    int* act_index;              // [L]: layer l's block among the stage's layers (-1: another stage's)
+    int act_layers;              // the stage's layers: blocks a micro-batch slot holds
+    int micro_cur;               // --pp: the micro-batch whose activations the layers use (its slot)
     TpContext tpc;               // tensor parallelism's collectives and recycled buffers
     CpContext cpx;               // context parallelism's layout and buffers
     Attention att;               // the attention operation over it
@@ -90,7 +96,13 @@ static inline void model_core_begin(ModelCore* c, const ParamSpec* spec, int n, 
         c->param_off[i] = c->num_params;
         c->num_params += c->param_sizes[i];
     }
-    param_store_layout(&c->st, c->spec, n, L, comm, par->zero, shard_vocab, par->grad_fp32);
+    // the pipeline: the stages' layers, this stage's schedule (its slots size the activation plan)
+    pp_split_build(&c->split, L, comm->pp, par->pp_virtual, par->pp_layers);
+    pipeline_plan(&c->pipe, comm, (PpScheduleKind)par->pp_schedule, par->pp_virtual, par->micro_steps);
+    c->act_index = (int*)xmalloc((size_t)L * sizeof(int));
+    c->act_layers = 0;
+    for (int l = 0; l < L; l++) c->act_index[l] = pp_layer_stage(&c->split, l) == comm->pp_rank ? c->act_layers++ : -1;
+    param_store_layout(&c->st, c->spec, n, L, comm, par->zero, shard_vocab, par->grad_fp32, &c->split);
     c->st.keep = par->zero >= 3 && !par->zero_reshard;  // (--zero-reshard 0: the layers' parameters kept for backward)
     arena_init(&c->dev, "device");
     arena_init(&c->host, "host (pinned)");
@@ -108,10 +120,14 @@ static inline void model_core_staging(ModelCore* c, size_t most) {
     arena_add_to(&c->host, "comm staging (--comm mpi)", "comm", c->staging_bytes, &c->comm_staging);
 }
 
-// the activation plan's saved blocks (n_offload of the L on the host)
+// the activation plan's saved blocks (n_offload of the L on the host); under --pp the
+// stage's layers for each micro-batch it holds at once
 static inline void model_core_plan_acts(ModelCore* c, ActPlan acts, int n_offload) {
     c->acts = acts;
-    offload_plan(&c->off, &c->dev, &c->host, c->L, n_offload, acts.block_bytes);
+    if (c->comm->pp > 1 && n_offload > 0)
+        FAIL("--offload-act with --pp: not yet (the offload engine's prefetch follows one micro-batch's backward, not a "
+             "pipeline schedule's interleaving); use --recompute to save activations under --pp");
+    offload_plan(&c->off, &c->dev, &c->host, c->act_layers * c->pipe.slots, n_offload, acts.block_bytes);
 }
 
 static inline void model_core_plan_work(ModelCore* c, const char* name) {
@@ -156,6 +172,8 @@ static inline void model_core_bind_rope(ModelCore* c, float* table, size_t n) {
 }
 
 static inline void model_core_free(ModelCore* c) {
+    free(c->act_index); c->act_index = NULL;
+    pipeline_free(&c->pipe);
     if (c->allocated) {
         host_optim_free(&c->st.host);  // its copy stream idle before the arenas it copies go
         trainer_release(c->stream, &c->prof, &c->off, &c->dev, &c->host);
@@ -167,7 +185,9 @@ static inline void model_core_free(ModelCore* c) {
 // the saved activations of layer l (the dropped fields from the work buffer), the own rows
 // of the gathered views pointing into their kept copies
 static inline ActBlock core_layer_acts(const ModelCore* c, int l) {
-    ActBlock a = act_block_at(&c->acts, offload_block(&c->off, l), &c->work);
+    int i = c->act_index[l];
+    if (i < 0) FAIL("layer %d's activations asked for on pipeline stage %d, which does not hold it", l, c->comm->pp_rank);
+    ActBlock a = act_block_at(&c->acts, offload_block(&c->off, pipeline_slot(&c->pipe, c->micro_cur) * c->act_layers + i), &c->work);
     if (c->tpc.keep_gathered) {
         size_t own = tp_own_row0(&c->tpc, c->rows_cur) * c->tpc.width;
         for (int i = 0; i < 2; i++) a.f[c->gathered_view[i][0]] = ACT(a, c->gathered_view[i][1]) + own;
@@ -240,7 +260,8 @@ static inline float model_core_update(ModelCore* c, float lr, float beta1, float
 // each computed the loss of its own rows (sequence parallelism) rather than all of them.
 // loss_sum: one device float (NULL: the model adds host sums only).
 static inline void model_core_loss_rows(ModelCore* c, int differ_over_tp, float* loss_sum) {
-    c->loss_group = differ_over_tp ? GROUP_WORLD : GROUP_GRAD;
+    // (under --pp only the last stage has losses: the sums and counts of the others are zero)
+    c->loss_group = differ_over_tp || c->comm->pp > 1 ? GROUP_WORLD : GROUP_GRAD;
     c->loss_dev = loss_sum;
     if (loss_sum && c->allocated) dev_memset(loss_sum, 0, sizeof(float), c->stream);
 }

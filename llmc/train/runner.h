@@ -77,13 +77,18 @@ typedef struct {
     // layer's parameters inside the model, where the layer runs (param_store_layer_begin),
     // since validation, sampling and the test programs run layers too. Each adds its
     // losses to the ModelCore, which the runner reduces over the ranks (model_core_take_loss).
+    // Under --pp the runner runs the stage's schedule (llmc/parallel/pipeline.h) on forward
+    // and backward of each chunk (a rank's layers; one chunk but under --pp-schedule
+    // interleaved), next_batch before a micro-batch's first chunk, and pp_tensor says where
+    // a chunk's boundary tensors are (PP_IN, PP_OUT, PP_DIN, PP_DOUT).
     void (*next_batch)(void* t, int step, int micro);
     int (*units)(void* t);
     void (*unit_forward)(void* t, int u);
     void (*unit_backward)(void* t, int u, int last);
-    void (*forward)(void* t, int micro);
-    void (*backward)(void* t, int micro, int last);
+    void (*forward)(void* t, int micro, int chunk);
+    void (*backward)(void* t, int micro, int chunk, int last);
     void (*forward_backward)(void* t, int micro, int last);
+    floatX* (*pp_tensor)(void* t, int micro, int chunk, int which);
 
     // the trainer's own: its batch (returns micro-batches per step; before the device);
     // what opens before the device (NULL: nothing); its data and samplers after the plan;
@@ -163,8 +168,8 @@ static inline void runner_rank_plans(const ModelOps* ops, void* t, const Comm* c
     CostModel cm = cost_model_default();
     for (int r = 0; r < comm->size; r++) {
         Comm rc;
-        comm_init_plan(&rc, comm->dp, comm->tp, comm->cp, comm->ulysses);
-        comm_set_layout(&rc, comm->size, r, comm->tp, comm->cp, comm->ulysses);
+        comm_init_plan(&rc, comm->dp, comm->tp, comm->cp, comm->ulysses, comm->pp);
+        comm_set_layout(&rc, comm->size, r, comm->tp, comm->cp, comm->ulysses, comm->pp);
         rc.cp_mode = comm->cp_mode;
         FitCost c = ops->plan_cost(t, &rc, &f, &cm);
         int i = 0;
@@ -262,11 +267,41 @@ static inline void runner_micro_step(const ModelOps* ops, void* t, int step, int
         for (int u = 0; u < n; u++) ops->unit_forward(t, u);
         for (int u = n - 1; u >= 0; u--) ops->unit_backward(t, u, last);
     } else if (ops->forward) {
-        ops->forward(t, micro);
-        ops->backward(t, micro, last);
+        ops->forward(t, micro, 0);
+        ops->backward(t, micro, 0, last);
     } else {
         ops->forward_backward(t, micro, last);
     }
+}
+
+// --pp: the step as the stage's schedule runs it, each micro-batch's data read before its first chunk
+typedef struct { const ModelOps* ops; void* t; int step; } RunnerStage;
+
+static inline void runner_stage_forward(void* ctx, int micro, int chunk) {
+    RunnerStage* x = (RunnerStage*)ctx;
+    if (chunk == 0) x->ops->next_batch(x->t, x->step, micro);
+    x->ops->forward(x->t, micro, chunk);
+}
+static inline void runner_stage_backward(void* ctx, int micro, int chunk, int last) {
+    RunnerStage* x = (RunnerStage*)ctx;
+    x->ops->backward(x->t, micro, chunk, last);
+}
+static inline floatX* runner_stage_tensor(void* ctx, int micro, int chunk, int which) {
+    RunnerStage* x = (RunnerStage*)ctx;
+    return x->ops->pp_tensor(x->t, micro, chunk, which);
+}
+
+// one optimizer step's micro-batches: the loop, or under --pp the stage's schedule, after
+// which the tensors several stages hold are summed and the rest reduced (param_store_pipeline_done)
+static inline void runner_step_micro_batches(const ModelOps* ops, void* t, ModelCore* v, int step, int micro_steps) {
+    if (v->comm->pp == 1) {
+        for (int micro = 0; micro < micro_steps; micro++) runner_micro_step(ops, t, step, micro, micro == micro_steps - 1);
+        return;
+    }
+    RunnerStage x = {ops, t, step};
+    PpHooks h = {&x, runner_stage_forward, runner_stage_backward, runner_stage_tensor};
+    pipeline_run_step(&v->pipe, &h);
+    param_store_pipeline_done(&v->st);
 }
 
 // the entries every model gives (the others may be NULL): a missing one is a trainer's bug,
@@ -309,6 +344,8 @@ static inline int runner_main(const ModelOps* ops, void* t, RunArgs* a, int unit
                                   runner_flag_string(a, ops->data_flag), ops->ckpt, ops->ckpt_check);
     if (ops->prepare && !l->plan_only) ops->prepare(t, &comm);  // --plan-only: no data, no device, no run directory
     parallel_device_setup(&comm, l->plan_only);
+    if (comm.pp > 1 && !(ops->forward && ops->backward && ops->pp_tensor))
+        FAIL("%s has no pipeline stages (its ModelOps lacks forward, backward or pp_tensor): run it without --pp", ops->program);
     ModelCore* v = ops->build(t, &comm, &a->mem, &pf, a->B, !l->plan_only);
     v->micro_steps = a->grad_accum;  // (the plan's communication bytes)
     logf_(&lg, "%s | %s | %s | %s\n", ops->program, v->allocated ? dev_name() : "plan only", PRECISION_NAME, l->model);
@@ -355,7 +392,7 @@ static inline int runner_main(const ModelOps* ops, void* t, RunArgs* a, int unit
         step_begin(&sl, step);
         float lr = lr_at_step(step, l->steps, l->warmup, l->lr, l->min_lr_frac);
         param_store_zero_grads(&v->st);
-        for (int micro = 0; micro < a->grad_accum; micro++) runner_micro_step(ops, t, step, micro, micro == a->grad_accum - 1);
+        runner_step_micro_batches(ops, t, v, step, a->grad_accum);
         double loss = model_core_take_loss(v);
         float norm = param_store_grad_norm(&v->st);
         stop_if_not_finite(step, loss, norm, l->run_dir, sl.last_ckpt);

@@ -1,0 +1,197 @@
+/*
+Pipeline parallelism (--pp N, docs/design.md 8.9): the model's layers cut into stages, one
+stage a rank of the pipeline group (GROUP_PP, llmc/parallel/comm.h), and a step's
+micro-batches flowing through them, each stage sending its output activation forward and
+its input gradient back. This file is the engine: the split of the layers, the stage's
+schedule of the step (llmc/parallel/pipeline_schedule.h: 1f1b or interleaved, as op lists
+proven by dev/test/test_pp_schedule.c), and the executor that runs it. A model gives three
+hooks and knows nothing of the order:
+
+    forward(ctx, micro, chunk)         micro-batch `micro` through this rank's chunk: its
+                                       input is in tensor(PP_IN) (received, or the
+                                       embedding on the first piece); its output left in
+                                       tensor(PP_OUT) (the last piece: the head and loss,
+                                       whose backward runs with it)
+    backward(ctx, micro, chunk, last)  the same chunk's backward, from tensor(PP_DOUT)
+                                       (received; the last piece: the head's gradient),
+                                       leaving the input's gradient in tensor(PP_DIN);
+                                       last: the step's last backward of this chunk
+    tensor(ctx, micro, chunk, which)   where a chunk's boundary tensors are (rows x D
+                                       elements of floatX, `elems`)
+
+A micro-batch's activations on a stage live in its slot (micro % slots): the schedule
+says how many micro-batches a chunk holds at once (1f1b: min(pp - s, M) on stage s), and
+the model plans that many blocks of each of its layers (llmc/train/model_core.h). The
+boundary buffers the executor sends from or receives into are checked against the op that
+wrote or reads them: the output sent must be the last forward's, the input gradient the last
+backward's, and a received output gradient must be consumed before the next arrives, so
+that a schedule which would reuse a buffer too early stops with a message instead of
+sending stale values.
+
+Transfers block (comm_p2p_batch: every half of an op posted, then all waited for, each wait
+bounded by --comm-timeout: a dead stage ends the job with a message). The host time spent in
+them is counted (idle_s): on the CPU build, where compute is synchronous, it is the time a
+stage waited for its neighbours, the bubble included.
+*/
+#pragma once
+#include "../core/common.h"
+#include "comm.h"
+#include "param_layout.h"
+#include "pipeline_schedule.h"
+
+enum { PP_IN, PP_OUT, PP_DIN, PP_DOUT };  // a chunk's input, output, input gradient, output gradient
+
+typedef struct {
+    void* ctx;
+    void (*forward)(void* ctx, int micro, int chunk);
+    void (*backward)(void* ctx, int micro, int chunk, int last);
+    floatX* (*tensor)(void* ctx, int micro, int chunk, int which);
+} PpHooks;
+
+typedef struct {
+    Comm* comm;
+    int pp, stage, virt, micro;  // stages, this rank's, chunks a rank, micro-batches a step
+    PpSchedule sched;            // this rank's step (pp > 1)
+    int slots;                   // micro-batches whose activations one chunk holds at once
+    size_t elems;                // elements of one boundary tensor
+    stream_t stream;
+    double idle_s, step_s;       // this step: host seconds in transfers, and in the whole schedule
+} Pipeline;
+
+// The layers of pp stages (virt chunks each), as even as possible or as --pp-layers says
+static inline void pp_split_build(PpSplit* sp, int L, int pp, int virt, const char* custom) {
+    if ((long long)pp * virt > PP_MAX_PIECES)
+        FAIL("--pp %d x --pp-virtual %d = %lld pieces; this build cuts the layers into at most %d", pp, virt,
+             (long long)pp * virt, PP_MAX_PIECES);
+    memset(sp, 0, sizeof(*sp));
+    sp->pp = pp; sp->virt = virt;
+    pp_split_layers(L, pp, virt, custom, sp->first);
+}
+
+// chunk c of stage s: layers [*l0, *l1), and whether it is the model's first or last piece
+static inline void pp_chunk_layers(const PpSplit* sp, int s, int c, int* l0, int* l1) {
+    int p = pp_piece(sp->pp, s, c);
+    *l0 = sp->first[p]; *l1 = sp->first[p + 1];
+}
+static inline int pp_first_piece(const PpSplit* sp, int s, int c) { return pp_piece(sp->pp, s, c) == 0; }
+static inline int pp_last_piece(const PpSplit* sp, int s, int c) { return pp_piece(sp->pp, s, c) == sp->pp * sp->virt - 1; }
+
+// The schedule of this rank's stage for steps of `micro` micro-batches (pp = 1: none; one
+// slot). Before the model's plan: it sizes the slots.
+static inline void pipeline_plan(Pipeline* pl, Comm* comm, PpScheduleKind kind, int virt, int micro) {
+    memset(pl, 0, sizeof(*pl));
+    pl->comm = comm; pl->pp = comm->pp; pl->stage = comm->pp_rank; pl->virt = virt; pl->micro = micro; pl->slots = 1;
+    if (pl->pp == 1) return;
+    if (micro < pl->pp && kind == PP_SCHEDULE_1F1B && comm->rank == 0)
+        fprintf(stderr, "warning: %d micro-batches a step through %d pipeline stages: the bubble is %.0f%% of the step "
+                "(pp - 1 of M + pp - 1 slots idle); --total-batch of at least %d micro-batches fills the pipeline\n", micro,
+                pl->pp, 100.0 * pp_bubble_share(kind, pl->pp, virt, micro), pl->pp);
+    pp_schedule_build(&pl->sched, kind, pl->pp, virt, micro, pl->stage);
+    // a chunk's micro-batches in flight are consecutive (forwards and backwards each in order),
+    // so micro % slots never names a slot still in use
+    int live[PP_MAX_PIECES] = {0};
+    for (int i = 0; i < pl->sched.n; i++) {
+        const PpOp* op = &pl->sched.ops[i];
+        if (op->kind == PP_FORWARD && ++live[op->chunk] > pl->slots) pl->slots = live[op->chunk];
+        if (op->kind == PP_BACKWARD) live[op->chunk]--;
+    }
+}
+
+static inline void pipeline_bind(Pipeline* pl, size_t elems, stream_t s) { pl->elems = elems; pl->stream = s; }
+
+static inline void pipeline_free(Pipeline* pl) { pp_schedule_free(&pl->sched); }
+
+// the slot of micro-batch `micro`'s activations
+static inline int pipeline_slot(const Pipeline* pl, int micro) { return micro % pl->slots; }
+
+// one op's transfers, posted together
+static inline void pipeline_transfer(Pipeline* pl, const PpHooks* h, const PpOp* op, int last_fwd[2], int last_bwd[2],
+                                     int dout[2]) {
+    CommP2p x[PP_HALVES];
+    int k = 0;
+    for (int half = 0; half < PP_HALVES; half++) {
+        if (!(op->comm >> half & 1)) continue;
+        const PpXfer* t = &op->x[half];
+        int which = half == PP_SEND_FORWARD ? PP_OUT : half == PP_RECV_FORWARD ? PP_IN : half == PP_SEND_BACKWARD ? PP_DIN : PP_DOUT;
+        if (half == PP_SEND_FORWARD && (t->micro != last_fwd[0] || t->chunk != last_fwd[1]))
+            FAIL("pipeline: stage %d sends micro-batch %d chunk %d's output, but its last forward was micro-batch %d "
+                 "chunk %d (the schedule reuses the output buffer too early)", pl->stage, t->micro, t->chunk, last_fwd[0], last_fwd[1]);
+        if (half == PP_SEND_BACKWARD && (t->micro != last_bwd[0] || t->chunk != last_bwd[1]))
+            FAIL("pipeline: stage %d sends micro-batch %d chunk %d's input gradient, but its last backward was "
+                 "micro-batch %d chunk %d", pl->stage, t->micro, t->chunk, last_bwd[0], last_bwd[1]);
+        if (half == PP_RECV_BACKWARD) {
+            if (dout[0] >= 0)
+                FAIL("pipeline: stage %d receives micro-batch %d chunk %d's output gradient before micro-batch %d chunk "
+                     "%d's backward used the last one", pl->stage, t->micro, t->chunk, dout[0], dout[1]);
+            dout[0] = t->micro; dout[1] = t->chunk;
+        }
+        x[k].buf = h->tensor(h->ctx, t->micro, t->chunk, which);
+        x[k].peer = t->peer; x[k].send = !(half & 1); x[k].tag = half >= PP_SEND_BACKWARD;
+        k++;
+    }
+    double t0 = comm_now();
+    comm_p2p_batch(pl->comm, GROUP_PP, x, k, pl->elems, COMM_FLOATX, pl->stream);
+    comm_join(pl->comm, pl->stream);
+    pl->idle_s += comm_now() - t0;
+}
+
+// One optimizer step of this stage: its schedule, op by op.
+static inline void pipeline_run_step(Pipeline* pl, const PpHooks* h) {
+    int last_fwd[2] = {-1, -1}, last_bwd[2] = {-1, -1}, dout[2] = {-1, -1};
+    int* left = (int*)xmalloc((size_t)pl->virt * sizeof(int));  // backwards still to run, per chunk
+    for (int c = 0; c < pl->virt; c++) left[c] = pl->micro;
+    pl->idle_s = 0.0;
+    double t0 = comm_now();
+    for (int i = 0; i < pl->sched.n; i++) {
+        const PpOp* op = &pl->sched.ops[i];
+        if (op->kind == PP_FORWARD) {
+            h->forward(h->ctx, op->micro, op->chunk);
+            last_fwd[0] = op->micro; last_fwd[1] = op->chunk;
+        } else if (op->kind == PP_BACKWARD) {
+            int last_piece = pl->stage == pl->pp - 1 && op->chunk == pl->virt - 1;
+            if (!last_piece && (dout[0] != op->micro || dout[1] != op->chunk))
+                FAIL("pipeline: stage %d runs micro-batch %d chunk %d's backward without its output gradient", pl->stage,
+                     op->micro, op->chunk);
+            h->backward(h->ctx, op->micro, op->chunk, --left[op->chunk] == 0);
+            dout[0] = dout[1] = -1;
+            last_bwd[0] = op->micro; last_bwd[1] = op->chunk;
+        } else {
+            pipeline_transfer(pl, h, op, last_fwd, last_bwd, dout);
+        }
+    }
+    free(left);
+    pl->step_s = comm_now() - t0;
+}
+
+// A micro-batch's forward alone through every chunk of this stage, in model order, with the
+// transfers between: validation, sampling and the test programs' evaluation (no backward,
+// so nothing is held: slot 0). Every stage of the pipeline calls it for the same micro-batch.
+static inline void pipeline_forward_only(Pipeline* pl, const PpHooks* h, int micro) {
+    if (pl->pp == 1) { h->forward(h->ctx, micro, 0); return; }
+    int s = pl->stage, pp = pl->pp;
+    for (int c = 0; c < pl->virt; c++) {
+        int from = s > 0 ? s - 1 : pp - 1, to = s < pp - 1 ? s + 1 : 0;
+        if (s > 0 || c > 0) {
+            CommP2p x = {h->tensor(h->ctx, micro, c, PP_IN), from, 0, 0};
+            comm_p2p_batch(pl->comm, GROUP_PP, &x, 1, pl->elems, COMM_FLOATX, pl->stream);
+            comm_join(pl->comm, pl->stream);
+        }
+        h->forward(h->ctx, micro, c);
+        if (s < pp - 1 || c < pl->virt - 1) {
+            CommP2p x = {h->tensor(h->ctx, micro, c, PP_OUT), to, 1, 0};
+            comm_p2p_batch(pl->comm, GROUP_PP, &x, 1, pl->elems, COMM_FLOATX, pl->stream);
+            comm_join(pl->comm, pl->stream);
+        }
+    }
+}
+
+// the bytes this stage sends in one step (comm_bytes_add's count): each chunk's output for
+// every micro-batch but from the model's last piece, each input gradient but from the first
+static inline void pipeline_comm_bytes(const Pipeline* pl, CommBytes* cb) {
+    if (pl->pp == 1) return;
+    double per = (double)pl->elems * sizeof(floatX);
+    for (int c = 0; c < pl->virt; c++) {
+        int p = pp_piece(pl->pp, pl->stage, c), last = pl->pp * pl->virt - 1;
+        comm_bytes_add(cb, pl->comm, GROUP_PP, KIND_SEND_RECV, (double)pl->micro * per * ((p < last) + (p > 0)));
+    }
+}
