@@ -76,7 +76,7 @@ static const FlagBound FLAG_BOUNDS[] = {
     {"zero", 0, 3, "[]"}, {"offload-optim", 0, 1, "[]"}, {"shard-vocab", 0, 1, "[]"}, {"fp32-grad-accum", -1, 1, "[]"}, {"tp", 1, 4096, "[]"}, {"cp", 1, 4096, "[]"}, {"cp-ulysses", 0, 4096, "[]"}, {"pp", 1, 1024, "[]"}, {"pp-virtual", 1, 1024, "[]"},
     {"tp-recompute-allgather", 0, 1, "[]"}, {"dp", 1, FLAG_COUNT_MAX, "[]"}, {"comm-timeout", 0, 1e6, "(]"},
     {"startup-timeout", 0, 1e6, "(]"},
-    {"test-plant-tp-bug", 0, 1, "[]"}, {"test-plant-cp-bug", 0, 1, "[]"}, {"test-plant-zero-bug", 0, 1, "[]"}, {"zero-reshard", 0, 1, "[]"},
+    {"test-plant-tp-bug", 0, 1, "[]"}, {"test-plant-cp-bug", 0, 1, "[]"}, {"test-plant-zero-bug", 0, 1, "[]"}, {"test-plant-pp-bug", 0, 1, "[]"}, {"zero-reshard", 0, 1, "[]"},
     {"fit-memory", 0, 1e6, "[]"}, {"fit-link-gbs", 0, 1e6, "(]"}, {"fit-dp-gbs", 0, 1e6, "(]"}, {"fit-reserve", 0, 1e9, "[]"},
     // model dimensions (both trainers; each model checks its own products)
     {"V", 2, 1 << 24, "[]"}, {"D", 1, 65536, "[]"}, {"L", 1, 1024, "[]"}, {"H", 1, 4096, "[]"}, {"KV", 1, 4096, "[]"},

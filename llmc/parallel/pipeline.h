@@ -41,6 +41,11 @@ stage waited for its neighbours, the bubble included.
 
 enum { PP_IN, PP_OUT, PP_DIN, PP_DOUT };  // a chunk's input, output, input gradient, output gradient
 
+// --test-plant-pp-bug 1 (the test programs): every micro-batch's activations in slot 0, so a
+// stage holding several micro-batches (1f1b's warmup) overwrites the saved activations of
+// those still waiting for their backward; the gradient checks must fail
+static int pp_test_plant_bug = 0;
+
 typedef struct {
     void* ctx;
     void (*forward)(void* ctx, int micro, int chunk);
@@ -102,7 +107,7 @@ static inline void pipeline_bind(Pipeline* pl, size_t elems, stream_t s) { pl->e
 static inline void pipeline_free(Pipeline* pl) { pp_schedule_free(&pl->sched); }
 
 // the slot of micro-batch `micro`'s activations
-static inline int pipeline_slot(const Pipeline* pl, int micro) { return micro % pl->slots; }
+static inline int pipeline_slot(const Pipeline* pl, int micro) { return pp_test_plant_bug ? 0 : micro % pl->slots; }
 
 // one op's transfers, posted together
 static inline void pipeline_transfer(Pipeline* pl, const PpHooks* h, const PpOp* op, int last_fwd[2], int last_bwd[2],

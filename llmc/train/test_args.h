@@ -33,6 +33,8 @@ static inline void test_args_parse(int argc, char** argv, const char* program, c
         {"test-skip-prefetch", 'i', &offload_test_skip_prefetch, "1: plant a missing prefetch (the check must fail)"},
         {"test-plant-zero-bug", 'i', &zero_test_plant_bug,
          "1: --zero 3 layers compute on a parameter buffer already given back (the check must fail)"},
+        {"test-plant-pp-bug", 'i', &pp_test_plant_bug,
+         "1: --pp: every micro-batch's activations in one slot, overwritten by the next forward (the check must fail)"},
         {"attention", 's', &t->attention, "auto | fp32 | tc (as the trainer)"},
         {"micro-batch", 'i', &t->micro_batch, "rows (clips) per micro-step on each rank (default: all of its B/dp)"},
     };
