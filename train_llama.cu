@@ -895,8 +895,9 @@ static void print_config(void* t, Logger* lg) {
     logf_(lg, "batch: B=%d T=%d per rank, %d tokens per step (%d micro-steps x %d DP ranks) | steps %d, lr %g warmup %d, "
           "wd %g, clip %g\n", a->run.B, a->T, a->run.total_batch, a->run.grad_accum, m->comm->dp, l->steps, l->lr,
           l->warmup, l->weight_decay, l->grad_clip);
-    char cp[160];
-    attention_describe_cp(&m->att, cp, sizeof(cp), m->Tl, "a sample");
+    char cp[192];
+    int k = m->comm->pp > 1 ? snprintf(cp, sizeof(cp), "pp %d x ", m->comm->pp) : 0;
+    attention_describe_cp(&m->att, cp + k, sizeof(cp) - k, m->Tl, "a sample");
     logf_(lg, "parallel: world %d = dp %d x %stp %d (--tp-mode %s, --tp-recompute-allgather %d) | --zero %d --offload-optim %d "
           "--shard-vocab %d%s | comm %s, timeout %g s\n", m->comm->size, m->comm->dp, cp, m->comm->tp,
           TP_MODE_NAMES[a->run.par.tp_mode], m->par.tp_regather, m->par.zero, m->par.offload_optim, m->par.shard_vocab,
@@ -918,27 +919,32 @@ static CommBytes comm_bytes(void* t) {
     const LlamaConfig* c = &m->cfg;
     const ParamLayout* lay = &m->st.lay;
     const Comm* cm = m->comm;
-    double sx = sizeof(floatX), N = (double)m->B * m->Tl, D = c->D, S = N * D * sx, L = c->L;
+    // (under --pp this stage's: its layers, and the embedding's and the head's where it holds them)
+    double sx = sizeof(floatX), N = (double)m->B * m->Tl, D = c->D, S = N * D * sx, L = m->act_layers;
+    double first = pp_stage_holds(STAGE_FIRST, cm->pp_rank, cm->pp), last = pp_stage_holds(STAGE_LAST, cm->pp_rank, cm->pp);
+    double vocab_held = first + last - (cm->pp == 1 && c->tied);  // [V, D] matrices held (a tied one at each end)
     #define ADD(g, k, bytes) comm_bytes_add(&cb, cm, g, k, bytes)
     if (m->tpc.tp > 1) {
         double re2 = m->flags.recompute >= 2, regather = !m->tpc.keep_gathered, vtp = lay->vocab_tp;
+        double ends = first + last;  // the vocabulary-parallel embedding's sum and the head's input gradient
         double ce = 3.0 * N * sizeof(float);  // the CE row max, then the sums of exponentials and target logits
         if (!m->tpc.sp) {  // an all-reduce after each row-parallel GEMM and after each pair of column-parallel input gradients
-            ADD(GROUP_TP, KIND_ALL_REDUCE, micro_steps * (L * (4 + re2) * S + vtp * 2 * S));
+            ADD(GROUP_TP, KIND_ALL_REDUCE, micro_steps * (L * (4 + re2) * S + vtp * ends * S));
         } else {  // forward: gather xn1, xn2, scatter wo, w2; backward: gather dx twice and the inputs again, scatter dxn twice
-            ADD(GROUP_TP, KIND_ALL_GATHER, micro_steps * (L * (4 + re2 + 2 * regather) * S + vtp * 2 * S));
-            ADD(GROUP_TP, KIND_REDUCE_SCATTER, micro_steps * (L * (4 + re2) * S + vtp * 2 * S));
+            ADD(GROUP_TP, KIND_ALL_GATHER, micro_steps * (L * (4 + re2 + 2 * regather) * S + vtp * ends * S));
+            ADD(GROUP_TP, KIND_REDUCE_SCATTER, micro_steps * (L * (4 + re2) * S + vtp * ends * S));
             // once per step (a layer's every micro-step under --zero 2, 3): the gradients of the tensors every TP rank
             // holds whole
-            double vocab = vtp ? 0 : (c->tied ? 1 : 2) * (double)c->V * D, per = m->st.zero >= 2 ? micro_steps : 1;
-            ADD(GROUP_TP, KIND_ALL_REDUCE, (per * L * 2 * D + D + vocab) * sx);
+            double vocab = vtp ? 0 : vocab_held * (double)c->V * D, per = m->st.zero >= 2 ? micro_steps : 1;
+            ADD(GROUP_TP, KIND_ALL_REDUCE, (per * L * 2 * D + last * D + vocab) * sx);
         }
-        ADD(GROUP_TP, KIND_ALL_REDUCE, micro_steps * vtp * ce);
+        ADD(GROUP_TP, KIND_ALL_REDUCE, micro_steps * vtp * last * ce);
     }
     // context parallelism: each layer's attention forward (again in backward under --recompute 2) and backward
     attention_comm_bytes(&m->att, &cb, m->B, micro_steps * L * (1 + (m->flags.recompute >= 2)), micro_steps * L);
     param_store_comm_bytes(&m->st, &cb, micro_steps);  // data parallelism (over dp x cp): each bucket, the norm
     vocab_comm_bytes(&m->voc, &cb, micro_steps);  // the vocabulary over DP (--shard-vocab 1, tp = 1)
+    pipeline_comm_bytes(&m->pipe, &cb);           // --pp: activations forward, gradients back
     #undef ADD
     return cb;
 }

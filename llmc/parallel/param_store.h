@@ -620,6 +620,12 @@ static inline void param_store_comm_bytes(const ParamStore* ps, CommBytes* cb, i
                            (layer && ps->zero >= 3 ? (ps->keep ? 1 : 2) * micro_steps : 1) * bytes);
         } else comm_bytes_add(cb, ps->comm, GROUP_GRAD, KIND_ALL_REDUCE, bytes);
     }
+    for (int i = 0; i < ps->lay.n_seg; i++) {  // --pp: what several stages hold, summed over them (param_store_pipeline_done)
+        const Segment* g = &ps->lay.seg[i];
+        int stages = ps->lay.spec[g->tensor].stages;
+        if (g->layer < 0 && pp_shared(stages, ps->lay.pp))
+            comm_bytes_add(cb, ps->comm, stages == STAGE_ENDS ? GROUP_PP_ENDS : GROUP_PP, KIND_ALL_REDUCE, g->n * (double)sizeof(floatX));
+    }
     comm_bytes_add(cb, ps->comm, GROUP_WORLD, KIND_ALL_REDUCE, sizeof(float));
 }
 

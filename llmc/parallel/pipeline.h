@@ -57,6 +57,7 @@ typedef struct {
     Comm* comm;
     int pp, stage, virt, micro;  // stages, this rank's, chunks a rank, micro-batches a step
     PpSchedule sched;            // this rank's step (pp > 1)
+    PpScheduleKind kind;
     int slots;                   // micro-batches whose activations one chunk holds at once
     size_t elems;                // elements of one boundary tensor
     stream_t stream;
@@ -86,6 +87,7 @@ static inline int pp_last_piece(const PpSplit* sp, int s, int c) { return pp_pie
 static inline void pipeline_plan(Pipeline* pl, Comm* comm, PpScheduleKind kind, int virt, int micro) {
     memset(pl, 0, sizeof(*pl));
     pl->comm = comm; pl->pp = comm->pp; pl->stage = comm->pp_rank; pl->virt = virt; pl->micro = micro; pl->slots = 1;
+    pl->kind = kind;
     if (pl->pp == 1) return;
     if (micro < pl->pp && kind == PP_SCHEDULE_1F1B && comm->rank == 0)
         fprintf(stderr, "warning: %d micro-batches a step through %d pipeline stages: the bubble is %.0f%% of the step "
@@ -188,6 +190,24 @@ static inline void pipeline_forward_only(Pipeline* pl, const PpHooks* h, int mic
             comm_join(pl->comm, pl->stream);
         }
     }
+}
+
+// The pipeline as planned, one line for the log: the schedule, the layers of each stage (each
+// chunk's under interleaving), the bubble the formula predicts, and how many micro-batches' (a
+// chunk's: micro-batch x chunk) activations each stage holds at once (1f1b: stage 0 the most)
+static inline void pipeline_describe(const Pipeline* pl, const PpSplit* sp, char* out, size_t n) {
+    PpScheduleKind kind = pl->kind;
+    if (pl->pp == 1) { snprintf(out, n, "pipeline: none (--pp 1)\n"); return; }
+    size_t u = (size_t)snprintf(out, n, "pipeline: pp %d, --pp-schedule %s", pl->pp, PP_SCHEDULE_NAMES[kind]);
+    if (pl->virt > 1 && u < n) u += (size_t)snprintf(out + u, n - u, " --pp-virtual %d", pl->virt);
+    if (u < n) u += (size_t)snprintf(out + u, n - u, ", %d micro-batches a step | layers a %s:", pl->micro, pl->virt > 1 ? "chunk" : "stage");
+    for (int p = 0; p < pl->pp * pl->virt && u < n; p++) u += (size_t)snprintf(out + u, n - u, "%s%d", p ? "," : " ", sp->first[p + 1] - sp->first[p]);
+    if (u < n) u += (size_t)snprintf(out + u, n - u, " | bubble predicted %.3f of the ideal step (%.1f%% of the step) | "
+                                     "micro-batch%s in flight per stage:", pp_bubble_fraction(kind, pl->pp, pl->virt, pl->micro),
+                                     100.0 * pp_bubble_share(kind, pl->pp, pl->virt, pl->micro), pl->virt > 1 ? " x chunks" : "es");
+    for (int s = 0; s < pl->pp && u < n; s++)
+        u += (size_t)snprintf(out + u, n - u, " %d", pp_max_in_flight(kind, pl->pp, pl->virt, pl->micro, s));
+    if (u < n) snprintf(out + u, n - u, "\n");
 }
 
 // the bytes this stage sends in one step (comm_bytes_add's count): each chunk's output for

@@ -145,6 +145,8 @@ typedef struct {
     int n;                                  // distinct plans
     double dev[RUNNER_MAX_PLANS], host[RUNNER_MAX_PLANS];
     int first[RUNNER_MAX_PLANS], count[RUNNER_MAX_PLANS];  // the first rank with it, how many
+    int stage[RUNNER_MAX_PLANS];            // --pp: the pipeline stage of its ranks (-1: ranks of several stages)
+    int pp;
     char ranks[RUNNER_MAX_PLANS][256];      // "0, 2-3"
     int largest;                            // the rank whose device plan is the largest (the first such)
     double largest_dev;
@@ -163,7 +165,7 @@ static inline void runner_rank_plans(const ModelOps* ops, void* t, const Comm* c
                                      int zero, int offload_optim, RankPlans* p) {
     FitFlags f = {B, *mem, zero, offload_optim};
     memset(p, 0, sizeof(*p));
-    p->size = comm->size;
+    p->size = comm->size; p->pp = comm->pp;
     int last[RUNNER_MAX_PLANS], run[RUNNER_MAX_PLANS];
     CostModel cm = cost_model_default();
     for (int r = 0; r < comm->size; r++) {
@@ -177,8 +179,9 @@ static inline void runner_rank_plans(const ModelOps* ops, void* t, const Comm* c
         if (r == 0 || c.dev > p->largest_dev) { p->largest = r; p->largest_dev = c.dev; }
         if (i == p->n && p->n == RUNNER_MAX_PLANS) { p->unlisted++; continue; }  // still counted for the largest
         if (i == p->n) {
-            p->dev[i] = c.dev; p->host[i] = c.host; p->first[i] = r; last[i] = -1; run[i] = 0; p->n++;
+            p->dev[i] = c.dev; p->host[i] = c.host; p->first[i] = r; last[i] = -1; run[i] = 0; p->stage[i] = rc.pp_rank; p->n++;
         }
+        if (p->stage[i] != rc.pp_rank) p->stage[i] = -1;
         p->count[i]++;
         rank_list_add(p->ranks[i], sizeof(p->ranks[i]), &last[i], &run[i], r);
     }
@@ -189,9 +192,12 @@ static inline void runner_rank_plans(const ModelOps* ops, void* t, const Comm* c
 static inline void rank_plans_log(Logger* lg, const RankPlans* p) {
     logf_(lg, "the plans of all %d ranks: %d distinct; the largest is rank %d's (device %.1f MiB)\n", p->size, p->n,
           p->largest, p->largest_dev / 1048576.0);
-    for (int i = 0; i < p->n; i++)
-        logf_(lg, "  rank%s %s: device %.1f MiB, host %.1f MiB\n", p->count[i] > 1 ? "s" : "", p->ranks[i],
+    for (int i = 0; i < p->n; i++) {
+        char stage[32] = "";
+        if (p->pp > 1 && p->stage[i] >= 0) snprintf(stage, sizeof(stage), " (pipeline stage %d)", p->stage[i]);
+        logf_(lg, "  rank%s %s%s: device %.1f MiB, host %.1f MiB\n", p->count[i] > 1 ? "s" : "", p->ranks[i], stage,
               p->dev[i] / 1048576.0, p->host[i] / 1048576.0);
+    }
     if (p->unlisted) logf_(lg, "  %d more ranks in further distinct plans, not listed (the largest above counts them)\n", p->unlisted);
 }
 
@@ -199,8 +205,9 @@ static inline void rank_plans_log(Logger* lg, const RankPlans* p) {
 static inline void rank_plans_json(char* out, size_t n, const RankPlans* p) {
     snprintf(out, n, "\"rank_plans\": {\"ranks\": %d, \"largest\": %d, \"plans\": [", p->size, p->largest);
     for (int i = 0; i < p->n; i++)
-        snprintf(out + strlen(out), n - strlen(out), "%s{\"ranks\": \"%s\", \"first\": %d, \"count\": %d, \"device\": %.0f, "
-                 "\"host\": %.0f}", i ? ", " : "", p->ranks[i], p->first[i], p->count[i], p->dev[i], p->host[i]);
+        snprintf(out + strlen(out), n - strlen(out), "%s{\"ranks\": \"%s\", \"first\": %d, \"count\": %d, \"stage\": %d, "
+                 "\"device\": %.0f, \"host\": %.0f}", i ? ", " : "", p->ranks[i], p->first[i], p->count[i], p->stage[i],
+                 p->dev[i], p->host[i]);
     snprintf(out + strlen(out), n - strlen(out), "], \"unlisted\": %d}", p->unlisted);
 }
 
@@ -350,6 +357,11 @@ static inline int runner_main(const ModelOps* ops, void* t, RunArgs* a, int unit
     v->micro_steps = a->grad_accum;  // (the plan's communication bytes)
     logf_(&lg, "%s | %s | %s | %s\n", ops->program, v->allocated ? dev_name() : "plan only", PRECISION_NAME, l->model);
     ops->print_config(t, &lg);
+    if (comm.pp > 1) {
+        char line[2048];
+        pipeline_describe(&v->pipe, &v->split, line, sizeof(line));
+        logf_(&lg, "%s", line);
+    }
     log_runtime(&lg, l->attention);
     logf_(&lg, "%s", a->fit_search.report);
     runner_print_plan(ops, t, &lg, &comm, v);
