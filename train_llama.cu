@@ -269,7 +269,7 @@ static void llama_build(Llama* m, const LlamaConfig* cfg, const MemoryFlags* fla
     llama_param_specs(c, spec);
     model_core_begin(m, spec, NUM_PARAM_TENSORS, c->L, comm, flags, par, par->shard_vocab);
     // under --pp the head's buffers on the last stage only; the received gradient on the others
-    size_t head = pp_stage_holds(STAGE_LAST, comm->pp_rank, comm->pp), slots = m->pipe.slots;
+    size_t head = pp_stage_holds(STAGE_LAST, comm->pp_rank, comm->pp), slots = m->pipe.chunk_slots[0];
     // the head's rows: its own rows when sequence-parallel with a replicated vocabulary
     // (nothing to gather), else all of them; its logits: the vocabulary or this rank's shard
     size_t head_rows = m->tpc.sp && !m->st.lay.vocab_tp ? rows : BT;
@@ -610,7 +610,7 @@ static void layers_forward(Llama* m, int l0, int l1, int B, int T, RunMode mode)
 // the micro-batch whose tokens and activations the model uses next (its slot under --pp)
 static void llama_select_micro(Llama* m, int micro) {
     m->micro_cur = micro;
-    m->inputs = m->batch_slots + (size_t)pipeline_slot(&m->pipe, micro) * 2 * m->B * m->Tl;
+    m->inputs = m->batch_slots + (size_t)pipeline_slot(&m->pipe, micro, 0) * 2 * m->B * m->Tl;
     m->targets = m->inputs + (size_t)m->B * m->Tl;
 }
 

@@ -58,20 +58,35 @@ typedef struct {
     int pp, stage, virt, micro;  // stages, this rank's, chunks a rank, micro-batches a step
     PpSchedule sched;            // this rank's step (pp > 1)
     PpScheduleKind kind;
-    int slots;                   // micro-batches whose activations one chunk holds at once
+    int slots;                   // micro-batches whose activations one chunk holds at once: the most of any chunk
+    int* chunk_slots;            // [virt]: chunk c's
     size_t elems;                // elements of one boundary tensor
     stream_t stream;
     double idle_s, step_s;       // this step: host seconds in transfers, and in the whole schedule
 } Pipeline;
 
-// The layers of pp stages (virt chunks each), as even as possible or as --pp-layers says
-static inline void pp_split_build(PpSplit* sp, int L, int pp, int virt, const char* custom) {
+// The layers of pp stages (virt chunks each): as --pp-layers says, or by default balanced
+// with the model's first piece carrying the embedding and its last the head, each counted as
+// w_first and w_last layers' worth of parameters (a layer counts 1): their weights, gradients
+// and optimizer state are a stage's static memory, and llama3-70B's embedding alone is 1.2
+// layers (Megatron's account_for_embedding/loss_in_pipeline_split count one layer each).
+// Layer l sits at [w_first + l, w_first + l + 1) of the model's U = L + w_first + w_last,
+// and each of the P pieces takes U / P of it, at least one layer each.
+static inline void pp_split_build(PpSplit* sp, int L, int pp, int virt, const char* custom, double w_first, double w_last) {
     if ((long long)pp * virt > PP_MAX_PIECES)
         FAIL("--pp %d x --pp-virtual %d = %lld pieces; this build cuts the layers into at most %d", pp, virt,
              (long long)pp * virt, PP_MAX_PIECES);
     memset(sp, 0, sizeof(*sp));
     sp->pp = pp; sp->virt = virt;
-    pp_split_layers(L, pp, virt, custom, sp->first);
+    int P = pp_split_layers(L, pp, virt, custom, sp->first);  // (the checks; the even split)
+    if ((custom && *custom) || P == 1) return;
+    double U = L + w_first + w_last;
+    for (int p = 1; p < P; p++) {
+        int b = (int)floor(p * U / P - w_first + 0.5);
+        int lo = sp->first[p - 1] + 1, hi = L - (P - p);
+        sp->first[p] = b < lo ? lo : b > hi ? hi : b;
+    }
+    sp->first[P] = L;
 }
 
 // chunk c of stage s: layers [*l0, *l1), and whether it is the model's first or last piece
@@ -88,6 +103,8 @@ static inline void pipeline_plan(Pipeline* pl, Comm* comm, PpScheduleKind kind, 
     memset(pl, 0, sizeof(*pl));
     pl->comm = comm; pl->pp = comm->pp; pl->stage = comm->pp_rank; pl->virt = virt; pl->micro = micro; pl->slots = 1;
     pl->kind = kind;
+    pl->chunk_slots = (int*)xmalloc((size_t)virt * sizeof(int));
+    for (int c = 0; c < virt; c++) pl->chunk_slots[c] = 1;
     if (pl->pp == 1) return;
     if (micro < pl->pp && kind == PP_SCHEDULE_1F1B && comm->rank == 0)
         fprintf(stderr, "warning: %d micro-batches a step through %d pipeline stages: the bubble is %.0f%% of the step "
@@ -99,17 +116,24 @@ static inline void pipeline_plan(Pipeline* pl, Comm* comm, PpScheduleKind kind, 
     int live[PP_MAX_PIECES] = {0};
     for (int i = 0; i < pl->sched.n; i++) {
         const PpOp* op = &pl->sched.ops[i];
-        if (op->kind == PP_FORWARD && ++live[op->chunk] > pl->slots) pl->slots = live[op->chunk];
+        if (op->kind == PP_FORWARD && ++live[op->chunk] > pl->chunk_slots[op->chunk]) pl->chunk_slots[op->chunk] = live[op->chunk];
         if (op->kind == PP_BACKWARD) live[op->chunk]--;
     }
+    for (int c = 0; c < virt; c++) pl->slots = pl->chunk_slots[c] > pl->slots ? pl->chunk_slots[c] : pl->slots;
 }
 
 static inline void pipeline_bind(Pipeline* pl, size_t elems, stream_t s) { pl->elems = elems; pl->stream = s; }
 
-static inline void pipeline_free(Pipeline* pl) { pp_schedule_free(&pl->sched); }
+static inline void pipeline_free(Pipeline* pl) {
+    pp_schedule_free(&pl->sched);
+    free(pl->chunk_slots); pl->chunk_slots = NULL;
+}
 
-// the slot of micro-batch `micro`'s activations
-static inline int pipeline_slot(const Pipeline* pl, int micro) { return pp_test_plant_bug ? 0 : micro % pl->slots; }
+// the slot of micro-batch `micro`'s activations in chunk `chunk` (its data's: chunk 0's,
+// from the embedding's forward to its backward)
+static inline int pipeline_slot(const Pipeline* pl, int micro, int chunk) {
+    return pp_test_plant_bug ? 0 : micro % pl->chunk_slots[chunk];
+}
 
 // one op's transfers, posted together
 static inline void pipeline_transfer(Pipeline* pl, const PpHooks* h, const PpOp* op, int last_fwd[2], int last_bwd[2],

@@ -57,8 +57,9 @@ struct ModelCore {
     int rows_cur;                // the rows of the micro-batch in flight (residual stream, all TP ranks)
     PpSplit split;               // --pp: the stages' layers (llmc/parallel/pipeline.h)
     Pipeline pipe;               // --pp: this stage's schedule and its executor
-    int* act_index;              // [L]: layer l's block among the stage's layers (-1: another stage's)
-    int act_layers;              // the stage's layers: blocks a micro-batch slot holds
+    int* act_index;              // [L]: layer l's block in its chunk's slot (-1: another stage's)
+    int* act_base;               // [virt]: the first block of chunk c's slots (each slot the chunk's layers)
+    int act_layers;              // the stage's layers
     int micro_cur;               // --pp: the micro-batch whose activations the layers use (its slot)
     TpContext tpc;               // tensor parallelism's collectives and recycled buffers
     CpContext cpx;               // context parallelism's layout and buffers
@@ -97,11 +98,25 @@ static inline void model_core_begin(ModelCore* c, const ParamSpec* spec, int n, 
         c->num_params += c->param_sizes[i];
     }
     // the pipeline: the stages' layers, this stage's schedule (its slots size the activation plan)
-    pp_split_build(&c->split, L, comm->pp, par->pp_virtual, par->pp_layers);
+    double layer = 0, ends[2] = {0, 0};  // the parameters of a layer, and those only the first or the last stage holds
+    for (int i = 0; i < n; i++) {
+        if (spec[i].per_layer) layer += (double)spec[i].rows * spec[i].cols;
+        else for (int e = 0; e < 2; e++) if (spec[i].stages & (e ? STAGE_LAST : STAGE_FIRST)) ends[e] += (double)spec[i].rows * spec[i].cols;
+    }
+    pp_split_build(&c->split, L, comm->pp, par->pp_virtual, par->pp_layers, ends[0] / layer, ends[1] / layer);
     pipeline_plan(&c->pipe, comm, (PpScheduleKind)par->pp_schedule, par->pp_virtual, par->micro_steps);
+    // a micro-batch slot of chunk c holds its layers' blocks: slot k of chunk c from block act_base[c] + k * its layers
     c->act_index = (int*)xmalloc((size_t)L * sizeof(int));
-    c->act_layers = 0;
-    for (int l = 0; l < L; l++) c->act_index[l] = pp_layer_stage(&c->split, l) == comm->pp_rank ? c->act_layers++ : -1;
+    c->act_base = (int*)xmalloc((size_t)(par->pp_virtual + 1) * sizeof(int));
+    for (int l = 0; l < L; l++) c->act_index[l] = -1;
+    c->act_layers = 0; c->act_base[0] = 0;
+    for (int k = 0; k < par->pp_virtual; k++) {
+        int l0, l1;
+        pp_chunk_layers(&c->split, comm->pp_rank, k, &l0, &l1);
+        for (int l = l0; l < l1; l++) c->act_index[l] = l - l0;
+        c->act_layers += l1 - l0;
+        c->act_base[k + 1] = c->act_base[k] + (l1 - l0) * c->pipe.chunk_slots[k];
+    }
     param_store_layout(&c->st, c->spec, n, L, comm, par->zero, shard_vocab, par->grad_fp32, &c->split);
     c->st.keep = par->zero >= 3 && !par->zero_reshard;  // (--zero-reshard 0: the layers' parameters kept for backward)
     arena_init(&c->dev, "device");
@@ -127,7 +142,7 @@ static inline void model_core_plan_acts(ModelCore* c, ActPlan acts, int n_offloa
     if (c->comm->pp > 1 && n_offload > 0)
         FAIL("--offload-act with --pp: not yet (the offload engine's prefetch follows one micro-batch's backward, not a "
              "pipeline schedule's interleaving); use --recompute to save activations under --pp");
-    offload_plan(&c->off, &c->dev, &c->host, c->act_layers * c->pipe.slots, n_offload, acts.block_bytes);
+    offload_plan(&c->off, &c->dev, &c->host, c->act_base[c->pipe.virt], n_offload, acts.block_bytes);
 }
 
 static inline void model_core_plan_work(ModelCore* c, const char* name) {
@@ -173,6 +188,7 @@ static inline void model_core_bind_rope(ModelCore* c, float* table, size_t n) {
 
 static inline void model_core_free(ModelCore* c) {
     free(c->act_index); c->act_index = NULL;
+    free(c->act_base); c->act_base = NULL;
     pipeline_free(&c->pipe);
     if (c->allocated) {
         host_optim_free(&c->st.host);  // its copy stream idle before the arenas it copies go
@@ -185,9 +201,11 @@ static inline void model_core_free(ModelCore* c) {
 // the saved activations of layer l (the dropped fields from the work buffer), the own rows
 // of the gathered views pointing into their kept copies
 static inline ActBlock core_layer_acts(const ModelCore* c, int l) {
-    int i = c->act_index[l];
+    int i = c->act_index[l], k = pp_layer_piece(&c->split, l) / c->split.pp, l0, l1;
     if (i < 0) FAIL("layer %d's activations asked for on pipeline stage %d, which does not hold it", l, c->comm->pp_rank);
-    ActBlock a = act_block_at(&c->acts, offload_block(&c->off, pipeline_slot(&c->pipe, c->micro_cur) * c->act_layers + i), &c->work);
+    pp_chunk_layers(&c->split, c->comm->pp_rank, k, &l0, &l1);
+    int block = c->act_base[k] + pipeline_slot(&c->pipe, c->micro_cur, k) * (l1 - l0) + i;
+    ActBlock a = act_block_at(&c->acts, offload_block(&c->off, block), &c->work);
     if (c->tpc.keep_gathered) {
         size_t own = tp_own_row0(&c->tpc, c->rows_cur) * c->tpc.width;
         for (int i = 0; i < 2; i++) a.f[c->gathered_view[i][0]] = ACT(a, c->gathered_view[i][1]) + own;
