@@ -305,6 +305,13 @@ static int run_case(PpScheduleKind kind, int pp, int V, int M, Mutate mutate, ch
         if (!check_dependencies(S)) return 0;
         long long ideal = (long long)M * V * (1 + tb);
         sim[tb - 1] = (double)(S.makespan - ideal) / (double)ideal;
+        // the header's own simulation (pp_simulate, which the trainers' measured bubble is compared with) agrees:
+        // the same step, and each stage's time is its compute plus its waits
+        std::vector<double> tfs(pp, 1.0), tbs(pp, (double)tb), idle(pp), own(pp);
+        double span = pp_simulate(kind, pp, V, M, tfs.data(), tbs.data(), idle.data(), own.data());
+        if (span != (double)S.makespan) return err("tb %d: pp_simulate's step %g, this simulation's %lld", tb, span, S.makespan);
+        for (int r = 0; r < pp; r++)
+            if (own[r] - idle[r] != (double)ideal) return err("tb %d: pp_simulate's stage %d: %g of its own time, %g waiting, compute %lld", tb, r, own[r], idle[r], ideal);
         if (fabs(sim[tb - 1] - predicted) > 1e-12)
             return err("tb %d: simulated bubble %.6f of the ideal time, predicted %.6f (makespan %lld, ideal %lld)", tb, sim[tb - 1], predicted,
                        S.makespan, ideal);

@@ -38,6 +38,7 @@ stage waited for its neighbours, the bubble included.
 #include "comm.h"
 #include "param_layout.h"
 #include "pipeline_schedule.h"
+#include "../core/logger.h"
 
 enum { PP_IN, PP_OUT, PP_DIN, PP_DOUT };  // a chunk's input, output, input gradient, output gradient
 
@@ -63,6 +64,7 @@ typedef struct {
     size_t elems;                // elements of one boundary tensor
     stream_t stream;
     double idle_s, step_s;       // this step: host seconds in transfers, and in the whole schedule
+    double fwd_s, bwd_s;         // this step: host seconds in the forwards and in the backwards
 } Pipeline;
 
 // The layers of pp stages (virt chunks each): as --pp-layers says, or by default balanced
@@ -171,13 +173,15 @@ static inline void pipeline_run_step(Pipeline* pl, const PpHooks* h) {
     int last_fwd[2] = {-1, -1}, last_bwd[2] = {-1, -1}, dout[2] = {-1, -1};
     int* left = (int*)xmalloc((size_t)pl->virt * sizeof(int));  // backwards still to run, per chunk
     for (int c = 0; c < pl->virt; c++) left[c] = pl->micro;
-    pl->idle_s = 0.0;
+    pl->idle_s = pl->fwd_s = pl->bwd_s = 0.0;
     double t0 = comm_now();
     for (int i = 0; i < pl->sched.n; i++) {
         const PpOp* op = &pl->sched.ops[i];
+        double t = comm_now();
         if (op->kind == PP_FORWARD) {
             h->forward(h->ctx, op->micro, op->chunk);
             last_fwd[0] = op->micro; last_fwd[1] = op->chunk;
+            pl->fwd_s += comm_now() - t;
         } else if (op->kind == PP_BACKWARD) {
             int last_piece = pl->stage == pl->pp - 1 && op->chunk == pl->virt - 1;
             if (!last_piece && (dout[0] != op->micro || dout[1] != op->chunk))
@@ -186,6 +190,7 @@ static inline void pipeline_run_step(Pipeline* pl, const PpHooks* h) {
             h->backward(h->ctx, op->micro, op->chunk, --left[op->chunk] == 0);
             dout[0] = dout[1] = -1;
             last_bwd[0] = op->micro; last_bwd[1] = op->chunk;
+            pl->bwd_s += comm_now() - t;
         } else {
             pipeline_transfer(pl, h, op, last_fwd, last_bwd, dout);
         }
@@ -232,6 +237,56 @@ static inline void pipeline_describe(const Pipeline* pl, const PpSplit* sp, char
     for (int s = 0; s < pl->pp && u < n; s++)
         u += (size_t)snprintf(out + u, n - u, " %d", pp_max_in_flight(kind, pl->pp, pl->virt, pl->micro, s));
     if (u < n) snprintf(out + u, n - u, "\n");
+}
+
+// The bubble as measured, against the schedule's prediction, over the steps of a run: each
+// rank's host seconds in its forwards, its backwards and its transfers (on the CPU build,
+// where compute is synchronous, the transfers' time is the time it waited for its
+// neighbours). The prediction runs the stages' op lists with those measured costs
+// (pp_simulate): the step's time and each stage's wait. The uniform formula (every stage
+// as slow as the slowest, pp_bubble_fraction) is printed beside it.
+typedef struct { double idle, step, fwd, bwd; int steps; } PipelineStats;
+
+static inline void pipeline_stats_add(PipelineStats* st, const Pipeline* pl) {
+    st->idle += pl->idle_s; st->step += pl->step_s; st->fwd += pl->fwd_s; st->bwd += pl->bwd_s; st->steps++;
+}
+
+// a collective over the world: rank 0 logs the step and each stage's wait, measured (averaged
+// over the stage's ranks and the steps) and predicted
+static inline void pipeline_stats_log(const PipelineStats* st, const Pipeline* pl, Logger* lg, const char* which) {
+    if (pl->pp == 1 || st->steps == 0) return;
+    Comm* c = pl->comm;
+    int pp = pl->pp;
+    double k = 1.0 / st->steps, mine[5] = {st->idle * k, st->step * k, st->fwd * k, st->bwd * k, (double)pl->stage};
+    double* all = (double*)xmalloc((size_t)c->size * 5 * sizeof(double));
+    comm_host_gather(c, GROUP_WORLD, mine, sizeof(mine), all);
+    if (c->rank == 0) {
+        double* v = (double*)calloc((size_t)pp * 9, sizeof(double));  // per stage: idle step fwd bwd n tf tb idle' own'
+        for (int r = 0; r < c->size; r++) {
+            double* x = v + (size_t)all[5 * r + 4] * 9;
+            for (int j = 0; j < 4; j++) x[j] += all[5 * r + j];
+            x[4] += 1;
+        }
+        double tf[PP_MAX_PIECES], tb[PP_MAX_PIECES], idle[PP_MAX_PIECES], own[PP_MAX_PIECES], span = 0, slowest = 0;
+        double per = (double)pl->micro * pl->virt;  // chunk passes a step
+        for (int s = 0; s < pp; s++) {
+            double* x = v + s * 9;
+            for (int j = 0; j < 4; j++) x[j] /= x[4];
+            tf[s] = x[2] / per; tb[s] = x[3] / per;
+            span = x[1] > span ? x[1] : span;
+            slowest = x[2] + x[3] > slowest ? x[2] + x[3] : slowest;
+        }
+        double predicted = pp_simulate(pl->kind, pp, pl->virt, pl->micro, tf, tb, idle, own);
+        double bubble = pp_bubble_fraction(pl->kind, pp, pl->virt, pl->micro);
+        logf_(lg, "pipeline, measured over %s: step %.2f ms, the schedule with the measured costs predicts %.2f ms (ratio "
+              "%.3f; the uniform formula: slowest stage's compute %.2f ms x (1 + %.3f) = %.2f ms) | waiting in transfers, "
+              "measured (predicted) by stage:", which, 1e3 * span, 1e3 * predicted, span / predicted, 1e3 * slowest, bubble,
+              1e3 * slowest * (1 + bubble));
+        for (int s = 0; s < pp; s++) logf_(lg, " %.1f%% (%.1f%%)", 100.0 * v[s * 9] / v[s * 9 + 1], 100.0 * idle[s] / own[s]);
+        logf_(lg, " of its schedule\n");
+        free(v);
+    }
+    free(all);
 }
 
 // the bytes this stage sends in one step (comm_bytes_add's count): each chunk's output for

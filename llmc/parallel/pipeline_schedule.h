@@ -360,3 +360,78 @@ static inline int pp_split_layers(int L, int pp, int virt, const char* custom, i
     if (sum != L) FAIL("--pp-layers '%s' sums to %d layers, but the model has %d", custom, sum, L);
     return pieces;
 }
+
+// The schedule's own prediction of a step with measured costs: every stage's op list run
+// together as the executor runs them (compute ops take tf[s] or tb[s], stage s's forward
+// and backward of one chunk of one micro-batch; a transfer takes no time but blocks: it
+// ends once every peer it exchanges with has reached its side, MPI's Isend/Irecv and
+// Waitall), the sends and receives paired in order per (sender, receiver, activation or
+// gradient) as MPI's tags pair them. Fills each stage's time waiting in transfers and its
+// own time to the end of its list, and returns the step's (the last stage's end). Stages
+// whose costs differ (the embedding on the first, the head on the last) wait more or less
+// than the uniform formula says (dev/test/test_pp_schedule.c checks it against its own
+// simulation).
+static inline double pp_simulate(PpScheduleKind kind, int pp, int virt, int micro, const double* tf, const double* tb,
+                                 double* idle, double* own) {
+    PpSchedule* s = (PpSchedule*)xmalloc((size_t)pp * sizeof(PpSchedule));
+    for (int r = 0; r < pp; r++) pp_schedule_build(&s[r], kind, pp, virt, micro, r);
+    // partner[r][i][h]: the (rank, op) that half h of rank r's op i pairs with; start[r][i]: when op i began
+    int** partner = (int**)xmalloc((size_t)pp * sizeof(int*));
+    double** start = (double**)xmalloc((size_t)pp * sizeof(double*));
+    for (int r = 0; r < pp; r++) {
+        partner[r] = (int*)xmalloc((size_t)s[r].n * PP_HALVES * 2 * sizeof(int));
+        start[r] = (double*)xmalloc((size_t)(s[r].n + 1) * sizeof(double));
+    }
+    for (int a = 0; a < pp; a++)
+        for (int b = 0; b < pp; b++)
+            for (int tag = 0; tag < 2; tag++) {
+                int send = tag ? PP_SEND_BACKWARD : PP_SEND_FORWARD, recv = send + 1, i = 0, j = 0;
+                for (;;) {  // the k-th send from a to b pairs with the k-th receive at b from a
+                    while (i < s[a].n && !(s[a].ops[i].kind == PP_COMM && (s[a].ops[i].comm >> send & 1) && s[a].ops[i].x[send].peer == b)) i++;
+                    while (j < s[b].n && !(s[b].ops[j].kind == PP_COMM && (s[b].ops[j].comm >> recv & 1) && s[b].ops[j].x[recv].peer == a)) j++;
+                    if (i == s[a].n || j == s[b].n) break;
+                    int* pa = partner[a] + (i * PP_HALVES + send) * 2;
+                    int* pb = partner[b] + (j * PP_HALVES + recv) * 2;
+                    pa[0] = b; pa[1] = j; pb[0] = a; pb[1] = i;
+                    i++; j++;
+                }
+            }
+    int* at = (int*)xmalloc((size_t)pp * sizeof(int));
+    for (int r = 0; r < pp; r++) { at[r] = 0; start[r][0] = 0.0; idle[r] = 0.0; }
+    for (int left = 1; left;) {
+        int moved = 0;
+        left = 0;
+        for (int r = 0; r < pp; r++) {
+            while (at[r] < s[r].n) {
+                int i = at[r];
+                const PpOp* op = &s[r].ops[i];
+                double t = start[r][i];
+                if (op->kind != PP_COMM) t += op->kind == PP_FORWARD ? tf[r] : tb[r];
+                else {
+                    int blocked = 0;
+                    for (int h = 0; h < PP_HALVES && !blocked; h++) {
+                        if (!(op->comm >> h & 1)) continue;
+                        const int* p = partner[r] + (i * PP_HALVES + h) * 2;
+                        if (at[p[0]] < p[1]) blocked = 1;  // the peer has not reached its side
+                        else if (start[p[0]][p[1]] > t) t = start[p[0]][p[1]];
+                    }
+                    if (blocked) break;
+                    idle[r] += t - start[r][i];
+                }
+                start[r][++at[r]] = t;
+                moved = 1;
+            }
+            left |= at[r] < s[r].n;
+        }
+        if (left && !moved) FAIL("pp_simulate: the %s schedule of %d stages deadlocks", PP_SCHEDULE_NAMES[kind], pp);
+    }
+    double span = 0.0;
+    for (int r = 0; r < pp; r++) {
+        own[r] = start[r][s[r].n];
+        span = own[r] > span ? own[r] : span;
+        free(partner[r]); free(start[r]);
+        pp_schedule_free(&s[r]);
+    }
+    free(partner); free(start); free(s); free(at);
+    return span;
+}

@@ -400,11 +400,13 @@ static inline int runner_main(const ModelOps* ops, void* t, RunArgs* a, int unit
 
     StepLoop sl;
     step_loop_init(&sl, l, &comm, &v->prof, &lg, start, resume != NULL);
+    PipelineStats pstats = {0, 0, 0, 0, 0};  // --pp: the bubble measured (the first step, warming up, left out)
     for (int step = start + 1; step <= l->steps; step++) {
         step_begin(&sl, step);
         float lr = lr_at_step(step, l->steps, l->warmup, l->lr, l->min_lr_frac);
         param_store_zero_grads(&v->st);
         runner_step_micro_batches(ops, t, v, step, a->grad_accum);
+        if (step > start + 1) pipeline_stats_add(&pstats, &v->pipe);
         double loss = model_core_take_loss(v);
         float norm = param_store_grad_norm(&v->st);
         stop_if_not_finite(step, loss, norm, l->run_dir, sl.last_ckpt);
@@ -447,6 +449,9 @@ static inline int runner_main(const ModelOps* ops, void* t, RunArgs* a, int unit
         if (l->val_every > 0) ops->validate(t, &lg, start, 1);
         if (a->sample_every > 0) ops->sample(t, &lg, start);
     }
+    char which[64];
+    snprintf(which, sizeof(which), "steps %d-%d", start + 2, l->steps);
+    pipeline_stats_log(&pstats, &v->pipe, &lg, which);
     step_loop_done(&sl, v->dev.total);
     ops->finish(t);
     logger_close(&lg);
