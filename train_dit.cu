@@ -7,9 +7,16 @@ attention, GELU-tanh FFN), trained with rectified flow: x_t = (1 - t) x0 + t e, 
 predicts v = e - x0, loss = mean (v_pred - v)^2.
 
 As train_llama: two builds of one file (nvcc; g++ -DLLMC_CPU with the kernels' CPU twins),
-memory flags that leave the mathematics unchanged, dp x cp x tp ranks through the operations
-of llmc/parallel/ (linear.h, attention_op.h, adaln_op.h), every buffer planned before the
-loop (--plan-only prints it). Each flag: README.md and --help.
+memory flags that leave the mathematics unchanged, dp x pp x cp x tp ranks through the
+operations of llmc/parallel/ (linear.h, attention_op.h, adaln_op.h, pipeline.h), every buffer
+planned before the loop (--plan-only prints it). Each flag: README.md and --help.
+
+Under --pp the blocks are cut into stages (llmc/parallel/pipeline.h). The patch embedding lives
+on the first stage, the final adaLN and layer on the last, and the conditioning (the timestep
+MLP and the class embedding) on every stage: each recomputes c from the micro-batch's t and y,
+a few [B, D] products, rather than receive it, and its gradients, each stage's part from its
+own blocks' adaLN (and the last's final layer), are summed over the stages at the step's end
+(param_store_pipeline_done). Every stage reads every micro-batch (dit_stage_clips).
 */
 #include "llmc/train/runner.h"          // the runner, and the model core, checkpoints, plans and logs it drives
 #include "llmc/train/ffn_chunks.h"      // --ffn-chunks: the chunks' geometry
