@@ -1103,11 +1103,15 @@ static void print_config(void* t, Logger* lg) {
     logf_(lg, "batch: %d clips x %d micro-steps x %d DP ranks = %d clips (%d tokens) per step | steps %d, lr %g warmup %d, "
           "wd %g, clip %g | label dropout %g\n", a->run.B, a->run.grad_accum, m->comm->dp, a->run.total_batch,
           a->run.total_batch * m->Nt, l->steps, l->lr, l->warmup, l->weight_decay, l->grad_clip, a->label_dropout);
-    char cp[160];
+    char cp[160], pp[160] = "";
     attention_describe_cp(&m->att, cp, sizeof(cp), m->N, "a clip");
-    logf_(lg, "parallel: world %d = dp %d x %stp %d (--tp-mode %s --tp-recompute-allgather %d: %d heads, %d FFN units, %d of "
+    if (m->comm->pp > 1)  // (this rank's stage: its blocks and the micro-batches it holds at once)
+        snprintf(pp, sizeof(pp), "pp %d (--pp-schedule %s --pp-virtual %d: stage %d, %d blocks, %d micro-batch slots) x ",
+                 m->comm->pp, PP_SCHEDULE_NAMES[a->run.par.pp_schedule], a->run.par.pp_virtual, m->comm->pp_rank,
+                 m->act_layers, m->pipe.slots);
+    logf_(lg, "parallel: world %d = dp %d x %s%stp %d (--tp-mode %s --tp-recompute-allgather %d: %d heads, %d FFN units, %d of "
           "%d tokens per micro-batch on this rank) | --zero %d --offload-optim %d | --fp32-grad-accum %d | comm %s, timeout %g s\n",
-          m->comm->size, m->comm->dp, cp, m->comm->tp, TP_MODE_NAMES[a->run.par.tp_mode], a->run.par.tp_regather, m->sh.Hl,
+          m->comm->size, m->comm->dp, pp, cp, m->comm->tp, TP_MODE_NAMES[a->run.par.tp_mode], a->run.par.tp_regather, m->sh.Hl,
           m->sh.FFl, own_rows(m, m->B), m->B * m->Nt, m->par.zero, m->par.offload_optim, m->par.grad_fp32,
           comm_backend_name(m->comm), a->run.par.comm_timeout);
     log_memory_flags(lg, &m->flags, m->off.n_offload, "blocks", 0, NULL);
