@@ -6,14 +6,18 @@ by dev/ref/reference_dit.py, an independent PyTorch implementation in float64.
                       [--recompute 0|1|2] [--test-skip-prefetch 1] [--zero 0|1]
                       [--micro-batch R] [--fp32-grad-accum 0|1] [--comm nccl|mpi] [--comm-timeout S] [--startup-timeout S]
                       [--tp N] [--tp-mode allreduce|reducescatter] [--tp-recompute-allgather 0|1]
-                      [--test-plant-tp-bug 1]
+                      [--test-plant-tp-bug 1] [--pp N] [--pp-schedule 1f1b|interleaved]
+                      [--pp-virtual V] [--pp-layers a,b,...] [--test-plant-pp-bug 1]
 
 Under mpirun the file's batch is split over the DP ranks (B must be a multiple of dp):
 each rank runs its B/dp clips, in micro-steps of --micro-batch clips whose gradients
 add up; rank 0 gathers the reduced gradients and every v_pred and compares them. With
 --tp N each TP group runs its clips together (under --tp-mode reducescatter each rank
 holds 1/N of their tokens in the residual stream). --test-plant-tp-bug 1 plants nanotron
-#203's bug (llmc/parallel/tensor_parallel.h tp_test_plant_bug): the run must fail.
+#203's bug (llmc/parallel/tensor_parallel.h tp_test_plant_bug): the run must fail. With
+--pp N the blocks are cut into N stages and each rank's clips run as micro-batches (of one
+clip unless --micro-batch says) through the stage's schedule; rank 0 takes v_pred from the
+last stage. --test-plant-pp-bug 1 puts every micro-batch in slot 0: the run must fail.
 
 Loads the parameters, runs forward and backward on the file's (x0, noise, t, y) and
 compares v_pred, the loss and every gradient tensor (max abs error and
@@ -101,29 +105,29 @@ static void dref_free(Reference* r) {
 }
 
 // One forward/backward on the file's batch, this rank's B/dp clips of it, in micro-steps of
-// m->B clips; on rank 0 the reduced gradients and every v_pred (optional) in file order.
-// Returns the loss over the whole batch.
+// m->B clips (under --pp through the stage's schedule); on rank 0 the reduced gradients and
+// every v_pred (optional) in file order. Returns the loss over the whole batch.
 static float run_step(Dit* m, const Reference* r, float* grads_out, float* vpred_out) {
     int dp = m->comm->dp, Bl = r->B / dp, micro = m->B, n_micro = Bl / micro;
     size_t clip = r->clip, c0 = (size_t)m->comm->dp_rank * Bl;
     float* mine = vpred_out ? (float*)xmalloc((size_t)Bl * clip * sizeof(float)) : NULL;
     param_store_zero_grads(&m->st);
-    for (int j = 0; j < n_micro; j++) {
-        size_t k = c0 + (size_t)j * micro;
-        dit_forward_backward(m, r->x0 + k * clip, r->noise + k * clip, r->t + k, r->y + k, micro, MODE_TRAIN,
-                             1.0f / (float)((double)r->B * clip), NULL, j == n_micro - 1);
-        if (mine) dev_download_floats(mine + (size_t)j * micro * clip, m->vpred, (size_t)micro * clip);
-    }
+    DitPass p = {m, r->x0 + c0 * clip, r->noise + c0 * clip, r->t + c0, r->y + c0, micro, MODE_TRAIN,
+                 1.0f / (float)((double)r->B * clip), NULL, mine};
+    dit_pass(&p, n_micro);
     float loss = model_core_take_loss(m);  // over every rank's rows
     if (grads_out) param_store_get_grads(&m->st, grads_out);
     if (mine) {
-        // the gradient group's order is (DP rank, CP member) and DP rank order is clip order; the
-        // ranks of a TP group and the members of a CP group hold the same v_pred
-        int cp = m->comm->cp;
+        // world rank q is DP rank q / (pp cp tp), pipeline stage q / (cp tp) % pp (dp x pp x cp x tp),
+        // and DP rank order is clip order; only the last stage computed v_pred, which the ranks of its
+        // TP group and the members of its CP group hold alike: the first of them gives it
+        size_t world = m->comm->size, inner = (size_t)m->comm->cp * m->comm->tp, pp = m->comm->pp;
         size_t bytes = (size_t)Bl * clip * sizeof(float);
-        float* all = comm_grad_rank(m->comm) == 0 ? (float*)xmalloc(bytes * dp * cp) : NULL;  // the gather's root
-        comm_host_gather(m->comm, GROUP_GRAD, mine, bytes, all);
-        for (int d = 0; all && d < dp; d++) memcpy((char*)vpred_out + d * bytes, (char*)all + (size_t)d * cp * bytes, bytes);
+        float* all = m->comm->rank == 0 ? (float*)xmalloc(bytes * world) : NULL;  // the gather's root
+        comm_host_gather(m->comm, GROUP_WORLD, mine, bytes, all);
+        for (size_t q = 0; all && q < world; q++)
+            if (q % inner == 0 && q / inner % pp == pp - 1)
+                memcpy((char*)vpred_out + q / (inner * pp) * bytes, (char*)all + q * bytes, bytes);
         free(all);
         free(mine);
     }
@@ -168,7 +172,7 @@ int main(int argc, char** argv) {
         FAIL("the reference batch B=%d cannot be split over %d DP ranks: B must be a multiple of the number of ranks "
              "(divided by --tp %d)", r.B, comm.dp, comm.tp);
     int Bl = r.B / comm.dp;
-    if (micro_batch == 0) micro_batch = Bl;
+    if (micro_batch == 0) micro_batch = comm.pp > 1 ? 1 : Bl;  // (a pipeline: a micro-batch of one clip by default)
     if (micro_batch < 1 || Bl % micro_batch != 0)
         FAIL("--micro-batch %d must divide the %d clips each rank runs (B=%d over %d DP ranks)", micro_batch, Bl, r.B, comm.dp);
     int n_micro = Bl / micro_batch;
@@ -180,6 +184,9 @@ int main(int argc, char** argv) {
            tp_test_plant_bug ? " | PLANTED BUG (must fail)" : "");
     printf("context parallelism: cp %d --cp-mode %s (%d Ulysses ways x %d ring members)%s\n", comm.cp, CP_MODE_NAMES[pa->cp_mode],
            comm.ulysses, comm.cp / comm.ulysses, cp_test_plant_bug ? " | PLANTED BUG (must fail)" : "");
+    printf("pipeline parallelism: pp %d --pp-schedule %s --pp-virtual %d --pp-layers %s%s\n", comm.pp,
+           PP_SCHEDULE_NAMES[pa->pp_schedule], pa->pp_virtual, pa->pp_layers ? pa->pp_layers : "(even)",
+           pp_test_plant_bug ? " | PLANTED BUG (must fail)" : "");
     dev_select(comm_device_index(&comm, dev_count()));
     comm_setup_device(&comm);
 

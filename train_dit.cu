@@ -7,9 +7,16 @@ attention, GELU-tanh FFN), trained with rectified flow: x_t = (1 - t) x0 + t e, 
 predicts v = e - x0, loss = mean (v_pred - v)^2.
 
 As train_llama: two builds of one file (nvcc; g++ -DLLMC_CPU with the kernels' CPU twins),
-memory flags that leave the mathematics unchanged, dp x cp x tp ranks through the operations
-of llmc/parallel/ (linear.h, attention_op.h, adaln_op.h), every buffer planned before the
-loop (--plan-only prints it). Each flag: README.md and --help.
+memory flags that leave the mathematics unchanged, dp x pp x cp x tp ranks through the
+operations of llmc/parallel/ (linear.h, attention_op.h, adaln_op.h, pipeline.h), every buffer
+planned before the loop (--plan-only prints it). Each flag: README.md and --help.
+
+Under --pp the blocks are cut into stages (llmc/parallel/pipeline.h). The patch embedding lives
+on the first stage, the final adaLN and layer on the last, and the conditioning (the timestep
+MLP and the class embedding) on every stage: each recomputes c from the micro-batch's t and y,
+a few [B, D] products, rather than receive it, and its gradients, each stage's part from its
+own blocks' adaLN (and the last's final layer), are summed over the stages at the step's end
+(param_store_pipeline_done). Every stage reads every micro-batch (dit_stage_clips).
 */
 #include "llmc/train/runner.h"          // the runner, and the model core, checkpoints, plans and logs it drives
 #include "llmc/train/ffn_chunks.h"      // --ffn-chunks: the chunks' geometry
@@ -221,6 +228,16 @@ struct Dit : ModelCore {
     floatX *x0, *noise, *xt, *vtarget, *vpred, *dvpred, *xp, *hout, *dhout, *xf;  // data and head
     float *meanf, *rstdf, *t, *sq;
     int* y;
+    // --pp: a micro-batch's inputs live in its slot (pipeline_slot) until its backward: its
+    // patches on the first stage (the patch embedding's backward), its target v on the last
+    // (the loss, which under interleaving runs chunks after its staging), t and y on every
+    // stage (the conditioning, recomputed at backward). One slot but under --pp; xp,
+    // vtarget, t and y point into the selected micro-batch's (dit_select_micro).
+    floatX *xp_slots, *vt_slots;
+    float* ty_slots;              // every slot's t, then every slot's y, then the per-clip losses
+    int first_stage, last_stage;  // this rank's stage holds the patch embedding, the final layer (both but under --pp)
+    floatX* pp_dy;                // --pp: the gradient at this stage's chunk output, received
+    int head_micro;               // --pp: the micro-batch whose head gradient m->dh holds (-1: none)
     floatX *temb, *e1, *s1, *cvec, *sc, *ada, *fada;  // conditioning
     floatX *dsc, *dc, *ds1, *dada, *dfada;
     float* norm_scratch;
@@ -232,8 +249,11 @@ struct Dit : ModelCore {
 static int own_rows(const Dit* m, int B) { return tp_own_rows(&m->tpc, B * m->N); }
 static size_t own_row0(const Dit* m, int B) { return tp_own_row0(&m->tpc, B * m->N); }
 
+// where block l's output goes: block l+1's input, or past the chunk's last block (under --pp)
+// or the model's, h_final (the final layer's input, or what the stage sends on)
 static floatX* dit_layer_output(const Dit* m, int l) {
-    return l + 1 < m->cfg.L ? ACT(core_layer_acts(m, l + 1), A_H) : m->h_final;
+    int same = l + 1 < m->cfg.L && pp_layer_piece(&m->split, l + 1) == pp_layer_piece(&m->split, l);
+    return same ? ACT(core_layer_acts(m, l + 1), A_H) : m->h_final;
 }
 
 // Plans every buffer from the config and the flags, then (allocate = 1) allocates once.
@@ -282,6 +302,11 @@ static void dit_build(Dit* m, const DitConfig* cfg, const MemoryFlags* flags, co
     model_core_gathered_view(m, 1, A_A2, A_A2G);
     arena_add_to(d, "saved activations (h_final)", "activations", own * D * sizeof(floatX), &m->h_final);
     model_core_plan_work(m, "block work (not saved)");
+    // under --pp the patch embedding's buffers on the first stage only, the final layer's and
+    // the loss's on the last, a micro-batch's inputs in as many slots as the stage holds
+    int s = comm->pp_rank;
+    m->first_stage = pp_stage_holds(STAGE_FIRST, s, comm->pp); m->last_stage = pp_stage_holds(STAGE_LAST, s, comm->pp);
+    size_t first = m->first_stage, last = m->last_stage, ends = first || last, slots = m->pipe.slots;
 
     // the scratch: one chunk of the FFN (chunked: its y2 too in allreduce mode; sequence
     // parallelism sums them in the reduce-scatter staging), the backward's gradients (the
@@ -298,15 +323,19 @@ static void dit_build(Dit* m, const DitConfig* cfg, const MemoryFlags* flags, co
         {"d attention output", heads, &m->dout_att}, {"dq", heads, &m->dq}, {"dk", heads, &m->dk}, {"dv", heads, &m->dv},
         {"dq before norm", heads, &m->dqp}, {"dk before norm", heads, &m->dkp},
         {"norm statistics (recompute)", flags->recompute == 1 ? (2 * own + BN * Hl) * sizeof(float) : 0, &m->mean_scratch},
-        {"clips x0", xbytes, &m->x0}, {"noise", xbytes, &m->noise}, {"x_t", xbytes, &m->xt}, {"target v", xbytes, &m->vtarget},
-        {"v_pred", xbytes, &m->vpred}, {"d v_pred", xbytes, &m->dvpred}, {"patches of x_t", pbytes, &m->xp},
-        {"final layer output", pbytes, &m->hout}, {"d final layer output", pbytes, &m->dhout},
-        {"final norm output", act, &m->xf}, {"final norm statistics", 2 * own * sizeof(float), &m->meanf},
-        {"t, y, per-clip losses", 3 * (size_t)B * sizeof(float), &m->t},
+        {"clips x0", ends * xbytes, &m->x0}, {"noise", ends * xbytes, &m->noise}, {"x_t", first * xbytes, &m->xt},
+        {slots > 1 ? "target v (a slot each)" : "target v", last * slots * xbytes, &m->vt_slots},
+        {"v_pred", last * xbytes, &m->vpred}, {"d v_pred", last * xbytes, &m->dvpred},
+        {slots > 1 ? "patches of x_t (a slot each)" : "patches of x_t", first * slots * pbytes, &m->xp_slots},
+        {"final layer output", last * pbytes, &m->hout}, {"d final layer output", last * pbytes, &m->dhout},
+        {"final norm output", last * act, &m->xf}, {"final norm statistics", last * 2 * own * sizeof(float), &m->meanf},
+        {slots > 1 ? "t, y (a slot each), per-clip losses" : "t, y, per-clip losses", (2 * slots + 1) * B * sizeof(float),
+         &m->ty_slots},
+        {"d stage output (--pp, received)", comm->pp > 1 ? act : 0, &m->pp_dy},
         {"conditioning (t emb, c)", (size_t)B * TEMB_DIM * sizeof(floatX) + 4 * bd, &m->temb});
     arena_add_to(d, "adaLN vectors (all blocks)", "activations", (size_t)c->L * 6 * bd + 2 * bd, &m->ada);
     arena_add_to(d, "d conditioning", "scratch", 3 * bd + 6 * bd + 2 * bd, &m->dsc);
-    if (comm->cp > 1) {  // every token's patches (the patchify of whole clips; v_pred's gather)
+    if (comm->cp > 1 && ends) {  // every token's patches (the patchify of whole clips; v_pred's gather)
         arena_add_to(d, "cp patches (whole clips)", "scratch", (size_t)B * m->Nt * P * sizeof(floatX), &m->cp_patches);
         arena_add_to(d, "cp gathered patches", "comm", (size_t)B * m->Nt * P * sizeof(floatX), &m->cp_gathered);
     }
@@ -320,7 +349,10 @@ static void dit_build(Dit* m, const DitConfig* cfg, const MemoryFlags* flags, co
     if (!allocate) return;
     model_core_allocate(m, &m->norm_scratch);
     if (flags->recompute == 1) { m->rstd_scratch = m->mean_scratch + own; m->qk_rstd_scratch = m->rstd_scratch + own; }
-    m->rstdf = m->meanf + own; m->sq = m->t + B; m->y = (int*)(m->sq + B);
+    if (last) m->rstdf = m->meanf + own;
+    m->sq = m->ty_slots + 2 * slots * B;
+    m->head_micro = -1;
+    pipeline_bind(&m->pipe, own * D, m->stream);
     size_t bn = (size_t)B * D;  // the conditioning's vectors, one after the other in their buffers
     m->e1 = m->temb + (size_t)B * TEMB_DIM; m->s1 = m->e1 + bn; m->cvec = m->s1 + bn; m->sc = m->cvec + bn;
     m->fada = m->ada + (size_t)c->L * 6 * bn;
@@ -360,8 +392,9 @@ static void dit_init_params(Dit* m, uint64_t seed) {
 // the adaLN vectors of block l: shift1 scale1 gate1 shift2 scale2 gate2, each [B, D] with row stride 6D
 static floatX* ada_part(const Dit* m, floatX* base, int part) { return base + (size_t)part * m->cfg.D; }
 
-// t, class -> c, silu(c), and the final layer's adaLN vectors (each block makes its own: block_adaln_forward)
-static void conditioning_forward(Dit* m, int B) {
+// t, class -> c, silu(c), and (final_layer: where the final layer runs) its adaLN vectors (each block makes
+// its own: block_adaln_forward)
+static void conditioning_forward(Dit* m, int B, int final_layer) {
     const DitConfig* c = &m->cfg;
     int D = c->D;
     stream_t s = m->stream;
@@ -374,8 +407,10 @@ static void conditioning_forward(Dit* m, int B) {
     matmul_forward(m->cvec, m->s1, core_w(m, W_T2, 0), B, D, D, D, 1, s);
     bias_forward(m->cvec, core_w(m, B_T2, 0), B, D, s);
     silu_forward(m->sc, m->cvec, (size_t)B * D, s);
-    matmul_forward(m->fada, m->sc, core_w(m, W_FADA, 0), B, D, 2 * D, D, 0, s);
-    bias_forward(m->fada, core_w(m, B_FADA, 0), B, 2 * D, s);
+    if (final_layer) {
+        matmul_forward(m->fada, m->sc, core_w(m, W_FADA, 0), B, D, 2 * D, D, 0, s);
+        bias_forward(m->fada, core_w(m, B_FADA, 0), B, 2 * D, s);
+    }
     }
 }
 
@@ -719,22 +754,21 @@ static void head_forward_backward(Dit* m, int B, RunMode mode, float dscale) {
     }
 }
 
-// The model in the runner's units (llmc/train/runner.h): 0 the input (the conditioning and
-// the patch embedding, under sequence parallelism on this rank's rows of the replicated
-// patches), 1..L the blocks, L+1 the final layer and the loss, whose backward runs with its
-// forward (leaving dL/d h_final in m->dh). Each unit's backward adds into the gradients and,
-// on the step's last micro-batch (last = 1), starts its bucket's reductions at once.
-static void dit_unit_forward(Dit* m, int u, int B, RunMode mode, float dscale) {
-    int D = m->cfg.D, nr = own_rows(m, B), P = m->P;
-    if (u > m->cfg.L) { head_forward_backward(m, B, mode, dscale); return; }
-    if (u > 0) {  // (under --zero 3 the next block's parameters are gathered meanwhile)
-        param_store_layer_begin(&m->st, u - 1, u < m->cfg.L ? u : -1, 0);
-        layer_forward(m, u - 1, B, mode);
-        param_store_layer_end(&m->st, u - 1, mode == MODE_TRAIN);
-        return;
-    }
+// the micro-batch whose inputs and activations the model uses next (B clips): its slot, one but under --pp
+static void dit_select_micro(Dit* m, int micro, int B) {
+    size_t slot = (size_t)pipeline_slot(&m->pipe, micro), slots = (size_t)m->pipe.slots;
+    m->micro_cur = micro;
     m->rows_cur = B * m->N;
-    conditioning_forward(m, B);
+    m->t = m->ty_slots + slot * m->B;
+    m->y = (int*)(m->ty_slots + slots * m->B) + slot * m->B;
+    if (m->first_stage) m->xp = m->xp_slots + slot * m->B * m->N * m->P;
+    if (m->last_stage) m->vtarget = m->vt_slots + slot * m->B * m->clip;
+}
+
+// the patch embedding of the staged x_t into block 0's input (under sequence parallelism on this rank's
+// rows of the replicated patches), and its backward from m->dh
+static void patch_embed_forward(Dit* m, int B) {
+    int D = m->cfg.D, nr = own_rows(m, B), P = m->P;
     floatX* h0 = ACT(core_layer_acts(m, 0), A_H);
     PROF(&m->prof, "patch embed fwd", gemm_flops(nr, D, P), 0, m->stream) {
         dit_patches(m, m->xp, m->xt, B);
@@ -742,30 +776,118 @@ static void dit_unit_forward(Dit* m, int u, int B, RunMode mode, float dscale) {
         bias_forward(h0, core_w(m, B_PATCH, 0), nr, D, m->stream);
     }
 }
-
-static void dit_unit_backward(Dit* m, int u, int B, int last) {
+static void patch_embed_backward(Dit* m, int B) {
     int D = m->cfg.D, nr = own_rows(m, B), P = m->P;
-    if (u > m->cfg.L) return;  // (the head's ran with its forward)
-    if (u > 0) {
-        param_store_layer_begin(&m->st, u - 1, u - 2, 1);
-        layer_backward(m, u - 1, B);
-        param_store_layer_end(&m->st, u - 1, 0);
-    } else PROF(&m->prof, "patch embed bwd", gemm_flops(nr, D, P), 0, m->stream) {
+    PROF(&m->prof, "patch embed bwd", gemm_flops(nr, D, P), 0, m->stream) {
         matmul_backward_weight(core_dw(m, W_PATCH, 0), m->dh, m->xp + own_row0(m, B) * P, nr, P, D, P, m->stream);
         bias_backward(core_dw(m, B_PATCH, 0), m->dh, nr, D, tp_bias_scratch(&m->tpc, nr, D), m->stream);
     }
-    if (u == 0) conditioning_backward(m, B);
-    param_store_bucket_done(&m->st, u > 0 ? u - 1 : m->cfg.L, last);  // (bucket L: the rest, outside the blocks)
 }
 
-// forward on m->xt, m->t, m->y (and m->vtarget) on the device; backward from m->dh down to the input. The update
-// (clipping, AdamW over the parameter store) is every model's: the runner's model_core_apply_update.
-static void dit_forward(Dit* m, int B, RunMode mode, float dscale) {
-    for (int u = 0; u <= m->cfg.L + 1; u++) dit_unit_forward(m, u, B, mode, dscale);
+// block l under its parameters' gathering (--zero 3: the gather of block `next` starts meanwhile, -1: none)
+static void block_forward(Dit* m, int l, int next, int B, RunMode mode) {
+    param_store_layer_begin(&m->st, l, next, 0);
+    layer_forward(m, l, B, mode);
+    param_store_layer_end(&m->st, l, mode == MODE_TRAIN);
 }
-static void dit_backward(Dit* m, int B, int last) { for (int u = m->cfg.L + 1; u >= 0; u--) dit_unit_backward(m, u, B, last); }
+// Block l's backward, its bucket's reductions started on the step's last micro-batch. Under --pp
+// the forwards of other micro-batches ran since this one's and overwrote the block's adaLN
+// vectors: made again (the same launch on the same inputs, the same bits).
+static void block_backward(Dit* m, int l, int next, int B, int last) {
+    param_store_layer_begin(&m->st, l, next, 1);
+    if (m->comm->pp > 1) block_adaln_forward(m, l, B);
+    layer_backward(m, l, B);
+    param_store_layer_end(&m->st, l, 0);
+    param_store_bucket_done(&m->st, l, last);  // its reductions overlap the blocks below
+}
+
+// The model in the runner's units (llmc/train/runner.h; one process, no pipeline): 0 the input
+// (the conditioning and the patch embedding), 1..L the blocks, L+1 the final layer and the loss,
+// whose backward runs with its forward (leaving dL/d h_final in m->dh). Each unit's backward
+// adds into the gradients and, on the step's last micro-batch (last = 1), starts its bucket's
+// reductions at once. The same pieces in the same order as one chunk of dit_chunk_forward and
+// dit_chunk_backward, so both give the same bits.
+static void dit_unit_forward(Dit* m, int u, int B, RunMode mode, float dscale) {
+    if (u > m->cfg.L) { head_forward_backward(m, B, mode, dscale); return; }
+    if (u > 0) { block_forward(m, u - 1, u < m->cfg.L ? u : -1, B, mode); return; }
+    m->rows_cur = B * m->N;
+    conditioning_forward(m, B, 1);
+    patch_embed_forward(m, B);
+}
+
+static void dit_unit_backward(Dit* m, int u, int B, int last) {
+    if (u > m->cfg.L) return;  // (the head's ran with its forward)
+    if (u > 0) { block_backward(m, u - 1, u - 2, B, last); return; }
+    patch_embed_backward(m, B);
+    conditioning_backward(m, B);
+    param_store_bucket_done(&m->st, m->cfg.L, last);  // (bucket L: the rest, outside the blocks)
+}
+
+// The forward of the selected micro-batch (B clips staged: dit_stage_clips) through chunk `chunk` of
+// this stage (without --pp: the whole model). The conditioning runs on every stage: each recomputes
+// c and silu(c) from the micro-batch's t and y, since every block's adaLN reads them, rather than
+// receiving them from the first stage; the conditioning's weights are on every stage (STAGE_EVERY)
+// and each stage's part of their gradients is summed over the pipeline at the step's end
+// (param_store_pipeline_done). The patch embedding on the model's first piece, the chunk's blocks,
+// and on the last piece the final layer and the loss, whose backward runs with them (training),
+// leaving dL/d h_final in m->dh and the final layer's part of d silu(c) in m->dsc. Under --pp a
+// chunk's input was received into its first block's input field and its output is left in
+// h_final to be sent on (llmc/parallel/pipeline.h). The loss's sums: dit_clip_losses, by the caller.
+static void dit_chunk_forward(Dit* m, int micro, int chunk, int B, RunMode mode, float dscale) {
+    int s = m->comm->pp_rank, l0, l1, ends = pp_last_piece(&m->split, s, chunk);
+    dit_select_micro(m, micro, B);
+    pp_chunk_layers(&m->split, s, chunk, &l0, &l1);
+    conditioning_forward(m, B, ends);
+    if (pp_first_piece(&m->split, s, chunk)) patch_embed_forward(m, B);
+    for (int l = l0; l < l1; l++) block_forward(m, l, l + 1 < l1 ? l + 1 : -1, B, mode);
+    if (ends) {
+        head_forward_backward(m, B, mode, dscale);
+        m->head_micro = mode == MODE_TRAIN ? micro : -1;
+    }
+}
+
+// The backward of chunk `chunk` for micro-batch `micro`, from the gradient at its output (the
+// head's, left in m->dh by the forward, on the model's last piece; else received into m->pp_dy)
+// down to its input (m->dh, sent back), or on the first piece through the patch embedding; then
+// the conditioning's backward on every stage for the part of d silu(c) its blocks (and the final
+// layer) produced. Under --pp the conditioning is computed again first (another micro-batch's
+// forward overwrote it) and the rest bucket's reductions wait for param_store_pipeline_done.
+// last: this chunk's last backward of the step.
+static void dit_chunk_backward(Dit* m, int micro, int chunk, int B, int last) {
+    int s = m->comm->pp_rank, l0, l1, ends = pp_last_piece(&m->split, s, chunk);
+    dit_select_micro(m, micro, B);
+    pp_chunk_layers(&m->split, s, chunk, &l0, &l1);
+    if (ends && m->head_micro != micro)
+        FAIL("pipeline: micro-batch %d's backward on the last stage, but m->dh holds micro-batch %d's head gradient", micro,
+             m->head_micro);
+    m->head_micro = -1;
+    if (m->comm->pp > 1) conditioning_forward(m, B, 0);
+    if (!ends) {  // no final layer here: d silu(c) is the blocks' alone
+        dev_memcpy_d2d(m->dh, m->pp_dy, (size_t)own_rows(m, B) * m->cfg.D * sizeof(floatX), m->stream);
+        dev_memset(m->dsc, 0, (size_t)B * m->cfg.D * sizeof(floatX), m->stream);
+    }
+    for (int l = l1 - 1; l >= l0; l--) block_backward(m, l, l - 1 >= l0 ? l - 1 : -1, B, last);
+    if (pp_first_piece(&m->split, s, chunk)) patch_embed_backward(m, B);
+    conditioning_backward(m, B);
+    // every chunk adds into the rest (the conditioning); chunk 0's last backward is the stage's last
+    param_store_bucket_done(&m->st, m->cfg.L, last && chunk == 0);
+}
+
+// where chunk `chunk`'s boundary tensors are for micro-batch `micro` (llmc/parallel/pipeline.h)
+static floatX* dit_pp_tensor(Dit* m, int micro, int chunk, int which) {
+    if (which == PP_OUT) return m->h_final;
+    if (which == PP_DIN) return m->dh;
+    if (which == PP_DOUT) return m->pp_dy;
+    int l0, l1, was = m->micro_cur;
+    pp_chunk_layers(&m->split, m->comm->pp_rank, chunk, &l0, &l1);
+    m->micro_cur = micro;
+    floatX* x = ACT(core_layer_acts(m, l0), A_H);
+    m->micro_cur = was;
+    return x;
+}
 
 // checks a micro-batch of B clips against the plan and stages their times t and classes y (host arrays)
+// into the selected micro-batch's slot
 static void dit_stage(Dit* m, int B, const float* t, const int* y) {
     if (B < 1 || B > m->B) FAIL("batch of %d clips; the plan holds 1 .. %d", B, m->B);
     if (m->tpc.sp && ((size_t)B * m->N) % m->tpc.tp != 0)
@@ -777,17 +899,25 @@ static void dit_stage(Dit* m, int B, const float* t, const int* y) {
     dev_memcpy_h2d(m->y, y, (size_t)B * sizeof(int), m->stream);
 }
 
-// clips x0 with noise, t and classes y (host arrays) staged: x_t and the target v on the device
-static void dit_stage_clips(Dit* m, const float* x0, const float* noise, const float* t, const int* y, int B) {
+// micro-batch `micro`'s clips x0 with noise, t and classes y (host arrays) staged in its slot. Every
+// stage reads the micro-batch (under --pp each runs next_batch): every stage stages t and y (the
+// conditioning), the first makes the noised x_t (the patch embedding's input), the last the target
+// v = noise - x0 (its loss); a stage between the ends needs no clip.
+static void dit_stage_clips(Dit* m, int micro, const float* x0, const float* noise, const float* t, const int* y, int B) {
+    dit_select_micro(m, micro, B);
     dit_stage(m, B, t, y);
+    if (!m->first_stage && !m->last_stage) return;
     dev_upload_floats(m->x0, x0, (size_t)B * m->clip);
     dev_upload_floats(m->noise, noise, (size_t)B * m->clip);
-    flow_prepare(m->xt, m->vtarget, m->x0, m->noise, m->t, B, m->clip, m->stream);
+    // (flow_prepare's outputs may alias its inputs: the one a stage does not use lands on them)
+    flow_prepare(m->first_stage ? m->xt : m->x0, m->last_stage ? m->vtarget : m->noise, m->x0, m->noise, m->t, B, m->clip,
+                 m->stream);
 }
 
 // The squared errors of this rank's rows: to the step's loss (model_core_take_loss reduces
 // them over the ranks), or (validation) each clip's mean squared error into per_clip, summed
 // over the ranks that hold its rows (the TP group under sequence parallelism, the CP group).
+// Only where the loss ran: the last stage under --pp.
 static void dit_clip_losses(Dit* m, int B, float* per_clip) {
     dev_memcpy_d2h(m->host_sq, m->sq, (size_t)B * sizeof(float), m->stream);
     stream_synchronize(m->stream);
@@ -799,24 +929,81 @@ static void dit_clip_losses(Dit* m, int B, float* per_clip) {
     for (int i = 0; i < B; i++) per_clip[i] = (float)sq[i] / (float)m->clip;
 }
 
-// One micro-batch: forward, and in training the backward (dscale = 1 / values in the whole
-// step, all ranks); the validation's and the test program's entry
-static void dit_forward_backward(Dit* m, const float* x0, const float* noise, const float* t, const int* y, int B,
-                                 RunMode mode, float dscale, float* per_clip, int last) {
-    dit_stage_clips(m, x0, noise, t, y, B);
-    dit_forward(m, B, mode, dscale);
-    if (mode == MODE_TRAIN) dit_backward(m, B, last);
-    dit_clip_losses(m, B, per_clip);
+// A pass of the model over micro-batches held in host arrays (the test program, validation,
+// sampling): training, micro-batches of B clips forward and backward, under --pp through the
+// stage's schedule; evaluation and sampling, forward only, under --pp through every stage.
+typedef struct {
+    Dit* m;
+    const float *x0, *noise, *t;  // micro-batch j's clips start at clip j * B (x0 NULL: staged by the caller)
+    const int* y;
+    int B;
+    RunMode mode;
+    float dscale;                 // 1 / values in the whole step, all ranks
+    float* per_clip;              // evaluation: each clip's loss (NULL: the losses to the step's)
+    float* vpred;                 // micro-batch j's v_pred at vpred + j * B * clip (NULL: none; the last stage's)
+} DitPass;
+
+static void pass_forward(void* ctx, int micro, int chunk) {
+    DitPass* p = (DitPass*)ctx;
+    Dit* m = p->m;
+    size_t k = (size_t)micro * p->B;
+    if (chunk == 0 && p->x0) dit_stage_clips(m, micro, p->x0 + k * m->clip, p->noise + k * m->clip, p->t + k, p->y + k, p->B);
+    dit_chunk_forward(m, micro, chunk, p->B, p->mode, p->dscale);
+    if (!pp_last_piece(&m->split, m->comm->pp_rank, chunk)) return;
+    if (p->mode != MODE_SAMPLE) dit_clip_losses(m, p->B, p->per_clip);
+    if (p->vpred) dev_download_floats(p->vpred + k * m->clip, m->vpred, (size_t)p->B * m->clip);
+}
+static void pass_backward(void* ctx, int micro, int chunk, int last) {
+    DitPass* p = (DitPass*)ctx;
+    dit_chunk_backward(p->m, micro, chunk, p->B, last);
+}
+static floatX* pass_tensor(void* ctx, int micro, int chunk, int which) {
+    return dit_pp_tensor(((DitPass*)ctx)->m, micro, chunk, which);
 }
 
-// v_pred for x_t at times t and classes y (host arrays): the model behind llmc/train/clip_sampler.h's samples
+static void dit_pass(DitPass* p, int n_micro) {
+    PpHooks h = {p, pass_forward, pass_backward, pass_tensor};
+    Dit* m = p->m;
+    if (m->comm->pp > 1) {
+        if (p->mode != MODE_TRAIN) {
+            for (int j = 0; j < n_micro; j++) pipeline_forward_only(&m->pipe, &h, j);
+            return;
+        }
+        if (n_micro != m->pipe.micro)
+            FAIL("a pass of %d micro-batches, but the pipeline's schedule was planned for %d", n_micro, m->pipe.micro);
+        pipeline_run_step(&m->pipe, &h);
+        param_store_pipeline_done(&m->st);
+        return;
+    }
+    for (int j = 0; j < n_micro; j++) {
+        pass_forward(p, j, 0);
+        if (p->mode == MODE_TRAIN) pass_backward(p, j, 0, j == n_micro - 1);
+    }
+}
+
+// each clip's loss of one batch in eval mode (validation): under --pp the last stage's, to every stage
+// (each then sums the same numbers over its gradient group: llmc/train/flow_batch.h)
+static void dit_evaluate(Dit* m, const float* x0, const float* noise, const float* t, const int* y, int B, float* per_clip) {
+    DitPass p = {m, x0, noise, t, y, B, MODE_EVAL, 0.0f, per_clip, NULL};
+    dit_pass(&p, 1);
+    comm_host_broadcast(m->comm, GROUP_PP, per_clip, (size_t)B * sizeof(float), m->comm->pp - 1);
+}
+
+// v_pred for x_t at times t and classes y (host arrays): the model behind llmc/train/clip_sampler.h's
+// samples. Under --pp the last stage's prediction goes to every stage, each of which then takes the
+// same sampler step.
 static void dit_velocity(void* model, const float* xt, const float* t, const int* y, int B, float* v) {
     Dit* m = (Dit*)model;
+    dit_select_micro(m, 0, B);
     dit_stage(m, B, t, y);
-    dev_upload_floats(m->xt, xt, (size_t)B * m->clip);
-    dit_forward(m, B, MODE_SAMPLE, 0.0f);
-    stream_synchronize(m->stream);
-    dev_download_floats(v, m->vpred, (size_t)B * m->clip);
+    if (m->first_stage) dev_upload_floats(m->xt, xt, (size_t)B * m->clip);
+    DitPass p = {m, NULL, NULL, NULL, NULL, B, MODE_SAMPLE, 0.0f, NULL, NULL};
+    dit_pass(&p, 1);
+    if (m->last_stage) {
+        stream_synchronize(m->stream);
+        dev_download_floats(v, m->vpred, (size_t)B * m->clip);
+    }
+    comm_host_broadcast(m->comm, GROUP_PP, v, (size_t)B * m->clip * sizeof(float), m->comm->pp - 1);
 }
 // ----------------------------------------------------------------------------
 // checkpoints (docs/formats.md): header, fp32 parameters, AdamW m and v, written and read by
@@ -916,11 +1103,15 @@ static void print_config(void* t, Logger* lg) {
     logf_(lg, "batch: %d clips x %d micro-steps x %d DP ranks = %d clips (%d tokens) per step | steps %d, lr %g warmup %d, "
           "wd %g, clip %g | label dropout %g\n", a->run.B, a->run.grad_accum, m->comm->dp, a->run.total_batch,
           a->run.total_batch * m->Nt, l->steps, l->lr, l->warmup, l->weight_decay, l->grad_clip, a->label_dropout);
-    char cp[160];
+    char cp[160], pp[160] = "";
     attention_describe_cp(&m->att, cp, sizeof(cp), m->N, "a clip");
-    logf_(lg, "parallel: world %d = dp %d x %stp %d (--tp-mode %s --tp-recompute-allgather %d: %d heads, %d FFN units, %d of "
+    if (m->comm->pp > 1)  // (this rank's stage: its blocks and the micro-batches it holds at once)
+        snprintf(pp, sizeof(pp), "pp %d (--pp-schedule %s --pp-virtual %d: stage %d, %d blocks, %d micro-batch slots) x ",
+                 m->comm->pp, PP_SCHEDULE_NAMES[a->run.par.pp_schedule], a->run.par.pp_virtual, m->comm->pp_rank,
+                 m->act_layers, m->pipe.slots);
+    logf_(lg, "parallel: world %d = dp %d x %s%stp %d (--tp-mode %s --tp-recompute-allgather %d: %d heads, %d FFN units, %d of "
           "%d tokens per micro-batch on this rank) | --zero %d --offload-optim %d | --fp32-grad-accum %d | comm %s, timeout %g s\n",
-          m->comm->size, m->comm->dp, cp, m->comm->tp, TP_MODE_NAMES[a->run.par.tp_mode], a->run.par.tp_regather, m->sh.Hl,
+          m->comm->size, m->comm->dp, pp, cp, m->comm->tp, TP_MODE_NAMES[a->run.par.tp_mode], a->run.par.tp_regather, m->sh.Hl,
           m->sh.FFl, own_rows(m, m->B), m->B * m->Nt, m->par.zero, m->par.offload_optim, m->par.grad_fp32,
           comm_backend_name(m->comm), a->run.par.comm_timeout);
     log_memory_flags(lg, &m->flags, m->off.n_offload, "blocks", 0, NULL);
@@ -1059,7 +1250,9 @@ static void start(void* t, Comm* comm, Logger* lg) {
     Trainer* x = (Trainer*)t;
     const TrainArgs* a = &x->a;
     flow_data_start(&x->data, a->data, &a->run, comm, x->m.clip, a->label_dropout, lg);
-    x->data.lockstep = x->m.st.zero >= 3;  // every block's forward gathers over DP
+    // every block's forward gathers over DP. (Under --pp the stages of a pipeline share their DP
+    // index, so they run the same validation batches, the same forwards through the pipeline.)
+    x->data.lockstep = x->m.st.zero >= 3;
     clip_sampler_init(&x->smp, a->run.sample_every > 0 ? a->sample_clips : 0, a->cfg.NC, a->cfg.C, a->cfg.Fr, a->cfg.Hi,
                       a->cfg.Wi, a->run.B, a->sample_steps, a->cfg_scale, a->gif_scale, (uint64_t)a->run.loop.seed);
     x->dscale = 1.0f / (float)((double)a->run.total_batch * x->m.clip);
@@ -1067,12 +1260,12 @@ static void start(void* t, Comm* comm, Logger* lg) {
 
 static void next_batch(void* t, int step, int micro) { flow_data_next(&((Trainer*)t)->data, step, micro); }
 
-// the step's micro-batch unit by unit, as full sharding will run it (the runner's units)
+// the step's micro-batch unit by unit, as full sharding will run it (the runner's units; one process)
 static int units(void* t) { return ((Trainer*)t)->m.cfg.L + 2; }
 static void unit_forward(void* t, int u) {
     Trainer* x = (Trainer*)t;
     FlowBatch* b = &x->data.batch;
-    if (u == 0) dit_stage_clips(&x->m, b->x0, b->noise, b->t, b->y, x->a.run.B);
+    if (u == 0) dit_stage_clips(&x->m, 0, b->x0, b->noise, b->t, b->y, x->a.run.B);
     dit_unit_forward(&x->m, u, x->a.run.B, MODE_TRAIN, x->dscale);
 }
 static void unit_backward(void* t, int u, int last) {
@@ -1081,9 +1274,26 @@ static void unit_backward(void* t, int u, int last) {
     if (u == 0) dit_clip_losses(&x->m, x->a.run.B, NULL);
 }
 
+// --pp: the step's micro-batch through a chunk of the stage, as its schedule orders them (the
+// runner's forward, backward and pp_tensor entries); next_batch read it on every stage before
+// its chunk 0 forward, which stages it (dit_stage_clips: what each stage takes of it)
+static void forward(void* t, int micro, int chunk) {
+    Trainer* x = (Trainer*)t;
+    FlowBatch* b = &x->data.batch;
+    int B = x->a.run.B;
+    if (chunk == 0) dit_stage_clips(&x->m, micro, b->x0, b->noise, b->t, b->y, B);
+    dit_chunk_forward(&x->m, micro, chunk, B, MODE_TRAIN, x->dscale);
+    if (pp_last_piece(&x->m.split, x->m.comm->pp_rank, chunk)) dit_clip_losses(&x->m, B, NULL);
+}
+static void backward(void* t, int micro, int chunk, int last) {
+    Trainer* x = (Trainer*)t;
+    dit_chunk_backward(&x->m, micro, chunk, x->a.run.B, last);
+}
+static floatX* pp_tensor(void* t, int micro, int chunk, int which) { return dit_pp_tensor(&((Trainer*)t)->m, micro, chunk, which); }
+
 // the model behind llmc/train/flow_batch.h's validation
 static void clip_losses(void* m, const FlowBatch* b, float* per_clip) {
-    dit_forward_backward((Dit*)m, b->x0, b->noise, b->t, b->y, b->B, MODE_EVAL, 0.0f, per_clip, 0);
+    dit_evaluate((Dit*)m, b->x0, b->noise, b->t, b->y, b->B, per_clip);
 }
 static void validate(void* t, Logger* lg, int step, int final) { flow_data_validate(&((Trainer*)t)->data, lg, step, final, clip_losses, &((Trainer*)t)->m); }
 static void val_metrics(void* t, Logger* lg) { flow_data_val_metrics(&((Trainer*)t)->data, lg); }
@@ -1106,7 +1316,7 @@ static const ModelOps DIT_OPS = {
     // the model and its checkpoints
     build, model_free, init_params, &DIT_CKPT, ckpt_shape, NULL, NULL, NULL, dit_checkpoint_check,
     // a step (next_batch; units, unit_forward/backward; forward, backward; fused; the pipeline's tensors)
-    next_batch, units, unit_forward, unit_backward, NULL, NULL, NULL, NULL,
+    next_batch, units, unit_forward, unit_backward, forward, backward, NULL, pp_tensor,
     // the trainer's own: batch, data, validation, samples
     resolve_batch, prepare, start, validate, val_metrics, sample, finish,
     // the plan and --fit-memory
