@@ -306,7 +306,7 @@ static void dit_build(Dit* m, const DitConfig* cfg, const MemoryFlags* flags, co
     // the loss's on the last, a micro-batch's inputs in as many slots as the stage holds
     int s = comm->pp_rank;
     m->first_stage = pp_stage_holds(STAGE_FIRST, s, comm->pp); m->last_stage = pp_stage_holds(STAGE_LAST, s, comm->pp);
-    size_t first = m->first_stage, last = m->last_stage, ends = first || last, slots = m->pipe.slots;
+    size_t first = m->first_stage, last = m->last_stage, ends = first || last, slots = m->pipe.chunk_slots[0];
 
     // the scratch: one chunk of the FFN (chunked: its y2 too in allreduce mode; sequence
     // parallelism sums them in the reduce-scatter staging), the backward's gradients (the
@@ -756,7 +756,7 @@ static void head_forward_backward(Dit* m, int B, RunMode mode, float dscale) {
 
 // the micro-batch whose inputs and activations the model uses next (B clips): its slot, one but under --pp
 static void dit_select_micro(Dit* m, int micro, int B) {
-    size_t slot = (size_t)pipeline_slot(&m->pipe, micro), slots = (size_t)m->pipe.slots;
+    size_t slot = (size_t)pipeline_slot(&m->pipe, micro, 0), slots = (size_t)m->pipe.chunk_slots[0];
     m->micro_cur = micro;
     m->rows_cur = B * m->N;
     m->t = m->ty_slots + slot * m->B;
