@@ -345,6 +345,7 @@ static void dit_build(Dit* m, const DitConfig* cfg, const MemoryFlags* flags, co
     // the column sums' partials: biases over up to all BN rows of D, Dl, FFl or P columns
     size_t wide = D > Dl ? D : Dl, wide2 = (size_t)m->sh.FFl > P ? (size_t)m->sh.FFl : P;
     tp_colsum_plan(&m->tpc, d, BN, wide > wide2 ? wide : wide2, B, m->N, (int)D);
+    pipeline_plan_tensors(&m->pipe, own * D);  // --pp: what a stage sends on: this rank's rows of the residual stream
 
     if (!allocate) return;
     model_core_allocate(m, &m->norm_scratch);
@@ -352,7 +353,6 @@ static void dit_build(Dit* m, const DitConfig* cfg, const MemoryFlags* flags, co
     if (last) m->rstdf = m->meanf + own;
     m->sq = m->ty_slots + 2 * slots * B;
     m->head_micro = -1;
-    pipeline_bind(&m->pipe, own * D, m->stream);
     size_t bn = (size_t)B * D;  // the conditioning's vectors, one after the other in their buffers
     m->e1 = m->temb + (size_t)B * TEMB_DIM; m->s1 = m->e1 + bn; m->cvec = m->s1 + bn; m->sc = m->cvec + bn;
     m->fada = m->ada + (size_t)c->L * 6 * bn;
@@ -1126,7 +1126,9 @@ static CommBytes comm_bytes(void* t) {
     const Dit* m = &((Trainer*)t)->m;
     CommBytes cb = {};
     const DitConfig* c = &m->cfg;
-    double sx = sizeof(floatX), D = c->D, L = c->L, P = m->P, hd = (double)c->D / c->H, B = m->B;
+    // (under --pp this stage's: its blocks, the patch embedding on the first, the final layer on the last)
+    double sx = sizeof(floatX), D = c->D, L = m->act_layers, P = m->P, hd = (double)c->D / c->H, B = m->B;
+    double first = m->first_stage, last = m->last_stage;
     double per = m->st.zero >= 2 ? m->micro_steps : 1;  // a block's replicated gradients: summed every micro-step under --zero 2, 3
     if (m->comm->tp > 1 && !m->tpc.sp) {
         double S = B * m->N * D * sx, chunked = m->flags.ffn_chunks > 1;
@@ -1138,12 +1140,14 @@ static CommBytes comm_bytes(void* t) {
         double S = B * m->N * D * sx, re2 = m->flags.recompute >= 2, regather = !m->tpc.keep_gathered;
         comm_bytes_add(&cb, m->comm, GROUP_TP, KIND_ALL_GATHER, m->micro_steps * L * (4 + 2 * regather + 2 * re2) * S);
         comm_bytes_add(&cb, m->comm, GROUP_TP, KIND_REDUCE_SCATTER, m->micro_steps * L * (4 + 2 * re2) * S);
-        comm_bytes_add(&cb, m->comm, GROUP_TP, KIND_ALL_REDUCE, m->micro_steps * (L * 6 + 2) * B * D * sx);
-        comm_bytes_add(&cb, m->comm, GROUP_TP, KIND_ALL_REDUCE, (2 * D * P + D + P + per * (2 * L * D + 2 * L * hd)) * sx);
+        comm_bytes_add(&cb, m->comm, GROUP_TP, KIND_ALL_REDUCE, m->micro_steps * (L * 6 + 2 * last) * B * D * sx);
+        comm_bytes_add(&cb, m->comm, GROUP_TP, KIND_ALL_REDUCE,
+                       ((first + last) * D * P + first * D + last * P + per * (2 * L * D + 2 * L * hd)) * sx);
     }
     // context parallelism: each block's attention forward (again in backward under --recompute 2) and backward
     attention_comm_bytes(&m->att, &cb, m->B, m->micro_steps * L * (1 + (m->flags.recompute >= 2)), m->micro_steps * L);
     param_store_comm_bytes(&m->st, &cb, m->micro_steps);
+    pipeline_comm_bytes(&m->pipe, &cb);  // --pp: activations forward, gradients back
     return cb;
 }
 

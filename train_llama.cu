@@ -313,6 +313,7 @@ static void llama_build(Llama* m, const LlamaConfig* cfg, const MemoryFlags* fla
         {slots > 1 ? "inputs + targets (a slot each)" : "inputs + targets", slots * 2 * BT * sizeof(int), &m->batch_slots},
         {"rope cos + sin", 2 * (size_t)c->max_seq_len * (hd / 2) * sizeof(float), &m->rope_cos},
         {"grad norm, loss sum", 2 * sizeof(float), &m->norm_scratch});
+    pipeline_plan_tensors(&m->pipe, rows * D);  // --pp: what a stage sends on: this rank's rows of the residual stream
     if (!allocate) return;
 
     model_core_allocate(m, &m->norm_scratch);
@@ -321,7 +322,6 @@ static void llama_build(Llama* m, const LlamaConfig* cfg, const MemoryFlags* fla
         if (!m->spec[t].per_layer) { m->p[t] = core_w(m, t, 0); m->g[t] = core_dw(m, t, 0); }
     if (c->tied) { m->p[P_OUT] = m->p[P_EMB]; m->g[P_OUT] = m->g[P_EMB]; }
     m->inputs = m->batch_slots; m->targets = m->inputs + BT; m->head_micro = -1;
-    pipeline_bind(&m->pipe, rows * D, m->stream);
     // the loss: the TP ranks' rows differ when each ran the head on its own rows
     model_core_loss_rows(m, m->tpc.sp && !m->st.lay.vocab_tp, m->norm_scratch + 1);
     m->cp_tokens = comm->cp > 1 ? (int*)xmalloc(2 * BT * sizeof(int)) : NULL;

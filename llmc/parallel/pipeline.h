@@ -61,8 +61,8 @@ typedef struct {
     PpScheduleKind kind;
     int slots;                   // micro-batches whose activations one chunk holds at once: the most of any chunk
     int* chunk_slots;            // [virt]: chunk c's
-    size_t elems;                // elements of one boundary tensor
-    stream_t stream;
+    size_t elems;                // elements of one boundary tensor (pipeline_plan_tensors)
+    stream_t stream;             // the model's compute stream (model_core_allocate)
     double idle_s, step_s;       // this step: host seconds in transfers, and in the whole schedule
     double fwd_s, bwd_s;         // this step: host seconds in the forwards and in the backwards
 } Pipeline;
@@ -124,7 +124,8 @@ static inline void pipeline_plan(Pipeline* pl, Comm* comm, PpScheduleKind kind, 
     for (int c = 0; c < virt; c++) pl->slots = pl->chunk_slots[c] > pl->slots ? pl->chunk_slots[c] : pl->slots;
 }
 
-static inline void pipeline_bind(Pipeline* pl, size_t elems, stream_t s) { pl->elems = elems; pl->stream = s; }
+// the model's plan: a boundary tensor's elements (this rank's rows of the residual stream x D)
+static inline void pipeline_plan_tensors(Pipeline* pl, size_t elems) { pl->elems = elems; }
 
 static inline void pipeline_free(Pipeline* pl) {
     pp_schedule_free(&pl->sched);

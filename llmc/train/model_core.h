@@ -171,6 +171,7 @@ static inline void model_core_allocate(ModelCore* c, float** norm_scratch) {
         c->local_off[(size_t)sg->tensor * c->L + (sg->layer < 0 ? 0 : sg->layer)] = sg->local_off;
     }
     c->stream = stream_create();
+    c->pipe.stream = c->stream;
     matmul_setup();
     param_store_bind(&c->st, c->stream, &c->prof, *norm_scratch, c->comm_staging, c->staging_bytes);
     tp_context_bind(&c->tpc, c->stream, c->comm_staging, c->staging_bytes);  // (CP's exchanges stage through comm's buffer too)
