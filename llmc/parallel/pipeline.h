@@ -246,27 +246,36 @@ static inline void pipeline_describe(const Pipeline* pl, const PpSplit* sp, char
 // neighbours). The prediction runs the stages' op lists with those measured costs
 // (pp_simulate): the step's time and each stage's wait. The uniform formula (every stage
 // as slow as the slowest, pp_bubble_fraction) is printed beside it.
-typedef struct { double idle, step, fwd, bwd; int steps; } PipelineStats;
+// Each stage's memory too: its measured peak (the driver's or, on the CPU, the resident set,
+// after each step) beside its plan, whose stages differ by the micro-batches they hold.
+typedef struct { double idle, step, fwd, bwd, peak; int steps; } PipelineStats;
 
 static inline void pipeline_stats_add(PipelineStats* st, const Pipeline* pl) {
     st->idle += pl->idle_s; st->step += pl->step_s; st->fwd += pl->fwd_s; st->bwd += pl->bwd_s; st->steps++;
+    double now = (double)dev_peak_bytes_measured();
+    st->peak = now > st->peak ? now : st->peak;
 }
 
 // a collective over the world: rank 0 logs the step and each stage's wait, measured (averaged
 // over the stage's ranks and the steps) and predicted
-static inline void pipeline_stats_log(const PipelineStats* st, const Pipeline* pl, Logger* lg, const char* which) {
+static inline void pipeline_stats_log(const PipelineStats* st, const Pipeline* pl, Logger* lg, const char* which,
+                                      double planned) {
     if (pl->pp == 1 || st->steps == 0) return;
     Comm* c = pl->comm;
     int pp = pl->pp;
-    double k = 1.0 / st->steps, mine[5] = {st->idle * k, st->step * k, st->fwd * k, st->bwd * k, (double)pl->stage};
-    double* all = (double*)xmalloc((size_t)c->size * 5 * sizeof(double));
+    enum { K = 7 };  // each rank's: idle step fwd bwd (a step's) peak planned stage
+    double k = 1.0 / st->steps, mine[K] = {st->idle * k, st->step * k, st->fwd * k, st->bwd * k, st->peak, planned, (double)pl->stage};
+    double* all = (double*)xmalloc((size_t)c->size * K * sizeof(double));
     comm_host_gather(c, GROUP_WORLD, mine, sizeof(mine), all);
     if (c->rank == 0) {
-        double* v = (double*)calloc((size_t)pp * 9, sizeof(double));  // per stage: idle step fwd bwd n tf tb idle' own'
+        double* v = (double*)calloc((size_t)pp * 9, sizeof(double));  // per stage: the ranks' idle step fwd bwd, most peak, planned, n
         for (int r = 0; r < c->size; r++) {
-            double* x = v + (size_t)all[5 * r + 4] * 9;
-            for (int j = 0; j < 4; j++) x[j] += all[5 * r + j];
+            const double* a = all + (size_t)K * r;
+            double* x = v + (size_t)a[6] * 9;
+            for (int j = 0; j < 4; j++) x[j] += a[j];
             x[4] += 1;
+            x[5] = a[4] > x[5] ? a[4] : x[5];
+            x[6] = a[5] > x[6] ? a[5] : x[6];
         }
         double tf[PP_MAX_PIECES], tb[PP_MAX_PIECES], idle[PP_MAX_PIECES], own[PP_MAX_PIECES], span = 0, slowest = 0;
         double per = (double)pl->micro * pl->virt;  // chunk passes a step
@@ -285,6 +294,9 @@ static inline void pipeline_stats_log(const PipelineStats* st, const Pipeline* p
               1e3 * slowest * (1 + bubble));
         for (int s = 0; s < pp; s++) logf_(lg, " %.1f%% (%.1f%%)", 100.0 * v[s * 9] / v[s * 9 + 1], 100.0 * idle[s] / own[s]);
         logf_(lg, " of its schedule\n");
+        logf_(lg, "pipeline memory by stage, the peak measured (%s, its largest rank) against its plan (arena):", dev_measured_name());
+        for (int s = 0; s < pp; s++) logf_(lg, " %.1f (%.1f) MiB", v[s * 9 + 5] / 1048576.0, v[s * 9 + 6] / 1048576.0);
+        logf_(lg, "\n");
         free(v);
     }
     free(all);

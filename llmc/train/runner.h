@@ -400,7 +400,7 @@ static inline int runner_main(const ModelOps* ops, void* t, RunArgs* a, int unit
 
     StepLoop sl;
     step_loop_init(&sl, l, &comm, &v->prof, &lg, start, resume != NULL);
-    PipelineStats pstats = {0, 0, 0, 0, 0};  // --pp: the bubble measured (the first step, warming up, left out)
+    PipelineStats pstats = {0, 0, 0, 0, 0, 0};  // --pp: the bubble measured (the first step, warming up, left out)
     for (int step = start + 1; step <= l->steps; step++) {
         step_begin(&sl, step);
         float lr = lr_at_step(step, l->steps, l->warmup, l->lr, l->min_lr_frac);
@@ -451,7 +451,7 @@ static inline int runner_main(const ModelOps* ops, void* t, RunArgs* a, int unit
     }
     char which[64];
     snprintf(which, sizeof(which), "steps %d-%d", start + 2, l->steps);
-    pipeline_stats_log(&pstats, &v->pipe, &lg, which);
+    pipeline_stats_log(&pstats, &v->pipe, &lg, which, (double)v->dev.total);
     step_loop_done(&sl, v->dev.total);
     ops->finish(t);
     logger_close(&lg);
