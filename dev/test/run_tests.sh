@@ -716,6 +716,9 @@ sub_tests dit_parallel bash dev/test/dit_parallel_tests.sh "$PY" "$TMP/dit_paral
 section "full sharding under mpirun (--zero 2 and 3, --offload-optim, both trainers): the committed and fresh references, 20 steps bitwise against --zero 1, checkpoints across stages, faults (dev/test/zero_tests.sh)"
 sub_tests zero bash dev/test/zero_tests.sh "$PY" "$TMP/zero" ${FRESH:-} $DIT_FRESH
 
+section "pipeline parallelism under mpirun (--pp, 1f1b and interleaved, both trainers): fresh references at every layout, a planted slot bug, 20 steps against one process, checkpoints across layouts, the bubble against the schedule, a stage that hangs (dev/test/pp_tests.sh)"
+sub_tests pp bash dev/test/pp_tests.sh "$PY" "$TMP/pp"
+
 section "train_dit memory plan against the formulas of docs/memory.md section 9"
 check dit_memory_plan "$PY" dev/test/check_dit_plan.py ./train_dit_cpu
 
