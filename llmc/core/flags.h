@@ -73,7 +73,7 @@ static const FlagBound FLAG_BOUNDS[] = {
     {"ffn-chunks", 1, FLAG_COUNT_MAX, "[]"}, {"ce-chunks", 1, FLAG_COUNT_MAX, "[]"}, {"offload-act", -1, 1024, "[]"},
     {"recompute", 0, 2, "[]"}, {"test-skip-prefetch", 0, 1, "[]"}, {"test-nan-update", 0, FLAG_STEPS_MAX, "[]"},
     // the parallel layout
-    {"zero", 0, 3, "[]"}, {"offload-optim", 0, 1, "[]"}, {"shard-vocab", 0, 1, "[]"}, {"fp32-grad-accum", -1, 1, "[]"}, {"tp", 1, 4096, "[]"}, {"cp", 1, 4096, "[]"}, {"cp-ulysses", 0, 4096, "[]"}, {"pp", 1, 1024, "[]"}, {"pp-virtual", 1, 1024, "[]"},
+    {"zero", 0, 3, "[]"}, {"offload-optim", 0, 1, "[]"}, {"shard-vocab", 0, 1, "[]"}, {"fp32-grad-accum", -1, 1, "[]"}, {"tp", 1, 4096, "[]"}, {"cp", 1, 4096, "[]"}, {"cp-ulysses", 0, 4096, "[]"}, {"pp", 1, 1024, "[]"}, {"plan-rank", 0, 1 << 30, "[]"}, {"pp-virtual", 1, 1024, "[]"},
     {"tp-recompute-allgather", 0, 1, "[]"}, {"dp", 1, FLAG_COUNT_MAX, "[]"}, {"comm-timeout", 0, 1e6, "(]"},
     {"startup-timeout", 0, 1e6, "(]"},
     {"test-plant-tp-bug", 0, 1, "[]"}, {"test-plant-cp-bug", 0, 1, "[]"}, {"test-plant-zero-bug", 0, 1, "[]"}, {"test-plant-pp-bug", 0, 1, "[]"}, {"zero-reshard", 0, 1, "[]"},

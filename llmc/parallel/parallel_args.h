@@ -21,6 +21,7 @@ typedef enum { COMM_FLAG_NCCL = 0, COMM_FLAG_MPI = 1 } CommFlag;
 
 typedef struct {
     int tp, tp_regather, zero, zero_reshard, dp_plan, fp32_grad_accum, cp, cp_ulysses, offload_optim;
+    int plan_rank;     // --plan-rank with --plan-only: whose plan to print in full (another stage's, TP rank's)
     float comm_timeout;
     float startup_timeout;  // MPI start-up's own bound (start-up across many nodes can outlast a collective's)
     int comm_backend;  // CommFlag
@@ -60,6 +61,8 @@ static inline int parallel_flags(Flag* out, ParallelArgs* p, const char* tp_help
         {"startup-timeout", 'f', &p->startup_timeout, "seconds MPI start-up (every rank arriving, the flags' check, the "
                                                       "groups) may take before the job is ended (default 300)"},
         {"dp", 'i', &p->dp_plan, "with --plan-only: plan for this many DP ranks (a run takes dp from the launcher)"},
+        {"plan-rank", 'i', &p->plan_rank, "with --plan-only: print this rank's plan in full (default 0; the others are "
+                                          "summarised), e.g. the last pipeline stage's"},
         {"fp32-grad-accum", 'i', &p->fp32_grad_accum, "1: sum micro-steps' gradients in fp32 (+4 B/param), 0: in the "
                                                        "gradient buffer; default -1 = on when bf16 and > 1 micro-step"},
         {"tp", 'i', &p->tp, tp_help},
@@ -126,9 +129,15 @@ static inline void parallel_comm_world(Comm* comm, const ParallelArgs* p, int pl
 static inline void parallel_comm_groups(Comm* comm, const ParallelArgs* p, int plan_only) {
     int U;
     CpMode mode = parallel_cp_resolve(p, &U);
-    if (plan_only) comm_init_plan(comm, p->dp_plan > 0 ? p->dp_plan : 1, p->tp, p->cp, U, p->pp);
+    if (plan_only) {
+        comm_init_plan(comm, p->dp_plan > 0 ? p->dp_plan : 1, p->tp, p->cp, U, p->pp);
+        if (p->plan_rank < 0 || p->plan_rank >= comm->size)
+            FAIL("--plan-rank %d: the planned world has ranks 0..%d (--dp x --pp x --cp x --tp)", p->plan_rank, comm->size - 1);
+        comm_set_layout(comm, comm->size, p->plan_rank, p->tp, p->cp, U, p->pp);
+    }
     else comm_init_groups(comm, p->tp, p->cp, U, p->pp, p->comm_backend == COMM_FLAG_NCCL);
     comm->cp_mode = mode;
+    if (!plan_only && p->plan_rank != 0) FAIL("--plan-rank %d is for --plan-only", p->plan_rank);
     if (!plan_only && p->dp_plan > 0 && p->dp_plan != comm->dp)
         FAIL("--dp %d is for --plan-only; this run has dp = %d ranks (from the launcher)", p->dp_plan, comm->dp);
 }

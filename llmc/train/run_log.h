@@ -51,8 +51,12 @@ static inline void log_runtime(Logger* lg, const char* attention_flag) {
 // hidden size split unevenly: rank 0's is the largest), both arenas, and what a GPU holds
 // outside them. A trainer adds its own lines, then log_plan_tail.
 static inline void log_plan_head(Logger* lg, const Comm* comm, const Arena* dev, const Arena* host) {
+    char whose[96] = "";
+    if (comm->pp > 1 || comm->rank > 0)  // (--plan-rank; the stages' plans differ: the summary below has them all)
+        snprintf(whose, sizeof(whose), " of rank %d%s", comm->rank, comm->pp > 1 ? "" : " (--plan-rank)");
+    if (comm->pp > 1) snprintf(whose + strlen(whose), sizeof(whose) - strlen(whose), " (pipeline stage %d)", comm->pp_rank);
     logf_(lg, "memory plan%s (everything allocated before the first step):\n",
-          comm->tp > 1 ? " of rank 0, the largest per rank" : comm->size > 1 ? " per rank" : "");
+          whose[0] ? whose : comm->tp > 1 ? " of rank 0, the largest per rank" : comm->size > 1 ? " per rank" : "");
     log_plan(lg, dev, host);
     if (matmul_workspace_bytes())
         logf_(lg, "outside the arena: cuBLASLt workspace %.1f MiB, the CUDA context and library code (the driver's "

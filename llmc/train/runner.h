@@ -342,7 +342,7 @@ static inline int runner_main(const ModelOps* ops, void* t, RunArgs* a, int unit
     if (a->fit.budget_gib > 0.0f) runner_fit_memory(ops, t, a, &comm, unit, L);
     a->grad_accum = ops->resolve_batch(t, &comm);
     ParallelFlags pf = parallel_flags_resolve(&a->par, a->shard_vocab, a->grad_accum);
-    Logger lg = logger_for_rank(comm.rank);
+    Logger lg = logger_for_rank(l->plan_only ? 0 : comm.rank);  // (--plan-only is one process, whichever rank it plans)
     // the run directory, locked and judged before the data, the device and the plan's memory: a run
     // refused there costs nothing (llmc/train/run_open.h)
     RunStart rs;
