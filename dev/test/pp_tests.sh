@@ -167,11 +167,16 @@ if grep -q "micro-batches in flight per stage: 2 1" "$W/bubble.log" && grep -q "
 else fail pp2_plan_line_in_flight "$(grep -m1 '^pipeline:' "$W/bubble.log")"; fi
 
 # --plan-only: each stage's plan, the largest named; stage 0 of 1f1b holds the most activations
+# (--plan-rank 7: the last stage of the second pipeline, its plan in full, the same total as the summary's)
 ./train_llama_cpu --model llama3-8B --seq 4096 --batch 1 --total-batch 32768 --pp 4 --dp 2 --plan-only 1 \
   --plan-json "$W/plan_pp4.json" >"$W/plan_pp4.log" 2>&1
-if "$PY" - "$W/plan_pp4.json" > "$W/plan_pp4.check" 2>&1 <<'PYEOF'
+./train_llama_cpu --model llama3-8B --seq 4096 --batch 1 --total-batch 32768 --pp 4 --dp 2 --plan-only 1 --plan-rank 7 \
+  --plan-json "$W/plan_pp4_r7.json" >"$W/plan_pp4_r7.log" 2>&1
+if "$PY" - "$W/plan_pp4.json" "$W/plan_pp4_r7.json" > "$W/plan_pp4.check" 2>&1 <<'PYEOF'
 import json, sys
 p = json.load(open(sys.argv[1]))["rank_plans"]
+r7 = json.load(open(sys.argv[2]))
+assert r7["device"]["total"] == [x["device"] for x in p["plans"] if x["stage"] == 3][0], r7["device"]["total"]
 assert p["ranks"] == 8 and len(p["plans"]) == 4, p
 st = {x["stage"]: x["device"] for x in p["plans"]}
 assert sorted(st) == [0, 1, 2, 3], st
