@@ -1115,6 +1115,12 @@ PARALLEL_FLAGS = [
     ("cp", "i", one_of(1), [], ["cp", "ranks"]),
     ("cp-mode", "s", choice("ring", "ulysses"), [], ["cp-mode"]),
     ("cp-ulysses", "i", one_of(0), [], ["cp-ulysses"]),
+    # pipeline parallelism: one process is one stage (pp 1 only; its schedule, chunks and split are refused there)
+    ("pp", "i", one_of(1), [], ["pp", "ranks"]),
+    ("pp-schedule", "s", choice("1f1b"), [], ["pp-schedule", "pp"]),
+    ("pp-virtual", "i", one_of(1), [], ["pp-virtual"]),
+    ("pp-layers", "s", lambda s: "error", [], ["pp-layers", "pp"]),
+    ("plan-rank", "i", one_of(0), [], ["plan-rank", "plan-only"]),
 ]
 # and llmc/train/fit_memory.h: the --fit-memory flags both trainers append too
 PARALLEL_FIT_FLAGS = PARALLEL_FLAGS + [
@@ -1252,6 +1258,13 @@ TEST_LLAMA_FLAGS = [
     ("attention", "s", choice("auto", "fp32"), [], ["attention", "tensor cores"]),
     ("comm-timeout", "f", frange(0, lo_open=True), [], ["comm-timeout"]),
     ("startup-timeout", "f", frange(0, lo_open=True), [], ["startup-timeout"]),
+    ("test-plant-pp-bug", "i", lambda v: "ok" if v == 0 else "either", [], ["test-plant-pp-bug", "FAIL"]),
+    # pipeline parallelism: one process is one stage (pp 1 only; its schedule, chunks and split are refused there)
+    ("pp", "i", one_of(1), [], ["pp", "ranks"]),
+    ("pp-schedule", "s", choice("1f1b"), [], ["pp-schedule", "pp"]),
+    ("pp-virtual", "i", one_of(1), [], ["pp-virtual"]),
+    ("pp-layers", "s", lambda s: "error", [], ["pp-layers", "pp"]),
+    ("plan-rank", "i", one_of(0), [], ["plan-rank", "plan-only"]),
 ]
 TEST_DIT_FLAGS = [
     ("ref", "s", path_in(), [], ["ref", "reference"]),
@@ -1265,6 +1278,7 @@ TEST_DIT_FLAGS = [
     ("micro-batch", "i", one_of(0, 1, 2), [], ["micro-batch"]),
     ("test-plant-tp-bug", "i", lambda v: "ok" if v == 0 else "either", [], ["test-plant-tp-bug", "FAIL"]),
     ("test-plant-cp-bug", "i", lambda v: "ok" if v == 0 else "either", [], ["test-plant-cp-bug", "FAIL"]),
+    ("test-plant-pp-bug", "i", lambda v: "ok" if v == 0 else "either", [], ["test-plant-pp-bug", "FAIL"]),
 ] + PARALLEL_FLAGS
 
 
