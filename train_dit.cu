@@ -293,6 +293,7 @@ static void dit_build(Dit* m, const DitConfig* cfg, const MemoryFlags* flags, co
     // the largest TP collective: [BN, D] rows, [BN, P] patches, [B, 6D] adaLN; of CP, the patches' gather (sampling, test_dit)
     size_t tp_most = BN * (D > P ? D : P) > (size_t)B * 6 * D ? BN * (D > P ? D : P) : (size_t)B * 6 * D;
     size_t cp_most = comm->cp > 1 ? (size_t)B * m->Nt * P : 0;
+    pipeline_plan_tensors(&m->pipe, own * D);  // --pp: what a stage sends on: this rank's rows of the residual stream
     model_core_staging(m, tp > 1 && tp_most > cp_most ? tp_most : cp_most);
     tp_context_plan(&m->tpc, BN, d);  // the recycled buffers of sequence parallelism (allreduce mode: none)
     m->adaln = adaln_setup(&m->tpc, m->N, c->D, DIT_EPS);
@@ -345,7 +346,6 @@ static void dit_build(Dit* m, const DitConfig* cfg, const MemoryFlags* flags, co
     // the column sums' partials: biases over up to all BN rows of D, Dl, FFl or P columns
     size_t wide = D > Dl ? D : Dl, wide2 = (size_t)m->sh.FFl > P ? (size_t)m->sh.FFl : P;
     tp_colsum_plan(&m->tpc, d, BN, wide > wide2 ? wide : wide2, B, m->N, (int)D);
-    pipeline_plan_tensors(&m->pipe, own * D);  // --pp: what a stage sends on: this rank's rows of the residual stream
 
     if (!allocate) return;
     model_core_allocate(m, &m->norm_scratch);

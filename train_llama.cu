@@ -280,6 +280,7 @@ static void llama_build(Llama* m, const LlamaConfig* cfg, const MemoryFlags* fla
     vocab_plan(&m->voc, &m->st, d, D, P_EMB, P_OUT, c->tied);
     // the largest collective of the vocabulary over DP, or of TP: [BT, D] activations, the CE sums (2 BT floats)
     size_t most = vocab_dp_elements(&m->voc), tpmost = BT * D > 2 * BT * sizeof(float) / sizeof(floatX) ? BT * D : 2 * BT * sizeof(float) / sizeof(floatX);
+    pipeline_plan_tensors(&m->pipe, rows * D);  // --pp: what a stage sends on: this rank's rows of the residual stream
     model_core_staging(m, tp > 1 && tpmost > most ? tpmost : most);
     model_core_plan_acts(m, act_plan(c, sh, &m->tpc, B, m->Tl, flags), n_offload);
     model_core_gathered_view(m, 0, A_XN1, A_XN1G);
@@ -313,7 +314,6 @@ static void llama_build(Llama* m, const LlamaConfig* cfg, const MemoryFlags* fla
         {slots > 1 ? "inputs + targets (a slot each)" : "inputs + targets", slots * 2 * BT * sizeof(int), &m->batch_slots},
         {"rope cos + sin", 2 * (size_t)c->max_seq_len * (hd / 2) * sizeof(float), &m->rope_cos},
         {"grad norm, loss sum", 2 * sizeof(float), &m->norm_scratch});
-    pipeline_plan_tensors(&m->pipe, rows * D);  // --pp: what a stage sends on: this rank's rows of the residual stream
     if (!allocate) return;
 
     model_core_allocate(m, &m->norm_scratch);

@@ -126,9 +126,12 @@ static inline void model_core_begin(ModelCore* c, const ParamSpec* spec, int n, 
 }
 
 // --comm mpi in the CUDA build: the largest collective passes through pinned host memory,
-// the largest of a bucket, the attention's exchanges and the model's own (most elements)
+// the largest of a bucket, the attention's exchanges, a pipeline transfer's halves (each
+// boundary tensor of pipeline_plan_tensors) and the model's own (most elements)
 static inline void model_core_staging(ModelCore* c, size_t most) {
     size_t bucket = param_store_largest_bucket(&c->st), att = attention_staging_elements(&c->att);
+    size_t pp = c->comm->pp > 1 ? COMM_P2P_MAX * c->pipe.elems : 0;
+    most = pp > most ? pp : most;
     most = bucket > most ? bucket : most;
     most = att > most ? att : most;
     c->staging_bytes = comm_staging_needed(c->comm) ? most * sizeof(floatX) : 0;
