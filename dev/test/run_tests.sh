@@ -184,6 +184,8 @@ done
 section "memory plan against the formulas of docs/memory.md"
 check memory_plan "$PY" dev/test/check_memory_plan.py ./train_llama_cpu
 check memory_plan_cp "$PY" dev/test/check_cp_plan.py ./train_llama_cpu ./train_dit_cpu
+# each pipeline stage's plan (--plan-rank) against docs/memory.md section 12
+check memory_plan_pp "$PY" dev/test/check_pp_plan.py ./train_llama_cpu
 # the plan of every rank (--plan-only's summary, the JSON's rank_plans): an FFN of 251 split over tp 2 gives the
 # even TP ranks one more hidden unit than the odd ones, so two distinct plans; with 250, one
 check rank_plans bash -c "./train_llama_cpu --plan-only 1 --dp 2 --tp 2 --F 251 --D 64 --H 4 --KV 2 --L 2 --V 1001 --zero 1 \
@@ -807,6 +809,7 @@ if [ -n "$NVCC_PATH" ]; then
   # (sampled: the CP and DiT plans of the bf16 build; test-full also every plan of check_memory_plan.py, 35 s)
   [ "$FULL" = 1 ] && [ -x build/train_llama ] && check memory_plan_bf16 "$PY" dev/test/check_memory_plan.py ./build/train_llama
   [ -x build/train_llama ] && [ -x build/train_dit ] && check memory_plan_cp_bf16 "$PY" dev/test/check_cp_plan.py ./build/train_llama ./build/train_dit
+  [ "$FULL" = 1 ] && [ -x build/train_llama ] && check memory_plan_pp_bf16 "$PY" dev/test/check_pp_plan.py ./build/train_llama
   # the DiT plan (docs/memory.md section 9); the CUDA build loads cuBLAS at each start (0.2 s a plan): 2 of the 6 shapes, every flag set
   [ -x build/train_dit ] && check dit_memory_plan_bf16 "$PY" dev/test/check_dit_plan.py --shapes 2 ./build/train_dit
   # the issue's seed configurations, planned by the bf16 build (docs/memory.md 7.1): llama3-8B on 4 ranks of 24 GB
