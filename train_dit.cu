@@ -252,8 +252,7 @@ static size_t own_row0(const Dit* m, int B) { return tp_own_row0(&m->tpc, B * m-
 // where block l's output goes: block l+1's input, or past the chunk's last block (under --pp)
 // or the model's, h_final (the final layer's input, or what the stage sends on)
 static floatX* dit_layer_output(const Dit* m, int l) {
-    int same = l + 1 < m->cfg.L && pp_layer_piece(&m->split, l + 1) == pp_layer_piece(&m->split, l);
-    return same ? ACT(core_layer_acts(m, l + 1), A_H) : m->h_final;
+    return core_next_in_chunk(m, l) ? ACT(core_layer_acts(m, l + 1), A_H) : m->h_final;
 }
 
 // Plans every buffer from the config and the flags, then (allocate = 1) allocates once.
@@ -609,9 +608,9 @@ static void layer_forward(Dit* m, int l, int B, RunMode mode) {
     block_adaln_forward(m, l, B);
     attention_block_forward(m, l, a, B);
     // the output lands in the next block's (possibly offloaded) slot
-    if (mode == MODE_TRAIN && l + 1 < m->cfg.L) offload_before_write(&m->off, l + 1, m->stream);
+    if (mode == MODE_TRAIN && core_next_in_chunk(m, l)) offload_before_write(&m->off, core_block(m, l + 1), m->stream);
     ffn_forward(m, l, a, B, dit_layer_output(m, l));
-    if (mode == MODE_TRAIN) offload_after_forward(&m->off, l, m->stream);
+    if (mode == MODE_TRAIN) offload_after_forward(&m->off, core_block(m, l), m->stream);
 }
 
 // m->dh holds dL/d(block output) on entry and dL/d(block input) on return (this rank's rows of them); the
@@ -621,7 +620,7 @@ static void layer_backward(Dit* m, int l, int B) {
     int N = m->N, D = c->D, BN = B * N, nr = own_rows(m, B), hd = D / c->H, Hl = m->sh.Hl, Dl = Hl * hd;
     stream_t s = m->stream;
     Profile* P = &m->prof;
-    PROF(P, "offload wait", 0, 0, s) offload_before_backward(&m->off, l, s);
+    PROF(P, "offload wait", 0, 0, s) offload_before_backward(&m->off, core_block(m, l), core_block_below(m, l), s);
     DitActs a = core_layer_acts(m, l);
     floatX* ada = m->ada + (size_t)l * B * 6 * D;
 
@@ -684,7 +683,7 @@ static void layer_backward(Dit* m, int l, int B) {
         adaln_modulate_backward(&m->adaln, m->dh, ada_part(m, m->dada, 0), ada_part(m, m->dada, 1), da, ACT(a, A_H),
                                 ACTF(a, A_MEAN1), ACTF(a, A_RSTD1), ada_part(m, ada, 1), 6 * D, B);
     column_done(&qkv);
-    offload_after_backward(&m->off, l, s);
+    offload_after_backward(&m->off, core_block(m, l), s);
     // the block's adaLN: ada = silu(c) ada_w^T + ada_b
     adaln_grads_finish(&m->adaln, m->dada, (size_t)B * 6 * D);
     PROF(P, "adaln matmul bwd", 2 * gemm_flops(B, 6.0 * D, D), 0, s) {
@@ -812,6 +811,7 @@ static void dit_unit_forward(Dit* m, int u, int B, RunMode mode, float dscale) {
     if (u > 0) { block_forward(m, u - 1, u < m->cfg.L ? u : -1, B, mode); return; }
     m->rows_cur = B * m->N;
     conditioning_forward(m, B, 1);
+    if (mode == MODE_TRAIN) offload_before_write(&m->off, core_block(m, 0), m->stream);  // (the patch embedding writes block 0)
     patch_embed_forward(m, B);
 }
 
@@ -838,6 +838,7 @@ static void dit_chunk_forward(Dit* m, int micro, int chunk, int B, RunMode mode,
     dit_select_micro(m, micro, B);
     pp_chunk_layers(&m->split, s, chunk, &l0, &l1);
     conditioning_forward(m, B, ends);
+    if (mode == MODE_TRAIN) offload_before_write(&m->off, core_block(m, l0), m->stream);  // (the chunk's input's block)
     if (pp_first_piece(&m->split, s, chunk)) patch_embed_forward(m, B);
     for (int l = l0; l < l1; l++) block_forward(m, l, l + 1 < l1 ? l + 1 : -1, B, mode);
     if (ends) {
@@ -881,6 +882,7 @@ static floatX* dit_pp_tensor(Dit* m, int micro, int chunk, int which) {
     int l0, l1, was = m->micro_cur;
     pp_chunk_layers(&m->split, m->comm->pp_rank, chunk, &l0, &l1);
     m->micro_cur = micro;
+    offload_before_write(&m->off, core_block(m, l0), m->stream);  // (the receive writes into its block)
     floatX* x = ACT(core_layer_acts(m, l0), A_H);
     m->micro_cur = was;
     return x;
@@ -1114,7 +1116,7 @@ static void print_config(void* t, Logger* lg) {
           m->comm->size, m->comm->dp, pp, cp, m->comm->tp, TP_MODE_NAMES[a->run.par.tp_mode], a->run.par.tp_regather, m->sh.Hl,
           m->sh.FFl, own_rows(m, m->B), m->B * m->Nt, m->par.zero, m->par.offload_optim, m->par.grad_fp32,
           comm_backend_name(m->comm), a->run.par.comm_timeout);
-    log_memory_flags(lg, &m->flags, m->off.n_offload, "blocks", 0, NULL);
+    log_memory_flags(lg, &m->flags, m->off.layers_offloaded, "blocks", 0, NULL);
 }
 
 // What one step sends, by the count of llmc/parallel/comm.h: TP's collectives per block and
@@ -1194,7 +1196,7 @@ static double dit_fit_cost_seconds(const Dit* m, const CostModel* cm) {
     if (f->recompute >= 1) bytes += L * (2.0 * 2.0 * BN * D + 4.0 * BN * Dl) * sx;  // two modulated norms, q and k
     if (f->recompute >= 1 || K > 1) bytes += L * 2.0 * BN * FFl * sx;                 // GELU: read u, write g
     launches += L * (K - 1) * 12.0 + (K > 1 ? L * K * 5.0 : 0.0);  // per extra chunk; the chunk recompute
-    double exposed = fit_offload_seconds(m->off.n_offload, m->acts.block_bytes, attn_fwd + ffn_fwd, cm, &launches);
+    double exposed = fit_offload_seconds(m->off.layers_offloaded, m->acts.block_bytes, attn_fwd + ffn_fwd, cm, &launches);
     return flops / cm->flops + bytes / cm->mem_bw + launches * cm->launch_s + exposed;
 }
 

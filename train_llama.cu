@@ -227,8 +227,7 @@ static size_t own_row0(const Llama* m, int N) { return tp_own_row0(&m->tpc, N); 
 // where layer l's output goes: layer l+1's input, or past the chunk's last layer (under
 // --pp) or the model's, x_final (the head's input, or what the stage sends on)
 static floatX* layer_output(const Llama* m, int l) {
-    int same = l + 1 < m->cfg.L && pp_layer_piece(&m->split, l + 1) == pp_layer_piece(&m->split, l);
-    return same ? ACT(core_layer_acts(m, l + 1), A_X) : m->x_final;
+    return core_next_in_chunk(m, l) ? ACT(core_layer_acts(m, l + 1), A_X) : m->x_final;
 }
 
 // Plans every buffer from the config and the flags, then (allocate = 1) allocates once.
@@ -474,9 +473,9 @@ static void layer_forward(Llama* m, int l, int B, int T, RunMode mode) {
     floatX* out = layer_output(m, l);
     // the output lands in the next layer's block; with offload that block is a slot
     // whose previous tenant (layer l-1) must have reached the host first
-    if (mode == MODE_TRAIN && l + 1 < c->L) offload_before_write(&m->off, l + 1, s);
+    if (mode == MODE_TRAIN && core_next_in_chunk(m, l)) offload_before_write(&m->off, core_block(m, l + 1), s);
     ffn_forward(m, l, a, N, ACT(a, A_XMID), out);
-    if (mode == MODE_TRAIN) offload_after_forward(&m->off, l, s);
+    if (mode == MODE_TRAIN) offload_after_forward(&m->off, core_block(m, l), s);
 }
 
 // m->dx holds dL/d(layer output) on entry and dL/d(layer input) on return (this rank's
@@ -488,7 +487,7 @@ static void layer_backward(Llama* m, int l, int B, int T) {
     stream_t s = m->stream;
     Profile* P = &m->prof;
     PROF(P, "offload wait", 0, 0, s)
-        offload_before_backward(&m->off, l, s);
+        offload_before_backward(&m->off, core_block(m, l), core_block_below(m, l), s);
     LayerActs a = core_layer_acts(m, l);
 
     // recompute what was not kept (bitwise the same values: same launchers, same inputs);
@@ -535,7 +534,7 @@ static void layer_backward(Llama* m, int l, int B, int T) {
                          ACTF(a, A_RSTD1), nr, D, s);
     }
     column_done(&qkv);
-    offload_after_backward(&m->off, l, s);
+    offload_after_backward(&m->off, core_block(m, l), s);
 }
 
 // ----------------------------------------------------------------------------
@@ -640,6 +639,7 @@ static void llama_chunk_forward(Llama* m, int micro, int chunk, int B, int T, Ru
     int N = B * T, s = m->comm->pp_rank, l0, l1;
     llama_select_micro(m, micro);
     pp_chunk_layers(&m->split, s, chunk, &l0, &l1);
+    if (mode == MODE_TRAIN) offload_before_write(&m->off, core_block(m, l0), m->stream);  // (the chunk's input's block)
     if (pp_first_piece(&m->split, s, chunk)) embed_forward(m, N);
     layers_forward(m, l0, l1, B, T, mode);
     if (pp_last_piece(&m->split, s, chunk) && mode != MODE_FEATURES) {
@@ -690,6 +690,7 @@ static floatX* llama_pp_tensor(Llama* m, int micro, int chunk, int which) {
     int l0, l1, was = m->micro_cur;
     pp_chunk_layers(&m->split, m->comm->pp_rank, chunk, &l0, &l1);
     m->micro_cur = micro;
+    offload_before_write(&m->off, core_block(m, l0), m->stream);  // (the receive writes into its block)
     floatX* x = ACT(core_layer_acts(m, l0), A_X);
     m->micro_cur = was;
     return x;
@@ -903,7 +904,7 @@ static void print_config(void* t, Logger* lg) {
           TP_MODE_NAMES[a->run.par.tp_mode], m->par.tp_regather, m->par.zero, m->par.offload_optim, m->par.shard_vocab,
           m->par.shard_vocab ? (m->st.lay.vocab_tp ? " (over TP)" : " (over DP)") : "", comm_backend_name(m->comm),
           a->run.par.comm_timeout);
-    log_memory_flags(lg, &m->flags, m->off.n_offload, "layers", 1,
+    log_memory_flags(lg, &m->flags, m->off.layers_offloaded, "layers", 1,
                      m->par.grad_fp32 ? "an fp32 buffer (--fp32-grad-accum)" : sizeof(floatX) < 4 ? "bf16" : "fp32");
 }
 
@@ -1005,7 +1006,7 @@ static FitCost plan_cost(void* t, Comm* comm, const FitFlags* ff, const CostMode
     Llama m;
     llama_build(&m, &a->cfg, f, &pf, comm, B, T, 0);
     m.micro_steps = a->run.total_batch ? (int)(a->run.total_batch / ((long long)B * T * dp)) : 1;
-    c = model_core_fit_cost(&m, fit_cost_seconds(&a->cfg, B, T, f, m.off.n_offload, m.acts.block_bytes, cm),
+    c = model_core_fit_cost(&m, fit_cost_seconds(&a->cfg, B, T, f, m.off.layers_offloaded, m.acts.block_bytes, cm),
                             (6.0 * (double)m.num_params + 6.0 * a->cfg.L * (double)a->cfg.D * T) * B * T / cm->flops, cm);  // 6N + 6LDT a token
     llama_free(&m);
     return c;

@@ -138,14 +138,29 @@ static inline void model_core_staging(ModelCore* c, size_t most) {
     arena_add_to(&c->host, "comm staging (--comm mpi)", "comm", c->staging_bytes, &c->comm_staging);
 }
 
-// the activation plan's saved blocks (n_offload of the L on the host); under --pp the
-// stage's layers for each micro-batch it holds at once
+// The activation plan's saved blocks (n_offload of the L on the host). Under --pp the stage's
+// layers for each micro-batch each chunk holds at once, and --offload-act N offloads the first
+// N layers of every chunk's slot; -1 all of them but on the model's last piece its last layer,
+// whose backward starts as soon as its forward ends (Megatron-LM #1752's rule).
 static inline void model_core_plan_acts(ModelCore* c, ActPlan acts, int n_offload) {
     c->acts = acts;
-    if (c->comm->pp > 1 && n_offload > 0)
-        FAIL("--offload-act with --pp: not yet (the offload engine's prefetch follows one micro-batch's backward, not a "
-             "pipeline schedule's interleaving); use --recompute to save activations under --pp");
-    offload_plan(&c->off, &c->dev, &c->host, c->act_base[c->pipe.virt], n_offload, acts.block_bytes);
+    if (c->comm->pp == 1) { offload_plan(&c->off, &c->dev, &c->host, c->L, n_offload, acts.block_bytes); return; }
+    int n = c->act_base[c->pipe.virt], flag = c->flags.offload_act, per = 0;
+    unsigned char* off = (unsigned char*)xmalloc((size_t)(n > 0 ? n : 1) * 2);
+    for (int k = 0; k < c->pipe.virt; k++) {
+        int l0, l1;
+        pp_chunk_layers(&c->split, c->comm->pp_rank, k, &l0, &l1);
+        int Lc = l1 - l0, last = pp_last_piece(&c->split, c->comm->pp_rank, k);
+        int N = flag == -1 ? Lc - last : flag < Lc ? flag : Lc;
+        per += N;
+        for (int slot = 0; slot < c->pipe.chunk_slots[k]; slot++)
+            for (int i = 0; i < Lc; i++) {
+                int u = c->act_base[k] + slot * Lc + i;
+                off[u] = i < N; off[n + u] = (unsigned char)(i % 2);
+            }
+    }
+    offload_plan_blocks(&c->off, &c->dev, &c->host, n, off, off + n, per, acts.block_bytes);
+    free(off);
 }
 
 static inline void model_core_plan_work(ModelCore* c, const char* name) {
@@ -202,14 +217,26 @@ static inline void model_core_free(ModelCore* c) {
     param_store_free(&c->st);
 }
 
-// the saved activations of layer l (the dropped fields from the work buffer), the own rows
-// of the gathered views pointing into their kept copies
-static inline ActBlock core_layer_acts(const ModelCore* c, int l) {
+// layer l's saved block for the micro-batch in flight (llmc/parallel/offload.h's block id)
+static inline int core_block(const ModelCore* c, int l) {
     int i = c->act_index[l], k = pp_layer_piece(&c->split, l) / c->split.pp, l0, l1;
     if (i < 0) FAIL("layer %d's activations asked for on pipeline stage %d, which does not hold it", l, c->comm->pp_rank);
     pp_chunk_layers(&c->split, c->comm->pp_rank, k, &l0, &l1);
-    int block = c->act_base[k] + pipeline_slot(&c->pipe, c->micro_cur, k) * (l1 - l0) + i;
-    ActBlock a = act_block_at(&c->acts, offload_block(&c->off, block), &c->work);
+    return c->act_base[k] + pipeline_slot(&c->pipe, c->micro_cur, k) * (l1 - l0) + i;
+}
+// is layer l + 1 in layer l's chunk (the model's next layer on this stage, not another piece's)?
+static inline int core_next_in_chunk(const ModelCore* c, int l) {
+    return l + 1 < c->L && pp_layer_piece(&c->split, l + 1) == pp_layer_piece(&c->split, l);
+}
+// the block a backward of layer l needs next: layer l - 1's in the same chunk (-1: l is its first)
+static inline int core_block_below(const ModelCore* c, int l) {
+    return l > 0 && pp_layer_piece(&c->split, l - 1) == pp_layer_piece(&c->split, l) ? core_block(c, l - 1) : -1;
+}
+
+// the saved activations of layer l (the dropped fields from the work buffer), the own rows
+// of the gathered views pointing into their kept copies
+static inline ActBlock core_layer_acts(const ModelCore* c, int l) {
+    ActBlock a = act_block_at(&c->acts, offload_block(&c->off, core_block(c, l)), &c->work);
     if (c->tpc.keep_gathered) {
         size_t own = tp_own_row0(&c->tpc, c->rows_cur) * c->tpc.width;
         for (int i = 0; i < 2; i++) a.f[c->gathered_view[i][0]] = ACT(a, c->gathered_view[i][1]) + own;
@@ -224,7 +251,7 @@ static inline FitCost model_core_fit_cost(const ModelCore* c, double seconds, do
     double unit = (double)param_store_largest_layer(&c->st) * sizeof(floatX);
     seconds += fit_zero_seconds(c->st.zero, c->L, unit, comm_grad_ranks(c->comm), base, cm);
     seconds += fit_offload_optim_seconds(c->par.offload_optim, c->st.lay.n_opt, c->L + 1, HAVE_MASTER_WEIGHTS, c->micro_steps, cm);
-    FitCost f = {fit_plan_bytes(&c->dev, &c->host), seconds, base, c->off.n_offload, (double)c->dev.total,
+    FitCost f = {fit_plan_bytes(&c->dev, &c->host), seconds, base, c->off.layers_offloaded, (double)c->dev.total,
                  (double)c->host.total};
     return f;
 }
