@@ -45,6 +45,9 @@ SETS=(
   "4 $L4 --pp 2 --zero 1"
   "2 $L4 --pp 2 --pp-schedule interleaved --pp-virtual 2"
   "2 $L4 --pp 2 --recompute 2 --ffn-chunks 3 --ce-chunks 3 --offload-optim 1"
+  "2 $L4 --pp 2 --offload-act -1"
+  "4 $L4 --pp 4 --offload-act -1 --recompute 1"
+  "2 $L4 --pp 2 --pp-schedule interleaved --pp-virtual 2 --offload-act 1"
   "2 $L6 --pp 2"
   "4 $L6 --pp 4 --pp-layers 1,2,2,1"
   "4 $L6 --pp 2 --tp 2 --tp-mode reducescatter --shard-vocab 1"
@@ -60,6 +63,8 @@ SETS=(
   "4 $D4 --pp 2 --zero 1 --ffn-chunks 2"
   "4 $D4 --pp 2 --cp 2 --cp-mode ulysses"
   "2 $D4 --pp 2 --pp-schedule interleaved --pp-virtual 2"
+  "2 $D4 --pp 2 --offload-act -1 --ffn-chunks 2"
+  "4 $D4 --pp 4 --pp-schedule interleaved --pp-virtual 2 --offload-act -1 --micro-batch 1"
   "2 dev/emu/ref/dit_deep_l5.dref --pp 2 --recompute 1"
 )
 i=0
@@ -72,13 +77,16 @@ for spec in "${SETS[@]}"; do
 done
 
 # every micro-batch's activations in one slot (--test-plant-pp-bug 1): stage 0 of a 1f1b pipeline holds two
-# micro-batches at once, so the first one's backward reads the second one's activations: the checks must fail
+# micro-batches at once, so the first one's backward reads the second one's activations; and an offloaded
+# block's prefetch left out (--test-skip-prefetch 1) under the schedule: the checks must fail
 for prog in "./test_llama_cpu --ref $L4" "./test_dit_cpu --ref $D4"; do
-  name=pp_planted_slot_bug_fails_$(basename "${prog%% *}" _cpu)
-  run_np 2 $prog --pp 2 --test-plant-pp-bug 1 >"$W/$name.log" 2>&1
-  rc=$?
-  if [ $rc -ne 0 ] && [ $rc -lt 124 ] && grep -q "^FAIL" "$W/$name.log"; then pass "$name"
-  else fail "$name" "exit $rc: the planted bug went unnoticed"; fi
+  for plant in "--test-plant-pp-bug 1" "--offload-act -1 --test-skip-prefetch 1"; do
+    name=pp_planted_$(name_of "${plant%% 1}")_fails_$(basename "${prog%% *}" _cpu)
+    run_np 2 $prog --pp 2 $plant >"$W/$name.log" 2>&1
+    rc=$?
+    if [ $rc -ne 0 ] && [ $rc -lt 124 ] && grep -q "^FAIL" "$W/$name.log"; then pass "$name"
+    else fail "$name" "exit $rc: the planted bug went unnoticed"; fi
+  done
 done
 
 # ---------------------------------------------------------------------------
@@ -112,6 +120,7 @@ for prog in llama dit; do
   b1=(--batch 1); [ $prog = dit ] && b1=(--batch 2)
   run $prog 1 "$W/${prog}_one" "${b1[@]}" --ckpt-every 10
   LAYOUTS=("pp2 2 --pp 2" "pp4 4 --pp 4 --ckpt-every 10" "interleaved 2 --pp 2 --pp-schedule interleaved --pp-virtual 2")
+  LAYOUTS+=("pp2_offload 2 --pp 2 --offload-act -1")
   [ "$FULL" = 1 ] && LAYOUTS+=("pp2_sp2 4 --pp 2 --tp 2 --tp-mode reducescatter" "pp2_cp2_zero1 4 --pp 2 --cp 2 --zero 1 --recompute 2")
   for lay in "${LAYOUTS[@]}"; do
     set -- $lay; name=${prog}_$1; np=$2; shift 2
@@ -187,6 +196,26 @@ PYEOF
 then pass "pp4_plan_only_each_stage ($(tail -n 1 "$W/plan_pp4.check"))"; else fail pp4_plan_only_each_stage "$(tail -n 1 "$W/plan_pp4.check")"; fi
 
 # ---------------------------------------------------------------------------
+# --offload-act -1 under --pp: Megatron #1752's rule, the model's last layer resident on the last stage, every
+# other layer of every micro-batch slot on the host (the plan's entries, per stage)
+./train_llama_cpu --model llama3-8B --seq 4096 --batch 1 --total-batch 32768 --pp 2 --offload-act -1 --plan-only 1 \
+  --plan-json "$W/plan_off_r0.json" >/dev/null 2>&1
+./train_llama_cpu --model llama3-8B --seq 4096 --batch 1 --total-batch 32768 --pp 2 --offload-act -1 --plan-only 1 \
+  --plan-rank 1 --plan-json "$W/plan_off_r1.json" >/dev/null 2>&1
+if "$PY" - "$W/plan_off_r0.json" "$W/plan_off_r1.json" > "$W/plan_off.check" 2>&1 <<'PYEOF'
+import json, sys
+def entry(p, name):
+    return sum(e["bytes"] for e in p["device"]["entries"] + p["host"]["entries"] if e["name"] == name)
+r0, r1 = (json.load(open(f)) for f in sys.argv[1:3])
+b = r0["act_block_bytes"]
+# stage 0: 16 layers x 2 micro-batches, all offloaded; stage 1: 16 x 1, its last layer resident
+assert entry(r0, "saved activations (layers)") == 0 and entry(r0, "offloaded activations") == 32 * b, entry(r0, "offloaded activations") / b
+assert entry(r1, "saved activations (layers)") == 1 * b and entry(r1, "offloaded activations") == 15 * b
+assert entry(r0, "offload slots") == 2 * b == entry(r1, "offload slots")
+print("stage 0: 32 blocks on the host; stage 1: 15 on the host, its last layer resident")
+PYEOF
+then pass "pp2_offload_plan_megatron_rule ($(tail -n 1 "$W/plan_off.check"))"; else fail pp2_offload_plan_megatron_rule "$(tail -n 1 "$W/plan_off.check")"; fi
+
 # a stage that stops (SIGSTOP) mid-run: its neighbour gives up after --comm-timeout with a message naming
 # the pipeline's transfer or a collective
 d="$W/pp_hang"; rm -rf "$d"
@@ -205,7 +234,6 @@ expect_error pp_more_stages_than_layers "--pp 8 stages at least one layer 4 laye
 expect_error pp_layers_bad_sum "--pp-layers '1,2' sums to 3" run_np 2 ./train_llama_cpu "${LCOMMON[@]}" --pp 2 --pp-layers 1,2 --run-dir "$W/e3"
 expect_error pp_interleaved_micro_multiple "interleaved groups of --pp multiple" run_np 2 ./train_llama_cpu "${LCOMMON[@]}" \
   --pp 2 --pp-schedule interleaved --pp-virtual 2 --batch 1 --total-batch 96 --run-dir "$W/e4"
-expect_error pp_offload_act_refused "--offload-act with --pp" run_np 2 ./train_dit_cpu "${DCOMMON[@]}" --pp 2 --offload-act 1 --run-dir "$W/e5"
 expect_error pp_world_not_divisible "--pp 2 must divide the number of ranks 3" run_np 3 ./train_llama_cpu "${LCOMMON[@]}" --pp 2 --run-dir "$W/e6"
 expect_error pp_virtual_needs_interleaved "--pp-virtual 2 is for --pp-schedule interleaved" ./train_llama_cpu --pp 2 --pp-virtual 2 --plan-only 1
 exit $failed
