@@ -1129,6 +1129,7 @@ PARALLEL_FIT_FLAGS = PARALLEL_FLAGS + [
     ("fit-dp-gbs", "f", frange(0, lo_open=True), ["--fit-memory", "1"], ["fit-dp-gbs"]),
     ("fit-reserve", "f", frange(0, huge="either"), ["--fit-memory", "1"], ["fit-reserve", "budget"]),
     ("fit-candidates", "s", path_out, ["--fit-memory", "1"], ["fit-candidates", "candidates"]),
+    ("fit-per-stage", "i", one_of(0, 1), ["--fit-memory", "1"], ["fit-per-stage"]),
 ]
 
 # each flag: (name, type i|l|f|s, expectation function, extra arguments that make the flag matter, keywords)

@@ -175,6 +175,32 @@ if grep -q "micro-batches in flight per stage: 2 1" "$W/bubble.log" && grep -q "
   pass pp2_plan_line_in_flight
 else fail pp2_plan_line_in_flight "$(grep -m1 '^pipeline:' "$W/bubble.log")"; fi
 
+# --fit-memory under --pp: every stage's plan must fit (stage 0 holds 2 micro-batches, stage 1 one: a budget
+# between their flag-free plans, 130 MiB with the CPU build's 64 MiB reserve, needs flags on stage 0 only); with
+# --fit-per-stage each stage searches its own: stage 1 keeps the flag-free plan. The run with the per-stage
+# flags trains as the flag-free pp 2 run (the memory flags leave the arithmetic within the tolerance)
+FITC=(--V 512 --D 256 --L 8 --H 4 --KV 4 --F 704 --max-seq-len 128 --seq 128 --batch 1 --total-batch 1024 --pp 2)
+./train_llama_cpu "${FITC[@]}" --plan-only 1 --fit-memory 0.127 --plan-json "$W/fit_pp.json" >"$W/fit_pp.log" 2>&1
+./train_llama_cpu "${FITC[@]}" --plan-only 1 --fit-memory 0.127 --fit-per-stage 1 --plan-json "$W/fit_pps.json" >"$W/fit_pps.log" 2>&1
+if "$PY" - "$W/fit_pp.json" "$W/fit_pps.json" "$W/fit_pps.log" > "$W/fit_pp.check" 2>&1 <<'PYEOF'
+import json, re, sys
+budget = 0.127 * 2**30 - 64 * 2**20
+uni, per = (json.load(open(f))["rank_plans"]["plans"] for f in sys.argv[1:3])
+assert all(x["device"] <= budget for x in uni + per), [x["device"] / 2**20 for x in uni + per]
+log = open(sys.argv[3]).read()
+st = {int(m.group(1)): m.group(2) for m in re.finditer(r"pipeline stage (\d), its own flags: .*?chose (.*?): plan", log)}
+assert sorted(st) == [0, 1], st
+assert "--recompute 0 --offload-act 0" in st[1] and "--ffn-chunks 1" in st[1], st[1]
+assert st[0] != st[1], st
+print("stage 0:", st[0], "| stage 1:", st[1])
+PYEOF
+then pass "pp2_fit_memory_every_stage_and_per_stage ($(tail -n 1 "$W/fit_pp.check"))"
+else fail pp2_fit_memory_every_stage_and_per_stage "$(tail -n 1 "$W/fit_pp.check")"; fi
+rm -rf "$W/fit_run"
+run_np 2 ./train_llama_cpu "${FITC[@]}" --steps 4 --warmup 2 --val-every 0 --sample-every 0 --train-data "$W/train.bin" \
+  --fit-memory 0.127 --fit-per-stage 1 --run-dir "$W/fit_run" >"$W/fit_run.log" 2>&1 \
+  && agree pp2_fit_per_stage_run_as_flag_free "$W/bubble" "$W/fit_run" 1 $TOL
+
 # --plan-only: each stage's plan, the largest named; stage 0 of 1f1b holds the most activations
 # (--plan-rank 7: the last stage of the second pipeline, its plan in full, the same total as the summary's)
 ./train_llama_cpu --model llama3-8B --seq 4096 --batch 1 --total-batch 32768 --pp 4 --dp 2 --plan-only 1 \

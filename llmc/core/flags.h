@@ -77,7 +77,7 @@ static const FlagBound FLAG_BOUNDS[] = {
     {"tp-recompute-allgather", 0, 1, "[]"}, {"dp", 1, FLAG_COUNT_MAX, "[]"}, {"comm-timeout", 0, 1e6, "(]"},
     {"startup-timeout", 0, 1e6, "(]"},
     {"test-plant-tp-bug", 0, 1, "[]"}, {"test-plant-cp-bug", 0, 1, "[]"}, {"test-plant-zero-bug", 0, 1, "[]"}, {"test-plant-pp-bug", 0, 1, "[]"}, {"zero-reshard", 0, 1, "[]"},
-    {"fit-memory", 0, 1e6, "[]"}, {"fit-link-gbs", 0, 1e6, "(]"}, {"fit-dp-gbs", 0, 1e6, "(]"}, {"fit-reserve", 0, 1e9, "[]"},
+    {"fit-memory", 0, 1e6, "[]"}, {"fit-link-gbs", 0, 1e6, "(]"}, {"fit-dp-gbs", 0, 1e6, "(]"}, {"fit-reserve", 0, 1e9, "[]"}, {"fit-per-stage", 0, 1, "[]"},
     // model dimensions (both trainers; each model checks its own products)
     {"V", 2, 1 << 24, "[]"}, {"D", 1, 65536, "[]"}, {"L", 1, 1024, "[]"}, {"H", 1, 4096, "[]"}, {"KV", 1, 4096, "[]"},
     {"F", 1, FLAG_COUNT_MAX, "[]"}, {"FF", 1, FLAG_COUNT_MAX, "[]"}, {"max-seq-len", 1, FLAG_COUNT_MAX, "[]"},

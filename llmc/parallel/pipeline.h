@@ -108,10 +108,6 @@ static inline void pipeline_plan(Pipeline* pl, Comm* comm, PpScheduleKind kind, 
     pl->chunk_slots = (int*)xmalloc((size_t)virt * sizeof(int));
     for (int c = 0; c < virt; c++) pl->chunk_slots[c] = 1;
     if (pl->pp == 1) return;
-    if (micro < pl->pp && kind == PP_SCHEDULE_1F1B && comm->rank == 0)
-        fprintf(stderr, "warning: %d micro-batches a step through %d pipeline stages: the bubble is %.0f%% of the step "
-                "(pp - 1 of M + pp - 1 slots idle); --total-batch of at least %d micro-batches fills the pipeline\n", micro,
-                pl->pp, 100.0 * pp_bubble_share(kind, pl->pp, virt, micro), pl->pp);
     pp_schedule_build(&pl->sched, kind, pl->pp, virt, micro, pl->stage);
     // a chunk's micro-batches in flight are consecutive (forwards and backwards each in order),
     // so micro % slots never names a slot still in use
@@ -237,7 +233,11 @@ static inline void pipeline_describe(const Pipeline* pl, const PpSplit* sp, char
                                      100.0 * pp_bubble_share(kind, pl->pp, pl->virt, pl->micro), pl->virt > 1 ? " x chunks" : "es");
     for (int s = 0; s < pl->pp && u < n; s++)
         u += (size_t)snprintf(out + u, n - u, " %d", pp_max_in_flight(kind, pl->pp, pl->virt, pl->micro, s));
-    if (u < n) snprintf(out + u, n - u, "\n");
+    if (u < n) u += (size_t)snprintf(out + u, n - u, "\n");
+    if (pl->micro < pl->pp && u < n)
+        snprintf(out + u, n - u, "warning: %d micro-batches a step through %d pipeline stages: the bubble is %.0f%% of the "
+                 "step; a --total-batch of at least %d micro-batches fills the pipeline\n", pl->micro, pl->pp,
+                 100.0 * pp_bubble_share(kind, pl->pp, pl->virt, pl->micro), pl->pp);
 }
 
 // The bubble as measured, against the schedule's prediction, over the steps of a run: each

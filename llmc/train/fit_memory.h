@@ -88,13 +88,14 @@ typedef struct {
     float budget_gib, link_gbs, reserve_mib;  // --fit-memory (0 = off), --fit-link-gbs, --fit-reserve (-1: the default)
     float dp_gbs;                             // --fit-dp-gbs
     const char* candidates;                   // --fit-candidates FILE
+    int per_stage;                            // --fit-per-stage: under --pp each stage's memory flags of its own
 } FitArgs;
 
 static inline FitArgs fit_args_default(void) {
 #ifdef LLMC_CPU
-    FitArgs f = {0.0f, 10.0f, -1.0f, 5.0f, NULL};
+    FitArgs f = {0.0f, 10.0f, -1.0f, 5.0f, NULL, 0};
 #else
-    FitArgs f = {0.0f, 25.0f, -1.0f, 100.0f, NULL};
+    FitArgs f = {0.0f, 25.0f, -1.0f, 100.0f, NULL, 0};
 #endif
     return f;
 }
@@ -107,6 +108,8 @@ static inline int fit_flags(Flag* out, FitArgs* f) {
         {"fit-dp-gbs", 'f', &f->dp_gbs, "GB/s a rank sends in --zero 3's gathers, in --fit-memory's cost (default 100: NVLink; "
          "about 40 across nodes; CPU build 5)"},
         {"fit-candidates", 's', &f->candidates, "write every plan --fit-memory tried as JSON lines to this file"},
+        {"fit-per-stage", 'i', &f->per_stage, "1: under --pp, each pipeline stage's own --ffn-chunks, --ce-chunks, --recompute "
+                                              "and --offload-act for the budget (the batch and --zero chosen for all stages first)"},
     };
     memcpy(out, t, sizeof(t));
     return (int)(sizeof(t) / sizeof(t[0]));
@@ -114,6 +117,7 @@ static inline int fit_flags(Flag* out, FitArgs* f) {
 
 static inline void fit_args_validate(const FitArgs* f) {
     if (f->candidates && !(f->budget_gib > 0.0f)) FAIL("--fit-candidates needs --fit-memory");
+    if (f->per_stage && !(f->budget_gib > 0.0f)) FAIL("--fit-per-stage needs --fit-memory");
 }
 
 // one candidate: the micro-batch and the memory flags the search sets, and what the
@@ -139,7 +143,12 @@ typedef struct {
     void* ctx;
     FitCost (*cost)(void* ctx, const FitFlags* f, const CostModel* cm);
     char report[1200];           // what the search did, for the log ("" before it runs)
+    // --fit-per-stage under --pp: stage s's memory flags (stage_mem[s]) and what its search did
+    int n_stages;
+    MemoryFlags* stage_mem;
+    char* stage_report;          // n_stages x FIT_STAGE_REPORT
 } FitSearch;
+#define FIT_STAGE_REPORT 640
 
 // Without --batch: the largest micro-batch that fits, up to what the step batch allows
 // (it must stay a multiple of B*per_B; at most `cap`) or, when that is not given either,
@@ -175,6 +184,7 @@ static inline FitFlags fit_memory_search(const FitSearch* s, const FitArgs* a, i
     FitFlags best_f, second_f, small_f;
     FitCost best, second, small;
     memset(&best_f, 0, sizeof(best_f)); second_f = small_f = best_f;
+    memset(&best, 0, sizeof(best)); second = small = best;
     best.seconds = second.seconds = INFINITY; small.bytes = INFINITY;
     int searched = 0, fitting = 0, n_ce = s->with_ce ? 7 : 1;
     for (int ib = 0; ib < s->n_batches && !isfinite(best.seconds); ib++) {

@@ -118,20 +118,62 @@ typedef struct {
 // ----------------------------------------------------------------------------
 // --fit-memory: the search (llmc/train/fit_memory.h) over the trainer's plan_cost
 
-typedef struct { const ModelOps* ops; void* t; Comm* comm; } RunnerFit;
+// stage: under --pp the stage whose plan is the cost (--fit-per-stage), -1 every stage's, the
+// largest bytes and the slowest (the pipeline moves at its slowest stage's pace)
+typedef struct { const ModelOps* ops; void* t; Comm* comm; int stage; } RunnerFit;
+
+// a Comm laid out as rank `rank` of comm's world, for its plan alone (no collective may be called)
+static inline void runner_plan_comm(const Comm* comm, int rank, Comm* rc) {
+    comm_init_plan(rc, comm->dp, comm->tp, comm->cp, comm->ulysses, comm->pp);
+    comm_set_layout(rc, comm->size, rank, comm->tp, comm->cp, comm->ulysses, comm->pp);
+    rc->cp_mode = comm->cp_mode;
+}
 
 static inline FitCost runner_fit_cost(void* ctx, const FitFlags* f, const CostModel* cm) {
     const RunnerFit* x = (const RunnerFit*)ctx;
-    return x->ops->plan_cost(x->t, x->comm, f, cm);
+    if (x->comm->pp == 1) return x->ops->plan_cost(x->t, x->comm, f, cm);
+    FitCost most = {-1.0, 0.0, 0.0, 0, 0.0, 0.0};
+    for (int s = 0; s < x->comm->pp; s++) {
+        if (x->stage >= 0 && s != x->stage) continue;
+        Comm rc;
+        runner_plan_comm(x->comm, s * x->comm->cp * x->comm->tp, &rc);  // (the stage's first rank: TP rank 0, the largest)
+        FitCost c = x->ops->plan_cost(x->t, &rc, f, cm);
+        if (c.bytes < 0) return c;
+        double secs = most.seconds > c.seconds ? most.seconds : c.seconds, base = most.base > c.base ? most.base : c.base;
+        if (c.bytes > most.bytes) most = c;
+        most.seconds = secs; most.base = base;
+    }
+    return most;
 }
 
-// unit: the --total-batch units one row of --batch counts (tokens of a sample, 1 clip)
+// unit: the --total-batch units one row of --batch counts (tokens of a sample, 1 clip). Under
+// --pp every stage's plan must fit; with --fit-per-stage each stage then searches its own
+// memory flags at the batch and --zero chosen for all (every rank runs every stage's search,
+// a plan-only computation, and takes its own stage's).
 static inline void runner_fit_memory(const ModelOps* ops, void* t, RunArgs* a, Comm* comm, int unit, int L) {
-    RunnerFit ctx = {ops, t, comm};
+    RunnerFit ctx = {ops, t, comm, -1};
     FitSearch* s = &a->fit_search;
     s->L = L; s->ctx = &ctx; s->cost = runner_fit_cost;
     s->zero_max = comm->dp * comm->cp > 1 ? 3 : 0;  // the stages differ only where the parameters' group has ranks
+    if (comm->pp > 1 && s->zero_max > 1) s->zero_max = 1;  // (--zero 2 and 3 are refused with pipeline stages)
     fit_memory_choose(s, a->total_batch, (long long)unit * comm->dp, ops->fit_most, ops->fit_cap, &a->fit, comm->rank);
+    if (!a->fit.per_stage || comm->pp == 1) return;
+    s->n_stages = comm->pp;
+    s->stage_mem = (MemoryFlags*)xmalloc((size_t)comm->pp * sizeof(MemoryFlags));
+    s->stage_report = (char*)xmalloc((size_t)comm->pp * FIT_STAGE_REPORT);
+    FitArgs quiet = a->fit;
+    quiet.candidates = NULL;  // (--fit-candidates holds the search for all stages)
+    for (int st = 0; st < comm->pp; st++) {
+        FitSearch one = *s;
+        one.given.B = *s->B; one.given.zero = *s->zero; one.given.offload_optim = *s->offload_optim;
+        one.fixed_B = one.fixed_zero = one.fixed_offload_optim = 1;
+        one.batches[0] = *s->B; one.n_batches = 1;
+        RunnerFit sc = {ops, t, comm, st};
+        one.ctx = &sc;
+        s->stage_mem[st] = fit_memory_search(&one, &quiet, comm->rank, s->stage_report + (size_t)st * FIT_STAGE_REPORT,
+                                             FIT_STAGE_REPORT).mem;
+    }
+    *s->mem = s->stage_mem[comm->pp_rank];
 }
 
 // ----------------------------------------------------------------------------
@@ -161,8 +203,9 @@ static inline void rank_list_add(char* out, size_t n, int* last, int* run, int r
     *last = r; *run = 0;
 }
 
+// stage_mem: under --fit-per-stage each stage's memory flags (NULL: mem on every rank)
 static inline void runner_rank_plans(const ModelOps* ops, void* t, const Comm* comm, int B, const MemoryFlags* mem,
-                                     int zero, int offload_optim, RankPlans* p) {
+                                     const MemoryFlags* stage_mem, int zero, int offload_optim, RankPlans* p) {
     FitFlags f = {B, *mem, zero, offload_optim};
     memset(p, 0, sizeof(*p));
     p->size = comm->size; p->pp = comm->pp;
@@ -170,9 +213,8 @@ static inline void runner_rank_plans(const ModelOps* ops, void* t, const Comm* c
     CostModel cm = cost_model_default();
     for (int r = 0; r < comm->size; r++) {
         Comm rc;
-        comm_init_plan(&rc, comm->dp, comm->tp, comm->cp, comm->ulysses, comm->pp);
-        comm_set_layout(&rc, comm->size, r, comm->tp, comm->cp, comm->ulysses, comm->pp);
-        rc.cp_mode = comm->cp_mode;
+        runner_plan_comm(comm, r, &rc);
+        if (stage_mem) f.mem = stage_mem[rc.pp_rank];
         FitCost c = ops->plan_cost(t, &rc, &f, &cm);
         int i = 0;
         while (i < p->n && !(p->dev[i] == c.dev && p->host[i] == c.host)) i++;
@@ -364,10 +406,12 @@ static inline int runner_main(const ModelOps* ops, void* t, RunArgs* a, int unit
     }
     log_runtime(&lg, l->attention);
     logf_(&lg, "%s", a->fit_search.report);
+    for (int st = 0; st < a->fit_search.n_stages; st++)  // (--fit-per-stage)
+        logf_(&lg, "  pipeline stage %d, its own flags: %s", st, a->fit_search.stage_report + (size_t)st * FIT_STAGE_REPORT);
     runner_print_plan(ops, t, &lg, &comm, v);
     if ((l->plan_only || l->plan_json) && !lg.quiet) {
         RankPlans rp;
-        runner_rank_plans(ops, t, &comm, a->B, &a->mem, a->par.zero, a->par.offload_optim, &rp);
+        runner_rank_plans(ops, t, &comm, a->B, &a->mem, a->fit_search.stage_mem, a->par.zero, a->par.offload_optim, &rp);
         if (l->plan_only && comm.size > 1) rank_plans_log(&lg, &rp);
         if (l->plan_only && ops->plan_only_lines) ops->plan_only_lines(t, &lg);
         if (l->plan_json) runner_write_plan_json(ops, t, v, &rp, l->plan_json);
