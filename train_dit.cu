@@ -236,7 +236,6 @@ struct Dit : ModelCore {
     floatX *xp_slots, *vt_slots;
     float* ty_slots;              // every slot's t, then every slot's y, then the per-clip losses
     int first_stage, last_stage;  // this rank's stage holds the patch embedding, the final layer (both but under --pp)
-    floatX* pp_dy;                // --pp: the gradient at this stage's chunk output, received
     int head_micro;               // --pp: the micro-batch whose head gradient m->dh holds (-1: none)
     floatX *temb, *e1, *s1, *cvec, *sc, *ada, *fada;  // conditioning
     floatX *dsc, *dc, *ds1, *dada, *dfada;
@@ -331,10 +330,10 @@ static void dit_build(Dit* m, const DitConfig* cfg, const MemoryFlags* flags, co
         {"final norm output", last * act, &m->xf}, {"final norm statistics", last * 2 * own * sizeof(float), &m->meanf},
         {slots > 1 ? "t, y (a slot each), per-clip losses" : "t, y, per-clip losses", (2 * slots + 1) * B * sizeof(float),
          &m->ty_slots},
-        {"d stage output (--pp, received)", comm->pp > 1 ? act : 0, &m->pp_dy},
         {"conditioning (t emb, c)", (size_t)B * TEMB_DIM * sizeof(floatX) + 4 * bd, &m->temb});
     arena_add_to(d, "adaLN vectors (all blocks)", "activations", (size_t)c->L * 6 * bd + 2 * bd, &m->ada);
     arena_add_to(d, "d conditioning", "scratch", 3 * bd + 6 * bd + 2 * bd, &m->dsc);
+    pipeline_plan_buffers(&m->pipe, d);  // --pp: the received gradient's recycled buffer
     if (comm->cp > 1 && ends) {  // every token's patches (the patchify of whole clips; v_pred's gather)
         arena_add_to(d, "cp patches (whole clips)", "scratch", (size_t)B * m->Nt * P * sizeof(floatX), &m->cp_patches);
         arena_add_to(d, "cp gathered patches", "comm", (size_t)B * m->Nt * P * sizeof(floatX), &m->cp_gathered);
@@ -848,7 +847,7 @@ static void dit_chunk_forward(Dit* m, int micro, int chunk, int B, RunMode mode,
 }
 
 // The backward of chunk `chunk` for micro-batch `micro`, from the gradient at its output (the
-// head's, left in m->dh by the forward, on the model's last piece; else received into m->pp_dy)
+// head's, left in m->dh by the forward, on the model's last piece; else received into a recycled buffer: pipeline_output_grad)
 // down to its input (m->dh, sent back), or on the first piece through the patch embedding; then
 // the conditioning's backward on every stage for the part of d silu(c) its blocks (and the final
 // layer) produced. Under --pp the conditioning is computed again first (another micro-batch's
@@ -864,7 +863,7 @@ static void dit_chunk_backward(Dit* m, int micro, int chunk, int B, int last) {
     m->head_micro = -1;
     if (m->comm->pp > 1) conditioning_forward(m, B, 0);
     if (!ends) {  // no final layer here: d silu(c) is the blocks' alone
-        dev_memcpy_d2d(m->dh, m->pp_dy, (size_t)own_rows(m, B) * m->cfg.D * sizeof(floatX), m->stream);
+        dev_memcpy_d2d(m->dh, pipeline_output_grad(&m->pipe), (size_t)own_rows(m, B) * m->cfg.D * sizeof(floatX), m->stream);
         dev_memset(m->dsc, 0, (size_t)B * m->cfg.D * sizeof(floatX), m->stream);
     }
     for (int l = l1 - 1; l >= l0; l--) block_backward(m, l, l - 1 >= l0 ? l - 1 : -1, B, last);
@@ -878,7 +877,7 @@ static void dit_chunk_backward(Dit* m, int micro, int chunk, int B, int last) {
 static floatX* dit_pp_tensor(Dit* m, int micro, int chunk, int which) {
     if (which == PP_OUT) return m->h_final;
     if (which == PP_DIN) return m->dh;
-    if (which == PP_DOUT) return m->pp_dy;
+    if (which == PP_DOUT) return pipeline_output_grad(&m->pipe);
     int l0, l1, was = m->micro_cur;
     pp_chunk_layers(&m->split, m->comm->pp_rank, chunk, &l0, &l1);
     m->micro_cur = micro;

@@ -211,7 +211,6 @@ struct Llama : ModelCore {
     int ce_rows;                      // rows per CE chunk
     int *inputs, *targets;            // device copies of the micro-batch in flight (its slot's under --pp)
     int* batch_slots;                 // the slots' inputs and targets (one slot but under --pp)
-    floatX* pp_dy;                    // --pp: the gradient at this stage's output, received
     int head_micro;                   // --pp: the micro-batch whose head gradient m->dx holds (-1: none)
     float* norm_scratch;              // grad norm, loss sum: two floats on the device
 #ifdef TESTING
@@ -300,6 +299,7 @@ static void llama_build(Llama* m, const LlamaConfig* cfg, const MemoryFlags* fla
         {"dq", q, &m->dq}, {"dk", kv, &m->dk}, {"dv", kv, &m->dv}, {"d attention output", q, &m->datt},
         {"rstd (recompute)", rows * sizeof(float), &m->rstd_scratch});
     attention_plan_scratch(&m->att, d, B, T);
+    pipeline_plan_buffers(&m->pipe, d);  // --pp: the received gradient's recycled buffer
     if ((size_t)flags->ce_chunks > head_rows)
         FAIL("--ce-chunks %d exceeds the %zu rows the output head runs on this rank", flags->ce_chunks, head_rows);
     m->ce_rows = (int)ceil_div(head_rows, flags->ce_chunks);
@@ -309,7 +309,6 @@ static void llama_build(Llama* m, const LlamaConfig* cfg, const MemoryFlags* fla
         {"logits (one CE chunk)", head * m->ce_rows * vcols * sizeof(floatX), &m->logits});
     vocab_plan_crossentropy(&m->voc, d, (size_t)m->ce_rows);
     ARENA_ADD_ALL(d, "scratch", {"per-token losses", head_rows * sizeof(float), &m->losses},
-        {"d stage output (--pp, received)", comm->pp > 1 ? rows * D * sizeof(floatX) : 0, &m->pp_dy},
         {slots > 1 ? "inputs + targets (a slot each)" : "inputs + targets", slots * 2 * BT * sizeof(int), &m->batch_slots},
         {"rope cos + sin", 2 * (size_t)c->max_seq_len * (hd / 2) * sizeof(float), &m->rope_cos},
         {"grad norm, loss sum", 2 * sizeof(float), &m->norm_scratch});
@@ -651,7 +650,7 @@ static void llama_chunk_forward(Llama* m, int micro, int chunk, int B, int T, Ru
 
 // The backward of chunk `chunk` for micro-batch `micro`, from the gradient at its output
 // (the head's, left in m->dx by the forward, on the model's last piece; else received into
-// m->pp_dy) down to its input (m->dx, sent back) or on the first piece the embedding, adding
+// a recycled buffer: pipeline_output_grad) down to its input (m->dx, sent back) or on the first piece the embedding, adding
 // into the gradients. With last = 1 (this chunk's last backward of the step) each bucket's
 // reductions (TP for the replicated tensors under sequence parallelism, then DP) start as
 // soon as its gradients are complete.
@@ -663,7 +662,7 @@ static void llama_chunk_backward(Llama* m, int micro, int chunk, int B, int T, i
     if (ends && m->head_micro != micro)
         FAIL("pipeline: micro-batch %d's backward on the last stage, but m->dx holds micro-batch %d's head gradient", micro,
              m->head_micro);
-    if (!ends) dev_memcpy_d2d(m->dx, m->pp_dy, (size_t)own_rows(m, B * T) * c->D * sizeof(floatX), m->stream);
+    if (!ends) dev_memcpy_d2d(m->dx, pipeline_output_grad(&m->pipe), (size_t)own_rows(m, B * T) * c->D * sizeof(floatX), m->stream);
     m->head_micro = -1;
     for (int l = l1 - 1; l >= l0; l--) {
         param_store_layer_begin(&m->st, l, l - 1 >= l0 ? l - 1 : -1, 1);
@@ -686,7 +685,7 @@ static void llama_chunk_backward(Llama* m, int micro, int chunk, int B, int T, i
 static floatX* llama_pp_tensor(Llama* m, int micro, int chunk, int which) {
     if (which == PP_OUT) return m->x_final;
     if (which == PP_DIN) return m->dx;
-    if (which == PP_DOUT) return m->pp_dy;
+    if (which == PP_DOUT) return pipeline_output_grad(&m->pipe);
     int l0, l1, was = m->micro_cur;
     pp_chunk_layers(&m->split, m->comm->pp_rank, chunk, &l0, &l1);
     m->micro_cur = micro;

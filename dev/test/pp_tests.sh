@@ -64,7 +64,7 @@ SETS=(
   "4 $D4 --pp 2 --cp 2 --cp-mode ulysses"
   "2 $D4 --pp 2 --pp-schedule interleaved --pp-virtual 2"
   "2 $D4 --pp 2 --offload-act -1 --ffn-chunks 2"
-  "4 $D4 --pp 4 --pp-schedule interleaved --pp-virtual 2 --offload-act -1 --micro-batch 1"
+  "2 $D4 --pp 2 --pp-schedule interleaved --pp-virtual 2 --offload-act -1 --recompute 2"
   "2 dev/emu/ref/dit_deep_l5.dref --pp 2 --recompute 1"
 )
 i=0

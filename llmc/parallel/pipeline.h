@@ -12,8 +12,8 @@ hooks and knows nothing of the order:
                                        embedding on the first piece); its output left in
                                        tensor(PP_OUT) (the last piece: the head and loss,
                                        whose backward runs with it)
-    backward(ctx, micro, chunk, last)  the same chunk's backward, from tensor(PP_DOUT)
-                                       (received; the last piece: the head's gradient),
+    backward(ctx, micro, chunk, last)  the same chunk's backward, from the received gradient
+                                       (pipeline_output_grad; the last piece: the head's),
                                        leaving the input's gradient in tensor(PP_DIN);
                                        last: the step's last backward of this chunk
     tensor(ctx, micro, chunk, which)   where a chunk's boundary tensors are (rows x D
@@ -24,9 +24,10 @@ says how many micro-batches a chunk holds at once (1f1b: min(pp - s, M) on stage
 the model plans that many blocks of each of its layers (llmc/train/model_core.h). The
 boundary buffers the executor sends from or receives into are checked against the op that
 wrote or reads them: the output sent must be the last forward's, the input gradient the last
-backward's, and a received output gradient must be consumed before the next arrives, so
-that a schedule which would reuse a buffer too early stops with a message instead of
-sending stale values.
+backward's, and a received output gradient lives in a recycled buffer from its receive to the
+end of its backward (llmc/parallel/recycled.h: one holder, poisoned on release), so that a
+schedule which would reuse a buffer too early stops with a message instead of sending or
+reading stale values.
 
 Transfers block (comm_p2p_batch: every half of an op posted, then all waited for, each wait
 bounded by --comm-timeout: a dead stage ends the job with a message). The host time spent in
@@ -38,6 +39,7 @@ stage waited for its neighbours, the bubble included.
 #include "comm.h"
 #include "param_layout.h"
 #include "pipeline_schedule.h"
+#include "recycled.h"
 #include "../core/logger.h"
 
 enum { PP_IN, PP_OUT, PP_DIN, PP_DOUT };  // a chunk's input, output, input gradient, output gradient
@@ -63,6 +65,12 @@ typedef struct {
     int* chunk_slots;            // [virt]: chunk c's
     size_t elems;                // elements of one boundary tensor (pipeline_plan_tensors)
     stream_t stream;             // the model's compute stream (model_core_allocate)
+    // the received output gradient lives in a recycled buffer (llmc/parallel/recycled.h): taken
+    // by its receive, given back (poisoned in TESTING builds) when its backward is done, so a
+    // second receive before that, or a backward reading it after, fails or reads NaN
+    RecycledPool bufs;
+    int dy_id;
+    char dy_holder[64];
     double idle_s, step_s;       // this step: host seconds in transfers, and in the whole schedule
     double fwd_s, bwd_s;         // this step: host seconds in the forwards and in the backwards
 } Pipeline;
@@ -123,6 +131,21 @@ static inline void pipeline_plan(Pipeline* pl, Comm* comm, PpScheduleKind kind, 
 // the model's plan: a boundary tensor's elements (this rank's rows of the residual stream x D)
 static inline void pipeline_plan_tensors(Pipeline* pl, size_t elems) { pl->elems = elems; }
 
+// the received gradient's buffer in the plan (none at pp 1)
+static inline void pipeline_plan_buffers(Pipeline* pl, Arena* d) {
+    pl->bufs.n = 0;
+    pl->dy_id = recycled_plan_as(&pl->bufs, d, "d stage output (--pp, received)", "comm",
+                                 pl->pp > 1 ? pl->elems * sizeof(floatX) : 0);
+}
+
+// the gradient at the chunk's output a backward starts from (held from its receive to the
+// end of that backward)
+static inline floatX* pipeline_output_grad(const Pipeline* pl) {
+    const RecycledBuffer* b = &pl->bufs.buf[pl->dy_id];
+    if (!b->holder) FAIL("pipeline: stage %d's backward reads a received output gradient nobody holds", pl->stage);
+    return b->ptr;
+}
+
 static inline void pipeline_free(Pipeline* pl) {
     pp_schedule_free(&pl->sched);
     free(pl->chunk_slots); pl->chunk_slots = NULL;
@@ -149,13 +172,13 @@ static inline void pipeline_transfer(Pipeline* pl, const PpHooks* h, const PpOp*
         if (half == PP_SEND_BACKWARD && (t->micro != last_bwd[0] || t->chunk != last_bwd[1]))
             FAIL("pipeline: stage %d sends micro-batch %d chunk %d's input gradient, but its last backward was "
                  "micro-batch %d chunk %d", pl->stage, t->micro, t->chunk, last_bwd[0], last_bwd[1]);
-        if (half == PP_RECV_BACKWARD) {
-            if (dout[0] >= 0)
-                FAIL("pipeline: stage %d receives micro-batch %d chunk %d's output gradient before micro-batch %d chunk "
-                     "%d's backward used the last one", pl->stage, t->micro, t->chunk, dout[0], dout[1]);
+        if (half == PP_RECV_BACKWARD) {  // (a second one before the last one's backward: recycled_take fails, naming both)
+            snprintf(pl->dy_holder, sizeof(pl->dy_holder), "micro-batch %d chunk %d's output gradient", t->micro, t->chunk);
+            x[k].buf = recycled_take(&pl->bufs, pl->dy_id, pl->dy_holder, pl->elems * sizeof(floatX));
             dout[0] = t->micro; dout[1] = t->chunk;
+        } else {
+            x[k].buf = h->tensor(h->ctx, t->micro, t->chunk, which);
         }
-        x[k].buf = h->tensor(h->ctx, t->micro, t->chunk, which);
         x[k].peer = t->peer; x[k].send = !(half & 1); x[k].tag = half >= PP_SEND_BACKWARD;
         k++;
     }
@@ -185,6 +208,7 @@ static inline void pipeline_run_step(Pipeline* pl, const PpHooks* h) {
                 FAIL("pipeline: stage %d runs micro-batch %d chunk %d's backward without its output gradient", pl->stage,
                      op->micro, op->chunk);
             h->backward(h->ctx, op->micro, op->chunk, --left[op->chunk] == 0);
+            if (!last_piece) recycled_give_back(&pl->bufs, pl->dy_id, pl->stream);
             dout[0] = dout[1] = -1;
             last_bwd[0] = op->micro; last_bwd[1] = op->chunk;
             pl->bwd_s += comm_now() - t;
