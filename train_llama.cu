@@ -245,9 +245,6 @@ static void llama_build(Llama* m, const LlamaConfig* cfg, const MemoryFlags* fla
     if (flags->recompute < 0 || flags->recompute > 2) FAIL("--recompute must be 0, 1 or 2 (got %d)", flags->recompute);
     int n_offload = offload_resolve(flags->offload_act, c->L);
     parallel_flags_validate(par);
-    if (comm->pp > 1 && par->shard_vocab && comm->tp == 1)
-        FAIL("--shard-vocab 1 at --tp 1 splits the vocabulary over DP, gathered around its uses, and with --pp the "
-             "embedding and the output are on different stages; not yet: shard it over TP (--tp > 1) or leave it whole");
     int tp = comm->tp;
     m->sh = llama_shard(c, tp, comm->tp_rank);
     tp_context_init(&m->tpc, comm, par, flags->recompute, (size_t)c->D);
@@ -671,12 +668,17 @@ static void llama_chunk_backward(Llama* m, int micro, int chunk, int B, int T, i
         param_store_bucket_done(&m->st, l, last);  // its reductions overlap the layers below
     }
     if (first) {
-        // a tied, sharded model's unsharded gradient already holds the head's part
-        floatX* demb = vocab_over_dp(&m->voc) && c->tied ? m->voc.grad : vocab_grad_begin(&m->voc, P_EMB, m->g[P_EMB]);
+        // a tied, sharded model's unsharded gradient already holds the head's part (where the head is on this stage)
+        floatX* demb = vocab_over_dp(&m->voc) && c->tied && ends ? m->voc.grad : vocab_grad_begin(&m->voc, P_EMB, m->g[P_EMB]);
         embed_backward(m, demb, B * T);
         vocab_grad_done(&m->voc, P_EMB);
         const ParamLayout* lay = &m->st.lay;
         param_store_micro_step_done(&m->st, lay->vocab_start, lay->n_local - lay->vocab_start, last);  // --shard-vocab over DP
+    }
+    if (ends && !first) {  // --pp's last stage: the head's vocabulary gradient is all this stage has of it
+        if (c->tied) vocab_grad_done(&m->voc, P_EMB);  // (over DP: reduce-scattered onto its rows; else nothing)
+        const ParamLayout* lay = &m->st.lay;
+        param_store_micro_step_done(&m->st, lay->vocab_start, lay->n_local - lay->vocab_start, last);
     }
     if (first || ends) param_store_bucket_done(&m->st, c->L, last);  // (under --pp held back to the step's end)
 }

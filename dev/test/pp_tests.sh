@@ -52,6 +52,8 @@ SETS=(
   "4 $L6 --pp 4 --pp-layers 1,2,2,1"
   "4 $L6 --pp 2 --tp 2 --tp-mode reducescatter --shard-vocab 1"
   "4 $L6 --pp 2 --cp 2"
+  "4 $L6 --pp 2 --shard-vocab 1 --zero 1 --fp32-grad-accum 1"
+  "4 $L4 --pp 2 --shard-vocab 1"
   "4 $L6 --pp 2 --zero 1 --fp32-grad-accum 1 --recompute 1"
   "2 $L6 --pp 2 --pp-schedule interleaved --pp-virtual 3"
   "4 $L6 --pp 2 --pp-schedule interleaved --pp-virtual 2 --tp 2"
@@ -122,6 +124,7 @@ for prog in llama dit; do
   LAYOUTS=("pp2 2 --pp 2" "pp4 4 --pp 4 --ckpt-every 10" "interleaved 2 --pp 2 --pp-schedule interleaved --pp-virtual 2")
   LAYOUTS+=("pp2_offload 2 --pp 2 --offload-act -1")
   [ "$FULL" = 1 ] && LAYOUTS+=("pp2_sp2 4 --pp 2 --tp 2 --tp-mode reducescatter" "pp2_cp2_zero1 4 --pp 2 --cp 2 --zero 1 --recompute 2")
+  [ "$FULL" = 1 ] && [ $prog = llama ] && LAYOUTS+=("pp2_dp2_shard_vocab 4 --pp 2 --shard-vocab 1 --zero 1")
   for lay in "${LAYOUTS[@]}"; do
     set -- $lay; name=${prog}_$1; np=$2; shift 2
     run $prog "$np" "$W/$name" "${b1[@]}" "$@" && agree "${name}_20_steps_vs_one_process" "$W/${prog}_one" "$W/$name" 1 $TOL \

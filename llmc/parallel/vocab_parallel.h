@@ -27,6 +27,7 @@ typedef struct {
     ParamStore* st;            // where the owned rows live (the layout's vocabulary region)
     size_t D;
     int emb, out, tied;        // the tensors' ids in the table; tied: out is emb
+    int held;                  // the [V, D] matrices this rank's pipeline stage holds (every one without --pp)
     floatX* gathered;          // over DP: the all-gathered [Vs*dp, D] weights
     floatX* grad;              // over DP: this micro-step's unsharded [Vs*dp, D] gradient
     int which;                 // the tensor `gathered` holds now (-1: none)
@@ -40,7 +41,8 @@ static inline int vocab_over_dp(const VocabShards* v) { return v->st->lay.shard_
 static inline void vocab_plan(VocabShards* v, ParamStore* st, Arena* d, size_t D, int emb, int out, int tied) {
     memset(v, 0, sizeof(*v));
     v->st = st; v->D = D; v->emb = emb; v->out = out; v->tied = tied; v->which = -1;
-    size_t full = vocab_over_dp(v) ? st->lay.vocab_rows * comm_grad_ranks(st->comm) * D : 0;
+    v->held = param_on_stage(&st->lay, emb, -1) + (!tied && param_on_stage(&st->lay, out, -1));
+    size_t full = vocab_over_dp(v) && v->held ? st->lay.vocab_rows * comm_grad_ranks(st->comm) * D : 0;
     arena_add_to(d, "vocab gather (weights)", "comm", full * sizeof(floatX), &v->gathered);
     arena_add_to(d, "vocab gradient (unsharded)", "comm", full * sizeof(floatX), &v->grad);
 }
@@ -63,7 +65,9 @@ static inline size_t vocab_dp_elements(const VocabShards* v) {
 
 // this rank's Vs rows of tensor t: its parameters, or its gradients (grads = 1)
 static inline floatX* vocab_rows_of(const VocabShards* v, int grads, int t) {
-    size_t off = v->st->lay.vocab_start + (t == v->out && !v->tied ? v->st->lay.vocab_rows * v->D : 0);
+    // (the output's rows follow the embedding's, where this stage holds both)
+    int after_emb = t == v->out && !v->tied && param_on_stage(&v->st->lay, v->emb, -1);
+    size_t off = v->st->lay.vocab_start + (after_emb ? v->st->lay.vocab_rows * v->D : 0);
     return grads ? param_store_grad_at(v->st, -1, off) : param_store_param_at(v->st, -1, off);
 }
 
@@ -183,8 +187,10 @@ static inline void vocab_comm_bytes(const VocabShards* v, CommBytes* cb, int mic
     if (!vocab_over_dp(v)) return;
     const Comm* cm = v->st->comm;
     double full = (double)v->st->lay.vocab_rows * comm_grad_ranks(cm) * (double)v->D * sizeof(floatX);
-    comm_bytes_add(cb, cm, GROUP_GRAD, KIND_ALL_GATHER, (v->tied ? 1 : 2.0 * micro_steps) * full);
-    comm_bytes_add(cb, cm, GROUP_GRAD, KIND_REDUCE_SCATTER, (v->tied ? 1 : 2) * micro_steps * full);
+    // (under --pp a stage's one matrix stays gathered all step, and is reduce-scattered each micro-step)
+    double held = v->tied ? (v->held ? 1 : 0) : v->held;
+    comm_bytes_add(cb, cm, GROUP_GRAD, KIND_ALL_GATHER, (held == 2 ? 2.0 * micro_steps : held) * full);
+    comm_bytes_add(cb, cm, GROUP_GRAD, KIND_REDUCE_SCATTER, held * micro_steps * full);
 }
 
 // The token embedding of N tokens into x (this rank's own rows: tpc says which). emb: the
