@@ -454,7 +454,7 @@ def check_dp_pairs(plans, c, dp, gacc):
 
 # --- communication bytes per step (docs/memory.md 10.4) ----------------------------------
 
-GROUPS, KINDS = ("world", "tp", "dp", "ulysses", "ring"), ("all-reduce", "reduce-scatter", "all-gather", "all-to-all", "send-recv")
+GROUPS, KINDS = ("world", "tp", "dp", "ulysses", "ring", "pp", "pp-ends"), ("all-reduce", "reduce-scatter", "all-gather", "all-to-all", "send-recv")
 
 
 def buckets(c, t, sv):

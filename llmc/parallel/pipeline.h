@@ -134,15 +134,14 @@ static inline void pipeline_plan_tensors(Pipeline* pl, size_t elems) { pl->elems
 // the received gradient's buffer in the plan (none at pp 1)
 static inline void pipeline_plan_buffers(Pipeline* pl, Arena* d) {
     pl->bufs.n = 0;
-    pl->dy_id = recycled_plan_as(&pl->bufs, d, "d stage output (--pp, received)", "comm",
-                                 pl->pp > 1 ? pl->elems * sizeof(floatX) : 0);
+    pl->dy_id = pl->pp > 1 ? recycled_plan_as(&pl->bufs, d, "d stage output (--pp, received)", "comm", pl->elems * sizeof(floatX)) : -1;
 }
 
 // the gradient at the chunk's output a backward starts from (held from its receive to the
 // end of that backward)
 static inline floatX* pipeline_output_grad(const Pipeline* pl) {
-    const RecycledBuffer* b = &pl->bufs.buf[pl->dy_id];
-    if (!b->holder) FAIL("pipeline: stage %d's backward reads a received output gradient nobody holds", pl->stage);
+    const RecycledBuffer* b = &pl->bufs.buf[pl->dy_id < 0 ? 0 : pl->dy_id];
+    if (pl->dy_id < 0 || !b->holder) FAIL("pipeline: stage %d's backward reads a received output gradient nobody holds", pl->stage);
     return b->ptr;
 }
 
