@@ -964,22 +964,7 @@ static floatX* pass_tensor(void* ctx, int micro, int chunk, int which) {
 
 static void dit_pass(DitPass* p, int n_micro) {
     PpHooks h = {p, pass_forward, pass_backward, pass_tensor};
-    Dit* m = p->m;
-    if (m->comm->pp > 1) {
-        if (p->mode != MODE_TRAIN) {
-            for (int j = 0; j < n_micro; j++) pipeline_forward_only(&m->pipe, &h, j);
-            return;
-        }
-        if (n_micro != m->pipe.micro)
-            FAIL("a pass of %d micro-batches, but the pipeline's schedule was planned for %d", n_micro, m->pipe.micro);
-        pipeline_run_step(&m->pipe, &h);
-        param_store_pipeline_done(&m->st);
-        return;
-    }
-    for (int j = 0; j < n_micro; j++) {
-        pass_forward(p, j, 0);
-        if (p->mode == MODE_TRAIN) pass_backward(p, j, 0, j == n_micro - 1);
-    }
+    model_core_pass(p->m, &h, n_micro, p->mode == MODE_TRAIN);
 }
 
 // each clip's loss of one batch in eval mode (validation): under --pp the last stage's, to every stage

@@ -735,19 +735,7 @@ static floatX* pass_tensor(void* ctx, int micro, int chunk, int which) {
 // reductions) or one forward (evaluation, n_micro = 1)
 static void llama_pass(LlamaPass* p, int n_micro) {
     PpHooks h = {p, pass_forward, pass_backward, pass_tensor};
-    Llama* m = p->m;
-    if (m->comm->pp > 1) {
-        if (p->mode != MODE_TRAIN) { pipeline_forward_only(&m->pipe, &h, 0); return; }
-        if (n_micro != m->pipe.micro)
-            FAIL("a pass of %d micro-batches, but the pipeline's schedule was planned for %d", n_micro, m->pipe.micro);
-        pipeline_run_step(&m->pipe, &h);
-        param_store_pipeline_done(&m->st);
-        return;
-    }
-    for (int j = 0; j < n_micro; j++) {
-        pass_forward(p, j, 0);
-        if (p->mode == MODE_TRAIN) pass_backward(p, j, 0, j == n_micro - 1);
-    }
+    model_core_pass(p->m, &h, n_micro, p->mode == MODE_TRAIN);
 }
 
 // the forward of one micro-batch in eval mode, its losses added (validation)

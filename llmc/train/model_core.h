@@ -256,6 +256,26 @@ static inline FitCost model_core_fit_cost(const ModelCore* c, double seconds, do
     return f;
 }
 
+// A pass of the model over n_micro micro-batches outside the runner's step (the test
+// programs, validation, sampling), on the model's pipeline hooks: training (train = 1), the
+// micro-batches' forwards and backwards, under --pp through the stage's schedule, then the
+// gradients several stages hold summed and the rest reduced; evaluation, each micro-batch's
+// forward alone (under --pp through every stage in turn).
+static inline void model_core_pass(ModelCore* c, const PpHooks* h, int n_micro, int train) {
+    if (c->comm->pp > 1 && train) {
+        if (n_micro != c->pipe.micro)
+            FAIL("a pass of %d micro-batches, but the pipeline's schedule was planned for %d", n_micro, c->pipe.micro);
+        pipeline_run_step(&c->pipe, h);
+        param_store_pipeline_done(&c->st);
+        return;
+    }
+    for (int j = 0; j < n_micro; j++) {
+        if (c->comm->pp > 1) { pipeline_forward_only(&c->pipe, h, j); continue; }
+        h->forward(h->ctx, j, 0);
+        if (train) h->backward(h->ctx, j, 0, j == n_micro - 1);
+    }
+}
+
 // ----------------------------------------------------------------------------
 // the state and the update
 
