@@ -1028,7 +1028,7 @@ static size_t ckpt_extra(void* t, int h[256], unsigned char extra[CKPT_EXTRA_MAX
     Trainer* x = (Trainer*)t;
     const Llama* m = &x->m;
     h[11] = m->comm->dp; h[12] = m->B; h[13] = m->T; h[14] = x->a.run.grad_accum; h[16] = m->par.zero; h[17] = m->par.shard_vocab;
-    h[20] = m->comm->tp;  // for the record: any layout reads the file
+    h[20] = m->comm->tp; h[21] = m->comm->pp;  // for the record: any layout reads the file
     dataloader_get_state(&x->data.train, extra);
     return dataloader_state_size();
 }
