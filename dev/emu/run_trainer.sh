@@ -37,7 +37,8 @@
 #    which is include/nccl.h here (non-blocking NCCL emulated on MPI), and test_llama runs
 #    with --comm nccl: --zero 1 --shard-vocab 1 in both precisions (bitwise the downloads
 #    of the --comm mpi run), --offload-optim 1 with its copy stream eager, --tp 2 in both --tp-modes, --cp 2 as ulysses and as ring
-#    (comm.h's all-to-all and send-recv: grouped ncclSend/ncclRecv), --zero 3 with the memory flags and
+#    (comm.h's all-to-all and send-recv: grouped ncclSend/ncclRecv), --pp 2 (its transfers, and offload's
+#    slots handed over across micro-batches), --zero 3 with the memory flags and
 #    --zero 2 with micro-steps (the gathers and reduce-scatters ordered by events, in the lazy stream
 #    model), a layer computing on a released parameter buffer that must FAIL; planted faults (EMU_NCCL_FAULT)
 #    must end in comm.h's messages; nccl_selftest.cpp plants one misuse per shim rule;
@@ -103,7 +104,7 @@ job() {  # job NAME ENV COMMAND...: writes $B/jobs/NAME.sh
 # job_full NAME ENV COMMAND...: a job make test's sample (EMU_TRAINER_SAMPLE=1) leaves to test-full:
 # a variant of a path another sampled job runs
 job_full() { [ "${EMU_TRAINER_SAMPLE:-0}" = 1 ] || job "$@"; }
-# with Open MPI, train_llama and test_llama are built with MPI so that the data-parallel CUDA
+# with Open MPI, train_llama, test_llama and test_dit are built with MPI so that the data-parallel CUDA
 # orchestration (--comm mpi: collectives staged through pinned host memory) runs under mpirun,
 # and with NCCL, which is include/nccl.h here: non-blocking NCCL emulated on MPI (--comm nccl)
 MPIFLAGS=()
@@ -203,6 +204,16 @@ if [ ${#MPIFLAGS[@]} -gt 0 ]; then
     job "test_llama.bf16.nccl2.cp2_$mode" "$OMPI_TMP" "${MPIRUN[@]}" "$B/bin/test_llama.bf16" --comm nccl --ref dev/ref/mha_untied_small.lref \
       --cp 2 --cp-mode $mode
   done
+  # pipeline parallelism (llmc/parallel/pipeline.h): the 1f1b schedule's transfers as grouped ncclSend/ncclRecv
+  # and, under --comm mpi, staged through the 4 halves' host buffers; with every layer offloaded the two device
+  # slots are handed from tenant to tenant on events across micro-batches (in the lazy stream model a write or
+  # a prefetch not ordered after the slot's last release reads or clobbers what it held)
+  job "test_llama.bf16.nccl2.pp2_offload" "$OMPI_TMP" "${MPIRUN[@]}" "$B/bin/test_llama.bf16" --comm nccl \
+    --ref dev/emu/ref/deep_l5_gqa.lref --pp 2 --offload-act -1 --recompute 1
+  job_full "test_llama.fp32.mpi2.pp2_interleaved" "$OMPI_TMP" "${MPIRUN[@]}" "$B/bin/test_llama.fp32" --comm mpi \
+    --ref dev/emu/ref/deep_l5_gqa.lref --pp 2 --pp-schedule interleaved --pp-virtual 2 --pp-layers 1,1,2,1 --offload-act 1
+  job "test_dit.bf16.nccl2.pp2_offload" "$OMPI_TMP" "${MPIRUN[@]}" "$B/bin/test_dit.bf16" --comm nccl \
+    --ref dev/emu/ref/dit_deep_l5.dref --pp 2 --offload-act -1
   # comm.h's error handling, through faults the shim plants (EMU_NCCL_FAULT, on both ranks; the 3rd
   # collective is the first gradient reduce-scatter): each run must FAIL with its message
   NF=(--comm nccl --ref dev/ref/mha_untied_small.lref --zero 1 --comm-timeout 2)
@@ -299,7 +310,7 @@ BINS=$(cat "$B"/jobs/*.sh 2>/dev/null | grep -oE "$B/bin/[a-z_]+\.(fp32|bf16)" |
 for x in $BINS; do
   t=${x%.*}; p=${x##*.}
   d=(); [ $p = fp32 ] && d=(-DENABLE_FP32)
-  m=(); case $t in *_llama|nccl_selftest) m=(${MPIFLAGS[@]+"${MPIFLAGS[@]}"}) ;; esac
+  m=(); case $t in *_llama|test_dit|nccl_selftest) m=(${MPIFLAGS[@]+"${MPIFLAGS[@]}"}) ;; esac
   src="$B/src/$t.cu"; [ "$t" = nccl_selftest ] && src=dev/emu/nccl_selftest.cpp
   while [ "$(jobs -rp | wc -l)" -ge "$NJ" ]; do wait -n; done
   ( "$CXX" "${FLAGS[@]}" ${d[@]+"${d[@]}"} -x c++ "$src" -o "$B/bin/$x" ${m[@]+"${m[@]}"} >"$B/build.$x.log" 2>&1

@@ -71,6 +71,7 @@ typedef struct {
     RecycledPool bufs;
     int dy_id;
     char dy_holder[64];
+    void* staging; size_t staging_bytes;  // --comm mpi in the CUDA build: the model's pinned host staging
     double idle_s, step_s;       // this step: host seconds in transfers, and in the whole schedule
     double fwd_s, bwd_s;         // this step: host seconds in the forwards and in the backwards
 } Pipeline;
@@ -182,6 +183,7 @@ static inline void pipeline_transfer(Pipeline* pl, const PpHooks* h, const PpOp*
         k++;
     }
     double t0 = comm_now();
+    comm_set_staging(pl->comm, pl->staging, pl->staging_bytes);  // (the comm is shared: the last user set its own)
     comm_p2p_batch(pl->comm, GROUP_PP, x, k, pl->elems, COMM_FLOATX, pl->stream);
     comm_join(pl->comm, pl->stream);
     pl->idle_s += comm_now() - t0;
@@ -225,6 +227,7 @@ static inline void pipeline_run_step(Pipeline* pl, const PpHooks* h) {
 static inline void pipeline_forward_only(Pipeline* pl, const PpHooks* h, int micro) {
     if (pl->pp == 1) { h->forward(h->ctx, micro, 0); return; }
     int s = pl->stage, pp = pl->pp;
+    comm_set_staging(pl->comm, pl->staging, pl->staging_bytes);
     for (int c = 0; c < pl->virt; c++) {
         int from = s > 0 ? s - 1 : pp - 1, to = s < pp - 1 ? s + 1 : 0;
         if (s > 0 || c > 0) {

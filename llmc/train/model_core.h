@@ -190,6 +190,7 @@ static inline void model_core_allocate(ModelCore* c, float** norm_scratch) {
     }
     c->stream = stream_create();
     c->pipe.stream = c->stream;
+    c->pipe.staging = c->comm_staging; c->pipe.staging_bytes = c->staging_bytes;
     matmul_setup();
     param_store_bind(&c->st, c->stream, &c->prof, *norm_scratch, c->comm_staging, c->staging_bytes);
     tp_context_bind(&c->tpc, c->stream, c->comm_staging, c->staging_bytes);  // (CP's exchanges stage through comm's buffer too)
