@@ -232,7 +232,8 @@ def check_stage(cfg, plan, s, split, block_pp1):
     dev_want["saved activations (layers)"] = saved
     del dev_want["inputs + targets"]
     dev_want["inputs + targets (a slot each)" if slots > 1 else "inputs + targets"] = slots * 2 * BT * 4
-    dev_want["d stage output (--pp, received)"] = rows * c["D"] * sx if pp > 1 else 0
+    if pp > 1:  # (a recycled buffer, planned only where there are stages to receive from)
+        dev_want["d stage output (--pp, received)"] = rows * c["D"] * sx
     last = s == pp - 1
     for k in HEAD:
         dev_want[k] *= last

@@ -113,10 +113,15 @@ static inline void arena_write_json(const Arena* a, FILE* f) {
 static inline void plan_write_json(const char* path, const char* fields, const Arena* dev, const Arena* host) {
     // a FIFO without a reader fails at once instead of blocking; the close is checked (/dev/full)
     FILE* f = xoutput_fopen(path, "--plan-json");
+    // one buffer for the whole plan, written by the checked close: a write that fails inside an
+    // fprintf (a plan past stdio's 4 KiB) would leave no errno for the close to report
+    char* buf = (char*)xmalloc((size_t)1 << 20);  // (glibc takes the size only with a buffer given)
+    setvbuf(f, buf, _IOFBF, (size_t)1 << 20);
     fprintf(f, "{%s%s\"device\": ", fields, fields[0] ? ", " : "");
     arena_write_json(dev, f);
     fprintf(f, ", \"host\": ");
     arena_write_json(host, f);
     fprintf(f, "}\n");
     xfclose(f, path, "--plan-json");
+    free(buf);
 }
