@@ -124,7 +124,8 @@ for prog in llama dit; do
   LAYOUTS=("pp2 2 --pp 2" "pp4 4 --pp 4 --ckpt-every 10" "interleaved 2 --pp 2 --pp-schedule interleaved --pp-virtual 2")
   LAYOUTS+=("pp2_offload 2 --pp 2 --offload-act -1")
   [ "$FULL" = 1 ] && LAYOUTS+=("pp2_sp2 4 --pp 2 --tp 2 --tp-mode reducescatter" "pp2_cp2_zero1 4 --pp 2 --cp 2 --zero 1 --recompute 2")
-  [ "$FULL" = 1 ] && [ $prog = llama ] && LAYOUTS+=("pp2_dp2_shard_vocab 4 --pp 2 --shard-vocab 1 --zero 1")
+  # (dp 2: each rank validates --val-batches of its own rows, so 1 a rank is one process's 2)
+  [ "$FULL" = 1 ] && [ $prog = llama ] && LAYOUTS+=("pp2_dp2_shard_vocab 4 --pp 2 --shard-vocab 1 --zero 1 --val-batches 1")
   for lay in "${LAYOUTS[@]}"; do
     set -- $lay; name=${prog}_$1; np=$2; shift 2
     run $prog "$np" "$W/$name" "${b1[@]}" "$@" && agree "${name}_20_steps_vs_one_process" "$W/${prog}_one" "$W/$name" 1 $TOL \
