@@ -875,16 +875,7 @@ static void dit_chunk_backward(Dit* m, int micro, int chunk, int B, int last) {
 
 // where chunk `chunk`'s boundary tensors are for micro-batch `micro` (llmc/parallel/pipeline.h)
 static floatX* dit_pp_tensor(Dit* m, int micro, int chunk, int which) {
-    if (which == PP_OUT) return m->h_final;
-    if (which == PP_DIN) return m->dh;
-    if (which == PP_DOUT) return pipeline_output_grad(&m->pipe);
-    int l0, l1, was = m->micro_cur;
-    pp_chunk_layers(&m->split, m->comm->pp_rank, chunk, &l0, &l1);
-    m->micro_cur = micro;
-    offload_before_write(&m->off, core_block(m, l0), m->stream);  // (the receive writes into its block)
-    floatX* x = ACT(core_layer_acts(m, l0), A_H);
-    m->micro_cur = was;
-    return x;
+    return core_pp_tensor(m, micro, chunk, which, m->h_final, m->dh, A_H);
 }
 
 // checks a micro-batch of B clips against the plan and stages their times t and classes y (host arrays)

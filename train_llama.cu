@@ -685,16 +685,7 @@ static void llama_chunk_backward(Llama* m, int micro, int chunk, int B, int T, i
 
 // where chunk `chunk`'s boundary tensors are for micro-batch `micro` (llmc/parallel/pipeline.h)
 static floatX* llama_pp_tensor(Llama* m, int micro, int chunk, int which) {
-    if (which == PP_OUT) return m->x_final;
-    if (which == PP_DIN) return m->dx;
-    if (which == PP_DOUT) return pipeline_output_grad(&m->pipe);
-    int l0, l1, was = m->micro_cur;
-    pp_chunk_layers(&m->split, m->comm->pp_rank, chunk, &l0, &l1);
-    m->micro_cur = micro;
-    offload_before_write(&m->off, core_block(m, l0), m->stream);  // (the receive writes into its block)
-    floatX* x = ACT(core_layer_acts(m, l0), A_X);
-    m->micro_cur = was;
-    return x;
+    return core_pp_tensor(m, micro, chunk, which, m->x_final, m->dx, A_X);
 }
 
 // The update, clipping and AdamW over the parameter store, is the same for every model: the runner calls

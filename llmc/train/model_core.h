@@ -257,6 +257,23 @@ static inline FitCost model_core_fit_cost(const ModelCore* c, double seconds, do
     return f;
 }
 
+// Where chunk `chunk`'s boundary tensors are for micro-batch `micro` (llmc/parallel/pipeline.h):
+// its output (the model's stage output buffer), its input gradient (the model's working
+// gradient), the received output gradient, and its input: field `in_field` of the chunk's
+// first layer block in the micro-batch's slot, whose offload slot the receive takes first.
+static inline floatX* core_pp_tensor(ModelCore* c, int micro, int chunk, int which, floatX* out, floatX* din, int in_field) {
+    if (which == PP_OUT) return out;
+    if (which == PP_DIN) return din;
+    if (which == PP_DOUT) return pipeline_output_grad(&c->pipe);
+    int l0, l1, was = c->micro_cur;
+    pp_chunk_layers(&c->split, c->comm->pp_rank, chunk, &l0, &l1);
+    c->micro_cur = micro;
+    offload_before_write(&c->off, core_block(c, l0), c->stream);
+    floatX* x = ACT(core_layer_acts(c, l0), in_field);
+    c->micro_cur = was;
+    return x;
+}
+
 // A pass of the model over n_micro micro-batches outside the runner's step (the test
 // programs, validation, sampling), on the model's pipeline hooks: training (train = 1), the
 // micro-batches' forwards and backwards, under --pp through the stage's schedule, then the
