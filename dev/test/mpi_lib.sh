@@ -45,6 +45,18 @@ agree() {
   if "$PY" dev/test/compare_metrics.py "$2/metrics.jsonl" "$3/metrics.jsonl" "$4" "$5" >"$W/$1.cmp" 2>&1; then pass "$1"
   else fail "$1" "$(tail -n 1 "$W/$1.cmp")"; fi
 }
+# run PROGRAM NP RUN_DIR FLAGS...: ./train_PROGRAM_cpu (llama, dit) with the caller's LCOMMON or DCOMMON
+# flags, on NP ranks, its log beside the run directory: a run that must succeed (its log's tail when not)
+run() {
+  local prog=$1 np=$2 dir=$3 common; shift 3
+  if [ "$prog" = llama ]; then common=("${LCOMMON[@]}"); else common=("${DCOMMON[@]}"); fi
+  rm -rf "$dir"
+  if [ "$np" = 1 ]; then "./train_${prog}_cpu" "${common[@]}" --run-dir "$dir" "$@" >"$dir.log" 2>&1
+  else run_np "$np" "./train_${prog}_cpu" "${common[@]}" --run-dir "$dir" "$@" >"$dir.log" 2>&1; fi
+  local rc=$?
+  [ $rc -eq 0 ] || { echo "    run $dir failed (exit $rc):"; tail -n 4 "$dir.log" | sed 's/^/    /'; }
+  return $rc
+}
 # same_ckpts NAME A_DIR B_DIR: every checkpoint of A_DIR is in B_DIR, byte for byte (a flag that
 # leaves the arithmetic as it is, such as --offload-optim 1, must leave the files as they are)
 same_ckpts() {

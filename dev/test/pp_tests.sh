@@ -15,7 +15,7 @@ set -u
 PY=$1; W=$2; shift 2
 cd "$(dirname "$0")/../.."
 mkdir -p "$W"
-source dev/test/mpi_lib.sh  # MPIRUN, run_np, passes_np, pass, fail, agree, same_ckpts, signal_one_rank
+source dev/test/mpi_lib.sh  # MPIRUN, run_np, run, passes_np, pass, fail, agree, same_ckpts, signal_one_rank
 source dev/test/expect_error.sh
 FULL=${TEST_FULL:-0}
 for b in test_llama_cpu train_llama_cpu test_dit_cpu train_dit_cpu; do
@@ -99,16 +99,6 @@ LCOMMON=(--model tiny --V 512 --L 4 --seq 32 --steps 20 --warmup 2 --val-every 1
          --tokenizer "$W/tok512.bin" --train-data "$W/train.bin" --val-data "$W/val.bin" --total-batch 256)
 DCOMMON=(--D 24 --L 4 --H 2 --FF 40 --frames 4 --height 8 --width 8 --NC 3 --steps 20 --warmup 2 --val-every 10
          --val-clips 6 --total-batch 8 --sample-every 20 --sample-steps 3)
-run() {  # run PROGRAM NP RUN_DIR FLAGS...: a run that must succeed
-  local prog=$1 np=$2 dir=$3 common; shift 3
-  if [ "$prog" = llama ]; then common=("${LCOMMON[@]}"); else common=("${DCOMMON[@]}"); fi
-  rm -rf "$dir"
-  if [ "$np" = 1 ]; then "./train_${prog}_cpu" "${common[@]}" --run-dir "$dir" "$@" >"$dir.log" 2>&1
-  else run_np "$np" "./train_${prog}_cpu" "${common[@]}" --run-dir "$dir" "$@" >"$dir.log" 2>&1; fi
-  local rc=$?
-  [ $rc -eq 0 ] || { echo "    run $dir failed (exit $rc):"; tail -n 4 "$dir.log" | sed 's/^/    /'; }
-  return $rc
-}
 # comm_counted NAME LOG: the bytes this rank sent in the first step equal the plan's formula
 comm_counted() {
   local pred got

@@ -16,7 +16,7 @@ PY=$1; W=$2; shift 2
 FRESH_REFS=("$@")
 cd "$(dirname "$0")/../.."
 mkdir -p "$W"
-source dev/test/mpi_lib.sh  # MPIRUN, run_np, passes_np, pass, fail, agree
+source dev/test/mpi_lib.sh  # MPIRUN, run_np, run, passes_np, pass, fail, agree
 source dev/test/expect_error.sh
 FULL=${TEST_FULL:-0}
 for b in test_llama_cpu train_llama_cpu test_dit_cpu train_dit_cpu; do
@@ -138,16 +138,6 @@ LCOMMON=(--model tiny --V 512 --seq 32 --steps 20 --warmup 2 --val-every 10 --va
          --tokenizer "$W/tok512.bin" --train-data "$W/train.bin" --val-data "$W/val.bin")
 DCOMMON=(--D 24 --L 3 --H 2 --FF 40 --frames 4 --height 8 --width 8 --NC 3 --steps 20 --warmup 2 --val-every 10
          --val-clips 6 --total-batch 8 --sample-every 20 --sample-steps 3)
-run() {  # run PROGRAM NP RUN_DIR FLAGS...: a run that must succeed
-  local prog=$1 np=$2 dir=$3 common; shift 3
-  if [ "$prog" = llama ]; then common=("${LCOMMON[@]}"); else common=("${DCOMMON[@]}"); fi
-  rm -rf "$dir"
-  if [ "$np" = 1 ]; then "./train_${prog}_cpu" "${common[@]}" --run-dir "$dir" "$@" >"$dir.log" 2>&1
-  else run_np "$np" "./train_${prog}_cpu" "${common[@]}" --run-dir "$dir" "$@" >"$dir.log" 2>&1; fi
-  local rc=$?
-  [ $rc -eq 0 ] || { echo "    run $dir failed (exit $rc):"; tail -n 4 "$dir.log" | sed 's/^/    /'; }
-  return $rc
-}
 # same_state NAME A B: two checkpoints hold the same state (the bytes after the header, less the checksum)
 same_state() {
   local n=$(( $(stat -c %s "$2") - 1024 - 8 ))
