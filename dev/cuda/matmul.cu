@@ -8,6 +8,21 @@ Ladder for llmc/kernels/matmul.cuh (forward, backward_input, backward_weight, fo
   version 3: the llmc launchers as the trainers use them: the algorithm cache on, and
              matmul_forward_residual (out = res + inp W^T as one GEMM, C = res, D = out),
              checked with out separate from res and in place
+  version 4: no new kernel: the products train_llama issues for llama3-1B (B 4, T 2048: the
+             q, k, v, wo and FFN shapes, each forward, backward-input and
+             backward-weight as the launchers map them), each with cuBLASLt's first 8
+             heuristic candidates timed one by one (the configuration of each printed) and
+             checked against the first. On the H200 the qkv and wo groups ran at 604-672
+             TFLOP/s against 740-806 for the FFN and head. PREDICTION, to be measured: the k
+             and v products (512 output columns) are the slow ones, too few output tiles
+             for 132 SMs (backward-weight [512 x 2048] is 32 tiles of 128x256 with K = 8192,
+             unless the heuristic splits K), and one [8192 x 3072] product for q, k and v
+             together would run at the FFN's rate; the wo forward (C = residual) and the
+             backward-input products that accumulate (beta = 1) pay the extra read of C
+             (32 MB, ~8 us of ~105 us). If another candidate is more than 5% faster than the
+             heuristic's first at a shape, the fix is to pick it (a timed choice at the first
+             use of a shape); if all are alike, the fix is the fused product, which needs q,
+             k, v in one row-strided buffer.
 Validated against the CPU twin (llmc/kernels/cpu/matmul.h) on random data, with a weight
 slice (w + c0, ldw > C) like the hidden-chunked FFN uses, and with pointer offsets
 that are not 16-byte aligned; the whole weight buffer is compared, so writes
@@ -155,8 +170,98 @@ static void bench_version(int version, int N, int C, int OC) {
     dev_free(d_w); dev_free(d_inp); dev_free(d_dout); dev_free(d_out); dev_free(d_dinp); dev_free(d_dw);
 }
 
+// version 4: one of train_llama's products, in the launchers' column-major terms
+struct TrainerGemm { const char* name; int m, n, k, transa, transb; int64_t lda, ldb, ldd; int c_mode; };
+
+// fwd: m = OC, n = N, k = C (A = W, T); bwd input: m = C, n = N, k = OC; bwd weight: m = C,
+// n = OC, k = N (B = dout, T), always D += (see llmc/kernels/matmul.cuh)
+static TrainerGemm gemm_fwd(const char* nm, int N, int C, int OC, int c_mode) { return {nm, OC, N, C, 1, 0, C, C, OC, c_mode}; }
+static TrainerGemm gemm_bwd_input(const char* nm, int N, int C, int OC, int acc) { return {nm, C, N, OC, 0, 0, C, OC, C, acc}; }
+static TrainerGemm gemm_bwd_weight(const char* nm, int N, int C, int OC) { return {nm, C, OC, N, 0, 1, C, OC, C, 1}; }
+
+static void time_candidates(const TrainerGemm& g) {
+    const int want_n = 8;
+    size_t na = (size_t)(g.transa ? g.m : g.k) * g.lda, nb = (size_t)(g.transb ? g.k : g.n) * g.ldb, nd = (size_t)g.n * g.ldd;
+    floatX* a = upload_x(rand_floatX(na, -1.0f, 1.0f, 31));
+    floatX* b = upload_x(rand_floatX(nb, -1.0f, 1.0f, 32));
+    std::vector<float> c0 = rand_floatX(nd, -1.0f, 1.0f, 33);
+    floatX* c = upload_x(c0);
+    floatX* d = upload_x(c0);
+    MatmulAlgoEntry e;
+    memset(&e, 0, sizeof e);
+    e.key.m = g.m; e.key.n = g.n; e.key.k = g.k; e.key.transa = g.transa; e.key.transb = g.transb;
+    e.key.c_mode = g.c_mode; e.key.lda = g.lda; e.key.ldb = g.ldb; e.key.ldd = g.ldd;
+    e.key.al_a = matmul_alignment(a); e.key.al_b = matmul_alignment(b); e.key.al_d = matmul_alignment(d);
+    e.key.al_c = g.c_mode == 2 ? matmul_alignment(c) : 0;
+    cublasLtMatmulHeuristicResult_t heur[want_n];
+    int n = matmul_lt_candidates(&e, heur, want_n);
+    double flop = 2.0 * g.m * g.n * g.k;
+    printf("  v4 %-26s m %5d n %5d k %5d %c%c %s: %d candidates\n", g.name, g.m, g.n, g.k, g.transa ? 'T' : 'N',
+           g.transb ? 'T' : 'N', g.c_mode == 0 ? "D = AB" : g.c_mode == 1 ? "D += AB" : "D = C + AB", n);
+    const float alpha = 1.0f, beta = g.c_mode ? 1.0f : 0.0f;
+    const floatX* cc = g.c_mode == 2 ? c : d;
+    // what the launchers compute (the cached algorithm): candidate 0 must give its bits
+    upload_x_to(d, c0);
+    if (!matmul_cublaslt(d, g.c_mode == 0 ? NULL : g.c_mode == 1 ? d : c, a, b, g.m, g.n, g.k, g.transa, g.transb, g.lda,
+                         g.ldb, g.ldd, 0))
+        printf("    (no cuBLASLt algorithm: the launchers fall back)\n");
+    std::vector<float> launched = download_x(d, nd);
+    std::vector<float> first;
+    double atol, rtol;
+    tol_for(g.k, 1.0, 1.0, &atol, &rtol);
+    float best = 0.0f, t_first = 0.0f;
+    for (int i = 0; i < n; i++) {
+        auto run = [&] {
+            cublasLtCheck(cublasLtMatmul(matmul_handle, e.op, &alpha, a, e.la, b, e.lb, &beta, cc, e.ld, d, e.ld,
+                                         &heur[i].algo, matmul_workspace, MATMUL_WORKSPACE_BYTES, 0));
+        };
+        // one product from the same start for the check, then the timing (which accumulates
+        // into d when beta = 1: the time is the same, the values no longer matter)
+        upload_x_to(d, c0);
+        run();
+        std::vector<float> got = download_x(d, nd);
+        char what[48];
+        snprintf(what, sizeof what, "candidate %d vs first", i);
+        if (i == 0) first = got, check_same("candidate 0 vs cached", got, launched);
+        else check(what, got, first, 2 * atol, 2 * rtol);
+        float ms = bench_ms(run, ladder_quick() ? 1 : 20);
+        if (i == 0) t_first = ms;
+        if (best == 0.0f || ms < best) best = ms;
+        char cfg[160];
+        matmul_algo_config_text(&heur[i].algo, cfg, sizeof cfg);
+        printf("    #%d %-70s %8.4f ms %7.1f TFLOP/s\n", i, cfg, ms, flop / ms * 1e-9);
+    }
+    if (n > 0 && best > 0.0f)
+        printf("    %s: the heuristic's first %.1f TFLOP/s, the best of %d %.1f (%+.1f%%)\n", g.name, flop / t_first * 1e-9, n,
+               flop / best * 1e-9, 100.0 * (t_first / best - 1.0));
+    if (n > 0) {
+        cublasLtCheck(cublasLtMatrixLayoutDestroy(e.ld));
+        cublasLtCheck(cublasLtMatrixLayoutDestroy(e.lb));
+        cublasLtCheck(cublasLtMatrixLayoutDestroy(e.la));
+        cublasLtCheck(cublasLtMatmulDescDestroy(e.op));
+    }
+    dev_free(a); dev_free(b); dev_free(c); dev_free(d);
+}
+
+// llama3-1B at B 4, T 2048 (its head ran at the GEMM peak: left out); with LADDER_QUICK the
+// same products at a toy size, which checks this code (the candidates, their descriptions)
+static void trainer_shapes(bool toy) {
+    const int N = toy ? 72 : 4 * 2048, D = toy ? 48 : 2048, KVD = toy ? 16 : 512, F = toy ? 96 : 8192;
+    const TrainerGemm gs[] = {
+        gemm_fwd("q fwd", N, D, D, 0), gemm_fwd("k (v) fwd", N, D, KVD, 0), gemm_fwd("q|k|v fused fwd", N, D, D + 2 * KVD, 0),
+        gemm_fwd("wo fwd (C = residual)", N, D, D, 2), gemm_fwd("w1 (w3) fwd", N, D, F, 0), gemm_fwd("w2 fwd (C = residual)", N, F, D, 2),
+        gemm_bwd_input("q bwd input", N, D, D, 0), gemm_bwd_input("k (v) bwd input (+=)", N, D, KVD, 1),
+        gemm_bwd_input("q|k|v fused bwd input", N, D, D + 2 * KVD, 0), gemm_bwd_input("wo bwd input", N, D, D, 0),
+        gemm_bwd_input("w1 bwd input", N, D, F, 0), gemm_bwd_input("w2 bwd input", N, F, D, 0),
+        gemm_bwd_weight("q bwd weight", N, D, D), gemm_bwd_weight("k (v) bwd weight", N, D, KVD),
+        gemm_bwd_weight("q|k|v fused bwd weight", N, D, D + 2 * KVD), gemm_bwd_weight("wo bwd weight", N, D, D),
+        gemm_bwd_weight("w1 bwd weight", N, D, F), gemm_bwd_weight("w2 bwd weight", N, F, D),
+    };
+    for (const TrainerGemm& g : gs) time_candidates(g);
+}
+
 int main(int argc, char** argv) {
-    ladder_init(argc, argv, "matmul", 3);
+    ladder_init(argc, argv, "matmul", 4);
     matmul_setup();
     // odd sizes from the test references (D=24, V=67, F=61), a slice with c0 > 0 and
     // ldw > C (hidden-chunked w2), GQA-like shapes, a size that is a multiple of 64
@@ -177,6 +282,11 @@ int main(int argc, char** argv) {
             bench_version(version, 8192, 2048, 8192);
             bench_host_overhead(version);
         }
+    }
+    if (want(4)) {
+        printf("version 4: train_llama's products at llama3-1B's shapes, cuBLASLt's candidates timed\n");
+        if (ladder_quick()) printf("  (LADDER_QUICK: the toy sizes)\n");
+        trainer_shapes(ladder_quick());
     }
     matmul_teardown();
     return ladder_finish("matmul");

@@ -44,6 +44,16 @@ as one element, so the actual alignment of every pointer is passed as a preferen
 If the heuristic finds no algorithm at all (it should not), a simple tiled kernel
 does the product instead (one warning printed), so odd sizes always work.
 
+Split-K: the heuristic may split the inner dimension of a product whose output has too
+few tiles to fill the GPU (the small outputs of the tests; at llama3-1B the [512 x 2048]
+k and v weight gradients). Only the scheme that sums the parts in fp32 in the workspace
+is allowed (CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE), so that every product is rounded to
+bf16 once. The H200 run of 2026-11-26 shows why: with every scheme allowed, the
+accumulating products of the dev/cuda ladder (dW += ..., the residual in place) at
+64x96 and 130x192 came back up to 15x the one-rounding tolerance off (the "in place"
+scheme adds the parts up in bf16). The fix has not run on a GPU yet: the ladder's v2/v3
+checks are its test. The profile prints each shape's algorithm (matmul_algo_line).
+
 The handle and the 32 MiB workspace are created once by matmul_setup() (reference
 counted, so paired setup/teardown calls may nest) and freed by matmul_teardown().
 The workspace is shared: matmuls must not run concurrently on two streams.
@@ -80,6 +90,7 @@ struct MatmulAlgoEntry {
     cublasLtMatmulDesc_t op;
     cublasLtMatrixLayout_t la, lb, ld;
     cublasLtMatmulAlgo_t algo;
+    unsigned long long calls;  // products run with it (the profile's GEMM table)
 };
 #define MATMUL_ALGO_CACHE_SIZE 128
 static MatmulAlgoEntry matmul_algo_cache[MATMUL_ALGO_CACHE_SIZE];
@@ -179,9 +190,11 @@ static inline uint32_t matmul_alignment(const void* p) {
     return al;
 }
 
-// The descriptors and the heuristic's choice for one problem. Returns 1 and fills e
-// (descriptors and algo) if cuBLASLt has an algorithm; 0 otherwise (nothing to destroy).
-static inline int matmul_lt_prepare(MatmulAlgoEntry* e) {
+// The descriptors of one problem and the heuristic's first `want` algorithms, best first
+// (cuBLASLt's order). Returns how many it found (0: nothing to destroy, the descriptors are
+// already gone); the caller destroys the descriptors otherwise. The cache keeps the first;
+// dev/cuda/matmul.cu times them all.
+static inline int matmul_lt_candidates(MatmulAlgoEntry* e, cublasLtMatmulHeuristicResult_t* heur, int want) {
     const MatmulAlgoKey& kk = e->key;
     cublasLtMatmulPreference_t pref;
     cublasOperation_t ta = kk.transa ? CUBLAS_OP_T : CUBLAS_OP_N, tb = kk.transb ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -199,29 +212,92 @@ static inline int matmul_lt_prepare(MatmulAlgoEntry* e) {
     cublasLtCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &kk.al_b, sizeof(kk.al_b)));
     cublasLtCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_c, sizeof(al_c)));
     cublasLtCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &kk.al_d, sizeof(kk.al_d)));
-    cublasLtMatmulHeuristicResult_t heur;
+    // split-K only with its parts summed in fp32 in the workspace (one rounding at the end):
+    // the "in place" scheme adds the parts up in D's type, and on the H200 the dev/cuda
+    // ladder's accumulating products (dW, the residual in place) came back several bf16
+    // steps off wherever the heuristic chose it (small outputs, 1 tile on 132 SMs)
+    uint32_t reductions = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+    cublasLtCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &reductions, sizeof(reductions)));
     int found = 0;
     // CUBLAS_STATUS_NOT_SUPPORTED here means "no algorithm": treated like found == 0
-    cublasStatus_t hst = cublasLtMatmulAlgoGetHeuristic(matmul_handle, e->op, e->la, e->lb, e->ld, e->ld, pref, 1, &heur, &found);
+    cublasStatus_t hst = cublasLtMatmulAlgoGetHeuristic(matmul_handle, e->op, e->la, e->lb, e->ld, e->ld, pref, want, heur, &found);
     if (hst != CUBLAS_STATUS_SUCCESS && hst != CUBLAS_STATUS_NOT_SUPPORTED)
         FAIL("cuBLASLt: cublasLtMatmulAlgoGetHeuristic failed with status %d (%s) (m=%d n=%d k=%d)", (int)hst,
              cublasLtGetStatusString(hst), kk.m, kk.n, kk.k);
     cublasLtCheck(cublasLtMatmulPreferenceDestroy(pref));
-    e->found = hst == CUBLAS_STATUS_SUCCESS && found > 0 && heur.state == CUBLAS_STATUS_SUCCESS;
-    if (e->found) {
-        e->algo = heur.algo;
-    } else {
+    int n = 0;  // the usable ones, in order
+    if (hst == CUBLAS_STATUS_SUCCESS)
+        for (int i = 0; i < found; i++)
+            if (heur[i].state == CUBLAS_STATUS_SUCCESS) heur[n++] = heur[i];
+    if (n == 0) {
         cublasLtCheck(cublasLtMatrixLayoutDestroy(e->ld));
         cublasLtCheck(cublasLtMatrixLayoutDestroy(e->lb));
         cublasLtCheck(cublasLtMatrixLayoutDestroy(e->la));
         cublasLtCheck(cublasLtMatmulDescDestroy(e->op));
-        if (!matmul_fallback_warned) {
-            matmul_fallback_warned = 1;
-            fprintf(stderr, "warning: cuBLASLt found no algorithm for m=%d n=%d k=%d (alignments %u/%u/%u/%u bytes); "
-                            "using the slow fallback kernel for such shapes\n", kk.m, kk.n, kk.k, kk.al_a, kk.al_b, al_c, kk.al_d);
-        }
+    }
+    return n;
+}
+
+// The descriptors and the heuristic's choice for one problem. Returns 1 and fills e
+// (descriptors and algo) if cuBLASLt has an algorithm; 0 otherwise (nothing to destroy).
+static inline int matmul_lt_prepare(MatmulAlgoEntry* e) {
+    cublasLtMatmulHeuristicResult_t heur;
+    e->calls = 0;
+    e->found = matmul_lt_candidates(e, &heur, 1) > 0;
+    if (e->found) {
+        e->algo = heur.algo;
+    } else if (!matmul_fallback_warned) {
+        const MatmulAlgoKey& kk = e->key;
+        matmul_fallback_warned = 1;
+        fprintf(stderr, "warning: cuBLASLt found no algorithm for m=%d n=%d k=%d (alignments %u/%u/%u/%u bytes); "
+                        "using the slow fallback kernel for such shapes\n", kk.m, kk.n, kk.k, kk.al_a, kk.al_b,
+                kk.c_mode == 2 ? kk.al_c : kk.al_d, kk.al_d);
     }
     return e->found;
+}
+
+// How cuBLASLt configured an algorithm (ids of cublasLt.h's enums; a tile id up to 35 by
+// its name), one line: the qkv and wo products ran 15-25% below the FFN's on the H200, and
+// this line, next to each shape's time, tells whether the heuristic's tile, stages, split-K
+// or cluster shape is why.
+static inline void matmul_algo_config_text(const cublasLtMatmulAlgo_t* algo, char* buf, size_t n) {
+    static const char* tiles[] = {"?", "8x8", "8x16", "16x8", "8x32", "16x16", "32x8", "8x64", "16x32", "32x16",
+                                  "64x8", "32x32", "32x64", "64x32", "32x128", "64x64", "128x32", "64x128", "128x64",
+                                  "64x256", "128x128", "256x64", "64x512", "128x256", "256x128", "512x64", "64x96",
+                                  "96x64", "96x128", "128x160", "160x128", "192x128", "128x192", "128x96", "32x256",
+                                  "256x32"};
+    int32_t id = 0, splitk = 0;
+    uint32_t tile = 0, stages = 0, swizzle = 0, reduction = 0;
+    uint16_t cluster = 0;
+    size_t w = 0;
+    cublasLtCheck(cublasLtMatmulAlgoConfigGetAttribute(algo, CUBLASLT_ALGO_CONFIG_ID, &id, sizeof id, &w));
+    cublasLtCheck(cublasLtMatmulAlgoConfigGetAttribute(algo, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile, sizeof tile, &w));
+    cublasLtCheck(cublasLtMatmulAlgoConfigGetAttribute(algo, CUBLASLT_ALGO_CONFIG_STAGES_ID, &stages, sizeof stages, &w));
+    cublasLtCheck(cublasLtMatmulAlgoConfigGetAttribute(algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splitk, sizeof splitk, &w));
+    cublasLtCheck(cublasLtMatmulAlgoConfigGetAttribute(algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &reduction, sizeof reduction, &w));
+    cublasLtCheck(cublasLtMatmulAlgoConfigGetAttribute(algo, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING, &swizzle, sizeof swizzle, &w));
+    cublasLtCheck(cublasLtMatmulAlgoConfigGetAttribute(algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &cluster, sizeof cluster, &w));
+    char tname[16];
+    if (tile < sizeof tiles / sizeof tiles[0]) snprintf(tname, sizeof tname, "%s", tiles[tile]);
+    else snprintf(tname, sizeof tname, "#%u", tile);
+    snprintf(buf, n, "algo %d tile %s stages #%u split-k %d%s swizzle %u cluster #%u", id, tname, stages, splitk,
+             reduction == 1 ? " (in place)" : reduction == 2 ? " (fp32)" : reduction == 4 ? " (output type)" : "", swizzle,
+             (unsigned)cluster);
+}
+
+// Line i of the GEMM table the profile prints (0 past the last cached shape): the shape in
+// cuBLASLt's column-major terms, how many products used it, and the algorithm.
+static inline int matmul_algo_line(int i, char* buf, size_t n) {
+    if (i < 0 || i >= matmul_algo_cache_n) return 0;
+    const MatmulAlgoEntry* e = &matmul_algo_cache[i];
+    const MatmulAlgoKey& k = e->key;
+    static const char* beta[3] = {"D = AB", "D += AB", "D = C + AB"};
+    int len = snprintf(buf, n, "m %6d n %6d k %6d %c%c %-10s calls %6llu  ", k.m, k.n, k.k, k.transa ? 'T' : 'N',
+                       k.transb ? 'T' : 'N', beta[k.c_mode], e->calls);
+    if (len < 0 || (size_t)len >= n) return 1;
+    if (e->found) matmul_algo_config_text(&e->algo, buf + len, n - (size_t)len);
+    else snprintf(buf + len, n - (size_t)len, "no cuBLASLt algorithm: the fallback kernel");
+    return 1;
 }
 
 // Column-major D (m x n, ld ldd) = op(A) op(B) [+ C], with op(A) m x k and op(B) k x n.
@@ -263,6 +339,7 @@ static inline int matmul_cublaslt(floatX* d, const floatX* c, const floatX* a, c
         matmul_lt_prepare(e);
     }
     if (!e->found) return 0;
+    e->calls++;
     const float alpha = 1.0f, beta = c ? 1.0f : 0.0f;
     cublasLtCheck(cublasLtMatmul(matmul_handle, e->op, &alpha, a, e->la, b, e->lb, &beta, c ? c : d, e->ld, d, e->ld,
                                  &e->algo, matmul_workspace, MATMUL_WORKSPACE_BYTES, s));

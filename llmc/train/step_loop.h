@@ -54,7 +54,12 @@ static inline void step_begin(StepLoop* s, int step) {
 static inline double step_end(StepLoop* s, int step) {
     double ms = (now_seconds() - s->t0) * 1e3;
     if (step == s->start + 1) comm_bytes_log(s->lg, "comm per step, counted in this step (bytes this rank sent)", s->comm->sent);
-    if (step == s->loop->profile_step) profile_report(s->prof, s->lg, step, ms);
+    if (step == s->loop->profile_step) {
+        profile_report(s->prof, s->lg, step, ms);
+        char line[256];
+        for (int i = 0; matmul_algo_line(i, line, sizeof line); i++)
+            logf_(s->lg, "%s%s\n", i == 0 ? "GEMM algorithms (cuBLASLt's first choice per shape, column-major terms; calls: products so far):\n  " : "  ", line);
+    }
     s->stop_signal = g_stop_signal;
     size_t measured = peak_bytes_all_ranks(s->comm, &s->stop_signal);  // the largest rank's
     s->peak = measured > s->peak ? measured : s->peak;

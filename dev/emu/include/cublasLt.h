@@ -60,6 +60,7 @@ typedef enum {
 typedef enum {
     CUBLASLT_MATMUL_PREF_SEARCH_MODE = 0,
     CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES = 1,
+    CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK = 3,
     CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES = 5,
     CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES = 6,
     CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES = 7,
@@ -222,6 +223,13 @@ static inline cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmul
         if (sz != sizeof(uint32_t)) { emu::lt_complain("MIN_ALIGNMENT of %zu bytes (expected 4)", sz); return CUBLAS_STATUS_INVALID_VALUE; }
         memcpy(&p->align[a - CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES], v, 4); return CUBLAS_STATUS_SUCCESS;
     }
+    if (a == CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK) {  // the model never splits K: any valid mask is fine
+        uint32_t mask = 0;
+        if (sz != sizeof(uint32_t)) { emu::lt_complain("REDUCTION_SCHEME_MASK of %zu bytes (expected 4)", sz); return CUBLAS_STATUS_INVALID_VALUE; }
+        memcpy(&mask, v, 4);
+        if (mask & ~7u) { emu::lt_complain("REDUCTION_SCHEME_MASK 0x%x has bits beyond the three schemes", mask); return CUBLAS_STATUS_INVALID_VALUE; }
+        return CUBLAS_STATUS_SUCCESS;
+    }
     emu::lt_complain("preference attribute %d is not modelled", (int)a);
     return CUBLAS_STATUS_NOT_SUPPORTED;
 }
@@ -246,6 +254,34 @@ static inline cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t h, 
     res[0].state = CUBLAS_STATUS_SUCCESS;
     res[0].workspaceSize = 0;
     *found = 1;
+    return CUBLAS_STATUS_SUCCESS;
+}
+// An algorithm's configuration, as the profile's GEMM table reads it. The model's single
+// "algorithm" has no tile or stages: every attribute reads as 0 (cuBLASLt's "undefined"),
+// after the same checks of the algorithm and the buffer size the library makes.
+typedef enum {
+    CUBLASLT_REDUCTION_SCHEME_NONE = 0,
+    CUBLASLT_REDUCTION_SCHEME_INPLACE = 1,
+    CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE = 2,
+    CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE = 4,
+} cublasLtReductionScheme_t;
+typedef enum {
+    CUBLASLT_ALGO_CONFIG_ID = 0,
+    CUBLASLT_ALGO_CONFIG_TILE_ID = 1,
+    CUBLASLT_ALGO_CONFIG_SPLITK_NUM = 2,
+    CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME = 3,
+    CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING = 4,
+    CUBLASLT_ALGO_CONFIG_STAGES_ID = 6,
+    CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID = 8,
+} cublasLtMatmulAlgoConfigAttributes_t;
+static inline cublasStatus_t cublasLtMatmulAlgoConfigGetAttribute(const cublasLtMatmulAlgo_t* algo,
+                                                                  cublasLtMatmulAlgoConfigAttributes_t a, void* buf,
+                                                                  size_t sz, size_t* written) {
+    if (!algo || algo->data[4] != emu::LT_MAGIC) { emu::lt_complain("algorithm not from cublasLtMatmulAlgoGetHeuristic"); return CUBLAS_STATUS_INVALID_VALUE; }
+    size_t want = a == CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID ? 2 : 4;
+    if (written) *written = want;
+    if (!buf || sz != want) { emu::lt_complain("config attribute %d read into %zu bytes (it has %zu)", (int)a, sz, want); return CUBLAS_STATUS_INVALID_VALUE; }
+    memset(buf, 0, sz);
     return CUBLAS_STATUS_SUCCESS;
 }
 static inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t op, const void* alpha, const void* A,

@@ -194,4 +194,6 @@ static inline void matmul_forward_residual(floatX* out, const floatX* residual, 
 // The CUDA build creates its cuBLASLt handle and workspace here; nothing to do on the CPU.
 static inline void matmul_setup(void) {}
 static inline void matmul_teardown(void) {}
+// the CUDA build's table of cuBLASLt algorithms per shape: the CPU build has none
+static inline int matmul_algo_line(int i, char* buf, size_t n) { (void)i; (void)buf; (void)n; return 0; }
 static inline size_t matmul_workspace_bytes(void) { return 0; }
