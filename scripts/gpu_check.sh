@@ -8,8 +8,9 @@
 #                                 #   same batches; then stories110M T=1024
 #   bash scripts/gpu_check.sh 2   # <= 9 min: every dev/ref file in both builds, bit-exact resume,
 #                                 #   --comm mpi with 2 ranks, the attention ladder, compute-sanitizer
-#                                 #   (memcheck, racecheck, synccheck) on the tensor-core kernels, the DiT
-#                                 #   benchmark against scripts/pytorch_dit.py, the other ladders
+#                                 #   (memcheck, racecheck, synccheck) on the tensor-core kernels, dit-B
+#                                 #   and dit-XL at 16K tokens against scripts/pytorch_dit.py (eager with
+#                                 #   SDPA auto, flash, cudnn; torch.compile), the other ladders
 #                                 #   (the quick correctness steps first: a short lease still gets them)
 #   bash scripts/gpu_check.sh 3   # <= 6 min: loss curves (stories15M, ours vs PyTorch from the same
 #                                 #   initial weights), the memory sweep, largest-batch searches last
@@ -32,7 +33,17 @@
 # Every step has a time limit, which is also its estimate in the plan, and each call a
 # budget (GPU_CHECK_BUDGET overrides it); a step that fails, times out or finds no time
 # left is recorded as FAIL / TIMEOUT / SKIP and the call goes on. Exit status: 0 when
-# every step passed, 1 otherwise.
+# every step passed, 1 otherwise. The limits add up to more than the budgets; what the
+# steps took on the H200 (2026-11-26: the tests 1-16 s each, a PyTorch run 12-28 s eager and
+# 49-106 s compiled) puts call 1 near 6 min and call 2 near its 9: call 2's last steps, the
+# other ladders and the extra compiled runs, are the ones a tight budget skips.
+#
+# Ours against PyTorch: every PyTorch row runs in the same call as ours' row of its config,
+# after it, on the same batches, so that no ratio spans two machines; the peer runs eager
+# with SDPA auto (PyTorch's choice, recorded) and with flash and cudnn by name (a SKIP
+# where PyTorch cannot run one), compiled with auto, and compiled again with the fastest
+# eager backend when auto ran another. The summary gives tok/s of the mean and the median
+# step for both sides, the backend that ran, and ours' ratio to each PyTorch row.
 #
 # Output under $OUT (at most 8 files per call; tables are folded into the summary):
 #   gpu_check_callN.log     every step's command and full output, in order
@@ -186,13 +197,17 @@ setup_call() {  # CALL: the files, the budget, the device and the binaries of on
 if [ "$CPU" = 1 ]; then
   DEVICE=cpu; SFX=_cpu
   HEAD=(tiny 2 128); SMALL=(tiny 4 64); CURVE=(tiny 4 64 40 20); DIT_BENCH=(--model dit-tiny --batch 2)
+  DIT_MODELS=(dit-tiny); DIT_CLIP=(--batch 2); DIT_LIMITS=(60 60 120)
   SWEEP=(tiny 64 2 tiny 128 1); LLAMA_V=512; MAXB=4; SWEEP_ONLY=(--only "baseline,recompute 2")
 else
   DEVICE=cuda; SFX=""
   HEAD=(llama3-1B 4 2048); SMALL=(stories110M 16 1024); CURVE=(stories15M 32 256 1000 100)
-  # 16 x 32 x 32 = 16,384 tokens a clip; dit-B (hd 64) runs the tensor-core attention, dit-XL
-  # (hd 72) cannot yet: on the fp32 kernel it ran 666 tok/s on the H200 (2026-11-26), too slow to bench
+  # 16 x 32 x 32 = 16,384 tokens a clip. dit-XL's head dim 72 may have no tensor-core attention in
+  # ours: its row then gets the first steps of the fp32 kernel before its limit (666 tok/s on the H200)
   DIT_BENCH=(--model dit-B --frames 16 --height 64 --width 64 --batch 1)
+  DIT_MODELS=(dit-B dit-XL); DIT_CLIP=(--frames 16 --height 64 --width 64 --batch 1)
+  # seconds: ours, one eager peer run, one compiled (dit-XL's compile took 106 s on the H200)
+  DIT_LIMITS=(30 45 120)
   SWEEP=(stories110M 1024 8 llama3-1B 2048 1); LLAMA_V=128256; MAXB=64; SWEEP_ONLY=()
 fi
 
@@ -272,16 +287,52 @@ bench_ours() {
       sed -n '/^profile of step/,/^step /p' "$SCRATCH/logs/bench_${name}_ours.log"; echo '```'; } >> "$EXTRA"
   fi
 }
-# bench_torch NAME MODEL B T COMPILE MAXSEC DATA
+# The PyTorch rows. Each runs in the same call as ours' row of its config, right after it, so
+# that a ratio never spans two machines. SDPA names PyTorch's attention kernel (auto: its own
+# choice); the peer's summary records which one ran.
+# peer_step STEP MAXSEC SDPA COMMAND...: one peer run; the step's status on stdout. A named
+# backend is a CUDA kernel (a SKIP on the CPU); a peer that exits 3 found it unable to run
+# this attention, a SKIP with the peer's reason.
+peer_step() {
+  local step=$1 max=$2 sdpa=$3 rc=0; shift 3
+  if [ "$sdpa" != auto ] && [ "$CPU" = 1 ]; then skip "$step" "on the CPU (flash and cudnn are CUDA kernels)" >&2; echo SKIP; return; fi
+  run_step "$step" "$max" "$@" --sdpa-backend "$sdpa" >&2 || rc=$?
+  if (( rc == 3 )) && [ "$PLAN" != 1 ]; then
+    sed -i '$d' "$STEPS"
+    record "$step" SKIP 0 "$(grep -m1 -- '--sdpa-backend' "$SCRATCH/logs/$step.log" | cut -c1-200)"
+    echo SKIP; return
+  fi
+  status_of $rc
+}
+
+# bench_torch NAME MODEL B T COMPILE MAXSEC DATA [SDPA]: scripts/pytorch_llama.py on ours' batches
 bench_torch() {
-  local name=$1 model=$2 bb=$3 t=$4 comp=$5 max=$6 data=$7 rc=0 impl="pytorch eager" mode=eager
-  if (( comp )); then impl="pytorch compile"; mode=compile; fi
-  local o=$SCRATCH/bench_${name}_torch_$mode.jsonl
-  [ "$PLAN" = 1 ] && plan needs "$data" 0 && plan bench "bench_${name}_torch_$mode" 0 "$model B=$bb T=$t"
-  run_step "bench_${name}_torch_$mode" "$max" \
-    "$PY" scripts/pytorch_llama.py --model "$model" --batch "$bb" --seq "$t" --steps 15 --bench --bench-warmup 5 \
-    --compile "$comp" --device "$DEVICE" --train-data "$data" --peak-flops "$PEAK" --print-every 5 --out "$o" || rc=$?
-  add_row "$model B=$bb T=$t" "$model" "$t" "$impl" "$(status_of $rc)" torch "$o" "$(basename "$data")"
+  local name=$1 model=$2 bb=$3 t=$4 comp=$5 max=$6 data=$7 sdpa=${8:-auto} mode=eager
+  (( comp )) && mode=compile
+  local step=bench_${name}_torch_$mode; [ "$sdpa" = auto ] || step=${step}_$sdpa
+  local o=$SCRATCH/$step.jsonl st
+  [ "$PLAN" = 1 ] && plan needs "$data" 0 && plan bench "$step" 0 "$model B=$bb T=$t sdpa $sdpa"
+  st=$(peer_step "$step" "$max" "$sdpa" "$PY" scripts/pytorch_llama.py --model "$model" --batch "$bb" --seq "$t" --steps 15 \
+    --bench --bench-warmup 5 --compile "$comp" --device "$DEVICE" --train-data "$data" --peak-flops "$PEAK" --print-every 5 --out "$o")
+  add_row "$model B=$bb T=$t" "$model" "$t" "pytorch $mode, sdpa $sdpa" "$st" torch "$o" "$(basename "$data")"
+}
+
+# fastest_compile NAME MAXSEC RUN...: after the eager rows with auto, flash and cudnn and the
+# compiled one with auto, torch.compile again with the fastest eager backend when it is not
+# the one auto ran (RUN... runs the peer: bench_torch or bench_dit_torch with their leading
+# arguments, less COMPILE, MAXSEC and the rest)
+fastest_compile() {
+  local name=$1 max=$2 fast; shift 2
+  if [ "$PLAN" = 1 ]; then
+    plan cond "bench_${name}_torch_compile_FASTEST" "$max" "torch.compile with the fastest eager SDPA backend, only when auto ran another"
+    return 0
+  fi
+  [ "$CPU" = 1 ] && return 0
+  local e=$SCRATCH/bench_${name}_torch_eager
+  fast=$("$PY" scripts/gpu_summary.py --fastest-sdpa "$SCRATCH/bench_${name}_torch_compile.jsonl" "$e.jsonl" "${e}_flash.jsonl" \
+    "${e}_cudnn.jsonl" 2>> "$LOG")
+  [ -n "$fast" ] && "$@" "$fast"
+  return 0
 }
 
 # test_ref NAME BINARY REF [flags]: one test program against one reference
@@ -345,6 +396,16 @@ call_1() {
   bench_ours small "${SMALL[@]}" 30 "$SYN_32K" "${att[@]}"
   bench_torch small "${SMALL[@]}" 1 75 "$SYN_32K"
   bench_torch small "${SMALL[@]}" 0 30 "$SYN_32K"
+  write_summary
+  # PyTorch's attention by name: flash and cuDNN each, eager, beside auto (what auto ran is in its row)
+  local be
+  for be in flash cudnn; do
+    bench_torch head "${HEAD[@]}" 0 45 "$SYN_LLAMA" "$be"
+    bench_torch small "${SMALL[@]}" 0 30 "$SYN_32K" "$be"
+  done
+  write_summary
+  fastest_compile head 120 bench_torch head "${HEAD[@]}" 1 120 "$SYN_LLAMA"
+  fastest_compile small 75 bench_torch small "${SMALL[@]}" 1 75 "$SYN_32K"
   write_summary
   # the headline again on the fp32 attention: the profile that says what tc gains
   [ "$CPU" = 1 ] || { bench_ours head_fp32attn "${HEAD[@]}" 40 "$SYN_LLAMA" --attention fp32; write_summary; }
@@ -419,6 +480,7 @@ call_2() {
   if [ "$CPU" = 1 ]; then skip ladders_rest "on the CPU"
   else run_step ladders_rest 90 bash scripts/gpu_ladder.sh all-but-attention; fi
   write_summary
+  bench_dit_fastest
 }
 
 # sanitize TOOL MAXSEC COMMAND...: one compute-sanitizer step; a runtime that refuses the
@@ -434,27 +496,52 @@ sanitize() {
 }
 
 bench_dit() {
-  local rd=$SCRATCH/bench_dit rc=0
-  rm -rf "$rd"
-  [ "$PLAN" = 1 ] && plan bench bench_dit_ours 0 "${DIT_BENCH[*]} (generated clips)"
-  run_step bench_dit_ours 60 "$(b train_dit)" "${DIT_BENCH[@]}" --steps 12 --val-every 0 --sample-every 0 \
-    --run-dir "$rd" --profile-step 12 || rc=$?
-  add_row "${DIT_BENCH[*]}" dit 0 "train_dit" "$(status_of $rc)" dit_ours "$rd/metrics.jsonl" "generated clips"
-  if [ "$PLAN" != 1 ] && [ -f "$SCRATCH/logs/bench_dit_ours.log" ]; then
-    { echo; echo "### profile of one step: train_dit ${DIT_BENCH[*]}"; echo; echo '```'
-      sed -n '/^profile of step/,/^step /p' "$SCRATCH/logs/bench_dit_ours.log"; echo '```'; } >> "$EXTRA"
-  fi
-  local comp mode
-  for comp in 0 1; do
-    mode=eager; (( comp )) && mode=compile
-    local o=$SCRATCH/bench_dit_torch_$mode.jsonl lim=60; (( comp )) && lim=120
-    rc=0
-    [ "$PLAN" = 1 ] && plan bench "bench_dit_torch_$mode" 0 "${DIT_BENCH[*]} (generated clips)"
-    run_step "bench_dit_torch_$mode" "$lim" "$PY" scripts/pytorch_dit.py "${DIT_BENCH[@]}" --steps 12 --bench --bench-warmup 4 \
-      --compile "$comp" --device "$DEVICE" --peak-flops "$PEAK" --out "$o" || rc=$?
-    add_row "${DIT_BENCH[*]}" dit 0 "pytorch $mode" "$(status_of $rc)" dit_torch "$o" "generated clips"
+  local model
+  for model in "${DIT_MODELS[@]}"; do bench_dit_model "$model"; done
+}
+
+# torch.compile with the fastest eager SDPA backend, where auto ran another: last in call 2,
+# after the ladders, since the eager rows already name PyTorch's fastest attention
+bench_dit_fastest() {
+  local model
+  for model in "${DIT_MODELS[@]}"; do
+    fastest_compile "${model//-/_}" "${DIT_LIMITS[2]}" bench_dit_torch "${model//-/_}" "--model $model ${DIT_CLIP[*]}" 1
   done
   write_summary
+}
+
+# bench_dit_model MODEL: train_dit, then the peer beside it: eager with auto, flash and cudnn,
+# and torch.compile with auto
+bench_dit_model() {
+  local model=$1 name=${1//-/_} rc=0
+  local cfg=(--model "$model" "${DIT_CLIP[@]}") rd=$SCRATCH/bench_$name
+  rm -rf "$rd"
+  [ "$PLAN" = 1 ] && plan bench "bench_${name}_ours" 0 "${cfg[*]} (generated clips)"
+  run_step "bench_${name}_ours" "${DIT_LIMITS[0]}" "$(b train_dit)" "${cfg[@]}" --steps 12 --val-every 0 --sample-every 0 \
+    --run-dir "$rd" --profile-step 12 || rc=$?
+  add_row "${cfg[*]}" dit 0 "train_dit" "$(status_of $rc)" dit_ours "$rd/metrics.jsonl" "generated clips"
+  if [ "$PLAN" != 1 ] && [ -f "$SCRATCH/logs/bench_${name}_ours.log" ]; then
+    { echo; echo "### profile of one step: train_dit ${cfg[*]}"; echo; echo '```'
+      sed -n '/^profile of step/,/^step /p' "$SCRATCH/logs/bench_${name}_ours.log"; echo '```'; } >> "$EXTRA"
+  fi
+  bench_dit_torch "$name" "${cfg[*]}" 0 auto
+  bench_dit_torch "$name" "${cfg[*]}" 0 flash
+  bench_dit_torch "$name" "${cfg[*]}" 0 cudnn
+  bench_dit_torch "$name" "${cfg[*]}" 1 auto
+  write_summary
+}
+
+# bench_dit_torch NAME "CONFIG FLAGS" COMPILE SDPA: scripts/pytorch_dit.py on train_dit's clips and draws
+bench_dit_torch() {
+  local name=$1 comp=$3 sdpa=$4 mode=eager lim=${DIT_LIMITS[1]} st
+  local cfg; read -r -a cfg <<< "$2"
+  if (( comp )); then mode=compile; lim=${DIT_LIMITS[2]}; fi
+  local step=bench_${name}_torch_$mode; [ "$sdpa" = auto ] || step=${step}_$sdpa
+  local o=$SCRATCH/$step.jsonl
+  [ "$PLAN" = 1 ] && plan bench "$step" 0 "$2 sdpa $sdpa (generated clips)"
+  st=$(peer_step "$step" "$lim" "$sdpa" "$PY" scripts/pytorch_dit.py "${cfg[@]}" --steps 12 --bench --bench-warmup 4 \
+    --compile "$comp" --device "$DEVICE" --peak-flops "$PEAK" --out "$o")
+  add_row "$2" dit 0 "pytorch $mode, sdpa $sdpa" "$st" dit_torch "$o" "generated clips"
 }
 
 # ---------------------------------------------------------------- call 3: curves, sweep

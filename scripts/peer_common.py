@@ -19,7 +19,25 @@ checks against the reference files, and the command line's model and data flags.
   timed_steps, summary, finish   the training loop, its JSON lines, the summary line, the exit status
   find_max_batch          the largest micro-batch: doubling, then bisection, until CUDA OOM
   add_run_flags, setup_device, run   the common flags, the device, --out and the dispatch
+  sdpa_setup              --sdpa-backend: which of PyTorch's attention kernels runs, checked
+                          on the step's attention shape before the first step (below)
   mem_stats, device_name, is_oom, HAVE_SDPA, H100_BF16_PEAK, MASK64
+
+--sdpa-backend auto|flash|cudnn|efficient|math. auto is PyTorch's own choice; a name runs the
+steps under torch.nn.attention.sdpa_kernel with that one backend, so PyTorch raises rather
+than falls back when it cannot run. Which backend ran is found before the first step by one
+forward and backward of F.scaled_dot_product_attention on the step's q, k, v (same batch,
+heads, length, head dim, dtype, layout, causality, the same backend flags), read from the
+autograd node it leaves (ScaledDotProduct{Cudnn,Flash,Efficient}AttentionBackward0; the
+math backend is a composite of matmuls and leaves no node of its own): the node is what the
+dispatcher actually chose, where torch._fused_sdp_choice would be a second private
+prediction of it. A backend that cannot run there ends the peer with exit status 3 and
+PyTorch's reasons. Limits: the probe is one call outside torch.compile; a compiled model
+makes the same choice when it is traced under the same flags (the steps run inside them),
+but the probe cannot look inside the compiled graph. The node names are PyTorch
+internals: an unknown one is recorded as is. On the CPU the named fused backends are
+refused (the comparisons they serve are CUDA ones); where torch has no SDPA (before 2.0)
+auto and math run the explicit softmax, and the record says so.
 
 Every function takes what differs between the peers as arguments (the program name of
 the messages, the model's batches and parameter groups, the JSON fields that only one
@@ -28,12 +46,15 @@ and numpy only.
 """
 
 import argparse
+import contextlib
 import gc
 import json
 import math
 import os
+import statistics
 import sys
 import time
+import warnings
 from collections import OrderedDict
 from types import SimpleNamespace
 
@@ -44,6 +65,8 @@ import torch.nn.functional as F
 H100_BF16_PEAK = 989e12  # the default --peak-flops: H100 SXM bf16 dense
 MASK64 = (1 << 64) - 1
 HAVE_SDPA = hasattr(F, "scaled_dot_product_attention")
+SDPA_CHOICES = ("auto", "flash", "cudnn", "efficient", "math")
+SDPA_MEMBER = {"flash": "FLASH_ATTENTION", "cudnn": "CUDNN_ATTENTION", "efficient": "EFFICIENT_ATTENTION", "math": "MATH"}
 
 
 def messages(prog):
@@ -180,6 +203,8 @@ class Trainer:
         self.params = list(model.parameters())
         self.cuda = device.type == "cuda"
         self.use_bf16 = a.dtype == "bf16"
+        sd = getattr(a, "_sdpa", None)
+        self.sdpa_ctx = sd.ctx if sd is not None else contextlib.nullcontext
 
     def sync(self):
         if self.cuda:
@@ -205,12 +230,13 @@ class Trainer:
         loss_sum = None
         for batch in batches:
             args = self.on_device(batch)
-            if self.use_bf16:
-                with torch.autocast(device_type=self.device.type, dtype=torch.bfloat16):
+            with self.sdpa_ctx():
+                if self.use_bf16:
+                    with torch.autocast(device_type=self.device.type, dtype=torch.bfloat16):
+                        loss = self.fwd(*args)
+                else:
                     loss = self.fwd(*args)
-            else:
-                loss = self.fwd(*args)
-            (loss / n).backward()
+                (loss / n).backward()
             ld = loss.detach().float()
             loss_sum = ld if loss_sum is None else loss_sum + ld
         if self.a.grad_clip > 0:
@@ -296,6 +322,22 @@ def rate(per_step, timed_ms):
     return per_step * len(timed_ms) / (sum(timed_ms) / 1e3) if timed_ms else 0.0
 
 
+def rate_median(per_step, timed_ms):
+    """Units per second of the median timed step: one slow step (a collection, a clock
+    change) moves the mean but not this; 0 if none."""
+    return per_step / (statistics.median(timed_ms) / 1e3) if timed_ms else 0.0
+
+
+def log_rates(log, run, unit, per_step):
+    """One line beside the summary: the mean and the median step, each with its rate, and
+    the SDPA backend the summary records."""
+    t = run.timed_ms
+    if not t:
+        return
+    log("timed %d steps: mean %.2f ms (%.0f %s/s), median %.2f ms (%.0f %s/s)" % (
+        len(t), sum(t) / len(t), rate(per_step, t), unit, statistics.median(t), rate_median(per_step, t), unit))
+
+
 def summary(a, run, compiled, opt_kind, device, sizes, rates, costs, mfu, extra=()):
     """The summary line's fields, in order: summary, impl, model, compile, dtype, the peer's
     sizes, steps, timed_steps, warmup_steps_untimed, its rates, ms_per_step, its costs
@@ -307,12 +349,16 @@ def summary(a, run, compiled, opt_kind, device, sizes, rates, costs, mfu, extra=
     s += list(sizes)
     s += [("steps", len(losses)), ("timed_steps", len(t)), ("warmup_steps_untimed", run.warm)]
     s += list(rates)
-    s += [("ms_per_step", (sum(t) / len(t)) if t else None)]
+    s += [("ms_per_step", (sum(t) / len(t)) if t else None), ("ms_per_step_median", statistics.median(t) if t else None)]
     s += list(costs)
     s += [("peak_flops", a.peak_flops), ("mfu", mfu), ("peak_mem_allocated", alloc), ("peak_mem_reserved", res),
           ("first_loss", losses[0] if losses else None), ("final_loss", losses[-1] if losses else None),
           ("wall_s", run.wall), ("device", device_name(device)), ("torch", torch.__version__),
-          ("sdpa", HAVE_SDPA), ("optimizer", opt_kind), ("init_from", a.init_from)]
+          ("sdpa", HAVE_SDPA)]
+    sd = getattr(a, "_sdpa", None)
+    s += [("sdpa_backend_requested", sd.requested if sd else None), ("sdpa_backend", sd.ran if sd else None),
+          ("sdpa_probe", sd.probe if sd else None)]
+    s += [("optimizer", opt_kind), ("init_from", a.init_from)]
     s += list(extra)
     return OrderedDict(s)
 
@@ -432,10 +478,16 @@ def add_run_flags(ap, compile_help, init_help, max_batch_limit):
     ap.add_argument("--max-batch-limit", dest="max_batch_limit", type=int, default=max_batch_limit)
     ap.add_argument("--print-every", dest="print_every", type=int, default=10)
     ap.add_argument("--threads", type=int, default=0, help="CPU threads (0 = torch's default)")
+    ap.add_argument("--sdpa-backend", dest="sdpa_backend", default="auto", choices=SDPA_CHOICES,
+                    help="PyTorch's attention kernel: auto (PyTorch's choice) or one by name; the summary "
+                         "records which ran (this module's docstring)")
 
 
-def run(a, c, device, find_max_batch, train):
-    """Opens --out, then runs find_max_batch or train(a, c, device, out); their exit status."""
+def run(a, c, device, find_max_batch, train, attn=None, log=None, die=None):
+    """--sdpa-backend checked on the attention shape attn (sdpa_setup), then opens --out and
+    runs find_max_batch or train(a, c, device, out); their exit status."""
+    if attn is not None:
+        a._sdpa = sdpa_setup(a, device, attn, log, die)
     out = open(a.out, "w") if a.out else None
     try:
         if a.find_max_batch:
@@ -444,3 +496,74 @@ def run(a, c, device, find_max_batch, train):
     finally:
         if out:
             out.close()
+
+
+# ----------------------------------------------------------------------------- SDPA backend
+
+def _sdpa_name(node):
+    """Our name of the backend whose autograd node this is (the module's docstring)."""
+    low = (node or "").lower()
+    for key in ("cudnn", "flash", "efficient"):
+        if key in low and "attention" in low:
+            return key + ("_cpu" if "cpu" in low else "")
+    return "math"
+
+
+def sdpa_setup(a, device, attn, log, die):
+    """The SDPA backend of --sdpa-backend for attention of shape attn (B, H, KV, T, hd,
+    causal): a namespace requested, ran, probe (how ran was found), ctx (the context the
+    steps run in). Dies with status 3 where the backend cannot run that attention."""
+    want = a.sdpa_backend
+    ns = SimpleNamespace(requested=want, ran=None, probe=None, ctx=contextlib.nullcontext)
+    if want in ("flash", "cudnn", "efficient") and device.type != "cuda":
+        die("--sdpa-backend %s is a CUDA kernel and the device is %s: here only auto or math" % (want, device.type), 3)
+    if not HAVE_SDPA:
+        if want not in ("auto", "math"):
+            die("--sdpa-backend %s: torch %s has no F.scaled_dot_product_attention" % (want, torch.__version__), 3)
+        ns.ran = "math"
+        ns.probe = "torch %s has no SDPA: the peer's explicit softmax, the math backend's computation" % torch.__version__
+        log("sdpa: requested %s, ran %s (%s)" % (want, ns.ran, ns.probe))
+        return ns
+    if want != "auto":
+        try:
+            from torch.nn.attention import SDPBackend, sdpa_kernel
+        except ImportError:
+            die("--sdpa-backend %s needs torch.nn.attention.sdpa_kernel, which torch %s lacks (auto runs)"
+                % (want, torch.__version__), 3)
+        member = getattr(SDPBackend, SDPA_MEMBER[want], None)
+        if member is None:
+            die("--sdpa-backend %s: torch %s has no SDPBackend.%s" % (want, torch.__version__, SDPA_MEMBER[want]), 3)
+        ns.ctx = lambda: sdpa_kernel([member])
+    B, H, KV, T, hd, causal = (attn[k] for k in ("B", "H", "KV", "T", "hd", "causal"))
+    dt = torch.bfloat16 if a.dtype == "bf16" else torch.float32
+    shape = "B=%d H=%d KV=%d T=%d hd=%d %s %s" % (B, H, KV, T, hd, "causal" if causal else "full", a.dtype)
+    # the layouts of the peers' calls: heads transposed out of [B, T, heads, hd], the kv heads
+    # repeated to H (a contiguous copy) when there are fewer
+    q = torch.randn(B, T, H, hd, device=device, dtype=dt).transpose(1, 2).requires_grad_()
+    k = torch.randn(B, T, KV, hd, device=device, dtype=dt).transpose(1, 2).requires_grad_()
+    v = torch.randn(B, T, KV, hd, device=device, dtype=dt).transpose(1, 2).requires_grad_()
+    kk, vv = (k.repeat_interleave(H // KV, dim=1), v.repeat_interleave(H // KV, dim=1)) if H != KV else (k, v)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            with ns.ctx():
+                o = F.scaled_dot_product_attention(q, kk, vv, is_causal=causal)
+                node = o.grad_fn.name() if o.grad_fn is not None else ""
+                o.float().sum().backward()
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+        except RuntimeError as e:
+            why = "; ".join(str(w.message).strip().replace("\n", " ") for w in caught)
+            die("--sdpa-backend %s cannot run this attention (%s): %s%s" % (
+                want, shape, str(e).strip().splitlines()[0], " (PyTorch: %s)" % why if why else ""), 3)
+    ns.ran = _sdpa_name(node)
+    ns.probe = "autograd node %s of one SDPA forward on %s" % (node or "(none)", shape)
+    if want != "auto" and ns.ran != want:
+        die("--sdpa-backend %s: PyTorch ran %s instead (%s)" % (want, ns.ran, ns.probe), 3)
+    del q, k, v, kk, vv, o
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats(device)
+    log("sdpa: requested %s, ran %s (%s)" % (want, ns.ran, ns.probe))
+    return ns

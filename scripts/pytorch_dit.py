@@ -57,7 +57,9 @@ instead (same distributions, not the same numbers; no host work).
 
 Output lines (--out, JSON): per step {step, loss, lr, grad_norm, ms, clips_per_s, tok_per_s,
 peak_mem_allocated, peak_mem_reserved}; then {"summary": true, ...} with tok_per_s and
-clips_per_s (timed steps only with --bench), flops_per_token = 6 W + 12 L N D, W the
+clips_per_s (timed steps only with --bench) from the mean step and their _median twins from
+the median step, sdpa_backend (which of PyTorch's attention kernels ran, --sdpa-backend:
+scripts/peer_common.py), flops_per_token = 6 W + 12 L N D, W the
 multiply-adds of the weights per token (patch P*D, per block 4D^2 + 2 D FF, final D*P;
 the per-clip conditioning and adaLN not counted), N the tokens per clip (so 12 L N^2 D per
 clip for attention, forward and backward), flops_per_clip = N * flops_per_token, mfu
@@ -727,10 +729,13 @@ def train(a, c, device, out):
     run = peer_common.timed_steps(a, tr, lambda step: [data.get(step, m) for m in range(a.grad_accum)], out, log,
                                   rates)
     cps = peer_common.rate(clips_per_step, run.timed_ms)
+    cps_med = peer_common.rate_median(clips_per_step, run.timed_ms)
+    peer_common.log_rates(log, run, "tok", clips_per_step * N)
     summ = peer_common.summary(
         a, run, compiled, opt_kind, device,
         sizes=[("B", a.batch), ("grad_accum", a.grad_accum), ("N", N), ("T", N), ("cfg", {k: c[k] for k in CFG_KEYS})],
-        rates=[("clips_per_s", cps), ("tok_per_s", cps * N)],
+        rates=[("clips_per_s", cps), ("tok_per_s", cps * N), ("clips_per_s_median", cps_med),
+               ("tok_per_s_median", cps_med * N)],
         costs=[("n_params", npar), ("flops_per_token", fpt), ("flops_per_clip", fpt * N)],
         mfu=cps * N * fpt / a.peak_flops, extra=[("data", a.data), ("draws", a.draws)])
     rc = peer_common.finish(summ, out, run.losses)
@@ -884,7 +889,8 @@ def main():
     if not 0.0 <= a.label_dropout <= 1.0:
         die("--label-dropout must be in [0, 1]")
 
-    return peer_common.run(a, c, device, find_max_batch, train)
+    attn = dict(B=a.batch, H=c["H"], KV=c["H"], T=n_tokens(c), hd=c["D"] // c["H"], causal=False)
+    return peer_common.run(a, c, device, find_max_batch, train, attn, log, die)
 
 
 if __name__ == "__main__":

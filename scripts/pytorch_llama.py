@@ -43,7 +43,9 @@ sampling) from the state dataloader_initial_rng_(seed, 0), or the state saved in
 
 Output lines (--out, JSON): per step {step, loss, lr, grad_norm, ms, tok_per_s,
 peak_mem_allocated, peak_mem_reserved}; then {"summary": true, ...} with tok_per_s (timed
-steps only when --bench), mfu = tok_per_s * (6*N + 6*L*D*T) / peak_flops (N = number of
+steps only when --bench) from the mean step and tok_per_s_median from the median one
+(ms_per_step, ms_per_step_median), sdpa_backend (which of PyTorch's attention kernels ran,
+--sdpa-backend: scripts/peer_common.py), mfu = tok_per_s * (6*N + 6*L*D*T) / peak_flops (N = number of
 parameters, tied embeddings counted once; peak 989e12 = H100 SXM bf16 dense unless
 --peak-flops), peak memory (torch.cuda.max_memory_allocated/max_memory_reserved; null
 on the CPU), and the configuration.
@@ -500,9 +502,11 @@ def train(a, c, device, out):
 
     run = peer_common.timed_steps(a, tr, lambda step: [loader.next_batch() for _ in range(accum)], out, log, rates)
     tok_s = peer_common.rate(tokens_per_step, run.timed_ms)
+    peer_common.log_rates(log, run, "tok", tokens_per_step)
     summ = peer_common.summary(a, run, compiled, opt_kind, device, sizes=[("B", B), ("T", T), ("grad_accum", accum)],
-                               rates=[("tok_per_s", tok_s)], costs=[("n_params", npar), ("flops_per_token", fpt)],
-                               mfu=tok_s * fpt / a.peak_flops)
+                               rates=[("tok_per_s", tok_s),
+                                      ("tok_per_s_median", peer_common.rate_median(tokens_per_step, run.timed_ms))],
+                               costs=[("n_params", npar), ("flops_per_token", fpt)], mfu=tok_s * fpt / a.peak_flops)
     return peer_common.finish(summ, out, run.losses)
 
 
@@ -644,7 +648,8 @@ def main():
     if a.steps < 1:
         die("--steps must be >= 1")
 
-    return peer_common.run(a, c, device, find_max_batch, train)
+    attn = dict(B=a.batch, H=c["H"], KV=c["KV"], T=a.seq, hd=c["D"] // c["H"], causal=True)
+    return peer_common.run(a, c, device, find_max_batch, train, attn, log, die)
 
 
 if __name__ == "__main__":

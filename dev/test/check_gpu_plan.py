@@ -16,15 +16,22 @@ which its budget bounds. Prints the plan as a table, then one PASS/FAIL line per
   * tc: the headline's llama3-1B row uses --attention tc
   * order: no step is listed after call 1's headline that the headline needs (the
     tests with --attention tc come before it)
+  * same call: every PyTorch row (bench_X_torch_*) has ours' row of its config (bench_X_ours)
+    earlier in the same call, so that no ratio spans two machines
+  * backends: every config with PyTorch rows has them with SDPA auto and with flash and
+    cudnn by name
+  * dit compile: call 2 has dit-B and dit-XL each against torch.compile
 
 Exit status 1 when any promise fails, so adding or reordering a step can fail make test.
 
 --planted: instead, plants one defect at a time into the plan (a 10 s step before the
 headline, a ninth file in call 2, a benchmark whose data no step provides, the llama3-1B
-row without --attention tc, the tc tests moved after the headline) and prints PASS for each
+row without --attention tc, the tc tests moved after the headline, a PyTorch row whose ours
+row is gone, the cudnn rows gone, dit-XL without torch.compile) and prints PASS for each
 defect the checks catch, FAIL for one they let through.
 """
 import argparse
+import re
 import sys
 
 
@@ -50,6 +57,9 @@ def planted(ev, a):
         "llama3_1B_without_tc": [e[:4] + (e[4].replace("--attention tc", ""),) if e[1] == "bench" else e for e in ev],
         "tc_tests_after_headline": [e for i, e in enumerate(ev) if i not in tc][:head - len(tc) + 1]
         + [ev[i] for i in tc] + [e for i, e in enumerate(ev) if i not in tc][head - len(tc) + 1:],
+        "peer_row_without_ours": [e for e in ev if not (e[1] == "bench" and e[2] == "bench_dit_XL_ours")],
+        "peer_rows_without_cudnn": [e for e in ev if not (e[1] == "bench" and e[2].endswith("_cudnn"))],
+        "dit_XL_without_compile": [e for e in ev if not (e[1] == "bench" and e[2] == "bench_dit_XL_torch_compile")],
     }
     bad = 0
     for name, mutated in defects.items():
@@ -132,6 +142,28 @@ def check(ev, a, quiet=False):
         before = {e[2] for e in ev[:cut] if e[0] == "1"}
         needed = [n for n in names if "attention_tc" in n and "memory_flags" not in n]
         verdict(all(n in before for n in needed) and needed, "call1_tc_tests_before_headline (%d)" % len(needed))
+    # the PyTorch rows: each beside ours in its call, with its SDPA backends named
+    peer = re.compile(r"^bench_(.+)_torch_(eager|compile)(?:_(flash|cudnn|efficient|math))?$")
+    lonely, unnamed = [], []
+    for c in calls:
+        seen_ours, backends = set(), {}
+        for call, kind, name, sec, detail in ev:
+            if call != c or kind != "bench":
+                continue
+            if name.endswith("_ours"):
+                seen_ours.add(name[len("bench_"):-len("_ours")])
+            m = peer.match(name)
+            if m:
+                if m.group(1) not in seen_ours:
+                    lonely.append(name)
+                backends.setdefault(m.group(1), set()).add(m.group(3) or "auto")
+        unnamed += ["%s (call %s: %s)" % (x, c, ", ".join(sorted(b))) for x, b in backends.items()
+                    if not {"auto", "flash", "cudnn"} <= b]
+    verdict(not lonely, "peer_rows_beside_ours_in_their_call%s" % (" (alone: %s)" % ", ".join(lonely) if lonely else ""))
+    verdict(not unnamed, "peer_rows_with_sdpa_auto_flash_cudnn%s" % (" (missing in %s)" % "; ".join(unnamed) if unnamed else ""))
+    comp = {e[2] for e in ev if e[0] == "2" and e[1] == "bench"}
+    verdict(all("bench_%s_torch_compile" % m in comp and "bench_%s_ours" % m in comp for m in ("dit_B", "dit_XL")),
+            "call2_dit_B_and_dit_XL_against_torch_compile")
     out("gpu_plan: %s" % ("every promise holds" if ok else "a promise is broken"))
     return 0 if ok else 1
 

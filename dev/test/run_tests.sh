@@ -705,6 +705,12 @@ for bug in rope-axis noise-shift; do
   check_error "dit_peer_steps_planted_$bug" "FAILED" "$PY" scripts/pytorch_dit.py --device cpu \
     --init-from "$PD/ckpt_000000.bin" "${PEER[@]}" --compare-metrics "$PD/metrics.jsonl" --plant-bug "$bug"
 done
+# --sdpa-backend: math runs on the CPU and its summary records the backend that ran; the CUDA
+# kernels named on the CPU end with a clear message (exit 3), not a silent fallback
+check dit_peer_sdpa_math bash -c "'$PY' scripts/pytorch_dit.py --device cpu --model dit-tiny --batch 2 --steps 2 \
+  --sdpa-backend math | grep -q '\"sdpa_backend\": \"math\"'"
+check_error dit_peer_sdpa_flash_on_cpu "flash CUDA cpu" "$PY" scripts/pytorch_dit.py --device cpu --model dit-tiny --steps 1 \
+  --sdpa-backend flash
 PEER_FILE=(--data "$PD/clips.bin" --val-clips 2 --batch 3 --grad-accum 2 --steps 4 --lr 1e-2 --warmup 1)
 check dit_peer_clip_file bash -c "'$PY' scripts/clips_to_bin.py --synthetic-demo '$PD/demo' && \
   '$PY' scripts/clips_to_bin.py '$PD/demo' --out '$PD/clips.bin' --frames 4"
