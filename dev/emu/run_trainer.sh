@@ -46,7 +46,8 @@
 #    the thread schedule (sync / lazy / lazy with eager copy streams / reverse thread
 #    order: same downloaded bytes), that the cuBLASLt fallback kernel path passes too, and
 #    that a missing prefetch (--test-skip-prefetch 1) FAILS;
-# 5. (EMU_TRAINER_RESUME=0 skips it) train_llama on a tiny synthetic shard: 6 steps with a
+# 5. (EMU_TRAINER_RESUME=0 skips it) train_llama on a tiny synthetic shard (bf16: head dim 64 on
+#    --attention tc, fp32: head dim 8 on the fp32 attention): 6 steps with a
 #    checkpoint at 3, then a run resumed from it must give bit-identical metrics for
 #    steps 4-6; and --offload-act -1 --recompute 2 must give bit-identical metrics to the
 #    plain run (L=4: 3 offloaded layers share 2 slots). train_dit likewise on generated
@@ -258,9 +259,12 @@ if [ "${EMU_TRAINER_RESUME:-1}" != 0 ]; then
   "$PY" dev/test/write_toy_shard.py "$B/data/train.bin" 4000 1 128 && "$PY" dev/test/write_toy_shard.py "$B/data/val.bin" 1000 2 128
   TR=(--model tiny --V 128 --D 32 --L 4 --H 4 --KV 2 --F 64 --batch 2 --seq 16 --total-batch 64 --steps 6 --warmup 2
       --val-every 3 --val-batches 2 --ckpt-every 3 --train-data "$B/data/train.bin" --val-data "$B/data/val.bin")
+  # bf16: head dim 64 on the tensor-core attention, so that resume and offload are bit-exact on tc too
+  TR_TC=(--D 128 --H 2 --KV 1 --F 256 --attention tc)
   for p in fp32 bf16; do
-    job "train_llama.$p.full" "" "$B/bin/train_llama.$p" "${TR[@]}" --run-dir "$B/out/run_llama.$p.full"
-    job "train_llama.$p.offload" "" "$B/bin/train_llama.$p" "${TR[@]}" --offload-act -1 --recompute 2 --run-dir "$B/out/run_llama.$p.offload"
+    TRP=("${TR[@]}"); [ $p = bf16 ] && TRP+=("${TR_TC[@]}")
+    job "train_llama.$p.full" "" "$B/bin/train_llama.$p" "${TRP[@]}" --run-dir "$B/out/run_llama.$p.full"
+    job "train_llama.$p.offload" "" "$B/bin/train_llama.$p" "${TRP[@]}" --offload-act -1 --recompute 2 --run-dir "$B/out/run_llama.$p.offload"
   done
 fi
 
@@ -333,7 +337,8 @@ echo "trainer: first runs done after $(elapsed "$T0") s"
 if [ "${EMU_TRAINER_RESUME:-1}" != 0 ]; then
   rm -f "$B"/jobs/*.sh
   for p in fp32 bf16; do
-    [ -x "$B/bin/train_llama.$p" ] && job "train_llama.$p.resumed" "" "$B/bin/train_llama.$p" "${TR[@]}" \
+    TRP=("${TR[@]}"); [ $p = bf16 ] && TRP+=("${TR_TC[@]}")
+    [ -x "$B/bin/train_llama.$p" ] && job "train_llama.$p.resumed" "" "$B/bin/train_llama.$p" "${TRP[@]}" \
       --run-dir "$B/out/run_llama.$p.resumed" --resume "$B/out/run_llama.$p.full/ckpt_000003.bin"
     [ -x "$B/bin/train_dit.$p" ] && job "train_dit.$p.resumed" "" "$B/bin/train_dit.$p" "${TRD[@]}" \
       --run-dir "$B/out/run_dit.$p.resumed" --resume "$B/out/run_dit.$p.full/ckpt_000002.bin"
