@@ -457,6 +457,16 @@ call_2() {
         --cp 2 --cp-mode "$mode" --attention tc --ffn-chunks 2 --recompute 1
       run_step "mpi2_test_llama_cp2_${mode}_fp32" 30 "${mp[@]}" "$BIN/mpi/test_llama" --comm mpi --ref "$r" --cp 2 --cp-mode "$mode"
     done
+    # the DiT's (non-causal, a plain split of each clip's tokens): on the tensor cores at hd 64 (256 tokens, 2 heads:
+    # one a rank under Ulysses) and on the fp32 kernel (hd 12, and hd 8 with 1 channel)
+    if [[ -x $BIN/mpi/test_dit ]] || [ "$PLAN" = 1 ]; then
+      for mode in ring ulysses; do
+        run_step "mpi2_test_dit_cp2_${mode}_tc" 30 "${mp[@]}" "$BIN/mpi/test_dit" --comm mpi --ref "$SCRATCH/fresh/dit_hd64.dref" \
+          --cp 2 --cp-mode "$mode" --attention tc --ffn-chunks 2 --recompute 1
+      done
+      run_step mpi2_test_dit_cp2_ring_fp32 30 "${mp[@]}" "$BIN/mpi/test_dit" --comm mpi --ref dev/ref/dit_hd12_clip.dref --cp 2 --cp-mode ring
+      run_step mpi2_test_dit_cp2_ulysses_fp32 30 "${mp[@]}" "$BIN/mpi/test_dit" --comm mpi --ref dev/ref/dit_nc1_hd8.dref --cp 2 --cp-mode ulysses
+    else skip mpi2_test_dit_cp2 "no MPI build of test_dit ($BIN/mpi)"; fi
   fi
   # the attention ladder: every version against the CPU twin, TFLOP/s of each
   if [ "$CPU" = 1 ]; then skip ladder_attention "on the CPU (ladders need a GPU)"
