@@ -109,6 +109,17 @@ def saved_fields(f, tp=ONE):
     return keep + (list(GATHERED) if tp.keep_g else [])
 
 
+def cudnn_workspace(f, B, T, H, hd):
+    """cuDNN's attention workspace, the documented bound (docs/memory.md, "cuDNN attention
+    workspace"): fp32 dQ accumulator and row sums, 16 MiB for the engines' own scratch, and with
+    --cudnn-deterministic 1 (the default) dP in bf16 over 128-padded sequence axes."""
+    if f.get("attention") != "cudnn":
+        return 0
+    tp = cdiv(T, 128) * 128
+    det = f.get("cudnn_deterministic", 1)
+    return 4 * B * H * T * (hd + 1) + (16 << 20) + (2 * B * H * tp * tp if det else 0)
+
+
 def ffn_chunk_width(F, K):
     """--ffn-chunk-dim hidden: ceil(F/K), rounded up to a multiple of 64 when at least 64
     (the chunk GEMMs keep cuBLASLt's fast kernels; train_args.h ffn_chunk_width)"""
@@ -156,6 +167,7 @@ def expected_plan(c, B, T, f, s, tp=ONE):
         "dk": BT * KVl * hd * s, "dv": BT * KVl * hd * s,
         "rstd (recompute)": 4 * rows, "final norm rstd": 4 * rows,
         "attention delta (tc backward)": 4 * B * Hl * T if f.get("attention") == "tc" else 0,
+        "attention workspace (cudnn)": cudnn_workspace(f, B, T, Hl, hd),
         "logits (one CE chunk)": cdiv(hrows, K) * vc * s,
         "CE row max, sums (vocab-parallel)": 12 * cdiv(hrows, K) if tp.vp else 0,
         "per-token losses": 4 * hrows,
@@ -316,6 +328,8 @@ def run_plan(binary, c, f, path, dp_flags=()):
            "--ffn-chunk-dim", "seq" if f["ffn_seq"] else "hidden", "--ce-chunks", str(f["ce_chunks"]),
            "--offload-act", str(f["offload"]), "--recompute", str(f["recompute"]),
            "--attention", f.get("attention", "fp32")]
+    if "cudnn_deterministic" in f:
+        cmd += ["--cudnn-deterministic", str(f["cudnn_deterministic"])]
     if "tied" in c:
         cmd += ["--tied", str(c["tied"])]
     cmd += list(dp_flags)
