@@ -370,7 +370,7 @@ attention_tests() {
     # the default backward too (not reproducible, the same tolerances), and which cuDNN was loaded
     test_ref test_llama_hd64_gqa_attention_cudnn_nondeterministic "$(b test_llama)" "$f/hd64_gqa.lref" \
       --attention cudnn --cudnn-deterministic 0
-    [ "$PLAN" = 1 ] || say "cuDNN loaded: $(grep -m1 -o 'cuDNN [0-9]* loaded (built with [0-9]*)' \
+    [ "$PLAN" = 1 ] || say "cuDNN loaded: $(grep -m1 -o 'cuDNN [0-9.]* loaded (built with [0-9.]*)' \
       "$SCRATCH/logs/test_llama_hd64_gqa_attention_cudnn.log" 2>/dev/null || echo 'not reported (see the step logs)')"
   fi
 }

@@ -785,8 +785,30 @@ def report(tag, errs, first_fail, ok_line):
     return 0
 
 
+def check_cudnn(binary, tmp, first_fail):
+    """cuDNN's attention workspace (a build made with USE_CUDNN=1; others refuse --attention cudnn,
+    which is then noted, not failed): three shapes, both backward algorithms. Returns (checks, failures)."""
+    name = os.path.basename(binary)
+    cjobs = [(c, dict(FLAGS[3 * i], attention="cudnn", cudnn_deterministic=det), ())
+             for i, c in enumerate(MODELS[:3]) for det in (0, 1)]
+    cres = run_all(binary, cjobs, tmp)
+    if all(err and "--attention cudnn:" in err.split(" | ")[0] for _, err in cres):
+        print(f"{name}: no --attention cudnn in this build ({cres[0][1].split(' | ')[0]}): workspace not checked")
+        return 0, 0
+    bad = 0
+    for (c, f, _), (plan, err) in zip(cjobs, cres):
+        errs = [err] if err else check_activations(plan, c, f)
+        ws = {e["name"]: e["bytes"] for e in plan["device"]["entries"]}.get("attention workspace (cudnn)") if plan else None
+        bad += report(f"{name} --attention cudnn --cudnn-deterministic {f['cudnn_deterministic']} {c}", errs,
+                      first_fail, lambda: f"workspace {ws} bytes")
+    print(f"{name}: {len(cjobs)} --attention cudnn plans checked (the workspace bound)")
+    return len(cjobs), bad
+
+
 def main():
-    binaries = sys.argv[1:] or ["./train_llama_cpu"]
+    # --cudnn-only: the cuDNN workspace plans alone (make test, on the bf16 build made with USE_CUDNN=1)
+    cudnn_only = "--cudnn-only" in sys.argv[1:]
+    binaries = [a for a in sys.argv[1:] if a != "--cudnn-only"] or ["./train_llama_cpu"]
     bad = 0
     total = 0
     first_fail = []
@@ -796,6 +818,11 @@ def main():
                 print(f"FAIL {binary}: not an executable")
                 return 1
             name = os.path.basename(binary)
+            if cudnn_only:
+                n, nbad = check_cudnn(binary, tmp, first_fail)
+                total += n
+                bad += nbad
+                continue
             # 1. activations, offload and scratch over shapes and memory flags (dp = 1)
             grid = list(itertools.product(MODELS, FLAGS))
             results = run_all(binary, [(c, f, ()) for c, f in grid], tmp)
@@ -811,6 +838,9 @@ def main():
                     print(f"FAIL {name} {c} {f}:\n    " + "\n    ".join(errs))
             print(f"{name} (floatX {s} bytes): {n} activation plans checked")
             total += n
+            n, nbad = check_cudnn(binary, tmp, first_fail)
+            total += n
+            bad += nbad
             # 2. data parallelism: every dp, --zero, --shard-vocab, with one memory-flag set per shape
             jobs, keys = [], []
             for i, c in enumerate(DP_MODELS):

@@ -124,9 +124,11 @@ static inline void attention_select(AttentionImpl want, int hd) {
 static inline void attention_cudnn_describe(char* out, size_t n) {
     out[0] = 0;
 #if ATTENTION_HAS_CUDNN
-    if (g_attention_impl == ATTENTION_CUDNN)
-        snprintf(out, n, ", cuDNN %zu loaded (built with %zu), --cudnn-deterministic %d", cudnn_att_loaded_version(),
-                 cudnn_att_compiled_version(), g_cudnn_deterministic);
+    if (g_attention_impl == ATTENTION_CUDNN) {
+        size_t v = cudnn_att_loaded_version(), c = cudnn_att_compiled_version();  // 91900 = 9.19.0
+        snprintf(out, n, ", cuDNN %zu.%zu.%zu loaded (built with %zu.%zu.%zu), --cudnn-deterministic %d", v / 10000,
+                 v / 100 % 100, v % 100, c / 10000, c / 100 % 100, c % 100, g_cudnn_deterministic);
+    }
 #else
     (void)n;
 #endif

@@ -75,7 +75,9 @@ size_t cudnn_att_workspace_bound(int B, int T, int H, int KV, int hd, int determ
 
 static void att_handle(cudaStream_t stream) {
     if (!g_handle) {
-        if (cudnnGetVersion() / 100 != CUDNN_VERSION / 100)
+        // cuDNN keeps its API within a major version, and the frontend checks the features it
+        // uses against the loaded library at run time; another major is refused here
+        if (cudnnGetVersion() / 10000 != CUDNN_VERSION / 10000)
             FAIL("cuDNN: the library loaded is %zu, the build compiled against %d (hint: %s)", cudnnGetVersion(),
                  CUDNN_VERSION, HINT_LOAD);
         cudnnCheck(cudnnCreate(&g_handle), HINT_LOAD);
