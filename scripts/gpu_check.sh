@@ -330,7 +330,7 @@ bench_torch() {
 # test_ref NAME BINARY REF [flags]: one test program against one reference
 test_ref() {
   local name=$1 bin=$2 ref=$3; shift 3
-  if [ "$PLAN" = 1 ] || [[ -f $ref ]]; then run_step "$name" 15 "$bin" --ref "$ref" "$@"
+  if [ "$PLAN" = 1 ] || [[ -f $ref ]]; then run_step "$name" "${REF_LIMIT:-15}" "$bin" --ref "$ref" "$@"
   else record "$name" FAIL 0 "reference $ref missing (its step failed?)"; fi
 }
 
@@ -359,6 +359,8 @@ attention_tests() {
     [ "$att" = tc ] && test_ref "test_dit_hd64" "$(b test_dit)" "$f/dit_hd64.dref"
     return 0
   fi
+  # cuDNN builds each graph (heuristics, perhaps a runtime compile) at its first call: more time
+  local REF_LIMIT=15; [ "$att" = cudnn ] && REF_LIMIT=25
   if [ "$att" = cudnn ] && [ "$PLAN" != 1 ] && [ "$CUDNN_BIN" != 1 ]; then
     skip test_attention_cudnn "the bf16 programs here have no cuDNN ($BF16_BIN; gpu_bin/BUILD_INFO: $(sed -n 's/^cudnn: //p' gpu_bin/BUILD_INFO 2>/dev/null))"
     return 0

@@ -35,6 +35,22 @@ does both for the trainers, the context-parallel calls included).
 attention_impl_name(g_attention_impl) names the choice for the log.
 Backward with tc: the tensor-core backward (llmc/kernels/attention_tc_backward.cuh, which
 kernels.h includes in every CUDA build).
+RoPE: when attention_fuses_rope() (tc selected and ATTENTION_TC_FUSE_ROPE 1), the rotation of
+q and k is done inside the tensor-core kernels: call
+  attention_dispatch_forward_rope(out, lse, q, k, v, rope_cos, rope_sin, B, T, H, KV, hd, s)
+  attention_dispatch_backward_rope(dq, dk, dv, dout, q, k, v, out, lse, delta_scratch,
+                                   rope_cos, rope_sin, B, T, H, KV, hd, s)
+(and the _full_ ones) with the UNROTATED q, k, instead of rope_forward on q and k before
+attention_dispatch_forward and rope_backward on dq and dk after attention_dispatch_backward:
+the same results, bit for bit, two passes over q and k fewer each way. Otherwise (fp32,
+cudnn) keep the separate rope launches: these four FAIL when tc is not selected.
+The fusion is off (ATTENTION_TC_FUSE_ROPE 0) by measurement: on the H200 the fused kernels
+were slower than the rope launches plus the plain tc kernels at every benchmark shape of the
+ladder (llama3-1B's heads, causal B=4 T=2048 H=32 KV=8 hd 64: forward 0.535 ms fused against
+0.438 unfused, backward 1.907 against 1.419; dev/cuda/attention.cu version 5), because the
+rotation in the tile loads lengthens the kernels' critical path more than the two passes over
+q and k cost. The fused results match the unfused ones within one bf16 rounding (the fused
+backward rotates dq, dk in fp32 and rounds once; the unfused one rounds, rotates, rounds).
 */
 #pragma once
 #include "../core/common.h"
