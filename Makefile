@@ -132,7 +132,8 @@ PYTHON = $(shell bash scripts/ensure_python_deps.sh 2>/dev/null | tail -n1)
 
 .PHONY: gpu-bin all cpu cuda test test-full dit tinystories sweep compare data data512 clean info cuda-compile cudnn-available FORCE print-cpu-flags
 
-all: cpu
+# `make USE_CUDNN=1` alone means the CUDA programs with cuDNN's attention too
+all: cpu $(if $(filter 1,$(USE_CUDNN)),cuda)
 
 cpu: train_llama_cpu test_llama_cpu train_dit_cpu test_dit_cpu
 
