@@ -8,6 +8,7 @@
 #   make dit                build train_dit and train the video DiT on generated clips (GIFs in runs/dit)
 #   make train_llama_cpu test_llama_cpu           CPU build (g++ -fopenmp -DLLMC_CPU)
 #   make train_llama test_llama [PRECISION=FP32] [CUDA_ARCH=90]   CUDA build
+#   make cuda USE_CUDNN=1   the bf16 CUDA build with cuDNN's fused attention (--attention cudnn)
 
 CXX ?= g++
 CPU_FLAGS = -O3 -march=native -fopenmp -std=c++17 -DLLMC_CPU -Wall -Wextra -Wno-unused-function -I.
@@ -28,6 +29,28 @@ NVCC_FLAGS += -DENABLE_FP32
 CUDA_SUFFIX = _fp32
 else
 CUDA_SUFFIX =
+endif
+
+# cuDNN's fused attention (--attention cudnn, llmc/kernels/cudnn_attention.h): USE_CUDNN=1 adds it
+# to the bf16 CUDA programs (an FP32 build has no use for it: it refuses --attention cudnn). cuDNN 9
+# (cudnn.h, libcudnn.so.9) comes with the CUDA Toolkit here or a cuDNN package; the cudnn-frontend
+# headers are downloaded once, pinned, by scripts/ensure_cudnn_frontend.sh into build/. The frontend
+# is compiled in its own translation unit, once, into build/cudnn_attention.o (minutes: the headers
+# are large), so that the trainers' own compile stays as it was; nvrtc, which the frontend calls for
+# its runtime-compiled engines, is linked beside libcudnn.
+USE_CUDNN ?= 0
+CUDNN_FE_VERSION := 1.32.0
+CUDNN_FE_INC := build/cudnn-frontend/$(CUDNN_FE_VERSION)/include
+CUDNN_OBJ := build/cudnn_attention.o
+CUDNN_LIBS := $(CUDNN_OBJ) -lcudnn -lnvrtc
+# is cuDNN there at all (make test compiles with it when it is)
+CUDNN_FOUND := $(if $(NVCC),$(if $(and $(wildcard $(dir $(NVCC))../include/cudnn.h),$(wildcard $(dir $(NVCC))../lib64/libcudnn.so)),1))
+ifeq ($(USE_CUDNN),1)
+ifneq ($(PRECISION),FP32)
+BF16_CUDNN_FLAGS := -DUSE_CUDNN
+BF16_CUDNN_DEPS := $(CUDNN_OBJ)
+BF16_CUDNN_LIBS := $(CUDNN_LIBS)
+endif
 endif
 
 # The CPU build's matrix products (llmc/kernels/cpu/matmul.h) on a BLAS library; BLAS=0 keeps the
@@ -107,9 +130,10 @@ CPU_LIBS = $(MPI_LIBS) $(CPU_BLAS_LIBS)
 
 PYTHON = $(shell bash scripts/ensure_python_deps.sh 2>/dev/null | tail -n1)
 
-.PHONY: gpu-bin all cpu cuda test test-full dit tinystories sweep compare data data512 clean info cuda-compile FORCE print-cpu-flags
+.PHONY: gpu-bin all cpu cuda test test-full dit tinystories sweep compare data data512 clean info cuda-compile cudnn-available FORCE print-cpu-flags
 
-all: cpu
+# `make USE_CUDNN=1` alone means the CUDA programs with cuDNN's attention too
+all: cpu $(if $(filter 1,$(USE_CUDNN)),cuda)
 
 cpu: train_llama_cpu test_llama_cpu train_dit_cpu test_dit_cpu
 
@@ -134,13 +158,13 @@ build/train_dit_cpu_nompi: train_dit.cu $(HEADERS) build/cpu-config
 	@mkdir -p build
 	$(CXX) $(filter-out $(MPI_CFLAGS),$(CPU_FLAGS)) -x c++ $< -o $@ -lm $(CPU_BLAS_LIBS)
 
-train_llama$(CUDA_SUFFIX): train_llama.cu $(HEADERS)
+train_llama$(CUDA_SUFFIX): train_llama.cu $(HEADERS) build/cuda-config $(BF16_CUDNN_DEPS)
 	@test -n "$(NVCC)" || { echo "nvcc not found: install the CUDA Toolkit or use the CPU targets"; exit 1; }
-	$(NVCC) $(NVCC_FLAGS) $< -o $@ $(NVCC_LIBS)
+	$(NVCC) $(NVCC_FLAGS) $(BF16_CUDNN_FLAGS) $< -o $@ $(NVCC_LIBS) $(BF16_CUDNN_LIBS)
 
-test_llama$(CUDA_SUFFIX): test_llama.cu train_llama.cu $(HEADERS)
+test_llama$(CUDA_SUFFIX): test_llama.cu train_llama.cu $(HEADERS) build/cuda-config $(BF16_CUDNN_DEPS)
 	@test -n "$(NVCC)" || { echo "nvcc not found: install the CUDA Toolkit or use the CPU targets"; exit 1; }
-	$(NVCC) $(NVCC_FLAGS) $< -o $@ $(NVCC_LIBS)
+	$(NVCC) $(NVCC_FLAGS) $(BF16_CUDNN_FLAGS) $< -o $@ $(NVCC_LIBS) $(BF16_CUDNN_LIBS)
 
 train_dit_cpu: train_dit.cu $(HEADERS) build/cpu-config
 	$(CXX) $(CPU_FLAGS) -x c++ $< -o $@ -lm $(CPU_LIBS)
@@ -148,15 +172,32 @@ train_dit_cpu: train_dit.cu $(HEADERS) build/cpu-config
 test_dit_cpu: test_dit.cu train_dit.cu $(HEADERS) build/cpu-config
 	$(CXX) $(CPU_FLAGS) -x c++ $< -o $@ -lm $(CPU_LIBS)
 
-train_dit$(CUDA_SUFFIX): train_dit.cu $(HEADERS)
+train_dit$(CUDA_SUFFIX): train_dit.cu $(HEADERS) build/cuda-config $(BF16_CUDNN_DEPS)
 	@test -n "$(NVCC)" || { echo "nvcc not found: install the CUDA Toolkit or use the CPU targets"; exit 1; }
-	$(NVCC) $(NVCC_FLAGS) $< -o $@ $(NVCC_LIBS)
+	$(NVCC) $(NVCC_FLAGS) $(BF16_CUDNN_FLAGS) $< -o $@ $(NVCC_LIBS) $(BF16_CUDNN_LIBS)
 
-test_dit$(CUDA_SUFFIX): test_dit.cu train_dit.cu $(HEADERS)
+test_dit$(CUDA_SUFFIX): test_dit.cu train_dit.cu $(HEADERS) build/cuda-config $(BF16_CUDNN_DEPS)
 	@test -n "$(NVCC)" || { echo "nvcc not found: install the CUDA Toolkit or use the CPU targets"; exit 1; }
-	$(NVCC) $(NVCC_FLAGS) $< -o $@ $(NVCC_LIBS)
+	$(NVCC) $(NVCC_FLAGS) $(BF16_CUDNN_FLAGS) $< -o $@ $(NVCC_LIBS) $(BF16_CUDNN_LIBS)
 
 cuda: train_llama$(CUDA_SUFFIX) test_llama$(CUDA_SUFFIX) train_dit$(CUDA_SUFFIX) test_dit$(CUDA_SUFFIX)
+
+# rebuilt when the CUDA programs' flags change (USE_CUDNN, PRECISION, MPI found or not)
+build/cuda-config: FORCE
+	@mkdir -p build
+	@echo "$(NVCC) $(NVCC_FLAGS) $(BF16_CUDNN_FLAGS) $(NVCC_LIBS) $(BF16_CUDNN_LIBS)" | cmp -s - $@ || \
+	  echo "$(NVCC) $(NVCC_FLAGS) $(BF16_CUDNN_FLAGS) $(NVCC_LIBS) $(BF16_CUDNN_LIBS)" > $@
+
+$(CUDNN_FE_INC)/cudnn_frontend.h:
+	@bash scripts/ensure_cudnn_frontend.sh
+
+# host code only (no kernels of ours): -isystem keeps the frontend's own warnings out, -O1
+# because building a graph is not on any hot path and the headers compile slowly
+$(CUDNN_OBJ): llmc/kernels/cudnn_attention.cpp llmc/kernels/cudnn_attention.h llmc/core/common.h $(CUDNN_FE_INC)/cudnn_frontend.h
+	@test -n "$(NVCC)" || { echo "nvcc not found: install the CUDA Toolkit"; exit 1; }
+	@test -n "$(CUDNN_FOUND)" || { echo "USE_CUDNN=1: cudnn.h or libcudnn.so not found beside $(NVCC) (install cuDNN 9)"; exit 1; }
+	@mkdir -p build
+	$(NVCC) -O1 -std=c++17 -I. -isystem $(CUDNN_FE_INC) -Xcompiler -Wall,-Wextra,-Wno-unused-function -c $< -o $@
 
 build/test_dataloader: dev/test/test_dataloader.c llmc/io/dataloader.h
 	@mkdir -p build
@@ -175,18 +216,27 @@ build/test_tokenizer: dev/test/test_tokenizer.c llmc/io/tokenizer.h
 # with -j2: one nvcc per target, so the six compile side by side
 CUDA_COMPILE_BF16 := build/train_llama build/test_llama build/train_dit build/test_dit
 CUDA_COMPILE_FP32 := build/test_llama_fp32 build/test_dit_fp32
+# The bf16 programs with cuDNN's attention (USE_CUDNN=1) wherever it can be had: cuDNN beside nvcc
+# and the frontend headers downloaded (make cudnn-available says 1 or 0, and why on stderr);
+# USE_CUDNN=0 on the command line leaves it out
 cuda-compile:
 	@if [ -z "$(NVCC)" ]; then echo "nvcc not found: skipping the CUDA compile"; \
-	else $(MAKE) --no-print-directory $(CUDA_COMPILE_BF16) $(CUDA_COMPILE_FP32); fi
+	else c=$(if $(filter command line,$(origin USE_CUDNN)),$(USE_CUDNN),$$($(MAKE) -s --no-print-directory cudnn-available)); \
+	  $(MAKE) --no-print-directory USE_CUDNN=$$c $(CUDA_COMPILE_BF16) $(CUDA_COMPILE_FP32); fi
+
+cudnn-available:
+	@if [ -z "$(CUDNN_FOUND)" ]; then echo "no cuDNN beside $(NVCC): the CUDA build without --attention cudnn" >&2; echo 0; \
+	elif ! bash scripts/ensure_cudnn_frontend.sh >&2; then echo "the cudnn-frontend headers could not be downloaded: the CUDA build without --attention cudnn" >&2; echo 0; \
+	else echo 1; fi
 
 # -Xptxas -v: ptxas' registers, spills and shared memory of every kernel, kept in
 # build/<target>.ptxas for dev/test/ptxas_gate.py (make test), at no extra compile; the
 # compile's other messages still reach the terminal, and its exit status is kept
 PTXAS_REPORT = 2> $@.ptxas; rc=$$?; grep -v -e '^ptxas info' -e '^    [0-9]* bytes stack frame' $@.ptxas >&2; exit $$rc
 
-$(CUDA_COMPILE_BF16): build/%: %.cu $(HEADERS) FORCE
+$(CUDA_COMPILE_BF16): build/%: %.cu $(HEADERS) $(BF16_CUDNN_DEPS) FORCE
 	@mkdir -p build
-	$(NVCC) $(NVCC_FLAGS) -Xptxas -v $< -o $@ $(NVCC_LIBS) $(PTXAS_REPORT)
+	$(NVCC) $(NVCC_FLAGS) $(BF16_CUDNN_FLAGS) -Xptxas -v $< -o $@ $(NVCC_LIBS) $(BF16_CUDNN_LIBS) $(PTXAS_REPORT)
 
 $(CUDA_COMPILE_FP32): build/%_fp32: %.cu $(HEADERS) FORCE
 	@mkdir -p build
@@ -194,24 +244,37 @@ $(CUDA_COMPILE_FP32): build/%_fp32: %.cu $(HEADERS) FORCE
 
 # The binaries a GPU session carries (scripts/gpu_check.sh; device tool: carry gpu_bin and
 # dev/cuda/build), built here so that no device time goes to compiling: gpu_bin/ without MPI
-# or NCCL (nothing to load but CUDA's own libraries), gpu_bin/mpi/ the MPI test programs for
-# the 2-rank steps (when mpicxx is here; they run there only if Open MPI is there too), the
-# ladders in dev/cuda/build/bf16, and BUILD_INFO (nvcc release, commit) that the GPU machine
-# compares with its own nvcc before it trusts them.
-GPU_BIN := gpu_bin/train_llama gpu_bin/test_llama gpu_bin/train_dit gpu_bin/test_dit \
-           gpu_bin/train_llama_fp32 gpu_bin/test_llama_fp32 gpu_bin/test_dit_fp32
+# or NCCL (nothing to load but CUDA's own libraries, and cuDNN for the bf16 programs when it is
+# here: --attention cudnn), gpu_bin/nocudnn/ the bf16 programs again without cuDNN for a machine
+# where libcudnn.so.9 cannot be loaded, gpu_bin/mpi/ the MPI test programs for the 2-rank steps
+# (when mpicxx is here; they run there only if Open MPI is there too), the ladders in
+# dev/cuda/build/bf16, and BUILD_INFO (nvcc release, cuDNN, commit) that the GPU machine compares
+# with its own nvcc before it trusts them.
+GPU_BIN_BF16 := train_llama test_llama train_dit test_dit
+GPU_BIN := $(addprefix gpu_bin/,$(GPU_BIN_BF16)) gpu_bin/train_llama_fp32 gpu_bin/test_llama_fp32 gpu_bin/test_dit_fp32 \
+           $(if $(CUDNN_FOUND),$(addprefix gpu_bin/nocudnn/,$(GPU_BIN_BF16)))
 gpu-bin:
 	@test -n "$(NVCC)" || { echo "nvcc not found: install the CUDA Toolkit"; exit 1; }
 	@$(MAKE) --no-print-directory MPI=0 NCCL=0 $(GPU_BIN)
 	@if [ "$(MPI_FOUND)" = 1 ]; then $(MAKE) --no-print-directory gpu_bin/mpi/test_llama gpu_bin/mpi/test_dit; fi
 	@$(MAKE) --no-print-directory -C dev/cuda compile CUDA_ARCH=$(CUDA_ARCH)
 	@{ echo "nvcc: $$($(NVCC) --version | grep -o 'release [0-9.]*' | head -n1)"; echo "arch: sm_$(CUDA_ARCH)"; \
+	   echo "cudnn: $(if $(CUDNN_FOUND),$$(sed -n 's/^#define CUDNN_\(MAJOR\|MINOR\|PATCHLEVEL\) *\([0-9]*\).*/\2/p' \
+	     $(dir $(NVCC))../include/cudnn_version.h | paste -sd.) (frontend $(CUDNN_FE_VERSION)) in the bf16 programs; gpu_bin/nocudnn without,none)"; \
 	   echo "commit: $$(git rev-parse --short HEAD 2>/dev/null)$$(git diff --quiet HEAD 2>/dev/null || echo ' (with uncommitted changes)')"; \
 	   echo "built: $$(date -u '+%Y-%m-%d %H:%M UTC') on $$(hostname -s)"; } > gpu_bin/BUILD_INFO
 	@cat gpu_bin/BUILD_INFO; du -sh gpu_bin dev/cuda/build
 
-gpu_bin/%: %.cu $(HEADERS)
+# the bf16 programs with cuDNN's attention when cuDNN is here
+GPU_BIN_CUDNN_DEPS := $(if $(CUDNN_FOUND),$(CUDNN_OBJ))
+GPU_BIN_CUDNN_FLAGS := $(if $(CUDNN_FOUND),-DUSE_CUDNN)
+GPU_BIN_CUDNN_LIBS := $(if $(CUDNN_FOUND),$(CUDNN_LIBS))
+gpu_bin/%: %.cu $(HEADERS) $(GPU_BIN_CUDNN_DEPS)
 	@mkdir -p gpu_bin
+	$(NVCC) $(NVCC_FLAGS) $(GPU_BIN_CUDNN_FLAGS) $< -o $@ $(NVCC_LIBS) $(GPU_BIN_CUDNN_LIBS)
+
+gpu_bin/nocudnn/%: %.cu $(HEADERS)
+	@mkdir -p gpu_bin/nocudnn
 	$(NVCC) $(NVCC_FLAGS) $< -o $@ $(NVCC_LIBS)
 
 gpu_bin/%_fp32: %.cu $(HEADERS)

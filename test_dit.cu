@@ -177,9 +177,11 @@ int main(int argc, char** argv) {
         FAIL("--micro-batch %d must divide the %d clips each rank runs (B=%d over %d DP ranks)", micro_batch, Bl, r.B, comm.dp);
     int n_micro = Bl / micro_batch;
     ParallelFlags par = parallel_flags_resolve(pa, 0, n_micro);
-    printf("flags: --ffn-chunks %d --ffn-chunk-dim %s --offload-act %d --recompute %d | attention %s | dp %d (%d clips "
+    char cudnn[160];
+    attention_cudnn_describe(cudnn, sizeof(cudnn));
+    printf("flags: --ffn-chunks %d --ffn-chunk-dim %s --offload-act %d --recompute %d | attention %s%s | dp %d (%d clips "
            "each, micro-batch %d) --zero %d --offload-optim %d --fp32-grad-accum %d\n", flags.ffn_chunks, FFN_CHUNK_DIM_NAMES[flags.ffn_chunk_seq], flags.offload_act,
-           flags.recompute, attention_impl_name(g_attention_impl), comm.dp, Bl, micro_batch, par.zero, par.offload_optim, par.grad_fp32);
+           flags.recompute, attention_impl_name(g_attention_impl), cudnn, comm.dp, Bl, micro_batch, par.zero, par.offload_optim, par.grad_fp32);
     printf("tensor parallelism: tp %d --tp-mode %s --tp-recompute-allgather %d%s\n", comm.tp, TP_MODE_NAMES[pa->tp_mode], pa->tp_regather,
            tp_test_plant_bug ? " | PLANTED BUG (must fail)" : "");
     printf("context parallelism: cp %d --cp-mode %s (%d Ulysses ways x %d ring members)%s\n", comm.cp, CP_MODE_NAMES[pa->cp_mode],

@@ -4,7 +4,7 @@ dev/ref/reference_llama.py, an independent PyTorch implementation in float64.
 
   test_llama --ref FILE [--ffn-chunks K] [--ffn-chunk-dim hidden|seq] [--ce-chunks K]
                         [--offload-act N] [--recompute 0|1|2] [--zero 0|1] [--shard-vocab 0|1]
-                        [--micro-batch R] [--fp32-grad-accum 0|1] [--attention auto|fp32|tc]
+                        [--micro-batch R] [--fp32-grad-accum 0|1] [--attention auto|fp32|tc|cudnn]
                         [--tp T] [--tp-mode allreduce|reducescatter] [--tp-recompute-allgather 0|1]
                         [--dump FILE] [--test-plant-tp-bug 1] [--comm nccl|mpi] [--comm-timeout S] [--startup-timeout S]
   mpirun -np N test_llama --ref FILE [...]    the same check with N/T DP ranks of T TP ranks
@@ -197,7 +197,9 @@ int main(int argc, char** argv) {
            "each, %d micro-steps of %d) --zero %d --offload-optim %d --shard-vocab %d --fp32-grad-accum %d\n", flags.ffn_chunks,
            flags.ffn_chunk_seq ? "seq" : "hidden", flags.ce_chunks, flags.offload_act, flags.recompute, comm.dp, Bl,
            Bl / micro_batch, micro_batch, pf.zero, pf.offload_optim, pf.shard_vocab, pf.grad_fp32);
-    printf("attention: %s\n", attention_impl_name(g_attention_impl));
+    char cudnn[160];
+    attention_cudnn_describe(cudnn, sizeof(cudnn));
+    printf("attention: %s%s\n", attention_impl_name(g_attention_impl), cudnn);
     printf("tensor parallelism: tp %d --tp-mode %s --tp-recompute-allgather %d%s\n", comm.tp,
            pf.tp_sp ? "reducescatter" : "allreduce", pf.tp_regather, tp_test_plant_bug ? " | PLANTED BUG (must fail)" : "");
     printf("context parallelism: cp %d --cp-mode %s (%d Ulysses ways x %d ring members)%s\n", comm.cp, CP_MODE_NAMES[pa->cp_mode],

@@ -2,10 +2,11 @@
 # The script for a GPU machine (docs/design.md 6, 7), in three calls of the device tool, each of
 # which starts on a bare machine and writes its results under $OUT as it goes:
 #
-#   bash scripts/gpu_check.sh 1   # <= 8 min: tests with --attention tc and fp32 on fresh hd-64/128
+#   bash scripts/gpu_check.sh 1   # <= 8 min: tests with --attention tc on fresh hd-64/128
 #                                 #   references, then the headline: llama3-1B T=2048 --attention tc
 #                                 #   with --profile-step beside PyTorch (torch.compile, eager) on the
-#                                 #   same batches; then stories110M T=1024
+#                                 #   same batches; the same tests with --attention cudnn and fp32;
+#                                 #   then stories110M T=1024
 #   bash scripts/gpu_check.sh 2   # <= 9 min: every dev/ref file in both builds, bit-exact resume,
 #                                 #   --comm mpi with 2 ranks, the attention ladder, compute-sanitizer
 #                                 #   (memcheck, racecheck, synccheck) on the tensor-core kernels, dit-B
@@ -16,8 +17,10 @@
 #                                 #   initial weights), the memory sweep, largest-batch searches last
 #
 # Binaries: built on this machine before the GPU session (`make gpu-bin`: gpu_bin/ with the
-# same nvcc, sm_90, no MPI or NCCL to load; gpu_bin/mpi/ with them when mpicxx is here; the
-# ladders in dev/cuda/build) and carried, so no call waits on a compile of train_llama.cu.
+# same nvcc, sm_90, no MPI or NCCL to load, the bf16 programs linked with cuDNN for --attention
+# cudnn, whose library each call takes from PyTorch's wheel; gpu_bin/nocudnn/ the bf16 programs
+# without it, used when libcudnn.so.9 cannot be loaded; gpu_bin/mpi/ with MPI and NCCL when
+# mpicxx is here; the ladders in dev/cuda/build) and carried, so no call waits on a compile of train_llama.cu.
 # Each call checks them first (nvcc version recorded in gpu_bin/BUILD_INFO, every shared
 # library found); only when they cannot run does it build on the GPU machine (make, retried
 # with MPI=0 NCCL=0 when NCCL or MPI does not link). With the device tool:
@@ -211,27 +214,67 @@ else
   SWEEP=(stories110M 1024 8 llama3-1B 2048 1); LLAMA_V=128256; MAXB=64; SWEEP_ONLY=()
 fi
 
-# binaries: BIN holds train_llama, test_llama, ... (the CPU build: the _cpu names in the root)
+# binaries: BIN holds train_llama, test_llama, ... (the CPU build: the _cpu names in the root);
+# BF16_BIN the bf16 programs: BIN's own (with cuDNN when gpu_bin/BUILD_INFO says so), or
+# gpu_bin/nocudnn's where cuDNN cannot be loaded
 BIN=.
+BF16_BIN=.
+CUDNN_BIN=0   # 1: the bf16 programs have --attention cudnn and their libcudnn loads here
+# cuDNN for the carried bf16 programs (make gpu-bin links them with -lcudnn): PyTorch's wheel
+# brings the library (nvidia/cudnn/lib, or torch/lib in wheels that bundle it; 9.19 with torch
+# 2.11); every step after this one finds it through LD_LIBRARY_PATH
+cudnn_library_path() {
+  if [ "$PLAN" = 1 ] || [ "$CPU" = 1 ]; then return 0; fi
+  local dirs
+  dirs=$("$PY" - <<'PYEOF' 2>/dev/null
+import glob, os, site
+roots = site.getsitepackages() + [site.getusersitepackages()]
+found = []
+for r in roots:
+    for sub in ("nvidia/cudnn/lib", "torch/lib", "nvidia/cuda_nvrtc/lib"):
+        p = os.path.join(r, sub)
+        if glob.glob(os.path.join(p, "libcudnn.so.9*")) or (found and glob.glob(os.path.join(p, "libnvrtc*"))):
+            found.append(p)
+print(":".join(dict.fromkeys(found)))
+PYEOF
+)
+  if [ -n "$dirs" ]; then
+    export LD_LIBRARY_PATH="$dirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    say "cuDNN: PyTorch's libcudnn.so.9 from $dirs (LD_LIBRARY_PATH)"
+  else
+    say "cuDNN: no libcudnn.so.9 in $PY's site-packages: the system's, if any"
+  fi
+}
 resolve_binaries() {
   if [ "$CPU" = 1 ]; then
     run_step build_cpu 240 make -j"$JOBS" train_llama_cpu test_llama_cpu train_dit_cpu test_dit_cpu
     return
   fi
+  cudnn_library_path
   if run_step carried_binaries 15 bash scripts/gpu_bin_check.sh gpu_bin; then
-    BIN=gpu_bin
+    BIN=gpu_bin; BF16_BIN=gpu_bin
+    grep -q '^cudnn: [0-9]' gpu_bin/BUILD_INFO 2>/dev/null && CUDNN_BIN=1
     [ "$PLAN" = 1 ] || return
+  fi
+  # the bf16 programs built with cuDNN cannot load it here: the set built without it
+  if [ "$PLAN" = 1 ]; then
+    plan cond carried_binaries_nocudnn 15 "GPU_BIN_BF16=nocudnn gpu_bin_check.sh (only when carried_binaries failed)"
+  elif [ -d gpu_bin/nocudnn ] && run_step carried_binaries_nocudnn 15 env GPU_BIN_BF16=nocudnn bash scripts/gpu_bin_check.sh gpu_bin; then
+    BIN=gpu_bin; BF16_BIN=gpu_bin/nocudnn
+    say "cuDNN: the bf16 programs built with it cannot run here: gpu_bin/nocudnn's, --attention cudnn steps skip"
+    return
   fi
   # only when the carried binaries cannot run here: build them (NCCL or MPI missing: without them)
   if [ "$PLAN" = 1 ]; then
     plan cond build_here 300 "make -j$JOBS gpu-bin, retried with MPI=0 NCCL=0 (only when carried_binaries failed)"
     return
   fi
-  BIN=gpu_bin
+  BIN=gpu_bin; BF16_BIN=gpu_bin
   run_step build_here 300 make -j"$JOBS" gpu-bin CUDA_ARCH="$ARCH" || \
     run_step build_here_no_mpi 300 make -j"$JOBS" gpu-bin CUDA_ARCH="$ARCH" MPI=0 NCCL=0
+  grep -q '^cudnn: [0-9]' gpu_bin/BUILD_INFO 2>/dev/null && CUDNN_BIN=1
 }
-b() { echo "$BIN/$1$SFX"; }   # the path of a program
+b() { case $1 in *_fp32) echo "$BIN/$1$SFX" ;; *) echo "$BF16_BIN/$1$SFX" ;; esac; }   # the path of a program
 
 env_step() {
   if [ "$CPU" = 1 ]; then
@@ -338,7 +381,7 @@ fastest_compile() {
 # test_ref NAME BINARY REF [flags]: one test program against one reference
 test_ref() {
   local name=$1 bin=$2 ref=$3; shift 3
-  if [ "$PLAN" = 1 ] || [[ -f $ref ]]; then run_step "$name" 15 "$bin" --ref "$ref" "$@"
+  if [ "$PLAN" = 1 ] || [[ -f $ref ]]; then run_step "$name" "${REF_LIMIT:-15}" "$bin" --ref "$ref" "$@"
   else record "$name" FAIL 0 "reference $ref missing (its step failed?)"; fi
 }
 
@@ -367,9 +410,22 @@ attention_tests() {
     [ "$att" = tc ] && test_ref "test_dit_hd64" "$(b test_dit)" "$f/dit_hd64.dref"
     return 0
   fi
+  # cuDNN builds each graph (heuristics, perhaps a runtime compile) at its first call: more time
+  local REF_LIMIT=15; [ "$att" = cudnn ] && REF_LIMIT=25
+  if [ "$att" = cudnn ] && [ "$PLAN" != 1 ] && [ "$CUDNN_BIN" != 1 ]; then
+    skip test_attention_cudnn "the bf16 programs here have no cuDNN ($BF16_BIN; gpu_bin/BUILD_INFO: $(sed -n 's/^cudnn: //p' gpu_bin/BUILD_INFO 2>/dev/null))"
+    return 0
+  fi
   test_ref "test_llama_hd64_gqa_attention_$att" "$(b test_llama)" "$f/hd64_gqa.lref" --attention "$att"
   test_ref "test_llama_hd128_attention_$att" "$(b test_llama)" "$f/hd128.lref" --attention "$att"
   test_ref "test_dit_hd64_attention_$att" "$(b test_dit)" "$f/dit_hd64.dref" --attention "$att"
+  if [ "$att" = cudnn ]; then
+    # the default backward too (not reproducible, the same tolerances), and which cuDNN was loaded
+    test_ref test_llama_hd64_gqa_attention_cudnn_nondeterministic "$(b test_llama)" "$f/hd64_gqa.lref" \
+      --attention cudnn --cudnn-deterministic 0
+    [ "$PLAN" = 1 ] || say "cuDNN loaded: $(grep -m1 -o 'cuDNN [0-9.]* loaded (built with [0-9.]*)' \
+      "$SCRATCH/logs/test_llama_hd64_gqa_attention_cudnn.log" 2>/dev/null || echo 'not reported (see the step logs)')"
+  fi
 }
 
 # ---------------------------------------------------------------- call 1: the headline first
@@ -387,7 +443,9 @@ call_1() {
   bench_torch head "${HEAD[@]}" 1 120 "$SYN_LLAMA"
   write_summary
   [ "$PLAN" = 1 ] && plan headline "llama3-1B tok/s and MFU: ours (--attention tc) beside torch.compile" 0
-  # the quick correctness steps before the slower benchmarks (a short lease still gets them)
+  # the quick correctness steps before the slower benchmarks (a short lease still gets them):
+  # cuDNN's attention first (it has never run on a GPU), then the fp32 kernels
+  attention_tests cudnn
   attention_tests fp32
   [ "$CPU" = 1 ] || test_ref test_llama_hd64_tc_memory_flags "$(b test_llama)" "$SCRATCH/fresh/hd64_gqa.lref" --attention tc \
     --ffn-chunks 3 --ce-chunks 4 --offload-act -1 --recompute 2

@@ -2758,7 +2758,7 @@ static void check_attention_tc_refusals() {
     });
     add("attention_select[parse,resolve]", [] {
         if (attention_impl_parse("auto") != ATTENTION_AUTO || attention_impl_parse("fp32") != ATTENTION_FP32 ||
-            attention_impl_parse("tc") != ATTENTION_TC)
+            attention_impl_parse("tc") != ATTENTION_TC || attention_impl_parse("cudnn") != ATTENTION_CUDNN)
             problem("attention_impl_parse: a valid name was misread");
 #ifdef ENABLE_FP32
         if (attention_impl_resolve(ATTENTION_AUTO, 64) != ATTENTION_FP32) problem("auto must mean fp32 in an FP32 build");
@@ -2769,10 +2769,13 @@ static void check_attention_tc_refusals() {
         if (attention_impl_resolve(ATTENTION_AUTO, 72) != ATTENTION_FP32) problem("auto must fall back to fp32 at hd 72");
 #endif
         if (attention_impl_resolve(ATTENTION_FP32, 96) != ATTENTION_FP32) problem("fp32 must take any head dim");
-        expect_fail("parse", [] { attention_impl_parse("flash"); }, "expected auto, fp32 or tc");
+        expect_fail("parse", [] { attention_impl_parse("flash"); }, "expected auto, fp32, tc or cudnn");
+        // the emulator never builds with USE_CUDNN: cudnn is refused, naming the build that has it
 #ifdef ENABLE_FP32
         expect_fail("tc in fp32", [] { attention_impl_resolve(ATTENTION_TC, 64); }, "ENABLE_FP32 build");
+        expect_fail("cudnn in fp32", [] { attention_impl_resolve(ATTENTION_CUDNN, 64); }, "ENABLE_FP32 build");
 #else
+        expect_fail("cudnn without USE_CUDNN", [] { attention_impl_resolve(ATTENTION_CUDNN, 64); }, "make USE_CUDNN=1");
         if (attention_impl_resolve(ATTENTION_TC, 128) != ATTENTION_TC) problem("tc with hd 128 refused");
         expect_fail("tc hd=96", [] { attention_impl_resolve(ATTENTION_TC, 96); }, "head dim 96");
 #endif

@@ -117,6 +117,8 @@ def check(plan, c, f, lay, dpz):
     hd = c["D"] // c["H"]
     dev_want["rope cos + sin"] = 4 * max(c["T"], 8) * hd  # the whole sample's positions
     dev_want["attention delta (tc backward)"] = 0         # CP has its own (cp attention delta)
+    ring = cp // U > 1  # a call's tokens: a ring chunk, or the whole sample under Ulysses alone
+    dev_want["attention workspace (cudnn)"] = M.cudnn_workspace(f, c["B"], shape[2] if ring else c["T"], shape[5], hd)
     cpe, qn, kvn = cp_entries(c, cp, U, s, shape)
     dev_want.update(cpe)
     g = dp * cp  # the gradient group

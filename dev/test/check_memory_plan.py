@@ -109,6 +109,17 @@ def saved_fields(f, tp=ONE):
     return keep + (list(GATHERED) if tp.keep_g else [])
 
 
+def cudnn_workspace(f, B, T, H, hd):
+    """cuDNN's attention workspace, the documented bound (docs/memory.md, "cuDNN attention
+    workspace"): fp32 dQ accumulator and row sums, 16 MiB for the engines' own scratch, and with
+    --cudnn-deterministic 1 (the default) dP in bf16 over 128-padded sequence axes."""
+    if f.get("attention") != "cudnn":
+        return 0
+    tp = cdiv(T, 128) * 128
+    det = f.get("cudnn_deterministic", 1)
+    return 4 * B * H * T * (hd + 1) + (16 << 20) + (2 * B * H * tp * tp if det else 0)
+
+
 def ffn_chunk_width(F, K):
     """--ffn-chunk-dim hidden: ceil(F/K), rounded up to a multiple of 64 when at least 64
     (the chunk GEMMs keep cuBLASLt's fast kernels; train_args.h ffn_chunk_width)"""
@@ -156,6 +167,7 @@ def expected_plan(c, B, T, f, s, tp=ONE):
         "dk": BT * KVl * hd * s, "dv": BT * KVl * hd * s,
         "rstd (recompute)": 4 * rows, "final norm rstd": 4 * rows,
         "attention delta (tc backward)": 4 * B * Hl * T if f.get("attention") == "tc" else 0,
+        "attention workspace (cudnn)": cudnn_workspace(f, B, T, Hl, hd),
         "logits (one CE chunk)": cdiv(hrows, K) * vc * s,
         "CE row max, sums (vocab-parallel)": 12 * cdiv(hrows, K) if tp.vp else 0,
         "per-token losses": 4 * hrows,
@@ -316,6 +328,8 @@ def run_plan(binary, c, f, path, dp_flags=()):
            "--ffn-chunk-dim", "seq" if f["ffn_seq"] else "hidden", "--ce-chunks", str(f["ce_chunks"]),
            "--offload-act", str(f["offload"]), "--recompute", str(f["recompute"]),
            "--attention", f.get("attention", "fp32")]
+    if "cudnn_deterministic" in f:
+        cmd += ["--cudnn-deterministic", str(f["cudnn_deterministic"])]
     if "tied" in c:
         cmd += ["--tied", str(c["tied"])]
     cmd += list(dp_flags)
@@ -771,8 +785,30 @@ def report(tag, errs, first_fail, ok_line):
     return 0
 
 
+def check_cudnn(binary, tmp, first_fail):
+    """cuDNN's attention workspace (a build made with USE_CUDNN=1; others refuse --attention cudnn,
+    which is then noted, not failed): three shapes, both backward algorithms. Returns (checks, failures)."""
+    name = os.path.basename(binary)
+    cjobs = [(c, dict(FLAGS[3 * i], attention="cudnn", cudnn_deterministic=det), ())
+             for i, c in enumerate(MODELS[:3]) for det in (0, 1)]
+    cres = run_all(binary, cjobs, tmp)
+    if all(err and "--attention cudnn:" in err.split(" | ")[0] for _, err in cres):
+        print(f"{name}: no --attention cudnn in this build ({cres[0][1].split(' | ')[0]}): workspace not checked")
+        return 0, 0
+    bad = 0
+    for (c, f, _), (plan, err) in zip(cjobs, cres):
+        errs = [err] if err else check_activations(plan, c, f)
+        ws = {e["name"]: e["bytes"] for e in plan["device"]["entries"]}.get("attention workspace (cudnn)") if plan else None
+        bad += report(f"{name} --attention cudnn --cudnn-deterministic {f['cudnn_deterministic']} {c}", errs,
+                      first_fail, lambda: f"workspace {ws} bytes")
+    print(f"{name}: {len(cjobs)} --attention cudnn plans checked (the workspace bound)")
+    return len(cjobs), bad
+
+
 def main():
-    binaries = sys.argv[1:] or ["./train_llama_cpu"]
+    # --cudnn-only: the cuDNN workspace plans alone (make test, on the bf16 build made with USE_CUDNN=1)
+    cudnn_only = "--cudnn-only" in sys.argv[1:]
+    binaries = [a for a in sys.argv[1:] if a != "--cudnn-only"] or ["./train_llama_cpu"]
     bad = 0
     total = 0
     first_fail = []
@@ -782,6 +818,11 @@ def main():
                 print(f"FAIL {binary}: not an executable")
                 return 1
             name = os.path.basename(binary)
+            if cudnn_only:
+                n, nbad = check_cudnn(binary, tmp, first_fail)
+                total += n
+                bad += nbad
+                continue
             # 1. activations, offload and scratch over shapes and memory flags (dp = 1)
             grid = list(itertools.product(MODELS, FLAGS))
             results = run_all(binary, [(c, f, ()) for c, f in grid], tmp)
@@ -797,6 +838,9 @@ def main():
                     print(f"FAIL {name} {c} {f}:\n    " + "\n    ".join(errs))
             print(f"{name} (floatX {s} bytes): {n} activation plans checked")
             total += n
+            n, nbad = check_cudnn(binary, tmp, first_fail)
+            total += n
+            bad += nbad
             # 2. data parallelism: every dp, --zero, --shard-vocab, with one memory-flag set per shape
             jobs, keys = [], []
             for i, c in enumerate(DP_MODELS):

@@ -1222,6 +1222,7 @@ LOOP_FLAGS = [
     ("offload-act", "i", rng_(-1, 2), [], ["offload-act"]),
     ("recompute", "i", one_of(0, 1, 2), [], ["recompute"]),
     ("attention", "s", choice("auto", "fp32"), [], ["attention", "tensor cores"]),
+    ("cudnn-deterministic", "i", one_of(0, 1), [], ["cudnn-deterministic"]),
     ("plan-only", "i", one_of(0, 1), [], ["plan-only"]),
     ("plan-json", "s", path_out, [], ["plan-json", "plan", "cannot open"]),
     ("profile-step", "i", rng_(0), [], ["profile-step"]),
@@ -1257,6 +1258,7 @@ TEST_LLAMA_FLAGS = [
     ("dp", "i", one_of(1), [], ["dp", "plan-only"]),  # a plan's rank count: a test run takes dp from the launcher
     ("comm", "s", choice("nccl", "mpi"), [], ["comm"]),
     ("attention", "s", choice("auto", "fp32"), [], ["attention", "tensor cores"]),
+    ("cudnn-deterministic", "i", one_of(0, 1), [], ["cudnn-deterministic"]),
     ("comm-timeout", "f", frange(0, lo_open=True), [], ["comm-timeout"]),
     ("startup-timeout", "f", frange(0, lo_open=True), [], ["startup-timeout"]),
     ("test-plant-pp-bug", "i", lambda v: "ok" if v == 0 else "either", [], ["test-plant-pp-bug", "FAIL"]),
@@ -1276,6 +1278,7 @@ TEST_DIT_FLAGS = [
     ("test-skip-prefetch", "i", lambda v: "either", [], ["test-skip-prefetch", "FAIL"]),
     ("test-plant-zero-bug", "i", lambda v: "ok" if v == 0 else "either", [], ["test-plant-zero-bug", "FAIL"]),
     ("attention", "s", choice("auto", "fp32"), [], ["attention", "tensor cores"]),
+    ("cudnn-deterministic", "i", one_of(0, 1), [], ["cudnn-deterministic"]),
     ("micro-batch", "i", one_of(0, 1, 2), [], ["micro-batch"]),
     ("test-plant-tp-bug", "i", lambda v: "ok" if v == 0 else "either", [], ["test-plant-tp-bug", "FAIL"]),
     ("test-plant-cp-bug", "i", lambda v: "ok" if v == 0 else "either", [], ["test-plant-cp-bug", "FAIL"]),

@@ -109,7 +109,12 @@ PYEOF"
 }
 LANE_T0=$(now)
 (
-  if [ -n "$NVCC_PATH" ]; then make -s -j1 "${CUDA_SET[@]}" CUDA_ARCH=90 > "$TMP/cuda_compile.log" 2>&1; echo $? > "$TMP/cuda_compile.rc"; fi
+  # the bf16 programs with cuDNN's attention (USE_CUDNN=1) where cuDNN and its frontend's headers can be had
+  # (compiled and linked only: nothing here can run cuDNN, the emulator included)
+  if [ -n "$NVCC_PATH" ]; then
+    cudnn=$(make -s --no-print-directory cudnn-available 2> "$TMP/cuda_compile.log"); echo "${cudnn:-0}" > "$TMP/cuda_compile.cudnn"
+    make -s -j1 "${CUDA_SET[@]}" CUDA_ARCH=90 USE_CUDNN="${cudnn:-0}" >> "$TMP/cuda_compile.log" 2>&1; echo $? > "$TMP/cuda_compile.rc"
+  fi
   now > "$TMP/cuda_compile.end"
   env ${EMU_ENV[@]+"${EMU_ENV[@]}"} bash dev/emu/run.sh > "$TMP/emu.log" 2>&1; echo $? > "$TMP/emu.rc"
   now > "$TMP/emu.end"
@@ -381,7 +386,8 @@ check resume_fp32_grad_accum env PYTHON="$PY" bash dev/test/check_resume.sh ./tr
 check_error grad_accum_bad_micro_batch "micro-batch divide" ./test_llama_cpu --ref dev/ref/mha_tied_odd.lref --micro-batch 2
 check_error fp32_grad_accum_bad "fp32-grad-accum" ./train_llama_cpu --fp32-grad-accum 2 --plan-only 1
 check_error attention_tc_cpu "tensor cores" ./train_llama_cpu --attention tc --plan-only 1
-check_error attention_bad "expected auto fp32 tc" ./train_dit_cpu --attention flash --plan-only 1
+check_error attention_bad "expected auto fp32 tc cudnn" ./train_dit_cpu --attention flash --plan-only 1
+check_error attention_cudnn_cpu "cudnn USE_CUDNN=1" ./train_llama_cpu --attention cudnn --plan-only 1
 # the per-kernel profile of one step (--profile-step): every launch group of the step is in
 # its table, and the groups' times add up to no more than the step's wall time
 check profile_step "$PY" dev/test/check_profile.py 2 "qkv matmul fwd,attention fwd,attention bwd,ffn w1 w3 matmul fwd,\
@@ -800,10 +806,17 @@ else
 fi
 
 if [ -n "$NVCC_PATH" ]; then
-  section "CUDA build compiles (sm_90, bf16 and FP32: ${CUDA_SET[*]}); it cannot run here"
+  section "CUDA build compiles (sm_90, bf16 and FP32: ${CUDA_SET[*]}; bf16 with cuDNN where it is here); it cannot run here"
   # (compiled by the background lane at its start)
   if [ "$(cat "$TMP/cuda_compile.rc" 2>/dev/null)" = 0 ]; then pass cuda_compile
   else fail cuda_compile "make cuda-compile: exit $(cat "$TMP/cuda_compile.rc" 2>/dev/null)"; tail -n 15 "$TMP/cuda_compile.log" | sed 's/^/    /'; fi
+  if [ "$(cat "$TMP/cuda_compile.cudnn" 2>/dev/null)" = 1 ]; then
+    echo "  (the bf16 programs compiled and linked with cuDNN's attention, USE_CUDNN=1; not run: no GPU)"
+    # its workspace in the plan (--plan-only needs no device; cuDNN loads at start and says its version)
+    [ -x build/train_llama ] && check memory_plan_cudnn_bf16 "$PY" dev/test/check_memory_plan.py --cudnn-only ./build/train_llama
+  else
+    echo "  (without cuDNN: $(grep -m1 'cuDNN\|cudnn' "$TMP/cuda_compile.log" 2>/dev/null || echo 'not found'))"
+  fi
   [ "$FULL" = 1 ] && check cuda_ladders_compile make -s -j2 -C dev/cuda compile CUDA_ARCH=90
   # ptxas' report of every kernel, kept by cuda-compile: spills, registers and shared memory
   # against each kernel's occupancy, dynamic shared memory opt-ins, coverage; then planted

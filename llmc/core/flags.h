@@ -62,7 +62,7 @@ static const FlagBound FLAG_BOUNDS[] = {
     // cadence and the loop
     {"val-every", 0, FLAG_STEPS_MAX, "[]"}, {"ckpt-every", 0, FLAG_STEPS_MAX, "[]"},
     {"log-every", 1, FLAG_STEPS_MAX, "[]"},
-    {"profile-step", 0, FLAG_STEPS_MAX, "[]"}, {"plan-only", 0, 1, "[]"}, {"save-init", 0, 1, "[]"},
+    {"profile-step", 0, FLAG_STEPS_MAX, "[]"}, {"plan-only", 0, 1, "[]"}, {"cudnn-deterministic", 0, 1, "[]"}, {"save-init", 0, 1, "[]"},
     {"start-over", 0, 1, "[]"}, {"keep-last", 0, FLAG_COUNT_MAX, "[]"},
     {"sample-every", 0, FLAG_STEPS_MAX, "[]"}, {"val-batches", 1, FLAG_COUNT_MAX, "[]"},
     {"val-clips", 1, FLAG_COUNT_MAX, "[]"},

@@ -1,14 +1,20 @@
 /*
-Which attention implementation the trainers run: --attention auto|fp32|tc.
-  fp32  the kernels of llmc/kernels/attention.cuh (fp32 math on CUDA cores, any head dim <= 256);
-        in the CPU build, its twin llmc/kernels/cpu/attention.h (the CPU build has only this one)
-  tc    the tensor-core kernels of llmc/kernels/attention_tc.cuh (bf16 builds, head dims 64 and 128)
-  auto  tc where it can run (bf16 CUDA build, head dim 64 or 128), else fp32. The tensor-core
-        kernels passed on an H200 (docs/results/gpu_h200_2026-11-26.md: every test at the bf16
-        tolerances, the ladder against its CPU twin) and ran llama3-1B's attention 13x faster
-        than fp32 (145 ms against 873 ms a step)
-Both implementations give lse the same meaning (natural-log log-sum-exp of the scaled
-scores), so a forward of one and a backward of the other are consistent.
+Which attention implementation the trainers run: --attention auto|fp32|tc|cudnn.
+  fp32   the kernels of llmc/kernels/attention.cuh (fp32 math on CUDA cores, any head dim <= 256);
+         in the CPU build, its twin llmc/kernels/cpu/attention.h (the CPU build has only this one)
+  tc     the tensor-core kernels of llmc/kernels/attention_tc.cuh (bf16 builds, head dims 64 and 128)
+  cudnn  cuDNN's fused attention (llmc/kernels/cudnn_attention.h), in bf16 builds made with
+         `make USE_CUDNN=1`; any head dim the library takes (it says so at the first call when
+         not). --cudnn-deterministic 1 (the default) runs its deterministic backward, 0 its
+         faster default one, which is not bitwise reproducible (docs/design.md 3.1)
+  auto   tc where it can run (bf16 CUDA build, head dim 64 or 128), else fp32. The tensor-core
+         kernels passed on an H200 (docs/results/gpu_h200_2026-11-26.md: every test at the bf16
+         tolerances, the ladder against its CPU twin) and ran llama3-1B's attention 13x faster
+         than fp32 (145 ms against 873 ms a step). auto never picks cudnn: it chooses only among
+         kernels that have passed their tests on a GPU, and cudnn has not run on one yet
+All implementations give lse the same meaning (natural-log log-sum-exp of the scaled
+scores; cuDNN's softmax statistics are that quantity), so a forward of one and a backward of
+another are consistent, and the ring merge of context parallelism works on any of them.
 
 Use (one process, one model):
   g_attention_impl = attention_impl_parse(arg);   // at flag parsing; FAILs on anything else
@@ -22,6 +28,10 @@ Use (one process, one model):
 instead of attention_backward / attention_full_backward: one more argument, a scratch
 buffer of attention_dispatch_scratch_floats(B, H, T) floats (0, and NULL is fine, unless
 the tensor-core backward runs), planned by the caller like any activation.
+cudnn also needs its workspace, planned like any scratch: attention_workspace_bytes(B, T, H,
+KV, hd) for the largest call (0 unless cudnn is selected), handed over with
+attention_use_workspace(ptr, bytes) before the calls that use it (llmc/parallel/attention_op.h
+does both for the trainers, the context-parallel calls included).
 attention_impl_name(g_attention_impl) names the choice for the log.
 Backward with tc: the tensor-core backward (llmc/kernels/attention_tc_backward.cuh, which
 kernels.h includes in every CUDA build).
@@ -32,8 +42,8 @@ q and k is done inside the tensor-core kernels: call
                                    rope_cos, rope_sin, B, T, H, KV, hd, s)
 (and the _full_ ones) with the UNROTATED q, k, instead of rope_forward on q and k before
 attention_dispatch_forward and rope_backward on dq and dk after attention_dispatch_backward:
-the same results, bit for bit, two passes over q and k fewer each way. Otherwise (fp32)
-keep the separate rope launches: these four FAIL when tc is not selected.
+the same results, bit for bit, two passes over q and k fewer each way. Otherwise (fp32,
+cudnn) keep the separate rope launches: these four FAIL when tc is not selected.
 The fusion is off (ATTENTION_TC_FUSE_ROPE 0) by measurement: on the H200 the fused kernels
 were slower than the rope launches plus the plain tc kernels at every benchmark shape of the
 ladder (llama3-1B's heads, causal B=4 T=2048 H=32 KV=8 hd 64: forward 0.535 ms fused against
@@ -49,20 +59,32 @@ backward rotates dq, dk in fp32 and rounds once; the unfused one rounds, rotates
 #else
 #include "attention.cuh"                // CUDA cores, any even head dim
 #include "attention_tc_backward.cuh"    // tensor cores (bf16 builds), forward and backward
+#if defined(USE_CUDNN) && !defined(ENABLE_FP32)
+#include "cudnn_attention.h"            // cuDNN's fused attention (its own translation unit, make USE_CUDNN=1)
+#define ATTENTION_HAS_CUDNN 1
+#endif
+#endif
+#ifndef ATTENTION_HAS_CUDNN
+#define ATTENTION_HAS_CUDNN 0
 #endif
 
-enum AttentionImpl { ATTENTION_AUTO = 0, ATTENTION_FP32 = 1, ATTENTION_TC = 2 };
-static AttentionImpl g_attention_impl = ATTENTION_AUTO;  // after attention_select: FP32 or TC
+enum AttentionImpl { ATTENTION_AUTO = 0, ATTENTION_FP32 = 1, ATTENTION_TC = 2, ATTENTION_CUDNN = 3 };
+static AttentionImpl g_attention_impl = ATTENTION_AUTO;  // after attention_select: FP32, TC or CUDNN
+static int g_cudnn_deterministic = 1;  // --cudnn-deterministic (read by attention_select)
+#define CUDNN_DETERMINISTIC_HELP                                                                                         \
+    "--attention cudnn's backward: 1 = cuDNN's deterministic algorithm, bitwise reproducible (in cuDNN 9.19 a "         \
+    "B*H*T*T bf16 workspace, in the memory plan), 0 = its default, faster, not reproducible run to run (default 1)"
 
 static inline const char* attention_impl_name(AttentionImpl a) {
-    return a == ATTENTION_TC ? "tc" : a == ATTENTION_FP32 ? "fp32" : "auto";
+    return a == ATTENTION_TC ? "tc" : a == ATTENTION_FP32 ? "fp32" : a == ATTENTION_CUDNN ? "cudnn" : "auto";
 }
 
 static inline AttentionImpl attention_impl_parse(const char* s) {
     if (s && strcmp(s, "auto") == 0) return ATTENTION_AUTO;
     if (s && strcmp(s, "fp32") == 0) return ATTENTION_FP32;
     if (s && strcmp(s, "tc") == 0) return ATTENTION_TC;
-    FAIL("--attention %s: expected auto, fp32 or tc", s ? s : "(missing)");
+    if (s && strcmp(s, "cudnn") == 0) return ATTENTION_CUDNN;
+    FAIL("--attention %s: expected auto, fp32, tc or cudnn", s ? s : "(missing)");
     return ATTENTION_AUTO;
 }
 
@@ -74,7 +96,7 @@ static inline AttentionImpl attention_impl_resolve(AttentionImpl want, int hd) {
         (void)hd;
         return ATTENTION_FP32;
 #else
-        return attention_tc_supported_hd(hd) ? ATTENTION_TC : ATTENTION_FP32;
+        return attention_tc_supported_hd(hd) ? ATTENTION_TC : ATTENTION_FP32;  // never cudnn (the top of this file)
 #endif
     }
     if (want == ATTENTION_TC) {
@@ -91,9 +113,57 @@ static inline AttentionImpl attention_impl_resolve(AttentionImpl want, int hd) {
                  "or fp32)", hd);
 #endif
     }
+    if (want == ATTENTION_CUDNN) {
+        // head dims: the library decides at its first call (it says which it takes)
+        (void)hd;
+#if defined(LLMC_CPU)
+        FAIL("--attention cudnn: the CPU build has no cuDNN; cuDNN's attention is in the bf16 CUDA build made with "
+             "`make USE_CUDNN=1` (use auto or fp32 here)");
+#elif defined(ENABLE_FP32)
+        FAIL("--attention cudnn: cuDNN's attention needs bf16 activations; this is an ENABLE_FP32 build (build the bf16 "
+             "one with `make USE_CUDNN=1`, or use auto or fp32)");
+#elif !ATTENTION_HAS_CUDNN
+        FAIL("--attention cudnn: this build has no cuDNN; rebuild with `make USE_CUDNN=1` (it needs cuDNN 9 and "
+             "downloads the cudnn-frontend headers: README, \"cuDNN attention\"), or use auto, tc or fp32");
+#endif
+    }
     return want;
 }
-static inline void attention_select(AttentionImpl want, int hd) { g_attention_impl = attention_impl_resolve(want, hd); }
+static inline void attention_select(AttentionImpl want, int hd) {
+    g_attention_impl = attention_impl_resolve(want, hd);
+#if ATTENTION_HAS_CUDNN
+    cudnn_att_set_deterministic(g_cudnn_deterministic);
+#endif
+}
+
+// The cuDNN library this process loaded, for the log ("" unless cudnn is selected)
+static inline void attention_cudnn_describe(char* out, size_t n) {
+    out[0] = 0;
+#if ATTENTION_HAS_CUDNN
+    if (g_attention_impl == ATTENTION_CUDNN) {
+        size_t v = cudnn_att_loaded_version(), c = cudnn_att_compiled_version();  // 91900 = 9.19.0
+        snprintf(out, n, ", cuDNN %zu.%zu.%zu loaded (built with %zu.%zu.%zu), --cudnn-deterministic %d", v / 10000,
+                 v / 100 % 100, v % 100, c / 10000, c / 100 % 100, c % 100, g_cudnn_deterministic);
+    }
+#else
+    (void)n;
+#endif
+}
+
+// cuDNN's workspace: planned by the caller (attention_workspace_bytes), handed over before the calls
+static void* g_attention_ws = NULL;
+static size_t g_attention_ws_bytes = 0;
+static inline void attention_use_workspace(void* p, size_t bytes) { g_attention_ws = p; g_attention_ws_bytes = bytes; }
+// bytes of workspace a forward or backward of this shape may use with the chosen implementation
+// (0 but for cudnn, whose bound needs no device: --plan-only has none)
+static inline size_t attention_workspace_bytes(int B, int T, int H, int KV, int hd) {
+    if (g_attention_impl == ATTENTION_AUTO) FAIL("attention_workspace_bytes: attention_select() was not called");
+#if ATTENTION_HAS_CUDNN
+    if (g_attention_impl == ATTENTION_CUDNN) return cudnn_att_workspace_bound(B, T, H, KV, hd, g_cudnn_deterministic);
+#endif
+    (void)B; (void)T; (void)H; (void)KV; (void)hd;
+    return 0;
+}
 
 static inline bool attention_use_tc() {
     if (g_attention_impl == ATTENTION_AUTO) FAIL("attention_dispatch_*: attention_select() was not called");
@@ -109,6 +179,12 @@ static inline void att_dispatch_forward(floatX* out, float* lse, const floatX* q
         return;
     }
 #endif
+#if ATTENTION_HAS_CUDNN
+    if (g_attention_impl == ATTENTION_CUDNN) {
+        cudnn_att_forward(out, lse, q, k, v, B, T, H, KV, hd, causal, g_attention_ws, g_attention_ws_bytes, s);
+        return;
+    }
+#endif
     (causal ? attention_forward : attention_full_forward)(out, lse, q, k, v, B, T, H, KV, hd, s);
 }
 static inline void att_dispatch_backward(floatX* dq, floatX* dk, floatX* dv, const floatX* dout, const floatX* q,
@@ -119,6 +195,13 @@ static inline void att_dispatch_backward(floatX* dq, floatX* dk, floatX* dv, con
     if (attention_use_tc()) {
         (causal ? attention_tc_backward : attention_tc_full_backward)(dq, dk, dv, dout, q, k, v, out, lse, delta_scratch,
                                                                       B, T, H, KV, hd, s);
+        return;
+    }
+#endif
+#if ATTENTION_HAS_CUDNN
+    if (g_attention_impl == ATTENTION_CUDNN) {
+        cudnn_att_backward(dq, dk, dv, dout, q, k, v, out, lse, B, T, H, KV, hd, causal, g_attention_ws,
+                           g_attention_ws_bytes, s);
         return;
     }
 #endif

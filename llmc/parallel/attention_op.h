@@ -28,6 +28,8 @@ typedef struct {
     int causal, H, KV, hd;     // this TP rank's query and key/value heads
     const float *cos, *sin;    // the RoPE table by position [positions, hd/2]
     float* delta;              // the tensor-core backward's scratch (one process)
+    void* ws;                  // cuDNN's workspace (--attention cudnn), ws_bytes of it
+    size_t ws_bytes;
     Profile* prof;
     stream_t stream;
 } Attention;
@@ -61,10 +63,17 @@ static inline void attention_describe_cp(const Attention* a, char* out, size_t n
                  CP_MODE_NAMES[x->mode], x->U, x->R, tokens, sample);
 }
 
-// the tensor-core backward's scratch for one process's B samples of T tokens (CP plans its own)
+// the tensor-core backward's scratch for one process's B samples of T tokens (CP plans its own),
+// and cuDNN's workspace for the largest call this rank makes: its whole micro-batch at cp 1,
+// else the heads and tokens of the CP layout's calls (a ring chunk, or the whole sample under
+// Ulysses alone), as the CP scratch is sized
 static inline void attention_plan_scratch(Attention* a, Arena* d, int B, int T) {
     size_t n = a->cp->cp > 1 ? 0 : attention_dispatch_scratch_floats(B, a->H, T) * sizeof(float);
     arena_add_to(d, "attention delta (tc backward)", "scratch", n, &a->delta);
+    const CpContext* x = a->cp;
+    a->ws_bytes = x->cp > 1 ? attention_workspace_bytes(x->B, x->R > 1 ? x->Cr : x->T, x->Hu, x->KVu, a->hd)
+                            : attention_workspace_bytes(B, T, a->H, a->KV, a->hd);
+    arena_add_to(d, "attention workspace (cudnn)", "scratch", a->ws_bytes, &a->ws);
 }
 
 static inline void attention_bind(Attention* a, const float* rope_cos, const float* rope_sin, Profile* prof, stream_t s) {
@@ -99,6 +108,7 @@ static inline void attention_rope_qk(const Attention* a, floatX* q, floatX* k, i
 
 static inline void attention_forward(Attention* a, floatX* out, float* lse, const floatX* q, const floatX* k,
                                      const floatX* v, int B, int T) {
+    attention_use_workspace(a->ws, a->ws_bytes);
     PROF(a->prof, "attention fwd", attention_flops(a, B, T), 0, a->stream) {
         if (a->cp->cp > 1) cp_attention_forward(a->cp, out, lse, q, k, v, B, a->stream);
         else if (attention_fuses_rope())
@@ -111,6 +121,7 @@ static inline void attention_forward(Attention* a, floatX* out, float* lse, cons
 static inline void attention_backward(Attention* a, floatX* dq, floatX* dk, floatX* dv, const floatX* dout,
                                       const floatX* q, const floatX* k, const floatX* v, const floatX* out,
                                       const float* lse, int B, int T) {
+    attention_use_workspace(a->ws, a->ws_bytes);
     PROF(a->prof, "attention bwd", 2.5 * attention_flops(a, B, T), 0, a->stream) {  // FlashAttention's: 2.5 x forward
         if (a->cp->cp > 1) cp_attention_backward(a->cp, dq, dk, dv, dout, q, k, v, out, lse, B, a->stream);
         else if (attention_fuses_rope())

@@ -38,7 +38,9 @@ static inline void log_memory_flags(Logger* lg, const MemoryFlags* f, int n_offl
 // which attention the run uses (--attention resolved), how many threads it has and, in the
 // CPU build, which library runs its matrix products
 static inline void log_runtime(Logger* lg, const char* attention_flag) {
-    logf_(lg, "attention: %s (--attention %s)\n", attention_impl_name(g_attention_impl), attention_flag);
+    char cudnn[160];
+    attention_cudnn_describe(cudnn, sizeof(cudnn));
+    logf_(lg, "attention: %s (--attention %s%s)\n", attention_impl_name(g_attention_impl), attention_flag, cudnn);
 #ifdef _OPENMP
     logf_(lg, "threads: %d (OpenMP)\n", omp_get_max_threads());
 #endif
