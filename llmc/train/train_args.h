@@ -73,8 +73,9 @@ static inline int train_loop_flags(Flag* out, TrainLoopArgs* a) {
                                           "initial weights are never removed)"},
         {"init-from", 's', &a->init_from, "checkpoint whose parameters start a new run (step 0, fresh optimizer state)"},
         {"log-every", 'i', &a->log_every, "print a step line every N steps (metrics.jsonl gets every step)"},
-        {"attention", 's', &a->attention, "auto | fp32 | tc: the attention kernels (tc: bf16 CUDA builds, head dim 64 or "
-                                          "128; auto = tc where it runs, else fp32)"},
+        {"attention", 's', &a->attention, "auto | fp32 | tc: the attention kernels (tc: bf16 CUDA builds, head dims "
+                                          "32..256 in steps of 8; auto = tc at the head dims where it has passed on "
+                                          "a GPU, 64 and 128, else fp32)"},
         {"plan-only", 'i', &a->plan_only, "1: print the memory plan and exit (no device needed)"},
         {"plan-json", 's', &a->plan_json, "write the memory plan as JSON to this file"},
         {"profile-step", 'i', &a->profile_step, "print the time of each launch group in step N (0 = off; llmc/kernels/profile.h)"},
