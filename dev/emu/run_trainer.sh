@@ -236,7 +236,7 @@ for g in 0 1; do
     --micro-batch 1 --fp32-grad-accum $g
 done
 # --attention tc (the tensor-core kernels, RoPE fused into their tile loads) through the whole
-# bf16 CUDA build: its fast path takes head dims 64 and 128, which no committed reference has, so
+# bf16 CUDA build: it was first written for head dims 64 and 128, which no committed reference has, so
 # small float64 references with hd 64 are made here (GQA ratio 2, T = 70: two query tiles, the
 # second ragged). test_llama alone and with the memory flags (recompute and offload re-run the
 # fused kernels on saved unrotated q, k), and test_dit (non-causal, 3-D RoPE).
