@@ -41,6 +41,66 @@ argument (a `causal` kernel argument, as in llmc) and is validated in both.
              attention, ref_rope_backward on dq, dk) and bit for bit against the unfused
              composition on the device (rope_forward, version 4, rope_backward); timed
              next to that composition. Same *** NOT YET VALIDATED ON A GPU *** as v4.
+  version 6: version 4 at every head dim that is a multiple of 8 from 32 to 256 (the same
+             launchers of llmc/kernels/attention_tc*.cuh, which now take them; version 4 here
+             stays at 64 and 128, where v6 is v4, bit for bit). A head dim runs on the kernel
+             compiled for HDP = hd rounded up to 16 (32 above 128): tile rows hold hd
+             values and zeros up to HDP, so the k16 slices of S and dP add nothing for the
+             padding, with row stride HDP + 8 (LD / 8 odd: ldmatrix conflict-free) and
+             cp.async spread over whole padded rows where HDP is not a multiple of 64 (8
+             lanes = 128 contiguous bytes: conflict-free). Above 128 a second configuration:
+             forward 32-key tiles with Q's fragments read from shared memory per tile; dK/dV
+             32-key tiles, two warps per 16 keys splitting dK, dV's columns (each computes the
+             same S^T, dP^T: 1.5x the tensor work of dK/dV's products); dQ 32-key tiles (16
+             above 192). ptxas: no spills; registers per thread in llmc/kernels/attention_tc*.cuh.
+             PREDICTED (written before any GPU run; H200, TFLOP/s counted at the true hd, as
+             the bench prints, forward / backward):
+               llama3-1B's shape, causal B=4 T=2048 H=32 KV=8:  hd 72: 165 / 105   hd 128: 155 / 100
+               dit-XL's shape, full B=1 T=16384 H=16 KV=16:     hd 72: 190 / 135   hd 128: 195 / 160
+             Why: hd 128 is v4's code (v4 measured causal 148 / 94 at B=2 H=16, full 191 / 155;
+             4x the CTAs at B=4 H=32 shorten the causal tail, +5%). hd 72 runs HDP 80: 1.25x the
+             tensor work of hd 64 for 1.125x the counted FLOPs, the softmax's exp work per tile
+             unchanged; with ~60% of hd 64's time in the MMAs, time 1.15x hd 64's: v4's hd-64
+             181.6 / 127.3 (llama3-1B shape) x 1.125 / 1.15 = 178 / 125, less ~7% forward for
+             3 CTAs an SM instead of 4 (134 registers) and ~15% backward for the 32-row query
+             tiles of dK/dV (hd 128's config, which ran 94 against hd 64's 127): 165 / 105.
+             dit-XL: the trainer's dit-B attention (hd 64, full, 16K tokens) ran 211 / 158,
+             scaled the same way: 190 / 135. The issue's target (hd 72 within 15% of hd 64's
+             rate) is met by this prediction forward, not backward.
+  version 7: DESIGN NOTE, not written yet: a one-pass backward (FlashAttention-2's five
+             matmuls instead of v4's seven), bitwise reproducible: no atomics, no spin-wait
+             between CTAs. The dK/dV CTA of key tile kt (loop over the group's heads and the
+             query tiles, as v4) also computes dQ_kt = dS K for each query tile it visits and
+             stores it, fp32, into a planned workspace W[kt][rows]; a reduce kernel then sums,
+             for every query row, W[0..kt_last] in increasing kt (a fixed order) and writes
+             dq = scale * sum, rounded once. No dQ kernel: S and dP are not recomputed.
+             Its cost is that traffic: per (b, h), W is written and read once, 2 (T / BK) T hd
+             4 bytes (causal: half), against the 2 matmuls saved, 4 T^2 hd FLOPs (causal:
+             half): per T^2 hd, saved 4 / R_mma, added 8 / (BK R_mem). With R_mma ~150
+             TFLOP/s (v4's backward) and R_mem ~4 TB/s (the H200's copy rate, 4.25 measured) it
+             gains only when BK > 2 R_mma / R_mem = 75 keys, i.e. with 128-key tiles (v4's are
+             64), and it loses again once the kernel is faster (BK > 200 at 400 TFLOP/s).
+             Workspace: T / BK copies of dQ in fp32: llama3-1B (B=4, T=2048, H=32, hd 64,
+             BK 128, causal) 16 x 67 MB / 2 = 0.54 GB, reused by every layer; dit-XL at 16K
+             tokens (full) 128 x 75 MB = 9.6 GB: too much, so W is filled and reduced in
+             chunks of key tiles (a launch each, the reduce adding into an fp32 dq
+             accumulator in chunk order), which bounds the memory, not the traffic.
+             PREDICTED (H200, llama3-1B's shape, causal hd 64, backward): with BK 64, 120
+             TFLOP/s (below v4's 127: the traffic costs more than the two matmuls); with BK
+             128 (needs 32-row warps or 8 warps, another step of the issue), 145 (+14%);
+             dit-XL's shape (hd 72, v6's predicted 135): 127 (BK 64), 155 (BK 128). In
+             units of 1e-12 s per T^2 hd: v4's backward 10 / 127 = 0.079; minus 4 / 150 =
+             0.027 saved; plus 8 / (BK 4) = 0.031 (BK 64) or 0.016 (BK 128) of traffic.
+             Verdict before writing it: the ordered reduction through global memory caps the
+             gain at ~15% and turns
+             into a loss as the kernel gets faster. What would not: reducing dQ across the
+             key tiles of a thread-block cluster through distributed shared memory (sm_90:
+             a cluster of 8 CTAs along kt, dQ partials summed in a fixed rank order after a
+             hardware cluster barrier, not a spin-wait), which divides W's traffic by 8; the
+             emulator models neither clusters nor DSMEM yet, so that comes first.
+ATTENTION_LADDER_HDS=64,72,128 (a comma list): only the validation shapes and benchmarks of
+those head dims (scripts/gpu_check.sh's first call runs version 6 so, before anything else
+of the ladder), version 6's benchmarks at each of them.
 Validated against the CPU twin (llmc/kernels/cpu/attention.h, ref_attention[_full]_* of
 cpu_reference) on random q, k, v, dout at odd sizes, in both modes: T not a multiple
 of any tile, GQA ratios 1, 2, 3, 4 and MQA, hd from 6 to 256. Determinism: each
@@ -52,6 +112,7 @@ backward run twice, bitwise. Timed in both modes (full: twice the FLOPs of causa
 #include "../../llmc/kernels/attention_tc_backward.cuh"  // version 4, backward
 #include "../../llmc/kernels/rope.cuh"                   // version 5's unfused twin (rope_forward, rope_backward)
 #include <mma.h>
+#include <algorithm>
 
 // ---------------------------------------------------------------------------------
 // version 1
@@ -476,7 +537,9 @@ static bool version_supports(int version, int hd) {
     (void)hd;
     return version < 3;  // tensor-core bf16 versions: not in fp32 builds
 #else
-    if (version >= 4) return attention_tc_supported_hd(hd);
+    if (version == 4) return hd == 64 || hd == 128;  // the head dims it had on the H200
+    if (version == 5) return attention_tc_rope_supported_hd(hd);
+    if (version == 6) return attention_tc_supported_hd(hd);
     return version != 3 || v3::supported(hd);
 #endif
 }
@@ -527,7 +590,7 @@ static void fwd(int version, bool causal, floatX* out, float* lse, const floatX*
 #if !defined(ENABLE_FP32)
         v3::forward(out, lse, q, k, v, B, T, H, KV, hd, causal);
 #endif
-    } else if (version == 4) {
+    } else if (version == 4 || version == 6) {
         if (causal) attention_tc_forward(out, lse, q, k, v, B, T, H, KV, hd, 0);
         else attention_tc_full_forward(out, lse, q, k, v, B, T, H, KV, hd, 0);
     } else {
@@ -553,7 +616,7 @@ static void bwd(int version, bool causal, floatX* dq, floatX* dk, floatX* dv, co
 #if !defined(ENABLE_FP32)
         v3::backward(dq, dk, dv, dout, q, k, v, out, lse, B, T, H, KV, hd, causal);
 #endif
-    } else if (version == 4) {
+    } else if (version == 4 || version == 6) {
         if (causal) attention_tc_backward(dq, dk, dv, dout, q, k, v, out, lse, scratch, B, T, H, KV, hd, 0);
         else attention_tc_full_backward(dq, dk, dv, dout, q, k, v, out, lse, scratch, B, T, H, KV, hd, 0);
     } else {
@@ -572,7 +635,8 @@ static void run_version(int version, bool causal, const Shape& s, uint64_t seed)
     const int B = s.B, T = s.T, H = s.H, KV = s.KV, hd = s.hd;
     const char* mode = causal ? "causal" : "full";
     if (!version_supports(version, hd)) {
-        printf(version >= 4 ? "  v%d %s B=%d T=%d H=%d KV=%d hd=%d: skipped (v4, v5 need a bf16 build, hd 64 or 128)\n"
+        printf(version >= 4 ? "  v%d %s B=%d T=%d H=%d KV=%d hd=%d: skipped (v4, v5 need a bf16 build, hd 64 or 128; "
+                              "v6 a multiple of 8 from 32 to 256)\n"
                             : "  v%d %s B=%d T=%d H=%d KV=%d hd=%d: skipped (v3 needs a bf16 build, hd %% 16 == 0, hd <= 128)\n",
                version, mode, B, T, H, KV, hd);
         return;
@@ -713,8 +777,26 @@ static void bench_version(int version, bool causal, int B, int T, int H, int KV,
     if (d_scratch) dev_free(d_scratch);
 }
 
+// ATTENTION_LADDER_HDS (see the top): the head dims to run, empty for all
+static std::vector<int> ladder_hds() {
+    std::vector<int> v;
+    const char* e = getenv("ATTENTION_LADDER_HDS");
+    for (const char* p = e; p && *p;) {
+        char* end;
+        const long x = strtol(p, &end, 10);
+        if (end == p || x <= 0) { fprintf(stderr, "ATTENTION_LADDER_HDS=%s: expected head dims like 64,72,128\n", e); exit(2); }
+        v.push_back((int)x);
+        p = *end == ',' ? end + 1 : end;
+    }
+    return v;
+}
+static bool hd_wanted(const std::vector<int>& hds, int hd) {
+    return hds.empty() || std::find(hds.begin(), hds.end(), hd) != hds.end();
+}
+
 int main(int argc, char** argv) {
-    ladder_init(argc, argv, "attention", 5);
+    ladder_init(argc, argv, "attention", 6);
+    const std::vector<int> hds = ladder_hds();
     const Shape shapes[] = {
         {1, 7, 4, 2, 6},    {2, 33, 6, 2, 8},  {1, 65, 4, 1, 12},  {2, 100, 6, 3, 48}, {1, 70, 2, 2, 64},
         {1, 40, 2, 1, 256}, {1, 37, 2, 2, 130}, {1, 130, 4, 2, 64}, {2, 64, 2, 1, 16},  {1, 200, 2, 2, 128},
@@ -723,26 +805,44 @@ int main(int argc, char** argv) {
         {1, 1, 1, 1, 16},   {2, 7, 4, 2, 16},  {1, 33, 2, 1, 32},  {1, 63, 2, 2, 80}, {1, 129, 3, 1, 112},
         // head sizes version 4 accepts (64, 128): T = 1, ragged tiles, GQA ratio 4
         {1, 1, 2, 1, 64},   {2, 65, 4, 1, 128}, {1, 63, 4, 1, 64},
+        // version 6's: dit-XL's 72, 40, 96, and the second configuration (136, 200) with
+        // ragged T, GQA 2, 3 and 4 (48, 80, 112 and 256 are above)
+        {2, 130, 4, 2, 72}, {1, 65, 3, 1, 40},  {1, 100, 4, 1, 96}, {1, 97, 2, 1, 136}, {2, 70, 4, 2, 200},
     };
     const char* names[] = {"", "naive, thread per row", "flash tiles fp32 (llmc)",
                            "WMMA bf16 tensor cores",
                            "mma.sync/ldmatrix/cp.async tensor cores, FlashAttention-2 style (llmc/kernels/attention_tc.cuh)",
-                           "version 4 with RoPE fused into the tile loads and stores (slower than v4 + rope launches on the H200: off in the trainers)"};
-    for (int version = 1; version <= 5; version++) {
+                           "version 4 with RoPE fused into the tile loads and stores (slower than v4 + rope launches on the H200: off in the trainers)",
+                           "version 4 at every head dim that is a multiple of 8 from 32 to 256 (zero-padded to 16, second configuration above 128)"};
+    for (int version = 1; version <= 6; version++) {
         if (!want(version)) continue;
         printf("version %d: %s\n", version, names[version]);
         for (int causal = 1; causal >= 0; causal--) {
             uint64_t seed = 800;  // the same inputs in both modes
-            for (const Shape& s : shapes) run_version(version, causal, s, seed++);
+            for (const Shape& s : shapes) {
+                if (hd_wanted(hds, s.hd)) run_version(version, causal, s, seed);
+                seed++;
+            }
         }
-        if (!ladder_quick()) {
+        if (!ladder_quick() && !hds.empty()) {  // only the head dims asked for, at version 6's shapes
+            for (int hd : hds) {
+                if (version < 4) break;  // the naive and fp32 versions would take minutes at T = 16384
+                bench_version(version, true, 4, 2048, 32, 8, hd);
+                bench_version(version, false, 1, 16384, 16, 16, hd);
+            }
+        } else if (!ladder_quick()) {
             bench_version(version, true, 4, 1024, 32, 8, 64);
             bench_version(version, false, 4, 1024, 32, 8, 64);
-            if (version >= 2) {  // llama3-1B-like heads (hd 64, GQA 4) at T = 2048, and hd 128
+            if (version >= 2 && version != 6) {  // llama3-1B-like heads (hd 64, GQA 4) at T = 2048, and hd 128
                 bench_version(version, true, 4, 2048, 32, 8, 64);
                 bench_version(version, true, 2, 2048, 16, 4, 128);
                 bench_version(version, false, 2, 2048, 16, 4, 128);
             }
+            if (version == 6)  // its predictions (the header): llama3-1B's and dit-XL's shapes at hd 72 and 128
+                for (int hd : {72, 128}) {
+                    bench_version(version, true, 4, 2048, 32, 8, hd);
+                    bench_version(version, false, 1, 16384, 16, 16, hd);
+                }
         }
     }
     return ladder_finish("attention");

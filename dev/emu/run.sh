@@ -12,6 +12,9 @@
 #                 (default: llmc). Used to show that a broken kernel fails.
 #   EMU_FILTER    only the checks whose name contains this string (no coverage check)
 #   EMU_PRECISIONS the harness builds to run (default "fp32 bf16"; make test's sample: bf16)
+#   EMU_HARNESS_SAMPLE 1: the tensor-core attention's checks at a sample of the head dims
+#                 other than 64 and 128 (40, 72, 200; make test), else at all of them
+#                 (make test-full); the coverage check then skips the kernels left out
 #   CXX           the C++ compiler (default g++; C++17 and GNU inline asm on x86-64)
 #   EMU_LADDERS   0: skip the last stage, the dev/cuda ladders' validation (run_ladders.sh);
 #                 1: run it even when EMU_FILTER is set. EMU_LADDER_DIR (default dev/cuda)

@@ -77,10 +77,12 @@ count_sub_tests() {
 NVCC_PATH=$(bash -c 'command -v nvcc || ls /usr/local/cuda/bin/nvcc' 2>/dev/null | head -n1)
 # Sampled: four of the six CUDA programs (train_llama and train_dit in bf16, whose code
 # test_llama.cu and test_dit.cu include, and both test programs in FP32); the emulator's kernel
-# harness in bf16 (every kernel, its coverage check included) and of its emulated CUDA trainers
-# the bf16 test programs; no dev/cuda ladders. test-full: all of it.
+# harness in bf16 (every kernel, its coverage check included; the tensor-core attention at a
+# sample of its head dims, EMU_HARNESS_SAMPLE=1) and of its emulated CUDA trainers the bf16
+# test programs; no dev/cuda ladders. test-full: all of it.
 CUDA_SET=(build/train_llama build/train_dit build/test_llama_fp32 build/test_dit_fp32)
-EMU_ENV=(EMU_PRECISIONS=bf16 EMU_LADDERS=0 EMU_TRAINER=1 "EMU_TRAINER_FILTER=test_*.bf16." EMU_TRAINER_SAMPLE=1)
+EMU_ENV=(EMU_PRECISIONS=bf16 EMU_LADDERS=0 EMU_TRAINER=1 "EMU_TRAINER_FILTER=test_*.bf16." EMU_TRAINER_SAMPLE=1
+         EMU_HARNESS_SAMPLE=1)
 if [ "$FULL" = 1 ]; then CUDA_SET=(cuda-compile); EMU_ENV=(); fi
 # gpu_call_on_cpu N: call N of scripts/gpu_check.sh on the CPU build with tiny models (its own
 # $OUT, as on the device): every step, file and table; the CPU's numbers say nothing about a GPU.

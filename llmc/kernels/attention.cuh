@@ -43,8 +43,9 @@ backward, two kernels, no atomics, both deterministic:
     dQ_r += sum_j dS_rj K_j.
   dq, dk, dv are overwritten, as in the CPU twin.
 The recomputation of S and dP in both kernels is the price of no atomics.
-The tensor-core version (bf16, hd 64 and 128) is llmc/kernels/attention_tc.cuh, chosen by --attention
-tc (llmc/kernels/attention_select.h); auto picks tc where it runs (bf16, hd 64 or 128) and these otherwise.
+The tensor-core version (bf16, head dims 32..256 in steps of 8) is llmc/kernels/attention_tc.cuh, chosen by
+--attention tc (llmc/kernels/attention_select.h); auto picks tc only at the head dims where it has passed on a
+GPU (64 and 128) and these otherwise.
 */
 #pragma once
 #include "../core/common.h"

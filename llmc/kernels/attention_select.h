@@ -2,16 +2,20 @@
 Which attention implementation the trainers run: --attention auto|fp32|tc|cudnn.
   fp32   the kernels of llmc/kernels/attention.cuh (fp32 math on CUDA cores, any head dim <= 256);
          in the CPU build, its twin llmc/kernels/cpu/attention.h (the CPU build has only this one)
-  tc     the tensor-core kernels of llmc/kernels/attention_tc.cuh (bf16 builds, head dims 64 and 128)
+  tc     the tensor-core kernels of llmc/kernels/attention_tc.cuh (bf16 builds, every head dim
+         that is a multiple of 8 from 32 to 256)
   cudnn  cuDNN's fused attention (llmc/kernels/cudnn_attention.h), in bf16 builds made with
          `make USE_CUDNN=1`; any head dim the library takes (it says so at the first call when
          not). --cudnn-deterministic 1 (the default) runs its deterministic backward, 0 its
          faster default one, which is not bitwise reproducible (docs/design.md 3.1)
-  auto   tc where it can run (bf16 CUDA build, head dim 64 or 128), else fp32. The tensor-core
-         kernels passed on an H200 (docs/results/gpu_h200_2026-11-26.md: every test at the bf16
-         tolerances, the ladder against its CPU twin) and ran llama3-1B's attention 13x faster
-         than fp32 (145 ms against 873 ms a step). auto never picks cudnn: it chooses only among
-         kernels that have passed their tests on a GPU, and cudnn has not run on one yet
+  auto   only a kernel that has PASSED ON A GPU at this head dim: tc at the head dims of
+         att_tc_gpu_passed below (64 and 128 so far, bf16 CUDA builds), else fp32. The
+         tensor-core kernels passed on an H200 at 64 and 128 (docs/results/gpu_h200_2026-11-26.md:
+         every test at the bf16 tolerances, the ladder against its CPU twin) and ran llama3-1B's
+         attention 13x faster than fp32 (145 ms against 873 ms a step). The other head dims run
+         tc only when asked for (--attention tc): the host emulator checks them, no GPU has yet;
+         a head dim joins the table when a GPU run passes it. auto never picks cudnn: it has not
+         run on a GPU yet
 All implementations give lse the same meaning (natural-log log-sum-exp of the scaled
 scores; cuDNN's softmax statistics are that quantity), so a forward of one and a backward of
 another are consistent, and the ring merge of context parallelism works on any of them.
@@ -70,10 +74,26 @@ backward rotates dq, dk in fp32 and rounds once; the unfused one rounds, rotates
 
 enum AttentionImpl { ATTENTION_AUTO = 0, ATTENTION_FP32 = 1, ATTENTION_TC = 2, ATTENTION_CUDNN = 3 };
 static AttentionImpl g_attention_impl = ATTENTION_AUTO;  // after attention_select: FP32, TC or CUDNN
+static int g_attention_hd = 0;                           // the head dim attention_select saw
 static int g_cudnn_deterministic = 1;  // --cudnn-deterministic (read by attention_select)
 #define CUDNN_DETERMINISTIC_HELP                                                                                         \
     "--attention cudnn's backward: 1 = cuDNN's deterministic algorithm, bitwise reproducible (in cuDNN 9.19 a "         \
     "B*H*T*T bf16 workspace, in the memory plan), 0 = its default, faster, not reproducible run to run (default 1)"
+
+// The head dims at which the tensor-core attention has passed on a GPU, each with its run
+// and what was measured there: auto picks tc at these and nowhere else. One GPU run so far.
+struct AttTcGpuPassed { int hd; const char* run; };
+static const AttTcGpuPassed att_tc_gpu_passed[] = {
+    {64, "H200, docs/results/gpu_h200_2026-11-26.md: test_llama (GQA, T=150) and test_dit on fresh references; "
+         "ladder v4 causal B=4 T=2048 H=32 KV=8: 181.6 TFLOP/s forward, 127.3 backward (fp32 kernel: 6.5 / 4.6)"},
+    {128, "H200, docs/results/gpu_h200_2026-11-26.md: test_llama (tied, T=197) on fresh references; ladder v4 "
+          "B=2 T=2048 H=16 KV=4: causal 148.3 / 94.0 TFLOP/s, full 191.1 / 155.3 (fp32 kernel: 6.1-6.9 / 3.5-4.4)"},
+};
+static inline bool attention_tc_gpu_passed(int hd) {
+    for (const AttTcGpuPassed& m : att_tc_gpu_passed)
+        if (m.hd == hd) return true;
+    return false;
+}
 
 static inline const char* attention_impl_name(AttentionImpl a) {
     return a == ATTENTION_TC ? "tc" : a == ATTENTION_FP32 ? "fp32" : a == ATTENTION_CUDNN ? "cudnn" : "auto";
@@ -96,7 +116,7 @@ static inline AttentionImpl attention_impl_resolve(AttentionImpl want, int hd) {
         (void)hd;
         return ATTENTION_FP32;
 #else
-        return attention_tc_supported_hd(hd) ? ATTENTION_TC : ATTENTION_FP32;  // never cudnn (the top of this file)
+        return attention_tc_supported_hd(hd) && attention_tc_gpu_passed(hd) ? ATTENTION_TC : ATTENTION_FP32;  // never cudnn (the top of this file)
 #endif
     }
     if (want == ATTENTION_TC) {
@@ -109,8 +129,8 @@ static inline AttentionImpl attention_impl_resolve(AttentionImpl want, int hd) {
              "(use auto or fp32)");
 #else
         if (!attention_tc_supported_hd(hd))
-            FAIL("--attention tc: head dim %d is not supported by the tensor-core attention (64 and 128 are; use auto "
-                 "or fp32)", hd);
+            FAIL("--attention tc: head dim %d is not supported by the tensor-core attention (multiples of 8 from 32 to "
+                 "256 are; use auto or fp32)", hd);
 #endif
     }
     if (want == ATTENTION_CUDNN) {
@@ -131,6 +151,7 @@ static inline AttentionImpl attention_impl_resolve(AttentionImpl want, int hd) {
 }
 static inline void attention_select(AttentionImpl want, int hd) {
     g_attention_impl = attention_impl_resolve(want, hd);
+    g_attention_hd = hd;
 #if ATTENTION_HAS_CUDNN
     cudnn_att_set_deterministic(g_cudnn_deterministic);
 #endif
@@ -243,7 +264,14 @@ static inline void attention_dispatch_full_backward(floatX* dq, floatX* dk, floa
 #ifndef ATTENTION_TC_FUSE_ROPE
 #define ATTENTION_TC_FUSE_ROPE 0  // off: slower on the H200 (the top of this file)
 #endif
-static inline bool attention_fuses_rope() { return ATTENTION_TC_FUSE_ROPE && attention_use_tc(); }
+// the fused kernels exist at head dims 64 and 128 only: elsewhere the rope launches stay
+static inline bool attention_fuses_rope() {
+#ifdef LLMC_CPU
+    return false;
+#else
+    return ATTENTION_TC_FUSE_ROPE && attention_use_tc() && attention_tc_rope_supported_hd(g_attention_hd);
+#endif
+}
 static inline void att_rope_refuse(const char* who) {
     FAIL("%s: RoPE is fused into the attention only with --attention tc in a build with ATTENTION_TC_FUSE_ROPE 1 "
          "(selected: %s, ATTENTION_TC_FUSE_ROPE %d); call rope_forward / rope_backward and the plain "

@@ -10,13 +10,17 @@ lse [B, H, T] fp32 in natural log (either forward's lse works); scale 1/sqrt(hd)
 head j serves q heads j*H/KV .. (j+1)*H/KV - 1; dq, dk, dv are overwritten. One more
 argument: `delta`, a scratch buffer of attention_tc_delta_floats(B, H, T) floats that the
 caller provides (planned memory: nothing is allocated here), overwritten. bf16 builds
-only, head dims 64 and 128 (attention_tc_supported_hd).
+only, every head dim that is a multiple of 8 from 32 to 256 (attention_tc_supported_hd),
+each on the kernels of its compiled width HDP (att_tc_hdp; the forward's file says how
+the padding up to HDP and the bank-conflict-free row stride HDP + 8 work).
 
 Three kernels, no atomics, so every result is bitwise the same run to run:
   attention_tc_delta_kernel: delta[b, h, t] = sum_d dO * O in fp32, once (the fp32 kernels
     of attention.cuh recompute it in every (key tile, query tile) pair).
-  attention_tc_dkdv_hd{64,128}_kernel: one CTA per (64-key tile, kv head, batch), 4 warps,
-    warp w owns keys 16w..16w+15 of the tile. K and V stay in shared memory; the CTA
+  attention_tc_dkdv_hd{HDP}_kernel: one CTA per (64-key tile, kv head, batch), 4 warps,
+    warp w owns keys 16w..16w+15 of the tile (above HDP 128, the second configuration:
+    32-key tiles, warps w and w + 2 own the same 16 keys and half of dK's and dV's
+    columns each, both computing the same S^T and dP^T: see AttTcDkdv). K and V stay in shared memory; the CTA
     loops over the q heads of the group (outer) and the query tiles at or after the key
     tile (causal; full mode: all), in that fixed order, with cp.async double buffering
     of the Q / dO tiles. Per query tile, everything transposed (rows = keys) so that no
@@ -28,25 +32,28 @@ Three kernels, no atomics, so every result is bitwise the same run to run:
       FlashAttention-2 does), and dO, Q are B operands read with ldmatrix .trans.
     dK is multiplied by the scale once, at the end; dK and dV stay in fp32 registers
     until then.
-  attention_tc_dq_hd{64,128}_kernel: one CTA per (64-row query tile, head, batch), 4 warps
-    of 16 rows; loops over key tiles 0..diagonal (full mode: all) with cp.async double
+  attention_tc_dq_hd{HDP}_kernel: one CTA per (64-row query tile, head, batch), 4 warps
+    of 16 rows; loops over key tiles (64 keys; 32 above HDP 128, 16 above 192) 0..diagonal (full mode: all) with cp.async double
     buffering of K / V: S = Q K^T, dP = dO V^T, dS = P (dP - delta), dQ += dS K (K read
     with ldmatrix .trans), scale at the end.
 Masks: only tiles that need one pay for it: in causal mode the tiles that cross the
 diagonal, and the last (ragged) tiles when T is not a multiple of the tile: keys u > t
 and rows or keys >= T get P = 0. Loads past T are zero-filled by cp.async (no read).
 
-Shared memory: bf16 tiles with rows padded from hd to hd + 8 elements (a 16-byte pad):
-the 8 row addresses of one 8x8 ldmatrix matrix are then 16 bytes apart modulo 128 bytes
-(row stride 144 or 272 bytes), so they fall in 8 distinct 16-byte bank groups: no bank
-conflicts, plain or .trans, with no swizzle to get wrong.
+Shared memory: bf16 tiles with rows of hd values, zeros up to HDP and a 16-byte pad (row
+stride HDP + 8 elements, LD / 8 odd): the 8 row addresses of one 8x8 ldmatrix matrix are
+then 16 bytes apart modulo 128 bytes, so they fall in 8 distinct 16-byte bank groups: no
+bank conflicts, plain or .trans, with no swizzle to get wrong (the emulator counts them at
+every compiled width).
 
 Register budget (fp32 accumulators per thread, 128 threads): dK/dV kernel hd 64: dK, dV
 2 x 32, S^T, dP^T 2 x 32 (64-row query tiles); hd 128: dK, dV 2 x 64 and S^T, dP^T
 2 x 16 (32-row query tiles, to stay clear of spills); dQ kernel: dQ hd/2, S, dP 2 x 32.
-ptxas (CUDA 13, sm_90, -O3) reports no spills and 178 / 232 registers for dK/dV at hd
-64 / 128, 166 / 168 for dQ, 23 for delta; at 232, two dK/dV CTAs fit an SM. With RoPE
-fused: 190 / 241 for dK/dV, 166 / 174 for dQ, no spills (at 241, still two CTAs).
+ptxas (CUDA 13, sm_90, -O3) reports no spills anywhere; registers by HDP, dK/dV / dQ:
+32: 149 / 128, 48: 168 / 126, 64: 177 / 164, 80: 168 / 166, 96: 168 / 168, 112: 224 / 162,
+128: 234 / 168, 160: 172 / 166, 192: 168 / 170, 224: 224 / 168, 256: 240 / 229; delta 23.
+At 240, two CTAs still fit an SM. With RoPE fused (hd 64 and 128 only): 190 / 242 for
+dK/dV, 164 / 166 for dQ.
 
 RoPE fused (attention_tc_backward_rope, attention_tc_full_backward_rope): q and k come
 unrotated; both kernels rotate the Q and K tiles they load as the forward does
@@ -79,8 +86,24 @@ attention_tc_full_backward[...] in dev/emu/harness.cpp.
 
 #ifndef ENABLE_FP32  // bf16 builds only: in an ENABLE_FP32 build the launchers FAIL saying so
 
-// query rows per tile of the dK/dV kernel (see the register budget above)
-template <int HD> struct AttTcDkdv { static constexpr int BQ = HD == 64 ? 64 : 32; };
+// the dK/dV kernel's tiles. A warp owns 16 keys and HDP / CS columns of dK and dV (2 HDP /
+// CS fp32 accumulators a thread). Up to HDP 128, CS = 1: 4 warps own the 64 keys of a tile.
+// Above (the second configuration), CS = 2: 32-key tiles, warps 0-1 and 2-3 own the same
+// keys and split the columns; both compute the same S^T and dP^T (their sums in the same
+// order: the same bits), 1.5x the tensor work of the split products, which keeps P^T and
+// dS^T in registers. BQ: query rows per tile (see the register budget above).
+template <int HDP> struct AttTcDkdv {
+    static constexpr int CS = HDP <= 128 ? 1 : 2;
+    static constexpr int KG = 4 / CS;  // warps along the keys
+    static constexpr int BK = 16 * KG;
+    static constexpr int BQ = HDP <= 64 ? 64 : 32;
+};
+// the dQ kernel's tiles: 64 query rows (4 warps of 16); key tiles of 64 up to HDP 128, then
+// smaller so that two CTAs an SM keep their shared memory (Q, dO and two K/V buffers)
+template <int HDP> struct AttTcDq {
+    static constexpr int BQ = ATT_TC_BQ_DQ;
+    static constexpr int BK = HDP <= 128 ? ATT_TC_BK : (HDP <= 192 ? 32 : 16);
+};
 
 // c1 = A1 B1^T and c2 = A2 B2^T for one warp, both products in one pass over the KS k16
 // steps (S and dP in both kernels): A1, A2 are 16 x 16 KS, row-major at a1, a2; B1, B2
@@ -110,24 +133,26 @@ static __device__ __forceinline__ void att_tc_mma_abt2(float (&c1)[N][4], float 
     }
 }
 
-// a warp's 16 x HD result (C layout, this lane: rows r_lo and r_lo + 8, columns 8 i + 2 t4
-// and + 1 of n-tile i) times mul, rounded to bf16, into the rows r of head h of x ([B, T,
-// nh, HD]); rows >= T are not written. ROPE: then rotated back by rope_backward's formula
-// (row r = position r, the lane's pair 4 i + t4) and rounded again.
+// a warp's 16 x 8 ND result (C layout, this lane: rows r_lo and r_lo + 8, columns col0 + 8 i
+// + 2 t4 and + 1 of n-tile i) times mul, rounded to bf16, into the rows r of head h of x
+// ([B, T, nh, hd]); rows >= T and columns >= hd (the zero padding up to HDP) are not
+// written. ROPE: then rotated back by rope_backward's formula (row r = position r, the
+// lane's pair col0 / 2 + 4 i + t4) and rounded again.
 template <bool ROPE, int ND>
 static __device__ __forceinline__ void att_tc_store_c(att_bf16* x, const float (&acc)[ND][4], float mul, int b,
-                                                      int r_lo, int T, int nh, int h, int t4,
+                                                      int r_lo, int T, int nh, int h, int t4, int hd, int col0,
                                                       const float* rope_cos = nullptr, const float* rope_sin = nullptr) {
     #pragma unroll
     for (int half = 0; half < 2; half++) {
         const int r = r_lo + half * 8;
         if (r >= T) continue;
-        const size_t base = (((size_t)b * T + r) * nh + h) * (ND * 8) + 2 * t4;
+        const size_t base = (((size_t)b * T + r) * nh + h) * hd + col0 + 2 * t4;
         #pragma unroll
         for (int i = 0; i < ND; i++) {
+            if (col0 + 8 * i >= hd) break;
             __nv_bfloat162 y = __floats2bfloat162_rn(acc[i][2 * half] * mul, acc[i][2 * half + 1] * mul);
             if (ROPE) {
-                const size_t ti = (size_t)r * (ND * 4) + 4 * i + t4;
+                const size_t ti = (size_t)r * (hd / 2) + col0 / 2 + 4 * i + t4;
                 float y0, y1;
                 att_tc_rope_pair(y0, y1, __bfloat162float(y.x), __bfloat162float(y.y), rope_cos[ti], rope_sin[ti], -1.0f);
                 y = __floats2bfloat162_rn(y0, y1);
@@ -138,19 +163,19 @@ static __device__ __forceinline__ void att_tc_store_c(att_bf16* x, const float (
 }
 
 // ---------------------------------------------------------------------------------
-// delta = rowsum(dO * O), fp32. hd / 8 lanes per (b, t, h) row, 16 bytes of dO and O
-// each, so that a warp covers 32 / (hd / 8) whole rows (4 at hd 64, 2 at hd 128) and
-// every lane loads; the lanes of a row then add in a fixed tree. Needs hd / 8 a power of
-// two <= 32 (the launcher takes 64 and 128).
+// delta = rowsum(dO * O), fp32. hd / 8 = cpr chunks of 16 bytes of dO and O a row. When
+// cpr is a power of two (hd 32, 64, 128, 256), cpr lanes take a (b, t, h) row, so that a
+// warp covers 32 / cpr whole rows and every lane loads; otherwise a warp takes one row and
+// lanes >= cpr add nothing. The lanes of a row then add in a fixed tree.
 __global__ void __launch_bounds__(ATT_TC_DELTA_THREADS) attention_tc_delta_kernel(float* delta, const att_bf16* dout,
                                                                                   const att_bf16* out, int B, int T,
                                                                                   int H, int hd) {
-    const int cpr = hd / 8, lane = threadIdx.x & 31;
+    const int cpr = hd / 8, lpr = (cpr & (cpr - 1)) == 0 ? cpr : 32, lane = threadIdx.x & 31;  // lpr: lanes a row
     const size_t warp_id = (size_t)blockIdx.x * (ATT_TC_DELTA_THREADS / 32) + (threadIdx.x >> 5);
-    const size_t row = warp_id * (32 / cpr) + lane / cpr, n_rows = (size_t)B * T * H;
+    const size_t row = warp_id * (32 / lpr) + lane / lpr, n_rows = (size_t)B * T * H;
     float s = 0.0f;
-    if (row < n_rows) {
-        const size_t off = row * hd + (lane % cpr) * 8;
+    if (row < n_rows && lane % lpr < cpr) {
+        const size_t off = row * hd + (lane % lpr) * 8;
         const uint4 va = *(const uint4*)(dout + off), vo = *(const uint4*)(out + off);
         const unsigned wa[4] = {va.x, va.y, va.z, va.w}, wo[4] = {vo.x, vo.y, vo.z, vo.w};
         #pragma unroll
@@ -159,25 +184,32 @@ __global__ void __launch_bounds__(ATT_TC_DELTA_THREADS) attention_tc_delta_kerne
             s += __uint_as_float(wa[i] & 0xffff0000u) * __uint_as_float(wo[i] & 0xffff0000u);
         }
     }
-    for (int o = cpr / 2; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);  // stays inside the row's lanes
-    if (row < n_rows && lane % cpr == 0) {
+    for (int o = lpr / 2; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);  // stays inside the row's lanes
+    if (row < n_rows && lane % lpr == 0) {
         const int h = (int)(row % H), t = (int)((row / H) % T), b = (int)(row / ((size_t)H * T));
         delta[((size_t)b * H + h) * T + t] = s;
     }
 }
+// rows a delta block covers
+static inline size_t att_tc_delta_rows_per_block(int hd) {
+    const int cpr = hd / 8, lpr = (cpr & (cpr - 1)) == 0 ? cpr : 32;
+    return (size_t)(ATT_TC_DELTA_THREADS / 32) * (32 / lpr);
+}
 
 // ---------------------------------------------------------------------------------
 // dK, dV: CTA per (key tile, kv head, batch)
-template <int HD, bool ROPE>
+template <int HDP, bool ROPE>
 static __device__ __forceinline__ void att_tc_dkdv(unsigned char* smem, att_bf16* dk, att_bf16* dv,
                                                    const att_bf16* dout, const att_bf16* q, const att_bf16* k,
                                                    const att_bf16* v, const float* lse, const float* delta,
                                                    const float* rope_cos, const float* rope_sin, int T, int H, int KV,
-                                                   float scale, bool causal) {
-    constexpr int BK = ATT_TC_BK, BQ = AttTcDkdv<HD>::BQ, LD = HD + 8, NTH = ATT_TC_BWD_THREADS;
-    constexpr int KS = HD / 16;     // k16 steps over the head dim
-    constexpr int NQ = BQ / 8;      // n8 tiles of queries in S^T, dP^T
-    constexpr int ND = HD / 8;      // n8 tiles of the head dim in dK, dV
+                                                   int hd, float scale, bool causal) {
+    constexpr int BK = AttTcDkdv<HDP>::BK, BQ = AttTcDkdv<HDP>::BQ, KG = AttTcDkdv<HDP>::KG;
+    constexpr int LD = AttTcRow<HDP>::LD, NTH = ATT_TC_BWD_THREADS;
+    constexpr int KS = HDP / 16;                      // k16 steps over the head dim
+    constexpr int NQ = BQ / 8;                        // n8 tiles of queries in S^T, dP^T
+    constexpr int ND = HDP / 8 / AttTcDkdv<HDP>::CS;  // n8 tiles of the head dim in this warp's dK, dV
+    static_assert(ND % 2 == 0, "att_tc_mma_pb takes n8 tiles in pairs");
     att_bf16* sK = (att_bf16*)smem;           // [BK][LD]
     att_bf16* sV = sK + BK * LD;              // [BK][LD]
     att_bf16* sQ = sV + BK * LD;              // [2][BQ][LD]
@@ -192,14 +224,15 @@ static __device__ __forceinline__ void att_tc_dkdv(unsigned char* smem, att_bf16
     const int nq = n_qt - qt_first;             // >= 1: k0 < T
     const int n_jobs = group * nq;              // (head, query tile), heads outer
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t4 = lane & 3;
+    const int kw = warp % KG, col0 = (warp / KG) * ND * 8;  // this warp's 16 keys and first column
     const float sc2 = scale * ATT_TC_LOG2E;
 
     // job j -> Q, dO into buffer j & 1, lse, delta next to them (plain loads: lse rows of
     // T floats are not 16-byte aligned in general)
     auto issue = [&](int j) {
         const int h = kvh * group + j / nq, q0 = (qt_first + j % nq) * BQ, buf = j & 1;
-        att_tc_load_rows<HD, NTH>(sQ + buf * BQ * LD, q, b, q0, BQ, T, H, h);
-        att_tc_load_rows<HD, NTH>(sdO + buf * BQ * LD, dout, b, q0, BQ, T, H, h);
+        att_tc_load_rows<HDP, NTH>(sQ + buf * BQ * LD, q, b, q0, BQ, T, H, h, hd);
+        att_tc_load_rows<HDP, NTH>(sdO + buf * BQ * LD, dout, b, q0, BQ, T, H, h, hd);
         for (int r = threadIdx.x; r < BQ; r += NTH) {
             const int t = q0 + r;
             const size_t li = ((size_t)b * H + h) * T + t;
@@ -207,15 +240,15 @@ static __device__ __forceinline__ void att_tc_dkdv(unsigned char* smem, att_bf16
             sD[buf * BQ + r] = t < T ? delta[li] : 0.0f;
         }
     };
-    att_tc_load_rows<HD, NTH>(sK, k, b, k0, BK, T, KV, kvh);
-    att_tc_load_rows<HD, NTH>(sV, v, b, k0, BK, T, KV, kvh);
+    att_tc_load_rows<HDP, NTH>(sK, k, b, k0, BK, T, KV, kvh, hd);
+    att_tc_load_rows<HDP, NTH>(sV, v, b, k0, BK, T, KV, kvh, hd);
     issue(0);
     tc_cp_async_commit();
 
     float acc_dk[ND][4], acc_dv[ND][4];
     att_tc_zero(acc_dk);
     att_tc_zero(acc_dv);
-    const int u_lo = k0 + warp * 16 + g;  // this lane's keys: u_lo (C rows g) and u_lo + 8
+    const int u_lo = k0 + kw * 16 + g;  // this lane's keys: u_lo (C rows g) and u_lo + 8
 
     for (int j = 0; j < n_jobs; j++) {
         const int buf = j & 1;
@@ -225,8 +258,8 @@ static __device__ __forceinline__ void att_tc_dkdv(unsigned char* smem, att_bf16
         tc_cp_async_wait<1>();  // this thread's copies of job j (and of K, V) have landed
         const int q0 = (qt_first + j % nq) * BQ;
         if (ROPE) {  // this thread's own chunks; buffer buf was last read at j - 2, before a barrier
-            if (j == 0) att_tc_rope_rows<HD, NTH>(sK, k0, BK, T, rope_cos, rope_sin);
-            att_tc_rope_rows<HD, NTH>(sQ + buf * BQ * LD, q0, BQ, T, rope_cos, rope_sin);
+            if (j == 0) att_tc_rope_rows<HDP, NTH>(sK, k0, BK, T, rope_cos, rope_sin);
+            att_tc_rope_rows<HDP, NTH>(sQ + buf * BQ * LD, q0, BQ, T, rope_cos, rope_sin);
         }
         __syncthreads();        // everyone's have
         const att_bf16* Qs = sQ + buf * BQ * LD;
@@ -236,7 +269,7 @@ static __device__ __forceinline__ void att_tc_dkdv(unsigned char* smem, att_bf16
 
         // S^T = K Q^T, dP^T = V dO^T: this warp's 16 keys x BQ queries
         float s[NQ][4], dp[NQ][4];
-        att_tc_mma_abt2<LD, KS>(s, dp, sK + warp * 16 * LD, Qs, sV + warp * 16 * LD, dOs, lane);
+        att_tc_mma_abt2<LD, KS>(s, dp, sK + kw * 16 * LD, Qs, sV + kw * 16 * LD, dOs, lane);
         // P^T and dS^T (without the scale) in place; C element e of n-tile i is key
         // u_lo + 8 (e / 2), query q0 + 8 i + 2 t4 + e % 2
         const bool need_mask = (causal && q0 < k0 + BK - 1) || q0 + BQ > T || k0 + BK > T;  // uniform
@@ -254,26 +287,26 @@ static __device__ __forceinline__ void att_tc_dkdv(unsigned char* smem, att_bf16
                 dp[i][e] = p * (dp[i][e] - Ds[col]);
             }
         // dV += P^T dO, dK += dS^T Q: k = queries, n = head dim
-        att_tc_mma_pb<LD>(acc_dv, s, dOs, lane);
-        att_tc_mma_pb<LD>(acc_dk, dp, Qs, lane);
+        att_tc_mma_pb<LD>(acc_dv, s, dOs + col0, lane);
+        att_tc_mma_pb<LD>(acc_dk, dp, Qs + col0, lane);
         __syncthreads();  // buffer buf is refilled by the next iteration's issue
     }
 
-    att_tc_store_c<ROPE>(dk, acc_dk, scale, b, u_lo, T, KV, kvh, t4, rope_cos, rope_sin);
-    att_tc_store_c<false>(dv, acc_dv, 1.0f, b, u_lo, T, KV, kvh, t4);
+    att_tc_store_c<ROPE>(dk, acc_dk, scale, b, u_lo, T, KV, kvh, t4, hd, col0, rope_cos, rope_sin);
+    att_tc_store_c<false>(dv, acc_dv, 1.0f, b, u_lo, T, KV, kvh, t4, hd, col0);
 }
 
 // ---------------------------------------------------------------------------------
 // dQ: CTA per (query tile, head, batch)
-template <int HD, bool ROPE>
+template <int HDP, bool ROPE>
 static __device__ __forceinline__ void att_tc_dq(unsigned char* smem, att_bf16* dq, const att_bf16* dout,
                                                  const att_bf16* q, const att_bf16* k, const att_bf16* v,
                                                  const float* lse, const float* delta, const float* rope_cos,
-                                                 const float* rope_sin, int T, int H, int KV, float scale,
+                                                 const float* rope_sin, int T, int H, int KV, int hd, float scale,
                                                  bool causal) {
-    constexpr int BK = ATT_TC_BK, BQ = ATT_TC_BQ_DQ, LD = HD + 8, NTH = ATT_TC_BWD_THREADS;
-    constexpr int KS = HD / 16, NK = BK / 8, ND = HD / 8;
-    static_assert(BQ == BK, "the causal diagonal below assumes square tiles");
+    constexpr int BK = AttTcDq<HDP>::BK, BQ = AttTcDq<HDP>::BQ, LD = AttTcRow<HDP>::LD, NTH = ATT_TC_BWD_THREADS;
+    constexpr int KS = HDP / 16, NK = BK / 8, ND = HDP / 8;
+    static_assert(BQ % BK == 0, "a query tile ends on a key tile boundary");
     att_bf16* sQ = (att_bf16*)smem;  // [BQ][LD]
     att_bf16* sdO = sQ + BQ * LD;    // [BQ][LD]
     att_bf16* sK = sdO + BQ * LD;    // [2][BK][LD]
@@ -281,15 +314,16 @@ static __device__ __forceinline__ void att_tc_dq(unsigned char* smem, att_bf16* 
 
     const int n_t = gridDim.x;
     const int qt = causal ? n_t - 1 - blockIdx.x : blockIdx.x;  // causal: longest tiles first
-    const int kt_last = causal ? qt : (T + BK - 1) / BK - 1;
+    // causal: up to the key tile of the query tile's last row (BK == BQ: the diagonal tile qt)
+    const int kt_last = causal ? min((T + BK - 1) / BK, (qt + 1) * (BQ / BK)) - 1 : (T + BK - 1) / BK - 1;
     const int h = blockIdx.y, b = blockIdx.z, kvh = h / (H / KV), q0 = qt * BQ;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t4 = lane & 3;
     const float sc2 = scale * ATT_TC_LOG2E;
 
-    att_tc_load_rows<HD, NTH>(sQ, q, b, q0, BQ, T, H, h);
-    att_tc_load_rows<HD, NTH>(sdO, dout, b, q0, BQ, T, H, h);
-    att_tc_load_rows<HD, NTH>(sK, k, b, 0, BK, T, KV, kvh);
-    att_tc_load_rows<HD, NTH>(sV, v, b, 0, BK, T, KV, kvh);
+    att_tc_load_rows<HDP, NTH>(sQ, q, b, q0, BQ, T, H, h, hd);
+    att_tc_load_rows<HDP, NTH>(sdO, dout, b, q0, BQ, T, H, h, hd);
+    att_tc_load_rows<HDP, NTH>(sK, k, b, 0, BK, T, KV, kvh, hd);
+    att_tc_load_rows<HDP, NTH>(sV, v, b, 0, BK, T, KV, kvh, hd);
     tc_cp_async_commit();
 
     // this lane's rows: t_lo (C rows g) and t_lo + 8
@@ -308,25 +342,25 @@ static __device__ __forceinline__ void att_tc_dq(unsigned char* smem, att_bf16* 
     for (int kt = 0; kt <= kt_last; kt++) {
         const int buf = kt & 1, k0 = kt * BK;
         if (kt < kt_last) {  // buffer buf ^ 1 was last read in iteration kt - 1, which ended with a barrier
-            att_tc_load_rows<HD, NTH>(sK + (buf ^ 1) * BK * LD, k, b, k0 + BK, BK, T, KV, kvh);
-            att_tc_load_rows<HD, NTH>(sV + (buf ^ 1) * BK * LD, v, b, k0 + BK, BK, T, KV, kvh);
+            att_tc_load_rows<HDP, NTH>(sK + (buf ^ 1) * BK * LD, k, b, k0 + BK, BK, T, KV, kvh, hd);
+            att_tc_load_rows<HDP, NTH>(sV + (buf ^ 1) * BK * LD, v, b, k0 + BK, BK, T, KV, kvh, hd);
         }
         tc_cp_async_commit();
         tc_cp_async_wait<1>();
         if (ROPE) {  // this thread's own chunks; buffer buf was last read at kt - 2, before a barrier
-            if (kt == 0) att_tc_rope_rows<HD, NTH>(sQ, q0, BQ, T, rope_cos, rope_sin);
-            att_tc_rope_rows<HD, NTH>(sK + buf * BK * LD, k0, BK, T, rope_cos, rope_sin);
+            if (kt == 0) att_tc_rope_rows<HDP, NTH>(sQ, q0, BQ, T, rope_cos, rope_sin);
+            att_tc_rope_rows<HDP, NTH>(sK + buf * BK * LD, k0, BK, T, rope_cos, rope_sin);
         }
         __syncthreads();
         const att_bf16* Ks = sK + buf * BK * LD;
         const att_bf16* Vs = sV + buf * BK * LD;
 
-        // S = Q K^T, dP = dO V^T: this warp's 16 rows x 64 keys
+        // S = Q K^T, dP = dO V^T: this warp's 16 rows x BK keys
         float s[NK][4], dp[NK][4];
         att_tc_mma_abt2<LD, KS>(s, dp, sQ + warp * 16 * LD, Ks, sdO + warp * 16 * LD, Vs, lane);
         // dS (without the scale) in dp; C element e of n-tile i is row t_lo + 8 (e / 2),
         // key k0 + 8 i + 2 t4 + e % 2
-        const bool need_mask = (causal && kt == qt) || k0 + BK > T || q0 + BQ > T;  // uniform
+        const bool need_mask = (causal && k0 + BK - 1 > q0) || k0 + BK > T || q0 + BQ > T;  // uniform
         #pragma unroll
         for (int i = 0; i < NK; i++)
             #pragma unroll
@@ -343,12 +377,12 @@ static __device__ __forceinline__ void att_tc_dq(unsigned char* smem, att_bf16* 
         __syncthreads();  // buffer buf is refilled by the next iteration
     }
 
-    att_tc_store_c<ROPE>(dq, acc, scale, b, t_lo, T, H, h, t4, rope_cos, rope_sin);
+    att_tc_store_c<ROPE>(dq, acc, scale, b, t_lo, T, H, h, t4, hd, 0, rope_cos, rope_sin);
 }
 
-// one kernel per head dim and RoPE or not, so that the fragment arrays have compile-time
-// sizes (and the emulator's kernel table names each without template arguments); the
-// kernels without RoPE compile exactly as before it existed
+// one kernel per compiled width (att_tc_hdp) and RoPE or not, so that the fragment arrays
+// have compile-time sizes (and the emulator's kernel table names each without template
+// arguments)
 #define ATT_TC_BWD_ARGS_DKDV                                                                                        \
     att_bf16 *dk, att_bf16 *dv, const att_bf16 *dout, const att_bf16 *q, const att_bf16 *k, const att_bf16 *v,    \
         const float *lse, const float *delta, int T, int H, int KV, float scale, bool causal
@@ -357,55 +391,136 @@ static __device__ __forceinline__ void att_tc_dq(unsigned char* smem, att_bf16* 
         const float *delta, int T, int H, int KV, float scale, bool causal
 #define ATT_TC_ROPE_ARGS const float *rope_cos, const float *rope_sin
 
-__global__ void __launch_bounds__(ATT_TC_BWD_THREADS) attention_tc_dkdv_hd64_kernel(ATT_TC_BWD_ARGS_DKDV) {
-    extern __shared__ __align__(128) unsigned char att_tc_smem_dkdv64[];
-    att_tc_dkdv<64, false>(att_tc_smem_dkdv64, dk, dv, dout, q, k, v, lse, delta, nullptr, nullptr, T, H, KV, scale,
+__global__ void __launch_bounds__(ATT_TC_BWD_THREADS) attention_tc_dkdv_hd32_kernel(ATT_TC_BWD_ARGS_DKDV, int hd) {
+    extern __shared__ __align__(128) unsigned char att_tc_smem_dkdv32[];
+    att_tc_dkdv<32, false>(att_tc_smem_dkdv32, dk, dv, dout, q, k, v, lse, delta, nullptr, nullptr, T, H, KV, hd, scale,
                            causal);
 }
-__global__ void __launch_bounds__(ATT_TC_BWD_THREADS) attention_tc_dkdv_hd128_kernel(ATT_TC_BWD_ARGS_DKDV) {
-    extern __shared__ __align__(128) unsigned char att_tc_smem_dkdv128[];
-    att_tc_dkdv<128, false>(att_tc_smem_dkdv128, dk, dv, dout, q, k, v, lse, delta, nullptr, nullptr, T, H, KV, scale,
-                            causal);
+__global__ void __launch_bounds__(ATT_TC_BWD_THREADS) attention_tc_dq_hd32_kernel(ATT_TC_BWD_ARGS_DQ, int hd) {
+    extern __shared__ __align__(128) unsigned char att_tc_smem_dq32[];
+    att_tc_dq<32, false>(att_tc_smem_dq32, dq, dout, q, k, v, lse, delta, nullptr, nullptr, T, H, KV, hd, scale, causal);
 }
-__global__ void __launch_bounds__(ATT_TC_BWD_THREADS) attention_tc_dq_hd64_kernel(ATT_TC_BWD_ARGS_DQ) {
+__global__ void __launch_bounds__(ATT_TC_BWD_THREADS) attention_tc_dkdv_hd48_kernel(ATT_TC_BWD_ARGS_DKDV, int hd) {
+    extern __shared__ __align__(128) unsigned char att_tc_smem_dkdv48[];
+    att_tc_dkdv<48, false>(att_tc_smem_dkdv48, dk, dv, dout, q, k, v, lse, delta, nullptr, nullptr, T, H, KV, hd, scale,
+                           causal);
+}
+__global__ void __launch_bounds__(ATT_TC_BWD_THREADS) attention_tc_dq_hd48_kernel(ATT_TC_BWD_ARGS_DQ, int hd) {
+    extern __shared__ __align__(128) unsigned char att_tc_smem_dq48[];
+    att_tc_dq<48, false>(att_tc_smem_dq48, dq, dout, q, k, v, lse, delta, nullptr, nullptr, T, H, KV, hd, scale, causal);
+}
+__global__ void __launch_bounds__(ATT_TC_BWD_THREADS) attention_tc_dkdv_hd64_kernel(ATT_TC_BWD_ARGS_DKDV, int hd) {
+    extern __shared__ __align__(128) unsigned char att_tc_smem_dkdv64[];
+    att_tc_dkdv<64, false>(att_tc_smem_dkdv64, dk, dv, dout, q, k, v, lse, delta, nullptr, nullptr, T, H, KV, hd, scale,
+                           causal);
+}
+__global__ void __launch_bounds__(ATT_TC_BWD_THREADS) attention_tc_dq_hd64_kernel(ATT_TC_BWD_ARGS_DQ, int hd) {
     extern __shared__ __align__(128) unsigned char att_tc_smem_dq64[];
-    att_tc_dq<64, false>(att_tc_smem_dq64, dq, dout, q, k, v, lse, delta, nullptr, nullptr, T, H, KV, scale, causal);
+    att_tc_dq<64, false>(att_tc_smem_dq64, dq, dout, q, k, v, lse, delta, nullptr, nullptr, T, H, KV, hd, scale, causal);
 }
-__global__ void __launch_bounds__(ATT_TC_BWD_THREADS) attention_tc_dq_hd128_kernel(ATT_TC_BWD_ARGS_DQ) {
+__global__ void __launch_bounds__(ATT_TC_BWD_THREADS) attention_tc_dkdv_hd80_kernel(ATT_TC_BWD_ARGS_DKDV, int hd) {
+    extern __shared__ __align__(128) unsigned char att_tc_smem_dkdv80[];
+    att_tc_dkdv<80, false>(att_tc_smem_dkdv80, dk, dv, dout, q, k, v, lse, delta, nullptr, nullptr, T, H, KV, hd, scale,
+                           causal);
+}
+__global__ void __launch_bounds__(ATT_TC_BWD_THREADS) attention_tc_dq_hd80_kernel(ATT_TC_BWD_ARGS_DQ, int hd) {
+    extern __shared__ __align__(128) unsigned char att_tc_smem_dq80[];
+    att_tc_dq<80, false>(att_tc_smem_dq80, dq, dout, q, k, v, lse, delta, nullptr, nullptr, T, H, KV, hd, scale, causal);
+}
+__global__ void __launch_bounds__(ATT_TC_BWD_THREADS) attention_tc_dkdv_hd96_kernel(ATT_TC_BWD_ARGS_DKDV, int hd) {
+    extern __shared__ __align__(128) unsigned char att_tc_smem_dkdv96[];
+    att_tc_dkdv<96, false>(att_tc_smem_dkdv96, dk, dv, dout, q, k, v, lse, delta, nullptr, nullptr, T, H, KV, hd, scale,
+                           causal);
+}
+__global__ void __launch_bounds__(ATT_TC_BWD_THREADS) attention_tc_dq_hd96_kernel(ATT_TC_BWD_ARGS_DQ, int hd) {
+    extern __shared__ __align__(128) unsigned char att_tc_smem_dq96[];
+    att_tc_dq<96, false>(att_tc_smem_dq96, dq, dout, q, k, v, lse, delta, nullptr, nullptr, T, H, KV, hd, scale, causal);
+}
+__global__ void __launch_bounds__(ATT_TC_BWD_THREADS) attention_tc_dkdv_hd112_kernel(ATT_TC_BWD_ARGS_DKDV, int hd) {
+    extern __shared__ __align__(128) unsigned char att_tc_smem_dkdv112[];
+    att_tc_dkdv<112, false>(att_tc_smem_dkdv112, dk, dv, dout, q, k, v, lse, delta, nullptr, nullptr, T, H, KV, hd, scale,
+                           causal);
+}
+__global__ void __launch_bounds__(ATT_TC_BWD_THREADS) attention_tc_dq_hd112_kernel(ATT_TC_BWD_ARGS_DQ, int hd) {
+    extern __shared__ __align__(128) unsigned char att_tc_smem_dq112[];
+    att_tc_dq<112, false>(att_tc_smem_dq112, dq, dout, q, k, v, lse, delta, nullptr, nullptr, T, H, KV, hd, scale, causal);
+}
+__global__ void __launch_bounds__(ATT_TC_BWD_THREADS) attention_tc_dkdv_hd128_kernel(ATT_TC_BWD_ARGS_DKDV, int hd) {
+    extern __shared__ __align__(128) unsigned char att_tc_smem_dkdv128[];
+    att_tc_dkdv<128, false>(att_tc_smem_dkdv128, dk, dv, dout, q, k, v, lse, delta, nullptr, nullptr, T, H, KV, hd, scale,
+                           causal);
+}
+__global__ void __launch_bounds__(ATT_TC_BWD_THREADS) attention_tc_dq_hd128_kernel(ATT_TC_BWD_ARGS_DQ, int hd) {
     extern __shared__ __align__(128) unsigned char att_tc_smem_dq128[];
-    att_tc_dq<128, false>(att_tc_smem_dq128, dq, dout, q, k, v, lse, delta, nullptr, nullptr, T, H, KV, scale, causal);
+    att_tc_dq<128, false>(att_tc_smem_dq128, dq, dout, q, k, v, lse, delta, nullptr, nullptr, T, H, KV, hd, scale, causal);
 }
-// RoPE fused: the same bodies with ROPE = true, the tables as two more arguments
+__global__ void __launch_bounds__(ATT_TC_BWD_THREADS) attention_tc_dkdv_hd160_kernel(ATT_TC_BWD_ARGS_DKDV, int hd) {
+    extern __shared__ __align__(128) unsigned char att_tc_smem_dkdv160[];
+    att_tc_dkdv<160, false>(att_tc_smem_dkdv160, dk, dv, dout, q, k, v, lse, delta, nullptr, nullptr, T, H, KV, hd, scale,
+                           causal);
+}
+__global__ void __launch_bounds__(ATT_TC_BWD_THREADS) attention_tc_dq_hd160_kernel(ATT_TC_BWD_ARGS_DQ, int hd) {
+    extern __shared__ __align__(128) unsigned char att_tc_smem_dq160[];
+    att_tc_dq<160, false>(att_tc_smem_dq160, dq, dout, q, k, v, lse, delta, nullptr, nullptr, T, H, KV, hd, scale, causal);
+}
+__global__ void __launch_bounds__(ATT_TC_BWD_THREADS) attention_tc_dkdv_hd192_kernel(ATT_TC_BWD_ARGS_DKDV, int hd) {
+    extern __shared__ __align__(128) unsigned char att_tc_smem_dkdv192[];
+    att_tc_dkdv<192, false>(att_tc_smem_dkdv192, dk, dv, dout, q, k, v, lse, delta, nullptr, nullptr, T, H, KV, hd, scale,
+                           causal);
+}
+__global__ void __launch_bounds__(ATT_TC_BWD_THREADS) attention_tc_dq_hd192_kernel(ATT_TC_BWD_ARGS_DQ, int hd) {
+    extern __shared__ __align__(128) unsigned char att_tc_smem_dq192[];
+    att_tc_dq<192, false>(att_tc_smem_dq192, dq, dout, q, k, v, lse, delta, nullptr, nullptr, T, H, KV, hd, scale, causal);
+}
+__global__ void __launch_bounds__(ATT_TC_BWD_THREADS) attention_tc_dkdv_hd224_kernel(ATT_TC_BWD_ARGS_DKDV, int hd) {
+    extern __shared__ __align__(128) unsigned char att_tc_smem_dkdv224[];
+    att_tc_dkdv<224, false>(att_tc_smem_dkdv224, dk, dv, dout, q, k, v, lse, delta, nullptr, nullptr, T, H, KV, hd, scale,
+                           causal);
+}
+__global__ void __launch_bounds__(ATT_TC_BWD_THREADS) attention_tc_dq_hd224_kernel(ATT_TC_BWD_ARGS_DQ, int hd) {
+    extern __shared__ __align__(128) unsigned char att_tc_smem_dq224[];
+    att_tc_dq<224, false>(att_tc_smem_dq224, dq, dout, q, k, v, lse, delta, nullptr, nullptr, T, H, KV, hd, scale, causal);
+}
+__global__ void __launch_bounds__(ATT_TC_BWD_THREADS) attention_tc_dkdv_hd256_kernel(ATT_TC_BWD_ARGS_DKDV, int hd) {
+    extern __shared__ __align__(128) unsigned char att_tc_smem_dkdv256[];
+    att_tc_dkdv<256, false>(att_tc_smem_dkdv256, dk, dv, dout, q, k, v, lse, delta, nullptr, nullptr, T, H, KV, hd, scale,
+                           causal);
+}
+__global__ void __launch_bounds__(ATT_TC_BWD_THREADS) attention_tc_dq_hd256_kernel(ATT_TC_BWD_ARGS_DQ, int hd) {
+    extern __shared__ __align__(128) unsigned char att_tc_smem_dq256[];
+    att_tc_dq<256, false>(att_tc_smem_dq256, dq, dout, q, k, v, lse, delta, nullptr, nullptr, T, H, KV, hd, scale, causal);
+}
+// RoPE fused (hd 64 and 128): the same bodies with ROPE = true, the tables as two more arguments
 __global__ void __launch_bounds__(ATT_TC_BWD_THREADS)
     attention_tc_dkdv_rope_hd64_kernel(ATT_TC_BWD_ARGS_DKDV, ATT_TC_ROPE_ARGS) {
     extern __shared__ __align__(128) unsigned char att_tc_smem_dkdv64r[];
-    att_tc_dkdv<64, true>(att_tc_smem_dkdv64r, dk, dv, dout, q, k, v, lse, delta, rope_cos, rope_sin, T, H, KV, scale,
+    att_tc_dkdv<64, true>(att_tc_smem_dkdv64r, dk, dv, dout, q, k, v, lse, delta, rope_cos, rope_sin, T, H, KV, 64, scale,
                           causal);
-}
-__global__ void __launch_bounds__(ATT_TC_BWD_THREADS)
-    attention_tc_dkdv_rope_hd128_kernel(ATT_TC_BWD_ARGS_DKDV, ATT_TC_ROPE_ARGS) {
-    extern __shared__ __align__(128) unsigned char att_tc_smem_dkdv128r[];
-    att_tc_dkdv<128, true>(att_tc_smem_dkdv128r, dk, dv, dout, q, k, v, lse, delta, rope_cos, rope_sin, T, H, KV, scale,
-                           causal);
 }
 __global__ void __launch_bounds__(ATT_TC_BWD_THREADS)
     attention_tc_dq_rope_hd64_kernel(ATT_TC_BWD_ARGS_DQ, ATT_TC_ROPE_ARGS) {
     extern __shared__ __align__(128) unsigned char att_tc_smem_dq64r[];
-    att_tc_dq<64, true>(att_tc_smem_dq64r, dq, dout, q, k, v, lse, delta, rope_cos, rope_sin, T, H, KV, scale, causal);
+    att_tc_dq<64, true>(att_tc_smem_dq64r, dq, dout, q, k, v, lse, delta, rope_cos, rope_sin, T, H, KV, 64, scale, causal);
+}
+__global__ void __launch_bounds__(ATT_TC_BWD_THREADS)
+    attention_tc_dkdv_rope_hd128_kernel(ATT_TC_BWD_ARGS_DKDV, ATT_TC_ROPE_ARGS) {
+    extern __shared__ __align__(128) unsigned char att_tc_smem_dkdv128r[];
+    att_tc_dkdv<128, true>(att_tc_smem_dkdv128r, dk, dv, dout, q, k, v, lse, delta, rope_cos, rope_sin, T, H, KV, 128, scale,
+                          causal);
 }
 __global__ void __launch_bounds__(ATT_TC_BWD_THREADS)
     attention_tc_dq_rope_hd128_kernel(ATT_TC_BWD_ARGS_DQ, ATT_TC_ROPE_ARGS) {
     extern __shared__ __align__(128) unsigned char att_tc_smem_dq128r[];
-    att_tc_dq<128, true>(att_tc_smem_dq128r, dq, dout, q, k, v, lse, delta, rope_cos, rope_sin, T, H, KV, scale, causal);
+    att_tc_dq<128, true>(att_tc_smem_dq128r, dq, dout, q, k, v, lse, delta, rope_cos, rope_sin, T, H, KV, 128, scale, causal);
 }
 
 // bytes of dynamic shared memory (the layouts at the top of att_tc_dkdv and att_tc_dq)
-template <int HD> static inline size_t att_tc_smem_dkdv() {
-    constexpr int BQ = AttTcDkdv<HD>::BQ;
-    return (size_t)(2 * ATT_TC_BK + 4 * BQ) * (HD + 8) * sizeof(att_bf16) + 4 * BQ * sizeof(float);
+template <int HDP> static inline size_t att_tc_smem_dkdv() {
+    constexpr int BQ = AttTcDkdv<HDP>::BQ;
+    return (size_t)(2 * AttTcDkdv<HDP>::BK + 4 * BQ) * (HDP + 8) * sizeof(att_bf16) + 4 * BQ * sizeof(float);
 }
-template <int HD> static inline size_t att_tc_smem_dq() {
-    return (size_t)(2 * ATT_TC_BQ_DQ + 4 * ATT_TC_BK) * (HD + 8) * sizeof(att_bf16);
+template <int HDP> static inline size_t att_tc_smem_dq() {
+    return (size_t)(2 * AttTcDq<HDP>::BQ + 4 * AttTcDq<HDP>::BK) * (HDP + 8) * sizeof(att_bf16);
 }
 
 #endif  // !ENABLE_FP32
@@ -427,52 +542,155 @@ static inline void att_tc_launch_backward(floatX* dq, floatX* dk, floatX* dv, co
     // dv are written 4 bytes at a time, and asked for 16 like every tensor here
     const void* ptrs[8] = {dout, q, k, v, out, dq, dk, dv};
     att_tc_check(who, hd, ptrs, 8);
-    att_tc_check_rope(who, rope_cos, rope_sin);
+    att_tc_check_rope(who, rope_cos, rope_sin, hd);
 #if defined(ENABLE_FP32)
     (void)lse; (void)delta; (void)causal; (void)s;
 #else
     if (B == 0 || T == 0) return;
     if (!delta) FAIL("%s: no delta scratch (attention_tc_delta_floats(B, H, T) floats, planned by the caller)", who);
     const float scale = 1.0f / sqrtf((float)hd);
-    const size_t rows_per_block = (ATT_TC_DELTA_THREADS / 32) * (32 / (hd / 8));
+    const size_t rows_per_block = att_tc_delta_rows_per_block(hd);
     attention_tc_delta_kernel<<<(unsigned)ceil_div((size_t)B * T * H, rows_per_block), ATT_TC_DELTA_THREADS, 0, s>>>(
         delta, dout, out, B, T, H, hd);
     cudaCheck(cudaGetLastError());
-    const dim3 g1((unsigned)ceil_div((size_t)T, ATT_TC_BK), KV, B), g2((unsigned)ceil_div((size_t)T, ATT_TC_BQ_DQ), H, B);
-    const size_t s1 = hd == 64 ? att_tc_smem_dkdv<64>() : att_tc_smem_dkdv<128>();
-    const size_t s2 = hd == 64 ? att_tc_smem_dq<64>() : att_tc_smem_dq<128>();
-    const bool rope = rope_cos != nullptr;
-    const void *k1, *k2;  // the (dK/dV, dQ) kernel pair of this head dim, with RoPE or without
-    if (hd == 64) {
-        k1 = rope ? (const void*)attention_tc_dkdv_rope_hd64_kernel : (const void*)attention_tc_dkdv_hd64_kernel;
-        k2 = rope ? (const void*)attention_tc_dq_rope_hd64_kernel : (const void*)attention_tc_dq_hd64_kernel;
-    } else {
-        k1 = rope ? (const void*)attention_tc_dkdv_rope_hd128_kernel : (const void*)attention_tc_dkdv_hd128_kernel;
-        k2 = rope ? (const void*)attention_tc_dq_rope_hd128_kernel : (const void*)attention_tc_dq_hd128_kernel;
-    }
-    att_prepare_smem(k1, s1, who);
-    att_prepare_smem(k2, s2, who);
     const int nth = ATT_TC_BWD_THREADS;
-    if (!rope && hd == 64) {
-        attention_tc_dkdv_hd64_kernel<<<g1, nth, s1, s>>>(dk, dv, dout, q, k, v, lse, delta, T, H, KV, scale, causal);
+    const unsigned nqt = (unsigned)ceil_div((size_t)T, ATT_TC_BQ_DQ);
+    if (rope_cos) {  // hd 64 or 128 (att_tc_check_rope)
+        const dim3 g1((unsigned)ceil_div((size_t)T, ATT_TC_BK), KV, B), g2(nqt, H, B);
+        if (hd == 64) {
+            const size_t s1 = att_tc_smem_dkdv<64>(), s2 = att_tc_smem_dq<64>();
+            att_prepare_smem((const void*)attention_tc_dkdv_rope_hd64_kernel, s1, who);
+            att_prepare_smem((const void*)attention_tc_dq_rope_hd64_kernel, s2, who);
+            attention_tc_dkdv_rope_hd64_kernel<<<g1, nth, s1, s>>>(dk, dv, dout, q, k, v, lse, delta, T, H, KV, scale, causal,
+                                                                   rope_cos, rope_sin);
+            cudaCheck(cudaGetLastError());
+            attention_tc_dq_rope_hd64_kernel<<<g2, nth, s2, s>>>(dq, dout, q, k, v, lse, delta, T, H, KV, scale, causal,
+                                                                 rope_cos, rope_sin);
+        } else {
+            const size_t s1 = att_tc_smem_dkdv<128>(), s2 = att_tc_smem_dq<128>();
+            att_prepare_smem((const void*)attention_tc_dkdv_rope_hd128_kernel, s1, who);
+            att_prepare_smem((const void*)attention_tc_dq_rope_hd128_kernel, s2, who);
+            attention_tc_dkdv_rope_hd128_kernel<<<g1, nth, s1, s>>>(dk, dv, dout, q, k, v, lse, delta, T, H, KV, scale, causal,
+                                                                    rope_cos, rope_sin);
+            cudaCheck(cudaGetLastError());
+            attention_tc_dq_rope_hd128_kernel<<<g2, nth, s2, s>>>(dq, dout, q, k, v, lse, delta, T, H, KV, scale, causal,
+                                                                  rope_cos, rope_sin);
+        }
         cudaCheck(cudaGetLastError());
-        attention_tc_dq_hd64_kernel<<<g2, nth, s2, s>>>(dq, dout, q, k, v, lse, delta, T, H, KV, scale, causal);
-    } else if (!rope) {
-        attention_tc_dkdv_hd128_kernel<<<g1, nth, s1, s>>>(dk, dv, dout, q, k, v, lse, delta, T, H, KV, scale, causal);
+        return;
+    }
+    switch (att_tc_hdp(hd)) {
+    case 32: {
+        const dim3 g1((unsigned)ceil_div((size_t)T, AttTcDkdv<32>::BK), KV, B), g2(nqt, H, B);
+        const size_t s1 = att_tc_smem_dkdv<32>(), s2 = att_tc_smem_dq<32>();
+        att_prepare_smem((const void*)attention_tc_dkdv_hd32_kernel, s1, who);
+        att_prepare_smem((const void*)attention_tc_dq_hd32_kernel, s2, who);
+        attention_tc_dkdv_hd32_kernel<<<g1, nth, s1, s>>>(dk, dv, dout, q, k, v, lse, delta, T, H, KV, scale, causal, hd);
         cudaCheck(cudaGetLastError());
-        attention_tc_dq_hd128_kernel<<<g2, nth, s2, s>>>(dq, dout, q, k, v, lse, delta, T, H, KV, scale, causal);
-    } else if (hd == 64) {
-        attention_tc_dkdv_rope_hd64_kernel<<<g1, nth, s1, s>>>(dk, dv, dout, q, k, v, lse, delta, T, H, KV, scale, causal,
-                                                               rope_cos, rope_sin);
+        attention_tc_dq_hd32_kernel<<<g2, nth, s2, s>>>(dq, dout, q, k, v, lse, delta, T, H, KV, scale, causal, hd);
+        break;
+    }
+    case 48: {
+        const dim3 g1((unsigned)ceil_div((size_t)T, AttTcDkdv<48>::BK), KV, B), g2(nqt, H, B);
+        const size_t s1 = att_tc_smem_dkdv<48>(), s2 = att_tc_smem_dq<48>();
+        att_prepare_smem((const void*)attention_tc_dkdv_hd48_kernel, s1, who);
+        att_prepare_smem((const void*)attention_tc_dq_hd48_kernel, s2, who);
+        attention_tc_dkdv_hd48_kernel<<<g1, nth, s1, s>>>(dk, dv, dout, q, k, v, lse, delta, T, H, KV, scale, causal, hd);
         cudaCheck(cudaGetLastError());
-        attention_tc_dq_rope_hd64_kernel<<<g2, nth, s2, s>>>(dq, dout, q, k, v, lse, delta, T, H, KV, scale, causal,
-                                                             rope_cos, rope_sin);
-    } else {
-        attention_tc_dkdv_rope_hd128_kernel<<<g1, nth, s1, s>>>(dk, dv, dout, q, k, v, lse, delta, T, H, KV, scale, causal,
-                                                                rope_cos, rope_sin);
+        attention_tc_dq_hd48_kernel<<<g2, nth, s2, s>>>(dq, dout, q, k, v, lse, delta, T, H, KV, scale, causal, hd);
+        break;
+    }
+    case 64: {
+        const dim3 g1((unsigned)ceil_div((size_t)T, AttTcDkdv<64>::BK), KV, B), g2(nqt, H, B);
+        const size_t s1 = att_tc_smem_dkdv<64>(), s2 = att_tc_smem_dq<64>();
+        att_prepare_smem((const void*)attention_tc_dkdv_hd64_kernel, s1, who);
+        att_prepare_smem((const void*)attention_tc_dq_hd64_kernel, s2, who);
+        attention_tc_dkdv_hd64_kernel<<<g1, nth, s1, s>>>(dk, dv, dout, q, k, v, lse, delta, T, H, KV, scale, causal, hd);
         cudaCheck(cudaGetLastError());
-        attention_tc_dq_rope_hd128_kernel<<<g2, nth, s2, s>>>(dq, dout, q, k, v, lse, delta, T, H, KV, scale, causal,
-                                                              rope_cos, rope_sin);
+        attention_tc_dq_hd64_kernel<<<g2, nth, s2, s>>>(dq, dout, q, k, v, lse, delta, T, H, KV, scale, causal, hd);
+        break;
+    }
+    case 80: {
+        const dim3 g1((unsigned)ceil_div((size_t)T, AttTcDkdv<80>::BK), KV, B), g2(nqt, H, B);
+        const size_t s1 = att_tc_smem_dkdv<80>(), s2 = att_tc_smem_dq<80>();
+        att_prepare_smem((const void*)attention_tc_dkdv_hd80_kernel, s1, who);
+        att_prepare_smem((const void*)attention_tc_dq_hd80_kernel, s2, who);
+        attention_tc_dkdv_hd80_kernel<<<g1, nth, s1, s>>>(dk, dv, dout, q, k, v, lse, delta, T, H, KV, scale, causal, hd);
+        cudaCheck(cudaGetLastError());
+        attention_tc_dq_hd80_kernel<<<g2, nth, s2, s>>>(dq, dout, q, k, v, lse, delta, T, H, KV, scale, causal, hd);
+        break;
+    }
+    case 96: {
+        const dim3 g1((unsigned)ceil_div((size_t)T, AttTcDkdv<96>::BK), KV, B), g2(nqt, H, B);
+        const size_t s1 = att_tc_smem_dkdv<96>(), s2 = att_tc_smem_dq<96>();
+        att_prepare_smem((const void*)attention_tc_dkdv_hd96_kernel, s1, who);
+        att_prepare_smem((const void*)attention_tc_dq_hd96_kernel, s2, who);
+        attention_tc_dkdv_hd96_kernel<<<g1, nth, s1, s>>>(dk, dv, dout, q, k, v, lse, delta, T, H, KV, scale, causal, hd);
+        cudaCheck(cudaGetLastError());
+        attention_tc_dq_hd96_kernel<<<g2, nth, s2, s>>>(dq, dout, q, k, v, lse, delta, T, H, KV, scale, causal, hd);
+        break;
+    }
+    case 112: {
+        const dim3 g1((unsigned)ceil_div((size_t)T, AttTcDkdv<112>::BK), KV, B), g2(nqt, H, B);
+        const size_t s1 = att_tc_smem_dkdv<112>(), s2 = att_tc_smem_dq<112>();
+        att_prepare_smem((const void*)attention_tc_dkdv_hd112_kernel, s1, who);
+        att_prepare_smem((const void*)attention_tc_dq_hd112_kernel, s2, who);
+        attention_tc_dkdv_hd112_kernel<<<g1, nth, s1, s>>>(dk, dv, dout, q, k, v, lse, delta, T, H, KV, scale, causal, hd);
+        cudaCheck(cudaGetLastError());
+        attention_tc_dq_hd112_kernel<<<g2, nth, s2, s>>>(dq, dout, q, k, v, lse, delta, T, H, KV, scale, causal, hd);
+        break;
+    }
+    case 128: {
+        const dim3 g1((unsigned)ceil_div((size_t)T, AttTcDkdv<128>::BK), KV, B), g2(nqt, H, B);
+        const size_t s1 = att_tc_smem_dkdv<128>(), s2 = att_tc_smem_dq<128>();
+        att_prepare_smem((const void*)attention_tc_dkdv_hd128_kernel, s1, who);
+        att_prepare_smem((const void*)attention_tc_dq_hd128_kernel, s2, who);
+        attention_tc_dkdv_hd128_kernel<<<g1, nth, s1, s>>>(dk, dv, dout, q, k, v, lse, delta, T, H, KV, scale, causal, hd);
+        cudaCheck(cudaGetLastError());
+        attention_tc_dq_hd128_kernel<<<g2, nth, s2, s>>>(dq, dout, q, k, v, lse, delta, T, H, KV, scale, causal, hd);
+        break;
+    }
+    case 160: {
+        const dim3 g1((unsigned)ceil_div((size_t)T, AttTcDkdv<160>::BK), KV, B), g2(nqt, H, B);
+        const size_t s1 = att_tc_smem_dkdv<160>(), s2 = att_tc_smem_dq<160>();
+        att_prepare_smem((const void*)attention_tc_dkdv_hd160_kernel, s1, who);
+        att_prepare_smem((const void*)attention_tc_dq_hd160_kernel, s2, who);
+        attention_tc_dkdv_hd160_kernel<<<g1, nth, s1, s>>>(dk, dv, dout, q, k, v, lse, delta, T, H, KV, scale, causal, hd);
+        cudaCheck(cudaGetLastError());
+        attention_tc_dq_hd160_kernel<<<g2, nth, s2, s>>>(dq, dout, q, k, v, lse, delta, T, H, KV, scale, causal, hd);
+        break;
+    }
+    case 192: {
+        const dim3 g1((unsigned)ceil_div((size_t)T, AttTcDkdv<192>::BK), KV, B), g2(nqt, H, B);
+        const size_t s1 = att_tc_smem_dkdv<192>(), s2 = att_tc_smem_dq<192>();
+        att_prepare_smem((const void*)attention_tc_dkdv_hd192_kernel, s1, who);
+        att_prepare_smem((const void*)attention_tc_dq_hd192_kernel, s2, who);
+        attention_tc_dkdv_hd192_kernel<<<g1, nth, s1, s>>>(dk, dv, dout, q, k, v, lse, delta, T, H, KV, scale, causal, hd);
+        cudaCheck(cudaGetLastError());
+        attention_tc_dq_hd192_kernel<<<g2, nth, s2, s>>>(dq, dout, q, k, v, lse, delta, T, H, KV, scale, causal, hd);
+        break;
+    }
+    case 224: {
+        const dim3 g1((unsigned)ceil_div((size_t)T, AttTcDkdv<224>::BK), KV, B), g2(nqt, H, B);
+        const size_t s1 = att_tc_smem_dkdv<224>(), s2 = att_tc_smem_dq<224>();
+        att_prepare_smem((const void*)attention_tc_dkdv_hd224_kernel, s1, who);
+        att_prepare_smem((const void*)attention_tc_dq_hd224_kernel, s2, who);
+        attention_tc_dkdv_hd224_kernel<<<g1, nth, s1, s>>>(dk, dv, dout, q, k, v, lse, delta, T, H, KV, scale, causal, hd);
+        cudaCheck(cudaGetLastError());
+        attention_tc_dq_hd224_kernel<<<g2, nth, s2, s>>>(dq, dout, q, k, v, lse, delta, T, H, KV, scale, causal, hd);
+        break;
+    }
+    case 256: {
+        const dim3 g1((unsigned)ceil_div((size_t)T, AttTcDkdv<256>::BK), KV, B), g2(nqt, H, B);
+        const size_t s1 = att_tc_smem_dkdv<256>(), s2 = att_tc_smem_dq<256>();
+        att_prepare_smem((const void*)attention_tc_dkdv_hd256_kernel, s1, who);
+        att_prepare_smem((const void*)attention_tc_dq_hd256_kernel, s2, who);
+        attention_tc_dkdv_hd256_kernel<<<g1, nth, s1, s>>>(dk, dv, dout, q, k, v, lse, delta, T, H, KV, scale, causal, hd);
+        cudaCheck(cudaGetLastError());
+        attention_tc_dq_hd256_kernel<<<g2, nth, s2, s>>>(dq, dout, q, k, v, lse, delta, T, H, KV, scale, causal, hd);
+        break;
+    }
+    default: FAIL("%s: head dim %d: no compiled width %d", who, hd, att_tc_hdp(hd));
     }
     cudaCheck(cudaGetLastError());
 #endif

@@ -74,9 +74,9 @@ static inline int train_loop_flags(Flag* out, TrainLoopArgs* a) {
         {"init-from", 's', &a->init_from, "checkpoint whose parameters start a new run (step 0, fresh optimizer state)"},
         {"log-every", 'i', &a->log_every, "print a step line every N steps (metrics.jsonl gets every step)"},
         {"attention", 's', &a->attention, "auto | fp32 | tc | cudnn: the attention kernels (tc: bf16 CUDA builds, head "
-                                          "dim 64 or 128; cudnn: cuDNN's fused attention, bf16 builds made with `make "
-                                          "USE_CUDNN=1`; auto = tc where it runs, else fp32: never cudnn, which has not "
-                                          "yet passed on a GPU)"},
+                                          "dims 32..256 in steps of 8; cudnn: cuDNN's fused attention, bf16 builds made "
+                                          "with `make USE_CUDNN=1`; auto = tc at the head dims where it has passed on a "
+                                          "GPU, 64 and 128, else fp32: never cudnn, which has not yet passed on a GPU)"},
         {"cudnn-deterministic", 'i', &g_cudnn_deterministic, CUDNN_DETERMINISTIC_HELP},
         {"plan-only", 'i', &a->plan_only, "1: print the memory plan and exit (no device needed)"},
         {"plan-json", 's', &a->plan_json, "write the memory plan as JSON to this file"},
