@@ -71,9 +71,9 @@ count_sub_tests() {
 # The background lane, started now beside the CPU checks (most of which keep one of the two
 # cores busy, not both): the CUDA compile (nvcc, one at a time, about 20 s of one core a
 # program), then the emulator stage (dev/emu: every llmc kernel against its twin, the emulated
-# CUDA trainers), then the Hugging Face round trip (test-full only: it installs transformers) and
-# gpu_check's calls on the CPU. The run waits for the lane at its end and counts the lane's
-# results there.
+# CUDA trainers), then the Hugging Face round trip (test-full only: it installs transformers).
+# The run waits for the lane at its end and counts the lane's results there. (gpu_check's calls
+# on the CPU run in the foreground after its own checks: see gpu_call_on_cpu's use.)
 NVCC_PATH=$(bash -c 'command -v nvcc || ls /usr/local/cuda/bin/nvcc' 2>/dev/null | head -n1)
 # Sampled: four of the six CUDA programs (train_llama and train_dit in bf16, whose code
 # test_llama.cu and test_dit.cu include, and both test programs in FP32); the emulator's kernel
@@ -130,8 +130,6 @@ LANE_T0=$(now)
     fi
   fi
   now > "$TMP/hf.end"
-  for call in $GPU_CALLS; do gpu_call_on_cpu "$call" > "$TMP/gpu_check_cpu_call$call.log" 2>&1; echo $? > "$TMP/gpu_check_cpu_call$call.rc"; done
-  now > "$TMP/gpu_calls.end"
 ) &
 LANE_PID=$!
 # the lane's wall time from its start, into the slowest-checks table
@@ -778,6 +776,12 @@ else fail clipfile_bad "check_clips.py --make-bad: $(tail -n 2 "$TMP/make_bad.lo
 check dit_digits_real "$PY" scripts/dit_digits.py check --real-clips 300 --self-test
 check_error dit_digits_bar_unreachable "below --min-real" "$PY" scripts/dit_digits.py check --real-clips 100 --min-real 1.01
 
+# gpu_check's calls on the CPU, in the foreground once its own checks are done, beside the
+# lane's emulator (in the lane, after it, they made the lane the whole run's critical path)
+GPU_CALLS_T0=$(now)
+for call in $GPU_CALLS; do gpu_call_on_cpu "$call" > "$TMP/gpu_check_cpu_call$call.log" 2>&1; echo $? > "$TMP/gpu_check_cpu_call$call.rc"; done
+now > "$TMP/gpu_calls.end"
+
 # ---------------------------------------------------------------------------
 # the background jobs' results (they ran beside everything above)
 wait "$CP_PID"
@@ -786,12 +790,12 @@ lane_timed "$CP_T0" "$TMP/cp.end" "cp (sub-tests; in the background, after the T
 count_sub_tests cp "$(cat "$TMP/cp.rc" 2>/dev/null || echo 1)"
 
 wait "$LANE_PID"
-section "scripts/gpu_check.sh's calls executed on the CPU (background lane)"
+section "scripts/gpu_check.sh's calls executed on the CPU"
 for call in $GPU_CALLS; do
   if [ "$(cat "$TMP/gpu_check_cpu_call$call.rc" 2>/dev/null)" = 0 ]; then pass "gpu_check_cpu_call$call"
   else fail "gpu_check_cpu_call$call" "exit $(cat "$TMP/gpu_check_cpu_call$call.rc" 2>/dev/null)"; tail -n 15 "$TMP/gpu_check_cpu_call$call.log" | sed 's/^/    /'; fi
 done
-lane_timed "$(cat "$TMP/hf.end")" "$TMP/gpu_calls.end" "gpu_check_cpu_call $GPU_CALLS (background lane, after the emulator$([ "$FULL" = 1 ] && echo " and the HF round trip"))"
+lane_timed "$GPU_CALLS_T0" "$TMP/gpu_calls.end" "gpu_check_cpu_call $GPU_CALLS (after the other foreground checks)"
 
 section "the CUDA kernels of llmc/kernels/*.cuh run in the host emulator against their CPU twins (dev/emu; background lane)"
 lane_timed "$LANE_T0" "$TMP/cuda_compile.end" "cuda_compile (background lane, from the start)"
