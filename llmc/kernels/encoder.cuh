@@ -16,7 +16,8 @@ each of the (possibly hundreds of) additions into a bf16 gradient.
 
 Up to ENC_SORT_MAX tokens (llama3-1B's 8,192 a micro-batch, stories110M's 16,384), the
 tokens are grouped by id on the device, into a static __device__ array of positions
-(64 KB; no allocation, the launcher's signature unchanged):
+(64 KB; no allocation, the launcher's signature unchanged; like the tile kernels' static
+int below, it means two encoder_backward calls must not run concurrently on two streams):
   1. encoder_rank_kernel: each position i gets the rank of (row, i) among all N
      tokens, rows outside the range counted as INT_MAX (so they come last), by counting
      the smaller keys (an O(N^2) count of integers from shared memory: ~67M compares at
