@@ -4,8 +4,17 @@ Ladder for llmc/kernels/encoder.cuh.
   backward version 1: one thread per channel walking the tokens in order and
                       adding into dwte directly (deterministic, but in bf16 builds
                       every addition is rounded to bf16)
-  backward version 2: the llmc kernel: vocabulary tiles x channel blocks, tokens
-                      compacted in order, fp32 sums in shared memory, one rounding
+  backward version 2: llmc's kernel for more than ENC_SORT_MAX tokens (all of them
+                      before issue 36; measured 0.88 ms with the forward at llama3-1B on
+                      the H200): vocabulary tiles x channel blocks, tokens compacted in
+                      order, fp32 sums in shared memory, one rounding (encoder_backward_tiles)
+  backward version 4: llmc's kernel up to ENC_SORT_MAX tokens: the tokens grouped by id
+                      on the device (ranks of (id, position), an O(N^2) integer count),
+                      then a block per group adds its dout rows in position order in fp32,
+                      16-byte chunks of channels where D and the pointers allow.
+                      Predicted at llama3-1B (N = 8192, D = 2048, V = 128256) on the H200,
+                      before it ran: 0.03-0.04 ms (version 2: ~0.8 ms, scanning all 8,192
+                      token ids for each of 4,008 tiles).
   version 3:          the vocabulary-range launchers (llmc encoder_forward_range /
                       encoder_backward_range, the kernels of versions 1-2 of the forward
                       and 2 of the backward): the table split into tp shards of
@@ -36,6 +45,7 @@ static void encoder_backward_v1(floatX* dwte, const floatX* dout, const int* tok
 
 static void backward(int version, floatX* dwte, const floatX* dout, const int* tokens, int N, int D) {
     if (version == 1) encoder_backward_v1(dwte, dout, tokens, N, D, 0);
+    else if (version == 2) encoder_backward_tiles(dwte, dout, tokens, N, D, 0, INT_MAX, 0);
     else encoder_backward(dwte, dout, tokens, N, D, 0);
 }
 
@@ -77,7 +87,7 @@ static void run_version(int version, const Shape& sh, uint64_t seed) {
     double rms = rms_of(r_dwte);
     double rtol = LADDER_FP32 ? 0.0 : (version == 1 ? max_rep * ldexp(1.0, -8) : ldexp(1.0, -7));
     check("backward dwte", got, r_dwte, rtol * rms * (version == 1 ? 2.0 : 1.0), rtol);
-    if (version == 2) {
+    if (version >= 2) {
         upload_x_to(d_dwte, dwte0);
         backward(version, d_dwte, d_dout, d_tok, N, D);
         check_same("backward dwte", download_x(d_dwte, dwte0.size()), got);
@@ -167,15 +177,18 @@ static void bench_range(int N, int D, int V, int tp) {
 }
 
 int main(int argc, char** argv) {
-    ladder_init(argc, argv, "encoder", 3);
-    const Shape shapes[] = {{300, 24, 67}, {64, 48, 5}, {1000, 300, 1000}, {4096, 64, 10000}, {3, 1, 2}};
-    for (int version = 1; version <= 2; version++) {
-        if (!want(version)) continue;
-        printf("version %d: %s\n", version, version == 1 ? "thread per channel, floatX accumulation"
-                                                         : "vocab tiles, ordered compaction, fp32 sums (llmc)");
+    ladder_init(argc, argv, "encoder", 4);
+    // {3000, 13, 40}: groups longer than 256 positions, one channel a thread
+    const Shape shapes[] = {{300, 24, 67}, {64, 48, 5}, {1000, 300, 1000}, {4096, 64, 10000}, {3, 1, 2}, {3000, 13, 4}};
+    const char* names[] = {"", "thread per channel, floatX accumulation",
+                           "vocab tiles, ordered compaction, fp32 sums (llmc above ENC_SORT_MAX tokens)", "",
+                           "tokens grouped by id on the device, a block per group (llmc)"};
+    for (int version = 1; version <= 4; version++) {
+        if (version == 3 || !want(version)) continue;
+        printf("version %d: %s\n", version, names[version]);
         uint64_t seed = 200;
         for (const Shape& sh : shapes) run_version(version, sh, seed++);
-        if (!ladder_quick()) bench_version(version, 8192, 2048, 32000);
+        if (!ladder_quick()) bench_version(version, 8192, 2048, 128256);
     }
     if (want(3)) {
         printf("version 3: vocabulary ranges (llmc encoder_forward_range / encoder_backward_range)\n");

@@ -716,36 +716,84 @@ static void rope_tables(int T, int hd, std::vector<float>& ct, std::vector<float
             st[(size_t)t * half + i] = (float)sin(a);
         }
 }
-// rope: a rotation of each pair, in place or not. B = 8 (|x0 c| + |x1 s|).
-static void check_rope(int B, int T, int nh, int hd, int backward, int in_place) {
-    std::string name = sz("%s[B=%d,T=%d,nh=%d,hd=%d,%s]", backward ? "rope_backward" : "rope_forward", B, T, nh, hd,
-                          in_place ? "in-place" : "out-of-place");
+// rope: a rotation of each pair. B = 8 (|x0 c| + |x1 s| + |x0 s| + |x1 c|).
+// mode 0: out of place, 1: in place (rope_forward / _backward on q), 2: q and k in place in
+// one launch (rope_qk_*). off > 0: q and k start off elements into their allocations (not
+// 16-byte aligned: the pair path), the results equal to the aligned launch's bit for bit.
+// pos0 > 0: the tables from that position on, as context parallelism hands a chunk's.
+static void check_rope(int B, int T, int H, int KV, int hd, int backward, int mode, int off = 0, int pos0 = 0) {
+    if (mode != 2) KV = 0;
+    std::string name = sz("%s[B=%d,T=%d,H=%d,KV=%d,hd=%d,%s%s%s]", backward ? "rope_backward" : "rope_forward", B, T, H,
+                          KV, hd, mode == 2 ? "qk" : mode == 1 ? "in-place" : "out-of-place",
+                          off ? sz(",off=%d", off).c_str() : "", pos0 ? sz(",pos0=%d", pos0).c_str() : "");
     add(name, [=] {
         Rng r(name);
         const int half = hd / 2;
         std::vector<float> ct, st;
-        rope_tables(T, hd, ct, st);
-        size_t n = (size_t)B * T * nh * hd;
-        auto x = r.vec(n, -2, 2);
-        std::vector<float> ref(n);
-        if (backward) cpu::rope_backward(ref.data(), x.data(), ct.data(), st.data(), B, T, nh, hd, 0);
-        else cpu::rope_forward(ref.data(), x.data(), ct.data(), st.data(), B, T, nh, hd, 0);
+        rope_tables(T + pos0, hd, ct, st);
+        const size_t nq = (size_t)B * T * H * hd, nk = (size_t)B * T * KV * hd, toff = (size_t)pos0 * half;
+        auto x = r.vec(nq + off, -2, 2), y = r.vec(nk + off, -2, 2);
+        auto tail = [off](std::vector<float> v) { v.erase(v.begin(), v.begin() + off); return v; };
+        auto x0 = tail(x), y0 = tail(y);
+        auto twin = [&](const std::vector<float>& in, int nh) {
+            std::vector<float> out(in.size());
+            if (backward) cpu::rope_backward(out.data(), in.data(), ct.data() + toff, st.data() + toff, B, T, nh, hd, 0);
+            else cpu::rope_forward(out.data(), in.data(), ct.data() + toff, st.data() + toff, B, T, nh, hd, 0);
+            return out;
+        };
+        auto bound = [&](const std::vector<float>& in, int nh) {
+            std::vector<double> E(in.size());
+            for (size_t p = 0; p < in.size() / 2; p++) {
+                int i = (int)(p % half), t = (int)((p / ((size_t)half * nh)) % T);
+                double c = ct[toff + (size_t)t * half + i], sn = st[toff + (size_t)t * half + i];
+                double m = fabs(in[2 * p] * c) + fabs(in[2 * p + 1] * sn) + fabs(in[2 * p] * sn) + fabs(in[2 * p + 1] * c);
+                E[2 * p] = E[2 * p + 1] = 2 * U * 8 * m;
+            }
+            return E;
+        };
+        auto launch = [&](floatX* q, floatX* k, floatX* out) {
+            DF CT(ct), ST(st);
+            const float *c = CT.p + toff, *sn = ST.p + toff;
+            if (mode == 2 && backward) rope_qk_backward(q, k, c, sn, B, T, H, KV, hd, 0);
+            else if (mode == 2) rope_qk_forward(q, k, c, sn, B, T, H, KV, hd, 0);
+            else if (backward) rope_backward(out, q, c, sn, B, T, H, hd, 0);
+            else rope_forward(out, q, c, sn, B, T, H, hd, 0);
+        };
         Outs o = both_schedules([&] {
-            DX X(x), Y(n); DF CT(ct), ST(st);
-            floatX* out = in_place ? X.p : Y.p;
-            if (backward) rope_backward(out, X.p, CT.p, ST.p, B, T, nh, hd, 0);
-            else rope_forward(out, X.p, CT.p, ST.p, B, T, nh, hd, 0);
-            return Outs{{"out", in_place ? X.get() : Y.get()}, {"inp", X.get()}};
+            Outs out;
+            for (int aligned = 0; aligned <= (off ? 1 : 0); aligned++) {
+                const int o1 = aligned ? 0 : off;
+                DX X(aligned ? x0 : x), Y(nq + o1);
+                if (mode == 2) {
+                    DX K(aligned ? y0 : y);
+                    launch(X.p + o1, K.p + o1, nullptr);
+                    auto kg = K.get();
+                    kg.erase(kg.begin(), kg.begin() + o1);
+                    out.push_back({"k", kg});
+                } else {
+                    launch(X.p + o1, nullptr, mode == 1 ? X.p + o1 : Y.p + o1);
+                }
+                auto qg = (mode == 0 ? Y : X).get(), xg = X.get();
+                qg.erase(qg.begin(), qg.begin() + o1);
+                xg.erase(xg.begin(), xg.begin() + o1);
+                out.push_back({"q", qg});
+                out.push_back({"inp", xg});
+            }
+            return out;
         });
-        std::vector<double> E(n);
-        for (size_t p = 0; p < n / 2; p++) {
-            int i = (int)(p % half), t = (int)((p / ((size_t)half * nh)) % T);
-            double m = fabs((double)x[2 * p] * ct[(size_t)t * half + i]) + fabs((double)x[2 * p + 1] * st[(size_t)t * half + i]);
-            m += fabs((double)x[2 * p] * st[(size_t)t * half + i]) + fabs((double)x[2 * p + 1] * ct[(size_t)t * half + i]);
-            E[2 * p] = E[2 * p + 1] = 2 * U * 8 * m;
+        auto rq = twin(x0, H);
+        size_t j = mode == 2 ? 1 : 0;  // q's output in o; k's (mode 2) at j - 1
+        expect("q", o[j].second, rq, tol_x(rq, bound(x0, H)));
+        if (mode == 0) expect_exact("inp kept", o[j + 1].second, x0);
+        if (mode == 2) {
+            auto rk = twin(y0, KV);
+            expect("k", o[0].second, rk, tol_x(rk, bound(y0, KV)));
         }
-        expect("out", o[0].second, ref, tol_x(ref, E));
-        if (!in_place) expect_exact("inp kept", o[1].second, x);
+        if (off) {
+            size_t per = mode == 2 ? 3 : 2;
+            for (size_t m = 0; m < per; m++)
+                if (o[m].first != "inp") expect_exact((o[m].first + " = aligned").c_str(), o[m].second, o[per + m].second);
+        }
     });
 }
 
@@ -2566,25 +2614,31 @@ static void check_gridstride() {
         });
         expect_exact("out", o[0].second, ref);
     });
-    add("rope_kernel[grid-stride,B=2,T=9,nh=3,hd=8,grid=2x32]", [] {
-        Rng r("gs-rope");
-        int B = 2, T = 9, nh = 3, hd = 8, half = hd / 2;
-        std::vector<float> ct((size_t)T * half), st((size_t)T * half);
-        for (int t = 0; t < T; t++)
-            for (int i = 0; i < half; i++) { double an = t * pow(10000.0, -2.0 * i / hd); ct[(size_t)t * half + i] = (float)cos(an); st[(size_t)t * half + i] = (float)sin(an); }
-        size_t n = (size_t)B * T * nh * hd;
-        auto x = r.vec(n, -2, 2);
-        std::vector<float> ref(n);
-        cpu::rope_forward(ref.data(), x.data(), ct.data(), st.data(), B, T, nh, hd, 0);
-        Outs o = both_schedules([&] {
-            DX X(x), Y(n); DF CT(ct), ST(st);
-            ::emu::launch("rope_kernel", __FILE__, __LINE__, dim3(2), dim3(32), 0, 0, rope_kernel, Y.p, X.p, CT.p, ST.p, T, nh, half, n / 2, 1.0f);
-            return Outs{{"out", Y.get()}};
+    // rope's kernels walk the rows grid-stride (past 65535 row blocks): 6 rows a step over
+    // T = 9, so the positions wrap; q and k in one launch
+    for (int vec = 0; vec <= 1; vec++)
+        add(sz("%s[grid-stride,B=2,T=9,H=3,KV=2,hd=8,grid=1x2,block=32x3]", vec ? "rope_vec_kernel" : "rope_pair_kernel"), [vec] {
+            Rng r(vec ? "gs-rope-vec" : "gs-rope");
+            int B = 2, T = 9, H = 3, KV = 2, hd = 8, half = hd / 2, P = vec ? ROPE_PAIRS : 1;
+            std::vector<float> ct((size_t)T * half), st((size_t)T * half);
+            for (int t = 0; t < T; t++)
+                for (int i = 0; i < half; i++) { double an = t * pow(10000.0, -2.0 * i / hd); ct[(size_t)t * half + i] = (float)cos(an); st[(size_t)t * half + i] = (float)sin(an); }
+            size_t nq = (size_t)B * T * H * hd, nk = (size_t)B * T * KV * hd;
+            auto x = r.vec(nq, -2, 2), y = r.vec(nk, -2, 2);
+            std::vector<float> rq(nq), rk(nk);
+            cpu::rope_forward(rq.data(), x.data(), ct.data(), st.data(), B, T, H, hd, 0);
+            cpu::rope_forward(rk.data(), y.data(), ct.data(), st.data(), B, T, KV, hd, 0);
+            Outs o = both_schedules([&] {
+                DX X(x), K(y); DF CT(ct), ST(st);
+                int uq = H * half / P, uk = KV * half / P, uph = half / P;
+                if (vec) ::emu::launch("rope_vec_kernel", __FILE__, __LINE__, dim3(1, 2), dim3(32, 3), 0, 0, rope_vec_kernel, X.p, X.p, K.p, K.p, CT.p, ST.p, B * T, T, uq, uk, uph, half, 1.0f);
+                else ::emu::launch("rope_pair_kernel", __FILE__, __LINE__, dim3(1, 2), dim3(32, 3), 0, 0, rope_pair_kernel, X.p, X.p, K.p, K.p, CT.p, ST.p, B * T, T, uq, uk, uph, half, 1.0f);
+                return Outs{{"q", X.get()}, {"k", K.get()}};
+            });
+            std::vector<double> Eq(nq, 2 * U * 8 * 4.0), Ek(nk, 2 * U * 8 * 4.0);  // |x| < 2, |cos|,|sin| <= 1: terms < 4
+            expect("q", o[0].second, rq, tol_x(rq, Eq));
+            expect("k", o[1].second, rk, tol_x(rk, Ek));
         });
-        std::vector<double> E(n);
-        for (size_t i = 0; i < n; i++) E[i] = 2 * U * 8 * 4.0;  // |x| < 2, |cos|,|sin| <= 1: sum of the terms < 4
-        expect("out", o[0].second, ref, tol_x(ref, E));
-    });
     add("adamw_kernel[grid-stride,n=777,grid=3x64]", [] {
         Rng r("gs-adamw");
         size_t n = 777;
@@ -3182,6 +3236,13 @@ int main(int argc, char** argv) {
     check_encoder(7, 24, 67, 1);
     check_encoder(300, 40, 10000, 0);  // > 256 tokens (several chunks), > 256 vocabulary tiles
     check_encoder(64, 300, 5, 2);      // D > 256: two channel blocks, the second partial
+    // the grouped backward: a group of 600 rows (three rounds of 256 positions), one channel
+    // a thread (D = 13), more tokens than a rank tile (2100 > 2048); above ENC_SORT_MAX
+    // (16400 tokens) the tile kernel
+    check_encoder(600, 16, 67, 1);
+    check_encoder(50, 13, 67, 2);
+    check_encoder(2100, 8, 500, 0);
+    check_encoder(ENC_SORT_MAX + 16, 8, 50, 2);
     // vocabulary ranges (the vocab-parallel embedding): windows through the token set, at
     // the top of it, empty, hit by no token; > 256 tiles of the range; D > 256
     check_encoder_range(14, 24, 67, 20, 25);
@@ -3204,9 +3265,21 @@ int main(int argc, char** argv) {
                                                     {700, 264}, {2000, 24}, {3, 24600}})
         for (int off = 0; off <= 1; off++) check_rmsnorm(nc.first, nc.second, off);
     check_rmsnorm(9, 61, 1);
+    // rope: hd 6 (the pair path), 8 (16-byte chunks), 12 (chunks in fp32, pairs in bf16),
+    // 16; q and k in one launch with KV < H, KV = 1 and more units a row than a block
+    // (H 40 + KV 8 at hd 64: 384 chunks in bf16, 768 in fp32); unaligned (off 1) and
+    // offset tables (pos0 3)
     for (auto s : std::vector<std::array<int, 4>>{{2, 7, 4, 6}, {1, 9, 6, 8}, {1, 16, 2, 12}, {2, 20, 1, 8}})
-        for (int bwd = 0; bwd <= 1; bwd++)
-            for (int ip = 0; ip <= 1; ip++) check_rope(s[0], s[1], s[2], s[3], bwd, ip);
+        for (int bwd = 0; bwd <= 1; bwd++) {
+            for (int mode = 0; mode <= 1; mode++) check_rope(s[0], s[1], s[2], 0, s[3], bwd, mode);
+            check_rope(s[0], s[1], s[2], 0, s[3], bwd, 0, 1);
+        }
+    for (auto s : std::vector<std::array<int, 5>>{{2, 7, 4, 2, 16}, {1, 9, 3, 1, 8}, {2, 5, 6, 2, 12}, {1, 3, 2, 2, 6},
+                                                  {1, 3, 40, 8, 64}})
+        for (int bwd = 0; bwd <= 1; bwd++) {
+            check_rope(s[0], s[1], s[2], s[3], s[4], bwd, 2);
+            check_rope(s[0], s[1], s[2], s[3], s[4], bwd, 2, 1, 3);
+        }
     for (size_t n : {(size_t)1, (size_t)427, (size_t)1001, (size_t)4099}) {
         check_swiglu(n, 0, 0);
         check_swiglu(n, 1, 0);

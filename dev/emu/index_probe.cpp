@@ -379,35 +379,62 @@ static std::string probe_rmsnorm_backward() {
     return "grid " + std::to_string(s.nb()) + ", blocks " + blocks_text(blocks) + ": " + std::to_string(rows.size()) + " rows";
 }
 
-// rope over q [B, T, H, hd]: grid-stride over pairs
-static std::string probe_rope(bool backward) {
-    const int half = HD / 2;
-    const size_t np = (size_t)BT * H * half;
-    floatX* out = rbuf<floatX>("out", 2 * np);
-    floatX* inp = rbuf<floatX>("inp", 2 * np);
-    float* cs = rbuf<float>("cos", (size_t)T * half);
-    float* sn = rbuf<float>("sin", (size_t)T * half);
-    fill(cs, 0, (size_t)T * half); fill(sn, 0, (size_t)T * half);
+// rope over q [Bp, Tp, Hp, hd] and k [Bp, Tp, KVp, hd] in one launch: block (x, y) takes
+// units x*bx .. of each row y*by + ty, + gridDim.y*by, ... (q's units first, then k's)
+static std::string probe_rope(bool backward, int Bp = B, int Tp = T, int Hp = H, int KVp = KV, int hd = HD) {
+    const int half = hd / 2;
+    const size_t rows = (size_t)Bp * Tp;
+    floatX* q = rbuf<floatX>("q", rows * Hp * hd);
+    floatX* k = rbuf<floatX>("k", rows * KVp * hd);
+    float* cs = rbuf<float>("cos", (size_t)Tp * half);
+    float* sn = rbuf<float>("sin", (size_t)Tp * half);
+    fill(cs, 0, (size_t)Tp * half); fill(sn, 0, (size_t)Tp * half);
     auto run = [&] {
-        if (backward) rope_backward(out, inp, cs, sn, B, T, H, HD, 0);
-        else rope_forward(out, inp, cs, sn, B, T, H, HD, 0);
+        if (backward) rope_qk_backward(q, k, cs, sn, Bp, Tp, Hp, KVp, hd, 0);
+        else rope_qk_forward(q, k, cs, sn, Bp, Tp, Hp, KVp, hd, 0);
     };
-    Shape s = shape_of(shapes(run), "rope_kernel");
-    std::vector<ull> blocks = uniq({0, s.nb() - 1, gs_owner(np - 1, s)});
-    std::vector<size_t> S = gs_units(np, s, blocks);
-    for (size_t p : S) { fill(inp, 2 * p, 2); poison(out, 2 * p, 2); }
-    run_picked({{"rope_kernel", blocks}}, run);
-    Cmp c(backward ? "dinp" : "out", REL, 1e-3);
-    for (size_t p : S) {
-        int i = (int)(p % half), t = (int)((p / ((size_t)half * H)) % T);
-        std::vector<float> x = get(inp, 2 * p, 2), y(2);
-        // the twin on one pair: head dim 2 and the tables' entry (t, i)
-        if (backward) cpu::rope_backward(y.data(), x.data(), cs + (size_t)t * half + i, sn + (size_t)t * half + i, 1, 1, 1, 2, 0);
-        else cpu::rope_forward(y.data(), x.data(), cs + (size_t)t * half + i, sn + (size_t)t * half + i, 1, 1, 1, 2, 0);
-        c(2 * p, (float)out[2 * p], y[0]);
-        c(2 * p + 1, (float)out[2 * p + 1], y[1]);
+    std::vector<Shape> L = shapes(run);
+    Shape s = L.at(0);
+    const int P = s.kernel == "rope_vec_kernel" ? ROPE_PAIRS : 1, nq = Hp * half / P, nk = KVp * half / P;
+    const size_t stride = (size_t)s.grid.y * s.block.y;
+    // the first block, the last, and the one owning the last row's last units
+    std::vector<ull> blocks = uniq({0, s.nb() - 1, lin(s, s.grid.x - 1, (unsigned)(((rows - 1) % stride) / s.block.y), 0)});
+    struct Unit { floatX* base; size_t e; int t, i; };  // P pairs at base + e, position t, first pair i
+    std::vector<Unit> S;
+    for (ull b : blocks) {
+        unsigned gx = (unsigned)(b % s.grid.x), gy = (unsigned)(b / s.grid.x);
+        for (unsigned ty = 0; ty < s.block.y; ty++)
+            for (unsigned tx = 0; tx < s.block.x; tx++) {
+                int u = (int)(gx * s.block.x + tx);
+                if (u >= nq + nk) continue;
+                floatX* base = u < nq ? q : k;
+                int uu = u < nq ? u : u - nq, width = (u < nq ? nq : nk) * 2 * P;
+                for (size_t row = (size_t)gy * s.block.y + ty; row < rows; row += stride)
+                    S.push_back({base, row * width + (size_t)uu * 2 * P, (int)(row % Tp), (uu % (half / P)) * P});
+            }
     }
-    return "grid " + std::to_string(s.nb()) + ", blocks " + blocks_text(blocks) + ", " + std::to_string(S.size()) + " pairs";
+    // in place: no poison; a unit left unwritten keeps its input, which the comparison catches
+    std::vector<std::vector<float>> x;
+    for (auto& u : S) { fill(u.base, u.e, 2 * P); x.push_back(get(u.base, u.e, 2 * P)); }
+    run_picked({{s.kernel.c_str(), blocks}}, run);
+    Cmp c(backward ? "dq, dk" : "q, k", REL, 1e-3);
+    bool last = false;
+    for (size_t j = 0; j < S.size(); j++) {
+        const Unit& u = S[j];
+        if (u.base == k && u.e + 2 * P == rows * KVp * hd) last = true;
+        for (int p = 0; p < P; p++) {
+            std::vector<float> y(2), xp = {x[j][2 * p], x[j][2 * p + 1]};
+            // the twin on one pair: head dim 2 and the tables' entry (t, i + p)
+            size_t ti = (size_t)u.t * half + u.i + p;
+            if (backward) cpu::rope_backward(y.data(), xp.data(), cs + ti, sn + ti, 1, 1, 1, 2, 0);
+            else cpu::rope_forward(y.data(), xp.data(), cs + ti, sn + ti, 1, 1, 1, 2, 0);
+            c(u.e + 2 * p, (float)u.base[u.e + 2 * p], y[0]);
+            c(u.e + 2 * p + 1, (float)u.base[u.e + 2 * p + 1], y[1]);
+        }
+    }
+    if (!last) problem("the chosen blocks do not own k's last unit");
+    return "grid " + std::to_string(s.grid.x) + "x" + std::to_string(s.grid.y) + ", blocks " + blocks_text(blocks) + ", " +
+           std::to_string(S.size()) + " units of " + std::to_string(P) + " pairs";
 }
 
 // swiglu over [B*T, F]: grid-stride over 16-byte chunks
@@ -1118,8 +1145,10 @@ static std::vector<Probe> probes() {
         {"encoder_backward[N=32768,D=4096,V=128256]", probe_encoder_backward, false},
         {"rmsnorm_forward[N=32768,C=4096]", probe_rmsnorm_forward, false},
         {"rmsnorm_backward[N=32768,C=4096]", probe_rmsnorm_backward, false},
-        {"rope_forward[B=4,T=8192,H=32,hd=128]", [] { return probe_rope(false); }, false},
-        {"rope_backward[B=4,T=8192,H=32,hd=128]", [] { return probe_rope(true); }, false},
+        {"rope_forward[B=4,T=8192,H=32,KV=8,hd=128]", [] { return probe_rope(false); }, false},
+        {"rope_backward[B=4,T=8192,H=32,KV=8,hd=128]", [] { return probe_rope(true); }, false},
+        // more rows than the grid's 65535 x 8: the last block walks rows and wraps positions
+        {"rope_forward[B=80,T=8192,H=1,KV=1,hd=8]", [] { return probe_rope(false, 80, 8192, 1, 1, 8); }, false},
         {"swiglu_forward[n=32768x14336]", [] { return probe_swiglu(false); }, false},
         {"swiglu_backward[n=32768x14336]", [] { return probe_swiglu(true); }, false},
         {"matmul_fallback_forward[lm_head:N=32768,C=4096,OC=128256]", [] { return probe_matmul(0); }, false},

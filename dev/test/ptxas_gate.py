@@ -76,6 +76,8 @@ _CE, _CE_WHY = vec16(1, 512)
 _DELTA, _DELTA_WHY = vec16(2, 256)
 _V2, _V2_WHY = vec16(2, 256)
 _V3, _V3_WHY = vec16(3, 256)
+_ROPE, _ROPE_WHY = vec16(1, 256)
+_ENC, _ENC_WHY = vec16(8, 256)
 # adaln.cuh's rows in registers (dev/cuda/adaln.cu's version 2): NV 16-byte loads per lane
 # in flight (the forward: x; the backward's dinp: x and dout), one warp per row
 _LNF = {nv: vec16(nv, 256) for nv in (1, 2, 4, 8, 16)}
@@ -93,8 +95,13 @@ KERNELS = {
     "flow_prepare_kernel": (256, 8, 0, STREAM),
     "patchify_kernel": (256, 8, 0, STREAM),
     "unpatchify_kernel": (256, 8, 0, STREAM),
-    "rope_kernel": (256, 8, 0, STREAM),
+    "rope_pair_kernel": (256, 8, 0, "one pair a thread, 2-byte loads: " + STREAM),
+    "rope_vec_kernel": (256, _ROPE, 0, _ROPE_WHY + " (a chunk of q or k; cos/sin hit L1)"),
     "encoder_forward_kernel": (256, 8, 0, STREAM),
+    "encoder_rank_kernel": (256, 4, 0, "integer compares from shared memory (8 KB a block), N/32 blocks: "
+                            "several blocks a SM to hide the tile loads"),
+    "encoder_group_vec_kernel": (256, _ENC, 0, _ENC_WHY + " (ENC_UNROLL rows of dout)"),
+    "encoder_group_kernel": (256, 4, 0, "ENC_UNROLL 2-byte loads a thread in flight: half the thread slots suffice"),
     "adamw_kernel": (256, 8, 0, STREAM),
     "bias_forward_kernel": (256, 8, 0, STREAM),
     "gated_residual_forward_kernel": (256, 8, 0, STREAM),

@@ -92,17 +92,24 @@ static inline double attention_rope_bytes(const Attention* a, int B, int T) {
 // RoPE on q or k (nh heads) of B samples of T tokens (this rank's), or its backward on dq
 // or dk: each token by its position in the sample
 static inline void attention_rope(const Attention* a, floatX* qk, int nh, int B, int T, int backward) {
-    if (a->cp->cp > 1) cp_rope(a->cp, qk, nh, a->cos, a->sin, B, backward, a->stream);
+    if (a->cp->cp > 1) cp_rope(a->cp, qk, nh, nullptr, 0, a->cos, a->sin, B, backward, a->stream);
     else if (attention_fuses_rope()) return;  // done in the attention kernels
     else if (backward) rope_backward(qk, qk, a->cos, a->sin, B, T, nh, a->hd, a->stream);
     else rope_forward(qk, qk, a->cos, a->sin, B, T, nh, a->hd, a->stream);
 }
 
+// the same on q (H heads) and k (KV heads) together: one launch a chunk of rows
+static inline void attention_rope_pair(const Attention* a, floatX* q, floatX* k, int B, int T, int backward) {
+    if (a->cp->cp > 1) cp_rope(a->cp, q, a->H, k, a->KV, a->cos, a->sin, B, backward, a->stream);
+    else if (attention_fuses_rope()) return;
+    else if (backward) rope_qk_backward(q, k, a->cos, a->sin, B, T, a->H, a->KV, a->hd, a->stream);
+    else rope_qk_forward(q, k, a->cos, a->sin, B, T, a->H, a->KV, a->hd, a->stream);
+}
+
 // RoPE on q and k, in the profile's "rope fwd" group
 static inline void attention_rope_qk(const Attention* a, floatX* q, floatX* k, int B, int T) {
     PROF(a->prof, "rope fwd", 0, attention_rope_bytes(a, B, T), a->stream) {
-        attention_rope(a, q, a->H, B, T, 0);
-        attention_rope(a, k, a->KV, B, T, 0);
+        attention_rope_pair(a, q, k, B, T, 0);
     }
 }
 
@@ -131,8 +138,7 @@ static inline void attention_backward(Attention* a, floatX* dq, floatX* dk, floa
                                    a->stream);
     }
     PROF(a->prof, "rope bwd", 0, attention_rope_bytes(a, B, T), a->stream) {
-        attention_rope(a, dq, a->H, B, T, 1);
-        attention_rope(a, dk, a->KV, B, T, 1);
+        attention_rope_pair(a, dq, dk, B, T, 1);
     }
 }
 

@@ -161,15 +161,17 @@ static inline void cp_local_tokens(const CpContext* x, int* dst, const int* src,
             memcpy(dst + ((size_t)i * B + b) * x->C, src + (size_t)b * x->T + cp_pos0(x, i), (size_t)x->C * sizeof(int));
 }
 
-// RoPE on this rank's rows of q or k (nh heads): each chunk from its own first position
-static inline void cp_rope(const CpContext* x, floatX* qk, int nh, const float* cos_t, const float* sin_t, int B,
-                           int backward, stream_t s) {
-    size_t chunk = (size_t)B * x->C * nh * x->hd, half = (size_t)x->hd / 2;
+// RoPE on this rank's rows of q (nh heads) and, when nk > 0, of k (nk heads), in one launch a
+// chunk: each chunk from its own first position
+static inline void cp_rope(const CpContext* x, floatX* q, int nh, floatX* k, int nk, const float* cos_t,
+                           const float* sin_t, int B, int backward, stream_t s) {
+    size_t rows = (size_t)B * x->C, half = (size_t)x->hd / 2;
     for (int i = 0; i < x->chunks; i++) {
-        floatX* p = qk + i * chunk;
+        floatX* p = q + i * rows * nh * x->hd;
+        floatX* pk = nk > 0 ? k + i * rows * nk * x->hd : nullptr;
         size_t off = (size_t)cp_pos0(x, i) * half;
-        if (backward) rope_backward(p, p, cos_t + off, sin_t + off, B, x->C, nh, x->hd, s);
-        else rope_forward(p, p, cos_t + off, sin_t + off, B, x->C, nh, x->hd, s);
+        if (backward) rope_qk_backward(p, pk, cos_t + off, sin_t + off, B, x->C, nh, nk, x->hd, s);
+        else rope_qk_forward(p, pk, cos_t + off, sin_t + off, B, x->C, nh, nk, x->hd, s);
     }
 }
 

@@ -42,3 +42,15 @@ static inline void rope_backward(floatX* dinp, const floatX* dout, const float* 
                 }
             }
 }
+
+// q and k (H and KV heads) in place; k may be absent (KV = 0)
+static inline void rope_qk_forward(floatX* q, floatX* k, const float* cos_t, const float* sin_t, int B, int T, int H,
+                                   int KV, int hd, stream_t s) {
+    rope_forward(q, q, cos_t, sin_t, B, T, H, hd, s);
+    if (KV > 0) rope_forward(k, k, cos_t, sin_t, B, T, KV, hd, s);
+}
+static inline void rope_qk_backward(floatX* dq, floatX* dk, const float* cos_t, const float* sin_t, int B, int T, int H,
+                                    int KV, int hd, stream_t s) {
+    rope_backward(dq, dq, cos_t, sin_t, B, T, H, hd, s);
+    if (KV > 0) rope_backward(dk, dk, cos_t, sin_t, B, T, KV, hd, s);
+}
