@@ -27,7 +27,10 @@ B=dev/emu/build/ladders
 CXX=${CXX:-g++}
 PY=$(command -v python3 || command -v python)
 NJ=$(nproc 2>/dev/null || echo 2)
-TIMEOUT_S=${EMU_LADDER_TIMEOUT:-120}
+# a hang guard, per (ladder, version, schedule) run: the attention ladder's version 3 (WMMA,
+# every validation shape it takes, hd up to 200) runs ~55 s alone and about twice that beside
+# make test-full's other checks on 2 cores
+TIMEOUT_S=${EMU_LADDER_TIMEOUT:-300}
 elapsed() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }'; }
 rm -rf "$B"
 mkdir -p "$B/bin" "$B/out" "$B/log"
