@@ -5,7 +5,7 @@ Ladder for llmc/kernels/encoder.cuh.
                       adding into dwte directly (deterministic, but in bf16 builds
                       every addition is rounded to bf16)
   backward version 2: llmc's kernel for more than ENC_SORT_MAX tokens (all of them
-                      before issue 36; measured 0.88 ms with the forward at llama3-1B on
+                      until 2026-11-29; measured 0.88 ms with the forward at llama3-1B on
                       the H200): vocabulary tiles x channel blocks, tokens compacted in
                       order, fp32 sums in shared memory, one rounding (encoder_backward_tiles)
   backward version 4: llmc's kernel up to ENC_SORT_MAX tokens: the tokens grouped by id

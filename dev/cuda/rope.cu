@@ -1,6 +1,6 @@
 /*
 Ladder for llmc/kernels/rope.cuh.
-  version 1: llmc's kernel before issue 36, kept here: one thread per rotated pair, 2-byte
+  version 1: llmc's kernel until 2026-11-29, kept here: one thread per rotated pair, 2-byte
              accesses, a 64-bit division and modulo per pair, q and k in two launches.
   version 2: llmc's launchers since: 16-byte chunks where hd and the pointers allow
              (else one pair a thread, the same formula), 32-bit indices (a row's position
