@@ -72,8 +72,8 @@ count_sub_tests() {
 # cores busy, not both): the CUDA compile (nvcc, one at a time, about 20 s of one core a
 # program), then the emulator stage (dev/emu: every llmc kernel against its twin, the emulated
 # CUDA trainers), then the Hugging Face round trip (test-full only: it installs transformers).
-# The run waits for the lane at its end and counts the lane's results there. (gpu_check's calls
-# on the CPU run in the foreground after its own checks: see gpu_call_on_cpu's use.)
+# test-full: then gpu_check's calls on the CPU (make test runs its call 1 in the foreground after
+# its own checks). The run waits for the lane at its end and counts the lane's results there.
 NVCC_PATH=$(bash -c 'command -v nvcc || ls /usr/local/cuda/bin/nvcc' 2>/dev/null | head -n1)
 # Sampled: four of the six CUDA programs (train_llama and train_dit in bf16, whose code
 # test_llama.cu and test_dit.cu include, and both test programs in FP32); the emulator's kernel
@@ -109,6 +109,12 @@ if call == '3':
 print('call %s: %d throughput rows, %d files' % (call, len(bench), len(files)))
 PYEOF"
 }
+# every call of $GPU_CALLS, each with its log and exit status; the start time in gpu_calls.start
+gpu_calls_on_cpu() {
+  now > "$TMP/gpu_calls.start"
+  for call in $GPU_CALLS; do gpu_call_on_cpu "$call" > "$TMP/gpu_check_cpu_call$call.log" 2>&1; echo $? > "$TMP/gpu_check_cpu_call$call.rc"; done
+  now > "$TMP/gpu_calls.end"
+}
 LANE_T0=$(now)
 (
   # the bf16 programs with cuDNN's attention (USE_CUDNN=1) where cuDNN and its frontend's headers can be had
@@ -130,6 +136,9 @@ LANE_T0=$(now)
     fi
   fi
   now > "$TMP/hf.end"
+  # test-full: the three calls after the whole emulator (both precisions, every ladder), where
+  # they have a core to themselves; beside it their CPU steps outran their limits
+  if [ "$FULL" = 1 ]; then gpu_calls_on_cpu; fi
 ) &
 LANE_PID=$!
 # the lane's wall time from its start, into the slowest-checks table
@@ -776,15 +785,13 @@ else fail clipfile_bad "check_clips.py --make-bad: $(tail -n 2 "$TMP/make_bad.lo
 check dit_digits_real "$PY" scripts/dit_digits.py check --real-clips 300 --self-test
 check_error dit_digits_bar_unreachable "below --min-real" "$PY" scripts/dit_digits.py check --real-clips 100 --min-real 1.01
 
-# gpu_check's calls on the CPU, in the foreground once its own checks are done, beside the
-# lane's emulator (in the lane, after it, they made the lane the whole run's critical path)
-GPU_CALLS_T0=$(now)
-for call in $GPU_CALLS; do gpu_call_on_cpu "$call" > "$TMP/gpu_check_cpu_call$call.log" 2>&1; echo $? > "$TMP/gpu_check_cpu_call$call.rc"; done
-now > "$TMP/gpu_calls.end"
-
 # ---------------------------------------------------------------------------
 # the background jobs' results (they ran beside everything above)
 wait "$CP_PID"
+# make test: gpu_check's call 1 on the CPU in the foreground once its own checks and the CP tests
+# are done, beside the lane's (sampled) emulator; after it, in the lane, it made the lane the run's
+# critical path
+[ "$FULL" = 1 ] || gpu_calls_on_cpu
 section "context parallelism under mpirun (cp 2, cp 4: ring, ulysses, hybrid; with tp and dp): test_llama, train_llama, checkpoints (dev/test/cp_tests.sh; in the background)"
 lane_timed "$CP_T0" "$TMP/cp.end" "cp (sub-tests; in the background, after the TP tests)"
 count_sub_tests cp "$(cat "$TMP/cp.rc" 2>/dev/null || echo 1)"
@@ -793,9 +800,14 @@ wait "$LANE_PID"
 section "scripts/gpu_check.sh's calls executed on the CPU"
 for call in $GPU_CALLS; do
   if [ "$(cat "$TMP/gpu_check_cpu_call$call.rc" 2>/dev/null)" = 0 ]; then pass "gpu_check_cpu_call$call"
-  else fail "gpu_check_cpu_call$call" "exit $(cat "$TMP/gpu_check_cpu_call$call.rc" 2>/dev/null)"; tail -n 15 "$TMP/gpu_check_cpu_call$call.log" | sed 's/^/    /'; fi
+  else
+    fail "gpu_check_cpu_call$call" "exit $(cat "$TMP/gpu_check_cpu_call$call.rc" 2>/dev/null)"
+    # the steps that did not pass (with their limits), then the end of the call's output
+    grep -hE '^==== .*: (FAIL|TIMEOUT|SKIP)' "$TMP/gpu_call$call"/gpu_check_call$call.log 2>/dev/null | grep -v 'on the CPU' | sed 's/^/    /'
+    tail -n 15 "$TMP/gpu_check_cpu_call$call.log" | sed 's/^/    /'
+  fi
 done
-lane_timed "$GPU_CALLS_T0" "$TMP/gpu_calls.end" "gpu_check_cpu_call $GPU_CALLS (after the other foreground checks)"
+lane_timed "$(cat "$TMP/gpu_calls.start")" "$TMP/gpu_calls.end" "gpu_check_cpu_call $GPU_CALLS ($([ "$FULL" = 1 ] && echo "background lane, after the emulator and the HF round trip" || echo "after the other foreground checks"))"
 
 section "the CUDA kernels of llmc/kernels/*.cuh run in the host emulator against their CPU twins (dev/emu; background lane)"
 lane_timed "$LANE_T0" "$TMP/cuda_compile.end" "cuda_compile (background lane, from the start)"
