@@ -5,22 +5,24 @@ Ladder for llmc/kernels/rmsnorm.cuh.
   version 2: one warp per row with 2-byte loads, the row read twice; dw by a second
              kernel, 32 channels x 16 row slices per block, the 16 partials added in a
              fixed order (the llmc kernels before version 3, kept here)
-  version 3: the llmc kernels: 16-byte chunks kept in registers (the row read once),
-             L = 1..32 lanes per row; the backward in one kernel, dw reduced through
-             per-block partials and a fixed tree (last block of each group of 16, then
-             the last group), no second pass over dy and x
-  version 4: a forward candidate (not in llmc yet: to be measured first), the backward is
-             version 3's. Rows of at least 32 chunks (C >= 256 in bf16) on the 16-byte
-             path: a persistent grid (2 blocks a SM), the weight staged once a block in
-             shared memory, and each warp loads its next row before it reduces and
-             writes the current one, so two rows a warp are in flight and no block is
-             launched per 8 rows (version 3: 1,024 blocks of 8 rows at llama3-1B, 3.9
-             waves, each warp loading, reducing, storing, then exiting). The same
-             arithmetic in the same order as version 3: bitwise its results (checked).
-             Other shapes: version 3's kernel.
+  version 3: 16-byte chunks kept in registers (the row read once), L = 1..32 lanes per
+             row, a block per 8 (or more) rows; the backward in one kernel, dw reduced
+             through per-block partials and a fixed tree (last block of each group of 16,
+             then the last group), no second pass over dy and x (the llmc backward; the
+             llmc forward for rows under 32 chunks or not 16-byte aligned)
+  version 4: the llmc kernels: the forward of rows of at least 32 chunks (C >= 256 in
+             bf16) on the 16-byte path runs a persistent grid (2 blocks a SM), the weight
+             staged once a block in shared memory, and each warp loads its next row
+             before it reduces and writes the current one, so two rows a warp are in
+             flight and no block is launched per 8 rows (version 3: 1,024 blocks of 8 rows
+             at llama3-1B, 3.9 waves, each warp loading, reducing, storing, then exiting).
+             The same arithmetic in the same order as version 3: bitwise its results
+             (checked). Other shapes and the backward: version 3's kernels.
              Predicted at llama3-1B (N = 8192, C = 2048, bf16) on the H200, before it ran:
              67 MB a call at 3.2-3.6 TB/s (75-85% of copy): 19-21 us against version 3's
-             measured 34 us, ~0.45 ms less a step (33 calls).
+             measured 34 us, ~0.45 ms less a step (33 calls). Moved into llmc before a GPU
+             measured it (bitwise version 3's results, so the only risk is its speed:
+             scripts/gpu_check.sh runs this ladder's benchmark).
 Validated against the CPU twin (llmc/kernels/cpu/rmsnorm.h) on random data, odd C, rows
 not a multiple of 8 or 16; the backward accumulates into random dinp and dw.
 Shapes with offset=1 start every floatX buffer one element into its allocation: no row
@@ -114,87 +116,13 @@ __global__ void rmsnorm_dw_v2_kernel(floatX* dw, const floatX* dout, const float
     }
 }
 
-// version 4's forward: NPL chunks a lane, a whole warp a row (L = 32); w in shared memory
-#define RMS4_WARPS 8
-template <int NPL>
-__device__ __forceinline__ void rms_forward_v4_body(floatX* out, float* rstd, const floatX* inp, const floatX* w, int N,
-                                                    int C, float eps) {
-    extern __shared__ RmsChunk wsh[];  // C / RMS_VEC chunks
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nch = C / RMS_VEC;
-    for (int q = threadIdx.x; q < nch; q += blockDim.x) wsh[q] = ((const RmsChunk*)w)[q];
-    __syncthreads();
-    const int stride = gridDim.x * RMS4_WARPS;
-    int row = blockIdx.x * RMS4_WARPS + warp;
-    RmsChunk cur[NPL], nxt[NPL];
-    if (row < N) {
-        const RmsChunk* x = (const RmsChunk*)(inp + (size_t)row * C);
-#pragma unroll
-        for (int t = 0; t < NPL; t++) if (lane + t * 32 < nch) cur[t] = x[lane + t * 32];
-    }
-    for (; row < N; row += stride) {  // uniform over the warp
-        const int next = row + stride;
-        if (next < N) {  // in flight while this row is reduced and written
-            const RmsChunk* x = (const RmsChunk*)(inp + (size_t)next * C);
-#pragma unroll
-            for (int t = 0; t < NPL; t++) if (lane + t * 32 < nch) nxt[t] = x[lane + t * 32];
-        }
-        float ss = 0.0f;
-#pragma unroll
-        for (int t = 0; t < NPL; t++)
-            if (lane + t * 32 < nch)
-                for (int k = 0; k < RMS_VEC; k++) { float xv = (float)cur[t].v[k]; ss += xv * xv; }
-        ss = rms_group_sum(ss, 32);
-        float r = 1.0f / sqrtf(ss / C + eps);
-        RmsChunk* y = (RmsChunk*)(out + (size_t)row * C);
-#pragma unroll
-        for (int t = 0; t < NPL; t++) {
-            int q = lane + t * 32;
-            if (q < nch) {
-                RmsChunk wc = wsh[q], yc;
-                for (int k = 0; k < RMS_VEC; k++) yc.v[k] = (floatX)((float)cur[t].v[k] * r * (float)wc.v[k]);
-                y[q] = yc;
-            }
-        }
-        if (lane == 0) rstd[row] = r;
-#pragma unroll
-        for (int t = 0; t < NPL; t++) cur[t] = nxt[t];
-    }
-}
-// one kernel per chunk count (the emulator's kernel table names kernels without templates)
-__global__ void __launch_bounds__(32 * RMS4_WARPS, 2) rmsnorm_forward_v4_npl1_kernel(floatX* out, float* rstd,
-        const floatX* inp, const floatX* w, int N, int C, float eps) {
-    rms_forward_v4_body<1>(out, rstd, inp, w, N, C, eps);
-}
-__global__ void __launch_bounds__(32 * RMS4_WARPS, 2) rmsnorm_forward_v4_npl2_kernel(floatX* out, float* rstd,
-        const floatX* inp, const floatX* w, int N, int C, float eps) {
-    rms_forward_v4_body<2>(out, rstd, inp, w, N, C, eps);
-}
-__global__ void __launch_bounds__(32 * RMS4_WARPS, 2) rmsnorm_forward_v4_npl4_kernel(floatX* out, float* rstd,
-        const floatX* inp, const floatX* w, int N, int C, float eps) {
-    rms_forward_v4_body<4>(out, rstd, inp, w, N, C, eps);
-}
-__global__ void __launch_bounds__(32 * RMS4_WARPS, 2) rmsnorm_forward_v4_npl8_kernel(floatX* out, float* rstd,
-        const floatX* inp, const floatX* w, int N, int C, float eps) {
-    rms_forward_v4_body<8>(out, rstd, inp, w, N, C, eps);
-}
-static void rmsnorm_forward_v4(floatX* out, float* rstd, const floatX* inp, const floatX* w, int N, int C, float eps) {
-    int nch = C / RMS_VEC, npl = rms_npl(nch, 32, RMS_MAX_NPL);
-    if (N <= 0 || !rms_vec_ok(C, out, inp, w, inp) || nch < 32 || npl == 0) {
-        rmsnorm_forward(out, rstd, inp, w, N, C, eps, 0);
-        return;
-    }
-    int dev = 0, sms = 0;
-    cudaCheck(cudaGetDevice(&dev));
-    cudaCheck(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-    size_t blocks = ceil_div((size_t)N, RMS4_WARPS), cap = (size_t)sms * 2;
-    unsigned grid = (unsigned)(blocks < cap ? blocks : cap);
-    size_t smem = (size_t)nch * sizeof(RmsChunk);
-    switch (npl) {
-        case 1: rmsnorm_forward_v4_npl1_kernel<<<grid, 32 * RMS4_WARPS, smem>>>(out, rstd, inp, w, N, C, eps); break;
-        case 2: rmsnorm_forward_v4_npl2_kernel<<<grid, 32 * RMS4_WARPS, smem>>>(out, rstd, inp, w, N, C, eps); break;
-        case 4: rmsnorm_forward_v4_npl4_kernel<<<grid, 32 * RMS4_WARPS, smem>>>(out, rstd, inp, w, N, C, eps); break;
-        default: rmsnorm_forward_v4_npl8_kernel<<<grid, 32 * RMS4_WARPS, smem>>>(out, rstd, inp, w, N, C, eps); break;
-    }
+// version 3's forward: the per-row kernel of llmc alone (llmc's rmsnorm_forward now sends rows
+// of at least 32 chunks on the 16-byte path to version 4's streaming kernel)
+static void rmsnorm_forward_v3(floatX* out, float* rstd, const floatX* inp, const floatX* w, int N, int C, float eps) {
+    int nch = (int)ceil_div((size_t)C, RMS_VEC), L = rms_lanes(nch), npl = rms_npl(nch, L, RMS_MAX_NPL);
+    int vec = rms_vec_ok(C, out, inp, w, inp);
+    unsigned grid = (unsigned)ceil_div((size_t)N, (size_t)RMS_WARPS * (32 / L));
+    rmsnorm_forward_kernel<<<grid, 32 * RMS_WARPS>>>(out, rstd, inp, w, N, C, eps, vec, npl, L);
     cudaCheck(cudaGetLastError());
 }
 
@@ -205,8 +133,8 @@ static void forward(int version, floatX* out, float* rstd, const floatX* inp, co
     } else if (version == 2) {
         rmsnorm_forward_v2_kernel<<<(unsigned)ceil_div(N, 8), 256>>>(out, rstd, inp, w, N, C, eps);
         cudaCheck(cudaGetLastError());
-    } else if (version == 4) {
-        rmsnorm_forward_v4(out, rstd, inp, w, N, C, eps);
+    } else if (version == 3) {
+        rmsnorm_forward_v3(out, rstd, inp, w, N, C, eps);
     } else {
         rmsnorm_forward(out, rstd, inp, w, N, C, eps, 0);
     }

@@ -3260,9 +3260,11 @@ int main(int argc, char** argv) {
     // rmsnorm's variants (see check_rmsnorm), aligned and not: C = 8 (32 rows per warp), 64 (the
     // DiT's q/k norm), 136, 264, 520, 1032, 2056 (registers per lane: 1, 2, 4, 8, none in bf16;
     // 1, 2, 4, 8, none in fp32); N = 700 at C = 264 and N = 2000 at C = 24: more than 16
-    // blocks in the backward; C = 24600: the two-kernel backward
+    // blocks in the backward; C = 24600: the two-kernel backward; C >= 264 aligned: the
+    // forward's streaming kernel (its unaligned twin, the per-row kernel, must give the same
+    // bits), N = 2300: more rows than its grid of 2 blocks of 8 warps on each of 132 SMs
     for (auto nc : std::vector<std::pair<int, int>>{{37, 8}, {19, 64}, {9, 136}, {13, 264}, {5, 520}, {3, 1032}, {3, 2056},
-                                                    {700, 264}, {2000, 24}, {3, 24600}})
+                                                    {700, 264}, {2000, 24}, {3, 24600}, {2300, 264}})
         for (int off = 0; off <= 1; off++) check_rmsnorm(nc.first, nc.second, off);
     check_rmsnorm(9, 61, 1);
     // rope: hd 6 (the pair path), 8 (16-byte chunks), 12 (chunks in fp32, pairs in bf16),

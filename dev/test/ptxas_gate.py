@@ -141,6 +141,9 @@ KERNELS = {
     # rows kept in registers
     "rmsnorm_forward_kernel": (256, 2, 0, "a row of up to 8 chunks per lane kept in registers (101 in bf16, "
                                "llmc/kernels/rmsnorm.cuh): two blocks per SM, one would halve the bytes in flight"),
+    "rmsnorm_forward_stream_kernel": (256, 2, 4 * 1024, "a persistent grid of 2 blocks per SM "
+                                      "(RMS_STREAM_BLOCKS_PER_SM), two rows of up to 8 chunks a lane in registers; "
+                                      "the weight in shared memory, C * 2 bytes <= 4 KB (C <= 2048 in bf16)"),
     "rmsnorm_backward_kernel": (256, 2, 96 * 1024, "RMS_BWD_SMEM_MAX (96 KB of dw slots): '2 blocks per SM'"),
     # rows kept in registers (adaln.cuh)
     "lnmod_forward_nv1_kernel": (256, _LNF[1][0], 0, "a row in registers, 1 vector per lane: " + _LNF[1][1]),

@@ -17,9 +17,12 @@ The number of chunks a lane keeps in registers is a compile-time variant picked 
 launch from C (a uniform branch inside one kernel: the emulator and the coverage check
 name kernels without template arguments).
 
-Forward (rmsnorm_forward_kernel): one pass: x kept in registers (up to 8 chunks per
-lane, C <= 2048 in bf16; 101 registers) between the sum of squares and the output, so
-a row is read from memory once.
+Forward: one pass: x kept in registers (up to 8 chunks per lane, C <= 2048 in bf16)
+between the sum of squares and the output, so a row is read from memory once.
+  rows of at least 32 chunks on the 16-byte path (the trainers' model widths):
+  rmsnorm_forward_stream_kernel, a persistent grid with the weight in shared memory and
+  two rows a warp in flight (its comment below); other rows: rmsnorm_forward_kernel
+  (101 registers), L lanes a row as above. Both do the same arithmetic in the same order.
 
 Backward (rmsnorm_backward_kernel): one kernel computes dinp and dw.
   dinp += r*w*dy - k*x with k = r^3/C * sum(dy*w*x) (the residual stream's gradient
@@ -48,6 +51,9 @@ Backward (rmsnorm_backward_kernel): one kernel computes dinp and dw.
   more than the device's opt-in limit) take the old two-kernel path
   (rmsnorm_backward_dinp_kernel + rmsnorm_backward_dw_kernel): deterministic too.
 
+Predicted for the streaming forward (dev/cuda/rmsnorm.cu version 4, before it ran on a
+GPU): llama3-1B's 67 MB a call at 3.2-3.6 TB/s (75-85% of copy), 19-21 us against the
+per-row kernel's measured 34 us, ~0.45 ms less a step (33 calls).
 Predicted gain at llama3-1B, B=4 T=2048 (N = 8192 rows, C = 2048, bf16), H100 SXM at an
 achievable ~2.9 TB/s. Predicted before the first GPU run; measured on an H200 (docs/results/gpu_h200_2026-11-26.md section 3:
 33 calls each way, B=4 T=2048): forward 34 us a call at 2.0 TB/s (47% of copy), backward
@@ -220,9 +226,85 @@ __global__ void __launch_bounds__(32 * RMS_WARPS) rmsnorm_forward_kernel(floatX*
     }
 }
 
+// Rows of at least 32 chunks on the 16-byte path (C >= 256 in bf16: the trainers' model
+// width): a persistent grid of RMS_STREAM_BLOCKS_PER_SM blocks an SM, the weight staged
+// once a block in shared memory, and each warp (a whole warp a row) loads its next row
+// before it reduces and writes the current one, so two rows a warp are in flight. The
+// per-row kernel above launches a block per 8 rows instead (llama3-1B: 1,024 blocks, 3.9
+// waves, each warp loading, reducing, storing, then exiting), which measured 34 us a call
+// on the H200 (47% of the copy rate). The same arithmetic in the same order as
+// rms_forward_rows<true, NPL> with L = 32: bitwise its results (the emulator's unaligned
+// checks compare the two). The grid depends on the GPU, the result does not (a row's
+// arithmetic never depends on which block takes it).
+#define RMS_STREAM_BLOCKS_PER_SM 2
+template <int NPL>
+static __device__ void rms_forward_stream(floatX* out, float* rstd, const floatX* inp, const floatX* w, int N, int C,
+                                          float eps) {
+    extern __shared__ RmsChunk rms_wsh[];  // C / RMS_VEC chunks of w
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nch = C / RMS_VEC;
+    for (int q = threadIdx.x; q < nch; q += blockDim.x) rms_wsh[q] = ((const RmsChunk*)w)[q];
+    __syncthreads();
+    const int stride = gridDim.x * RMS_WARPS;
+    int row = blockIdx.x * RMS_WARPS + warp;
+    RmsChunk cur[NPL], nxt[NPL];
+    if (row < N) {
+        const RmsChunk* x = (const RmsChunk*)(inp + (size_t)row * C);
+#pragma unroll
+        for (int t = 0; t < NPL; t++) if (lane + t * 32 < nch) cur[t] = x[lane + t * 32];
+    }
+    for (; row < N; row += stride) {  // uniform over the warp
+        const int next = row + stride;
+        if (next < N) {  // in flight while this row is reduced and written
+            const RmsChunk* x = (const RmsChunk*)(inp + (size_t)next * C);
+#pragma unroll
+            for (int t = 0; t < NPL; t++) if (lane + t * 32 < nch) nxt[t] = x[lane + t * 32];
+        }
+        float ss = 0.0f;
+#pragma unroll
+        for (int t = 0; t < NPL; t++)
+            if (lane + t * 32 < nch)
+                for (int k = 0; k < RMS_VEC; k++) { float xv = (float)cur[t].v[k]; ss += xv * xv; }
+        ss = rms_group_sum(ss, 32);
+        float r = 1.0f / sqrtf(ss / C + eps);
+        RmsChunk* y = (RmsChunk*)(out + (size_t)row * C);
+#pragma unroll
+        for (int t = 0; t < NPL; t++) {
+            int q = lane + t * 32;
+            if (q < nch) {
+                RmsChunk wc = rms_wsh[q], yc;
+                for (int k = 0; k < RMS_VEC; k++) yc.v[k] = (floatX)((float)cur[t].v[k] * r * (float)wc.v[k]);
+                y[q] = yc;
+            }
+        }
+        if (lane == 0) rstd[row] = r;
+#pragma unroll
+        for (int t = 0; t < NPL; t++) cur[t] = nxt[t];
+    }
+}
+// npl is uniform over the grid: one kernel, the branch picks a compiled variant
+__global__ void __launch_bounds__(32 * RMS_WARPS, RMS_STREAM_BLOCKS_PER_SM) rmsnorm_forward_stream_kernel(
+        floatX* out, float* rstd, const floatX* inp, const floatX* w, int N, int C, float eps, int npl) {
+    switch (npl) {
+        case 1: rms_forward_stream<1>(out, rstd, inp, w, N, C, eps); break;
+        case 2: rms_forward_stream<2>(out, rstd, inp, w, N, C, eps); break;
+        case 4: rms_forward_stream<4>(out, rstd, inp, w, N, C, eps); break;
+        default: rms_forward_stream<8>(out, rstd, inp, w, N, C, eps); break;
+    }
+}
+
 // the 16-byte path: every row of every tensor starts on a 16-byte boundary
 static inline int rms_vec_ok(int C, const void* a, const void* b, const void* c, const void* d) {
     return C % RMS_VEC == 0 && rms_aligned16(a) && rms_aligned16(b) && rms_aligned16(c) && rms_aligned16(d);
+}
+
+static inline int rms_sm_count(void) {
+    static int sms = 0;  // asked once: the device does not change under a process
+    if (sms == 0) {
+        int dev = 0;
+        cudaCheck(cudaGetDevice(&dev));
+        cudaCheck(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    }
+    return sms;
 }
 
 static inline void rmsnorm_forward(floatX* out, float* rstd, const floatX* inp, const floatX* w, int N, int C, float eps,
@@ -230,6 +312,14 @@ static inline void rmsnorm_forward(floatX* out, float* rstd, const floatX* inp, 
     if (N <= 0 || C <= 0) return;
     int nch = (int)ceil_div((size_t)C, RMS_VEC), L = rms_lanes(nch), npl = rms_npl(nch, L, RMS_MAX_NPL);
     int vec = rms_vec_ok(C, out, inp, w, inp);
+    if (vec && nch >= 32 && npl > 0) {  // L = 32 here, so npl is rms_forward_rows<true, npl>'s
+        size_t blocks = ceil_div((size_t)N, (size_t)RMS_WARPS), cap = (size_t)rms_sm_count() * RMS_STREAM_BLOCKS_PER_SM;
+        unsigned grid = (unsigned)(blocks < cap ? blocks : cap);
+        rmsnorm_forward_stream_kernel<<<grid, 32 * RMS_WARPS, (size_t)nch * sizeof(RmsChunk), s>>>(out, rstd, inp, w, N,
+                                                                                                  C, eps, npl);
+        cudaCheck(cudaGetLastError());
+        return;
+    }
     size_t rows_per_block = (size_t)RMS_WARPS * (32 / L);
     unsigned grid = (unsigned)ceil_div((size_t)N, rows_per_block);
     rmsnorm_forward_kernel<<<grid, 32 * RMS_WARPS, 0, s>>>(out, rstd, inp, w, N, C, eps, vec, npl, L);
