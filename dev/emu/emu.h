@@ -153,12 +153,33 @@ typedef enum cudaError {
     cudaErrorNotReady = 600,
     cudaErrorLaunchOutOfResources = 701,
     cudaErrorLaunchFailure = 719,
+    cudaErrorInvalidClusterSize = 912,
 } cudaError_t;
 typedef struct CUstream_st* cudaStream_t;
 typedef struct CUevent_st* cudaEvent_t;
 enum cudaMemcpyKind { cudaMemcpyHostToHost = 0, cudaMemcpyHostToDevice = 1, cudaMemcpyDeviceToHost = 2, cudaMemcpyDeviceToDevice = 3, cudaMemcpyDefault = 4 };
 enum cudaDeviceAttr { cudaDevAttrMaxSharedMemoryPerBlock = 8, cudaDevAttrMultiProcessorCount = 16, cudaDevAttrMaxSharedMemoryPerBlockOptin = 97 };
-enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize = 8, cudaFuncAttributePreferredSharedMemoryCarveout = 9 };
+enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize = 8, cudaFuncAttributePreferredSharedMemoryCarveout = 9,
+                         cudaFuncAttributeNonPortableClusterSizeAllowed = 14 };
+// cudaLaunchKernelEx: only the cluster dimension is modeled (other attributes are an emulator error)
+enum cudaLaunchAttributeID { cudaLaunchAttributeIgnore = 0, cudaLaunchAttributeAccessPolicyWindow = 1, cudaLaunchAttributeCooperative = 2,
+                             cudaLaunchAttributeSynchronizationPolicy = 3, cudaLaunchAttributeClusterDimension = 4,
+                             cudaLaunchAttributeClusterSchedulingPolicyPreference = 5 };
+union cudaLaunchAttributeValue {
+    char pad[64];
+    struct { unsigned int x, y, z; } clusterDim;
+    int cooperative;
+};
+struct cudaLaunchAttribute_st { cudaLaunchAttributeID id; char pad[8 - sizeof(cudaLaunchAttributeID)]; cudaLaunchAttributeValue val; };
+typedef cudaLaunchAttribute_st cudaLaunchAttribute;
+struct cudaLaunchConfig_st {
+    dim3 gridDim, blockDim;
+    size_t dynamicSmemBytes;
+    struct CUstream_st* stream;
+    cudaLaunchAttribute* attrs;
+    unsigned int numAttrs;
+};
+typedef cudaLaunchConfig_st cudaLaunchConfig_t;
 #define cudaStreamDefault 0x00
 #define cudaStreamNonBlocking 0x01
 #define cudaEventDefault 0x00
@@ -215,14 +236,18 @@ inline bool sched_reverse = false;        // thread and block order: false = fwd
 inline unsigned long long n_launches = 0, n_fibers = 0, n_switches = 0;
 inline cudaError_t last_error = cudaSuccess;
 inline char last_error_msg[512] = "";
-inline void set_launch_error(cudaError_t e, const char* fmt, ...) {
+inline cudaError_t set_launch_error(cudaError_t e, const char* fmt, ...) {
     va_list ap; va_start(ap, fmt); vsnprintf(last_error_msg, sizeof last_error_msg, fmt, ap); va_end(ap);
     fprintf(stderr, "emu: launch of %s failed: %s\n", cur_kernel, last_error_msg);
     last_error = e;
+    return e;
 }
 inline const int OPTIN_SMEM = 232448;     // H100: 227 KiB of dynamic shared memory per block (opt-in)
 inline const int DEFAULT_SMEM = 48 * 1024;
 inline std::map<const void*, int>& func_max_dyn_smem() { static std::map<const void*, int> m; return m; }
+// kernels given cudaFuncAttributeNonPortableClusterSizeAllowed = 1 (clusters of up to 16 blocks)
+inline std::map<const void*, int>& func_nonportable_cluster() { static std::map<const void*, int> m; return m; }
+inline const int PORTABLE_CLUSTER = 8, MAX_CLUSTER = 16;
 
 // Kernels found by transform.py (name, __launch_bounds__ max threads or 0); the harness
 // fills this from the generated table and points `covered` at shared memory.
@@ -280,7 +305,7 @@ emu_ctx_entry:
 #define EMU_ASM_FIBERS 1
 #endif
 
-enum FiberState : unsigned char { F_READY, F_WAIT_BLOCK, F_WAIT_WARP, F_DONE };
+enum FiberState : unsigned char { F_READY, F_WAIT_BLOCK, F_WAIT_WARP, F_DONE, F_WAIT_CLUSTER };
 struct Fiber {
 #ifdef EMU_ASM_FIBERS
     void* sp;
@@ -292,6 +317,8 @@ struct Fiber {
     const char* wait_file;
     int wait_line;
     const char* wait_what;
+    bool cl_arrived;       // cluster launches: arrived at the cluster barrier, not yet waited
+    unsigned cl_phase;     // the barrier phase of that arrival
 };
 struct WarpState {
     int nlanes;            // lanes that exist (32 except a partial last warp)
@@ -344,6 +371,8 @@ inline void switch_to_scheduler() {
 }
 
 inline void thread_exit();
+// set only while a cluster launch runs (the cluster barrier stops counting the thread)
+inline void (*cluster_exit_hook)() = nullptr;
 extern "C" inline void emu_fiber_main(void*) {
     body_fn(body_ctx);
     thread_exit();
@@ -409,6 +438,7 @@ inline void thread_exit() {
     n_live--;
     (void)f;
     if (blk_arrived > 0 && blk_arrived == n_live) block_barrier_complete();
+    if (cluster_exit_hook) cluster_exit_hook();
 }
 
 // __syncthreads at file:line
@@ -536,6 +566,288 @@ inline void run_grid(dim3 grid, dim3 block) {
     cur_fiber = -1;
 }
 
+// ---------------------------------------------------------------------------------
+// Thread-block clusters (sm_90; see "Model" above). The blocks of one cluster run together:
+// their fibers are scheduled in passes, block by block in rank order (reversed under "rev"),
+// so that a cluster barrier can wait for all of them. Each block keeps its own fibers,
+// warps, __syncthreads state and shared memory. Static __shared__ variables have one
+// address for every block (one linker section), so the section holds the RUNNING block's
+// copy and is swapped on every switch between blocks; the other blocks' copies live in
+// backing buffers, which is where map_shared_rank sends a remote access. The dynamic buffer
+// is one mapping per block (a pointer a thread took stays in its own block's buffer).
+inline bool cluster_active = false;       // a cluster launch is running
+inline dim3 cluster_dim(1, 1, 1);
+inline int cluster_n = 0, cluster_cur = -1;  // blocks per cluster; the block whose state is loaded
+struct ClusterBlock {
+    uint3 block;
+    Fiber* fibers; WarpState* warps; char* stacks;
+    int n_live, blk_arrived; const char* blk_file; int blk_line;
+    char* dyn_map; size_t dyn_map_bytes; char* dyn_smem;
+    char* static_smem;  // this block's static __shared__ section while another block runs
+    bool exited;
+};
+inline ClusterBlock cl_blocks[MAX_CLUSTER];
+inline char* cl_stacks[MAX_CLUSTER];
+inline Fiber* cl_fibers[MAX_CLUSTER];
+inline WarpState* cl_warps[MAX_CLUSTER];
+// the cluster barrier: live threads of the whole cluster, arrivals in the current phase
+inline int cl_live = 0, cl_arrived = 0;
+inline unsigned cl_phase = 0;
+inline const char* cl_file = nullptr;
+inline int cl_line = 0;
+inline const char* cl_what = nullptr;
+
+inline size_t static_smem_bytes() {
+    if ((uintptr_t)__start_emu_smem && (uintptr_t)__stop_emu_smem > (uintptr_t)__start_emu_smem)
+        return (uintptr_t)__stop_emu_smem - (uintptr_t)__start_emu_smem;
+    return 0;
+}
+inline void cluster_save(int r) {
+    ClusterBlock& B = cl_blocks[r];
+    B.n_live = n_live; B.blk_arrived = blk_arrived; B.blk_file = blk_file; B.blk_line = blk_line;
+    size_t sb = static_smem_bytes();
+    if (sb && !B.exited) memcpy(B.static_smem, __start_emu_smem, sb);
+}
+inline void cluster_load(int r) {
+    ClusterBlock& B = cl_blocks[r];
+    fibers = B.fibers; warps = B.warps; stack_region = B.stacks;
+    n_live = B.n_live; blk_arrived = B.blk_arrived; blk_file = B.blk_file; blk_line = B.blk_line;
+    cur_block = B.block; dyn_smem = B.dyn_smem;
+    size_t sb = static_smem_bytes();
+    if (sb) memcpy(__start_emu_smem, B.static_smem, sb);
+    cluster_cur = r;
+}
+inline void cluster_switch(int r) {
+    if (r == cluster_cur) return;
+    if (cluster_cur >= 0) cluster_save(cluster_cur);
+    cluster_load(r);
+}
+inline void need_cluster(const char* what, const char* file, int line) {
+    if (!cluster_active)
+        error("%s at %s:%d in a launch without a cluster: the emulator models the cluster API only in launches with "
+              "cudaLaunchAttributeClusterDimension (on sm_90 a plain launch is a cluster of one block)", what, file, line);
+}
+inline void cluster_barrier_complete() {
+    cl_phase++; cl_arrived = 0; cl_file = nullptr;
+    for (int r = 0; r < cluster_n; r++) {
+        if (cl_blocks[r].exited) continue;
+        Fiber* f = cl_blocks[r].fibers;
+        for (int i = 0; i < n_threads; i++)
+            if (f[i].state == F_WAIT_CLUSTER) f[i].state = F_READY;
+    }
+}
+// barrier.cluster.arrive: every arrival of a phase must come from the same call site, as
+// for __syncthreads (a divergent cluster barrier is undefined behaviour or a hang)
+inline void cluster_arrive(const char* what, const char* file, int line) {
+    need_cluster(what, file, line);
+    Fiber& f = fibers[cur_fiber];
+    if (f.cl_arrived)
+        error("%s at %s:%d: this thread arrived at the cluster barrier before and has not waited since "
+              "(an arrive must be followed by a wait before the next arrive)", what, file, line);
+    if (cl_arrived == 0) { cl_file = file; cl_line = line; cl_what = what; }
+    else if (cl_line != line || (cl_file != file && strcmp(cl_file, file) != 0))
+        error("divergent cluster barrier: this thread arrives at %s (%s:%d), others of the cluster at %s (%s:%d)", what, file,
+              line, cl_what, cl_file, cl_line);
+    f.cl_arrived = true; f.cl_phase = cl_phase;
+    if (++cl_arrived == cl_live) cluster_barrier_complete();
+}
+// barrier.cluster.wait: returns once every live thread of the cluster has arrived in the
+// phase of this thread's arrive
+inline void cluster_wait(const char* what, const char* file, int line) {
+    need_cluster(what, file, line);
+    Fiber& f = fibers[cur_fiber];
+    if (!f.cl_arrived) error("%s at %s:%d without an arrive on the cluster barrier before it", what, file, line);
+    f.cl_arrived = false;
+    if (f.cl_phase != cl_phase) return;  // the phase has completed already
+    f.state = F_WAIT_CLUSTER; f.wait_file = file; f.wait_line = line; f.wait_what = what;
+    switch_to_scheduler();
+}
+inline void cluster_sync(const char* file, int line) {
+    cluster_arrive("cluster.sync", file, line);
+    cluster_wait("cluster.sync", file, line);
+}
+// a thread that returns no longer counts for the cluster barrier (nor its pending arrival)
+inline void cluster_on_thread_exit() {
+    Fiber& f = fibers[cur_fiber];
+    cl_live--;
+    if (f.cl_arrived) {
+        if (f.cl_phase == cl_phase) cl_arrived--;
+        f.cl_arrived = false;
+    }
+    if (cl_arrived == 0) cl_file = nullptr;
+    else if (cl_arrived == cl_live) cluster_barrier_complete();
+}
+inline unsigned cluster_rank_of(uint3 b) {
+    return b.x % cluster_dim.x + cluster_dim.x * (b.y % cluster_dim.y + cluster_dim.y * (b.z % cluster_dim.z));
+}
+// cluster.map_shared_rank(p, rank): the same offset in block `rank`'s shared memory. p may
+// be an address in any block of the cluster (the running one's, or one mapped before)
+inline void* cluster_map(const void* p, unsigned rank, const char* file, int line) {
+    need_cluster("map_shared_rank", file, line);
+    if (rank >= (unsigned)cluster_n)
+        error("map_shared_rank(%p, %u) at %s:%d: rank %u is outside the cluster of %d blocks", p, rank, file, line, rank, cluster_n);
+    const char* c = (const char*)p;
+    size_t sb = static_smem_bytes(), off = 0;
+    int kind = -1;
+    if (sb && c >= __start_emu_smem && c < __start_emu_smem + sb) { kind = 0; off = (size_t)(c - __start_emu_smem); }
+    for (int r = 0; r < cluster_n && kind < 0; r++) {
+        const ClusterBlock& B = cl_blocks[r];
+        if (dyn_smem_bytes && c >= B.dyn_smem && c < B.dyn_smem + dyn_smem_bytes) { kind = 1; off = (size_t)(c - B.dyn_smem); }
+        else if (r != cluster_cur && sb && c >= B.static_smem && c < B.static_smem + sb) { kind = 0; off = (size_t)(c - B.static_smem); }
+    }
+    if (kind < 0)
+        error("map_shared_rank(%p, %u) at %s:%d: %p is not a shared memory address of this cluster", p, rank, file, line, p);
+    ClusterBlock& T = cl_blocks[rank];
+    if (T.exited)
+        error("map_shared_rank(%p, %u) at %s:%d: block rank %u of the cluster has exited, and its shared memory with it "
+              "(undefined behaviour on the GPU: a block must not exit while another may still access its shared memory; "
+              "a cluster.sync before the exit)", p, rank, file, line, rank);
+    if (kind == 1) return T.dyn_smem + off;
+    return (int)rank == cluster_cur ? __start_emu_smem + off : T.static_smem + off;
+}
+inline unsigned cluster_query_rank(const void* p, const char* file, int line) {
+    need_cluster("query_shared_rank", file, line);
+    const char* c = (const char*)p;
+    size_t sb = static_smem_bytes();
+    if (sb && c >= __start_emu_smem && c < __start_emu_smem + sb) return (unsigned)cluster_cur;
+    for (int r = 0; r < cluster_n; r++) {
+        const ClusterBlock& B = cl_blocks[r];
+        if (dyn_smem_bytes && c >= B.dyn_smem && c < B.dyn_smem + dyn_smem_bytes) return (unsigned)r;
+        if (r != cluster_cur && sb && c >= B.static_smem && c < B.static_smem + sb) return (unsigned)r;
+    }
+    error("query_shared_rank(%p) at %s:%d: not a shared memory address of this cluster", p, file, line);
+}
+
+// the block's last thread returned: its shared memory ends (poisoned, and map_shared_rank
+// to it is an error from now on)
+inline void cluster_block_exit(int r, size_t smem, size_t span) {
+    ClusterBlock& B = cl_blocks[r];
+    for (size_t i = smem; i < span; i++)
+        if ((unsigned char)B.dyn_smem[i] != 0xA5)
+            error("write past the end of dynamic shared memory (%zu bytes requested; byte %zu written)", smem, i);
+    if (block_end_hook) block_end_hook();
+    B.exited = true;
+    size_t sb = static_smem_bytes();
+    if (sb) memset(B.static_smem, 0xFF, sb);
+    memset(B.dyn_smem, 0xFF, smem);
+}
+
+inline void run_clusters(dim3 grid, dim3 block, dim3 cdim) {
+    init_stacks();
+    if (!cl_fibers[0]) { cl_stacks[0] = stack_region; cl_fibers[0] = fibers; cl_warps[0] = warps; }
+    int nt = (int)(block.x * block.y * block.z);
+    int cn = (int)(cdim.x * cdim.y * cdim.z);
+    size_t per = STACK_BYTES + GUARD_BYTES;
+    for (int r = 1; r < cn; r++)
+        if (!cl_fibers[r]) {
+            void* p = mmap(nullptr, per * MAX_THREADS, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+            if (p == MAP_FAILED) { fprintf(stderr, "emu: cannot map fiber stacks\n"); _exit(3); }
+            cl_stacks[r] = (char*)p;
+            for (int i = 0; i < MAX_THREADS; i++) mprotect(cl_stacks[r] + i * per, GUARD_BYTES, PROT_NONE);
+            cl_fibers[r] = new Fiber[MAX_THREADS];
+            cl_warps[r] = new WarpState[MAX_THREADS / 32];
+        }
+    n_threads = nt;
+    size_t smem = dyn_smem_bytes, span = dyn_smem_span, page = 4096;
+    size_t mapped = (span + page - 1) / page * page + page, sb = static_smem_bytes();
+    for (int r = 0; r < cn; r++) {
+        ClusterBlock& B = cl_blocks[r];
+        B.fibers = cl_fibers[r]; B.warps = cl_warps[r]; B.stacks = cl_stacks[r];
+        B.dyn_map = (char*)mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (B.dyn_map == (char*)MAP_FAILED) { fprintf(stderr, "emu: mmap failed\n"); _exit(3); }
+        B.dyn_map_bytes = mapped;
+        mprotect(B.dyn_map + mapped - page, page, PROT_NONE);
+        B.dyn_smem = B.dyn_map + mapped - page - span;
+        B.static_smem = (char*)malloc(sb ? sb : 1);
+    }
+    cluster_active = true; cluster_dim = cdim; cluster_n = cn;
+    cluster_exit_hook = cluster_on_thread_exit;
+    dim3 cg(grid.x / cdim.x, grid.y / cdim.y, grid.z / cdim.z);
+    unsigned long long ncl = (unsigned long long)cg.x * cg.y * cg.z, nb = (unsigned long long)grid.x * grid.y * grid.z;
+    for (unsigned long long ci = 0; ci < ncl; ci++) {
+        unsigned long long c = sched_reverse ? ncl - 1 - ci : ci;
+        uint3 c0 = {(unsigned)(c % cg.x) * cdim.x, (unsigned)((c / cg.x) % cg.y) * cdim.y, (unsigned)(c / ((unsigned long long)cg.x * cg.y)) * cdim.z};
+        bool wanted = !block_filter;
+        for (int r = 0; r < cn; r++) {
+            ClusterBlock& B = cl_blocks[r];
+            B.block = {c0.x + r % cdim.x, c0.y + (r / cdim.x) % cdim.y, c0.z + r / (cdim.x * cdim.y)};
+            if (block_filter && block_filter(B.block.x + (unsigned long long)grid.x * (B.block.y + (unsigned long long)grid.y * B.block.z), nb))
+                wanted = true;
+        }
+        if (!wanted) continue;  // a cluster runs whole or not at all: its blocks coexist
+        for (int r = 0; r < cn; r++) {
+            ClusterBlock& B = cl_blocks[r];
+            if (sb) memset(B.static_smem, 0xFF, sb);
+            if (span) { memset(B.dyn_smem, 0xFF, smem); memset(B.dyn_smem + smem, 0xA5, span - smem); }
+            stack_region = B.stacks;
+            for (int i = 0; i < nt; i++) {
+                B.fibers[i].tid = {(unsigned)(i % block.x), (unsigned)((i / block.x) % block.y), (unsigned)(i / (block.x * block.y))};
+                B.fibers[i].state = F_READY;
+                B.fibers[i].cl_arrived = false;
+                fibers = B.fibers;
+                fiber_init(i);
+            }
+            for (int w = 0; w < (nt + 31) / 32; w++) {
+                WarpState& W = B.warps[w];
+                W.nlanes = nt - 32 * w < 32 ? nt - 32 * w : 32;
+                W.exited = W.nlanes == 32 ? 0u : ~0u << W.nlanes;
+                W.arrived = 0; W.gen = 0;
+            }
+            B.n_live = nt; B.blk_arrived = 0; B.blk_file = nullptr; B.blk_line = 0; B.exited = false;
+        }
+        n_fibers += (unsigned long long)nt * cn;
+        cl_live = nt * cn; cl_arrived = 0; cl_phase = 0; cl_file = nullptr;
+        cluster_cur = -1;
+        for (;;) {
+            bool progressed = false, all_done = true;
+            for (int k = 0; k < cn; k++) {
+                int r = sched_reverse ? cn - 1 - k : k;
+                if (cl_blocks[r].exited) continue;
+                cluster_switch(r);
+                // the block runs as far as it can (until its threads wait for other blocks or
+                // return), as a block of a plain launch runs to its end: the other blocks of
+                // the cluster then see all of its writes or none
+                for (bool any = true; any;) {
+                    any = false;
+                    for (int kk = 0; kk < nt; kk++) {
+                        int i = sched_reverse ? nt - 1 - kk : kk;
+                        if (fibers[i].state == F_READY) { resume(i); any = progressed = true; }
+                    }
+                }
+                if (n_live == 0) cluster_block_exit(r, smem, span);
+                else all_done = false;
+            }
+            if (all_done) break;
+            if (!progressed) {
+                char where[1500]; size_t o = 0;
+                for (int r = 0; r < cn && o < sizeof where - 120; r++) {
+                    const ClusterBlock& B = cl_blocks[r];
+                    if (B.exited) continue;
+                    Fiber* f = B.fibers;
+                    for (int i = 0; i < nt && o < sizeof where - 120; i++)
+                        if (f[i].state == F_WAIT_BLOCK || f[i].state == F_WAIT_WARP || f[i].state == F_WAIT_CLUSTER) {
+                            bool first = true;
+                            for (int j = 0; j < i; j++)
+                                if (f[j].state == f[i].state && f[j].wait_line == f[i].wait_line && f[j].wait_file == f[i].wait_file) { first = false; break; }
+                            if (first) o += snprintf(where + o, sizeof where - o, " block rank %d thread %d at %s (%s:%d);", r, i,
+                                                     f[i].wait_what, f[i].wait_file, f[i].wait_line);
+                        }
+                }
+                cur_thread = {0, 0, 0};
+                error("deadlock in a cluster: %d live threads, none can proceed:%s", cl_live, where);
+            }
+        }
+    }
+    for (int r = 0; r < cn; r++) {
+        munmap(cl_blocks[r].dyn_map, cl_blocks[r].dyn_map_bytes);
+        free(cl_blocks[r].static_smem);
+        cl_blocks[r] = ClusterBlock{};
+    }
+    cluster_active = false; cluster_exit_hook = nullptr; cluster_n = 0; cluster_cur = -1;
+    fibers = cl_fibers[0]; warps = cl_warps[0]; stack_region = cl_stacks[0];
+    cur_fiber = -1;
+}
+
 inline int kernel_index(const char* name) {
     for (int i = 0; i < kernel_table_n; i++)
         if (strcmp(kernel_table[i].name, name) == 0) return i;
@@ -655,9 +967,11 @@ inline bool is_pinned(const void* p, size_t n = 1) {
 }
 
 // a launch: validate like the CUDA runtime, then run every block
+// cluster: the cluster dimensions of a cluster launch (cudaLaunchKernelEx with
+// cudaLaunchAttributeClusterDimension), nullptr for a plain launch
 template <class... P, class... A>
-inline void launch(const char* name, const char* file, int line, dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
-                   void (*k)(P...), A&&... args) {
+inline cudaError_t launch_impl(const char* name, const char* file, int line, dim3 grid, dim3 block, size_t smem,
+                               cudaStream_t stream, const dim3* cluster, void (*k)(P...), A&&... args) {
     cur_kernel = name;
     n_launches++;
     unsigned long long nt = (unsigned long long)block.x * block.y * block.z;
@@ -675,6 +989,19 @@ inline void launch(const char* name, const char* file, int line, dim3 grid, dim3
     if (smem > (size_t)allowed)
         return set_launch_error(cudaErrorInvalidValue, "%zu bytes of dynamic shared memory > %d allowed (%s) at %s:%d", smem,
                                 allowed, allowed == DEFAULT_SMEM ? "no cudaFuncSetAttribute" : "cudaFuncSetAttribute", file, line);
+    dim3 cdim = cluster ? *cluster : dim3(1, 1, 1);
+    if (cluster) {
+        unsigned long long cn = (unsigned long long)cdim.x * cdim.y * cdim.z;
+        auto np = func_nonportable_cluster().find((const void*)k);
+        int limit = np != func_nonportable_cluster().end() && np->second ? MAX_CLUSTER : PORTABLE_CLUSTER;
+        if (cdim.x == 0 || cdim.y == 0 || cdim.z == 0 || grid.x % cdim.x || grid.y % cdim.y || grid.z % cdim.z)
+            return set_launch_error(cudaErrorInvalidClusterSize, "grid (%u,%u,%u) is not a whole number of clusters (%u,%u,%u) at %s:%d",
+                                    grid.x, grid.y, grid.z, cdim.x, cdim.y, cdim.z, file, line);
+        if (cn > (unsigned long long)limit)
+            return set_launch_error(cudaErrorInvalidClusterSize, "cluster (%u,%u,%u) of %llu blocks > %d (%s) at %s:%d", cdim.x, cdim.y,
+                                    cdim.z, cn, limit, limit == MAX_CLUSTER ? "the non-portable maximum"
+                                    : "the portable maximum; 16 needs cudaFuncAttributeNonPortableClusterSizeAllowed", file, line);
+    }
     if (ki < 0 && kernel_table)
         error("launch of %s at %s:%d: kernel not in the table transform.py generated", name, file, line);
     if (ki >= 0 && covered) covered[ki] = 1;
@@ -704,12 +1031,19 @@ inline void launch(const char* name, const char* file, int line, dim3 grid, dim3
         dyn_smem_bytes = smem; dyn_smem_span = span;
 
         cur_block_dim = block; cur_grid_dim = grid;
-        run_grid(grid, block);
+        if (cluster) run_clusters(grid, block, cdim);
+        else run_grid(grid, block);
 
         munmap(dyn_map, dyn_map_bytes);
         dyn_map = nullptr; dyn_smem = nullptr; dyn_smem_bytes = dyn_smem_span = 0;
         cur_kernel = "(no kernel)";
     });
+    return cudaSuccess;
+}
+template <class... P, class... A>
+inline void launch(const char* name, const char* file, int line, dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+                   void (*k)(P...), A&&... args) {
+    (void)launch_impl(name, file, line, grid, block, smem, stream, nullptr, k, std::forward<A>(args)...);
 }
 
 // ---------------------------------------------------------------------------------
@@ -1081,6 +1415,63 @@ static inline cudaError_t cudaFuncSetAttribute(const void* f, cudaFuncAttribute 
         if (v < 0 || v > emu::OPTIN_SMEM) return cudaErrorInvalidValue;
         emu::func_max_dyn_smem()[f] = v;
     }
+    if (a == cudaFuncAttributeNonPortableClusterSizeAllowed) {
+        if (v != 0 && v != 1) return cudaErrorInvalidValue;
+        emu::func_nonportable_cluster()[f] = v;
+    }
     return cudaSuccess;
 }
 template <class T> static inline cudaError_t cudaFuncSetAttribute(T* f, cudaFuncAttribute a, int v) { return cudaFuncSetAttribute((const void*)f, a, v); }
+
+// ---------------------------------------------------------------------------------
+// cudaLaunchKernelEx (the C++ template form): the launch attribute
+// cudaLaunchAttributeClusterDimension makes it a cluster launch; without it, it is a plain
+// launch. A macro, so that the kernel's name (the text of the argument) reaches the launch
+// as it does for <<<>>> (the kernel table, coverage, messages).
+namespace emu {
+inline const char* kernel_name_of(const char* text) {
+    static std::map<std::string, std::string> names;  // the names must outlive the launch
+    std::string t(text);
+    int depth = 0;
+    size_t e = 0;
+    for (; e < t.size(); e++) {
+        char c = t[e];
+        if (c == '(' || c == '<' || c == '[') depth++;
+        else if (c == ')' || c == '>' || c == ']') depth--;
+        else if (c == ',' && depth == 0) break;
+    }
+    std::string n = t.substr(0, e);
+    while (!n.empty() && (n.back() == ' ' || n.back() == '\t' || n.back() == '\n')) n.pop_back();
+    size_t b = n.find_first_not_of(" \t\n&");
+    n = b == std::string::npos ? "" : n.substr(b);
+    auto it = names.find(n);
+    if (it == names.end()) it = names.emplace(n, n).first;
+    return it->second.c_str();
+}
+template <class... P, class... A>
+inline cudaError_t launch_ex(const char* text, const char* file, int line, const cudaLaunchConfig_t* cfg, void (*k)(P...),
+                             A&&... args) {
+    const char* name = kernel_name_of(text);
+    if (!cfg) { cur_kernel = name; return set_launch_error(cudaErrorInvalidValue, "cudaLaunchKernelEx without a configuration at %s:%d", file, line); }
+    dim3 cluster(1, 1, 1);
+    bool has_cluster = false;
+    for (unsigned i = 0; i < cfg->numAttrs; i++) {
+        const cudaLaunchAttribute& a = cfg->attrs[i];
+        if (a.id == cudaLaunchAttributeIgnore) continue;
+        if (a.id != cudaLaunchAttributeClusterDimension)
+            error("cudaLaunchKernelEx of %s at %s:%d: launch attribute %d is not modeled by the emulator (only "
+                  "cudaLaunchAttributeClusterDimension)", name, file, line, (int)a.id);
+        cluster = dim3(a.val.clusterDim.x, a.val.clusterDim.y, a.val.clusterDim.z);
+        has_cluster = true;
+    }
+    return launch_impl(name, file, line, cfg->gridDim, cfg->blockDim, cfg->dynamicSmemBytes, cfg->stream,
+                       has_cluster ? &cluster : nullptr, k, std::forward<A>(args)...);
+}
+}  // namespace emu
+#define cudaLaunchKernelEx(cfg, ...) ::emu::launch_ex(#__VA_ARGS__, __FILE__, __LINE__, (cfg), __VA_ARGS__)
+
+// the cluster barrier's builtins (the relaxed arrive orders no memory on the GPU; the
+// emulator has no weak memory, so it is the arrive)
+#define __cluster_barrier_arrive() ::emu::cluster_arrive("__cluster_barrier_arrive", __FILE__, __LINE__)
+#define __cluster_barrier_arrive_relaxed() ::emu::cluster_arrive("__cluster_barrier_arrive", __FILE__, __LINE__)
+#define __cluster_barrier_wait() ::emu::cluster_wait("__cluster_barrier_wait", __FILE__, __LINE__)

@@ -10,6 +10,7 @@ Each case runs in a child process (emulator errors end the process).
 #include <mma.h>
 #include "tensorcore.cuh"  // llmc/kernels/tensorcore.cuh as transformed: the model include/tensorcore_emu.h
 #include <cublasLt.h>      // the cuBLASLt model
+#include <cooperative_groups.h>
 #include <sys/wait.h>
 #include <signal.h>
 #include <functional>
@@ -711,6 +712,206 @@ static std::string tc_bad(int what) {
     return "not caught";
 }
 
+// ---- thread-block clusters and distributed shared memory (cooperative_groups::this_cluster)
+namespace cg = cooperative_groups;
+// a cluster launch as real code writes it: cudaLaunchKernelEx with the cluster attribute
+struct ClusterLaunch {
+    cudaLaunchAttribute attr[1];
+    cudaLaunchConfig_t cfg;
+    ClusterLaunch(dim3 grid, dim3 block, dim3 cluster, size_t smem = 0) {
+        memset(attr, 0, sizeof attr);
+        attr[0].id = cudaLaunchAttributeClusterDimension;
+        attr[0].val.clusterDim.x = cluster.x; attr[0].val.clusterDim.y = cluster.y; attr[0].val.clusterDim.z = cluster.z;
+        cfg = cudaLaunchConfig_t{grid, block, smem, 0, attr, 1};
+    }
+};
+// Each block reduces its n elements (strided per thread, then a tree in static shared
+// memory) and keeps the result in static (partial[0]) and dynamic shared memory (2x);
+// rank 0 of the cluster adds the partials in rank order through DSMEM. SYNC1: the
+// cluster.sync between the partials' writes and their remote reads; SYNC2: the one that
+// keeps every block alive until rank 0 has read it. SPLIT: the barriers as arrive/wait
+// pairs (the cooperative-groups token form, then the builtins). Not a template: GCC
+// ignores the section attribute of a template's static locals (see README).
+__global__ void cluster_reduce_kernel(const float* x, float* out, unsigned* info, int n, int SYNC1, int SYNC2, int SPLIT) {
+    cg::cluster_group cluster = cg::this_cluster();
+    __shared__ float red[64];
+    __shared__ float partial[2];  // [1] is never written: a remote read of it must be poison
+    float* dyn = (float*)emu_dyn_smem();
+    const int t = threadIdx.x;
+    const unsigned b = blockIdx.x + gridDim.x * blockIdx.y;
+    float v = 0.0f;
+    for (int i = t; i < n; i += 64) v += x[(size_t)b * n + i];
+    red[t] = v;
+    __syncthreads();
+    for (int h = 32; h > 0; h >>= 1) {
+        if (t < h) red[t] += red[t + h];
+        __syncthreads();
+    }
+    const unsigned rank = cluster.block_rank();
+    const dim3 cd = cluster.dim_blocks(), bi = cluster.block_index();
+    if (t == 0) {
+        partial[0] = red[0];
+        dyn[0] = 2.0f * red[0];
+        unsigned* I = info + 6 * b;
+        I[0] = rank; I[1] = cluster.num_blocks(); I[2] = cd.x; I[3] = cd.y; I[4] = bi.x; I[5] = bi.y;
+    }
+    if (SYNC1) {
+        if (SPLIT) {
+            auto token = cluster.barrier_arrive();
+            red[t] = 0.0f;  // work between arrive and wait: this block's own memory only
+            cluster.barrier_wait(std::move(token));
+        } else {
+            cluster.sync();
+        }
+    }
+    if (rank == 0 && t == 0) {
+        float s = 0.0f, s2 = 0.0f;
+        int poisoned = 1;
+        for (unsigned r = 0; r < cluster.num_blocks(); r++) {
+            const float* p = cluster.map_shared_rank(partial, r);
+            s += p[0];
+            s2 += cluster.map_shared_rank(dyn, r)[0];
+            poisoned &= isnan(p[1]) ? 1 : 0;
+        }
+        unsigned cid = blockIdx.x / cd.x + (gridDim.x / cd.x) * (blockIdx.y / cd.y);
+        out[3 * cid] = s; out[3 * cid + 1] = s2; out[3 * cid + 2] = (float)poisoned;
+    }
+    if (SYNC2) {
+        if (SPLIT) { __cluster_barrier_arrive(); __cluster_barrier_wait(); }
+        else cluster.sync();
+    }
+}
+// runs the kernel on a grid of clusters under both schedules; "" if every result is bitwise
+// the CPU's (same order of operations), else what differed
+template <int SYNC1, int SYNC2, int SPLIT>
+static std::string cluster_reduce(dim3 grid, dim3 cl, bool nonportable = false) {
+    const int n = 100;
+    const unsigned nb = grid.x * grid.y, cn = cl.x * cl.y, ncl = nb / cn;
+    std::vector<float> x((size_t)nb * n);
+    for (size_t i = 0; i < x.size(); i++) x[i] = (float)((i * 7919) % 1000) * (i % 3 ? 1e-3f : 1.7f) - 300.0f;
+    // the CPU reference: each block's tree, then the partials in rank order
+    std::vector<float> part(nb);
+    for (unsigned b = 0; b < nb; b++) {
+        float red[64];
+        for (int t = 0; t < 64; t++) { float v = 0.0f; for (int i = t; i < n; i += 64) v += x[(size_t)b * n + i]; red[t] = v; }
+        for (int h = 32; h > 0; h >>= 1) for (int t = 0; t < h; t++) red[t] += red[t + h];
+        part[b] = red[0];
+    }
+    std::vector<float> want(3 * ncl);
+    for (unsigned c = 0; c < ncl; c++) {
+        unsigned cx = c % (grid.x / cl.x), cy = c / (grid.x / cl.x);
+        float s = 0.0f, s2 = 0.0f;
+        for (unsigned r = 0; r < cn; r++) {
+            unsigned b = (cx * cl.x + r % cl.x) + grid.x * (cy * cl.y + r / cl.x);
+            s += part[b]; s2 += 2.0f * part[b];
+        }
+        want[3 * c] = s; want[3 * c + 1] = s2; want[3 * c + 2] = 1.0f;
+    }
+    if (nonportable && cudaFuncSetAttribute(cluster_reduce_kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) != cudaSuccess)
+        return "cudaFuncAttributeNonPortableClusterSizeAllowed refused";
+    std::string bad;
+    std::vector<float> got[2];
+    for (int rev = 0; rev <= 1; rev++) {
+        emu::sched_reverse = rev;
+        got[rev].assign(3 * ncl, -1.0f);
+        std::vector<unsigned> info(6 * nb, 99999);
+        ClusterLaunch L(grid, 64, cl, sizeof(float));
+        cudaError_t e = cudaLaunchKernelEx(&L.cfg, cluster_reduce_kernel, x.data(), got[rev].data(), info.data(), n, SYNC1, SYNC2, SPLIT);
+        if (e != cudaSuccess) return std::string("launch refused: ") + emu::last_error_msg;
+        for (unsigned b = 0; b < nb && bad.empty(); b++) {
+            unsigned bx = b % grid.x, by = b / grid.x;
+            unsigned w[6] = {bx % cl.x + cl.x * (by % cl.y), cn, cl.x, cl.y, bx % cl.x, by % cl.y};
+            for (int j = 0; j < 6; j++)
+                if (info[6 * b + j] != w[j]) { bad = "block " + std::to_string(b) + " cluster query " + std::to_string(j) + ": got " + std::to_string(info[6 * b + j]) + ", want " + std::to_string(w[j]); break; }
+        }
+        for (unsigned i = 0; i < 3 * ncl && bad.empty(); i++)
+            if (memcmp(&got[rev][i], &want[i], 4) != 0)
+                bad = std::string(rev ? "rev" : "fwd") + ": cluster " + std::to_string(i / 3) + " value " + std::to_string(i % 3) + ": got " + std::to_string(got[rev][i]) + ", want " + std::to_string(want[i]);
+    }
+    emu::sched_reverse = false;
+    if (bad.empty() && memcmp(got[0].data(), got[1].data(), 4 * got[0].size()) != 0) bad = "fwd and rev differ";
+    return bad;
+}
+static std::string cluster_reduce_ok() {
+    std::string s = cluster_reduce<1, 1, 0>(dim3(8, 1), dim3(4, 1));
+    if (s.empty()) s = cluster_reduce<1, 1, 0>(dim3(4, 4), dim3(2, 4));  // clusters of 8 in 2-D
+    if (s.empty()) s = cluster_reduce<1, 1, 0>(dim3(16, 2), dim3(16, 1), true);  // 16: non-portable
+    return s;
+}
+static std::string cluster_split_ok() { return cluster_reduce<1, 1, 1>(dim3(8, 2), dim3(4, 2)); }
+template <int SYNC1, int SYNC2>
+static std::string cluster_bug() {
+    std::string s = cluster_reduce<SYNC1, SYNC2, 0>(dim3(8, 1), dim3(4, 1));
+    if (s.empty()) return "the bug went unnoticed";
+    emu::error("missing cluster.sync detected: %s", s.c_str());
+}
+
+__global__ void cluster_rank_oob_kernel(float* out) {
+    cg::cluster_group cluster = cg::this_cluster();
+    __shared__ float s[32];
+    s[threadIdx.x] = 1.0f;
+    cluster.sync();
+    out[threadIdx.x] = *cluster.map_shared_rank(&s[threadIdx.x], cluster.num_blocks());  // one past the last rank
+    cluster.sync();
+}
+__global__ void cluster_divergent_kernel(float* out) {
+    cg::cluster_group cluster = cg::this_cluster();
+    if (cluster.block_rank() == 0) cluster.sync();
+    else cluster.sync();
+    out[threadIdx.x] = 1.0f;
+}
+__global__ void cluster_deadlock_kernel(float* out) {
+    cg::cluster_group cluster = cg::this_cluster();
+    if (cluster.block_rank() == 1 && threadIdx.x != 0) __syncthreads();  // waits for thread 0, which waits for the cluster
+    else cluster.sync();
+    out[threadIdx.x] = 1.0f;
+}
+__global__ void cluster_wait_without_arrive_kernel(float* out) {
+    cg::cluster_group cluster = cg::this_cluster();
+    cluster.barrier_wait();
+    out[threadIdx.x] = 1.0f;
+}
+__global__ void cluster_api_plain_kernel(float* out) { out[threadIdx.x] = (float)cg::this_cluster().block_rank(); }
+__global__ void cluster_plain_ok_kernel(float* out) { out[blockIdx.x * blockDim.x + threadIdx.x] = 1.0f; }
+template <class K>
+static std::string cluster_misuse(K kernel, dim3 grid, dim3 cl) {
+    std::vector<float> out(32 * grid.x * grid.y, 0.0f);
+    ClusterLaunch L(grid, 32, cl);
+    cudaLaunchKernelEx(&L.cfg, kernel, out.data());
+    return "not caught";
+}
+static std::string cluster_grid_not_divisible() {
+    std::vector<float> out(32 * 6, 0.0f);
+    ClusterLaunch L(dim3(6), 32, dim3(4));
+    cudaError_t e = cudaLaunchKernelEx(&L.cfg, cluster_plain_ok_kernel, out.data());
+    cudaError_t l = cudaGetLastError();
+    for (float v : out) if (v != 0.0f) return "the refused launch ran";
+    if (e == cudaSuccess || l != e) return "a grid of 6 blocks in clusters of 4 was accepted";
+    emu::error("cluster launch refused: %s", emu::last_error_msg);
+}
+// the launch rules besides divisibility: 8 blocks portable, 16 only with the attribute,
+// never 32; an indivisible y; cudaLaunchKernelEx without attributes is a plain launch
+static std::string cluster_limits() {
+    std::vector<float> out(32 * 32, 0.0f);
+    auto run = [&](dim3 grid, dim3 cl) {
+        ClusterLaunch L(grid, 32, cl);
+        cudaError_t e = cudaLaunchKernelEx(&L.cfg, cluster_plain_ok_kernel, out.data());
+        cudaGetLastError();
+        return e;
+    };
+    if (run(dim3(8), dim3(8)) != cudaSuccess) return "a cluster of 8 refused";
+    if (run(dim3(16), dim3(16)) == cudaSuccess) return "a cluster of 16 accepted without cudaFuncAttributeNonPortableClusterSizeAllowed";
+    if (run(dim3(4, 3), dim3(2, 2)) == cudaSuccess) return "grid.y = 3 accepted in clusters of height 2";
+    if (cudaFuncSetAttribute(cluster_plain_ok_kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) != cudaSuccess) return "attribute refused";
+    if (run(dim3(16), dim3(16)) != cudaSuccess) return "a cluster of 16 refused with the attribute";
+    if (run(dim3(32), dim3(32)) == cudaSuccess) return "a cluster of 32 accepted";
+    cudaLaunchConfig_t plain = {dim3(3), dim3(32), 0, 0, nullptr, 0};
+    std::vector<float> o2(96, 0.0f);
+    if (cudaLaunchKernelEx(&plain, cluster_plain_ok_kernel, o2.data()) != cudaSuccess) return "a plain cudaLaunchKernelEx refused";
+    for (float v : o2) if (v != 1.0f) return "a plain cudaLaunchKernelEx did not run every block";
+    return "";
+}
+
 int main() {
     run_case("bf16_round_to_nearest_even", bf16_rounding);
     run_case("warp_shuffles_and_votes", shuffles);
@@ -751,6 +952,17 @@ int main() {
     run_case("catches_bank_conflict", bank_conflict_caught, "bank conflict: ldmatrix");
     run_case("cublaslt_model_c_d_contract", [] { return inplace_gemm(0); });
     run_case("catches_inplace_gemm_mismatched_descriptors", [] { return inplace_gemm(1); }, "CUBLAS_STATUS_INVALID_VALUE");
+    run_case("cluster_dsmem_ordered_reduction", cluster_reduce_ok);
+    run_case("cluster_split_barrier_correct", cluster_split_ok);
+    run_case("enforces_cluster_launch_limits", cluster_limits);
+    run_case("catches_missing_cluster_sync", cluster_bug<0, 1>, "missing cluster.sync detected");
+    run_case("catches_dsmem_read_after_remote_exit", cluster_bug<1, 0>, "has exited");
+    run_case("catches_map_shared_rank_out_of_range", [] { return cluster_misuse(cluster_rank_oob_kernel, dim3(4), dim3(4)); }, "outside the cluster");
+    run_case("catches_cluster_grid_not_divisible", cluster_grid_not_divisible, "not a whole number of clusters");
+    run_case("catches_divergent_cluster_sync", [] { return cluster_misuse(cluster_divergent_kernel, dim3(4), dim3(2)); }, "divergent cluster barrier");
+    run_case("catches_cluster_deadlock", [] { return cluster_misuse(cluster_deadlock_kernel, dim3(2), dim3(2)); }, "deadlock in a cluster");
+    run_case("catches_cluster_wait_without_arrive", [] { return cluster_misuse(cluster_wait_without_arrive_kernel, dim3(2), dim3(2)); }, "without an arrive");
+    run_case("catches_cluster_api_in_plain_launch", [] { std::vector<float> o(32); LAUNCH(cluster_api_plain_kernel, 1, 32, 0, o.data()); return std::string("not caught"); }, "launch without a cluster");
     fprintf(stderr, "emu selftest: %d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
 }

@@ -28,9 +28,12 @@ replaced by the host model include/tensorcore_emu.h (see transform_tc).
 It fails (exit status 1, with file:line) on anything it cannot transform faithfully:
 a <<< that is not a launch statement of the form above, an extern __shared__ of
 another form, a __global__ it cannot name, or a construct the emulator does not
-support (inline PTX, cooperative groups, CUB, textures, legacy non-_sync warp
+support (inline PTX, __cluster_dims__, CUB, textures, legacy non-_sync warp
 intrinsics, wmma beyond the include/mma.h shim, CUDA headers without a shim in
-dev/emu/include). Comments and string literals are ignored.
+dev/emu/include). Cooperative groups pass: include/cooperative_groups.h has only what
+the emulator models (this_cluster, this_thread_block), so anything else fails to
+compile. cudaLaunchKernelEx needs no rewrite: emu.h makes it a macro that names the
+kernel. Comments and string literals are ignored.
 """
 import os
 import re
@@ -39,7 +42,8 @@ import sys
 
 UNSUPPORTED = [
     (r'\basm\s*(volatile\s*)?\(|\b__asm__\b', 'inline PTX'),
-    (r'\bcooperative_groups\b|<cooperative_groups\.h>', 'cooperative groups'),
+    (r'\b__cluster_dims__\b', '__cluster_dims__ (launch the kernel with cudaLaunchKernelEx and '
+     'cudaLaunchAttributeClusterDimension, which the emulator models)'),
     (r'\bcub::|<cub/', 'CUB'),
     (r'\btex[123]D\w*\s*\(|\bsurf[123]D\w*\s*\(|\bcudaTextureObject_t\b', 'textures/surfaces'),
     (r'\b__shfl(_xor|_up|_down)?\s*\(|\b__ballot\s*\(|\b__any\s*\(|\b__all\s*\(', 'legacy warp intrinsics without _sync'),
@@ -55,7 +59,7 @@ UNSUPPORTED = [
 
 # headers of the CUDA toolkit that dev/emu/include provides a shim for; any other one is an
 # error (on a machine with the toolkit installed it would otherwise be picked up silently)
-SHIMS = {'cuda_runtime.h', 'cuda_bf16.h', 'cublasLt.h', 'mma.h'}
+SHIMS = {'cuda_runtime.h', 'cuda_bf16.h', 'cublasLt.h', 'mma.h', 'cooperative_groups.h'}
 CUDA_HEADER = re.compile(r'^(cuda|cu[a-z]*|nv|mma|sm_\d|crt/|thrust/|cub/|cooperative_groups|library_types|vector_types|device_)')
 
 

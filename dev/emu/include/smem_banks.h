@@ -163,7 +163,13 @@ struct BlockLog {
 };
 inline BlockLog& blog() { static BlockLog b; return b; }
 
+// the log is per block, and the blocks of a cluster interleave: not modeled there
+inline void no_cluster(const char* file, int line) {
+    if (::emu::cluster_active)
+        ::emu::error("the bank-conflict and cp.async model at %s:%d is not modeled in a cluster launch", file, line);
+}
 inline void record(int kind, const char* file, int line, const void* p, unsigned width) {
+    no_cluster(file, line);
     BlockLog& b = blog();
     size_t si = b.last_site;
     if (!(si < b.sites.size() && b.sites[si].line == line && b.sites[si].kind == kind && b.sites[si].width == width &&
