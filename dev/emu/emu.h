@@ -31,6 +31,26 @@ Model
     above 48 KiB only after cudaFuncSetAttribute(MaxDynamicSharedMemorySize), and
     at most the H100 opt-in limit (227 KiB). A bad launch is reported through
     cudaGetLastError(), as on the GPU, and the kernel does not run.
+  - Thread-block clusters (sm_90), launched with cudaLaunchKernelEx and the attribute
+    cudaLaunchAttributeClusterDimension (__cluster_dims__ is refused by transform.py). The
+    launch is validated as CUDA does: the grid a whole number of clusters in every
+    dimension, at most 8 blocks a cluster (16 after cudaFuncSetAttribute(
+    cudaFuncAttributeNonPortableClusterSizeAllowed, 1)); else cudaErrorInvalidClusterSize
+    through cudaGetLastError and the return value, and nothing runs. Clusters run one after
+    another (reversed under "rev"); the blocks of one cluster run TOGETHER: each block runs
+    as far as it can (until its threads wait for the cluster barrier or return), then the
+    next block in rank order (reversed under "rev"), round after round. So a remote read
+    that no cluster barrier orders after its write sees the write in one schedule and the
+    poison in the other. Each block keeps its own __syncthreads scope and its own shared
+    memory, poisoned per block. cooperative_groups::this_cluster(): sync() is a barrier of
+    all live threads of all the cluster's blocks, checked like __syncthreads (one call site
+    a phase; divergence and deadlock are errors); barrier_arrive()/barrier_wait() and the
+    builtins __cluster_barrier_arrive()/__cluster_barrier_wait() are the split form (a wait
+    without its arrive, or two arrives without a wait, is an error); map_shared_rank(p, r)
+    gives the same offset in block r's shared memory (r >= the cluster size is an error).
+    When a block's last thread returns its shared memory is poisoned, and map_shared_rank
+    to it is an error (on the GPU: undefined, the memory is gone). The cluster API in a
+    launch without the attribute is an error (not modeled as a cluster of one block).
 */
 #pragma once
 #define EMU_HOST_EMULATION 1
