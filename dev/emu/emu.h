@@ -1009,7 +1009,9 @@ inline cudaError_t launch_impl(const char* name, const char* file, int line, dim
     if (smem > (size_t)allowed)
         return set_launch_error(cudaErrorInvalidValue, "%zu bytes of dynamic shared memory > %d allowed (%s) at %s:%d", smem,
                                 allowed, allowed == DEFAULT_SMEM ? "no cudaFuncSetAttribute" : "cudaFuncSetAttribute", file, line);
-    dim3 cdim = cluster ? *cluster : dim3(1, 1, 1);
+    // by value: under the lazy stream model the launch runs after the caller has returned
+    const dim3 cdim = cluster ? *cluster : dim3(1, 1, 1);
+    const bool in_clusters = cluster != nullptr;
     if (cluster) {
         unsigned long long cn = (unsigned long long)cdim.x * cdim.y * cdim.z;
         auto np = func_nonportable_cluster().find((const void*)k);
@@ -1051,7 +1053,7 @@ inline cudaError_t launch_impl(const char* name, const char* file, int line, dim
         dyn_smem_bytes = smem; dyn_smem_span = span;
 
         cur_block_dim = block; cur_grid_dim = grid;
-        if (cluster) run_clusters(grid, block, cdim);
+        if (in_clusters) run_clusters(grid, block, cdim);
         else run_grid(grid, block);
 
         munmap(dyn_map, dyn_map_bytes);

@@ -846,6 +846,68 @@ static std::string cluster_bug() {
     emu::error("missing cluster.sync detected: %s", s.c_str());
 }
 
+// The shape of a split-K reduction of a tile across a cluster: every block fills a tile of
+// its dynamic shared memory; after the barrier, rank r adds slice r of the tile over all
+// ranks in rank order (every block reads every other block) and writes it out; the last
+// barrier keeps every block's tile alive until all slices are read (SYNC2).
+__global__ void cluster_slices_kernel(const float* x, float* out, int tile, int SYNC2) {
+    cg::cluster_group cluster = cg::this_cluster();
+    float* buf = (float*)emu_dyn_smem();
+    const int nthr = blockDim.x * blockDim.y, t = threadIdx.x + blockDim.x * threadIdx.y;
+    const unsigned b = blockIdx.x + gridDim.x * blockIdx.y, rank = cluster.block_rank(), cn = cluster.num_blocks();
+    for (int i = t; i < tile; i += nthr) buf[i] = x[(size_t)b * tile + i] * 1.5f + (float)rank;
+    cluster.sync();
+    const dim3 cd = cluster.dim_blocks();
+    const unsigned cid = blockIdx.x / cd.x + (gridDim.x / cd.x) * (blockIdx.y / cd.y);
+    const int lo = tile * rank / cn, hi = tile * (rank + 1) / cn;
+    for (int i = lo + t; i < hi; i += nthr) {
+        float s = 0.0f;
+        for (unsigned q = 0; q < cn; q++) s += cluster.map_shared_rank(buf, q)[i];
+        out[(size_t)cid * tile + i] = s;
+    }
+    if (SYNC2) cluster.sync();
+}
+static std::string cluster_slices(int sync2, bool lazy = false) {
+    const dim3 grid(4, 2), cl(2, 2), block(32, 2);
+    const int tile = 203, nb = 8, cn = 4, ncl = 2;
+    std::vector<float> x((size_t)nb * tile);
+    for (size_t i = 0; i < x.size(); i++) x[i] = (float)((i * 104729) % 2003) * (i % 5 ? 1e-4f : 3.1f) - 7.0f;
+    std::vector<float> want((size_t)ncl * tile);
+    for (int c = 0; c < ncl; c++)
+        for (int i = 0; i < tile; i++) {
+            float s = 0.0f;
+            for (int r = 0; r < cn; r++) {
+                int b = (c * 2 + r % 2) + 4 * (r / 2);  // cluster c covers x in [2c, 2c+2), all of y
+                s += x[(size_t)b * tile + i] * 1.5f + (float)r;
+            }
+            want[(size_t)c * tile + i] = s;
+        }
+    std::vector<float> got[2];
+    for (int rev = 0; rev <= 1; rev++) {
+        emu::sched_reverse = rev;
+        got[rev].assign(want.size(), -1.0f);
+        cudaStream_t st = 0;
+        if (lazy) { emu::lazy_streams = true; cudaStreamCreate(&st); }
+        auto issue = [&]() {  // the configuration is gone when a lazy launch runs
+            ClusterLaunch L(grid, block, cl, tile * sizeof(float));
+            L.cfg.stream = st;
+            return cudaLaunchKernelEx(&L.cfg, cluster_slices_kernel, x.data(), got[rev].data(), tile, sync2);
+        };
+        if (issue() != cudaSuccess) return std::string("launch refused: ") + emu::last_error_msg;
+        if (lazy) {
+            if (got[rev][0] != -1.0f) return "the lazy stream ran the launch when it was issued";
+            cudaStreamSynchronize(st);
+        }
+        for (size_t i = 0; i < want.size(); i++)
+            if (memcmp(&got[rev][i], &want[i], 4) != 0) {
+                emu::sched_reverse = false;
+                return std::string(rev ? "rev" : "fwd") + ": element " + std::to_string(i) + ": got " + std::to_string(got[rev][i]) + ", want " + std::to_string(want[i]);
+            }
+    }
+    emu::sched_reverse = false;
+    return "";
+}
+
 __global__ void cluster_rank_oob_kernel(float* out) {
     cg::cluster_group cluster = cg::this_cluster();
     __shared__ float s[32];
@@ -954,6 +1016,9 @@ int main() {
     run_case("catches_inplace_gemm_mismatched_descriptors", [] { return inplace_gemm(1); }, "CUBLAS_STATUS_INVALID_VALUE");
     run_case("cluster_dsmem_ordered_reduction", cluster_reduce_ok);
     run_case("cluster_split_barrier_correct", cluster_split_ok);
+    run_case("cluster_dsmem_distributed_slices", [] { return cluster_slices(1); });
+    run_case("cluster_launch_on_lazy_stream", [] { return cluster_slices(1, true); });
+    run_case("catches_dsmem_slices_without_final_sync", [] { return cluster_slices(0); }, "has exited");
     run_case("enforces_cluster_launch_limits", cluster_limits);
     run_case("catches_missing_cluster_sync", cluster_bug<0, 1>, "missing cluster.sync detected");
     run_case("catches_dsmem_read_after_remote_exit", cluster_bug<1, 0>, "has exited");
