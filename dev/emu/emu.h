@@ -47,8 +47,9 @@ Model
     a phase; divergence and deadlock are errors); barrier_arrive()/barrier_wait() and the
     builtins __cluster_barrier_arrive()/__cluster_barrier_wait() are the split form (a wait
     without its arrive, or two arrives without a wait, is an error); map_shared_rank(p, r)
-    gives the same offset in block r's shared memory (r >= the cluster size is an error).
-    When a block's last thread returns its shared memory is poisoned, and map_shared_rank
+    gives the same offset in block r's shared memory (r >= the cluster size is an error,
+    and so is another block's rank before the cluster's first barrier has completed: the
+    block may not have started). When a block's last thread returns its shared memory is poisoned, and map_shared_rank
     to it is an error (on the GPU: undefined, the memory is gone). The cluster API in a
     launch without the attribute is an error (not modeled as a cluster of one block).
 */
@@ -717,6 +718,12 @@ inline void* cluster_map(const void* p, unsigned rank, const char* file, int lin
     }
     if (kind < 0)
         error("map_shared_rank(%p, %u) at %s:%d: %p is not a shared memory address of this cluster", p, rank, file, line, p);
+    // CUDA guarantees that the other blocks of a cluster exist only once a cluster barrier
+    // has completed (hence the cluster.sync() at the start of DSMEM kernels); checked at the
+    // mapping, which the emulator sees, not at the access, which it does not
+    if ((int)rank != cluster_cur && cl_phase == 0)
+        error("map_shared_rank(%p, %u) at %s:%d before the cluster's first barrier completed: block rank %u may not have "
+              "started yet (undefined behaviour on the GPU; a cluster.sync() first)", p, rank, file, line, rank);
     ClusterBlock& T = cl_blocks[rank];
     if (T.exited)
         error("map_shared_rank(%p, %u) at %s:%d: block rank %u of the cluster has exited, and its shared memory with it "

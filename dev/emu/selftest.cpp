@@ -728,12 +728,14 @@ struct ClusterLaunch {
 // Each block reduces its n elements (strided per thread, then a tree in static shared
 // memory) and keeps the result in static (partial[0]) and dynamic shared memory (2x);
 // rank 0 of the cluster adds the partials in rank order through DSMEM. SYNC1: the
-// cluster.sync between the partials' writes and their remote reads; SYNC2: the one that
+// cluster.sync between the partials' writes and their remote reads (SYNC0: one at the
+// start, so that the remote reads are legal without it); SYNC2: the one that
 // keeps every block alive until rank 0 has read it. SPLIT: the barriers as arrive/wait
 // pairs (the cooperative-groups token form, then the builtins). Not a template: GCC
 // ignores the section attribute of a template's static locals (see README).
-__global__ void cluster_reduce_kernel(const float* x, float* out, unsigned* info, int n, int SYNC1, int SYNC2, int SPLIT) {
+__global__ void cluster_reduce_kernel(const float* x, float* out, unsigned* info, int n, int SYNC0, int SYNC1, int SYNC2, int SPLIT) {
     cg::cluster_group cluster = cg::this_cluster();
+    if (SYNC0) cluster.sync();  // every block of the cluster has started
     __shared__ float red[64];
     __shared__ float partial[2];  // [1] is never written: a remote read of it must be poison
     float* dyn = (float*)emu_dyn_smem();
@@ -783,7 +785,7 @@ __global__ void cluster_reduce_kernel(const float* x, float* out, unsigned* info
 }
 // runs the kernel on a grid of clusters under both schedules; "" if every result is bitwise
 // the CPU's (same order of operations), else what differed
-template <int SYNC1, int SYNC2, int SPLIT>
+template <int SYNC0, int SYNC1, int SYNC2, int SPLIT>
 static std::string cluster_reduce(dim3 grid, dim3 cl, bool nonportable = false) {
     const int n = 100;
     const unsigned nb = grid.x * grid.y, cn = cl.x * cl.y, ncl = nb / cn;
@@ -816,7 +818,7 @@ static std::string cluster_reduce(dim3 grid, dim3 cl, bool nonportable = false) 
         got[rev].assign(3 * ncl, -1.0f);
         std::vector<unsigned> info(6 * nb, 99999);
         ClusterLaunch L(grid, 64, cl, sizeof(float));
-        cudaError_t e = cudaLaunchKernelEx(&L.cfg, cluster_reduce_kernel, x.data(), got[rev].data(), info.data(), n, SYNC1, SYNC2, SPLIT);
+        cudaError_t e = cudaLaunchKernelEx(&L.cfg, cluster_reduce_kernel, x.data(), got[rev].data(), info.data(), n, SYNC0, SYNC1, SYNC2, SPLIT);
         if (e != cudaSuccess) return std::string("launch refused: ") + emu::last_error_msg;
         for (unsigned b = 0; b < nb && bad.empty(); b++) {
             unsigned bx = b % grid.x, by = b / grid.x;
@@ -833,15 +835,15 @@ static std::string cluster_reduce(dim3 grid, dim3 cl, bool nonportable = false) 
     return bad;
 }
 static std::string cluster_reduce_ok() {
-    std::string s = cluster_reduce<1, 1, 0>(dim3(8, 1), dim3(4, 1));
-    if (s.empty()) s = cluster_reduce<1, 1, 0>(dim3(4, 4), dim3(2, 4));  // clusters of 8 in 2-D
-    if (s.empty()) s = cluster_reduce<1, 1, 0>(dim3(16, 2), dim3(16, 1), true);  // 16: non-portable
+    std::string s = cluster_reduce<0, 1, 1, 0>(dim3(8, 1), dim3(4, 1));
+    if (s.empty()) s = cluster_reduce<1, 1, 1, 0>(dim3(4, 4), dim3(2, 4));  // clusters of 8 in 2-D
+    if (s.empty()) s = cluster_reduce<0, 1, 1, 0>(dim3(16, 2), dim3(16, 1), true);  // 16: non-portable
     return s;
 }
-static std::string cluster_split_ok() { return cluster_reduce<1, 1, 1>(dim3(8, 2), dim3(4, 2)); }
-template <int SYNC1, int SYNC2>
+static std::string cluster_split_ok() { return cluster_reduce<0, 1, 1, 1>(dim3(8, 2), dim3(4, 2)); }
+template <int SYNC0, int SYNC1, int SYNC2>
 static std::string cluster_bug() {
-    std::string s = cluster_reduce<SYNC1, SYNC2, 0>(dim3(8, 1), dim3(4, 1));
+    std::string s = cluster_reduce<SYNC0, SYNC1, SYNC2, 0>(dim3(8, 1), dim3(4, 1));
     if (s.empty()) return "the bug went unnoticed";
     emu::error("missing cluster.sync detected: %s", s.c_str());
 }
@@ -1020,8 +1022,9 @@ int main() {
     run_case("cluster_launch_on_lazy_stream", [] { return cluster_slices(1, true); });
     run_case("catches_dsmem_slices_without_final_sync", [] { return cluster_slices(0); }, "has exited");
     run_case("enforces_cluster_launch_limits", cluster_limits);
-    run_case("catches_missing_cluster_sync", cluster_bug<0, 1>, "missing cluster.sync detected");
-    run_case("catches_dsmem_read_after_remote_exit", cluster_bug<1, 0>, "has exited");
+    run_case("catches_missing_cluster_sync", cluster_bug<1, 0, 1>, "missing cluster.sync detected");
+    run_case("catches_dsmem_before_first_cluster_sync", cluster_bug<0, 0, 1>, "before the cluster's first barrier");
+    run_case("catches_dsmem_read_after_remote_exit", cluster_bug<0, 1, 0>, "has exited");
     run_case("catches_map_shared_rank_out_of_range", [] { return cluster_misuse(cluster_rank_oob_kernel, dim3(4), dim3(4)); }, "outside the cluster");
     run_case("catches_cluster_grid_not_divisible", cluster_grid_not_divisible, "not a whole number of clusters");
     run_case("catches_divergent_cluster_sync", [] { return cluster_misuse(cluster_divergent_kernel, dim3(4), dim3(2)); }, "divergent cluster barrier");
