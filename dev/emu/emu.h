@@ -49,9 +49,10 @@ Model
     without its arrive, or two arrives without a wait, is an error); map_shared_rank(p, r)
     gives the same offset in block r's shared memory (r >= the cluster size is an error,
     and so is another block's rank before the cluster's first barrier has completed: the
-    block may not have started). When a block's last thread returns its shared memory is poisoned, and map_shared_rank
-    to it is an error (on the GPU: undefined, the memory is gone). The cluster API in a
-    launch without the attribute is an error (not modeled as a cluster of one block).
+    block may not have started). When a block's last thread returns its shared memory is
+    poisoned, and map_shared_rank to it is an error (on the GPU: undefined, the memory is
+    gone). The cluster API in a launch without the attribute is an error (not modeled as
+    a cluster of one block). Static __shared__ of template kernels: see README.
 */
 #pragma once
 #define EMU_HOST_EMULATION 1
