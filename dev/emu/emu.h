@@ -52,7 +52,11 @@ Model
     block may not have started). When a block's last thread returns its shared memory is
     poisoned, and map_shared_rank to it is an error (on the GPU: undefined, the memory is
     gone). The cluster API in a launch without the attribute is an error (not modeled as
-    a cluster of one block). Static __shared__ of template kernels: see README.
+    a cluster of one block). The tensor-core model (include/tensorcore_emu.h) keeps its
+    cp.async copies in flight, and include/smem_banks.h its bank-conflict records, per block
+    of the running cluster: a block's copies land only at its own events and waits, seeded
+    per block as in a plain launch; remote (map_shared_rank) accesses are not bank-checked.
+    Static __shared__ of template kernels: see README.
 */
 #pragma once
 #define EMU_HOST_EMULATION 1

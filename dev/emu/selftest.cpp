@@ -976,6 +976,119 @@ static std::string cluster_limits() {
     return "";
 }
 
+// ---- cp.async and bank counting inside a cluster: each block has its own copies in flight
+// and its own records. Every block streams NT tiles of 64 rows x 8 bf16 through a double
+// buffer in STATIC shared memory (which the emulator swaps between the cluster's blocks):
+// tile k+1 is issued, then wait_group 1 completes tile k; each thread adds up its
+// neighbour's row (so the barrier matters) into the tile's partial, and after a
+// cluster.sync rank 0 adds the partials of tile k of every block in rank order through
+// DSMEM, as a split-K or dQ reduction does. Tile k+1's copies are in flight across that
+// cluster.sync, while the other blocks run. BUG: no wait_group in the loop (one wait for
+// everything at the end, so that the block does not end with copies in flight): the
+// tiles are read while their copies are still in flight.
+__global__ void cluster_cpasync_kernel(const __nv_bfloat16* src, float* out, int NT, int BUG) {
+    cg::cluster_group cluster = cg::this_cluster();
+    __shared__ __align__(16) __nv_bfloat16 buf[2][64 * 8];
+    __shared__ float part[2][64];  // double-buffered: one cluster.sync a tile suffices
+    const int t = threadIdx.x;
+    const unsigned b = blockIdx.x + gridDim.x * blockIdx.y, rank = cluster.block_rank();
+    const dim3 cd = cluster.dim_blocks();
+    const unsigned cid = blockIdx.x / cd.x + (gridDim.x / cd.x) * (blockIdx.y / cd.y);
+    const __nv_bfloat16* g = src + (size_t)b * NT * 512;
+    tc_cp_async_16(&buf[0][t * 8], g + t * 8, true);
+    tc_cp_async_commit();
+    for (int k = 0; k < NT; k++) {
+        if (k + 1 < NT) tc_cp_async_16(&buf[(k + 1) & 1][t * 8], g + (size_t)(k + 1) * 512 + t * 8, true);
+        tc_cp_async_commit();  // an empty group at the last tile keeps the count of wait_group 1 right
+        if (!BUG) tc_cp_async_wait<1>();
+        __syncthreads();
+        float acc = 0.0f;
+        for (int j = 0; j < 8; j++) acc += (float)buf[k & 1][((t + 1) % 64) * 8 + j];
+        part[k & 1][t] = acc;
+        cluster.sync();  // the partials are complete; buf[k & 1] is read by all before its refill
+        if (rank == 0) {
+            float s = 0.0f;
+            for (unsigned r = 0; r < cluster.num_blocks(); r++) s += cluster.map_shared_rank(part[k & 1], r)[t];
+            out[((size_t)cid * NT + k) * 64 + t] = s;
+        }
+    }
+    if (BUG) tc_cp_async_wait<0>();
+    cluster.sync();  // every block's partials stay alive until rank 0 has read them
+}
+// grid 4x2 in clusters of 2x2, under both schedules; EMU_CPASYNC_SEED = seed (the model
+// reads it at the first copy of the process, and every case runs in a child of its own).
+// "" if the results are bitwise the CPU's; with bug, an error when the bug was seen
+static std::string cluster_cpasync(const char* seed, int bug) {
+    setenv("EMU_CPASYNC_SEED", seed, 1);
+    const int NT = 5, nb = 8, cn = 4, ncl = 2;
+    const dim3 grid(4, 2), cl(2, 2);
+    __nv_bfloat16* src;
+    cudaMalloc(&src, sizeof(__nv_bfloat16) * nb * NT * 512);
+    std::vector<__nv_bfloat16> h((size_t)nb * NT * 512);
+    for (size_t i = 0; i < h.size(); i++) h[i] = __nv_bfloat16((float)((i * 7919) % 251) * 0.25f - 20.0f);
+    cudaMemcpy(src, h.data(), sizeof(__nv_bfloat16) * h.size(), cudaMemcpyHostToDevice);
+    std::vector<float> want((size_t)ncl * NT * 64);
+    for (int c = 0; c < ncl; c++)
+        for (int k = 0; k < NT; k++)
+            for (int t = 0; t < 64; t++) {
+                float s = 0.0f;
+                for (int r = 0; r < cn; r++) {
+                    const int b = (c * 2 + r % 2) + 4 * (r / 2);
+                    float acc = 0.0f;
+                    for (int j = 0; j < 8; j++) acc += (float)h[((size_t)b * NT + k) * 512 + ((t + 1) % 64) * 8 + j];
+                    s += acc;
+                }
+                want[((size_t)c * NT + k) * 64 + t] = s;
+            }
+    std::vector<float> got[2];
+    int wrong[2] = {0, 0};
+    for (int rev = 0; rev <= 1; rev++) {
+        emu::sched_reverse = rev;
+        got[rev].assign(want.size(), -1.0f);
+        ClusterLaunch L(grid, 64, cl);
+        if (cudaLaunchKernelEx(&L.cfg, cluster_cpasync_kernel, (const __nv_bfloat16*)src, got[rev].data(), NT, bug) != cudaSuccess)
+            return std::string("launch refused: ") + emu::last_error_msg;
+        for (size_t i = 0; i < want.size(); i++) wrong[rev] += memcmp(&got[rev][i], &want[i], 4) != 0;
+    }
+    emu::sched_reverse = false;
+    const bool differ = memcmp(got[0].data(), got[1].data(), 4 * want.size()) != 0;
+    if (!bug) return wrong[0] || wrong[1] ? "wrong sums: " + std::to_string(wrong[0]) + " (fwd), " + std::to_string(wrong[1]) + " (rev) of " + std::to_string(want.size()) : "";
+    if (!wrong[0] && !wrong[1] && !differ) return "not caught: every sum right in both schedules";
+    emu::error("cp.async missing wait_group in a cluster caught (seed %s): %d and %d of %zu sums wrong under fwd and rev, "
+               "the schedules %s", seed, wrong[0], wrong[1], want.size(), differ ? "differ" : "agree");
+}
+// the bank counts of banks_kernel in clusters of 2 (grid 4): each block's requests are
+// grouped from its own records, so every count is 4 times the one-block count; with
+// conflict = 1 the cp.async destinations are 32 bytes apart (2-way), which the harness's
+// verdict must report as in a plain launch
+static std::string cluster_banks(int conflict) {
+    __nv_bfloat16* g;
+    cudaMalloc(&g, 16);
+    cudaMemset(g, 0, 16);
+    emu::banks::table().clear();
+    ClusterLaunch L(dim3(4), 32, dim3(2));
+    if (cudaLaunchKernelEx(&L.cfg, banks_kernel, 144, conflict ? 32 : 16, 2, (const __nv_bfloat16*)g) != cudaSuccess)
+        return std::string("launch refused: ") + emu::last_error_msg;
+    unsigned want[4] = {4, conflict ? 8u : 4u, 2, 1}, ideal[4] = {4, 4, 1, 1};
+    int n = 0;
+    for (const emu::banks::Stat& st : emu::banks::table()) {
+        int i = st.kind == emu::banks::LDMATRIX ? 0 : st.kind == emu::banks::CP_ASYNC ? 1 : st.width == 4 ? 2 : 3;
+        if (st.requests != 4 || st.ideal != 4 * ideal[i] || st.wavefronts != 4 * want[i] || st.launches != 1) {
+            char m[200];
+            snprintf(m, sizeof m, "site %d: %llu requests, %llu wavefronts (conflict-free %llu), %llu launches; expected 4, %u (%u), 1",
+                     st.line, st.requests, st.wavefronts, st.ideal, st.launches, 4 * want[i], 4 * ideal[i]);
+            return m;
+        }
+        n++;
+    }
+    if (n != 4) return "expected 4 sites, counted " + std::to_string(n);
+    auto required = [](const emu::banks::Stat& s) { return s.kind == emu::banks::LDMATRIX || s.kind == emu::banks::CP_ASYNC; };
+    std::string v = emu::banks::first_violation(required);
+    if (!conflict) return v.empty() ? "" : "a conflict-free layout reported: " + v;
+    if (v.empty()) return "not caught";
+    emu::error("%s", v.c_str());
+}
+
 int main() {
     run_case("bf16_round_to_nearest_even", bf16_rounding);
     run_case("warp_shuffles_and_votes", shuffles);
@@ -1031,6 +1144,12 @@ int main() {
     run_case("catches_cluster_deadlock", [] { return cluster_misuse(cluster_deadlock_kernel, dim3(2), dim3(2)); }, "deadlock in a cluster");
     run_case("catches_cluster_wait_without_arrive", [] { return cluster_misuse(cluster_wait_without_arrive_kernel, dim3(2), dim3(2)); }, "without an arrive");
     run_case("catches_cluster_api_in_plain_launch", [] { std::vector<float> o(32); LAUNCH(cluster_api_plain_kernel, 1, 32, 0, o.data()); return std::string("not caught"); }, "launch without a cluster");
+    run_case("cluster_cpasync_double_buffer_reduction", [] { return cluster_cpasync("0", 0); });
+    run_case("cluster_cpasync_double_buffer_reduction_seed7", [] { return cluster_cpasync("7", 0); });
+    run_case("catches_cluster_cpasync_missing_wait", [] { return cluster_cpasync("0", 1); }, "missing wait_group in a cluster caught");
+    run_case("catches_cluster_cpasync_missing_wait_seed7", [] { return cluster_cpasync("7", 1); }, "missing wait_group in a cluster caught");
+    run_case("cluster_smem_bank_counts_per_block", [] { return cluster_banks(0); });
+    run_case("catches_bank_conflict_in_cluster", [] { return cluster_banks(1); }, "bank conflict: cp.async");
     fprintf(stderr, "emu selftest: %d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
 }

@@ -39,7 +39,10 @@
 //     call and the wait survives or not depending on the seed (the fwd/rev comparison
 //     shows it); a source written after the call is read late; a buffer that is refilled
 //     while another warp still reads it reads NaN. A block that ends with copies never
-//     waited for is an error (a missing wait, or a prefetch nobody uses).
+//     waited for is an error (a missing wait, or a prefetch nobody uses). In a cluster
+//     launch every block of the running cluster has all of this state (copies, groups,
+//     event clock, generator) to itself, since the blocks interleave at cluster barriers
+//     with copies in flight.
 //   * Bank conflicts (include/smem_banks.h): ldmatrix's rows, cp.async's destinations and
 //     the stores and casted loads that transform.py instruments (EMU_SMEM_STORE /
 //     EMU_SMEM_LOAD) are counted per kernel and call site.
@@ -162,8 +165,11 @@ struct CpBlock {  // the vectors keep their capacity from block to block
     uint64_t now = 0, next = ~0ull, rng = 0;    // next: the earliest due event (~0: none)
     bool seeded = false;
 };
-inline CpBlock cp_blk;
-inline CpBlock& cpb() { return cp_blk; }
+// one state per block that can be running: the blocks of a cluster run together, and
+// each one's copies land only at its own events, at its waits and at its end (a copy into
+// the static section must land while its block's copy of the section is loaded)
+inline CpBlock cp_blks[::emu::MAX_CLUSTER];
+inline CpBlock& cpb() { return cp_blks[::emu::cluster_cur < 0 ? 0 : ::emu::cluster_cur]; }
 inline uint64_t splitmix(uint64_t& x) {
     uint64_t z = (x += 0x9e3779b97f4a7c15ull);
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
@@ -189,7 +195,7 @@ inline void cp_land(Copy& c) {
     c.landed = true;
 }
 inline void cp_event() {
-    CpBlock& b = cp_blk;
+    CpBlock& b = cpb();
     if (++b.now < b.next) return;  // every lane's every ldmatrix and mma passes here
     auto later = std::greater<std::pair<uint64_t, uint32_t>>();
     while (!b.due.empty() && b.due.front().first <= b.now) {
