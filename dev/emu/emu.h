@@ -95,6 +95,17 @@ Model
 // static storage in a section of its own, so that the emulator can poison all of it
 // before each block (the linker provides __start_emu_smem / __stop_emu_smem)
 #define __shared__ static __attribute__((section("emu_smem")))
+// GCC ignores that section attribute for the static locals of a template instantiation
+// (they go to a COMDAT section of their own), so transform.py follows every static
+// __shared__ declaration with EMU_STATIC_SHARED(name): the first time a thread passes it,
+// a variable outside the section is registered, and from then on it is poisoned before
+// every block and kept per block in a cluster like the section (a no-op for the others)
+#define EMU_CAT_(a, b) a##b
+#define EMU_CAT(a, b) EMU_CAT_(a, b)
+#define EMU_STATIC_SHARED(v) \
+    static const bool EMU_CAT(emu_static_shared_, __COUNTER__) __attribute__((unused)) = \
+        ::emu::static_shared((void*)&(v), sizeof(v))
+namespace emu { inline bool static_shared(void* p, size_t n); }
 
 // ---------------------------------------------------------------------------------
 // vector types and the built-in index variables
@@ -517,6 +528,21 @@ template <class T> inline uint64_t to_bits(T v) {
 }
 template <class T> inline T from_bits(uint64_t x) { T v; memcpy(&v, &x, sizeof(T)); return v; }
 
+// the static __shared__ variables outside the section (EMU_STATIC_SHARED), in the order
+// they were registered; off: the variable's place in a cluster block's backing buffer
+struct ExtraSmem { char* p; size_t n, off; };
+inline std::vector<ExtraSmem>& extra_smem() { static std::vector<ExtraSmem> v; return v; }
+inline size_t extra_smem_bytes = 0;
+// a fixed capacity: a remote pointer into another block's backing buffer must stay valid
+// when a variable is registered later in the same cluster
+inline const size_t EXTRA_SMEM_MAX = 1 << 20;
+inline bool in_extra_smem(const void* p, size_t n) {
+    const char* c = (const char*)p;
+    for (const ExtraSmem& e : extra_smem())
+        if (c >= e.p && c + n <= e.p + e.n) return true;
+    return false;
+}
+
 // dynamic shared memory of the current launch
 inline char* dyn_smem = nullptr;
 inline size_t dyn_smem_bytes = 0, dyn_smem_span = 0;
@@ -542,6 +568,7 @@ inline void run_grid(dim3 grid, dim3 block) {
         // fresh shared memory: poison everything
         if ((uintptr_t)__start_emu_smem && (uintptr_t)__stop_emu_smem > (uintptr_t)__start_emu_smem)
             memset(__start_emu_smem, 0xFF, (uintptr_t)__stop_emu_smem - (uintptr_t)__start_emu_smem);
+        for (const ExtraSmem& e : extra_smem()) memset(e.p, 0xFF, e.n);
         if (dyn_smem_span) {
             memset(dyn_smem, 0xFF, dyn_smem_bytes);
             memset(dyn_smem + dyn_smem_bytes, 0xA5, dyn_smem_span - dyn_smem_bytes);
@@ -610,6 +637,7 @@ struct ClusterBlock {
     int n_live, blk_arrived; const char* blk_file; int blk_line;
     char* dyn_map; size_t dyn_map_bytes; char* dyn_smem;
     char* static_smem;  // this block's static __shared__ section while another block runs
+    char* extra_smem;   // the same for the variables outside the section (EXTRA_SMEM_MAX bytes)
     bool exited;
 };
 inline ClusterBlock cl_blocks[MAX_CLUSTER];
@@ -633,6 +661,8 @@ inline void cluster_save(int r) {
     B.n_live = n_live; B.blk_arrived = blk_arrived; B.blk_file = blk_file; B.blk_line = blk_line;
     size_t sb = static_smem_bytes();
     if (sb && !B.exited) memcpy(B.static_smem, __start_emu_smem, sb);
+    if (!B.exited)
+        for (const ExtraSmem& e : extra_smem()) memcpy(B.extra_smem + e.off, e.p, e.n);
 }
 inline void cluster_load(int r) {
     ClusterBlock& B = cl_blocks[r];
@@ -641,6 +671,7 @@ inline void cluster_load(int r) {
     cur_block = B.block; dyn_smem = B.dyn_smem;
     size_t sb = static_smem_bytes();
     if (sb) memcpy(__start_emu_smem, B.static_smem, sb);
+    for (const ExtraSmem& e : extra_smem()) memcpy(e.p, B.extra_smem + e.off, e.n);
     cluster_cur = r;
 }
 inline void cluster_switch(int r) {
@@ -716,10 +747,13 @@ inline void* cluster_map(const void* p, unsigned rank, const char* file, int lin
     size_t sb = static_smem_bytes(), off = 0;
     int kind = -1;
     if (sb && c >= __start_emu_smem && c < __start_emu_smem + sb) { kind = 0; off = (size_t)(c - __start_emu_smem); }
+    for (const ExtraSmem& e : extra_smem())
+        if (kind < 0 && c >= e.p && c < e.p + e.n) { kind = 2; off = e.off + (size_t)(c - e.p); }
     for (int r = 0; r < cluster_n && kind < 0; r++) {
         const ClusterBlock& B = cl_blocks[r];
         if (dyn_smem_bytes && c >= B.dyn_smem && c < B.dyn_smem + dyn_smem_bytes) { kind = 1; off = (size_t)(c - B.dyn_smem); }
         else if (r != cluster_cur && sb && c >= B.static_smem && c < B.static_smem + sb) { kind = 0; off = (size_t)(c - B.static_smem); }
+        else if (r != cluster_cur && c >= B.extra_smem && c < B.extra_smem + extra_smem_bytes) { kind = 2; off = (size_t)(c - B.extra_smem); }
     }
     if (kind < 0)
         error("map_shared_rank(%p, %u) at %s:%d: %p is not a shared memory address of this cluster", p, rank, file, line, p);
@@ -735,6 +769,11 @@ inline void* cluster_map(const void* p, unsigned rank, const char* file, int lin
               "(undefined behaviour on the GPU: a block must not exit while another may still access its shared memory; "
               "a cluster.sync before the exit)", p, rank, file, line, rank);
     if (kind == 1) return T.dyn_smem + off;
+    if (kind == 2) {
+        if ((int)rank != cluster_cur) return T.extra_smem + off;
+        for (const ExtraSmem& e : extra_smem())
+            if (off >= e.off && off < e.off + e.n) return e.p + (off - e.off);
+    }
     return (int)rank == cluster_cur ? __start_emu_smem + off : T.static_smem + off;
 }
 inline unsigned cluster_query_rank(const void* p, const char* file, int line) {
@@ -742,10 +781,12 @@ inline unsigned cluster_query_rank(const void* p, const char* file, int line) {
     const char* c = (const char*)p;
     size_t sb = static_smem_bytes();
     if (sb && c >= __start_emu_smem && c < __start_emu_smem + sb) return (unsigned)cluster_cur;
+    if (in_extra_smem(c, 1)) return (unsigned)cluster_cur;
     for (int r = 0; r < cluster_n; r++) {
         const ClusterBlock& B = cl_blocks[r];
         if (dyn_smem_bytes && c >= B.dyn_smem && c < B.dyn_smem + dyn_smem_bytes) return (unsigned)r;
         if (r != cluster_cur && sb && c >= B.static_smem && c < B.static_smem + sb) return (unsigned)r;
+        if (r != cluster_cur && c >= B.extra_smem && c < B.extra_smem + extra_smem_bytes) return (unsigned)r;
     }
     error("query_shared_rank(%p) at %s:%d: not a shared memory address of this cluster", p, file, line);
 }
@@ -761,6 +802,7 @@ inline void cluster_block_exit(int r, size_t smem, size_t span) {
     B.exited = true;
     size_t sb = static_smem_bytes();
     if (sb) memset(B.static_smem, 0xFF, sb);
+    memset(B.extra_smem, 0xFF, extra_smem_bytes);
     memset(B.dyn_smem, 0xFF, smem);
 }
 
@@ -791,6 +833,7 @@ inline void run_clusters(dim3 grid, dim3 block, dim3 cdim) {
         mprotect(B.dyn_map + mapped - page, page, PROT_NONE);
         B.dyn_smem = B.dyn_map + mapped - page - span;
         B.static_smem = (char*)malloc(sb ? sb : 1);
+        B.extra_smem = (char*)malloc(EXTRA_SMEM_MAX);
     }
     cluster_active = true; cluster_dim = cdim; cluster_n = cn;
     cluster_exit_hook = cluster_on_thread_exit;
@@ -810,6 +853,7 @@ inline void run_clusters(dim3 grid, dim3 block, dim3 cdim) {
         for (int r = 0; r < cn; r++) {
             ClusterBlock& B = cl_blocks[r];
             if (sb) memset(B.static_smem, 0xFF, sb);
+            memset(B.extra_smem, 0xFF, extra_smem_bytes);
             if (span) { memset(B.dyn_smem, 0xFF, smem); memset(B.dyn_smem + smem, 0xA5, span - smem); }
             stack_region = B.stacks;
             for (int i = 0; i < nt; i++) {
@@ -873,11 +917,32 @@ inline void run_clusters(dim3 grid, dim3 block, dim3 cdim) {
     for (int r = 0; r < cn; r++) {
         munmap(cl_blocks[r].dyn_map, cl_blocks[r].dyn_map_bytes);
         free(cl_blocks[r].static_smem);
+        free(cl_blocks[r].extra_smem);
         cl_blocks[r] = ClusterBlock{};
     }
     cluster_active = false; cluster_exit_hook = nullptr; cluster_n = 0; cluster_cur = -1;
     fibers = cl_fibers[0]; warps = cl_warps[0]; stack_region = cl_stacks[0];
     cur_fiber = -1;
+}
+
+// EMU_STATIC_SHARED: the variable is reached for the first time, before any thread used
+// it (it cannot be named before its declaration), so poisoning it now is poisoning it at
+// the block's start; in a running cluster the other blocks' copies start poisoned too
+inline bool static_shared(void* p, size_t n) {
+    char* c = (char*)p;
+    const size_t sb = static_smem_bytes();
+    if (sb && c >= __start_emu_smem && c + n <= __start_emu_smem + sb) return false;  // in the section
+    if (in_extra_smem(c, n)) return false;
+    if (extra_smem_bytes + n > EXTRA_SMEM_MAX)
+        error("more than %zu bytes of static __shared__ variables outside the shared-memory section (template statics)",
+              EXTRA_SMEM_MAX);
+    extra_smem().push_back({c, n, extra_smem_bytes});
+    memset(c, 0xFF, n);
+    if (cluster_active)
+        for (int r = 0; r < cluster_n; r++)
+            if (!cl_blocks[r].exited) memset(cl_blocks[r].extra_smem + extra_smem_bytes, 0xFF, n);
+    extra_smem_bytes += n;
+    return true;
 }
 
 inline int kernel_index(const char* name) {

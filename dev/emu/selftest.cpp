@@ -1089,6 +1089,66 @@ static std::string cluster_banks(int conflict) {
     emu::error("%s", v.c_str());
 }
 
+// ---- static __shared__ of a template: GCC leaves a template instantiation's static locals
+// outside the poisoned section; transform.py follows every static __shared__ declaration
+// with EMU_STATIC_SHARED (written out here as it writes it), which registers such a
+// variable with the emulator. Block 1 reads v before any thread of it wrote v (the
+// planted bug): that must be poison, not what block 0 left there.
+template <int N>
+__global__ void tmpl_static_smem_kernel(float* out) {
+    __shared__ float v[N]; EMU_STATIC_SHARED(v);
+    const int t = threadIdx.x;
+    if (blockIdx.x == 1) out[N + t] = v[t];
+    v[t] = (float)(blockIdx.x + 1) * 10.0f + (float)t;
+    __syncthreads();
+    if (blockIdx.x == 0) out[t] = v[(t + 1) % N];
+}
+static std::string tmpl_static_smem() {
+    std::vector<float> o(64, -1.0f);
+    LAUNCH(tmpl_static_smem_kernel<32>, 2, 32, 0, o.data());
+    for (int t = 0; t < 32; t++)
+        if (o[t] != 10.0f + (float)((t + 1) % 32)) return "block 0 read a wrong value at " + std::to_string(t);
+    for (int t = 0; t < 32; t++)
+        if (!isnan(o[32 + t])) return "block 1 read " + std::to_string(o[32 + t]) + " (block 0's value?) before writing, not poison";
+    if (emu::extra_smem().empty()) return "the template's static __shared__ is in the section: this test no longer tests anything";
+    return "";
+}
+// the same variable in clusters of 2 (grid 4): one copy per block, poisoned at the start of
+// each cluster (read before written: NaN), reachable through map_shared_rank
+template <int N>
+__global__ void cluster_tmpl_static_smem_kernel(float* out) {
+    cg::cluster_group cluster = cg::this_cluster();
+    __shared__ float v[N]; EMU_STATIC_SHARED(v);
+    const int t = threadIdx.x;
+    const unsigned rank = cluster.block_rank(), cid = blockIdx.x / cluster.dim_blocks().x;
+    float* o = out + cid * 3 * N;
+    if (rank == 1) o[2 * N + t] = isnan(v[t]) ? 1.0f : 0.0f;
+    v[t] = (float)(rank * 100 + cid * 1000 + t);
+    cluster.sync();
+    if (rank == 0)
+        for (unsigned r = 0; r < 2; r++) o[r * N + t] = cluster.map_shared_rank(v, r)[t];
+    cluster.sync();
+}
+static std::string cluster_tmpl_static_smem() {
+    for (int rev = 0; rev <= 1; rev++) {
+        emu::sched_reverse = rev;
+        std::vector<float> o(2 * 3 * 32, -1.0f);
+        ClusterLaunch L(dim3(4), 32, dim3(2));
+        if (cudaLaunchKernelEx(&L.cfg, cluster_tmpl_static_smem_kernel<32>, o.data()) != cudaSuccess)
+            return std::string("launch refused: ") + emu::last_error_msg;
+        for (int c = 0; c < 2; c++)
+            for (int t = 0; t < 32; t++) {
+                for (int r = 0; r < 2; r++)
+                    if (o[c * 96 + r * 32 + t] != (float)(r * 100 + c * 1000 + t))
+                        return std::string(rev ? "rev" : "fwd") + ": cluster " + std::to_string(c) + " rank " + std::to_string(r) +
+                               " element " + std::to_string(t) + ": got " + std::to_string(o[c * 96 + r * 32 + t]);
+                if (o[c * 96 + 64 + t] != 1.0f) return std::string(rev ? "rev" : "fwd") + ": cluster " + std::to_string(c) + " rank 1 read a stale value before writing";
+            }
+    }
+    emu::sched_reverse = false;
+    return "";
+}
+
 int main() {
     run_case("bf16_round_to_nearest_even", bf16_rounding);
     run_case("warp_shuffles_and_votes", shuffles);
@@ -1150,6 +1210,8 @@ int main() {
     run_case("catches_cluster_cpasync_missing_wait_seed7", [] { return cluster_cpasync("7", 1); }, "missing wait_group in a cluster caught");
     run_case("cluster_smem_bank_counts_per_block", [] { return cluster_banks(0); });
     run_case("catches_bank_conflict_in_cluster", [] { return cluster_banks(1); }, "bank conflict: cp.async");
+    run_case("poisons_template_static_shared", tmpl_static_smem);
+    run_case("cluster_template_static_shared_per_block", cluster_tmpl_static_smem);
     fprintf(stderr, "emu selftest: %d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
 }

@@ -11,6 +11,9 @@ For every SRC_DIR/*.cuh it writes OUT_DIR/<name>.cuh with
         ::emu::launch("kernel", __FILE__, __LINE__, dim3(grid), dim3(block), smem, stream, kernel, args);
   - each  extern __shared__ [__align__(N)] T name[];  replaced by
         T* name = (T*)emu_dyn_smem();
+  - each static  __shared__ T a[..], b[..];  followed by  EMU_STATIC_SHARED(a); EMU_STATIC_SHARED(b);
+    so that the emulator poisons (and keeps per block) the static __shared__ variables that
+    GCC leaves outside the shared-memory section: a template instantiation's;
   - in the files that call the tc_* tensor-core wrappers, every store statement and every
     casted load "*(T*)(p)" wrapped in EMU_SMEM_STORE / EMU_SMEM_LOAD, so that the model
     can count their shared-memory bank conflicts (see smem_access_edits);
@@ -267,6 +270,32 @@ def smem_access_edits(m):
     return edits
 
 
+def static_shared_edits(m, where):
+    """After every static  __shared__ [__align__(N)] T a[..], b[..];  (m is the code mask),
+    EMU_STATIC_SHARED(a); EMU_STATIC_SHARED(b); on the same line. emu.h poisons the static
+    __shared__ section before every block (and keeps it per block in a cluster); GCC ignores
+    the section attribute for the static locals of a template instantiation, and the
+    registration is how the emulator finds those (it ignores the variables in the section)."""
+    edits = []
+    for e in re.finditer(r'\b__shared__\b', m):
+        if re.search(r'\bextern\s+$', m[max(0, e.start() - 40):e.start()]):
+            continue  # dynamic shared memory, rewritten above
+        semi = m.find(';', e.end())
+        decl = re.sub(r'__align__\s*\(\s*\d+\s*\)', ' ', m[e.end():semi])
+        if semi < 0 or re.search(r'[<>={}()]', decl):
+            raise TransformError('%s: write static shared memory as "__shared__ [__align__(N)] T a[..], b[..];" '
+                                 '(no template arguments, initialisers or parentheses: a typedef first)' % where(e.start()))
+        names = []
+        for part in split_top(decl):
+            part = re.sub(r'\[[^\]]*\]', ' ', part).strip()
+            dm = re.search(r'([A-Za-z_]\w*)$', part)
+            if not dm or (not names and not re.search(r'\w[\s*&]+[A-Za-z_]\w*$', part)):
+                raise TransformError('%s: cannot find the name of a __shared__ variable in "%s"' % (where(e.start()), part))
+            names.append(dm.group(1))
+        edits.append((semi + 1, semi + 1, ''.join(' EMU_STATIC_SHARED(%s);' % n for n in names)))
+    return edits
+
+
 def transform(path, register_bounds=False):
     if os.path.basename(path) == TC_FILE:
         return transform_tc(path)
@@ -390,6 +419,10 @@ def transform(path, register_bounds=False):
         rep = '%s* %s = (%s*)emu_dyn_smem();' % (typ, nm, typ)
         rep += '\n' * s.count('\n', e.start(), semi + 1)
         edits.append((e.start(), semi + 1, rep))
+
+    # static shared memory: each variable registered right after its declaration (on the
+    # same line), for the ones GCC leaves outside the poisoned section (see static_shared_edits)
+    edits += static_shared_edits(m, where)
 
     # the tensor-core kernels' shared-memory stores and loads (bank conflicts)
     n_smem = 0

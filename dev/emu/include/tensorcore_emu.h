@@ -64,11 +64,13 @@ namespace tc {
 inline float lo(tc_u32 x) { return (float)__ushort_as_bfloat16((unsigned short)(x & 0xffffu)); }
 inline float hi(tc_u32 x) { return (float)__ushort_as_bfloat16((unsigned short)(x >> 16)); }
 
-// [p, p + n) inside the block's shared memory (the dynamic buffer or the static section)?
+// [p, p + n) inside the block's shared memory (the dynamic buffer, the static section, or a
+// static __shared__ variable outside it: EMU_STATIC_SHARED in emu.h)?
 inline bool in_smem(const void* p, size_t n) {
     const char* c = (const char*)p;
     if (dyn_smem && c >= dyn_smem && c + n <= dyn_smem + dyn_smem_bytes) return true;
-    return (uintptr_t)__start_emu_smem && c >= __start_emu_smem && c + n <= __stop_emu_smem;
+    if ((uintptr_t)__start_emu_smem && c >= __start_emu_smem && c + n <= __stop_emu_smem) return true;
+    return !::emu::extra_smem().empty() && ::emu::in_extra_smem(p, n);
 }
 
 inline void cp_event();  // below: an event, at which queued cp.async copies may land
