@@ -20,8 +20,8 @@ Model
   - __syncthreads: all live threads of the block must arrive at the same call site
     (file:line); threads that have returned are not waited for (as on sm_70+).
     Divergent barriers and deadlocks are reported as errors, never silently matched.
-  - Shared memory (static __shared__ and the dynamic extern __shared__ buffer) is
-    filled with 0xFF bytes (NaN as float and as bf16, -1 as int) before every block,
+  - Shared memory (static __shared__, templates' included, and the dynamic extern
+    __shared__ buffer) is filled with 0xFF bytes (NaN as float and as bf16, -1 as int) before every block,
     so reading shared memory that no thread wrote shows up. The dynamic buffer ends
     at a PROT_NONE page (overruns fault) and its alignment slack is canary-checked.
   - "Device" memory is host memory; cudaMalloc'ed buffers are filled with 0xFF and
@@ -56,7 +56,9 @@ Model
     cp.async copies in flight, and include/smem_banks.h its bank-conflict records, per block
     of the running cluster: a block's copies land only at its own events and waits, seeded
     per block as in a plain launch; remote (map_shared_rank) accesses are not bank-checked.
-    Static __shared__ of template kernels: see README.
+    Static __shared__ variables of templates, which GCC leaves outside the section,
+    are registered by EMU_STATIC_SHARED (transform.py) and poisoned and kept per block
+    like the section.
 */
 #pragma once
 #define EMU_HOST_EMULATION 1

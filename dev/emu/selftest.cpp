@@ -731,8 +731,7 @@ struct ClusterLaunch {
 // cluster.sync between the partials' writes and their remote reads (SYNC0: one at the
 // start, so that the remote reads are legal without it); SYNC2: the one that
 // keeps every block alive until rank 0 has read it. SPLIT: the barriers as arrive/wait
-// pairs (the cooperative-groups token form, then the builtins). Not a template: GCC
-// ignores the section attribute of a template's static locals (see README).
+// pairs (the cooperative-groups token form, then the builtins).
 __global__ void cluster_reduce_kernel(const float* x, float* out, unsigned* info, int n, int SYNC0, int SYNC1, int SYNC2, int SPLIT) {
     cg::cluster_group cluster = cg::this_cluster();
     if (SYNC0) cluster.sync();  // every block of the cluster has started
