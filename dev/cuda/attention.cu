@@ -98,6 +98,38 @@ argument (a `causal` kernel argument, as in llmc) and is validated in both.
              a cluster of 8 CTAs along kt, dQ partials summed in a fixed rank order after a
              hardware cluster barrier, not a spin-wait), which divides W's traffic by 8; the
              emulator models neither clusters nor DSMEM yet, so that comes first.
+  version 8: tc2 forward (llmc/kernels/attention_tc2.cuh: attention_tc2_forward,
+             attention_tc2_full_forward; the backward here is version 6's, which takes the same
+             lse): FlashAttention-2's forward shape where registers allow. Up to HDP 128: 128-row
+             query tiles, 4 warps of 32 rows (two m16 row slices a warp, so each K or V fragment
+             that ldmatrix loads feeds two MMAs: half v6's shared-memory reads per MMA), 64-key
+             tiles, Q's fragments in registers where they fit, and S_{j+1} = Q K_{j+1}^T issued
+             before the softmax of tile j (software pipelining; K runs one tile ahead of V in
+             the double buffers); above 128, v6's shape (64-row tiles, 16 rows a warp, 32-key
+             tiles). Causal: the heaviest query tiles of every head first in grid order (the
+             query tile is the slowest index of a 1-D grid, not per head as in v6), and a warp
+             skips the key tiles that its rows mask whole. Same *** NOT YET VALIDATED ON A GPU ***
+             as v4. PREDICTED (written before the kernel, H200, forward TFLOP/s at the true hd):
+               llama3-1B's shape, causal B=4 T=2048 H=32 KV=8:  hd 64: 215   hd 72: 195
+               hd 128 full B=2 T=2048 H=16 KV=16 (or 4):         240
+               dit-XL's shape, full B=1 T=16384 H=16 KV=16:     hd 72: 225
+             Why: v4/v6 measured 181.6 (hd 64 causal, llama3-1B's shape) and 191.1 (hd 128
+             full). Their inner loop issues one ldmatrix x4 (512 bytes a warp, 4 cycles of the
+             SM's 128 bytes/cycle) per 2 MMAs m16n8k16 (~2 x 4 cycles of mma.sync issue at the
+             dense rate): shared memory is busy ~half the MMA time and the two contend with the
+             softmax's exp2/fma for issue slots. Two row slices a warp halve the K and V reads
+             per MMA (Q in registers), and the pipelined S_{j+1} keeps the tensor pipe fed while
+             the FMA/MUFU pipes run tile j's softmax: +15% at hd 128 (MMA-bound already), +20%
+             at hd 64 where the softmax is a larger share (exp work per tile is independent of
+             hd). The causal grid order removes v6's per-head tail (a wave of 132 x 2 CTAs ends
+             on light tiles), +3% causal. So hd 64 causal 181.6 x 1.18 ~ 215; hd 128 full 191.1
+             x 1.25 ~ 240 (registers: O 128 + S 64 a thread leave Q in shared memory at HDP 128,
+             so less gain there than the shape promises); hd 72 runs HDP 80 (1.11x the counted
+             FLOPs in tensor work, exp work as hd 64's): ~0.9 of hd 64's rate, 195 causal, and
+             full at 16K tokens without a causal tail or masks, 225 (v6 predicted 190 there).
+             The issue's 300 at hd 128 full is NOT predicted to be reached by this step:
+             FlashAttention-2 gets there with the same shape and mma.sync, so the remaining
+             gap would be instruction scheduling that only a profile on the GPU can show.
 ATTENTION_LADDER_HDS=64,72,128 (a comma list): only the validation shapes and benchmarks of
 those head dims (scripts/gpu_check.sh's first call runs version 6 so, before anything else
 of the ladder), version 6's benchmarks at each of them.
