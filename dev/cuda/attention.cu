@@ -130,6 +130,13 @@ argument (a `causal` kernel argument, as in llmc) and is validated in both.
              The issue's 300 at hd 128 full is NOT predicted to be reached by this step:
              FlashAttention-2 gets there with the same shape and mma.sync, so the remaining
              gap would be instruction scheduling that only a profile on the GPU can show.
+             As built (after these predictions, what 255 registers allowed without a spill;
+             the table at the top of llmc/kernels/attention_tc2.cuh): the pipelining only at HDP
+             32 and 48; Q in registers at 32, 64, 80; 64-key tiles up to HDP 96 and 32-key tiles
+             at 112 and 128 (O's 128 fp32 a thread); above 128 v6's shape with the new grid
+             order. Against the reasoning above this is less at hd 64 (no pipelining there) and
+             at hd 128 (32-key tiles: twice the O rescales per key); the predicted numbers are
+             left as written.
 ATTENTION_LADDER_HDS=64,72,128 (a comma list): only the validation shapes and benchmarks of
 those head dims (scripts/gpu_check.sh's first call runs version 6 so, before anything else
 of the ladder), version 6's benchmarks at each of them.
@@ -143,6 +150,7 @@ backward run twice, bitwise. Timed in both modes (full: twice the FLOPs of causa
 #include "../../llmc/kernels/attention_tc.cuh"           // version 4, forward
 #include "../../llmc/kernels/attention_tc_backward.cuh"  // version 4, backward
 #include "../../llmc/kernels/rope.cuh"                   // version 5's unfused twin (rope_forward, rope_backward)
+#include "../../llmc/kernels/attention_tc2.cuh"          // version 8, forward
 #include <mma.h>
 #include <algorithm>
 
@@ -564,6 +572,24 @@ static void backward(floatX* dq, floatX* dk, floatX* dv, const floatX* dout, con
 #endif
 
 // ---------------------------------------------------------------------------------
+// version 8: the tc2 forward (llmc/kernels/attention_tc2.cuh); its backward is version 6's
+namespace v8 {
+static bool supported(int hd) {
+#if defined(ENABLE_FP32)
+    (void)hd;
+    return false;
+#else
+    return attention_tc_supported_hd(hd);
+#endif
+}
+static void forward(floatX* out, float* lse, const floatX* q, const floatX* k, const floatX* v, int B, int T, int H,
+                    int KV, int hd, bool causal) {
+    if (causal) attention_tc2_forward(out, lse, q, k, v, B, T, H, KV, hd, 0);
+    else attention_tc2_full_forward(out, lse, q, k, v, B, T, H, KV, hd, 0);
+}
+}  // namespace v8
+
+// ---------------------------------------------------------------------------------
 static bool version_supports(int version, int hd) {
 #if defined(ENABLE_FP32)
     (void)hd;
@@ -572,6 +598,8 @@ static bool version_supports(int version, int hd) {
     if (version == 4) return hd == 64 || hd == 128;  // the head dims it had on the H200
     if (version == 5) return attention_tc_rope_supported_hd(hd);
     if (version == 6) return attention_tc_supported_hd(hd);
+    if (version == 7) return false;  // a design note
+    if (version == 8) return v8::supported(hd);
     return version != 3 || v3::supported(hd);
 #endif
 }
@@ -622,6 +650,8 @@ static void fwd(int version, bool causal, floatX* out, float* lse, const floatX*
 #if !defined(ENABLE_FP32)
         v3::forward(out, lse, q, k, v, B, T, H, KV, hd, causal);
 #endif
+    } else if (version == 8) {
+        v8::forward(out, lse, q, k, v, B, T, H, KV, hd, causal);
     } else if (version == 4 || version == 6) {
         if (causal) attention_tc_forward(out, lse, q, k, v, B, T, H, KV, hd, 0);
         else attention_tc_full_forward(out, lse, q, k, v, B, T, H, KV, hd, 0);
@@ -648,7 +678,7 @@ static void bwd(int version, bool causal, floatX* dq, floatX* dk, floatX* dv, co
 #if !defined(ENABLE_FP32)
         v3::backward(dq, dk, dv, dout, q, k, v, out, lse, B, T, H, KV, hd, causal);
 #endif
-    } else if (version == 4 || version == 6) {
+    } else if (version == 4 || version == 6 || version == 8) {  // v8: v6's backward (the same lse)
         if (causal) attention_tc_backward(dq, dk, dv, dout, q, k, v, out, lse, scratch, B, T, H, KV, hd, 0);
         else attention_tc_full_backward(dq, dk, dv, dout, q, k, v, out, lse, scratch, B, T, H, KV, hd, 0);
     } else {
@@ -827,7 +857,7 @@ static bool hd_wanted(const std::vector<int>& hds, int hd) {
 }
 
 int main(int argc, char** argv) {
-    ladder_init(argc, argv, "attention", 6);
+    ladder_init(argc, argv, "attention", 8);
     const std::vector<int> hds = ladder_hds();
     const Shape shapes[] = {
         {1, 7, 4, 2, 6},    {2, 33, 6, 2, 8},  {1, 65, 4, 1, 12},  {2, 100, 6, 3, 48}, {1, 70, 2, 2, 64},
@@ -845,9 +875,11 @@ int main(int argc, char** argv) {
                            "WMMA bf16 tensor cores",
                            "mma.sync/ldmatrix/cp.async tensor cores, FlashAttention-2 style (llmc/kernels/attention_tc.cuh)",
                            "version 4 with RoPE fused into the tile loads and stores (slower than v4 + rope launches on the H200: off in the trainers)",
-                           "version 4 at every head dim that is a multiple of 8 from 32 to 256 (zero-padded to 16, second configuration above 128)"};
-    for (int version = 1; version <= 6; version++) {
-        if (!want(version)) continue;
+                           "version 4 at every head dim that is a multiple of 8 from 32 to 256 (zero-padded to 16, second configuration above 128)",
+                           "a design note (the header)",
+                           "tc2 forward: 128-row query tiles, two row slices a warp, S_{j+1} before softmax j where registers allow (llmc/kernels/attention_tc2.cuh); v6's backward"};
+    for (int version = 1; version <= 8; version++) {
+        if (!want(version) || version == 7) continue;
         printf("version %d: %s\n", version, names[version]);
         for (int causal = 1; causal >= 0; causal--) {
             uint64_t seed = 800;  // the same inputs in both modes
@@ -874,6 +906,14 @@ int main(int argc, char** argv) {
                 for (int hd : {72, 128}) {
                     bench_version(version, true, 4, 2048, 32, 8, hd);
                     bench_version(version, false, 1, 16384, 16, 16, hd);
+                }
+            if (version == 8)  // its predictions (the header), each beside version 6 at the same shape
+                for (int v : {8, 6}) {
+                    bench_version(v, true, 4, 2048, 32, 8, 64);
+                    bench_version(v, true, 4, 2048, 32, 8, 72);
+                    bench_version(v, false, 2, 2048, 16, 16, 128);
+                    bench_version(v, false, 2, 2048, 16, 4, 128);
+                    bench_version(v, false, 1, 16384, 16, 16, 72);
                 }
         }
     }
