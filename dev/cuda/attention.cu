@@ -751,6 +751,12 @@ static void run_version(int version, bool causal, const Shape& s, uint64_t seed)
     // v3's scores come from tensor-core fp32 accumulation: 1e-4
     double lt = version >= 3 ? 1e-4 : 1e-5;
     check("forward lse", download_f(d_lse, nl), r_lse, lt, lt);
+    if (version == 8) {  // a second run, bitwise (no atomics, a fixed order)
+        const std::vector<float> g_lse = download_f(d_lse, nl);
+        fwd(version, causal, d_out, d_lse, d_q, d_k, d_v, B, T, H, KV, hd);
+        check_same("forward out", download_x(d_out, nq), g_out);
+        check_same("forward lse", download_f(d_lse, nl), g_lse);
+    }
     // the backward is checked on the GPU's own out and lse (what training uses); the
     // CPU reference is given the same out (floatX-rounded) and the CPU lse
     (causal ? ref_attention_backward : ref_attention_full_backward)(r_dq.data(), r_dk.data(), r_dv.data(), dout.data(),
