@@ -698,7 +698,7 @@ static void run_version(int version, bool causal, const Shape& s, uint64_t seed)
     const char* mode = causal ? "causal" : "full";
     if (!version_supports(version, hd)) {
         printf(version >= 4 ? "  v%d %s B=%d T=%d H=%d KV=%d hd=%d: skipped (v4, v5 need a bf16 build, hd 64 or 128; "
-                              "v6 a multiple of 8 from 32 to 256)\n"
+                              "v6, v8 a multiple of 8 from 32 to 256)\n"
                             : "  v%d %s B=%d T=%d H=%d KV=%d hd=%d: skipped (v3 needs a bf16 build, hd %% 16 == 0, hd <= 128)\n",
                version, mode, B, T, H, KV, hd);
         return;
