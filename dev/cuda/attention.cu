@@ -132,11 +132,12 @@ argument (a `causal` kernel argument, as in llmc) and is validated in both.
              gap would be instruction scheduling that only a profile on the GPU can show.
              As built (after these predictions, what 255 registers allowed without a spill;
              the table at the top of llmc/kernels/attention_tc2.cuh): the pipelining only at HDP
-             32 and 48; Q in registers at 32, 64, 80; 64-key tiles up to HDP 96 and 32-key tiles
-             at 112 and 128 (O's 128 fp32 a thread); above 128 v6's shape with the new grid
-             order. Against the reasoning above this is less at hd 64 (no pipelining there) and
-             at hd 128 (32-key tiles: twice the O rescales per key); the predicted numbers are
-             left as written.
+             32 and 48; Q in registers at 32 and 80; 128-key tiles at HDP 64 (Q from shared
+             memory), 64-key tiles at the other widths up to 96 and 32-key tiles at 112 and 128
+             (O's 128 fp32 a thread); above 128 v6's shape with the new grid order. Against
+             the reasoning above this is less at hd 64 (no pipelining there) and at hd 128
+             (32-key tiles: twice the O rescales per key); the predicted numbers are left as
+             written.
 ATTENTION_LADDER_HDS=64,72,128 (a comma list): only the validation shapes and benchmarks of
 those head dims (scripts/gpu_check.sh's first call runs version 6 so, before anything else
 of the ladder), version 6's benchmarks at each of them.
