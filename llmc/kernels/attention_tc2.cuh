@@ -34,7 +34,7 @@ spill (ptxas):
   192      16     64  32     no         no         166        76,800
   224      16     64  32     no         no         170        89,088
   256      16     64  32     no         no         238       101,376
-(CUDA 13, sm_90, -O3; no spills, no stack frame; two CTAs of 128 threads an SM everywhere:
+(CUDA 13, sm_90, -O3; no spills, no stack frame; at least two CTAs of 128 threads an SM:
 255 registers x 128 threads and at most 2 x 101,376 bytes fit an SM.) Tried and dropped:
 pipelining at HDP 64 (spills 304 bytes with Q in registers, 88 without), at HDP 48 with Q in
 registers (16 bytes); 64-key tiles at HDP 112 and 128 (spill 24 and 60 bytes): there the key
