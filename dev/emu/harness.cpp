@@ -2928,6 +2928,93 @@ static void add_attention_tc_forward_checks() {
 }
 
 // ---------------------------------------------------------------------------------
+// the second-generation forward (llmc/kernels/attention_tc2.cuh): attention_tc2_forward and
+// attention_tc2_full_forward at v6's bound (attention_tc_extra above: the same roundings, P
+// to bf16 for P V while l sums the fp32 p, in another tile order) against the same CPU twin,
+// fwd and rev schedules bitwise. Its shapes cross its 128-row query tiles (T = 1, 63, 129,
+// 130, 200, 257: one partial tile, a tile and one row, three tiles, the causal diagonal in
+// each of a tile's warps), with GQA 1, 2, 4 and MQA. Every compiled width: hd 64 and 128 with
+// several shapes, every other multiple of 8 with one (make test's EMU_HARNESS_SAMPLE=1: 32 and
+// 40, the pipelined widths with Q in registers and not, 72 and 200), T and GQA rotating.
+static void att_tc2_forward_check(const Att& a, bool causal) {
+    const int B = a.B, T = a.T, H = a.H, KV = a.KV, hd = a.hd;
+    const std::string base = att_sz(a);
+    const std::string name = std::string(causal ? "attention_tc2_forward[" : "attention_tc2_full_forward[") + base + "]";
+    const size_t nq = (size_t)B * T * H * hd, nk = (size_t)B * T * KV * hd, nl = (size_t)B * H * T;
+    const auto gpu_fwd = causal ? attention_tc2_forward : attention_tc2_full_forward;
+    add_att_tc(name, [=] {
+        DX Q(nq), K(nk), Vv(nk), O(nq); DF L(nl);
+        gpu_fwd(O.p, L.p, Q.p, K.p, Vv.p, B, T, H, KV, hd, 0);
+    }, [=] {
+        Rng r("attention_tc2" + base);
+        auto q = r.vec(nq, -1.5, 1.5), k = r.vec(nk, -1.5, 1.5), v = r.vec(nk, -1, 1), dout = r.vec(nq, -1, 1);
+        std::vector<float> out(nq), lse(nl);
+        (causal ? cpu::attention_forward : cpu::attention_full_forward)(out.data(), lse.data(), q.data(), k.data(),
+                                                                        v.data(), B, T, H, KV, hd, 0);
+        std::vector<double> Bo, Bl, Bq, Bk, Bv, S, X;
+        attention_bounds(a, causal, q, k, v, dout, round_x(out), lse, Bo, Bl, Bq, Bk, Bv);
+        attention_tc_extra(a, causal, q, k, v, S, X);
+        Outs o = both_schedules([&] {
+            DX Q(q), K(k), Vv(v), O(nq); DF L(nl);
+            gpu_fwd(O.p, L.p, Q.p, K.p, Vv.p, B, T, H, KV, hd, 0);
+            return Outs{{"out", O.get()}, {"lse", L.get()}};
+        });
+        std::vector<double> to(nq), tl(nl);
+        for (size_t i = 0; i < nq; i++) {
+            const double x = X[((size_t)(i / ((size_t)H * hd) / T) * H + (i / hd) % H) * T + (i / ((size_t)H * hd)) % T];
+            to[i] = R * fabs((double)out[i]) + (1 + R) * (2 * U * Bo[i] + U * x * (fabs((double)out[i]) + S[i]) + R * S[i]);
+        }
+        for (size_t i = 0; i < nl; i++) tl[i] = 2 * U * (Bl[i] + X[i]);
+        expect("out", o[0].second, out, to);
+        expect("lse", o[1].second, lse, tl);
+    });
+}
+static void check_attention_tc2_forward(const Att& a, bool causal) { att_tc2_forward_check(a, causal); }
+static std::vector<int> att_tc2_hds() {
+    if (emu_harness_sample()) return {32, 40, 72, 200};
+    std::vector<int> v;
+    for (int hd = 32; hd <= 256; hd += 8)
+        if (hd != 64 && hd != 128) v.push_back(hd);
+    return v;
+}
+// the tc2 kernels of the compiled widths a sampled run leaves out (the coverage check skips them)
+static bool att_tc2_sampled_out(const char* kernel) {
+    if (!emu_harness_sample() || strncmp(kernel, "attention_tc2_", 14) != 0) return false;
+    const char* p = strstr(kernel, "_hd");
+    if (!p) return false;
+    const int hdp = atoi(p + 3);
+    if (hdp == 64 || hdp == 128) return false;
+    for (int hd : att_tc2_hds())
+        if (att_tc_hdp(hd) == hdp) return false;
+    return true;
+}
+static void add_attention_tc2_forward_checks() {
+    add_att_both_modes({{2, 1, 4, 2, 64}, {2, 63, 2, 2, 64}, {1, 129, 4, 1, 64}, {2, 130, 4, 4, 64}, {1, 257, 2, 1, 64},
+                        {2, 1, 2, 2, 128}, {1, 130, 4, 2, 128}, {1, 200, 4, 1, 128}, {1, 257, 2, 2, 128}},
+                       check_attention_tc2_forward);
+    // B, T, H, KV (GQA 2, 4, 1, 3, 4)
+    const Att sh[] = {{2, 130, 4, 2, 0}, {1, 257, 4, 1, 0}, {1, 200, 2, 2, 0}, {2, 129, 3, 1, 0}, {2, 63, 4, 1, 0}};
+    std::vector<Att> v;
+    for (int hd : att_tc2_hds()) {
+        Att a = sh[(hd / 8) % 5];
+        a.hd = hd;
+        v.push_back(a);
+    }
+    add_att_both_modes(v, check_attention_tc2_forward);
+    add("attention_tc2_forward[refuses:hd=100,hd=24,unaligned]", [] {
+        for (int hd : {100, 24})
+            expect_fail(sz("hd=%d", hd).c_str(), [hd] {
+                DX Q(2 * 4 * hd), K(2 * 4 * hd), Vv(2 * 4 * hd), O(2 * 4 * hd); DF L(8);
+                attention_tc2_forward(O.p, L.p, Q.p, K.p, Vv.p, 1, 2, 4, 4, hd, 0);
+            }, att_tc_refusal(sz("head dim %d", hd).c_str()));
+        expect_fail("unaligned", [] {
+            DX Q(2 * 64 + 8), K(2 * 64), Vv(2 * 64), O(2 * 64); DF L(2);
+            attention_tc2_full_forward(O.p, L.p, Q.p + 1, K.p, Vv.p, 1, 2, 1, 1, 64, 0);
+        }, att_tc_refusal("not 16-byte aligned"));
+    });
+}
+
+// ---------------------------------------------------------------------------------
 // attention on tensor cores, backward (llmc/kernels/attention_tc_backward.cuh):
 // attention_tc_backward and attention_tc_full_backward against the same CPU twin as the
 // fp32 kernels, on inputs made as check_attention makes them, in the bf16 build (in the
@@ -3336,6 +3423,7 @@ int main(int argc, char** argv) {
     // the twin against fp64 softmax attention: T = 150 and hd = 130 (56-key tiles) cross the twin's tiles
     add_att_both_modes({{2, 9, 4, 2, 10}, {1, 150, 2, 1, 12}, {1, 70, 2, 2, 130}, {1, 1, 1, 1, 2}}, check_attention_twin);
     add_attention_tc_forward_checks();  // llmc/kernels/attention_tc.cuh: attention_tc_forward[...], attention_tc_full_forward[...]
+    add_attention_tc2_forward_checks();  // llmc/kernels/attention_tc2.cuh: attention_tc2_forward[...], attention_tc2_full_forward[...]
     add_attention_tc_backward_checks();  // llmc/kernels/attention_tc_backward.cuh: attention_tc_backward[...], attention_tc_full_backward[...]
     check_gridstride();
     add_dit_elementwise_checks();  // activations, patchify, timestep embedding, rectified flow
@@ -3402,10 +3490,11 @@ int main(int argc, char** argv) {
 #ifdef ENABLE_FP32
             // the tensor-core attention kernels are bf16 only: not compiled in this build
             // (their launchers FAIL, checked above); the bf16 build covers them
-            if (strncmp(emu_kernel_list[i].name, "attention_tc_", 13) == 0) { bf16_only++; continue; }
+            if (strncmp(emu_kernel_list[i].name, "attention_tc_", 13) == 0 ||
+                strncmp(emu_kernel_list[i].name, "attention_tc2_", 14) == 0) { bf16_only++; continue; }
 #endif
 #ifndef ENABLE_FP32
-            if (att_tc_sampled_out(emu_kernel_list[i].name)) { sampled_out++; continue; }
+            if (att_tc_sampled_out(emu_kernel_list[i].name) || att_tc2_sampled_out(emu_kernel_list[i].name)) { sampled_out++; continue; }
 #endif
             if (!emu::covered[i]) missing += std::string(missing.empty() ? "" : ", ") + emu_kernel_list[i].name;
         }

@@ -663,7 +663,10 @@ static const int ATT_BH[2][2] = {{0, 0}, {B - 1, H - 1}};  // (batch, head) of t
 // the other written rows are checked to be written (no NaN)
 static bool att_sampled(int t) { return t % 32 < 2 || t % 32 >= 30; }
 
-static std::string probe_attention_forward(bool tc) {
+// tc2: attention_tc2_forward (llmc/kernels/attention_tc2.cuh), whose 1-D grid puts the query
+// tile rank slowest: the heaviest tile of the last (batch, head) is block B H - 1, the lightest
+// of the first is the first block of the last rank
+static std::string probe_attention_forward(bool tc, bool tc2 = false) {
     Att a = att_alloc(false);
     for (auto& bh : ATT_BH) {
         int b = bh[0], h = bh[1], kvh = h / (H / KV);
@@ -676,13 +679,16 @@ static std::string probe_attention_forward(bool tc) {
         }
     }
     auto run = [&] {
-        if (tc) attention_tc_forward(a.out, a.lse, a.q, a.k, a.v, B, T, H, KV, HD, 0);
+        if (tc2) attention_tc2_forward(a.out, a.lse, a.q, a.k, a.v, B, T, H, KV, HD, 0);
+        else if (tc) attention_tc_forward(a.out, a.lse, a.q, a.k, a.v, B, T, H, KV, HD, 0);
         else attention_forward(a.out, a.lse, a.q, a.k, a.v, B, T, H, KV, HD, 0);
     };
-    const char* kn = tc ? "attention_tc_forward_hd128_kernel" : "attention_forward_kernel";
+    const char* kn = tc2 ? "attention_tc2_forward_hd128_kernel" : tc ? "attention_tc_forward_hd128_kernel" : "attention_forward_kernel";
     Shape s = shape_of(shapes(run), kn);
-    std::vector<ull> blocks = uniq({lin(s, s.grid.x - 1, 0, 0), lin(s, 0, H - 1, B - 1)});
+    std::vector<ull> blocks = tc2 ? uniq({lin(s, s.grid.x - B * H, 0, 0), lin(s, B * H - 1, 0, 0)})
+                                  : uniq({lin(s, s.grid.x - 1, 0, 0), lin(s, 0, H - 1, B - 1)});
     run_picked({{kn, blocks}}, run);
+    tc = tc || tc2;
     Cmp co("out", tc ? 0.03 : REL, tc ? 0.01 : 2e-3), cl("lse", 1e-4, 1e-4);
     int rows = 0;
     for (auto& bh : ATT_BH) {
@@ -1163,6 +1169,7 @@ static std::vector<Probe> probes() {
         {"attention_backward[B=4,T=8192,H=32,KV=8,hd=128]", [] { return probe_attention_backward(false); }, false},
         {"attention_tc_forward[B=4,T=8192,H=32,KV=8,hd=128]", [] { return probe_attention_forward(true); }, false},
         {"attention_tc_backward[B=4,T=8192,H=32,KV=8,hd=128]", [] { return probe_attention_backward(true); }, false},
+        {"attention_tc2_forward[B=4,T=8192,H=32,KV=8,hd=128]", [] { return probe_attention_forward(true, true); }, false},
         {"layernorm_modulate_forward[B=16,N=65536,C=3072]", [] { return probe_layernorm_modulate(false); }, false},
         {"layernorm_modulate_backward[B=16,N=65536,C=3072]", [] { return probe_layernorm_modulate(true); }, false},
         {"gated_residual_forward[B=16,N=65536,C=3072]", [] { return probe_gated_residual(false); }, false},

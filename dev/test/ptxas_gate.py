@@ -216,6 +216,20 @@ KERNELS = {
     "attention_tc_dq_hd256_kernel": (128, 2, (2 * 64 + 4 * 16) * 264 * 2, TC),
     "attention_tc_dq_rope_hd64_kernel": (128, 2, (2 * 64 + 4 * 64) * 72 * 2, TC),
     "attention_tc_dq_rope_hd128_kernel": (128, 2, (2 * 64 + 4 * 64) * 136 * 2, TC),
+    # the second-generation forward (attention_tc2.cuh): att_tc2_smem_forward(hd) = (BQ + 4 BK)
+    # (HDP + 8) 2 bytes; 128-row query tiles (two row slices a warp) up to HDP 128, 128-key tiles
+    # at 64, 64-key tiles to 96 and 32 above; v6's 64-row tiles with 32-key tiles above 128
+    "attention_tc2_forward_hd32_kernel": (128, 2, (128 + 4 * 64) * 40 * 2, TC),
+    "attention_tc2_forward_hd48_kernel": (128, 2, (128 + 4 * 64) * 56 * 2, TC),
+    "attention_tc2_forward_hd64_kernel": (128, 2, (128 + 4 * 128) * 72 * 2, TC),
+    "attention_tc2_forward_hd80_kernel": (128, 2, (128 + 4 * 64) * 88 * 2, TC),
+    "attention_tc2_forward_hd96_kernel": (128, 2, (128 + 4 * 64) * 104 * 2, TC),
+    "attention_tc2_forward_hd112_kernel": (128, 2, (128 + 4 * 32) * 120 * 2, TC),
+    "attention_tc2_forward_hd128_kernel": (128, 2, (128 + 4 * 32) * 136 * 2, TC),
+    "attention_tc2_forward_hd160_kernel": (128, 2, (64 + 4 * 32) * 168 * 2, TC),
+    "attention_tc2_forward_hd192_kernel": (128, 2, (64 + 4 * 32) * 200 * 2, TC),
+    "attention_tc2_forward_hd224_kernel": (128, 2, (64 + 4 * 32) * 232 * 2, TC),
+    "attention_tc2_forward_hd256_kernel": (128, 2, (64 + 4 * 32) * 264 * 2, TC),
 }
 
 # name: (builds, the largest stack frame and spill (bytes) allowed, why)

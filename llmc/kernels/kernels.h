@@ -43,5 +43,6 @@ trainer never sees which one it got.
 #include "reduce.cuh"
 #include "attention_merge.cuh"
 #include "copy2d.cuh"
+#include "attention_tc2.cuh"  // the second-generation tensor-core forward (bf16 builds): compiled in every CUDA build, so that ptxas and the emulator see it
 #endif
 #include "attention_select.h"  // the attention kernels behind --attention auto|fp32|tc: attention_dispatch_*
