@@ -45,3 +45,6 @@ trainer never sees which one it got.
 #include "copy2d.cuh"
 #endif
 #include "attention_select.h"  // the attention kernels behind --attention auto|fp32|tc: attention_dispatch_*
+#ifndef LLMC_CPU
+#include "attention_tc2_backward.cuh"  // the one-pass tensor-core backward (tc2)
+#endif
