@@ -14,9 +14,9 @@ argument, `workspace`, of attention_tc2_workspace_floats(B, T, H, KV, hd, causal
 builds), every head dim attention_tc_supported_hd accepts.
 
 Workspace rule. Let N = B T H hd (one fp32 copy of dq), BK the key tile (128 up to HDP 128,
-64 above), n_kt = ceil(T / BK) and C = min(n_kt, clamp(ceil(264 / (B KV)), 4, 16)) the key
-tiles of a chunk (264: two CTAs for each of an H100's or H200's 132 SMs, so that a chunk's
-launch fills the GPU; the clamp keeps W at most 16 copies of dq whatever T and B KV). Then
+64 above), n_kt = ceil(T / BK) and C = min(n_kt, clamp(ceil(256 / (B KV)), 4, 16)) the key
+tiles of a chunk (256: about two CTAs for each of an H100's or H200's 132 SMs, so that a
+chunk's launch fills the GPU; the clamp keeps W at most 16 copies of dq whatever T and B KV). Then
     floats = C N  (the chunk's slots W[0..C-1])
            + N    (the fp32 running sum A, only when there is more than one chunk)
            + B H T (delta)
@@ -80,7 +80,7 @@ run on a GPU.
 #define ATT_TC2_WARPS 8
 #define ATT_TC2_THREADS (32 * ATT_TC2_WARPS)
 #define ATT_TC2_REDUCE_THREADS 256
-#define ATT_TC2_CTAS 264       // CTAs a chunk's launch aims at: two for each of 132 SMs
+#define ATT_TC2_CTAS 256       // CTAs a chunk's launch aims at: about two for each of 132 SMs
 #define ATT_TC2_CHUNK_MIN 4    // key tiles a chunk holds, at least (unless T has fewer)
 #define ATT_TC2_CHUNK_MAX 16   // and at most: the workspace is at most 17 fp32 copies of dq
 
@@ -93,15 +93,22 @@ static inline int att_tc2_chunk(int B, int KV, int n_kt) {
     return c < n_kt ? c : n_kt;
 }
 
+// floats of workspace with chunks of c key tiles (c >= 1): the slots, the running sum A
+// (more than one chunk), delta
+static inline size_t att_tc2_workspace_floats_chunked(int B, int T, int H, int hd, int c) {
+    const int bk = att_tc2_bk(att_tc_hdp(hd)), n_kt = (T + bk - 1) / bk;
+    if (c > n_kt) c = n_kt;
+    const int n_ch = (n_kt + c - 1) / c;
+    const size_t n = (size_t)B * T * H * hd;
+    return (size_t)c * n + (n_ch > 1 ? n : 0) + (size_t)B * H * T;
+}
 // floats of workspace the backward needs (delta included); host arithmetic only, the same
 // value for any call with these arguments (the rule and worked numbers: the header)
 static inline size_t attention_tc2_workspace_floats(int B, int T, int H, int KV, int hd, bool causal) {
     (void)causal;  // the slots hold whole [B, T, H, hd] copies in both modes
     if (B <= 0 || T <= 0 || H <= 0 || KV <= 0 || hd <= 0) return 0;
     const int bk = att_tc2_bk(att_tc_hdp(hd)), n_kt = (T + bk - 1) / bk;
-    const int c = att_tc2_chunk(B, KV, n_kt), n_ch = (n_kt + c - 1) / c;
-    const size_t n = (size_t)B * T * H * hd;
-    return (size_t)c * n + (n_ch > 1 ? n : 0) + (size_t)B * H * T;
+    return att_tc2_workspace_floats_chunked(B, T, H, hd, att_tc2_chunk(B, KV, n_kt));
 }
 
 #ifndef ENABLE_FP32
@@ -470,7 +477,7 @@ static inline void att_tc2_launch_fill(int hdp, dim3 grid, att_bf16* dk, att_bf1
 static inline void att_tc2_launch_backward(floatX* dq, floatX* dk, floatX* dv, const floatX* dout, const floatX* q,
                                            const floatX* k, const floatX* v, const floatX* out, const float* lse,
                                            float* workspace, int B, int T, int H, int KV, int hd, bool causal,
-                                           stream_t s, const char* who) {
+                                           int chunk, stream_t s, const char* who) {
     att_check_args(who, B, T, H, KV, hd);
     // cp.async and the delta kernel read 16 bytes at a time (dout, q, k, v, out); dq, dk,
     // dv are written 4 bytes at a time, and asked for 16 like every tensor here
@@ -487,7 +494,9 @@ static inline void att_tc2_launch_backward(floatX* dq, floatX* dk, floatX* dv, c
         FAIL("%s: workspace at %p is not 16-byte aligned (the reduce reads it 16 bytes at a time)", who, (void*)workspace);
     const float scale = 1.0f / sqrtf((float)hd);
     const int hdp = att_tc_hdp(hd), bk = att_tc2_bk(hdp), n_kt = (T + bk - 1) / bk;
-    const int c = att_tc2_chunk(B, KV, n_kt), n_ch = (n_kt + c - 1) / c;
+    // chunk > 0: that many key tiles a chunk (the harness's checks that the result does not
+    // depend on it; the workspace is then att_tc2_workspace_floats_chunked's), else the rule
+    const int c = chunk > 0 ? (chunk < n_kt ? chunk : n_kt) : att_tc2_chunk(B, KV, n_kt), n_ch = (n_kt + c - 1) / c;
     const size_t n = (size_t)B * T * H * hd;
     // the layout attention_tc2_workspace_floats counts: the slots, A (more than one chunk), delta
     float* W = workspace;
@@ -514,13 +523,13 @@ static inline void att_tc2_launch_backward(floatX* dq, floatX* dk, floatX* dv, c
 static inline void attention_tc2_backward(floatX* dq, floatX* dk, floatX* dv, const floatX* dout, const floatX* q,
                                           const floatX* k, const floatX* v, const floatX* out, const float* lse,
                                           float* workspace, int B, int T, int H, int KV, int hd, stream_t s) {
-    att_tc2_launch_backward(dq, dk, dv, dout, q, k, v, out, lse, workspace, B, T, H, KV, hd, true, s,
+    att_tc2_launch_backward(dq, dk, dv, dout, q, k, v, out, lse, workspace, B, T, H, KV, hd, true, 0, s,
                             "attention_tc2_backward");
 }
 // non-causal (the video DiT); workspace: attention_tc2_workspace_floats(B, T, H, KV, hd, false)
 static inline void attention_tc2_full_backward(floatX* dq, floatX* dk, floatX* dv, const floatX* dout, const floatX* q,
                                                const floatX* k, const floatX* v, const floatX* out, const float* lse,
                                                float* workspace, int B, int T, int H, int KV, int hd, stream_t s) {
-    att_tc2_launch_backward(dq, dk, dv, dout, q, k, v, out, lse, workspace, B, T, H, KV, hd, false, s,
+    att_tc2_launch_backward(dq, dk, dv, dout, q, k, v, out, lse, workspace, B, T, H, KV, hd, false, 0, s,
                             "attention_tc2_full_backward");
 }
