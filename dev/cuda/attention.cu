@@ -118,6 +118,7 @@ backward run twice, bitwise. Timed in both modes (full: twice the FLOPs of causa
 #include "../../llmc/kernels/attention.cuh"
 #include "../../llmc/kernels/attention_tc.cuh"           // version 4, forward
 #include "../../llmc/kernels/attention_tc_backward.cuh"  // version 4, backward
+#include "../../llmc/kernels/attention_tc2_backward.cuh" // version 7, backward
 #include "../../llmc/kernels/rope.cuh"                   // version 5's unfused twin (rope_forward, rope_backward)
 #include <mma.h>
 #include <algorithm>
@@ -547,16 +548,18 @@ static bool version_supports(int version, int hd) {
 #else
     if (version == 4) return hd == 64 || hd == 128;  // the head dims it had on the H200
     if (version == 5) return attention_tc_rope_supported_hd(hd);
-    if (version == 6) return attention_tc_supported_hd(hd);
+    if (version == 6 || version == 7) return attention_tc_supported_hd(hd);
     return version != 3 || v3::supported(hd);
 #endif
 }
-// floats of scratch a version's backward needs (version 4: delta = rowsum(dO * O))
-static size_t scratch_floats(int version, int B, int T, int H) {
+// floats of scratch a version's backward needs (version 4: delta = rowsum(dO * O); version 7:
+// its workspace, delta included, the same in both modes)
+static size_t scratch_floats(int version, int B, int T, int H, int KV, int hd) {
 #if !defined(ENABLE_FP32)
+    if (version == 7) return attention_tc2_workspace_floats(B, T, H, KV, hd, true);
     if (version >= 4) return attention_tc_delta_floats(B, H, T);
 #endif
-    (void)version; (void)B; (void)T; (void)H;
+    (void)version; (void)B; (void)T; (void)H; (void)KV; (void)hd;
     return 0;
 }
 
@@ -598,7 +601,7 @@ static void fwd(int version, bool causal, floatX* out, float* lse, const floatX*
 #if !defined(ENABLE_FP32)
         v3::forward(out, lse, q, k, v, B, T, H, KV, hd, causal);
 #endif
-    } else if (version == 4 || version == 6) {
+    } else if (version == 4 || version == 6 || version == 7) {  // 7: its backward's checks and bench on v6's forward
         if (causal) attention_tc_forward(out, lse, q, k, v, B, T, H, KV, hd, 0);
         else attention_tc_full_forward(out, lse, q, k, v, B, T, H, KV, hd, 0);
     } else {
@@ -627,6 +630,9 @@ static void bwd(int version, bool causal, floatX* dq, floatX* dk, floatX* dv, co
     } else if (version == 4 || version == 6) {
         if (causal) attention_tc_backward(dq, dk, dv, dout, q, k, v, out, lse, scratch, B, T, H, KV, hd, 0);
         else attention_tc_full_backward(dq, dk, dv, dout, q, k, v, out, lse, scratch, B, T, H, KV, hd, 0);
+    } else if (version == 7) {
+        if (causal) attention_tc2_backward(dq, dk, dv, dout, q, k, v, out, lse, scratch, B, T, H, KV, hd, 0);
+        else attention_tc2_full_backward(dq, dk, dv, dout, q, k, v, out, lse, scratch, B, T, H, KV, hd, 0);
     } else {
         if (causal)
             attention_tc_backward_rope(dq, dk, dv, dout, q, k, v, out, lse, scratch, g_rope_cos, g_rope_sin, B, T, H, KV,
@@ -644,7 +650,7 @@ static void run_version(int version, bool causal, const Shape& s, uint64_t seed)
     const char* mode = causal ? "causal" : "full";
     if (!version_supports(version, hd)) {
         printf(version >= 4 ? "  v%d %s B=%d T=%d H=%d KV=%d hd=%d: skipped (v4, v5 need a bf16 build, hd 64 or 128; "
-                              "v6 a multiple of 8 from 32 to 256)\n"
+                              "v6, v7 a multiple of 8 from 32 to 256)\n"
                             : "  v%d %s B=%d T=%d H=%d KV=%d hd=%d: skipped (v3 needs a bf16 build, hd %% 16 == 0, hd <= 128)\n",
                version, mode, B, T, H, KV, hd);
         return;
@@ -671,7 +677,7 @@ static void run_version(int version, bool causal, const Shape& s, uint64_t seed)
     float* d_lse = (float*)dev_malloc(nl * sizeof(float));
     floatX *d_dq = (floatX*)dev_malloc(nq * sizeof(floatX)), *d_dk = (floatX*)dev_malloc(nk * sizeof(floatX));
     floatX* d_dv = (floatX*)dev_malloc(nk * sizeof(floatX));
-    const size_t ns = scratch_floats(version, B, T, H);
+    const size_t ns = scratch_floats(version, B, T, H, KV, hd);
     float* d_scratch = ns ? (float*)dev_malloc(ns * sizeof(float)) : nullptr;
     // poison the outputs: every element must be written
     cudaCheck(cudaMemset(d_out, 0xff, nq * sizeof(floatX)));
@@ -750,7 +756,7 @@ static void bench_version(int version, bool causal, int B, int T, int H, int KV,
     float* d_lse = (float*)dev_malloc(nl * sizeof(float));
     floatX *d_dq = (floatX*)dev_malloc(nq * sizeof(floatX)), *d_dk = (floatX*)dev_malloc(nk * sizeof(floatX));
     floatX* d_dv = (floatX*)dev_malloc(nk * sizeof(floatX));
-    const size_t ns = scratch_floats(version, B, T, H);
+    const size_t ns = scratch_floats(version, B, T, H, KV, hd);
     float* d_scratch = ns ? (float*)dev_malloc(ns * sizeof(float)) : nullptr;
     std::vector<float> ct, st;
     if (version == 5) rope_tables_upload(T, hd, ct, st);
@@ -803,7 +809,7 @@ static bool hd_wanted(const std::vector<int>& hds, int hd) {
 }
 
 int main(int argc, char** argv) {
-    ladder_init(argc, argv, "attention", 6);
+    ladder_init(argc, argv, "attention", 7);
     const std::vector<int> hds = ladder_hds();
     const Shape shapes[] = {
         {1, 7, 4, 2, 6},    {2, 33, 6, 2, 8},  {1, 65, 4, 1, 12},  {2, 100, 6, 3, 48}, {1, 70, 2, 2, 64},
@@ -821,8 +827,9 @@ int main(int argc, char** argv) {
                            "WMMA bf16 tensor cores",
                            "mma.sync/ldmatrix/cp.async tensor cores, FlashAttention-2 style (llmc/kernels/attention_tc.cuh)",
                            "version 4 with RoPE fused into the tile loads and stores (slower than v4 + rope launches on the H200: off in the trainers)",
-                           "version 4 at every head dim that is a multiple of 8 from 32 to 256 (zero-padded to 16, second configuration above 128)"};
-    for (int version = 1; version <= 6; version++) {
+                           "version 4 at every head dim that is a multiple of 8 from 32 to 256 (zero-padded to 16, second configuration above 128)",
+                           "tc2 backward: one pass, five matmuls, dQ through an fp32 workspace reduced in key-tile order (llmc/kernels/attention_tc2_backward.cuh; forward: v6's)"};
+    for (int version = 1; version <= 7; version++) {
         if (!want(version)) continue;
         printf("version %d: %s\n", version, names[version]);
         for (int causal = 1; causal >= 0; causal--) {
@@ -841,7 +848,7 @@ int main(int argc, char** argv) {
         } else if (!ladder_quick()) {
             bench_version(version, true, 4, 1024, 32, 8, 64);
             bench_version(version, false, 4, 1024, 32, 8, 64);
-            if (version >= 2 && version != 6) {  // llama3-1B-like heads (hd 64, GQA 4) at T = 2048, and hd 128
+            if (version >= 2 && version < 6) {  // llama3-1B-like heads (hd 64, GQA 4) at T = 2048, and hd 128
                 bench_version(version, true, 4, 2048, 32, 8, 64);
                 bench_version(version, true, 2, 2048, 16, 4, 128);
                 bench_version(version, false, 2, 2048, 16, 4, 128);
@@ -851,6 +858,13 @@ int main(int argc, char** argv) {
                     bench_version(version, true, 4, 2048, 32, 8, hd);
                     bench_version(version, false, 1, 16384, 16, 16, hd);
                 }
+            if (version == 7) {  // its predictions (the header), and v4's hd-128 shapes
+                bench_version(version, true, 4, 2048, 32, 8, 64);
+                bench_version(version, true, 2, 2048, 16, 4, 128);
+                bench_version(version, false, 2, 2048, 16, 4, 128);
+                bench_version(version, false, 1, 16384, 16, 16, 72);
+                bench_version(version, true, 4, 2048, 32, 8, 72);
+            }
         }
     }
     return ladder_finish("attention");
