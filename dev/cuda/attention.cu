@@ -106,6 +106,9 @@ argument (a `causal` kernel argument, as in llmc) and is validated in both.
              ~0.83-0.85: 174 x 0.86 = 150 (dit-XL, from dit-B's measured 158 at hd 64 taken
              through the same model: 0.063 - 0.0235 + 0.016 + 0.002 = 0.058 -> 174), 140 x
              0.82 = 115 causal. So hd 72 stays ~15-18% below hd 64 (the target: within 15%).
+             (Written after these predictions, which stand as written: HDP 80, hd 72's width, got
+             64-row query tiles, as HDP 64 has, since ptxas fits them in 239 registers; the
+             prediction assumed v6's 32.)
 ATTENTION_LADDER_HDS=64,72,128 (a comma list): only the validation shapes and benchmarks of
 those head dims (scripts/gpu_check.sh's first call runs version 6 so, before anything else
 of the ladder), version 6's benchmarks at each of them.

@@ -218,11 +218,11 @@ KERNELS = {
     "attention_tc_dq_rope_hd128_kernel": (128, 2, (2 * 64 + 4 * 64) * 136 * 2, TC),
     # the one-pass backward (attention_tc2_backward.cuh), one kernel per compiled width: att_tc2_smem<HDP>(),
     # (2 BK + 4 BQ) (HDP + 8) bf16 tiles + BK (BQ + 8) bf16 of dS^T + 4 BQ floats of lse / delta; BK 128
-    # up to HDP 128, 64 above; BQ 64 up to HDP 64, 32 above
+    # up to HDP 128, 64 above; BQ 64 up to HDP 80, 32 above
     "attention_tc2_bwd_hd32_kernel": (256, 1, (2 * 128 + 4 * 64) * 40 * 2 + 128 * 72 * 2 + 4 * 64 * 4, TC2),
     "attention_tc2_bwd_hd48_kernel": (256, 1, (2 * 128 + 4 * 64) * 56 * 2 + 128 * 72 * 2 + 4 * 64 * 4, TC2),
     "attention_tc2_bwd_hd64_kernel": (256, 1, (2 * 128 + 4 * 64) * 72 * 2 + 128 * 72 * 2 + 4 * 64 * 4, TC2),
-    "attention_tc2_bwd_hd80_kernel": (256, 1, (2 * 128 + 4 * 32) * 88 * 2 + 128 * 40 * 2 + 4 * 32 * 4, TC2),
+    "attention_tc2_bwd_hd80_kernel": (256, 1, (2 * 128 + 4 * 64) * 88 * 2 + 128 * 72 * 2 + 4 * 64 * 4, TC2),
     "attention_tc2_bwd_hd96_kernel": (256, 1, (2 * 128 + 4 * 32) * 104 * 2 + 128 * 40 * 2 + 4 * 32 * 4, TC2),
     "attention_tc2_bwd_hd112_kernel": (256, 1, (2 * 128 + 4 * 32) * 120 * 2 + 128 * 40 * 2 + 4 * 32 * 4, TC2),
     "attention_tc2_bwd_hd128_kernel": (256, 1, (2 * 128 + 4 * 32) * 136 * 2 + 128 * 40 * 2 + 4 * 32 * 4, TC2),

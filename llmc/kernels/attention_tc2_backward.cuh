@@ -40,7 +40,8 @@ Kernels (no atomics anywhere):
     split dK's and dV's columns), 64-key tiles. K and V stay in shared memory; the CTA loops
     over the q heads of the group (outer) and the query tiles at or after the key tile
     (causal; full: all), Q / dO tiles double-buffered by cp.async, BQ = 64 rows up to HDP
-    64, 32 above (the registers of dK, dV). Per query tile, as v6's dK/dV kernel:
+    80 (hd 72's width: v6 takes 32 there), 32 above (the registers of dK, dV: at HDP 96, 64
+    rows take all 255 registers). Per query tile, as v6's dK/dV kernel:
       S^T = K Q^T, dP^T = V dO^T; P^T = exp2(S^T scale log2e - lse log2e), dS^T = P^T (dP^T
       - delta), fp32 in registers; dV += P^T dO, dK += dS^T Q (P^T, dS^T rounded to bf16 as
       A operands, as FlashAttention-2 does);
@@ -65,12 +66,13 @@ Why one pass: v6's backward computes S and dP twice (7 matmuls); here the worksp
 128-key tiles (dev/cuda/attention.cu version 7). Memory O(N) per chunk, nothing T x T.
 
 Registers per thread by HDP (ptxas, CUDA 13, sm_90, -O3, __launch_bounds__(256); no spills, no
-stack frame): 32: 188, 48: 202, 64: 231, 80: 185, 96: 216, 112: 234, 128: 243, 160: 181,
+stack frame): 32: 188, 48: 202, 64: 231, 80: 239, 96: 216, 112: 234, 128: 243, 160: 181,
 192: 224, 224: 238, 256: 246; the reduce 34. Up to 248 registers, 8 warps fit an SM's 65536
 (248 x 256 = 63488): one CTA an SM, the 8 warps of v6's two CTAs of 4. The fp32 accumulators:
 dK, dV HDP / CS each, S^T, dP^T BQ / 2 each, dQ_kt 4 NDQ (live only after dK's product). Shared
 memory (att_tc2_smem): sK, sV [BK][HDP + 8], sQ, sdO [2][BQ][HDP + 8], sdS [BK][BQ + 8] bf16,
-lse and delta [2][BQ] fp32: HDP 64: 93,184 bytes, HDP 128: 115,200, HDP 256: 140,800.
+lse and delta [2][BQ] fp32: HDP 64: 93,184 bytes, HDP 80: 109,568, HDP 128: 115,200, HDP 256:
+140,800.
 
 Checked in the host emulator (dev/emu: attention_tc2_backward[...], attention_tc2_full_backward[...]
 in dev/emu/harness.cpp at every compiled width, and the ladder's version 7); nothing here has
@@ -118,13 +120,13 @@ static inline size_t attention_tc2_workspace_floats(int B, int T, int H, int KV,
 
 // the tiles of the one-pass kernel: 8 warps; a warp owns 16 keys and HDP / CS columns of dK
 // and dV. CS = 1 up to HDP 128 (128-key tiles), CS = 2 above (64-key tiles, two warps per 16
-// keys computing the same S^T, dP^T). BQ query rows per tile: 64 up to HDP 64, 32 above (the
-// registers of dK, dV: 2 HDP / CS floats a thread).
+// keys computing the same S^T, dP^T). BQ query rows per tile: 64 up to HDP 80, 32 above (the
+// registers of dK, dV: 2 HDP / CS floats a thread; HDP 96 with 64 rows reaches 255 registers).
 template <int HDP> struct AttTc2 {
     static constexpr int CS = HDP <= 128 ? 1 : 2;
     static constexpr int KG = ATT_TC2_WARPS / CS;  // warps along the keys
     static constexpr int BK = 16 * KG;
-    static constexpr int BQ = HDP <= 64 ? 64 : 32;
+    static constexpr int BQ = HDP <= 80 ? 64 : 32;
     static constexpr int LDS = BQ + 8;               // dS^T row stride (LDS / 8 odd)
     static constexpr int MT = BQ / 16;               // m16 tiles of dQ_kt
     static constexpr int NG = ATT_TC2_WARPS / MT;    // warps along dQ_kt's columns
