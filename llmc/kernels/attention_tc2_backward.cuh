@@ -47,7 +47,7 @@ Kernels (no atomics anywhere):
       A operands, as FlashAttention-2 does);
     and then, the step v6 did in a second kernel that recomputed S and dP:
       dS^T goes to shared memory (bf16, the same rounding as the A operand of dK's product;
-      rows of BQ + 8, LD / 8 odd: conflict-free 4-byte stores and ldmatrix .trans reads); after
+      rows of BQ + 8, (BQ + 8) / 8 odd: conflict-free 4-byte stores and ldmatrix .trans reads); after
       a barrier the 8 warps compute dQ_kt = dS K (BQ x HDP, k = the tile's keys in one pass:
       warp w the 16 rows w % (BQ / 16) and the n8 column tiles w / (BQ / 16) + i 8 / (BQ / 16),
       dS read as A by ldmatrix x4.trans, K as B by x2.trans) and store it, fp32, to the
@@ -69,7 +69,7 @@ Registers per thread by HDP (ptxas, CUDA 13, sm_90, -O3, __launch_bounds__(256);
 stack frame): 32: 188, 48: 202, 64: 231, 80: 239, 96: 216, 112: 234, 128: 243, 160: 181,
 192: 224, 224: 238, 256: 246; the reduce 34. Up to 248 registers, 8 warps fit an SM's 65536
 (248 x 256 = 63488): one CTA an SM, the 8 warps of v6's two CTAs of 4. The fp32 accumulators:
-dK, dV HDP / CS each, S^T, dP^T BQ / 2 each, dQ_kt 4 NDQ (live only after dK's product). Shared
+dK, dV HDP / (2 CS) each, S^T, dP^T BQ / 2 each, dQ_kt 4 NDQ (live only after dK's product). Shared
 memory (att_tc2_smem): sK, sV [BK][HDP + 8], sQ, sdO [2][BQ][HDP + 8], sdS [BK][BQ + 8] bf16,
 lse and delta [2][BQ] fp32: HDP 64: 93,184 bytes, HDP 80: 109,568, HDP 128: 115,200, HDP 256:
 140,800.
@@ -121,7 +121,7 @@ static inline size_t attention_tc2_workspace_floats(int B, int T, int H, int KV,
 // the tiles of the one-pass kernel: 8 warps; a warp owns 16 keys and HDP / CS columns of dK
 // and dV. CS = 1 up to HDP 128 (128-key tiles), CS = 2 above (64-key tiles, two warps per 16
 // keys computing the same S^T, dP^T). BQ query rows per tile: 64 up to HDP 80, 32 above (the
-// registers of dK, dV: 2 HDP / CS floats a thread; HDP 96 with 64 rows reaches 255 registers).
+// registers of dK, dV: HDP / CS floats a thread; HDP 96 with 64 rows reaches 255 registers).
 template <int HDP> struct AttTc2 {
     static constexpr int CS = HDP <= 128 ? 1 : 2;
     static constexpr int KG = ATT_TC2_WARPS / CS;  // warps along the keys
