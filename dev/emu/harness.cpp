@@ -2904,7 +2904,7 @@ static std::vector<Att> att_tc_new_shapes(bool backward) {
 }
 // the kernels of the compiled widths a sampled run leaves out (the coverage check skips them)
 static bool att_tc_sampled_out(const char* kernel) {
-    if (!emu_harness_sample() || strncmp(kernel, "attention_tc_", 13) != 0) return false;
+    if (!emu_harness_sample() || strncmp(kernel, "attention_tc", 12) != 0) return false;  // attention_tc_*, attention_tc2_*
     const char* p = strstr(kernel, "_hd");
     if (!p) return false;
     const int hdp = atoi(p + 3);
@@ -3284,6 +3284,122 @@ static void add_attention_tc_backward_checks() {
     check_attention_tc_rope_refusals_dispatch();
 }
 
+// ---------------------------------------------------------------------------------
+// the one-pass tensor-core backward (llmc/kernels/attention_tc2_backward.cuh):
+// attention_tc2_backward and attention_tc2_full_backward against the CPU twin at
+// attention_tc_backward's bound (att_tc_bwd_extra: the same roundings, P and dS as bf16
+// operands; dq's fp32 sums go through the workspace in another order, which E covers); both
+// schedules bitwise; the overwrite contract (outputs and workspace holding numbers, not NaN);
+// dk and dv bit for bit attention_tc_backward's (each warp adds the same products in the same
+// order, and the fully masked query tiles a 128-key tile visits before a warp's keys add exact
+// zeros); dq bit for bit the same with chunks of 1 and 2 key tiles (the running sum carried
+// from launch to launch) as with the rule's chunk
+static void att_tc2_backward_check(const Att& a, bool causal) {
+    const int B = a.B, T = a.T, H = a.H, KV = a.KV, hd = a.hd;
+    std::string base = att_sz(a);
+    std::string name = std::string(causal ? "attention_tc2_backward[" : "attention_tc2_full_backward[") + base + "]";
+    size_t nq = (size_t)B * T * H * hd, nk = (size_t)B * T * KV * hd, nl = (size_t)B * H * T;
+    const auto gpu_bwd = causal ? attention_tc2_backward : attention_tc2_full_backward;
+    const auto gpu_tc = causal ? attention_tc_backward : attention_tc_full_backward;
+    const size_t nw = attention_tc2_workspace_floats(B, T, H, KV, hd, causal);
+    add_att_tc(name, [=] {
+        DX Q(nq), K(nk), Vv(nk), DO(nq), O(nq), DQ(nq), DK(nk), DV(nk); DF L(nl), Wk(nw);
+        gpu_bwd(DQ.p, DK.p, DV.p, DO.p, Q.p, K.p, Vv.p, O.p, L.p, Wk.p, B, T, H, KV, hd, 0);
+    }, [=] {
+        Rng r("attention" + base);  // the inputs of check_attention at this shape
+        auto q = r.vec(nq, -1.5, 1.5), k = r.vec(nk, -1.5, 1.5), v = r.vec(nk, -1, 1), dout = r.vec(nq, -1, 1);
+        std::vector<float> out(nq), lse(nl), dq(nq), dk(nk), dv(nk);
+        (causal ? cpu::attention_forward : cpu::attention_full_forward)(out.data(), lse.data(), q.data(), k.data(),
+                                                                        v.data(), B, T, H, KV, hd, 0);
+        auto out_x = round_x(out);  // what the backward gets as out: a floatX tensor
+        (causal ? cpu::attention_backward : cpu::attention_full_backward)(dq.data(), dk.data(), dv.data(), dout.data(),
+                                                                          q.data(), k.data(), v.data(), out_x.data(),
+                                                                          lse.data(), B, T, H, KV, hd, 0);
+        // chunk 0: the launcher's rule (attention_tc2_[full_]backward); else that many key tiles a chunk
+        auto run = [&](const std::vector<float>* fill, int chunk) {
+            const size_t nws = chunk ? att_tc2_workspace_floats_chunked(B, T, H, hd, chunk) : nw;
+            DX Q(q), K(k), Vv(v), DO(dout), O(out_x), DQ(nq), DK(nk), DV(nk); DF L(lse), Wk(nws);
+            if (fill) {  // outputs and workspace that hold numbers, not the NaN of fresh buffers
+                dev_upload_floats(DQ.p, fill->data(), nq);
+                dev_upload_floats(DK.p, fill->data(), nk);
+                dev_upload_floats(DV.p, fill->data() + 1, nk);
+                std::vector<float> wj(nws);
+                for (size_t i = 0; i < nws; i++) wj[i] = (*fill)[i % fill->size()];
+                dev_memcpy_h2d(Wk.p, wj.data(), nws * sizeof(float), 0);
+            }
+            if (chunk) att_tc2_launch_backward(DQ.p, DK.p, DV.p, DO.p, Q.p, K.p, Vv.p, O.p, L.p, Wk.p, B, T, H, KV, hd,
+                                               causal, chunk, 0, "attention_tc2 (chunked)");
+            else gpu_bwd(DQ.p, DK.p, DV.p, DO.p, Q.p, K.p, Vv.p, O.p, L.p, Wk.p, B, T, H, KV, hd, 0);
+            return Outs{{"dq", DQ.get()}, {"dk", DK.get()}, {"dv", DV.get()}};
+        };
+        Outs o = both_schedules([&] { return run(nullptr, 0); });
+        std::vector<double> Bo, Bl, Bq, Bk, Bv, Xq, Xk, Xv;
+        attention_bounds(a, causal, q, k, v, dout, out_x, lse, Bo, Bl, Bq, Bk, Bv);
+        att_tc_bwd_extra(a, causal, q, k, v, dout, out_x, lse, Xq, Xk, Xv);
+        auto E = [](const std::vector<double>& Bb, const std::vector<double>& X) {
+            std::vector<double> e = att_E(Bb);
+            for (size_t i = 0; i < e.size(); i++) e[i] += X[i];
+            return e;
+        };
+        expect("dq", o[0].second, dq, tol_x(dq, E(Bq, Xq)));
+        expect("dk", o[1].second, dk, tol_x(dk, E(Bk, Xk)));
+        expect("dv", o[2].second, dv, tol_x(dv, E(Bv, Xv)));
+        auto junk = r.vec(nq + 2, -3, 3);
+        Outs o3 = run(&junk, 0);
+        for (size_t i = 0; i < o.size(); i++) expect_exact((o[i].first + " over numbers").c_str(), o3[i].second, o[i].second);
+        const int bk = att_tc2_bk(att_tc_hdp(hd)), n_kt = (T + bk - 1) / bk;
+        for (int c : {1, 2})
+            if (c < n_kt) {
+                Outs oc = run(&junk, c);
+                for (size_t i = 0; i < o.size(); i++)
+                    expect_exact(sz("%s, chunks of %d key tile(s)", o[i].first.c_str(), c).c_str(), oc[i].second, o[i].second);
+            }
+        DX Q(q), K(k), Vv(v), DO(dout), O(out_x), DQ(nq), DK(nk), DV(nk); DF L(lse), D(attention_tc_delta_floats(B, H, T));
+        gpu_tc(DQ.p, DK.p, DV.p, DO.p, Q.p, K.p, Vv.p, O.p, L.p, D.p, B, T, H, KV, hd, 0);
+        expect_exact("dk = attention_tc_backward's", o[1].second, DK.get());
+        expect_exact("dv = attention_tc_backward's", o[2].second, DV.get());
+    });
+}
+static void check_attention_tc2_backward(const Att& a, bool causal) { att_tc2_backward_check(a, causal); }
+static void add_attention_tc2_backward_checks() {
+    // attention_tc_backward's shapes: hd 64 and 128, T = 1, 63, 65, 130, 200 (one tile; ragged
+    // 128-key and 64-, 32-row tiles; 2 key tiles at 130 and 200: the chunked runs), GQA 1, 2, 4,
+    // B = 2; and every other compiled width (att_tc_new_shapes: EMU_HARNESS_SAMPLE=1 samples them)
+    add_att_both_modes({{2, 1, 2, 2, 64}, {2, 1, 4, 1, 128}, {2, 63, 4, 1, 64}, {2, 63, 2, 2, 128}, {2, 65, 4, 2, 64},
+                        {2, 65, 4, 1, 128}, {2, 130, 2, 2, 64}, {2, 130, 2, 1, 128}, {2, 200, 2, 1, 64},
+                        {2, 200, 2, 2, 128}},
+                       check_attention_tc2_backward);
+    add_att_both_modes(att_tc_new_shapes(true), check_attention_tc2_backward);
+    add("attention_tc2_backward[refuses:hd=100,unaligned,no-workspace,unaligned-workspace]", [] {
+        expect_fail("hd=100", [] {
+            DX X(2 * 4 * 100); DF W(64);
+            attention_tc2_backward(X.p, X.p, X.p, X.p, X.p, X.p, X.p, X.p, W.p, W.p, 1, 2, 4, 4, 100, 0);
+        }, att_tc_refusal("head dim 100"));
+        expect_fail("unaligned", [] {
+            DX X(2 * 64 + 8); DF W(attention_tc2_workspace_floats(1, 2, 1, 1, 64, false));
+            attention_tc2_full_backward(X.p, X.p, X.p, X.p, X.p, X.p + 1, X.p, X.p, W.p, W.p, 1, 2, 1, 1, 64, 0);
+        }, att_tc_refusal("not 16-byte aligned"));
+        expect_fail("no workspace", [] {
+            DX X(2 * 64); DF L(2);
+            attention_tc2_backward(X.p, X.p, X.p, X.p, X.p, X.p, X.p, X.p, L.p, nullptr, 1, 2, 1, 1, 64, 0);
+        }, att_tc_refusal("no workspace"));
+        expect_fail("unaligned workspace", [] {
+            DX X(2 * 64); DF W(attention_tc2_workspace_floats(1, 2, 1, 1, 64, true) + 4);
+            attention_tc2_backward(X.p, X.p, X.p, X.p, X.p, X.p, X.p, X.p, W.p, W.p + 1, 1, 2, 1, 1, 64, 0);
+        }, att_tc_refusal("workspace at"));
+    });
+    // the rule's worked numbers in the header of attention_tc2_backward.cuh (what the memory plan cites)
+    add("attention_tc2_workspace_floats[worked-numbers]", [] {
+        const size_t l1 = attention_tc2_workspace_floats(4, 2048, 32, 8, 64, true);
+        const size_t db = attention_tc2_workspace_floats(1, 16384, 12, 12, 64, false);
+        const size_t dx = attention_tc2_workspace_floats(1, 16384, 16, 16, 72, false);
+        if (l1 != 151257088u) problem("llama3-1B: %zu floats, the header says 151,257,088", l1);
+        if (db != 214106112u) problem("dit-B: %zu floats, the header says 214,106,112", db);
+        if (dx != 321126400u) problem("dit-XL: %zu floats, the header says 321,126,400", dx);
+        if (attention_tc2_workspace_floats(1, 16384, 16, 16, 72, true) != dx) problem("causal and full differ");
+    });
+}
+
 int main(int argc, char** argv) {
     const char* filter = nullptr;
     bool list = false;
@@ -3425,6 +3541,7 @@ int main(int argc, char** argv) {
     add_attention_tc_forward_checks();  // llmc/kernels/attention_tc.cuh: attention_tc_forward[...], attention_tc_full_forward[...]
     add_attention_tc2_forward_checks();  // llmc/kernels/attention_tc2.cuh: attention_tc2_forward[...], attention_tc2_full_forward[...]
     add_attention_tc_backward_checks();  // llmc/kernels/attention_tc_backward.cuh: attention_tc_backward[...], attention_tc_full_backward[...]
+    add_attention_tc2_backward_checks();  // llmc/kernels/attention_tc2_backward.cuh: attention_tc2_backward[...], attention_tc2_full_backward[...]
     check_gridstride();
     add_dit_elementwise_checks();  // activations, patchify, timestep embedding, rectified flow
     // adaLN and gated residual: the DiT's ld = 6D with shift/gate at 0 and scale at D;
@@ -3499,8 +3616,8 @@ int main(int argc, char** argv) {
             if (!emu::covered[i]) missing += std::string(missing.empty() ? "" : ", ") + emu_kernel_list[i].name;
         }
         if (missing.empty()) {
-            if (bf16_only) printf("PASS %s.coverage[all %d kernels of llmc/kernels/*.cuh launched; %d bf16-only attention_tc_* kernels are not compiled in this build]\n", BUILD, nk - bf16_only, bf16_only);
-            else if (sampled_out) printf("PASS %s.coverage[all %d kernels of llmc/kernels/*.cuh launched but the %d attention_tc_* kernels of the head dims EMU_HARNESS_SAMPLE=1 leaves out]\n", BUILD, nk - sampled_out, sampled_out);
+            if (bf16_only) printf("PASS %s.coverage[all %d kernels of llmc/kernels/*.cuh launched; %d bf16-only attention_tc_* and attention_tc2_* kernels are not compiled in this build]\n", BUILD, nk - bf16_only, bf16_only);
+            else if (sampled_out) printf("PASS %s.coverage[all %d kernels of llmc/kernels/*.cuh launched but the %d attention_tc_* and attention_tc2_* kernels of the head dims EMU_HARNESS_SAMPLE=1 leaves out]\n", BUILD, nk - sampled_out, sampled_out);
             else printf("PASS %s.coverage[all %d kernels of llmc/kernels/*.cuh launched]\n", BUILD, nk);
             passed++;
         }

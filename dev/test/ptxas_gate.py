@@ -61,6 +61,8 @@ COLSUM = ("column sums, 32 columns x 16 row slices, scalar loads down the rows: 
 ONE = "launched as one block, or a few: no occupancy to keep"
 TC = ("tensor-core attention: two CTAs per SM, so that one CTA's cp.async tile loads overlap the "
       "other's mma (llmc/kernels/attention_tc_backward.cuh: 'at 241 [registers], still two CTAs')")
+TC2 = ("the one-pass tensor-core backward: one CTA of 8 warps per SM, the warps of v6's two CTAs of 4 "
+       "(llmc/kernels/attention_tc2_backward.cuh: 128-key tiles, dK and dV in registers)")
 
 
 def vec16(loads, threads):
@@ -74,6 +76,7 @@ _SW_B, _SW_B_WHY = vec16(3, 256)
 _GA, _GA_WHY = vec16(2, 256)  # at least two: grad and acc (bf16: grad and two float4s of acc)
 _CE, _CE_WHY = vec16(1, 512)
 _DELTA, _DELTA_WHY = vec16(2, 256)
+_TC2R, _TC2R_WHY = vec16(2, 256)
 _V2, _V2_WHY = vec16(2, 256)
 _V3, _V3_WHY = vec16(3, 256)
 _ROPE, _ROPE_WHY = vec16(1, 256)
@@ -230,6 +233,21 @@ KERNELS = {
     "attention_tc2_forward_hd192_kernel": (128, 2, (64 + 4 * 32) * 200 * 2, TC),
     "attention_tc2_forward_hd224_kernel": (128, 2, (64 + 4 * 32) * 232 * 2, TC),
     "attention_tc2_forward_hd256_kernel": (128, 2, (64 + 4 * 32) * 264 * 2, TC),
+    # the one-pass backward (attention_tc2_backward.cuh), one kernel per compiled width: att_tc2_smem<HDP>(),
+    # (2 BK + 4 BQ) (HDP + 8) bf16 tiles + BK (BQ + 8) bf16 of dS^T + 4 BQ floats of lse / delta; BK 128
+    # up to HDP 128, 64 above; BQ 64 up to HDP 80, 32 above
+    "attention_tc2_bwd_hd32_kernel": (256, 1, (2 * 128 + 4 * 64) * 40 * 2 + 128 * 72 * 2 + 4 * 64 * 4, TC2),
+    "attention_tc2_bwd_hd48_kernel": (256, 1, (2 * 128 + 4 * 64) * 56 * 2 + 128 * 72 * 2 + 4 * 64 * 4, TC2),
+    "attention_tc2_bwd_hd64_kernel": (256, 1, (2 * 128 + 4 * 64) * 72 * 2 + 128 * 72 * 2 + 4 * 64 * 4, TC2),
+    "attention_tc2_bwd_hd80_kernel": (256, 1, (2 * 128 + 4 * 64) * 88 * 2 + 128 * 72 * 2 + 4 * 64 * 4, TC2),
+    "attention_tc2_bwd_hd96_kernel": (256, 1, (2 * 128 + 4 * 32) * 104 * 2 + 128 * 40 * 2 + 4 * 32 * 4, TC2),
+    "attention_tc2_bwd_hd112_kernel": (256, 1, (2 * 128 + 4 * 32) * 120 * 2 + 128 * 40 * 2 + 4 * 32 * 4, TC2),
+    "attention_tc2_bwd_hd128_kernel": (256, 1, (2 * 128 + 4 * 32) * 136 * 2 + 128 * 40 * 2 + 4 * 32 * 4, TC2),
+    "attention_tc2_bwd_hd160_kernel": (256, 1, (2 * 64 + 4 * 32) * 168 * 2 + 64 * 40 * 2 + 4 * 32 * 4, TC2),
+    "attention_tc2_bwd_hd192_kernel": (256, 1, (2 * 64 + 4 * 32) * 200 * 2 + 64 * 40 * 2 + 4 * 32 * 4, TC2),
+    "attention_tc2_bwd_hd224_kernel": (256, 1, (2 * 64 + 4 * 32) * 232 * 2 + 64 * 40 * 2 + 4 * 32 * 4, TC2),
+    "attention_tc2_bwd_hd256_kernel": (256, 1, (2 * 64 + 4 * 32) * 264 * 2 + 64 * 40 * 2 + 4 * 32 * 4, TC2),
+    "attention_tc2_dq_reduce_kernel": (256, _TC2R, 0, _TC2R_WHY + " (the chunk's slots and the running sum)"),
 }
 
 # name: (builds, the largest stack frame and spill (bytes) allowed, why)

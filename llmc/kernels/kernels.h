@@ -46,3 +46,6 @@ trainer never sees which one it got.
 #include "attention_tc2.cuh"  // the second-generation tensor-core forward (bf16 builds): compiled in every CUDA build, so that ptxas and the emulator see it
 #endif
 #include "attention_select.h"  // the attention kernels behind --attention auto|fp32|tc: attention_dispatch_*
+#ifndef LLMC_CPU
+#include "attention_tc2_backward.cuh"  // the one-pass tensor-core backward (tc2)
+#endif
