@@ -4,7 +4,7 @@ dev/ref/reference_llama.py, an independent PyTorch implementation in float64.
 
   test_llama --ref FILE [--ffn-chunks K] [--ffn-chunk-dim hidden|seq] [--ce-chunks K]
                         [--offload-act N] [--recompute 0|1|2] [--zero 0|1] [--shard-vocab 0|1]
-                        [--micro-batch R] [--fp32-grad-accum 0|1] [--attention auto|fp32|tc|cudnn]
+                        [--micro-batch R] [--fp32-grad-accum 0|1] [--attention auto|fp32|tc|tc2|cudnn]
                         [--tp T] [--tp-mode allreduce|reducescatter] [--tp-recompute-allgather 0|1]
                         [--dump FILE] [--test-plant-tp-bug 1] [--comm nccl|mpi] [--comm-timeout S] [--startup-timeout S]
   mpirun -np N test_llama --ref FILE [...]    the same check with N/T DP ranks of T TP ranks

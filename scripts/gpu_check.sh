@@ -6,12 +6,14 @@
 #                                 #   references, then the headline: llama3-1B T=2048 --attention tc
 #                                 #   with --profile-step beside PyTorch (torch.compile, eager) on the
 #                                 #   same batches; right after it the tc attention at hd 64, 72 and 128
-#                                 #   (ladder v6, test_dit hd 72), the same tests with --attention cudnn
-#                                 #   and fp32; then stories110M T=1024
+#                                 #   (ladder v6, test_dit hd 72), then tc2 (ladder v7 and v8, the same
+#                                 #   tests, its llama3-1B row) and cudnn (the tests, its llama3-1B
+#                                 #   row), the fp32 tests; then stories110M T=1024
 #   bash scripts/gpu_check.sh 2   # <= 9 min: every dev/ref file in both builds, bit-exact resume,
 #                                 #   --comm mpi with 2 ranks, the attention ladder, compute-sanitizer
 #                                 #   (memcheck, racecheck, synccheck) on the tensor-core kernels, dit-B
-#                                 #   and dit-XL at 16K tokens against scripts/pytorch_dit.py (eager with
+#                                 #   and dit-XL at 16K tokens (ours on tc, tc2 and cudnn) against
+#                                 #   scripts/pytorch_dit.py (eager with
 #                                 #   SDPA auto, flash, cudnn; torch.compile), the other ladders
 #                                 #   (the quick correctness steps first: a short lease still gets them)
 #   bash scripts/gpu_check.sh 3   # <= 6 min: loss curves (stories15M, ours vs PyTorch from the same
@@ -454,9 +456,20 @@ call_1() {
   if [ "$CPU" = 1 ]; then skip ladder_attention_v6_hd64_72_128 "on the CPU (ladders need a GPU)"
   else run_step ladder_attention_v6_hd64_72_128 45 env ATTENTION_LADDER_HDS=64,72,128 dev/cuda/build/bf16/attention 6; fi
   test_ref test_dit_hd72_tc "$(b test_dit)" "$SCRATCH/fresh/dit_hd72.dref" "${att[@]}"
-  # the quick correctness steps before the slower benchmarks (a short lease still gets them):
-  # cuDNN's attention first (it has never run on a GPU), then the fp32 kernels
+  # then the two attentions that have never run on a GPU, each checked before its llama3-1B row:
+  # tc2 (the ladder's versions 7, its one-pass backward, and 8, its forward, against the CPU
+  # twin and timed at the same head dims; the tests; test_dit at hd 72), then cuDNN's
+  if [ "$CPU" = 1 ]; then skip ladder_attention_v7_v8_hd64_72_128 "on the CPU (ladders need a GPU)"
+  else run_step ladder_attention_v7_v8_hd64_72_128 60 bash -c "ATTENTION_LADDER_HDS=64,72,128 dev/cuda/build/bf16/attention 7 \
+    && ATTENTION_LADDER_HDS=64,72,128 dev/cuda/build/bf16/attention 8"; fi
+  attention_tests tc2
+  [ "$CPU" = 1 ] || test_ref test_dit_hd72_tc2 "$(b test_dit)" "$SCRATCH/fresh/dit_hd72.dref" --attention tc2
+  [ "$CPU" = 1 ] || { bench_ours head_tc2 "${HEAD[@]}" 60 "$SYN_LLAMA" --attention tc2; write_summary; }
   attention_tests cudnn
+  if [ "$CPU" != 1 ] && { [ "$PLAN" = 1 ] || [ "$CUDNN_BIN" = 1 ]; }; then
+    bench_ours head_cudnn "${HEAD[@]}" 60 "$SYN_LLAMA" --attention cudnn; write_summary
+  fi
+  # the quick correctness steps before the slower benchmarks: the fp32 kernels
   attention_tests fp32
   [ "$CPU" = 1 ] || test_ref test_llama_hd64_tc_memory_flags "$(b test_llama)" "$SCRATCH/fresh/hd64_gqa.lref" --attention tc \
     --ffn-chunks 3 --ce-chunks 4 --offload-act -1 --recompute 2
@@ -594,22 +607,37 @@ bench_dit_fastest() {
 # bench_dit_model MODEL: train_dit, then the peer beside it: eager with auto, flash and cudnn,
 # and torch.compile with auto
 bench_dit_model() {
-  local model=$1 name=${1//-/_} rc=0
-  local cfg=(--model "$model" "${DIT_CLIP[@]}") rd=$SCRATCH/bench_$name
-  rm -rf "$rd"
-  [ "$PLAN" = 1 ] && plan bench "bench_${name}_ours" 0 "${cfg[*]} (generated clips)"
-  run_step "bench_${name}_ours" "${DIT_LIMITS[0]}" "$(b train_dit)" "${cfg[@]}" --steps 12 --val-every 0 --sample-every 0 \
-    --run-dir "$rd" --profile-step 12 || rc=$?
-  add_row "${cfg[*]}" dit 0 "train_dit" "$(status_of $rc)" dit_ours "$rd/metrics.jsonl" "generated clips"
-  if [ "$PLAN" != 1 ] && [ -f "$SCRATCH/logs/bench_${name}_ours.log" ]; then
-    { echo; echo "### profile of one step: train_dit ${cfg[*]}"; echo; echo '```'
-      sed -n '/^profile of step/,/^step /p' "$SCRATCH/logs/bench_${name}_ours.log"; echo '```'; } >> "$EXTRA"
+  local model=$1 name=${1//-/_}
+  local cfg=(--model "$model" "${DIT_CLIP[@]}")
+  # ours on each tensor-core attention (the CPU build has one attention): tc, its second design
+  # tc2, and cuDNN's where the binaries have it
+  if [ "$CPU" = 1 ]; then bench_dit_ours "$name" ""
+  else
+    bench_dit_ours "$name" tc
+    bench_dit_ours "${name}_tc2" tc2
+    if [ "$PLAN" = 1 ] || [ "$CUDNN_BIN" = 1 ]; then bench_dit_ours "${name}_cudnn" cudnn; fi
   fi
   bench_dit_torch "$name" "${cfg[*]}" 0 auto
   bench_dit_torch "$name" "${cfg[*]}" 0 flash
   bench_dit_torch "$name" "${cfg[*]}" 0 cudnn
   bench_dit_torch "$name" "${cfg[*]}" 1 auto
   write_summary
+}
+
+# bench_dit_ours NAME ATTENTION: train_dit on the model's clips (cfg of bench_dit_model), --attention
+# ATTENTION unless empty
+bench_dit_ours() {
+  local name=$1 att=() rc=0 rd=$SCRATCH/bench_$1
+  [ -n "$2" ] && att=(--attention "$2")
+  rm -rf "$rd"
+  [ "$PLAN" = 1 ] && plan bench "bench_${name}_ours" 0 "${cfg[*]} ${att[*]} (generated clips)"
+  run_step "bench_${name}_ours" "${DIT_LIMITS[0]}" "$(b train_dit)" "${cfg[@]}" "${att[@]}" --steps 12 --val-every 0 \
+    --sample-every 0 --run-dir "$rd" --profile-step 12 || rc=$?
+  add_row "${cfg[*]}" dit 0 "train_dit ${att[*]}" "$(status_of $rc)" dit_ours "$rd/metrics.jsonl" "generated clips"
+  if [ "$PLAN" != 1 ] && [ -f "$SCRATCH/logs/bench_${name}_ours.log" ]; then
+    { echo; echo "### profile of one step: train_dit ${cfg[*]} ${att[*]}"; echo; echo '```'
+      sed -n '/^profile of step/,/^step /p' "$SCRATCH/logs/bench_${name}_ours.log"; echo '```'; } >> "$EXTRA"
+  fi
 }
 
 # bench_dit_torch NAME "CONFIG FLAGS" COMPILE SDPA: scripts/pytorch_dit.py on train_dit's clips and draws

@@ -247,17 +247,26 @@ if "$REF_PY" dev/ref/reference_llama.py --quiet --out "$B/data/hd64_tc.lref" --V
   job "test_llama.bf16.hd64_tc.attention_tc" "" "$B/bin/test_llama.bf16" --ref "$B/data/hd64_tc.lref" --attention tc
   job "test_llama.bf16.hd64_tc.attention_tc_flags" "" "$B/bin/test_llama.bf16" --ref "$B/data/hd64_tc.lref" --attention tc \
     --ffn-chunks 2 --offload-act 1 --recompute 2
+  # tc2 (the second design: one-pass backward through its planned dQ workspace) with the memory flags
+  job "test_llama.bf16.hd64_tc.attention_tc2_flags" "" "$B/bin/test_llama.bf16" --ref "$B/data/hd64_tc.lref" \
+    --attention tc2 --ffn-chunks 2 --offload-act 1 --recompute 2
+  if [ "${EMU_TRAINER_SAMPLE:-0}" != 1 ]; then
+    job "test_llama.bf16.hd64_tc.attention_tc2" "" "$B/bin/test_llama.bf16" --ref "$B/data/hd64_tc.lref" --attention tc2
+  fi
 else fail "trainer.test_llama.bf16.hd64_tc" "reference_llama.py failed: $(tail -n 1 "$B/data/ref_hd64_tc.log")"; fi
 if "$REF_PY" dev/ref/reference_dit.py --quiet --out "$B/data/dit_hd64_tc.dref" --C 1 --Fr 2 --Hi 8 --Wi 8 --pt 1 --ph 2 \
      --pw 2 --D 128 --L 2 --H 2 --FF 64 --NC 2 --B 1 --n-steps 2 --seed 32 > "$B/data/ref_dit_hd64_tc.log" 2>&1; then
   job "test_dit.bf16.dit_hd64_tc.attention_tc" "" "$B/bin/test_dit.bf16" --ref "$B/data/dit_hd64_tc.dref" --attention tc \
     --offload-act 1 --recompute 1
+  job "test_dit.bf16.dit_hd64_tc.attention_tc2" "" "$B/bin/test_dit.bf16" --ref "$B/data/dit_hd64_tc.dref" --attention tc2 \
+    --offload-act 1 --recompute 1
 else fail "trainer.test_dit.bf16.dit_hd64_tc" "reference_dit.py failed: $(tail -n 1 "$B/data/ref_dit_hd64_tc.log")"; fi
-# dit-XL's head dim 72 (tc runs it zero-padded to 80; no GPU has run it): test_dit on tc, full runs only
+# dit-XL's head dim 72 (tc runs it zero-padded to 80; no GPU has run it): test_dit on tc and tc2, full runs only
 if [ "${EMU_TRAINER_SAMPLE:-0}" != 1 ]; then
   if "$REF_PY" dev/ref/reference_dit.py --quiet --out "$B/data/dit_hd72_tc.dref" --C 1 --Fr 2 --Hi 8 --Wi 8 --pt 1 --ph 2 \
        --pw 2 --D 144 --L 2 --H 2 --FF 64 --NC 2 --B 1 --n-steps 2 --seed 33 > "$B/data/ref_dit_hd72_tc.log" 2>&1; then
     job "test_dit.bf16.dit_hd72_tc.attention_tc" "" "$B/bin/test_dit.bf16" --ref "$B/data/dit_hd72_tc.dref" --attention tc
+    job "test_dit.bf16.dit_hd72_tc.attention_tc2" "" "$B/bin/test_dit.bf16" --ref "$B/data/dit_hd72_tc.dref" --attention tc2
   else fail "trainer.test_dit.bf16.dit_hd72_tc" "reference_dit.py failed: $(tail -n 1 "$B/data/ref_dit_hd72_tc.log")"; fi
 fi
 # must fail: backward reads offload slots that were never prefetched (poisoned)

@@ -54,7 +54,7 @@ def cp_shape(c, cp, U, tp):
     return chunks, C, C * U, Hl, KVl, Hl // U, (KVl // U if KVl % U == 0 else 1)
 
 
-def cp_entries(c, cp, U, s, shape):
+def cp_entries(c, cp, U, s, shape, f):
     """section 11.2: the named recycled buffers and the fp32 scratch of rank 0"""
     chunks, C, Cr, Hl, KVl, Hu, KVu = shape
     R, B, hd = cp // U, c["B"], c["D"] // c["H"]
@@ -71,7 +71,9 @@ def cp_entries(c, cp, U, s, shape):
         **({"cp ring out|dq sums (fp32)": 4 * qn, "cp ring partial lse": 4 * B * Hu * Cr,
             "cp ring dk|dv sums A (fp32)": 8 * kvn, "cp ring dk|dv sums B (fp32)": 8 * kvn,
             "cp ring dk|dv received (fp32)": 8 * kvn} if r else {}),
-        "cp attention delta": 0,  # the fp32 attention needs none (the CPU build, and --attention fp32)
+        # the tensor-core backward's scratch for one call (a ring chunk, or the whole sample under
+        # Ulysses alone); the fp32 attention needs none
+        "cp attention backward scratch": M.backward_scratch(f, B, Cr if r else c["T"], Hu, KVu, hd),
     }, qn, kvn
 
 
@@ -92,7 +94,7 @@ def layout_args(f, lay, dpz):
     cp, mode, U, tp = lay
     dp, zero = dpz
     args = ["--ffn-chunks", str(f["ffn_chunks"]), "--ffn-chunk-dim", "seq" if f["ffn_seq"] else "hidden",
-            "--offload-act", str(f["offload"]), "--recompute", str(f["recompute"]), "--attention", "fp32",
+            "--offload-act", str(f["offload"]), "--recompute", str(f["recompute"]), "--attention", f.get("attention", "fp32"),
             "--cp", str(cp), "--cp-mode", mode, "--tp", str(tp), "--dp", str(dp), "--zero", str(zero)]
     return args + (["--cp-ulysses", str(U)] if mode == "hybrid" else [])
 
@@ -116,10 +118,10 @@ def check(plan, c, f, lay, dpz):
     block, dev_want, host_want, _ = M.expected_plan(local, c["B"], local["T"], f, s, tpl)
     hd = c["D"] // c["H"]
     dev_want["rope cos + sin"] = 4 * max(c["T"], 8) * hd  # the whole sample's positions
-    dev_want["attention delta (tc backward)"] = 0         # CP has its own (cp attention delta)
+    dev_want["attention backward scratch (tc, tc2)"] = 0  # CP has its own (cp attention backward scratch)
     ring = cp // U > 1  # a call's tokens: a ring chunk, or the whole sample under Ulysses alone
     dev_want["attention workspace (cudnn)"] = M.cudnn_workspace(f, c["B"], shape[2] if ring else c["T"], shape[5], hd)
-    cpe, qn, kvn = cp_entries(c, cp, U, s, shape)
+    cpe, qn, kvn = cp_entries(c, cp, U, s, shape, f)
     dev_want.update(cpe)
     g = dp * cp  # the gradient group
     n_local, n_opt, want_p = M.tp_formula(c, tp, g, zero, 0, s, master, 0) if tp > 1 else \
@@ -170,7 +172,7 @@ def dit_check(plan, c, f, lay, dpz):
     shape_c = dict(c, T=Nt, KV=c["H"])
     chunks, C, Cr = 1, Nt // cp, Nt // cp * U
     Hl = c["H"] // tp
-    cpe, qn, kvn = cp_entries(shape_c, cp, U, s, (chunks, C, Cr, Hl, Hl, Hl // U, Hl // U))
+    cpe, qn, kvn = cp_entries(shape_c, cp, U, s, (chunks, C, Cr, Hl, Hl, Hl // U, Hl // U), f)
     dev_want.update(cpe)
     dev_want["cp patches (whole clips)"] = dev_want["cp gathered patches"] = c["B"] * Nt * DP.patch_dim(c) * s
     got = {e["name"]: e["bytes"] for e in plan["device"]["entries"]}
@@ -209,6 +211,11 @@ def grid(binary):
         return jobs, dit_run, dit_check
     jobs = [(c, M.FLAGS[(7 * i) % len(M.FLAGS)], lay, DPZ[i % len(DPZ)])
             for i, (c, lay) in enumerate(itertools.product(CP_MODELS, LAYOUTS)) if cp_shape(c, lay[0], lay[2], lay[3])]
+    if not os.path.basename(binary).endswith("_cpu"):
+        # the CUDA build: the tensor-core attentions where the head dim allows (llama3-1B's 64),
+        # tc and tc2 alternately, for CP's own backward scratch
+        jobs = [(c, dict(f, attention="tc2" if i % 2 else "tc") if c["D"] // c["H"] == 64 else f, lay, dpz)
+                for i, (c, f, lay, dpz) in enumerate(jobs)]
     return jobs, run, check
 
 

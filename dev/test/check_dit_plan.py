@@ -241,7 +241,7 @@ def expected_plan(c, B, f, s, master, cp=1):
         "d conditioning": 11 * bd,
         "rope3d cos + sin": 4 * 2 * tokens(c) * (hd // 2),  # every position of a clip
         "grad norm": 4,
-        "attention delta (tc backward)": 0,  # --attention auto and fp32: the fp32 kernels need none
+        "attention backward scratch (tc, tc2)": 0,  # --attention auto and fp32: the fp32 kernels need none
         "attention workspace (cudnn)": 0,    # the same (cuDNN's: check_memory_plan.cudnn_workspace)
         # fp32 partials of the two-stage column sums (chunks of 256 rows): the biases' (up to
         # BN rows of the widest of D, Dl, FFl, P) or the adaLN's (2 arrays, B samples of N rows)

@@ -34,6 +34,10 @@ import argparse
 import re
 import sys
 
+# the tests of --attention tc (not tc2, its second design, which is tested after the headline)
+TC_TEST = re.compile(r"attention_tc$")
+TC_FLAG = re.compile(r"--attention tc(\s|$)")
+
 
 def read_plan(path):
     ev = []
@@ -49,7 +53,7 @@ def planted(ev, a):
     def first(pred):
         return next(i for i, e in enumerate(ev) if pred(e))
     head = first(lambda e: e[0] == "1" and e[1] == "headline")
-    tc = [i for i, e in enumerate(ev) if e[0] == "1" and e[1] == "step" and "attention_tc" in e[2]]
+    tc = [i for i, e in enumerate(ev) if e[0] == "1" and e[1] == "step" and TC_TEST.search(e[2])]
     defects = {
         "slow_step_before_headline": ev[:head] + [("1", "step", "planted_step", 10, "")] + ev[head:],
         "ninth_file_in_call2": ev + [("2", "out", "planted_%d.txt" % i, 0, "") for i in range(6)],
@@ -135,12 +139,12 @@ def check(ev, a, quiet=False):
     # the headline row: the llama3-1B run of ours that comes before the headline is written
     cut1 = next((i for i, e in enumerate(ev) if e[0] == "1" and e[1] == "headline"), len(ev))
     head = [e for e in ev[:cut1] if e[0] == "1" and e[1] == "bench" and "llama3-1B" in e[4] and e[2].endswith("_ours")]
-    verdict(bool(head) and all("--attention tc" in e[4] for e in head), "llama3_1B_row_uses_attention_tc")
+    verdict(bool(head) and all(TC_FLAG.search(e[4]) for e in head), "llama3_1B_row_uses_attention_tc")
     names = [e[2] for e in ev if e[0] == "1" and e[1] in ("step", "headline")]
     if headline_at is not None:
         cut = [i for i, e in enumerate(ev) if e[0] == "1" and e[1] == "headline"][0]
         before = {e[2] for e in ev[:cut] if e[0] == "1"}
-        needed = [n for n in names if "attention_tc" in n and "memory_flags" not in n]
+        needed = [n for n in names if TC_TEST.search(n)]
         verdict(all(n in before for n in needed) and needed, "call1_tc_tests_before_headline (%d)" % len(needed))
     # the PyTorch rows: each beside ours in its call, with its SDPA backends named
     peer = re.compile(r"^bench_(.+)_torch_(eager|compile)(?:_(flash|cudnn|efficient|math))?$")

@@ -32,7 +32,7 @@ section 10; --tp-recompute-allgather 0 must add exactly the two gathered norm ou
 less the own rows (and change nothing elsewhere); where tp divides F, H and KV the SP
 layer must be exactly the one-process layer / tp; and an indivisible tp or B*T under SP
 must be refused. The bf16 CUDA build (0.2 s a start) runs every other (shape, tp) of the
-grid, one rotation each, and adds --attention tc where the head dim allows.
+grid, one rotation each, and adds --attention tc or tc2 where the head dim allows.
 
 Plans run a few at a time (one process each). Prints a line per data-parallel
 configuration and per failing configuration, and exits non-zero on any mismatch
@@ -109,6 +109,26 @@ def saved_fields(f, tp=ONE):
     return keep + (list(GATHERED) if tp.keep_g else [])
 
 
+def tc2_workspace(B, T, H, KV, hd):
+    """--attention tc2's backward workspace (docs/memory.md, "attention backward scratch"):
+    C fp32 copies of dq for a chunk of C key tiles, one more for the running sum when T has
+    more than one chunk, and delta. Key tiles of 128 up to a padded head dim of 128, else 64;
+    C aims at 256 CTAs a chunk (one per kv head, sample and key tile), within [4, 16] and at
+    most the key tiles there are."""
+    hdp = cdiv(hd, 16) * 16 if hd <= 128 else cdiv(hd, 32) * 32
+    n_kt = cdiv(T, 128 if hdp <= 128 else 64)
+    c = min(max(cdiv(256, B * KV), 4), 16, n_kt)
+    n = B * T * H * hd
+    return 4 * (c * n + (n if cdiv(n_kt, c) > 1 else 0) + B * H * T)
+
+
+def backward_scratch(f, B, T, H, KV, hd):
+    """the tensor-core backward's scratch: tc's delta rows, tc2's workspace (the larger of its
+    two modes, which need the same), nothing for fp32 and cudnn"""
+    a = f.get("attention")
+    return 4 * B * H * T if a == "tc" else tc2_workspace(B, T, H, KV, hd) if a == "tc2" else 0
+
+
 def cudnn_workspace(f, B, T, H, hd):
     """cuDNN's attention workspace, the documented bound (docs/memory.md, "cuDNN attention
     workspace"): fp32 dQ accumulator and row sums, 16 MiB for the engines' own scratch, and with
@@ -166,7 +186,7 @@ def expected_plan(c, B, T, f, s, tp=ONE):
         "dq": BT * Hl * hd * s, "d attention output": BT * Hl * hd * s,
         "dk": BT * KVl * hd * s, "dv": BT * KVl * hd * s,
         "rstd (recompute)": 4 * rows, "final norm rstd": 4 * rows,
-        "attention delta (tc backward)": 4 * B * Hl * T if f.get("attention") == "tc" else 0,
+        "attention backward scratch (tc, tc2)": backward_scratch(f, B, T, Hl, KVl, hd),
         "attention workspace (cudnn)": cudnn_workspace(f, B, T, Hl, hd),
         "logits (one CE chunk)": cdiv(hrows, K) * vc * s,
         "CE row max, sums (vocab-parallel)": 12 * cdiv(hrows, K) if tp.vp else 0,
@@ -591,7 +611,8 @@ def tp_jobs(bf16):
     --tp-recompute-allgather plans of a configuration differ in nothing else. Returns
     [(key, c, f, args)], key = (shape, t, sp, sv, rec, rotation, rg).
     bf16 (the CUDA build: cuBLAS loads at each start, 0.2 s a plan) keeps every other
-    (shape, tp) and adds --attention tc (head dims 64, 128) for its delta scratch."""
+    (shape, tp) and adds --attention tc or tc2 (head dims 64, 128, alternately) for their
+    backward scratch."""
     jobs = []
     j = 0
     pairs = [(i, t) for i, c in enumerate(TP_MODELS) for t in TP_SIZES if c["H"] % t == 0 and c["KV"] % t == 0]
@@ -610,7 +631,8 @@ def tp_jobs(bf16):
                 # a CE chunk needs at least one row of the head's (BT/t under SP)
                 ce = min(ce, c["B"] * c["T"] // (t if sp else 1))
                 f = dict(ffn_chunks=k_ffn, ffn_seq=sq, ce_chunks=ce, offload=off, recompute=rec,
-                         attention="tc" if tc else "fp32", dp=dp, zero=zero, micro=micro, gacc=gacc)
+                         attention=("tc2" if j % 2 else "tc") if tc else "fp32", dp=dp, zero=zero, micro=micro,
+                         gacc=gacc)
                 j += 1
                 for rg in (0, 1):
                     args = ("--tp", str(t), "--tp-mode", "reducescatter" if sp else "allreduce",

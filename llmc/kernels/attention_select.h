@@ -1,9 +1,14 @@
 /*
-Which attention implementation the trainers run: --attention auto|fp32|tc|cudnn.
+Which attention implementation the trainers run: --attention auto|fp32|tc|tc2|cudnn.
   fp32   the kernels of llmc/kernels/attention.cuh (fp32 math on CUDA cores, any head dim <= 256);
          in the CPU build, its twin llmc/kernels/cpu/attention.h (the CPU build has only this one)
   tc     the tensor-core kernels of llmc/kernels/attention_tc.cuh (bf16 builds, every head dim
          that is a multiple of 8 from 32 to 256)
+  tc2    their second design, FlashAttention-2's (llmc/kernels/attention_tc2.cuh: larger query
+         tiles, the heaviest first; llmc/kernels/attention_tc2_backward.cuh: the one-pass backward,
+         five matmuls, dQ summed in a fixed order through a planned fp32 workspace, so still
+         bitwise reproducible); the same head dims and builds as tc. Not yet run on a GPU:
+         the emulator checks it, auto does not pick it
   cudnn  cuDNN's fused attention (llmc/kernels/cudnn_attention.h), in bf16 builds made with
          `make USE_CUDNN=1`; any head dim the library takes (it says so at the first call when
          not). --cudnn-deterministic 1 (the default) runs its deterministic backward, 0 its
@@ -14,8 +19,8 @@ Which attention implementation the trainers run: --attention auto|fp32|tc|cudnn.
          every test at the bf16 tolerances, the ladder against its CPU twin) and ran llama3-1B's
          attention 13x faster than fp32 (145 ms against 873 ms a step). The other head dims run
          tc only when asked for (--attention tc): the host emulator checks them, no GPU has yet;
-         a head dim joins the table when a GPU run passes it. auto never picks cudnn: it has not
-         run on a GPU yet
+         a head dim joins the table when a GPU run passes it. auto never picks cudnn or tc2: they
+         have not run on a GPU yet
 All implementations give lse the same meaning (natural-log log-sum-exp of the scaled
 scores; cuDNN's softmax statistics are that quantity), so a forward of one and a backward of
 another are consistent, and the ring merge of context parallelism works on any of them.
@@ -30,8 +35,9 @@ Use (one process, one model):
   attention_dispatch_backward(dq, dk, dv, dout, q, k, v, out, lse, delta_scratch, B, T, H, KV, hd, s)
   attention_dispatch_full_backward(...the same...)
 instead of attention_backward / attention_full_backward: one more argument, a scratch
-buffer of attention_dispatch_scratch_floats(B, H, T) floats (0, and NULL is fine, unless
-the tensor-core backward runs), planned by the caller like any activation.
+buffer of attention_dispatch_scratch_floats(B, T, H, KV, hd) floats (0, and NULL is fine,
+unless a tensor-core backward runs: tc's delta rows, tc2's delta and dQ partials, for
+either mode), planned by the caller like any activation.
 cudnn also needs its workspace, planned like any scratch: attention_workspace_bytes(B, T, H,
 KV, hd) for the largest call (0 unless cudnn is selected), handed over with
 attention_use_workspace(ptr, bytes) before the calls that use it (llmc/parallel/attention_op.h
@@ -63,6 +69,8 @@ backward rotates dq, dk in fp32 and rounds once; the unfused one rounds, rotates
 #else
 #include "attention.cuh"                // CUDA cores, any even head dim
 #include "attention_tc_backward.cuh"    // tensor cores (bf16 builds), forward and backward
+#include "attention_tc2.cuh"            // their second design: forward
+#include "attention_tc2_backward.cuh"   // and the one-pass backward
 #if defined(USE_CUDNN) && !defined(ENABLE_FP32)
 #include "cudnn_attention.h"            // cuDNN's fused attention (its own translation unit, make USE_CUDNN=1)
 #define ATTENTION_HAS_CUDNN 1
@@ -72,8 +80,8 @@ backward rotates dq, dk in fp32 and rounds once; the unfused one rounds, rotates
 #define ATTENTION_HAS_CUDNN 0
 #endif
 
-enum AttentionImpl { ATTENTION_AUTO = 0, ATTENTION_FP32 = 1, ATTENTION_TC = 2, ATTENTION_CUDNN = 3 };
-static AttentionImpl g_attention_impl = ATTENTION_AUTO;  // after attention_select: FP32, TC or CUDNN
+enum AttentionImpl { ATTENTION_AUTO = 0, ATTENTION_FP32 = 1, ATTENTION_TC = 2, ATTENTION_CUDNN = 3, ATTENTION_TC2 = 4 };
+static AttentionImpl g_attention_impl = ATTENTION_AUTO;  // after attention_select: FP32, TC, TC2 or CUDNN
 static int g_attention_hd = 0;                           // the head dim attention_select saw
 static int g_cudnn_deterministic = 1;  // --cudnn-deterministic (read by attention_select)
 #define CUDNN_DETERMINISTIC_HELP                                                                                         \
@@ -96,15 +104,20 @@ static inline bool attention_tc_gpu_passed(int hd) {
 }
 
 static inline const char* attention_impl_name(AttentionImpl a) {
-    return a == ATTENTION_TC ? "tc" : a == ATTENTION_FP32 ? "fp32" : a == ATTENTION_CUDNN ? "cudnn" : "auto";
+    return a == ATTENTION_TC    ? "tc"
+           : a == ATTENTION_TC2   ? "tc2"
+           : a == ATTENTION_FP32  ? "fp32"
+           : a == ATTENTION_CUDNN ? "cudnn"
+                                  : "auto";
 }
 
 static inline AttentionImpl attention_impl_parse(const char* s) {
     if (s && strcmp(s, "auto") == 0) return ATTENTION_AUTO;
     if (s && strcmp(s, "fp32") == 0) return ATTENTION_FP32;
     if (s && strcmp(s, "tc") == 0) return ATTENTION_TC;
+    if (s && strcmp(s, "tc2") == 0) return ATTENTION_TC2;
     if (s && strcmp(s, "cudnn") == 0) return ATTENTION_CUDNN;
-    FAIL("--attention %s: expected auto, fp32, tc or cudnn", s ? s : "(missing)");
+    FAIL("--attention %s: expected auto, fp32, tc, tc2 or cudnn", s ? s : "(missing)");
     return ATTENTION_AUTO;
 }
 
@@ -119,18 +132,19 @@ static inline AttentionImpl attention_impl_resolve(AttentionImpl want, int hd) {
         return attention_tc_supported_hd(hd) && attention_tc_gpu_passed(hd) ? ATTENTION_TC : ATTENTION_FP32;  // never cudnn (the top of this file)
 #endif
     }
-    if (want == ATTENTION_TC) {
+    if (want == ATTENTION_TC || want == ATTENTION_TC2) {
+        const char* name = attention_impl_name(want);
 #if defined(LLMC_CPU)
         (void)hd;
-        FAIL("--attention tc: the CPU build has no tensor cores (use auto or fp32)");
+        FAIL("--attention %s: the CPU build has no tensor cores (use auto or fp32)", name);
 #elif defined(ENABLE_FP32)
         (void)hd;
-        FAIL("--attention tc: the tensor-core attention needs bf16 activations; this is an ENABLE_FP32 build "
-             "(use auto or fp32)");
+        FAIL("--attention %s: the tensor-core attention needs bf16 activations; this is an ENABLE_FP32 build "
+             "(use auto or fp32)", name);
 #else
         if (!attention_tc_supported_hd(hd))
-            FAIL("--attention tc: head dim %d is not supported by the tensor-core attention (multiples of 8 from 32 to "
-                 "256 are; use auto or fp32)", hd);
+            FAIL("--attention %s: head dim %d is not supported by the tensor-core attention (multiples of 8 from 32 to "
+                 "256 are; use auto or fp32)", name, hd);
 #endif
     }
     if (want == ATTENTION_CUDNN) {
@@ -190,6 +204,10 @@ static inline bool attention_use_tc() {
     if (g_attention_impl == ATTENTION_AUTO) FAIL("attention_dispatch_*: attention_select() was not called");
     return g_attention_impl == ATTENTION_TC;
 }
+static inline bool attention_use_tc2() {
+    if (g_attention_impl == ATTENTION_AUTO) FAIL("attention_dispatch_*: attention_select() was not called");
+    return g_attention_impl == ATTENTION_TC2;
+}
 
 // both modes: causal (attention_dispatch_forward) or full (attention_dispatch_full_forward)
 static inline void att_dispatch_forward(floatX* out, float* lse, const floatX* q, const floatX* k, const floatX* v, int B,
@@ -197,6 +215,10 @@ static inline void att_dispatch_forward(floatX* out, float* lse, const floatX* q
 #ifndef LLMC_CPU
     if (attention_use_tc()) {
         (causal ? attention_tc_forward : attention_tc_full_forward)(out, lse, q, k, v, B, T, H, KV, hd, s);
+        return;
+    }
+    if (attention_use_tc2()) {
+        (causal ? attention_tc2_forward : attention_tc2_full_forward)(out, lse, q, k, v, B, T, H, KV, hd, s);
         return;
     }
 #endif
@@ -216,6 +238,11 @@ static inline void att_dispatch_backward(floatX* dq, floatX* dk, floatX* dv, con
     if (attention_use_tc()) {
         (causal ? attention_tc_backward : attention_tc_full_backward)(dq, dk, dv, dout, q, k, v, out, lse, delta_scratch,
                                                                       B, T, H, KV, hd, s);
+        return;
+    }
+    if (attention_use_tc2()) {
+        (causal ? attention_tc2_backward : attention_tc2_full_backward)(dq, dk, dv, dout, q, k, v, out, lse,
+                                                                        delta_scratch, B, T, H, KV, hd, s);
         return;
     }
 #endif
@@ -238,16 +265,22 @@ static inline void attention_dispatch_full_forward(floatX* out, float* lse, cons
                                                    const floatX* v, int B, int T, int H, int KV, int hd, stream_t s) {
     att_dispatch_forward(out, lse, q, k, v, B, T, H, KV, hd, false, s);
 }
-// floats of scratch the backward needs for the chosen implementation (0 for fp32): the
-// caller plans this much and passes it as delta_scratch (nothing is allocated here)
-static inline size_t attention_dispatch_scratch_floats(int B, int H, int T) {
+// floats of scratch the backward needs for the chosen implementation (0 for fp32 and cudnn),
+// for either mode (context parallelism calls both on one buffer): the caller plans this much
+// and passes it as delta_scratch (nothing is allocated here)
+static inline size_t attention_dispatch_scratch_floats(int B, int T, int H, int KV, int hd) {
 #ifndef LLMC_CPU
     if (attention_use_tc()) return attention_tc_delta_floats(B, H, T);
+    if (attention_use_tc2()) {
+        size_t c = attention_tc2_workspace_floats(B, T, H, KV, hd, true);
+        size_t f = attention_tc2_workspace_floats(B, T, H, KV, hd, false);
+        return c > f ? c : f;
+    }
 #endif
-    (void)B; (void)H; (void)T;
+    (void)B; (void)T; (void)H; (void)KV; (void)hd;
     return 0;
 }
-// delta_scratch: attention_dispatch_scratch_floats(B, H, T) floats (NULL when that is 0), overwritten
+// delta_scratch: attention_dispatch_scratch_floats(B, T, H, KV, hd) floats (NULL when that is 0), overwritten
 static inline void attention_dispatch_backward(floatX* dq, floatX* dk, floatX* dv, const floatX* dout, const floatX* q,
                                                const floatX* k, const floatX* v, const floatX* out, const float* lse,
                                                float* delta_scratch, int B, int T, int H, int KV, int hd, stream_t s) {

@@ -63,13 +63,14 @@ static inline void attention_describe_cp(const Attention* a, char* out, size_t n
                  CP_MODE_NAMES[x->mode], x->U, x->R, tokens, sample);
 }
 
-// the tensor-core backward's scratch for one process's B samples of T tokens (CP plans its own),
+// the tensor-core backward's scratch (tc: delta; tc2: delta and the dQ partials) for one process's
+// B samples of T tokens (CP plans its own),
 // and cuDNN's workspace for the largest call this rank makes: its whole micro-batch at cp 1,
 // else the heads and tokens of the CP layout's calls (a ring chunk, or the whole sample under
 // Ulysses alone), as the CP scratch is sized
 static inline void attention_plan_scratch(Attention* a, Arena* d, int B, int T) {
-    size_t n = a->cp->cp > 1 ? 0 : attention_dispatch_scratch_floats(B, a->H, T) * sizeof(float);
-    arena_add_to(d, "attention delta (tc backward)", "scratch", n, &a->delta);
+    size_t n = a->cp->cp > 1 ? 0 : attention_dispatch_scratch_floats(B, T, a->H, a->KV, a->hd) * sizeof(float);
+    arena_add_to(d, "attention backward scratch (tc, tc2)", "scratch", n, &a->delta);
     const CpContext* x = a->cp;
     a->ws_bytes = x->cp > 1 ? attention_workspace_bytes(x->B, x->R > 1 ? x->Cr : x->T, x->Hu, x->KVu, a->hd)
                             : attention_workspace_bytes(B, T, a->H, a->KV, a->hd);

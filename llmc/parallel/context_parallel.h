@@ -214,8 +214,8 @@ static inline void cp_plan(CpContext* x, Arena* dev) {
         const char* names[3] = {"cp ring dk|dv sums A (fp32)", "cp ring dk|dv sums B (fp32)", "cp ring dk|dv received (fp32)"};
         for (int i = 0; i < 3; i++) arena_add_to(dev, names[i], "comm", 2 * kvn * sizeof(float), &x->dkv[i]);
     }
-    size_t delta = attention_dispatch_scratch_floats(x->B, x->Hu, x->R > 1 ? x->Cr : x->T);
-    arena_add_to(dev, "cp attention delta", "comm", delta * sizeof(float), &x->delta);
+    size_t delta = attention_dispatch_scratch_floats(x->B, x->R > 1 ? x->Cr : x->T, x->Hu, x->KVu, x->hd);
+    arena_add_to(dev, "cp attention backward scratch", "comm", delta * sizeof(float), &x->delta);
 }
 
 // ----------------------------------------------------------------------------

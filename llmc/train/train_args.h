@@ -18,7 +18,7 @@ typedef struct {
     long long seed;
     const char *run_dir, *resume, *init_from, *plan_json;
     const char* model;          // the preset's name (the trainer's own --model entry sets it)
-    const char* attention;      // "auto" | "fp32" | "tc" | "cudnn" (llmc/kernels/attention_select.h)
+    const char* attention;      // "auto" | "fp32" | "tc" | "tc2" | "cudnn" (llmc/kernels/attention_select.h)
     char help[9][112];  // the entries whose help names a trainer's own default
 } TrainLoopArgs;
 
@@ -73,10 +73,12 @@ static inline int train_loop_flags(Flag* out, TrainLoopArgs* a) {
                                           "initial weights are never removed)"},
         {"init-from", 's', &a->init_from, "checkpoint whose parameters start a new run (step 0, fresh optimizer state)"},
         {"log-every", 'i', &a->log_every, "print a step line every N steps (metrics.jsonl gets every step)"},
-        {"attention", 's', &a->attention, "auto | fp32 | tc | cudnn: the attention kernels (tc: bf16 CUDA builds, head "
-                                          "dims 32..256 in steps of 8; cudnn: cuDNN's fused attention, bf16 builds made "
-                                          "with `make USE_CUDNN=1`; auto = tc at the head dims where it has passed on a "
-                                          "GPU, 64 and 128, else fp32: never cudnn, which has not yet passed on a GPU)"},
+        {"attention", 's', &a->attention, "auto | fp32 | tc | tc2 | cudnn: the attention kernels (tc: bf16 CUDA builds, "
+                                          "head dims 32..256 in steps of 8; tc2: the same on FlashAttention-2's design, "
+                                          "a one-pass backward with a planned fp32 dQ workspace; cudnn: cuDNN's fused "
+                                          "attention, bf16 builds made with `make USE_CUDNN=1`; auto = tc at the head "
+                                          "dims where it has passed on a GPU, 64 and 128, else fp32: never tc2 or cudnn, "
+                                          "which have not yet run on a GPU)"},
         {"cudnn-deterministic", 'i', &g_cudnn_deterministic, CUDNN_DETERMINISTIC_HELP},
         {"plan-only", 'i', &a->plan_only, "1: print the memory plan and exit (no device needed)"},
         {"plan-json", 's', &a->plan_json, "write the memory plan as JSON to this file"},
@@ -90,7 +92,7 @@ static inline int train_loop_flags(Flag* out, TrainLoopArgs* a) {
 
 // the checks of these values that do not depend on the trainer
 static inline void train_loop_validate(const TrainLoopArgs* a) {
-    attention_impl_parse(a->attention);  // fails on anything but auto, fp32, tc, cudnn
+    attention_impl_parse(a->attention);  // fails on anything but auto, fp32, tc, tc2, cudnn
     // the ranges are llmc/core/flags.h's; what remains is how the values relate
     if (a->steps == 0 && !a->init_from && !a->resume)
         FAIL("--steps must be >= 1 (0 only with --init-from or --resume: evaluate and sample a checkpoint, no training)");
