@@ -111,6 +111,23 @@ argument (a `causal` kernel argument, as in llmc) and is validated in both.
              (Written after these predictions, which stand as written: HDP 80, hd 72's width, got
              64-row query tiles, as HDP 64 has, since ptxas fits them in 239 registers; the
              prediction assumed v6's 32.)
+             Then (2026-11-29, PREDICTED before the change was coded): GQA heads split across
+             CTAs. With G = H / KV > 1 a CTA takes one q head instead of looping over the G heads
+             of its kv head (grid (H, B, key tiles), kt still the slowest index) and writes its
+             dK, dV contributions, fp32, into 2 G B T KV hd = 2 N floats of workspace that a
+             second reduce kernel sums in increasing head order (rounded once); the chunk rule
+             counts B H CTAs per key tile (llama3-1B B=4: chunks of 4 key tiles, 512 CTAs a
+             launch, instead of 8 and 256). llama3-1B causal hd 64 B=4 T=2048: a list-scheduling
+             model of the causal work (one unit per query tile, 132 SMs, 1 CTA an SM) gives the
+             same makespan both ways, 272 units against an ideal 264 (the heaviest-first order
+             already hides the causal tail at 256 CTAs; 512 CTAs of a quarter the work each end
+             no earlier, and the 4 launches instead of 2 add their own tails): no gain from
+             wave quantization or the tail. The cost: the partials, 2 x 4 x B T KV hd x 4 bytes
+             = 134 MB written and read, ~70 us at ~4 TB/s against the ~1.23 ms of 140 TFLOP/s,
+             plus G times the K, V tile loads (from L2): predicted 132-135 (-3 to -6%), i.e. a
+             small LOSS at this shape. The split is for small B KV: at B=1 (T=2048) the model
+             gives 70 units against today's 130 (128 CTAs, one per SM, the kt = 0 ones 4 times
+             the longest): ~1.8x there; at B=1 T=8192, 1048 against 1288 (+20%).
   version 8: tc2 forward (llmc/kernels/attention_tc2.cuh: attention_tc2_forward,
              attention_tc2_full_forward; the backward here is version 6's, which takes the same
              lse): FlashAttention-2's forward shape where registers allow. Up to HDP 128: 128-row
