@@ -3267,7 +3267,7 @@ static void add_attention_tc_backward_checks() {
         std::vector<float> got[2][3], want[2][3];
         for (int impl = 0; impl < 2; impl++) {
             attention_select(impl ? ATTENTION_TC : ATTENTION_FP32, hd);
-            const size_t ns = attention_dispatch_scratch_floats(B, H, T);
+            const size_t ns = attention_dispatch_scratch_floats(B, T, H, KV, hd);
             if (ns != (impl ? nl : 0)) problem("%s: scratch of %zu floats, expected %zu", impl ? "tc" : "fp32", ns, impl ? nl : 0);
             DX Q(q), K(k), Vv(v), DO(dout), O(round_x(out)), G1(nq), G2(nk), G3(nk), W1(nq), W2(nk), W3(nk); DF L(lse), D(nl);
             attention_dispatch_backward(G1.p, G2.p, G3.p, DO.p, Q.p, K.p, Vv.p, O.p, L.p, ns ? D.p : nullptr, B, T, H, KV, hd, 0);
@@ -3288,12 +3288,13 @@ static void add_attention_tc_backward_checks() {
 // the one-pass tensor-core backward (llmc/kernels/attention_tc2_backward.cuh):
 // attention_tc2_backward and attention_tc2_full_backward against the CPU twin at
 // attention_tc_backward's bound (att_tc_bwd_extra: the same roundings, P and dS as bf16
-// operands; dq's fp32 sums go through the workspace in another order, which E covers); both
+// operands; dq's fp32 sums go through the workspace in another order, which E covers, and so
+// do dk's and dv's with GQA: the G heads' fp32 partials summed by the dk/dv reduce); both
 // schedules bitwise; the overwrite contract (outputs and workspace holding numbers, not NaN);
-// dk and dv bit for bit attention_tc_backward's (each warp adds the same products in the same
-// order, and the fully masked query tiles a 128-key tile visits before a warp's keys add exact
-// zeros); dq bit for bit the same with chunks of 1 and 2 key tiles (the running sum carried
-// from launch to launch) as with the rule's chunk
+// without GQA, dk and dv bit for bit attention_tc_backward's (each warp adds the same products
+// in the same order, and the fully masked query tiles a 128-key tile visits before a warp's
+// keys add exact zeros); dq, dk, dv bit for bit the same with chunks of 1 and 2 key tiles (the
+// running sum carried from launch to launch) as with the rule's chunk
 static void att_tc2_backward_check(const Att& a, bool causal) {
     const int B = a.B, T = a.T, H = a.H, KV = a.KV, hd = a.hd;
     std::string base = att_sz(a);
@@ -3317,7 +3318,7 @@ static void att_tc2_backward_check(const Att& a, bool causal) {
                                                                           lse.data(), B, T, H, KV, hd, 0);
         // chunk 0: the launcher's rule (attention_tc2_[full_]backward); else that many key tiles a chunk
         auto run = [&](const std::vector<float>* fill, int chunk) {
-            const size_t nws = chunk ? att_tc2_workspace_floats_chunked(B, T, H, hd, chunk) : nw;
+            const size_t nws = chunk ? att_tc2_workspace_floats_chunked(B, T, H, KV, hd, chunk) : nw;
             DX Q(q), K(k), Vv(v), DO(dout), O(out_x), DQ(nq), DK(nk), DV(nk); DF L(lse), Wk(nws);
             if (fill) {  // outputs and workspace that hold numbers, not the NaN of fresh buffers
                 dev_upload_floats(DQ.p, fill->data(), nq);
@@ -3354,10 +3355,12 @@ static void att_tc2_backward_check(const Att& a, bool causal) {
                 for (size_t i = 0; i < o.size(); i++)
                     expect_exact(sz("%s, chunks of %d key tile(s)", o[i].first.c_str(), c).c_str(), oc[i].second, o[i].second);
             }
-        DX Q(q), K(k), Vv(v), DO(dout), O(out_x), DQ(nq), DK(nk), DV(nk); DF L(lse), D(attention_tc_delta_floats(B, H, T));
-        gpu_tc(DQ.p, DK.p, DV.p, DO.p, Q.p, K.p, Vv.p, O.p, L.p, D.p, B, T, H, KV, hd, 0);
-        expect_exact("dk = attention_tc_backward's", o[1].second, DK.get());
-        expect_exact("dv = attention_tc_backward's", o[2].second, DV.get());
+        if (H == KV) {  // with GQA the G heads' partials are fp32 sums of another association
+            DX Q(q), K(k), Vv(v), DO(dout), O(out_x), DQ(nq), DK(nk), DV(nk); DF L(lse), D(attention_tc_delta_floats(B, H, T));
+            gpu_tc(DQ.p, DK.p, DV.p, DO.p, Q.p, K.p, Vv.p, O.p, L.p, D.p, B, T, H, KV, hd, 0);
+            expect_exact("dk = attention_tc_backward's", o[1].second, DK.get());
+            expect_exact("dv = attention_tc_backward's", o[2].second, DV.get());
+        }
     });
 }
 static void check_attention_tc2_backward(const Att& a, bool causal) { att_tc2_backward_check(a, causal); }
@@ -3393,10 +3396,15 @@ static void add_attention_tc2_backward_checks() {
         const size_t l1 = attention_tc2_workspace_floats(4, 2048, 32, 8, 64, true);
         const size_t db = attention_tc2_workspace_floats(1, 16384, 12, 12, 64, false);
         const size_t dx = attention_tc2_workspace_floats(1, 16384, 16, 16, 72, false);
-        if (l1 != 151257088u) problem("llama3-1B: %zu floats, the header says 151,257,088", l1);
+        if (l1 != 117702656u) problem("llama3-1B: %zu floats, the header says 117,702,656", l1);
         if (db != 214106112u) problem("dit-B: %zu floats, the header says 214,106,112", db);
         if (dx != 321126400u) problem("dit-XL: %zu floats, the header says 321,126,400", dx);
         if (attention_tc2_workspace_floats(1, 16384, 16, 16, 72, true) != dx) problem("causal and full differ");
+        // the bound: 17 N + B H T without GQA, 19 N + B H T with (C = 16 needs B H <= 16)
+        const size_t n1 = (size_t)1 * 8192 * 16 * 64, w1 = attention_tc2_workspace_floats(1, 8192, 16, 16, 64, true);
+        const size_t w4 = attention_tc2_workspace_floats(1, 8192, 16, 4, 64, true);
+        if (w1 != 17 * n1 + 16 * 8192) problem("B H 16, G 1: %zu floats, the rule says 17 N + B H T", w1);
+        if (w4 != 19 * n1 + 16 * 8192) problem("B H 16, G 4: %zu floats, the rule says 19 N + B H T", w4);
     });
 }
 

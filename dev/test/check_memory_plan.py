@@ -112,14 +112,15 @@ def saved_fields(f, tp=ONE):
 def tc2_workspace(B, T, H, KV, hd):
     """--attention tc2's backward workspace (docs/memory.md, "attention backward scratch"):
     C fp32 copies of dq for a chunk of C key tiles, one more for the running sum when T has
-    more than one chunk, and delta. Key tiles of 128 up to a padded head dim of 128, else 64;
-    C aims at 256 CTAs a chunk (one per kv head, sample and key tile), within [4, 16] and at
-    most the key tiles there are."""
+    more than one chunk, two more for the dK and dV partials of the GQA group's heads (G B T KV
+    hd floats each) when H > KV, and delta. Key tiles of 128 up to a padded head dim of 128,
+    else 64; C aims at 256 CTAs a chunk (one per q head, sample and key tile), within [4, 16]
+    and at most the key tiles there are."""
     hdp = cdiv(hd, 16) * 16 if hd <= 128 else cdiv(hd, 32) * 32
     n_kt = cdiv(T, 128 if hdp <= 128 else 64)
-    c = min(max(cdiv(256, B * KV), 4), 16, n_kt)
+    c = min(max(cdiv(256, B * H), 4), 16, n_kt)
     n = B * T * H * hd
-    return 4 * (c * n + (n if cdiv(n_kt, c) > 1 else 0) + B * H * T)
+    return 4 * (c * n + (n if cdiv(n_kt, c) > 1 else 0) + (2 * n if H > KV else 0) + B * H * T)
 
 
 def backward_scratch(f, B, T, H, KV, hd):

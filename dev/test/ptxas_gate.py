@@ -248,6 +248,7 @@ KERNELS = {
     "attention_tc2_bwd_hd224_kernel": (256, 1, (2 * 64 + 4 * 32) * 232 * 2 + 64 * 40 * 2 + 4 * 32 * 4, TC2),
     "attention_tc2_bwd_hd256_kernel": (256, 1, (2 * 64 + 4 * 32) * 264 * 2 + 64 * 40 * 2 + 4 * 32 * 4, TC2),
     "attention_tc2_dq_reduce_kernel": (256, _TC2R, 0, _TC2R_WHY + " (the chunk's slots and the running sum)"),
+    "attention_tc2_dkv_reduce_kernel": (256, _TC2R, 0, _TC2R_WHY + " (the GQA group's dK, dV partials)"),
 }
 
 # name: (builds, the largest stack frame and spill (bytes) allowed, why)

@@ -13,33 +13,41 @@ argument, `workspace`, of attention_tc2_workspace_floats(B, T, H, KV, hd, causal
 (16-byte aligned), planned by the caller, overwritten. bf16 builds only (FAILs in ENABLE_FP32
 builds), every head dim attention_tc_supported_hd accepts.
 
-Workspace rule. Let N = B T H hd (one fp32 copy of dq), BK the key tile (128 up to HDP 128,
-64 above), n_kt = ceil(T / BK) and C = min(n_kt, clamp(ceil(256 / (B KV)), 4, 16)) the key
-tiles of a chunk (256: about two CTAs for each of an H100's or H200's 132 SMs, so that a
-chunk's launch fills the GPU; the clamp keeps W at most 16 copies of dq whatever T and B KV). Then
+Workspace rule. Let N = B T H hd (one fp32 copy of dq), G = H / KV, BK the key tile (128 up
+to HDP 128, 64 above), n_kt = ceil(T / BK) and C = min(n_kt, clamp(ceil(256 / (B H)), 4, 16))
+the key tiles of a chunk (a key tile launches B H CTAs, one per q head; 256: about two CTAs
+for each of an H100's or H200's 132 SMs, so that a chunk's launch fills the GPU; the clamp
+keeps W at most 16 copies of dq whatever T and B H). Then
     floats = C N  (the chunk's slots W[0..C-1])
            + N    (the fp32 running sum A, only when there is more than one chunk)
+           + 2 N  (the dK and dV partials, G B T KV hd = N floats each, only when G > 1)
            + B H T (delta)
-at most 17 N + B H T, independent of T beyond N itself. Worked numbers:
-    llama3-1B, B=4 T=2048 H=32 KV=8 hd 64 causal: N = 16,777,216; BK 128, n_kt 16, B KV 32 ->
-        C = 8, 2 chunks: 9 N + 262,144 = 151,257,088 floats = 605 MB
-    dit-B, B=1 T=16384 H=12 KV=12 hd 64 full: N = 12,582,912; n_kt 128, B KV 12 -> C = 16,
-        8 chunks: 17 N + 196,608 = 214,106,112 floats = 856 MB
+at most 17 N + B H T without GQA, 19 N + B H T with, independent of T beyond N itself.
+Worked numbers:
+    llama3-1B, B=4 T=2048 H=32 KV=8 hd 64 causal: N = 16,777,216; BK 128, n_kt 16, B H 128 ->
+        C = 4, 4 chunks, G = 4: 7 N + 262,144 = 117,702,656 floats = 471 MB
+    dit-B, B=1 T=16384 H=12 KV=12 hd 64 full: N = 12,582,912; n_kt 128, B H 12 -> C = 16,
+        8 chunks, G = 1: 17 N + 196,608 = 214,106,112 floats = 856 MB
     dit-XL, B=1 T=16384 H=16 KV=16 hd 72 full (HDP 80, BK 128): N = 18,874,368; n_kt 128,
-        C = 16, 8 chunks: 17 N + 262,144 = 321,126,400 floats = 1.28 GB
+        C = 16, 8 chunks, G = 1: 17 N + 262,144 = 321,126,400 floats = 1.28 GB
 (Unchunked, dit-XL would need n_kt N = 9.7 GB.) The result does not depend on C: every
-element is A + W[0] + W[1] + ... in increasing kt whatever the chunk boundaries.
+element of dq is A + W[0] + W[1] + ... in increasing kt whatever the chunk boundaries, and
+every element of dK, dV has one key tile, filled in one chunk.
 
 Kernels (no atomics anywhere):
   attention_tc_delta_kernel (the v6 file's): delta = rowsum(dO * O), fp32, into the workspace.
-  attention_tc2_bwd_hd{HDP}_kernel: one CTA per (kv head, batch, key tile of the chunk), 8
+  attention_tc2_bwd_hd{HDP}_kernel: one CTA per (q head, batch, key tile of the chunk), 8
     warps (256 threads), the key tile the grid's slowest index so that, causal, the key tiles
-    with the most query tiles are launched first. Warp w owns keys 16 (w % KG) .. + 15 of the
+    with the most query tiles are launched first. With GQA a CTA takes one q head of its kv
+    head's group rather than looping over the group (B KV CTAs a key tile gave few long CTAs:
+    at B=1 T=2048 llama3-1B's 128 CTAs on 132 SMs, the first key tiles' 4 times the longest),
+    and so holds only that head's share of dK, dV: G > 1 stores it unscaled, fp32, into the
+    partials P[h % G] (layout [B, T, KV, hd] each, dK's G then dV's G); G = 1 writes dk, dv
+    itself, as before the split (bit for bit: the same CTAs doing the same work). Warp w owns keys 16 (w % KG) .. + 15 of the
     tile and HDP / CS columns of dK and dV: up to HDP 128, CS = 1, KG = 8: 128-key tiles; above,
     CS = 2 (as v6's second configuration: warps w and w + 4 compute the same S^T, dP^T and
     split dK's and dV's columns), 64-key tiles. K and V stay in shared memory; the CTA loops
-    over the q heads of the group (outer) and the query tiles at or after the key tile
-    (causal; full: all), Q / dO tiles double-buffered by cp.async, BQ = 64 rows up to HDP
+    over its head's query tiles at or after the key tile (causal; full: all), Q / dO tiles double-buffered by cp.async, BQ = 64 rows up to HDP
     80 (hd 72's width: v6 takes 32 there), 32 above (the registers of dK, dV: at HDP 96, 64
     rows take all 255 registers). Per query tile, as v6's dK/dV kernel:
       S^T = K Q^T, dP^T = V dO^T; P^T = exp2(S^T scale log2e - lse log2e), dS^T = P^T (dP^T
@@ -59,11 +67,18 @@ Kernels (no atomics anywhere):
   attention_tc2_dq_reduce_kernel: per 4 consecutive elements of dq, s = (first chunk ? 0 :
     A) + W[0] + W[1] + ... over the slots whose key tile the row sees (causal: kt BK <= t), in
     that order; the last chunk writes dq = bf16(scale s), the others s to A.
-Launch order on one stream: delta, then per chunk the fill kernel and the reduce kernel.
+  attention_tc2_dkv_reduce_kernel (G > 1): per 4 consecutive elements of dk or dv, s = P[0] +
+    P[1] + ... + P[G - 1] in increasing head order; dk = bf16(scale s), dv = bf16(s), rounded
+    once. (The fp32 sums associate differently from a CTA adding the G heads' products in one
+    accumulator, so dk, dv are no longer bit for bit --attention tc's when G > 1.)
+Launch order on one stream: delta, then per chunk the fill kernel and the dq reduce kernel,
+then (G > 1) the dk/dv reduce.
 
 Why one pass: v6's backward computes S and dP twice (7 matmuls); here the workspace's traffic,
 8 bytes per element of dq per key tile, replaces the two recomputed matmuls, a gain only with
-128-key tiles (dev/cuda/attention.cu version 7). Memory O(N) per chunk, nothing T x T.
+128-key tiles (dev/cuda/attention.cu version 7). Memory O(N) per chunk, nothing T x T. The
+GQA split adds 16 bytes per element of dk and dv per head (the partials written and read)
+for CTAs that fill the SMs when B KV is small (version 7's note on it has the prediction).
 
 Registers per thread by HDP (ptxas, CUDA 13, sm_90, -O3, __launch_bounds__(256); no spills, no
 stack frame): 32: 188, 48: 202, 64: 231, 80: 239, 96: 216, 112: 234, 128: 243, 160: 181,
@@ -87,25 +102,27 @@ run on a GPU.
 #define ATT_TC2_REDUCE_THREADS 256
 #define ATT_TC2_CTAS 256       // CTAs a chunk's launch aims at: about two for each of 132 SMs
 #define ATT_TC2_CHUNK_MIN 4    // key tiles a chunk holds, at least (unless T has fewer)
-#define ATT_TC2_CHUNK_MAX 16   // and at most: the workspace is at most 17 fp32 copies of dq
+#define ATT_TC2_CHUNK_MAX 16   // and at most: the workspace is at most 17 fp32 copies of dq (19 with GQA)
 
 // keys per tile (AttTc2<HDP>::BK), host side
 static inline int att_tc2_bk(int hdp) { return hdp <= 128 ? 128 : 64; }
-// key tiles per chunk (the rule in the header); depends only on the arguments
-static inline int att_tc2_chunk(int B, int KV, int n_kt) {
-    const long long bkv = (long long)B * KV, want = (ATT_TC2_CTAS + bkv - 1) / bkv;
+// key tiles per chunk (the rule in the header): a key tile launches B H CTAs (one per q head,
+// GQA or not); depends only on the arguments
+static inline int att_tc2_chunk(int B, int H, int n_kt) {
+    const long long bh = (long long)B * H, want = (ATT_TC2_CTAS + bh - 1) / bh;
     const int c = want < ATT_TC2_CHUNK_MIN ? ATT_TC2_CHUNK_MIN : want > ATT_TC2_CHUNK_MAX ? ATT_TC2_CHUNK_MAX : (int)want;
     return c < n_kt ? c : n_kt;
 }
 
 // floats of workspace with chunks of c key tiles (c >= 1): the slots, the running sum A
-// (more than one chunk), delta
-static inline size_t att_tc2_workspace_floats_chunked(int B, int T, int H, int hd, int c) {
+// (more than one chunk), the dK and dV partials of the G = H / KV heads (G > 1: G B T KV hd
+// floats each, 2 N together), delta
+static inline size_t att_tc2_workspace_floats_chunked(int B, int T, int H, int KV, int hd, int c) {
     const int bk = att_tc2_bk(att_tc_hdp(hd)), n_kt = (T + bk - 1) / bk;
     if (c > n_kt) c = n_kt;
     const int n_ch = (n_kt + c - 1) / c;
     const size_t n = (size_t)B * T * H * hd;
-    return (size_t)c * n + (n_ch > 1 ? n : 0) + (size_t)B * H * T;
+    return (size_t)c * n + (n_ch > 1 ? n : 0) + (H > KV ? 2 * n : 0) + (size_t)B * H * T;
 }
 // floats of workspace the backward needs (delta included); host arithmetic only, the same
 // value for any call with these arguments (the rule and worked numbers: the header)
@@ -113,7 +130,7 @@ static inline size_t attention_tc2_workspace_floats(int B, int T, int H, int KV,
     (void)causal;  // the slots hold whole [B, T, H, hd] copies in both modes
     if (B <= 0 || T <= 0 || H <= 0 || KV <= 0 || hd <= 0) return 0;
     const int bk = att_tc2_bk(att_tc_hdp(hd)), n_kt = (T + bk - 1) / bk;
-    return att_tc2_workspace_floats_chunked(B, T, H, hd, att_tc2_chunk(B, KV, n_kt));
+    return att_tc2_workspace_floats_chunked(B, T, H, KV, hd, att_tc2_chunk(B, H, n_kt));
 }
 
 #ifndef ENABLE_FP32
@@ -147,9 +164,27 @@ static __device__ __forceinline__ void att_tc2_load_a_t(tc_u32 a[4], const att_b
     tc_ldmatrix_x4_trans(a, base + ((lane & 7) + (lane >> 4) * 8) * LD + ((lane >> 3) & 1) * 8);
 }
 
+// an m16 x (8 ND) fp32 C fragment (rows r_lo, r_lo + 8 of head h, columns col0 + ...) stored as
+// it is, fp32: att_tc_store_c's addressing without the rounding
+template <int ND>
+static __device__ __forceinline__ void att_tc2_store_f32(float* x, const float (&acc)[ND][4], int b, int r_lo, int T,
+                                                         int nh, int h, int t4, int hd, int col0) {
+    #pragma unroll
+    for (int half = 0; half < 2; half++) {
+        const int r = r_lo + half * 8;
+        if (r >= T) continue;
+        const size_t base = (((size_t)b * T + r) * nh + h) * hd + col0 + 2 * t4;
+        #pragma unroll
+        for (int i = 0; i < ND; i++) {
+            if (col0 + 8 * i >= hd) break;
+            *(float2*)(x + base + i * 8) = make_float2(acc[i][2 * half], acc[i][2 * half + 1]);
+        }
+    }
+}
+
 template <int HDP>
 static __device__ __forceinline__ void att_tc2_bwd(unsigned char* smem, att_bf16* dk, att_bf16* dv, float* W,
-                                                  const att_bf16* dout, const att_bf16* q, const att_bf16* k,
+                                                  float* P, const att_bf16* dout, const att_bf16* q, const att_bf16* k,
                                                   const att_bf16* v, const float* lse, const float* delta, int T,
                                                   int H, int KV, int hd, float scale, bool causal, int c0) {
     using C = AttTc2<HDP>;
@@ -169,12 +204,11 @@ static __device__ __forceinline__ void att_tc2_bwd(unsigned char* smem, att_bf16
     float* sL = (float*)(sdS + BK * LDS);     // [2][BQ]: lse * log2e
     float* sD = sL + 2 * BQ;                  // [2][BQ]: delta
 
-    const int kvh = blockIdx.x, b = blockIdx.y, slot = blockIdx.z, kt = c0 + slot;
-    const int B = gridDim.y, group = H / KV, k0 = kt * BK;
+    const int h = blockIdx.x, b = blockIdx.y, slot = blockIdx.z, kt = c0 + slot;
+    const int B = gridDim.y, group = H / KV, kvh = h / group, k0 = kt * BK;
     const int n_qt = (T + BQ - 1) / BQ;
     const int qt_first = causal ? k0 / BQ : 0;  // the first query tile that sees a key of this tile
-    const int nq = n_qt - qt_first;             // >= 1: k0 < T
-    const int n_jobs = group * nq;              // (head, query tile), heads outer
+    const int n_jobs = n_qt - qt_first;         // this head's query tiles, >= 1: k0 < T
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t4 = lane & 3;
     const int kw = warp % KG, col0 = (warp / KG) * ND * 8;  // this warp's 16 keys and first column
     const float sc2 = scale * ATT_TC_LOG2E;
@@ -182,7 +216,7 @@ static __device__ __forceinline__ void att_tc2_bwd(unsigned char* smem, att_bf16
 
     // job j -> Q, dO into buffer j & 1 (cp.async)
     auto issue = [&](int j) {
-        const int h = kvh * group + j / nq, q0 = (qt_first + j % nq) * BQ, buf = j & 1;
+        const int q0 = (qt_first + j) * BQ, buf = j & 1;
         att_tc_load_rows<HDP, NTH>(sQ + buf * BQ * LD, q, b, q0, BQ, T, H, h, hd);
         att_tc_load_rows<HDP, NTH>(sdO + buf * BQ * LD, dout, b, q0, BQ, T, H, h, hd);
     };
@@ -190,7 +224,7 @@ static __device__ __forceinline__ void att_tc2_bwd(unsigned char* smem, att_bf16
     // j & 1 later (stash), so that the loads' latency passes while the current tile computes
     float f_l = 0.0f, f_d = 0.0f;
     auto fetch = [&](int j) {
-        const int h = kvh * group + j / nq, t = (qt_first + j % nq) * BQ + (int)threadIdx.x;
+        const int t = (qt_first + j) * BQ + (int)threadIdx.x;
         if (threadIdx.x < BQ && t < T) {
             const size_t li = ((size_t)b * H + h) * T + t;
             f_l = lse[li];
@@ -229,7 +263,7 @@ static __device__ __forceinline__ void att_tc2_bwd(unsigned char* smem, att_bf16
         tc_cp_async_commit();   // possibly empty: one group per iteration keeps wait<1> right
         tc_cp_async_wait<1>();  // this thread's copies of job j (and of K, V) have landed
         __syncthreads();        // everyone's have, and job j's lse, delta are stashed
-        const int h = kvh * group + j / nq, q0 = (qt_first + j % nq) * BQ;
+        const int q0 = (qt_first + j) * BQ;
         const att_bf16* Qs = sQ + buf * BQ * LD;
         const att_bf16* dOs = sdO + buf * BQ * LD;
         const float* Ls = sL + buf * BQ;
@@ -301,60 +335,66 @@ static __device__ __forceinline__ void att_tc2_bwd(unsigned char* smem, att_bf16
         if (j + 1 < n_jobs) stash(j + 1);
     }
 
-    att_tc_store_c<false>(dk, acc_dk, scale, b, u_lo, T, KV, kvh, t4, hd, col0);
-    att_tc_store_c<false>(dv, acc_dv, 1.0f, b, u_lo, T, KV, kvh, t4, hd, col0);
+    if (group == 1) {  // the head's own dK, dV (no partials: G = 1 asks for no workspace of them)
+        att_tc_store_c<false>(dk, acc_dk, scale, b, u_lo, T, KV, kvh, t4, hd, col0);
+        att_tc_store_c<false>(dv, acc_dv, 1.0f, b, u_lo, T, KV, kvh, t4, hd, col0);
+    } else {  // head h % G's partials, unscaled: attention_tc2_dkv_reduce_kernel sums the G in order
+        const size_t nkv = (size_t)B * T * KV * hd;
+        att_tc2_store_f32(P + (size_t)(h % group) * nkv, acc_dk, b, u_lo, T, KV, kvh, t4, hd, col0);
+        att_tc2_store_f32(P + (size_t)(group + h % group) * nkv, acc_dv, b, u_lo, T, KV, kvh, t4, hd, col0);
+    }
 }
 
 // one kernel per compiled width (att_tc_hdp), so that the fragment arrays have compile-time
 // sizes (and the emulator's kernel table names each without template arguments)
 #define ATT_TC2_BWD_ARGS                                                                                            \
-    att_bf16 *dk, att_bf16 *dv, float *W, const att_bf16 *dout, const att_bf16 *q, const att_bf16 *k,              \
+    att_bf16 *dk, att_bf16 *dv, float *W, float *P, const att_bf16 *dout, const att_bf16 *q, const att_bf16 *k,              \
         const att_bf16 *v, const float *lse, const float *delta, int T, int H, int KV, int hd, float scale,        \
         bool causal, int c0
 
 __global__ void __launch_bounds__(ATT_TC2_THREADS) attention_tc2_bwd_hd32_kernel(ATT_TC2_BWD_ARGS) {
     extern __shared__ __align__(128) unsigned char att_tc2_smem32[];
-    att_tc2_bwd<32>(att_tc2_smem32, dk, dv, W, dout, q, k, v, lse, delta, T, H, KV, hd, scale, causal, c0);
+    att_tc2_bwd<32>(att_tc2_smem32, dk, dv, W, P, dout, q, k, v, lse, delta, T, H, KV, hd, scale, causal, c0);
 }
 __global__ void __launch_bounds__(ATT_TC2_THREADS) attention_tc2_bwd_hd48_kernel(ATT_TC2_BWD_ARGS) {
     extern __shared__ __align__(128) unsigned char att_tc2_smem48[];
-    att_tc2_bwd<48>(att_tc2_smem48, dk, dv, W, dout, q, k, v, lse, delta, T, H, KV, hd, scale, causal, c0);
+    att_tc2_bwd<48>(att_tc2_smem48, dk, dv, W, P, dout, q, k, v, lse, delta, T, H, KV, hd, scale, causal, c0);
 }
 __global__ void __launch_bounds__(ATT_TC2_THREADS) attention_tc2_bwd_hd64_kernel(ATT_TC2_BWD_ARGS) {
     extern __shared__ __align__(128) unsigned char att_tc2_smem64[];
-    att_tc2_bwd<64>(att_tc2_smem64, dk, dv, W, dout, q, k, v, lse, delta, T, H, KV, hd, scale, causal, c0);
+    att_tc2_bwd<64>(att_tc2_smem64, dk, dv, W, P, dout, q, k, v, lse, delta, T, H, KV, hd, scale, causal, c0);
 }
 __global__ void __launch_bounds__(ATT_TC2_THREADS) attention_tc2_bwd_hd80_kernel(ATT_TC2_BWD_ARGS) {
     extern __shared__ __align__(128) unsigned char att_tc2_smem80[];
-    att_tc2_bwd<80>(att_tc2_smem80, dk, dv, W, dout, q, k, v, lse, delta, T, H, KV, hd, scale, causal, c0);
+    att_tc2_bwd<80>(att_tc2_smem80, dk, dv, W, P, dout, q, k, v, lse, delta, T, H, KV, hd, scale, causal, c0);
 }
 __global__ void __launch_bounds__(ATT_TC2_THREADS) attention_tc2_bwd_hd96_kernel(ATT_TC2_BWD_ARGS) {
     extern __shared__ __align__(128) unsigned char att_tc2_smem96[];
-    att_tc2_bwd<96>(att_tc2_smem96, dk, dv, W, dout, q, k, v, lse, delta, T, H, KV, hd, scale, causal, c0);
+    att_tc2_bwd<96>(att_tc2_smem96, dk, dv, W, P, dout, q, k, v, lse, delta, T, H, KV, hd, scale, causal, c0);
 }
 __global__ void __launch_bounds__(ATT_TC2_THREADS) attention_tc2_bwd_hd112_kernel(ATT_TC2_BWD_ARGS) {
     extern __shared__ __align__(128) unsigned char att_tc2_smem112[];
-    att_tc2_bwd<112>(att_tc2_smem112, dk, dv, W, dout, q, k, v, lse, delta, T, H, KV, hd, scale, causal, c0);
+    att_tc2_bwd<112>(att_tc2_smem112, dk, dv, W, P, dout, q, k, v, lse, delta, T, H, KV, hd, scale, causal, c0);
 }
 __global__ void __launch_bounds__(ATT_TC2_THREADS) attention_tc2_bwd_hd128_kernel(ATT_TC2_BWD_ARGS) {
     extern __shared__ __align__(128) unsigned char att_tc2_smem128[];
-    att_tc2_bwd<128>(att_tc2_smem128, dk, dv, W, dout, q, k, v, lse, delta, T, H, KV, hd, scale, causal, c0);
+    att_tc2_bwd<128>(att_tc2_smem128, dk, dv, W, P, dout, q, k, v, lse, delta, T, H, KV, hd, scale, causal, c0);
 }
 __global__ void __launch_bounds__(ATT_TC2_THREADS) attention_tc2_bwd_hd160_kernel(ATT_TC2_BWD_ARGS) {
     extern __shared__ __align__(128) unsigned char att_tc2_smem160[];
-    att_tc2_bwd<160>(att_tc2_smem160, dk, dv, W, dout, q, k, v, lse, delta, T, H, KV, hd, scale, causal, c0);
+    att_tc2_bwd<160>(att_tc2_smem160, dk, dv, W, P, dout, q, k, v, lse, delta, T, H, KV, hd, scale, causal, c0);
 }
 __global__ void __launch_bounds__(ATT_TC2_THREADS) attention_tc2_bwd_hd192_kernel(ATT_TC2_BWD_ARGS) {
     extern __shared__ __align__(128) unsigned char att_tc2_smem192[];
-    att_tc2_bwd<192>(att_tc2_smem192, dk, dv, W, dout, q, k, v, lse, delta, T, H, KV, hd, scale, causal, c0);
+    att_tc2_bwd<192>(att_tc2_smem192, dk, dv, W, P, dout, q, k, v, lse, delta, T, H, KV, hd, scale, causal, c0);
 }
 __global__ void __launch_bounds__(ATT_TC2_THREADS) attention_tc2_bwd_hd224_kernel(ATT_TC2_BWD_ARGS) {
     extern __shared__ __align__(128) unsigned char att_tc2_smem224[];
-    att_tc2_bwd<224>(att_tc2_smem224, dk, dv, W, dout, q, k, v, lse, delta, T, H, KV, hd, scale, causal, c0);
+    att_tc2_bwd<224>(att_tc2_smem224, dk, dv, W, P, dout, q, k, v, lse, delta, T, H, KV, hd, scale, causal, c0);
 }
 __global__ void __launch_bounds__(ATT_TC2_THREADS) attention_tc2_bwd_hd256_kernel(ATT_TC2_BWD_ARGS) {
     extern __shared__ __align__(128) unsigned char att_tc2_smem256[];
-    att_tc2_bwd<256>(att_tc2_smem256, dk, dv, W, dout, q, k, v, lse, delta, T, H, KV, hd, scale, causal, c0);
+    att_tc2_bwd<256>(att_tc2_smem256, dk, dv, W, P, dout, q, k, v, lse, delta, T, H, KV, hd, scale, causal, c0);
 }
 
 // dq from the chunk's slots: 4 consecutive elements (one row: hd % 8 == 0) a thread; s = (first
@@ -385,8 +425,33 @@ __global__ void __launch_bounds__(ATT_TC2_REDUCE_THREADS)
     }
 }
 
-// the fill kernel of compiled width hdp on one chunk (grid (KV, B, key tiles of the chunk))
-static inline void att_tc2_launch_fill(int hdp, dim3 grid, att_bf16* dk, att_bf16* dv, float* W, const att_bf16* dout,
+// dk, dv from the G = H / KV heads' partials (G > 1): 4 consecutive elements a thread, the first
+// B T KV hd / 4 threads dk's, the rest dv's; s = P[0] + P[1] + ... + P[G - 1] in that order,
+// dk = bf16(scale s), dv = bf16(s)
+__global__ void __launch_bounds__(ATT_TC2_REDUCE_THREADS)
+    attention_tc2_dkv_reduce_kernel(att_bf16* dk, att_bf16* dv, const float* P, size_t nkv, int group, float scale) {
+    size_t i = ((size_t)blockIdx.x * ATT_TC2_REDUCE_THREADS + threadIdx.x) * 4;
+    if (i >= 2 * nkv) return;
+    const bool is_v = i >= nkv;
+    if (is_v) i -= nkv;
+    const float* p = P + (is_v ? (size_t)group * nkv : 0) + i;
+    float4 s = *(const float4*)p;
+    for (int g = 1; g < group; g++) {
+        const float4 w = *(const float4*)(p + (size_t)g * nkv);
+        s.x += w.x;
+        s.y += w.y;
+        s.z += w.z;
+        s.w += w.w;
+    }
+    const float mul = is_v ? 1.0f : scale;
+    att_bf16* x = (is_v ? dv : dk) + i;
+    *(__nv_bfloat162*)x = __floats2bfloat162_rn(s.x * mul, s.y * mul);
+    *(__nv_bfloat162*)(x + 2) = __floats2bfloat162_rn(s.z * mul, s.w * mul);
+}
+
+// the fill kernel of compiled width hdp on one chunk (grid (H, B, key tiles of the chunk))
+static inline void att_tc2_launch_fill(int hdp, dim3 grid, att_bf16* dk, att_bf16* dv, float* W, float* P,
+                                       const att_bf16* dout,
                                        const att_bf16* q, const att_bf16* k, const att_bf16* v, const float* lse,
                                        const float* delta, int T, int H, int KV, int hd, float scale, bool causal,
                                        int c0, stream_t s, const char* who) {
@@ -395,77 +460,77 @@ static inline void att_tc2_launch_fill(int hdp, dim3 grid, att_bf16* dk, att_bf1
     case 32: {
         const size_t sm = att_tc2_smem<32>();
         att_prepare_smem((const void*)attention_tc2_bwd_hd32_kernel, sm, who);
-        attention_tc2_bwd_hd32_kernel<<<grid, nth, sm, s>>>(dk, dv, W, dout, q, k, v, lse, delta, T, H, KV, hd, scale,
+        attention_tc2_bwd_hd32_kernel<<<grid, nth, sm, s>>>(dk, dv, W, P, dout, q, k, v, lse, delta, T, H, KV, hd, scale,
                                                           causal, c0);
         break;
     }
     case 48: {
         const size_t sm = att_tc2_smem<48>();
         att_prepare_smem((const void*)attention_tc2_bwd_hd48_kernel, sm, who);
-        attention_tc2_bwd_hd48_kernel<<<grid, nth, sm, s>>>(dk, dv, W, dout, q, k, v, lse, delta, T, H, KV, hd, scale,
+        attention_tc2_bwd_hd48_kernel<<<grid, nth, sm, s>>>(dk, dv, W, P, dout, q, k, v, lse, delta, T, H, KV, hd, scale,
                                                           causal, c0);
         break;
     }
     case 64: {
         const size_t sm = att_tc2_smem<64>();
         att_prepare_smem((const void*)attention_tc2_bwd_hd64_kernel, sm, who);
-        attention_tc2_bwd_hd64_kernel<<<grid, nth, sm, s>>>(dk, dv, W, dout, q, k, v, lse, delta, T, H, KV, hd, scale,
+        attention_tc2_bwd_hd64_kernel<<<grid, nth, sm, s>>>(dk, dv, W, P, dout, q, k, v, lse, delta, T, H, KV, hd, scale,
                                                           causal, c0);
         break;
     }
     case 80: {
         const size_t sm = att_tc2_smem<80>();
         att_prepare_smem((const void*)attention_tc2_bwd_hd80_kernel, sm, who);
-        attention_tc2_bwd_hd80_kernel<<<grid, nth, sm, s>>>(dk, dv, W, dout, q, k, v, lse, delta, T, H, KV, hd, scale,
+        attention_tc2_bwd_hd80_kernel<<<grid, nth, sm, s>>>(dk, dv, W, P, dout, q, k, v, lse, delta, T, H, KV, hd, scale,
                                                           causal, c0);
         break;
     }
     case 96: {
         const size_t sm = att_tc2_smem<96>();
         att_prepare_smem((const void*)attention_tc2_bwd_hd96_kernel, sm, who);
-        attention_tc2_bwd_hd96_kernel<<<grid, nth, sm, s>>>(dk, dv, W, dout, q, k, v, lse, delta, T, H, KV, hd, scale,
+        attention_tc2_bwd_hd96_kernel<<<grid, nth, sm, s>>>(dk, dv, W, P, dout, q, k, v, lse, delta, T, H, KV, hd, scale,
                                                           causal, c0);
         break;
     }
     case 112: {
         const size_t sm = att_tc2_smem<112>();
         att_prepare_smem((const void*)attention_tc2_bwd_hd112_kernel, sm, who);
-        attention_tc2_bwd_hd112_kernel<<<grid, nth, sm, s>>>(dk, dv, W, dout, q, k, v, lse, delta, T, H, KV, hd, scale,
+        attention_tc2_bwd_hd112_kernel<<<grid, nth, sm, s>>>(dk, dv, W, P, dout, q, k, v, lse, delta, T, H, KV, hd, scale,
                                                           causal, c0);
         break;
     }
     case 128: {
         const size_t sm = att_tc2_smem<128>();
         att_prepare_smem((const void*)attention_tc2_bwd_hd128_kernel, sm, who);
-        attention_tc2_bwd_hd128_kernel<<<grid, nth, sm, s>>>(dk, dv, W, dout, q, k, v, lse, delta, T, H, KV, hd, scale,
+        attention_tc2_bwd_hd128_kernel<<<grid, nth, sm, s>>>(dk, dv, W, P, dout, q, k, v, lse, delta, T, H, KV, hd, scale,
                                                           causal, c0);
         break;
     }
     case 160: {
         const size_t sm = att_tc2_smem<160>();
         att_prepare_smem((const void*)attention_tc2_bwd_hd160_kernel, sm, who);
-        attention_tc2_bwd_hd160_kernel<<<grid, nth, sm, s>>>(dk, dv, W, dout, q, k, v, lse, delta, T, H, KV, hd, scale,
+        attention_tc2_bwd_hd160_kernel<<<grid, nth, sm, s>>>(dk, dv, W, P, dout, q, k, v, lse, delta, T, H, KV, hd, scale,
                                                           causal, c0);
         break;
     }
     case 192: {
         const size_t sm = att_tc2_smem<192>();
         att_prepare_smem((const void*)attention_tc2_bwd_hd192_kernel, sm, who);
-        attention_tc2_bwd_hd192_kernel<<<grid, nth, sm, s>>>(dk, dv, W, dout, q, k, v, lse, delta, T, H, KV, hd, scale,
+        attention_tc2_bwd_hd192_kernel<<<grid, nth, sm, s>>>(dk, dv, W, P, dout, q, k, v, lse, delta, T, H, KV, hd, scale,
                                                           causal, c0);
         break;
     }
     case 224: {
         const size_t sm = att_tc2_smem<224>();
         att_prepare_smem((const void*)attention_tc2_bwd_hd224_kernel, sm, who);
-        attention_tc2_bwd_hd224_kernel<<<grid, nth, sm, s>>>(dk, dv, W, dout, q, k, v, lse, delta, T, H, KV, hd, scale,
+        attention_tc2_bwd_hd224_kernel<<<grid, nth, sm, s>>>(dk, dv, W, P, dout, q, k, v, lse, delta, T, H, KV, hd, scale,
                                                           causal, c0);
         break;
     }
     case 256: {
         const size_t sm = att_tc2_smem<256>();
         att_prepare_smem((const void*)attention_tc2_bwd_hd256_kernel, sm, who);
-        attention_tc2_bwd_hd256_kernel<<<grid, nth, sm, s>>>(dk, dv, W, dout, q, k, v, lse, delta, T, H, KV, hd, scale,
+        attention_tc2_bwd_hd256_kernel<<<grid, nth, sm, s>>>(dk, dv, W, P, dout, q, k, v, lse, delta, T, H, KV, hd, scale,
                                                           causal, c0);
         break;
     }
@@ -501,12 +566,15 @@ static inline void att_tc2_launch_backward(floatX* dq, floatX* dk, floatX* dv, c
     const int hdp = att_tc_hdp(hd), bk = att_tc2_bk(hdp), n_kt = (T + bk - 1) / bk;
     // chunk > 0: that many key tiles a chunk (the harness's checks that the result does not
     // depend on it; the workspace is then att_tc2_workspace_floats_chunked's), else the rule
-    const int c = chunk > 0 ? (chunk < n_kt ? chunk : n_kt) : att_tc2_chunk(B, KV, n_kt), n_ch = (n_kt + c - 1) / c;
-    const size_t n = (size_t)B * T * H * hd;
-    // the layout attention_tc2_workspace_floats counts: the slots, A (more than one chunk), delta
+    const int c = chunk > 0 ? (chunk < n_kt ? chunk : n_kt) : att_tc2_chunk(B, H, n_kt), n_ch = (n_kt + c - 1) / c;
+    const int group = H / KV;
+    const size_t n = (size_t)B * T * H * hd, nkv = (size_t)B * T * KV * hd;
+    // the layout attention_tc2_workspace_floats counts: the slots, A (more than one chunk), the
+    // dK and dV partials (G > 1), delta
     float* W = workspace;
     float* A = W + (size_t)c * n;
-    float* delta = A + (n_ch > 1 ? n : 0);
+    float* P = A + (n_ch > 1 ? n : 0);
+    float* delta = P + (group > 1 ? 2 * n : 0);
     const size_t rows_per_block = att_tc_delta_rows_per_block(hd);
     attention_tc_delta_kernel<<<(unsigned)ceil_div((size_t)B * T * H, rows_per_block), ATT_TC_DELTA_THREADS, 0, s>>>(
         delta, dout, out, B, T, H, hd);
@@ -514,10 +582,15 @@ static inline void att_tc2_launch_backward(floatX* dq, floatX* dk, floatX* dv, c
     const unsigned reduce_blocks = (unsigned)ceil_div(n / 4, (size_t)ATT_TC2_REDUCE_THREADS);
     for (int ch = 0; ch < n_ch; ch++) {
         const int c0 = ch * c, nc = n_kt - c0 < c ? n_kt - c0 : c;
-        att_tc2_launch_fill(hdp, dim3(KV, B, nc), dk, dv, W, dout, q, k, v, lse, delta, T, H, KV, hd, scale, causal, c0,
-                            s, who);
+        att_tc2_launch_fill(hdp, dim3(H, B, nc), dk, dv, W, P, dout, q, k, v, lse, delta, T, H, KV, hd, scale, causal,
+                            c0, s, who);
         attention_tc2_dq_reduce_kernel<<<reduce_blocks, ATT_TC2_REDUCE_THREADS, 0, s>>>(
             dq, A, W, B, T, H, hd, bk, c0, nc, causal, ch == 0, ch == n_ch - 1, scale);
+        cudaCheck(cudaGetLastError());
+    }
+    if (group > 1) {
+        attention_tc2_dkv_reduce_kernel<<<(unsigned)ceil_div(2 * nkv / 4, (size_t)ATT_TC2_REDUCE_THREADS),
+                                          ATT_TC2_REDUCE_THREADS, 0, s>>>(dk, dv, P, nkv, group, scale);
         cudaCheck(cudaGetLastError());
     }
 #endif
