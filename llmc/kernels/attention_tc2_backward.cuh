@@ -81,8 +81,8 @@ GQA split adds 16 bytes per element of dk and dv per head (the partials written 
 for CTAs that fill the SMs when B KV is small (version 7's note on it has the prediction).
 
 Registers per thread by HDP (ptxas, CUDA 13, sm_90, -O3, __launch_bounds__(256); no spills, no
-stack frame): 32: 188, 48: 202, 64: 231, 80: 239, 96: 216, 112: 234, 128: 243, 160: 181,
-192: 224, 224: 238, 256: 246; the reduce 34. Up to 248 registers, 8 warps fit an SM's 65536
+stack frame): 32: 185, 48: 199, 64: 239, 80: 245, 96: 225, 112: 242, 128: 246, 160: 178,
+192: 227, 224: 236, 256: 245; the dq reduce 34, the dk/dv reduce 38. Up to 248 registers, 8 warps fit an SM's 65536
 (248 x 256 = 63488): one CTA an SM, the 8 warps of v6's two CTAs of 4. The fp32 accumulators:
 dK, dV HDP / (2 CS) each, S^T, dP^T BQ / 2 each, dQ_kt 4 NDQ (live only after dK's product). Shared
 memory (att_tc2_smem): sK, sV [BK][HDP + 8], sQ, sdO [2][BQ][HDP + 8], sdS [BK][BQ + 8] bf16,
