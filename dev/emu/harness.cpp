@@ -2828,7 +2828,7 @@ static void check_attention_tc_refusals() {
         if (attention_impl_resolve(ATTENTION_AUTO, 72) != ATTENTION_FP32) problem("auto must fall back to fp32 at hd 72");
 #endif
         if (attention_impl_resolve(ATTENTION_FP32, 96) != ATTENTION_FP32) problem("fp32 must take any head dim");
-        expect_fail("parse", [] { attention_impl_parse("flash"); }, "expected auto, fp32, tc or cudnn");
+        expect_fail("parse", [] { attention_impl_parse("flash"); }, "expected auto, fp32, tc, tc2 or cudnn");
         // the emulator never builds with USE_CUDNN: cudnn is refused, naming the build that has it
 #ifdef ENABLE_FP32
         expect_fail("tc in fp32", [] { attention_impl_resolve(ATTENTION_TC, 64); }, "ENABLE_FP32 build");
@@ -2857,17 +2857,22 @@ static void check_attention_tc_refusals() {
         const int B = 1, T = 70, H = 2, KV = 1, hd = 64;
         auto q = r.vec((size_t)B * T * H * hd, -1.5, 1.5), k = r.vec((size_t)B * T * KV * hd, -1.5, 1.5),
              v = r.vec((size_t)B * T * KV * hd, -1, 1);
-        std::vector<float> got[2], want[2];
-        for (int impl = 0; impl < 2; impl++) {
+        std::vector<float> got[3], want[3];
+        const AttentionImpl impls[3] = {ATTENTION_FP32, ATTENTION_TC, ATTENTION_TC2};
+        for (int impl = 0; impl < 3; impl++) {
             DX Q(q), K(k), Vv(v), O(q.size()), O2(q.size()); DF L(B * H * T), L2(B * H * T);
-            attention_select(impl ? ATTENTION_TC : ATTENTION_FP32, hd);
+            attention_select(impls[impl], hd);
             attention_dispatch_full_forward(O.p, L.p, Q.p, K.p, Vv.p, B, T, H, KV, hd, 0);
-            (impl ? attention_tc_full_forward : attention_full_forward)(O2.p, L2.p, Q.p, K.p, Vv.p, B, T, H, KV, hd, 0);
+            (impl == 2 ? attention_tc2_full_forward : impl ? attention_tc_full_forward : attention_full_forward)(
+                O2.p, L2.p, Q.p, K.p, Vv.p, B, T, H, KV, hd, 0);
             got[impl] = O.get(); want[impl] = O2.get();
         }
         expect_exact("fp32 selected", got[0], want[0]);
         expect_exact("tc selected", got[1], want[1]);
+        expect_exact("tc2 selected", got[2], want[2]);
         if (got[0] == got[1]) problem("fp32 and tc gave bitwise equal outputs: the dispatch does not switch");
+        // tc2's 128-key tile at hd 64 rescales once where tc's two 64-key tiles rescale twice
+        if (got[1] == got[2]) problem("tc and tc2 gave bitwise equal outputs: the dispatch does not switch");
     });
 #endif
 }
@@ -3255,7 +3260,8 @@ static void add_attention_tc_backward_checks() {
             attention_tc_backward(X.p, X.p, X.p, X.p, X.p, X.p, X.p, X.p, L.p, nullptr, 1, 2, 1, 1, 64, 0);
         }, att_tc_refusal("no delta scratch"));
     });
-    // the dispatch runs the selected backward, with the scratch it asks for
+    // the dispatch runs the selected backward, with the scratch it asks for (fp32: none; tc: the
+    // delta rows; tc2: its workspace, the larger of the two modes' sizes)
 #ifndef ENABLE_FP32
     add("attention_select[dispatch_backward,B=1,T=70,H=2,KV=1,hd=64]", [] {
         Rng r("attention_dispatch_backward");
@@ -3264,21 +3270,36 @@ static void add_attention_tc_backward_checks() {
         auto q = r.vec(nq, -1.5, 1.5), k = r.vec(nk, -1.5, 1.5), v = r.vec(nk, -1, 1), dout = r.vec(nq, -1, 1);
         std::vector<float> out(nq), lse(nl);
         cpu::attention_forward(out.data(), lse.data(), q.data(), k.data(), v.data(), B, T, H, KV, hd, 0);
-        std::vector<float> got[2][3], want[2][3];
-        for (int impl = 0; impl < 2; impl++) {
-            attention_select(impl ? ATTENTION_TC : ATTENTION_FP32, hd);
+        const AttentionImpl impls[3] = {ATTENTION_FP32, ATTENTION_TC, ATTENTION_TC2};
+        const char* names[3] = {"fp32", "tc", "tc2"};
+        const size_t tc2_ws = std::max(attention_tc2_workspace_floats(B, T, H, KV, hd, true),
+                                       attention_tc2_workspace_floats(B, T, H, KV, hd, false));
+        const size_t expect_ns[3] = {0, nl, tc2_ws};
+        std::vector<float> got[3][3], want[3][3];
+        size_t written_past_delta[3] = {0, 0, 0};  // scratch floats past tc's delta rows that hold numbers
+        for (int impl = 0; impl < 3; impl++) {
+            attention_select(impls[impl], hd);
             const size_t ns = attention_dispatch_scratch_floats(B, T, H, KV, hd);
-            if (ns != (impl ? nl : 0)) problem("%s: scratch of %zu floats, expected %zu", impl ? "tc" : "fp32", ns, impl ? nl : 0);
-            DX Q(q), K(k), Vv(v), DO(dout), O(round_x(out)), G1(nq), G2(nk), G3(nk), W1(nq), W2(nk), W3(nk); DF L(lse), D(nl);
+            if (ns != expect_ns[impl]) problem("%s: scratch of %zu floats, expected %zu", names[impl], ns, expect_ns[impl]);
+            DX Q(q), K(k), Vv(v), DO(dout), O(round_x(out)), G1(nq), G2(nk), G3(nk), W1(nq), W2(nk), W3(nk); DF L(lse), D(tc2_ws);
             attention_dispatch_backward(G1.p, G2.p, G3.p, DO.p, Q.p, K.p, Vv.p, O.p, L.p, ns ? D.p : nullptr, B, T, H, KV, hd, 0);
-            if (impl) attention_tc_backward(W1.p, W2.p, W3.p, DO.p, Q.p, K.p, Vv.p, O.p, L.p, D.p, B, T, H, KV, hd, 0);
+            const std::vector<float> scratch = D.get();
+            for (size_t i = nl; i < scratch.size(); i++) written_past_delta[impl] += std::isfinite(scratch[i]) ? 1 : 0;
+            if (impl == 2) attention_tc2_backward(W1.p, W2.p, W3.p, DO.p, Q.p, K.p, Vv.p, O.p, L.p, D.p, B, T, H, KV, hd, 0);
+            else if (impl == 1) attention_tc_backward(W1.p, W2.p, W3.p, DO.p, Q.p, K.p, Vv.p, O.p, L.p, D.p, B, T, H, KV, hd, 0);
             else attention_backward(W1.p, W2.p, W3.p, DO.p, Q.p, K.p, Vv.p, O.p, L.p, B, T, H, KV, hd, 0);
             got[impl][0] = G1.get(); got[impl][1] = G2.get(); got[impl][2] = G3.get();
             want[impl][0] = W1.get(); want[impl][1] = W2.get(); want[impl][2] = W3.get();
         }
-        for (int impl = 0; impl < 2; impl++)
-            for (int i = 0; i < 3; i++) expect_exact(sz("%s %s", impl ? "tc" : "fp32", i == 0 ? "dq" : i == 1 ? "dk" : "dv").c_str(), got[impl][i], want[impl][i]);
+        for (int impl = 0; impl < 3; impl++)
+            for (int i = 0; i < 3; i++) expect_exact(sz("%s %s", names[impl], i == 0 ? "dq" : i == 1 ? "dk" : "dv").c_str(), got[impl][i], want[impl][i]);
         if (got[0][1] == got[1][1]) problem("fp32 and tc gave bitwise equal dk: the dispatch does not switch");
+        // at this shape tc2's dq, dk, dv are tc's bit for bit (one 128-key tile adds the same k16
+        // products in the same order as tc's two of 64), so the switch shows in the scratch: only
+        // tc2 writes its dQ slots past the delta rows (the rest stays the allocation's NaN)
+        if (written_past_delta[1] != 0 || written_past_delta[2] == 0)
+            problem("scratch past the delta rows written: tc %zu floats, tc2 %zu: the dispatch does not switch",
+                    written_past_delta[1], written_past_delta[2]);
     });
 #endif
     check_attention_tc_rope_refusals_dispatch();
