@@ -258,7 +258,7 @@ if "$REF_PY" dev/ref/reference_dit.py --quiet --out "$B/data/dit_hd64_tc.dref" -
      --pw 2 --D 128 --L 2 --H 2 --FF 64 --NC 2 --B 1 --n-steps 2 --seed 32 > "$B/data/ref_dit_hd64_tc.log" 2>&1; then
   job "test_dit.bf16.dit_hd64_tc.attention_tc" "" "$B/bin/test_dit.bf16" --ref "$B/data/dit_hd64_tc.dref" --attention tc \
     --offload-act 1 --recompute 1
-  job "test_dit.bf16.dit_hd64_tc.attention_tc2" "" "$B/bin/test_dit.bf16" --ref "$B/data/dit_hd64_tc.dref" --attention tc2 \
+  job_full "test_dit.bf16.dit_hd64_tc.attention_tc2" "" "$B/bin/test_dit.bf16" --ref "$B/data/dit_hd64_tc.dref" --attention tc2 \
     --offload-act 1 --recompute 1
 else fail "trainer.test_dit.bf16.dit_hd64_tc" "reference_dit.py failed: $(tail -n 1 "$B/data/ref_dit_hd64_tc.log")"; fi
 # dit-XL's head dim 72 (tc runs it zero-padded to 80; no GPU has run it): test_dit on tc and tc2, full runs only
