@@ -2907,14 +2907,15 @@ static std::vector<Att> att_tc_new_shapes(bool backward) {
     }
     return v;
 }
-// the kernels of the compiled widths a sampled run leaves out (the coverage check skips them)
-static bool att_tc_sampled_out(const char* kernel) {
-    if (!emu_harness_sample() || strncmp(kernel, "attention_tc", 12) != 0) return false;  // attention_tc_*, attention_tc2_*
+// the kernels named PREFIX..._hd{HDP}... of the compiled widths a sampled run leaves out, given
+// the head dims it checks besides 64 and 128 (the coverage check skips them)
+static bool att_sampled_out(const char* kernel, const char* prefix, const std::vector<int>& hds) {
+    if (!emu_harness_sample() || strncmp(kernel, prefix, strlen(prefix)) != 0) return false;
     const char* p = strstr(kernel, "_hd");
     if (!p) return false;
     const int hdp = atoi(p + 3);
     if (hdp == 64 || hdp == 128) return false;
-    for (int hd : att_tc_new_hds())
+    for (int hd : hds)
         if (att_tc_hdp(hd) == hdp) return false;
     return true;
 }
@@ -2981,17 +2982,6 @@ static std::vector<int> att_tc2_hds() {
     for (int hd = 32; hd <= 256; hd += 8)
         if (hd != 64 && hd != 128) v.push_back(hd);
     return v;
-}
-// the tc2 kernels of the compiled widths a sampled run leaves out (the coverage check skips them)
-static bool att_tc2_sampled_out(const char* kernel) {
-    if (!emu_harness_sample() || strncmp(kernel, "attention_tc2_", 14) != 0) return false;
-    const char* p = strstr(kernel, "_hd");
-    if (!p) return false;
-    const int hdp = atoi(p + 3);
-    if (hdp == 64 || hdp == 128) return false;
-    for (int hd : att_tc2_hds())
-        if (att_tc_hdp(hd) == hdp) return false;
-    return true;
 }
 static void add_attention_tc2_forward_checks() {
     add_att_both_modes({{2, 1, 4, 2, 64}, {2, 63, 2, 2, 64}, {1, 129, 4, 1, 64}, {2, 130, 4, 4, 64}, {1, 257, 2, 1, 64},
@@ -3640,7 +3630,10 @@ int main(int argc, char** argv) {
                 strncmp(emu_kernel_list[i].name, "attention_tc2_", 14) == 0) { bf16_only++; continue; }
 #endif
 #ifndef ENABLE_FP32
-            if (att_tc_sampled_out(emu_kernel_list[i].name) || att_tc2_sampled_out(emu_kernel_list[i].name)) { sampled_out++; continue; }
+            // each family against the head dims its checks sample (tc2's backward runs tc's shapes)
+            if (att_sampled_out(emu_kernel_list[i].name, "attention_tc_", att_tc_new_hds()) ||
+                att_sampled_out(emu_kernel_list[i].name, "attention_tc2_forward_", att_tc2_hds()) ||
+                att_sampled_out(emu_kernel_list[i].name, "attention_tc2_bwd_", att_tc_new_hds())) { sampled_out++; continue; }
 #endif
             if (!emu::covered[i]) missing += std::string(missing.empty() ? "" : ", ") + emu_kernel_list[i].name;
         }
