@@ -10,12 +10,13 @@
 #                                 #   tests, its llama3-1B row) and cudnn (the tests, its llama3-1B
 #                                 #   row), the fp32 tests; then stories110M T=1024
 #   bash scripts/gpu_check.sh 2   # <= 9 min: every dev/ref file in both builds, bit-exact resume,
-#                                 #   --comm mpi with 2 ranks, the attention ladder, compute-sanitizer
-#                                 #   (memcheck, racecheck, synccheck) on the tensor-core kernels, dit-B
-#                                 #   and dit-XL at 16K tokens (ours on tc, tc2 and cudnn) against
-#                                 #   scripts/pytorch_dit.py (eager with
-#                                 #   SDPA auto, flash, cudnn; torch.compile), the other ladders
-#                                 #   (the quick correctness steps first: a short lease still gets them)
+#                                 #   --comm mpi with 2 ranks, compute-sanitizer (memcheck, racecheck,
+#                                 #   synccheck) on the tensor-core kernels, while the DiT peers'
+#                                 #   torch.compile caches fill in the background; then dit-B and
+#                                 #   dit-XL at 16K tokens (ours on tc, tc2 and cudnn) against
+#                                 #   scripts/pytorch_dit.py (eager and torch.compile with SDPA auto),
+#                                 #   the attention ladder, racecheck on tc2, the DiT peers eager with
+#                                 #   flash and cudnn, the other ladders
 #   bash scripts/gpu_check.sh 3   # <= 6 min: loss curves (stories15M, ours vs PyTorch from the same
 #                                 #   initial weights), the memory sweep, largest-batch searches last
 #
@@ -74,7 +75,9 @@
 # Environment: OUT, PYTHON (default python3, with CUDA torch), GPU_CHECK_BUDGET, CUDA_ARCH
 # (default 90), PEAK_FLOPS (default 989e12, H100 SXM bf16 dense), GPU_CHECK_HP (hyperparameter
 # flags given to both trainers in the loss-curve run), GPU_CHECK_DATA (a uint16 shard glob for
-# the loss curves instead of data/tinystories), GPU_CHECK_SWEEP=0 (skip call 3's sweep).
+# the loss curves instead of data/tinystories), GPU_CHECK_SWEEP=0 (skip call 3's sweep),
+# GPU_CHECK_SCRATCH (the scratch directory), GPU_CHECK_DONE (a copy of an earlier run's
+# $GPU_CHECK_SCRATCH/steps_callN.tsv: the same call again runs only what that one did not reach).
 set -u -o pipefail
 
 cd "$(dirname "$0")/.." || exit 2
@@ -120,6 +123,11 @@ run_step() {
   if [ "$PLAN" = 1 ]; then plan step "$name" "$max" "$*"; return 0; fi
   local left=$(( BUDGET - (SECONDS - T0) - RESERVE ))
   local t=$max
+  if ran_before "$name"; then
+    record "$name" SKIP 0 "ran in the previous call (GPU_CHECK_DONE)"
+    echo "==== $name: SKIP (ran in the previous call, GPU_CHECK_DONE)" >> "$LOG"
+    return 99
+  fi
   if (( left < t )); then t=$left; fi
   local slog="$SCRATCH/logs/$name.log"
   if (( t < MIN_STEP )); then
@@ -147,6 +155,15 @@ run_step() {
   echo "[gpu_check call $CUR $(( SECONDS - T0 ))s] $st $name (${dt}s)"
   if [[ $st != PASS ]]; then tail -n 5 "$slog" | cut -c1-200 | sed 's/^/    | /'; fi
   return "$rc"
+}
+
+# GPU_CHECK_DONE=FILE: the steps file of an earlier call of the same number on this machine (a
+# continuation when the lease did not let one call finish): every step that file records as run
+# (PASS, FAIL or TIMEOUT) is skipped here, except the set-up that later steps need
+ran_before() {
+  [ -n "${GPU_CHECK_DONE:-}" ] && [ -f "$GPU_CHECK_DONE" ] || return 1
+  case $1 in env|carried_binaries*|build_here|build_cpu|synthetic_data|fresh_refs_*) return 1 ;; esac
+  awk -F'\t' -v n="$1" '$1 == n && $2 != "SKIP" { found = 1 } END { exit !found }' "$GPU_CHECK_DONE"
 }
 
 # skip NAME WHY: a step that cannot run here, with the reason in the table
@@ -207,6 +224,9 @@ if [ "$CPU" = 1 ]; then
   SWEEP=(tiny 64 2 tiny 128 1); LLAMA_V=512; MAXB=4; SWEEP_ONLY=(--only "baseline,recompute 2")
 else
   DEVICE=cuda; SFX=""
+  # torch.compile's on-disk caches, which the background warm-ups of call 2 fill (on by default
+  # in recent PyTorch; said here so that an older one uses them too)
+  export TORCHINDUCTOR_FX_GRAPH_CACHE=1 TORCHINDUCTOR_AUTOGRAD_CACHE=1
   HEAD=(llama3-1B 4 2048); SMALL=(stories110M 16 1024); CURVE=(stories15M 32 256 1000 100)
   # 16 x 32 x 32 = 16,384 tokens a clip. dit-XL's head dim 72 may have no tensor-core attention in
   # ours: its row then gets the first steps of the fp32 kernel before its limit (666 tok/s on the H200)
@@ -471,8 +491,17 @@ call_1() {
   fi
   # the quick correctness steps before the slower benchmarks: the fp32 kernels
   attention_tests fp32
-  [ "$CPU" = 1 ] || test_ref test_llama_hd64_tc_memory_flags "$(b test_llama)" "$SCRATCH/fresh/hd64_gqa.lref" --attention tc \
-    --ffn-chunks 3 --ce-chunks 4 --offload-act -1 --recompute 2
+  # every memory flag on each tensor-core attention, in both trainers, and the optimizer on the host
+  if [ "$CPU" != 1 ]; then
+    local a atts=(tc tc2); { [ "$PLAN" = 1 ] || [ "$CUDNN_BIN" = 1 ]; } && atts+=(cudnn)
+    for a in "${atts[@]}"; do
+      test_ref "test_llama_hd64_${a}_memory_flags" "$(b test_llama)" "$SCRATCH/fresh/hd64_gqa.lref" --attention "$a" \
+        --ffn-chunks 3 --ce-chunks 4 --offload-act -1 --recompute 2
+      test_ref "test_dit_hd64_${a}_memory_flags" "$(b test_dit)" "$SCRATCH/fresh/dit_hd64.dref" --attention "$a" \
+        --ffn-chunks 2 --offload-act -1 --recompute 2
+    done
+    test_ref test_llama_hd64_tc_offload_optim "$(b test_llama)" "$SCRATCH/fresh/hd64_gqa.lref" --attention tc --offload-optim 1
+  fi
   bench_torch head "${HEAD[@]}" 0 60 "$SYN_LLAMA"
   write_summary
   bench_ours small "${SMALL[@]}" 30 "$SYN_32K" "${att[@]}"
@@ -499,6 +528,13 @@ call_2() {
   env_step
   resolve_binaries
   data_step
+  # torch.compile's caches for the DiT peers filled in the background while the correctness
+  # steps below run (their timing does not matter); the compiled rows then read them
+  local model
+  for model in "${DIT_MODELS[@]}"; do
+    warm_compile "${model//-/_}" "$PY" scripts/pytorch_dit.py --model "$model" "${DIT_CLIP[@]}" --steps 2 --bench --bench-warmup 1 \
+      --compile 1 --device "$DEVICE" --peak-flops "$PEAK" --out "$SCRATCH/warm_${model//-/_}.jsonl" --sdpa-backend auto
+  done
   fresh_refs
   # every committed reference in both builds (one step per program; it stops at the first failure)
   local progs=(test_llama test_dit); [ "$CPU" = 1 ] || progs=(test_llama test_llama_fp32 test_dit test_dit_fp32)
@@ -507,6 +543,13 @@ call_2() {
     local ext=lref; [[ $p == test_dit* ]] && ext=dref
     run_step "all_refs_$p" 20 bash -c "for f in dev/ref/*.$ext; do echo \"== \$f\"; $(b "$p") --ref \$f || exit 1; done"
   done
+  # the FP32 build on the fresh references with every memory flag
+  if [ "$CPU" != 1 ]; then
+    test_ref test_llama_fp32_hd64_memory_flags "$(b test_llama_fp32)" "$SCRATCH/fresh/hd64_gqa.lref" \
+      --ffn-chunks 3 --ce-chunks 4 --offload-act -1 --recompute 2
+    test_ref test_dit_fp32_hd64_memory_flags "$(b test_dit_fp32)" "$SCRATCH/fresh/dit_hd64.dref" \
+      --ffn-chunks 2 --offload-act -1 --recompute 2
+  fi
   # bit-exact resume in each build, plain and with the memory flags; the bf16 build at head
   # dim 64 on the tensor-core attention (the tiny model's head dim 16 runs only fp32)
   local rbins=(train_llama); [ "$CPU" = 1 ] || rbins=(train_llama train_llama_fp32)
@@ -550,9 +593,6 @@ call_2() {
       run_step mpi2_test_dit_cp2_ulysses_fp32 30 "${mp[@]}" "$BIN/mpi/test_dit" --comm mpi --ref dev/ref/dit_nc1_hd8.dref --cp 2 --cp-mode ulysses
     else skip mpi2_test_dit_cp2 "no MPI build of test_dit ($BIN/mpi)"; fi
   fi
-  # the attention ladder: every version against the CPU twin, TFLOP/s of each
-  if [ "$CPU" = 1 ]; then skip ladder_attention "on the CPU (ladders need a GPU)"
-  else run_step ladder_attention 45 bash scripts/gpu_ladder.sh attention; fi
   # compute-sanitizer on the tensor-core kernels (hd 64, every memory flag: offload's three
   # streams); racecheck instruments only our attention kernels, which keeps it inside its limit
   local san
@@ -569,12 +609,51 @@ call_2() {
     sanitize racecheck 90 env LADDER_QUICK=1 "$san" --tool racecheck --error-exitcode 3 dev/cuda/build/bf16/attention 4
     sanitize synccheck 45 "$san" --tool synccheck --error-exitcode 3 "$(b test_llama)" --ref "$sref" "${flags[@]}"
   fi
-  # the DiT benchmark: train_dit against scripts/pytorch_dit.py, same model and clips
+  wait_compile
+  # the DiT benchmark: train_dit against scripts/pytorch_dit.py, same model and clips, eager and
+  # compiled with SDPA auto
   bench_dit
+  # the attention ladder: every version against the CPU twin at every head dim, TFLOP/s of each;
+  # then racecheck on tc2 (the ladder's versions 8, its forward, and 7, its backward)
+  if [ "$CPU" = 1 ]; then skip ladder_attention "on the CPU (ladders need a GPU)"
+  else run_step ladder_attention 60 bash scripts/gpu_ladder.sh attention; fi
+  if [ "$CPU" != 1 ] && { [ -n "$san" ] || [ "$PLAN" = 1 ]; }; then
+    sanitize racecheck_tc2_forward 60 env LADDER_QUICK=1 "$san" --tool racecheck --error-exitcode 3 dev/cuda/build/bf16/attention 8
+    sanitize racecheck_tc2_backward 60 env LADDER_QUICK=1 "$san" --tool racecheck --error-exitcode 3 dev/cuda/build/bf16/attention 7
+  fi
+  bench_dit_by_name
   if [ "$CPU" = 1 ]; then skip ladders_rest "on the CPU"
   else run_step ladders_rest 90 bash scripts/gpu_ladder.sh all-but-attention; fi
   write_summary
   bench_dit_fastest
+}
+
+# warm_compile NAME COMMAND...: COMMAND (a short compiled peer run) in the background, to fill
+# torch.compile's on-disk caches (inductor's FX graphs and AOTAutograd's, Triton's kernels) for
+# the timed compiled row of the same config; wait_compile waits for every one started. A warm-up
+# that fails costs nothing but its time: the timed row then compiles from scratch.
+WARM_PIDS=()
+warm_compile() {
+  local name=$1; shift
+  if [ "$PLAN" = 1 ]; then plan step "warm_compile_$name" 0 "in the background: $*"; return 0; fi
+  [ "$CPU" = 1 ] && return 0
+  ran_before "bench_${name}_torch_compile" && return 0
+  ( t1=$SECONDS; rc=0; timeout -k 10 240 "$@" > "$SCRATCH/logs/warm_compile_$name.log" 2>&1 || rc=$?
+    echo "warm_compile_$name: exit $rc after $(( SECONDS - t1 ))s" >> "$SCRATCH/logs/warm_compile_$name.log" ) &
+  WARM_PIDS+=($!)
+  say "torch.compile caches for $name: warming in the background"
+}
+wait_compile() {
+  if [ "$PLAN" = 1 ]; then plan step wait_compile 60 "until the background warm-ups end (each limited to 240 s)"; return 0; fi
+  (( ${#WARM_PIDS[@]} )) || return 0
+  local t1=$SECONDS p f
+  for p in "${WARM_PIDS[@]}"; do wait "$p"; done
+  WARM_PIDS=()
+  for f in "$SCRATCH"/logs/warm_compile_*.log; do
+    { echo "==== $(basename "$f" .log) (background)"; tail -n 20 "$f"; echo; } >> "$LOG"
+    say "$(tail -n 1 "$f")"
+  done
+  say "waited $(( SECONDS - t1 ))s for the warm-ups"
 }
 
 # sanitize TOOL MAXSEC COMMAND...: one compute-sanitizer step; a runtime that refuses the
@@ -593,6 +672,14 @@ bench_dit() {
   local model
   for model in "${DIT_MODELS[@]}"; do bench_dit_model "$model"; done
 }
+# the DiT peers eager with SDPA flash and cudnn by name (auto's rows say which one it ran)
+bench_dit_by_name() {
+  local model be
+  for model in "${DIT_MODELS[@]}"; do
+    for be in flash cudnn; do bench_dit_torch "${model//-/_}" "--model $model ${DIT_CLIP[*]}" 0 "$be"; done
+  done
+  write_summary
+}
 
 # torch.compile with the fastest eager SDPA backend, where auto ran another: last in call 2,
 # after the ladders, since the eager rows already name PyTorch's fastest attention
@@ -604,8 +691,8 @@ bench_dit_fastest() {
   write_summary
 }
 
-# bench_dit_model MODEL: train_dit, then the peer beside it: eager with auto, flash and cudnn,
-# and torch.compile with auto
+# bench_dit_model MODEL: train_dit, then the peer beside it: eager and torch.compile with SDPA
+# auto (bench_dit runs the eager flash and cudnn rows after both models)
 bench_dit_model() {
   local model=$1 name=${1//-/_}
   local cfg=(--model "$model" "${DIT_CLIP[@]}")
@@ -618,8 +705,6 @@ bench_dit_model() {
     if [ "$PLAN" = 1 ] || [ "$CUDNN_BIN" = 1 ]; then bench_dit_ours "${name}_cudnn" cudnn; fi
   fi
   bench_dit_torch "$name" "${cfg[*]}" 0 auto
-  bench_dit_torch "$name" "${cfg[*]}" 0 flash
-  bench_dit_torch "$name" "${cfg[*]}" 0 cudnn
   bench_dit_torch "$name" "${cfg[*]}" 1 auto
   write_summary
 }
