@@ -1500,7 +1500,7 @@ static inline cudaError_t cudaDeviceGetAttribute(int* v, cudaDeviceAttr a, int) 
     switch (a) {
         case cudaDevAttrMaxSharedMemoryPerBlockOptin: *v = emu::OPTIN_SMEM; return cudaSuccess;
         case cudaDevAttrMaxSharedMemoryPerBlock: *v = emu::DEFAULT_SMEM; return cudaSuccess;
-        case cudaDevAttrMultiProcessorCount: *v = 132; return cudaSuccess;
+        case cudaDevAttrMultiProcessorCount: *v = 132; return cudaSuccess;  // an H100 or H200 SXM
     }
     return cudaErrorInvalidValue;
 }

@@ -63,6 +63,17 @@ static inline void fail_at(const char* file, int line, const char* fmt, ...) {
 #define cudaCheck(call) do { cudaError_t err_ = (call); if (err_ != cudaSuccess) { \
     FAIL("CUDA: %s failed: %s (hint: out of memory? see the memory plan printed at start; " \
          "a kernel fault? run under compute-sanitizer)", #call, cudaGetErrorString(err_)); } } while (0)
+
+// the multiprocessors of this process's device, for kernels that size their grid in waves
+static inline int device_sm_count(void) {
+    static int sms = 0;  // asked once: the device does not change under a process
+    if (sms == 0) {
+        int dev = 0;
+        cudaCheck(cudaGetDevice(&dev));
+        cudaCheck(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    }
+    return sms;
+}
 #endif
 
 // host allocation that cannot silently fail

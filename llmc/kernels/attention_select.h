@@ -7,27 +7,32 @@ Which attention implementation the trainers run: --attention auto|fp32|tc|tc2|cu
   tc2    their second design, FlashAttention-2's (llmc/kernels/attention_tc2.cuh: larger query
          tiles, the heaviest first; llmc/kernels/attention_tc2_backward.cuh: the one-pass backward,
          five matmuls, dQ summed in a fixed order through a planned fp32 workspace, so still
-         bitwise reproducible); the same head dims and builds as tc. Not yet run on a GPU:
-         the emulator checks it, auto does not pick it
+         bitwise reproducible); the same head dims and builds as tc. Passed on an H200
+         (2026-11-30) at every head dim of the ladder; faster than tc forward everywhere, backward
+         at hd 72 and full 16K-token shapes only (docs/results/gpu_h200_2026-11-30.md); auto does
+         not pick it
   cudnn  cuDNN's fused attention (llmc/kernels/cudnn_attention.h), in bf16 builds made with
          `make USE_CUDNN=1`; any head dim the library takes (it says so at the first call when
          not). --cudnn-deterministic 1 (the default) runs its deterministic backward, 0 its
          faster default one, which is not bitwise reproducible (docs/design.md 3.1)
-  auto   only a kernel that has PASSED ON A GPU at this head dim: tc at the head dims of
-         att_tc_gpu_passed below (64 and 128 so far, bf16 CUDA builds), else fp32. The
-         tensor-core kernels passed on an H200 at 64 and 128 (docs/results/gpu_h200_2026-11-26.md:
-         every test at the bf16 tolerances, the ladder against its CPU twin) and ran llama3-1B's
-         attention 13x faster than fp32 (145 ms against 873 ms a step). The other head dims run
-         tc only when asked for (--attention tc): the host emulator checks them, no GPU has yet;
-         a head dim joins the table when a GPU run passes it. auto never picks cudnn or tc2: they
-         have not run on a GPU yet
+  auto   only kernels that have PASSED ON A GPU, chosen by their MEASURED SPEED (att_speeds
+         below, each entry with its run): the least time for a forward and its backward among
+         tc, tc2 (only when at least 5% faster than tc: its dQ workspace) and cudnn (when the
+         build has it), at this head dim and mode; where no speed was measured, tc at the head
+         dims of att_tc_gpu_passed, else fp32. On the H200 run of 2026-11-30 that is: cudnn
+         wherever measured (llama3-1B hd 64 causal, dit-B hd 64 full, dit-XL hd 72 full) in a
+         USE_CUDNN build; otherwise tc2 at hd 64 causal (+6%), hd 72 (+14-15%) and hd 128 full
+         (+6%), tc at hd 64 full (dit-B: tc2's backward then ran its chunks in 73% full waves,
+         since fixed, not remeasured) and hd 128 causal (tc2 +3%), tc at the other head dims
+         that passed (32, 40, 48, 80, 96, 112, 136, 200, 256: the ladder's correctness only),
+         fp32 elsewhere. The CPU and FP32 builds have only fp32
 All implementations give lse the same meaning (natural-log log-sum-exp of the scaled
 scores; cuDNN's softmax statistics are that quantity), so a forward of one and a backward of
 another are consistent, and the ring merge of context parallelism works on any of them.
 
 Use (one process, one model):
   g_attention_impl = attention_impl_parse(arg);   // at flag parsing; FAILs on anything else
-  attention_select(g_attention_impl, hd);         // once the head dim is known: resolves
+  attention_select(g_attention_impl, hd, causal); // once the head dim and mode are known: resolves
                                                   // auto, FAILs if the choice cannot run
   attention_dispatch_forward(...)        instead of attention_forward(...)
   attention_dispatch_full_forward(...)   instead of attention_full_forward(...)
@@ -96,11 +101,73 @@ static const AttTcGpuPassed att_tc_gpu_passed[] = {
          "ladder v4 causal B=4 T=2048 H=32 KV=8: 181.6 TFLOP/s forward, 127.3 backward (fp32 kernel: 6.5 / 4.6)"},
     {128, "H200, docs/results/gpu_h200_2026-11-26.md: test_llama (tied, T=197) on fresh references; ladder v4 "
           "B=2 T=2048 H=16 KV=4: causal 148.3 / 94.0 TFLOP/s, full 191.1 / 155.3 (fp32 kernel: 6.1-6.9 / 3.5-4.4)"},
+    {72, "H200, docs/results/gpu_h200_2026-11-30.md: test_dit on a fresh reference; ladder v6 both modes; dit-XL "
+         "16,676 tok/s (full 16K tokens: 168.8 / 133.1 TFLOP/s)"},
+#define ATT_TC_LADDER_2026_11_30 "H200, docs/results/gpu_h200_2026-11-30.md: ladder v6 against its CPU twin, causal and full"
+    {32, ATT_TC_LADDER_2026_11_30}, {40, ATT_TC_LADDER_2026_11_30}, {48, ATT_TC_LADDER_2026_11_30},
+    {80, ATT_TC_LADDER_2026_11_30}, {96, ATT_TC_LADDER_2026_11_30}, {112, ATT_TC_LADDER_2026_11_30},
+    {136, ATT_TC_LADDER_2026_11_30}, {200, ATT_TC_LADDER_2026_11_30}, {256, ATT_TC_LADDER_2026_11_30},
+#undef ATT_TC_LADDER_2026_11_30
 };
 static inline bool attention_tc_gpu_passed(int hd) {
     for (const AttTcGpuPassed& m : att_tc_gpu_passed)
         if (m.hd == hd) return true;
     return false;
+}
+
+// What auto chooses by: the measured TFLOP/s (FlashAttention's FLOP count) of the kernels that
+// passed on a GPU, forward and backward, per head dim and mode, each with its run: the trainers'
+// own steps where a model was measured (--profile-step), the ladder's shapes elsewhere. tc2
+// passed at the head dims tc did. All from one H200 run, docs/results/gpu_h200_2026-11-30.md.
+struct AttSpeed { int hd, causal; AttentionImpl impl; float fwd, bwd; const char* run; };
+#define ATT_RUN_LLAMA "llama3-1B B=4 T=2048 H=32 KV=8 step (call1:206-251, 933-978, 1172-1217)"
+#define ATT_RUN_DIT_B "dit-B B=1 T=16384 H=12 step (call2, the profiles of bench_dit_B*)"
+#define ATT_RUN_DIT_XL "dit-XL B=1 T=16384 H=16 step (call2, the profiles of bench_dit_XL*)"
+#define ATT_RUN_CAUSAL "ladder v6/v7/v8, causal B=4 T=2048 H=32 KV=8 (call1:397-399, 574-576, 737-739)"
+#define ATT_RUN_FULL "ladder v6/v7/v8, full B=1 T=16384 H=16 (call1:400, 577, 740)"
+static const AttSpeed att_speeds[] = {
+    {64, 1, ATTENTION_TC, 157.0f, 104.4f, ATT_RUN_LLAMA},
+    {64, 1, ATTENTION_TC2, 200.5f, 106.7f, ATT_RUN_LLAMA},
+    {64, 1, ATTENTION_CUDNN, 315.7f, 223.8f, ATT_RUN_LLAMA " --cudnn-deterministic 1"},
+    {64, 0, ATTENTION_TC, 205.6f, 153.2f, ATT_RUN_DIT_B},
+    {64, 0, ATTENTION_TC2, 261.1f, 122.5f, ATT_RUN_DIT_B " (its backward before the wave-filling chunk)"},
+    {64, 0, ATTENTION_CUDNN, 478.6f, 276.9f, ATT_RUN_DIT_B " --cudnn-deterministic 1"},
+    {72, 0, ATTENTION_TC, 169.1f, 133.3f, ATT_RUN_DIT_XL},
+    {72, 0, ATTENTION_TC2, 215.4f, 151.6f, ATT_RUN_DIT_XL},
+    {72, 0, ATTENTION_CUDNN, 370.5f, 268.2f, ATT_RUN_DIT_XL " --cudnn-deterministic 1"},
+    {72, 1, ATTENTION_TC, 147.2f, 102.6f, ATT_RUN_CAUSAL},
+    {72, 1, ATTENTION_TC2, 188.9f, 114.9f, ATT_RUN_CAUSAL},
+    {128, 1, ATTENTION_TC, 186.0f, 134.3f, ATT_RUN_CAUSAL},
+    {128, 1, ATTENTION_TC2, 233.3f, 131.7f, ATT_RUN_CAUSAL},
+    {128, 0, ATTENTION_TC, 208.4f, 162.7f, ATT_RUN_FULL},
+    {128, 0, ATTENTION_TC2, 259.8f, 166.5f, ATT_RUN_FULL},
+};
+#undef ATT_RUN_LLAMA
+#undef ATT_RUN_DIT_B
+#undef ATT_RUN_DIT_XL
+#undef ATT_RUN_CAUSAL
+#undef ATT_RUN_FULL
+// tc2 must beat tc by this much to be chosen: its backward's dQ workspace holds 5 to 19 fp32
+// copies of dq (docs/memory.md 4), tc's one row of delta
+#define ATT_TC2_MARGIN 0.05f
+
+// auto's choice among the kernels this build has: the least time for a forward and its
+// backward (1/fwd + 2.5/bwd, the backward doing 2.5x the forward's FLOPs) in att_speeds; where
+// nothing was measured at this head dim and mode, tc if it passed here, else fp32
+static inline AttentionImpl attention_auto_pick(int hd, bool causal, bool have_cudnn) {
+    float t_tc = 0.0f, t_tc2 = 0.0f, t_cudnn = 0.0f;
+    for (const AttSpeed& m : att_speeds) {
+        if (m.hd != hd || m.causal != (int)causal) continue;
+        const float t = 1.0f / m.fwd + 2.5f / m.bwd;
+        if (m.impl == ATTENTION_TC) t_tc = t;
+        else if (m.impl == ATTENTION_TC2) t_tc2 = t;
+        else if (m.impl == ATTENTION_CUDNN) t_cudnn = t;
+    }
+    AttentionImpl best = attention_tc_gpu_passed(hd) ? ATTENTION_TC : ATTENTION_FP32;
+    float t_best = t_tc;
+    if (t_tc2 > 0.0f && t_tc > 0.0f && t_tc2 <= (1.0f - ATT_TC2_MARGIN) * t_tc) { best = ATTENTION_TC2; t_best = t_tc2; }
+    if (have_cudnn && t_cudnn > 0.0f && (t_best == 0.0f || t_cudnn < t_best)) best = ATTENTION_CUDNN;
+    return best;
 }
 
 static inline const char* attention_impl_name(AttentionImpl a) {
@@ -121,15 +188,16 @@ static inline AttentionImpl attention_impl_parse(const char* s) {
     return ATTENTION_AUTO;
 }
 
-// auto -> what runs; FAILs, naming the reason, when the choice cannot run in this build
-// or for this head dim
-static inline AttentionImpl attention_impl_resolve(AttentionImpl want, int hd) {
+// auto -> what runs (causal: the Llama's attention, else the DiT's full one); FAILs, naming
+// the reason, when the choice cannot run in this build or for this head dim
+static inline AttentionImpl attention_impl_resolve(AttentionImpl want, int hd, bool causal) {
     if (want == ATTENTION_AUTO) {
 #if defined(LLMC_CPU) || defined(ENABLE_FP32)
-        (void)hd;
+        (void)hd; (void)causal;
         return ATTENTION_FP32;
 #else
-        return attention_tc_supported_hd(hd) && attention_tc_gpu_passed(hd) ? ATTENTION_TC : ATTENTION_FP32;  // never cudnn (the top of this file)
+        if (!attention_tc_supported_hd(hd)) return ATTENTION_FP32;
+        return attention_auto_pick(hd, causal, ATTENTION_HAS_CUDNN);
 #endif
     }
     if (want == ATTENTION_TC || want == ATTENTION_TC2) {
@@ -163,8 +231,8 @@ static inline AttentionImpl attention_impl_resolve(AttentionImpl want, int hd) {
     }
     return want;
 }
-static inline void attention_select(AttentionImpl want, int hd) {
-    g_attention_impl = attention_impl_resolve(want, hd);
+static inline void attention_select(AttentionImpl want, int hd, bool causal) {
+    g_attention_impl = attention_impl_resolve(want, hd, causal);
     g_attention_hd = hd;
 #if ATTENTION_HAS_CUDNN
     cudnn_att_set_deterministic(g_cudnn_deterministic);

@@ -30,7 +30,9 @@ Worked numbers:
         8 chunks, G = 1: 17 N + 196,608 = 214,106,112 floats = 856 MB
     dit-XL, B=1 T=16384 H=16 KV=16 hd 72 full (HDP 80, BK 128): N = 18,874,368; n_kt 128,
         C = 16, 8 chunks, G = 1: 17 N + 262,144 = 321,126,400 floats = 1.28 GB
-(Unchunked, dit-XL would need n_kt N = 9.7 GB.) The result does not depend on C: every
+(Unchunked, dit-XL would need n_kt N = 9.7 GB.) The launches may use fewer key tiles a chunk
+than C, to fill the device's waves (att_tc2_chunk_for_waves: dit-B on a 132-SM H200 runs 11;
+a smaller chunk needs A, and C - 1 slots leave room for it). The result does not depend on C: every
 element of dq is A + W[0] + W[1] + ... in increasing kt whatever the chunk boundaries, and
 every element of dK, dV has one key tile, filled in one chunk.
 
@@ -112,6 +114,27 @@ static inline int att_tc2_chunk(int B, int H, int n_kt) {
     const long long bh = (long long)B * H, want = (ATT_TC2_CTAS + bh - 1) / bh;
     const int c = want < ATT_TC2_CHUNK_MIN ? ATT_TC2_CHUNK_MIN : want > ATT_TC2_CHUNK_MAX ? ATT_TC2_CHUNK_MAX : (int)want;
     return c < n_kt ? c : n_kt;
+}
+
+// The key tiles a chunk holds at run time: at most the plan's c_max (the workspace has c_max
+// slots; fewer leave room for A), and among 1..c_max the one whose launches take the fewest
+// waves of one CTA a multiprocessor (8 warps of 181-246 registers: one fits an SM), the
+// larger on a tie (fewer launches). A chunk of nc key tiles launches B H nc CTAs of equal work
+// without a causal mask: ceil(B H nc / sms) waves. dit-B at 16K tokens on an H200 (B H = 12,
+// 128 key tiles, 132 SMs): the plan's 16 took 8 launches of 2 waves, 1.45 of them filled
+// (122.5 TFLOP/s in the trainer against the ladder's 160 at B H = 16, 2026-11-30); 11 take
+// 11 launches of one full wave and one of 7 tiles: 12 waves against 16. The result does not
+// depend on the choice (the header).
+static inline int att_tc2_chunk_for_waves(int B, int H, int n_kt, int c_max, int sms) {
+    const long long bh = (long long)B * H, per = sms > 0 ? sms : 1;
+    int best = c_max;
+    long long best_waves = -1;
+    for (int c = c_max; c >= 1; c--) {
+        const long long rest = n_kt % c;
+        const long long waves = (long long)(n_kt / c) * ((bh * c + per - 1) / per) + (rest ? (bh * rest + per - 1) / per : 0);
+        if (best_waves < 0 || waves < best_waves) { best_waves = waves; best = c; }
+    }
+    return best;
 }
 
 // floats of workspace with chunks of c key tiles (c >= 1): the slots, the running sum A
@@ -565,8 +588,11 @@ static inline void att_tc2_launch_backward(floatX* dq, floatX* dk, floatX* dv, c
     const float scale = 1.0f / sqrtf((float)hd);
     const int hdp = att_tc_hdp(hd), bk = att_tc2_bk(hdp), n_kt = (T + bk - 1) / bk;
     // chunk > 0: that many key tiles a chunk (the harness's checks that the result does not
-    // depend on it; the workspace is then att_tc2_workspace_floats_chunked's), else the rule
-    const int c = chunk > 0 ? (chunk < n_kt ? chunk : n_kt) : att_tc2_chunk(B, H, n_kt), n_ch = (n_kt + c - 1) / c;
+    // depend on it; the workspace is then att_tc2_workspace_floats_chunked's), else the plan's
+    // rule, lowered to fill the device's waves
+    const int c = chunk > 0 ? (chunk < n_kt ? chunk : n_kt)
+                            : att_tc2_chunk_for_waves(B, H, n_kt, att_tc2_chunk(B, H, n_kt), device_sm_count()),
+              n_ch = (n_kt + c - 1) / c;
     const int group = H / KV;
     const size_t n = (size_t)B * T * H * hd, nkv = (size_t)B * T * KV * hd;
     // the layout attention_tc2_workspace_floats counts: the slots, A (more than one chunk), the

@@ -297,23 +297,13 @@ static inline int rms_vec_ok(int C, const void* a, const void* b, const void* c,
     return C % RMS_VEC == 0 && rms_aligned16(a) && rms_aligned16(b) && rms_aligned16(c) && rms_aligned16(d);
 }
 
-static inline int rms_sm_count(void) {
-    static int sms = 0;  // asked once: the device does not change under a process
-    if (sms == 0) {
-        int dev = 0;
-        cudaCheck(cudaGetDevice(&dev));
-        cudaCheck(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-    }
-    return sms;
-}
-
 static inline void rmsnorm_forward(floatX* out, float* rstd, const floatX* inp, const floatX* w, int N, int C, float eps,
                                    stream_t s) {
     if (N <= 0 || C <= 0) return;
     int nch = (int)ceil_div((size_t)C, RMS_VEC), L = rms_lanes(nch), npl = rms_npl(nch, L, RMS_MAX_NPL);
     int vec = rms_vec_ok(C, out, inp, w, inp);
     if (vec && nch >= 32 && npl > 0) {  // L = 32 here, so npl is rms_forward_rows<true, npl>'s
-        size_t blocks = ceil_div((size_t)N, (size_t)RMS_WARPS), cap = (size_t)rms_sm_count() * RMS_STREAM_BLOCKS_PER_SM;
+        size_t blocks = ceil_div((size_t)N, (size_t)RMS_WARPS), cap = (size_t)device_sm_count() * RMS_STREAM_BLOCKS_PER_SM;
         unsigned grid = (unsigned)(blocks < cap ? blocks : cap);
         rmsnorm_forward_stream_kernel<<<grid, 32 * RMS_WARPS, (size_t)nch * sizeof(RmsChunk), s>>>(out, rstd, inp, w, N,
                                                                                                   C, eps, npl);

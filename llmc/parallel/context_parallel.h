@@ -69,7 +69,20 @@ typedef struct {
     RecycledPool pool;
     int id_send, id_recv, id_qkv, id_out, id_dqkv, id_kv[2], id_part;
     float *acc, *lse_part, *dkv[3], *delta;  // fp32 scratch (see above)
+    void* staging; size_t staging_bytes;     // --comm mpi (CUDA): the model's pinned host staging
 } CpContext;
+
+// the model's staging for --comm mpi's exchanges (cp_staging_elements of it at least)
+static inline void cp_bind_staging(CpContext* x, void* staging, size_t staging_bytes) {
+    x->staging = staging; x->staging_bytes = staging_bytes;
+}
+
+// The communicator with this layout's staging attached: the forward's first exchange may come
+// before any other collective of the step, and a process may hold two models
+static inline Comm* cp_comm(const CpContext* x) {
+    comm_set_staging(x->comm, x->staging, x->staging_bytes);
+    return x->comm;
+}
 
 // the CP layout of a model with Hl query and KVl key/value heads (this TP rank's) of
 // dimension hd, for micro-batches of up to B samples of T tokens; FAILs, with the reason,
@@ -146,8 +159,8 @@ static inline void cp_all_gather_tokens(const CpContext* x, floatX* all, floatX*
     floatX* mine = gathered + (size_t)x->comm->cp_rank * blk;
     dev_memcpy_d2d(mine, local, blk * sizeof(floatX), s);
     // over the ways of this ring member (blocks r U .. r U + U-1), then the ring's U-block groups
-    comm_all_gather(x->comm, GROUP_ULYSSES, gathered + (size_t)x->r * x->U * blk, blk, COMM_FLOATX, s);
-    comm_all_gather(x->comm, GROUP_RING, gathered, x->U * blk, COMM_FLOATX, s);
+    comm_all_gather(cp_comm(x), GROUP_ULYSSES, gathered + (size_t)x->r * x->U * blk, blk, COMM_FLOATX, s);
+    comm_all_gather(cp_comm(x), GROUP_RING, gathered, x->U * blk, COMM_FLOATX, s);
     comm_join(x->comm, s);
     for (int k = 0; k < x->cp; k++)  // member k's B rows of C tokens: tokens [k C, (k+1) C) of each sample
         copy_2d(all + (size_t)k * x->C * width, (size_t)x->T * width, gathered + k * blk, (size_t)x->C * width,
@@ -230,7 +243,7 @@ static inline void cp_heads_to_ring(CpContext* x, floatX* dst, const floatX* src
     floatX* recv = recycled_take(&x->pool, x->id_recv, "cp_heads_to_ring", blk * x->U * sizeof(floatX));
     for (int w = 0; w < x->U; w++)
         copy_2d(send + w * blk, nhu * hd, src + cp_head0(x, nh, nhu, w) * hd, nh * hd, nhu * hd, rows, 0, s);
-    comm_all_to_all(x->comm, GROUP_ULYSSES, send, recv, blk, COMM_FLOATX, s);
+    comm_all_to_all(cp_comm(x), GROUP_ULYSSES, send, recv, blk, COMM_FLOATX, s);
     for (int w = 0; w < x->U; w++)  // way w's chunk i: piece w of ring chunk i, B rows of C tokens
         for (int i = 0; i < x->chunks; i++)
             copy_2d(dst + ((size_t)i * B * x->Cr + (size_t)w * x->C) * nhu * hd, (size_t)x->Cr * nhu * hd,
@@ -249,7 +262,7 @@ static inline void cp_heads_from_ring(CpContext* x, floatX* dst, const floatX* s
             copy_2d(send + w * blk + i * chunk, (size_t)x->C * nhu * hd,
                     src + ((size_t)i * B * x->Cr + (size_t)w * x->C) * nhu * hd, (size_t)x->Cr * nhu * hd,
                     (size_t)x->C * nhu * hd, B, 0, s);
-    comm_all_to_all(x->comm, GROUP_ULYSSES, send, recv, blk, COMM_FLOATX, s);
+    comm_all_to_all(cp_comm(x), GROUP_ULYSSES, send, recv, blk, COMM_FLOATX, s);
     int replicas = nhu * x->U / nh;  // ways that hold each head
     for (int w = 0; w < x->U; w++)
         copy_2d(dst + cp_head0(x, nh, nhu, w) * hd, nh * hd, recv + w * blk, nhu * hd, nhu * hd, rows, w % replicas != 0, s);
@@ -291,7 +304,7 @@ static inline void cp_ring_forward(CpContext* x, floatX* out, float* lse, const 
     dev_memcpy_d2d(kv[0] + kvn, v, kvn * es, s);
     for (int st = 0; st < x->R; st++) {
         floatX *cur = kv[st & 1], *nxt = kv[(st + 1) & 1];
-        if (st + 1 < x->R) comm_send_recv(x->comm, GROUP_RING, cur, next, nxt, prev, 2 * kvn, COMM_FLOATX, s);
+        if (st + 1 < x->R) comm_send_recv(cp_comm(x), GROUP_RING, cur, next, nxt, prev, 2 * kvn, COMM_FLOATX, s);
         int src = (x->r - st + x->R) % x->R;
         for (int i = 0; i < x->chunks; i++)
             for (int j = 0; j < x->chunks; j++) {
@@ -330,7 +343,7 @@ static inline void cp_ring_backward(CpContext* x, floatX* dq, floatX* dk, floatX
     dev_memset(part, 0, (qc + 2 * kvc) * es, s);  // grad_accumulate leaves the partials zero after each use
     for (int st = 0; st < x->R; st++) {
         floatX *cur = kv[st & 1], *nxt = kv[(st + 1) & 1];
-        if (st + 1 < x->R) comm_send_recv(x->comm, GROUP_RING, cur, next, nxt, prev, 2 * kvn, COMM_FLOATX, s);
+        if (st + 1 < x->R) comm_send_recv(cp_comm(x), GROUP_RING, cur, next, nxt, prev, 2 * kvn, COMM_FLOATX, s);
         if (cp_test_plant_bug && st + 1 < x->R) {  // the planted bug: the block just received lands on the one in hand
             comm_join(x->comm, s);
             dev_memcpy_d2d(cur, nxt, 2 * kvn * es, s);
@@ -357,7 +370,7 @@ static inline void cp_ring_backward(CpContext* x, floatX* dq, floatX* dk, floatX
             comm_join(x->comm, s);
             float_accumulate(mine, received, 2 * kvn, s);
         }
-        comm_send_recv(x->comm, GROUP_RING, mine, next, received, prev, 2 * kvn, COMM_FLOAT, s);
+        comm_send_recv(cp_comm(x), GROUP_RING, mine, next, received, prev, 2 * kvn, COMM_FLOAT, s);
         if (st + 1 < x->R) comm_join(x->comm, s);
     }
     comm_join(x->comm, s);  // `received` now holds this member's own block's sums

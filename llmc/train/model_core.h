@@ -193,7 +193,8 @@ static inline void model_core_allocate(ModelCore* c, float** norm_scratch) {
     c->pipe.staging = c->comm_staging; c->pipe.staging_bytes = c->staging_bytes;
     matmul_setup();
     param_store_bind(&c->st, c->stream, &c->prof, *norm_scratch, c->comm_staging, c->staging_bytes);
-    tp_context_bind(&c->tpc, c->stream, c->comm_staging, c->staging_bytes);  // (CP's exchanges stage through comm's buffer too)
+    tp_context_bind(&c->tpc, c->stream, c->comm_staging, c->staging_bytes);
+    cp_bind_staging(&c->cpx, c->comm_staging, c->staging_bytes);
 }
 
 // the RoPE table (cos then sin, n values each, host; freed here) to the device, and the

@@ -35,7 +35,7 @@ static inline void test_args_parse(int argc, char** argv, const char* program, c
          "1: --zero 3 layers compute on a parameter buffer already given back (the check must fail)"},
         {"test-plant-pp-bug", 'i', &pp_test_plant_bug,
          "1: --pp: every micro-batch's activations in one slot, overwritten by the next forward (the check must fail)"},
-        {"attention", 's', &t->attention, "auto | fp32 | tc | cudnn (as the trainer)"},
+        {"attention", 's', &t->attention, "auto | fp32 | tc | tc2 | cudnn (as the trainer)"},
         {"cudnn-deterministic", 'i', &g_cudnn_deterministic, CUDNN_DETERMINISTIC_HELP},
         {"micro-batch", 'i', &t->micro_batch, "rows (clips) per micro-step on each rank (default: all of its B/dp)"},
     };
