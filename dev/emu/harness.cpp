@@ -2820,42 +2820,33 @@ static void check_attention_tc_refusals() {
             attention_impl_parse("tc") != ATTENTION_TC || attention_impl_parse("cudnn") != ATTENTION_CUDNN)
             problem("attention_impl_parse: a valid name was misread");
 #ifdef ENABLE_FP32
-        if (attention_impl_resolve(ATTENTION_AUTO, 64, true) != ATTENTION_FP32) problem("auto must mean fp32 in an FP32 build");
+        if (attention_impl_resolve(ATTENTION_AUTO, 64) != ATTENTION_FP32) problem("auto must mean fp32 in an FP32 build");
 #else
-        // auto by the measured speeds of docs/results/gpu_h200_2026-11-30.md (the emulator has no
-        // cuDNN): tc2 where it beat tc by 5% or more, tc where it did not or nothing was timed but
-        // tc passed, fp32 where no GPU passed tc (88: tc runs it, no GPU has)
-        struct Want { int hd; bool causal; AttentionImpl impl; };
-        for (const Want& w : {Want{64, true, ATTENTION_TC2}, Want{64, false, ATTENTION_TC}, Want{72, false, ATTENTION_TC2},
-                              Want{72, true, ATTENTION_TC2}, Want{128, true, ATTENTION_TC}, Want{128, false, ATTENTION_TC2},
-                              Want{32, true, ATTENTION_TC}, Want{256, false, ATTENTION_TC}, Want{88, true, ATTENTION_FP32},
-                              Want{12, false, ATTENTION_FP32}})
-            if (attention_impl_resolve(ATTENTION_AUTO, w.hd, w.causal) != w.impl)
-                problem("auto at hd %d %s: %s, expected %s", w.hd, w.causal ? "causal" : "full",
-                        attention_impl_name(attention_impl_resolve(ATTENTION_AUTO, w.hd, w.causal)), attention_impl_name(w.impl));
-        // with cuDNN in the build, it wins where it was timed, nowhere else
-        if (attention_auto_pick(64, true, true) != ATTENTION_CUDNN || attention_auto_pick(72, false, true) != ATTENTION_CUDNN ||
-            attention_auto_pick(128, true, true) != ATTENTION_TC || attention_auto_pick(32, false, true) != ATTENTION_TC)
-            problem("auto with cuDNN: cudnn where measured faster, the tensor-core choice elsewhere");
+        // tc passed on an H200 (docs/results/gpu_h200_2026-11-26.md, -30.md): auto is tc at the
+        // head dims that passed there (never tc2 or cudnn: their memory), fp32 at those that did not
+        for (int hd : {32, 64, 72, 128, 256})
+            if (attention_impl_resolve(ATTENTION_AUTO, hd) != ATTENTION_TC) problem("auto must mean tc at hd %d (bf16)", hd);
+        for (int hd : {12, 88})  // 88: tc runs it, no GPU has
+            if (attention_impl_resolve(ATTENTION_AUTO, hd) != ATTENTION_FP32) problem("auto must fall back to fp32 at hd %d", hd);
 #endif
-        if (attention_impl_resolve(ATTENTION_FP32, 96, true) != ATTENTION_FP32) problem("fp32 must take any head dim");
+        if (attention_impl_resolve(ATTENTION_FP32, 96) != ATTENTION_FP32) problem("fp32 must take any head dim");
         expect_fail("parse", [] { attention_impl_parse("flash"); }, "expected auto, fp32, tc, tc2 or cudnn");
         // the emulator never builds with USE_CUDNN: cudnn is refused, naming the build that has it
 #ifdef ENABLE_FP32
-        expect_fail("tc in fp32", [] { attention_impl_resolve(ATTENTION_TC, 64, true); }, "ENABLE_FP32 build");
-        expect_fail("cudnn in fp32", [] { attention_impl_resolve(ATTENTION_CUDNN, 64, true); }, "ENABLE_FP32 build");
+        expect_fail("tc in fp32", [] { attention_impl_resolve(ATTENTION_TC, 64); }, "ENABLE_FP32 build");
+        expect_fail("cudnn in fp32", [] { attention_impl_resolve(ATTENTION_CUDNN, 64); }, "ENABLE_FP32 build");
 #else
-        expect_fail("cudnn without USE_CUDNN", [] { attention_impl_resolve(ATTENTION_CUDNN, 64, true); }, "make USE_CUDNN=1");
-        if (attention_impl_resolve(ATTENTION_TC, 128, true) != ATTENTION_TC) problem("tc with hd 128 refused");
+        expect_fail("cudnn without USE_CUDNN", [] { attention_impl_resolve(ATTENTION_CUDNN, 64); }, "make USE_CUDNN=1");
+        if (attention_impl_resolve(ATTENTION_TC, 128) != ATTENTION_TC) problem("tc with hd 128 refused");
         // tc runs at every multiple of 8 from 32 to 256; auto only where a GPU passed it
         for (int hd : {32, 56, 72, 96, 104, 200, 256}) {
-            if (attention_impl_resolve(ATTENTION_TC, hd, true) != ATTENTION_TC) problem("tc with hd %d refused", hd);
+            if (attention_impl_resolve(ATTENTION_TC, hd) != ATTENTION_TC) problem("tc with hd %d refused", hd);
             const bool passed = hd != 56 && hd != 104;
-            if ((attention_impl_resolve(ATTENTION_AUTO, hd, false) == ATTENTION_FP32) == passed)
+            if ((attention_impl_resolve(ATTENTION_AUTO, hd) == ATTENTION_FP32) == passed)
                 problem("auto at hd %d: %s (a GPU %s tc there)", hd,
-                        attention_impl_name(attention_impl_resolve(ATTENTION_AUTO, hd, false)), passed ? "passed" : "never ran");
+                        attention_impl_name(attention_impl_resolve(ATTENTION_AUTO, hd)), passed ? "passed" : "never ran");
         }
-        expect_fail("tc hd=100", [] { attention_impl_resolve(ATTENTION_TC, 100, true); }, "head dim 100");
+        expect_fail("tc hd=100", [] { attention_impl_resolve(ATTENTION_TC, 100); }, "head dim 100");
 #endif
         expect_fail("no select", [] {
             g_attention_impl = ATTENTION_AUTO;
@@ -2874,7 +2865,7 @@ static void check_attention_tc_refusals() {
         const AttentionImpl impls[3] = {ATTENTION_FP32, ATTENTION_TC, ATTENTION_TC2};
         for (int impl = 0; impl < 3; impl++) {
             DX Q(q), K(k), Vv(v), O(q.size()), O2(q.size()); DF L(B * H * T), L2(B * H * T);
-            attention_select(impls[impl], hd, false);
+            attention_select(impls[impl], hd);
             attention_dispatch_full_forward(O.p, L.p, Q.p, K.p, Vv.p, B, T, H, KV, hd, 0);
             (impl == 2 ? attention_tc2_full_forward : impl ? attention_tc_full_forward : attention_full_forward)(
                 O2.p, L2.p, Q.p, K.p, Vv.p, B, T, H, KV, hd, 0);
@@ -3191,15 +3182,15 @@ static void check_attention_tc_rope_refusals_dispatch() {
         }, att_tc_refusal("not 16-byte aligned"));
     });
     add("attention_select[rope:refused-without-tc]", [] {
-        attention_select(ATTENTION_FP32, 64, true);
+        attention_select(ATTENTION_FP32, 64);
         if (attention_fuses_rope()) problem("attention_fuses_rope() with fp32 selected");
         expect_fail("forward", [] {
-            attention_select(ATTENTION_FP32, 64, true);
+            attention_select(ATTENTION_FP32, 64);
             DX X(64); DF L(1), CT(64);
             attention_dispatch_forward_rope(X.p, L.p, X.p, X.p, X.p, CT.p, CT.p, 1, 1, 1, 1, 64, 0);
         }, "only with --attention tc");
         expect_fail("full backward", [] {
-            attention_select(ATTENTION_FP32, 64, true);
+            attention_select(ATTENTION_FP32, 64);
             DX X(64); DF L(1), CT(64);
             attention_dispatch_full_backward_rope(X.p, X.p, X.p, X.p, X.p, X.p, X.p, X.p, L.p, L.p, CT.p, CT.p, 1, 1, 1, 1, 64, 0);
         }, "only with --attention tc");
@@ -3209,7 +3200,7 @@ static void check_attention_tc_rope_refusals_dispatch() {
         const int B = 1, T = 70, H = 2, KV = 1, hd = 64, nq = B * T * H * hd, nk = nq / (H / KV), nl = B * H * T;
         std::vector<float> ct, st;
         rope_tables(T, hd, ct, st);
-        attention_select(ATTENTION_TC, hd, true);
+        attention_select(ATTENTION_TC, hd);
 #if !ATTENTION_TC_FUSE_ROPE  // the fusion is off (slower on the H200): tc must not claim it, the fused dispatch refuses
         if (attention_fuses_rope()) problem("attention_fuses_rope() true with ATTENTION_TC_FUSE_ROPE 0");
         DX X(64); DF L(1), C1(64);
@@ -3281,7 +3272,7 @@ static void add_attention_tc_backward_checks() {
         std::vector<float> got[3][3], want[3][3];
         size_t written_past_delta[3] = {0, 0, 0};  // scratch floats past tc's delta rows that hold numbers
         for (int impl = 0; impl < 3; impl++) {
-            attention_select(impls[impl], hd, true);
+            attention_select(impls[impl], hd);
             const size_t ns = attention_dispatch_scratch_floats(B, T, H, KV, hd);
             if (ns != expect_ns[impl]) problem("%s: scratch of %zu floats, expected %zu", names[impl], ns, expect_ns[impl]);
             DX Q(q), K(k), Vv(v), DO(dout), O(round_x(out)), G1(nq), G2(nk), G3(nk), W1(nq), W2(nk), W3(nk); DF L(lse), D(tc2_ws);

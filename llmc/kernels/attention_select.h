@@ -15,24 +15,33 @@ Which attention implementation the trainers run: --attention auto|fp32|tc|tc2|cu
          `make USE_CUDNN=1`; any head dim the library takes (it says so at the first call when
          not). --cudnn-deterministic 1 (the default) runs its deterministic backward, 0 its
          faster default one, which is not bitwise reproducible (docs/design.md 3.1)
-  auto   only kernels that have PASSED ON A GPU, chosen by their MEASURED SPEED (att_speeds
-         below, each entry with its run): the least time for a forward and its backward among
-         tc, tc2 (only when at least 5% faster than tc: its dQ workspace) and cudnn (when the
-         build has it), at this head dim and mode; where no speed was measured, tc at the head
-         dims of att_tc_gpu_passed, else fp32. On the H200 run of 2026-11-30 that is: cudnn
-         wherever measured (llama3-1B hd 64 causal, dit-B hd 64 full, dit-XL hd 72 full) in a
-         USE_CUDNN build; otherwise tc2 at hd 64 causal (+6%), hd 72 (+14-15%) and hd 128 full
-         (+6%), tc at hd 64 full (dit-B: tc2's backward then ran its chunks in 73% full waves,
-         since fixed, not remeasured) and hd 128 causal (tc2 +3%), tc at the other head dims
-         that passed (32, 40, 48, 80, 96, 112, 136, 200, 256: the ladder's correctness only),
-         fp32 elsewhere. The CPU and FP32 builds have only fp32
+  auto   only a kernel that has PASSED ON A GPU at this head dim, and the one that adds no
+         memory: tc at the head dims of att_tc_gpu_passed below (bf16 CUDA builds), else fp32.
+         tc passed on an H200 at 64 and 128 (docs/results/gpu_h200_2026-11-26.md) and, on
+         2026-11-30, at every other head dim of the ladder (32, 40, 48, 72, 80, 96, 112, 136, 200,
+         256; 72 also in test_dit on a fresh reference). tc2 and cudnn passed too and are faster
+         where they were timed (the table below), but each buys its speed with memory that grows
+         with the sequence: tc2's dQ workspace of 5 to 19 fp32 copies of dq, cuDNN's reproducible
+         backward a T x T workspace (its default backward is not reproducible). Chosen by speed,
+         auto took hunyuan-13B at cp 8 past a 32 GiB device (make test's seed_configs_fit); so
+         they are asked for by name, the plan (--plan-only) showing their cost first.
+         Measured on the H200, 2026-11-30 (docs/results/gpu_h200_2026-11-30.md), TFLOP/s forward /
+         backward (FlashAttention's count), in the trainers' steps where a model was measured,
+         else the ladder (causal B=4 T=2048 H=32 KV=8; full B=1 T=16384 H=16):
+           hd  mode    tc            tc2           cudnn (reproducible backward)   source
+           64  causal  157.0 / 104.4 200.5 / 106.7 315.7 / 223.8   llama3-1B step (call1:206-251, 933-978, 1172-1217)
+           64  full    205.6 / 153.2 261.1 / 122.5 478.6 / 276.9   dit-B step (call2; tc2 before its wave-filling chunk)
+           72  full    169.1 / 133.3 215.4 / 151.6 370.5 / 268.2   dit-XL step (call2)
+           72  causal  147.2 / 102.6 188.9 / 114.9 -               ladder (call1:397, 574, 737)
+           128 causal  186.0 / 134.3 233.3 / 131.7 -               ladder (call1:399, 576, 739)
+           128 full    208.4 / 162.7 259.8 / 166.5 -               ladder (call1:400, 577, 740)
 All implementations give lse the same meaning (natural-log log-sum-exp of the scaled
 scores; cuDNN's softmax statistics are that quantity), so a forward of one and a backward of
 another are consistent, and the ring merge of context parallelism works on any of them.
 
 Use (one process, one model):
   g_attention_impl = attention_impl_parse(arg);   // at flag parsing; FAILs on anything else
-  attention_select(g_attention_impl, hd, causal); // once the head dim and mode are known: resolves
+  attention_select(g_attention_impl, hd);         // once the head dim is known: resolves
                                                   // auto, FAILs if the choice cannot run
   attention_dispatch_forward(...)        instead of attention_forward(...)
   attention_dispatch_full_forward(...)   instead of attention_full_forward(...)
@@ -94,7 +103,7 @@ static int g_cudnn_deterministic = 1;  // --cudnn-deterministic (read by attenti
     "B*H*T*T bf16 workspace, in the memory plan), 0 = its default, faster, not reproducible run to run (default 1)"
 
 // The head dims at which the tensor-core attention has passed on a GPU, each with its run
-// and what was measured there: auto picks tc at these and nowhere else. One GPU run so far.
+// and what was measured there: auto picks tc at these and nowhere else. Two GPU runs so far.
 struct AttTcGpuPassed { int hd; const char* run; };
 static const AttTcGpuPassed att_tc_gpu_passed[] = {
     {64, "H200, docs/results/gpu_h200_2026-11-26.md: test_llama (GQA, T=150) and test_dit on fresh references; "
@@ -115,61 +124,6 @@ static inline bool attention_tc_gpu_passed(int hd) {
     return false;
 }
 
-// What auto chooses by: the measured TFLOP/s (FlashAttention's FLOP count) of the kernels that
-// passed on a GPU, forward and backward, per head dim and mode, each with its run: the trainers'
-// own steps where a model was measured (--profile-step), the ladder's shapes elsewhere. tc2
-// passed at the head dims tc did. All from one H200 run, docs/results/gpu_h200_2026-11-30.md.
-struct AttSpeed { int hd, causal; AttentionImpl impl; float fwd, bwd; const char* run; };
-#define ATT_RUN_LLAMA "llama3-1B B=4 T=2048 H=32 KV=8 step (call1:206-251, 933-978, 1172-1217)"
-#define ATT_RUN_DIT_B "dit-B B=1 T=16384 H=12 step (call2, the profiles of bench_dit_B*)"
-#define ATT_RUN_DIT_XL "dit-XL B=1 T=16384 H=16 step (call2, the profiles of bench_dit_XL*)"
-#define ATT_RUN_CAUSAL "ladder v6/v7/v8, causal B=4 T=2048 H=32 KV=8 (call1:397-399, 574-576, 737-739)"
-#define ATT_RUN_FULL "ladder v6/v7/v8, full B=1 T=16384 H=16 (call1:400, 577, 740)"
-static const AttSpeed att_speeds[] = {
-    {64, 1, ATTENTION_TC, 157.0f, 104.4f, ATT_RUN_LLAMA},
-    {64, 1, ATTENTION_TC2, 200.5f, 106.7f, ATT_RUN_LLAMA},
-    {64, 1, ATTENTION_CUDNN, 315.7f, 223.8f, ATT_RUN_LLAMA " --cudnn-deterministic 1"},
-    {64, 0, ATTENTION_TC, 205.6f, 153.2f, ATT_RUN_DIT_B},
-    {64, 0, ATTENTION_TC2, 261.1f, 122.5f, ATT_RUN_DIT_B " (its backward before the wave-filling chunk)"},
-    {64, 0, ATTENTION_CUDNN, 478.6f, 276.9f, ATT_RUN_DIT_B " --cudnn-deterministic 1"},
-    {72, 0, ATTENTION_TC, 169.1f, 133.3f, ATT_RUN_DIT_XL},
-    {72, 0, ATTENTION_TC2, 215.4f, 151.6f, ATT_RUN_DIT_XL},
-    {72, 0, ATTENTION_CUDNN, 370.5f, 268.2f, ATT_RUN_DIT_XL " --cudnn-deterministic 1"},
-    {72, 1, ATTENTION_TC, 147.2f, 102.6f, ATT_RUN_CAUSAL},
-    {72, 1, ATTENTION_TC2, 188.9f, 114.9f, ATT_RUN_CAUSAL},
-    {128, 1, ATTENTION_TC, 186.0f, 134.3f, ATT_RUN_CAUSAL},
-    {128, 1, ATTENTION_TC2, 233.3f, 131.7f, ATT_RUN_CAUSAL},
-    {128, 0, ATTENTION_TC, 208.4f, 162.7f, ATT_RUN_FULL},
-    {128, 0, ATTENTION_TC2, 259.8f, 166.5f, ATT_RUN_FULL},
-};
-#undef ATT_RUN_LLAMA
-#undef ATT_RUN_DIT_B
-#undef ATT_RUN_DIT_XL
-#undef ATT_RUN_CAUSAL
-#undef ATT_RUN_FULL
-// tc2 must beat tc by this much to be chosen: its backward's dQ workspace holds 5 to 19 fp32
-// copies of dq (docs/memory.md 4), tc's one row of delta
-#define ATT_TC2_MARGIN 0.05f
-
-// auto's choice among the kernels this build has: the least time for a forward and its
-// backward (1/fwd + 2.5/bwd, the backward doing 2.5x the forward's FLOPs) in att_speeds; where
-// nothing was measured at this head dim and mode, tc if it passed here, else fp32
-static inline AttentionImpl attention_auto_pick(int hd, bool causal, bool have_cudnn) {
-    float t_tc = 0.0f, t_tc2 = 0.0f, t_cudnn = 0.0f;
-    for (const AttSpeed& m : att_speeds) {
-        if (m.hd != hd || m.causal != (int)causal) continue;
-        const float t = 1.0f / m.fwd + 2.5f / m.bwd;
-        if (m.impl == ATTENTION_TC) t_tc = t;
-        else if (m.impl == ATTENTION_TC2) t_tc2 = t;
-        else if (m.impl == ATTENTION_CUDNN) t_cudnn = t;
-    }
-    AttentionImpl best = attention_tc_gpu_passed(hd) ? ATTENTION_TC : ATTENTION_FP32;
-    float t_best = t_tc;
-    if (t_tc2 > 0.0f && t_tc > 0.0f && t_tc2 <= (1.0f - ATT_TC2_MARGIN) * t_tc) { best = ATTENTION_TC2; t_best = t_tc2; }
-    if (have_cudnn && t_cudnn > 0.0f && (t_best == 0.0f || t_cudnn < t_best)) best = ATTENTION_CUDNN;
-    return best;
-}
-
 static inline const char* attention_impl_name(AttentionImpl a) {
     return a == ATTENTION_TC    ? "tc"
            : a == ATTENTION_TC2   ? "tc2"
@@ -188,16 +142,15 @@ static inline AttentionImpl attention_impl_parse(const char* s) {
     return ATTENTION_AUTO;
 }
 
-// auto -> what runs (causal: the Llama's attention, else the DiT's full one); FAILs, naming
-// the reason, when the choice cannot run in this build or for this head dim
-static inline AttentionImpl attention_impl_resolve(AttentionImpl want, int hd, bool causal) {
+// auto -> what runs; FAILs, naming the reason, when the choice cannot run in this build
+// or for this head dim
+static inline AttentionImpl attention_impl_resolve(AttentionImpl want, int hd) {
     if (want == ATTENTION_AUTO) {
 #if defined(LLMC_CPU) || defined(ENABLE_FP32)
-        (void)hd; (void)causal;
+        (void)hd;
         return ATTENTION_FP32;
 #else
-        if (!attention_tc_supported_hd(hd)) return ATTENTION_FP32;
-        return attention_auto_pick(hd, causal, ATTENTION_HAS_CUDNN);
+        return attention_tc_supported_hd(hd) && attention_tc_gpu_passed(hd) ? ATTENTION_TC : ATTENTION_FP32;  // never tc2 or cudnn (the top of this file)
 #endif
     }
     if (want == ATTENTION_TC || want == ATTENTION_TC2) {
@@ -231,8 +184,8 @@ static inline AttentionImpl attention_impl_resolve(AttentionImpl want, int hd, b
     }
     return want;
 }
-static inline void attention_select(AttentionImpl want, int hd, bool causal) {
-    g_attention_impl = attention_impl_resolve(want, hd, causal);
+static inline void attention_select(AttentionImpl want, int hd) {
+    g_attention_impl = attention_impl_resolve(want, hd);
     g_attention_hd = hd;
 #if ATTENTION_HAS_CUDNN
     cudnn_att_set_deterministic(g_cudnn_deterministic);
