@@ -8,7 +8,7 @@
 #                                 #   same batches; right after it the tc attention at hd 64, 72 and 128
 #                                 #   (ladder v6, test_dit hd 72), then tc2 (ladder v7 and v8, the same
 #                                 #   tests, its llama3-1B row) and cudnn (the tests, its llama3-1B
-#                                 #   row), the fp32 tests; then stories110M T=1024
+#                                 #   rows with each backward), the fp32 tests; then stories110M T=1024
 #   bash scripts/gpu_check.sh 2   # <= 9 min: every dev/ref file in both builds, bit-exact resume,
 #                                 #   --comm mpi with 2 ranks, compute-sanitizer (memcheck, racecheck,
 #                                 #   synccheck) on the tensor-core kernels, while the DiT peers'
@@ -491,6 +491,8 @@ call_1() {
   attention_tests cudnn
   if [ "$CPU" != 1 ] && { [ "$PLAN" = 1 ] || [ "$CUDNN_BIN" = 1 ]; }; then
     bench_ours head_cudnn "${HEAD[@]}" 60 "$SYN_LLAMA" --attention cudnn; write_summary
+    # cuDNN's default backward (not reproducible run to run): what the deterministic one costs
+    bench_ours head_cudnn_nondet "${HEAD[@]}" 60 "$SYN_LLAMA" --attention cudnn --cudnn-deterministic 0; write_summary
   fi
   # the quick correctness steps before the slower benchmarks: the fp32 kernels
   attention_tests fp32
@@ -705,18 +707,22 @@ bench_dit_model() {
   else
     bench_dit_ours "$name" tc
     bench_dit_ours "${name}_tc2" tc2
-    if [ "$PLAN" = 1 ] || [ "$CUDNN_BIN" = 1 ]; then bench_dit_ours "${name}_cudnn" cudnn; fi
+    if [ "$PLAN" = 1 ] || [ "$CUDNN_BIN" = 1 ]; then
+      bench_dit_ours "${name}_cudnn" cudnn
+      bench_dit_ours "${name}_cudnn_nondet" cudnn --cudnn-deterministic 0
+    fi
   fi
   bench_dit_torch "$name" "${cfg[*]}" 0 auto
   bench_dit_torch "$name" "${cfg[*]}" 1 auto
   write_summary
 }
 
-# bench_dit_ours NAME ATTENTION: train_dit on the model's clips (cfg of bench_dit_model), --attention
-# ATTENTION unless empty
+# bench_dit_ours NAME ATTENTION [FLAGS...]: train_dit on the model's clips (cfg of bench_dit_model),
+# --attention ATTENTION unless empty, and FLAGS
 bench_dit_ours() {
   local name=$1 att=() rc=0 rd=$SCRATCH/bench_$1
   [ -n "$2" ] && att=(--attention "$2")
+  att+=("${@:3}")
   rm -rf "$rd"
   [ "$PLAN" = 1 ] && plan bench "bench_${name}_ours" 0 "${cfg[*]} ${att[*]} (generated clips)"
   run_step "bench_${name}_ours" "${DIT_LIMITS[0]}" "$(b train_dit)" "${cfg[@]}" "${att[@]}" --steps 12 --val-every 0 \
