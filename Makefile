@@ -264,6 +264,8 @@ gpu-bin:
 	   echo "commit: $$(git rev-parse --short HEAD 2>/dev/null)$$(git diff --quiet HEAD 2>/dev/null || echo ' (with uncommitted changes)')"; \
 	   echo "built: $$(date -u '+%Y-%m-%d %H:%M UTC') on $$(hostname -s)"; } > gpu_bin/BUILD_INFO
 	@cat gpu_bin/BUILD_INFO; du -sh gpu_bin dev/cuda/build
+	@# one compressed file to carry: the two folders pass the device tool's 64 MiB uncompressed
+	@mkdir -p gpu_carry && tar cf - gpu_bin dev/cuda/build | xz -T0 -6 > gpu_carry/carry.tar.xz && du -sh gpu_carry/carry.tar.xz
 
 # the bf16 programs with cuDNN's attention when cuDNN is here
 GPU_BIN_CUDNN_DEPS := $(if $(CUDNN_FOUND),$(CUDNN_OBJ))

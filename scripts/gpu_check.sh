@@ -27,9 +27,21 @@
 # mpicxx is here; the ladders in dev/cuda/build) and carried, so no call waits on a compile of train_llama.cu.
 # Each call checks them first (nvcc version recorded in gpu_bin/BUILD_INFO, every shared
 # library found); only when they cannot run does it build on the GPU machine (make, retried
-# with MPI=0 NCCL=0 when NCCL or MPI does not link). With the device tool:
+# with MPI=0 NCCL=0 when NCCL or MPI does not link). `make gpu-bin` also packs both folders into
+# gpu_carry/carry.tar.xz (9.7 MB on 2026-11-30; 91 MB unpacked, past the device tool's 64 MiB).
+# With the device tool, calls 1 and 2 in one run as on 2026-11-30 (docs/results/gpu_h200_2026-11-30.md):
 #
-#   run(command="bash scripts/gpu_check.sh 1", carry=["gpu_bin", "dev/cuda/build", "data/tinystories"])
+#   run(command="tar xJf gpu_carry/carry.tar.xz && S=$SECONDS && GPU_CHECK_SCRATCH=/tmp/gcs1
+#       GPU_CHECK_BUDGET=290 bash scripts/gpu_check.sh 1 > $OUT/stdout_call1.txt 2>&1;
+#       cp /tmp/gcs1/steps_call1.tsv /tmp/done1.tsv; GPU_CHECK_SCRATCH=/tmp/gcs2
+#       GPU_CHECK_BUDGET=$((565-SECONDS+S)) bash scripts/gpu_check.sh 2 > $OUT/stdout_call2.txt 2>&1;
+#       cp /tmp/gcs2/steps_call2.tsv /tmp/done2.tsv", carry=["gpu_carry"])
+#
+# and, on the same machine while it is warm (30 s), what call 2 did not reach:
+#
+#   run(command="GPU_CHECK_DONE=/tmp/done2.tsv GPU_CHECK_SCRATCH=/tmp/gcs2b bash scripts/gpu_check.sh 2", carry=["gpu_carry"])
+#
+# (call 3 also carries data/tinystories for its curves)
 #
 # Data: nothing depends on ../shared (it does not travel). Every benchmark reads synthetic
 # token shards that the call writes itself (dev/test/write_toy_shard.py; uint32 for llama3's
