@@ -135,7 +135,7 @@ run_step() {
   if [ "$PLAN" = 1 ]; then plan step "$name" "$max" "$*"; return 0; fi
   local left=$(( BUDGET - (SECONDS - T0) - RESERVE ))
   # on the CPU (GPU_CHECK_CPU=1) the limits, sized for the GPU, get twice the time: make test
-  # runs the call beside its other lanes on 2 cores (a tiny eager peer run once took 30 s there)
+  # runs the call beside its other lanes on 2 cores, where a tiny eager peer run can take 30 s
   [ "$CPU" = 1 ] && max=$(( max * 2 ))
   local t=$max
   if ran_before "$name"; then
@@ -243,8 +243,7 @@ else
   # in recent PyTorch; said here so that an older one uses them too)
   export TORCHINDUCTOR_FX_GRAPH_CACHE=1 TORCHINDUCTOR_AUTOGRAD_CACHE=1
   HEAD=(llama3-1B 4 2048); SMALL=(stories110M 16 1024); CURVE=(stories15M 32 256 1000 100)
-  # 16 x 32 x 32 = 16,384 tokens a clip. dit-XL's head dim 72 may have no tensor-core attention in
-  # ours: its row then gets the first steps of the fp32 kernel before its limit (666 tok/s on the H200)
+  # 16 x 32 x 32 = 16,384 tokens a clip
   DIT_BENCH=(--model dit-B --frames 16 --height 64 --width 64 --batch 1)
   DIT_MODELS=(dit-B dit-XL); DIT_CLIP=(--frames 16 --height 64 --width 64 --batch 1)
   # seconds: ours, one eager peer run, one compiled (dit-XL's compile took 106 s on the H200)

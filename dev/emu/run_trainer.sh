@@ -207,7 +207,6 @@ if [ ${#MPIFLAGS[@]} -gt 0 ]; then
   done
   # and under --comm mpi, staged through the model's pinned host buffer: the forward's first
   # exchange comes before any other collective has attached that buffer to the communicator
-  # (all eight such runs failed so on the H200, 2026-11-30: "planned staging of 0")
   # (the sample: llama's ring, the DiT's Ulysses; test-full both modes of each)
   job_full "test_llama.bf16.mpi2.cp2_ulysses" "$OMPI_TMP" "${MPIRUN[@]}" "$B/bin/test_llama.bf16" --comm mpi --ref dev/ref/mha_untied_small.lref \
     --cp 2 --cp-mode ulysses

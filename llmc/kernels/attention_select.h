@@ -23,8 +23,8 @@ Which attention implementation the trainers run: --attention auto|fp32|tc|tc2|cu
          where they were timed (the table below), but each buys its speed with memory that grows
          with the sequence: tc2's dQ workspace of 5 to 19 fp32 copies of dq, cuDNN's reproducible
          backward a T x T workspace (its default backward is not reproducible). Chosen by speed,
-         auto took hunyuan-13B at cp 8 past a 32 GiB device (make test's seed_configs_fit); so
-         they are asked for by name, the plan (--plan-only) showing their cost first.
+         auto would take hunyuan-13B at cp 8 past a 32 GiB device (make test's seed_configs_fit);
+         so they are asked for by name, the plan (--plan-only) showing their cost first.
          Measured on the H200, 2026-11-30 (docs/results/gpu_h200_2026-11-30.md), TFLOP/s forward /
          backward (FlashAttention's count), in the trainers' steps where a model was measured,
          else the ladder (causal B=4 T=2048 H=32 KV=8; full B=1 T=16384 H=16):
