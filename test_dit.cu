@@ -163,7 +163,7 @@ int main(int argc, char** argv) {
     Reference r;
     dref_read(&r, t.ref);
     const DitConfig* c = &r.cfg;
-    attention_select(attention_impl_parse(t.attention), c->D / c->H);
+    attention_select(attention_impl_parse(t.attention), c->D / c->H, 0);
     char ref_shown[1024];  // the user's path, escaped (llmc/core/term.h)
     printf("test_dit %s | %s | clip %dx%dx%dx%d patch %dx%dx%d | D=%d L=%d H=%d FF=%d NC=%d B=%d n_steps=%d\n",
            term_escape_str(t.ref, ref_shown, sizeof(ref_shown)), PRECISION_NAME, c->C, c->Fr, c->Hi, c->Wi, c->pt, c->ph, c->pw, c->D, c->L, c->H, c->FF, c->NC,

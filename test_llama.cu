@@ -178,7 +178,7 @@ int main(int argc, char** argv) {
     Reference r;
     lref_read(&r, t.ref);
     const LlamaConfig* c = &r.cfg;
-    attention_select(attention_impl_parse(t.attention), c->D / c->H);
+    attention_select(attention_impl_parse(t.attention), c->D / c->H, 1);
     if (r.B % comm.dp != 0)
         FAIL("the reference batch B=%d cannot be split over %d DP ranks: B must be a multiple of the number of ranks "
              "(divided by --tp %d x --cp %d)", r.B, comm.dp, comm.tp, comm.cp);

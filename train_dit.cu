@@ -1310,7 +1310,7 @@ int main(int argc, char** argv) {
     TrainArgs* a = &x.a;
     parse_args(argc, argv, a);
     dit_config_validate(&a->cfg);
-    attention_select(attention_impl_parse(a->run.loop.attention), a->cfg.D / a->cfg.H);
+    attention_select(attention_impl_parse(a->run.loop.attention), a->cfg.D / a->cfg.H, 0);  // full
     if (a->run.B > 128) FAIL("--batch %d: at most 128 clips per micro-batch in this build", a->run.B);
     clip_sampler_check_scale(a->cfg.C, a->cfg.Fr, a->cfg.Hi, a->cfg.Wi, a->gif_scale);
     return runner_main(&DIT_OPS, &x, &a->run, 1, a->cfg.L);

@@ -1110,7 +1110,7 @@ int main(int argc, char** argv) {
     static Trainer x;
     parse_args(argc, argv, &x.a);
     config_validate(&x.a.cfg);
-    attention_select(attention_impl_parse(x.a.run.loop.attention), x.a.cfg.D / x.a.cfg.H);
+    attention_select(attention_impl_parse(x.a.run.loop.attention), x.a.cfg.D / x.a.cfg.H, 1);  // causal
     return runner_main(&LLAMA_OPS, &x, &x.a.run, x.a.T, x.a.cfg.L);
 }
 #endif  // TESTING

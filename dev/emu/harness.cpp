@@ -48,6 +48,7 @@ Tolerances. Inputs are random values already representable in floatX, so the CPU
 #include <functional>
 #include <random>
 #include <string>
+#include <algorithm>
 #include <vector>
 
 // The CPU twins, compiled in fp32 in a namespace of their own, next to the CUDA launchers
@@ -2822,8 +2823,8 @@ static void check_attention_tc_refusals() {
 #ifdef ENABLE_FP32
         if (attention_impl_resolve(ATTENTION_AUTO, 64) != ATTENTION_FP32) problem("auto must mean fp32 in an FP32 build");
 #else
-        // tc passed on an H200 (docs/results/gpu_h200_2026-11-26.md, -30.md): auto is tc at the
-        // head dims that passed there (never tc2 or cudnn: their memory), fp32 at those that did not
+        // tc passed on an H200 (docs/results/gpu_h200_2026-11-26.md, -30.md): auto's memory-free
+        // candidate is tc at the head dims that passed there, fp32 at those that did not
         for (int hd : {32, 64, 72, 128, 256})
             if (attention_impl_resolve(ATTENTION_AUTO, hd) != ATTENTION_TC) problem("auto must mean tc at hd %d (bf16)", hd);
         for (int hd : {12, 88})  // 88: tc runs it, no GPU has
@@ -2847,6 +2848,28 @@ static void check_attention_tc_refusals() {
                         attention_impl_name(attention_impl_resolve(ATTENTION_AUTO, hd)), passed ? "passed" : "never ran");
         }
         expect_fail("tc hd=100", [] { attention_impl_resolve(ATTENTION_TC, 100); }, "head dim 100");
+        // auto's ranking by att_measured (this build has no cuDNN): tc2 first where it was timed
+        // faster than tc in the same call, then tc; tc alone where tc2 was slower or not timed
+        struct { int hd, causal; std::vector<AttentionImpl> want; } ranks[] = {
+            {64, 1, {ATTENTION_TC2, ATTENTION_TC}}, {64, 0, {ATTENTION_TC}}, {72, 0, {ATTENTION_TC2, ATTENTION_TC}},
+            {72, 1, {ATTENTION_TC2, ATTENTION_TC}}, {128, 1, {ATTENTION_TC2, ATTENTION_TC}}, {128, 0, {ATTENTION_TC2, ATTENTION_TC}},
+            {96, 1, {ATTENTION_TC}}, {88, 1, {ATTENTION_FP32}}};
+        for (auto& r : ranks) {
+            AttentionImpl got[3];
+            int n = attention_auto_candidates(r.hd, r.causal, got);
+            if (n != (int)r.want.size() || !std::equal(r.want.begin(), r.want.end(), got))
+                problem("auto's candidates at hd %d %s: %d, the first %s", r.hd, r.causal ? "causal" : "full", n,
+                        attention_impl_name(got[0]));
+        }
+        // selecting auto runs the first; stepping down reaches the memory-free one, then refuses
+        attention_select(ATTENTION_AUTO, 64, 1);
+        if (g_attention_impl != ATTENTION_TC2 || attention_auto_fallbacks() != 1) problem("auto at hd 64 causal: not tc2 first");
+        attention_auto_step_down();
+        if (g_attention_impl != ATTENTION_TC || attention_auto_fallbacks() != 0) problem("auto's step down: not tc");
+        expect_fail("step down past the last", [] { attention_auto_step_down(); }, "no candidate left");
+        attention_select(ATTENTION_TC2, 64, 1);
+        if (attention_auto_fallbacks() != 0) problem("a kernel asked for by name has no fallbacks");
+        g_attention_impl = ATTENTION_AUTO;
 #endif
         expect_fail("no select", [] {
             g_attention_impl = ATTENTION_AUTO;
@@ -2865,7 +2888,7 @@ static void check_attention_tc_refusals() {
         const AttentionImpl impls[3] = {ATTENTION_FP32, ATTENTION_TC, ATTENTION_TC2};
         for (int impl = 0; impl < 3; impl++) {
             DX Q(q), K(k), Vv(v), O(q.size()), O2(q.size()); DF L(B * H * T), L2(B * H * T);
-            attention_select(impls[impl], hd);
+            attention_select(impls[impl], hd, 1);
             attention_dispatch_full_forward(O.p, L.p, Q.p, K.p, Vv.p, B, T, H, KV, hd, 0);
             (impl == 2 ? attention_tc2_full_forward : impl ? attention_tc_full_forward : attention_full_forward)(
                 O2.p, L2.p, Q.p, K.p, Vv.p, B, T, H, KV, hd, 0);
@@ -3182,15 +3205,15 @@ static void check_attention_tc_rope_refusals_dispatch() {
         }, att_tc_refusal("not 16-byte aligned"));
     });
     add("attention_select[rope:refused-without-tc]", [] {
-        attention_select(ATTENTION_FP32, 64);
+        attention_select(ATTENTION_FP32, 64, 1);
         if (attention_fuses_rope()) problem("attention_fuses_rope() with fp32 selected");
         expect_fail("forward", [] {
-            attention_select(ATTENTION_FP32, 64);
+            attention_select(ATTENTION_FP32, 64, 1);
             DX X(64); DF L(1), CT(64);
             attention_dispatch_forward_rope(X.p, L.p, X.p, X.p, X.p, CT.p, CT.p, 1, 1, 1, 1, 64, 0);
         }, "only with --attention tc");
         expect_fail("full backward", [] {
-            attention_select(ATTENTION_FP32, 64);
+            attention_select(ATTENTION_FP32, 64, 1);
             DX X(64); DF L(1), CT(64);
             attention_dispatch_full_backward_rope(X.p, X.p, X.p, X.p, X.p, X.p, X.p, X.p, L.p, L.p, CT.p, CT.p, 1, 1, 1, 1, 64, 0);
         }, "only with --attention tc");
@@ -3200,7 +3223,7 @@ static void check_attention_tc_rope_refusals_dispatch() {
         const int B = 1, T = 70, H = 2, KV = 1, hd = 64, nq = B * T * H * hd, nk = nq / (H / KV), nl = B * H * T;
         std::vector<float> ct, st;
         rope_tables(T, hd, ct, st);
-        attention_select(ATTENTION_TC, hd);
+        attention_select(ATTENTION_TC, hd, 1);
 #if !ATTENTION_TC_FUSE_ROPE  // the fusion is off (slower on the H200): tc must not claim it, the fused dispatch refuses
         if (attention_fuses_rope()) problem("attention_fuses_rope() true with ATTENTION_TC_FUSE_ROPE 0");
         DX X(64); DF L(1), C1(64);
@@ -3272,7 +3295,7 @@ static void add_attention_tc_backward_checks() {
         std::vector<float> got[3][3], want[3][3];
         size_t written_past_delta[3] = {0, 0, 0};  // scratch floats past tc's delta rows that hold numbers
         for (int impl = 0; impl < 3; impl++) {
-            attention_select(impls[impl], hd);
+            attention_select(impls[impl], hd, 1);
             const size_t ns = attention_dispatch_scratch_floats(B, T, H, KV, hd);
             if (ns != expect_ns[impl]) problem("%s: scratch of %zu floats, expected %zu", names[impl], ns, expect_ns[impl]);
             DX Q(q), K(k), Vv(v), DO(dout), O(round_x(out)), G1(nq), G2(nk), G3(nk), W1(nq), W2(nk), W3(nk); DF L(lse), D(tc2_ws);

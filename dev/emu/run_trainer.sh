@@ -293,6 +293,13 @@ if [ "${EMU_TRAINER_RESUME:-1}" != 0 ]; then
     job "train_llama.$p.full" "" "$B/bin/train_llama.$p" "${TRP[@]}" --run-dir "$B/out/run_llama.$p.full"
     job "train_llama.$p.offload" "" "$B/bin/train_llama.$p" "${TRP[@]}" --offload-act -1 --recompute 2 --run-dir "$B/out/run_llama.$p.offload"
   done
+  # --attention auto at hd 64 causal: tc2 (timed faster than tc on a GPU) where its plan fits the
+  # emulated 80 GiB device, tc where --fit-reserve leaves no room for it (the runner's step down)
+  TA=(--model tiny --V 128 --D 128 --L 2 --H 2 --KV 1 --F 256 --batch 2 --seq 16 --total-batch 32 --steps 2 --warmup 1
+      --train-data "$B/data/train.bin" --val-data "$B/data/val.bin" --attention auto)
+  job "train_llama.bf16.auto_fits" "" "$B/bin/train_llama.bf16" "${TA[@]}" --run-dir "$B/out/run_llama.bf16.auto_fits"
+  job "train_llama.bf16.auto_steps_down" "" "$B/bin/train_llama.bf16" "${TA[@]}" --fit-reserve 81919.9 \
+    --run-dir "$B/out/run_llama.bf16.auto_steps_down"
 fi
 
 # 2b. test_dit and train_dit (dev/emu/ref/dit_deep_l5.dref: L=5, so that offload reuses its slots)
@@ -508,6 +515,19 @@ if [ "${EMU_TRAINER_RESUME:-1}" != 0 ]; then
         else pass "trainer.$prog.$p.$n[$(grep -cE "^step +[0-9]+/[0-9]+ " "$o") steps, $(grep -c "^checkpoint:" "$o") checkpoints written]"; fi
       done
       F="$B/out/$run.$p.full"
+      if [ $prog = train_llama ] && [ $p = bf16 ]; then
+        for n in auto_fits auto_steps_down; do
+          o="$B/out/$prog.$p.$n.out"; [ -e "$o" ] || continue
+          want="^attention: tc2 \(--attention auto\)"; [ $n = auto_steps_down ] && want="^attention: tc \(--attention auto\)"
+          prob=$(emu_problem "$o"); rc=$(cat "$B/out/$prog.$p.$n.rc")
+          if [ -n "$prob" ]; then fail "trainer.$prog.$p.$n" "$prob"
+          elif [ "$rc" != 0 ]; then fail "trainer.$prog.$p.$n" "exit $rc: $(grep -m1 -E '^(error|FAIL)' "$o")"
+          elif ! grep -qE "$want" "$o"; then fail "trainer.$prog.$p.$n" "no line matching '$want': $(grep -m1 '^attention:' "$o")"
+          elif [ $n = auto_steps_down ] && ! grep -q "tc2's plan .* does not fit this device" "$o"; then
+            fail "trainer.$prog.$p.$n" "the step down is not explained in the log"
+          else pass "trainer.$prog.$p.$n[$(grep -m1 '^attention:' "$o"); $(grep -cE "^step +[0-9]+/[0-9]+ " "$o") steps]"; fi
+        done
+      fi
       for cmp in resumed offload; do
         G="$B/out/$run.$p.$cmp"
         # compared only when both runs ended normally (a failed run has its own FAIL line)

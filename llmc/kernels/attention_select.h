@@ -15,33 +15,32 @@ Which attention implementation the trainers run: --attention auto|fp32|tc|tc2|cu
          `make USE_CUDNN=1`; any head dim the library takes (it says so at the first call when
          not). --cudnn-deterministic 1 (the default) runs its deterministic backward, 0 its
          faster default one, which is not bitwise reproducible (docs/design.md 3.1)
-  auto   only a kernel that has PASSED ON A GPU at this head dim, and the one that adds no
-         memory: tc at the head dims of att_tc_gpu_passed below (bf16 CUDA builds), else fp32.
-         tc passed on an H200 at 64 and 128 (docs/results/gpu_h200_2026-11-26.md) and, on
-         2026-11-30, at every other head dim of the ladder (32, 40, 48, 72, 80, 96, 112, 136, 200,
-         256; 72 also in test_dit on a fresh reference). tc2 and cudnn passed too and are faster
-         where they were timed (the table below), but each buys its speed with memory that grows
-         with the sequence: tc2's dQ workspace of 5 to 19 fp32 copies of dq, cuDNN's reproducible
-         backward a T x T workspace (its default backward is not reproducible). Chosen by speed,
-         auto would take hunyuan-13B at cp 8 past a 32 GiB device (make test's seed_configs_fit);
-         so they are asked for by name, the plan (--plan-only) showing their cost first.
-         Measured on the H200, 2026-11-30 (docs/results/gpu_h200_2026-11-30.md), TFLOP/s forward /
-         backward (FlashAttention's count), in the trainers' steps where a model was measured,
-         else the ladder (causal B=4 T=2048 H=32 KV=8; full B=1 T=16384 H=16):
-           hd  mode    tc            tc2           cudnn (reproducible backward)   source
-           64  causal  157.0 / 104.4 200.5 / 106.7 315.7 / 223.8   llama3-1B step (call1:206-251, 933-978, 1172-1217)
-           64  full    205.6 / 153.2 261.1 / 122.5 478.6 / 276.9   dit-B step (call2; tc2 before its wave-filling chunk)
-           72  full    169.1 / 133.3 215.4 / 151.6 370.5 / 268.2   dit-XL step (call2)
-           72  causal  147.2 / 102.6 188.9 / 114.9 -               ladder (call1:397, 574, 737)
-           128 causal  186.0 / 134.3 233.3 / 131.7 -               ladder (call1:399, 576, 739)
-           128 full    208.4 / 162.7 259.8 / 166.5 -               ladder (call1:400, 577, 740)
+  auto   the fastest kernel that has PASSED ON A GPU at this head dim, by the speeds measured
+         there (att_measured below, each row with the run and log lines it came from), whose
+         plan fits: tc2 or cudnn where they were timed faster than tc in the same call, tc at
+         the head dims of att_tc_gpu_passed, else fp32. The ranking counts one forward and one
+         backward at FlashAttention's FLOPs (the backward 2.5x the forward's): time per FLOP
+         1/fwd + 2.5/bwd. tc2 and cudnn buy their speed with memory that grows with the
+         sequence (tc2's dQ workspace of 5 to 19 fp32 copies of dq, cuDNN's reproducible
+         backward a T x T workspace, both in the plan), so the runner keeps auto's choice only
+         where it fits (llmc/train/runner.h, runner_attention_auto): on a device, its plan plus
+         --fit-memory's reserve within the device's memory and its plan within what is free;
+         otherwise the next candidate, down to tc, which adds nothing. Under --fit-memory auto
+         takes tc (the search spends the budget on the batch and the memory flags; it does not
+         weigh attention kernels). --plan-only has no device: it plans the fastest and names
+         the fallback. cudnn competes only in builds made with USE_CUDNN=1, with its
+         reproducible backward unless --cudnn-deterministic 0 is given.
+         The choices, from att_measured (H200, 2026-11-30; time per FLOP against tc's): hd 64
+         causal cudnn 0.47, else tc2 0.94; hd 64 full cudnn 0.53, else tc (tc2 1.14); hd 72
+         tc2 0.86 full, 0.87 causal (cudnn passed no test at 72); hd 128 tc2 0.97 causal, 0.94
+         full; every other head dim tc (nothing else timed there).
 All implementations give lse the same meaning (natural-log log-sum-exp of the scaled
 scores; cuDNN's softmax statistics are that quantity), so a forward of one and a backward of
 another are consistent, and the ring merge of context parallelism works on any of them.
 
 Use (one process, one model):
   g_attention_impl = attention_impl_parse(arg);   // at flag parsing; FAILs on anything else
-  attention_select(g_attention_impl, hd);         // once the head dim is known: resolves
+  attention_select(g_attention_impl, hd, causal); // once the head dim is known: resolves
                                                   // auto, FAILs if the choice cannot run
   attention_dispatch_forward(...)        instead of attention_forward(...)
   attention_dispatch_full_forward(...)   instead of attention_full_forward(...)
@@ -124,6 +123,42 @@ static inline bool attention_tc_gpu_passed(int hd) {
     return false;
 }
 
+// Speeds measured on a GPU, TFLOP/s forward / backward (FlashAttention's count), each kernel
+// of a head dim and mode timed in the same call on the same machine; tc2 and cudnn rows only
+// where they also passed a correctness test on that GPU (passed = 1). auto ranks by these and
+// nothing else: a kernel with no row at a head dim and mode is not a candidate there.
+struct AttMeasured { int hd, causal; AttentionImpl impl; float fwd, bwd; int passed; const char* source; };
+#define ATT_H200_2026_11_30 "H200, docs/results/gpu_h200_2026-11-30.md "
+static const AttMeasured att_measured[] = {
+    // llama3-1B's step (B=4 T=2048 H=32 KV=8), its profile
+    {64, 1, ATTENTION_TC, 157.0f, 104.4f, 1, ATT_H200_2026_11_30 "llama3-1B step, call1:206-251"},
+    {64, 1, ATTENTION_TC2, 200.5f, 106.7f, 1, ATT_H200_2026_11_30 "llama3-1B step, call1:933-978"},
+    {64, 1, ATTENTION_CUDNN, 315.7f, 223.8f, 1, ATT_H200_2026_11_30 "llama3-1B step, call1:1172-1217 (reproducible backward)"},
+    // dit-B's step (16K tokens, full); tc2 before its chunk filled the device's waves
+    {64, 0, ATTENTION_TC, 205.6f, 153.2f, 1, ATT_H200_2026_11_30 "dit-B step, call2"},
+    {64, 0, ATTENTION_TC2, 261.1f, 122.5f, 1, ATT_H200_2026_11_30 "dit-B step, call2"},
+    {64, 0, ATTENTION_CUDNN, 478.6f, 276.9f, 1, ATT_H200_2026_11_30 "dit-B step, call2 (reproducible backward)"},
+    // dit-XL's step (16K tokens, full); cudnn timed there but never tested at hd 72
+    {72, 0, ATTENTION_TC, 169.1f, 133.3f, 1, ATT_H200_2026_11_30 "dit-XL step, call2"},
+    {72, 0, ATTENTION_TC2, 215.4f, 151.6f, 1, ATT_H200_2026_11_30 "dit-XL step, call2"},
+    {72, 0, ATTENTION_CUDNN, 370.5f, 268.2f, 0, ATT_H200_2026_11_30 "dit-XL step, call2 (reproducible backward; no test at hd 72)"},
+    // the attention ladder (causal B=4 T=2048 H=32 KV=8; full B=1 T=16384 H=16), versions 6 and 7/8
+    {72, 1, ATTENTION_TC, 147.2f, 102.6f, 1, ATT_H200_2026_11_30 "ladder, call1:397"},
+    {72, 1, ATTENTION_TC2, 188.9f, 114.9f, 1, ATT_H200_2026_11_30 "ladder, call1:574, 737"},
+    {128, 1, ATTENTION_TC, 186.0f, 134.3f, 1, ATT_H200_2026_11_30 "ladder, call1:399"},
+    {128, 1, ATTENTION_TC2, 233.3f, 131.7f, 1, ATT_H200_2026_11_30 "ladder, call1:576, 739"},
+    {128, 0, ATTENTION_TC, 208.4f, 162.7f, 1, ATT_H200_2026_11_30 "ladder, call1:400"},
+    {128, 0, ATTENTION_TC2, 259.8f, 166.5f, 1, ATT_H200_2026_11_30 "ladder, call1:577, 740"},
+};
+#undef ATT_H200_2026_11_30
+static inline const AttMeasured* att_measured_row(int hd, int causal, AttentionImpl impl) {
+    for (const AttMeasured& m : att_measured)
+        if (m.hd == hd && m.causal == causal && m.impl == impl) return &m;
+    return NULL;
+}
+// seconds per forward FLOP of a forward and its backward (the backward does 2.5x the FLOPs)
+static inline double att_measured_cost(const AttMeasured* m) { return 1.0 / m->fwd + 2.5 / m->bwd; }
+
 static inline const char* attention_impl_name(AttentionImpl a) {
     return a == ATTENTION_TC    ? "tc"
            : a == ATTENTION_TC2   ? "tc2"
@@ -142,8 +177,8 @@ static inline AttentionImpl attention_impl_parse(const char* s) {
     return ATTENTION_AUTO;
 }
 
-// auto -> what runs; FAILs, naming the reason, when the choice cannot run in this build
-// or for this head dim
+// what runs for a choice (auto: its candidate that adds no memory, which the ranking below may
+// beat); FAILs, naming the reason, when the choice cannot run in this build or for this head dim
 static inline AttentionImpl attention_impl_resolve(AttentionImpl want, int hd) {
     if (want == ATTENTION_AUTO) {
 #if defined(LLMC_CPU) || defined(ENABLE_FP32)
@@ -184,12 +219,76 @@ static inline AttentionImpl attention_impl_resolve(AttentionImpl want, int hd) {
     }
     return want;
 }
-static inline void attention_select(AttentionImpl want, int hd) {
-    g_attention_impl = attention_impl_resolve(want, hd);
+
+// auto's candidates at a head dim and mode, the fastest first by att_measured; the last is
+// attention_impl_resolve's (tc where it passed on a GPU, else fp32), which adds no memory.
+// Only what this build can run and what is faster than that last one: at most 3.
+static inline int attention_auto_candidates(int hd, int causal, AttentionImpl out[3]) {
+    AttentionImpl base = attention_impl_resolve(ATTENTION_AUTO, hd);
+    int n = 0;
+    const AttMeasured* b = base == ATTENTION_TC ? att_measured_row(hd, causal, ATTENTION_TC) : NULL;
+    if (b) {
+        const AttentionImpl faster[2] = {ATTENTION_TC2, ATTENTION_CUDNN};
+        for (AttentionImpl f : faster) {
+            if (f == ATTENTION_CUDNN && !ATTENTION_HAS_CUDNN) continue;
+            const AttMeasured* m = att_measured_row(hd, causal, f);
+            if (!m || !m->passed || att_measured_cost(m) >= att_measured_cost(b)) continue;
+            int at = n++;  // (insertion by cost: two entries at most)
+            while (at > 0 && att_measured_cost(att_measured_row(hd, causal, out[at - 1])) > att_measured_cost(m)) {
+                out[at] = out[at - 1];
+                at--;
+            }
+            out[at] = f;
+        }
+    }
+    out[n++] = base;
+    return n;
+}
+
+// auto's candidates for this run and which one is selected (the runner steps down the list
+// when a plan does not fit: attention_auto_step_down)
+static AttentionImpl g_attention_auto[3];
+static int g_attention_auto_n = 0, g_attention_auto_at = 0, g_attention_causal = 1;
+
+// causal: the model's attention mode (the mode its speeds were measured in)
+static inline void attention_select(AttentionImpl want, int hd, int causal) {
+    g_attention_auto_n = g_attention_auto_at = 0;
+    g_attention_causal = causal;
+    if (want == ATTENTION_AUTO) {
+        g_attention_auto_n = attention_auto_candidates(hd, causal, g_attention_auto);
+        g_attention_impl = g_attention_auto[0];
+    } else {
+        g_attention_impl = attention_impl_resolve(want, hd);
+    }
     g_attention_hd = hd;
 #if ATTENTION_HAS_CUDNN
     cudnn_att_set_deterministic(g_cudnn_deterministic);
 #endif
+}
+
+// auto: the candidates left below the selected one (0: none, or auto was not asked for)
+static inline int attention_auto_fallbacks() { return g_attention_auto_n ? g_attention_auto_n - 1 - g_attention_auto_at : 0; }
+static inline void attention_auto_step_down() {
+    if (attention_auto_fallbacks() <= 0) FAIL("attention_auto_step_down: no candidate left");
+    g_attention_impl = g_attention_auto[++g_attention_auto_at];
+#if ATTENTION_HAS_CUDNN
+    cudnn_att_set_deterministic(g_cudnn_deterministic);
+#endif
+}
+// auto's choice for the log: what it ranked and why the selected one runs ("" unless auto
+// had more than one candidate)
+static inline void attention_auto_describe(char* out, size_t n) {
+    out[0] = 0;
+    if (g_attention_auto_n < 2) return;
+    int k = snprintf(out, n, "auto at hd %d %s, by the speeds measured on a GPU (TFLOP/s forward/backward):",
+                     g_attention_hd, g_attention_causal ? "causal" : "full");
+    for (int i = 0; i < g_attention_auto_n && k > 0 && (size_t)k < n; i++) {
+        const AttMeasured* m = att_measured_row(g_attention_hd, g_attention_causal, g_attention_auto[i]);
+        k += snprintf(out + k, n - k, "%s %s %.0f/%.0f%s", i ? "," : "", attention_impl_name(g_attention_auto[i]),
+                      m ? m->fwd : 0.0f, m ? m->bwd : 0.0f, i == g_attention_auto_at ? " (selected)" : "");
+    }
+    if (k > 0 && (size_t)k < n)
+        snprintf(out + k, n - k, " (%s)", att_measured_row(g_attention_hd, g_attention_causal, g_attention_auto[0])->source);
 }
 
 // The cuDNN library this process loaded, for the log ("" unless cudnn is selected)

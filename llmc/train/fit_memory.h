@@ -104,7 +104,7 @@ static inline int fit_flags(Flag* out, FitArgs* f) {
     const Flag t[] = {
         {"fit-memory", 'f', &f->budget_gib, "GiB: choose the memory flags (and the batch, unless given) that fit at the least predicted cost"},
         {"fit-link-gbs", 'f', &f->link_gbs, "GB/s of the host link in --fit-memory's cost of offload (default 25; CPU build 10)"},
-        {"fit-reserve", 'f', &f->reserve_mib, "MiB --fit-memory leaves outside the plan (default 1024 + cuBLASLt workspace; CPU 64)"},
+        {"fit-reserve", 'f', &f->reserve_mib, "MiB --fit-memory and --attention auto leave outside the plan (default 1024 + cuBLASLt workspace; CPU 64)"},
         {"fit-dp-gbs", 'f', &f->dp_gbs, "GB/s a rank sends in --zero 3's gathers, in --fit-memory's cost (default 100: NVLink; "
          "about 40 across nodes; CPU build 5)"},
         {"fit-candidates", 's', &f->candidates, "write every plan --fit-memory tried as JSON lines to this file"},

@@ -35,12 +35,15 @@ static inline void log_memory_flags(Logger* lg, const MemoryFlags* f, int n_offl
     logf_(lg, "\n");
 }
 
-// which attention the run uses (--attention resolved), how many threads it has and, in the
-// CPU build, which library runs its matrix products
-static inline void log_runtime(Logger* lg, const char* attention_flag) {
-    char cudnn[160];
+// which attention the run uses (--attention resolved; auto_why: what auto's choice depended on,
+// or ""), how many threads it has and, in the CPU build, which library runs its matrix products
+static inline void log_runtime(Logger* lg, const char* attention_flag, const char* auto_why) {
+    char cudnn[160], ranked[400];
     attention_cudnn_describe(cudnn, sizeof(cudnn));
+    attention_auto_describe(ranked, sizeof(ranked));
     logf_(lg, "attention: %s (--attention %s%s)\n", attention_impl_name(g_attention_impl), attention_flag, cudnn);
+    if (ranked[0]) logf_(lg, "  %s\n", ranked);
+    if (auto_why[0]) logf_(lg, "  %s", auto_why);
 #ifdef _OPENMP
     logf_(lg, "threads: %d (OpenMP)\n", omp_get_max_threads());
 #endif

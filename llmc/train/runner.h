@@ -177,6 +177,56 @@ static inline void runner_fit_memory(const ModelOps* ops, void* t, RunArgs* a, C
 }
 
 // ----------------------------------------------------------------------------
+// --attention auto: the fastest kernel measured on a GPU whose plan fits
+// (llmc/kernels/attention_select.h). A faster candidate's extra memory is its workspace, in
+// the plan: it is kept when the plan plus --fit-memory's reserve (the CUDA context, the
+// libraries, cuBLASLt's workspace) is within the device's memory and the plan within what is
+// free now; otherwise the next one, down to the one that adds nothing. Every rank takes the
+// slowest any rank needs, so that the ranks run one kernel. Under --fit-memory auto takes
+// that last one before the search (which weighs memory flags, not attention kernels).
+// --plan-only has no device: it keeps the fastest. why: the log's line ("" if nothing to say).
+static inline void runner_attention_auto(const ModelOps* ops, void* t, RunArgs* a, Comm* comm, char* why, size_t n) {
+    why[0] = 0;
+    if (attention_auto_fallbacks() == 0) return;
+    const AttentionImpl fastest = g_attention_impl;
+    if (a->fit.budget_gib > 0.0f) {
+        while (attention_auto_fallbacks() > 0) attention_auto_step_down();
+        snprintf(why, n, "under --fit-memory auto takes %s, which adds no memory (%s was timed faster)\n",
+                 attention_impl_name(g_attention_impl), attention_impl_name(fastest));
+        return;
+    }
+    if (a->loop.plan_only) {
+        snprintf(why, n, "a device that cannot hold this plan with %s takes the next of auto's candidates, down to %s\n",
+                 attention_impl_name(fastest), attention_impl_name(g_attention_auto[g_attention_auto_n - 1]));
+        return;
+    }
+#ifndef LLMC_CPU
+    size_t free_b = 0, total_b = 0;
+    cudaCheck(cudaMemGetInfo(&free_b, &total_b));
+    CostModel cm = cost_model_default();
+    if (a->fit.reserve_mib >= 0) cm.reserve = a->fit.reserve_mib * 1048576.0;
+    RunnerFit ctx = {ops, t, comm, -1};
+    FitFlags f = {a->B, a->mem, a->par.zero, a->par.offload_optim};
+    double plan = 0.0;
+    while (attention_auto_fallbacks() > 0) {
+        plan = runner_fit_cost(&ctx, &f, &cm).bytes;
+        if (plan >= 0 && plan + cm.reserve <= (double)total_b && plan <= (double)free_b) break;
+        attention_auto_step_down();
+    }
+    double at = g_attention_auto_at;
+    comm_host_all_reduce(comm, GROUP_WORLD, &at, 1, COMM_MAX);
+    while (g_attention_auto_at < (int)at) attention_auto_step_down();
+    if (g_attention_impl != fastest)
+        snprintf(why, n, "%s's plan (%.0f MiB, + %.0f MiB reserve) does not fit this device (%.0f MiB, %.0f free)%s: "
+                 "auto takes %s\n", attention_impl_name(fastest), plan / 1048576.0, cm.reserve / 1048576.0,
+                 total_b / 1048576.0, free_b / 1048576.0, (int)at > 0 && plan >= 0 ? "" : " on some rank",
+                 attention_impl_name(g_attention_impl));
+#else
+    (void)ops; (void)t; (void)comm;
+#endif
+}
+
+// ----------------------------------------------------------------------------
 // the plan of every rank: rank 0's is printed in full; the ranks' plans differ under TP (a
 // hidden size split unevenly), the sharded vocabulary, ZeRO's padding and CP, so each
 // distinct one is summarised, and the largest named
@@ -381,6 +431,8 @@ static inline int runner_main(const ModelOps* ops, void* t, RunArgs* a, int unit
     parallel_comm_world(&comm, &a->par, l->plan_only);
     same_config_check(&comm, ops->program, a->flags, a->nflags);  // before the flags split the world into groups
     parallel_comm_groups(&comm, &a->par, l->plan_only);
+    char auto_why[400] = "";
+    if (a->fit.budget_gib > 0.0f) runner_attention_auto(ops, t, a, &comm, auto_why, sizeof(auto_why));
     if (a->fit.budget_gib > 0.0f) runner_fit_memory(ops, t, a, &comm, unit, L);
     a->grad_accum = ops->resolve_batch(t, &comm);
     ParallelFlags pf = parallel_flags_resolve(&a->par, a->shard_vocab, a->grad_accum);
@@ -393,6 +445,7 @@ static inline int runner_main(const ModelOps* ops, void* t, RunArgs* a, int unit
                                   runner_flag_string(a, ops->data_flag), ops->ckpt, ops->ckpt_check);
     if (ops->prepare && !l->plan_only) ops->prepare(t, &comm);  // --plan-only: no data, no device, no run directory
     parallel_device_setup(&comm, l->plan_only);
+    if (!(a->fit.budget_gib > 0.0f)) runner_attention_auto(ops, t, a, &comm, auto_why, sizeof(auto_why));
     if (comm.pp > 1 && !(ops->forward && ops->backward && ops->pp_tensor))
         FAIL("%s has no pipeline stages (its ModelOps lacks forward, backward or pp_tensor): run it without --pp", ops->program);
     ModelCore* v = ops->build(t, &comm, &a->mem, &pf, a->B, !l->plan_only);
@@ -404,7 +457,7 @@ static inline int runner_main(const ModelOps* ops, void* t, RunArgs* a, int unit
         pipeline_describe(&v->pipe, &v->split, line, sizeof(line));
         logf_(&lg, "%s", line);
     }
-    log_runtime(&lg, l->attention);
+    log_runtime(&lg, l->attention, auto_why);
     logf_(&lg, "%s", a->fit_search.report);
     for (int st = 0; st < a->fit_search.n_stages; st++)  // (--fit-per-stage)
         logf_(&lg, "  pipeline stage %d, its own flags: %s", st, a->fit_search.stage_report + (size_t)st * FIT_STAGE_REPORT);

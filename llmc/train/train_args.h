@@ -76,9 +76,9 @@ static inline int train_loop_flags(Flag* out, TrainLoopArgs* a) {
         {"attention", 's', &a->attention, "auto | fp32 | tc | tc2 | cudnn: the attention kernels (tc: bf16 CUDA builds, "
                                           "head dims 32..256 in steps of 8; tc2: the same on FlashAttention-2's design, "
                                           "a one-pass backward with a planned fp32 dQ workspace; cudnn: cuDNN's fused "
-                                          "attention, bf16 builds made with `make USE_CUDNN=1`; auto = tc at the head "
-                                          "dims where it has passed on a GPU (32, 40, 48, 64, 72, 80, 96, 112, 128, "
-                                          "136, 200, 256), else fp32: never tc2 or cudnn, whose workspaces grow with T)"},
+                                          "attention, bf16 builds made with `make USE_CUDNN=1`; auto = the fastest that "
+                                          "passed on a GPU by the speeds measured there whose plan fits the device, "
+                                          "down to tc (which adds no memory) where it passed, else fp32)"},
         {"cudnn-deterministic", 'i', &g_cudnn_deterministic, CUDNN_DETERMINISTIC_HELP},
         {"plan-only", 'i', &a->plan_only, "1: print the memory plan and exit (no device needed)"},
         {"plan-json", 's', &a->plan_json, "write the memory plan as JSON to this file"},
