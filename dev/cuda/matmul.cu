@@ -24,10 +24,13 @@ Ladder for llmc/kernels/matmul.cuh (forward, backward_input, backward_weight, fo
              use of a shape); if all are alike, the fix is the fused product, which needs q,
              k, v in one row-strided buffer.
 Validated against the CPU twin (llmc/kernels/cpu/matmul.h) on random data, with a weight
-slice (w + c0, ldw > C) like the hidden-chunked FFN uses, and with pointer offsets
-that are not 16-byte aligned; the whole weight buffer is compared, so writes
-outside the slice would show. Version 3 also runs each product twice (the second
-from the cache) and requires the same bits.
+slice (w + c0, ldw > C) like the hidden-chunked FFN uses, each shape with and without
+accumulation (C = D, beta = 1) and with aligned pointers and pointer offsets that are
+not 16-byte aligned; the whole weight buffer is compared, so writes outside the slice
+would show. Version 3 also runs each product twice (the second from the cache) and
+requires the same bits. A failed check of versions 2 and 3 is diagnosed on the spot
+(matmul_diagnose: the call, its algorithm, where the bad elements are, the other
+candidates, C = D against a separate C); LADDER_MATMUL_DIAG=1 diagnoses every check.
 Build: make -C dev/cuda matmul; run: ./build/bf16/matmul [version]
 */
 #include "ladder.h"
@@ -51,7 +54,305 @@ static void tol_for(int K, double amax, double bmax, double* atol, double* rtol)
     *rtol = LADDER_FP32 ? 1e-6 : ldexp(1.0, -7);
 }
 
-static void run_version(int version, const Shape& sh, int accumulate, uint64_t seed) {
+// -------- diagnosis of a failed cuBLASLt check (versions 2 and 3)
+// A wrong cuBLASLt result is reported with what pins its cause in one GPU run: the call as
+// the launcher made it (matmul_last_lt_call) and its algorithm; where the bad elements lie
+// in cuBLASLt's column-major D (m x n); which model of a wrong computation reproduces them
+// bit for bit; and the same product again with each of the heuristic's candidates, with
+// split-K forbidden and with the 2-byte alignment preferences that the offset=1 checks get,
+// each with C = D, with a separate C (same values) and with beta = 0. A product that is
+// right with a separate C and wrong with C = D under one algorithm is cuBLASLt's in-place
+// path, not the launchers' mapping (which C does not enter). Prints nothing for a passing
+// check; LADDER_MATMUL_DIAG=1 diagnoses every cuBLASLt check, which runs this code where
+// everything passes (the emulator).
+static bool matmul_diag_always(void) {
+    const char* e = getenv("LADDER_MATMUL_DIAG");
+    return e && e[0] && e[0] != '0';
+}
+
+// elements from the first to one past the last of a column-major rows x cols matrix
+static size_t lt_span(int64_t rows, int64_t cols, int64_t ld) { return rows > 0 && cols > 0 ? (size_t)((cols - 1) * ld + rows) : 0; }
+
+// a device copy of h whose address has p's alignment modulo 256 bytes: an algorithm is
+// chosen for its pointers' alignments
+struct DiagBuf { floatX* base; floatX* p; };
+static DiagBuf diag_buf_like(const void* p, const std::vector<float>& h) {
+    const size_t slack = 256 / sizeof(floatX);
+    DiagBuf b;
+    b.base = (floatX*)dev_malloc((h.size() + slack) * sizeof(floatX));
+    size_t i = 0;
+    while (i < slack && ((uintptr_t)(b.base + i)) % 256 != ((uintptr_t)p) % 256) i++;
+    b.p = b.base + i;
+    if (!h.empty()) dev_upload_floats(b.p, h.data(), h.size());
+    return b;
+}
+
+struct DiagProblem {
+    MatmulLtCall call;
+    int m, n, k;
+    std::vector<float> a, b, c0;  // A and B as stored, C's values before the product (D's layout)
+    std::vector<double> ab;       // op(A) op(B), m x n, ld m, in double (exact for floatX inputs)
+    double atol, rtol;
+};
+
+// bad elements of got (D's layout) against ref (m x n, ld m), and the worst err/tol
+struct DiagScore { size_t bad; double worst; };
+static DiagScore diag_score(const DiagProblem& P, const std::vector<float>& got, const std::vector<double>& ref,
+                            std::vector<char>* badmask) {
+    DiagScore s = {0, 0.0};
+    if (badmask) badmask->assign((size_t)P.m * P.n, 0);
+    for (int j = 0; j < P.n; j++)
+        for (int i = 0; i < P.m; i++) {
+            double g = got[(size_t)j * P.call.key.ldd + i], r = ref[(size_t)j * P.m + i];
+            double tol = P.atol + P.rtol * fabs(r), err = isfinite(g) ? fabs(g - r) : INFINITY;
+            if (err / tol > s.worst) s.worst = err / tol;
+            if (err > tol) { s.bad++; if (badmask) (*badmask)[(size_t)j * P.m + i] = 1; }
+        }
+    return s;
+}
+
+// one product with an algorithm, from C's values before the launcher's product. mode 0:
+// C = D (one buffer, as the launcher's C = D call); 1: C = D pointer with a Cdesc of its own
+// (identical values); 2: C separate, D starting at 0; 3: beta = 0 (scored against AB alone).
+// Returns 0 with *st set when cuBLASLt refuses the call.
+static int diag_run(const DiagProblem& P, MatmulAlgoEntry& e, const cublasLtMatmulAlgo_t* algo, int mode,
+                    std::vector<float>* got, cublasStatus_t* st) {
+    const MatmulLtCall& L = P.call;
+    const size_t nd = lt_span(P.m, P.n, L.key.ldd);
+    std::vector<float> zeros(nd, 0.0f);
+    DiagBuf d = diag_buf_like(L.d, mode <= 1 ? P.c0 : zeros);
+    DiagBuf c = diag_buf_like(L.c != L.d ? L.c : L.d, mode == 2 ? P.c0 : std::vector<float>());
+    const float alpha = 1.0f, beta = mode == 3 ? 0.0f : 1.0f;
+    const void* cp = mode <= 1 ? (const void*)d.p : mode == 2 ? (const void*)c.p : (const void*)d.p;
+    cublasLtMatrixLayout_t lc = e.ld, own = NULL;
+    if (mode == 1) {
+        cublasLtCheck(cublasLtMatrixLayoutCreate(&own, MATMUL_CUDA_TYPE, P.m, P.n, L.key.ldd));
+        lc = own;
+    }
+    *st = cublasLtMatmul(matmul_handle, e.op, &alpha, L.a, e.la, L.b, e.lb, &beta, cp, lc, d.p, e.ld, algo,
+                         matmul_workspace, MATMUL_WORKSPACE_BYTES, 0);
+    cudaCheck(cudaDeviceSynchronize());
+    if (*st == CUBLAS_STATUS_SUCCESS) *got = download_x(d.p, nd);
+    if (own) cublasLtCheck(cublasLtMatrixLayoutDestroy(own));
+    dev_free(d.base); dev_free(c.base);
+    return *st == CUBLAS_STATUS_SUCCESS;
+}
+
+// "C = D FAIL 11.75 (108 bad)" for one algorithm and mode
+static void diag_mode_text(const DiagProblem& P, const std::vector<double>& ref_c, MatmulAlgoEntry& e,
+                           const cublasLtMatmulAlgo_t* algo, int mode, char* buf, size_t n, std::vector<float>* keep) {
+    static const char* names[4] = {"C = D", "C = D own Cdesc", "C separate", "beta 0"};
+    std::vector<float> got;
+    cublasStatus_t st;
+    if (!diag_run(P, e, algo, mode, &got, &st)) { snprintf(buf, n, "%s: status %d", names[mode], (int)st); return; }
+    DiagScore s = diag_score(P, got, mode == 3 ? P.ab : ref_c, NULL);
+    if (s.bad) snprintf(buf, n, "%s FAIL %.2f (%zu bad)", names[mode], s.worst, s.bad);
+    else snprintf(buf, n, "%s PASS %.2f", names[mode], s.worst);
+    if (keep) *keep = got;
+}
+
+// one line per algorithm: its configuration and the four modes
+static void diag_algo_line(const DiagProblem& P, const std::vector<double>& ref_c, MatmulAlgoEntry& e,
+                           const cublasLtMatmulAlgo_t* algo, const char* label, size_t ws) {
+    char cfg[160], m[4][64], wst[32] = "";
+    matmul_algo_config_text(algo, cfg, sizeof cfg);
+    for (int mode = 0; mode < 4; mode++) diag_mode_text(P, ref_c, e, algo, mode, m[mode], sizeof m[mode], NULL);
+    bool launched = memcmp(algo, &P.call.algo, sizeof *algo) == 0;
+    if (ws != (size_t)-1) snprintf(wst, sizeof wst, " ws %zu", ws);
+    printf("      diag %-4s %s%s%s: %s | %s | %s | %s\n", label, cfg, wst, launched ? " (the launcher's)" : "", m[0], m[1],
+           m[2], m[3]);
+}
+
+// the heuristic's candidates for the launcher's problem with other preferences (reduction
+// mask, alignments), each run in the four modes
+// (alignment preferences: al_ab for A and B, al_cd for C and D; 0 keeps the launcher's)
+static void diag_candidates(const DiagProblem& P, const std::vector<double>& ref_c, const char* title, uint32_t reductions,
+                            uint32_t al_ab, uint32_t al_cd, int want_n) {
+    MatmulAlgoEntry e;
+    memset(&e, 0, sizeof e);
+    e.key = P.call.key;
+    if (al_ab) e.key.al_a = e.key.al_a < al_ab ? e.key.al_a : al_ab, e.key.al_b = e.key.al_b < al_ab ? e.key.al_b : al_ab;
+    if (al_cd) {
+        e.key.al_d = e.key.al_d < al_cd ? e.key.al_d : al_cd;
+        if (e.key.c_mode == 2) e.key.al_c = e.key.al_c < al_cd ? e.key.al_c : al_cd;
+    }
+    cublasLtMatmulHeuristicResult_t heur[8];
+    int n = matmul_lt_candidates(&e, heur, want_n < 8 ? want_n : 8, reductions);
+    printf("      diag %s: %d candidate(s)\n", title, n);
+    for (int i = 0; i < n; i++) {
+        char label[8];
+        snprintf(label, sizeof label, "#%d", i);
+        diag_algo_line(P, ref_c, e, &heur[i].algo, label, heur[i].workspaceSize);
+    }
+    if (n > 0) {
+        cublasLtCheck(cublasLtMatrixLayoutDestroy(e.ld));
+        cublasLtCheck(cublasLtMatrixLayoutDestroy(e.lb));
+        cublasLtCheck(cublasLtMatrixLayoutDestroy(e.la));
+        cublasLtCheck(cublasLtMatmulDescDestroy(e.op));
+    }
+}
+
+// "a b c ..." counts of bad elements per block of `block` along an axis of length len
+static void diag_hist_text(const std::vector<size_t>& h, char* buf, size_t n) {
+    size_t len = 0;
+    buf[0] = 0;
+    for (size_t i = 0; i < h.size() && len + 12 < n; i++) len += snprintf(buf + len, n - len, "%s%zu", i ? " " : "", h[i]);
+}
+
+// call: the launcher's cuBLASLt call; before: the host values of the buffer C points into
+// before the product, C at element c_at of it. got: the launcher's result is read from D.
+static void matmul_diagnose(const char* what, const MatmulLtCall& call, const std::vector<float>& before, size_t c_at) {
+    DiagProblem P;
+    P.call = call;
+    const MatmulAlgoKey& K = call.key;
+    P.m = K.m; P.n = K.n; P.k = K.k;
+    const size_t na = K.transa ? lt_span(K.k, K.m, K.lda) : lt_span(K.m, K.k, K.lda);
+    const size_t nb = K.transb ? lt_span(K.n, K.k, K.ldb) : lt_span(K.k, K.n, K.ldb);
+    const size_t nd = lt_span(K.m, K.n, K.ldd);
+    const bool has_c = call.beta != 0.0f;
+    P.a = download_x((const floatX*)call.a, na);
+    P.b = download_x((const floatX*)call.b, nb);
+    std::vector<float> got = download_x((const floatX*)call.d, nd);
+    P.c0.assign(nd, 0.0f);
+    if (has_c) {
+        if (c_at + nd > before.size()) FAIL("matmul_diagnose %s: C's values before the product are too short", what);
+        std::copy(before.begin() + c_at, before.begin() + c_at + nd, P.c0.begin());
+    }
+    auto A = [&](int i, int kk) { return (double)(K.transa ? P.a[(size_t)i * K.lda + kk] : P.a[(size_t)kk * K.lda + i]); };
+    auto B = [&](int kk, int j) { return (double)(K.transb ? P.b[(size_t)kk * K.ldb + j] : P.b[(size_t)j * K.ldb + kk]); };
+    P.ab.assign((size_t)P.m * P.n, 0.0);
+    for (int j = 0; j < P.n; j++)
+        for (int i = 0; i < P.m; i++) {
+            double s = 0.0;
+            for (int kk = 0; kk < P.k; kk++) s += A(i, kk) * B(kk, j);
+            P.ab[(size_t)j * P.m + i] = s;
+        }
+    std::vector<double> ref((size_t)P.m * P.n);
+    for (int j = 0; j < P.n; j++)
+        for (int i = 0; i < P.m; i++)
+            ref[(size_t)j * P.m + i] = P.ab[(size_t)j * P.m + i] + (has_c ? P.c0[(size_t)j * K.ldd + i] : 0.0);
+    tol_for(P.k, 1.0, 1.0, &P.atol, &P.rtol);
+    P.atol += 1e-7;
+
+    // the call
+    auto al = [](const void* p) { return matmul_alignment(p); };
+    printf("      diag %s: cublasLtMatmul m %d n %d k %d op(A) %c op(B) %c lda %lld ldb %lld ldc %lld ldd %lld alpha %g beta %g "
+           "%s, alignment A/B/C/D %u/%u/%u/%u bytes (queried with %u/%u/%u/%u), workspace %zu MiB, cuBLASLt %zu\n",
+           what, K.m, K.n, K.k, K.transa ? 'T' : 'N', K.transb ? 'T' : 'N', (long long)K.lda, (long long)K.ldb,
+           (long long)K.ldd, (long long)K.ldd, call.alpha, call.beta,
+           !has_c ? "no C" : call.c == call.d ? "C == D" : "C != D", al(call.a), al(call.b), al(call.c), al(call.d),
+           K.al_a, K.al_b, K.c_mode == 2 ? K.al_c : K.al_d, K.al_d, (size_t)(MATMUL_WORKSPACE_BYTES >> 20),
+           (size_t)cublasLtGetVersion());
+
+    // where the bad elements are
+    std::vector<char> bad;
+    DiagScore s = diag_score(P, got, ref, &bad);
+    const int blk = (P.m > 16 * 24 || P.n > 16 * 24) ? 64 : 16;
+    std::vector<size_t> by_i((P.m + blk - 1) / blk, 0), by_j((P.n + blk - 1) / blk, 0), by_lane(8, 0);
+    int shown = 0;
+    char first[3][96] = {"", "", ""};
+    for (int j = 0; j < P.n; j++)
+        for (int i = 0; i < P.m; i++)
+            if (bad[(size_t)j * P.m + i]) {
+                by_i[i / blk]++; by_j[j / blk]++; by_lane[i % 8]++;
+                if (shown < 3)
+                    snprintf(first[shown++], sizeof first[0], "(%d,%d) got %.6g ref %.6g C %.6g AB %.6g", i, j,
+                             got[(size_t)j * K.ldd + i], ref[(size_t)j * P.m + i], has_c ? P.c0[(size_t)j * K.ldd + i] : 0.0,
+                             P.ab[(size_t)j * P.m + i]);
+            }
+    char hi[256], hj[256], hl[128];
+    diag_hist_text(by_i, hi, sizeof hi); diag_hist_text(by_j, hj, sizeof hj); diag_hist_text(by_lane, hl, sizeof hl);
+    printf("      diag where: %zu of %d bad (worst err/tol %.2f); by %d-row block of m: %s; by %d-column block of n: %s; "
+           "by row mod 8: %s\n", s.bad, P.m * P.n, s.worst, blk, hi, blk, hj, hl);
+    if (shown) printf("      diag first bad (row i of m, column j of n): %s%s%s%s%s\n", first[0], shown > 1 ? "; " : "",
+                      first[1], shown > 2 ? "; " : "", first[2]);
+
+    // which wrong computation reproduces the bad elements: bit for bit for the roundings
+    // (fp32 builds round nothing, these then reproduce nothing), within the tolerance for
+    // a missing or doubled k-range
+    if (s.bad) {
+        size_t m_pre = 0, m_noc = 0, m_c2 = 0, m_split[3] = {0, 0, 0}, m_chunk[3] = {0, 0, 0};
+        const int chunks[3] = {16, 32, 64};
+        for (int j = 0; j < P.n; j++)
+            for (int i = 0; i < P.m; i++) {
+                if (!bad[(size_t)j * P.m + i]) continue;
+                const float g = got[(size_t)j * K.ldd + i];
+                const double cv = has_c ? P.c0[(size_t)j * K.ldd + i] : 0.0, abv = P.ab[(size_t)j * P.m + i];
+                const double r = ref[(size_t)j * P.m + i];
+                if (round_floatX((float)(cv + round_floatX((float)abv))) == g) m_pre++;  // AB rounded, then + C
+                if (round_floatX((float)abv) == g) m_noc++;                              // C left out
+                if (round_floatX((float)(2.0 * cv + abv)) == g) m_c2++;                  // C added twice
+                for (int parts = 2; parts <= 4; parts++) {  // k in equal parts, summed in D's type
+                    int step = (P.k + parts - 1) / parts;
+                    float acc = round_floatX((float)cv);
+                    for (int k0 = 0; k0 < P.k; k0 += step) {
+                        double p = 0.0;
+                        for (int kk = k0; kk < k0 + step && kk < P.k; kk++) p += A(i, kk) * B(kk, j);
+                        acc = round_floatX((float)(acc + p));
+                    }
+                    if (acc == g) m_split[parts - 2]++;
+                }
+                for (int c = 0; c < 3; c++) {
+                    if (chunks[c] >= P.k) continue;
+                    bool hit = false;
+                    for (int k0 = 0; k0 < P.k && !hit; k0 += chunks[c]) {
+                        double p = 0.0;
+                        for (int kk = k0; kk < k0 + chunks[c] && kk < P.k; kk++) p += A(i, kk) * B(kk, j);
+                        for (int sgn = -1; sgn <= 1; sgn += 2) {
+                            double pred = r + sgn * p;
+                            if (fabs(g - pred) <= P.atol + P.rtol * fabs(pred)) hit = true;
+                        }
+                    }
+                    if (hit) m_chunk[c]++;
+                }
+            }
+        printf("      diag models of the %zu bad: (C + round(AB)) rounded %zu, C left out %zu, C twice %zu; k in 2/3/4 parts "
+               "summed in D's type %zu/%zu/%zu; one k-range of 16/32/64 missing or doubled %zu/%zu/%zu\n",
+               s.bad, m_pre, m_noc, m_c2, m_split[0], m_split[1], m_split[2], m_chunk[0], m_chunk[1], m_chunk[2]);
+    }
+
+    // the launcher's algorithm again (twice in place: a race shows as different bits), then
+    // the other candidates: once per call (versions 2 and 3 make the same calls)
+    static std::vector<MatmulAlgoKey> swept;
+    for (const MatmulAlgoKey& seen : swept)
+        if (memcmp(&seen, &K, sizeof K) == 0) {
+            printf("      diag algorithms: as above for this call\n");
+            return;
+        }
+    swept.push_back(K);
+    {
+        MatmulAlgoEntry e;
+        memset(&e, 0, sizeof e);
+        e.key = K;
+        cublasLtMatmulHeuristicResult_t heur[1];
+        if (matmul_lt_candidates(&e, heur, 1) > 0) {  // descriptors only: the algorithm is the launcher's
+            diag_algo_line(P, ref, e, &call.algo, "used", (size_t)-1);
+            std::vector<float> g1, g2;
+            cublasStatus_t st1, st2;
+            int ok = diag_run(P, e, &call.algo, has_c && call.c == call.d ? 0 : has_c ? 2 : 3, &g1, &st1) &&
+                     diag_run(P, e, &call.algo, has_c && call.c == call.d ? 0 : has_c ? 2 : 3, &g2, &st2);
+            bool same_launch = ok && g1.size() == got.size() && memcmp(g1.data(), got.data(), got.size() * sizeof(float)) == 0;
+            bool same_twice = ok && memcmp(g1.data(), g2.data(), g1.size() * sizeof(float)) == 0;
+            printf("      diag used again as launched: %s the launcher's bits, %s on a second run\n",
+                   same_launch ? "the same as" : "NOT the same as", same_twice ? "the same bits" : "DIFFERENT bits");
+            cublasLtCheck(cublasLtMatrixLayoutDestroy(e.ld));
+            cublasLtCheck(cublasLtMatrixLayoutDestroy(e.lb));
+            cublasLtCheck(cublasLtMatrixLayoutDestroy(e.la));
+            cublasLtCheck(cublasLtMatmulDescDestroy(e.op));
+        }
+    }
+    const uint32_t red = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+    diag_candidates(P, ref, "heuristic candidates (as the launchers query)", red, 0, 0, 8);
+    diag_candidates(P, ref, "split-K forbidden (reduction mask NONE)", CUBLASLT_REDUCTION_SCHEME_NONE, 0, 0, 2);
+    // a cheap way out if only the epilogue's kind of C/D access decides: C and D declared
+    // 8-byte aligned, A and B as they are (their loads keep their speed)
+    diag_candidates(P, ref, "C/D at 8-byte alignment preferences", red, 0, 8, 2);
+    char title[96];
+    snprintf(title, sizeof title, "all at %zu-byte alignment preferences (what offset=1 queries)", sizeof(floatX));
+    diag_candidates(P, ref, title, red, sizeof(floatX), sizeof(floatX), 1);
+}
+
+static void run_version(int version, const Shape& sh, int accumulate, int off, uint64_t seed) {
     const int N = sh.N, C = sh.C, OC = sh.OC, ldw = sh.ldw, c0 = sh.c0;
     // W_full is [OC, ldw] (plus slack) and w = W_full + c0 is the column slice
     // [c0, c0 + C) of it, as the hidden-chunked FFN addresses w2; the columns outside
@@ -72,7 +373,6 @@ static void run_version(int version, const Shape& sh, int accumulate, uint64_t s
     floatX* d_dinp = upload_x(dinp0);
     floatX* d_dw = upload_x(dw0);
     // element offset 1 makes inp/dout/out/dinp 2-byte (bf16) or 4-byte (fp32) aligned only
-    const int off = (seed & 1) ? 1 : 0;
     std::vector<float> r_out = out0, r_dinp = dinp0, r_dw = dw0;
     ref_matmul_forward(r_out.data() + off, inp.data() + off, w.data() + c0, N, C, OC, ldw, accumulate);
     ref_matmul_backward_input(r_dinp.data() + off, dout.data() + off, w.data() + c0, N, C, OC, ldw, accumulate);
@@ -84,19 +384,35 @@ static void run_version(int version, const Shape& sh, int accumulate, uint64_t s
         matmul_fallback(d_out + off, d_inp + off, d_w + c0, N, OC, C, C, 1, 1, ldw, OC, accumulate, s);
         matmul_fallback(d_dinp + off, d_dout + off, d_w + c0, N, C, OC, OC, 1, ldw, 1, C, accumulate, s);
         matmul_fallback(d_dw + c0, d_dout + off, d_inp + off, OC, C, N, 1, OC, C, 1, ldw, 1, s);
-    } else {
-        matmul_forward(d_out + off, d_inp + off, d_w + c0, N, C, OC, ldw, accumulate, s);
-        matmul_backward_input(d_dinp + off, d_dout + off, d_w + c0, N, C, OC, ldw, accumulate, s);
-        matmul_backward_weight(d_dw + c0, d_dout + off, d_inp + off, N, C, OC, ldw, s);
     }
+    // the cuBLASLt call each launcher made (seq unchanged: it fell back), for the diagnosis
+    MatmulLtCall lt_fwd = {}, lt_bin = {}, lt_bw = {};
+    auto lt_called = [](auto&& launch, MatmulLtCall* call) {
+        unsigned long long seq = matmul_last_lt_call.seq;
+        launch();
+        *call = matmul_last_lt_call;
+        if (call->seq == seq) call->seq = 0;
+    };
+    if (version >= 2) {
+        lt_called([&] { matmul_forward(d_out + off, d_inp + off, d_w + c0, N, C, OC, ldw, accumulate, s); }, &lt_fwd);
+        lt_called([&] { matmul_backward_input(d_dinp + off, d_dout + off, d_w + c0, N, C, OC, ldw, accumulate, s); }, &lt_bin);
+        lt_called([&] { matmul_backward_weight(d_dw + c0, d_dout + off, d_inp + off, N, C, OC, ldw, s); }, &lt_bw);
+    }
+    // a failed check of a cuBLASLt product is diagnosed (C's values before: `before` from c_at)
+    const bool always = matmul_diag_always();
+    auto diag = [&](int failed, const char* what, const MatmulLtCall& call, const std::vector<float>& before, size_t c_at) {
+        if ((failed || always) && call.seq) matmul_diagnose(what, call, before, c_at);
+    };
     printf("  v%d N=%d C=%d OC=%d ldw=%d c0=%d offset=%d accumulate=%d\n", version, N, C, OC, ldw, c0, off, accumulate);
     double atol, rtol;
     tol_for(C, 1.0, 1.0, &atol, &rtol);
-    check("forward out", download_x(d_out, out0.size()), r_out, atol + (accumulate ? 1e-7 : 0), rtol);
+    diag(check("forward out", download_x(d_out, out0.size()), r_out, atol + (accumulate ? 1e-7 : 0), rtol), "forward",
+         lt_fwd, out0, off);
     tol_for(OC, 1.0, 1.0, &atol, &rtol);
-    check("backward_input dinp", download_x(d_dinp, dinp0.size()), r_dinp, atol, rtol);
+    diag(check("backward_input dinp", download_x(d_dinp, dinp0.size()), r_dinp, atol, rtol), "backward_input", lt_bin,
+         dinp0, off);
     tol_for(N, 1.0, 1.0, &atol, &rtol);
-    check("backward_weight dW", download_x(d_dw, dw0.size()), r_dw, atol, rtol);
+    diag(check("backward_weight dW", download_x(d_dw, dw0.size()), r_dw, atol, rtol), "backward_weight", lt_bw, dw0, c0);
     if (version == 3) {
         // the products again, now from the algorithm cache: the same bits
         std::vector<float> g_out = download_x(d_out, out0.size()), g_dinp = download_x(d_dinp, dinp0.size());
@@ -111,12 +427,15 @@ static void run_version(int version, const Shape& sh, int accumulate, uint64_t s
         ref_matmul_forward(r_res.data() + off, inp.data() + off, w.data() + c0, N, C, OC, ldw, 1);
         floatX* d_res = upload_x(out0);
         floatX* d_o2 = upload_x(out0);  // everything outside [off, off + N OC) must stay as out0
-        matmul_forward_residual(d_o2 + off, d_res + off, d_inp + off, d_w + c0, N, C, OC, ldw, s);
+        MatmulLtCall lt_res = {}, lt_inplace = {};
+        lt_called([&] { matmul_forward_residual(d_o2 + off, d_res + off, d_inp + off, d_w + c0, N, C, OC, ldw, s); }, &lt_res);
         tol_for(C, 1.0, 1.0, &atol, &rtol);
-        check("residual out", download_x(d_o2, out0.size()), r_res, atol + 1e-7, rtol);
+        diag(check("residual out", download_x(d_o2, out0.size()), r_res, atol + 1e-7, rtol), "residual out", lt_res, out0, off);
         check("residual res kept", download_x(d_res, out0.size()), out0, 0.0, 0.0);
-        matmul_forward_residual(d_res + off, d_res + off, d_inp + off, d_w + c0, N, C, OC, ldw, s);
-        check("residual in place", download_x(d_res, out0.size()), r_res, atol + 1e-7, rtol);
+        lt_called([&] { matmul_forward_residual(d_res + off, d_res + off, d_inp + off, d_w + c0, N, C, OC, ldw, s); },
+                  &lt_inplace);
+        diag(check("residual in place", download_x(d_res, out0.size()), r_res, atol + 1e-7, rtol), "residual in place",
+             lt_inplace, out0, off);
         dev_free(d_res); dev_free(d_o2);
     }
     dev_free(d_w); dev_free(d_inp); dev_free(d_dout); dev_free(d_out); dev_free(d_dinp); dev_free(d_dw);
@@ -274,9 +593,12 @@ int main(int argc, char** argv) {
         static const char* names[3] = {"tiled shared-memory kernel (fallback)", "cuBLASLt, heuristic queried on every call",
                                        "cuBLASLt, algorithm cache, residual as C (llmc)"};
         printf("version %d: %s\n", version, names[version - 1]);
-        uint64_t seed = 100;
-        for (const Shape& sh : shapes)
-            for (int acc = 0; acc <= 1; acc++) run_version(version, sh, acc, seed++);
+        // every shape with accumulate 0/1 and offset 0/1: the trainers accumulate (C = D) into
+        // aligned buffers. The seeds of accumulate == offset are those of the runs before.
+        for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
+            for (int acc = 0; acc <= 1; acc++)
+                for (int off = 0; off <= 1; off++)
+                    run_version(version, shapes[si], acc, off, 100 + 2 * si + acc + (acc == off ? 0 : 1000));
         if (version >= 2 && matmul_fallback_warned) printf("  note: cuBLASLt fell back to the tiled kernel for some shape\n");
         if (!ladder_quick()) {
             bench_version(version, 8192, 2048, 8192);

@@ -5,8 +5,9 @@
 //
 // Environment:
 //   EMU_SCHEDULE=fwd|rev   thread and block order (default fwd)
-//   EMU_LT_MODE=0|1        cuBLASLt shim: 0 = no algorithm (llmc takes its fallback kernel),
-//                          1 = the model of the documented contract (see include/cublasLt.h)
+//   EMU_LT_MODE=0|1|2      cuBLASLt shim: 0 = no algorithm (llmc takes its fallback kernel),
+//                          1 = the model of the documented contract (see include/cublasLt.h),
+//                          2 = the model with the H200's in-place rounding (the same file)
 // At exit (normal or through FAIL()) it prints to stdout
 //   EMU_REPORT launches=N d2h_bytes=N d2h_hash=H covered=k1,k2,...
 // and on an emulator error (a deadlock, a divergent barrier, a bad wmma argument...)

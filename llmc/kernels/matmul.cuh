@@ -48,11 +48,22 @@ Split-K: the heuristic may split the inner dimension of a product whose output h
 few tiles to fill the GPU (the small outputs of the tests; at llama3-1B the [512 x 2048]
 k and v weight gradients). Only the scheme that sums the parts in fp32 in the workspace
 is allowed (CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE), so that every product is rounded to
-bf16 once. The H200 run of 2026-11-26 shows why: with every scheme allowed, the
-accumulating products of the dev/cuda ladder (dW += ..., the residual in place) at
-64x96 and 130x192 came back up to 15x the one-rounding tolerance off (the "in place"
-scheme adds the parts up in bf16). The fix has not run on a GPU yet: the ladder's v2/v3
-checks are its test. The profile prints each shape's algorithm (matmul_algo_line).
+bf16 once (the "in place" scheme adds the parts up in D's type). The profile prints each
+shape's algorithm (matmul_algo_line).
+
+In-place accumulation on the H200 (C = D, beta = 1: dW, forward/backward-input with
+accumulate, the residual in place): the dev/cuda ladder's failed checks at 64x96 and
+130x192, where all four pointers and lda/ldb/ldd are 16-byte aligned, are reproduced bit
+for bit (bad count, first bad element, max abs/rel, worst err/tol, both runs) by
+D = round(C + round(A B)), the product rounded to bf16 before C is added, and by nothing
+else tried (split-K parts summed in bf16, a k-range lost or doubled, C lost). A separate C
+(the residual into another buffer) passed at the same shapes with one rounding, and the
+split-K restriction above left the numbers unchanged. The extra rounding is at most half
+a bf16 step of |A B| (it shows only where C + A B cancels), the error of a bf16 product
+added to C in bf16, but not the one-rounding product this file promises. The emulator's
+cuBLASLt model reproduces it (EMU_LT_MODE=2); the ladder diagnoses each such failure on
+the GPU (its algorithm, every candidate with C = D against a separate C, split-K
+forbidden, lower alignment preferences), which says which choice of algorithm avoids it.
 
 The handle and the 32 MiB workspace are created once by matmul_setup() (reference
 counted, so paired setup/teardown calls may nest) and freed by matmul_teardown().
@@ -193,8 +204,9 @@ static inline uint32_t matmul_alignment(const void* p) {
 // The descriptors of one problem and the heuristic's first `want` algorithms, best first
 // (cuBLASLt's order). Returns how many it found (0: nothing to destroy, the descriptors are
 // already gone); the caller destroys the descriptors otherwise. The cache keeps the first;
-// dev/cuda/matmul.cu times them all.
-static inline int matmul_lt_candidates(MatmulAlgoEntry* e, cublasLtMatmulHeuristicResult_t* heur, int want) {
+// dev/cuda/matmul.cu times them all. reductions: the split-K reduction schemes allowed.
+static inline int matmul_lt_candidates(MatmulAlgoEntry* e, cublasLtMatmulHeuristicResult_t* heur, int want,
+                                       uint32_t reductions = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE) {
     const MatmulAlgoKey& kk = e->key;
     cublasLtMatmulPreference_t pref;
     cublasOperation_t ta = kk.transa ? CUBLAS_OP_T : CUBLAS_OP_N, tb = kk.transb ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -213,10 +225,8 @@ static inline int matmul_lt_candidates(MatmulAlgoEntry* e, cublasLtMatmulHeurist
     cublasLtCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_c, sizeof(al_c)));
     cublasLtCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &kk.al_d, sizeof(kk.al_d)));
     // split-K only with its parts summed in fp32 in the workspace (one rounding at the end):
-    // the "in place" scheme adds the parts up in D's type, and on the H200 the dev/cuda
-    // ladder's accumulating products (dW, the residual in place) came back several bf16
-    // steps off wherever the heuristic chose it (small outputs, 1 tile on 132 SMs)
-    uint32_t reductions = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+    // the "in place" scheme adds the parts up in D's type. A mask of 0 (NONE) forbids
+    // split-K, which the dev/cuda ladder's diagnosis uses.
     cublasLtCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &reductions, sizeof(reductions)));
     int found = 0;
     // CUBLAS_STATUS_NOT_SUPPORTED here means "no algorithm": treated like found == 0
@@ -300,13 +310,21 @@ static inline int matmul_algo_line(int i, char* buf, size_t n) {
     return 1;
 }
 
-// Column-major D (m x n, ld ldd) = op(A) op(B) [+ C], with op(A) m x k and op(B) k x n.
-// A is stored (transa ? k x m : m x k) with ld lda; B is stored (transb ? n x k : k x n)
-// with ld ldb; C (NULL: beta = 0) has D's layout and may be D. Returns 0 if cuBLASLt has
-// no algorithm for it (the caller falls back).
-static inline int matmul_cublaslt(floatX* d, const floatX* c, const floatX* a, const floatX* b, int m, int n, int k,
-                                  int transa, int transb, int64_t lda, int64_t ldb, int64_t ldd, stream_t s) {
-    if (!matmul_handle) FAIL("matmul: matmul_setup() was not called before the first matmul");
+// The last product handed to cuBLASLt, as handed (C is D when beta = 0): the dev/cuda
+// ladder diagnoses a wrong result from what was called, not from its own idea of the call.
+struct MatmulLtCall {
+    MatmulAlgoKey key;
+    cublasLtMatmulAlgo_t algo;
+    const void *a, *b, *c;
+    void* d;
+    float alpha, beta;
+    unsigned long long seq;  // products so far
+};
+static MatmulLtCall matmul_last_lt_call;
+
+// The cache key of one product (arguments as matmul_cublaslt takes them).
+static inline MatmulAlgoKey matmul_algo_key(const void* d, const void* c, const void* a, const void* b, int m, int n, int k,
+                                            int transa, int transb, int64_t lda, int64_t ldb, int64_t ldd) {
     MatmulAlgoKey key;
     memset(&key, 0, sizeof key);  // padding too: keys are compared with memcmp
     key.m = m; key.n = n; key.k = k; key.transa = transa; key.transb = transb;
@@ -314,9 +332,25 @@ static inline int matmul_cublaslt(floatX* d, const floatX* c, const floatX* a, c
     key.lda = lda; key.ldb = ldb; key.ldd = ldd;
     key.al_a = matmul_alignment(a); key.al_b = matmul_alignment(b); key.al_d = matmul_alignment(d);
     key.al_c = key.c_mode == 2 ? matmul_alignment(c) : 0;
-    MatmulAlgoEntry* e = NULL;
+    return key;
+}
+
+// The cached entry of a key, or NULL.
+static inline MatmulAlgoEntry* matmul_algo_find(const MatmulAlgoKey* key) {
     for (int i = 0; i < matmul_algo_cache_n; i++)
-        if (memcmp(&matmul_algo_cache[i].key, &key, sizeof key) == 0) { e = &matmul_algo_cache[i]; break; }
+        if (memcmp(&matmul_algo_cache[i].key, key, sizeof *key) == 0) return &matmul_algo_cache[i];
+    return NULL;
+}
+
+// Column-major D (m x n, ld ldd) = op(A) op(B) [+ C], with op(A) m x k and op(B) k x n.
+// A is stored (transa ? k x m : m x k) with ld lda; B is stored (transb ? n x k : k x n)
+// with ld ldb; C (NULL: beta = 0) has D's layout and may be D. Returns 0 if cuBLASLt has
+// no algorithm for it (the caller falls back).
+static inline int matmul_cublaslt(floatX* d, const floatX* c, const floatX* a, const floatX* b, int m, int n, int k,
+                                  int transa, int transb, int64_t lda, int64_t ldb, int64_t ldd, stream_t s) {
+    if (!matmul_handle) FAIL("matmul: matmul_setup() was not called before the first matmul");
+    MatmulAlgoKey key = matmul_algo_key(d, c, a, b, m, n, k, transa, transb, lda, ldb, ldd);
+    MatmulAlgoEntry* e = matmul_algo_find(&key);
     MatmulAlgoEntry local;
     int cached = 1;
     if (e) {
@@ -341,6 +375,9 @@ static inline int matmul_cublaslt(floatX* d, const floatX* c, const floatX* a, c
     if (!e->found) return 0;
     e->calls++;
     const float alpha = 1.0f, beta = c ? 1.0f : 0.0f;
+    matmul_last_lt_call.key = key; matmul_last_lt_call.algo = e->algo;
+    matmul_last_lt_call.a = a; matmul_last_lt_call.b = b; matmul_last_lt_call.c = c ? c : d; matmul_last_lt_call.d = d;
+    matmul_last_lt_call.alpha = alpha; matmul_last_lt_call.beta = beta; matmul_last_lt_call.seq++;
     cublasLtCheck(cublasLtMatmul(matmul_handle, e->op, &alpha, a, e->la, b, e->lb, &beta, c ? c : d, e->ld, d, e->ld,
                                  &e->algo, matmul_workspace, MATMUL_WORKSPACE_BYTES, s));
     if (!cached) {

@@ -20,6 +20,14 @@ Shim for host emulation (dev/emu): cuBLASLt is NOT emulated. What this file prov
     (C != D) with the same type, rows and cols, any ld for C (0 broadcasts), and C and D
     not overlapping. It says nothing about cuBLASLt's own algorithms,
     accuracy, speed, or which shapes have an algorithm on a real GPU.
+
+  mode 2: mode 1 plus what cuBLASLt did on the H200 (the dev/cuda matmul ladder's
+    failures): an in-place (C == D) bf16 product with beta != 0 whose four pointers and
+    lda/ldb/ldd are all 16-byte aligned comes back as round(C + round(A B)), the product
+    rounded to bf16 before C is added. This reproduces every failed check of that ladder
+    in the H200 runs bit for bit (count, first bad element, max abs/rel, worst err/tol)
+    and every check that passed there; it shows what the ladder's diagnosis prints for
+    such a failure (EMU_LT_MODE=2 on the ladder).
 */
 #pragma once
 #define EMU_SHIM_CUBLASLT 1
@@ -78,7 +86,7 @@ struct cublasLtMatmulHeuristicResult_t {
 };
 
 namespace emu {
-inline int lt_mode = 0;                        // 0: no algorithm (fallback kernel), 1: the model
+inline int lt_mode = 0;                        // 0: no algorithm (fallback kernel), 1: the model, 2: + the H200's in place
 inline unsigned long long lt_matmul_calls = 0, lt_heuristic_calls = 0;
 inline const uint32_t LT_MAGIC = 0x4c54454du;
 struct LtHandle { uint32_t magic; };
@@ -165,6 +173,7 @@ static inline const char* cublasLtGetStatusString(cublasStatus_t s) {
         default: return "CUBLAS_STATUS_(emulated error)";
     }
 }
+static inline size_t cublasLtGetVersion(void) { return 0; }  // the model: no library version
 static inline cublasStatus_t cublasLtCreate(cublasLtHandle_t* h) { *h = new emu::LtHandle{emu::LT_MAGIC}; return CUBLAS_STATUS_SUCCESS; }
 static inline cublasStatus_t cublasLtDestroy(cublasLtHandle_t h) {
     if (!h || h->magic != emu::LT_MAGIC) return CUBLAS_STATUS_NOT_INITIALIZED;
@@ -316,6 +325,10 @@ static inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDe
     bool bf = la->type == CUDA_R_16BF;
     bool ta = op->transa, tb = op->transb;
     int64_t lda = la->ld, ldb = lb->ld, ldc = lc->ld, ldd = ld->ld;
+    bool al16 = true;  // mode 2: the H200's in-place rounding needs everything 16-byte aligned
+    for (int i = 0; i < 4; i++) al16 = al16 && (uintptr_t)ptr[i] % 16 == 0;
+    for (int64_t l : {lda, ldb, ldd}) al16 = al16 && (l * (int64_t)es) % 16 == 0;
+    const bool round_ab = emu::lt_mode == 2 && bf && C == D && be != 0.0f && al16;
     emu::stream_of(stream)->compute++;
     emu::submit(stream, [=]() {
         auto rd = [bf](const void* base, uint64_t r, uint64_t c, int64_t ldm) -> double {
@@ -331,6 +344,7 @@ static inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDe
                     s += av * bv;
                 }
                 s *= al;
+                if (round_ab) s = (double)(float)__nv_bfloat16((float)s);
                 if (be != 0.0f) s += (double)be * rd(C, i, j, ldc);  // C is not read when beta == 0
                 uint64_t di = i + j * (uint64_t)ldd;
                 if (bf) ((__nv_bfloat16*)D)[di] = __nv_bfloat16(s);
