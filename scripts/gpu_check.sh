@@ -65,7 +65,8 @@
 # step for both sides, the backend that ran, and ours' ratio to each PyTorch row.
 #
 # Output under $OUT (at most 8 files per call; tables are folded into the summary):
-#   gpu_check_callN.log     every step's command and full output, in order
+#   gpu_check_callN.log     every step's command and full output, in order, each ending with
+#                           its SM clock range, median and throttle reasons (nvidia-smi, 4 Hz)
 #   summary_callN.md        checks table, throughput table, profile, gap and sweep tables;
 #                           rewritten after every benchmark row, so a call cut short keeps them
 #   bench_callN.jsonl       one line per benchmark row: name, tok_per_s, peak_mem_bytes, mfu, data
@@ -128,6 +129,13 @@ plan() { local d=${4:-}; d=${d//$'\n'/ }; printf '%s\t%s\t%s\t%s\t%s\n' "$CUR" "
 say() { echo "[gpu_check call $CUR $(( SECONDS - T0 ))s] $*"; [ "$PLAN" = 1 ] || echo "[gpu_check $(( SECONDS - T0 ))s] $*" >> "$LOG"; }
 record() { printf '%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "${4:-}" >> "$STEPS"; }
 
+# one line of a step's clock samples (nvidia-smi: SM MHz, W, the throttle reasons' bit mask)
+clock_line() {
+  sort -t, -k1,1n "$1" | awk -F', *' '{ c[NR] = $1; p += $2; if ($3 != "0x0000000000000000") t[$3]++ }
+    END { if (!NR) exit; printf "clocks: SM %d-%d MHz, median %d over %d samples; power mean %.0f W; throttle reasons", c[1], c[NR], c[int((NR + 1) / 2)], NR, p / NR
+          n = 0; for (k in t) { printf " %s (%d samples)", k, t[k]; n++ } if (!n) printf " none"; printf "\n" }'
+}
+
 # run_step NAME MAX_SECONDS COMMAND...: COMMAND under a limit of MAX_SECONDS (less when the
 # call's budget runs out), its output into the log; returns its status (99: skipped for time)
 run_step() {
@@ -151,8 +159,15 @@ run_step() {
     echo "==== $name: SKIP (time budget spent)" >> "$LOG"
     return 99
   fi
-  local t1=$SECONDS rc=0
+  local t1=$SECONDS rc=0 sampler=""
+  # the SM clock and power through the step: a kernel timed slower inside a trainer's step than
+  # alone in its ladder may only be running at a lower clock (the GEMMs' power draw)
+  if [ "$CPU" != 1 ] && command -v nvidia-smi >/dev/null 2>&1; then
+    nvidia-smi --query-gpu=clocks.sm,power.draw,clocks_throttle_reasons.active --format=csv,noheader,nounits -lms 250 \
+      > "$slog.clocks" 2>/dev/null & sampler=$!
+  fi
   timeout -k 10 "$t" "$@" > "$slog" 2>&1 || rc=$?
+  [ -n "$sampler" ] && { kill "$sampler" 2>/dev/null; wait "$sampler" 2>/dev/null; }
   local dt=$(( SECONDS - t1 )) st=PASS note=""
   if (( rc == 124 || rc == 137 )); then st=TIMEOUT; note="limit ${t}s";
   elif (( rc != 0 )); then st=FAIL; note="exit $rc"; fi
@@ -164,6 +179,7 @@ run_step() {
     else
       cat "$slog"
     fi
+    [ -s "$slog.clocks" ] && clock_line "$slog.clocks"
     echo
   } >> "$LOG"
   record "$name" "$st" "$dt" "$note"
