@@ -523,6 +523,17 @@ call_1() {
   fi
   # the quick correctness steps before the slower benchmarks: the fp32 kernels
   attention_tests fp32
+  # --attention auto on a device: its fastest candidate at hd 64 causal (cudnn where the binaries
+  # have it, else tc2), and tc where --fit-reserve leaves that plan no room (the runner's step down)
+  if [ "$CPU" != 1 ]; then
+    local want=tc2; [ "$CUDNN_BIN" = 1 ] && want=cudnn
+    local a="--model tiny --V $LLAMA_V --D 128 --L 2 --H 2 --KV 1 --F 256 --batch 2 --seq 64 --steps 2 --val-every 0 \
+--sample-every 0 --train-data $SYN_LLAMA --attention auto"
+    run_step attention_auto_on_device 40 bash -c "set -e; $(b train_llama) $a --run-dir $SCRATCH/auto_fits > $SCRATCH/auto_fits.log 2>&1; \
+$(b train_llama) $a --fit-reserve 1000000 --run-dir $SCRATCH/auto_down > $SCRATCH/auto_down.log 2>&1; \
+grep -A2 '^attention:' $SCRATCH/auto_fits.log $SCRATCH/auto_down.log; \
+grep -q '^attention: $want (--attention auto)' $SCRATCH/auto_fits.log; grep -q '^attention: tc (--attention auto)' $SCRATCH/auto_down.log"
+  fi
   # every memory flag on each tensor-core attention, in both trainers, and the optimizer on the host
   if [ "$CPU" != 1 ]; then
     local a atts=(tc tc2); { [ "$PLAN" = 1 ] || [ "$CUDNN_BIN" = 1 ]; } && atts+=(cudnn)
