@@ -300,6 +300,10 @@ if [ "${EMU_TRAINER_RESUME:-1}" != 0 ]; then
   job "train_llama.bf16.auto_fits" "" "$B/bin/train_llama.bf16" "${TA[@]}" --run-dir "$B/out/run_llama.bf16.auto_fits"
   job "train_llama.bf16.auto_steps_down" "" "$B/bin/train_llama.bf16" "${TA[@]}" --fit-reserve 81919.9 \
     --run-dir "$B/out/run_llama.bf16.auto_steps_down"
+  # the same on 2 ranks (--comm mpi): the ranks agree on one kernel through a host all-reduce
+  [ ${#MPIFLAGS[@]} -gt 0 ] && job_full "train_llama.bf16.mpi2_auto_steps_down" "$OMPI_TMP" "${MPIRUN[@]}" \
+    "$B/bin/train_llama.bf16" "${TA[@]}" --total-batch 64 --comm mpi --fit-reserve 81919.9 \
+    --run-dir "$B/out/run_llama.bf16.mpi2_auto_steps_down"
 fi
 
 # 2b. test_dit and train_dit (dev/emu/ref/dit_deep_l5.dref: L=5, so that offload reuses its slots)
@@ -516,14 +520,14 @@ if [ "${EMU_TRAINER_RESUME:-1}" != 0 ]; then
       done
       F="$B/out/$run.$p.full"
       if [ $prog = train_llama ] && [ $p = bf16 ]; then
-        for n in auto_fits auto_steps_down; do
+        for n in auto_fits auto_steps_down mpi2_auto_steps_down; do
           o="$B/out/$prog.$p.$n.out"; [ -e "$o" ] || continue
-          want="^attention: tc2 \(--attention auto\)"; [ $n = auto_steps_down ] && want="^attention: tc \(--attention auto\)"
+          want="^attention: tc2 \(--attention auto\)"; [ $n != auto_fits ] && want="^attention: tc \(--attention auto\)"
           prob=$(emu_problem "$o"); rc=$(cat "$B/out/$prog.$p.$n.rc")
           if [ -n "$prob" ]; then fail "trainer.$prog.$p.$n" "$prob"
           elif [ "$rc" != 0 ]; then fail "trainer.$prog.$p.$n" "exit $rc: $(grep -m1 -E '^(error|FAIL)' "$o")"
           elif ! grep -qE "$want" "$o"; then fail "trainer.$prog.$p.$n" "no line matching '$want': $(grep -m1 '^attention:' "$o")"
-          elif [ $n = auto_steps_down ] && ! grep -q "tc2's plan .* does not fit this device" "$o"; then
+          elif [ $n != auto_fits ] && ! grep -q "tc2's plan .* does not fit this device" "$o"; then
             fail "trainer.$prog.$p.$n" "the step down is not explained in the log"
           else pass "trainer.$prog.$p.$n[$(grep -m1 '^attention:' "$o"); $(grep -cE "^step +[0-9]+/[0-9]+ " "$o") steps]"; fi
         done

@@ -207,20 +207,24 @@ static inline void runner_attention_auto(const ModelOps* ops, void* t, RunArgs* 
     if (a->fit.reserve_mib >= 0) cm.reserve = a->fit.reserve_mib * 1048576.0;
     RunnerFit ctx = {ops, t, comm, -1};
     FitFlags f = {a->B, a->mem, a->par.zero, a->par.offload_optim};
-    double plan = 0.0;
+    double fastest_plan = -1.0;
     while (attention_auto_fallbacks() > 0) {
-        plan = runner_fit_cost(&ctx, &f, &cm).bytes;
+        double plan = runner_fit_cost(&ctx, &f, &cm).bytes;
+        if (fastest_plan < 0) fastest_plan = plan;
         if (plan >= 0 && plan + cm.reserve <= (double)total_b && plan <= (double)free_b) break;
         attention_auto_step_down();
     }
-    double at = g_attention_auto_at;
+    const int mine = g_attention_auto_at;
+    double at = mine;
     comm_host_all_reduce(comm, GROUP_WORLD, &at, 1, COMM_MAX);
     while (g_attention_auto_at < (int)at) attention_auto_step_down();
-    if (g_attention_impl != fastest)
-        snprintf(why, n, "%s's plan (%.0f MiB, + %.0f MiB reserve) does not fit this device (%.0f MiB, %.0f free)%s: "
-                 "auto takes %s\n", attention_impl_name(fastest), plan / 1048576.0, cm.reserve / 1048576.0,
-                 total_b / 1048576.0, free_b / 1048576.0, (int)at > 0 && plan >= 0 ? "" : " on some rank",
-                 attention_impl_name(g_attention_impl));
+    if (mine > 0)
+        snprintf(why, n, "%s's plan (%.0f MiB, + %.0f MiB reserve) does not fit this device (%.0f MiB, %.0f free): "
+                 "auto takes %s\n", attention_impl_name(fastest), fastest_plan / 1048576.0, cm.reserve / 1048576.0,
+                 total_b / 1048576.0, free_b / 1048576.0, attention_impl_name(g_attention_impl));
+    else if (g_attention_impl != fastest)
+        snprintf(why, n, "another rank's device cannot hold its plan with %s: auto takes %s on every rank\n",
+                 attention_impl_name(fastest), attention_impl_name(g_attention_impl));
 #else
     (void)ops; (void)t; (void)comm;
 #endif
