@@ -247,20 +247,24 @@ __global__ void __launch_bounds__(CE_THREADS, 1) crossentropy_v6_kernel(float* l
     ce6_row<CE6_R>(losses, logits, targets, V, dloss, write_dlogits, ce6_rest, sm, ss);
 }
 
-// the llmc kernel (version 3) for rows that are not whole aligned chunks or that exceed
-// the on-chip capacity of CE6_R + CE6_S rounds
+// the llmc kernel (version 3) for rows that are not whole aligned chunks, that exceed the
+// on-chip capacity of CE6_R + CE6_S rounds, or whose shared-memory rounds exceed what the
+// device lets a block have (H100/H200: 227 KB, enough for CE6_S = 16 rounds: 128 KB)
 static void crossentropy_v6(float* losses, floatX* logits, const int* targets, int N, int V, float dloss, int wd) {
-    int nch = V / CE_VEC, rounds = (nch + CE_THREADS - 1) / CE_THREADS;
-    if (N <= 0 || V <= 0 || V % CE_VEC != 0 || ((uintptr_t)logits & 15) != 0 || rounds > CE6_R + CE6_S) {
+    int nch = V / CE_VEC, rounds = (nch + CE_THREADS - 1) / CE_THREADS, dev = 0, optin = 0;
+    cudaCheck(cudaGetDevice(&dev));
+    cudaCheck(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+    int smem_rounds = rounds > CE6_R ? rounds - CE6_R : 0;
+    if (N <= 0 || V <= 0 || V % CE_VEC != 0 || ((uintptr_t)logits & 15) != 0 || rounds > CE6_R + CE6_S ||
+        (size_t)smem_rounds * CE_THREADS * sizeof(Ce6Chunk) + 2 * 32 * sizeof(float) > (size_t)optin) {  // + sm, ss
         crossentropy_forward_backward(losses, logits, targets, N, V, dloss, wd, 0);
         return;
     }
     if (rounds <= CE6_R_SMALL) {
         crossentropy_v6_small_kernel<<<N, CE_THREADS>>>(losses, logits, targets, V, dloss, wd);
     } else {
-        size_t smem = (size_t)(rounds > CE6_R ? rounds - CE6_R : 0) * CE_THREADS * sizeof(Ce6Chunk);
-        cudaCheck(cudaFuncSetAttribute(crossentropy_v6_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       CE6_S * CE_THREADS * (int)sizeof(Ce6Chunk)));
+        size_t smem = (size_t)smem_rounds * CE_THREADS * sizeof(Ce6Chunk);
+        cudaCheck(cudaFuncSetAttribute(crossentropy_v6_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
         crossentropy_v6_kernel<<<N, CE_THREADS, smem>>>(losses, logits, targets, V, dloss, wd);
     }
     cudaCheck(cudaGetLastError());
