@@ -124,18 +124,8 @@ static void dit_param_specs(const DitConfig* c, ParamSpec s[NUM_DIT_TENSORS]) {
     memcpy(s, table, sizeof(table));
 }
 
-// what one rank of a TP group holds: its heads (whole heads: tp divides H) and its FFN hidden units (parts differ
-// by at most one); FFmax is the largest rank's, so every rank cuts its FFN into as many chunks (collectives pair up)
-typedef struct { int Hl, FFl, FFmax; } DitShard;
-
-static DitShard dit_shard(const DitConfig* c, int tp, int rank) {
-    if (c->H % tp != 0) FAIL("--tp %d must divide the number of heads H=%d (each rank holds whole heads)", tp, c->H);
-    if (c->FF < tp) FAIL("--tp %d exceeds the FFN hidden size FF=%d", tp, c->FF);
-    size_t f0, n;
-    split_part((size_t)c->FF, tp, rank, &f0, &n);
-    DitShard s = {c->H / tp, (int)n, (int)ceil_div(c->FF, tp)};
-    return s;
-}
+// what one rank of a TP group holds: its heads and its FFN hidden units (llmc/parallel/param_layout.h)
+static TpShard dit_shard(const DitConfig* c, int tp, int rank) { return tp_shard(c->H, 0, c->FF, "FF", tp, rank); }
 
 // ----------------------------------------------------------------------------
 // activations: what one block keeps for backward, field by field (docs/memory.md 9).
@@ -175,13 +165,13 @@ enum {
 // (of all BN rows); under sequence parallelism the residual stream's fields (h, hmid, the
 // LayerNorm statistics, a1, a2, y1, y2) of its BN/tp own rows, a1 and a2 views of their
 // gathered copies when those are kept.
-static size_t dit_act_field_bytes(const DitConfig* c, const DitShard* t, const TpContext* tpc, int B, size_t N, int field) {
+static size_t dit_act_field_bytes(const DitConfig* c, const TpShard* t, const TpContext* tpc, int B, size_t N, int field) {
     size_t BN = (size_t)B * N, Dl = (size_t)t->Hl * (c->D / c->H), own = tpc->sp ? BN / tpc->tp : BN;
     switch (field) {
         case A_MEAN1: case A_RSTD1: case A_MEAN2: case A_RSTD2: return own * sizeof(float);
         case A_QRSTD: case A_KRSTD: case A_LSE: return BN * t->Hl * sizeof(float);
         case A_QP: case A_KP: case A_Q: case A_K: case A_V: case A_O: return BN * Dl * sizeof(floatX);
-        case A_U: case A_G: return BN * t->FFl * sizeof(floatX);
+        case A_U: case A_G: return BN * t->Fl * sizeof(floatX);
         case A_A1: case A_A2: return tpc->keep_gathered ? 0 : own * c->D * sizeof(floatX);
         case A_A1G: case A_A2G: return tpc->keep_gathered ? BN * c->D * sizeof(floatX) : 0;
         default: return own * c->D * sizeof(floatX);  // h, y1, hmid, y2
@@ -200,7 +190,7 @@ static ActHome dit_act_home(const MemoryFlags* f, int sp, int field) {
     return f->recompute >= 1 && recomputed ? ACT_IN_WORK : ACT_SAVED;
 }
 
-static ActPlan dit_act_plan(const DitConfig* c, const DitShard* t, const TpContext* tpc, int B, size_t N, const MemoryFlags* fl) {
+static ActPlan dit_act_plan(const DitConfig* c, const TpShard* t, const TpContext* tpc, int B, size_t N, const MemoryFlags* fl) {
     ActPlan p = {NUM_DIT_ACTS, DIT_ACT_NAMES, {0}, {}, 0, 0};
     for (int i = 0; i < NUM_DIT_ACTS; i++) { p.bytes[i] = dit_act_field_bytes(c, t, tpc, B, N, i); p.home[i] = dit_act_home(fl, tpc->sp, i); }
     return act_plan_finish(p);
@@ -213,7 +203,7 @@ typedef enum { MODE_TRAIN, MODE_EVAL, MODE_SAMPLE } RunMode;
 // ranks, plan, parameter store, activations, the TP and CP contexts, the loss), then its own
 struct Dit : ModelCore {
     DitConfig cfg;
-    DitShard sh;                  // this rank's heads and FFN units (all of them at tp 1)
+    TpShard sh;                   // this rank's heads and FFN units (all of them at tp 1)
     AdaLN adaln;                  // adaLN on this rank's rows (llmc/parallel/adaln_op.h)
     int B, N, P;                  // planned batch (clips per rank), tokens per clip on this rank, patch size
     int Nt;                       // tokens per clip (N = Nt / cp)
@@ -278,7 +268,7 @@ static void dit_build(Dit* m, const DitConfig* cfg, const MemoryFlags* flags, co
              "equal blocks: choose a batch (or clip) whose tokens --tp divides, or --tp-mode allreduce",
              (size_t)B * m->N, B, m->N, tp);
     if (flags->recompute < 0 || flags->recompute > 2) FAIL("--recompute must be 0, 1 or 2 (got %d)", flags->recompute);
-    m->fc = ffn_chunks_plan(flags, B, m->N, m->sh.FFl, m->sh.FFmax, tp, "a clip");
+    m->fc = ffn_chunks_plan(flags, B, m->N, m->sh.Fl, m->sh.Fmax, tp, "a clip");
     int n_offload = offload_resolve(flags->offload_act, c->L);
     size_t BN = (size_t)B * m->N, D = c->D, hd = c->D / c->H, P = m->P, Hl = m->sh.Hl, Dl = Hl * hd;
     size_t own = tp_own_rows(&m->tpc, (int)BN);  // this rank's rows of the residual stream
@@ -342,7 +332,7 @@ static void dit_build(Dit* m, const DitConfig* cfg, const MemoryFlags* flags, co
                   {"grad norm", sizeof(float), &m->norm_scratch});
     attention_plan_scratch(&m->att, d, B, m->N);
     // the column sums' partials: biases over up to all BN rows of D, Dl, FFl or P columns
-    size_t wide = D > Dl ? D : Dl, wide2 = (size_t)m->sh.FFl > P ? (size_t)m->sh.FFl : P;
+    size_t wide = D > Dl ? D : Dl, wide2 = (size_t)m->sh.Fl > P ? (size_t)m->sh.Fl : P;
     tp_colsum_plan(&m->tpc, d, BN, wide > wide2 ? wide : wide2, B, m->N, (int)D);
 
     if (!allocate) return;
@@ -498,7 +488,7 @@ static void ffn_chunk_forward(Dit* m, int l, const ColumnLinear* a2, FfnChunk ch
                               int r0, int first) {
     ffn_chunk_hidden(m, l, a2, ch, u, g);
     PROF(&m->prof, "ffn fc2 matmul fwd", gemm_flops(ch.nr, m->cfg.D, ch.nf), 0, m->stream)
-        row_gemm(y2, g, core_w(m, W_FC2, l) + ch.f0, ch.f0 == 0 ? core_w(m, B_FC2, l) : NULL, r0, ch.nr, ch.nf, m->sh.FFl,
+        row_gemm(y2, g, core_w(m, W_FC2, l) + ch.f0, ch.f0 == 0 ? core_w(m, B_FC2, l) : NULL, r0, ch.nr, ch.nf, m->sh.Fl,
                  first);
 }
 
@@ -551,7 +541,7 @@ static void ffn_forward(Dit* m, int l, DitActs a, int B, floatX* out) {
 // gradient; the other layouts read the kept y2.
 static ColumnLinear ffn_backward(Dit* m, int l, DitActs a, int B) {
     const DitConfig* c = &m->cfg;
-    int D = c->D, FFl = m->sh.FFl, nr = own_rows(m, B);
+    int D = c->D, FFl = m->sh.Fl, nr = own_rows(m, B);
     stream_t s = m->stream;
     floatX* gate = ada_part(m, m->ada + (size_t)l * B * 6 * D, 5);
     floatX* dgate = ada_part(m, m->dada, 5);
@@ -640,7 +630,7 @@ static void layer_backward(Dit* m, int l, int B) {
             qk_norm_rope(m, l, W_KNORM, ACT(a, A_K), m->qk_rstd_scratch, ACT(a, A_KP), B);
         }
         if (m->flags.ffn_chunks == 1)
-            PROF(P, "gelu fwd", 0, 2.0 * BN * m->sh.FFl * SX, s) gelu_tanh_forward(ACT(a, A_G), ACT(a, A_U), (size_t)BN * m->sh.FFl, s);
+            PROF(P, "gelu fwd", 0, 2.0 * BN * m->sh.Fl * SX, s) gelu_tanh_forward(ACT(a, A_G), ACT(a, A_U), (size_t)BN * m->sh.Fl, s);
     }
     adaln_grads_begin(&m->adaln, m->dada, (size_t)B * 6 * D);
 
@@ -1089,7 +1079,7 @@ static void print_config(void* t, Logger* lg) {
     logf_(lg, "parallel: world %d = dp %d x %s%stp %d (--tp-mode %s --tp-recompute-allgather %d: %d heads, %d FFN units, %d of "
           "%d tokens per micro-batch on this rank) | --zero %d --offload-optim %d | --fp32-grad-accum %d | comm %s, timeout %g s\n",
           m->comm->size, m->comm->dp, pp, cp, m->comm->tp, TP_MODE_NAMES[a->run.par.tp_mode], a->run.par.tp_regather, m->sh.Hl,
-          m->sh.FFl, own_rows(m, m->B), m->B * m->Nt, m->par.zero, m->par.offload_optim, m->par.grad_fp32,
+          m->sh.Fl, own_rows(m, m->B), m->B * m->Nt, m->par.zero, m->par.offload_optim, m->par.grad_fp32,
           comm_backend_name(m->comm), a->run.par.comm_timeout);
     log_memory_flags(lg, &m->flags, m->off.layers_offloaded, "blocks", 0, NULL);
 }
@@ -1160,7 +1150,7 @@ static void plan_only_lines(void* t, Logger* lg) {
 static double dit_fit_cost_seconds(const Dit* m, const CostModel* cm) {
     const DitConfig* c = &m->cfg;
     const MemoryFlags* f = &m->flags;
-    double BN = (double)m->B * m->N, D = c->D, hd = (double)c->D / c->H, Dl = m->sh.Hl * hd, FFl = m->sh.FFl;
+    double BN = (double)m->B * m->N, D = c->D, hd = (double)c->D / c->H, Dl = m->sh.Hl * hd, FFl = m->sh.Fl;
     double sx = sizeof(floatX), L = c->L;
     double attn_fwd = 2.0 * BN * 4.0 * Dl * D + 4.0 * m->B * m->sh.Hl * (double)m->N * m->N * hd;  // qkv, proj, attention
     double ffn_fwd = 2.0 * 2.0 * BN * D * FFl;                                                  // fc1 and fc2
@@ -1180,8 +1170,8 @@ static FitCost plan_cost(void* t, Comm* comm, const FitFlags* ff, const CostMode
     int B = ff->B;
     const MemoryFlags* f = &ff->mem;
     FitCost c = {-1.0, 0.0, 0.0, 0, 0.0, 0.0};
-    DitShard sh = dit_shard(&a->cfg, comm->tp, comm->tp_rank);
-    if (f->ffn_chunks > (f->ffn_chunk_seq ? dit_tokens(&a->cfg) : sh.FFl)) return c;
+    TpShard sh = dit_shard(&a->cfg, comm->tp, comm->tp_rank);
+    if (f->ffn_chunks > (f->ffn_chunk_seq ? dit_tokens(&a->cfg) : sh.Fl)) return c;
     int dp = comm->dp, micro = a->run.total_batch ? a->run.total_batch / (B * dp) : 1;
     ParallelFlags par = parallel_flags_resolve(&a->run.par, 0, micro);
     par.zero = ff->zero;

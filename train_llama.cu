@@ -90,19 +90,7 @@ enum { P_EMB, P_ATTN_NORM, P_WQ, P_WK, P_WV, P_WO, P_FFN_NORM, P_W1, P_W2, P_W3,
 // and w2 (the matching columns). Norm weights are replicated. With --shard-vocab 1 the
 // embedding and the output projection are split over the vocabulary (llmc/parallel/param_layout.h).
 
-typedef struct { int Hl, KVl, Fl; } LlamaShard;  // this rank's query heads, kv heads, FFN hidden units
-
-static LlamaShard llama_shard(const LlamaConfig* c, int tp, int r) {
-    if (tp < 1) FAIL("--tp must be >= 1 (got %d)", tp);
-    if (c->H % tp != 0 || c->KV % tp != 0)
-        FAIL("--tp %d must divide the number of heads H=%d and of kv heads KV=%d (each rank holds whole GQA groups)",
-             tp, c->H, c->KV);
-    if (c->F < tp) FAIL("--tp %d exceeds the FFN hidden size F=%d", tp, c->F);
-    size_t f0, Fl;
-    split_part((size_t)c->F, tp, r, &f0, &Fl);
-    LlamaShard t = {c->H / tp, c->KV / tp, (int)Fl};
-    return t;
-}
+static TpShard llama_shard(const LlamaConfig* c, int tp, int r) { return tp_shard(c->H, c->KV, c->F, "F", tp, r); }
 
 // The tensor table: shapes, TP splits (heads cut in whole heads of hd rows or columns),
 // weight decay on the 2-D tensors only. Its order is the reference layout's.
@@ -155,7 +143,7 @@ enum {
 [[maybe_unused]] static const char* ACT_NAMES[NUM_ACT_FIELDS] = {"x", "rstd1", "xn1", "q", "k", "v", "att", "lse",
                                                 "xmid", "rstd2", "xn2", "h1", "h3", "g", "xn1 gathered", "xn2 gathered"};
 
-static size_t act_field_bytes(const LlamaConfig* c, const LlamaShard* t, const TpContext* tpc, int B, int T, int field) {
+static size_t act_field_bytes(const LlamaConfig* c, const TpShard* t, const TpContext* tpc, int B, int T, int field) {
     size_t BT = (size_t)B * T, hd = c->D / c->H, rows = tp_own_rows(tpc, (int)BT);
     switch (field) {
         case A_X: case A_XMID: return rows * c->D * sizeof(floatX);
@@ -179,7 +167,7 @@ static ActHome act_field_home(const MemoryFlags* f, int field) {
     return ACT_SAVED;
 }
 
-static ActPlan act_plan(const LlamaConfig* c, const LlamaShard* t, const TpContext* tpc, int B, int T, const MemoryFlags* fl) {
+static ActPlan act_plan(const LlamaConfig* c, const TpShard* t, const TpContext* tpc, int B, int T, const MemoryFlags* fl) {
     ActPlan p = {NUM_ACT_FIELDS, ACT_NAMES, {0}, {}, 0, 0};
     for (int i = 0; i < NUM_ACT_FIELDS; i++) { p.bytes[i] = act_field_bytes(c, t, tpc, B, T, i); p.home[i] = act_field_home(fl, i); }
     return act_plan_finish(p);
@@ -194,7 +182,7 @@ typedef enum { MODE_TRAIN, MODE_EVAL, MODE_FEATURES } RunMode;  // features: eva
 
 struct Llama : ModelCore {
     LlamaConfig cfg;
-    LlamaShard sh;                    // this rank's share of the heads and hidden units
+    TpShard sh;                       // this rank's share of the heads and hidden units
     int B, T;                         // the largest batch any call will use (buffers are sized for it); T: a sample's tokens
     int Tl;                           // the tokens of a sample this rank holds: T / cp
     floatX* p[NUM_PARAM_TENSORS];     // whole-model tensors (norm; embedding and output unless sharded)
@@ -248,7 +236,7 @@ static void llama_build(Llama* m, const LlamaConfig* cfg, const MemoryFlags* fla
     int tp = comm->tp;
     m->sh = llama_shard(c, tp, comm->tp_rank);
     tp_context_init(&m->tpc, comm, par, flags->recompute, (size_t)c->D);
-    const LlamaShard* sh = &m->sh;
+    const TpShard* sh = &m->sh;
     // context parallelism: every buffer below that grows with the tokens holds this rank's Tl of each sample
     attention_setup(&m->att, &m->cpx, comm, 1, B, T, sh->Hl, sh->KVl, c->D / c->H);
     m->Tl = attention_local_tokens(&m->att, T);
