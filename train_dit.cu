@@ -1155,14 +1155,11 @@ static double dit_fit_cost_seconds(const Dit* m, const CostModel* cm) {
     double attn_fwd = 2.0 * BN * 4.0 * Dl * D + 4.0 * m->B * m->sh.Hl * (double)m->N * m->N * hd;  // qkv, proj, attention
     double ffn_fwd = 2.0 * 2.0 * BN * D * FFl;                                                  // fc1 and fc2
     int K = f->ffn_chunks;
-    double flops = 0.0, bytes = 0.0, launches = 0.0;
-    if (f->recompute >= 2) flops += L * attn_fwd;
-    if (f->recompute >= 2 || K > 1) flops += L * ffn_fwd;
-    if (f->recompute >= 1) bytes += L * (2.0 * 2.0 * BN * D + 4.0 * BN * Dl) * sx;  // two modulated norms, q and k
-    if (f->recompute >= 1 || K > 1) bytes += L * 2.0 * BN * FFl * sx;                 // GELU: read u, write g
-    launches += L * (K - 1) * 12.0 + (K > 1 ? L * K * 5.0 : 0.0);  // per extra chunk; the chunk recompute
-    double exposed = fit_offload_seconds(m->off.layers_offloaded, m->acts.block_bytes, attn_fwd + ffn_fwd, cm, &launches);
-    return flops / cm->flops + bytes / cm->mem_bw + launches * cm->launch_s + exposed;
+    FitRecompute w = {attn_fwd, ffn_fwd, (2.0 * 2.0 * BN * D + 4.0 * BN * Dl) * sx,  // two modulated norms, q and k
+                      2.0 * BN * FFl * sx,                                        // GELU: read u, write g
+                      L * (K - 1) * 12.0 + (K > 1 ? L * K * 5.0 : 0.0),           // per extra chunk; the chunk recompute
+                      attn_fwd + ffn_fwd};
+    return fit_recompute_seconds(&w, f, (int)L, m->off.layers_offloaded, m->acts.block_bytes, cm);
 }
 
 static FitCost plan_cost(void* t, Comm* comm, const FitFlags* ff, const CostModel* cm) {
@@ -1173,9 +1170,7 @@ static FitCost plan_cost(void* t, Comm* comm, const FitFlags* ff, const CostMode
     TpShard sh = dit_shard(&a->cfg, comm->tp, comm->tp_rank);
     if (f->ffn_chunks > (f->ffn_chunk_seq ? dit_tokens(&a->cfg) : sh.Fl)) return c;
     int dp = comm->dp, micro = a->run.total_batch ? a->run.total_batch / (B * dp) : 1;
-    ParallelFlags par = parallel_flags_resolve(&a->run.par, 0, micro);
-    par.zero = ff->zero;
-    par.offload_optim = ff->offload_optim;
+    ParallelFlags par = fit_parallel_flags(&a->run.par, 0, micro, ff);
     if (comm->tp > 1 && par.tp_sp && ((size_t)B * dit_tokens(&a->cfg)) % comm->tp) return c;  // rows do not split
     Dit m;
     dit_build(&m, &a->cfg, f, &par, comm, B, 0);

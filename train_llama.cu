@@ -945,35 +945,30 @@ static double fit_cost_seconds(const LlamaConfig* c, int B, int T, const MemoryF
     double BT = (double)B * T, D = c->D, F = c->F, hd = (double)c->D / c->H, qd = c->H * hd, kvd = c->KV * hd;
     double sx = sizeof(floatX), L = c->L;
     double attn_fwd = 2.0 * BT * (D * qd + 2.0 * D * kvd + qd * D) + 2.0 * BT * T * qd;  // GEMMs + causal attention
-    double ffn_hidden = 2.0 * BT * D * F * 2.0;                                             // w1 and w3
-    double layer_fwd = attn_fwd + ffn_hidden + 2.0 * BT * F * D;                            // + w2
+    double ffn_hidden = 2.0 * BT * D * F * 2.0;                                             // w1 and w3 (recomputed)
     int K = f->ffn_chunks;
-    double flops = 0.0, bytes = 0.0, launches = 0.0;
-    if (f->recompute >= 2) flops += L * attn_fwd;
-    if (f->recompute >= 2 || K > 1) flops += L * ffn_hidden;
-    if (f->recompute >= 1) bytes += L * 4.0 * BT * D * sx;   // the two norms: read x, write xn
-    if (f->recompute >= 1 || K > 1) bytes += L * 3.0 * BT * F * sx;  // SwiGLU: read h1, h3, write g
-    launches += L * (K - 1) * 13.0;              // per extra FFN chunk: 4 forward, 9 backward launches
+    double launches = L * (K - 1) * 13.0;        // per extra FFN chunk: 4 forward, 9 backward launches
     if (K > 1) launches += L * K * 3.0;          // the chunk recompute: two GEMMs and SwiGLU
     launches += (f->ce_chunks - 1) * 4.0;        // per extra CE chunk: GEMM, CE, two backward GEMMs
-    double exposed = fit_offload_seconds(n_offload, act_block_bytes, layer_fwd, cm, &launches);
-    return flops / cm->flops + bytes / cm->mem_bw + launches * cm->launch_s + exposed;
+    FitRecompute w = {attn_fwd, ffn_hidden,
+                      4.0 * BT * D * sx,         // the two norms: read x, write xn
+                      3.0 * BT * F * sx,         // SwiGLU: read h1, h3, write g
+                      launches, attn_fwd + ffn_hidden + 2.0 * BT * F * D};  // a layer's forward: + w2
+    return fit_recompute_seconds(&w, f, (int)L, n_offload, act_block_bytes, cm);
 }
 
 static FitCost plan_cost(void* t, Comm* comm, const FitFlags* ff, const CostModel* cm) {
     const TrainArgs* a = &((Trainer*)t)->a;
     int T = a->T, dp = comm->dp, B = ff->B;
     const MemoryFlags* f = &ff->mem;
-    ParallelFlags pf = parallel_flags_resolve(&a->run.par, a->run.shard_vocab,
-                                              a->run.total_batch ? (int)(a->run.total_batch / ((long long)B * T * dp)) : 1);
-    pf.zero = ff->zero;
-    pf.offload_optim = ff->offload_optim;
+    int micro = a->run.total_batch ? (int)(a->run.total_batch / ((long long)B * T * dp)) : 1;
+    ParallelFlags pf = fit_parallel_flags(&a->run.par, a->run.shard_vocab, micro, ff);
     long long BT = (long long)B * T;
     FitCost c = {-1.0, 0.0, 0.0, 0, 0.0, 0.0};
     if ((f->ffn_chunk_seq ? BT : a->cfg.F) < f->ffn_chunks || BT < f->ce_chunks) return c;
     Llama m;
     llama_build(&m, &a->cfg, f, &pf, comm, B, T, 0);
-    m.micro_steps = a->run.total_batch ? (int)(a->run.total_batch / ((long long)B * T * dp)) : 1;
+    m.micro_steps = micro;
     c = model_core_fit_cost(&m, fit_cost_seconds(&a->cfg, B, T, f, m.off.layers_offloaded, m.acts.block_bytes, cm),
                             (6.0 * (double)m.num_params + 6.0 * a->cfg.L * (double)a->cfg.D * T) * B * T / cm->flops, cm);  // 6N + 6LDT a token
     llama_free(&m);
