@@ -226,7 +226,6 @@ struct Dit : ModelCore {
     floatX *xp_slots, *vt_slots;
     float* ty_slots;              // every slot's t, then every slot's y, then the per-clip losses
     int first_stage, last_stage;  // this rank's stage holds the patch embedding, the final layer (both but under --pp)
-    int head_micro;               // --pp: the micro-batch whose head gradient m->dh holds (-1: none)
     floatX *temb, *e1, *s1, *cvec, *sc, *ada, *fada;  // conditioning
     floatX *dsc, *dc, *ds1, *dada, *dfada;
     float* norm_scratch;
@@ -237,12 +236,6 @@ struct Dit : ModelCore {
 // this rank's rows of the residual stream of B clips (all but under sequence parallelism), the first
 static int own_rows(const Dit* m, int B) { return tp_own_rows(&m->tpc, B * m->N); }
 static size_t own_row0(const Dit* m, int B) { return tp_own_row0(&m->tpc, B * m->N); }
-
-// where block l's output goes: block l+1's input, or past the chunk's last block (under --pp)
-// or the model's, h_final (the final layer's input, or what the stage sends on)
-static floatX* dit_layer_output(const Dit* m, int l) {
-    return core_next_in_chunk(m, l) ? ACT(core_layer_acts(m, l + 1), A_H) : m->h_final;
-}
 
 // Plans every buffer from the config and the flags, then (allocate = 1) allocates once.
 // With allocate = 0 only the plan exists, so a CUDA build can plan without a GPU.
@@ -340,7 +333,6 @@ static void dit_build(Dit* m, const DitConfig* cfg, const MemoryFlags* flags, co
     if (flags->recompute == 1) { m->rstd_scratch = m->mean_scratch + own; m->qk_rstd_scratch = m->rstd_scratch + own; }
     if (last) m->rstdf = m->meanf + own;
     m->sq = m->ty_slots + 2 * slots * B;
-    m->head_micro = -1;
     size_t bn = (size_t)B * D;  // the conditioning's vectors, one after the other in their buffers
     m->e1 = m->temb + (size_t)B * TEMB_DIM; m->s1 = m->e1 + bn; m->cvec = m->s1 + bn; m->sc = m->cvec + bn;
     m->fada = m->ada + (size_t)c->L * 6 * bn;
@@ -598,7 +590,7 @@ static void layer_forward(Dit* m, int l, int B, RunMode mode) {
     attention_block_forward(m, l, a, B);
     // the output lands in the next block's (possibly offloaded) slot
     if (mode == MODE_TRAIN && core_next_in_chunk(m, l)) offload_before_write(&m->off, core_block(m, l + 1), m->stream);
-    ffn_forward(m, l, a, B, dit_layer_output(m, l));
+    ffn_forward(m, l, a, B, core_layer_output(m, l, A_H, m->h_final));
     if (mode == MODE_TRAIN) offload_after_forward(&m->off, core_block(m, l), m->stream);
 }
 
@@ -847,10 +839,7 @@ static void dit_chunk_backward(Dit* m, int micro, int chunk, int B, int last) {
     int s = m->comm->pp_rank, l0, l1, ends = pp_last_piece(&m->split, s, chunk);
     dit_select_micro(m, micro, B);
     pp_chunk_layers(&m->split, s, chunk, &l0, &l1);
-    if (ends && m->head_micro != micro)
-        FAIL("pipeline: micro-batch %d's backward on the last stage, but m->dh holds micro-batch %d's head gradient", micro,
-             m->head_micro);
-    m->head_micro = -1;
+    core_take_head_grad(m, micro, ends, "m->dh");
     if (m->comm->pp > 1) conditioning_forward(m, B, 0);
     if (!ends) {  // no final layer here: d silu(c) is the blocks' alone
         dev_memcpy_d2d(m->dh, pipeline_output_grad(&m->pipe), (size_t)own_rows(m, B) * m->cfg.D * sizeof(floatX), m->stream);
@@ -1111,10 +1100,7 @@ static CommBytes comm_bytes(void* t) {
         comm_bytes_add(&cb, m->comm, GROUP_TP, KIND_ALL_REDUCE,
                        ((first + last) * D * P + first * D + last * P + per * (2 * L * D + 2 * L * hd)) * sx);
     }
-    // context parallelism: each block's attention forward (again in backward under --recompute 2) and backward
-    attention_comm_bytes(&m->att, &cb, m->B, m->micro_steps * L * (1 + (m->flags.recompute >= 2)), m->micro_steps * L);
-    param_store_comm_bytes(&m->st, &cb, m->micro_steps);
-    pipeline_comm_bytes(&m->pipe, &cb);  // --pp: activations forward, gradients back
+    model_core_comm_bytes(m, &cb, m->B);  // context, data and pipeline parallelism (llmc/train/model_core.h)
     return cb;
 }
 

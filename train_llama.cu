@@ -199,7 +199,6 @@ struct Llama : ModelCore {
     int ce_rows;                      // rows per CE chunk
     int *inputs, *targets;            // device copies of the micro-batch in flight (its slot's under --pp)
     int* batch_slots;                 // the slots' inputs and targets (one slot but under --pp)
-    int head_micro;                   // --pp: the micro-batch whose head gradient m->dx holds (-1: none)
     float* norm_scratch;              // grad norm, loss sum: two floats on the device
 #ifdef TESTING
     float* capture_logits;            // when set, every logits chunk is copied here (host, [BT, V])
@@ -210,12 +209,6 @@ struct Llama : ModelCore {
 // or under sequence parallelism block tp_rank of tp equal blocks
 static int own_rows(const Llama* m, int N) { return tp_own_rows(&m->tpc, N); }
 static size_t own_row0(const Llama* m, int N) { return tp_own_row0(&m->tpc, N); }
-
-// where layer l's output goes: layer l+1's input, or past the chunk's last layer (under
-// --pp) or the model's, x_final (the head's input, or what the stage sends on)
-static floatX* layer_output(const Llama* m, int l) {
-    return core_next_in_chunk(m, l) ? ACT(core_layer_acts(m, l + 1), A_X) : m->x_final;
-}
 
 // Plans every buffer from the config and the flags, then (allocate = 1) allocates once.
 // With allocate = 0 only the plan exists: no device is touched, so a CUDA build can
@@ -304,7 +297,7 @@ static void llama_build(Llama* m, const LlamaConfig* cfg, const MemoryFlags* fla
     for (int t = 0; t < NUM_PARAM_TENSORS; t++)
         if (!m->spec[t].per_layer) { m->p[t] = core_w(m, t, 0); m->g[t] = core_dw(m, t, 0); }
     if (c->tied) { m->p[P_OUT] = m->p[P_EMB]; m->g[P_OUT] = m->g[P_EMB]; }
-    m->inputs = m->batch_slots; m->targets = m->inputs + BT; m->head_micro = -1;
+    m->inputs = m->batch_slots; m->targets = m->inputs + BT;
     // the loss: the TP ranks' rows differ when each ran the head on its own rows
     model_core_loss_rows(m, m->tpc.sp && !m->st.lay.vocab_tp, m->norm_scratch + 1);
     m->cp_tokens = comm->cp > 1 ? (int*)xmalloc(2 * BT * sizeof(int)) : NULL;
@@ -454,7 +447,7 @@ static void layer_forward(Llama* m, int l, int B, int T, RunMode mode) {
     attention_block_forward(m, l, a, B, T, ACTF(a, A_RSTD1));
     PROF(&m->prof, "rmsnorm fwd", 0, 2.0 * nr * D * SX, s)
         rmsnorm_forward(ACT(a, A_XN2), ACTF(a, A_RSTD2), ACT(a, A_XMID), core_w(m, P_FFN_NORM, l), nr, D, c->norm_eps, s);
-    floatX* out = layer_output(m, l);
+    floatX* out = core_layer_output(m, l, A_X, m->x_final);
     // the output lands in the next layer's block; with offload that block is a slot
     // whose previous tenant (layer l-1) must have reached the host first
     if (mode == MODE_TRAIN && core_next_in_chunk(m, l)) offload_before_write(&m->off, core_block(m, l + 1), s);
@@ -644,11 +637,8 @@ static void llama_chunk_backward(Llama* m, int micro, int chunk, int B, int T, i
     int s = m->comm->pp_rank, l0, l1, first = pp_first_piece(&m->split, s, chunk), ends = pp_last_piece(&m->split, s, chunk);
     llama_select_micro(m, micro);
     pp_chunk_layers(&m->split, s, chunk, &l0, &l1);
-    if (ends && m->head_micro != micro)
-        FAIL("pipeline: micro-batch %d's backward on the last stage, but m->dx holds micro-batch %d's head gradient", micro,
-             m->head_micro);
+    core_take_head_grad(m, micro, ends, "m->dx");
     if (!ends) dev_memcpy_d2d(m->dx, pipeline_output_grad(&m->pipe), (size_t)own_rows(m, B * T) * c->D * sizeof(floatX), m->stream);
-    m->head_micro = -1;
     for (int l = l1 - 1; l >= l0; l--) {
         param_store_layer_begin(&m->st, l, l - 1 >= l0 ? l - 1 : -1, 1);
         layer_backward(m, l, B, T);
@@ -909,11 +899,8 @@ static CommBytes comm_bytes(void* t) {
         }
         ADD(GROUP_TP, KIND_ALL_REDUCE, micro_steps * vtp * last * ce);
     }
-    // context parallelism: each layer's attention forward (again in backward under --recompute 2) and backward
-    attention_comm_bytes(&m->att, &cb, m->B, micro_steps * L * (1 + (m->flags.recompute >= 2)), micro_steps * L);
-    param_store_comm_bytes(&m->st, &cb, micro_steps);  // data parallelism (over dp x cp): each bucket, the norm
+    model_core_comm_bytes(m, &cb, m->B);          // context, data and pipeline parallelism (llmc/train/model_core.h)
     vocab_comm_bytes(&m->voc, &cb, micro_steps);  // the vocabulary over DP (--shard-vocab 1, tp = 1)
-    pipeline_comm_bytes(&m->pipe, &cb);           // --pp: activations forward, gradients back
     #undef ADD
     return cb;
 }
