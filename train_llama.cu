@@ -983,26 +983,16 @@ static CkptShape ckpt_shape(void* t) {
     return s;
 }
 
-static_assert(DATALOADER_STATE_SIZE <= CKPT_EXTRA_MAX, "the dataloader's state must fit a checkpoint's extra block");
-
+// the writer's layout for the record (any layout reads the file), then the data's position (llmc/train/token_data.h)
 static size_t ckpt_extra(void* t, int h[256], unsigned char extra[CKPT_EXTRA_MAX]) {
     Trainer* x = (Trainer*)t;
     const Llama* m = &x->m;
-    h[11] = m->comm->dp; h[12] = m->B; h[13] = m->T; h[14] = x->a.run.grad_accum; h[16] = m->par.zero; h[17] = m->par.shard_vocab;
-    h[20] = m->comm->tp; h[21] = m->comm->pp;  // for the record: any layout reads the file
-    dataloader_get_state(&x->data.train, extra);
-    return dataloader_state_size();
+    h[16] = m->par.zero; h[17] = m->par.shard_vocab; h[20] = m->comm->tp; h[21] = m->comm->pp;
+    return token_data_ckpt_write(&x->data, h, extra, m->comm->dp, x->a.run.grad_accum);
 }
-
-// the loader reads the global batch (token_rows), so its position carries over to any
-// layout with the same global micro-batch B*dp, sequence and accumulation
 static int ckpt_restore(void* t, const int* h, const unsigned char* extra, size_t bytes) {
     Trainer* x = (Trainer*)t;
-    const Llama* m = &x->m;
-    if ((long long)h[11] * h[12] != (long long)m->comm->dp * m->B || h[13] != m->T || h[14] != x->a.run.grad_accum ||
-        bytes != dataloader_state_size()) return 0;
-    dataloader_set_state(&x->data.train, extra);
-    return 1;
+    return token_data_ckpt_read(&x->data, h, extra, bytes, x->m.comm->dp, x->a.run.grad_accum);
 }
 
 static void data_restart(void* t, int start, Logger* lg) { token_data_restart(&((Trainer*)t)->data, start, lg); }
