@@ -25,6 +25,7 @@ own blocks' adaLN (and the last's final layer), are summed over the stages at th
 #include "llmc/parallel/adaln_op.h"     // adaLN on own rows: clip-aligned segments, per-clip gradients over TP
 #include "llmc/kernels/rope3d.h"        // the 3-D RoPE table
 #include "llmc/train/flow_batch.h"      // clips (llmc/io/video_data.h), rectified-flow batches, the validation by t
+#include "llmc/train/flow_slots.h"      // a micro-batch of them on the device: t, y, x_t, the target, the clips' losses
 #include "llmc/train/clip_sampler.h"    // --sample-every: clips sampled per class, GIFs and PNGs (llmc/io/image_write.h)
 
 #define TEMB_DIM 256      // the sinusoidal timestep embedding (docs/design.md 9.3)
@@ -215,22 +216,17 @@ struct Dit : ModelCore {
     floatX *ffn_u, *ffn_g, *ffn_y2, *ffn_dg;  // u, g, y2 of one chunk (chunked); d(g) of one chunk (always)
     floatX *dh, *da, *dy, *dout_att, *dq, *dk, *dv, *dqp, *dkp;  // backward scratch
     float *mean_scratch, *rstd_scratch, *qk_rstd_scratch;
-    floatX *x0, *noise, *xt, *vtarget, *vpred, *dvpred, *xp, *hout, *dhout, *xf;  // data and head
-    float *meanf, *rstdf, *t, *sq;
-    int* y;
-    // --pp: a micro-batch's inputs live in its slot (pipeline_slot) until its backward: its
-    // patches on the first stage (the patch embedding's backward), its target v on the last
-    // (the loss, which under interleaving runs chunks after its staging), t and y on every
-    // stage (the conditioning, recomputed at backward). One slot but under --pp; xp,
-    // vtarget, t and y point into the selected micro-batch's (dit_select_micro).
-    floatX *xp_slots, *vt_slots;
-    float* ty_slots;              // every slot's t, then every slot's y, then the per-clip losses
+    FlowSlots fs;                 // the micro-batch's t, y, x_t, target v and losses (llmc/train/flow_slots.h)
+    floatX *vpred, *dvpred, *xp, *hout, *dhout, *xf;  // head
+    float *meanf, *rstdf;
+    // --pp: a micro-batch's patches live in its slot (pipeline_slot) on the first stage until
+    // its backward (the patch embedding's), as its inputs in fs do. One slot but under --pp; xp
+    // points into the selected micro-batch's (dit_select_micro).
+    floatX* xp_slots;
     int first_stage, last_stage;  // this rank's stage holds the patch embedding, the final layer (both but under --pp)
     floatX *temb, *e1, *s1, *cvec, *sc, *ada, *fada;  // conditioning
     floatX *dsc, *dc, *ds1, *dada, *dfada;
     float* norm_scratch;
-    float* host_sq;
-    double* host_sq_sum;          // each clip's loss over the TP group
 };
 
 // this rank's rows of the residual stream of B clips (all but under sequence parallelism), the first
@@ -305,14 +301,14 @@ static void dit_build(Dit* m, const DitConfig* cfg, const MemoryFlags* flags, co
         {"d attention output", heads, &m->dout_att}, {"dq", heads, &m->dq}, {"dk", heads, &m->dk}, {"dv", heads, &m->dv},
         {"dq before norm", heads, &m->dqp}, {"dk before norm", heads, &m->dkp},
         {"norm statistics (recompute)", flags->recompute == 1 ? (2 * own + BN * Hl) * sizeof(float) : 0, &m->mean_scratch},
-        {"clips x0", ends * xbytes, &m->x0}, {"noise", ends * xbytes, &m->noise}, {"x_t", first * xbytes, &m->xt},
-        {slots > 1 ? "target v (a slot each)" : "target v", last * slots * xbytes, &m->vt_slots},
+        {"clips x0", ends * xbytes, &m->fs.x0}, {"noise", ends * xbytes, &m->fs.noise}, {"x_t", first * xbytes, &m->fs.xt},
+        {slots > 1 ? "target v (a slot each)" : "target v", last * slots * xbytes, &m->fs.vt_slots},
         {"v_pred", last * xbytes, &m->vpred}, {"d v_pred", last * xbytes, &m->dvpred},
         {slots > 1 ? "patches of x_t (a slot each)" : "patches of x_t", first * slots * pbytes, &m->xp_slots},
         {"final layer output", last * pbytes, &m->hout}, {"d final layer output", last * pbytes, &m->dhout},
         {"final norm output", last * act, &m->xf}, {"final norm statistics", last * 2 * own * sizeof(float), &m->meanf},
         {slots > 1 ? "t, y (a slot each), per-clip losses" : "t, y, per-clip losses", (2 * slots + 1) * B * sizeof(float),
-         &m->ty_slots},
+         &m->fs.ty_slots},
         {"conditioning (t emb, c)", (size_t)B * TEMB_DIM * sizeof(floatX) + 4 * bd, &m->temb});
     arena_add_to(d, "adaLN vectors (all blocks)", "activations", (size_t)c->L * 6 * bd + 2 * bd, &m->ada);
     arena_add_to(d, "d conditioning", "scratch", 3 * bd + 6 * bd + 2 * bd, &m->dsc);
@@ -332,13 +328,11 @@ static void dit_build(Dit* m, const DitConfig* cfg, const MemoryFlags* flags, co
     model_core_allocate(m, &m->norm_scratch);
     if (flags->recompute == 1) { m->rstd_scratch = m->mean_scratch + own; m->qk_rstd_scratch = m->rstd_scratch + own; }
     if (last) m->rstdf = m->meanf + own;
-    m->sq = m->ty_slots + 2 * slots * B;
+    flow_slots_bind(&m->fs, B, (int)slots, (int)first, (int)last, c->NC, m->clip);
     size_t bn = (size_t)B * D;  // the conditioning's vectors, one after the other in their buffers
     m->e1 = m->temb + (size_t)B * TEMB_DIM; m->s1 = m->e1 + bn; m->cvec = m->s1 + bn; m->sc = m->cvec + bn;
     m->fada = m->ada + (size_t)c->L * 6 * bn;
     m->dc = m->dsc + bn; m->ds1 = m->dc + bn; m->dada = m->ds1 + bn; m->dfada = m->dada + 6 * bn;
-    m->host_sq = (float*)xmalloc((size_t)B * sizeof(float));
-    m->host_sq_sum = (double*)xmalloc((size_t)B * sizeof(double));
     model_core_loss_rows(m, m->tpc.sp, NULL);  // the loss: the TP ranks' rows differ under sequence parallelism
     size_t n_rope = (size_t)m->Nt * (hd / 2);
     float* tab = (float*)xmalloc(2 * n_rope * sizeof(float));
@@ -347,7 +341,7 @@ static void dit_build(Dit* m, const DitConfig* cfg, const MemoryFlags* flags, co
 }
 
 static void dit_free(Dit* m) {
-    free(m->host_sq); free(m->host_sq_sum);
+    flow_slots_free(&m->fs);
     model_core_free(m);
 }
 
@@ -379,11 +373,11 @@ static void conditioning_forward(Dit* m, int B, int final_layer) {
     int D = c->D;
     stream_t s = m->stream;
     PROF(&m->prof, "conditioning fwd", gemm_flops(B, D, TEMB_DIM + D + 2.0 * D), 0, s) {
-    timestep_embedding(m->temb, m->t, B, TEMB_DIM, s);
+    timestep_embedding(m->temb, m->fs.t, B, TEMB_DIM, s);
     matmul_forward(m->e1, m->temb, core_w(m, W_T1, 0), B, TEMB_DIM, D, TEMB_DIM, 0, s);
     bias_forward(m->e1, core_w(m, B_T1, 0), B, D, s);
     silu_forward(m->s1, m->e1, (size_t)B * D, s);
-    encoder_forward(m->cvec, m->y, core_w(m, W_CLASS, 0), B, D, s);
+    encoder_forward(m->cvec, m->fs.y, core_w(m, W_CLASS, 0), B, D, s);
     matmul_forward(m->cvec, m->s1, core_w(m, W_T2, 0), B, D, D, D, 1, s);
     bias_forward(m->cvec, core_w(m, B_T2, 0), B, D, s);
     silu_forward(m->sc, m->cvec, (size_t)B * D, s);
@@ -400,7 +394,7 @@ static void conditioning_backward(Dit* m, int B) {
     stream_t s = m->stream;
     PROF(&m->prof, "conditioning bwd", 2 * gemm_flops(B, D, TEMB_DIM + D), 0, s) {
     silu_backward(m->dc, m->dsc, m->cvec, (size_t)B * D, s);
-    encoder_backward(core_dw(m, W_CLASS, 0), m->dc, m->y, B, D, s);
+    encoder_backward(core_dw(m, W_CLASS, 0), m->dc, m->fs.y, B, D, s);
     matmul_backward_weight(core_dw(m, W_T2, 0), m->dc, m->s1, B, D, D, D, s);
     bias_backward(core_dw(m, B_T2, 0), m->dc, B, D, NULL, s);  // B rows, one chunk: no scratch (one-stage sums)
     matmul_backward_input(m->ds1, m->dc, core_w(m, W_T2, 0), B, D, D, D, 0, s);
@@ -711,11 +705,12 @@ static void head_forward_backward(Dit* m, int B, RunMode mode, float dscale) {
     floatX* dhout = m->dhout + own_row0(m, B) * P;
     PROF(&m->prof, "loss", 0, 3.0 * B * m->clip * SX, s) {
         if (!rowwise) {
-            mse_forward_backward(m->sq, mode == MODE_TRAIN ? m->dvpred : NULL, m->vpred, m->vtarget, B, m->clip, dscale, s);
+            mse_forward_backward(m->fs.sq, mode == MODE_TRAIN ? m->dvpred : NULL, m->vpred, m->fs.vtarget, B, m->clip,
+                                 dscale, s);
             if (mode == MODE_TRAIN) patchify(m->dhout, m->dvpred, B, c->C, c->Fr, c->Hi, c->Wi, c->pt, c->ph, c->pw, s);
         } else {  // the target's patches (this rank's tokens under cp); the gradient overwrites this rank's rows of them
-            dit_patches(m, m->dhout, m->vtarget, B);
-            own_rows_mse(&m->adaln, m->sq, mode == MODE_TRAIN ? dhout : NULL, hout, dhout, B, (size_t)P, dscale);
+            dit_patches(m, m->dhout, m->fs.vtarget, B);
+            own_rows_mse(&m->adaln, m->fs.sq, mode == MODE_TRAIN ? dhout : NULL, hout, dhout, B, (size_t)P, dscale);
         }
     }
     if (mode != MODE_TRAIN) return;
@@ -736,13 +731,11 @@ static void head_forward_backward(Dit* m, int B, RunMode mode, float dscale) {
 
 // the micro-batch whose inputs and activations the model uses next (B clips): its slot, one but under --pp
 static void dit_select_micro(Dit* m, int micro, int B) {
-    size_t slot = (size_t)pipeline_slot(&m->pipe, micro, 0), slots = (size_t)m->pipe.chunk_slots[0];
+    size_t slot = (size_t)pipeline_slot(&m->pipe, micro, 0);
     m->micro_cur = micro;
     m->rows_cur = B * m->N;
-    m->t = m->ty_slots + slot * m->B;
-    m->y = (int*)(m->ty_slots + slots * m->B) + slot * m->B;
+    flow_slots_select(&m->fs, (int)slot);
     if (m->first_stage) m->xp = m->xp_slots + slot * m->B * m->N * m->P;
-    if (m->last_stage) m->vtarget = m->vt_slots + slot * m->B * m->clip;
 }
 
 // the patch embedding of the staged x_t into block 0's input (under sequence parallelism on this rank's
@@ -751,7 +744,7 @@ static void patch_embed_forward(Dit* m, int B) {
     int D = m->cfg.D, nr = own_rows(m, B), P = m->P;
     floatX* h0 = ACT(core_layer_acts(m, 0), A_H);
     PROF(&m->prof, "patch embed fwd", gemm_flops(nr, D, P), 0, m->stream) {
-        dit_patches(m, m->xp, m->xt, B);
+        dit_patches(m, m->xp, m->fs.xt, B);
         matmul_forward(h0, m->xp + own_row0(m, B) * P, core_w(m, W_PATCH, 0), nr, P, D, P, 0, m->stream);
         bias_forward(h0, core_w(m, B_PATCH, 0), nr, D, m->stream);
     }
@@ -864,25 +857,16 @@ static void dit_stage(Dit* m, int B, const float* t, const int* y) {
     if (m->tpc.sp && ((size_t)B * m->N) % m->tpc.tp != 0)
         FAIL("--tp-mode reducescatter: a micro-batch of %d clips (%zu tokens) does not split into %d equal blocks", B,
              (size_t)B * m->N, m->tpc.tp);
-    for (int i = 0; i < B; i++)
-        if (y[i] < 0 || y[i] > m->cfg.NC) FAIL("class %d of clip %d is outside [0, %d] (%d = the null class)", y[i], i, m->cfg.NC, m->cfg.NC);
-    dev_memcpy_h2d(m->t, t, (size_t)B * sizeof(float), m->stream);
-    dev_memcpy_h2d(m->y, y, (size_t)B * sizeof(int), m->stream);
+    flow_slots_stage(&m->fs, B, t, y, m->stream);
 }
 
 // micro-batch `micro`'s clips x0 with noise, t and classes y (host arrays) staged in its slot. Every
-// stage reads the micro-batch (under --pp each runs next_batch): every stage stages t and y (the
-// conditioning), the first makes the noised x_t (the patch embedding's input), the last the target
-// v = noise - x0 (its loss); a stage between the ends needs no clip.
+// stage reads the micro-batch (under --pp each runs next_batch) and stages what it uses of it
+// (llmc/train/flow_slots.h): t and y for the conditioning, x_t on the first, the target on the last.
 static void dit_stage_clips(Dit* m, int micro, const float* x0, const float* noise, const float* t, const int* y, int B) {
     dit_select_micro(m, micro, B);
     dit_stage(m, B, t, y);
-    if (!m->first_stage && !m->last_stage) return;
-    dev_upload_floats(m->x0, x0, (size_t)B * m->clip);
-    dev_upload_floats(m->noise, noise, (size_t)B * m->clip);
-    // (flow_prepare's outputs may alias its inputs: the one a stage does not use lands on them)
-    flow_prepare(m->first_stage ? m->xt : m->x0, m->last_stage ? m->vtarget : m->noise, m->x0, m->noise, m->t, B, m->clip,
-                 m->stream);
+    flow_slots_stage_clips(&m->fs, B, x0, noise, m->stream);
 }
 
 // The squared errors of this rank's rows: to the step's loss (model_core_take_loss reduces
@@ -890,10 +874,7 @@ static void dit_stage_clips(Dit* m, int micro, const float* x0, const float* noi
 // over the ranks that hold its rows (the TP group under sequence parallelism, the CP group).
 // Only where the loss ran: the last stage under --pp.
 static void dit_clip_losses(Dit* m, int B, float* per_clip) {
-    dev_memcpy_d2h(m->host_sq, m->sq, (size_t)B * sizeof(float), m->stream);
-    stream_synchronize(m->stream);
-    double sum = 0.0, *sq = m->host_sq_sum;
-    for (int i = 0; i < B; i++) { sq[i] = m->host_sq[i]; sum += sq[i]; }
+    double sum = flow_slots_losses(&m->fs, B, m->stream), *sq = m->fs.host_sq_sum;
     if (!per_clip) { model_core_add_loss(m, sum, (double)own_rows(m, B) * m->P); return; }
     own_rows_sum(&m->adaln, sq, B);
     attention_sum_samples(&m->att, sq, B);
@@ -952,7 +933,7 @@ static void dit_velocity(void* model, const float* xt, const float* t, const int
     Dit* m = (Dit*)model;
     dit_select_micro(m, 0, B);
     dit_stage(m, B, t, y);
-    if (m->first_stage) dev_upload_floats(m->xt, xt, (size_t)B * m->clip);
+    if (m->first_stage) dev_upload_floats(m->fs.xt, xt, (size_t)B * m->clip);
     DitPass p = {m, NULL, NULL, NULL, NULL, B, MODE_SAMPLE, 0.0f, NULL, NULL};
     dit_pass(&p, 1);
     if (m->last_stage) {
