@@ -25,6 +25,7 @@ own blocks' adaLN (and the last's final layer), are summed over the stages at th
 #include "llmc/parallel/adaln_op.h"     // adaLN on own rows: clip-aligned segments, per-clip gradients over TP
 #include "llmc/kernels/rope3d.h"        // the 3-D RoPE table
 #include "llmc/train/flow_batch.h"      // clips (llmc/io/video_data.h), rectified-flow batches, the validation by t
+#include "llmc/train/flow_slots.h"      // a micro-batch of them on the device: t, y, x_t, the target, the clips' losses
 #include "llmc/train/clip_sampler.h"    // --sample-every: clips sampled per class, GIFs and PNGs (llmc/io/image_write.h)
 
 #define TEMB_DIM 256      // the sinusoidal timestep embedding (docs/design.md 9.3)
@@ -124,18 +125,8 @@ static void dit_param_specs(const DitConfig* c, ParamSpec s[NUM_DIT_TENSORS]) {
     memcpy(s, table, sizeof(table));
 }
 
-// what one rank of a TP group holds: its heads (whole heads: tp divides H) and its FFN hidden units (parts differ
-// by at most one); FFmax is the largest rank's, so every rank cuts its FFN into as many chunks (collectives pair up)
-typedef struct { int Hl, FFl, FFmax; } DitShard;
-
-static DitShard dit_shard(const DitConfig* c, int tp, int rank) {
-    if (c->H % tp != 0) FAIL("--tp %d must divide the number of heads H=%d (each rank holds whole heads)", tp, c->H);
-    if (c->FF < tp) FAIL("--tp %d exceeds the FFN hidden size FF=%d", tp, c->FF);
-    size_t f0, n;
-    split_part((size_t)c->FF, tp, rank, &f0, &n);
-    DitShard s = {c->H / tp, (int)n, (int)ceil_div(c->FF, tp)};
-    return s;
-}
+// what one rank of a TP group holds: its heads and its FFN hidden units (llmc/parallel/param_layout.h)
+static TpShard dit_shard(const DitConfig* c, int tp, int rank) { return tp_shard(c->H, 0, c->FF, "FF", tp, rank); }
 
 // ----------------------------------------------------------------------------
 // activations: what one block keeps for backward, field by field (docs/memory.md 9).
@@ -175,13 +166,13 @@ enum {
 // (of all BN rows); under sequence parallelism the residual stream's fields (h, hmid, the
 // LayerNorm statistics, a1, a2, y1, y2) of its BN/tp own rows, a1 and a2 views of their
 // gathered copies when those are kept.
-static size_t dit_act_field_bytes(const DitConfig* c, const DitShard* t, const TpContext* tpc, int B, size_t N, int field) {
+static size_t dit_act_field_bytes(const DitConfig* c, const TpShard* t, const TpContext* tpc, int B, size_t N, int field) {
     size_t BN = (size_t)B * N, Dl = (size_t)t->Hl * (c->D / c->H), own = tpc->sp ? BN / tpc->tp : BN;
     switch (field) {
         case A_MEAN1: case A_RSTD1: case A_MEAN2: case A_RSTD2: return own * sizeof(float);
         case A_QRSTD: case A_KRSTD: case A_LSE: return BN * t->Hl * sizeof(float);
         case A_QP: case A_KP: case A_Q: case A_K: case A_V: case A_O: return BN * Dl * sizeof(floatX);
-        case A_U: case A_G: return BN * t->FFl * sizeof(floatX);
+        case A_U: case A_G: return BN * t->Fl * sizeof(floatX);
         case A_A1: case A_A2: return tpc->keep_gathered ? 0 : own * c->D * sizeof(floatX);
         case A_A1G: case A_A2G: return tpc->keep_gathered ? BN * c->D * sizeof(floatX) : 0;
         default: return own * c->D * sizeof(floatX);  // h, y1, hmid, y2
@@ -200,7 +191,7 @@ static ActHome dit_act_home(const MemoryFlags* f, int sp, int field) {
     return f->recompute >= 1 && recomputed ? ACT_IN_WORK : ACT_SAVED;
 }
 
-static ActPlan dit_act_plan(const DitConfig* c, const DitShard* t, const TpContext* tpc, int B, size_t N, const MemoryFlags* fl) {
+static ActPlan dit_act_plan(const DitConfig* c, const TpShard* t, const TpContext* tpc, int B, size_t N, const MemoryFlags* fl) {
     ActPlan p = {NUM_DIT_ACTS, DIT_ACT_NAMES, {0}, {}, 0, 0};
     for (int i = 0; i < NUM_DIT_ACTS; i++) { p.bytes[i] = dit_act_field_bytes(c, t, tpc, B, N, i); p.home[i] = dit_act_home(fl, tpc->sp, i); }
     return act_plan_finish(p);
@@ -213,7 +204,7 @@ typedef enum { MODE_TRAIN, MODE_EVAL, MODE_SAMPLE } RunMode;
 // ranks, plan, parameter store, activations, the TP and CP contexts, the loss), then its own
 struct Dit : ModelCore {
     DitConfig cfg;
-    DitShard sh;                  // this rank's heads and FFN units (all of them at tp 1)
+    TpShard sh;                   // this rank's heads and FFN units (all of them at tp 1)
     AdaLN adaln;                  // adaLN on this rank's rows (llmc/parallel/adaln_op.h)
     int B, N, P;                  // planned batch (clips per rank), tokens per clip on this rank, patch size
     int Nt;                       // tokens per clip (N = Nt / cp)
@@ -225,34 +216,22 @@ struct Dit : ModelCore {
     floatX *ffn_u, *ffn_g, *ffn_y2, *ffn_dg;  // u, g, y2 of one chunk (chunked); d(g) of one chunk (always)
     floatX *dh, *da, *dy, *dout_att, *dq, *dk, *dv, *dqp, *dkp;  // backward scratch
     float *mean_scratch, *rstd_scratch, *qk_rstd_scratch;
-    floatX *x0, *noise, *xt, *vtarget, *vpred, *dvpred, *xp, *hout, *dhout, *xf;  // data and head
-    float *meanf, *rstdf, *t, *sq;
-    int* y;
-    // --pp: a micro-batch's inputs live in its slot (pipeline_slot) until its backward: its
-    // patches on the first stage (the patch embedding's backward), its target v on the last
-    // (the loss, which under interleaving runs chunks after its staging), t and y on every
-    // stage (the conditioning, recomputed at backward). One slot but under --pp; xp,
-    // vtarget, t and y point into the selected micro-batch's (dit_select_micro).
-    floatX *xp_slots, *vt_slots;
-    float* ty_slots;              // every slot's t, then every slot's y, then the per-clip losses
+    FlowSlots fs;                 // the micro-batch's t, y, x_t, target v and losses (llmc/train/flow_slots.h)
+    floatX *vpred, *dvpred, *xp, *hout, *dhout, *xf;  // head
+    float *meanf, *rstdf;
+    // --pp: a micro-batch's patches live in its slot (pipeline_slot) on the first stage until
+    // its backward (the patch embedding's), as its inputs in fs do. One slot but under --pp; xp
+    // points into the selected micro-batch's (dit_select_micro).
+    floatX* xp_slots;
     int first_stage, last_stage;  // this rank's stage holds the patch embedding, the final layer (both but under --pp)
-    int head_micro;               // --pp: the micro-batch whose head gradient m->dh holds (-1: none)
     floatX *temb, *e1, *s1, *cvec, *sc, *ada, *fada;  // conditioning
     floatX *dsc, *dc, *ds1, *dada, *dfada;
     float* norm_scratch;
-    float* host_sq;
-    double* host_sq_sum;          // each clip's loss over the TP group
 };
 
 // this rank's rows of the residual stream of B clips (all but under sequence parallelism), the first
 static int own_rows(const Dit* m, int B) { return tp_own_rows(&m->tpc, B * m->N); }
 static size_t own_row0(const Dit* m, int B) { return tp_own_row0(&m->tpc, B * m->N); }
-
-// where block l's output goes: block l+1's input, or past the chunk's last block (under --pp)
-// or the model's, h_final (the final layer's input, or what the stage sends on)
-static floatX* dit_layer_output(const Dit* m, int l) {
-    return core_next_in_chunk(m, l) ? ACT(core_layer_acts(m, l + 1), A_H) : m->h_final;
-}
 
 // Plans every buffer from the config and the flags, then (allocate = 1) allocates once.
 // With allocate = 0 only the plan exists, so a CUDA build can plan without a GPU.
@@ -278,7 +257,7 @@ static void dit_build(Dit* m, const DitConfig* cfg, const MemoryFlags* flags, co
              "equal blocks: choose a batch (or clip) whose tokens --tp divides, or --tp-mode allreduce",
              (size_t)B * m->N, B, m->N, tp);
     if (flags->recompute < 0 || flags->recompute > 2) FAIL("--recompute must be 0, 1 or 2 (got %d)", flags->recompute);
-    m->fc = ffn_chunks_plan(flags, B, m->N, m->sh.FFl, m->sh.FFmax, tp, "a clip");
+    m->fc = ffn_chunks_plan(flags, B, m->N, m->sh.Fl, m->sh.Fmax, tp, "a clip");
     int n_offload = offload_resolve(flags->offload_act, c->L);
     size_t BN = (size_t)B * m->N, D = c->D, hd = c->D / c->H, P = m->P, Hl = m->sh.Hl, Dl = Hl * hd;
     size_t own = tp_own_rows(&m->tpc, (int)BN);  // this rank's rows of the residual stream
@@ -322,14 +301,14 @@ static void dit_build(Dit* m, const DitConfig* cfg, const MemoryFlags* flags, co
         {"d attention output", heads, &m->dout_att}, {"dq", heads, &m->dq}, {"dk", heads, &m->dk}, {"dv", heads, &m->dv},
         {"dq before norm", heads, &m->dqp}, {"dk before norm", heads, &m->dkp},
         {"norm statistics (recompute)", flags->recompute == 1 ? (2 * own + BN * Hl) * sizeof(float) : 0, &m->mean_scratch},
-        {"clips x0", ends * xbytes, &m->x0}, {"noise", ends * xbytes, &m->noise}, {"x_t", first * xbytes, &m->xt},
-        {slots > 1 ? "target v (a slot each)" : "target v", last * slots * xbytes, &m->vt_slots},
+        {"clips x0", ends * xbytes, &m->fs.x0}, {"noise", ends * xbytes, &m->fs.noise}, {"x_t", first * xbytes, &m->fs.xt},
+        {slots > 1 ? "target v (a slot each)" : "target v", last * slots * xbytes, &m->fs.vt_slots},
         {"v_pred", last * xbytes, &m->vpred}, {"d v_pred", last * xbytes, &m->dvpred},
         {slots > 1 ? "patches of x_t (a slot each)" : "patches of x_t", first * slots * pbytes, &m->xp_slots},
         {"final layer output", last * pbytes, &m->hout}, {"d final layer output", last * pbytes, &m->dhout},
         {"final norm output", last * act, &m->xf}, {"final norm statistics", last * 2 * own * sizeof(float), &m->meanf},
         {slots > 1 ? "t, y (a slot each), per-clip losses" : "t, y, per-clip losses", (2 * slots + 1) * B * sizeof(float),
-         &m->ty_slots},
+         &m->fs.ty_slots},
         {"conditioning (t emb, c)", (size_t)B * TEMB_DIM * sizeof(floatX) + 4 * bd, &m->temb});
     arena_add_to(d, "adaLN vectors (all blocks)", "activations", (size_t)c->L * 6 * bd + 2 * bd, &m->ada);
     arena_add_to(d, "d conditioning", "scratch", 3 * bd + 6 * bd + 2 * bd, &m->dsc);
@@ -342,21 +321,18 @@ static void dit_build(Dit* m, const DitConfig* cfg, const MemoryFlags* flags, co
                   {"grad norm", sizeof(float), &m->norm_scratch});
     attention_plan_scratch(&m->att, d, B, m->N);
     // the column sums' partials: biases over up to all BN rows of D, Dl, FFl or P columns
-    size_t wide = D > Dl ? D : Dl, wide2 = (size_t)m->sh.FFl > P ? (size_t)m->sh.FFl : P;
+    size_t wide = D > Dl ? D : Dl, wide2 = (size_t)m->sh.Fl > P ? (size_t)m->sh.Fl : P;
     tp_colsum_plan(&m->tpc, d, BN, wide > wide2 ? wide : wide2, B, m->N, (int)D);
 
     if (!allocate) return;
     model_core_allocate(m, &m->norm_scratch);
     if (flags->recompute == 1) { m->rstd_scratch = m->mean_scratch + own; m->qk_rstd_scratch = m->rstd_scratch + own; }
     if (last) m->rstdf = m->meanf + own;
-    m->sq = m->ty_slots + 2 * slots * B;
-    m->head_micro = -1;
+    flow_slots_bind(&m->fs, B, (int)slots, (int)first, (int)last, c->NC, m->clip);
     size_t bn = (size_t)B * D;  // the conditioning's vectors, one after the other in their buffers
     m->e1 = m->temb + (size_t)B * TEMB_DIM; m->s1 = m->e1 + bn; m->cvec = m->s1 + bn; m->sc = m->cvec + bn;
     m->fada = m->ada + (size_t)c->L * 6 * bn;
     m->dc = m->dsc + bn; m->ds1 = m->dc + bn; m->dada = m->ds1 + bn; m->dfada = m->dada + 6 * bn;
-    m->host_sq = (float*)xmalloc((size_t)B * sizeof(float));
-    m->host_sq_sum = (double*)xmalloc((size_t)B * sizeof(double));
     model_core_loss_rows(m, m->tpc.sp, NULL);  // the loss: the TP ranks' rows differ under sequence parallelism
     size_t n_rope = (size_t)m->Nt * (hd / 2);
     float* tab = (float*)xmalloc(2 * n_rope * sizeof(float));
@@ -365,7 +341,7 @@ static void dit_build(Dit* m, const DitConfig* cfg, const MemoryFlags* flags, co
 }
 
 static void dit_free(Dit* m) {
-    free(m->host_sq); free(m->host_sq_sum);
+    flow_slots_free(&m->fs);
     model_core_free(m);
 }
 
@@ -397,11 +373,11 @@ static void conditioning_forward(Dit* m, int B, int final_layer) {
     int D = c->D;
     stream_t s = m->stream;
     PROF(&m->prof, "conditioning fwd", gemm_flops(B, D, TEMB_DIM + D + 2.0 * D), 0, s) {
-    timestep_embedding(m->temb, m->t, B, TEMB_DIM, s);
+    timestep_embedding(m->temb, m->fs.t, B, TEMB_DIM, s);
     matmul_forward(m->e1, m->temb, core_w(m, W_T1, 0), B, TEMB_DIM, D, TEMB_DIM, 0, s);
     bias_forward(m->e1, core_w(m, B_T1, 0), B, D, s);
     silu_forward(m->s1, m->e1, (size_t)B * D, s);
-    encoder_forward(m->cvec, m->y, core_w(m, W_CLASS, 0), B, D, s);
+    encoder_forward(m->cvec, m->fs.y, core_w(m, W_CLASS, 0), B, D, s);
     matmul_forward(m->cvec, m->s1, core_w(m, W_T2, 0), B, D, D, D, 1, s);
     bias_forward(m->cvec, core_w(m, B_T2, 0), B, D, s);
     silu_forward(m->sc, m->cvec, (size_t)B * D, s);
@@ -418,7 +394,7 @@ static void conditioning_backward(Dit* m, int B) {
     stream_t s = m->stream;
     PROF(&m->prof, "conditioning bwd", 2 * gemm_flops(B, D, TEMB_DIM + D), 0, s) {
     silu_backward(m->dc, m->dsc, m->cvec, (size_t)B * D, s);
-    encoder_backward(core_dw(m, W_CLASS, 0), m->dc, m->y, B, D, s);
+    encoder_backward(core_dw(m, W_CLASS, 0), m->dc, m->fs.y, B, D, s);
     matmul_backward_weight(core_dw(m, W_T2, 0), m->dc, m->s1, B, D, D, D, s);
     bias_backward(core_dw(m, B_T2, 0), m->dc, B, D, NULL, s);  // B rows, one chunk: no scratch (one-stage sums)
     matmul_backward_input(m->ds1, m->dc, core_w(m, W_T2, 0), B, D, D, D, 0, s);
@@ -498,7 +474,7 @@ static void ffn_chunk_forward(Dit* m, int l, const ColumnLinear* a2, FfnChunk ch
                               int r0, int first) {
     ffn_chunk_hidden(m, l, a2, ch, u, g);
     PROF(&m->prof, "ffn fc2 matmul fwd", gemm_flops(ch.nr, m->cfg.D, ch.nf), 0, m->stream)
-        row_gemm(y2, g, core_w(m, W_FC2, l) + ch.f0, ch.f0 == 0 ? core_w(m, B_FC2, l) : NULL, r0, ch.nr, ch.nf, m->sh.FFl,
+        row_gemm(y2, g, core_w(m, W_FC2, l) + ch.f0, ch.f0 == 0 ? core_w(m, B_FC2, l) : NULL, r0, ch.nr, ch.nf, m->sh.Fl,
                  first);
 }
 
@@ -551,7 +527,7 @@ static void ffn_forward(Dit* m, int l, DitActs a, int B, floatX* out) {
 // gradient; the other layouts read the kept y2.
 static ColumnLinear ffn_backward(Dit* m, int l, DitActs a, int B) {
     const DitConfig* c = &m->cfg;
-    int D = c->D, FFl = m->sh.FFl, nr = own_rows(m, B);
+    int D = c->D, FFl = m->sh.Fl, nr = own_rows(m, B);
     stream_t s = m->stream;
     floatX* gate = ada_part(m, m->ada + (size_t)l * B * 6 * D, 5);
     floatX* dgate = ada_part(m, m->dada, 5);
@@ -608,7 +584,7 @@ static void layer_forward(Dit* m, int l, int B, RunMode mode) {
     attention_block_forward(m, l, a, B);
     // the output lands in the next block's (possibly offloaded) slot
     if (mode == MODE_TRAIN && core_next_in_chunk(m, l)) offload_before_write(&m->off, core_block(m, l + 1), m->stream);
-    ffn_forward(m, l, a, B, dit_layer_output(m, l));
+    ffn_forward(m, l, a, B, core_layer_output(m, l, A_H, m->h_final));
     if (mode == MODE_TRAIN) offload_after_forward(&m->off, core_block(m, l), m->stream);
 }
 
@@ -640,7 +616,7 @@ static void layer_backward(Dit* m, int l, int B) {
             qk_norm_rope(m, l, W_KNORM, ACT(a, A_K), m->qk_rstd_scratch, ACT(a, A_KP), B);
         }
         if (m->flags.ffn_chunks == 1)
-            PROF(P, "gelu fwd", 0, 2.0 * BN * m->sh.FFl * SX, s) gelu_tanh_forward(ACT(a, A_G), ACT(a, A_U), (size_t)BN * m->sh.FFl, s);
+            PROF(P, "gelu fwd", 0, 2.0 * BN * m->sh.Fl * SX, s) gelu_tanh_forward(ACT(a, A_G), ACT(a, A_U), (size_t)BN * m->sh.Fl, s);
     }
     adaln_grads_begin(&m->adaln, m->dada, (size_t)B * 6 * D);
 
@@ -729,11 +705,12 @@ static void head_forward_backward(Dit* m, int B, RunMode mode, float dscale) {
     floatX* dhout = m->dhout + own_row0(m, B) * P;
     PROF(&m->prof, "loss", 0, 3.0 * B * m->clip * SX, s) {
         if (!rowwise) {
-            mse_forward_backward(m->sq, mode == MODE_TRAIN ? m->dvpred : NULL, m->vpred, m->vtarget, B, m->clip, dscale, s);
+            mse_forward_backward(m->fs.sq, mode == MODE_TRAIN ? m->dvpred : NULL, m->vpred, m->fs.vtarget, B, m->clip,
+                                 dscale, s);
             if (mode == MODE_TRAIN) patchify(m->dhout, m->dvpred, B, c->C, c->Fr, c->Hi, c->Wi, c->pt, c->ph, c->pw, s);
         } else {  // the target's patches (this rank's tokens under cp); the gradient overwrites this rank's rows of them
-            dit_patches(m, m->dhout, m->vtarget, B);
-            own_rows_mse(&m->adaln, m->sq, mode == MODE_TRAIN ? dhout : NULL, hout, dhout, B, (size_t)P, dscale);
+            dit_patches(m, m->dhout, m->fs.vtarget, B);
+            own_rows_mse(&m->adaln, m->fs.sq, mode == MODE_TRAIN ? dhout : NULL, hout, dhout, B, (size_t)P, dscale);
         }
     }
     if (mode != MODE_TRAIN) return;
@@ -754,13 +731,11 @@ static void head_forward_backward(Dit* m, int B, RunMode mode, float dscale) {
 
 // the micro-batch whose inputs and activations the model uses next (B clips): its slot, one but under --pp
 static void dit_select_micro(Dit* m, int micro, int B) {
-    size_t slot = (size_t)pipeline_slot(&m->pipe, micro, 0), slots = (size_t)m->pipe.chunk_slots[0];
+    size_t slot = (size_t)pipeline_slot(&m->pipe, micro, 0);
     m->micro_cur = micro;
     m->rows_cur = B * m->N;
-    m->t = m->ty_slots + slot * m->B;
-    m->y = (int*)(m->ty_slots + slots * m->B) + slot * m->B;
+    flow_slots_select(&m->fs, (int)slot);
     if (m->first_stage) m->xp = m->xp_slots + slot * m->B * m->N * m->P;
-    if (m->last_stage) m->vtarget = m->vt_slots + slot * m->B * m->clip;
 }
 
 // the patch embedding of the staged x_t into block 0's input (under sequence parallelism on this rank's
@@ -769,7 +744,7 @@ static void patch_embed_forward(Dit* m, int B) {
     int D = m->cfg.D, nr = own_rows(m, B), P = m->P;
     floatX* h0 = ACT(core_layer_acts(m, 0), A_H);
     PROF(&m->prof, "patch embed fwd", gemm_flops(nr, D, P), 0, m->stream) {
-        dit_patches(m, m->xp, m->xt, B);
+        dit_patches(m, m->xp, m->fs.xt, B);
         matmul_forward(h0, m->xp + own_row0(m, B) * P, core_w(m, W_PATCH, 0), nr, P, D, P, 0, m->stream);
         bias_forward(h0, core_w(m, B_PATCH, 0), nr, D, m->stream);
     }
@@ -857,10 +832,7 @@ static void dit_chunk_backward(Dit* m, int micro, int chunk, int B, int last) {
     int s = m->comm->pp_rank, l0, l1, ends = pp_last_piece(&m->split, s, chunk);
     dit_select_micro(m, micro, B);
     pp_chunk_layers(&m->split, s, chunk, &l0, &l1);
-    if (ends && m->head_micro != micro)
-        FAIL("pipeline: micro-batch %d's backward on the last stage, but m->dh holds micro-batch %d's head gradient", micro,
-             m->head_micro);
-    m->head_micro = -1;
+    core_take_head_grad(m, micro, ends, "m->dh");
     if (m->comm->pp > 1) conditioning_forward(m, B, 0);
     if (!ends) {  // no final layer here: d silu(c) is the blocks' alone
         dev_memcpy_d2d(m->dh, pipeline_output_grad(&m->pipe), (size_t)own_rows(m, B) * m->cfg.D * sizeof(floatX), m->stream);
@@ -885,25 +857,16 @@ static void dit_stage(Dit* m, int B, const float* t, const int* y) {
     if (m->tpc.sp && ((size_t)B * m->N) % m->tpc.tp != 0)
         FAIL("--tp-mode reducescatter: a micro-batch of %d clips (%zu tokens) does not split into %d equal blocks", B,
              (size_t)B * m->N, m->tpc.tp);
-    for (int i = 0; i < B; i++)
-        if (y[i] < 0 || y[i] > m->cfg.NC) FAIL("class %d of clip %d is outside [0, %d] (%d = the null class)", y[i], i, m->cfg.NC, m->cfg.NC);
-    dev_memcpy_h2d(m->t, t, (size_t)B * sizeof(float), m->stream);
-    dev_memcpy_h2d(m->y, y, (size_t)B * sizeof(int), m->stream);
+    flow_slots_stage(&m->fs, B, t, y, m->stream);
 }
 
 // micro-batch `micro`'s clips x0 with noise, t and classes y (host arrays) staged in its slot. Every
-// stage reads the micro-batch (under --pp each runs next_batch): every stage stages t and y (the
-// conditioning), the first makes the noised x_t (the patch embedding's input), the last the target
-// v = noise - x0 (its loss); a stage between the ends needs no clip.
+// stage reads the micro-batch (under --pp each runs next_batch) and stages what it uses of it
+// (llmc/train/flow_slots.h): t and y for the conditioning, x_t on the first, the target on the last.
 static void dit_stage_clips(Dit* m, int micro, const float* x0, const float* noise, const float* t, const int* y, int B) {
     dit_select_micro(m, micro, B);
     dit_stage(m, B, t, y);
-    if (!m->first_stage && !m->last_stage) return;
-    dev_upload_floats(m->x0, x0, (size_t)B * m->clip);
-    dev_upload_floats(m->noise, noise, (size_t)B * m->clip);
-    // (flow_prepare's outputs may alias its inputs: the one a stage does not use lands on them)
-    flow_prepare(m->first_stage ? m->xt : m->x0, m->last_stage ? m->vtarget : m->noise, m->x0, m->noise, m->t, B, m->clip,
-                 m->stream);
+    flow_slots_stage_clips(&m->fs, B, x0, noise, m->stream);
 }
 
 // The squared errors of this rank's rows: to the step's loss (model_core_take_loss reduces
@@ -911,10 +874,7 @@ static void dit_stage_clips(Dit* m, int micro, const float* x0, const float* noi
 // over the ranks that hold its rows (the TP group under sequence parallelism, the CP group).
 // Only where the loss ran: the last stage under --pp.
 static void dit_clip_losses(Dit* m, int B, float* per_clip) {
-    dev_memcpy_d2h(m->host_sq, m->sq, (size_t)B * sizeof(float), m->stream);
-    stream_synchronize(m->stream);
-    double sum = 0.0, *sq = m->host_sq_sum;
-    for (int i = 0; i < B; i++) { sq[i] = m->host_sq[i]; sum += sq[i]; }
+    double sum = flow_slots_losses(&m->fs, B, m->stream), *sq = m->fs.host_sq_sum;
     if (!per_clip) { model_core_add_loss(m, sum, (double)own_rows(m, B) * m->P); return; }
     own_rows_sum(&m->adaln, sq, B);
     attention_sum_samples(&m->att, sq, B);
@@ -973,7 +933,7 @@ static void dit_velocity(void* model, const float* xt, const float* t, const int
     Dit* m = (Dit*)model;
     dit_select_micro(m, 0, B);
     dit_stage(m, B, t, y);
-    if (m->first_stage) dev_upload_floats(m->xt, xt, (size_t)B * m->clip);
+    if (m->first_stage) dev_upload_floats(m->fs.xt, xt, (size_t)B * m->clip);
     DitPass p = {m, NULL, NULL, NULL, NULL, B, MODE_SAMPLE, 0.0f, NULL, NULL};
     dit_pass(&p, 1);
     if (m->last_stage) {
@@ -1089,7 +1049,7 @@ static void print_config(void* t, Logger* lg) {
     logf_(lg, "parallel: world %d = dp %d x %s%stp %d (--tp-mode %s --tp-recompute-allgather %d: %d heads, %d FFN units, %d of "
           "%d tokens per micro-batch on this rank) | --zero %d --offload-optim %d | --fp32-grad-accum %d | comm %s, timeout %g s\n",
           m->comm->size, m->comm->dp, pp, cp, m->comm->tp, TP_MODE_NAMES[a->run.par.tp_mode], a->run.par.tp_regather, m->sh.Hl,
-          m->sh.FFl, own_rows(m, m->B), m->B * m->Nt, m->par.zero, m->par.offload_optim, m->par.grad_fp32,
+          m->sh.Fl, own_rows(m, m->B), m->B * m->Nt, m->par.zero, m->par.offload_optim, m->par.grad_fp32,
           comm_backend_name(m->comm), a->run.par.comm_timeout);
     log_memory_flags(lg, &m->flags, m->off.layers_offloaded, "blocks", 0, NULL);
 }
@@ -1121,10 +1081,7 @@ static CommBytes comm_bytes(void* t) {
         comm_bytes_add(&cb, m->comm, GROUP_TP, KIND_ALL_REDUCE,
                        ((first + last) * D * P + first * D + last * P + per * (2 * L * D + 2 * L * hd)) * sx);
     }
-    // context parallelism: each block's attention forward (again in backward under --recompute 2) and backward
-    attention_comm_bytes(&m->att, &cb, m->B, m->micro_steps * L * (1 + (m->flags.recompute >= 2)), m->micro_steps * L);
-    param_store_comm_bytes(&m->st, &cb, m->micro_steps);
-    pipeline_comm_bytes(&m->pipe, &cb);  // --pp: activations forward, gradients back
+    model_core_comm_bytes(m, &cb, m->B);  // context, data and pipeline parallelism (llmc/train/model_core.h)
     return cb;
 }
 
@@ -1160,19 +1117,16 @@ static void plan_only_lines(void* t, Logger* lg) {
 static double dit_fit_cost_seconds(const Dit* m, const CostModel* cm) {
     const DitConfig* c = &m->cfg;
     const MemoryFlags* f = &m->flags;
-    double BN = (double)m->B * m->N, D = c->D, hd = (double)c->D / c->H, Dl = m->sh.Hl * hd, FFl = m->sh.FFl;
+    double BN = (double)m->B * m->N, D = c->D, hd = (double)c->D / c->H, Dl = m->sh.Hl * hd, FFl = m->sh.Fl;
     double sx = sizeof(floatX), L = c->L;
     double attn_fwd = 2.0 * BN * 4.0 * Dl * D + 4.0 * m->B * m->sh.Hl * (double)m->N * m->N * hd;  // qkv, proj, attention
     double ffn_fwd = 2.0 * 2.0 * BN * D * FFl;                                                  // fc1 and fc2
     int K = f->ffn_chunks;
-    double flops = 0.0, bytes = 0.0, launches = 0.0;
-    if (f->recompute >= 2) flops += L * attn_fwd;
-    if (f->recompute >= 2 || K > 1) flops += L * ffn_fwd;
-    if (f->recompute >= 1) bytes += L * (2.0 * 2.0 * BN * D + 4.0 * BN * Dl) * sx;  // two modulated norms, q and k
-    if (f->recompute >= 1 || K > 1) bytes += L * 2.0 * BN * FFl * sx;                 // GELU: read u, write g
-    launches += L * (K - 1) * 12.0 + (K > 1 ? L * K * 5.0 : 0.0);  // per extra chunk; the chunk recompute
-    double exposed = fit_offload_seconds(m->off.layers_offloaded, m->acts.block_bytes, attn_fwd + ffn_fwd, cm, &launches);
-    return flops / cm->flops + bytes / cm->mem_bw + launches * cm->launch_s + exposed;
+    FitRecompute w = {attn_fwd, ffn_fwd, (2.0 * 2.0 * BN * D + 4.0 * BN * Dl) * sx,  // two modulated norms, q and k
+                      2.0 * BN * FFl * sx,                                        // GELU: read u, write g
+                      L * (K - 1) * 12.0 + (K > 1 ? L * K * 5.0 : 0.0),           // per extra chunk; the chunk recompute
+                      attn_fwd + ffn_fwd};
+    return fit_recompute_seconds(&w, f, (int)L, m->off.layers_offloaded, m->acts.block_bytes, cm);
 }
 
 static FitCost plan_cost(void* t, Comm* comm, const FitFlags* ff, const CostModel* cm) {
@@ -1180,12 +1134,10 @@ static FitCost plan_cost(void* t, Comm* comm, const FitFlags* ff, const CostMode
     int B = ff->B;
     const MemoryFlags* f = &ff->mem;
     FitCost c = {-1.0, 0.0, 0.0, 0, 0.0, 0.0};
-    DitShard sh = dit_shard(&a->cfg, comm->tp, comm->tp_rank);
-    if (f->ffn_chunks > (f->ffn_chunk_seq ? dit_tokens(&a->cfg) : sh.FFl)) return c;
+    TpShard sh = dit_shard(&a->cfg, comm->tp, comm->tp_rank);
+    if (f->ffn_chunks > (f->ffn_chunk_seq ? dit_tokens(&a->cfg) : sh.Fl)) return c;
     int dp = comm->dp, micro = a->run.total_batch ? a->run.total_batch / (B * dp) : 1;
-    ParallelFlags par = parallel_flags_resolve(&a->run.par, 0, micro);
-    par.zero = ff->zero;
-    par.offload_optim = ff->offload_optim;
+    ParallelFlags par = fit_parallel_flags(&a->run.par, 0, micro, ff);
     if (comm->tp > 1 && par.tp_sp && ((size_t)B * dit_tokens(&a->cfg)) % comm->tp) return c;  // rows do not split
     Dit m;
     dit_build(&m, &a->cfg, f, &par, comm, B, 0);

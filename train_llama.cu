@@ -90,19 +90,7 @@ enum { P_EMB, P_ATTN_NORM, P_WQ, P_WK, P_WV, P_WO, P_FFN_NORM, P_W1, P_W2, P_W3,
 // and w2 (the matching columns). Norm weights are replicated. With --shard-vocab 1 the
 // embedding and the output projection are split over the vocabulary (llmc/parallel/param_layout.h).
 
-typedef struct { int Hl, KVl, Fl; } LlamaShard;  // this rank's query heads, kv heads, FFN hidden units
-
-static LlamaShard llama_shard(const LlamaConfig* c, int tp, int r) {
-    if (tp < 1) FAIL("--tp must be >= 1 (got %d)", tp);
-    if (c->H % tp != 0 || c->KV % tp != 0)
-        FAIL("--tp %d must divide the number of heads H=%d and of kv heads KV=%d (each rank holds whole GQA groups)",
-             tp, c->H, c->KV);
-    if (c->F < tp) FAIL("--tp %d exceeds the FFN hidden size F=%d", tp, c->F);
-    size_t f0, Fl;
-    split_part((size_t)c->F, tp, r, &f0, &Fl);
-    LlamaShard t = {c->H / tp, c->KV / tp, (int)Fl};
-    return t;
-}
+static TpShard llama_shard(const LlamaConfig* c, int tp, int r) { return tp_shard(c->H, c->KV, c->F, "F", tp, r); }
 
 // The tensor table: shapes, TP splits (heads cut in whole heads of hd rows or columns),
 // weight decay on the 2-D tensors only. Its order is the reference layout's.
@@ -155,7 +143,7 @@ enum {
 [[maybe_unused]] static const char* ACT_NAMES[NUM_ACT_FIELDS] = {"x", "rstd1", "xn1", "q", "k", "v", "att", "lse",
                                                 "xmid", "rstd2", "xn2", "h1", "h3", "g", "xn1 gathered", "xn2 gathered"};
 
-static size_t act_field_bytes(const LlamaConfig* c, const LlamaShard* t, const TpContext* tpc, int B, int T, int field) {
+static size_t act_field_bytes(const LlamaConfig* c, const TpShard* t, const TpContext* tpc, int B, int T, int field) {
     size_t BT = (size_t)B * T, hd = c->D / c->H, rows = tp_own_rows(tpc, (int)BT);
     switch (field) {
         case A_X: case A_XMID: return rows * c->D * sizeof(floatX);
@@ -179,7 +167,7 @@ static ActHome act_field_home(const MemoryFlags* f, int field) {
     return ACT_SAVED;
 }
 
-static ActPlan act_plan(const LlamaConfig* c, const LlamaShard* t, const TpContext* tpc, int B, int T, const MemoryFlags* fl) {
+static ActPlan act_plan(const LlamaConfig* c, const TpShard* t, const TpContext* tpc, int B, int T, const MemoryFlags* fl) {
     ActPlan p = {NUM_ACT_FIELDS, ACT_NAMES, {0}, {}, 0, 0};
     for (int i = 0; i < NUM_ACT_FIELDS; i++) { p.bytes[i] = act_field_bytes(c, t, tpc, B, T, i); p.home[i] = act_field_home(fl, i); }
     return act_plan_finish(p);
@@ -194,7 +182,7 @@ typedef enum { MODE_TRAIN, MODE_EVAL, MODE_FEATURES } RunMode;  // features: eva
 
 struct Llama : ModelCore {
     LlamaConfig cfg;
-    LlamaShard sh;                    // this rank's share of the heads and hidden units
+    TpShard sh;                       // this rank's share of the heads and hidden units
     int B, T;                         // the largest batch any call will use (buffers are sized for it); T: a sample's tokens
     int Tl;                           // the tokens of a sample this rank holds: T / cp
     floatX* p[NUM_PARAM_TENSORS];     // whole-model tensors (norm; embedding and output unless sharded)
@@ -211,7 +199,6 @@ struct Llama : ModelCore {
     int ce_rows;                      // rows per CE chunk
     int *inputs, *targets;            // device copies of the micro-batch in flight (its slot's under --pp)
     int* batch_slots;                 // the slots' inputs and targets (one slot but under --pp)
-    int head_micro;                   // --pp: the micro-batch whose head gradient m->dx holds (-1: none)
     float* norm_scratch;              // grad norm, loss sum: two floats on the device
 #ifdef TESTING
     float* capture_logits;            // when set, every logits chunk is copied here (host, [BT, V])
@@ -222,12 +209,6 @@ struct Llama : ModelCore {
 // or under sequence parallelism block tp_rank of tp equal blocks
 static int own_rows(const Llama* m, int N) { return tp_own_rows(&m->tpc, N); }
 static size_t own_row0(const Llama* m, int N) { return tp_own_row0(&m->tpc, N); }
-
-// where layer l's output goes: layer l+1's input, or past the chunk's last layer (under
-// --pp) or the model's, x_final (the head's input, or what the stage sends on)
-static floatX* layer_output(const Llama* m, int l) {
-    return core_next_in_chunk(m, l) ? ACT(core_layer_acts(m, l + 1), A_X) : m->x_final;
-}
 
 // Plans every buffer from the config and the flags, then (allocate = 1) allocates once.
 // With allocate = 0 only the plan exists: no device is touched, so a CUDA build can
@@ -248,7 +229,7 @@ static void llama_build(Llama* m, const LlamaConfig* cfg, const MemoryFlags* fla
     int tp = comm->tp;
     m->sh = llama_shard(c, tp, comm->tp_rank);
     tp_context_init(&m->tpc, comm, par, flags->recompute, (size_t)c->D);
-    const LlamaShard* sh = &m->sh;
+    const TpShard* sh = &m->sh;
     // context parallelism: every buffer below that grows with the tokens holds this rank's Tl of each sample
     attention_setup(&m->att, &m->cpx, comm, 1, B, T, sh->Hl, sh->KVl, c->D / c->H);
     m->Tl = attention_local_tokens(&m->att, T);
@@ -316,7 +297,7 @@ static void llama_build(Llama* m, const LlamaConfig* cfg, const MemoryFlags* fla
     for (int t = 0; t < NUM_PARAM_TENSORS; t++)
         if (!m->spec[t].per_layer) { m->p[t] = core_w(m, t, 0); m->g[t] = core_dw(m, t, 0); }
     if (c->tied) { m->p[P_OUT] = m->p[P_EMB]; m->g[P_OUT] = m->g[P_EMB]; }
-    m->inputs = m->batch_slots; m->targets = m->inputs + BT; m->head_micro = -1;
+    m->inputs = m->batch_slots; m->targets = m->inputs + BT;
     // the loss: the TP ranks' rows differ when each ran the head on its own rows
     model_core_loss_rows(m, m->tpc.sp && !m->st.lay.vocab_tp, m->norm_scratch + 1);
     m->cp_tokens = comm->cp > 1 ? (int*)xmalloc(2 * BT * sizeof(int)) : NULL;
@@ -466,7 +447,7 @@ static void layer_forward(Llama* m, int l, int B, int T, RunMode mode) {
     attention_block_forward(m, l, a, B, T, ACTF(a, A_RSTD1));
     PROF(&m->prof, "rmsnorm fwd", 0, 2.0 * nr * D * SX, s)
         rmsnorm_forward(ACT(a, A_XN2), ACTF(a, A_RSTD2), ACT(a, A_XMID), core_w(m, P_FFN_NORM, l), nr, D, c->norm_eps, s);
-    floatX* out = layer_output(m, l);
+    floatX* out = core_layer_output(m, l, A_X, m->x_final);
     // the output lands in the next layer's block; with offload that block is a slot
     // whose previous tenant (layer l-1) must have reached the host first
     if (mode == MODE_TRAIN && core_next_in_chunk(m, l)) offload_before_write(&m->off, core_block(m, l + 1), s);
@@ -656,11 +637,8 @@ static void llama_chunk_backward(Llama* m, int micro, int chunk, int B, int T, i
     int s = m->comm->pp_rank, l0, l1, first = pp_first_piece(&m->split, s, chunk), ends = pp_last_piece(&m->split, s, chunk);
     llama_select_micro(m, micro);
     pp_chunk_layers(&m->split, s, chunk, &l0, &l1);
-    if (ends && m->head_micro != micro)
-        FAIL("pipeline: micro-batch %d's backward on the last stage, but m->dx holds micro-batch %d's head gradient", micro,
-             m->head_micro);
+    core_take_head_grad(m, micro, ends, "m->dx");
     if (!ends) dev_memcpy_d2d(m->dx, pipeline_output_grad(&m->pipe), (size_t)own_rows(m, B * T) * c->D * sizeof(floatX), m->stream);
-    m->head_micro = -1;
     for (int l = l1 - 1; l >= l0; l--) {
         param_store_layer_begin(&m->st, l, l - 1 >= l0 ? l - 1 : -1, 1);
         layer_backward(m, l, B, T);
@@ -921,11 +899,8 @@ static CommBytes comm_bytes(void* t) {
         }
         ADD(GROUP_TP, KIND_ALL_REDUCE, micro_steps * vtp * last * ce);
     }
-    // context parallelism: each layer's attention forward (again in backward under --recompute 2) and backward
-    attention_comm_bytes(&m->att, &cb, m->B, micro_steps * L * (1 + (m->flags.recompute >= 2)), micro_steps * L);
-    param_store_comm_bytes(&m->st, &cb, micro_steps);  // data parallelism (over dp x cp): each bucket, the norm
+    model_core_comm_bytes(m, &cb, m->B);          // context, data and pipeline parallelism (llmc/train/model_core.h)
     vocab_comm_bytes(&m->voc, &cb, micro_steps);  // the vocabulary over DP (--shard-vocab 1, tp = 1)
-    pipeline_comm_bytes(&m->pipe, &cb);           // --pp: activations forward, gradients back
     #undef ADD
     return cb;
 }
@@ -957,35 +932,30 @@ static double fit_cost_seconds(const LlamaConfig* c, int B, int T, const MemoryF
     double BT = (double)B * T, D = c->D, F = c->F, hd = (double)c->D / c->H, qd = c->H * hd, kvd = c->KV * hd;
     double sx = sizeof(floatX), L = c->L;
     double attn_fwd = 2.0 * BT * (D * qd + 2.0 * D * kvd + qd * D) + 2.0 * BT * T * qd;  // GEMMs + causal attention
-    double ffn_hidden = 2.0 * BT * D * F * 2.0;                                             // w1 and w3
-    double layer_fwd = attn_fwd + ffn_hidden + 2.0 * BT * F * D;                            // + w2
+    double ffn_hidden = 2.0 * BT * D * F * 2.0;                                             // w1 and w3 (recomputed)
     int K = f->ffn_chunks;
-    double flops = 0.0, bytes = 0.0, launches = 0.0;
-    if (f->recompute >= 2) flops += L * attn_fwd;
-    if (f->recompute >= 2 || K > 1) flops += L * ffn_hidden;
-    if (f->recompute >= 1) bytes += L * 4.0 * BT * D * sx;   // the two norms: read x, write xn
-    if (f->recompute >= 1 || K > 1) bytes += L * 3.0 * BT * F * sx;  // SwiGLU: read h1, h3, write g
-    launches += L * (K - 1) * 13.0;              // per extra FFN chunk: 4 forward, 9 backward launches
+    double launches = L * (K - 1) * 13.0;        // per extra FFN chunk: 4 forward, 9 backward launches
     if (K > 1) launches += L * K * 3.0;          // the chunk recompute: two GEMMs and SwiGLU
     launches += (f->ce_chunks - 1) * 4.0;        // per extra CE chunk: GEMM, CE, two backward GEMMs
-    double exposed = fit_offload_seconds(n_offload, act_block_bytes, layer_fwd, cm, &launches);
-    return flops / cm->flops + bytes / cm->mem_bw + launches * cm->launch_s + exposed;
+    FitRecompute w = {attn_fwd, ffn_hidden,
+                      4.0 * BT * D * sx,         // the two norms: read x, write xn
+                      3.0 * BT * F * sx,         // SwiGLU: read h1, h3, write g
+                      launches, attn_fwd + ffn_hidden + 2.0 * BT * F * D};  // a layer's forward: + w2
+    return fit_recompute_seconds(&w, f, (int)L, n_offload, act_block_bytes, cm);
 }
 
 static FitCost plan_cost(void* t, Comm* comm, const FitFlags* ff, const CostModel* cm) {
     const TrainArgs* a = &((Trainer*)t)->a;
     int T = a->T, dp = comm->dp, B = ff->B;
     const MemoryFlags* f = &ff->mem;
-    ParallelFlags pf = parallel_flags_resolve(&a->run.par, a->run.shard_vocab,
-                                              a->run.total_batch ? (int)(a->run.total_batch / ((long long)B * T * dp)) : 1);
-    pf.zero = ff->zero;
-    pf.offload_optim = ff->offload_optim;
+    int micro = a->run.total_batch ? (int)(a->run.total_batch / ((long long)B * T * dp)) : 1;
+    ParallelFlags pf = fit_parallel_flags(&a->run.par, a->run.shard_vocab, micro, ff);
     long long BT = (long long)B * T;
     FitCost c = {-1.0, 0.0, 0.0, 0, 0.0, 0.0};
     if ((f->ffn_chunk_seq ? BT : a->cfg.F) < f->ffn_chunks || BT < f->ce_chunks) return c;
     Llama m;
     llama_build(&m, &a->cfg, f, &pf, comm, B, T, 0);
-    m.micro_steps = a->run.total_batch ? (int)(a->run.total_batch / ((long long)B * T * dp)) : 1;
+    m.micro_steps = micro;
     c = model_core_fit_cost(&m, fit_cost_seconds(&a->cfg, B, T, f, m.off.layers_offloaded, m.acts.block_bytes, cm),
                             (6.0 * (double)m.num_params + 6.0 * a->cfg.L * (double)a->cfg.D * T) * B * T / cm->flops, cm);  // 6N + 6LDT a token
     llama_free(&m);
@@ -1013,26 +983,16 @@ static CkptShape ckpt_shape(void* t) {
     return s;
 }
 
-static_assert(DATALOADER_STATE_SIZE <= CKPT_EXTRA_MAX, "the dataloader's state must fit a checkpoint's extra block");
-
+// the writer's layout for the record (any layout reads the file), then the data's position (llmc/train/token_data.h)
 static size_t ckpt_extra(void* t, int h[256], unsigned char extra[CKPT_EXTRA_MAX]) {
     Trainer* x = (Trainer*)t;
     const Llama* m = &x->m;
-    h[11] = m->comm->dp; h[12] = m->B; h[13] = m->T; h[14] = x->a.run.grad_accum; h[16] = m->par.zero; h[17] = m->par.shard_vocab;
-    h[20] = m->comm->tp; h[21] = m->comm->pp;  // for the record: any layout reads the file
-    dataloader_get_state(&x->data.train, extra);
-    return dataloader_state_size();
+    h[16] = m->par.zero; h[17] = m->par.shard_vocab; h[20] = m->comm->tp; h[21] = m->comm->pp;
+    return token_data_ckpt_write(&x->data, h, extra, m->comm->dp, x->a.run.grad_accum);
 }
-
-// the loader reads the global batch (token_rows), so its position carries over to any
-// layout with the same global micro-batch B*dp, sequence and accumulation
 static int ckpt_restore(void* t, const int* h, const unsigned char* extra, size_t bytes) {
     Trainer* x = (Trainer*)t;
-    const Llama* m = &x->m;
-    if ((long long)h[11] * h[12] != (long long)m->comm->dp * m->B || h[13] != m->T || h[14] != x->a.run.grad_accum ||
-        bytes != dataloader_state_size()) return 0;
-    dataloader_set_state(&x->data.train, extra);
-    return 1;
+    return token_data_ckpt_read(&x->data, h, extra, bytes, x->m.comm->dp, x->a.run.grad_accum);
 }
 
 static void data_restart(void* t, int start, Logger* lg) { token_data_restart(&((Trainer*)t)->data, start, lg); }

@@ -91,6 +91,27 @@ static inline void split_part(size_t n, int tp, int r, size_t* start, size_t* co
     *start = rr * q + (rr < extra ? rr : extra);
 }
 
+// What one rank of a TP group holds of a transformer (Megatron-LM's split): its query heads
+// and kv heads, whole ones (KV > 0: grouped kv heads, so each GQA group stays on one rank;
+// KV = 0: none of their own), and its FFN hidden units, part `rank` of F (named f_name in
+// the messages; F need not divide by tp, parts differ by at most one). Fmax is the largest
+// rank's part, which every rank cuts its chunks from (collectives pair up).
+typedef struct { int Hl, KVl, Fl, Fmax; } TpShard;
+
+static inline TpShard tp_shard(int H, int KV, int F, const char* f_name, int tp, int rank) {
+    if (tp < 1) FAIL("--tp must be >= 1 (got %d)", tp);
+    if (KV > 0 && (H % tp != 0 || KV % tp != 0))
+        FAIL("--tp %d must divide the number of heads H=%d and of kv heads KV=%d (each rank holds whole GQA groups)",
+             tp, H, KV);
+    if (KV == 0 && H % tp != 0)
+        FAIL("--tp %d must divide the number of heads H=%d (each rank holds whole heads)", tp, H);
+    if (F < tp) FAIL("--tp %d exceeds the FFN hidden size %s=%d", tp, f_name, F);
+    size_t f0, n;
+    split_part((size_t)F, tp, rank, &f0, &n);
+    TpShard s = {H / tp, KV > 0 ? KV / tp : H / tp, (int)n, (int)ceil_div((size_t)F, (size_t)tp)};
+    return s;
+}
+
 typedef struct {
     int tensor, layer;   // layer -1 for the tensors outside the layers
     size_t ref_off;      // offset in the reference layout

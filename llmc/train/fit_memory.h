@@ -19,6 +19,7 @@ do not promise a step time.
 #include "../core/flags.h"
 #include "../core/arena.h"
 #include "memory_flags.h"
+#include "../parallel/parallel_args.h"
 
 typedef struct {
     double flops;      // achieved matmul FLOP/s
@@ -61,6 +62,26 @@ static inline double fit_offload_seconds(int n_offload, size_t act_block_bytes, 
         *launches += 4.0;  // two copies, their events
     }
     return exposed;
+}
+
+// A model's memory flags in the terms both trainers price them in: a layer's forward FLOPs of its
+// attention half and of its FFN (--recompute 2 runs both again, the FFN's also with --ffn-chunks), the
+// bytes of the memory-bound work each layer redoes (norm: --recompute 1's norms; act: the FFN's
+// activation, which --ffn-chunks redoes as well), the extra launches, and the forward FLOPs of a layer
+// that hide its offload copy.
+typedef struct { double attn_flops, ffn_flops, norm_bytes, act_bytes, launches, layer_flops; } FitRecompute;
+
+// the predicted seconds per micro-step that the flags f add to the flag-free step over L layers:
+// recomputed FLOPs and memory traffic, extra launches, the exposed part of the offload copies
+static inline double fit_recompute_seconds(const FitRecompute* w, const MemoryFlags* f, int L, int n_offload,
+                                           size_t act_block_bytes, const CostModel* cm) {
+    double flops = 0.0, bytes = 0.0, launches = w->launches;
+    if (f->recompute >= 2) flops += L * w->attn_flops;
+    if (f->recompute >= 2 || f->ffn_chunks > 1) flops += L * w->ffn_flops;
+    if (f->recompute >= 1) bytes += L * w->norm_bytes;
+    if (f->recompute >= 1 || f->ffn_chunks > 1) bytes += L * w->act_bytes;
+    double exposed = fit_offload_seconds(n_offload, act_block_bytes, w->layer_flops, cm, &launches);
+    return flops / cm->flops + bytes / cm->mem_bw + launches * cm->launch_s + exposed;
 }
 
 // --offload-optim 1: AdamW on the CPU over the rank's n_opt owned elements, per micro-step
@@ -124,6 +145,15 @@ static inline void fit_args_validate(const FitArgs* f) {
 // trainer's callback says of it (its plan: dev and host, the arenas' bytes)
 typedef struct { int B; MemoryFlags mem; int zero, offload_optim; } FitFlags;
 typedef struct { double bytes, seconds, base; int n_offload; double dev, host; } FitCost;  // bytes < 0: not a valid layout
+
+// a candidate's parallel flags: the run's, with the candidate's ZeRO stage and --offload-optim
+static inline ParallelFlags fit_parallel_flags(const ParallelArgs* p, int shard_vocab, int micro_steps,
+                                               const FitFlags* f) {
+    ParallelFlags pf = parallel_flags_resolve(p, shard_vocab, micro_steps);
+    pf.zero = f->zero;
+    pf.offload_optim = f->offload_optim;
+    return pf;
+}
 
 typedef struct {
     // The flags --fit-memory chooses, as places in a trainer's arguments (set with the fixed

@@ -61,6 +61,7 @@ struct ModelCore {
     int* act_base;               // [virt]: the first block of chunk c's slots (each slot the chunk's layers)
     int act_layers;              // the stage's layers
     int micro_cur;               // --pp: the micro-batch whose activations the layers use (its slot)
+    int head_micro;              // --pp: whose head gradient the working gradient holds (-1: none; core_take_head_grad)
     TpContext tpc;               // tensor parallelism's collectives and recycled buffers
     CpContext cpx;               // context parallelism's layout and buffers
     Attention att;               // the attention operation over it
@@ -90,6 +91,7 @@ static inline void model_core_begin(ModelCore* c, const ParamSpec* spec, int n, 
                                     const ParallelFlags* par, int shard_vocab) {
     if (n > MODEL_MAX_TENSORS) FAIL("model_core_begin: %d tensors, at most %d", n, MODEL_MAX_TENSORS);
     c->flags = *f; c->par = *par; c->comm = comm; c->L = L; c->n_tensors = n; c->tokens_per_item = 1;
+    c->head_micro = -1;
     memcpy(c->spec, spec, (size_t)n * sizeof(ParamSpec));
     c->num_params = 0;
     for (int i = 0; i < n; i++) {
@@ -244,6 +246,33 @@ static inline ActBlock core_layer_acts(const ModelCore* c, int l) {
         for (int i = 0; i < 2; i++) a.f[c->gathered_view[i][0]] = ACT(a, c->gathered_view[i][1]) + own;
     }
     return a;
+}
+
+// where layer l's output goes: layer l + 1's input (field in_field), or past the chunk's last
+// layer (under --pp) or the model's, `last` (the head's input, or what the stage sends on)
+static inline floatX* core_layer_output(const ModelCore* c, int l, int in_field, floatX* last) {
+    return core_next_in_chunk(c, l) ? ACT(core_layer_acts(c, l + 1), in_field) : last;
+}
+
+// A backward of micro-batch `micro` through the last piece (ends) starts from the head's
+// gradient, which its forward left in the working gradient (named `grad` in the message): under
+// --pp another micro-batch's forward must not have run the head since.
+static inline void core_take_head_grad(ModelCore* c, int micro, int ends, const char* grad) {
+    if (ends && c->head_micro != micro)
+        FAIL("pipeline: micro-batch %d's backward on the last stage, but %s holds micro-batch %d's head gradient", micro,
+             grad, c->head_micro);
+    c->head_micro = -1;
+}
+
+// What a step sends outside the model's own tensor parallelism, for a micro-batch of B
+// samples: each layer's attention forward (again in backward under --recompute 2) and
+// backward over the CP group, data parallelism's buckets and norm (over dp x cp), and under
+// --pp the activations forward and the gradients back.
+static inline void model_core_comm_bytes(const ModelCore* c, CommBytes* cb, int B) {
+    double layers = (double)c->micro_steps * c->act_layers;
+    attention_comm_bytes(&c->att, cb, B, layers * (1 + (c->flags.recompute >= 2)), layers);
+    param_store_comm_bytes(&c->st, cb, c->micro_steps);
+    pipeline_comm_bytes(&c->pipe, cb);
 }
 
 // a candidate's cost for --fit-memory and the rank plans (a model built without allocating):

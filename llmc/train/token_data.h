@@ -16,6 +16,7 @@ micro-batch, sequence and accumulation.
 #include "../parallel/comm.h"
 #include "../core/logger.h"
 #include "train_args.h"
+#include "state_checkpoint.h"
 
 typedef struct {
     DataLoader train, val;
@@ -55,6 +56,28 @@ static inline void token_data_open(TokenData* d, const char* train, const char* 
 // this rank's rows of a global batch (inputs or targets)
 static inline const int* token_rows(const TokenData* d, const int* global) {
     return global + (size_t)d->dp_rank * d->B * d->T;
+}
+
+static_assert(DATALOADER_STATE_SIZE <= CKPT_EXTRA_MAX, "the dataloader's state must fit a checkpoint's extra block");
+
+// A checkpoint's record of the data: the global micro-batch (dp ranks of B rows), the sequence
+// and the accumulation in header fields 11 to 14, the loader's position (the same on every rank)
+// in the extra block, whose bytes it returns
+static inline size_t token_data_ckpt_write(const TokenData* d, int h[256], unsigned char extra[CKPT_EXTRA_MAX], int dp,
+                                           int grad_accum) {
+    h[11] = dp; h[12] = d->B; h[13] = d->T; h[14] = grad_accum;
+    dataloader_get_state(&d->train, extra);
+    return dataloader_state_size();
+}
+
+// the loader reads the global batch (token_rows), so its position carries over to any
+// layout with the same global micro-batch B*dp, sequence and accumulation; 0: it does not apply
+static inline int token_data_ckpt_read(TokenData* d, const int* h, const unsigned char* extra, size_t bytes, int dp,
+                                       int grad_accum) {
+    if ((long long)h[11] * h[12] != (long long)dp * d->B || h[13] != d->T || h[14] != grad_accum ||
+        bytes != dataloader_state_size()) return 0;
+    dataloader_set_state(&d->train, extra);
+    return 1;
 }
 
 // A checkpoint's position does not apply (another layout wrote it): continue on a new,
