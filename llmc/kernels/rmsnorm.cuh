@@ -435,6 +435,39 @@ static __device__ void rms_sum_rows(int C, int row0, int step, int nrows, floatX
     }
 }
 
+// The end of a fused backward block: its partial of dw, its slots [blockDim.x / 32 * (32 / L)]
+// of rms_slice floats at dwp added in slot order, then the fixed tree over the blocks.
+// ticket: a __shared__ word of the kernel.
+static __device__ void rms_backward_finish(floatX* dw, int C, int L, const float* dwp, unsigned int* ticket) {
+    int nch = (C + RMS_VEC - 1) / RMS_VEC, nchp = rms_nchp(nch), slots = (blockDim.x >> 5) * (32 / L);
+    size_t slice = (size_t)rms_slice(nch, L);
+    __syncthreads();
+    for (int c = threadIdx.x; c < C; c += blockDim.x) {
+        size_t at = (size_t)(c % RMS_VEC) * nchp + c / RMS_VEC;
+        float sum = 0.0f;
+        for (int sl = 0; sl < slots; sl++) sum += dwp[sl * slice + at];
+        rmsnorm_dw_partials[(size_t)blockIdx.x * C + c] = sum;
+    }
+    // the last block of each group adds the group's partials, in block order, into the
+    // group's first row; the last group adds the group rows, in group order, into dw
+    __threadfence();  // this block's partials are visible before its ticket is taken
+    __syncthreads();
+    int G = gridDim.x, g = blockIdx.x / RMS_GROUP, first = g * RMS_GROUP;
+    int gsize = G - first < RMS_GROUP ? G - first : RMS_GROUP, ngroups = (G + RMS_GROUP - 1) / RMS_GROUP;
+    if (threadIdx.x == 0) *ticket = atomicAdd(&rmsnorm_tickets[g], 1u);
+    __syncthreads();
+    if (*ticket != (unsigned)gsize - 1) return;  // block-uniform
+    if (threadIdx.x == 0) rmsnorm_tickets[g] = 0;  // every block of the group has taken its ticket: reset for the next call
+    rms_sum_rows(C, first, 1, gsize, NULL);  // into row `first`
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) *ticket = atomicAdd(&rmsnorm_tickets[RMS_BWD_MAX_BLOCKS / RMS_GROUP], 1u);
+    __syncthreads();
+    if (*ticket != (unsigned)ngroups - 1) return;
+    if (threadIdx.x == 0) rmsnorm_tickets[RMS_BWD_MAX_BLOCKS / RMS_GROUP] = 0;
+    rms_sum_rows(C, 0, RMS_GROUP, ngroups, dw);
+}
+
 __global__ void __launch_bounds__(32 * RMS_WARPS, 2) rmsnorm_backward_kernel(floatX* dinp, floatX* dw, const floatX* dout,
                                                                              const floatX* inp, const floatX* w,
                                                                              const float* rstd, int N, int C, int vec,
@@ -454,34 +487,7 @@ __global__ void __launch_bounds__(32 * RMS_WARPS, 2) rmsnorm_backward_kernel(flo
             default: rms_backward_rows<false, 0>(dinp, dout, inp, w, rstd, N, C, L, dwp); break;
         }
     }
-    // this block's partial of dw: its slots added in slot order
-    int nch = (C + RMS_VEC - 1) / RMS_VEC, nchp = rms_nchp(nch), slots = (blockDim.x >> 5) * (32 / L);
-    size_t slice = (size_t)rms_slice(nch, L);
-    __syncthreads();
-    for (int c = threadIdx.x; c < C; c += blockDim.x) {
-        size_t at = (size_t)(c % RMS_VEC) * nchp + c / RMS_VEC;
-        float sum = 0.0f;
-        for (int sl = 0; sl < slots; sl++) sum += dwp[sl * slice + at];
-        rmsnorm_dw_partials[(size_t)blockIdx.x * C + c] = sum;
-    }
-    // the last block of each group adds the group's partials, in block order, into the
-    // group's first row; the last group adds the group rows, in group order, into dw
-    __threadfence();  // this block's partials are visible before its ticket is taken
-    __syncthreads();
-    int G = gridDim.x, g = blockIdx.x / RMS_GROUP, first = g * RMS_GROUP;
-    int gsize = G - first < RMS_GROUP ? G - first : RMS_GROUP, ngroups = (G + RMS_GROUP - 1) / RMS_GROUP;
-    if (threadIdx.x == 0) ticket = atomicAdd(&rmsnorm_tickets[g], 1u);
-    __syncthreads();
-    if (ticket != (unsigned)gsize - 1) return;  // block-uniform
-    if (threadIdx.x == 0) rmsnorm_tickets[g] = 0;  // every block of the group has taken its ticket: reset for the next call
-    rms_sum_rows(C, first, 1, gsize, NULL);  // into row `first`
-    __threadfence();
-    __syncthreads();
-    if (threadIdx.x == 0) ticket = atomicAdd(&rmsnorm_tickets[RMS_BWD_MAX_BLOCKS / RMS_GROUP], 1u);
-    __syncthreads();
-    if (ticket != (unsigned)ngroups - 1) return;
-    if (threadIdx.x == 0) rmsnorm_tickets[RMS_BWD_MAX_BLOCKS / RMS_GROUP] = 0;
-    rms_sum_rows(C, 0, RMS_GROUP, ngroups, dw);
+    rms_backward_finish(dw, C, L, dwp, &ticket);
 }
 
 // --- the two-kernel path, for rows too long for the fused kernel's shared memory
