@@ -8,8 +8,8 @@ Ladder for llmc/kernels/rmsnorm.cuh.
   version 3: 16-byte chunks kept in registers (the row read once), L = 1..32 lanes per
              row, a block per 8 (or more) rows; the backward in one kernel, dw reduced
              through per-block partials and a fixed tree (last block of each group of 16,
-             then the last group), no second pass over dy and x (the llmc backward; the
-             llmc forward for rows under 32 chunks or not 16-byte aligned)
+             then the last group), no second pass over dy and x (llmc's kernels for rows
+             under 32 chunks or not 16-byte aligned; the backward's too over 256 chunks)
   version 4: the llmc kernels: the forward of rows of at least 32 chunks (C >= 256 in
              bf16) on the 16-byte path runs a persistent grid (2 blocks a SM), the weight
              staged once a block in shared memory, and each warp loads its next row
@@ -23,16 +23,17 @@ Ladder for llmc/kernels/rmsnorm.cuh.
              measured 34 us, ~0.45 ms less a step (33 calls). Moved into llmc before a GPU
              measured it (bitwise version 3's results, so the only risk is its speed:
              scripts/gpu_check.sh runs this ladder's benchmark).
-  version 5: the backward's streaming schedule, for rows of 32 to 256 chunks on the 16-byte
-             path (256 <= C <= 2048 in bf16, 128 <= C <= 1024 in fp32): version 3's grid,
-             row partition, slots and dw tree (so dw is added in version 3's order), but a
-             warp keeps its row's dy and x in registers between the dot product and the
-             update (version 3 reads rows over 2 chunks a lane again), loads the next row's
-             dy and x before it reduces and writes the current one, and reads w from shared
-             memory (staged once a block). Two rows of dy and x in registers (128 registers
-             at 8 chunks a lane; 235 in all, no spill) leave one block of 8 warps a SM:
-             version 3's 256 blocks at llama3-1B run in two waves on 132 SMs. The same arithmetic in the same order as version 3: bitwise
-             its dinp and dw (checked here on every shape).
+  version 5: the llmc kernels: the backward's streaming schedule, for rows of 32 to 256
+             chunks on the 16-byte path (256 <= C <= 2048 in bf16, 128 <= C <= 1024 in
+             fp32): version 3's grid, row partition, slots and dw tree (so dw is added in
+             version 3's order), but a warp keeps its row's dy and x in registers between
+             the dot product and the update (version 3 reads rows over 2 chunks a lane
+             again), loads the next row's dy and x before it reduces and writes the current
+             one, and reads w from shared memory (staged once a block). Two rows of dy and
+             x in registers (128 registers at 8 chunks a lane; 235 in all, no spill) leave
+             one block of 8 warps a SM: version 3's 256 blocks at llama3-1B run in two
+             waves on 132 SMs. The same arithmetic in the same order as version 3: bitwise
+             its dinp and dw (checked here on every shape). Other shapes: version 3's.
              Predicted at llama3-1B (N = 8192, C = 2048, bf16) on the H200, before it ran:
              134 MB a call (dy, x, dinp read, dinp written; plus 2 MB of fp32 partials
              through L2). Version 3 measured 72 us (1.86 TB/s, 44% of the 4.25 TB/s copy);
@@ -40,11 +41,14 @@ Ladder for llmc/kernels/rmsnorm.cuh.
              each tensor a lane per step, so ~16 KB a SM in flight where Little's law asks
              ~32 KB (4.25 TB/s x ~1 us / 132 SMs). Version 5 has ~64 KB a SM in flight
              through a row (8 warps, each the next row's dy and x, 8 KB) besides the current
-             dinp, like the forward's streaming kernel that measured 75-76% of copy; the streaming part should run
-             near that, 3.0-3.2 TB/s (42-45 us), less what the forward does not pay: two
-             waves, each exposing its first row's loads (~1-2 us of a warp's 4 rows), and
-             the tree's ~3 us tail on one SM. Predicted: 46-52 us a call (2.6-2.9 TB/s,
-             61-69% of copy) against 72 us, ~0.7-0.85 ms less a step (33 calls).
+             dinp, like the forward's streaming kernel that measured 75-76% of copy; the
+             streaming part should run near that, 3.0-3.2 TB/s (42-45 us), less what the
+             forward does not pay: two waves, each exposing its first row's loads (~1-2 us
+             of a warp's 4 rows), and the tree's ~3 us tail on one SM. Predicted: 46-52 us
+             a call (2.6-2.9 TB/s, 61-69% of copy) against 72 us, ~0.7-0.85 ms less a step
+             (33 calls). Moved into llmc before a GPU measured it, as version 4 was
+             (bitwise version 3's results, so the only risk is its speed:
+             scripts/gpu_check.sh runs this ladder's benchmark).
 Validated against the CPU twin (llmc/kernels/cpu/rmsnorm.h) on random data, odd C, rows
 not a multiple of 8 or 16; the backward accumulates into random dinp and dw.
 Shapes with offset=1 start every floatX buffer one element into its allocation: no row
@@ -148,115 +152,21 @@ static void rmsnorm_forward_v3(floatX* out, float* rstd, const floatX* inp, cons
     cudaCheck(cudaGetLastError());
 }
 
-// version 5: the backward's streaming schedule, for rows of 32 to 8 * 32 chunks on the
-// 16-byte path (256 <= C <= 2048 in bf16). The partition of the rows, the slots and the
-// tree are version 3's (rms_backward_shape: G blocks, a warp a slot, slot s of block b
-// takes rows b * warps + s, + G * warps, ...), so dw is summed in version 3's order; a row's
-// arithmetic is version 3's too (chunk q of lane l is q = l + 32 t in both). What changes:
-// the row's dy and x stay in registers between the dot product and the update (version 3
-// keeps them only up to 2 chunks a lane and reads longer rows again), the next row's dy and
-// x are loaded before the current one is reduced and written, and w sits in shared memory
-// once a block. dinp is loaded in the update, not before the dot product: holding it too
-// (32 registers more) spilled 224 bytes at the 255-register cap. Two rows of dy and x a warp in registers (128 at 8 chunks a lane) leave one block
-// of 8 warps an SM, so version 3's grid of up to 256 blocks runs in two waves on 132 SMs.
-template <int NPL>
-static __device__ void rms_backward_stream(floatX* dinp, const floatX* dout, const floatX* inp, const RmsChunk* wsh,
-                                           const float* rstd, int N, int C, float* mine) {
-    const int lane = threadIdx.x & 31, nwarps = blockDim.x >> 5, nch = C / RMS_VEC, nchp = rms_nchp(nch);
-    for (int q = lane; q < nch; q += 32)
-        for (int k = 0; k < RMS_VEC; k++) mine[k * nchp + q] = 0.0f;
-    const size_t step = (size_t)gridDim.x * nwarps;
-    size_t row = (size_t)blockIdx.x * nwarps + (threadIdx.x >> 5);
-    RmsChunk xc[NPL], dc[NPL], xn[NPL], dn[NPL];
-    float r = 0.0f, rn = 0.0f;
-    if (row < (size_t)N) {
-        const RmsChunk *x = (const RmsChunk*)(inp + row * C), *dy = (const RmsChunk*)(dout + row * C);
-#pragma unroll
-        for (int t = 0; t < NPL; t++) if (lane + t * 32 < nch) { xc[t] = x[lane + t * 32]; dc[t] = dy[lane + t * 32]; }
-        r = rstd[row];
-    }
-    for (; row < (size_t)N; row += step) {  // uniform over the warp
-        const size_t next = row + step;
-        if (next < (size_t)N) {  // in flight while this row is reduced and written
-            const RmsChunk *x = (const RmsChunk*)(inp + next * C), *dy = (const RmsChunk*)(dout + next * C);
-#pragma unroll
-            for (int t = 0; t < NPL; t++) if (lane + t * 32 < nch) { xn[t] = x[lane + t * 32]; dn[t] = dy[lane + t * 32]; }
-            rn = rstd[next];
-        }
-        RmsChunk* dx = (RmsChunk*)(dinp + row * C);
-        float dot = 0.0f;  // sum_k dy_k w_k x_k
-#pragma unroll
-        for (int t = 0; t < NPL; t++) {
-            int q = lane + t * 32;
-            if (q < nch) {
-                RmsChunk wc = wsh[q];
-                for (int k = 0; k < RMS_VEC; k++) dot += (float)dc[t].v[k] * (float)wc.v[k] * (float)xc[t].v[k];
-            }
-        }
-        dot = rms_group_sum(dot, 32);
-        float kk = dot * r * r * r / C;
-#pragma unroll
-        for (int t = 0; t < NPL; t++) {
-            int q = lane + t * 32;
-            if (q < nch) {
-                RmsChunk wc = wsh[q], dxc = dx[q];
-                for (int k = 0; k < RMS_VEC; k++) {
-                    float xv = (float)xc[t].v[k], g = (float)dc[t].v[k];
-                    dxc.v[k] = (floatX)((float)dxc.v[k] + (r * (float)wc.v[k] * g - kk * xv));
-                    mine[k * nchp + q] += g * xv * r;
-                }
-                dx[q] = dxc;
-            }
-        }
-#pragma unroll
-        for (int t = 0; t < NPL; t++) { xc[t] = xn[t]; dc[t] = dn[t]; }
-        r = rn;
-    }
-}
-// npl is uniform over the grid: one kernel, the branch picks a compiled variant
-__global__ void __launch_bounds__(32 * RMS_WARPS, 1) rmsnorm_backward_stream_kernel(floatX* dinp, floatX* dw,
-                                                                                   const floatX* dout,
-                                                                                   const floatX* inp, const floatX* w,
-                                                                                   const float* rstd, int N, int C,
-                                                                                   int npl) {
-    extern __shared__ float dwp[];  // C / RMS_VEC chunks of w, then [warps][rms_slice(nch, 32)]
-    __shared__ unsigned int ticket;
-    const int nch = C / RMS_VEC;
-    RmsChunk* wsh = (RmsChunk*)dwp;
-    for (int q = threadIdx.x; q < nch; q += blockDim.x) wsh[q] = ((const RmsChunk*)w)[q];
-    __syncthreads();
-    float* slots = (float*)(wsh + nch);
-    float* mine = slots + (threadIdx.x >> 5) * rms_slice(nch, 32);
-    switch (npl) {
-        case 1: rms_backward_stream<1>(dinp, dout, inp, wsh, rstd, N, C, mine); break;
-        case 2: rms_backward_stream<2>(dinp, dout, inp, wsh, rstd, N, C, mine); break;
-        case 4: rms_backward_stream<4>(dinp, dout, inp, wsh, rstd, N, C, mine); break;
-        default: rms_backward_stream<8>(dinp, dout, inp, wsh, rstd, N, C, mine); break;
-    }
-    rms_backward_finish(dw, C, 32, slots, &ticket);
-}
-// the shapes version 5 was built for; the others take version 3 (the same results)
-static void rmsnorm_backward_v5(floatX* dinp, floatX* dw, const floatX* dout, const floatX* inp, const floatX* w,
+// version 3's backward: llmc's per-row fused kernel alone (llmc's rmsnorm_backward now sends
+// rows of 32 to 256 chunks on the 16-byte path to version 5's streaming kernel)
+static void rmsnorm_backward_v3(floatX* dinp, floatX* dw, const floatX* dout, const floatX* inp, const floatX* w,
                                 const float* rstd, int N, int C) {
-    static int optin = -1;
-    if (optin < 0) {
-        int dev = 0;
-        cudaCheck(cudaGetDevice(&dev));
-        cudaCheck(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
-        if (optin > 48 * 1024)
-            cudaCheck(cudaFuncSetAttribute(rmsnorm_backward_stream_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           optin));
-    }
-    int warps, blocks;
+    int fused, stream, warps, blocks;
     size_t smem;
+    rms_backward_smem_allowed(&fused, &stream);
     rms_backward_shape(N, C, &warps, &blocks, &smem);
-    int nch = (int)ceil_div((size_t)C, RMS_VEC), npl = rms_npl(nch, 32, RMS_MAX_NPL);
-    smem += (size_t)nch * sizeof(RmsChunk);
-    if (N <= 0 || !rms_vec_ok(C, dinp, dout, inp, w) || nch < 32 || npl == 0 || warps == 0 || smem > (size_t)optin) {
+    if (N <= 0 || warps == 0 || smem > (size_t)fused) {  // the two-kernel path, as llmc
         rmsnorm_backward(dinp, dw, dout, inp, w, rstd, N, C, 0);
         return;
     }
-    rmsnorm_backward_stream_kernel<<<blocks, 32 * warps, smem>>>(dinp, dw, dout, inp, w, rstd, N, C, npl);
+    int vec = rms_vec_ok(C, dinp, dout, inp, w);
+    int nch = (int)ceil_div((size_t)C, RMS_VEC), L = rms_lanes(nch), npl = rms_npl(nch, L, RMS_BWD_MAX_NPL);
+    rmsnorm_backward_kernel<<<blocks, 32 * warps, smem>>>(dinp, dw, dout, inp, w, rstd, N, C, vec, npl, L);
     cudaCheck(cudaGetLastError());
 }
 
@@ -286,9 +196,9 @@ static void backward(int version, floatX* dinp, floatX* dw, const floatX* dout, 
         rmsnorm_dw_v2_kernel<<<(unsigned)ceil_div(C, 32), dim3(32, 16)>>>(dw, dout, inp, rstd, N, C);
         cudaCheck(cudaGetLastError());
     } else if (version <= 4) {
-        rmsnorm_backward(dinp, dw, dout, inp, w, rstd, N, C, 0);
+        rmsnorm_backward_v3(dinp, dw, dout, inp, w, rstd, N, C);
     } else {
-        rmsnorm_backward_v5(dinp, dw, dout, inp, w, rstd, N, C);
+        rmsnorm_backward(dinp, dw, dout, inp, w, rstd, N, C, 0);
     }
 }
 
