@@ -8,8 +8,8 @@ Ladder for llmc/kernels/rmsnorm.cuh.
   version 3: 16-byte chunks kept in registers (the row read once), L = 1..32 lanes per
              row, a block per 8 (or more) rows; the backward in one kernel, dw reduced
              through per-block partials and a fixed tree (last block of each group of 16,
-             then the last group), no second pass over dy and x (the llmc backward; the
-             llmc forward for rows under 32 chunks or not 16-byte aligned)
+             then the last group), no second pass over dy and x (llmc's kernels for rows
+             under 32 chunks or not 16-byte aligned; the backward's too over 256 chunks)
   version 4: the llmc kernels: the forward of rows of at least 32 chunks (C >= 256 in
              bf16) on the 16-byte path runs a persistent grid (2 blocks a SM), the weight
              staged once a block in shared memory, and each warp loads its next row
@@ -23,11 +23,37 @@ Ladder for llmc/kernels/rmsnorm.cuh.
              measured 34 us, ~0.45 ms less a step (33 calls). Moved into llmc before a GPU
              measured it (bitwise version 3's results, so the only risk is its speed:
              scripts/gpu_check.sh runs this ladder's benchmark).
+  version 5: the llmc kernels: the backward's streaming schedule, for rows of 32 to 256
+             chunks on the 16-byte path (256 <= C <= 2048 in bf16, 128 <= C <= 1024 in
+             fp32): version 3's grid, row partition, slots and dw tree (so dw is added in
+             version 3's order), but a warp keeps its row's dy and x in registers between
+             the dot product and the update (version 3 reads rows over 2 chunks a lane
+             again), loads the next row's dy and x before it reduces and writes the current
+             one, and reads w from shared memory (staged once a block). Two rows of dy and
+             x in registers (128 registers at 8 chunks a lane; 235 in all, no spill) leave
+             one block of 8 warps a SM: version 3's 256 blocks at llama3-1B run in two
+             waves on 132 SMs. The same arithmetic in the same order as version 3: bitwise
+             its dinp and dw (checked here on every shape). Other shapes: version 3's.
+             Predicted at llama3-1B (N = 8192, C = 2048, bf16) on the H200, before it ran:
+             134 MB a call (dy, x, dinp read, dinp written; plus 2 MB of fp32 partials
+             through L2). Version 3 measured 72 us (1.86 TB/s, 44% of the 4.25 TB/s copy);
+             its rows over 2 chunks a lane are read twice, in loops that issue a chunk of
+             each tensor a lane per step, so ~16 KB a SM in flight where Little's law asks
+             ~32 KB (4.25 TB/s x ~1 us / 132 SMs). Version 5 has ~64 KB a SM in flight
+             through a row (8 warps, each the next row's dy and x, 8 KB) besides the current
+             dinp, like the forward's streaming kernel that measured 75-76% of copy; the
+             streaming part should run near that, 3.0-3.2 TB/s (42-45 us), less what the
+             forward does not pay: two waves, each exposing its first row's loads (~1-2 us
+             of a warp's 4 rows), and the tree's ~3 us tail on one SM. Predicted: 46-52 us
+             a call (2.6-2.9 TB/s, 61-69% of copy) against 72 us, ~0.7-0.85 ms less a step
+             (33 calls). Moved into llmc before a GPU measured it, as version 4 was
+             (bitwise version 3's results, so the only risk is its speed:
+             scripts/gpu_check.sh runs this ladder's benchmark).
 Validated against the CPU twin (llmc/kernels/cpu/rmsnorm.h) on random data, odd C, rows
 not a multiple of 8 or 16; the backward accumulates into random dinp and dw.
 Shapes with offset=1 start every floatX buffer one element into its allocation: no row
 is 16-byte aligned, so version 3 takes its element-by-element path.
-Determinism: versions 2 and 3 backward run twice, bitwise.
+Determinism: the backward of versions 2 to 5 runs twice, bitwise.
 */
 #include "ladder.h"
 #include "../../llmc/kernels/rmsnorm.cuh"
@@ -126,6 +152,24 @@ static void rmsnorm_forward_v3(floatX* out, float* rstd, const floatX* inp, cons
     cudaCheck(cudaGetLastError());
 }
 
+// version 3's backward: llmc's per-row fused kernel alone (llmc's rmsnorm_backward now sends
+// rows of 32 to 256 chunks on the 16-byte path to version 5's streaming kernel)
+static void rmsnorm_backward_v3(floatX* dinp, floatX* dw, const floatX* dout, const floatX* inp, const floatX* w,
+                                const float* rstd, int N, int C) {
+    int fused, stream, warps, blocks;
+    size_t smem;
+    rms_backward_smem_allowed(&fused, &stream);
+    rms_backward_shape(N, C, &warps, &blocks, &smem);
+    if (N <= 0 || warps == 0 || smem > (size_t)fused) {  // the two-kernel path, as llmc
+        rmsnorm_backward(dinp, dw, dout, inp, w, rstd, N, C, 0);
+        return;
+    }
+    int vec = rms_vec_ok(C, dinp, dout, inp, w);
+    int nch = (int)ceil_div((size_t)C, RMS_VEC), L = rms_lanes(nch), npl = rms_npl(nch, L, RMS_BWD_MAX_NPL);
+    rmsnorm_backward_kernel<<<blocks, 32 * warps, smem>>>(dinp, dw, dout, inp, w, rstd, N, C, vec, npl, L);
+    cudaCheck(cudaGetLastError());
+}
+
 static void forward(int version, floatX* out, float* rstd, const floatX* inp, const floatX* w, int N, int C, float eps) {
     if (version == 1) {
         rmsnorm_forward_v1_kernel<<<(unsigned)ceil_div(N, 128), 128>>>(out, rstd, inp, w, N, C, eps);
@@ -151,6 +195,8 @@ static void backward(int version, floatX* dinp, floatX* dw, const floatX* dout, 
         cudaCheck(cudaGetLastError());
         rmsnorm_dw_v2_kernel<<<(unsigned)ceil_div(C, 32), dim3(32, 16)>>>(dw, dout, inp, rstd, N, C);
         cudaCheck(cudaGetLastError());
+    } else if (version <= 4) {
+        rmsnorm_backward_v3(dinp, dw, dout, inp, w, rstd, N, C);
     } else {
         rmsnorm_backward(dinp, dw, dout, inp, w, rstd, N, C, 0);
     }
@@ -197,6 +243,18 @@ static void run_version(int version, int N, int C, int off, uint64_t seed) {
     check("forward out", unpad(download_x(d_out, n + off)), r_out, rt * rms_of(r_out), rt);
     check("forward rstd", download_f(d_rstd, N), r_rstd, 0.0, 2e-5);
     upload_f_to(d_rstd, r_rstd);
+    if (version == 5) {  // bitwise version 3's backward
+        backward(3, d_dinp + off, d_dw + off, d_dout + off, d_x + off, d_w + off, d_rstd, N, C);
+        std::vector<float> i3 = unpad(download_x(d_dinp, n + off)), w3 = unpad(download_x(d_dw, C + off));
+        upload_x_to(d_dinp, padded(dinp0));
+        upload_x_to(d_dw, padded(dw0));
+        backward(5, d_dinp + off, d_dw + off, d_dout + off, d_x + off, d_w + off, d_rstd, N, C);
+        printf("    (versus version 3)\n");
+        check_same("backward dinp", unpad(download_x(d_dinp, n + off)), i3);
+        check_same("backward dw", unpad(download_x(d_dw, C + off)), w3);
+        upload_x_to(d_dinp, padded(dinp0));
+        upload_x_to(d_dw, padded(dw0));
+    }
     backward(version, d_dinp + off, d_dw + off, d_dout + off, d_x + off, d_w + off, d_rstd, N, C);
     std::vector<float> g_dinp = unpad(download_x(d_dinp, n + off)), g_dw = unpad(download_x(d_dw, C + off));
     check("backward dinp", g_dinp, r_dinp, rt * rms_of(r_dinp), rt);
@@ -232,19 +290,22 @@ static void bench_version(int version, int N, int C) {
 }
 
 int main(int argc, char** argv) {
-    ladder_init(argc, argv, "rmsnorm", 4);
+    ladder_init(argc, argv, "rmsnorm", 5);
     // {N, C, offset}: odd C; C = 2048 (llama3-1B's D); N = 1000 at C = 264: more than 16
     // blocks in version 3's backward tree; C = 24600: version 3's two-kernel backward;
     // offset 1: no 16-byte aligned row (version 3's element path); N = 2200 at C = 256 and
     // 2300 at C = 1032: more rows than version 4's persistent grid holds (2 blocks of 8
-    // warps on each of the emulator's 132 SMs: 2112), with 1 and 5 chunks a lane
+    // warps on each of the emulator's 132 SMs: 2112), with 1 and 5 chunks a lane; version 5
+    // streams about 4 rows a warp (version 3's grid: a block per 32 rows) at 1 (C = 256), 2
+    // (264), 3 of 4 (768), 5 of 8 (1032) and 8 (2048) chunks a lane
     const int shapes[][3] = {{7, 24, 0}, {65, 61, 0}, {300, 48, 0}, {1, 1, 0}, {129, 2048, 0}, {37, 33, 0},
                              {19, 64, 0}, {1000, 264, 0}, {3, 24600, 0}, {129, 2048, 1}, {65, 61, 1}, {19, 64, 1},
-                             {2200, 256, 0}, {2300, 1032, 0}};
-    static const char* names[4] = {"thread per row / per channel", "warp per row, separate blocked dw kernel",
+                             {2200, 256, 0}, {2300, 1032, 0}, {200, 768, 0}, {300, 2048, 0}};
+    static const char* names[5] = {"thread per row / per channel", "warp per row, separate blocked dw kernel",
                                    "16-byte chunks, row in registers, fused backward with a fixed-order dw tree (llmc)",
-                                   "forward: persistent warps, next row in flight, weight in shared memory; backward v3"};
-    for (int version = 1; version <= 4; version++) {
+                                   "forward: persistent warps, next row in flight, weight in shared memory; backward v3",
+                                   "backward: row in registers, next row's dy and x in flight, weight in shared memory"};
+    for (int version = 1; version <= 5; version++) {
         if (!want(version)) continue;
         printf("version %d: %s\n", version, names[version - 1]);
         uint64_t seed = 300;

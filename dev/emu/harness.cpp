@@ -3530,9 +3530,13 @@ int main(int argc, char** argv) {
     // 1, 2, 4, 8, none in fp32); N = 700 at C = 264 and N = 2000 at C = 24: more than 16
     // blocks in the backward; C = 24600: the two-kernel backward; C >= 264 aligned: the
     // forward's streaming kernel (its unaligned twin, the per-row kernel, must give the same
-    // bits), N = 2300: more rows than its grid of 2 blocks of 8 warps on each of 132 SMs
+    // bits), N = 2300: more rows than its grid of 2 blocks of 8 warps on each of 132 SMs;
+    // the same for the backward's streaming kernel (C from 264 to 2048 in bf16, 136 to 520 in
+    // fp32), which streams several rows a warp at N = 700 and 2300 (2 chunks a lane in
+    // bf16), 200 at C = 1032 (5 of 8) and 150 at C = 2048 (8; fp32: the per-row kernel)
     for (auto nc : std::vector<std::pair<int, int>>{{37, 8}, {19, 64}, {9, 136}, {13, 264}, {5, 520}, {3, 1032}, {3, 2056},
-                                                    {700, 264}, {2000, 24}, {3, 24600}, {2300, 264}})
+                                                    {700, 264}, {2000, 24}, {3, 24600}, {2300, 264}, {200, 1032},
+                                                    {150, 2048}})
         for (int off = 0; off <= 1; off++) check_rmsnorm(nc.first, nc.second, off);
     check_rmsnorm(9, 61, 1);
     // rope: hd 6 (the pair path), 8 (16-byte chunks), 12 (chunks in fp32, pairs in bf16),

@@ -148,6 +148,9 @@ KERNELS = {
                                       "(RMS_STREAM_BLOCKS_PER_SM), two rows of up to 8 chunks a lane in registers; "
                                       "the weight in shared memory, C * 2 bytes <= 4 KB (C <= 2048 in bf16)"),
     "rmsnorm_backward_kernel": (256, 2, 96 * 1024, "RMS_BWD_SMEM_MAX (96 KB of dw slots): '2 blocks per SM'"),
+    "rmsnorm_backward_stream_kernel": (256, 1, 100 * 1024, "two rows of dy and x (up to 8 chunks a lane each) in "
+                                       "registers: one block of 8 warps per SM by design (llmc/kernels/rmsnorm.cuh); "
+                                       "RMS_BWD_SMEM_MAX of dw slots + the weight, C * 2 bytes <= 4 KB"),
     # rows kept in registers (adaln.cuh)
     "lnmod_forward_nv1_kernel": (256, _LNF[1][0], 0, "a row in registers, 1 vector per lane: " + _LNF[1][1]),
     "lnmod_forward_nv2_kernel": (256, _LNF[2][0], 0, "a row in registers, 2 vectors per lane: " + _LNF[2][1]),

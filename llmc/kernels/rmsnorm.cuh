@@ -25,6 +25,11 @@ between the sum of squares and the output, so a row is read from memory once.
   (101 registers), L lanes a row as above. Both do the same arithmetic in the same order.
 
 Backward (rmsnorm_backward_kernel): one kernel computes dinp and dw.
+  rows of 32 to 256 chunks on the 16-byte path (256 <= C <= 2048 in bf16: llama3-1B's
+  width) take rmsnorm_backward_stream_kernel instead: the same grid, row slots, arithmetic
+  and dw tree (bitwise the same dinp and dw), each warp's row of dy and x kept in registers
+  and its next row's loaded while the current one is reduced and written (its comment
+  below). What follows on registers is the per-row kernel's; the dw reduction is both's.
   dinp += r*w*dy - k*x with k = r^3/C * sum(dy*w*x) (the residual stream's gradient
   accumulates), per row as above; dy and x stay in registers between the dot product
   and the update up to 2 chunks per lane (C <= 512 in bf16, the DiT's q/k norms);
@@ -54,6 +59,9 @@ Backward (rmsnorm_backward_kernel): one kernel computes dinp and dw.
 Predicted for the streaming forward (dev/cuda/rmsnorm.cu version 4, before it ran on a
 GPU): llama3-1B's 67 MB a call at 3.2-3.6 TB/s (75-85% of copy), 19-21 us against the
 per-row kernel's measured 34 us, ~0.45 ms less a step (33 calls).
+Predicted for the streaming backward (dev/cuda/rmsnorm.cu version 5, before it ran on a
+GPU): llama3-1B's 134 MB a call at 2.6-2.9 TB/s (61-69% of copy), 46-52 us against the
+per-row kernel's measured 72 us in the ladder, ~0.7-0.85 ms less a step (33 calls).
 Predicted gain at llama3-1B, B=4 T=2048 (N = 8192 rows, C = 2048, bf16), H100 SXM at an
 achievable ~2.9 TB/s. Predicted before the first GPU run; measured on an H200 (docs/results/gpu_h200_2026-11-26.md section 3:
 33 calls each way, B=4 T=2048): forward 34 us a call at 2.0 TB/s (47% of copy), backward
@@ -435,6 +443,39 @@ static __device__ void rms_sum_rows(int C, int row0, int step, int nrows, floatX
     }
 }
 
+// The end of a fused backward block: its partial of dw, its slots [blockDim.x / 32 * (32 / L)]
+// of rms_slice floats at dwp added in slot order, then the fixed tree over the blocks.
+// ticket: a __shared__ word of the kernel.
+static __device__ void rms_backward_finish(floatX* dw, int C, int L, const float* dwp, unsigned int* ticket) {
+    int nch = (C + RMS_VEC - 1) / RMS_VEC, nchp = rms_nchp(nch), slots = (blockDim.x >> 5) * (32 / L);
+    size_t slice = (size_t)rms_slice(nch, L);
+    __syncthreads();
+    for (int c = threadIdx.x; c < C; c += blockDim.x) {
+        size_t at = (size_t)(c % RMS_VEC) * nchp + c / RMS_VEC;
+        float sum = 0.0f;
+        for (int sl = 0; sl < slots; sl++) sum += dwp[sl * slice + at];
+        rmsnorm_dw_partials[(size_t)blockIdx.x * C + c] = sum;
+    }
+    // the last block of each group adds the group's partials, in block order, into the
+    // group's first row; the last group adds the group rows, in group order, into dw
+    __threadfence();  // this block's partials are visible before its ticket is taken
+    __syncthreads();
+    int G = gridDim.x, g = blockIdx.x / RMS_GROUP, first = g * RMS_GROUP;
+    int gsize = G - first < RMS_GROUP ? G - first : RMS_GROUP, ngroups = (G + RMS_GROUP - 1) / RMS_GROUP;
+    if (threadIdx.x == 0) *ticket = atomicAdd(&rmsnorm_tickets[g], 1u);
+    __syncthreads();
+    if (*ticket != (unsigned)gsize - 1) return;  // block-uniform
+    if (threadIdx.x == 0) rmsnorm_tickets[g] = 0;  // every block of the group has taken its ticket: reset for the next call
+    rms_sum_rows(C, first, 1, gsize, NULL);  // into row `first`
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) *ticket = atomicAdd(&rmsnorm_tickets[RMS_BWD_MAX_BLOCKS / RMS_GROUP], 1u);
+    __syncthreads();
+    if (*ticket != (unsigned)ngroups - 1) return;
+    if (threadIdx.x == 0) rmsnorm_tickets[RMS_BWD_MAX_BLOCKS / RMS_GROUP] = 0;
+    rms_sum_rows(C, 0, RMS_GROUP, ngroups, dw);
+}
+
 __global__ void __launch_bounds__(32 * RMS_WARPS, 2) rmsnorm_backward_kernel(floatX* dinp, floatX* dw, const floatX* dout,
                                                                              const floatX* inp, const floatX* w,
                                                                              const float* rstd, int N, int C, int vec,
@@ -454,36 +495,99 @@ __global__ void __launch_bounds__(32 * RMS_WARPS, 2) rmsnorm_backward_kernel(flo
             default: rms_backward_rows<false, 0>(dinp, dout, inp, w, rstd, N, C, L, dwp); break;
         }
     }
-    // this block's partial of dw: its slots added in slot order
-    int nch = (C + RMS_VEC - 1) / RMS_VEC, nchp = rms_nchp(nch), slots = (blockDim.x >> 5) * (32 / L);
-    size_t slice = (size_t)rms_slice(nch, L);
-    __syncthreads();
-    for (int c = threadIdx.x; c < C; c += blockDim.x) {
-        size_t at = (size_t)(c % RMS_VEC) * nchp + c / RMS_VEC;
-        float sum = 0.0f;
-        for (int sl = 0; sl < slots; sl++) sum += dwp[sl * slice + at];
-        rmsnorm_dw_partials[(size_t)blockIdx.x * C + c] = sum;
-    }
-    // the last block of each group adds the group's partials, in block order, into the
-    // group's first row; the last group adds the group rows, in group order, into dw
-    __threadfence();  // this block's partials are visible before its ticket is taken
-    __syncthreads();
-    int G = gridDim.x, g = blockIdx.x / RMS_GROUP, first = g * RMS_GROUP;
-    int gsize = G - first < RMS_GROUP ? G - first : RMS_GROUP, ngroups = (G + RMS_GROUP - 1) / RMS_GROUP;
-    if (threadIdx.x == 0) ticket = atomicAdd(&rmsnorm_tickets[g], 1u);
-    __syncthreads();
-    if (ticket != (unsigned)gsize - 1) return;  // block-uniform
-    if (threadIdx.x == 0) rmsnorm_tickets[g] = 0;  // every block of the group has taken its ticket: reset for the next call
-    rms_sum_rows(C, first, 1, gsize, NULL);  // into row `first`
-    __threadfence();
-    __syncthreads();
-    if (threadIdx.x == 0) ticket = atomicAdd(&rmsnorm_tickets[RMS_BWD_MAX_BLOCKS / RMS_GROUP], 1u);
-    __syncthreads();
-    if (ticket != (unsigned)ngroups - 1) return;
-    if (threadIdx.x == 0) rmsnorm_tickets[RMS_BWD_MAX_BLOCKS / RMS_GROUP] = 0;
-    rms_sum_rows(C, 0, RMS_GROUP, ngroups, dw);
+    rms_backward_finish(dw, C, L, dwp, &ticket);
 }
 
+// The backward's streaming schedule, for rows of 32 to 8 * 32 chunks on the 16-byte path
+// (256 <= C <= 2048 in bf16; dev/cuda/rmsnorm.cu version 5). The partition of the rows, the
+// slots and the tree are rmsnorm_backward_kernel's (rms_backward_shape: G blocks, a warp a
+// slot, slot s of block b takes rows b * warps + s, + G * warps, ...), so dw is summed in
+// its order; a row's arithmetic is its too (chunk q of lane l is q = l + 32 t in both), so
+// dinp and dw are its bit for bit (the emulator compares each aligned shape with its
+// unaligned twin, which runs rmsnorm_backward_kernel). What changes: the row's dy and x
+// stay in registers between the dot product and the update (the per-row kernel keeps them
+// only up to 2 chunks a lane and reads longer rows again), the next row's dy and x are
+// loaded before the current one is reduced and written, and w sits in shared memory once a
+// block. dinp is loaded in the update, not before the dot product: holding it too (32
+// registers more) spilled 224 bytes at the 255-register cap. Two rows of dy and x a warp in
+// registers (128 at 8 chunks a lane; 235 in all) leave one block of 8 warps an SM, so the
+// grid of up to 256 blocks runs in two waves on 132 SMs.
+template <int NPL>
+static __device__ void rms_backward_stream(floatX* dinp, const floatX* dout, const floatX* inp, const RmsChunk* wsh,
+                                           const float* rstd, int N, int C, float* mine) {
+    const int lane = threadIdx.x & 31, nwarps = blockDim.x >> 5, nch = C / RMS_VEC, nchp = rms_nchp(nch);
+    for (int q = lane; q < nch; q += 32)
+        for (int k = 0; k < RMS_VEC; k++) mine[k * nchp + q] = 0.0f;
+    const size_t step = (size_t)gridDim.x * nwarps;
+    size_t row = (size_t)blockIdx.x * nwarps + (threadIdx.x >> 5);
+    RmsChunk xc[NPL], dc[NPL], xn[NPL], dn[NPL];
+    float r = 0.0f, rn = 0.0f;
+    if (row < (size_t)N) {
+        const RmsChunk *x = (const RmsChunk*)(inp + row * C), *dy = (const RmsChunk*)(dout + row * C);
+#pragma unroll
+        for (int t = 0; t < NPL; t++) if (lane + t * 32 < nch) { xc[t] = x[lane + t * 32]; dc[t] = dy[lane + t * 32]; }
+        r = rstd[row];
+    }
+    for (; row < (size_t)N; row += step) {  // uniform over the warp
+        const size_t next = row + step;
+        if (next < (size_t)N) {  // in flight while this row is reduced and written
+            const RmsChunk *x = (const RmsChunk*)(inp + next * C), *dy = (const RmsChunk*)(dout + next * C);
+#pragma unroll
+            for (int t = 0; t < NPL; t++) if (lane + t * 32 < nch) { xn[t] = x[lane + t * 32]; dn[t] = dy[lane + t * 32]; }
+            rn = rstd[next];
+        }
+        RmsChunk* dx = (RmsChunk*)(dinp + row * C);
+        float dot = 0.0f;  // sum_k dy_k w_k x_k
+#pragma unroll
+        for (int t = 0; t < NPL; t++) {
+            int q = lane + t * 32;
+            if (q < nch) {
+                RmsChunk wc = wsh[q];
+                for (int k = 0; k < RMS_VEC; k++) dot += (float)dc[t].v[k] * (float)wc.v[k] * (float)xc[t].v[k];
+            }
+        }
+        dot = rms_group_sum(dot, 32);
+        float kk = dot * r * r * r / C;
+#pragma unroll
+        for (int t = 0; t < NPL; t++) {
+            int q = lane + t * 32;
+            if (q < nch) {
+                RmsChunk wc = wsh[q], dxc = dx[q];
+                for (int k = 0; k < RMS_VEC; k++) {
+                    float xv = (float)xc[t].v[k], g = (float)dc[t].v[k];
+                    dxc.v[k] = (floatX)((float)dxc.v[k] + (r * (float)wc.v[k] * g - kk * xv));
+                    mine[k * nchp + q] += g * xv * r;
+                }
+                dx[q] = dxc;
+            }
+        }
+#pragma unroll
+        for (int t = 0; t < NPL; t++) { xc[t] = xn[t]; dc[t] = dn[t]; }
+        r = rn;
+    }
+}
+// npl is uniform over the grid: one kernel, the branch picks a compiled variant
+__global__ void __launch_bounds__(32 * RMS_WARPS, 1) rmsnorm_backward_stream_kernel(floatX* dinp, floatX* dw,
+                                                                                   const floatX* dout,
+                                                                                   const floatX* inp, const floatX* w,
+                                                                                   const float* rstd, int N, int C,
+                                                                                   int npl) {
+    extern __shared__ float dwp[];  // C / RMS_VEC chunks of w, then [warps][rms_slice(nch, 32)]
+    __shared__ unsigned int ticket;
+    const int nch = C / RMS_VEC;
+    RmsChunk* wsh = (RmsChunk*)dwp;
+    for (int q = threadIdx.x; q < nch; q += blockDim.x) wsh[q] = ((const RmsChunk*)w)[q];
+    __syncthreads();
+    float* slots = (float*)(wsh + nch);
+    float* mine = slots + (threadIdx.x >> 5) * rms_slice(nch, 32);
+    switch (npl) {
+        case 1: rms_backward_stream<1>(dinp, dout, inp, wsh, rstd, N, C, mine); break;
+        case 2: rms_backward_stream<2>(dinp, dout, inp, wsh, rstd, N, C, mine); break;
+        case 4: rms_backward_stream<4>(dinp, dout, inp, wsh, rstd, N, C, mine); break;
+        default: rms_backward_stream<8>(dinp, dout, inp, wsh, rstd, N, C, mine); break;
+    }
+    rms_backward_finish(dw, C, 32, slots, &ticket);
+}
 // --- the two-kernel path, for rows too long for the fused kernel's shared memory
 __global__ void rmsnorm_backward_dinp_kernel(floatX* dinp, const floatX* dout, const floatX* inp, const floatX* w,
                                              const float* rstd, int N, int C) {
@@ -541,28 +645,42 @@ static inline void rms_backward_shape(int N, int C, int* warps, int* blocks, siz
     *blocks = (int)g;
 }
 
+// The fused kernels' shared memory, opted in once a process up to what the device allows:
+// *fused for rmsnorm_backward_kernel (the dw slots), *stream for the streaming kernel (the
+// slots and w). A device that allows less than a shape needs gets the two-kernel path or the
+// per-row kernel (the shape itself never depends on the device, so neither does the order of
+// dw's sums, and the per-row kernel gives the streaming kernel's bits).
+static inline void rms_backward_smem_allowed(int* fused, int* stream) {
+    static int f = -1, st = -1;
+    if (f < 0) {
+        int dev = 0, optin = 0;
+        cudaCheck(cudaGetDevice(&dev));
+        cudaCheck(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+        const int smax = RMS_BWD_SMEM_MAX + 32 * RMS_MAX_NPL * (int)sizeof(RmsChunk);
+        f = optin < RMS_BWD_SMEM_MAX ? optin : RMS_BWD_SMEM_MAX;
+        st = optin < smax ? optin : smax;
+        if (f > 48 * 1024)
+            cudaCheck(cudaFuncSetAttribute(rmsnorm_backward_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, f));
+        else f = 48 * 1024;
+        if (st > 48 * 1024)
+            cudaCheck(cudaFuncSetAttribute(rmsnorm_backward_stream_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           st));
+        else st = 48 * 1024;
+    }
+    *fused = f;
+    *stream = st;
+}
+
 // dinp += dL/dx, dw += dL/dw
 static inline void rmsnorm_backward(floatX* dinp, floatX* dw, const floatX* dout, const floatX* inp, const floatX* w,
                                     const float* rstd, int N, int C, stream_t s) {
     if (N <= 0 || C <= 0) return;
-    // The fused kernel's shared memory is opted in once per process, up to what the device
-    // allows; a device that allows less than a shape needs gets the two-kernel path (the
-    // shape itself never depends on the device, so neither does the order of dw's sums).
-    static int smem_allowed = -1;
-    if (smem_allowed < 0) {
-        int dev = 0, optin = 0;
-        cudaCheck(cudaGetDevice(&dev));
-        cudaCheck(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
-        smem_allowed = optin < RMS_BWD_SMEM_MAX ? optin : RMS_BWD_SMEM_MAX;
-        if (smem_allowed > 48 * 1024)
-            cudaCheck(cudaFuncSetAttribute(rmsnorm_backward_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           smem_allowed));
-        else smem_allowed = 48 * 1024;
-    }
+    int fused, stream;
+    rms_backward_smem_allowed(&fused, &stream);
     int warps, blocks;
     size_t smem;
     rms_backward_shape(N, C, &warps, &blocks, &smem);
-    if (warps == 0 || smem > (size_t)smem_allowed) {
+    if (warps == 0 || smem > (size_t)fused) {
         unsigned grid = (unsigned)ceil_div((size_t)N, RMS_WARPS);
         rmsnorm_backward_dinp_kernel<<<grid, 32 * RMS_WARPS, 0, s>>>(dinp, dout, inp, w, rstd, N, C);
         cudaCheck(cudaGetLastError());
@@ -574,6 +692,13 @@ static inline void rmsnorm_backward(floatX* dinp, floatX* dw, const floatX* dout
     }
     int vec = rms_vec_ok(C, dinp, dout, inp, w);
     int nch = (int)ceil_div((size_t)C, RMS_VEC), L = rms_lanes(nch);
+    int spl = nch >= 32 ? rms_npl(nch, 32, RMS_MAX_NPL) : 0;  // L = 32 from 32 chunks on
+    size_t ssmem = smem + (size_t)nch * sizeof(RmsChunk);
+    if (vec && spl > 0 && ssmem <= (size_t)stream) {
+        rmsnorm_backward_stream_kernel<<<blocks, 32 * warps, ssmem, s>>>(dinp, dw, dout, inp, w, rstd, N, C, spl);
+        cudaCheck(cudaGetLastError());
+        return;
+    }
     int npl = rms_npl(nch, L, RMS_BWD_MAX_NPL);
     rmsnorm_backward_kernel<<<blocks, 32 * warps, smem, s>>>(dinp, dw, dout, inp, w, rstd, N, C, vec, npl, L);
     cudaCheck(cudaGetLastError());
