@@ -348,6 +348,7 @@ static inline void comm_init_world(Comm* c, double timeout_s, double startup_s) 
         c->group_size[GROUP_WORLD] = c->size; c->group_rank[GROUP_WORLD] = c->rank;
         mpiCheck(MPI_Comm_dup(MPI_COMM_WORLD, &c->mpi[GROUP_WORLD]));
 #else
+        (void)startup_s;
         if (env_int("OMPI_COMM_WORLD_SIZE", 1) > 1 || env_int("PMI_SIZE", 1) > 1 || env_int("SLURM_NTASKS", 1) > 1)
             FAIL("started by an MPI launcher with several ranks, but this build has no MPI (make info; install "
                  "libopenmpi-dev and rebuild)");
