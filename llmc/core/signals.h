@@ -21,19 +21,31 @@ collective every step already runs (peak_bytes_all_ranks: a MAX over the ranks),
 stops after the same step, writes that step's checkpoint, logs why and exits with
 EXIT_STOPPED (75, sysexits' EX_TEMPFAIL: "try again later": --resume auto continues from the
 checkpoint). A second stop signal ends the process at once: a short message written with
-write(2), then _exit(1) (both async-signal-safe; nothing else is). test_llama and test_dit take
-only the ignored pair (signals_ignore_io): they have no state worth saving.
+write(2), then _exit(1) (both async-signal-safe; nothing else is), with two exceptions that
+keep a scheduler's stop from losing its checkpoint:
+  - the same signal again within a second of the first is one stop delivered twice (SLURM can
+    reach a task both directly and through its launcher) and is ignored;
+  - once every rank has agreed to stop (signals_stop_under_way, at the stopped step's end), a
+    further signal is ignored: the checkpoint being written takes seconds, and under srun
+    --kill-on-bad-exit the first rank to exit 75 has the launcher signal the others while they
+    are still writing theirs. The process exits 75 as soon as it is on disk.
+test_llama and test_dit take only the ignored pair (signals_ignore_io): they have no state
+worth saving.
 */
 #pragma once
 #include <signal.h>
 #include <string.h>
 #include <unistd.h>
+#include <time.h>
 
 // the exit status of a run stopped by a signal after writing its checkpoint (EX_TEMPFAIL)
 #define EXIT_STOPPED 75
 
 // the first stop signal's number (0: none yet); read by the step loop (llmc/train/step_loop.h)
 static volatile sig_atomic_t g_stop_signal = 0;
+// 1: every rank agreed to stop after this step; its checkpoint is being written (the top of this file)
+static volatile sig_atomic_t g_stop_under_way = 0;
+static struct timespec g_stop_first;  // when the first stop signal came (CLOCK_MONOTONIC)
 
 static inline const char* signal_name(int sig) {
     switch (sig) {
@@ -46,6 +58,12 @@ static inline const char* signal_name(int sig) {
 }
 
 static void signals_on_stop(int sig) {
+    if (g_stop_signal && g_stop_under_way) return;
+    if (g_stop_signal && sig == g_stop_signal) {
+        struct timespec now;
+        clock_gettime(CLOCK_MONOTONIC, &now);  // (async-signal-safe)
+        if ((now.tv_sec - g_stop_first.tv_sec) + 1e-9 * (now.tv_nsec - g_stop_first.tv_nsec) < 1.0) return;
+    }
     if (g_stop_signal) {
         static const char msg[] = "\nerror: a second stop signal: ending at once, without a checkpoint of the current "
                                   "step (exit 1; the newest checkpoint on disk is intact: --resume auto takes it)\n";
@@ -53,8 +71,13 @@ static void signals_on_stop(int sig) {
         (void)w;
         _exit(1);
     }
+    clock_gettime(CLOCK_MONOTONIC, &g_stop_first);
     g_stop_signal = sig;
 }
+
+// every rank has agreed to stop after this step: from here a stop signal no longer cuts the
+// checkpoint short
+static inline void signals_stop_under_way(void) { g_stop_under_way = 1; }
 
 static inline void signals_ignore_io(void) {
     signal(SIGXFSZ, SIG_IGN);
@@ -63,11 +86,21 @@ static inline void signals_ignore_io(void) {
 
 static inline void signals_install(void) {
     signals_ignore_io();
+    // the handler runs on a stack of its own: a signal frame pushed on the interrupted code's
+    // stack overwrites what lies below its stack pointer, where oneDNN's JIT GEMMs can keep
+    // data, and a stop during dnnl_sgemm then corrupts the heap ("corrupted size vs. prev_size",
+    // abort) in the CPU build. sigaltstack is per thread: this is the main thread's; a signal
+    // the kernel hands to another thread (an OpenMP worker) still lands on that thread's stack
+    static char alt_stack[1 << 16];
+    stack_t ss;
+    memset(&ss, 0, sizeof(ss));
+    ss.ss_sp = alt_stack; ss.ss_size = sizeof(alt_stack);
+    sigaltstack(&ss, NULL);
     struct sigaction sa;
     memset(&sa, 0, sizeof(sa));
     sa.sa_handler = signals_on_stop;
     sigemptyset(&sa.sa_mask);
-    sa.sa_flags = SA_RESTART;  // a read or write the signal interrupts carries on: the loop decides when to stop
+    sa.sa_flags = SA_RESTART | SA_ONSTACK;  // a read or write the signal interrupts carries on: the loop decides when to stop
     const int stops[] = {SIGTERM, SIGINT, SIGHUP, SIGUSR1};
     for (size_t i = 0; i < sizeof(stops) / sizeof(stops[0]); i++) sigaction(stops[i], &sa, NULL);
 }

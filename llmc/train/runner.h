@@ -531,6 +531,7 @@ static inline int runner_main(const ModelOps* ops, void* t, RunArgs* a, int unit
         }
         // a stop signal every rank agreed on at step_end: this step's checkpoint, then exit 75
         if (int due = step_stop_due(&sl, step, &v->st)) {
+            signals_stop_under_way();
             if (due == 2) {
                 runner_ckpt_write(ops, t, v, &rs.rd, ckpt_step_name(step).s, step);
                 step_ckpt_written(&sl, step);
